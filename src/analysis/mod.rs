@@ -1,0 +1,6 @@
+//! What recordings mean: a streaming summary of one recording (peak, when, the kernel's own
+//! peak beside it, idle floor), built sample by sample so it never holds the whole file.
+
+pub mod summary;
+
+pub use summary::{Summary, SummaryBuilder};

@@ -1,0 +1,50 @@
+//! `memmon demo`: records the built-in workload (`workload::DEMO_STEPS`) as a launched command,
+//! writes the recording to a file it names, and prints the summary — memmon's main job on a
+//! workload whose memory is known.
+
+use crate::probe::ProcFs;
+use crate::record::{Outcome, RecordOptions, Recorder};
+use crate::target::TargetSpec;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Picks `memmon-demo.csv`, or `memmon-demo-2.csv` and so on: an existing file is never reused.
+pub fn free_name(dir: &Path) -> PathBuf {
+    let first = dir.join("memmon-demo.csv");
+    if !first.exists() {
+        return first;
+    }
+    (2..).map(|i| dir.join(format!("memmon-demo-{i}.csv"))).find(|p| !p.exists()).unwrap()
+}
+
+pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::Result<Outcome> {
+    let output = output.unwrap_or_else(|| free_name(Path::new(".")));
+    let exe = std::env::current_exe()?;
+    let mut command = vec![exe.display().to_string(), "workload".to_string()];
+    command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
+    if !quiet {
+        eprintln!("memmon demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");
+    }
+    let opts = RecordOptions {
+        target: TargetSpec::Command(command),
+        interval,
+        children: true,
+        output: Some(output),
+        format: None,
+        force: false,
+        append: false,
+        pss: None,
+        wait: false,
+        exit_with_target: false,
+        duration: None,
+        quiet,
+        procfs: ProcFs::default(),
+    };
+    let outcome = Recorder::start(opts)?.run()?;
+    if !quiet {
+        if let Some(p) = &outcome.output {
+            eprintln!("memmon demo: the recording is in {}; read it again with: memmon summary {}", p.display(), p.display());
+        }
+    }
+    Ok(outcome)
+}

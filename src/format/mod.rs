@@ -1,0 +1,436 @@
+//! Recordings on disk: where they go (a file that is never clobbered, or stdout), how a sample
+//! becomes a line (`csv.rs`, `jsonl.rs`, one file per format with its writer and reader), and
+//! the streaming reader that gives the samples back with the recording's metadata.
+
+pub mod csv;
+pub mod jsonl;
+pub mod meta;
+
+use crate::sample::Sample;
+use meta::{EndInfo, Meta};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// A line that could not be parsed, and why.
+#[derive(Debug)]
+pub struct RowError(pub String);
+
+/// Where samples are written, one line each.
+pub trait RowSink {
+    fn write_sample(&mut self, s: &Sample) -> io::Result<()>;
+    fn flush(&mut self) -> io::Result<()>;
+    fn get_mut(&mut self) -> &mut dyn Write;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Csv,
+    Jsonl,
+}
+
+impl Format {
+    /// The format a file name implies: `.jsonl`/`.ndjson` is JSON Lines, anything else CSV.
+    pub fn from_path(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("jsonl") | Some("ndjson") | Some("json") => Format::Jsonl,
+            _ => Format::Csv,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{0} already exists: pass --force to overwrite it or --append to add to it")]
+    Exists(PathBuf),
+    #[error("cannot append to {0}: {1}")]
+    CannotAppend(PathBuf, String),
+    #[error("cannot create {0}: {1}")]
+    Create(PathBuf, #[source] io::Error),
+    #[error("cannot write {0}: {1}")]
+    Write(String, #[source] io::Error),
+}
+
+/// The destination of a recording.
+pub struct Output {
+    /// `None` for stdout.
+    path: Option<PathBuf>,
+    format: Format,
+    sink: Box<dyn RowSink>,
+    /// A second handle on the file, to fsync it.
+    sync_handle: Option<File>,
+    meta: Option<Meta>,
+}
+
+impl Output {
+    /// Opens `path` (or stdout for `None`) for a new recording. An existing file is refused
+    /// unless `force` (truncate) or `append` (its header must match this memmon's).
+    pub fn create(
+        path: Option<&Path>,
+        format: Format,
+        force: bool,
+        append: bool,
+    ) -> Result<Output, OutputError> {
+        let Some(path) = path else {
+            let out = BufWriter::with_capacity(64 * 1024, io::stdout());
+            let sink: Box<dyn RowSink> = match format {
+                Format::Csv => Box::new(
+                    csv::CsvWriter::new(out, true)
+                        .map_err(|e| OutputError::Write("stdout".into(), e))?,
+                ),
+                Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
+            };
+            return Ok(Output { path: None, format, sink, sync_handle: None, meta: None });
+        };
+        let path = absolute(path);
+        let exists = path.exists();
+        let mut write_header = true;
+        let file = if exists && append {
+            if format == Format::Csv {
+                let mut first = String::new();
+                let f = File::open(&path).map_err(|e| OutputError::Create(path.clone(), e))?;
+                let mut r = io::BufReader::new(f);
+                io::BufRead::read_line(&mut r, &mut first)
+                    .map_err(|e| OutputError::Create(path.clone(), e))?;
+                if !first.is_empty() {
+                    if first.trim_end() != csv::header() {
+                        return Err(OutputError::CannotAppend(
+                            path.clone(),
+                            "its header differs from this memmon's columns".into(),
+                        ));
+                    }
+                    write_header = false;
+                }
+            }
+            OpenOptions::new().append(true).open(&path)
+        } else if exists && !force {
+            return Err(OutputError::Exists(path));
+        } else {
+            let mut o = OpenOptions::new();
+            o.write(true);
+            if force {
+                o.create(true).truncate(true);
+            } else {
+                // create_new: a file that appears between the check and here is not clobbered.
+                o.create_new(true);
+            }
+            o.open(&path)
+        }
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => OutputError::Exists(path.clone()),
+            _ => OutputError::Create(path.clone(), e),
+        })?;
+        let sync_handle = file.try_clone().ok();
+        let out = BufWriter::with_capacity(64 * 1024, file);
+        let sink: Box<dyn RowSink> = match format {
+            Format::Csv => Box::new(
+                csv::CsvWriter::new(out, write_header)
+                    .map_err(|e| OutputError::Write(path.display().to_string(), e))?,
+            ),
+            Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
+        };
+        Ok(Output { path: Some(path), format, sink, sync_handle, meta: None })
+    }
+
+    /// The absolute path, or `None` for stdout.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// A name for messages: the absolute path or `stdout`.
+    pub fn describe(&self) -> String {
+        match &self.path {
+            Some(p) => p.display().to_string(),
+            None => "stdout".to_string(),
+        }
+    }
+
+    /// Where the metadata of a CSV recording goes: `FILE.meta.json` (none for stdout).
+    pub fn meta_path(&self) -> Option<PathBuf> {
+        match (&self.path, self.format) {
+            (Some(p), Format::Csv) => Some(sidecar_path(p)),
+            _ => None,
+        }
+    }
+
+    /// Writes the metadata: a sidecar for CSV, the first record for JSON Lines.
+    pub fn write_meta(&mut self, meta: &Meta) -> Result<(), OutputError> {
+        self.meta = Some(meta.clone());
+        match self.format {
+            Format::Jsonl => {
+                let line = jsonl::meta_line(meta);
+                self.sink.get_mut().write_all(&line).map_err(|e| self.err(e))?;
+                self.flush()
+            }
+            Format::Csv => self.write_sidecar(),
+        }
+    }
+
+    pub fn write_sample(&mut self, s: &Sample) -> Result<(), OutputError> {
+        self.sink.write_sample(s).map_err(|e| self.err(e))
+    }
+
+    pub fn flush(&mut self) -> Result<(), OutputError> {
+        self.sink.flush().map_err(|e| self.err(e))
+    }
+
+    /// Records how the recording ended, flushes and syncs the file to disk.
+    pub fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError> {
+        match self.format {
+            Format::Jsonl => {
+                let line = jsonl::end_line(end);
+                self.sink.get_mut().write_all(&line).map_err(|e| self.err(e))?;
+            }
+            Format::Csv => {
+                if let Some(m) = self.meta.as_mut() {
+                    m.end = Some(end.clone());
+                }
+            }
+        }
+        self.flush()?;
+        if let Some(f) = &self.sync_handle {
+            f.sync_all().map_err(|e| self.err(e))?;
+        }
+        if self.format == Format::Csv {
+            self.write_sidecar()?;
+        }
+        Ok(())
+    }
+
+    fn write_sidecar(&self) -> Result<(), OutputError> {
+        let (Some(side), Some(meta)) = (self.meta_path(), &self.meta) else {
+            return Ok(());
+        };
+        // Written whole to a temporary name, then renamed: a reader never sees half of it.
+        let tmp = side.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(meta).expect("serializes") + "\n";
+        std::fs::write(&tmp, text)
+            .and_then(|_| std::fs::rename(&tmp, &side))
+            .map_err(|e| OutputError::Write(side.display().to_string(), e))
+    }
+
+    fn err(&self, e: io::Error) -> OutputError {
+        OutputError::Write(self.describe(), e)
+    }
+}
+
+/// `run.csv` → `run.csv.meta.json`.
+pub fn sidecar_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".meta.json");
+    PathBuf::from(s)
+}
+
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {0}: {1}")]
+    Io(PathBuf, #[source] io::Error),
+    #[error("{path}:{line}: {msg}")]
+    Malformed { path: PathBuf, line: u64, msg: String },
+    #[error("{0} is empty: it holds no header and no samples")]
+    Empty(PathBuf),
+}
+
+/// What reading a recording found besides its samples.
+#[derive(Debug, Clone, Default)]
+pub struct ReadInfo {
+    pub path: PathBuf,
+    pub format: Option<Format>,
+    pub meta: Option<Meta>,
+    pub end: Option<EndInfo>,
+    /// The line number of an incomplete last line that was skipped (memmon was killed while
+    /// writing it).
+    pub truncated_line: Option<u64>,
+    pub bytes: u64,
+}
+
+/// Streams a memmon recording (CSV or JSON Lines, told apart by content), calling `on_sample`
+/// for each sample in order. Memory use does not grow with the file. For CSV, the sidecar
+/// `FILE.meta.json` is read when present.
+pub fn read_recording(
+    path: &Path,
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
+    let mut file = File::open(path).map_err(io_err)?;
+    let mut info = ReadInfo { path: path.to_path_buf(), ..ReadInfo::default() };
+    let malformed = |line: u64, msg: String| ReadError::Malformed {
+        path: path.to_path_buf(),
+        line,
+        msg,
+    };
+
+    let mut layout: Option<csv::CsvLayout> = None;
+    let mut fields = Vec::with_capacity(32);
+    let mut result: Result<(), ReadError> = Ok(());
+    let bytes = for_each_line(&mut file, |line_no, line, complete| {
+        if !complete {
+            info.truncated_line = Some(line_no);
+            return true;
+        }
+        if line.is_empty() {
+            return true;
+        }
+        if info.format.is_none() {
+            if line[0] == b'{' {
+                info.format = Some(Format::Jsonl);
+            } else {
+                info.format = Some(Format::Csv);
+                match csv::CsvLayout::from_header(line) {
+                    Ok(l) => layout = Some(l),
+                    Err(msg) => {
+                        result = Err(malformed(line_no, msg));
+                        return false;
+                    }
+                }
+                return true;
+            }
+        }
+        match info.format {
+            Some(Format::Csv) => {
+                let l = layout.as_ref().expect("header read");
+                match l.parse(line, &mut fields) {
+                    Ok(s) => on_sample(&s),
+                    Err(e) => {
+                        result = Err(malformed(line_no, e.0));
+                        return false;
+                    }
+                }
+            }
+            _ => match jsonl::parse_line(line) {
+                Ok(jsonl::Line::Sample(s)) => on_sample(&s),
+                Ok(jsonl::Line::Meta(m)) => {
+                    if info.meta.is_none() {
+                        info.meta = Some(*m)
+                    }
+                }
+                Ok(jsonl::Line::End(e)) => info.end = Some(*e),
+                Err(e) => {
+                    result = Err(malformed(line_no, e.0));
+                    return false;
+                }
+            },
+        }
+        true
+    })
+    .map_err(io_err)?;
+    result?;
+    info.bytes = bytes;
+    if info.format.is_none() {
+        return Err(ReadError::Empty(path.to_path_buf()));
+    }
+    if info.format == Some(Format::Csv) {
+        let side = sidecar_path(path);
+        if let Ok(text) = std::fs::read_to_string(&side) {
+            match serde_json::from_str::<Meta>(&text) {
+                Ok(m) => {
+                    info.end = m.end.clone();
+                    info.meta = Some(m);
+                }
+                Err(e) => {
+                    return Err(ReadError::Malformed {
+                        path: side,
+                        line: e.line() as u64,
+                        msg: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+    Ok(info)
+}
+
+/// Calls `f(line_number, line, complete)` for each line of `r`, reading 1 MiB at a time;
+/// `complete` is false only for a last line with no newline. `f` returns false to stop.
+/// Returns the number of bytes read.
+pub fn for_each_line(
+    r: &mut impl Read,
+    mut f: impl FnMut(u64, &[u8], bool) -> bool,
+) -> io::Result<u64> {
+    const CHUNK: usize = 1 << 20;
+    let mut buf = vec![0u8; CHUNK];
+    let mut filled = 0;
+    let mut line_no = 0u64;
+    let mut total = 0u64;
+    loop {
+        if filled == buf.len() {
+            // A line longer than the buffer: grow it.
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = match r.read(&mut buf[filled..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        total += n as u64;
+        if n == 0 {
+            if filled > 0 {
+                line_no += 1;
+                let line = &buf[..filled];
+                f(line_no, line.strip_suffix(b"\r").unwrap_or(line), false);
+            }
+            return Ok(total);
+        }
+        let end = filled + n;
+        let mut start = 0;
+        while let Some(k) = memchr::memchr(b'\n', &buf[start..end]) {
+            line_no += 1;
+            let line = &buf[start..start + k];
+            if !f(line_no, line.strip_suffix(b"\r").unwrap_or(line), true) {
+                return Ok(total);
+            }
+            start += k + 1;
+        }
+        buf.copy_within(start..end, 0);
+        filled = end - start;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_across_chunks_come_whole() {
+        let text: Vec<u8> = (0..200_000).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let mut n = 0;
+        for_each_line(&mut &text[..], |no, line, complete| {
+            assert!(complete);
+            assert_eq!(line, format!("line {}", no - 1).as_bytes());
+            n += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(n, 200_000);
+    }
+
+    #[test]
+    fn a_last_line_without_newline_is_incomplete() {
+        let mut seen = vec![];
+        for_each_line(&mut &b"a\nb\nc"[..], |_, line, complete| {
+            seen.push((line.to_vec(), complete));
+            true
+        })
+        .unwrap();
+        assert_eq!(seen.last().unwrap(), &(b"c".to_vec(), false));
+    }
+
+    #[test]
+    fn an_existing_file_is_never_clobbered() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.csv");
+        std::fs::write(&p, "precious").unwrap();
+        let err = Output::create(Some(&p), Format::Csv, false, false).err().unwrap();
+        assert!(matches!(err, OutputError::Exists(_)));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "precious");
+    }
+}

@@ -1,0 +1,56 @@
+//! The live status line of `record`: elapsed time, current RSS, peak so far, samples and
+//! missed ticks, redrawn in place on stderr at most 4 times a second — only when stderr is a
+//! terminal and `--quiet` is off. Nothing of it reaches the recording.
+
+use crate::units::{fmt_bytes, fmt_seconds};
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+const REFRESH: Duration = Duration::from_millis(250);
+
+pub struct LiveLine {
+    enabled: bool,
+    last_draw: Option<Instant>,
+    peak: u64,
+    drawn: bool,
+}
+
+impl LiveLine {
+    pub fn new(quiet: bool) -> LiveLine {
+        LiveLine {
+            enabled: !quiet && std::io::stderr().is_terminal(),
+            last_draw: None,
+            peak: 0,
+            drawn: false,
+        }
+    }
+
+    /// Notes a sample; redraws when the last redraw is at least 250 ms old.
+    pub fn update(&mut self, now: Instant, elapsed_s: f64, rss: u64, samples: u64, missed: u64) {
+        self.peak = self.peak.max(rss);
+        if !self.enabled || self.last_draw.is_some_and(|t| now.duration_since(t) < REFRESH) {
+            return;
+        }
+        self.last_draw = Some(now);
+        let line = format!(
+            "\r\x1b[Kmemmon: {}  RSS {}  peak {}  {} samples  {} missed",
+            fmt_seconds(elapsed_s),
+            fmt_bytes(rss),
+            fmt_bytes(self.peak),
+            samples,
+            missed
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(line.as_bytes());
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    /// Erases the line, so the next message starts on a clean line.
+    pub fn clear(&mut self) {
+        if self.drawn {
+            let _ = std::io::stderr().write_all(b"\r\x1b[K");
+            self.drawn = false;
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! /proc readers: the memory lines of /proc/PID/status, a process's start time (field 22 of
+//! /proc/PID/stat), its direct children (/proc/PID/task/TID/children), PSS from smaps_rollup,
+//! and the high-water-mark reset (writing `5` to /proc/PID/clear_refs).
+//!
+//! A process is opened once, by (pid, start time), and keeps a handle on its /proc directory:
+//! every later read goes through that handle, so once the process is gone — even if its PID is
+//! reused at once — the reads fail instead of reading the newcomer.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Why a /proc read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcError {
+    #[error("no process with PID {0}")]
+    NoSuchProcess(i32),
+    #[error("permission denied reading {0} (run as the target's owner or root)")]
+    PermissionDenied(PathBuf),
+    #[error("cannot read {0}: {1}")]
+    Io(PathBuf, #[source] io::Error),
+    #[error("cannot parse {0}: {1}")]
+    Parse(PathBuf, String),
+}
+
+/// The memory fields memmon reads from /proc/PID/status, in bytes (the kernel prints kB).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusMem {
+    pub rss: u64,
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    pub swap: u64,
+    pub locked: u64,
+    pub pinned: u64,
+    pub hwm: u64,
+    pub threads: u32,
+    /// False for a zombie or a kernel thread: no `VmRSS` line at all.
+    pub has_mm: bool,
+}
+
+/// A /proc file system, real or fake.
+#[derive(Debug, Clone)]
+pub struct ProcFs {
+    root: PathBuf,
+}
+
+impl Default for ProcFs {
+    fn default() -> Self {
+        ProcFs::new("/proc")
+    }
+}
+
+impl ProcFs {
+    pub fn new(root: impl Into<PathBuf>) -> ProcFs {
+        ProcFs { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Opens a process: reads its start time and command name, and keeps its directory.
+    pub fn open(&self, pid: i32) -> Result<ProcHandle, ProcError> {
+        let dir_path = self.root.join(pid.to_string());
+        let dir = open_dir(&dir_path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ProcError::NoSuchProcess(pid),
+            io::ErrorKind::PermissionDenied => ProcError::PermissionDenied(dir_path.clone()),
+            _ => ProcError::Io(dir_path.clone(), e),
+        })?;
+        let mut handle = ProcHandle {
+            pid,
+            start_time: 0,
+            comm: String::new(),
+            dir,
+            dir_path,
+        };
+        let mut buf = Vec::with_capacity(512);
+        handle
+            .read_file("stat", &mut buf)
+            .map_err(|e| handle.classify("stat", e))?;
+        let (comm, start) = parse_stat(&buf)
+            .ok_or_else(|| ProcError::Parse(handle.dir_path.join("stat"), "malformed stat line".into()))?;
+        handle.comm = comm;
+        handle.start_time = start;
+        Ok(handle)
+    }
+
+    /// Lists every PID under the root (used once to resolve `--name`, never per tick).
+    pub fn all_pids(&self) -> Result<Vec<i32>, ProcError> {
+        let entries =
+            std::fs::read_dir(&self.root).map_err(|e| ProcError::Io(self.root.clone(), e))?;
+        let mut pids: Vec<i32> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .collect();
+        pids.sort_unstable();
+        Ok(pids)
+    }
+
+    /// Page size in bytes, for the recording's metadata.
+    pub fn page_size() -> u64 {
+        // SAFETY: sysconf has no preconditions.
+        let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if v > 0 {
+            v as u64
+        } else {
+            4096
+        }
+    }
+}
+
+/// One process, pinned by (pid, start time) through a handle on its /proc directory.
+#[derive(Debug)]
+pub struct ProcHandle {
+    pub pid: i32,
+    /// Start time in clock ticks since boot (field 22 of /proc/PID/stat).
+    pub start_time: u64,
+    /// The command name (`comm`, at most 15 bytes).
+    pub comm: String,
+    dir: OwnedFd,
+    dir_path: PathBuf,
+}
+
+impl ProcHandle {
+    /// Reads the memory lines of /proc/PID/status. `buf` is reused between calls.
+    pub fn read_status(&self, buf: &mut Vec<u8>) -> Result<StatusMem, ProcError> {
+        self.read_file("status", buf)
+            .map_err(|e| self.classify("status", e))?;
+        Ok(parse_status(buf))
+    }
+
+    /// Appends the PIDs of this process's direct children to `out`. A process with several
+    /// threads can have children under each thread, so each thread's file is read then.
+    pub fn read_children(
+        &self,
+        threads: u32,
+        buf: &mut Vec<u8>,
+        out: &mut Vec<i32>,
+    ) -> Result<(), ProcError> {
+        if threads <= 1 {
+            let rel = format!("task/{}/children", self.pid);
+            self.read_file(&rel, buf).map_err(|e| self.classify(&rel, e))?;
+            parse_pid_list(buf, out);
+            return Ok(());
+        }
+        let task_dir = self.dir_path.join("task");
+        let entries = std::fs::read_dir(&task_dir).map_err(|e| self.classify("task", e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(tid) = name.to_str() else { continue };
+            let rel = format!("task/{tid}/children");
+            // A thread may end between the listing and the read: that is not an error.
+            if self.read_file(&rel, buf).is_ok() {
+                parse_pid_list(buf, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Proportional set size from /proc/PID/smaps_rollup, in bytes. Walks the page tables
+    /// under the target's mmap lock: callers rate-limit and guard it by RSS.
+    pub fn read_pss(&self, buf: &mut Vec<u8>) -> Result<u64, ProcError> {
+        self.read_file("smaps_rollup", buf)
+            .map_err(|e| self.classify("smaps_rollup", e))?;
+        find_kb(buf, b"Pss:")
+            .ok_or_else(|| ProcError::Parse(self.dir_path.join("smaps_rollup"), "no Pss line".into()))
+    }
+
+    /// Resets the kernel's high-water mark (VmHWM) to the current RSS by writing `5` to
+    /// /proc/PID/clear_refs — the only value that does not touch page reclaim state.
+    pub fn reset_hwm(&self) -> Result<(), ProcError> {
+        use std::io::Write;
+        let mut f = self
+            .open_file("clear_refs", libc::O_WRONLY)
+            .map_err(|e| self.classify("clear_refs", e))?;
+        f.write_all(b"5").map_err(|e| self.classify("clear_refs", e))
+    }
+
+    /// The full command line, arguments joined by spaces (empty for a zombie).
+    pub fn cmdline(&self) -> String {
+        let mut buf = Vec::new();
+        if self.read_file("cmdline", &mut buf).is_err() {
+            return String::new();
+        }
+        while buf.last() == Some(&0) {
+            buf.pop();
+        }
+        buf.iter_mut().for_each(|b| {
+            if *b == 0 {
+                *b = b' '
+            }
+        });
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// The parent PID (field 4 of /proc/PID/stat), if the process is still there.
+    pub fn ppid(&self) -> Option<i32> {
+        let mut buf = Vec::new();
+        self.read_file("stat", &mut buf).ok()?;
+        let close = memchr::memrchr(b')', &buf)?;
+        let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+        rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// True while this very process (not a successor with the same PID) still exists.
+    pub fn is_alive(&self) -> bool {
+        let mut buf = Vec::new();
+        match self.read_file("stat", &mut buf) {
+            Ok(()) => parse_stat(&buf).is_some_and(|(_, start)| start == self.start_time),
+            Err(_) => false,
+        }
+    }
+
+    pub fn dir_path(&self) -> &Path {
+        &self.dir_path
+    }
+
+    fn open_file(&self, rel: &str, flags: libc::c_int) -> io::Result<File> {
+        let c = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: `dir` is a valid directory descriptor we own; `c` is NUL-terminated.
+        let fd = unsafe {
+            libc::openat(self.dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// Reads a whole file relative to the process directory into `buf` (cleared first).
+    fn read_file(&self, rel: &str, buf: &mut Vec<u8>) -> io::Result<()> {
+        let mut f = self.open_file(rel, libc::O_RDONLY)?;
+        buf.clear();
+        f.read_to_end(buf)?;
+        Ok(())
+    }
+
+    fn classify(&self, rel: &str, e: io::Error) -> ProcError {
+        match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ESRCH) => ProcError::NoSuchProcess(self.pid),
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                ProcError::PermissionDenied(self.dir_path.join(rel))
+            }
+            _ => ProcError::Io(self.dir_path.join(rel), e),
+        }
+    }
+}
+
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by open and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Parses the memory lines of /proc/PID/status. Lines it does not need are skipped; a value
+/// that is missing stays 0.
+pub fn parse_status(buf: &[u8]) -> StatusMem {
+    let mut m = StatusMem::default();
+    for line in buf.split(|&b| b == b'\n') {
+        let Some(colon) = memchr::memchr(b':', line) else { continue };
+        let key = &line[..colon];
+        let slot: &mut u64 = match key {
+            b"VmRSS" => {
+                m.has_mm = true;
+                &mut m.rss
+            }
+            b"RssAnon" => &mut m.anon,
+            b"RssFile" => &mut m.file,
+            b"RssShmem" => &mut m.shmem,
+            b"VmSwap" => &mut m.swap,
+            b"VmLck" => &mut m.locked,
+            b"VmPin" => &mut m.pinned,
+            b"VmHWM" => &mut m.hwm,
+            b"Threads" => {
+                m.threads = parse_u64(&line[colon + 1..]) as u32;
+                continue;
+            }
+            _ => continue,
+        };
+        *slot = parse_u64(&line[colon + 1..]) * 1024;
+    }
+    m
+}
+
+/// The value of `key` (e.g. `Pss:`) in a `key   N kB` file, in bytes.
+fn find_kb(buf: &[u8], key: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(buf, key)?;
+    let rest = &buf[at + key.len()..];
+    let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+    Some(parse_u64(&rest[..end]) * 1024)
+}
+
+/// Parses the first run of decimal digits in `s` (skipping leading blanks); 0 if none.
+fn parse_u64(s: &[u8]) -> u64 {
+    let mut v: u64 = 0;
+    let mut seen = false;
+    for &b in s {
+        if b.is_ascii_digit() {
+            v = v.saturating_mul(10).saturating_add((b - b'0') as u64);
+            seen = true;
+        } else if seen {
+            break;
+        }
+    }
+    v
+}
+
+/// Parses /proc/PID/stat into (comm, start time in clock ticks). The command name is in
+/// parentheses and may itself contain spaces and parentheses, so fields are counted from the
+/// last `)`.
+pub fn parse_stat(buf: &[u8]) -> Option<(String, u64)> {
+    let open = memchr::memchr(b'(', buf)?;
+    let close = memchr::memrchr(b')', buf)?;
+    if close < open {
+        return None;
+    }
+    let comm = String::from_utf8_lossy(&buf[open + 1..close]).into_owned();
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    // After ")": field 3 (state) is the first; start time is field 22, so the 20th here.
+    let start = rest.split_ascii_whitespace().nth(19)?.parse().ok()?;
+    Some((comm, start))
+}
+
+/// Parses a space-separated PID list (the format of /proc/PID/task/TID/children).
+pub fn parse_pid_list(buf: &[u8], out: &mut Vec<i32>) {
+    for word in buf.split(|b| b.is_ascii_whitespace()) {
+        if word.is_empty() {
+            continue;
+        }
+        if let Some(pid) = std::str::from_utf8(word).ok().and_then(|s| s.parse().ok()) {
+            out.push(pid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = "Name:\tprover\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t 9000 kB\n\
+VmSize:\t 8000 kB\nVmLck:\t      16 kB\nVmPin:\t       8 kB\nVmHWM:\t    5000 kB\nVmRSS:\t    4000 kB\n\
+RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t      12 kB\nThreads:\t7\n";
+
+    #[test]
+    fn status_fields_become_bytes() {
+        let m = parse_status(STATUS.as_bytes());
+        assert_eq!(m.rss, 4000 * 1024);
+        assert_eq!(m.anon, 3000 * 1024);
+        assert_eq!(m.file, 900 * 1024);
+        assert_eq!(m.shmem, 100 * 1024);
+        assert_eq!(m.swap, 12 * 1024);
+        assert_eq!(m.locked, 16 * 1024);
+        assert_eq!(m.pinned, 8 * 1024);
+        assert_eq!(m.hwm, 5000 * 1024);
+        assert_eq!(m.threads, 7);
+        assert!(m.has_mm);
+    }
+
+    #[test]
+    fn zombie_status_has_no_memory() {
+        let m = parse_status(b"Name:\tx\nState:\tZ (zombie)\nThreads:\t1\n");
+        assert!(!m.has_mm);
+        assert_eq!(m.rss, 0);
+    }
+
+    #[test]
+    fn stat_start_time_survives_odd_command_names() {
+        let line = b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 50";
+        let (comm, start) = parse_stat(line).unwrap();
+        assert_eq!(comm, "a b) c)");
+        assert_eq!(start, 987654);
+    }
+
+    #[test]
+    fn children_list_parses_with_trailing_space() {
+        let mut out = vec![];
+        parse_pid_list(b"12 345 6789 ", &mut out);
+        assert_eq!(out, vec![12, 345, 6789]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn status_parser_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let _ = parse_status(&bytes);
+            let _ = parse_stat(&bytes);
+            let mut out = vec![];
+            parse_pid_list(&bytes, &mut out);
+        }
+
+        #[test]
+        fn status_parser_reads_any_rss(kb in 0u64..(1u64 << 40)) {
+            let text = format!("Name:\tx\nVmRSS:\t{kb} kB\nThreads:\t1\n");
+            proptest::prop_assert_eq!(parse_status(text.as_bytes()).rss, kb * 1024);
+        }
+    }
+}

@@ -1,0 +1,753 @@
+//! `memmon record`: the sampling loop. It finds or launches the target, writes the metadata,
+//! then at each tick of an absolute schedule reads the tree (`tree.rs`), writes one row
+//! (`format/`), feeds the running summary (`analysis/`), and sleeps until the next deadline
+//! or until the target exits, a signal arrives or a control message (a marker) comes in.
+//! Signals end it cleanly; the target ending ends it (or, for a pidfile or a name, memmon
+//! waits for the restart).
+
+use crate::analysis::{Summary, SummaryBuilder};
+use crate::exit::{CodedError, ExitCode};
+use crate::format::meta::{ColumnMeta, EndInfo, Meta, TargetMeta, SCHEMA_VERSION};
+use crate::format::{Format, Output, OutputError};
+use crate::live::LiveLine;
+use crate::probe::{ProcError, ProcFs, ProcHandle};
+use crate::sample::{Event, Sample, COLUMNS};
+use crate::signals;
+use crate::target::{self, TargetError, TargetSpec};
+use crate::tree::Tree;
+use crate::units::{fmt_bytes, fmt_interval};
+use anyhow::Context;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// PSS is read from smaps_rollup, which walks the page tables under the target's mmap lock.
+#[derive(Debug, Clone)]
+pub struct PssGuard {
+    pub every: Duration,
+    /// Processes with more RSS than this are skipped (their PSS read would stall them)...
+    pub max_rss: u64,
+    /// ...unless forced.
+    pub force: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub target: TargetSpec,
+    pub interval: Duration,
+    pub children: bool,
+    /// `None` means stdout.
+    pub output: Option<PathBuf>,
+    pub format: Option<Format>,
+    pub force: bool,
+    pub append: bool,
+    pub pss: Option<PssGuard>,
+    /// For `--pidfile` and `--name`: wait for the target to appear at the start.
+    pub wait: bool,
+    /// For `--pidfile` and `--name`: stop when the target exits instead of waiting for a restart.
+    pub exit_with_target: bool,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    pub quiet: bool,
+    pub procfs: ProcFs,
+}
+
+/// Messages other threads send to a running recorder (markers, benchmark runs).
+#[derive(Debug)]
+pub enum Control {
+    /// Take a sample now, labelled with this event.
+    Event(Event),
+    /// Reset the high-water marks of every process of the tree (writes `5` to clear_refs),
+    /// then take a sample labelled with the event; the reply tells which resets failed.
+    ResetPeaks(Event, mpsc::Sender<Vec<String>>),
+    /// Read every process's VmHWM now; the reply is the sample taken (with the event).
+    Probe(Event, mpsc::Sender<Option<Sample>>),
+    /// End the recording as if a signal had arrived (reason `stopped`).
+    Stop,
+}
+
+/// Sends control messages to a recorder, waking it from its sleep.
+#[derive(Clone)]
+pub struct ControlHandle {
+    tx: mpsc::Sender<Control>,
+    wake: Arc<OwnedFd>,
+}
+
+impl ControlHandle {
+    pub fn send(&self, msg: Control) -> bool {
+        if self.tx.send(msg).is_err() {
+            return false;
+        }
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a valid u64 to an eventfd we own.
+        unsafe { libc::write(self.wake.as_raw_fd(), &one as *const u64 as *const _, 8) };
+        true
+    }
+}
+
+/// How the recording went.
+pub struct Outcome {
+    pub summary: Summary,
+    pub exit: ExitCode,
+    pub output: Option<PathBuf>,
+}
+
+/// A target being recorded.
+enum Watched {
+    /// A process memmon did not start.
+    Attached,
+    /// A command memmon launched: it is our child, so its PID cannot be reused until reaped.
+    Launched { pid: i32 },
+}
+
+pub struct Recorder {
+    opts: RecordOptions,
+    out: Output,
+    tree: Tree,
+    pidfd: Option<OwnedFd>,
+    watched: Watched,
+    control_rx: mpsc::Receiver<Control>,
+    control: ControlHandle,
+    summary: SummaryBuilder,
+    live: LiveLine,
+    start: Instant,
+    samples: u64,
+    missed: u64,
+    restarts: u64,
+    pss_next: Instant,
+    pss_warned: Vec<i32>,
+    status_buf: Vec<u8>,
+}
+
+impl Recorder {
+    /// Finds or launches the target, opens the output and writes the metadata. Prints the first
+    /// message (output path, target, interval, sources) to stderr.
+    pub fn start(opts: RecordOptions) -> anyhow::Result<Recorder> {
+        signals::install();
+        let format = opts
+            .format
+            .or_else(|| opts.output.as_deref().map(Format::from_path))
+            .unwrap_or(Format::Csv);
+
+        // Attach: find the target before creating anything, so a wrong PID leaves no file.
+        let attached = match &opts.target {
+            TargetSpec::Command(_) => None,
+            spec => Some(find_target(&opts, spec)?),
+        };
+        let out = Output::create(opts.output.as_deref(), format, opts.force, opts.append)
+            .map_err(output_error)?;
+
+        let (handle, watched) = match (attached, &opts.target) {
+            (Some(h), _) => (h, Watched::Attached),
+            (None, TargetSpec::Command(args)) => {
+                let data_on_stdout = out.path().is_none();
+                let pid = launch(args, data_on_stdout)?;
+                let h = opts.procfs.open(pid).with_context(|| format!("cannot read the launched command (PID {pid})"))?;
+                (h, Watched::Launched { pid })
+            }
+            _ => unreachable!(),
+        };
+
+        let (tx, control_rx) = mpsc::channel();
+        // SAFETY: eventfd has no memory-safety preconditions.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(std::io::Error::last_os_error()).context("cannot create an eventfd");
+        }
+        // SAFETY: efd is a fresh descriptor owned by nobody else.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let control = ControlHandle { tx, wake };
+
+        let pidfd = open_pidfd(&handle);
+        let meta = build_meta(&opts, &handle);
+        let tree = Tree::new(opts.procfs.clone(), handle, opts.children);
+        let mut rec = Recorder {
+            live: LiveLine::new(opts.quiet),
+            opts,
+            out,
+            tree,
+            pidfd,
+            watched,
+            control_rx,
+            control,
+            summary: SummaryBuilder::new(),
+            start: Instant::now(),
+            samples: 0,
+            missed: 0,
+            restarts: 0,
+            pss_next: Instant::now(),
+            pss_warned: Vec::new(),
+            status_buf: Vec::new(),
+        };
+        rec.out.write_meta(&meta).map_err(output_error)?;
+        rec.announce(&meta);
+        Ok(rec)
+    }
+
+    /// A handle other threads use to send markers and benchmark requests.
+    pub fn control(&self) -> ControlHandle {
+        self.control.clone()
+    }
+
+    /// The processes of the tree right now (for benchmark resets done outside the loop).
+    pub fn root_pid(&self) -> i32 {
+        self.tree.root_pid()
+    }
+
+    fn announce(&self, meta: &Meta) {
+        if self.opts.quiet {
+            return;
+        }
+        let where_ = match (self.out.path(), self.out.meta_path()) {
+            (Some(p), Some(m)) => format!("{} (CSV; metadata in {})", p.display(), m.display()),
+            (Some(p), None) => format!("{} (JSON Lines)", p.display()),
+            (None, _) => format!(
+                "stdout ({}; no metadata sidecar)",
+                if self.out.format() == Format::Csv { "CSV" } else { "JSON Lines" }
+            ),
+        };
+        eprintln!("memmon: recording to {where_}");
+        eprintln!(
+            "memmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
+            meta.target.mode,
+            meta.target.spec,
+            meta.target.pid,
+            meta.target.comm,
+            if meta.children { " and its descendants" } else { " alone" },
+            meta.interval,
+            meta.sources.join(", ")
+        );
+    }
+
+    /// Runs until the target ends, a signal arrives, the duration is reached or the output
+    /// fails. The summary is printed to stderr (unless quiet) and returned.
+    pub fn run(mut self) -> anyhow::Result<Outcome> {
+        let interval = self.opts.interval;
+        set_timer_slack(interval);
+        let mut deadline = self.start;
+        let mut next_flush = self.start + Duration::from_millis(500);
+        let mut event = Some(Event::Start);
+        let mut stop_signal: Option<i32> = None;
+        let mut end = EndInfo::default();
+        let mut failure: Option<anyhow::Error> = None;
+
+        loop {
+            // Signals first: forward to a launched command, or stop.
+            for a in signals::take() {
+                match self.watched {
+                    Watched::Launched { pid } => {
+                        if a.sent_by_process {
+                            // SAFETY: sending a signal to our own, not yet reaped child.
+                            unsafe { libc::kill(pid, a.sig) };
+                        }
+                        // The terminal's Ctrl-C already reached the command; wait for it.
+                    }
+                    Watched::Attached => stop_signal = Some(a.sig),
+                }
+            }
+            if stop_signal.is_some() {
+                end.reason = "signal".into();
+                break;
+            }
+            if let Some(limit) = self.opts.duration {
+                if self.start.elapsed() >= limit {
+                    end.reason = "duration".into();
+                    break;
+                }
+            }
+            // Control messages: each takes a sample of its own.
+            while let Ok(msg) = self.control_rx.try_recv() {
+                match msg {
+                    Control::Stop => {
+                        end.reason = "stopped".into();
+                        return self.finish(end, None, None);
+                    }
+                    Control::Event(e) => {
+                        if let Err(e) = self.tick(Some(e)) {
+                            failure = Some(e);
+                        }
+                    }
+                    Control::ResetPeaks(e, reply) => {
+                        let failed = self.reset_peaks();
+                        let _ = self.tick(Some(e)).map_err(|e| failure = Some(e));
+                        let _ = reply.send(failed);
+                    }
+                    Control::Probe(e, reply) => {
+                        let s = match self.tick(Some(e)) {
+                            Ok(s) => s,
+                            Err(e) => {
+                                failure = Some(e);
+                                None
+                            }
+                        };
+                        let _ = reply.send(s);
+                    }
+                }
+            }
+            if failure.is_some() {
+                break;
+            }
+
+            match self.tick(event.take()) {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    // The target has ended.
+                    match self.watched {
+                        Watched::Launched { pid } => {
+                            self.reap(pid, &mut end);
+                            end.reason = "target-exited".into();
+                            break;
+                        }
+                        Watched::Attached => {
+                            if self.opts.target.can_restart() && !self.opts.exit_with_target {
+                                match self.wait_for_restart() {
+                                    Some(pid) => {
+                                        self.restarts += 1;
+                                        event = Some(Event::Restart(pid));
+                                        deadline = Instant::now();
+                                        continue;
+                                    }
+                                    None => {
+                                        if let Some(a) = signals::take().first() {
+                                            stop_signal = Some(a.sig);
+                                        }
+                                        end.reason = if stop_signal.is_some() { "signal" } else { "duration" }.into();
+                                        break;
+                                    }
+                                }
+                            }
+                            end.reason = "target-exited".into();
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+
+            let now = Instant::now();
+            if now >= next_flush || interval >= Duration::from_millis(500) {
+                if let Err(e) = self.out.flush() {
+                    failure = Some(output_error(e));
+                    break;
+                }
+                next_flush = now + Duration::from_millis(500);
+            }
+
+            // The next deadline on the absolute schedule; deadlines already past are missed.
+            deadline += interval;
+            if now > deadline {
+                let behind = ((now - deadline).as_nanos() / interval.as_nanos().max(1)) as u64 + 1;
+                self.missed += behind;
+                deadline += interval * behind as u32;
+            }
+            self.sleep_until(deadline);
+        }
+
+        if let Some(err) = failure {
+            return self.fail(err, end);
+        }
+        let exit = match (&self.watched, stop_signal) {
+            (Watched::Launched { .. }, _) => match (end.exit_code, end.exit_signal) {
+                (Some(c), _) => ExitCode::Passthrough(c),
+                (None, Some(s)) => ExitCode::Signal(s),
+                _ => ExitCode::Success,
+            },
+            (Watched::Attached, Some(sig)) => ExitCode::Signal(sig),
+            (Watched::Attached, None) => ExitCode::Success,
+        };
+        if let Some(sig) = stop_signal {
+            end.memmon_signal = Some(signals::name(sig));
+        }
+        self.finish(end, Some(exit), None)
+    }
+
+    /// Takes one sample of the tree and writes it. `Ok(None)` when the target has ended.
+    fn tick(&mut self, event: Option<Event>) -> anyhow::Result<Option<Sample>> {
+        let ts = match self.tree.sample() {
+            Ok(Some(ts)) => ts,
+            Ok(None) => return Ok(None),
+            Err(ProcError::PermissionDenied(p)) => {
+                return Err(CodedError::new(
+                    ExitCode::NoTarget,
+                    format!("permission denied reading {} (run memmon as the target's owner or root)", p.display()),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let now = Instant::now();
+        let pss_bytes = self.maybe_read_pss(now);
+        let s = Sample {
+            unix_ms: unix_ms_now(),
+            elapsed_s: now.duration_since(self.start).as_secs_f64(),
+            rss_bytes: ts.rss,
+            anon_bytes: ts.anon,
+            file_bytes: ts.file,
+            shmem_bytes: ts.shmem,
+            swap_bytes: ts.swap,
+            locked_bytes: ts.locked,
+            pinned_bytes: ts.pinned,
+            processes: ts.processes,
+            top_pid: ts.top_pid,
+            top_rss_bytes: ts.top_rss,
+            hwm_bytes: ts.hwm_max,
+            hwm_sum_bytes: ts.hwm_sum,
+            pss_bytes,
+            missed_ticks: self.missed,
+            event,
+        };
+        self.out.write_sample(&s).map_err(output_error)?;
+        self.samples += 1;
+        self.summary.push(&s);
+        self.live.update(now, s.elapsed_s, s.rss_bytes, self.samples, self.missed);
+        Ok(Some(s))
+    }
+
+    fn maybe_read_pss(&mut self, now: Instant) -> Option<u64> {
+        let guard = self.opts.pss.as_ref()?;
+        if now < self.pss_next {
+            return None;
+        }
+        self.pss_next = now + guard.every;
+        let mut total = 0u64;
+        let mut complete = true;
+        for (h, st) in self.tree.each_member() {
+            if st.rss > guard.max_rss && !guard.force {
+                complete = false;
+                if !self.pss_warned.contains(&h.pid) {
+                    self.pss_warned.push(h.pid);
+                    if !self.opts.quiet {
+                        self.live.clear();
+                        eprintln!(
+                            "memmon: not reading PSS of PID {} ({}): its RSS {} is over --pss-max-rss {}; reading smaps_rollup would stall it (--pss-force to read anyway)",
+                            h.pid, h.comm, fmt_bytes(st.rss), fmt_bytes(guard.max_rss)
+                        );
+                    }
+                }
+                continue;
+            }
+            match h.read_pss(&mut self.status_buf) {
+                Ok(p) => total += p,
+                Err(_) => complete = false,
+            }
+        }
+        complete.then_some(total)
+    }
+
+    /// Resets VmHWM of every process in the tree; returns a message per failure.
+    fn reset_peaks(&mut self) -> Vec<String> {
+        self.tree
+            .each_member()
+            .filter_map(|(h, _)| h.reset_hwm().err().map(|e| format!("PID {}: {e}", h.pid)))
+            .collect()
+    }
+
+    /// Waits for a new process behind the pidfile or name. `None` if a signal or the duration
+    /// limit came first.
+    fn wait_for_restart(&mut self) -> Option<i32> {
+        let old = self.tree.root().map(|h| (h.pid, h.start_time));
+        if !self.opts.quiet {
+            self.live.clear();
+            eprintln!("memmon: the target exited; waiting for it to restart (Ctrl-C to stop)");
+        }
+        self.pidfd = None;
+        loop {
+            if let Some(limit) = self.opts.duration {
+                if self.start.elapsed() >= limit {
+                    return None;
+                }
+            }
+            let found = match &self.opts.target {
+                TargetSpec::Pidfile(path) => target::read_pidfile(path)
+                    .ok()
+                    .and_then(|pid| self.opts.procfs.open(pid).ok()),
+                TargetSpec::Name(re) => target::find_by_name(&self.opts.procfs, re).ok().flatten().map(|r| r.handle),
+                _ => None,
+            };
+            if let Some(h) = found.filter(|h| Some((h.pid, h.start_time)) != old) {
+                let pid = h.pid;
+                if !self.opts.quiet {
+                    eprintln!("memmon: the target restarted as PID {pid} ({}); recording goes on", h.comm);
+                }
+                self.pidfd = open_pidfd(&h);
+                self.tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
+                return Some(pid);
+            }
+            let until = Instant::now() + Duration::from_millis(100);
+            self.sleep_until(until);
+            let arrived = signals::take();
+            if let Some(a) = arrived.first() {
+                // Put it back for the caller to see.
+                // SAFETY: raising a signal on ourselves.
+                unsafe { libc::raise(a.sig) };
+                return None;
+            }
+        }
+    }
+
+    /// Reaps the launched command and reads its exit status and ru_maxrss (its own, from wait4
+    /// on that very child: not RUSAGE_CHILDREN, which is the maximum over all children).
+    fn reap(&mut self, pid: i32, end: &mut EndInfo) {
+        let mut status: libc::c_int = 0;
+        // SAFETY: zeroed rusage is a valid out-parameter.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: waiting for our own child with valid out-pointers.
+            let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+            if r == pid {
+                break;
+            }
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return;
+        }
+        if libc::WIFEXITED(status) {
+            end.exit_code = Some(libc::WEXITSTATUS(status));
+        } else if libc::WIFSIGNALED(status) {
+            end.exit_signal = Some(libc::WTERMSIG(status));
+        }
+        end.rusage_maxrss_bytes = Some(ru.ru_maxrss as u64 * 1024);
+    }
+
+    /// Sleeps until `deadline`, or until the target exits, a signal or a control message
+    /// arrives.
+    fn sleep_until(&self, deadline: Instant) {
+        let now = Instant::now();
+        if deadline <= now {
+            return;
+        }
+        let left = deadline - now;
+        let ts = libc::timespec {
+            tv_sec: left.as_secs() as libc::time_t,
+            tv_nsec: left.subsec_nanos() as libc::c_long,
+        };
+        let mut fds = [
+            libc::pollfd { fd: self.control.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: fds and ts are valid for the call; a negative fd is ignored by ppoll.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if r > 0 && fds[0].revents & libc::POLLIN != 0 {
+            let mut v: u64 = 0;
+            // SAFETY: reading 8 bytes into a valid u64 from our eventfd.
+            unsafe { libc::read(fds[0].fd, &mut v as *mut u64 as *mut _, 8) };
+        }
+    }
+
+    fn end_info(&self, mut end: EndInfo) -> EndInfo {
+        end.ended_unix_ms = unix_ms_now();
+        end.samples = self.samples;
+        end.missed_ticks = self.missed;
+        end.restarts = self.restarts;
+        end.processes = self.tree.processes();
+        end.processes_departed = self.tree.departed_count();
+        end
+    }
+
+    fn finish(mut self, end: EndInfo, exit: Option<ExitCode>, err: Option<String>) -> anyhow::Result<Outcome> {
+        self.live.clear();
+        let mut end = self.end_info(end);
+        if err.is_some() {
+            end.error = err;
+        }
+        if end.reason.is_empty() {
+            end.reason = "stopped".into();
+        }
+        let finished = self.out.finish(&end);
+        let summary = self.summary.finish(
+            self.out.path().map(|p| p.display().to_string()).or(Some("stdout".into())),
+            None,
+            Some(&end),
+            None,
+        );
+        if let Err(e) = finished {
+            // The end record could not be written: the rows before it are still there.
+            return Err(output_error(e)).context(format!("{} samples were written before this", self.samples));
+        }
+        if !self.opts.quiet {
+            eprint!("{}", summary.render());
+        }
+        Ok(Outcome { summary, exit: exit.unwrap_or(ExitCode::Success), output: self.out.path().map(|p| p.to_path_buf()) })
+    }
+
+    /// Ends after a failure (a full disk, a vanished directory, a closed pipe): keeps what was
+    /// written, and for a launched command waits for it to finish.
+    fn fail(mut self, err: anyhow::Error, mut end: EndInfo) -> anyhow::Result<Outcome> {
+        let broken_pipe = err.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe {
+            end.reason = "output-closed".into();
+            if let Watched::Launched { pid } = self.watched {
+                self.reap(pid, &mut end);
+            }
+            let outcome = self.finish(end, Some(ExitCode::Success), None);
+            return outcome.or(Ok(Outcome {
+                summary: SummaryBuilder::new().finish(None, None, None, None),
+                exit: ExitCode::Success,
+                output: None,
+            }));
+        }
+        self.live.clear();
+        end.reason = "error".into();
+        let msg = format!("{err:#}");
+        if let Watched::Launched { pid } = self.watched {
+            eprintln!("memmon: error: {msg}; recording stopped, waiting for the command to finish");
+            self.reap(pid, &mut end);
+        }
+        // Best effort: record the end (this may fail too on a full disk).
+        let end = self.end_info(end);
+        let _ = self.out.finish(&EndInfo { error: Some(msg.clone()), ..end });
+        Err(err.context(format!(
+            "recording stopped; the {} samples written before are kept",
+            self.samples
+        )))
+    }
+}
+
+fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<ProcHandle> {
+    let mut announced = false;
+    loop {
+        match target::resolve(&opts.procfs, spec) {
+            Ok(r) => {
+                if let Some(note) = r.note {
+                    if !opts.quiet {
+                        eprintln!("memmon: {note}");
+                    }
+                }
+                return Ok(r.handle);
+            }
+            Err(TargetError::NoMatch(_) | TargetError::PidfileStale(..) | TargetError::PidfileUnreadable(..))
+                if opts.wait =>
+            {
+                if !announced && !opts.quiet {
+                    eprintln!("memmon: waiting for the target {} to appear (--wait)", spec.spec());
+                    announced = true;
+                }
+                if let Some(a) = signals::take().first() {
+                    return Err(CodedError::new(ExitCode::Signal(a.sig), "stopped while waiting for the target"));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => {
+                let code = match e {
+                    TargetError::PidfileGarbage(..) => ExitCode::Usage,
+                    _ => ExitCode::NoTarget,
+                };
+                return Err(CodedError::new(code, e.to_string()));
+            }
+        }
+    }
+}
+
+/// Launches the command with stdin, stdout and stderr passed through (stdout to memmon's stderr
+/// when the data goes to stdout). It gets SIGTERM if memmon dies.
+fn launch(args: &[String], data_on_stdout: bool) -> anyhow::Result<i32> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(&args[0]);
+    cmd.args(&args[1..]);
+    if data_on_stdout {
+        let err = std::io::stderr();
+        let fd = std::os::fd::AsFd::as_fd(&err).try_clone_to_owned()?;
+        cmd.stdout(std::process::Stdio::from(fd));
+    }
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(child) => {
+            let pid = child.id() as i32;
+            // memmon reaps it itself (wait4, for its rusage); std must not.
+            std::mem::forget(child);
+            Ok(pid)
+        }
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+            Err(CodedError::new(ExitCode::Passthrough(code), format!("cannot run '{}': {e}", args[0])))
+        }
+    }
+}
+
+fn open_pidfd(h: &ProcHandle) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags, no pointers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, h.pid, 0) } as RawFd;
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd is a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The PID might have been reused between opening the handle and the pidfd.
+    h.is_alive().then_some(fd)
+}
+
+/// Finer timer slack for short intervals, so a 100 µs schedule is kept.
+fn set_timer_slack(interval: Duration) {
+    let slack_ns = (interval.as_nanos() / 20).clamp(1_000, 50_000) as libc::c_ulong;
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns) };
+}
+
+pub fn unix_ms_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn output_error(e: OutputError) -> anyhow::Error {
+    match e {
+        OutputError::Exists(_) | OutputError::CannotAppend(..) => CodedError::new(ExitCode::Usage, e.to_string()),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
+    let mut sources = vec!["/proc/PID/status (VmRSS, RssAnon, RssFile, RssShmem, VmSwap, VmLck, VmPin, VmHWM) every tick".to_string()];
+    if opts.children {
+        sources.push("/proc/PID/task/TID/children every tick".into());
+    }
+    if let Some(p) = &opts.pss {
+        sources.push(format!(
+            "/proc/PID/smaps_rollup (Pss) every {}, skipping processes over {}{}",
+            fmt_interval(p.every),
+            fmt_bytes(p.max_rss),
+            if p.force { " unless forced (forced)" } else { "" }
+        ));
+    }
+    if matches!(opts.target, TargetSpec::Command(_)) {
+        sources.push("wait4 ru_maxrss of the launched command at its exit".into());
+    }
+    Meta {
+        format: "memmon-recording".into(),
+        schema_version: SCHEMA_VERSION,
+        memmon_version: env!("CARGO_PKG_VERSION").into(),
+        host: hostname(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
+        page_size_bytes: ProcFs::page_size(),
+        started_unix_ms: unix_ms_now(),
+        interval_s: opts.interval.as_secs_f64(),
+        interval: fmt_interval(opts.interval),
+        target: TargetMeta {
+            mode: opts.target.mode().into(),
+            spec: opts.target.spec(),
+            pid: h.pid,
+            start_time_ticks: h.start_time,
+            comm: h.comm.clone(),
+            cmdline: h.cmdline(),
+        },
+        children: opts.children,
+        sources,
+        columns: COLUMNS.iter().map(|c| ColumnMeta { name: c.name.into(), unit: c.unit.into() }).collect(),
+        end: None,
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}

@@ -1,0 +1,213 @@
+//! Human forms of durations and sizes: parsing what people type (`250ms`, `8GiB`) and printing
+//! numbers with their unit stated. GiB is 2^30 bytes, GB is 10^9 bytes; nothing is guessed.
+
+use std::time::Duration;
+
+/// Parses `1s`, `250ms`, `100us`, `2m`, `1h` or plain seconds (`0.5`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("'{text}' is not a duration (examples: 1s, 250ms, 100us, 0.5)"));
+    }
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (examples: 1s, 250ms, 100us, 0.5)"))?;
+    let seconds_per_unit = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit '{other}' in '{text}' (use ns, us, ms, s, m or h)"
+            ))
+        }
+    };
+    let secs = value * seconds_per_unit;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("duration '{text}' is out of range"));
+    }
+    Ok(Duration::from_nanos((secs * 1e9).round() as u64))
+}
+
+/// Parses a size: plain bytes (`4096`), binary units (`512KiB`, `8GiB`, `1TiB`), decimal units
+/// (`1KB`, `2GB`) or bytes (`10B`). Fractions are allowed (`1.5GiB`).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || format!("'{text}' is not a size (examples: 4096, 512MiB, 8GiB, 2GB)");
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let value: f64 = num.parse().map_err(|_| bad())?;
+    let mult: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" | "K" | "k" => 1024.0,
+        "MiB" | "M" => 1024.0 * 1024.0,
+        "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" | "T" => 1024.0f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
+    };
+    let bytes = value * mult;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(format!("size '{text}' is out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Formats bytes with a binary unit and its name: `1.50 GiB`, `512.0 MiB`, `4096 B`.
+pub fn fmt_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value >= 100.0 {
+        format!("{value:.1} {}", UNITS[unit])
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Formats a signed byte delta: `+1.20 GiB`, `-512.0 MiB`, `0 B`.
+pub fn fmt_bytes_signed(delta: i64) -> String {
+    match delta.signum() {
+        1 => format!("+{}", fmt_bytes(delta as u64)),
+        -1 => format!("-{}", fmt_bytes(delta.unsigned_abs())),
+        _ => "0 B".to_string(),
+    }
+}
+
+/// Formats seconds for people: `850 ms`, `12.3 s`, `4 min 05 s`, `2 h 03 min`.
+pub fn fmt_seconds(secs: f64) -> String {
+    if secs < 0.0 {
+        return format!("-{}", fmt_seconds(-secs));
+    }
+    if secs < 1.0 {
+        let ms = secs * 1e3;
+        if ms < 1.0 {
+            return format!("{:.0} µs", secs * 1e6);
+        }
+        return format!("{ms:.0} ms");
+    }
+    if secs < 60.0 {
+        return format!("{secs:.2} s");
+    }
+    let total = secs.round() as u64;
+    if total < 3600 {
+        return format!("{} min {:02} s", total / 60, total % 60);
+    }
+    format!("{} h {:02} min", total / 3600, (total % 3600) / 60)
+}
+
+/// Formats a duration as the shortest exact human form: `1s`, `250ms`, `100us`.
+pub fn fmt_interval(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// Formats milliseconds since the Unix epoch as UTC `YYYY-MM-DD HH:MM:SS.mmm`.
+pub fn fmt_unix_ms(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let ms = unix_ms % 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) — H. Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_in_every_documented_form() {
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("100us").unwrap(), Duration::from_micros(100));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn sizes_distinguish_binary_and_decimal_units() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("8GiB").unwrap(), 8 << 30);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert!(parse_size("12 bananas").is_err());
+    }
+
+    #[test]
+    fn bytes_print_with_binary_units() {
+        assert_eq!(fmt_bytes(512), "512 B");
+        assert_eq!(fmt_bytes(3 << 29), "1.50 GiB");
+        assert_eq!(fmt_bytes(200 << 30), "200.0 GiB");
+        assert_eq!(fmt_bytes_signed(-(1 << 20)), "-1.00 MiB");
+    }
+
+    #[test]
+    fn unix_ms_prints_as_utc() {
+        assert_eq!(fmt_unix_ms(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(fmt_unix_ms(1_771_372_328_313), "2026-02-17 23:52:08.313 UTC");
+    }
+
+    #[test]
+    fn intervals_print_exactly() {
+        assert_eq!(fmt_interval(Duration::from_micros(100)), "100us");
+        assert_eq!(fmt_interval(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(fmt_interval(Duration::from_secs(1)), "1s");
+    }
+}

@@ -1,0 +1,150 @@
+//! A workload with known memory, for the demo and the tests: `memmon workload STEP...` runs
+//! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
+//! `spike:200MiB:20ms` (allocate, touch, hold, free), `hold:2s`, `free` (the latest
+//! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
+//! `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
+//! exactly the size asked (in whole pages).
+
+use crate::units::{parse_duration, parse_size};
+use std::time::{Duration, Instant};
+
+/// An anonymous mapping whose pages have all been written.
+struct Block {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Block {
+    fn map(len: usize) -> Result<Block, String> {
+        let len = len.max(1);
+        // SAFETY: an anonymous private mapping with no address hint.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!("cannot map {len} bytes: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Block { ptr, len })
+    }
+
+    /// Writes one byte in every page of `[from, to)`.
+    fn touch(&mut self, from: usize, to: usize) {
+        let page = page_size();
+        let base = self.ptr as *mut u8;
+        let mut off = from - from % page;
+        while off < to.min(self.len) {
+            // SAFETY: off < len, inside our mapping.
+            unsafe { base.add(off).write_volatile(1) };
+            off += page;
+        }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what we mapped.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+fn page_size() -> usize {
+    crate::probe::ProcFs::page_size() as usize
+}
+
+/// Runs the steps in order; returns the exit code asked for (0 by default).
+pub fn run(steps: &[String]) -> Result<i32, String> {
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut kids: Vec<std::process::Child> = Vec::new();
+    for step in steps {
+        let parts: Vec<&str> = step.split(':').collect();
+        let size = |i: usize| -> Result<usize, String> {
+            parts.get(i).ok_or(format!("step '{step}' needs a size")).and_then(|s| parse_size(s)).map(|v| v as usize)
+        };
+        let dur = |i: usize| -> Result<Duration, String> {
+            parts.get(i).ok_or(format!("step '{step}' needs a duration")).and_then(|s| parse_duration(s))
+        };
+        match parts[0] {
+            "alloc" => {
+                let n = size(1)?;
+                let mut b = Block::map(n)?;
+                b.touch(0, n);
+                blocks.push(b);
+            }
+            "ramp" => {
+                let (n, d) = (size(1)?, dur(2)?);
+                let mut b = Block::map(n)?;
+                let steps = 50usize;
+                let start = Instant::now();
+                for i in 0..steps {
+                    b.touch(n * i / steps, n * (i + 1) / steps);
+                    sleep_until(start + d * (i as u32 + 1) / steps as u32);
+                }
+                blocks.push(b);
+            }
+            "spike" => {
+                let (n, d) = (size(1)?, dur(2)?);
+                let mut b = Block::map(n)?;
+                b.touch(0, n);
+                std::thread::sleep(d);
+                drop(b);
+            }
+            "hold" => std::thread::sleep(dur(1)?),
+            "free" => {
+                blocks.pop();
+            }
+            "free-all" => blocks.clear(),
+            "children" => {
+                let count: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                for _ in 0..count {
+                    let child = std::process::Command::new(&exe)
+                        .args(["workload", &format!("alloc:{}", parts.get(2).unwrap_or(&"0")), &format!("hold:{}", parts.get(3).unwrap_or(&"1s"))])
+                        .spawn()
+                        .map_err(|e| format!("cannot start a child: {e}"))?;
+                    kids.push(child);
+                }
+            }
+            "wait-children" => {
+                for mut k in kids.drain(..) {
+                    let _ = k.wait();
+                }
+            }
+            "exit" => {
+                for mut k in kids.drain(..) {
+                    let _ = k.wait();
+                }
+                return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
+            }
+            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, free, free-all, children, wait-children, exit)")),
+        }
+    }
+    for mut k in kids {
+        let _ = k.wait();
+    }
+    Ok(0)
+}
+
+fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}
+
+/// The demo's workload, shaped like a proving pipeline: parameters loaded and held, a
+/// synthesis ramp, a short proving spike, release, idle. Peak under 1 GiB, about 8 s.
+pub const DEMO_STEPS: &[&str] = &[
+    "ramp:300MiB:400ms", // load parameters
+    "hold:1500ms",      // idle with parameters resident
+    "ramp:450MiB:2500ms", // synthesis
+    "spike:200MiB:300ms", // proving
+    "free",             // release the synthesis buffers
+    "hold:2500ms",      // idle
+];
