@@ -1,7 +1,7 @@
 //! The command line: one clap struct per subcommand, a `///` line per flag. Durations and sizes
 //! take human forms (`250ms`, `8GiB`).
 
-use crate::format::Format;
+use crate::format::{Format, InputFormat, InputSpec};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -136,6 +136,31 @@ pub struct SummaryArgs {
     /// Print one JSON object per file (a list when several)
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+/// How to read input files: shared by every subcommand that reads recordings.
+#[derive(Args, Debug, Clone)]
+pub struct InputArgs {
+    /// Format of the input files (default: recognised by content)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub input_format: InputFormat,
+
+    /// For a headerless CSV: its columns with units, e.g. unix_ms,rss_kb,- ('-' skips one)
+    #[arg(long, value_name = "LIST")]
+    pub columns: Option<String>,
+}
+
+impl InputArgs {
+    pub fn spec(&self) -> InputSpec {
+        let format = match (self.input_format, &self.columns) {
+            (InputFormat::Auto, Some(_)) => InputFormat::Columns,
+            (f, _) => f,
+        };
+        InputSpec { format, columns: self.columns.clone() }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -90,7 +90,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 fn summary(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let mut all = Vec::new();
     for f in &args.files {
-        let s = Summary::of_file(f).map_err(|e| {
+        let s = Summary::of_file(f, &args.input.spec()).map_err(|e| {
             let code = match e {
                 ReadError::Io(..) => ExitCode::Failure,
                 _ => ExitCode::Usage,

@@ -231,9 +231,12 @@ pub struct Summary {
 
 impl Summary {
     /// Summarizes a recording file in one streaming pass.
-    pub fn of_file(path: &std::path::Path) -> Result<Summary, crate::format::ReadError> {
+    pub fn of_file(
+        path: &std::path::Path,
+        spec: &crate::format::InputSpec,
+    ) -> Result<Summary, crate::format::ReadError> {
         let mut b = SummaryBuilder::new();
-        let info: ReadInfo = crate::format::read_recording(path, |s| b.push(s))?;
+        let info: ReadInfo = crate::format::read_input(path, spec, |s| b.push(s))?;
         Ok(b.finish(
             Some(path.display().to_string()),
             info.meta.as_ref(),

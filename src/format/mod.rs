@@ -230,8 +230,48 @@ pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// What kind of file a reader is given: memmon's own recordings, or what people have today.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputFormat {
+    /// Recognised by content.
+    #[default]
+    Auto,
+    /// A memmon recording (CSV or JSON Lines).
+    Memmon,
+    /// A psrecord log (plain `--log` text or CSV).
+    Psrecord,
+    /// A memory_profiler `mprof run` .dat file.
+    Mprof,
+    /// A headerless CSV whose columns are declared with `--columns`.
+    Columns,
+}
+
+/// How to read an input file.
+#[derive(Debug, Clone, Default)]
+pub struct InputSpec {
+    pub format: InputFormat,
+    /// For `InputFormat::Columns`: the declared columns, with units (`unix_ms,rss_kb,-`).
+    pub columns: Option<String>,
+}
+
+/// Streams any supported input file as samples: memmon recordings, and (see `import/`) the
+/// files other tools write. Every reader of recordings (summary, compare, plot, report) goes
+/// through here.
+pub fn read_input(
+    path: &Path,
+    spec: &InputSpec,
+    on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    match spec.format {
+        InputFormat::Auto | InputFormat::Memmon => read_recording(path, on_sample),
+        other => Err(ReadError::Unsupported(path.to_path_buf(), format!("{other:?}"))),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    #[error("{0}: input format {1} is not supported yet")]
+    Unsupported(PathBuf, String),
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, #[source] io::Error),
     #[error("{path}:{line}: {msg}")]

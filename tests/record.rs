@@ -1,0 +1,1 @@
+//! Tests of `memmon record` against real processes.

@@ -1,0 +1,1 @@
+//! Tests of `memmon summary` over recordings.
