@@ -751,3 +751,16 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn a_recorder_can_run_on_another_thread() {
+        assert_send::<Recorder>();
+        assert_send::<ControlHandle>();
+    }
+}

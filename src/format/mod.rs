@@ -57,7 +57,7 @@ pub struct Output {
     /// `None` for stdout.
     path: Option<PathBuf>,
     format: Format,
-    sink: Box<dyn RowSink>,
+    sink: Box<dyn RowSink + Send>,
     /// A second handle on the file, to fsync it.
     sync_handle: Option<File>,
     meta: Option<Meta>,
@@ -74,7 +74,7 @@ impl Output {
     ) -> Result<Output, OutputError> {
         let Some(path) = path else {
             let out = BufWriter::with_capacity(64 * 1024, io::stdout());
-            let sink: Box<dyn RowSink> = match format {
+            let sink: Box<dyn RowSink + Send> = match format {
                 Format::Csv => Box::new(
                     csv::CsvWriter::new(out, true)
                         .map_err(|e| OutputError::Write("stdout".into(), e))?,
@@ -123,7 +123,7 @@ impl Output {
         })?;
         let sync_handle = file.try_clone().ok();
         let out = BufWriter::with_capacity(64 * 1024, file);
-        let sink: Box<dyn RowSink> = match format {
+        let sink: Box<dyn RowSink + Send> = match format {
             Format::Csv => Box::new(
                 csv::CsvWriter::new(out, write_header)
                     .map_err(|e| OutputError::Write(path.display().to_string(), e))?,
