@@ -18,8 +18,9 @@ fn main() {
         Ok(code) => code,
         Err(err) => {
             let code = err
-                .chain()
-                .find_map(|c| c.downcast_ref::<CodedError>().map(|c| c.code))
+                .downcast_ref::<CodedError>()
+                .map(|c| c.code)
+                .or_else(|| err.chain().find_map(|c| c.downcast_ref::<CodedError>().map(|c| c.code)))
                 .unwrap_or(ExitCode::Failure);
             if is_broken_pipe(&err) {
                 ExitCode::Success

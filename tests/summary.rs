@@ -1,1 +1,108 @@
 //! Tests of `memmon summary` over recordings.
+
+use crate::util::*;
+use predicates::prelude::*;
+
+fn recording(dir: &std::path::Path) -> std::path::PathBuf {
+    let out = dir.join("r.csv");
+    memmon()
+        .args(["record", "-q", "-i", "50ms", "-o", out.to_str().unwrap(), "--"])
+        .args(workload(&["alloc:40MiB", "hold:300ms"]))
+        .assert()
+        .success();
+    out
+}
+
+#[test]
+fn json_has_the_documented_keys() {
+    let dir = tempdir();
+    let s = summary_json(&recording(dir.path()));
+    for key in ["peak_rss_bytes", "peak_unix_ms", "peak_elapsed_s", "kernel_peak_rss_bytes", "idle_rss_bytes", "samples", "duration_s", "missed_ticks"] {
+        assert!(!s[key].is_null(), "missing {key}: {s}");
+    }
+}
+
+#[test]
+fn human_units_state_their_base() {
+    let dir = tempdir();
+    memmon()
+        .arg("summary")
+        .arg(recording(dir.path()))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("MiB").and(predicate::str::contains("bytes)")));
+}
+
+#[test]
+fn a_truncated_last_line_is_tolerated_and_mentioned() {
+    let dir = tempdir();
+    let out = recording(dir.path());
+    let text = std::fs::read_to_string(&out).unwrap();
+    let cut = &text[..text.len() - 9];
+    std::fs::write(&out, cut).unwrap();
+    let lines = cut.lines().count();
+    memmon()
+        .arg("summary")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!("line {lines} is incomplete")));
+}
+
+#[test]
+fn a_malformed_line_names_the_file_and_line() {
+    let dir = tempdir();
+    let out = recording(dir.path());
+    let mut lines: Vec<String> = std::fs::read_to_string(&out).unwrap().lines().map(String::from).collect();
+    lines[2] = "12,oops,3".to_string();
+    std::fs::write(&out, lines.join("\n") + "\n").unwrap();
+    memmon()
+        .arg("summary")
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("{}:3:", out.display())));
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    memmon()
+        .args(["summary", "/nonexistent/run.csv"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("/nonexistent/run.csv"));
+}
+
+#[test]
+fn an_empty_file_is_a_clear_error() {
+    let dir = tempdir();
+    let p = dir.path().join("empty.csv");
+    std::fs::write(&p, "").unwrap();
+    memmon().arg("summary").arg(&p).assert().code(2).stderr(predicate::str::contains("is empty"));
+}
+
+#[test]
+fn several_files_give_a_json_list() {
+    let dir = tempdir();
+    let a = recording(dir.path());
+    let b = dir.path().join("b.csv");
+    std::fs::copy(&a, &b).unwrap();
+    let out = memmon().args(["summary", "--json"]).arg(&a).arg(&b).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_summary_of_a_file_matches_the_one_printed_when_recording() {
+    let dir = tempdir();
+    let out = dir.path().join("same.csv");
+    let rec = memmon()
+        .args(["record", "-i", "50ms", "-o", out.to_str().unwrap(), "--"])
+        .args(workload(&["alloc:25MiB", "hold:300ms"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(rec.stderr).unwrap();
+    let peak_line = stderr.lines().find(|l| l.contains("peak RSS")).unwrap().trim().to_string();
+    let summary = memmon().arg("summary").arg(&out).output().unwrap();
+    assert!(String::from_utf8(summary.stdout).unwrap().contains(&peak_line));
+}
