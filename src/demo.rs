@@ -39,6 +39,8 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         duration: None,
         quiet,
         procfs: ProcFs::default(),
+        phase_peaks: false,
+        capture_stdout: false,
     };
     let outcome = Recorder::start(opts)?.run()?;
     if !quiet {

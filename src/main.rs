@@ -84,6 +84,8 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         quiet: args.quiet,
         procfs: ProcFs::default(),
+        phase_peaks: false,
+        capture_stdout: false,
     };
     Ok(Recorder::start(opts)?.run()?.exit)
 }

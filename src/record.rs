@@ -52,6 +52,11 @@ pub struct RecordOptions {
     pub duration: Option<Duration>,
     pub quiet: bool,
     pub procfs: ProcFs,
+    /// Reset the kernel's high-water marks right after each marker's sample, so each phase's
+    /// rows carry that phase's exact peak (`--phase-peaks`; recorded in the metadata).
+    pub phase_peaks: bool,
+    /// Give a launched command a pipe for its stdout, for `take_command_stdout` (`--mark-stdout`).
+    pub capture_stdout: bool,
 }
 
 /// Messages other threads send to a running recorder (markers, benchmark runs).
@@ -119,6 +124,8 @@ pub struct Recorder {
     pss_next: Instant,
     pss_warned: Vec<i32>,
     status_buf: Vec<u8>,
+    command_stdout: Option<std::process::ChildStdout>,
+    reset_warned: bool,
 }
 
 impl Recorder {
@@ -139,11 +146,13 @@ impl Recorder {
         let out = Output::create(opts.output.as_deref(), format, opts.force, opts.append)
             .map_err(output_error)?;
 
+        let mut command_stdout = None;
         let (handle, watched) = match (attached, &opts.target) {
             (Some(h), _) => (h, Watched::Attached),
             (None, TargetSpec::Command(args)) => {
                 let data_on_stdout = out.path().is_none();
-                let pid = launch(args, data_on_stdout)?;
+                let (pid, stdout) = launch(args, data_on_stdout, opts.capture_stdout)?;
+                command_stdout = stdout;
                 let h = opts.procfs.open(pid).with_context(|| format!("cannot read the launched command (PID {pid})"))?;
                 (h, Watched::Launched { pid })
             }
@@ -180,6 +189,8 @@ impl Recorder {
             pss_next: Instant::now(),
             pss_warned: Vec::new(),
             status_buf: Vec::new(),
+            command_stdout,
+            reset_warned: false,
         };
         rec.out.write_meta(&meta).map_err(output_error)?;
         rec.announce(&meta);
@@ -189,6 +200,11 @@ impl Recorder {
     /// A handle other threads use to send markers and benchmark requests.
     pub fn control(&self) -> ControlHandle {
         self.control.clone()
+    }
+
+    /// The launched command's stdout pipe, when `capture_stdout` asked for one (taken once).
+    pub fn take_command_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.command_stdout.take()
     }
 
     /// The processes of the tree right now (for benchmark resets done outside the loop).
@@ -265,9 +281,11 @@ impl Recorder {
                         return self.finish(end, None, None);
                     }
                     Control::Event(e) => {
+                        let mark = matches!(e, Event::Mark(_));
                         if let Err(e) = self.tick(Some(e)) {
                             failure = Some(e);
                         }
+                        self.reset_after_mark(mark);
                     }
                     Control::ResetPeaks(e, reply) => {
                         let failed = self.reset_peaks();
@@ -275,6 +293,7 @@ impl Recorder {
                         let _ = reply.send(failed);
                     }
                     Control::Probe(e, reply) => {
+                        let mark = matches!(e, Event::Mark(_));
                         let s = match self.tick(Some(e)) {
                             Ok(s) => s,
                             Err(e) => {
@@ -282,6 +301,7 @@ impl Recorder {
                                 None
                             }
                         };
+                        self.reset_after_mark(mark);
                         let _ = reply.send(s);
                     }
                 }
@@ -436,6 +456,23 @@ impl Recorder {
             }
         }
         complete.then_some(total)
+    }
+
+    /// With `phase_peaks`, resets the high-water marks right after a marker's sample (whose
+    /// VmHWM closes the phase before), so the next phase's rows carry that phase's own peak.
+    fn reset_after_mark(&mut self, mark: bool) {
+        if !(mark && self.opts.phase_peaks) {
+            return;
+        }
+        let failed = self.reset_peaks();
+        if !failed.is_empty() && !self.reset_warned && !self.opts.quiet {
+            self.reset_warned = true;
+            self.live.clear();
+            eprintln!(
+                "memmon: warning: cannot reset the peak (clear_refs) of {}; per-phase kernel peaks are not exact",
+                failed.join(", ")
+            );
+        }
     }
 
     /// Resets VmHWM of every process in the tree; returns a message per failure.
@@ -646,12 +683,19 @@ fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<ProcHa
 }
 
 /// Launches the command with stdin, stdout and stderr passed through (stdout to memmon's stderr
-/// when the data goes to stdout). It gets SIGTERM if memmon dies.
-fn launch(args: &[String], data_on_stdout: bool) -> anyhow::Result<i32> {
+/// when the data goes to stdout), or its stdout to a pipe returned here when `pipe_stdout`.
+/// It gets SIGTERM if memmon dies.
+fn launch(
+    args: &[String],
+    data_on_stdout: bool,
+    pipe_stdout: bool,
+) -> anyhow::Result<(i32, Option<std::process::ChildStdout>)> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&args[0]);
     cmd.args(&args[1..]);
-    if data_on_stdout {
+    if pipe_stdout {
+        cmd.stdout(std::process::Stdio::piped());
+    } else if data_on_stdout {
         let err = std::io::stderr();
         let fd = std::os::fd::AsFd::as_fd(&err).try_clone_to_owned()?;
         cmd.stdout(std::process::Stdio::from(fd));
@@ -664,11 +708,12 @@ fn launch(args: &[String], data_on_stdout: bool) -> anyhow::Result<i32> {
         });
     }
     match cmd.spawn() {
-        Ok(child) => {
+        Ok(mut child) => {
             let pid = child.id() as i32;
+            let stdout = child.stdout.take();
             // memmon reaps it itself (wait4, for its rusage); std must not.
             std::mem::forget(child);
-            Ok(pid)
+            Ok((pid, stdout))
         }
         Err(e) => {
             let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
@@ -742,6 +787,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
             cmdline: h.cmdline(),
         },
         children: opts.children,
+        phase_peaks: opts.phase_peaks,
         sources,
         columns: COLUMNS.iter().map(|c| ColumnMeta { name: c.name.into(), unit: c.unit.into() }).collect(),
         end: None,

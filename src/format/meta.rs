@@ -23,6 +23,10 @@ pub struct Meta {
     pub target: TargetMeta,
     /// Whether descendants are included.
     pub children: bool,
+    /// Whether the high-water marks were reset right after each marker's sample
+    /// (`--phase-peaks`), which makes each phase's largest `hwm_bytes` its exact peak.
+    #[serde(default)]
+    pub phase_peaks: bool,
     /// The kernel files read, and how often.
     pub sources: Vec<String>,
     /// Column names in order, each with its unit.
