@@ -14,6 +14,7 @@ pub mod format;
 pub mod live;
 pub mod probe;
 pub mod record;
+pub mod render;
 pub mod sample;
 pub mod signals;
 pub mod target;

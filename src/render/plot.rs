@@ -1,0 +1,809 @@
+//! `memmon plot`: draws recordings as memory over time, to SVG or PNG from one drawing code,
+//! with the sampled peak, the kernel's peak, the idle floor and the events marked on it.
+//!
+//! Each file is read once into compact columns (8 bytes per sample per series, plus the time)
+//! and its summary is built on the way, so the numbers printed on the plot are the ones
+//! `memmon summary` prints. Lines are decimated per pixel column (`decimate.rs`): a
+//! day-long recording draws in a fraction of a second and no spike is lost. The text is laid
+//! out with DejaVu Sans compiled into the binary, so no system font is needed.
+
+use super::decimate;
+use crate::analysis::{Summary, SummaryBuilder};
+use crate::format::{read_input, InputSpec, ReadError};
+use crate::sample::{Event, Sample};
+use crate::units::{fmt_bytes, fmt_seconds};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The font family name the embedded font is registered under.
+const FONT: &str = "sans-serif";
+
+/// A size column of a recording that can be drawn as a series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeColumn {
+    Rss,
+    Anon,
+    File,
+    Shmem,
+    Swap,
+    Locked,
+    Pinned,
+    TopRss,
+    Hwm,
+    HwmSum,
+    Pss,
+}
+
+impl SizeColumn {
+    pub const ALL: [SizeColumn; 11] = [
+        SizeColumn::Rss,
+        SizeColumn::Anon,
+        SizeColumn::File,
+        SizeColumn::Shmem,
+        SizeColumn::Swap,
+        SizeColumn::Locked,
+        SizeColumn::Pinned,
+        SizeColumn::TopRss,
+        SizeColumn::Hwm,
+        SizeColumn::HwmSum,
+        SizeColumn::Pss,
+    ];
+
+    /// The column's name in a recording.
+    pub fn name(self) -> &'static str {
+        match self {
+            SizeColumn::Rss => "rss_bytes",
+            SizeColumn::Anon => "anon_bytes",
+            SizeColumn::File => "file_bytes",
+            SizeColumn::Shmem => "shmem_bytes",
+            SizeColumn::Swap => "swap_bytes",
+            SizeColumn::Locked => "locked_bytes",
+            SizeColumn::Pinned => "pinned_bytes",
+            SizeColumn::TopRss => "top_rss_bytes",
+            SizeColumn::Hwm => "hwm_bytes",
+            SizeColumn::HwmSum => "hwm_sum_bytes",
+            SizeColumn::Pss => "pss_bytes",
+        }
+    }
+
+    /// What the legend calls it.
+    pub fn label(self) -> &'static str {
+        match self {
+            SizeColumn::Rss => "RSS",
+            SizeColumn::Anon => "anon (RssAnon)",
+            SizeColumn::File => "file (RssFile)",
+            SizeColumn::Shmem => "shmem (RssShmem)",
+            SizeColumn::Swap => "swap (VmSwap)",
+            SizeColumn::Locked => "locked (VmLck)",
+            SizeColumn::Pinned => "pinned (VmPin)",
+            SizeColumn::TopRss => "largest process's RSS",
+            SizeColumn::Hwm => "largest VmHWM",
+            SizeColumn::HwmSum => "sum of VmHWM (upper bound)",
+            SizeColumn::Pss => "PSS",
+        }
+    }
+
+    /// Parses a column name, with or without its `_bytes` suffix (`locked_bytes`, `locked`).
+    pub fn parse(text: &str) -> Option<SizeColumn> {
+        let text = text.trim();
+        SizeColumn::ALL
+            .into_iter()
+            .find(|c| c.name() == text || c.name().strip_suffix("_bytes") == Some(text))
+    }
+
+    /// The column's value in a sample; `None` where it was not read (PSS between reads).
+    pub fn value(self, s: &Sample) -> Option<u64> {
+        Some(match self {
+            SizeColumn::Rss => s.rss_bytes,
+            SizeColumn::Anon => s.anon_bytes,
+            SizeColumn::File => s.file_bytes,
+            SizeColumn::Shmem => s.shmem_bytes,
+            SizeColumn::Swap => s.swap_bytes,
+            SizeColumn::Locked => s.locked_bytes,
+            SizeColumn::Pinned => s.pinned_bytes,
+            SizeColumn::TopRss => s.top_rss_bytes,
+            SizeColumn::Hwm => s.hwm_bytes,
+            SizeColumn::HwmSum => s.hwm_sum_bytes,
+            SizeColumn::Pss => return s.pss_bytes,
+        })
+    }
+}
+
+/// The image formats a plot can be written as, chosen by the output's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    Svg,
+    Png,
+}
+
+impl ImageFormat {
+    /// The format `path` asks for; `flag` names the flag it came from, for the error.
+    pub fn from_path(path: &Path, flag: &'static str) -> Result<ImageFormat, PlotError> {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(|e| e.to_ascii_lowercase())
+        {
+            Some(e) if e == "svg" => Ok(ImageFormat::Svg),
+            Some(e) if e == "png" => Ok(ImageFormat::Png),
+            _ => Err(PlotError::BadExtension {
+                flag,
+                path: path.to_path_buf(),
+            }),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error("{flag} {}: a plot is written as SVG or PNG: give a file name ending in .svg or .png", path.display())]
+    BadExtension { flag: &'static str, path: PathBuf },
+    #[error("--series {0}: no such size column (choose from {list})", list = series_names())]
+    UnknownSeries(String),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{0} holds no samples: there is nothing to plot")]
+    NoSamples(PathBuf),
+    #[error("cannot draw {0}: {1}")]
+    Draw(PathBuf, String),
+    #[error("cannot write {0}: {1}")]
+    Write(PathBuf, #[source] io::Error),
+}
+
+impl PlotError {
+    /// Whether the error is in what the user gave (a flag, a file): exit code 2, not 1.
+    pub fn is_input_error(&self) -> bool {
+        !matches!(self, PlotError::Draw(..) | PlotError::Write(..))
+    }
+}
+
+fn series_names() -> String {
+    SizeColumn::ALL
+        .iter()
+        .map(|c| c.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What to draw and how big.
+#[derive(Debug, Clone)]
+pub struct PlotOptions {
+    /// Image size in pixels.
+    pub width: u32,
+    pub height: u32,
+    /// RSS split into anon, file and shmem, drawn as stacked areas under the RSS line.
+    pub parts: bool,
+    /// Further series drawn as lines (swap, PSS, any size column but RSS).
+    pub series: Vec<SizeColumn>,
+    /// The title; by default the files' names.
+    pub title: Option<String>,
+}
+
+impl Default for PlotOptions {
+    fn default() -> Self {
+        PlotOptions {
+            width: 1200,
+            height: 600,
+            parts: false,
+            series: Vec::new(),
+            title: None,
+        }
+    }
+}
+
+impl PlotOptions {
+    /// Adds the series named by `--series` (and `--swap`, `--pss`), refusing unknown names.
+    pub fn add_series<S: AsRef<str>>(&mut self, names: &[S]) -> Result<(), PlotError> {
+        for name in names {
+            let name = name.as_ref();
+            let col = SizeColumn::parse(name)
+                .ok_or_else(|| PlotError::UnknownSeries(name.to_string()))?;
+            if col != SizeColumn::Rss && !self.series.contains(&col) {
+                self.series.push(col);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One extra series of a recording: its values and, for a sparse column (PSS), its own times.
+struct Series {
+    column: SizeColumn,
+    xs: Option<Vec<f64>>,
+    ys: Vec<u64>,
+}
+
+/// One recording, read for drawing.
+pub struct Trace {
+    /// The name in the legend: the file's name.
+    pub name: String,
+    /// Seconds since the recording's first sample, one per sample.
+    xs: Vec<f64>,
+    rss: Vec<u64>,
+    /// anon, anon + file, anon + file + shmem: the tops of the stacked areas.
+    parts: Option<[Vec<u64>; 3]>,
+    series: Vec<Series>,
+    events: Vec<(f64, Event)>,
+    /// The first sample with the largest RSS (the summary's peak).
+    peak_index: usize,
+    pub summary: Summary,
+}
+
+/// The time of a sample in seconds since the recording's first one: the monotonic `elapsed_s`
+/// within a session, and the wall-clock gap between sessions of an `--append`ed recording.
+#[derive(Default)]
+struct Clock {
+    first_unix_ms: Option<u64>,
+    offset: f64,
+    last: f64,
+}
+
+impl Clock {
+    fn x(&mut self, s: &Sample) -> f64 {
+        match self.first_unix_ms {
+            None => {
+                self.first_unix_ms = Some(s.unix_ms);
+                self.offset = -s.elapsed_s;
+            }
+            Some(first) if matches!(s.event, Some(Event::Start)) => {
+                self.offset = s.unix_ms.saturating_sub(first) as f64 / 1e3 - s.elapsed_s;
+            }
+            Some(_) => {}
+        }
+        let x = (s.elapsed_s + self.offset).max(self.last);
+        self.last = x;
+        x
+    }
+}
+
+/// Reads a recording for drawing with `opts`, building its summary on the way.
+pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, PlotError> {
+    let mut builder = SummaryBuilder::new();
+    let mut clock = Clock::default();
+    let mut xs = Vec::new();
+    let mut rss = Vec::new();
+    let mut parts = opts.parts.then(|| [Vec::new(), Vec::new(), Vec::new()]);
+    let mut series: Vec<Series> = opts
+        .series
+        .iter()
+        .map(|&column| Series {
+            column,
+            xs: (column == SizeColumn::Pss).then(Vec::new),
+            ys: Vec::new(),
+        })
+        .collect();
+    let mut events = Vec::new();
+    let mut peak_index = 0;
+    let info = read_input(path, spec, |s| {
+        builder.push(s);
+        let x = clock.x(s);
+        if s.rss_bytes > rss.get(peak_index).copied().unwrap_or(0) {
+            peak_index = rss.len();
+        }
+        if let Some(ev) = &s.event {
+            if !(xs.is_empty() && *ev == Event::Start) {
+                events.push((x, ev.clone()));
+            }
+        }
+        xs.push(x);
+        rss.push(s.rss_bytes);
+        if let Some([anon, file, shmem]) = &mut parts {
+            anon.push(s.anon_bytes);
+            file.push(s.anon_bytes + s.file_bytes);
+            shmem.push(s.anon_bytes + s.file_bytes + s.shmem_bytes);
+        }
+        for se in &mut series {
+            if let Some(v) = se.column.value(s) {
+                se.ys.push(v);
+                if let Some(sx) = &mut se.xs {
+                    sx.push(x);
+                }
+            }
+        }
+    })?;
+    if xs.is_empty() {
+        return Err(PlotError::NoSamples(path.to_path_buf()));
+    }
+    let summary = builder.finish(
+        Some(path.display().to_string()),
+        info.meta.as_ref(),
+        info.end.as_ref(),
+        info.truncated_line,
+    );
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    Ok(Trace {
+        name,
+        xs,
+        rss,
+        parts,
+        series,
+        events,
+        peak_index,
+        summary,
+    })
+}
+
+/// Reads `files` and draws them, overlaid, into `out`.
+pub fn plot_files(
+    files: &[PathBuf],
+    spec: &InputSpec,
+    opts: &PlotOptions,
+    out: &Path,
+    format: ImageFormat,
+) -> Result<(), PlotError> {
+    let mut traces = files
+        .iter()
+        .map(|f| load(f, spec, opts))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Files of the same name from different folders are told apart by their whole path.
+    for i in 0..traces.len() {
+        if traces.iter().filter(|t| t.name == traces[i].name).count() > 1 {
+            traces[i].name = files[i].display().to_string();
+        }
+    }
+    draw(&traces, opts, out, format)
+}
+
+/// Draws `traces` into `out` (SVG or PNG: the same drawing code on two backends).
+pub fn draw(
+    traces: &[Trace],
+    opts: &PlotOptions,
+    out: &Path,
+    format: ImageFormat,
+) -> Result<(), PlotError> {
+    register_font();
+    let size = (opts.width.max(200), opts.height.max(150));
+    let draw_err = |e: String| PlotError::Draw(out.to_path_buf(), e);
+    match format {
+        ImageFormat::Svg => {
+            let mut text = String::new();
+            {
+                let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
+                draw_on(&root, traces, opts).map_err(|e| draw_err(e.to_string()))?;
+                root.present().map_err(|e| draw_err(e.to_string()))?;
+            }
+            std::fs::write(out, text).map_err(|e| PlotError::Write(out.to_path_buf(), e))
+        }
+        ImageFormat::Png => {
+            let root = BitMapBackend::new(out, size).into_drawing_area();
+            draw_on(&root, traces, opts).map_err(|e| draw_err(e.to_string()))?;
+            root.present()
+                .map_err(|e| PlotError::Write(out.to_path_buf(), io::Error::other(e.to_string())))
+        }
+    }
+}
+
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // The bytes are DejaVu Sans from the `dejavu` crate: a valid font, so this cannot fail.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+    });
+}
+
+/// A binary size unit for the y axis.
+struct SizeUnit {
+    bytes: f64,
+    label: &'static str,
+}
+
+impl SizeUnit {
+    /// GiB from 1 GiB up, MiB from 1 MiB, else KiB.
+    fn for_max(max: u64) -> SizeUnit {
+        if max >= 1 << 30 {
+            SizeUnit {
+                bytes: (1u64 << 30) as f64,
+                label: "GiB, 2^30 bytes",
+            }
+        } else if max >= 1 << 20 {
+            SizeUnit {
+                bytes: (1u64 << 20) as f64,
+                label: "MiB, 2^20 bytes",
+            }
+        } else {
+            SizeUnit {
+                bytes: 1024.0,
+                label: "KiB, 2^10 bytes",
+            }
+        }
+    }
+}
+
+/// A time unit for the x axis: seconds up to an hour, then minutes up to ten hours, then hours.
+fn time_unit(span_s: f64) -> (f64, &'static str) {
+    if span_s <= 3600.0 {
+        (1.0, "s")
+    } else if span_s <= 36_000.0 {
+        (60.0, "min")
+    } else {
+        (3600.0, "h")
+    }
+}
+
+const LINE_COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+];
+/// Extra series of a single recording, in `--series` order.
+const EXTRA_COLORS: [RGBColor; 5] = [
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+    RGBColor(227, 119, 194),
+];
+/// anon, file, shmem areas.
+const PART_COLORS: [RGBColor; 3] = [
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
+    RGBColor(152, 223, 138),
+];
+
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn event_label(ev: &Event) -> String {
+    match ev {
+        Event::Start => "recording resumed".to_string(),
+        Event::Restart(pid) => format!("restart (pid {pid})"),
+        Event::Mark(label) if label.chars().count() > 40 => {
+            format!("{}…", label.chars().take(39).collect::<String>())
+        }
+        Event::Mark(label) => label.clone(),
+        Event::RunStart(n) => format!("run {n} start"),
+        Event::RunEnd(n) => format!("run {n} end"),
+    }
+}
+
+fn draw_on<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    traces: &[Trace],
+    opts: &PlotOptions,
+) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    let several = traces.len() > 1;
+    let span_s = traces
+        .iter()
+        .filter_map(|t| t.xs.last().copied())
+        .fold(0.0, f64::max)
+        .max(1e-3);
+    let mut y_max = 0u64;
+    for t in traces {
+        y_max = y_max
+            .max(t.summary.peak_rss_bytes)
+            .max(t.summary.kernel_peak_rss_bytes);
+        if let Some(p) = &t.parts {
+            y_max = y_max.max(p[2].iter().copied().max().unwrap_or(0));
+        }
+        for s in &t.series {
+            y_max = y_max.max(s.ys.iter().copied().max().unwrap_or(0));
+        }
+    }
+    let unit = SizeUnit::for_max(y_max.max(1));
+    let (t_scale, t_name) = time_unit(span_s);
+    let x_max = span_s / t_scale;
+    // Headroom above the highest value for the labels.
+    let y_top = (y_max.max(1024) as f64 / unit.bytes) * 1.15;
+    let y_of = |b: u64| b as f64 / unit.bytes;
+
+    let title = opts.title.clone().unwrap_or_else(|| {
+        let names: Vec<&str> = traces.iter().map(|t| t.name.as_str()).collect();
+        format!("Memory of {}", names.join(" vs "))
+    });
+    let what = if opts.parts || !opts.series.is_empty() {
+        "Memory"
+    } else {
+        "RSS"
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FONT, 20))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_top)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("Time since start ({t_name})"))
+        .y_desc(format!("{what} ({})", unit.label))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()?;
+    let (px_range, _) = chart.plotting_area().get_pixel_range();
+    let width_px = (px_range.end - px_range.start).max(1) as usize;
+    let points = |xs: &[f64], ys: &[u64]| -> Vec<(f64, f64)> {
+        decimate::keep_indices(xs, ys, 0.0, span_s, width_px)
+            .into_iter()
+            .map(|i| (xs[i] / t_scale, y_of(ys[i])))
+            .collect()
+    };
+    let small = TextStyle::from((FONT, 13).into_font());
+
+    // Stacked parts first, so the lines are drawn over them.
+    for t in traces {
+        let Some(parts) = &t.parts else { continue };
+        for k in (0..3).rev() {
+            let color = if several {
+                PART_COLORS[k].mix(0.45)
+            } else {
+                PART_COLORS[k].mix(1.0)
+            };
+            let label = match several {
+                true => format!(
+                    "{}: {}",
+                    t.name,
+                    [SizeColumn::Anon, SizeColumn::File, SizeColumn::Shmem][k].label()
+                ),
+                false => [SizeColumn::Anon, SizeColumn::File, SizeColumn::Shmem][k]
+                    .label()
+                    .to_string(),
+            };
+            chart
+                .draw_series(AreaSeries::new(
+                    points(&t.xs, &parts[k]),
+                    0.0,
+                    color.filled(),
+                ))?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled())
+                });
+        }
+    }
+
+    // Horizontal lines: the kernel's peak and the idle floor, labelled at their ends.
+    for (ti, t) in traces.iter().enumerate() {
+        let color = LINE_COLORS[ti % LINE_COLORS.len()];
+        let prefix = if several {
+            format!("{}: ", t.name)
+        } else {
+            String::new()
+        };
+        let shift = 15 * ti as i32;
+        let s = &t.summary;
+        if s.kernel_peak_rss_bytes > 0 {
+            let k = y_of(s.kernel_peak_rss_bytes);
+            let source = match (s.rusage_maxrss_bytes, s.kernel_peak_scope) {
+                (Some(r), _) if r >= s.kernel_peak_rss_bytes => "ru_maxrss",
+                _ => "VmHWM",
+            };
+            let scope = if s.kernel_peak_scope == "process" {
+                ""
+            } else {
+                " of the largest process"
+            };
+            chart.draw_series(DashedLineSeries::new(
+                [(0.0, k), (x_max, k)],
+                7,
+                4,
+                color.mix(0.8).stroke_width(1),
+            ))?;
+            let text = format!(
+                "{prefix}kernel peak{scope} ({source}) {}",
+                fmt_bytes(s.kernel_peak_rss_bytes)
+            );
+            chart.plotting_area().draw(
+                &(EmptyElement::at((x_max, k))
+                    + Text::new(
+                        text,
+                        (-6, -4 - shift),
+                        small.color(&color).pos(Pos::new(HPos::Right, VPos::Bottom)),
+                    )),
+            )?;
+        }
+        let idle = y_of(s.idle_rss_bytes);
+        chart.draw_series(DashedLineSeries::new(
+            [(0.0, idle), (x_max, idle)],
+            2,
+            3,
+            color.mix(0.7).stroke_width(1),
+        ))?;
+        let text = format!(
+            "{prefix}idle floor (10th percentile) {}",
+            fmt_bytes(s.idle_rss_bytes)
+        );
+        chart.plotting_area().draw(
+            &(EmptyElement::at((0.0, idle))
+                + Text::new(
+                    text,
+                    (6, -4 - shift),
+                    small.color(&color).pos(Pos::new(HPos::Left, VPos::Bottom)),
+                )),
+        )?;
+    }
+
+    // Events: vertical lines, labels along them at the top (one label per 14 pixels).
+    for (ti, t) in traces.iter().enumerate() {
+        let color = if several {
+            LINE_COLORS[ti % LINE_COLORS.len()].mix(0.6)
+        } else {
+            RGBColor(110, 110, 110).mix(0.8)
+        };
+        let mut last_label_px = i32::MIN;
+        for (x, ev) in &t.events {
+            let x = x / t_scale;
+            chart.draw_series(LineSeries::new(
+                [(x, 0.0), (x, y_top)],
+                color.stroke_width(1),
+            ))?;
+            let (px, _) = chart.backend_coord(&(x, y_top));
+            if px - last_label_px >= 14 {
+                last_label_px = px;
+                chart.plotting_area().draw(
+                    &(EmptyElement::at((x, y_top))
+                        + Text::new(
+                            event_label(ev),
+                            (3, 4),
+                            small
+                                .color(&color)
+                                .transform(FontTransform::Rotate90)
+                                .pos(Pos::new(HPos::Left, VPos::Top)),
+                        )),
+                )?;
+            }
+        }
+    }
+
+    // The lines: RSS of each file, then the extra series.
+    for (ti, t) in traces.iter().enumerate() {
+        let color = LINE_COLORS[ti % LINE_COLORS.len()];
+        let label = if several {
+            format!("{} RSS", t.name)
+        } else {
+            "RSS (sampled)".to_string()
+        };
+        chart
+            .draw_series(LineSeries::new(
+                points(&t.xs, &t.rss),
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+        for (si, s) in t.series.iter().enumerate() {
+            if s.ys.is_empty() {
+                continue;
+            }
+            let xs = s.xs.as_deref().unwrap_or(&t.xs);
+            let color = if several {
+                color.mix(0.9)
+            } else {
+                EXTRA_COLORS[si % EXTRA_COLORS.len()].mix(1.0)
+            };
+            let width = if several { 1 } else { 2 };
+            let label = if several {
+                format!("{}: {}", t.name, s.column.label())
+            } else {
+                s.column.label().to_string()
+            };
+            chart
+                .draw_series(LineSeries::new(
+                    points(xs, &s.ys),
+                    color.stroke_width(width),
+                ))?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(width))
+                });
+        }
+    }
+
+    // The sampled peak of each file: a dot and its value and time.
+    for (ti, t) in traces.iter().enumerate() {
+        let color = LINE_COLORS[ti % LINE_COLORS.len()];
+        let x = t.xs[t.peak_index] / t_scale;
+        let y = y_of(t.rss[t.peak_index]);
+        let prefix = if several {
+            format!("{}: ", t.name)
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "{prefix}peak {} at {}",
+            fmt_bytes(t.summary.peak_rss_bytes),
+            fmt_seconds(t.xs[t.peak_index])
+        );
+        let (anchor, dx) = if x < 0.6 * x_max {
+            (HPos::Left, 8)
+        } else {
+            (HPos::Right, -8)
+        };
+        let shift = 16 * ti as i32;
+        chart
+            .plotting_area()
+            .draw(&Circle::new((x, y), 4, color.filled()))?;
+        chart.plotting_area().draw(
+            &(EmptyElement::at((x, y))
+                + Text::new(
+                    text,
+                    (dx, -6 - shift),
+                    TextStyle::from((FONT, 14).into_font())
+                        .color(&color)
+                        .pos(Pos::new(anchor, VPos::Bottom)),
+                )),
+        )?;
+    }
+
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(unix_ms: u64, elapsed_s: f64, event: Option<Event>) -> Sample {
+        Sample {
+            unix_ms,
+            elapsed_s,
+            event,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn size_columns_parse_with_or_without_their_unit() {
+        assert_eq!(SizeColumn::parse("locked_bytes"), Some(SizeColumn::Locked));
+        assert_eq!(SizeColumn::parse("hwm_sum"), Some(SizeColumn::HwmSum));
+        assert_eq!(SizeColumn::parse("processes"), None);
+        assert_eq!(SizeColumn::parse("elapsed_s"), None);
+    }
+
+    #[test]
+    fn an_unknown_series_is_refused_with_the_flag_and_the_choices() {
+        let err = PlotOptions::default().add_series(&["bogus"]).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("--series bogus:"), "{msg}");
+        assert!(msg.contains("locked_bytes"), "{msg}");
+        assert!(err.is_input_error());
+    }
+
+    #[test]
+    fn the_output_format_comes_from_the_extension() {
+        assert_eq!(
+            ImageFormat::from_path(Path::new("a/b.SVG"), "-o").unwrap(),
+            ImageFormat::Svg
+        );
+        assert_eq!(
+            ImageFormat::from_path(Path::new("b.png"), "-o").unwrap(),
+            ImageFormat::Png
+        );
+        let msg = ImageFormat::from_path(Path::new("b.jpg"), "--plot")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("--plot b.jpg:"), "{msg}");
+    }
+
+    #[test]
+    fn an_appended_session_continues_after_the_wall_clock_gap() {
+        let mut c = Clock::default();
+        assert_eq!(c.x(&sample(10_000, 0.5, Some(Event::Start))), 0.0);
+        assert_eq!(c.x(&sample(11_000, 1.5, None)), 1.0);
+        // A second session 60 s later restarts its monotonic clock at 0.
+        assert_eq!(c.x(&sample(70_000, 0.0, Some(Event::Start))), 60.0);
+        assert_eq!(c.x(&sample(71_000, 1.0, None)), 61.0);
+    }
+
+    #[test]
+    fn units_follow_the_range() {
+        assert_eq!(SizeUnit::for_max(200 << 30).label, "GiB, 2^30 bytes");
+        assert_eq!(SizeUnit::for_max(300 << 20).label, "MiB, 2^20 bytes");
+        assert_eq!(time_unit(90.0).1, "s");
+        assert_eq!(time_unit(86_400.0).1, "h");
+    }
+}
