@@ -71,6 +71,9 @@ pub enum Control {
     Probe(Event, mpsc::Sender<Option<Sample>>),
     /// End the recording as if a signal had arrived (reason `stopped`).
     Stop,
+    /// From now on, send a copy of every sample taken to this channel (`bench` reads each
+    /// run's samples this way).
+    Watch(mpsc::Sender<Sample>),
 }
 
 /// Sends control messages to a recorder, waking it from its sleep.
@@ -126,6 +129,7 @@ pub struct Recorder {
     status_buf: Vec<u8>,
     command_stdout: Option<std::process::ChildStdout>,
     reset_warned: bool,
+    watch: Option<mpsc::Sender<Sample>>,
 }
 
 impl Recorder {
@@ -191,6 +195,7 @@ impl Recorder {
             status_buf: Vec::new(),
             command_stdout,
             reset_warned: false,
+            watch: None,
         };
         rec.out.write_meta(&meta).map_err(output_error)?;
         rec.announce(&meta);
@@ -304,6 +309,7 @@ impl Recorder {
                         self.reset_after_mark(mark);
                         let _ = reply.send(s);
                     }
+                    Control::Watch(tx) => self.watch = Some(tx),
                 }
             }
             if failure.is_some() {
@@ -421,6 +427,9 @@ impl Recorder {
             event,
         };
         self.out.write_sample(&s).map_err(output_error)?;
+        if let Some(w) = &self.watch {
+            let _ = w.send(s.clone());
+        }
         self.samples += 1;
         self.summary.push(&s);
         self.live.update(now, s.elapsed_s, s.rss_bytes, self.samples, self.missed);
