@@ -36,6 +36,14 @@ pub enum Command {
     Summary(SummaryArgs),
     /// Record a built-in workload shaped like a proving pipeline and print its summary
     Demo(DemoArgs),
+    /// Compare a baseline's recordings with a candidate's: peak, idle floor, mean, duration; CI gates
+    Compare(CompareArgs),
+    /// Write one self-contained HTML report: interactive chart, summaries, comparison
+    Report(ReportArgs),
+    /// Plot recordings to SVG or PNG: RSS over time, peak, kernel peak, idle floor, events
+    Plot(PlotArgs),
+    /// Add a marker (a labelled instant that opens a phase) to a running recording
+    Mark(MarkCommandArgs),
     /// Run a workload of known memory (for tests and the demo)
     #[command(hide = true)]
     Workload {
@@ -122,6 +130,13 @@ whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// When the recording ends, plot it to FILE (.svg or .png); needs -o FILE
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub marks: MarkArgs,
+
     /// The command to launch and record, after `--`
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -176,4 +191,181 @@ pub struct DemoArgs {
     /// Print nothing but errors
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+fn size_limit(s: &str) -> Result<crate::analysis::compare::Limit, String> {
+    crate::analysis::compare::parse_size_limit(s)
+}
+
+fn duration_limit(s: &str) -> Result<crate::analysis::compare::Limit, String> {
+    crate::analysis::compare::parse_duration_limit(s)
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    crate::analysis::compare::parse_percent(s)?
+        .ok_or_else(|| format!("'{s}' is not a percentage (examples: 1%, 0.5%)"))
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "A change is a regression (or an improvement) only when the candidate's mean \
+lies outside the baseline's [min, max] widened by the candidate's own range (at least --min-noise \
+of the baseline mean); else it is within noise. Gates compare the change of the means with their \
+limit. Exit codes: 0 all gates passed; 1 a gate failed; 2 bad input (flag or recording).")]
+pub struct CompareArgs {
+    /// Baseline recordings (one per run), then `--` and the candidate's; or just BASE NEW
+    #[arg(required = true, value_name = "BASE")]
+    pub base: Vec<PathBuf>,
+
+    /// The candidate's recordings, after `--`
+    #[arg(last = true, value_name = "NEW")]
+    pub new: Vec<PathBuf>,
+
+    /// Also compare the time spent with RSS above this level (e.g. 150GiB)
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub above: Option<u64>,
+
+    /// Fail (exit 1) when the peak RSS rises more than this: a percentage (2%) or a size (512MiB)
+    #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
+    pub max_peak_increase: Option<crate::analysis::compare::Limit>,
+
+    /// Fail (exit 1) when the idle floor rises more than this: a percentage or a size
+    #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
+    pub max_idle_increase: Option<crate::analysis::compare::Limit>,
+
+    /// Fail (exit 1) when the duration rises more than this: a percentage (5%) or a duration (5s)
+    #[arg(long, value_parser = duration_limit, value_name = "LIMIT")]
+    pub max_duration_increase: Option<crate::analysis::compare::Limit>,
+
+    /// Changes smaller than this share of the baseline mean are always noise
+    #[arg(long, default_value = "1%", value_parser = percent, value_name = "PERCENT")]
+    pub min_noise: f64,
+
+    /// Print the whole comparison as JSON (per-side stats, deltas, verdicts, gates)
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Recordings to show; with `--`, those before it are the baseline and those after the candidate
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// The candidate's recordings, after `--` (the report then compares the two sides)
+    #[arg(last = true, value_name = "NEW")]
+    pub new: Vec<PathBuf>,
+
+    /// Where to write the HTML file ('-' for stdout); required
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Overwrite an existing output file
+    #[arg(long)]
+    pub force: bool,
+
+    /// The report's title (default: the files' names)
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+
+    /// In the comparison, also compare the time spent with RSS above this level
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub above: Option<u64>,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// Recordings to draw; several are overlaid, each from its own first sample
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Write the plot to FILE: .svg or .png
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Image width in pixels
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(200..=20000))]
+    pub width: u32,
+
+    /// Image height in pixels
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(150..=20000))]
+    pub height: u32,
+
+    /// Also draw RSS split into anon, file and shmem as stacked areas
+    #[arg(long)]
+    pub parts: bool,
+
+    /// Also draw swap (VmSwap)
+    #[arg(long)]
+    pub swap: bool,
+
+    /// Also draw PSS, on the ticks where it was read (recorded with --pss)
+    #[arg(long)]
+    pub pss: bool,
+
+    /// Also draw this size column, e.g. locked_bytes, pinned_bytes, top_rss_bytes, hwm_bytes, hwm_sum_bytes (repeat or comma-separate)
+    #[arg(long, value_name = "COLUMN", value_delimiter = ',')]
+    pub series: Vec<String>,
+
+    /// The plot's title (default: the files' names)
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+/// Where markers come from during a recording (flattened into `record`, and `bench`).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Markers and phases")]
+pub struct MarkArgs {
+    /// Follow FILE like `tail -F` (from its end, across rotation and truncation) for markers
+    #[arg(long, value_name = "FILE", requires = "mark_regex")]
+    pub mark_log: Option<PathBuf>,
+
+    /// With --mark-log: each line matching REGEX is a marker, labelled by (?P<label>...) or the match
+    #[arg(long, value_name = "REGEX", requires = "mark_log")]
+    pub mark_regex: Option<String>,
+
+    /// A launched command's stdout lines matching REGEX are markers (the lines still pass through)
+    #[arg(
+        long,
+        value_name = "REGEX",
+        long_help = "A launched command's stdout lines matching REGEX are markers, labelled by the \
+regex's (?P<label>...) group or else the whole match; every line is still passed through \
+unchanged (to stderr when the recording goes to stdout). The command's stdout becomes a pipe: \
+programs that buffer a pipe (C stdio) should flush each line, e.g. run under `stdbuf -oL`."
+    )]
+    pub mark_stdout: Option<String>,
+
+    /// The Unix socket `memmon mark` talks to (default: $XDG_RUNTIME_DIR/memmon-PID.sock)
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+
+    /// Reset the kernel's high-water marks at each marker, so each phase's kernel peak is exact
+    #[arg(
+        long,
+        long_help = "Right after each marker's sample, reset the kernel's high-water mark (VmHWM, \
+by writing 5 to /proc/PID/clear_refs) of every process of the tree, so the hwm_bytes of the \
+following phase's rows is that phase's exact peak: `memmon summary` then gives each phase's \
+kernel peak, even of a spike shorter than the interval. Needs to be the target's owner or root."
+    )]
+    pub phase_peaks: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MarkCommandArgs {
+    /// The marker's label (e.g. "synthesis start"); it opens a phase of that name
+    #[arg(value_name = "LABEL")]
+    pub label: String,
+
+    /// The recorder's socket (default: the one running recorder's, found in
+    /// $XDG_RUNTIME_DIR or the temp directory)
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }

@@ -4,11 +4,12 @@
 use anyhow::Context;
 use clap::Parser;
 use memmon::analysis::Summary;
-use memmon::cli::{Cli, Command, RecordArgs, SummaryArgs};
+use memmon::cli::{Cli, Command, PlotArgs, RecordArgs, SummaryArgs};
 use memmon::exit::{CodedError, ExitCode};
-use memmon::format::ReadError;
+use memmon::format::{InputSpec, ReadError};
 use memmon::probe::ProcFs;
 use memmon::record::{PssGuard, RecordOptions, Recorder};
+use memmon::render::plot::{ImageFormat, PlotError, PlotOptions};
 use memmon::target::TargetSpec;
 use std::io::Write;
 
@@ -38,6 +39,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Record(args) => record(args),
         Command::Summary(args) => summary(args),
         Command::Demo(args) => Ok(memmon::demo::run(args.output, args.interval, args.quiet)?.exit),
+        Command::Plot(args) => plot(args),
+        Command::Compare(args) => memmon::render::compare_table::run(&args),
+        Command::Report(args) => memmon::render::html::run(&args),
+        Command::Mark(args) => memmon::marks::mark_command(&args.label, args.socket.as_deref()),
         Command::Workload { steps } => match memmon::workload::run(&steps) {
             Ok(code) => Ok(ExitCode::Passthrough(code)),
             Err(msg) => Err(CodedError::new(ExitCode::Usage, msg)),
@@ -66,6 +71,13 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         return Err(usage("--wait and --exit-with-target apply to --pidfile and --name only"));
     }
     let output = args.output.filter(|p| p.as_os_str() != "-");
+    let plot_to = match &args.plot {
+        Some(_) if output.is_none() => {
+            return Err(usage("--plot needs the recording in a file: add -o FILE (the recording is going to stdout)"))
+        }
+        Some(p) => Some((p.clone(), ImageFormat::from_path(p, "--plot").map_err(plot_error)?)),
+        None => None,
+    };
     let opts = RecordOptions {
         target,
         interval: args.interval,
@@ -84,10 +96,52 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         quiet: args.quiet,
         procfs: ProcFs::default(),
-        phase_peaks: false,
-        capture_stdout: false,
+        phase_peaks: args.marks.phase_peaks,
+        capture_stdout: args.marks.mark_stdout.is_some(),
     };
-    Ok(Recorder::start(opts)?.run()?.exit)
+    if args.marks.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
+        return Err(usage("--mark-stdout applies to a launched command (-- COMMAND) only"));
+    }
+    let data_on_stdout = opts.output.is_none();
+    let marks = memmon::marks::MarkSetup::prepare(&memmon::marks::MarkOptions::from_args(&args.marks, args.quiet))?;
+    let mut rec = Recorder::start(opts)?;
+    let sources = marks.start(&mut rec, data_on_stdout);
+    let outcome = rec.run();
+    drop(sources); // stops the marker threads and removes the socket
+    let outcome = outcome?;
+    if let (Some((plot, format)), Some(recording)) = (plot_to, &outcome.output) {
+        let opts = PlotOptions::default();
+        memmon::render::plot::plot_files(&[recording.clone()], &InputSpec::default(), &opts, &plot, format)
+            .map_err(plot_error)?;
+        if !args.quiet {
+            eprintln!("memmon: plot written to {}", memmon::format::absolute(&plot).display());
+        }
+    }
+    Ok(outcome.exit)
+}
+
+fn plot(args: PlotArgs) -> anyhow::Result<ExitCode> {
+    let format = ImageFormat::from_path(&args.output, "--output").map_err(plot_error)?;
+    let mut opts = PlotOptions {
+        width: args.width,
+        height: args.height,
+        parts: args.parts,
+        title: args.title,
+        ..PlotOptions::default()
+    };
+    opts.add_series(&args.series).map_err(plot_error)?;
+    let flagged = [(args.swap, "swap_bytes"), (args.pss, "pss_bytes")];
+    opts.add_series(&flagged.iter().filter(|f| f.0).map(|f| f.1).collect::<Vec<_>>()).map_err(plot_error)?;
+    memmon::render::plot::plot_files(&args.files, &args.input.spec(), &opts, &args.output, format)
+        .map_err(plot_error)?;
+    eprintln!("memmon plot: wrote {}", memmon::format::absolute(&args.output).display());
+    Ok(ExitCode::Success)
+}
+
+/// Bad flags and unreadable or malformed recordings exit 2; a plot that cannot be written, 1.
+fn plot_error(e: PlotError) -> anyhow::Error {
+    let code = if e.is_input_error() { ExitCode::Usage } else { ExitCode::Failure };
+    anyhow::Error::new(e).context(CodedError { code, message: "cannot plot".into() })
 }
 
 fn summary(args: SummaryArgs) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,802 @@
+//! `memmon compare`: the arithmetic of holding a candidate's runs against a baseline's — one
+//! row of numbers per run, mean/min/max/spread per side, deltas, noise-aware verdicts, CI gates.
+//!
+//! # The verdict, precisely
+//! For each metric (peak RSS, idle floor, mean RSS, duration, time above a level) let the
+//! baseline runs be `B` and the candidate runs `N`. The *allowance* is
+//! `w = max(max(N) - min(N), min_noise × mean(B))`: the candidate's own run-to-run range, but
+//! never less than a floor (`--min-noise`, default 1% of the baseline mean) so that one run per
+//! side does not turn every byte into a regression. The *noise band* is
+//! `[min(B) - w, max(B) + w]`: the baseline's range widened by the allowance. The candidate
+//! mean above the band is a **regression** (every metric here is better lower), below it an
+//! **improvement**, inside it **within noise**. The *run-to-run spread* printed beside it is
+//! the larger of the two sides' ranges, in percent of the baseline mean.
+//!
+//! # Gates
+//! A gate (`--max-peak-increase 2%` or `512MiB`, `--max-idle-increase`,
+//! `--max-duration-increase 5%` or `5s`) holds the change of the means against its limit; it
+//! fails when the change is strictly greater. Gates ignore the noise band: they are the hard
+//! line a CI job draws.
+
+use crate::analysis::{Summary, SummaryBuilder};
+use crate::format::{read_input, InputSpec, ReadError};
+use crate::sample::{Event, Sample};
+use crate::units::{parse_duration, parse_size};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use std::path::Path;
+
+/// The default `--min-noise`: changes below 1% of the baseline mean are never called a change.
+pub const DEFAULT_MIN_NOISE_PCT: f64 = 1.0;
+
+/// Where a run's peak number comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeakSource {
+    /// The kernel's exact high-water mark (VmHWM, ru_maxrss) of the single process recorded.
+    Kernel,
+    /// The largest sampled RSS: a tree (whose exact peak the kernel does not keep) or a
+    /// recording without high-water marks (imported from another tool).
+    Sampled,
+}
+
+/// The numbers of one recording that a comparison uses.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub file: String,
+    /// The peak compared: the kernel's for a single process, else the sampled one.
+    pub peak_rss_bytes: u64,
+    pub peak_source: PeakSource,
+    pub sampled_peak_rss_bytes: u64,
+    pub kernel_peak_rss_bytes: u64,
+    pub kernel_peak_scope: &'static str,
+    pub idle_rss_bytes: u64,
+    pub mean_rss_bytes: u64,
+    pub duration_s: f64,
+    /// Seconds with RSS above `--above`, when it was given.
+    pub time_above_s: Option<f64>,
+    pub samples: u64,
+    pub warnings: Vec<String>,
+}
+
+impl Run {
+    /// The run's numbers from its summary (and the time above a level, measured alongside).
+    pub fn from_summary(s: &Summary, time_above_s: Option<f64>) -> Run {
+        let kernel = s.kernel_peak_scope == "process" && s.kernel_peak_rss_bytes > 0;
+        Run {
+            file: s.file.clone().unwrap_or_default(),
+            peak_rss_bytes: if kernel {
+                s.kernel_peak_rss_bytes
+            } else {
+                s.peak_rss_bytes
+            },
+            peak_source: if kernel {
+                PeakSource::Kernel
+            } else {
+                PeakSource::Sampled
+            },
+            sampled_peak_rss_bytes: s.peak_rss_bytes,
+            kernel_peak_rss_bytes: s.kernel_peak_rss_bytes,
+            kernel_peak_scope: s.kernel_peak_scope,
+            idle_rss_bytes: s.idle_rss_bytes,
+            mean_rss_bytes: s.mean_rss_bytes,
+            duration_s: s.duration_s,
+            time_above_s,
+            samples: s.samples,
+            warnings: s.warnings.clone(),
+        }
+    }
+}
+
+/// Reads a recording once and returns its run numbers and summary; `also` sees every sample
+/// too (the report decimates the series in the same pass).
+pub fn measure_file(
+    path: &Path,
+    spec: &InputSpec,
+    above: Option<u64>,
+    mut also: impl FnMut(&Sample),
+) -> Result<(Run, Summary), ReadError> {
+    let mut b = SummaryBuilder::new();
+    let mut timer = above.map(TimeAbove::new);
+    let info = read_input(path, spec, |s| {
+        b.push(s);
+        if let Some(t) = timer.as_mut() {
+            t.push(s);
+        }
+        also(s);
+    })?;
+    let summary = b.finish(
+        Some(path.display().to_string()),
+        info.meta.as_ref(),
+        info.end.as_ref(),
+        info.truncated_line,
+    );
+    if summary.samples == 0 {
+        return Err(ReadError::Malformed {
+            path: path.to_path_buf(),
+            line: 1,
+            msg: "the recording holds no samples: there is nothing to compare".into(),
+        });
+    }
+    Ok((
+        Run::from_summary(&summary, timer.map(|t| t.total_s())),
+        summary,
+    ))
+}
+
+/// Time spent above a level, from the intervals between samples. Between two samples the RSS
+/// is taken to move in a straight line, so an interval that crosses the level counts the part
+/// above it. A `start` event begins a new session: no interval spans two sessions.
+#[derive(Debug, Clone)]
+pub struct TimeAbove {
+    level: u64,
+    prev: Option<(f64, u64)>,
+    total_s: f64,
+}
+
+impl TimeAbove {
+    pub fn new(level: u64) -> Self {
+        TimeAbove {
+            level,
+            prev: None,
+            total_s: 0.0,
+        }
+    }
+
+    pub fn push(&mut self, s: &Sample) {
+        if matches!(s.event, Some(Event::Start)) {
+            self.prev = None;
+        }
+        if let Some((t0, v0)) = self.prev {
+            let dt = s.elapsed_s - t0;
+            if dt > 0.0 {
+                self.total_s += dt * fraction_above(v0, s.rss_bytes, self.level);
+            }
+        }
+        self.prev = Some((s.elapsed_s, s.rss_bytes));
+    }
+
+    pub fn total_s(&self) -> f64 {
+        self.total_s
+    }
+}
+
+/// The fraction of a straight segment from `a` to `b` that lies strictly above `level`.
+fn fraction_above(a: u64, b: u64, level: u64) -> f64 {
+    match (a > level, b > level) {
+        (true, true) => 1.0,
+        (false, false) => 0.0,
+        (true, false) => (a - level) as f64 / (a - b) as f64,
+        (false, true) => (b - level) as f64 / (b - a) as f64,
+    }
+}
+
+/// What is compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    PeakRss,
+    IdleRss,
+    MeanRss,
+    Duration,
+    TimeAbove,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 5] = [
+        Metric::PeakRss,
+        Metric::IdleRss,
+        Metric::MeanRss,
+        Metric::Duration,
+        Metric::TimeAbove,
+    ];
+
+    /// The key in `--json`, with its unit.
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::PeakRss => "peak_rss_bytes",
+            Metric::IdleRss => "idle_rss_bytes",
+            Metric::MeanRss => "mean_rss_bytes",
+            Metric::Duration => "duration_s",
+            Metric::TimeAbove => "time_above_s",
+        }
+    }
+
+    /// The name in sentences.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::PeakRss => "peak RSS",
+            Metric::IdleRss => "idle floor",
+            Metric::MeanRss => "mean RSS",
+            Metric::Duration => "duration",
+            Metric::TimeAbove => "time above",
+        }
+    }
+
+    /// Whether the values are bytes (else seconds).
+    pub fn is_bytes(self) -> bool {
+        matches!(self, Metric::PeakRss | Metric::IdleRss | Metric::MeanRss)
+    }
+
+    pub fn value(self, r: &Run) -> Option<f64> {
+        match self {
+            Metric::PeakRss => Some(r.peak_rss_bytes as f64),
+            Metric::IdleRss => Some(r.idle_rss_bytes as f64),
+            Metric::MeanRss => Some(r.mean_rss_bytes as f64),
+            Metric::Duration => Some(r.duration_s),
+            Metric::TimeAbove => r.time_above_s,
+        }
+    }
+}
+
+impl Serialize for Metric {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.key())
+    }
+}
+
+/// One metric over the runs of one side.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stats {
+    pub n: usize,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// (max - min) in percent of the mean; `None` when the mean is 0.
+    pub spread_pct: Option<f64>,
+}
+
+impl Stats {
+    /// `None` for no values.
+    pub fn of(values: &[f64]) -> Option<Stats> {
+        if values.is_empty() {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Stats {
+            n: values.len(),
+            mean,
+            min,
+            max,
+            spread_pct: pct(max - min, mean),
+        })
+    }
+
+    pub fn range(&self) -> f64 {
+        self.max - self.min
+    }
+}
+
+/// `part` in percent of `whole`; `None` when `whole` is 0.
+fn pct(part: f64, whole: f64) -> Option<f64> {
+    (whole != 0.0).then(|| 100.0 * part / whole)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Regression,
+    Improvement,
+    WithinNoise,
+}
+
+/// The comparison of one metric.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delta {
+    pub metric: Metric,
+    pub base: Stats,
+    pub new: Stats,
+    /// new mean - base mean, in the metric's unit.
+    pub change: f64,
+    /// The change in percent of the base mean; `None` when the base mean is 0.
+    pub change_pct: Option<f64>,
+    /// The larger of the two sides' ranges, in percent of the base mean.
+    pub spread_pct: Option<f64>,
+    /// The allowance `w` and the noise band `[min(B) - w, max(B) + w]` (module docs).
+    pub allowance: f64,
+    pub noise_low: f64,
+    pub noise_high: f64,
+    pub verdict: Verdict,
+}
+
+impl Delta {
+    /// Compares one metric; `min_noise_pct` is the allowance's floor in percent of the base mean.
+    pub fn new(metric: Metric, base: Stats, new: Stats, min_noise_pct: f64) -> Delta {
+        let allowance = new.range().max(min_noise_pct / 100.0 * base.mean.abs());
+        let noise_low = base.min - allowance;
+        let noise_high = base.max + allowance;
+        let verdict = if new.mean > noise_high {
+            Verdict::Regression
+        } else if new.mean < noise_low {
+            Verdict::Improvement
+        } else {
+            Verdict::WithinNoise
+        };
+        let change = new.mean - base.mean;
+        Delta {
+            metric,
+            base,
+            new,
+            change,
+            change_pct: pct(change, base.mean),
+            spread_pct: pct(base.range().max(new.range()), base.mean),
+            allowance,
+            noise_low,
+            noise_high,
+            verdict,
+        }
+    }
+}
+
+/// A gate's limit on an increase.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// Percent of the baseline mean.
+    Percent(f64),
+    Bytes(u64),
+    Seconds(f64),
+}
+
+impl Limit {
+    /// The limit as people write it: `10%`, `512.0 MiB`, `5.00 s`.
+    pub fn text(&self) -> String {
+        match *self {
+            Limit::Percent(p) => format!("{p}%"),
+            Limit::Bytes(b) => crate::units::fmt_bytes(b),
+            Limit::Seconds(s) => crate::units::fmt_seconds(s),
+        }
+    }
+}
+
+/// Parses a limit on a size: `2%`, `0.5%`, `512MiB`, `1GB`.
+pub fn parse_size_limit(text: &str) -> Result<Limit, String> {
+    if let Some(p) = parse_percent(text)? {
+        return Ok(Limit::Percent(p));
+    }
+    parse_size(text)
+        .map(Limit::Bytes)
+        .map_err(|_| format!("'{text}' is not a limit: give a percentage (2%) or a size (512MiB)"))
+}
+
+/// Parses a limit on a duration: `5%`, `5s`, `250ms`.
+pub fn parse_duration_limit(text: &str) -> Result<Limit, String> {
+    if let Some(p) = parse_percent(text)? {
+        return Ok(Limit::Percent(p));
+    }
+    parse_duration(text)
+        .map(|d| Limit::Seconds(d.as_secs_f64()))
+        .map_err(|_| {
+            format!("'{text}' is not a limit: give a percentage (5%) or a duration (5s, 250ms)")
+        })
+}
+
+/// `Some(p)` for `p%`, `None` for text without a `%`.
+pub fn parse_percent(text: &str) -> Result<Option<f64>, String> {
+    let Some(num) = text.trim().strip_suffix('%') else {
+        return Ok(None);
+    };
+    match num.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(Some(p)),
+        _ => Err(format!("'{text}' is not a percentage (examples: 2%, 0.5%)")),
+    }
+}
+
+/// A CI gate as the user gave it.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The flag, e.g. `--max-peak-increase`.
+    pub flag: &'static str,
+    pub metric: Metric,
+    pub limit: Limit,
+}
+
+/// A gate held against the comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateResult {
+    pub flag: &'static str,
+    pub metric: Metric,
+    /// The limit as given, with its unit (`10%`, `512.0 MiB`, `5.00 s`).
+    pub limit_text: String,
+    /// The limit as a percentage (`limit_pct`) or in the metric's unit (`limit`).
+    pub limit: Option<f64>,
+    pub limit_pct: Option<f64>,
+    pub change: f64,
+    pub change_pct: Option<f64>,
+    pub passed: bool,
+}
+
+impl Gate {
+    pub fn check(&self, d: &Delta) -> GateResult {
+        let (limit, limit_pct, passed) = match self.limit {
+            Limit::Percent(p) => {
+                // From a baseline of 0, any increase is an infinite percentage.
+                let passed = match d.change_pct {
+                    Some(c) => c <= p,
+                    None => d.change <= 0.0,
+                };
+                (None, Some(p), passed)
+            }
+            Limit::Bytes(b) => (Some(b as f64), None, d.change <= b as f64),
+            Limit::Seconds(s) => (Some(s), None, d.change <= s),
+        };
+        GateResult {
+            flag: self.flag,
+            metric: self.metric,
+            limit_text: self.limit.text(),
+            limit,
+            limit_pct,
+            change: d.change,
+            change_pct: d.change_pct,
+            passed,
+        }
+    }
+}
+
+/// One side of a comparison: its runs and the statistics of each metric.
+#[derive(Debug, Clone)]
+pub struct Side {
+    pub runs: Vec<Run>,
+    pub stats: Vec<(Metric, Stats)>,
+}
+
+impl Side {
+    pub fn new(runs: Vec<Run>) -> Side {
+        let stats = Metric::ALL
+            .iter()
+            .filter_map(|&m| {
+                let values: Option<Vec<f64>> = runs.iter().map(|r| m.value(r)).collect();
+                Some((m, Stats::of(&values?)?))
+            })
+            .collect();
+        Side { runs, stats }
+    }
+
+    pub fn stats(&self, m: Metric) -> Option<&Stats> {
+        self.stats.iter().find(|(k, _)| *k == m).map(|(_, s)| s)
+    }
+
+    /// `kernel`, `sampled`, or `mixed` when the runs differ.
+    pub fn peak_source(&self) -> &'static str {
+        let kernel = self
+            .runs
+            .iter()
+            .filter(|r| r.peak_source == PeakSource::Kernel)
+            .count();
+        match kernel {
+            0 => "sampled",
+            k if k == self.runs.len() => "kernel",
+            _ => "mixed",
+        }
+    }
+}
+
+impl Serialize for Side {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct StatsMap<'a>(&'a [(Metric, Stats)]);
+        impl Serialize for StatsMap<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (k, v) in self.0 {
+                    m.serialize_entry(k.key(), v)?;
+                }
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("peak_source", self.peak_source())?;
+        m.serialize_entry("runs", &self.runs)?;
+        m.serialize_entry("stats", &StatsMap(&self.stats))?;
+        m.end()
+    }
+}
+
+/// A whole comparison, as printed and as `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub base: Side,
+    pub new: Side,
+    /// The level of `time_above_s`, when given.
+    pub above_bytes: Option<u64>,
+    pub min_noise_pct: f64,
+    pub deltas: Vec<Delta>,
+    pub gates: Vec<GateResult>,
+    /// False when any gate failed.
+    pub passed: bool,
+}
+
+impl Comparison {
+    pub fn new(
+        base: Vec<Run>,
+        new: Vec<Run>,
+        above_bytes: Option<u64>,
+        min_noise_pct: f64,
+        gates: &[Gate],
+    ) -> Comparison {
+        let base = Side::new(base);
+        let new = Side::new(new);
+        let deltas: Vec<Delta> = Metric::ALL
+            .iter()
+            .filter_map(|&m| {
+                Some(Delta::new(
+                    m,
+                    *base.stats(m)?,
+                    *new.stats(m)?,
+                    min_noise_pct,
+                ))
+            })
+            .collect();
+        let gates: Vec<GateResult> = gates
+            .iter()
+            .filter_map(|g| Some(g.check(deltas.iter().find(|d| d.metric == g.metric)?)))
+            .collect();
+        let passed = gates.iter().all(|g| g.passed);
+        Comparison {
+            base,
+            new,
+            above_bytes,
+            min_noise_pct,
+            deltas,
+            gates,
+            passed,
+        }
+    }
+
+    pub fn delta(&self, m: Metric) -> Option<&Delta> {
+        self.deltas.iter().find(|d| d.metric == m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: f64 = (1u64 << 20) as f64;
+
+    fn stats(v: &[f64]) -> Stats {
+        Stats::of(v).unwrap()
+    }
+
+    fn run(peak: u64, duration_s: f64) -> Run {
+        Run {
+            file: "r.csv".into(),
+            peak_rss_bytes: peak,
+            peak_source: PeakSource::Kernel,
+            sampled_peak_rss_bytes: peak,
+            kernel_peak_rss_bytes: peak,
+            kernel_peak_scope: "process",
+            idle_rss_bytes: peak / 2,
+            mean_rss_bytes: peak / 2,
+            duration_s,
+            time_above_s: None,
+            samples: 10,
+            warnings: vec![],
+        }
+    }
+
+    fn sample(t: f64, rss: u64) -> Sample {
+        Sample {
+            elapsed_s: t,
+            rss_bytes: rss,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn stats_give_mean_min_max_and_spread() {
+        let s = stats(&[90.0, 100.0, 110.0]);
+        assert_eq!((s.n, s.mean, s.min, s.max), (3, 100.0, 90.0, 110.0));
+        assert_eq!(s.spread_pct, Some(20.0));
+    }
+
+    #[test]
+    fn a_rise_beyond_the_widened_baseline_range_is_a_regression() {
+        // Allowance 2 (the new range); band [98 - 2, 102 + 2] = [96, 104]; the new mean 105 is above it.
+        let d = Delta::new(
+            Metric::PeakRss,
+            stats(&[98.0, 102.0]),
+            stats(&[104.0, 106.0]),
+            0.0,
+        );
+        assert_eq!((d.noise_low, d.noise_high), (96.0, 104.0));
+        assert_eq!(d.verdict, Verdict::Regression);
+        assert_eq!(d.change, 5.0);
+        assert_eq!(d.change_pct, Some(5.0));
+        assert_eq!(d.spread_pct, Some(4.0));
+    }
+
+    #[test]
+    fn a_rise_inside_the_widened_baseline_range_is_noise() {
+        // Allowance 4; band [98 - 4, 102 + 4] = [94, 106]; the new mean 104 is inside.
+        let d = Delta::new(
+            Metric::PeakRss,
+            stats(&[98.0, 102.0]),
+            stats(&[102.0, 106.0]),
+            0.0,
+        );
+        assert_eq!(d.verdict, Verdict::WithinNoise);
+    }
+
+    #[test]
+    fn a_fall_below_the_band_is_an_improvement() {
+        let d = Delta::new(
+            Metric::Duration,
+            stats(&[10.0, 10.2]),
+            stats(&[8.0, 8.1]),
+            1.0,
+        );
+        assert_eq!(d.verdict, Verdict::Improvement);
+        assert!(d.change < 0.0);
+    }
+
+    #[test]
+    fn with_one_run_per_side_the_min_noise_floor_decides() {
+        let base = stats(&[100.0 * MIB]);
+        assert_eq!(
+            Delta::new(Metric::PeakRss, base, stats(&[100.9 * MIB]), 1.0).verdict,
+            Verdict::WithinNoise
+        );
+        assert_eq!(
+            Delta::new(Metric::PeakRss, base, stats(&[101.1 * MIB]), 1.0).verdict,
+            Verdict::Regression
+        );
+        assert_eq!(
+            Delta::new(Metric::PeakRss, base, stats(&[98.9 * MIB]), 1.0).verdict,
+            Verdict::Improvement
+        );
+    }
+
+    #[test]
+    fn a_zero_baseline_has_no_percentage() {
+        let d = Delta::new(Metric::TimeAbove, stats(&[0.0, 0.0]), stats(&[1.5]), 1.0);
+        assert_eq!(d.change_pct, None);
+        assert_eq!(d.verdict, Verdict::Regression);
+    }
+
+    #[test]
+    fn limits_parse_as_percent_size_or_duration() {
+        assert_eq!(parse_size_limit("2%").unwrap(), Limit::Percent(2.0));
+        assert_eq!(parse_size_limit("0.5 %").unwrap(), Limit::Percent(0.5));
+        assert_eq!(parse_size_limit("512MiB").unwrap(), Limit::Bytes(512 << 20));
+        assert_eq!(
+            parse_size_limit("1GB").unwrap(),
+            Limit::Bytes(1_000_000_000)
+        );
+        assert_eq!(parse_duration_limit("5s").unwrap(), Limit::Seconds(5.0));
+        assert_eq!(parse_duration_limit("250ms").unwrap(), Limit::Seconds(0.25));
+        assert_eq!(parse_duration_limit("10%").unwrap(), Limit::Percent(10.0));
+    }
+
+    #[test]
+    fn bad_limits_are_refused_with_examples() {
+        assert!(parse_size_limit("lots").unwrap_err().contains("512MiB"));
+        assert!(parse_size_limit("5s").is_err());
+        assert!(parse_duration_limit("512MiB").unwrap_err().contains("5s"));
+        assert!(parse_size_limit("-3%").unwrap_err().contains("percentage"));
+        assert!(parse_size_limit("x%").is_err());
+    }
+
+    #[test]
+    fn a_gate_fails_only_when_the_change_exceeds_its_limit() {
+        let d = Delta::new(
+            Metric::PeakRss,
+            stats(&[100.0 * MIB]),
+            stats(&[110.0 * MIB]),
+            1.0,
+        );
+        let gate = |limit| Gate {
+            flag: "--max-peak-increase",
+            metric: Metric::PeakRss,
+            limit,
+        };
+        assert!(!gate(Limit::Percent(5.0)).check(&d).passed);
+        assert!(gate(Limit::Percent(10.0)).check(&d).passed);
+        assert!(!gate(Limit::Bytes(9 << 20)).check(&d).passed);
+        assert!(gate(Limit::Bytes(10 << 20)).check(&d).passed);
+    }
+
+    #[test]
+    fn a_duration_gate_takes_seconds() {
+        let d = Delta::new(Metric::Duration, stats(&[10.0]), stats(&[16.0]), 1.0);
+        let gate = |limit| Gate {
+            flag: "--max-duration-increase",
+            metric: Metric::Duration,
+            limit,
+        };
+        assert!(!gate(Limit::Seconds(5.0)).check(&d).passed);
+        assert!(gate(Limit::Seconds(6.0)).check(&d).passed);
+        assert!(!gate(Limit::Percent(50.0)).check(&d).passed);
+    }
+
+    #[test]
+    fn a_comparison_fails_when_any_gate_fails() {
+        let gates = [
+            Gate {
+                flag: "--max-peak-increase",
+                metric: Metric::PeakRss,
+                limit: Limit::Percent(10.0),
+            },
+            Gate {
+                flag: "--max-duration-increase",
+                metric: Metric::Duration,
+                limit: Limit::Seconds(1.0),
+            },
+        ];
+        let c = Comparison::new(
+            vec![run(100 << 20, 5.0)],
+            vec![run(105 << 20, 7.0)],
+            None,
+            1.0,
+            &gates,
+        );
+        assert_eq!(c.gates.len(), 2);
+        assert!(c.gates[0].passed);
+        assert!(!c.gates[1].passed);
+        assert!(!c.passed);
+        assert_eq!(
+            c.delta(Metric::PeakRss).unwrap().verdict,
+            Verdict::Regression
+        );
+        assert!(
+            c.delta(Metric::TimeAbove).is_none(),
+            "no --above, no time-above metric"
+        );
+    }
+
+    #[test]
+    fn time_above_counts_whole_intervals_and_the_crossing_part() {
+        let mut t = TimeAbove::new(100);
+        for (time, rss) in [(0.0, 0), (1.0, 200), (2.0, 200), (3.0, 0)] {
+            t.push(&sample(time, rss));
+        }
+        // 0→200 crosses 100 halfway (0.5 s above), 200→200 (1 s), 200→0 (0.5 s).
+        assert!((t.total_s() - 2.0).abs() < 1e-9, "{}", t.total_s());
+    }
+
+    #[test]
+    fn time_above_does_not_span_two_sessions() {
+        let mut t = TimeAbove::new(100);
+        t.push(&sample(0.0, 200));
+        t.push(&sample(4.0, 200));
+        let mut restart = sample(0.0, 200);
+        restart.event = Some(Event::Start);
+        t.push(&restart);
+        t.push(&sample(1.0, 200));
+        assert_eq!(t.total_s(), 5.0);
+    }
+
+    #[test]
+    fn a_single_process_peak_is_the_kernels_and_a_trees_is_sampled() {
+        let mut s = SummaryBuilder::new();
+        s.push(&Sample {
+            rss_bytes: 90,
+            top_rss_bytes: 90,
+            hwm_bytes: 120,
+            processes: 1,
+            ..Sample::default()
+        });
+        let r = Run::from_summary(&s.finish(None, None, None, None), None);
+        assert_eq!((r.peak_rss_bytes, r.peak_source), (120, PeakSource::Kernel));
+        let mut s = SummaryBuilder::new();
+        s.push(&Sample {
+            rss_bytes: 90,
+            top_rss_bytes: 60,
+            hwm_bytes: 70,
+            processes: 2,
+            ..Sample::default()
+        });
+        let r = Run::from_summary(&s.finish(None, None, None, None), None);
+        assert_eq!((r.peak_rss_bytes, r.peak_source), (90, PeakSource::Sampled));
+    }
+
+    #[test]
+    fn json_has_sides_deltas_and_gates() {
+        let c = Comparison::new(vec![run(100, 1.0)], vec![run(200, 1.0)], None, 1.0, &[]);
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["base"]["peak_source"], "kernel");
+        assert_eq!(v["new"]["stats"]["peak_rss_bytes"]["mean"], 200.0);
+        assert_eq!(v["deltas"][0]["metric"], "peak_rss_bytes");
+        assert_eq!(v["deltas"][0]["verdict"], "regression");
+        assert_eq!(v["passed"], true);
+    }
+}

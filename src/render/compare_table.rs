@@ -1,0 +1,460 @@
+//! `memmon compare` for people and for CI: reads both sides' recordings, prints the comparison
+//! as a side-by-side table with a sentence per metric (or `--json`), and exits 1 when a gate fails.
+
+use crate::analysis::compare::{
+    measure_file, Comparison, Delta, Gate, GateResult, Metric, Run, Side, Verdict,
+};
+use crate::cli::CompareArgs;
+use crate::exit::{CodedError, ExitCode};
+use crate::format::InputSpec;
+use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_seconds};
+use anyhow::Context;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Runs `memmon compare`.
+pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let (base, new) =
+        split_sides(&args.base, &args.new).map_err(|m| CodedError::new(ExitCode::Usage, m))?;
+    let spec = args.input.spec();
+    let base = read_runs(&base, &spec, args.above)?;
+    let new = read_runs(&new, &spec, args.above)?;
+    let mut gates = Vec::new();
+    for (flag, metric, limit) in [
+        (
+            "--max-peak-increase",
+            Metric::PeakRss,
+            args.max_peak_increase,
+        ),
+        (
+            "--max-idle-increase",
+            Metric::IdleRss,
+            args.max_idle_increase,
+        ),
+        (
+            "--max-duration-increase",
+            Metric::Duration,
+            args.max_duration_increase,
+        ),
+    ] {
+        if let Some(limit) = limit {
+            gates.push(Gate {
+                flag,
+                metric,
+                limit,
+            });
+        }
+    }
+    let c = Comparison::new(base, new, args.above, args.min_noise, &gates);
+    let mut out = std::io::stdout().lock();
+    let text = if args.json {
+        serde_json::to_string_pretty(&c)? + "\n"
+    } else {
+        render(&c)
+    };
+    out.write_all(text.as_bytes())
+        .context("cannot write to stdout")?;
+    out.flush().context("cannot write to stdout")?;
+    for g in c.gates.iter().filter(|g| !g.passed) {
+        if let Some(d) = c.delta(g.metric) {
+            eprintln!("memmon: gate failed: {}", gate_sentence(d, g));
+        }
+    }
+    Ok(if c.passed {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
+}
+
+/// `BASE... -- NEW...`, or two files without `--`: one run each.
+pub fn split_sides(
+    files: &[PathBuf],
+    new: &[PathBuf],
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+    no_flags_after_separator(new)?;
+    match (files.len(), new.len()) {
+        (_, 0) if files.len() == 2 => Ok((vec![files[0].clone()], vec![files[1].clone()])),
+        (0, _) => Err("give the baseline's recordings before `--`".into()),
+        (n, 0) => Err(format!(
+            "{n} files and no `--`: give BASE NEW, or BASE... -- NEW... to compare several runs per side"
+        )),
+        _ => Ok((files.to_vec(), new.to_vec())),
+    }
+}
+
+/// Everything after `--` is a file name; a flag there is a mistake worth naming.
+pub fn no_flags_after_separator(new: &[PathBuf]) -> Result<(), String> {
+    match new
+        .iter()
+        .find(|p| p.to_string_lossy().starts_with('-') && !p.exists())
+    {
+        Some(flag) => Err(format!(
+            "'{}' comes after `--`, where every word is a recording: put flags before `--`",
+            flag.display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Reads each recording once; any unreadable or malformed file is bad input (exit 2), never a
+/// regression (exit 1), so a CI job cannot mistake one for the other.
+pub fn read_runs(
+    paths: &[PathBuf],
+    spec: &InputSpec,
+    above: Option<u64>,
+) -> anyhow::Result<Vec<Run>> {
+    paths
+        .iter()
+        .map(|p| {
+            measure_file(p, spec, above, |_| {})
+                .map(|(r, _)| r)
+                .map_err(|e| {
+                    anyhow::Error::new(e).context(CodedError {
+                        code: ExitCode::Usage,
+                        message: "cannot compare".into(),
+                    })
+                })
+        })
+        .collect()
+}
+
+/// A metric's value with its unit.
+pub fn fmt_value(m: Metric, v: f64) -> String {
+    if m.is_bytes() {
+        fmt_bytes(v.max(0.0).round() as u64)
+    } else if v == 0.0 {
+        "0 s".into()
+    } else {
+        fmt_seconds(v)
+    }
+}
+
+/// A metric's change with its sign and unit.
+pub fn fmt_change(m: Metric, v: f64) -> String {
+    if m.is_bytes() {
+        fmt_bytes_signed(v.round() as i64)
+    } else if v > 0.0 {
+        format!("+{}", fmt_seconds(v))
+    } else if v < 0.0 {
+        fmt_seconds(v)
+    } else {
+        "0 s".into()
+    }
+}
+
+fn fmt_pct(p: Option<f64>) -> String {
+    match p {
+        Some(p) => format!("{p:+.1}%"),
+        None => "n/a (baseline 0)".into(),
+    }
+}
+
+/// The metric's name in sentences, with the level for time above.
+pub fn metric_label(c: &Comparison, m: Metric) -> String {
+    match (m, c.above_bytes) {
+        (Metric::TimeAbove, Some(level)) => format!("time above {}", fmt_bytes(level)),
+        _ => m.label().to_string(),
+    }
+}
+
+/// The verdict in words: "peak RSS rose 12.0% (+1.20 GiB): a regression beyond the run-to-run
+/// spread of 0.4%".
+pub fn verdict_sentence(c: &Comparison, d: &Delta) -> String {
+    let label = metric_label(c, d.metric);
+    let moved = if d.change > 0.0 {
+        "rose"
+    } else if d.change < 0.0 {
+        "fell"
+    } else {
+        "did not change"
+    };
+    let head = if d.change == 0.0 {
+        format!("{label} did not change")
+    } else {
+        match d.change_pct {
+            Some(p) => format!(
+                "{label} {moved} {:.1}% ({})",
+                p.abs(),
+                fmt_change(d.metric, d.change)
+            ),
+            None => format!(
+                "{label} {moved} from 0 ({})",
+                fmt_change(d.metric, d.change)
+            ),
+        }
+    };
+    let one_run = d.base.n == 1 && d.new.n == 1;
+    let noise = if one_run {
+        format!("the --min-noise allowance of {:.1}% (one run per side, so no run-to-run spread is known)", c.min_noise_pct)
+    } else {
+        match d.spread_pct {
+            Some(s) => format!("the run-to-run spread of {s:.1}%"),
+            None => format!(
+                "the run-to-run spread of {} (from a baseline of 0)",
+                fmt_value(d.metric, d.base.range().max(d.new.range()))
+            ),
+        }
+    };
+    match d.verdict {
+        Verdict::Regression => format!("{head}: a regression beyond {noise}"),
+        Verdict::Improvement => format!("{head}: an improvement beyond {noise}"),
+        Verdict::WithinNoise => format!("{head}: within noise ({noise})"),
+    }
+}
+
+/// "--max-peak-increase 10%: peak RSS rose 134.4% (+70.0 MiB), over the limit of 10%".
+pub fn gate_sentence(d: &Delta, g: &GateResult) -> String {
+    let measured = format!(
+        "{} ({})",
+        fmt_change(d.metric, d.change),
+        fmt_pct(d.change_pct)
+    );
+    format!(
+        "{} {}: {} changed by {measured}, limit +{}",
+        g.flag,
+        g.limit_text,
+        d.metric.label(),
+        g.limit_text
+    )
+}
+
+fn source_line(c: &Comparison) -> String {
+    let words = |s: &Side| match s.peak_source() {
+        "kernel" => "the kernel's exact peak (VmHWM) of the single process recorded",
+        "sampled" => "the sampled peak (a process tree, or no kernel peak in the recording)",
+        _ => "mixed: kernel-exact in some runs, sampled in others",
+    };
+    if c.base.peak_source() == c.new.peak_source() {
+        format!("peak RSS is {} on both sides", words(&c.base))
+    } else {
+        format!(
+            "peak RSS is, in the baseline, {}; in the candidate, {} — not like for like",
+            words(&c.base),
+            words(&c.new)
+        )
+    }
+}
+
+/// The comparison as text: the runs, a side-by-side table, a sentence per metric, the gates.
+pub fn render(c: &Comparison) -> String {
+    let mut o = String::new();
+    let runs = |n: usize| {
+        if n == 1 {
+            "1 run".to_string()
+        } else {
+            format!("{n} runs")
+        }
+    };
+    let _ = writeln!(
+        o,
+        "baseline: {}; candidate: {}",
+        runs(c.base.runs.len()),
+        runs(c.new.runs.len())
+    );
+    for (side, s) in [("base", &c.base), ("new ", &c.new)] {
+        for r in &s.runs {
+            let _ = writeln!(
+                o,
+                "  {side}  {}  peak {} ({}), idle {}, {}",
+                display_name(&r.file),
+                fmt_bytes(r.peak_rss_bytes),
+                match r.peak_source {
+                    crate::analysis::compare::PeakSource::Kernel => "kernel",
+                    crate::analysis::compare::PeakSource::Sampled => "sampled",
+                },
+                fmt_bytes(r.idle_rss_bytes),
+                fmt_seconds(r.duration_s)
+            );
+        }
+    }
+    let _ = writeln!(o, "{}", source_line(c));
+    let _ = writeln!(o);
+
+    let range = |m: Metric, s: &crate::analysis::compare::Stats| {
+        if s.n == 1 {
+            "-".to_string()
+        } else {
+            format!("{} – {}", fmt_value(m, s.min), fmt_value(m, s.max))
+        }
+    };
+    let mut rows = vec![[
+        "metric".to_string(),
+        format!(
+            "baseline ({})",
+            if c.base.runs.len() == 1 {
+                "1 run".into()
+            } else {
+                format!("mean of {}", c.base.runs.len())
+            }
+        ),
+        "baseline range".into(),
+        format!(
+            "candidate ({})",
+            if c.new.runs.len() == 1 {
+                "1 run".into()
+            } else {
+                format!("mean of {}", c.new.runs.len())
+            }
+        ),
+        "candidate range".into(),
+        "change".into(),
+        "change %".into(),
+        "verdict".into(),
+    ]];
+    for d in &c.deltas {
+        rows.push([
+            metric_label(c, d.metric),
+            fmt_value(d.metric, d.base.mean),
+            range(d.metric, &d.base),
+            fmt_value(d.metric, d.new.mean),
+            range(d.metric, &d.new),
+            fmt_change(d.metric, d.change),
+            fmt_pct(d.change_pct),
+            match d.verdict {
+                Verdict::Regression => "regression",
+                Verdict::Improvement => "improvement",
+                Verdict::WithinNoise => "within noise",
+            }
+            .to_string(),
+        ]);
+    }
+    let mut widths = [0usize; 8];
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for r in &rows {
+        let mut line = String::from(" ");
+        for (i, (cell, w)) in r.iter().zip(widths).enumerate() {
+            let pad = w - cell.chars().count();
+            // Text columns left-aligned, numbers right-aligned.
+            if i == 0 || i == 7 {
+                let _ = write!(line, " {cell}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(line, " {}{cell}", " ".repeat(pad));
+            }
+            line.push(' ');
+        }
+        let _ = writeln!(o, "{}", line.trim_end());
+    }
+    let _ = writeln!(o);
+    for d in &c.deltas {
+        let _ = writeln!(o, "{}", verdict_sentence(c, d));
+    }
+    if !c.gates.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "gates:");
+        for g in &c.gates {
+            let Some(d) = c.delta(g.metric) else { continue };
+            let _ = writeln!(
+                o,
+                "  {}: {}",
+                if g.passed { "passed" } else { "FAILED" },
+                gate_sentence(d, g)
+            );
+        }
+    }
+    o
+}
+
+/// A file's name as given; the full path stays in `--json`.
+fn display_name(file: &str) -> String {
+    let p = Path::new(file);
+    match p.file_name() {
+        Some(n) if p.components().count() > 3 => format!(".../{}", n.to_string_lossy()),
+        _ => file.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::compare::{PeakSource, Stats};
+
+    fn run(file: &str, peak: u64) -> Run {
+        Run {
+            file: file.into(),
+            peak_rss_bytes: peak,
+            peak_source: PeakSource::Kernel,
+            sampled_peak_rss_bytes: peak,
+            kernel_peak_rss_bytes: peak,
+            kernel_peak_scope: "process",
+            idle_rss_bytes: 1 << 20,
+            mean_rss_bytes: peak / 2,
+            duration_s: 2.0,
+            time_above_s: None,
+            samples: 40,
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn a_regression_reads_as_the_sentence_people_expect() {
+        let gib = 1u64 << 30;
+        let c = Comparison::new(
+            vec![run("a", 10 * gib), run("b", 10 * gib + gib / 25)],
+            vec![run("c", 11 * gib + gib / 5), run("d", 11 * gib + gib / 5)],
+            None,
+            1.0,
+            &[],
+        );
+        let s = verdict_sentence(&c, c.delta(Metric::PeakRss).unwrap());
+        assert!(s.starts_with("peak RSS rose 11.8% (+1.18 GiB): a regression beyond the run-to-run spread of 0.4%"), "{s}");
+    }
+
+    #[test]
+    fn two_files_without_a_separator_are_one_run_each() {
+        let f = |s: &str| PathBuf::from(s);
+        assert_eq!(
+            split_sides(&[f("a"), f("b")], &[]).unwrap(),
+            (vec![f("a")], vec![f("b")])
+        );
+        assert_eq!(
+            split_sides(&[f("a")], &[f("b"), f("c")]).unwrap().1.len(),
+            2
+        );
+        assert!(split_sides(&[f("a"), f("b"), f("c")], &[])
+            .unwrap_err()
+            .contains("--"));
+        assert!(split_sides(&[f("a")], &[]).is_err());
+        assert!(split_sides(&[f("a")], &[f("b"), f("--json")])
+            .unwrap_err()
+            .contains("put flags before `--`"));
+    }
+
+    #[test]
+    fn changes_print_with_sign_and_unit() {
+        assert_eq!(
+            fmt_change(Metric::PeakRss, -((1u64 << 20) as f64)),
+            "-1.00 MiB"
+        );
+        assert_eq!(fmt_change(Metric::Duration, 1.5), "+1.50 s");
+        assert_eq!(fmt_pct(Some(2.0)), "+2.0%");
+        assert_eq!(Stats::of(&[1.0]).unwrap().n, 1);
+    }
+
+    #[test]
+    fn the_table_names_every_metric_and_the_peak_source() {
+        let c = Comparison::new(
+            vec![run("a", 100 << 20)],
+            vec![run("b", 100 << 20)],
+            None,
+            1.0,
+            &[],
+        );
+        let text = render(&c);
+        for word in [
+            "peak RSS",
+            "idle floor",
+            "mean RSS",
+            "duration",
+            "within noise",
+            "kernel's exact peak",
+        ] {
+            assert!(text.contains(word), "{word} missing in:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,563 @@
+//! `memmon report`: one self-contained HTML file (no network: script, style and data inline)
+//! with an interactive chart of the recordings, a summary table per file and the comparison.
+//!
+//! The series are decimated with `decimate.rs` (the same peak-preserving reduction `plot`
+//! uses): at most four points — first, lowest, highest, last — per each of `BUCKETS` time
+//! buckets, so the file stays small and no peak is lost. The page's script records its own
+//! errors in `<body data-errors>`, the number of series drawn in `data-series`, and with
+//! `#selftest` in the URL it hovers the first series' peak and writes the tooltip's text into
+//! `#selftest-hover` (tests/report.rs checks these in headless Chromium).
+
+use crate::analysis::compare::{measure_file, Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
+use crate::analysis::Summary;
+use crate::cli::ReportArgs;
+use crate::exit::{CodedError, ExitCode};
+use crate::format::InputSpec;
+use crate::render::compare_table::{fmt_change, fmt_value, metric_label, verdict_sentence};
+use crate::render::decimate::keep_indices;
+use crate::sample::{Event, Sample};
+use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
+use anyhow::Context;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Time buckets per series in the embedded data (each keeps at most four points).
+pub const BUCKETS: usize = 2000;
+
+/// Events (marks, restarts, runs) kept per series; more are dropped with a note.
+pub const MAX_EVENTS: usize = 1000;
+
+const SCRIPT: &str = include_str!("report.js");
+const STYLE: &str = include_str!("report.css");
+
+/// Which side of a comparison a recording is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Base,
+    New,
+}
+
+/// One recording as the page draws it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    /// The path as the user gave it.
+    pub name: String,
+    pub role: Option<Role>,
+    /// Seconds since the recording started (appended sessions follow one another), rounded to
+    /// the millisecond, and RSS in bytes at those times.
+    pub t: Vec<f64>,
+    pub v: Vec<u64>,
+    /// How many samples the recording has, and how many points are embedded.
+    pub samples: u64,
+    pub kept: usize,
+    pub peak_rss_bytes: u64,
+    pub kernel_peak_rss_bytes: u64,
+    pub kernel_peak_scope: &'static str,
+    /// `[seconds, label]` of marks, restarts and benchmark runs.
+    pub events: Vec<(f64, String)>,
+    pub events_dropped: u64,
+}
+
+/// Collects a recording's RSS over time, one sample at a time.
+#[derive(Default)]
+struct Collector {
+    t: Vec<f64>,
+    v: Vec<u64>,
+    offset: f64,
+    last: f64,
+    events: Vec<(f64, String)>,
+    events_dropped: u64,
+}
+
+impl Collector {
+    fn push(&mut self, s: &Sample) {
+        if matches!(s.event, Some(Event::Start)) && !self.t.is_empty() {
+            // An appended session restarts its clock: draw it after the previous one.
+            self.offset = self.last;
+        }
+        let t = self.offset + s.elapsed_s;
+        self.last = t;
+        self.t.push(t);
+        self.v.push(s.rss_bytes);
+        match &s.event {
+            None | Some(Event::Start) => {}
+            Some(e) if self.events.len() < MAX_EVENTS => {
+                self.events.push((round_ms(t), e.to_string()))
+            }
+            Some(_) => self.events_dropped += 1,
+        }
+    }
+
+    fn finish(self, name: String, role: Option<Role>, summary: &Summary) -> Series {
+        let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.last);
+        let keep = keep_indices(&self.t, &self.v, x0, x1, BUCKETS);
+        Series {
+            name,
+            role,
+            t: keep.iter().map(|&i| round_ms(self.t[i])).collect(),
+            v: keep.iter().map(|&i| self.v[i]).collect(),
+            samples: summary.samples,
+            kept: keep.len(),
+            peak_rss_bytes: summary.peak_rss_bytes,
+            kernel_peak_rss_bytes: summary.kernel_peak_rss_bytes,
+            kernel_peak_scope: summary.kernel_peak_scope,
+            events: self.events,
+            events_dropped: self.events_dropped,
+        }
+    }
+}
+
+fn round_ms(t: f64) -> f64 {
+    (t * 1000.0).round() / 1000.0
+}
+
+/// Everything a report shows.
+pub struct Report {
+    pub title: String,
+    pub series: Vec<Series>,
+    pub summaries: Vec<Summary>,
+    pub comparison: Option<Comparison>,
+    /// Why there is no comparison, when there are several files but no sides.
+    pub comparison_note: Option<String>,
+}
+
+impl Report {
+    /// Reads the recordings (each once). With `new` non-empty, `files` are the baseline and
+    /// `new` the candidate; two files without `new` are one run each; else nothing is compared.
+    pub fn build(
+        files: &[PathBuf],
+        new: &[PathBuf],
+        spec: &InputSpec,
+        above: Option<u64>,
+        title: Option<String>,
+    ) -> Result<Report, crate::format::ReadError> {
+        let roles: Vec<(PathBuf, Option<Role>)> = match (files.len(), new.len()) {
+            (2, 0) => vec![
+                (files[0].clone(), Some(Role::Base)),
+                (files[1].clone(), Some(Role::New)),
+            ],
+            (_, 0) => files.iter().map(|f| (f.clone(), None)).collect(),
+            _ => files
+                .iter()
+                .map(|f| (f.clone(), Some(Role::Base)))
+                .chain(new.iter().map(|f| (f.clone(), Some(Role::New))))
+                .collect(),
+        };
+        let mut series = Vec::new();
+        let mut summaries = Vec::new();
+        let (mut base, mut cand): (Vec<Run>, Vec<Run>) = (Vec::new(), Vec::new());
+        for (path, role) in &roles {
+            let mut c = Collector::default();
+            let (run, summary) = measure_file(path, spec, above, |s| c.push(s))?;
+            series.push(c.finish(path.display().to_string(), *role, &summary));
+            summaries.push(summary);
+            match role {
+                Some(Role::Base) => base.push(run),
+                Some(Role::New) => cand.push(run),
+                None => {}
+            }
+        }
+        let comparison = (!base.is_empty() && !cand.is_empty())
+            .then(|| Comparison::new(base, cand, above, DEFAULT_MIN_NOISE_PCT, &[]));
+        let comparison_note = (comparison.is_none() && roles.len() > 2).then(|| {
+            "No comparison: put `--` between the baseline's recordings and the candidate's \
+             (memmon report BASE... -- NEW... -o report.html) to compare them."
+                .to_string()
+        });
+        let title = title.unwrap_or_else(|| {
+            let names: Vec<String> = roles.iter().map(|(p, _)| file_name(p)).collect();
+            format!("memmon report: {}", names.join(", "))
+        });
+        Ok(Report {
+            title,
+            series,
+            summaries,
+            comparison,
+            comparison_note,
+        })
+    }
+
+    /// The whole page.
+    pub fn to_html(&self) -> String {
+        let mut o = String::with_capacity(64 * 1024);
+        let title = esc(&self.title);
+        let _ = write!(
+            o,
+            "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+             <title>{title}</title>\n<style>\n{STYLE}</style>\n</head>\n\
+             <body data-errors=\"0\" data-series=\"0\">\n"
+        );
+        // First, so that it records errors of everything after it.
+        o.push_str(
+            "<script>\nwindow.memmonErrors = [];\n\
+             function memmonError(text) {\n  window.memmonErrors.push(String(text));\n  \
+             document.body.setAttribute('data-errors', String(window.memmonErrors.length));\n  \
+             document.body.setAttribute('data-last-error', String(text));\n}\n\
+             window.onerror = function (msg, src, line, col) { memmonError(msg + ' (line ' + line + ':' + col + ')'); };\n\
+             window.addEventListener('unhandledrejection', function (e) { memmonError('unhandled rejection: ' + e.reason); });\n\
+             (function () { var orig = console.error; console.error = function () { memmonError(Array.prototype.join.call(arguments, ' ')); orig.apply(console, arguments); }; })();\n\
+             </script>\n",
+        );
+        let _ = write!(
+            o,
+            "<header>\n<h1>{title}</h1>\n<p class=\"meta\">Written by memmon {} from {} recording{}. \
+             Sizes in binary units (1 GiB = 2<sup>30</sup> bytes); time since each recording started.</p>\n</header>\n",
+            env!("CARGO_PKG_VERSION"),
+            self.series.len(),
+            if self.series.len() == 1 { "" } else { "s" }
+        );
+        o.push_str(
+            "<section id=\"chart-section\">\n<h2>RSS over time</h2>\n<div class=\"toolbar\">\
+             <button id=\"reset\" type=\"button\">Reset zoom</button>\
+             <span class=\"hint\">wheel: zoom · drag: pan · shift+drag: zoom to a range · double-click: reset</span>\
+             <span id=\"range\"></span></div>\n\
+             <div id=\"chart-wrap\"><canvas id=\"chart\" aria-label=\"RSS over time\"></canvas>\
+             <div id=\"tooltip\" role=\"status\" hidden></div></div>\n\
+             <div id=\"legend\"></div>\n<p class=\"note\" id=\"decimation-note\"></p>\n\
+             <div id=\"selftest-hover\" hidden></div>\n</section>\n",
+        );
+        self.write_summaries(&mut o);
+        self.write_comparison(&mut o);
+        let data = serde_json::json!({ "title": self.title, "series": self.series });
+        // `<` escaped so that no string in the data can close the script element.
+        let data = serde_json::to_string(&data)
+            .expect("report data serializes")
+            .replace('<', "\\u003c");
+        let _ = write!(
+            o,
+            "<script type=\"application/json\" id=\"memmon-data\">{data}</script>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n"
+        );
+        o
+    }
+
+    fn write_summaries(&self, o: &mut String) {
+        o.push_str("<section id=\"summaries\">\n<h2>Summary per recording</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th></th>");
+        for s in &self.series {
+            let role = match s.role {
+                Some(Role::Base) => "<span class=\"role base\">baseline</span> ",
+                Some(Role::New) => "<span class=\"role new\">candidate</span> ",
+                None => "",
+            };
+            let _ = write!(o, "<th>{role}{}</th>", esc(&s.name));
+        }
+        o.push_str("</tr></thead>\n<tbody>\n");
+        let b = |v: u64| {
+            format!(
+                "{} <span class=\"exact\">({v} bytes)</span>",
+                esc(&fmt_bytes(v))
+            )
+        };
+        let rows: [(&str, Box<dyn Fn(&Summary) -> String>); 10] = [
+            (
+                "peak RSS (sampled)",
+                Box::new(|s| {
+                    format!(
+                        "{} at +{}",
+                        b(s.peak_rss_bytes),
+                        esc(&fmt_seconds(s.peak_elapsed_s))
+                    )
+                }),
+            ),
+            (
+                "kernel peak (VmHWM)",
+                Box::new(|s| {
+                    let scope = if s.kernel_peak_scope == "process" {
+                        "exact"
+                    } else {
+                        "exact for the largest process"
+                    };
+                    format!("{} {scope}", b(s.kernel_peak_rss_bytes))
+                }),
+            ),
+            (
+                "idle floor (10th percentile)",
+                Box::new(|s| b(s.idle_rss_bytes)),
+            ),
+            ("mean RSS", Box::new(|s| b(s.mean_rss_bytes))),
+            ("duration", Box::new(|s| esc(&fmt_seconds(s.duration_s)))),
+            ("started", Box::new(|s| esc(&fmt_unix_ms(s.first_unix_ms)))),
+            (
+                "samples",
+                Box::new(|s| {
+                    let every = s
+                        .interval
+                        .as_ref()
+                        .map(|i| format!(" every {}", esc(i)))
+                        .unwrap_or_default();
+                    format!("{}{every}, {} missed ticks", s.samples, s.missed_ticks)
+                }),
+            ),
+            (
+                "target",
+                Box::new(|s| esc(s.target.as_deref().unwrap_or("unknown"))),
+            ),
+            ("ended", Box::new(|s| esc(&s.ended))),
+            (
+                "warnings",
+                Box::new(|s| {
+                    if s.warnings.is_empty() {
+                        "none".into()
+                    } else {
+                        s.warnings
+                            .iter()
+                            .map(|w| esc(w))
+                            .collect::<Vec<_>>()
+                            .join("<br>")
+                    }
+                }),
+            ),
+        ];
+        for (label, cell) in rows.iter() {
+            let _ = write!(o, "<tr><th>{label}</th>");
+            for s in &self.summaries {
+                let _ = write!(o, "<td>{}</td>", cell(s));
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</tbody></table></div>\n</section>\n");
+    }
+
+    fn write_comparison(&self, o: &mut String) {
+        let Some(c) = &self.comparison else {
+            if let Some(note) = &self.comparison_note {
+                let _ = write!(
+                    o,
+                    "<section id=\"comparison\">\n<h2>Comparison</h2>\n<p>{}</p>\n</section>\n",
+                    esc(note)
+                );
+            }
+            return;
+        };
+        let runs = |n: usize| {
+            if n == 1 {
+                "1 run".to_string()
+            } else {
+                format!("mean of {n} runs")
+            }
+        };
+        let _ = write!(
+            o,
+            "<section id=\"comparison\">\n<h2>Comparison: candidate against baseline</h2>\n<div class=\"scroll\"><table>\n\
+             <thead><tr><th>metric</th><th>baseline ({})</th><th>baseline range</th><th>candidate ({})</th>\
+             <th>candidate range</th><th>change</th><th>change %</th><th>verdict</th></tr></thead>\n<tbody>\n",
+            runs(c.base.runs.len()),
+            runs(c.new.runs.len())
+        );
+        for d in &c.deltas {
+            let range = |s: &crate::analysis::compare::Stats| {
+                if s.n == 1 {
+                    "–".to_string()
+                } else {
+                    format!(
+                        "{} – {}",
+                        fmt_value(d.metric, s.min),
+                        fmt_value(d.metric, s.max)
+                    )
+                }
+            };
+            let (class, verdict) = match d.verdict {
+                crate::analysis::compare::Verdict::Regression => ("regression", "regression"),
+                crate::analysis::compare::Verdict::Improvement => ("improvement", "improvement"),
+                crate::analysis::compare::Verdict::WithinNoise => ("noise", "within noise"),
+            };
+            let _ = writeln!(
+                o,
+                "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{verdict}</td></tr>",
+                esc(&metric_label(c, d.metric)),
+                esc(&fmt_value(d.metric, d.base.mean)),
+                esc(&range(&d.base)),
+                esc(&fmt_value(d.metric, d.new.mean)),
+                esc(&range(&d.new)),
+                esc(&fmt_change(d.metric, d.change)),
+                d.change_pct.map(|p| format!("{p:+.1}%")).unwrap_or_else(|| "n/a".into()),
+            );
+        }
+        o.push_str("</tbody></table></div>\n<ul class=\"verdicts\">\n");
+        for d in &c.deltas {
+            let _ = writeln!(o, "<li>{}</li>", esc(&verdict_sentence(c, d)));
+        }
+        let _ = write!(
+            o,
+            "</ul>\n<p class=\"note\">Peak RSS is the kernel's exact peak (VmHWM) where a recording is of a single process, \
+             else the sampled peak (baseline: {}; candidate: {}). A change is a regression or an improvement only when the \
+             candidate's mean lies outside the baseline's [min, max] widened by the candidate's own range (at least {}% of \
+             the baseline mean).</p>\n</section>\n",
+            c.base.peak_source(),
+            c.new.peak_source(),
+            c.min_noise_pct
+        );
+        if c.delta(Metric::PeakRss).is_none() {
+            o.push_str("<p class=\"note\">No peak to compare.</p>\n");
+        }
+    }
+}
+
+/// Runs `memmon report`.
+pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    crate::render::compare_table::no_flags_after_separator(&args.new)
+        .map_err(|m| CodedError::new(ExitCode::Usage, m))?;
+    let Some(output) = &args.output else {
+        return Err(CodedError::new(
+            ExitCode::Usage,
+            "give the report's file with -o FILE (or -o - for stdout)",
+        ));
+    };
+    let to_stdout = output.as_os_str() == "-";
+    let output = crate::format::absolute(output);
+    if !to_stdout && output.exists() && !args.force {
+        return Err(CodedError::new(
+            ExitCode::Usage,
+            format!(
+                "{} already exists: pass --force to overwrite it",
+                output.display()
+            ),
+        ));
+    }
+    let report = Report::build(
+        &args.files,
+        &args.new,
+        &args.input.spec(),
+        args.above,
+        args.title.clone(),
+    )
+    .map_err(|e| {
+        anyhow::Error::new(e).context(CodedError {
+            code: ExitCode::Usage,
+            message: "cannot write a report".into(),
+        })
+    })?;
+    let html = report.to_html();
+    if to_stdout {
+        let mut out = std::io::stdout().lock();
+        out.write_all(html.as_bytes())
+            .context("cannot write to stdout")?;
+        out.flush().context("cannot write to stdout")?;
+    } else {
+        let mut f = std::fs::OpenOptions::new();
+        f.write(true);
+        if args.force {
+            f.create(true).truncate(true);
+        } else {
+            f.create_new(true);
+        }
+        f.open(&output)
+            .and_then(|mut f| f.write_all(html.as_bytes()))
+            .with_context(|| format!("cannot write {}", output.display()))?;
+        eprintln!(
+            "memmon: wrote the report of {} recording{} to {} ({})",
+            report.series.len(),
+            if report.series.len() == 1 { "" } else { "s" },
+            output.display(),
+            fmt_bytes(html.len() as u64)
+        );
+    }
+    Ok(ExitCode::Success)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+/// Escapes text for HTML.
+pub fn esc(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => s.push_str("&amp;"),
+            '<' => s.push_str("&lt;"),
+            '>' => s.push_str("&gt;"),
+            '"' => s.push_str("&quot;"),
+            '\'' => s.push_str("&#39;"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::SummaryBuilder;
+
+    fn series(n: usize, spike_at: usize) -> (Collector, Summary) {
+        let mut c = Collector::default();
+        let mut b = SummaryBuilder::new();
+        for i in 0..n {
+            let s = Sample {
+                elapsed_s: i as f64 * 0.01,
+                rss_bytes: if i == spike_at { 200 << 30 } else { 45 << 30 },
+                ..Sample::default()
+            };
+            c.push(&s);
+            b.push(&s);
+        }
+        (c, b.finish(None, None, None, None))
+    }
+
+    #[test]
+    fn a_long_series_is_decimated_and_keeps_its_peak() {
+        let (c, sum) = series(100_000, 77_777);
+        let s = c.finish("a".into(), None, &sum);
+        assert!(s.kept <= 4 * BUCKETS, "{}", s.kept);
+        assert_eq!(s.t.len(), s.v.len());
+        assert!(s.v.contains(&(200 << 30)));
+        assert_eq!(s.samples, 100_000);
+    }
+
+    #[test]
+    fn an_appended_session_is_drawn_after_the_first() {
+        let mut c = Collector::default();
+        for (t, ev) in [
+            (0.0, Some(Event::Start)),
+            (5.0, None),
+            (0.0, Some(Event::Start)),
+            (1.0, Some(Event::Mark("x".into()))),
+        ] {
+            c.push(&Sample {
+                elapsed_s: t,
+                event: ev,
+                ..Sample::default()
+            });
+        }
+        assert_eq!(c.t, vec![0.0, 5.0, 5.0, 6.0]);
+        assert_eq!(c.events, vec![(6.0, "mark:x".to_string())]);
+    }
+
+    #[test]
+    fn embedded_data_cannot_close_its_script_element() {
+        let (c, sum) = series(3, 1);
+        let r = Report {
+            title: "t".into(),
+            series: vec![c.finish("</script><b>x".into(), None, &sum)],
+            summaries: vec![sum],
+            comparison: None,
+            comparison_note: None,
+        };
+        let html = r.to_html();
+        assert!(!html.contains("</script><b>"));
+        assert!(html.contains("\\u003c/script>\\u003cb>x"));
+        assert!(html.contains("&lt;/script&gt;&lt;b&gt;x"));
+    }
+
+    #[test]
+    fn the_page_fetches_nothing() {
+        let (c, sum) = series(3, 1);
+        let r = Report {
+            title: "t".into(),
+            series: vec![c.finish("a".into(), None, &sum)],
+            summaries: vec![sum],
+            comparison: None,
+            comparison_note: None,
+        };
+        let html = r.to_html();
+        for needle in ["src=\"http", "href=\"http", "<link", "import(", "fetch("] {
+            assert!(!html.contains(needle), "page references {needle}");
+        }
+    }
+}
