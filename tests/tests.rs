@@ -3,5 +3,8 @@
 
 mod util;
 
+mod compare;
+mod import;
+mod plot;
 mod record;
 mod summary;
