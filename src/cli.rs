@@ -48,7 +48,7 @@ pub enum Command {
     #[command(hide = true)]
     Workload {
         /// Steps: ramp:SIZE:DUR, alloc:SIZE, spike:SIZE:DUR, hold:DUR, free, free-all,
-        /// children:N:SIZE:DUR, wait-children, exit:CODE
+        /// children:N:SIZE:DUR, wait-children, say:TEXT, exit:CODE
         steps: Vec<String>,
     },
 }

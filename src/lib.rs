@@ -12,6 +12,7 @@ pub mod demo;
 pub mod exit;
 pub mod format;
 pub mod live;
+pub mod marks;
 pub mod probe;
 pub mod record;
 pub mod render;

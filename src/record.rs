@@ -175,6 +175,7 @@ impl Recorder {
 
         let pidfd = open_pidfd(&handle);
         let meta = build_meta(&opts, &handle);
+        let phase_peaks = opts.phase_peaks;
         let tree = Tree::new(opts.procfs.clone(), handle, opts.children);
         let mut rec = Recorder {
             live: LiveLine::new(opts.quiet),
@@ -185,7 +186,7 @@ impl Recorder {
             watched,
             control_rx,
             control,
-            summary: SummaryBuilder::new(),
+            summary: SummaryBuilder::new().with_phase_peaks(phase_peaks),
             start: Instant::now(),
             samples: 0,
             missed: 0,
@@ -253,6 +254,7 @@ impl Recorder {
         let mut stop_signal: Option<i32> = None;
         let mut end = EndInfo::default();
         let mut failure: Option<anyhow::Error> = None;
+        let mut woken_by_control = false;
 
         loop {
             // Signals first: forward to a launched command, or stop.
@@ -315,6 +317,11 @@ impl Recorder {
             if failure.is_some() {
                 break;
             }
+            // Woken early by a control message (its sample is taken): keep the schedule.
+            if woken_by_control && Instant::now() < deadline {
+                woken_by_control = self.sleep_until(deadline);
+                continue;
+            }
 
             match self.tick(event.take()) {
                 Ok(Some(_)) => {}
@@ -371,7 +378,7 @@ impl Recorder {
                 self.missed += behind;
                 deadline += interval * behind as u32;
             }
-            self.sleep_until(deadline);
+            woken_by_control = self.sleep_until(deadline);
         }
 
         if let Some(err) = failure {
@@ -561,11 +568,11 @@ impl Recorder {
     }
 
     /// Sleeps until `deadline`, or until the target exits, a signal or a control message
-    /// arrives.
-    fn sleep_until(&self, deadline: Instant) {
+    /// arrives. True when only a control message ended the sleep early.
+    fn sleep_until(&self, deadline: Instant) -> bool {
         let now = Instant::now();
         if deadline <= now {
-            return;
+            return false;
         }
         let left = deadline - now;
         let ts = libc::timespec {
@@ -582,7 +589,9 @@ impl Recorder {
             let mut v: u64 = 0;
             // SAFETY: reading 8 bytes into a valid u64 from our eventfd.
             unsafe { libc::read(fds[0].fd, &mut v as *mut u64 as *mut _, 8) };
+            return fds[1].revents == 0;
         }
+        false
     }
 
     fn end_info(&self, mut end: EndInfo) -> EndInfo {

@@ -2,7 +2,7 @@
 //! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
 //! `spike:200MiB:20ms` (allocate, touch, hold, free), `hold:2s`, `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
-//! `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
+//! `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
 
 use crate::units::{parse_duration, parse_size};
@@ -96,6 +96,8 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 drop(b);
             }
             "hold" => std::thread::sleep(dur(1)?),
+            // A line on stdout (flushed), e.g. for --mark-stdout: `say:phase spike`.
+            "say" => println!("{}", &step[4..]),
             "free" => {
                 blocks.pop();
             }
@@ -122,7 +124,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, free, free-all, children, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, say, free, free-all, children, wait-children, exit)")),
         }
     }
     for mut k in kids {

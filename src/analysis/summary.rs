@@ -4,6 +4,7 @@
 //! target ended. Built sample by sample in constant memory; the same builder runs inside
 //! `record` and over a file in `summary`, so both print the same numbers.
 
+use super::phases::{PhaseBuilder, Phases};
 use crate::format::meta::{EndInfo, Meta};
 use crate::format::ReadInfo;
 use crate::sample::{Event, Sample};
@@ -38,6 +39,8 @@ pub struct SummaryBuilder {
     min_rss: u64,
     max_pss: Option<u64>,
     hist: LogHistogram,
+    phases: PhaseBuilder,
+    phase_peaks: bool,
 }
 
 impl Default for SummaryBuilder {
@@ -61,6 +64,8 @@ impl Default for SummaryBuilder {
             min_rss: u64::MAX,
             max_pss: None,
             hist: LogHistogram::new(),
+            phases: PhaseBuilder::new(),
+            phase_peaks: false,
         }
     }
 }
@@ -70,7 +75,14 @@ impl SummaryBuilder {
         Self::default()
     }
 
+    /// For a recording made with `--phase-peaks` when no metadata is given to `finish`.
+    pub fn with_phase_peaks(mut self, on: bool) -> Self {
+        self.phase_peaks = on;
+        self
+    }
+
     pub fn push(&mut self, s: &Sample) {
+        self.phases.push(s);
         let new_session = matches!(s.event, Some(Event::Start)) && self.samples > 0;
         if new_session {
             self.done_sessions_s += self.session_last_s - self.session_first_s;
@@ -153,7 +165,7 @@ impl SummaryBuilder {
             peak_processes: peak.processes,
             kernel_peak_rss_bytes: kernel_peak,
             kernel_peak_scope: if self.single_process { "process" } else { "largest-process" },
-            tree_hwm_sum_bytes: if self.single_process { None } else { Some(self.max_hwm_sum) },
+            tree_hwm_sum_bytes: if self.single_process || self.max_hwm_sum == 0 { None } else { Some(self.max_hwm_sum) },
             rusage_maxrss_bytes: end.and_then(|e| e.rusage_maxrss_bytes),
             idle_rss_bytes: self.hist.percentile(IDLE_PERCENTILE).unwrap_or(0),
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
@@ -167,6 +179,7 @@ impl SummaryBuilder {
             end: end.cloned(),
             truncated_line,
             warnings,
+            spans: self.phases.finish(meta.map_or(self.phase_peaks, |m| m.phase_peaks)),
         }
     }
 }
@@ -227,6 +240,9 @@ pub struct Summary {
     pub end: Option<EndInfo>,
     pub truncated_line: Option<u64>,
     pub warnings: Vec<String>,
+    /// `phases` and `runs` (analysis/phases.rs).
+    #[serde(flatten)]
+    pub spans: Phases,
 }
 
 impl Summary {
@@ -237,12 +253,18 @@ impl Summary {
     ) -> Result<Summary, crate::format::ReadError> {
         let mut b = SummaryBuilder::new();
         let info: ReadInfo = crate::format::read_input(path, spec, |s| b.push(s))?;
-        Ok(b.finish(
+        let mut sum = b.finish(
             Some(path.display().to_string()),
             info.meta.as_ref(),
             info.end.as_ref(),
             info.truncated_line,
-        ))
+        );
+        // A file another tool wrote: say how it was read and what it lacks.
+        if let Some(source) = &info.source {
+            sum.ended = format!("not recorded in {source}");
+        }
+        sum.warnings.extend(info.notes.iter().map(|n| format!("note: {n}")));
+        Ok(sum)
     }
 
     /// The human-readable summary. Sizes in binary units (GiB = 2^30 bytes) with exact bytes.
@@ -262,13 +284,17 @@ impl Summary {
             }
             return o;
         }
+        // Imported files may lack a clock (unix_ms 0) or a PID (0): print only what is known.
         let _ = writeln!(
             o,
-            "  peak RSS      {} at {} (+{}), PID {}{}",
+            "  peak RSS      {} at {}{}{}",
             b(self.peak_rss_bytes),
-            fmt_unix_ms(self.peak_unix_ms),
-            fmt_seconds(self.peak_elapsed_s),
-            self.peak_pid,
+            if self.peak_unix_ms > 0 {
+                format!("{} (+{})", fmt_unix_ms(self.peak_unix_ms), fmt_seconds(self.peak_elapsed_s))
+            } else {
+                format!("+{} (elapsed)", fmt_seconds(self.peak_elapsed_s))
+            },
+            if self.peak_pid > 0 { format!(", PID {}", self.peak_pid) } else { String::new() },
             if self.peak_processes > 1 {
                 format!(", {} processes", self.peak_processes)
             } else {
@@ -280,7 +306,11 @@ impl Summary {
         } else {
             "exact for the largest process, VmHWM"
         };
-        let _ = writeln!(o, "  kernel peak   {} ({scope})", b(self.kernel_peak_rss_bytes));
+        if self.kernel_peak_rss_bytes > 0 {
+            let _ = writeln!(o, "  kernel peak   {} ({scope})", b(self.kernel_peak_rss_bytes));
+        } else {
+            let _ = writeln!(o, "  kernel peak   not in this recording (no VmHWM: a spike between samples would be missed)");
+        }
         if let Some(sum) = self.tree_hwm_sum_bytes {
             let _ = writeln!(
                 o,
@@ -295,15 +325,16 @@ impl Summary {
         let _ = writeln!(o, "  mean RSS      {}", b(self.mean_rss_bytes));
         let _ = writeln!(
             o,
-            "  duration      {} from {}, {} samples{}, {} missed ticks, {} restarts",
+            "  duration      {}{}, {} samples{}, {} missed ticks, {} restarts",
             fmt_seconds(self.duration_s),
-            fmt_unix_ms(self.first_unix_ms),
+            if self.first_unix_ms > 0 { format!(" from {}", fmt_unix_ms(self.first_unix_ms)) } else { String::new() },
             self.samples,
             self.interval.as_ref().map(|i| format!(" every {i}")).unwrap_or_default(),
             self.missed_ticks,
             self.restarts
         );
         let _ = writeln!(o, "  ended         {}", self.ended);
+        o.push_str(&self.spans.render());
         for w in &self.warnings {
             let _ = writeln!(o, "  {w}");
         }

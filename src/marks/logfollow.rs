@@ -1,0 +1,242 @@
+//! `--mark-log FILE`: follows a log like `tail -F` (from its end; across rotation, when the file
+//! is renamed and a new one created, and truncation, as by copytruncate) and turns each line
+//! that matches `--mark-regex` into a marker. A thread polls every `POLL` (no inotify).
+
+use super::{send_mark, MarkPattern, Worker};
+use crate::record::ControlHandle;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How often the log is looked at: a marker's sample is taken at most this long after its line
+/// was written.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// A line longer than this without a newline is taken as it is.
+const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The position in the followed file, and the file it is in.
+pub struct LogFollower {
+    path: PathBuf,
+    file: Option<File>,
+    /// (device, inode) of `file`: a different one at `path` means the log was rotated.
+    id: (u64, u64),
+    pos: u64,
+    partial: Vec<u8>,
+}
+
+impl LogFollower {
+    /// Starts at the end of the file as it is now; a file that does not exist yet is read from
+    /// its beginning once it appears.
+    pub fn open_at_end(path: PathBuf) -> LogFollower {
+        let mut f = LogFollower {
+            path,
+            file: None,
+            id: (0, 0),
+            pos: 0,
+            partial: Vec::new(),
+        };
+        if f.open_current() {
+            if let Some(file) = f.file.as_mut() {
+                f.pos = file.seek(SeekFrom::End(0)).unwrap_or(0);
+            }
+        }
+        f
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the file now at the path, from its beginning. False when there is none.
+    fn open_current(&mut self) -> bool {
+        let Ok(file) = File::open(&self.path) else {
+            return false;
+        };
+        let Ok(m) = file.metadata() else { return false };
+        self.id = (m.dev(), m.ino());
+        self.file = Some(file);
+        self.pos = 0;
+        true
+    }
+
+    /// Reads what was written since the last call and appends the complete lines to `lines`.
+    pub fn poll(&mut self, lines: &mut Vec<String>) {
+        self.read_open_file(lines);
+        let now_there = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        let rotated = match (&self.file, now_there) {
+            (None, Some(_)) => true,
+            (Some(_), Some(id)) => id != self.id,
+            (_, None) => false, // renamed away and not yet recreated: keep reading the old one
+        };
+        if rotated {
+            // The old file was read to its end above; its last line may lack a newline.
+            self.take_partial(lines);
+            if self.open_current() {
+                self.read_open_file(lines);
+            }
+        }
+    }
+
+    /// Reads the open file from `pos` to its end (from its beginning if it was truncated).
+    fn read_open_file(&mut self, lines: &mut Vec<String>) {
+        let Some(mut file) = self.file.take() else {
+            return;
+        };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if size < self.pos {
+            // Truncated in place (copytruncate): what follows is new.
+            self.pos = 0;
+            self.partial.clear();
+        }
+        if file.seek(SeekFrom::Start(self.pos)).is_err() {
+            self.file = Some(file);
+            return;
+        }
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.pos += n as u64;
+                    self.partial.extend_from_slice(&buf[..n]);
+                    self.split_lines(lines);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        self.file = Some(file);
+    }
+
+    fn split_lines(&mut self, lines: &mut Vec<String>) {
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &self.partial[start..]) {
+            lines.push(decode(&self.partial[start..start + i]));
+            start += i + 1;
+        }
+        self.partial.drain(..start);
+        if self.partial.len() > MAX_LINE_BYTES {
+            self.take_partial(lines);
+        }
+    }
+
+    fn take_partial(&mut self, lines: &mut Vec<String>) {
+        if !self.partial.is_empty() {
+            lines.push(decode(&self.partial));
+            self.partial.clear();
+        }
+    }
+
+    /// Follows the log on a thread, sending a marker for each matching line, until dropped or
+    /// the recording ends.
+    pub fn spawn(mut self, pattern: MarkPattern, control: ControlHandle) -> Following {
+        let worker = Worker::spawn("memmon-mark-log", move |stop| {
+            let mut lines = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                self.poll(&mut lines);
+                for line in lines.drain(..) {
+                    if let Some(label) = pattern.label(&line) {
+                        if !send_mark(&control, label) {
+                            return;
+                        }
+                    }
+                }
+                std::thread::sleep(POLL);
+            }
+        });
+        Following { _worker: worker }
+    }
+}
+
+/// A log being followed; dropping it stops the thread.
+pub struct Following {
+    _worker: Worker,
+}
+
+fn decode(line: &[u8]) -> String {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    String::from_utf8_lossy(line).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn append(path: &Path, text: &str) {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+
+    fn polled(f: &mut LogFollower) -> Vec<String> {
+        let mut lines = Vec::new();
+        f.poll(&mut lines);
+        lines
+    }
+
+    #[test]
+    fn it_starts_at_the_end_and_reads_only_new_complete_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("app.log");
+        append(&log, "old line\n");
+        let mut f = LogFollower::open_at_end(log.clone());
+        assert!(polled(&mut f).is_empty());
+        append(&log, "one\ntw");
+        assert_eq!(polled(&mut f), ["one"]);
+        append(&log, "o\r\n");
+        assert_eq!(polled(&mut f), ["two"]);
+    }
+
+    #[test]
+    fn a_rotated_log_is_drained_then_the_new_file_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("app.log");
+        append(&log, "");
+        let mut f = LogFollower::open_at_end(log.clone());
+        append(&log, "before\nlast unterminated");
+        std::fs::rename(&log, dir.path().join("app.log.1")).unwrap();
+        append(&dir.path().join("app.log.1"), "\nlate in old\n");
+        assert_eq!(
+            polled(&mut f),
+            ["before", "last unterminated", "late in old"]
+        );
+        append(&log, "first in new\n");
+        assert_eq!(polled(&mut f), ["first in new"]);
+    }
+
+    #[test]
+    fn a_truncated_log_is_read_again_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("app.log");
+        append(&log, "a long line written before we started\n");
+        let mut f = LogFollower::open_at_end(log.clone());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&log)
+            .unwrap();
+        append(&log, "after\n");
+        assert_eq!(polled(&mut f), ["after"]);
+    }
+
+    #[test]
+    fn a_log_that_appears_later_is_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("later.log");
+        let mut f = LogFollower::open_at_end(log.clone());
+        assert!(polled(&mut f).is_empty());
+        append(&log, "hello\n");
+        assert_eq!(polled(&mut f), ["hello"]);
+    }
+}

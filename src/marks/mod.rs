@@ -1,0 +1,343 @@
+//! Markers: labelled instants that split a recording into phases. They come from `memmon mark`
+//! over a Unix socket (`socket.rs`), from lines of a followed log (`logfollow.rs`) or of a
+//! launched command's stdout (`stdout.rs`); each becomes a `mark:LABEL` sample of the recorder.
+
+pub mod logfollow;
+pub mod socket;
+pub mod stdout;
+
+use crate::exit::{CodedError, ExitCode};
+use crate::record::{Control, ControlHandle, Recorder};
+use crate::sample::Event;
+use regex::Regex;
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+
+/// Labels longer than this (in characters) are cut.
+pub const MAX_LABEL_CHARS: usize = 200;
+
+/// A regex that turns lines into marker labels: its `(?P<label>...)` group when it has one,
+/// else the whole match.
+#[derive(Debug, Clone)]
+pub struct MarkPattern {
+    re: Regex,
+    has_label: bool,
+}
+
+impl MarkPattern {
+    /// Compiles `text`; `flag` names the flag in the error.
+    pub fn new(flag: &str, text: &str) -> Result<MarkPattern, String> {
+        let re = Regex::new(text).map_err(|e| format!("{flag}: not a valid regex: {e}"))?;
+        let has_label = re.capture_names().any(|n| n == Some("label"));
+        Ok(MarkPattern { re, has_label })
+    }
+
+    /// The label of the marker this line makes, if it matches (and the label is not empty).
+    pub fn label(&self, line: &str) -> Option<String> {
+        let caps = self.re.captures(line)?;
+        let whole = caps.get(0)?;
+        let m = if self.has_label {
+            caps.name("label").unwrap_or(whole)
+        } else {
+            whole
+        };
+        let label = clean_label(m.as_str());
+        (!label.is_empty()).then_some(label)
+    }
+}
+
+/// A label fit for the event column: one line, trimmed, control characters made spaces, at
+/// most `MAX_LABEL_CHARS` characters.
+pub fn clean_label(text: &str) -> String {
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_LABEL_CHARS)
+        .collect();
+    one_line.trim().to_string()
+}
+
+/// What the marker flags ask for, checked before the recording starts (so a bad regex or a
+/// socket in use leaves no output file behind).
+pub struct MarkSetup {
+    socket: Option<socket::Listener>,
+    log: Option<logfollow::LogFollower>,
+    log_pattern: Option<MarkPattern>,
+    stdout_pattern: Option<MarkPattern>,
+    quiet: bool,
+}
+
+/// The options of `MarkSetup::prepare`, as given on the command line (`cli::MarkArgs`).
+#[derive(Debug, Clone, Default)]
+pub struct MarkOptions {
+    pub mark_log: Option<PathBuf>,
+    pub mark_regex: Option<String>,
+    pub mark_stdout: Option<String>,
+    /// `None`: the default place (`socket::default_path`).
+    pub socket: Option<PathBuf>,
+    /// Create no socket at all.
+    pub no_socket: bool,
+    pub quiet: bool,
+}
+
+impl MarkOptions {
+    pub fn from_args(a: &crate::cli::MarkArgs, quiet: bool) -> MarkOptions {
+        MarkOptions {
+            mark_log: a.mark_log.clone(),
+            mark_regex: a.mark_regex.clone(),
+            mark_stdout: a.mark_stdout.clone(),
+            socket: a.socket.clone(),
+            no_socket: false,
+            quiet,
+        }
+    }
+}
+
+impl MarkSetup {
+    /// Compiles the regexes, binds the socket and opens the log at its end. Errors name the flag.
+    pub fn prepare(o: &MarkOptions) -> anyhow::Result<MarkSetup> {
+        let usage = |m: String| CodedError::new(ExitCode::Usage, m);
+        let log_pattern = match (&o.mark_log, &o.mark_regex) {
+            (Some(_), Some(re)) => Some(MarkPattern::new("--mark-regex", re).map_err(usage)?),
+            (Some(_), None) => return Err(usage("--mark-log needs --mark-regex REGEX".into())),
+            (None, Some(_)) => return Err(usage("--mark-regex needs --mark-log FILE".into())),
+            (None, None) => None,
+        };
+        let stdout_pattern = match &o.mark_stdout {
+            Some(re) => Some(MarkPattern::new("--mark-stdout", re).map_err(usage)?),
+            None => None,
+        };
+        let log = o
+            .mark_log
+            .as_ref()
+            .map(|p| logfollow::LogFollower::open_at_end(p.clone()));
+        let socket = if o.no_socket {
+            None
+        } else {
+            match &o.socket {
+                Some(path) => Some(
+                    socket::Listener::bind(path).map_err(|e| usage(format!("--socket: {e}")))?,
+                ),
+                None => match socket::default_path().and_then(|p| socket::Listener::bind(&p)) {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        if !o.quiet {
+                            eprintln!("memmon: warning: no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)");
+                        }
+                        None
+                    }
+                },
+            }
+        };
+        Ok(MarkSetup {
+            socket,
+            log,
+            log_pattern,
+            stdout_pattern,
+            quiet: o.quiet,
+        })
+    }
+
+    /// Starts the threads that feed markers to the recorder. `stdout_to_stderr`: the recording
+    /// goes to stdout, so the command's passed-through stdout goes to stderr.
+    pub fn start(self, rec: &mut Recorder, stdout_to_stderr: bool) -> MarkSources {
+        let control = rec.control();
+        let mut sources = MarkSources {
+            socket: None,
+            log: None,
+            relay: None,
+        };
+        if let Some(listener) = self.socket {
+            if !self.quiet {
+                eprintln!(
+                    "memmon: add a marker with: memmon mark LABEL --socket {}",
+                    listener.path().display()
+                );
+            }
+            sources.socket = Some(listener.serve(control.clone()));
+        }
+        if let (Some(follower), Some(pattern)) = (self.log, self.log_pattern) {
+            if !self.quiet {
+                eprintln!(
+                    "memmon: following {} for markers (lines matching {})",
+                    follower.path().display(),
+                    pattern.re.as_str()
+                );
+            }
+            sources.log = Some(follower.spawn(pattern, control.clone()));
+        }
+        if let Some(pattern) = self.stdout_pattern {
+            if let Some(pipe) = rec.take_command_stdout() {
+                sources.relay = Some(stdout::spawn_relay(
+                    pipe,
+                    pattern,
+                    control,
+                    stdout_to_stderr,
+                ));
+            }
+        }
+        sources
+    }
+}
+
+/// The running marker sources. Dropping it stops them and removes the socket.
+pub struct MarkSources {
+    socket: Option<socket::Serving>,
+    log: Option<logfollow::Following>,
+    relay: Option<stdout::Relay>,
+}
+
+impl Drop for MarkSources {
+    fn drop(&mut self) {
+        // The log follower and the socket stop within one poll; the relay drains the command's
+        // remaining output (bounded wait: a descendant may keep the pipe open).
+        drop(self.log.take());
+        drop(self.socket.take());
+        if let Some(r) = self.relay.take() {
+            r.finish(std::time::Duration::from_secs(2));
+        }
+    }
+}
+
+/// `memmon mark LABEL [--socket PATH]`: asks the running recorder for a marker and waits for
+/// its reply. Without a socket path, the one running recorder is found in the default places.
+pub fn mark_command(
+    label: &str,
+    socket_path: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let label = clean_label(label);
+    if label.is_empty() {
+        return Err(CodedError::new(
+            ExitCode::Usage,
+            "the marker's label is empty",
+        ));
+    }
+    let path = match socket_path {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let mut found = socket::find_recorders();
+            match found.len() {
+                0 => {
+                    let dirs: Vec<String> = socket::default_dirs()
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect();
+                    return Err(CodedError::new(
+                        ExitCode::NoTarget,
+                        format!(
+                            "no running recorder found (looked for memmon-PID.sock in {}); start `memmon record`, or give --socket PATH",
+                            dirs.join(" and ")
+                        ),
+                    ));
+                }
+                1 => found.remove(0),
+                _ => {
+                    let list: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+                    return Err(CodedError::new(
+                        ExitCode::Usage,
+                        format!(
+                            "several recorders are running ({}); choose one with --socket PATH",
+                            list.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    let reply = match socket::send(&path, &label) {
+        Ok(r) => r,
+        Err(e @ socket::SocketError::Connect(..)) => {
+            return Err(CodedError::new(ExitCode::NoTarget, e.to_string()))
+        }
+        Err(e) => return Err(CodedError::new(ExitCode::Failure, e.to_string())),
+    };
+    if !reply.ok {
+        return Err(CodedError::new(
+            ExitCode::Failure,
+            format!(
+                "the recorder on {} did not take the marker: {}",
+                path.display(),
+                reply.error.as_deref().unwrap_or("no reason given")
+            ),
+        ));
+    }
+    eprintln!(
+        "memmon: marker '{}' taken at +{} (RSS {}) in the recording on {}",
+        reply.label,
+        crate::units::fmt_seconds(reply.elapsed_s),
+        crate::units::fmt_bytes(reply.rss_bytes),
+        path.display()
+    );
+    Ok(ExitCode::Success)
+}
+
+/// Sends a marker to the recorder without waiting; false once the recording has ended.
+pub(crate) fn send_mark(control: &ControlHandle, label: String) -> bool {
+    control.send(Control::Event(Event::Mark(label)))
+}
+
+/// A stop flag and the thread watching it.
+pub(crate) struct Worker {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    pub(crate) fn spawn(
+        name: &str,
+        f: impl FnOnce(&std::sync::atomic::AtomicBool) + Send + 'static,
+    ) -> Worker {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || f(&flag))
+            .ok();
+        Worker { stop, thread }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_label_group_names_the_marker() {
+        let p = MarkPattern::new("--mark-regex", r"phase (?P<label>\w+)").unwrap();
+        assert_eq!(
+            p.label("12:00 phase synthesis begins").as_deref(),
+            Some("synthesis")
+        );
+        assert_eq!(p.label("nothing here"), None);
+    }
+
+    #[test]
+    fn without_a_label_group_the_whole_match_is_the_label() {
+        let p = MarkPattern::new("--mark-stdout", r"gpu prove (start|done)").unwrap();
+        assert_eq!(
+            p.label("[INFO] gpu prove done in 3s").as_deref(),
+            Some("gpu prove done")
+        );
+    }
+
+    #[test]
+    fn labels_are_one_trimmed_line_of_bounded_length() {
+        assert_eq!(clean_label(" a\tb\r\n"), "a b");
+        assert_eq!(clean_label(&"x".repeat(1000)).len(), MAX_LABEL_CHARS);
+    }
+
+    #[test]
+    fn a_bad_regex_names_its_flag() {
+        let e = MarkPattern::new("--mark-regex", "phase (").unwrap_err();
+        assert!(e.starts_with("--mark-regex: not a valid regex"), "{e}");
+    }
+}
