@@ -3,6 +3,7 @@
 //! the streaming reader that gives the samples back with the recording's metadata.
 
 pub mod csv;
+pub mod import;
 pub mod jsonl;
 pub mod meta;
 
@@ -262,16 +263,17 @@ pub fn read_input(
     spec: &InputSpec,
     on_sample: impl FnMut(&Sample),
 ) -> Result<ReadInfo, ReadError> {
-    match spec.format {
-        InputFormat::Auto | InputFormat::Memmon => read_recording(path, on_sample),
-        other => Err(ReadError::Unsupported(path.to_path_buf(), format!("{other:?}"))),
-    }
+    import::read(path, spec, on_sample)
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{0}: input format {1} is not supported yet")]
-    Unsupported(PathBuf, String),
+    /// Not a format memmon reads by itself (e.g. a headerless CSV): what to declare.
+    #[error("{0}: {1}")]
+    Unrecognised(PathBuf, String),
+    /// A bad `--columns` declaration.
+    #[error("--columns {0}")]
+    Columns(String),
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, #[source] io::Error),
     #[error("{path}:{line}: {msg}")]
@@ -291,6 +293,10 @@ pub struct ReadInfo {
     /// writing it).
     pub truncated_line: Option<u64>,
     pub bytes: u64,
+    /// For a file another tool wrote: what it is (`a psrecord log`); `None` for memmon's own.
+    pub source: Option<String>,
+    /// What the importer did that a reader should know: units, rounding, what the file lacks.
+    pub notes: Vec<String>,
 }
 
 /// Streams a memmon recording (CSV or JSON Lines, told apart by content), calling `on_sample`

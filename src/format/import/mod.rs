@@ -1,0 +1,373 @@
+//! Importers of the files people have today: psrecord logs, mprof `.dat` files and headerless
+//! CSVs whose columns the user declares. Recognition by content, dispatch, and exact decimals.
+//!
+//! Every importer gives `Sample`s with the fields its source has and 0 in the others: no
+//! importer invents a kernel peak (`hwm_bytes` stays 0), a PID or a wall-clock time it does not
+//! have. Sizes are converted to integer bytes with exact decimal arithmetic, never through a
+//! float, and each importer states in `ReadInfo::notes` how far its source's resolution goes.
+
+pub mod columns;
+pub mod mprof;
+pub mod psrecord;
+
+use super::{csv::CsvLayout, read_recording, InputFormat, InputSpec, ReadError, ReadInfo};
+use crate::sample::Sample;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// What the first non-empty line of a file says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A memmon recording (its CSV header or a JSON Lines record).
+    Memmon,
+    /// psrecord's `--log` text: `# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)`.
+    PsrecordPlain,
+    /// psrecord's `--log-format csv`: `elapsed_time,nproc,cpu,mem_real,mem_virtual`.
+    PsrecordCsv,
+    /// memory_profiler's `mprof run` output: `CMDLINE ...`, `MEM <MiB> <unix s>`, ...
+    Mprof,
+    /// The first line starts with a number: data with no header.
+    Headerless,
+    /// A header line that is none of the above (the line is kept for the message).
+    OtherHeader(String),
+}
+
+/// Recognises a file by its first non-empty line.
+pub fn detect(first_line: &str) -> Kind {
+    let line = first_line.trim_start_matches('\u{feff}').trim_end();
+    if line.starts_with('{') || CsvLayout::from_header(line.as_bytes()).is_ok() {
+        return Kind::Memmon;
+    }
+    if psrecord::is_plain_header(line) {
+        return Kind::PsrecordPlain;
+    }
+    if psrecord::is_csv_header(line) {
+        return Kind::PsrecordCsv;
+    }
+    if mprof::is_mprof_line(line) {
+        return Kind::Mprof;
+    }
+    let first_field = line
+        .split(|c: char| c == ',' || c == ';' || c == '\t' || c.is_whitespace())
+        .find(|f| !f.is_empty())
+        .unwrap_or("")
+        .trim_matches('"');
+    if Decimal::parse(first_field).is_ok() || first_field.starts_with('-') {
+        Kind::Headerless
+    } else {
+        Kind::OtherHeader(line.to_string())
+    }
+}
+
+/// An example of `--columns` for messages.
+pub const COLUMNS_EXAMPLE: &str = "--columns unix_ms,rss_kb";
+
+/// Reads a file that is not (or may not be) a memmon recording: `spec.format` names the
+/// importer, or `Auto` recognises the file by content.
+pub fn read(
+    path: &Path,
+    spec: &InputSpec,
+    on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    let kind = match spec.format {
+        InputFormat::Memmon => return read_recording(path, on_sample),
+        InputFormat::Psrecord => return psrecord::read(path, on_sample),
+        InputFormat::Mprof => return mprof::read(path, on_sample),
+        InputFormat::Columns => {
+            let Some(text) = spec.columns.as_deref() else {
+                return Err(ReadError::Columns(format!(
+                    "is missing: --input-format columns needs the columns declared, e.g. {COLUMNS_EXAMPLE}"
+                )));
+            };
+            return columns::read(path, text, on_sample);
+        }
+        InputFormat::Auto => match first_line(path)? {
+            None => return Err(ReadError::Empty(path.to_path_buf())),
+            Some(line) => detect(&line),
+        },
+    };
+    match kind {
+        Kind::Memmon => read_recording(path, on_sample),
+        Kind::PsrecordPlain | Kind::PsrecordCsv => psrecord::read(path, on_sample),
+        Kind::Mprof => mprof::read(path, on_sample),
+        // `--columns` without `--input-format` already selects `Columns` (cli::InputArgs::spec).
+        Kind::Headerless => Err(ReadError::Unrecognised(
+            path.to_path_buf(),
+            format!(
+                "this file has no header; declare its columns with --columns, e.g. \
+                 {COLUMNS_EXAMPLE} (a name with its unit per column, '-' to skip one: memmon never guesses units)"
+            ),
+        )),
+        Kind::OtherHeader(line) => Err(ReadError::Unrecognised(
+            path.to_path_buf(),
+            format!(
+                "its header '{}' is not memmon's, psrecord's or mprof's; declare its columns with \
+                 --columns, e.g. {COLUMNS_EXAMPLE},- (a name with its unit per column, '-' to skip one; \
+                 the header line is then skipped)",
+                shorten(&line, 80)
+            ),
+        )),
+    }
+}
+
+/// The first non-empty line of a file (read from its first 64 KiB), or `None` when it has none.
+fn first_line(path: &Path) -> Result<Option<String>, ReadError> {
+    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
+    let mut buf = Vec::with_capacity(64 * 1024);
+    File::open(path)
+        .map_err(io_err)?
+        .take(64 * 1024)
+        .read_to_end(&mut buf)
+        .map_err(io_err)?;
+    let text = String::from_utf8_lossy(&buf);
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(String::from))
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// Calls `f(line_number, line)` for each non-empty line of `path`, in constant memory. An error
+/// from `f` names the file and line, except on an incomplete last line (no newline: the writer
+/// was stopped mid-line), which is skipped and reported in `truncated_line`.
+pub(crate) fn each_line(
+    path: &Path,
+    info: &mut ReadInfo,
+    mut f: impl FnMut(u64, &str) -> Result<(), String>,
+) -> Result<(), ReadError> {
+    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
+    let mut file = File::open(path).map_err(io_err)?;
+    let mut result = Ok(());
+    let bytes = super::for_each_line(&mut file, |line_no, raw, complete| {
+        let outcome = match std::str::from_utf8(raw) {
+            Ok(line) if line.trim().is_empty() => return true,
+            Ok(line) => f(line_no, line.trim_start_matches('\u{feff}')),
+            Err(_) => Err("the line is not UTF-8 text".to_string()),
+        };
+        match outcome {
+            Ok(()) => true,
+            Err(_) if !complete => {
+                info.truncated_line = Some(line_no);
+                true
+            }
+            Err(msg) => {
+                result = Err(ReadError::Malformed {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    msg,
+                });
+                false
+            }
+        }
+    })
+    .map_err(io_err)?;
+    info.bytes = bytes;
+    result
+}
+
+/// A non-negative decimal number held exactly: `mantissa × 10^exp10`. Parses the forms tools
+/// print: `44`, `63.211`, `98.59375`, `6.604194641113281e-05`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decimal {
+    pub mantissa: u128,
+    pub exp10: i32,
+}
+
+impl Decimal {
+    /// Digits kept; further fractional digits are dropped (they are far below any unit here).
+    const MAX_DIGITS: u32 = 24;
+
+    pub fn parse(text: &str) -> Result<Decimal, String> {
+        let t = text.trim();
+        let t = t.strip_prefix('+').unwrap_or(t);
+        if t.starts_with('-') {
+            return Err(format!("'{text}' is negative"));
+        }
+        let (num, exp) = match t.find(['e', 'E']) {
+            Some(i) => {
+                let e: i32 = t[i + 1..]
+                    .parse()
+                    .map_err(|_| format!("'{text}' is not a number"))?;
+                (&t[..i], e)
+            }
+            None => (t, 0),
+        };
+        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+        if int.is_empty() && frac.is_empty()
+            || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+        {
+            return Err(format!("'{text}' is not a number"));
+        }
+        let mut mantissa: u128 = 0;
+        let mut digits = 0u32;
+        let mut exp10 = exp;
+        for b in int.bytes() {
+            if digits >= Self::MAX_DIGITS {
+                return Err(format!("'{text}' is out of range"));
+            }
+            mantissa = mantissa * 10 + u128::from(b - b'0');
+            if mantissa > 0 {
+                digits += 1;
+            }
+        }
+        for b in frac.bytes() {
+            if digits >= Self::MAX_DIGITS {
+                break;
+            }
+            mantissa = mantissa * 10 + u128::from(b - b'0');
+            if mantissa > 0 {
+                digits += 1;
+            }
+            exp10 = exp10.saturating_sub(1);
+        }
+        Ok(Decimal { mantissa, exp10 })
+    }
+
+    /// Digits after the decimal point, as written (0 for an integer).
+    pub fn decimals(&self) -> u32 {
+        if self.exp10 < 0 {
+            self.exp10.unsigned_abs()
+        } else {
+            0
+        }
+    }
+
+    /// `value × num / den`, rounded (half up) to the nearest multiple of `quantum`; `None` when it
+    /// does not fit in a u64.
+    pub fn scaled(&self, num: u128, den: u128, quantum: u128) -> Option<u64> {
+        let (mut top, mut bottom) = (self.mantissa.checked_mul(num)?, den.checked_mul(quantum)?);
+        if self.exp10 >= 0 {
+            top = top.checked_mul(10u128.checked_pow(self.exp10 as u32)?)?;
+        } else {
+            match 10u128
+                .checked_pow(self.exp10.unsigned_abs())
+                .and_then(|p| bottom.checked_mul(p))
+            {
+                Some(b) => bottom = b,
+                // Smaller than any quantum here by many orders of magnitude.
+                None => return Some(0),
+            }
+        }
+        let units = (top + bottom / 2) / bottom;
+        u64::try_from(units.checked_mul(quantum)?).ok()
+    }
+
+    /// The value as a float (for times, where a float is what `Sample` holds).
+    pub fn to_f64(self) -> f64 {
+        self.mantissa as f64 * 10f64.powi(self.exp10)
+    }
+}
+
+/// Parses a field as a `Decimal` and scales it to integer units, with a message naming the
+/// column when it is not a number or out of range.
+pub(crate) fn scaled_field(
+    field: &str,
+    column: &str,
+    num: u128,
+    den: u128,
+    quantum: u128,
+) -> Result<(u64, Decimal), String> {
+    let d = Decimal::parse(field.trim().trim_matches('"')).map_err(|e| format!("{column}: {e}"))?;
+    let v = d
+        .scaled(num, den, quantum)
+        .ok_or_else(|| format!("{column}: '{field}' is out of range"))?;
+    Ok((v, d))
+}
+
+pub const MIB: u128 = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_parse_exactly_in_every_form_tools_print() {
+        assert_eq!(
+            Decimal::parse("63.211").unwrap(),
+            Decimal {
+                mantissa: 63211,
+                exp10: -3
+            }
+        );
+        assert_eq!(
+            Decimal::parse("44").unwrap(),
+            Decimal {
+                mantissa: 44,
+                exp10: 0
+            }
+        );
+        assert_eq!(
+            Decimal::parse(".5").unwrap(),
+            Decimal {
+                mantissa: 5,
+                exp10: -1
+            }
+        );
+        assert_eq!(
+            Decimal::parse("6.604194641113281e-05").unwrap(),
+            Decimal {
+                mantissa: 6604194641113281,
+                exp10: -20
+            }
+        );
+        assert_eq!(
+            Decimal::parse("1E3").unwrap(),
+            Decimal {
+                mantissa: 1,
+                exp10: 3
+            }
+        );
+        for bad in ["", ".", "-1", "1.2.3", "abc", "1e", "0x10", "nan", "inf"] {
+            assert!(Decimal::parse(bad).is_err(), "{bad} parsed");
+        }
+    }
+
+    #[test]
+    fn scaling_rounds_half_up_to_the_quantum() {
+        // 98.59375 MiB is exactly 103383040 bytes.
+        assert_eq!(
+            Decimal::parse("98.59375").unwrap().scaled(MIB, 1, 1),
+            Some(103_383_040)
+        );
+        // 63.211 MiB printed with 3 decimals: 66281717.76 bytes, nearest 4 KiB page 66281472.
+        assert_eq!(
+            Decimal::parse("63.211").unwrap().scaled(MIB, 1, 4096),
+            Some(66_281_472)
+        );
+        // 44.42 GiB to the byte.
+        assert_eq!(
+            Decimal::parse("44.42").unwrap().scaled(1 << 30, 1, 1),
+            Some(47_695_611_822)
+        );
+        assert_eq!(Decimal::parse("0.5").unwrap().scaled(1, 1, 1), Some(1));
+        assert_eq!(Decimal::parse("1e-300").unwrap().scaled(MIB, 1, 1), Some(0));
+        assert_eq!(Decimal::parse("1e30").unwrap().scaled(MIB, 1, 1), None);
+    }
+
+    #[test]
+    fn files_are_recognised_by_their_first_line() {
+        assert_eq!(
+            detect("# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)"),
+            Kind::PsrecordPlain
+        );
+        assert_eq!(
+            detect("elapsed_time,nproc,cpu,mem_real,mem_virtual"),
+            Kind::PsrecordCsv
+        );
+        assert_eq!(detect("CMDLINE python3 x.py"), Kind::Mprof);
+        assert_eq!(detect("MEM 0.199219 1795980241.1737"), Kind::Mprof);
+        assert_eq!(detect(&crate::format::csv::header()), Kind::Memmon);
+        assert_eq!(detect("{\"type\":\"meta\"}"), Kind::Memmon);
+        assert_eq!(detect("1771372328313,46578280,44.42"), Kind::Headerless);
+        assert_eq!(detect("1771372328313\t46578280"), Kind::Headerless);
+        assert_eq!(detect("time,rss"), Kind::OtherHeader("time,rss".into()));
+    }
+}
