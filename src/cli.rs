@@ -44,6 +44,14 @@ pub enum Command {
     Plot(PlotArgs),
     /// Add a marker (a labelled instant that opens a phase) to a running recording
     Mark(MarkCommandArgs),
+    /// Run a client N times against a daemon (or a command N times): each run's time and exact peak
+    Bench(BenchArgs),
+    /// Serve requests of known memory on a Unix socket (a daemon for the bench tests)
+    #[command(hide = true)]
+    TestDaemon(crate::bench::testdaemon::TestDaemonArgs),
+    /// Ask the test daemon for one request of known memory
+    #[command(hide = true)]
+    TestClient(crate::bench::testdaemon::TestClientArgs),
     /// Run a workload of known memory (for tests and the demo)
     #[command(hide = true)]
     Workload {
@@ -368,4 +376,113 @@ pub struct MarkCommandArgs {
     /// $XDG_RUNTIME_DIR or the temp directory)
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+}
+
+/// The recorder's sampling and output flags, as `record` has them (for `bench`).
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Time between samples: 1s, 250ms, 100us or plain seconds (0.5)
+    #[arg(short, long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
+    pub interval: Duration,
+
+    /// Watch the process alone, not its descendants
+    #[arg(long)]
+    pub no_children: bool,
+
+    /// Write the time series to FILE, with run-start:N and run-end:N events ('-' is stdout)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Recording format (default: from the file's extension, .jsonl for JSON Lines, else CSV)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+
+    /// Overwrite an existing output file
+    #[arg(long, conflicts_with = "append")]
+    pub force: bool,
+
+    /// Add to an existing recording (its columns must match)
+    #[arg(long)]
+    pub append: bool,
+
+    /// Also record PSS from /proc/PID/smaps_rollup (rate-limited and guarded; see record --help)
+    #[arg(long)]
+    pub pss: bool,
+
+    /// With --pss: read PSS at most this often
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    pub pss_every: Duration,
+
+    /// With --pss: skip processes whose RSS is above this (reading them stalls them)
+    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE")]
+    pub pss_max_rss: u64,
+
+    /// With --pss: read PSS even of processes above --pss-max-rss
+    #[arg(long)]
+    pub pss_force: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Before each run memmon resets the daemon's high-water marks (VmHWM through \
+/proc/PID/clear_refs; its own cgroup's memory.peak or memory.max_usage_in_bytes when it has one) \
+and reads them after it, so each run's peak is the kernel's exact peak whatever the interval. \
+Where a reset is refused, the peak is the sampled one, labelled 'sampled'. Without a daemon, each \
+run of the command is recorded and its peak is wait4's ru_maxrss of that run's process. The client \
+gets MEMMON_BENCH_RUN=N (0 in warmup runs). Exit codes: 0 all runs done; 1 a client failed or the \
+daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written).")]
+pub struct BenchArgs {
+    /// The daemon: the process with this PID
+    #[arg(long, value_name = "PID", group = "target")]
+    pub pid: Option<i32>,
+
+    /// The daemon: the process whose PID is in FILE
+    #[arg(long, value_name = "FILE", group = "target")]
+    pub pidfile: Option<PathBuf>,
+
+    /// The daemon: the process whose name or command line matches REGEX
+    #[arg(long, value_name = "REGEX", group = "target")]
+    pub name: Option<String>,
+
+    /// Measured runs of the client
+    #[arg(short = 'n', long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..), value_name = "RUNS")]
+    pub runs: u32,
+
+    /// Runs before the measured ones, not counted
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub warmup: u32,
+
+    /// Shell command to run before each run (not timed; warmup runs too)
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+
+    /// Pause between runs, e.g. 5s
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub cooldown: Option<Duration>,
+
+    /// Go on when the client exits non-zero (else the bench stops with exit code 1)
+    #[arg(long)]
+    pub ignore_failure: bool,
+
+    /// Write the runs and their statistics as JSON to FILE ('-' is stdout)
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+
+    /// Write one CSV row per run to FILE ('-' is stdout)
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+
+    /// Write the runs and their statistics as a Markdown table to FILE ('-' is stdout)
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+
+    /// Print no progress, only errors and the table
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// The client to run each time (or, without a daemon, the command to measure), after `--`
+    #[arg(last = true, required = true, value_name = "CLIENT")]
+    pub client: Vec<String>,
 }

@@ -7,6 +7,7 @@
 //! `summary` renders.
 
 pub mod analysis;
+pub mod bench;
 pub mod cli;
 pub mod demo;
 pub mod exit;

@@ -43,6 +43,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare(args) => memmon::render::compare_table::run(&args),
         Command::Report(args) => memmon::render::html::run(&args),
         Command::Mark(args) => memmon::marks::mark_command(&args.label, args.socket.as_deref()),
+        Command::Bench(args) => memmon::bench::run_cli(args),
+        Command::TestDaemon(args) => memmon::bench::testdaemon::daemon(&args).map(|_| ExitCode::Success),
+        Command::TestClient(args) => memmon::bench::testdaemon::client(&args).map(ExitCode::Passthrough),
         Command::Workload { steps } => match memmon::workload::run(&steps) {
             Ok(code) => Ok(ExitCode::Passthrough(code)),
             Err(msg) => Err(CodedError::new(ExitCode::Usage, msg)),

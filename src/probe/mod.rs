@@ -1,6 +1,7 @@
 //! Readers of the kernel's own numbers. Each reader is built over a root path (`/proc`,
 //! `/sys/fs/cgroup`) so tests point it at a fake tree in a temp dir.
 
+pub mod cgroup;
 pub mod proc;
 
 pub use proc::{ProcError, ProcFs, ProcHandle, StatusMem};

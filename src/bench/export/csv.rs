@@ -1,0 +1,45 @@
+//! The CSV export: one row per run, each column named with its unit; empty where a value does
+//! not apply (no daemon, no cgroup).
+
+use super::Exporter;
+use crate::bench::BenchReport;
+
+pub struct CsvExporter;
+
+const HEADER: &str = "run,started_unix_ms,wall_s,exit_code,exit_signal,peak_rss_bytes,peak_source,\
+kernel_peak_bytes,kernel_peak_scope,sampled_peak_bytes,cgroup_peak_bytes,rss_before_bytes,\
+rss_after_bytes,peak_over_floor_bytes,processes,samples";
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+impl Exporter for CsvExporter {
+    fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
+        let mut o = String::from(HEADER);
+        o.push('\n');
+        for r in &report.runs {
+            let fields = [
+                r.run.to_string(),
+                r.started_unix_ms.to_string(),
+                format!("{:.6}", r.wall_s),
+                opt(r.exit_code),
+                opt(r.exit_signal),
+                r.peak_rss_bytes.to_string(),
+                r.peak_source.name().to_string(),
+                opt(r.kernel_peak_bytes),
+                r.kernel_peak_scope.to_string(),
+                r.sampled_peak_bytes.to_string(),
+                opt(r.cgroup_peak_bytes),
+                opt(r.rss_before_bytes),
+                opt(r.rss_after_bytes),
+                opt(r.peak_over_floor_bytes),
+                r.processes.to_string(),
+                r.samples.to_string(),
+            ];
+            o.push_str(&fields.join(","));
+            o.push('\n');
+        }
+        Ok(o.into_bytes())
+    }
+}

@@ -1,0 +1,15 @@
+//! The JSON export: the whole report (runs, statistics, leak check, notes), sizes in bytes and
+//! times in seconds, as the field names say.
+
+use super::Exporter;
+use crate::bench::BenchReport;
+
+pub struct JsonExporter;
+
+impl Exporter for JsonExporter {
+    fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
+        let mut v = serde_json::to_vec_pretty(report)?;
+        v.push(b'\n');
+        Ok(v)
+    }
+}

@@ -1,0 +1,80 @@
+//! The Markdown export: the runs as a table (sizes in binary units, the exact bytes in the JSON
+//! and CSV exports), then the statistics and the leak check.
+
+use super::Exporter;
+use crate::bench::table::fmt_wall;
+use crate::bench::BenchReport;
+use crate::units::{fmt_bytes, fmt_bytes_signed};
+use std::fmt::Write as _;
+
+pub struct MarkdownExporter;
+
+impl Exporter for MarkdownExporter {
+    fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
+        let mut o = String::new();
+        let opt = |v: Option<u64>| v.map(fmt_bytes).unwrap_or_else(|| "–".into());
+        writeln!(
+            o,
+            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after |"
+        )?;
+        writeln!(o, "|---:|---:|---:|---:|:---|---:|---:|---:|")?;
+        for r in &report.runs {
+            let exit = match (r.exit_code, r.exit_signal) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(s)) => crate::signals::name(s),
+                _ => "?".into(),
+            };
+            writeln!(
+                o,
+                "| {} | {} | {exit} | {} | {} | {} | {} | {} |",
+                r.run,
+                fmt_wall(r.wall_s),
+                fmt_bytes(r.peak_rss_bytes),
+                r.peak_source.name(),
+                r.peak_over_floor_bytes
+                    .map(|b| fmt_bytes_signed(b as i64))
+                    .unwrap_or_else(|| "–".into()),
+                opt(r.rss_before_bytes),
+                opt(r.rss_after_bytes)
+            )?;
+        }
+        if let Some(st) = &report.stats {
+            let b = |v: f64| fmt_bytes(v.round() as u64);
+            writeln!(o)?;
+            writeln!(o, "| Across runs | Mean ± σ | Min | Max |")?;
+            writeln!(o, "|:---|---:|---:|---:|")?;
+            let w = &st.wall_s;
+            writeln!(
+                o,
+                "| Time | {} ± {} | {} | {} |",
+                fmt_wall(w.mean),
+                fmt_wall(w.stddev),
+                fmt_wall(w.min),
+                fmt_wall(w.max)
+            )?;
+            let p = &st.peak_rss_bytes;
+            writeln!(
+                o,
+                "| Peak | {} ± {} | {} | {} |",
+                b(p.mean),
+                b(p.stddev),
+                b(p.min),
+                b(p.max)
+            )?;
+            if let Some(f) = &st.peak_over_floor_bytes {
+                writeln!(
+                    o,
+                    "| Over floor | {} ± {} | {} | {} |",
+                    b(f.mean),
+                    b(f.stddev),
+                    b(f.min),
+                    b(f.max)
+                )?;
+            }
+        }
+        if let Some(l) = &report.leak {
+            writeln!(o, "\n{}", l.message)?;
+        }
+        Ok(o.into_bytes())
+    }
+}

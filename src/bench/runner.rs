@@ -1,0 +1,935 @@
+//! Runs the benchmark. Against a daemon: one `Recorder` on its own thread for the whole bench;
+//! before each run the kernel's high-water marks (VmHWM, the daemon's own cgroup peak) are reset,
+//! after it they are read back, so each run's peak is exact whatever the interval. Without a
+//! daemon: each run is recorded in launch mode and its peak is wait4's ru_maxrss of that child.
+
+use super::{BenchOptions, BenchReport, DaemonInfo, PeakSource, RunResult};
+use crate::exit::{CodedError, ExitCode};
+use crate::format::meta::EndInfo;
+use crate::format::{Format, InputFormat, InputSpec, Output};
+use crate::probe::cgroup::{MemCgroup, PeakWatch};
+use crate::probe::ProcHandle;
+use crate::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
+use crate::sample::{Event, Sample};
+use crate::target::{self, shell_words, TargetSpec};
+use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval, fmt_seconds};
+use anyhow::Context;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Why the bench ended before all its runs.
+#[derive(Debug)]
+pub enum Stop {
+    /// memmon was asked to stop (Ctrl-C, SIGTERM, SIGHUP).
+    Signal(i32),
+    /// The client failed, or the daemon died or restarted: exit 1 with this message.
+    Failed(String),
+    /// memmon itself failed (the recording could not be written).
+    Error(anyhow::Error),
+}
+
+/// The runs measured, and why the bench stopped early if it did.
+pub struct Done {
+    pub report: BenchReport,
+    pub stop: Option<Stop>,
+}
+
+/// How a client run ended.
+struct ClientEnd {
+    wall_s: f64,
+    code: Option<i32>,
+    signal: Option<i32>,
+}
+
+impl ClientEnd {
+    fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    fn describe(&self) -> String {
+        match (self.code, self.signal) {
+            (Some(c), _) => format!("exit code {c}"),
+            (None, Some(s)) => format!("killed by {}", crate::signals::name(s)),
+            _ => "an unknown status".into(),
+        }
+    }
+}
+
+/// Runs the whole benchmark. An error here is one before any run (no daemon, a bad output).
+pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
+    let mut report = BenchReport {
+        memmon_version: env!("CARGO_PKG_VERSION").into(),
+        mode: if opts.target.is_some() {
+            "daemon"
+        } else {
+            "command"
+        },
+        daemon: None,
+        client: shell_words(&opts.client),
+        interval: fmt_interval(opts.interval),
+        warmup_runs: opts.warmup,
+        runs_requested: opts.runs,
+        recording: None,
+        runs: Vec::new(),
+        stats: None,
+        leak: None,
+        notes: Vec::new(),
+        complete: false,
+        stopped: None,
+    };
+    let stop = match &opts.target {
+        Some(spec) => Daemon::start(opts, spec, &mut report)?.bench(opts, &mut report),
+        None => bench_command(opts, &mut report)?,
+    };
+    report.complete = stop.is_none() && report.runs.len() == opts.runs as usize;
+    report.stopped = stop.as_ref().map(|s| match s {
+        Stop::Signal(sig) => format!("interrupted by {}", crate::signals::name(*sig)),
+        Stop::Failed(m) => m.clone(),
+        Stop::Error(e) => format!("{e:#}"),
+    });
+    Ok(Done { report, stop })
+}
+
+fn say(opts: &BenchOptions, msg: impl AsRef<str>) {
+    if !opts.quiet {
+        eprintln!("memmon: {}", msg.as_ref());
+    }
+}
+
+/// A directory for recordings nobody asked to keep; removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> anyhow::Result<Scratch> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!("memmon-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `--prepare` through `sh -c`; a failure stops the bench.
+fn prepare(opts: &BenchOptions, run_env: &[(&str, String)]) -> Result<(), Stop> {
+    let Some(cmd) = &opts.prepare else {
+        return Ok(());
+    };
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c")
+        .arg(cmd)
+        .envs(run_env.iter().map(|(k, v)| (*k, v.as_str())));
+    if opts.stdout_is_data {
+        c.stdout(stderr_stdio());
+    }
+    match c.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(Stop::Failed(format!(
+            "--prepare '{cmd}' failed ({s}); the bench stopped"
+        ))),
+        Err(e) => Err(Stop::Failed(format!("cannot run --prepare '{cmd}': {e}"))),
+    }
+}
+
+fn stderr_stdio() -> std::process::Stdio {
+    match std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+        Ok(fd) => std::process::Stdio::from(fd),
+        Err(_) => std::process::Stdio::null(),
+    }
+}
+
+/// The environment a client run sees: MEMMON_BENCH_RUN=N (0 for a warmup run, which also gets
+/// MEMMON_BENCH_WARMUP=K).
+fn run_env(run: u32, warmup: Option<u32>) -> Vec<(&'static str, String)> {
+    let mut v = vec![("MEMMON_BENCH_RUN", run.to_string())];
+    if let Some(k) = warmup {
+        v.push(("MEMMON_BENCH_WARMUP", k.to_string()));
+    }
+    v
+}
+
+/// Runs the client once and waits for it; gives up waiting (and sends it SIGTERM) when `quit`
+/// turns true: the recorder has stopped (a signal, the daemon gone).
+fn run_client(
+    opts: &BenchOptions,
+    env: &[(&str, String)],
+    quit: &AtomicBool,
+) -> Result<(ClientEnd, bool), Stop> {
+    let mut c = std::process::Command::new(&opts.client[0]);
+    c.args(&opts.client[1..])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    if opts.stdout_is_data {
+        c.stdout(stderr_stdio());
+    }
+    let t0 = Instant::now();
+    let mut child = c
+        .spawn()
+        .map_err(|e| Stop::Failed(format!("cannot run the client '{}': {e}", opts.client[0])))?;
+    let pid = child.id() as i32;
+    // SAFETY: pidfd_open takes a pid and flags, no pointers.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
+    let mut quitted = false;
+    let end = loop {
+        if let Some(fd) = &pidfd {
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let r = unsafe { libc::poll(&mut p, 1, 50) };
+            if r > 0 {
+                break Instant::now();
+            }
+        } else {
+            match child.try_wait() {
+                Ok(Some(_)) => break Instant::now(),
+                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                Err(e) => {
+                    return Err(Stop::Error(
+                        anyhow::Error::new(e).context("cannot wait for the client"),
+                    ))
+                }
+            }
+        }
+        if !quitted && quit.load(Ordering::SeqCst) {
+            quitted = true;
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    };
+    let status = child
+        .wait()
+        .map_err(|e| Stop::Error(anyhow::Error::new(e).context("cannot wait for the client")))?;
+    use std::os::unix::process::ExitStatusExt;
+    let ce = ClientEnd {
+        wall_s: (end - t0).as_secs_f64(),
+        code: status.code(),
+        signal: status.signal(),
+    };
+    Ok((ce, quitted))
+}
+
+/// Sleeps for the cooldown, waking early when `quit` turns true.
+fn cooldown(opts: &BenchOptions, quit: &AtomicBool) {
+    let Some(d) = opts.cooldown else { return };
+    let until = Instant::now() + d;
+    while Instant::now() < until && !quit.load(Ordering::SeqCst) {
+        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+    }
+}
+
+fn progress(opts: &BenchOptions, r: &RunResult) {
+    let over = r
+        .peak_over_floor_bytes
+        .map(|o| format!(", {} over the floor", fmt_bytes_signed(o as i64)))
+        .unwrap_or_default();
+    let exit = match (r.exit_code, r.exit_signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => crate::signals::name(s),
+        _ => "exit ?".into(),
+    };
+    say(
+        opts,
+        format!(
+            "run {}/{}: {}, {exit}, peak {} ({}){over}",
+            r.run,
+            opts.runs,
+            fmt_seconds(r.wall_s),
+            fmt_bytes(r.peak_rss_bytes),
+            r.peak_source.name()
+        ),
+    );
+}
+
+/// A bench against a running daemon.
+struct Daemon {
+    handle: ProcHandle,
+    control: ControlHandle,
+    samples: mpsc::Receiver<Sample>,
+    /// True once the recorder has returned.
+    quit: Arc<AtomicBool>,
+    thread: Option<JoinHandle<anyhow::Result<Outcome>>>,
+    cgroup: Option<MemCgroup>,
+    spec: TargetSpec,
+    hwm_reset_ok: bool,
+    _scratch: Option<Scratch>,
+}
+
+impl Daemon {
+    fn start(
+        opts: &BenchOptions,
+        spec: &TargetSpec,
+        report: &mut BenchReport,
+    ) -> anyhow::Result<Daemon> {
+        let (output, format, scratch) = match &opts.output {
+            Some(p) if p.as_os_str() == "-" => (None, opts.format, None),
+            Some(p) => (Some(p.clone()), opts.format, None),
+            None => {
+                let s = Scratch::new()?;
+                (Some(s.0.join("series.jsonl")), Some(Format::Jsonl), Some(s))
+            }
+        };
+        let ropts = RecordOptions {
+            target: spec.clone(),
+            interval: opts.interval,
+            children: opts.children,
+            output,
+            format,
+            force: opts.force,
+            append: opts.append,
+            pss: opts.pss.clone(),
+            wait: false,
+            exit_with_target: true,
+            duration: None,
+            quiet: true,
+            procfs: opts.procfs.clone(),
+            phase_peaks: false,
+            capture_stdout: false,
+        };
+        let rec = Recorder::start(ropts)?;
+        let pid = rec.root_pid();
+        let handle = opts
+            .procfs
+            .open(pid)
+            .with_context(|| format!("cannot read the daemon (PID {pid})"))?;
+        let control = rec.control();
+        let (tx, samples) = mpsc::channel();
+        control.send(Control::Watch(tx));
+        let quit = Arc::new(AtomicBool::new(false));
+        let q = quit.clone();
+        let thread = std::thread::Builder::new()
+            .name("memmon-recorder".into())
+            .spawn(move || {
+                let r = rec.run();
+                q.store(true, Ordering::SeqCst);
+                r
+            })
+            .context("cannot start the recorder thread")?;
+
+        let recording = match (&opts.output, scratch.is_some()) {
+            (_, true) => None,
+            (Some(p), _) if p.as_os_str() == "-" => Some("stdout".to_string()),
+            (Some(p), _) => Some(crate::format::absolute(p).display().to_string()),
+            (None, _) => None,
+        };
+        let children = if opts.children {
+            " and its descendants"
+        } else {
+            " alone"
+        };
+        match &recording {
+            Some(r) => say(
+                opts,
+                format!(
+                    "bench: recording to {r} (run boundaries as run-start:N, run-end:N events)"
+                ),
+            ),
+            None => say(
+                opts,
+                "bench: not keeping the time series (-o FILE keeps it)",
+            ),
+        }
+        say(
+            opts,
+            format!(
+                "bench: daemon {} {}: PID {} ({}){children}; interval {}; {} runs{} of: {}",
+                spec.mode(),
+                spec.spec(),
+                pid,
+                handle.comm,
+                fmt_interval(opts.interval),
+                opts.runs,
+                if opts.warmup > 0 {
+                    format!(" after {} warmup", opts.warmup)
+                } else {
+                    String::new()
+                },
+                report.client
+            ),
+        );
+        let cgroup = match own_cgroup(opts, &handle) {
+            Ok(cg) => {
+                say(
+                    opts,
+                    format!(
+                        "bench: the daemon has its own cgroup {} ({:?}): its peak is read per run",
+                        cg.path, cg.version
+                    ),
+                );
+                Some(cg)
+            }
+            Err(why) => {
+                report.notes.push(format!("no cgroup peak: {why}"));
+                say(opts, format!("bench: no cgroup peak: {why}"));
+                None
+            }
+        };
+        report.recording = recording;
+        report.daemon = Some(DaemonInfo {
+            pid,
+            comm: handle.comm.clone(),
+            spec: format!("{} {}", spec.mode(), spec.spec()),
+            children: opts.children,
+            cgroup: cgroup.as_ref().map(|c| c.path.clone()),
+        });
+        Ok(Daemon {
+            handle,
+            control,
+            samples,
+            quit,
+            thread: Some(thread),
+            cgroup,
+            spec: spec.clone(),
+            hwm_reset_ok: true,
+            _scratch: scratch,
+        })
+    }
+
+    fn bench(mut self, opts: &BenchOptions, report: &mut BenchReport) -> Option<Stop> {
+        let stop = self.runs(opts, report);
+        // End the recorder; its own verdict only matters if the runs went well.
+        self.control.send(Control::Stop);
+        let ended = self.join();
+        match (stop, ended) {
+            (Some(s), _) => Some(s),
+            (None, Err(e)) => Some(Stop::Error(e)),
+            (None, Ok(_)) => None,
+        }
+    }
+
+    fn runs(&mut self, opts: &BenchOptions, report: &mut BenchReport) -> Option<Stop> {
+        for k in 1..=opts.warmup {
+            if let Err(s) = prepare(opts, &run_env(0, Some(k))) {
+                return Some(s);
+            }
+            self.control
+                .send(Control::Event(Event::Mark(format!("warmup:{k}"))));
+            let (end, quitted) = match run_client(opts, &run_env(0, Some(k)), &self.quit) {
+                Ok(r) => r,
+                Err(s) => return Some(s),
+            };
+            if quitted || !self.handle.is_alive() {
+                return Some(self.ended(&format!("warmup run {k}")));
+            }
+            if !end.ok() && !opts.ignore_failure {
+                return Some(Stop::Failed(format!(
+                    "warmup run {k}: the client failed with {} ({}); --ignore-failure to go on",
+                    end.describe(),
+                    report.client
+                )));
+            }
+            cooldown(opts, &self.quit);
+        }
+        for n in 1..=opts.runs {
+            let env = run_env(n, None);
+            if let Err(s) = prepare(opts, &env) {
+                return Some(s);
+            }
+            match self.one_run(opts, n, &env) {
+                Ok((r, end)) => {
+                    progress(opts, &r);
+                    report.runs.push(r);
+                    if !end.ok() && !opts.ignore_failure {
+                        return Some(Stop::Failed(format!(
+                            "run {n}: the client failed with {} ({}); the bench stopped after {n} of {} runs (--ignore-failure to go on)",
+                            end.describe(),
+                            report.client,
+                            opts.runs
+                        )));
+                    }
+                }
+                Err(s) => return Some(s),
+            }
+            if !self.hwm_reset_ok && !report.notes.iter().any(|n| n.contains("VmHWM")) {
+                report.notes.push(
+                    "the daemon's VmHWM could not be reset (writing 5 to /proc/PID/clear_refs needs its owner or root): peaks are sampled, and can miss short spikes"
+                        .into(),
+                );
+            }
+            if n < opts.runs {
+                cooldown(opts, &self.quit);
+            }
+        }
+        None
+    }
+
+    /// One measured run: reset, run the client, read back.
+    fn one_run(
+        &mut self,
+        opts: &BenchOptions,
+        n: u32,
+        env: &[(&str, String)],
+    ) -> Result<(RunResult, ClientEnd), Stop> {
+        let label = format!("run {n}");
+        // The cgroup first, so the reset sample of VmHWM is taken after both.
+        let mut watch: Option<PeakWatch> = None;
+        if let Some(cg) = &self.cgroup {
+            match cg.reset_peak() {
+                Ok(w) => watch = Some(w),
+                Err(e) => {
+                    say(opts, format!("bench: no cgroup peak from now on: {e}"));
+                    self.cgroup = None;
+                }
+            }
+        }
+        let (tx, rx) = mpsc::channel();
+        let started_unix_ms = unix_ms_now();
+        if !self
+            .control
+            .send(Control::ResetPeaks(Event::RunStart(n), tx))
+        {
+            return Err(self.ended(&label));
+        }
+        let failed = match rx.recv() {
+            Ok(f) => f,
+            Err(_) => return Err(self.ended(&label)),
+        };
+        if !failed.is_empty() {
+            if self.hwm_reset_ok {
+                say(
+                    opts,
+                    format!(
+                        "bench: cannot reset VmHWM ({}); reporting sampled peaks",
+                        failed.join("; ")
+                    ),
+                );
+            }
+            self.hwm_reset_ok = false;
+        }
+        let (end, quitted) = run_client(opts, env, &self.quit)?;
+        if quitted {
+            return Err(self.ended(&label));
+        }
+        let (tx, rx) = mpsc::channel();
+        if !self.control.send(Control::Probe(Event::RunEnd(n), tx)) {
+            return Err(self.ended(&label));
+        }
+        let last = match rx.recv() {
+            Ok(Some(s)) => s,
+            Ok(None) | Err(_) => return Err(self.ended(&label)),
+        };
+        if !self.handle.is_alive() {
+            return Err(self.ended(&label));
+        }
+        let cgroup_peak = watch.as_mut().and_then(|w| w.read().ok());
+        let samples = self.run_samples(n);
+        let first = samples.first().cloned().unwrap_or_else(|| last.clone());
+        let sampled = samples
+            .iter()
+            .map(|s| s.rss_bytes)
+            .max()
+            .unwrap_or(last.rss_bytes);
+        let processes = samples
+            .iter()
+            .map(|s| s.processes)
+            .max()
+            .unwrap_or(last.processes);
+        let kernel = self.hwm_reset_ok.then_some(last.hwm_bytes);
+        let (peak, source) = match kernel {
+            Some(k) if k >= sampled => (k, PeakSource::Kernel),
+            _ => (sampled, PeakSource::Sampled),
+        };
+        let r = RunResult {
+            run: n,
+            started_unix_ms,
+            wall_s: end.wall_s,
+            exit_code: end.code,
+            exit_signal: end.signal,
+            peak_rss_bytes: peak,
+            peak_source: source,
+            kernel_peak_bytes: kernel,
+            kernel_peak_scope: if processes > 1 {
+                "largest-process"
+            } else {
+                "process"
+            },
+            sampled_peak_bytes: sampled,
+            samples: samples.len() as u64,
+            cgroup_peak_bytes: cgroup_peak,
+            rss_before_bytes: Some(first.rss_bytes),
+            rss_after_bytes: Some(last.rss_bytes),
+            peak_over_floor_bytes: Some(peak.saturating_sub(first.rss_bytes)),
+            processes,
+        };
+        Ok((r, end))
+    }
+
+    /// The samples of run `n`, from its `run-start:N` to its `run-end:N`, both included. Every
+    /// sample up to the run-end one is already in the channel: the recorder sends it before it
+    /// replies to the probe.
+    fn run_samples(&self, n: u32) -> Vec<Sample> {
+        let mut out = Vec::new();
+        let mut inside = false;
+        while let Ok(s) = self.samples.try_recv() {
+            match &s.event {
+                Some(Event::RunStart(m)) if *m == n => {
+                    inside = true;
+                    out.clear();
+                }
+                _ => {}
+            }
+            let is_end = matches!(&s.event, Some(Event::RunEnd(m)) if *m == n);
+            if inside {
+                out.push(s);
+            }
+            if is_end {
+                break;
+            }
+        }
+        out
+    }
+
+    fn join(&mut self) -> anyhow::Result<Outcome> {
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the recorder thread panicked"))),
+            None => Err(anyhow::anyhow!("the recorder has already ended")),
+        }
+    }
+
+    /// The recorder has ended (or the daemon is gone) during `what`: says why.
+    fn ended(&mut self, what: &str) -> Stop {
+        let gone = !self.handle.is_alive();
+        self.control.send(Control::Stop);
+        let outcome = self.join();
+        if let Ok(o) = &outcome {
+            if let ExitCode::Signal(sig) = o.exit {
+                return Stop::Signal(sig);
+            }
+        }
+        if gone {
+            let pid = self.handle.pid;
+            let mut msg = format!(
+                "the daemon (PID {pid}, {}) exited during {what}",
+                self.handle.comm
+            );
+            let now = match &self.spec {
+                TargetSpec::Pidfile(p) => target::read_pidfile(p).ok(),
+                TargetSpec::Name(re) => target::find_by_name(&crate::probe::ProcFs::default(), re)
+                    .ok()
+                    .flatten()
+                    .map(|r| r.handle.pid),
+                _ => None,
+            };
+            if let Some(new) = now.filter(|&p| p != pid) {
+                msg.push_str(&format!(
+                    " and restarted as PID {new}: a restarted daemon is a new process"
+                ));
+            }
+            msg.push_str("; the bench stopped, the runs measured before are kept");
+            return Stop::Failed(msg);
+        }
+        match outcome {
+            Err(e) => Stop::Error(e.context(format!("the recording stopped during {what}"))),
+            Ok(_) => Stop::Failed(format!("the recording stopped during {what}")),
+        }
+    }
+}
+
+/// The daemon's memory cgroup, if it is its own: not the root, and every process in it (and in
+/// the cgroups below) is the daemon or one of its descendants.
+fn own_cgroup(opts: &BenchOptions, daemon: &ProcHandle) -> Result<MemCgroup, String> {
+    let cg = opts
+        .cgroupfs
+        .of_pid(opts.procfs.root(), daemon.pid)
+        .ok_or_else(|| "the daemon's memory cgroup was not found".to_string())?;
+    if cg.is_root() {
+        return Err("the daemon is in the root cgroup".into());
+    }
+    let procs = cg.procs().map_err(|e| e.to_string())?;
+    if let Some(other) = procs.iter().find(|&&p| !descends_from(opts, p, daemon.pid)) {
+        return Err(format!(
+            "the daemon's cgroup {} also holds PID {other}, which is not the daemon's (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its cgroup peak)",
+            cg.path
+        ));
+    }
+    if !cg.peak_file().exists() {
+        return Err(format!(
+            "{} does not exist (cgroup v2 memory.peak needs Linux 5.19)",
+            cg.peak_file().display()
+        ));
+    }
+    Ok(cg)
+}
+
+fn descends_from(opts: &BenchOptions, mut pid: i32, root: i32) -> bool {
+    for _ in 0..64 {
+        if pid == root {
+            return true;
+        }
+        match opts.procfs.open(pid).ok().and_then(|h| h.ppid()) {
+            Some(pp) if pp > 0 => pid = pp,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// A bench of a command: each run is launched and recorded on its own; its exact peak is
+/// wait4's ru_maxrss of that very child. With `-o`, the runs' samples go into one recording,
+/// each run between its `run-start:N` and `run-end:N` rows.
+fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Result<Option<Stop>> {
+    let scratch = Scratch::new()?;
+    let mut merged = match &opts.output {
+        None => None,
+        Some(p) => {
+            let path = (p.as_os_str() != "-").then_some(p.as_path());
+            let format = opts
+                .format
+                .or(path.map(Format::from_path))
+                .unwrap_or(Format::Csv);
+            let out =
+                Output::create(path, format, opts.force, opts.append).map_err(|e| match e {
+                    crate::format::OutputError::Exists(_)
+                    | crate::format::OutputError::CannotAppend(..) => {
+                        CodedError::new(ExitCode::Usage, e.to_string())
+                    }
+                    other => anyhow::Error::new(other),
+                })?;
+            report.recording = Some(out.describe());
+            Some(Merged {
+                out,
+                meta_written: false,
+                offset_s: 0.0,
+                missed: 0,
+                t0: Instant::now(),
+                samples: 0,
+            })
+        }
+    };
+    match &report.recording {
+        Some(r) => say(
+            opts,
+            format!("bench: recording to {r} (run boundaries as run-start:N, run-end:N events)"),
+        ),
+        None => say(
+            opts,
+            "bench: not keeping the time series (-o FILE keeps it)",
+        ),
+    }
+    say(
+        opts,
+        format!(
+            "bench: {} runs{} of: {}; each run's peak from wait4 (ru_maxrss of the command), sampled every {}",
+            opts.runs,
+            if opts.warmup > 0 { format!(" after {} warmup", opts.warmup) } else { String::new() },
+            report.client,
+            fmt_interval(opts.interval)
+        ),
+    );
+    crate::signals::install();
+    let total = opts.warmup + opts.runs;
+    let mut stop = None;
+    for i in 1..=total {
+        let warm = (i <= opts.warmup).then_some(i);
+        let n = i.saturating_sub(opts.warmup);
+        if let Some(a) = crate::signals::take().first() {
+            stop = Some(Stop::Signal(a.sig));
+            break;
+        }
+        let env = run_env(n, warm);
+        if let Err(s) = prepare(opts, &env) {
+            stop = Some(s);
+            break;
+        }
+        let file = scratch.0.join(format!("run-{i}.csv"));
+        let ropts = RecordOptions {
+            target: TargetSpec::Command(opts.client.clone()),
+            interval: opts.interval,
+            children: opts.children,
+            output: Some(file.clone()),
+            format: Some(Format::Csv),
+            force: true,
+            append: false,
+            pss: opts.pss.clone(),
+            wait: false,
+            exit_with_target: false,
+            duration: None,
+            quiet: true,
+            procfs: opts.procfs.clone(),
+            phase_peaks: false,
+            capture_stdout: false,
+        };
+        for (k, v) in &env {
+            std::env::set_var(k, v);
+        }
+        if warm.is_none() {
+            std::env::remove_var("MEMMON_BENCH_WARMUP");
+        }
+        let started_unix_ms = unix_ms_now();
+        let t0 = Instant::now();
+        let outcome = match Recorder::start(ropts).and_then(|r| r.run()) {
+            Ok(o) => o,
+            Err(e) => {
+                stop = Some(
+                    match e.chain().find_map(|c| c.downcast_ref::<CodedError>()) {
+                        Some(c) => Stop::Failed(format!("cannot run the client: {}", c.message)),
+                        None => Stop::Error(e),
+                    },
+                );
+                break;
+            }
+        };
+        let wall_s = t0.elapsed().as_secs_f64();
+        let end = outcome.summary.end.clone().unwrap_or_default();
+        let ce = ClientEnd {
+            wall_s,
+            code: end.exit_code,
+            signal: end.exit_signal,
+        };
+        if let Some(sig) = ce
+            .signal
+            .filter(|s| [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s))
+        {
+            stop = Some(Stop::Signal(sig));
+            break;
+        }
+        let what = match warm {
+            Some(k) => format!("warmup run {k}"),
+            None => format!("run {n}"),
+        };
+        if warm.is_none() {
+            let sampled = outcome.summary.peak_rss_bytes;
+            let kernel = end.rusage_maxrss_bytes;
+            let (peak, source) = match kernel {
+                Some(k) if k >= sampled => (k, PeakSource::Kernel),
+                _ => (sampled, PeakSource::Sampled),
+            };
+            let single = outcome.summary.kernel_peak_scope == "process";
+            let r = RunResult {
+                run: n,
+                started_unix_ms,
+                wall_s,
+                exit_code: ce.code,
+                exit_signal: ce.signal,
+                peak_rss_bytes: peak,
+                peak_source: source,
+                kernel_peak_bytes: kernel,
+                kernel_peak_scope: if single { "process" } else { "largest-process" },
+                sampled_peak_bytes: sampled,
+                samples: outcome.summary.samples,
+                cgroup_peak_bytes: None,
+                rss_before_bytes: None,
+                rss_after_bytes: None,
+                peak_over_floor_bytes: None,
+                processes: outcome.summary.peak_processes,
+            };
+            progress(opts, &r);
+            report.runs.push(r);
+            if let Some(m) = merged.as_mut() {
+                if let Err(e) = m.add_run(&file, n, t0) {
+                    stop = Some(Stop::Error(e));
+                    break;
+                }
+            }
+        }
+        if !ce.ok() && !opts.ignore_failure {
+            stop = Some(Stop::Failed(format!(
+                "{what}: the command failed with {} ({}); the bench stopped (--ignore-failure to go on)",
+                ce.describe(),
+                report.client
+            )));
+            break;
+        }
+        if i < total {
+            cooldown(opts, &AtomicBool::new(false));
+        }
+    }
+    if let Some(m) = merged {
+        let reason = match &stop {
+            None => "stopped",
+            Some(Stop::Signal(_)) => "signal",
+            Some(_) => "error",
+        };
+        if let Err(e) = m.finish(reason) {
+            return Ok(Some(stop.unwrap_or(Stop::Error(e))));
+        }
+    }
+    Ok(stop)
+}
+
+/// The one recording of a command bench: each run's samples, moved onto one time line.
+struct Merged {
+    out: Output,
+    meta_written: bool,
+    /// Seconds from the bench's start to the current run's.
+    offset_s: f64,
+    missed: u64,
+    t0: Instant,
+    samples: u64,
+}
+
+impl Merged {
+    fn add_run(&mut self, file: &Path, n: u32, run_t0: Instant) -> anyhow::Result<()> {
+        self.offset_s = run_t0.duration_since(self.t0).as_secs_f64();
+        let mut rows: Vec<Sample> = Vec::new();
+        let spec = InputSpec {
+            format: InputFormat::Auto,
+            columns: None,
+        };
+        let info = crate::format::read_input(file, &spec, |s| rows.push(s.clone()))
+            .with_context(|| format!("cannot read back run {n}'s samples"))?;
+        if !self.meta_written {
+            if let Some(mut meta) = info.meta.clone() {
+                meta.sources.push(format!("memmon bench: one process tree per run; rows between run-start:N and run-end:N; target PID of run {n}"));
+                self.out.write_meta(&meta)?;
+            }
+            self.meta_written = true;
+        }
+        let run_missed = rows.last().map_or(0, |s| s.missed_ticks);
+        let count = rows.len();
+        for (i, mut s) in rows.into_iter().enumerate() {
+            s.elapsed_s += self.offset_s;
+            s.missed_ticks += self.missed;
+            if i == 0 {
+                if n == 1 && self.samples == 0 {
+                    s.event = Some(Event::Start);
+                    self.write(&s)?;
+                }
+                s.event = Some(Event::RunStart(n));
+            } else if matches!(s.event, Some(Event::Start)) {
+                s.event = None;
+            }
+            self.write(&s)?;
+            if i + 1 == count {
+                s.event = Some(Event::RunEnd(n));
+                self.write(&s)?;
+            }
+        }
+        self.missed += run_missed;
+        self.out.flush()?;
+        Ok(())
+    }
+
+    fn write(&mut self, s: &Sample) -> anyhow::Result<()> {
+        self.out.write_sample(s)?;
+        self.samples += 1;
+        Ok(())
+    }
+
+    fn finish(mut self, reason: &str) -> anyhow::Result<()> {
+        let end = EndInfo {
+            ended_unix_ms: unix_ms_now(),
+            reason: reason.into(),
+            samples: self.samples,
+            missed_ticks: self.missed,
+            ..EndInfo::default()
+        };
+        self.out.finish(&end)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+//! Statistics across benchmark runs: mean, standard deviation (of a sample, n − 1), minimum
+//! and maximum, for wall time and peak memory; and the leak check on the RSS left after each run.
+
+use crate::units::{fmt_bytes, fmt_bytes_signed};
+use serde::Serialize;
+
+/// Growth of the RSS left after the runs counts as a leak signal above this share of the floor...
+pub const LEAK_FLOOR_SHARE: f64 = 0.01;
+/// ...and above this many bytes (so a small daemon's allocator noise is not called a leak).
+pub const LEAK_MIN_BYTES: u64 = 1 << 20;
+
+/// Mean, standard deviation, minimum and maximum of some values, in their unit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stats {
+    pub mean: f64,
+    /// The sample standard deviation (divides by n − 1); 0 for a single value.
+    pub stddev: f64,
+    pub min: f64,
+    pub max: f64,
+    pub count: usize,
+}
+
+impl Stats {
+    /// `None` for no values.
+    pub fn of(values: &[f64]) -> Option<Stats> {
+        let count = values.len();
+        if count == 0 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / count as f64;
+        let stddev = if count > 1 {
+            let ss: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
+            (ss / (count - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Stats {
+            mean,
+            stddev,
+            min,
+            max,
+            count,
+        })
+    }
+
+    /// The same over sizes in bytes.
+    pub fn of_bytes(values: &[u64]) -> Option<Stats> {
+        let v: Vec<f64> = values.iter().map(|&b| b as f64).collect();
+        Stats::of(&v)
+    }
+}
+
+/// Whether the RSS left after each run grew run over run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeakCheck {
+    pub suspected: bool,
+    /// RSS after the last run minus RSS after the first.
+    pub growth_bytes: i64,
+    /// The growth above which a steady rise is called a leak.
+    pub threshold_bytes: u64,
+    pub message: String,
+}
+
+/// Checks `(rss_before, rss_after)` of each run, in order. A leak is suspected when the RSS
+/// after each run is above the one after the run before, at every run, and the rise from the
+/// first run's end to the last's is more than `LEAK_FLOOR_SHARE` of the idle floor (the RSS
+/// before the first run) and more than `LEAK_MIN_BYTES`. The first run's own growth is left out:
+/// a daemon may warm a cache once. `None` for fewer than two runs.
+pub fn leak_check(runs: &[(u64, u64)]) -> Option<LeakCheck> {
+    if runs.len() < 2 {
+        return None;
+    }
+    let floor = runs[0].0;
+    let first = runs[0].1;
+    let last = runs[runs.len() - 1].1;
+    let growth = last as i64 - first as i64;
+    let threshold = ((floor as f64 * LEAK_FLOOR_SHARE) as u64).max(LEAK_MIN_BYTES);
+    let rising = runs.windows(2).all(|w| w[1].1 > w[0].1);
+    let suspected = rising && growth > threshold as i64;
+    let rule = format!(
+        "1% of the {} idle floor, at least {}",
+        fmt_bytes(floor),
+        fmt_bytes(LEAK_MIN_BYTES)
+    );
+    let message = if suspected {
+        format!(
+            "possible leak: the daemon's RSS after each run rose at every run, by {} from run 1 to run {} ({} per run; threshold {})",
+            fmt_bytes_signed(growth),
+            runs.len(),
+            fmt_bytes_signed(growth / (runs.len() as i64 - 1)),
+            rule
+        )
+    } else if rising {
+        format!(
+            "no leak signal: the RSS after each run rose, but only by {} in all (threshold {})",
+            fmt_bytes_signed(growth),
+            rule
+        )
+    } else {
+        format!(
+            "no leak signal: the RSS after the runs did not rise run over run ({} from run 1 to run {})",
+            fmt_bytes_signed(growth),
+            runs.len()
+        )
+    };
+    Some(LeakCheck {
+        suspected,
+        growth_bytes: growth,
+        threshold_bytes: threshold,
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_steady_rise_above_the_threshold_is_a_suspected_leak() {
+        let runs = [
+            (100 * MIB, 110 * MIB),
+            (110 * MIB, 120 * MIB),
+            (120 * MIB, 130 * MIB),
+        ];
+        let l = leak_check(&runs).unwrap();
+        assert!(l.suspected, "{}", l.message);
+        assert_eq!(l.growth_bytes, 20 * MIB as i64);
+        assert!(
+            l.message.contains("possible leak") && l.message.contains("+10.00 MiB per run"),
+            "{}",
+            l.message
+        );
+    }
+
+    #[test]
+    fn a_flat_daemon_after_a_warm_first_run_is_not_a_leak() {
+        let runs = [
+            (100 * MIB, 150 * MIB),
+            (150 * MIB, 150 * MIB),
+            (150 * MIB, 150 * MIB),
+        ];
+        assert!(!leak_check(&runs).unwrap().suspected);
+    }
+
+    #[test]
+    fn a_rise_within_the_threshold_is_not_a_leak() {
+        // 1% of a 10 GiB floor is 102.4 MiB: a 60 MiB rise over the runs is below it.
+        let floor = 10 << 30;
+        let runs = [
+            (floor, floor),
+            (floor, floor + 30 * MIB),
+            (floor, floor + 60 * MIB),
+        ];
+        let l = leak_check(&runs).unwrap();
+        assert!(!l.suspected, "{}", l.message);
+        assert_eq!(l.threshold_bytes, floor / 100);
+    }
+
+    #[test]
+    fn one_fall_breaks_the_rise() {
+        let runs = [(0, 10 * MIB), (0, 30 * MIB), (0, 20 * MIB), (0, 40 * MIB)];
+        assert!(!leak_check(&runs).unwrap().suspected);
+    }
+
+    #[test]
+    fn one_run_says_nothing_about_leaks() {
+        assert_eq!(leak_check(&[(MIB, 2 * MIB)]), None);
+    }
+
+    #[test]
+    fn stats_of_no_values_are_none() {
+        assert_eq!(Stats::of(&[]), None);
+    }
+
+    #[test]
+    fn one_value_has_no_spread() {
+        let s = Stats::of(&[2.5]).unwrap();
+        assert_eq!(
+            (s.mean, s.stddev, s.min, s.max, s.count),
+            (2.5, 0.0, 2.5, 2.5, 1)
+        );
+    }
+
+    #[test]
+    fn the_standard_deviation_is_the_sample_one() {
+        // Values 2, 4, 4, 4, 5, 5, 7, 9: mean 5, sum of squares 32, n − 1 = 7.
+        let s = Stats::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+        assert_eq!(s.mean, 5.0);
+        assert!(
+            (s.stddev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12,
+            "{}",
+            s.stddev
+        );
+        assert_eq!((s.min, s.max), (2.0, 9.0));
+    }
+
+    #[test]
+    fn byte_sizes_keep_their_value() {
+        let s = Stats::of_bytes(&[40 << 20, 80 << 20, 120 << 20]).unwrap();
+        assert_eq!(s.mean, (80u64 << 20) as f64);
+        assert_eq!(s.stddev, (40u64 << 20) as f64);
+    }
+}

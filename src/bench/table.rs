@@ -1,0 +1,158 @@
+//! The benchmark's table for the terminal, hyperfine-like: one line per run (time, exit status,
+//! peak with its source, peak over the idle floor, RSS before and after), then the statistics.
+
+use super::{BenchReport, RunResult};
+use crate::units::{fmt_bytes, fmt_bytes_signed};
+use std::fmt::Write as _;
+
+/// Wall time with a precision that suits it: `12.3 ms`, `1.234 s`, `95.0 s`.
+pub fn fmt_wall(secs: f64) -> String {
+    if secs < 1.0 {
+        format!("{:.1} ms", secs * 1e3)
+    } else if secs < 60.0 {
+        format!("{secs:.3} s")
+    } else {
+        format!("{secs:.1} s")
+    }
+}
+
+fn opt_bytes(v: Option<u64>) -> String {
+    v.map(fmt_bytes).unwrap_or_else(|| "-".into())
+}
+
+fn exit_text(r: &RunResult) -> String {
+    match (r.exit_code, r.exit_signal) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => crate::signals::name(s),
+        _ => "?".into(),
+    }
+}
+
+/// The whole table, ending with a newline.
+pub fn render(report: &BenchReport) -> String {
+    let mut o = String::new();
+    let against = match &report.daemon {
+        Some(d) => format!(" against PID {} ({})", d.pid, d.comm),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        o,
+        "Benchmark: {} of {} runs of '{}'{against}, interval {}",
+        report.runs.len(),
+        report.runs_requested,
+        report.client,
+        report.interval
+    );
+    if report.runs.is_empty() {
+        let _ = writeln!(o, "  no run was measured");
+    } else {
+        let daemon = report.daemon.is_some();
+        let cgroup = report.runs.iter().any(|r| r.cgroup_peak_bytes.is_some());
+        let mut head = format!(
+            "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}",
+            "Run", "Time", "Exit", "Peak", "Source"
+        );
+        if daemon {
+            head += &format!(
+                "  {:>11}  {:>11}  {:>11}",
+                "Over floor", "RSS before", "RSS after"
+            );
+        } else {
+            head += &format!("  {:>11}", "Sampled");
+        }
+        if cgroup {
+            head += &format!("  {:>11}", "Cgroup peak");
+        }
+        let _ = writeln!(o, "{head}");
+        for r in &report.runs {
+            let mut line = format!(
+                "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}",
+                r.run,
+                fmt_wall(r.wall_s),
+                exit_text(r),
+                fmt_bytes(r.peak_rss_bytes),
+                r.peak_source.name()
+            );
+            if daemon {
+                line += &format!(
+                    "  {:>11}  {:>11}  {:>11}",
+                    r.peak_over_floor_bytes
+                        .map(|b| fmt_bytes_signed(b as i64))
+                        .unwrap_or_else(|| "-".into()),
+                    opt_bytes(r.rss_before_bytes),
+                    opt_bytes(r.rss_after_bytes)
+                );
+            } else {
+                line += &format!("  {:>11}", fmt_bytes(r.sampled_peak_bytes));
+            }
+            if cgroup {
+                line += &format!("  {:>11}", opt_bytes(r.cgroup_peak_bytes));
+            }
+            let _ = writeln!(o, "{line}");
+        }
+        if let Some(st) = &report.stats {
+            let _ = writeln!(o);
+            let w = &st.wall_s;
+            let _ = writeln!(
+                o,
+                "  Time        mean {} ± {}   [min {}, max {}]",
+                fmt_wall(w.mean),
+                fmt_wall(w.stddev),
+                fmt_wall(w.min),
+                fmt_wall(w.max)
+            );
+            let b = |v: f64| fmt_bytes(v.round() as u64);
+            let p = &st.peak_rss_bytes;
+            let _ = writeln!(
+                o,
+                "  Peak        mean {} ± {}   [min {}, max {}]",
+                b(p.mean),
+                b(p.stddev),
+                b(p.min),
+                b(p.max)
+            );
+            if let Some(f) = &st.peak_over_floor_bytes {
+                let _ = writeln!(
+                    o,
+                    "  Over floor  mean {} ± {}   [min {}, max {}]",
+                    b(f.mean),
+                    b(f.stddev),
+                    b(f.min),
+                    b(f.max)
+                );
+            }
+        }
+        if report
+            .runs
+            .iter()
+            .any(|r| r.kernel_peak_scope == "largest-process")
+        {
+            let _ = writeln!(
+                o,
+                "  note: the tree had several processes: a kernel peak is the exact peak of its largest process, a lower bound of the tree's"
+            );
+        }
+    }
+    if let Some(l) = &report.leak {
+        let _ = writeln!(o, "  {}", l.message);
+    }
+    for n in &report.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    if let Some(s) = &report.stopped {
+        let _ = writeln!(o, "  stopped: {s}");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_times_keep_their_precision() {
+        assert_eq!(fmt_wall(0.0123), "12.3 ms");
+        assert_eq!(fmt_wall(1.2345), "1.234 s");
+        assert_eq!(fmt_wall(95.04), "95.0 s");
+    }
+}

@@ -1,0 +1,196 @@
+//! A daemon of known memory and its client, for the bench tests (hidden subcommands): the daemon
+//! serves requests on a Unix socket, each mapping and touching exactly SIZE, holding it, freeing it.
+//!
+//! Protocol: one line per connection, `SIZE_BYTES HOLD_US\n`; the reply is `ok\n` once the
+//! memory is freed again. With `--leak SIZE` the daemon keeps that much more after each request.
+
+use crate::units::{parse_duration, parse_size};
+use clap::Args;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct TestDaemonArgs {
+    /// Listen on this Unix socket (a stale one is replaced)
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+
+    /// Keep this much more memory after each request (a leaking daemon)
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub leak: Option<u64>,
+
+    /// Write the daemon's PID to FILE once it listens
+    #[arg(long, value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct TestClientArgs {
+    /// The daemon's Unix socket
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+
+    /// Memory the daemon should allocate; a comma-separated list is taken in turn by run number
+    /// (MEMMON_BENCH_RUN, from 1)
+    #[arg(long, value_name = "SIZE[,SIZE...]")]
+    pub size: String,
+
+    /// How long the daemon holds the memory
+    #[arg(long, default_value = "5ms", value_parser = duration, value_name = "DURATION")]
+    pub hold: Duration,
+
+    /// Exit with code 1 after the request (a failing client)
+    #[arg(long)]
+    pub fail: bool,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s)
+}
+
+/// An anonymous mapping whose every page has been written.
+struct Touched {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Touched {
+    fn new(len: usize) -> std::io::Result<Touched> {
+        let len = len.max(1);
+        // SAFETY: an anonymous private mapping with no address hint.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let page = crate::probe::ProcFs::page_size() as usize;
+        let base = ptr as *mut u8;
+        let mut off = 0;
+        while off < len {
+            // SAFETY: off < len, inside the mapping just made.
+            unsafe { base.add(off).write_volatile(1) };
+            off += page;
+        }
+        Ok(Touched { ptr, len })
+    }
+}
+
+impl Drop for Touched {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what was mapped.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// Serves requests one at a time until killed.
+pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let _ = std::fs::remove_file(&args.socket);
+    let listener = UnixListener::bind(&args.socket)
+        .with_context(|| format!("cannot listen on {} (--socket)", args.socket.display()))?;
+    if let Some(p) = &args.pidfile {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
+    }
+    let mut leaked: Vec<Touched> = Vec::new();
+    let mut line = String::new();
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        line.clear();
+        let mut reader = BufReader::new(&conn);
+        if reader.read_line(&mut line).is_err() {
+            continue;
+        }
+        let reply = match parse_request(&line) {
+            Ok((bytes, hold)) => match Touched::new(bytes as usize) {
+                Ok(block) => {
+                    std::thread::sleep(hold);
+                    drop(block);
+                    if let Some(l) = args.leak {
+                        if let Ok(b) = Touched::new(l as usize) {
+                            leaked.push(b);
+                        }
+                    }
+                    "ok\n".to_string()
+                }
+                Err(e) => format!("error: cannot map {bytes} bytes: {e}\n"),
+            },
+            Err(e) => format!("error: {e}\n"),
+        };
+        let _ = (&conn).write_all(reply.as_bytes());
+    }
+    Ok(())
+}
+
+fn parse_request(line: &str) -> Result<(u64, Duration), String> {
+    let mut w = line.split_ascii_whitespace();
+    let bytes = w.next().and_then(|b| b.parse().ok());
+    let hold = w.next().and_then(|h| h.parse().ok());
+    match (bytes, hold) {
+        (Some(b), Some(h)) => Ok((b, Duration::from_micros(h))),
+        _ => Err(format!(
+            "bad request '{}' (expected 'SIZE_BYTES HOLD_US')",
+            line.trim()
+        )),
+    }
+}
+
+/// Sends one request; returns the exit code (1 with `--fail` or when the daemon refuses).
+pub fn client(args: &TestClientArgs) -> anyhow::Result<i32> {
+    use anyhow::Context;
+    let sizes: Vec<u64> = args
+        .size
+        .split(',')
+        .map(parse_size)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--size: {e}"))?;
+    let run: usize = std::env::var("MEMMON_BENCH_RUN")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    let bytes = sizes[run.max(1).saturating_sub(1) % sizes.len()];
+    let mut conn = UnixStream::connect(&args.socket)
+        .with_context(|| format!("cannot connect to {} (--socket)", args.socket.display()))?;
+    writeln!(conn, "{bytes} {}", args.hold.as_micros()).context("cannot send the request")?;
+    let mut reply = String::new();
+    BufReader::new(&conn)
+        .read_line(&mut reply)
+        .context("cannot read the reply")?;
+    if reply.trim() != "ok" {
+        eprintln!("test-client: the daemon answered '{}'", reply.trim());
+        return Ok(1);
+    }
+    if args.fail {
+        eprintln!("test-client: failing as asked (--fail)");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_carry_a_size_and_a_hold_time() {
+        assert_eq!(
+            parse_request("4096 5000\n").unwrap(),
+            (4096, Duration::from_millis(5))
+        );
+        assert!(parse_request("lots\n").unwrap_err().contains("lots"));
+    }
+}
