@@ -1,6 +1,8 @@
 //! CPU time per sample of one idle process, measured in the same run as the bare cost of the
 //! /proc reads a sample needs (open+read+close of status and of the children file) and of
-//! statm. Run: `cargo bench --bench sample_cost`. Results go in BENCHMARKS.md.
+//! statm: in a hot loop, and paced at 100 samples/s as a recorder runs (each tick then pays a
+//! wake-up with cold caches, for the bare reads and memmon alike).
+//! Run: `cargo bench --bench sample_cost`. Results go in BENCHMARKS.md.
 
 use memmon::probe::ProcFs;
 use memmon::tree::Tree;
@@ -29,6 +31,22 @@ fn measure(mut f: impl FnMut()) -> f64 {
             (thread_cpu() - t0).as_nanos() as f64 / ITERATIONS as f64
         })
         .fold(f64::INFINITY, f64::min)
+}
+
+/// Runs `f` at 100 calls per second for 3 s, sleeping to absolute deadlines in between; returns
+/// CPU nanoseconds per call, the sleeps' own wake-ups included.
+fn measure_paced(mut f: impl FnMut()) -> f64 {
+    let calls = 300u32;
+    let t0 = thread_cpu();
+    let start = std::time::Instant::now();
+    for i in 1..=calls {
+        f();
+        let deadline = start + Duration::from_millis(10) * i;
+        if let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(left);
+        }
+    }
+    (thread_cpu() - t0).as_nanos() as f64 / calls as f64
 }
 
 fn bare_read(path: &str, buf: &mut Vec<u8>) {
@@ -61,6 +79,14 @@ fn main() {
     let alone_ns = measure(|| {
         tree_alone.sample().unwrap().unwrap();
     });
+    let paced_sleep_ns = measure_paced(|| {});
+    let paced_bare_ns = measure_paced(|| {
+        bare_read(&status, &mut buf);
+        bare_read(&children, &mut buf);
+    });
+    let paced_tree_ns = measure_paced(|| {
+        tree.sample().unwrap().unwrap();
+    });
     target.kill().unwrap();
     let _ = target.wait();
 
@@ -79,5 +105,16 @@ fn main() {
         "| memmon sample, with children | {:.2} µs | {:.2}x status+children |",
         tree_ns / 1e3,
         tree_ns / bare_ns
+    );
+    println!();
+    println!("Paced at 100 calls/s for 3 s (CPU per tick, the wake-up included):");
+    println!("| what | CPU per tick | ratio |");
+    println!("|---|---|---|");
+    println!("| sleep and wake only | {:.2} µs | |", paced_sleep_ns / 1e3);
+    println!("| bare status + task/PID/children | {:.2} µs | |", paced_bare_ns / 1e3);
+    println!(
+        "| memmon sample, with children | {:.2} µs | {:.2}x the bare reads |",
+        paced_tree_ns / 1e3,
+        paced_tree_ns / paced_bare_ns
     );
 }

@@ -235,9 +235,7 @@ impl ProcHandle {
     /// Reads a whole file relative to the process directory into `buf` (cleared first).
     fn read_file(&self, rel: &str, buf: &mut Vec<u8>) -> io::Result<()> {
         let mut f = self.open_file(rel, libc::O_RDONLY)?;
-        buf.clear();
-        f.read_to_end(buf)?;
-        Ok(())
+        read_all(&mut f, buf)
     }
 
     fn classify(&self, rel: &str, e: io::Error) -> ProcError {
@@ -247,6 +245,28 @@ impl ProcHandle {
                 ProcError::PermissionDenied(self.dir_path.join(rel))
             }
             _ => ProcError::Io(self.dir_path.join(rel), e),
+        }
+    }
+}
+
+/// Reads `f` to its end into `buf` (cleared first). Unlike `Read::read_to_end`, it does not ask
+/// the file's size and position first (two system calls that /proc answers with 0 anyway).
+fn read_all(f: &mut File, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    loop {
+        let len = buf.len();
+        buf.resize(len + 4096, 0);
+        match f.read(&mut buf[len..]) {
+            Ok(0) => {
+                buf.truncate(len);
+                return Ok(());
+            }
+            Ok(n) => buf.truncate(len + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(len),
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
         }
     }
 }
