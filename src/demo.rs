@@ -43,9 +43,24 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         capture_stdout: false,
     };
     let outcome = Recorder::start(opts)?.run()?;
-    if !quiet {
-        if let Some(p) = &outcome.output {
-            eprintln!("memmon demo: the recording is in {}; read it again with: memmon summary {}", p.display(), p.display());
+    if let Some(p) = &outcome.output {
+        // The plot goes next to the recording: memmon-demo.csv → memmon-demo.svg.
+        let mut svg = p.with_extension("svg");
+        if svg == *p {
+            let mut name = p.as_os_str().to_owned();
+            name.push(".svg");
+            svg = PathBuf::from(name);
+        }
+        let plot = crate::render::plot::PlotOptions::default();
+        let svg_format = crate::render::plot::ImageFormat::Svg;
+        crate::render::plot::plot_files(&[p.clone()], &Default::default(), &plot, &svg, svg_format)?;
+        if !quiet {
+            eprintln!(
+                "memmon demo: the recording is in {}, its plot in {}; read it again with: memmon summary {}",
+                p.display(),
+                svg.display(),
+                p.display()
+            );
         }
     }
     Ok(outcome)

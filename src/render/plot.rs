@@ -451,6 +451,72 @@ const PART_COLORS: [RGBColor; 3] = [
 
 type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
+/// A text to place beside a point without covering the other labels.
+struct Label {
+    text: String,
+    /// The point, in pixels; the label sits above it (or below, or further away, when taken).
+    at: (i32, i32),
+    /// Whether the label extends to the right of the point (else to its left).
+    left: bool,
+    color: RGBColor,
+    size: u32,
+    /// How many heights away from the point it may go.
+    rows: i32,
+    /// Whether it is left out when it finds no room (else it overlaps another).
+    optional: bool,
+}
+
+/// Draws `labels` in order, each on a light background, moving each one up or down by its
+/// height until it overlaps none placed before it, within `area` (pixels). An optional label
+/// that finds no room within its `rows` is left out (of many events close together, some).
+fn place_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    area: (std::ops::Range<i32>, std::ops::Range<i32>),
+    labels: &[Label],
+) -> DrawResult<DB> {
+    let (xr, yr) = area;
+    let mut placed: Vec<[i32; 4]> = Vec::new();
+    let overlaps =
+        |a: &[i32; 4], b: &[i32; 4]| a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+    for l in labels {
+        let font = TextStyle::from((FONT, l.size).into_font());
+        let (w, h) = root.estimate_text_size(&l.text, &font)?;
+        let (w, h) = (w as i32 + 6, h as i32 + 4);
+        let x0 = if l.left { l.at.0 } else { l.at.0 - w };
+        let x0 = x0.clamp(xr.start + 1, (xr.end - w - 1).max(xr.start + 1));
+        let above = l.at.1 - h - 1;
+        let below = l.at.1 + 2;
+        let candidates = (0..l.rows).flat_map(|k| [above - k * h, below + k * h]);
+        let fits = |top: i32| top >= yr.start && top + h <= yr.end;
+        let rect = |top: i32| [x0, top, x0 + w, top + h];
+        let free = candidates
+            .clone()
+            .find(|&top| fits(top) && !placed.iter().any(|p| overlaps(p, &rect(top))));
+        let top = match (free, l.optional) {
+            (Some(top), _) => top,
+            (None, true) => continue,
+            (None, false) => candidates.clone().find(|&top| fits(top)).unwrap_or(above),
+        };
+        placed.push(rect(top));
+        root.draw(&Rectangle::new(
+            [(x0, top), (x0 + w, top + h)],
+            WHITE.mix(0.75).filled(),
+        ))?;
+        root.draw(&Text::new(
+            l.text.clone(),
+            (x0 + 3, top + 2),
+            font.color(&l.color).pos(Pos::new(HPos::Left, VPos::Top)),
+        ))?;
+    }
+    Ok(())
+}
+
+/// An axis tick without trailing zeros: `0`, `2.5`, `1000`.
+fn tick(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn event_label(ev: &Event) -> String {
     match ev {
         Event::Start => "recording resumed".to_string(),
@@ -516,8 +582,10 @@ fn draw_on<DB: DrawingBackend>(
         .y_desc(format!("{what} ({})", unit.label))
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 15))
-        .light_line_style(RGBColor(238, 238, 238))
-        .bold_line_style(RGBColor(215, 215, 215))
+        .light_line_style(RGBColor(246, 246, 246))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
         .draw()?;
     let (px_range, _) = chart.plotting_area().get_pixel_range();
     let width_px = (px_range.end - px_range.start).max(1) as usize;
@@ -527,7 +595,6 @@ fn draw_on<DB: DrawingBackend>(
             .map(|i| (xs[i] / t_scale, y_of(ys[i])))
             .collect()
     };
-    let small = TextStyle::from((FONT, 13).into_font());
 
     // Stacked parts first, so the lines are drawn over them.
     for t in traces {
@@ -562,6 +629,7 @@ fn draw_on<DB: DrawingBackend>(
     }
 
     // Horizontal lines: the kernel's peak and the idle floor, labelled at their ends.
+    let mut labels = Vec::new();
     for (ti, t) in traces.iter().enumerate() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
         let prefix = if several {
@@ -569,12 +637,11 @@ fn draw_on<DB: DrawingBackend>(
         } else {
             String::new()
         };
-        let shift = 15 * ti as i32;
         let s = &t.summary;
         if s.kernel_peak_rss_bytes > 0 {
             let k = y_of(s.kernel_peak_rss_bytes);
-            let source = match (s.rusage_maxrss_bytes, s.kernel_peak_scope) {
-                (Some(r), _) if r >= s.kernel_peak_rss_bytes => "ru_maxrss",
+            let source = match s.rusage_maxrss_bytes {
+                Some(r) if r >= s.kernel_peak_rss_bytes => "ru_maxrss",
                 _ => "VmHWM",
             };
             let scope = if s.kernel_peak_scope == "process" {
@@ -588,18 +655,18 @@ fn draw_on<DB: DrawingBackend>(
                 4,
                 color.mix(0.8).stroke_width(1),
             ))?;
-            let text = format!(
-                "{prefix}kernel peak{scope} ({source}) {}",
-                fmt_bytes(s.kernel_peak_rss_bytes)
-            );
-            chart.plotting_area().draw(
-                &(EmptyElement::at((x_max, k))
-                    + Text::new(
-                        text,
-                        (-6, -4 - shift),
-                        small.color(&color).pos(Pos::new(HPos::Right, VPos::Bottom)),
-                    )),
-            )?;
+            labels.push(Label {
+                text: format!(
+                    "{prefix}kernel peak{scope} ({source}) {}",
+                    fmt_bytes(s.kernel_peak_rss_bytes)
+                ),
+                at: chart.backend_coord(&(x_max, k)),
+                left: false,
+                color,
+                size: 13,
+                rows: 8,
+                optional: false,
+            });
         }
         let idle = y_of(s.idle_rss_bytes);
         chart.draw_series(DashedLineSeries::new(
@@ -608,49 +675,44 @@ fn draw_on<DB: DrawingBackend>(
             3,
             color.mix(0.7).stroke_width(1),
         ))?;
-        let text = format!(
-            "{prefix}idle floor (10th percentile) {}",
-            fmt_bytes(s.idle_rss_bytes)
-        );
-        chart.plotting_area().draw(
-            &(EmptyElement::at((0.0, idle))
-                + Text::new(
-                    text,
-                    (6, -4 - shift),
-                    small.color(&color).pos(Pos::new(HPos::Left, VPos::Bottom)),
-                )),
-        )?;
+        labels.push(Label {
+            text: format!(
+                "{prefix}idle floor (10th percentile) {}",
+                fmt_bytes(s.idle_rss_bytes)
+            ),
+            at: chart.backend_coord(&(0.0, idle)),
+            left: true,
+            color,
+            size: 13,
+            rows: 8,
+            optional: false,
+        });
     }
 
-    // Events: vertical lines, labels along them at the top (one label per 14 pixels).
+    // Events: vertical lines; their labels at the top are placed last, where there is room.
+    let mut event_labels = Vec::new();
     for (ti, t) in traces.iter().enumerate() {
         let color = if several {
-            LINE_COLORS[ti % LINE_COLORS.len()].mix(0.6)
+            LINE_COLORS[ti % LINE_COLORS.len()]
         } else {
-            RGBColor(110, 110, 110).mix(0.8)
+            RGBColor(90, 90, 90)
         };
-        let mut last_label_px = i32::MIN;
         for (x, ev) in &t.events {
             let x = x / t_scale;
             chart.draw_series(LineSeries::new(
                 [(x, 0.0), (x, y_top)],
-                color.stroke_width(1),
+                color.mix(0.55).stroke_width(1),
             ))?;
-            let (px, _) = chart.backend_coord(&(x, y_top));
-            if px - last_label_px >= 14 {
-                last_label_px = px;
-                chart.plotting_area().draw(
-                    &(EmptyElement::at((x, y_top))
-                        + Text::new(
-                            event_label(ev),
-                            (3, 4),
-                            small
-                                .color(&color)
-                                .transform(FontTransform::Rotate90)
-                                .pos(Pos::new(HPos::Left, VPos::Top)),
-                        )),
-                )?;
-            }
+            let (px, top) = chart.backend_coord(&(x, y_top));
+            event_labels.push(Label {
+                text: event_label(ev),
+                at: (px + 2, top),
+                left: true,
+                color,
+                size: 12,
+                rows: 4,
+                optional: true,
+            });
         }
     }
 
@@ -697,8 +759,8 @@ fn draw_on<DB: DrawingBackend>(
         }
     }
 
-    // The sampled peak of each file: a dot and its value and time.
-    for (ti, t) in traces.iter().enumerate() {
+    // The sampled peak of each file: a dot and its value and time. Its label is placed first.
+    for (ti, t) in traces.iter().enumerate().rev() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
         let x = t.xs[t.peak_index] / t_scale;
         let y = y_of(t.rss[t.peak_index]);
@@ -707,35 +769,34 @@ fn draw_on<DB: DrawingBackend>(
         } else {
             String::new()
         };
-        let text = format!(
-            "{prefix}peak {} at {}",
-            fmt_bytes(t.summary.peak_rss_bytes),
-            fmt_seconds(t.xs[t.peak_index])
-        );
-        let (anchor, dx) = if x < 0.6 * x_max {
-            (HPos::Left, 8)
-        } else {
-            (HPos::Right, -8)
-        };
-        let shift = 16 * ti as i32;
         chart
             .plotting_area()
             .draw(&Circle::new((x, y), 4, color.filled()))?;
-        chart.plotting_area().draw(
-            &(EmptyElement::at((x, y))
-                + Text::new(
-                    text,
-                    (dx, -6 - shift),
-                    TextStyle::from((FONT, 14).into_font())
-                        .color(&color)
-                        .pos(Pos::new(anchor, VPos::Bottom)),
-                )),
-        )?;
+        let (px, py) = chart.backend_coord(&(x, y));
+        let left = x < 0.6 * x_max;
+        labels.insert(
+            0,
+            Label {
+                text: format!(
+                    "{prefix}peak {} at {}",
+                    fmt_bytes(t.summary.peak_rss_bytes),
+                    fmt_seconds(t.xs[t.peak_index])
+                ),
+                at: (if left { px + 8 } else { px - 8 }, py - 2),
+                left,
+                color,
+                size: 14,
+                rows: 8,
+                optional: false,
+            },
+        );
     }
+    labels.extend(event_labels);
+    place_labels(root, chart.plotting_area().get_pixel_range(), &labels)?;
 
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::LowerRight)
         .label_font((FONT, 13))
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(180, 180, 180))
