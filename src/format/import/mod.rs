@@ -256,7 +256,7 @@ impl Decimal {
                 None => return Some(0),
             }
         }
-        let units = (top + bottom / 2) / bottom;
+        let units = top.checked_add(bottom / 2)? / bottom;
         u64::try_from(units.checked_mul(quantum)?).ok()
     }
 
@@ -369,5 +369,22 @@ mod tests {
         assert_eq!(detect("1771372328313,46578280,44.42"), Kind::Headerless);
         assert_eq!(detect("1771372328313\t46578280"), Kind::Headerless);
         assert_eq!(detect("time,rss"), Kind::OtherHeader("time,rss".into()));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_recognised_or_refused_without_panic(line in "\\PC{0,120}") {
+            let _ = detect(&line);
+            if let Ok(d) = Decimal::parse(&line) {
+                let _ = d.scaled(MIB, 1, 4096);
+                let _ = d.scaled(1_000_000_000, 1, 1);
+            }
+        }
+
+        #[test]
+        fn integers_scale_exactly(v in 0u64..1 << 40, unit in 1u128..1 << 20) {
+            let d = Decimal::parse(&v.to_string()).unwrap();
+            proptest::prop_assert_eq!(d.scaled(unit, 1, 1), Some((v as u128 * unit) as u64));
+        }
     }
 }
