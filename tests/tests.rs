@@ -3,8 +3,11 @@
 
 mod util;
 
+mod bench;
 mod compare;
 mod import;
+mod marks;
 mod plot;
 mod record;
+mod report;
 mod summary;

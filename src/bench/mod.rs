@@ -18,7 +18,7 @@ use crate::probe::ProcFs;
 use crate::record::PssGuard;
 use crate::target::TargetSpec;
 use serde::Serialize;
-use stats::{LeakCheck, Stats};
+use stats::{ByteStats, LeakCheck, Stats};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -105,9 +105,9 @@ pub struct RunResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunStats {
     pub wall_s: Stats,
-    pub peak_rss_bytes: Stats,
+    pub peak_rss_bytes: ByteStats,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub peak_over_floor_bytes: Option<Stats>,
+    pub peak_over_floor_bytes: Option<ByteStats>,
 }
 
 /// The watched daemon.

@@ -12,7 +12,7 @@ use crate::probe::ProcHandle;
 use crate::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
 use crate::sample::{Event, Sample};
 use crate::target::{self, shell_words, TargetSpec};
-use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval, fmt_seconds};
+use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval};
 use anyhow::Context;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -247,7 +247,7 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
             "run {}/{}: {}, {exit}, peak {} ({}){over}",
             r.run,
             opts.runs,
-            fmt_seconds(r.wall_s),
+            super::table::fmt_wall(r.wall_s),
             fmt_bytes(r.peak_rss_bytes),
             r.peak_source.name()
         ),
@@ -421,7 +421,7 @@ impl Daemon {
                 Ok(r) => r,
                 Err(s) => return Some(s),
             };
-            if quitted || !self.handle.is_alive() {
+            if quitted || !self.alive() {
                 return Some(self.ended(&format!("warmup run {k}")));
             }
             if !end.ok() && !opts.ignore_failure {
@@ -521,7 +521,7 @@ impl Daemon {
             Ok(Some(s)) => s,
             Ok(None) | Err(_) => return Err(self.ended(&label)),
         };
-        if !self.handle.is_alive() {
+        if !self.alive() {
             return Err(self.ended(&label));
         }
         let cgroup_peak = watch.as_mut().and_then(|w| w.read().ok());
@@ -592,6 +592,12 @@ impl Daemon {
         out
     }
 
+    /// True while the daemon runs: the same process (PID and start time), and not a zombie.
+    fn alive(&self) -> bool {
+        let mut buf = Vec::new();
+        self.handle.is_alive() && self.handle.read_status(&mut buf).is_ok_and(|m| m.has_mm)
+    }
+
     fn join(&mut self) -> anyhow::Result<Outcome> {
         match self.thread.take() {
             Some(t) => t
@@ -603,13 +609,18 @@ impl Daemon {
 
     /// The recorder has ended (or the daemon is gone) during `what`: says why.
     fn ended(&mut self, what: &str) -> Stop {
-        let gone = !self.handle.is_alive();
+        let mut gone = !self.alive();
         self.control.send(Control::Stop);
         let outcome = self.join();
         if let Ok(o) = &outcome {
             if let ExitCode::Signal(sig) = o.exit {
                 return Stop::Signal(sig);
             }
+            gone |= o
+                .summary
+                .end
+                .as_ref()
+                .is_some_and(|e| e.reason == "target-exited");
         }
         if gone {
             let pid = self.handle.pid;

@@ -45,11 +45,28 @@ impl Stats {
         })
     }
 
-    /// The same over sizes in bytes.
-    pub fn of_bytes(values: &[u64]) -> Option<Stats> {
+    /// The same over sizes in bytes, rounded to whole bytes.
+    pub fn of_bytes(values: &[u64]) -> Option<ByteStats> {
         let v: Vec<f64> = values.iter().map(|&b| b as f64).collect();
-        Stats::of(&v)
+        let s = Stats::of(&v)?;
+        Some(ByteStats {
+            mean: s.mean.round() as u64,
+            stddev: s.stddev.round() as u64,
+            min: s.min as u64,
+            max: s.max as u64,
+            count: s.count,
+        })
     }
+}
+
+/// Mean, standard deviation, minimum and maximum of sizes, in whole bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ByteStats {
+    pub mean: u64,
+    pub stddev: u64,
+    pub min: u64,
+    pub max: u64,
+    pub count: usize,
 }
 
 /// Whether the RSS left after each run grew run over run.
@@ -201,7 +218,9 @@ mod tests {
     #[test]
     fn byte_sizes_keep_their_value() {
         let s = Stats::of_bytes(&[40 << 20, 80 << 20, 120 << 20]).unwrap();
-        assert_eq!(s.mean, (80u64 << 20) as f64);
-        assert_eq!(s.stddev, (40u64 << 20) as f64);
+        assert_eq!(
+            (s.mean, s.stddev, s.min, s.max),
+            (80 << 20, 40 << 20, 40 << 20, 120 << 20)
+        );
     }
 }

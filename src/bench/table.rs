@@ -101,7 +101,7 @@ pub fn render(report: &BenchReport) -> String {
                 fmt_wall(w.min),
                 fmt_wall(w.max)
             );
-            let b = |v: f64| fmt_bytes(v.round() as u64);
+            let b = fmt_bytes;
             let p = &st.peak_rss_bytes;
             let _ = writeln!(
                 o,

@@ -39,7 +39,7 @@ impl Exporter for MarkdownExporter {
             )?;
         }
         if let Some(st) = &report.stats {
-            let b = |v: f64| fmt_bytes(v.round() as u64);
+            let b = fmt_bytes;
             writeln!(o)?;
             writeln!(o, "| Across runs | Mean ± σ | Min | Max |")?;
             writeln!(o, "|:---|---:|---:|---:|")?;
