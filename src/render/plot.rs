@@ -365,14 +365,14 @@ pub fn draw(
             let mut text = String::new();
             {
                 let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
-                draw_on(&root, traces, opts).map_err(|e| draw_err(e.to_string()))?;
+                draw_on(&root, traces, opts, true).map_err(|e| draw_err(e.to_string()))?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
             std::fs::write(out, text).map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
         ImageFormat::Png => {
             let root = BitMapBackend::new(out, size).into_drawing_area();
-            draw_on(&root, traces, opts).map_err(|e| draw_err(e.to_string()))?;
+            draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()))?;
             root.present()
                 .map_err(|e| PlotError::Write(out.to_path_buf(), io::Error::other(e.to_string())))
         }
@@ -534,6 +534,7 @@ fn draw_on<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     traces: &[Trace],
     opts: &PlotOptions,
+    vector: bool,
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
     let several = traces.len() > 1;
@@ -716,7 +717,25 @@ fn draw_on<DB: DrawingBackend>(
         }
     }
 
-    // The lines: RSS of each file, then the extra series.
+    // The lines: RSS of each file, then the extra series. A bitmap gets a wide line as 1-pixel
+    // lines side by side: plotters' wide-line polygons spike at the sharp turns of a decimated
+    // series, drawing values that are not there.
+    let (_, py_range) = chart.plotting_area().get_pixel_range();
+    let one_px = y_top / (py_range.end - py_range.start).max(1) as f64;
+    let strokes = |pts: Vec<(f64, f64)>, color: RGBAColor, width: u32| {
+        if vector {
+            return vec![PathElement::new(pts, color.stroke_width(width))];
+        }
+        (0..width)
+            .map(|k| {
+                let shifted: Vec<(f64, f64)> = pts
+                    .iter()
+                    .map(|&(x, y)| (x, y - k as f64 * one_px))
+                    .collect();
+                PathElement::new(shifted, color.stroke_width(1))
+            })
+            .collect()
+    };
     for (ti, t) in traces.iter().enumerate() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
         let label = if several {
@@ -725,10 +744,7 @@ fn draw_on<DB: DrawingBackend>(
             "RSS (sampled)".to_string()
         };
         chart
-            .draw_series(LineSeries::new(
-                points(&t.xs, &t.rss),
-                color.stroke_width(2),
-            ))?
+            .draw_series(strokes(points(&t.xs, &t.rss), color.to_rgba(), 2))?
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
         for (si, s) in t.series.iter().enumerate() {
@@ -748,10 +764,7 @@ fn draw_on<DB: DrawingBackend>(
                 s.column.label().to_string()
             };
             chart
-                .draw_series(LineSeries::new(
-                    points(xs, &s.ys),
-                    color.stroke_width(width),
-                ))?
+                .draw_series(strokes(points(xs, &s.ys), color, width))?
                 .label(label)
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 18, y)], color.stroke_width(width))
