@@ -24,7 +24,9 @@ use crate::sample::{Event, Sample};
 use crate::units::{parse_duration, parse_size};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// The default `--min-noise`: changes below 1% of the baseline mean are never called a change.
 pub const DEFAULT_MIN_NOISE_PCT: f64 = 1.0;
@@ -122,6 +124,38 @@ pub fn measure_file(
         Run::from_summary(&summary, timer.map(|t| t.total_s())),
         summary,
     ))
+}
+
+/// Reads several recordings, as many at once as there are CPUs (reading is CPU-bound: parsing
+/// the text), and returns each one's run numbers in the order given.
+pub fn measure_files(
+    paths: &[PathBuf],
+    spec: &InputSpec,
+    above: Option<u64>,
+) -> Vec<Result<Run, ReadError>> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(paths.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Run, ReadError>>>> =
+        Mutex::new((0..paths.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(path) = paths.get(i) else { break };
+                let r = measure_file(path, spec, above, |_| {}).map(|(run, _)| run);
+                results.lock().expect("no reader panics holding the lock")[i] = Some(r);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("readers finished")
+        .into_iter()
+        .map(|r| r.expect("every file read"))
+        .collect()
 }
 
 /// Time spent above a level, from the intervals between samples. Between two samples the RSS

@@ -2,7 +2,7 @@
 //! as a side-by-side table with a sentence per metric (or `--json`), and exits 1 when a gate fails.
 
 use crate::analysis::compare::{
-    measure_file, Comparison, Delta, Gate, GateResult, Metric, Run, Side, Verdict,
+    measure_files, Comparison, Delta, Gate, GateResult, Metric, Run, Side, Verdict,
 };
 use crate::cli::CompareArgs;
 use crate::exit::{CodedError, ExitCode};
@@ -18,8 +18,11 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let (base, new) =
         split_sides(&args.base, &args.new).map_err(|m| CodedError::new(ExitCode::Usage, m))?;
     let spec = args.input.spec();
-    let base = read_runs(&base, &spec, args.above)?;
-    let new = read_runs(&new, &spec, args.above)?;
+    // Both sides' files are read together, in parallel; errors are reported in argument order.
+    let all: Vec<PathBuf> = base.iter().chain(&new).cloned().collect();
+    let mut runs = read_runs(&all, &spec, args.above)?;
+    let new = runs.split_off(base.len());
+    let base = runs;
     let mut gates = Vec::new();
     for (flag, metric, limit) in [
         (
@@ -105,17 +108,15 @@ pub fn read_runs(
     spec: &InputSpec,
     above: Option<u64>,
 ) -> anyhow::Result<Vec<Run>> {
-    paths
-        .iter()
-        .map(|p| {
-            measure_file(p, spec, above, |_| {})
-                .map(|(r, _)| r)
-                .map_err(|e| {
-                    anyhow::Error::new(e).context(CodedError {
-                        code: ExitCode::Usage,
-                        message: "cannot compare".into(),
-                    })
+    measure_files(paths, spec, above)
+        .into_iter()
+        .map(|r| {
+            r.map_err(|e| {
+                anyhow::Error::new(e).context(CodedError {
+                    code: ExitCode::Usage,
+                    message: "cannot compare".into(),
                 })
+            })
         })
         .collect()
 }
@@ -186,21 +187,30 @@ pub fn verdict_sentence(c: &Comparison, d: &Delta) -> String {
         }
     };
     let one_run = d.base.n == 1 && d.new.n == 1;
-    let noise = if one_run {
-        format!("the --min-noise allowance of {:.1}% (one run per side, so no run-to-run spread is known)", c.min_noise_pct)
+    let (noise, note) = if one_run {
+        (
+            format!("the --min-noise allowance of {:.1}%", c.min_noise_pct),
+            "one run per side, so no run-to-run spread is known".to_string(),
+        )
     } else {
         match d.spread_pct {
-            Some(s) => format!("the run-to-run spread of {s:.1}%"),
-            None => format!(
-                "the run-to-run spread of {} (from a baseline of 0)",
-                fmt_value(d.metric, d.base.range().max(d.new.range()))
+            Some(s) => (format!("the run-to-run spread of {s:.1}%"), String::new()),
+            None => (
+                format!(
+                    "the run-to-run spread of {}",
+                    fmt_value(d.metric, d.base.range().max(d.new.range()))
+                ),
+                "from a baseline of 0".to_string(),
             ),
         }
     };
-    match d.verdict {
-        Verdict::Regression => format!("{head}: a regression beyond {noise}"),
-        Verdict::Improvement => format!("{head}: an improvement beyond {noise}"),
-        Verdict::WithinNoise => format!("{head}: within noise ({noise})"),
+    match (d.verdict, note.is_empty()) {
+        (Verdict::Regression, true) => format!("{head}: a regression beyond {noise}"),
+        (Verdict::Regression, false) => format!("{head}: a regression beyond {noise} ({note})"),
+        (Verdict::Improvement, true) => format!("{head}: an improvement beyond {noise}"),
+        (Verdict::Improvement, false) => format!("{head}: an improvement beyond {noise} ({note})"),
+        (Verdict::WithinNoise, true) => format!("{head}: within noise ({noise})"),
+        (Verdict::WithinNoise, false) => format!("{head}: within noise ({noise}; {note})"),
     }
 }
 

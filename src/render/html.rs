@@ -43,8 +43,10 @@ pub enum Role {
 /// One recording as the page draws it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Series {
-    /// The path as the user gave it.
+    /// A short name: the file's name, or the path as given when two files share a name.
     pub name: String,
+    /// The path as the user gave it.
+    pub file: String,
     pub role: Option<Role>,
     /// Seconds since the recording started (appended sessions follow one another), rounded to
     /// the millisecond, and RSS in bytes at those times.
@@ -91,11 +93,12 @@ impl Collector {
         }
     }
 
-    fn finish(self, name: String, role: Option<Role>, summary: &Summary) -> Series {
+    fn finish(self, name: String, file: String, role: Option<Role>, summary: &Summary) -> Series {
         let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.last);
         let keep = keep_indices(&self.t, &self.v, x0, x1, BUCKETS);
         Series {
             name,
+            file,
             role,
             t: keep.iter().map(|&i| round_ms(self.t[i])).collect(),
             v: keep.iter().map(|&i| self.v[i]).collect(),
@@ -149,10 +152,11 @@ impl Report {
         let mut series = Vec::new();
         let mut summaries = Vec::new();
         let (mut base, mut cand): (Vec<Run>, Vec<Run>) = (Vec::new(), Vec::new());
-        for (path, role) in &roles {
+        let names = short_names(roles.iter().map(|(p, _)| p.as_path()));
+        for ((path, role), name) in roles.iter().zip(names) {
             let mut c = Collector::default();
             let (run, summary) = measure_file(path, spec, above, |s| c.push(s))?;
-            series.push(c.finish(path.display().to_string(), *role, &summary));
+            series.push(c.finish(name, path.display().to_string(), *role, &summary));
             summaries.push(summary);
             match role {
                 Some(Role::Base) => base.push(run),
@@ -242,7 +246,7 @@ impl Report {
                 Some(Role::New) => "<span class=\"role new\">candidate</span> ",
                 None => "",
             };
-            let _ = write!(o, "<th>{role}{}</th>", esc(&s.name));
+            let _ = write!(o, "<th title=\"{}\">{role}{}</th>", esc(&s.file), esc(&s.name));
         }
         o.push_str("</tr></thead>\n<tbody>\n");
         let b = |v: u64| {
@@ -458,6 +462,17 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
+/// Each file's name when those are all different, else each path as given.
+fn short_names<'a>(paths: impl Iterator<Item = &'a Path> + Clone) -> Vec<String> {
+    let names: Vec<String> = paths.clone().map(file_name).collect();
+    let unique = names.iter().collect::<std::collections::HashSet<_>>().len() == names.len();
+    if unique {
+        names
+    } else {
+        paths.map(|p| p.display().to_string()).collect()
+    }
+}
+
 fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -503,7 +518,7 @@ mod tests {
     #[test]
     fn a_long_series_is_decimated_and_keeps_its_peak() {
         let (c, sum) = series(100_000, 77_777);
-        let s = c.finish("a".into(), None, &sum);
+        let s = c.finish("a".into(), "a".into(), None, &sum);
         assert!(s.kept <= 4 * BUCKETS, "{}", s.kept);
         assert_eq!(s.t.len(), s.v.len());
         assert!(s.v.contains(&(200 << 30)));
@@ -530,11 +545,18 @@ mod tests {
     }
 
     #[test]
+    fn short_names_are_file_names_unless_two_are_alike() {
+        let p = |v: &[&'static str]| v.iter().map(|s| Path::new(*s)).collect::<Vec<_>>();
+        assert_eq!(short_names(p(&["/a/x.csv", "/b/y.csv"]).into_iter()), vec!["x.csv", "y.csv"]);
+        assert_eq!(short_names(p(&["/a/x.csv", "/b/x.csv"]).into_iter()), vec!["/a/x.csv", "/b/x.csv"]);
+    }
+
+    #[test]
     fn embedded_data_cannot_close_its_script_element() {
         let (c, sum) = series(3, 1);
         let r = Report {
             title: "t".into(),
-            series: vec![c.finish("</script><b>x".into(), None, &sum)],
+            series: vec![c.finish("</script><b>x".into(), "x".into(), None, &sum)],
             summaries: vec![sum],
             comparison: None,
             comparison_note: None,
@@ -550,7 +572,7 @@ mod tests {
         let (c, sum) = series(3, 1);
         let r = Report {
             title: "t".into(),
-            series: vec![c.finish("a".into(), None, &sum)],
+            series: vec![c.finish("a".into(), "a".into(), None, &sum)],
             summaries: vec![sum],
             comparison: None,
             comparison_note: None,
