@@ -280,8 +280,9 @@ impl Recorder {
                     break;
                 }
             }
-            // Control messages: each takes a sample of its own.
-            while let Ok(msg) = self.control_rx.try_recv() {
+            // Control messages: each takes a sample of its own, after the start row.
+            while event != Some(Event::Start) {
+                let Ok(msg) = self.control_rx.try_recv() else { break };
                 match msg {
                     Control::Stop => {
                         end.reason = "stopped".into();

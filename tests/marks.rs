@@ -1,0 +1,357 @@
+//! Tests of markers and phases against real processes: `memmon mark` over the recorder's
+//! socket, `--mark-log` across rotation and truncation, `--mark-stdout`, `--phase-peaks`.
+
+use crate::util::*;
+use predicates::prelude::*;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as StdCommand, Output, Stdio};
+use std::time::Duration;
+
+const PHASE_RE: &str = r"phase (?P<label>\w+)";
+
+/// A recorder attached to an idle workload, with its own private socket directories (so
+/// recorders of other tests are never found), stopped and reaped on `stop` or drop.
+struct Recording {
+    target: Child,
+    rec: Option<Child>,
+    rec_pid: u32,
+    /// $XDG_RUNTIME_DIR and $TMPDIR of the recorder.
+    runtime: PathBuf,
+    tmp: PathBuf,
+    out: PathBuf,
+}
+
+impl Recording {
+    fn start(dir: &Path, name: &str, extra: &[&str]) -> Recording {
+        let runtime = dir.join(format!("{name}-run"));
+        let tmp = dir.join(format!("{name}-tmp"));
+        for d in [&runtime, &tmp] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let argv = workload(&["alloc:10MiB", "hold:30s"]);
+        let target = StdCommand::new(&argv[0]).args(&argv[1..]).spawn().unwrap();
+        let out = dir.join(format!("{name}.csv"));
+        let rec = StdCommand::new(memmon_path())
+            .args([
+                "record",
+                "--pid",
+                &target.id().to_string(),
+                "-i",
+                "100ms",
+                "-o",
+                out.to_str().unwrap(),
+            ])
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("TMPDIR", &tmp)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let r = Recording {
+            target,
+            rec_pid: rec.id(),
+            rec: Some(rec),
+            runtime,
+            tmp,
+            out,
+        };
+        // The output file appears once the socket is bound and the log is opened.
+        assert!(
+            wait_for(10.0, || r.out.exists()),
+            "the recorder did not start"
+        );
+        r
+    }
+
+    /// The socket the recorder made in its default place.
+    fn default_socket(&self) -> PathBuf {
+        self.runtime.join(format!("memmon-{}.sock", self.rec_pid))
+    }
+
+    /// `memmon mark` run with the same socket directories as the recorder.
+    fn mark(&self, args: &[&str]) -> assert_cmd::Command {
+        let mut cmd = memmon();
+        cmd.arg("mark")
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("TMPDIR", &self.tmp);
+        cmd
+    }
+
+    /// Ends the recording with SIGTERM; returns the recorder's output.
+    fn stop(&mut self) -> Output {
+        let rec = self.rec.take().unwrap();
+        unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
+        rec.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if let Some(mut rec) = self.rec.take() {
+            let _ = rec.kill();
+            let _ = rec.wait();
+        }
+        let _ = self.target.kill();
+        let _ = self.target.wait();
+    }
+}
+
+/// The non-empty cells of the event column, in order.
+fn events(path: &Path) -> Vec<String> {
+    let (h, rows) = read_csv(path);
+    let i = h.iter().position(|c| c == "event").unwrap();
+    rows.into_iter()
+        .map(|r| r[i].clone())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+fn append(path: &Path, text: &str) {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+/// Longer than a few polls of the log follower (50 ms).
+fn let_it_poll() {
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+#[test]
+fn a_followed_log_gives_markers_in_order_across_rotation_and_truncation() {
+    let dir = tempdir();
+    let log = dir.path().join("daemon.log");
+    append(
+        &log,
+        "phase old: written before the recording, not a marker\n",
+    );
+    let mut r = Recording::start(
+        dir.path(),
+        "log",
+        &[
+            "--mark-log",
+            log.to_str().unwrap(),
+            "--mark-regex",
+            PHASE_RE,
+        ],
+    );
+    append(&log, "INFO nothing to see\nINFO phase one started\n");
+    let_it_poll();
+    // Rotation: the log is renamed and a new one created.
+    std::fs::rename(&log, dir.path().join("daemon.log.1")).unwrap();
+    append(&log, "INFO phase two started\n");
+    let_it_poll();
+    append(&log, "INFO phase three started, a longer line\n");
+    let_it_poll();
+    // Truncation in place (copytruncate).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&log)
+        .unwrap();
+    append(&log, "phase four\n");
+    let_it_poll();
+    let out = r.stop();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("following"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        events(&r.out),
+        ["start", "mark:one", "mark:two", "mark:three", "mark:four"]
+    );
+}
+
+#[test]
+fn memmon_mark_adds_a_marker_through_a_socket_only_its_owner_can_use() {
+    let dir = tempdir();
+    let sock = dir.path().join("rec.sock");
+    let mut r = Recording::start(dir.path(), "sock", &["--socket", sock.to_str().unwrap()]);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    r.mark(&["synthesis start", "--socket", sock.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "marker 'synthesis start' taken at +",
+        ));
+    let out = r.stop();
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains(&format!("memmon mark LABEL --socket {}", sock.display())));
+    assert!(!sock.exists(), "the socket outlived the recording");
+    assert_eq!(events(&r.out), ["start", "mark:synthesis start"]);
+}
+
+#[test]
+fn memmon_mark_finds_the_one_running_recorder_by_itself() {
+    let dir = tempdir();
+    let mut r = Recording::start(dir.path(), "one", &[]);
+    assert!(r.default_socket().exists());
+    r.mark(&["gpu prove done"]).assert().success();
+    r.stop();
+    assert!(!r.default_socket().exists());
+    assert_eq!(events(&r.out), ["start", "mark:gpu prove done"]);
+}
+
+#[test]
+fn memmon_mark_with_several_recorders_asks_which_one() {
+    let dir = tempdir();
+    let a = Recording::start(dir.path(), "a", &[]);
+    // The second recorder shares the first one's socket directories.
+    let argv = workload(&["hold:30s"]);
+    let mut target = StdCommand::new(&argv[0]).args(&argv[1..]).spawn().unwrap();
+    let b_out = dir.path().join("b.csv");
+    let mut b = StdCommand::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "--pid",
+            &target.id().to_string(),
+            "-o",
+            b_out.to_str().unwrap(),
+        ])
+        .env("XDG_RUNTIME_DIR", &a.runtime)
+        .env("TMPDIR", &a.tmp)
+        .spawn()
+        .unwrap();
+    let b_sock = a.runtime.join(format!("memmon-{}.sock", b.id()));
+    assert!(wait_for(10.0, || b_sock.exists()));
+    a.mark(&["x"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("several recorders are running"))
+        .stderr(predicate::str::contains(
+            a.default_socket().to_str().unwrap(),
+        ))
+        .stderr(predicate::str::contains(b_sock.to_str().unwrap()))
+        .stderr(predicate::str::contains("--socket"));
+    let _ = b.kill();
+    let _ = b.wait();
+    let _ = target.kill();
+    let _ = target.wait();
+}
+
+#[test]
+fn memmon_mark_without_a_recorder_exits_3() {
+    let dir = tempdir();
+    memmon()
+        .args(["mark", "x"])
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .env("TMPDIR", dir.path())
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no running recorder found"));
+    memmon()
+        .args([
+            "mark",
+            "x",
+            "--socket",
+            dir.path().join("none.sock").to_str().unwrap(),
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no recorder is listening on"));
+}
+
+#[test]
+fn stdout_markers_leave_the_commands_output_unchanged() {
+    let dir = tempdir();
+    let out = dir.path().join("stdout.csv");
+    let script = "printf 'hello\\nphase one\\n'; sleep 0.3; printf 'phase two\\n'; sleep 0.3; printf 'no newline'";
+    let o = memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--mark-stdout",
+            PHASE_RE,
+        ])
+        .args(["--", "sh", "-c", script])
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello\nphase one\nphase two\nno newline"
+    );
+    assert_eq!(events(&out), ["start", "mark:one", "mark:two"]);
+}
+
+#[test]
+fn mark_stdout_needs_a_launched_command() {
+    memmon()
+        .args(["record", "--pid", "1", "--mark-stdout", "x"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--mark-stdout applies to a launched command",
+        ));
+}
+
+#[test]
+fn phase_peaks_give_a_spike_between_1s_ticks_its_exact_peak_in_its_phase() {
+    let dir = tempdir();
+    let out = dir.path().join("phases.csv");
+    let steps = [
+        "alloc:50MiB",
+        "say:phase spike",
+        "hold:400ms",
+        "spike:150MiB:20ms",
+        "hold:400ms",
+        "say:phase after",
+        "hold:400ms",
+    ];
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "1s",
+            "--phase-peaks",
+            "--mark-stdout",
+            PHASE_RE,
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .arg("--")
+        .args(workload(&steps))
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .assert()
+        .success();
+    let s = summary_json(&out);
+    let phases = s["phases"].as_array().unwrap();
+    let labels: Vec<&str> = phases
+        .iter()
+        .map(|p| p["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["spike", "after"]);
+    let (spike, after) = (&phases[0], &phases[1]);
+    let base = spike["start_rss_bytes"].as_u64().unwrap();
+    let peak = spike["peak_rss_bytes"].as_u64().unwrap();
+    assert!(base >= 50 * MIB, "base {base}");
+    assert!(
+        peak.abs_diff(base + 150 * MIB) <= MIB,
+        "peak {peak} is not base {base} + 150 MiB"
+    );
+    assert_eq!(spike["kernel_peak_rss_bytes"].as_u64(), Some(peak));
+    assert!(spike["duration_s"].as_f64().unwrap() > 0.5);
+    // The reset at the second marker: the spike is not carried into the phase after it.
+    assert!(
+        after["peak_rss_bytes"].as_u64().unwrap() < base + 10 * MIB,
+        "{after}"
+    );
+}
