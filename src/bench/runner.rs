@@ -254,6 +254,15 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
     );
 }
 
+/// The peak to report for a run: the kernel's when it is known for the run and not below the
+/// sampled one (a tree's sampled sum can exceed its largest process's exact peak), else sampled.
+fn choose_peak(kernel: Option<u64>, sampled: u64) -> (u64, PeakSource) {
+    match kernel {
+        Some(k) if k >= sampled => (k, PeakSource::Kernel),
+        _ => (sampled, PeakSource::Sampled),
+    }
+}
+
 /// A bench against a running daemon.
 struct Daemon {
     handle: ProcHandle,
@@ -365,8 +374,9 @@ impl Daemon {
                 say(
                     opts,
                     format!(
-                        "bench: the daemon has its own cgroup {} ({:?}): its peak is read per run",
-                        cg.path, cg.version
+                        "bench: the daemon has its own cgroup {} ({}): its peak is read per run",
+                        cg.path,
+                        cg.version.name()
                     ),
                 );
                 Some(cg)
@@ -538,10 +548,7 @@ impl Daemon {
             .max()
             .unwrap_or(last.processes);
         let kernel = self.hwm_reset_ok.then_some(last.hwm_bytes);
-        let (peak, source) = match kernel {
-            Some(k) if k >= sampled => (k, PeakSource::Kernel),
-            _ => (sampled, PeakSource::Sampled),
-        };
+        let (peak, source) = choose_peak(kernel, sampled);
         let r = RunResult {
             run: n,
             started_unix_ms,
@@ -816,10 +823,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
         if warm.is_none() {
             let sampled = outcome.summary.peak_rss_bytes;
             let kernel = end.rusage_maxrss_bytes;
-            let (peak, source) = match kernel {
-                Some(k) if k >= sampled => (k, PeakSource::Kernel),
-                _ => (sampled, PeakSource::Sampled),
-            };
+            let (peak, source) = choose_peak(kernel, sampled);
             let single = outcome.summary.kernel_peak_scope == "process";
             let r = RunResult {
                 run: n,
@@ -942,5 +946,35 @@ impl Merged {
         };
         self.out.finish(&end)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_peak_is_reported_when_it_is_known() {
+        assert_eq!(choose_peak(Some(300), 100), (300, PeakSource::Kernel));
+    }
+
+    #[test]
+    fn without_a_reset_the_peak_is_sampled_and_says_so() {
+        assert_eq!(choose_peak(None, 100), (100, PeakSource::Sampled));
+    }
+
+    #[test]
+    fn a_tree_whose_sampled_sum_exceeds_its_largest_process_reports_the_sum() {
+        assert_eq!(choose_peak(Some(80), 100), (100, PeakSource::Sampled));
+    }
+
+    #[test]
+    fn each_run_gets_its_number_and_warmups_theirs() {
+        assert_eq!(
+            run_env(2, None),
+            vec![("MEMMON_BENCH_RUN", "2".to_string())]
+        );
+        let w = run_env(0, Some(1));
+        assert!(w.contains(&("MEMMON_BENCH_WARMUP", "1".to_string())));
     }
 }

@@ -30,6 +30,15 @@ pub enum CgroupVersion {
     V2,
 }
 
+impl CgroupVersion {
+    pub fn name(self) -> &'static str {
+        match self {
+            CgroupVersion::V1 => "cgroup v1",
+            CgroupVersion::V2 => "cgroup v2",
+        }
+    }
+}
+
 /// A cgroup file system, real or fake.
 #[derive(Debug, Clone)]
 pub struct CgroupFs {
