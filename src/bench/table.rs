@@ -1,5 +1,6 @@
 //! The benchmark's table for the terminal, hyperfine-like: one line per run (time, exit status,
-//! peak with its source, peak over the idle floor, RSS before and after), then the statistics.
+//! peak with its source, sampled peak, peak over the idle floor, RSS before and after), then the
+//! statistics.
 
 use super::{BenchReport, RunResult};
 use crate::units::{fmt_bytes, fmt_bytes_signed};
@@ -49,16 +50,14 @@ pub fn render(report: &BenchReport) -> String {
         let daemon = report.daemon.is_some();
         let cgroup = report.runs.iter().any(|r| r.cgroup_peak_bytes.is_some());
         let mut head = format!(
-            "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}",
-            "Run", "Time", "Exit", "Peak", "Source"
+            "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}  {:>11}",
+            "Run", "Time", "Exit", "Peak", "Source", "Sampled"
         );
         if daemon {
             head += &format!(
                 "  {:>11}  {:>11}  {:>11}",
                 "Over floor", "RSS before", "RSS after"
             );
-        } else {
-            head += &format!("  {:>11}", "Sampled");
         }
         if cgroup {
             head += &format!("  {:>11}", "Cgroup peak");
@@ -66,12 +65,13 @@ pub fn render(report: &BenchReport) -> String {
         let _ = writeln!(o, "{head}");
         for r in &report.runs {
             let mut line = format!(
-                "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}",
+                "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}  {:>11}",
                 r.run,
                 fmt_wall(r.wall_s),
                 exit_text(r),
                 fmt_bytes(r.peak_rss_bytes),
-                r.peak_source.name()
+                r.peak_source.name(),
+                fmt_bytes(r.sampled_peak_bytes)
             );
             if daemon {
                 line += &format!(
@@ -82,8 +82,6 @@ pub fn render(report: &BenchReport) -> String {
                     opt_bytes(r.rss_before_bytes),
                     opt_bytes(r.rss_after_bytes)
                 );
-            } else {
-                line += &format!("  {:>11}", fmt_bytes(r.sampled_peak_bytes));
             }
             if cgroup {
                 line += &format!("  {:>11}", opt_bytes(r.cgroup_peak_bytes));
