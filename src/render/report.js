@@ -48,6 +48,7 @@
     return (v >= 100 ? v.toFixed(1) : v.toFixed(2)) + ' ' + UNITS[u];
   }
   function fmtTime(s) {
+    if (s === 0) return '0 s';
     if (s < 0) return '-' + fmtTime(-s);
     if (s < 1) return (s * 1000).toFixed(0) + ' ms';
     if (s < 60) return s.toFixed(2) + ' s';
@@ -62,12 +63,22 @@
     var m = raw / p;
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
   }
+  // A time step a person would pick: 1-2-5 in seconds, then minutes and hours.
+  var TIME_STEPS = [60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 432000, 864000];
+  function timeStep(span, count) {
+    var raw = span / Math.max(1, count);
+    if (raw <= 30) return niceStep(span, count);
+    for (var i = 0; i < TIME_STEPS.length; i++) if (TIME_STEPS[i] >= raw) return TIME_STEPS[i];
+    return niceStep(span / 86400, count) * 86400;
+  }
   function tickLabelTime(t, step) {
-    if (step >= 60 && full.x1 >= 120) {
-      var m = Math.floor(t / 60), s = Math.round(t - m * 60);
-      return m + ':' + String(s).padStart(2, '0');
+    if (step >= 3600 && step % 3600 === 0) return Math.round(t / 3600) + ' h';
+    if (step >= 60 && step % 60 === 0) {
+      var m = Math.round(t / 60);
+      if (m >= 60) return Math.floor(m / 60) + ' h ' + String(m % 60).padStart(2, '0') + ' min';
+      return m + ' min';
     }
-    var digits = step >= 1 ? 0 : Math.min(3, Math.ceil(-Math.log10(step)));
+    var digits = step >= 1 ? 0 : Math.min(3, Math.ceil(-Math.log10(step) - 1e-9));
     return t.toFixed(digits) + ' s';
   }
 
@@ -134,8 +145,7 @@
       ctx.fillText(val.toFixed(digits) + ' ' + y.unitName, PAD.left - 6, py);
     }
     // X ticks.
-    var xs = niceStep(view.x1 - view.x0, Math.max(2, Math.floor(layout.pw / 110)));
-    if (full.x1 >= 120 && xs >= 30) xs = Math.max(60, Math.round(xs / 60) * 60);
+    var xs = timeStep(view.x1 - view.x0, Math.max(2, Math.floor(layout.pw / 110)));
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
     for (var t = Math.ceil(view.x0 / xs) * xs; t <= view.x1 + 1e-9; t += xs) {
@@ -193,15 +203,26 @@
     document.body.setAttribute('data-series', String(drawnSeries));
   }
 
-  // The point of each visible series nearest in time to the cursor.
-  function nearest(t) {
+  // For each visible series, the points under the cursor (within 3 pixels): where several are
+  // (a dense recording), their lowest and highest, so a peak under the cursor is never hidden;
+  // where none, the nearest point in time.
+  function underCursor(px) {
     var out = [];
+    var a = pxToX(px - 3), b = pxToX(px + 3), t = pxToX(px);
     series.forEach(function (s) {
       if (!s.visible || !s.data.t.length) return;
-      var tt = s.data.t, i = lowerBound(tt, t);
-      if (i >= tt.length) i = tt.length - 1;
-      if (i > 0 && Math.abs(tt[i - 1] - t) <= Math.abs(tt[i] - t)) i--;
-      out.push({ s: s, t: tt[i], v: s.data.v[i] });
+      var tt = s.data.t, vv = s.data.v;
+      var i = lowerBound(tt, a), j = lowerBound(tt, b + 1e-12);
+      if (j - i >= 2) {
+        var lo = i, hi = i;
+        for (var k = i; k < j; k++) { if (vv[k] < vv[lo]) lo = k; if (vv[k] > vv[hi]) hi = k; }
+        out.push({ s: s, t: tt[hi], v: vv[hi], tMin: tt[lo], vMin: vv[lo] });
+        return;
+      }
+      var n = lowerBound(tt, t);
+      if (n >= tt.length) n = tt.length - 1;
+      if (n > 0 && Math.abs(tt[n - 1] - t) <= Math.abs(tt[n] - t)) n--;
+      out.push({ s: s, t: tt[n], v: vv[n] });
     });
     return out;
   }
@@ -212,7 +233,7 @@
       return;
     }
     var t = pxToX(hover.px);
-    var pts = nearest(t);
+    var pts = underCursor(hover.px);
     if (!pts.length) { tooltip.hidden = true; return; }
     ctx.strokeStyle = 'rgba(29, 36, 48, 0.35)';
     ctx.lineWidth = 1;
@@ -233,7 +254,10 @@
       sw.className = 'sw';
       sw.style.background = p.s.color;
       row.appendChild(sw);
-      row.appendChild(document.createTextNode(p.s.data.name + ': ' + fmtBytes(p.v) + ' at ' + fmtTime(p.t)));
+      var text = p.vMin !== undefined && p.vMin !== p.v
+        ? p.s.data.name + ': ' + fmtBytes(p.vMin) + ' – ' + fmtBytes(p.v) + ' (highest at ' + fmtTime(p.t) + ')'
+        : p.s.data.name + ': ' + fmtBytes(p.v) + ' at ' + fmtTime(p.t);
+      row.appendChild(document.createTextNode(text));
       tooltip.appendChild(row);
     });
     tooltip.hidden = false;
