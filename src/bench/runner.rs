@@ -780,7 +780,8 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             quiet: true,
             procfs: opts.procfs.clone(),
             phase_peaks: false,
-            capture_stdout: false,
+            // When stdout carries data, the command's output goes to stderr instead.
+            capture_stdout: opts.stdout_is_data,
         };
         for (k, v) in &env {
             std::env::set_var(k, v);
@@ -790,7 +791,16 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
         }
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
-        let outcome = match Recorder::start(ropts).and_then(|r| r.run()) {
+        let outcome = match Recorder::start(ropts).and_then(|mut r| {
+            let copier = r.take_command_stdout().map(|mut out| {
+                std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::stderr()))
+            });
+            let outcome = r.run();
+            if let Some(c) = copier {
+                let _ = c.join();
+            }
+            outcome
+        }) {
             Ok(o) => o,
             Err(e) => {
                 stop = Some(

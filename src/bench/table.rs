@@ -38,7 +38,7 @@ pub fn render(report: &BenchReport) -> String {
     };
     let _ = writeln!(
         o,
-        "Benchmark: {} of {} runs of '{}'{against}, interval {}",
+        "Benchmark: {} of {} runs of {}{against}, interval {}",
         report.runs.len(),
         report.runs_requested,
         report.client,
