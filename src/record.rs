@@ -128,7 +128,8 @@ pub struct Recorder {
     pss_warned: Vec<i32>,
     status_buf: Vec<u8>,
     command_stdout: Option<std::process::ChildStdout>,
-    reset_warned: bool,
+    /// Peak resets refused at markers with `phase_peaks` (then phase peaks are not exact).
+    reset_failures: u64,
     watch: Option<mpsc::Sender<Sample>>,
 }
 
@@ -195,7 +196,7 @@ impl Recorder {
             pss_warned: Vec::new(),
             status_buf: Vec::new(),
             command_stdout,
-            reset_warned: false,
+            reset_failures: 0,
             watch: None,
         };
         rec.out.write_meta(&meta).map_err(output_error)?;
@@ -481,9 +482,20 @@ impl Recorder {
         if !(mark && self.opts.phase_peaks) {
             return;
         }
-        let failed = self.reset_peaks();
-        if !failed.is_empty() && !self.reset_warned && !self.opts.quiet {
-            self.reset_warned = true;
+        // A process that left in the meantime needs no reset.
+        let failed: Vec<String> = self
+            .tree
+            .each_member()
+            .filter_map(|(h, _)| match h.reset_hwm() {
+                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
+                Err(e) => Some(format!("PID {}: {e}", h.pid)),
+            })
+            .collect();
+        if failed.is_empty() {
+            return;
+        }
+        self.reset_failures += 1;
+        if self.reset_failures == 1 && !self.opts.quiet {
             self.live.clear();
             eprintln!(
                 "memmon: warning: cannot reset the peak (clear_refs) of {}; per-phase kernel peaks are not exact",
@@ -602,6 +614,7 @@ impl Recorder {
         end.restarts = self.restarts;
         end.processes = self.tree.processes();
         end.processes_departed = self.tree.departed_count();
+        end.peak_reset_failures = self.reset_failures;
         end
     }
 

@@ -179,7 +179,9 @@ impl SummaryBuilder {
             end: end.cloned(),
             truncated_line,
             warnings,
-            spans: self.phases.finish(meta.map_or(self.phase_peaks, |m| m.phase_peaks)),
+            spans: self.phases.finish(
+                meta.map_or(self.phase_peaks, |m| m.phase_peaks) && end.is_none_or(|e| e.peak_reset_failures == 0),
+            ),
         }
     }
 }
@@ -444,6 +446,21 @@ mod tests {
         let sum = b.finish(None, None, None, None);
         assert_eq!(sum.idle_rss_bytes, 45 << 20);
         assert_eq!(sum.min_rss_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn a_refused_peak_reset_makes_phase_peaks_not_exact() {
+        let mut b = SummaryBuilder::new().with_phase_peaks(true);
+        let mut m = s(1.0, 50 << 20, 300 << 20);
+        m.event = Some(Event::Mark("idle".into()));
+        b.push(&m);
+        b.push(&s(2.0, 50 << 20, 300 << 20));
+        let exact = b.finish(None, None, None, None);
+        assert_eq!(exact.spans.phases[0].kernel_peak_rss_bytes, Some(300 << 20));
+        let end = EndInfo { peak_reset_failures: 1, ..EndInfo::default() };
+        let refused = b.finish(None, None, Some(&end), None);
+        assert_eq!(refused.spans.phases[0].kernel_peak_rss_bytes, None);
+        assert_eq!(refused.spans.phases[0].peak_rss_bytes, 50 << 20);
     }
 
     #[test]

@@ -82,6 +82,13 @@ pub struct EndInfo {
     /// The processes seen, largest peak first (bounded), and how many left the tree in all.
     pub processes: Vec<ProcessRecord>,
     pub processes_departed: u64,
+    /// With `phase_peaks`: markers at which a peak reset was refused (phase peaks not exact).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peak_reset_failures: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Meta {
