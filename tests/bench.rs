@@ -300,3 +300,12 @@ fn a_failing_command_stops_the_bench_naming_the_run_and_status() {
             "run 1: the command failed with exit code 7",
         ));
 }
+
+#[test]
+fn two_outputs_on_stdout_are_refused() {
+    memmon()
+        .args(["bench", "-o", "-", "--export-json", "-", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("both write to stdout"));
+}

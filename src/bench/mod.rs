@@ -206,6 +206,13 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
         || dash(&args.export_json)
         || dash(&args.export_csv)
         || dash(&args.export_markdown);
+    if dash(&s.output)
+        && (dash(&args.export_json) || dash(&args.export_csv) || dash(&args.export_markdown))
+    {
+        return Err(usage(
+            "-o - and --export-* - would both write to stdout: give one of them a file".into(),
+        ));
+    }
     let exports = export::targets(&args.export_json, &args.export_csv, &args.export_markdown)?;
     let opts = BenchOptions {
         target,
