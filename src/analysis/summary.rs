@@ -180,7 +180,7 @@ impl SummaryBuilder {
             truncated_line,
             warnings,
             spans: self.phases.finish(
-                meta.map_or(self.phase_peaks, |m| m.phase_peaks) && end.is_none_or(|e| e.peak_reset_failures == 0),
+                meta.map_or(self.phase_peaks, |m| m.phase_peaks) && !end.is_some_and(|e| e.peak_reset_failures > 0),
             ),
         }
     }

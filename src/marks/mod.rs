@@ -64,6 +64,8 @@ pub struct MarkSetup {
     log: Option<logfollow::LogFollower>,
     log_pattern: Option<MarkPattern>,
     stdout_pattern: Option<MarkPattern>,
+    /// Why there is no socket, printed after the recorder's first messages.
+    no_socket_warning: Option<String>,
     quiet: bool,
 }
 
@@ -111,6 +113,7 @@ impl MarkSetup {
             .mark_log
             .as_ref()
             .map(|p| logfollow::LogFollower::open_at_end(p.clone()));
+        let mut no_socket_warning = None;
         let socket = if o.no_socket {
             None
         } else {
@@ -121,9 +124,9 @@ impl MarkSetup {
                 None => match socket::default_path().and_then(|p| socket::Listener::bind(&p)) {
                     Ok(l) => Some(l),
                     Err(e) => {
-                        if !o.quiet {
-                            eprintln!("memmon: warning: no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)");
-                        }
+                        no_socket_warning = Some(format!(
+                            "memmon: warning: no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)"
+                        ));
                         None
                     }
                 },
@@ -134,6 +137,7 @@ impl MarkSetup {
             log,
             log_pattern,
             stdout_pattern,
+            no_socket_warning,
             quiet: o.quiet,
         })
     }
@@ -142,6 +146,9 @@ impl MarkSetup {
     /// goes to stdout, so the command's passed-through stdout goes to stderr.
     pub fn start(self, rec: &mut Recorder, stdout_to_stderr: bool) -> MarkSources {
         let control = rec.control();
+        if let (Some(w), false) = (&self.no_socket_warning, self.quiet) {
+            eprintln!("{w}");
+        }
         let mut sources = MarkSources {
             socket: None,
             log: None,
