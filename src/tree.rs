@@ -1,9 +1,18 @@
 //! The watched process tree: a root process and, unless `--no-children`, its descendants,
 //! found each tick through /proc/PID/task/TID/children (never by scanning all of /proc).
 //! `Tree::sample` reads every member's memory once and sums it into a [`TreeSample`].
+//!
+//! The root's /proc/PID/status is read every tick. A descendant's status costs five times its
+//! statm, so for descendants statm is read every tick and status only when statm changed or the
+//! last status read is older than [`STATUS_MAX_AGE`]: a tree of a thousand idle workers costs
+//! little, and every number is at most that old for a process whose statm did not move.
 
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The longest a descendant's status values are carried while its statm stays the same.
+pub const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// One tick of the tree, summed over its members. Sizes in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,6 +47,9 @@ pub struct ProcessRecord {
 struct Member {
     handle: ProcHandle,
     last: StatusMem,
+    /// statm when `last` was read, and when.
+    statm: [u64; 7],
+    status_at: Instant,
 }
 
 /// The tree being watched.
@@ -76,6 +88,8 @@ impl Tree {
         t.members.push(Member {
             handle: root,
             last: StatusMem::default(),
+            statm: [0; 7],
+            status_at: Instant::now(),
         });
         t
     }
@@ -101,9 +115,10 @@ impl Tree {
     pub fn sample(&mut self) -> Result<Option<TreeSample>, ProcError> {
         // First the members already known, so a PID that was reused since the last tick is seen
         // as gone before the children lists are read again.
+        let now = Instant::now();
         let mut i = 0;
         while i < self.members.len() {
-            match self.members[i].handle.read_status(&mut self.buf) {
+            match self.read_member(i, now) {
                 Ok(m) if m.has_mm => {
                     self.members[i].last = m;
                     i += 1;
@@ -129,6 +144,23 @@ impl Tree {
         Ok(Some(s))
     }
 
+    /// Reads member `i`: status for the root; for a descendant, statm first, and status only
+    /// when statm moved or the last status read is too old.
+    fn read_member(&mut self, i: usize, now: Instant) -> Result<StatusMem, ProcError> {
+        let m = &mut self.members[i];
+        if i == 0 {
+            return m.handle.read_status(&mut self.buf);
+        }
+        let statm = m.handle.read_statm(&mut self.buf)?;
+        if statm == m.statm && now.duration_since(m.status_at) < STATUS_MAX_AGE {
+            return Ok(m.last);
+        }
+        let status = m.handle.read_status(&mut self.buf)?;
+        m.statm = statm;
+        m.status_at = now;
+        Ok(status)
+    }
+
     /// Adds the children of member `i` that are not members yet, each read once on the spot.
     fn discover_children(&mut self, i: usize) {
         self.kids.clear();
@@ -146,10 +178,11 @@ impl Tree {
                 continue;
             }
             let Ok(handle) = self.procfs.open(pid) else { continue };
+            let Ok(statm) = handle.read_statm(&mut self.buf) else { continue };
             match handle.read_status(&mut self.buf) {
                 Ok(last) if last.has_mm => {
                     self.index.insert(pid, self.members.len());
-                    self.members.push(Member { handle, last });
+                    self.members.push(Member { handle, last, statm, status_at: Instant::now() });
                 }
                 _ => {}
             }
@@ -250,6 +283,7 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
             ),
         )
         .unwrap();
+        fs::write(dir.join("statm"), format!("100 {} 10 1 0 50 0\n", rss_kb / 4)).unwrap();
         let list: Vec<String> = kids.iter().map(|k| k.to_string()).collect();
         fs::write(dir.join(format!("task/{pid}/children")), list.join(" ")).unwrap();
     }
@@ -322,6 +356,23 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         let procs = t.processes();
         assert!(procs.iter().any(|p| p.pid == 101 && p.start_time_ticks == 1001));
         assert!(procs.iter().any(|p| p.pid == 101 && p.start_time_ticks == 5000));
+    }
+
+    #[test]
+    fn a_descendants_status_is_read_again_when_its_statm_moves() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        assert_eq!(t.sample().unwrap().unwrap().rss, 1200 * 1024);
+        // The status changes but statm does not: the last status read (under 1 s old) stands.
+        let status = tmp.path().join("101/status");
+        let text = fs::read_to_string(&status).unwrap().replace("VmRSS:\t200 kB", "VmRSS:\t800 kB");
+        fs::write(&status, text).unwrap();
+        assert_eq!(t.sample().unwrap().unwrap().rss, 1200 * 1024);
+        // statm moves: status is read again.
+        fs::write(tmp.path().join("101/statm"), "100 200 10 1 0 50 0\n").unwrap();
+        assert_eq!(t.sample().unwrap().unwrap().rss, 1800 * 1024);
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! /proc/PID/stat), its direct children (/proc/PID/task/TID/children), PSS from smaps_rollup,
 //! and the high-water-mark reset (writing `5` to /proc/PID/clear_refs).
 //!
-//! A process is opened once, by (pid, start time), and keeps a handle on its /proc directory:
-//! every later read goes through that handle, so once the process is gone — even if its PID is
-//! reused at once — the reads fail instead of reading the newcomer.
+//! A process is opened once, by (pid, start time), and keeps a handle on its /proc directory and
+//! open descriptors of the files read every tick (status, statm, children), re-read with pread:
+//! no path lookup per tick, and once the process is gone — even if its PID is reused at once —
+//! the reads fail (ESRCH) instead of reading the newcomer.
 
+use std::cell::OnceCell;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read};
@@ -46,6 +48,9 @@ pub struct StatusMem {
 #[derive(Debug, Clone)]
 pub struct ProcFs {
     root: PathBuf,
+    /// True for a tree of ordinary files (tests), where a deleted file stands for an ended
+    /// process: the kernel's ESRCH on a held descriptor is emulated by checking its link count.
+    fake: bool,
 }
 
 impl Default for ProcFs {
@@ -56,7 +61,9 @@ impl Default for ProcFs {
 
 impl ProcFs {
     pub fn new(root: impl Into<PathBuf>) -> ProcFs {
-        ProcFs { root: root.into() }
+        let root = root.into();
+        let fake = !is_procfs(&root);
+        ProcFs { root, fake }
     }
 
     pub fn root(&self) -> &Path {
@@ -71,12 +78,17 @@ impl ProcFs {
             io::ErrorKind::PermissionDenied => ProcError::PermissionDenied(dir_path.clone()),
             _ => ProcError::Io(dir_path.clone(), e),
         })?;
+        let status = open_at(&dir, "status").map_err(|e| classify(pid, &dir_path, "status", e))?;
         let mut handle = ProcHandle {
             pid,
             start_time: 0,
             comm: String::new(),
             dir,
             dir_path,
+            status,
+            statm: OnceCell::new(),
+            children: OnceCell::new(),
+            fake: self.fake,
         };
         let mut buf = Vec::with_capacity(512);
         handle
@@ -123,14 +135,37 @@ pub struct ProcHandle {
     pub comm: String,
     dir: OwnedFd,
     dir_path: PathBuf,
+    status: File,
+    statm: OnceCell<File>,
+    children: OnceCell<File>,
+    fake: bool,
 }
 
 impl ProcHandle {
     /// Reads the memory lines of /proc/PID/status. `buf` is reused between calls.
     pub fn read_status(&self, buf: &mut Vec<u8>) -> Result<StatusMem, ProcError> {
-        self.read_file("status", buf)
+        let n = self
+            .pread(&self.status, buf)
             .map_err(|e| self.classify("status", e))?;
-        Ok(parse_status(buf))
+        Ok(parse_status(&buf[..n]))
+    }
+
+    /// Reads /proc/PID/statm: the seven page counts (size, resident, shared, text, lib, data,
+    /// dirty). Five times cheaper than status; used to tell whether status needs reading.
+    pub fn read_statm(&self, buf: &mut Vec<u8>) -> Result<[u64; 7], ProcError> {
+        let f = match self.statm.get() {
+            Some(f) => f,
+            None => {
+                let f = open_at(&self.dir, "statm").map_err(|e| self.classify("statm", e))?;
+                self.statm.get_or_init(|| f)
+            }
+        };
+        let n = self.pread(f, buf).map_err(|e| self.classify("statm", e))?;
+        let mut out = [0u64; 7];
+        for (slot, word) in out.iter_mut().zip(buf[..n].split(|b| b.is_ascii_whitespace())) {
+            *slot = parse_u64(word);
+        }
+        Ok(out)
     }
 
     /// Appends the PIDs of this process's direct children to `out`. A process with several
@@ -142,9 +177,16 @@ impl ProcHandle {
         out: &mut Vec<i32>,
     ) -> Result<(), ProcError> {
         if threads <= 1 {
-            let rel = format!("task/{}/children", self.pid);
-            self.read_file(&rel, buf).map_err(|e| self.classify(&rel, e))?;
-            parse_pid_list(buf, out);
+            let f = match self.children.get() {
+                Some(f) => f,
+                None => {
+                    let rel = format!("task/{}/children", self.pid);
+                    let f = open_at(&self.dir, &rel).map_err(|e| self.classify(&rel, e))?;
+                    self.children.get_or_init(|| f)
+                }
+            };
+            let n = self.pread(f, buf).map_err(|e| self.classify("children", e))?;
+            parse_pid_list(&buf[..n], out);
             return Ok(());
         }
         let task_dir = self.dir_path.join("task");
@@ -220,16 +262,41 @@ impl ProcHandle {
     }
 
     fn open_file(&self, rel: &str, flags: libc::c_int) -> io::Result<File> {
-        let c = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: `dir` is a valid directory descriptor we own; `c` is NUL-terminated.
-        let fd = unsafe {
-            libc::openat(self.dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC)
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+        open_at_flags(&self.dir, rel, flags)
+    }
+
+    /// Re-reads a held descriptor from offset 0 into `buf`; returns the number of bytes, which
+    /// are `buf[..n]`. A read that does not fill the buffer is the end of the file (seq_file
+    /// fills the buffer while it has records), so the common case is one system call; asking
+    /// again at the end would make the kernel generate the whole file a second time.
+    fn pread(&self, f: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        if buf.len() < 4096 {
+            buf.resize(4096, 0);
         }
-        // SAFETY: `fd` was just returned by openat and is owned by nobody else.
-        Ok(unsafe { File::from_raw_fd(fd) })
+        let mut n = 0;
+        loop {
+            match f.read_at(&mut buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => {
+                    n += k;
+                    if n < buf.len() {
+                        break;
+                    }
+                    let grown = buf.len() * 2;
+                    buf.resize(grown, 0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.fake {
+            use std::os::unix::fs::MetadataExt;
+            if f.metadata()?.nlink() == 0 {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+        }
+        Ok(n)
     }
 
     /// Reads a whole file relative to the process directory into `buf` (cleared first).
@@ -239,14 +306,40 @@ impl ProcHandle {
     }
 
     fn classify(&self, rel: &str, e: io::Error) -> ProcError {
-        match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ESRCH) => ProcError::NoSuchProcess(self.pid),
-            Some(libc::EACCES) | Some(libc::EPERM) => {
-                ProcError::PermissionDenied(self.dir_path.join(rel))
-            }
-            _ => ProcError::Io(self.dir_path.join(rel), e),
-        }
+        classify(self.pid, &self.dir_path, rel, e)
     }
+}
+
+fn classify(pid: i32, dir_path: &Path, rel: &str, e: io::Error) -> ProcError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ESRCH) => ProcError::NoSuchProcess(pid),
+        Some(libc::EACCES) | Some(libc::EPERM) => ProcError::PermissionDenied(dir_path.join(rel)),
+        _ => ProcError::Io(dir_path.join(rel), e),
+    }
+}
+
+fn open_at(dir: &OwnedFd, rel: &str) -> io::Result<File> {
+    open_at_flags(dir, rel, libc::O_RDONLY)
+}
+
+fn open_at_flags(dir: &OwnedFd, rel: &str, flags: libc::c_int) -> io::Result<File> {
+    let c = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `dir` is a valid directory descriptor; `c` is NUL-terminated.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// True when `root` is a mounted proc file system.
+fn is_procfs(root: &Path) -> bool {
+    let Ok(c) = CString::new(root.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a zeroed statfs is a valid out-parameter; `c` is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_type == libc::PROC_SUPER_MAGIC
 }
 
 /// Reads `f` to its end into `buf` (cleared first). Unlike `Read::read_to_end`, it does not ask
