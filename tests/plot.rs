@@ -280,3 +280,62 @@ fn record_with_plot_refuses_a_recording_on_stdout() {
             "--plot needs the recording in a file",
         ));
 }
+
+#[test]
+fn record_with_a_bad_plot_extension_fails_before_recording() {
+    let dir = tempdir();
+    let out = dir.path().join("run.csv");
+    let mut args = vec!["record".to_string(), "-o".into(), out.display().to_string()];
+    args.extend([
+        "--plot".to_string(),
+        dir.path().join("run.gif").display().to_string(),
+        "--".into(),
+    ]);
+    args.extend(workload(&["hold:100ms"]));
+    memmon()
+        .args(&args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--plot").and(predicate::str::contains(".svg or .png")));
+    assert!(!out.exists(), "nothing was recorded");
+}
+
+#[test]
+fn asking_for_pss_of_a_recording_without_it_fails_with_exit_2() {
+    let dir = tempdir();
+    let rec = record(dir.path(), "run.csv", &["alloc:10MiB", "hold:100ms"]);
+    memmon()
+        .args(["plot", "--pss", "-o"])
+        .arg(dir.path().join("run.svg"))
+        .arg(&rec)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("--pss: no PSS values")
+                .and(predicate::str::contains("record --pss")),
+        );
+}
+
+#[test]
+fn pss_recorded_with_record_pss_is_drawn_as_a_series() {
+    let dir = tempdir();
+    let rec = dir.path().join("run.csv");
+    let mut args = vec![
+        "record".to_string(),
+        "-q".into(),
+        "-i".into(),
+        "50ms".into(),
+    ];
+    args.extend(["--pss", "--pss-every", "100ms", "-o"].map(String::from));
+    args.extend([rec.display().to_string(), "--".into()]);
+    args.extend(workload(&["alloc:20MiB", "hold:400ms"]));
+    memmon().args(&args).assert().success();
+    let svg = dir.path().join("run.svg");
+    memmon()
+        .args(["plot", "--pss", "-o"])
+        .arg(&svg)
+        .arg(&rec)
+        .assert()
+        .success();
+    assert!(has_text(&svg_texts(&svg), "PSS"));
+}

@@ -145,12 +145,14 @@ pub enum PlotError {
     UnknownSeries(String),
     #[error(transparent)]
     Read(#[from] ReadError),
+    #[error("--pss: no PSS values in {0} (PSS is recorded only with `memmon record --pss`)")]
+    NoPss(String),
     #[error("{0} holds no samples: there is nothing to plot")]
     NoSamples(PathBuf),
     #[error("cannot draw {0}: {1}")]
     Draw(PathBuf, String),
     #[error("cannot write {0}: {1}")]
-    Write(PathBuf, #[source] io::Error),
+    Write(PathBuf, io::Error),
 }
 
 impl PlotError {
@@ -347,6 +349,15 @@ pub fn plot_files(
             traces[i].name = files[i].display().to_string();
         }
     }
+    let has_pss = |t: &Trace| {
+        t.series
+            .iter()
+            .any(|s| s.column == SizeColumn::Pss && !s.ys.is_empty())
+    };
+    if opts.series.contains(&SizeColumn::Pss) && !traces.iter().any(has_pss) {
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        return Err(PlotError::NoPss(names.join(", ")));
+    }
     draw(&traces, opts, out, format)
 }
 
@@ -371,6 +382,8 @@ pub fn draw(
             std::fs::write(out, text).map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
         ImageFormat::Png => {
+            // Created here first, so that an unwritable path gets the system's plain message.
+            std::fs::File::create(out).map_err(|e| PlotError::Write(out.to_path_buf(), e))?;
             let root = BitMapBackend::new(out, size).into_drawing_area();
             draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()))?;
             root.present()
