@@ -89,7 +89,7 @@ fn main() {
         let png = dir.path().join("plot.png");
         let t0 = Instant::now();
         plot::plot_files(
-            &[rec.clone()],
+            std::slice::from_ref(&rec),
             &Default::default(),
             &PlotOptions::default(),
             &png,

@@ -53,7 +53,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         }
         let plot = crate::render::plot::PlotOptions::default();
         let svg_format = crate::render::plot::ImageFormat::Svg;
-        crate::render::plot::plot_files(&[p.clone()], &Default::default(), &plot, &svg, svg_format)?;
+        crate::render::plot::plot_files(std::slice::from_ref(p), &Default::default(), &plot, &svg, svg_format)?;
         if !quiet {
             eprintln!(
                 "memmon demo: the recording is in {}, its plot in {}; read it again with: memmon summary {}",

@@ -114,7 +114,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let outcome = outcome?;
     if let (Some((plot, format)), Some(recording)) = (plot_to, &outcome.output) {
         let opts = PlotOptions::default();
-        memmon::render::plot::plot_files(&[recording.clone()], &InputSpec::default(), &opts, &plot, format)
+        memmon::render::plot::plot_files(std::slice::from_ref(recording), &InputSpec::default(), &opts, &plot, format)
             .map_err(plot_error)?;
         if !args.quiet {
             eprintln!("memmon: plot written to {}", memmon::format::absolute(&plot).display());
