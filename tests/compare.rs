@@ -229,7 +229,7 @@ fn a_malformed_recording_exits_2_naming_the_file_and_line() {
     let mut lines: Vec<&str> = text_in.lines().collect();
     lines[2] = "1771372328313,not-a-number";
     std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
-    let out = compare(&[], &f.small[..1], &[bad.clone()]);
+    let out = compare(&[], &f.small[..1], std::slice::from_ref(&bad));
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(

@@ -117,6 +117,9 @@ fn round_ms(t: f64) -> f64 {
     (t * 1000.0).round() / 1000.0
 }
 
+/// One row of the summary table: how to fill a recording's cell.
+type SummaryCell<'a> = Box<dyn Fn(&Summary) -> String + 'a>;
+
 /// Everything a report shows.
 pub struct Report {
     pub title: String,
@@ -246,7 +249,12 @@ impl Report {
                 Some(Role::New) => "<span class=\"role new\">candidate</span> ",
                 None => "",
             };
-            let _ = write!(o, "<th title=\"{}\">{role}{}</th>", esc(&s.file), esc(&s.name));
+            let _ = write!(
+                o,
+                "<th title=\"{}\">{role}{}</th>",
+                esc(&s.file),
+                esc(&s.name)
+            );
         }
         o.push_str("</tr></thead>\n<tbody>\n");
         let b = |v: u64| {
@@ -255,7 +263,7 @@ impl Report {
                 esc(&fmt_bytes(v))
             )
         };
-        let rows: [(&str, Box<dyn Fn(&Summary) -> String>); 10] = [
+        let rows: [(&str, SummaryCell); 10] = [
             (
                 "peak RSS (sampled)",
                 Box::new(|s| {
@@ -547,8 +555,14 @@ mod tests {
     #[test]
     fn short_names_are_file_names_unless_two_are_alike() {
         let p = |v: &[&'static str]| v.iter().map(|s| Path::new(*s)).collect::<Vec<_>>();
-        assert_eq!(short_names(p(&["/a/x.csv", "/b/y.csv"]).into_iter()), vec!["x.csv", "y.csv"]);
-        assert_eq!(short_names(p(&["/a/x.csv", "/b/x.csv"]).into_iter()), vec!["/a/x.csv", "/b/x.csv"]);
+        assert_eq!(
+            short_names(p(&["/a/x.csv", "/b/y.csv"]).into_iter()),
+            vec!["x.csv", "y.csv"]
+        );
+        assert_eq!(
+            short_names(p(&["/a/x.csv", "/b/x.csv"]).into_iter()),
+            vec!["/a/x.csv", "/b/x.csv"]
+        );
     }
 
     #[test]
