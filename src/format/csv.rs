@@ -94,6 +94,8 @@ fn write_field(l: &mut Vec<u8>, text: &str) {
 pub struct CsvLayout {
     idx: [Option<usize>; COLUMN_COUNT],
     fields: usize,
+    /// The header is exactly this memmon's: rows take the one-pass fast path.
+    canonical: bool,
 }
 
 const COLUMN_COUNT: usize = 17;
@@ -115,11 +117,20 @@ impl CsvLayout {
                 ));
             }
         }
-        Ok(CsvLayout { idx, fields: names.len() })
+        let canonical = names.len() == COLUMN_COUNT
+            && names.iter().zip(COLUMNS).all(|(n, c)| *n == c.name);
+        Ok(CsvLayout { idx, fields: names.len(), canonical })
     }
 
     /// Parses one data line (without its newline).
     pub fn parse(&self, line: &[u8], fields: &mut Vec<(usize, usize)>) -> Result<Sample, RowError> {
+        if self.canonical {
+            if let Some(s) = parse_canonical(line) {
+                return Ok(s);
+            }
+            // Anything unusual (an error, a quoted event, a sign) takes the general path, which
+            // also words the error.
+        }
         split_fields(line, fields)?;
         if fields.len() != self.fields {
             return Err(RowError(format!(
@@ -184,6 +195,122 @@ impl CsvLayout {
         })
     }
 }
+
+/// Parses a row in this memmon's own column order in one pass over its bytes; `None` when the
+/// row is anything but plain (then the general parser decides).
+fn parse_canonical(line: &[u8]) -> Option<Sample> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut p = 0;
+    // The next field as an unsigned integer; `Some(None)` when empty.
+    let int = |p: &mut usize| -> Option<Option<u64>> {
+        let start = *p;
+        let v = digits(line, p)?;
+        if *p < line.len() && line[*p] != b',' {
+            return None;
+        }
+        let empty = *p == start;
+        if *p < line.len() {
+            *p += 1; // the comma
+        } else if start == line.len() {
+            return None; // too few fields
+        }
+        Some((!empty).then_some(v))
+    };
+    let unix_ms = int(&mut p)??;
+    // elapsed_s: digits, a dot, up to 9 digits.
+    let whole = {
+        let start = p;
+        let mut v: u64 = 0;
+        while p < line.len() && line[p].is_ascii_digit() && p - start < 19 {
+            v = v * 10 + (line[p] - b'0') as u64;
+            p += 1;
+        }
+        if p == start {
+            return None;
+        }
+        v
+    };
+    let mut elapsed_s = whole as f64;
+    if line.get(p) == Some(&b'.') {
+        p += 1;
+        let start = p;
+        let mut frac: u64 = 0;
+        while p < line.len() && line[p].is_ascii_digit() && p - start < 9 {
+            frac = frac * 10 + (line[p] - b'0') as u64;
+            p += 1;
+        }
+        elapsed_s += frac as f64 / POW10[p - start];
+    }
+    if line.get(p) != Some(&b',') {
+        return None;
+    }
+    p += 1;
+    let mut v = [0u64; 13];
+    let mut pss = None;
+    for (i, slot) in v.iter_mut().enumerate() {
+        let f = int(&mut p)?;
+        // Column 14 (pss_bytes) may be empty; every other must hold a number.
+        if i == 12 {
+            pss = f;
+        } else {
+            *slot = f?;
+        }
+    }
+    let missed_ticks = int(&mut p)??;
+    let rest = &line[p.min(line.len())..];
+    // The event is last: plain text with no comma and no quote here, else the general path.
+    if p > line.len() || line[p - 1] != b',' || memchr::memchr2(b',', b'"', rest).is_some() {
+        return None;
+    }
+    let event = if rest.is_empty() {
+        None
+    } else {
+        Some(Event::parse(std::str::from_utf8(rest).ok()?).ok()?)
+    };
+    Some(Sample {
+        unix_ms,
+        elapsed_s,
+        rss_bytes: v[0],
+        anon_bytes: v[1],
+        file_bytes: v[2],
+        shmem_bytes: v[3],
+        swap_bytes: v[4],
+        locked_bytes: v[5],
+        pinned_bytes: v[6],
+        processes: u32::try_from(v[7]).ok()?,
+        top_pid: i32::try_from(v[8]).ok()?,
+        top_rss_bytes: v[9],
+        hwm_bytes: v[10],
+        hwm_sum_bytes: v[11],
+        pss_bytes: pss,
+        missed_ticks,
+        event,
+    })
+}
+
+const POW10: [f64; 10] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+
+/// Reads the run of decimal digits at `*p` (at most 19, so no overflow); leaves `*p` on the
+/// first byte that is not a digit. `None` past 19 digits. (A byte loop: measured faster here
+/// than reading eight digits at a time, whose multiplications form one long dependency chain.)
+#[inline]
+fn digits(line: &[u8], p: &mut usize) -> Option<u64> {
+    let start = *p;
+    let mut v: u64 = 0;
+    while let Some(&b) = line.get(*p) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if *p - start >= 19 {
+            return None;
+        }
+        v = v * 10 + d as u64;
+        *p += 1;
+    }
+    Some(v)
+}
+
 
 /// Splits a CSV line into (start, end) byte ranges, honouring double quotes.
 fn split_fields(line: &[u8], out: &mut Vec<(usize, usize)>) -> Result<(), RowError> {
@@ -331,6 +458,61 @@ mod tests {
         let rss = headers.iter().position(|h| h == "rss_bytes").unwrap();
         assert_eq!(&row[rss], "47696158720");
         assert_eq!(&row[16], "mark:synthesis, \"phase\" 1");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fast_path_reads_what_the_general_path_reads(
+            unix_ms in 0u64..u64::MAX / 2,
+            micros in 0u64..10_000_000_000u64,
+            sizes in proptest::collection::vec(0u64..(1u64 << 50), 9),
+            processes in 0u32..100_000,
+            top_pid in 0i32..i32::MAX,
+            pss in proptest::option::of(0u64..(1u64 << 50)),
+            missed in 0u64..1_000_000,
+            event in proptest::option::of(0usize..5),
+        ) {
+            let event = event.map(|k| match k {
+                0 => Event::Start,
+                1 => Event::Restart(top_pid),
+                2 => Event::Mark("phase, \"x\"".into()),
+                3 => Event::Mark("synthesis".into()),
+                _ => Event::RunEnd(processes),
+            });
+            let s = Sample {
+                unix_ms,
+                elapsed_s: micros as f64 / 1e6,
+                rss_bytes: sizes[0], anon_bytes: sizes[1], file_bytes: sizes[2],
+                shmem_bytes: sizes[3], swap_bytes: sizes[4], locked_bytes: sizes[5],
+                pinned_bytes: sizes[6], processes, top_pid, top_rss_bytes: sizes[7],
+                hwm_bytes: sizes[8], hwm_sum_bytes: sizes[0], pss_bytes: pss,
+                missed_ticks: missed, event,
+            };
+            let mut buf = Vec::new();
+            CsvWriter::new(&mut buf, false).unwrap().write_sample(&s).unwrap();
+            let line = &buf[..buf.len() - 1];
+            let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+            let general = CsvLayout { canonical: false, ..layout };
+            let mut f = vec![];
+            let slow = general.parse(line, &mut f).unwrap();
+            let fast = CsvLayout::from_header(header().as_bytes()).unwrap().parse(line, &mut f).unwrap();
+            proptest::prop_assert_eq!(&fast, &slow);
+            proptest::prop_assert_eq!(fast.rss_bytes, s.rss_bytes);
+            proptest::prop_assert!((fast.elapsed_s - s.elapsed_s).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn digits_are_read_exactly_up_to_19() {
+        for text in ["0", "7", "12345678", "123456789", "47696158720", "9999999999999999999", "1,2", "42x"] {
+            let mut p = 0;
+            let v = digits(text.as_bytes(), &mut p).unwrap();
+            let expect: String = text.chars().take_while(|c| c.is_ascii_digit()).collect();
+            assert_eq!(v, expect.parse::<u64>().unwrap(), "{text}");
+            assert_eq!(p, expect.len());
+        }
+        let mut p = 0;
+        assert_eq!(digits(b"123456789012345678901", &mut p), None);
     }
 
     #[test]
