@@ -14,7 +14,10 @@ const ITERATIONS: u32 = 200_000;
 
 /// CPU time (user + system) of this thread.
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
@@ -56,7 +59,10 @@ fn bare_read(path: &str, buf: &mut Vec<u8>) {
 }
 
 fn main() {
-    let mut target = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    let mut target = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
     let pid = target.id() as i32;
     let statm = format!("/proc/{pid}/statm");
     let status = format!("/proc/{pid}/status");
@@ -93,9 +99,18 @@ fn main() {
     println!("CPU time per call, one idle process (`sleep`), best of 5 x {ITERATIONS}:");
     println!("| what | CPU per call | ratio to its bare reads |");
     println!("|---|---|---|");
-    println!("| bare open+read+close /proc/PID/statm | {:.2} µs | |", statm_ns / 1e3);
-    println!("| bare open+read+close /proc/PID/status | {:.2} µs | |", status_ns / 1e3);
-    println!("| bare status + task/PID/children | {:.2} µs | |", bare_ns / 1e3);
+    println!(
+        "| bare open+read+close /proc/PID/statm | {:.2} µs | |",
+        statm_ns / 1e3
+    );
+    println!(
+        "| bare open+read+close /proc/PID/status | {:.2} µs | |",
+        status_ns / 1e3
+    );
+    println!(
+        "| bare status + task/PID/children | {:.2} µs | |",
+        bare_ns / 1e3
+    );
     println!(
         "| memmon sample, process alone (--no-children) | {:.2} µs | {:.2}x status |",
         alone_ns / 1e3,
@@ -111,7 +126,10 @@ fn main() {
     println!("| what | CPU per tick | ratio |");
     println!("|---|---|---|");
     println!("| sleep and wake only | {:.2} µs | |", paced_sleep_ns / 1e3);
-    println!("| bare status + task/PID/children | {:.2} µs | |", paced_bare_ns / 1e3);
+    println!(
+        "| bare status + task/PID/children | {:.2} µs | |",
+        paced_bare_ns / 1e3
+    );
     println!(
         "| memmon sample, with children | {:.2} µs | {:.2}x the bare reads |",
         paced_tree_ns / 1e3,

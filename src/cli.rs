@@ -182,7 +182,10 @@ impl InputArgs {
             (InputFormat::Auto, Some(_)) => InputFormat::Columns,
             (f, _) => f,
         };
-        InputSpec { format, columns: self.columns.clone() }
+        InputSpec {
+            format,
+            columns: self.columns.clone(),
+        }
     }
 }
 
@@ -215,10 +218,12 @@ fn percent(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "A change is a regression (or an improvement) only when the candidate's mean \
+#[command(
+    after_help = "A change is a regression (or an improvement) only when the candidate's mean \
 lies outside the baseline's [min, max] widened by the candidate's own range (at least --min-noise \
 of the baseline mean); else it is within noise. Gates compare the change of the means with their \
-limit. Exit codes: 0 all gates passed; 1 a gate failed; 2 bad input (flag or recording).")]
+limit. Exit codes: 0 all gates passed; 1 a gate failed; 2 bad input (flag or recording)."
+)]
 pub struct CompareArgs {
     /// Baseline recordings (one per run), then `--` and the candidate's; or just BASE NEW
     #[arg(required = true, value_name = "BASE")]
@@ -423,13 +428,15 @@ pub struct SamplingArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "Before each run memmon resets the daemon's high-water marks (VmHWM through \
+#[command(
+    after_help = "Before each run memmon resets the daemon's high-water marks (VmHWM through \
 /proc/PID/clear_refs; its own cgroup's memory.peak or memory.max_usage_in_bytes when it has one) \
 and reads them after it, so each run's peak is the kernel's exact peak whatever the interval. \
 Where a reset is refused, the peak is the sampled one, labelled 'sampled'. Without a daemon, each \
 run of the command is recorded and its peak is wait4's ru_maxrss of that run's process. The client \
 gets MEMMON_BENCH_RUN=N (0 in warmup runs). Exit codes: 0 all runs done; 1 a client failed or the \
-daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written).")]
+daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written)."
+)]
 pub struct BenchArgs {
     /// The daemon: the process with this PID
     #[arg(long, value_name = "PID", group = "target")]

@@ -14,7 +14,10 @@ pub fn free_name(dir: &Path) -> PathBuf {
     if !first.exists() {
         return first;
     }
-    (2..).map(|i| dir.join(format!("memmon-demo-{i}.csv"))).find(|p| !p.exists()).unwrap()
+    (2..)
+        .map(|i| dir.join(format!("memmon-demo-{i}.csv")))
+        .find(|p| !p.exists())
+        .unwrap()
 }
 
 pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::Result<Outcome> {
@@ -53,7 +56,13 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         }
         let plot = crate::render::plot::PlotOptions::default();
         let svg_format = crate::render::plot::ImageFormat::Svg;
-        crate::render::plot::plot_files(std::slice::from_ref(p), &Default::default(), &plot, &svg, svg_format)?;
+        crate::render::plot::plot_files(
+            std::slice::from_ref(p),
+            &Default::default(),
+            &plot,
+            &svg,
+            svg_format,
+        )?;
         if !quiet {
             eprintln!(
                 "memmon demo: the recording is in {}, its plot in {}; read it again with: memmon summary {}",

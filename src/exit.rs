@@ -40,7 +40,12 @@ pub struct CodedError {
 }
 
 impl CodedError {
+    /// The error, already wrapped for `?` in functions returning `anyhow::Result`.
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(code: ExitCode, message: impl Into<String>) -> anyhow::Error {
-        anyhow::Error::new(CodedError { code, message: message.into() })
+        anyhow::Error::new(CodedError {
+            code,
+            message: message.into(),
+        })
     }
 }

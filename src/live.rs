@@ -28,7 +28,11 @@ impl LiveLine {
     /// Notes a sample; redraws when the last redraw is at least 250 ms old.
     pub fn update(&mut self, now: Instant, elapsed_s: f64, rss: u64, samples: u64, missed: u64) {
         self.peak = self.peak.max(rss);
-        if !self.enabled || self.last_draw.is_some_and(|t| now.duration_since(t) < REFRESH) {
+        if !self.enabled
+            || self
+                .last_draw
+                .is_some_and(|t| now.duration_since(t) < REFRESH)
+        {
             return;
         }
         self.last_draw = Some(now);

@@ -21,7 +21,10 @@ fn main() {
             let code = err
                 .downcast_ref::<CodedError>()
                 .map(|c| c.code)
-                .or_else(|| err.chain().find_map(|c| c.downcast_ref::<CodedError>().map(|c| c.code)))
+                .or_else(|| {
+                    err.chain()
+                        .find_map(|c| c.downcast_ref::<CodedError>().map(|c| c.code))
+                })
                 .unwrap_or(ExitCode::Failure);
             if is_broken_pipe(&err) {
                 ExitCode::Success
@@ -44,8 +47,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => memmon::render::html::run(&args),
         Command::Mark(args) => memmon::marks::mark_command(&args.label, args.socket.as_deref()),
         Command::Bench(args) => memmon::bench::run_cli(args),
-        Command::TestDaemon(args) => memmon::bench::testdaemon::daemon(&args).map(|_| ExitCode::Success),
-        Command::TestClient(args) => memmon::bench::testdaemon::client(&args).map(ExitCode::Passthrough),
+        Command::TestDaemon(args) => {
+            memmon::bench::testdaemon::daemon(&args).map(|_| ExitCode::Success)
+        }
+        Command::TestClient(args) => {
+            memmon::bench::testdaemon::client(&args).map(ExitCode::Passthrough)
+        }
         Command::Workload { steps } => match memmon::workload::run(&steps) {
             Ok(code) => Ok(ExitCode::Passthrough(code)),
             Err(msg) => Err(CodedError::new(ExitCode::Usage, msg)),
@@ -55,7 +62,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let usage = |m: &str| CodedError::new(ExitCode::Usage, m.to_string());
-    let target = match (&args.pid, &args.pidfile, &args.name, args.command.is_empty()) {
+    let target = match (
+        &args.pid,
+        &args.pidfile,
+        &args.name,
+        args.command.is_empty(),
+    ) {
         (Some(pid), None, None, true) => TargetSpec::Pid(*pid),
         (None, Some(f), None, true) => TargetSpec::Pidfile(f.clone()),
         (None, None, Some(re), true) => TargetSpec::Name(
@@ -63,22 +75,33 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ),
         (None, None, None, false) => TargetSpec::Command(args.command.clone()),
         (None, None, None, true) => {
-            return Err(usage("nothing to watch: give --pid PID, --pidfile FILE, --name REGEX, or -- COMMAND"))
+            return Err(usage(
+                "nothing to watch: give --pid PID, --pidfile FILE, --name REGEX, or -- COMMAND",
+            ))
         }
-        _ => return Err(usage("give one target: --pid, --pidfile, --name, or -- COMMAND, not several")),
+        _ => {
+            return Err(usage(
+                "give one target: --pid, --pidfile, --name, or -- COMMAND, not several",
+            ))
+        }
     };
     if args.interval.is_zero() {
         return Err(usage("--interval must be above 0"));
     }
     if (args.wait || args.exit_with_target) && !target.can_restart() {
-        return Err(usage("--wait and --exit-with-target apply to --pidfile and --name only"));
+        return Err(usage(
+            "--wait and --exit-with-target apply to --pidfile and --name only",
+        ));
     }
     let output = args.output.filter(|p| p.as_os_str() != "-");
     let plot_to = match &args.plot {
-        Some(_) if output.is_none() => {
-            return Err(usage("--plot needs the recording in a file: add -o FILE (the recording is going to stdout)"))
-        }
-        Some(p) => Some((p.clone(), ImageFormat::from_path(p, "--plot").map_err(plot_error)?)),
+        Some(_) if output.is_none() => return Err(usage(
+            "--plot needs the recording in a file: add -o FILE (the recording is going to stdout)",
+        )),
+        Some(p) => Some((
+            p.clone(),
+            ImageFormat::from_path(p, "--plot").map_err(plot_error)?,
+        )),
         None => None,
     };
     let opts = RecordOptions {
@@ -103,10 +126,15 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         capture_stdout: args.marks.mark_stdout.is_some(),
     };
     if args.marks.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
-        return Err(usage("--mark-stdout applies to a launched command (-- COMMAND) only"));
+        return Err(usage(
+            "--mark-stdout applies to a launched command (-- COMMAND) only",
+        ));
     }
     let data_on_stdout = opts.output.is_none();
-    let marks = memmon::marks::MarkSetup::prepare(&memmon::marks::MarkOptions::from_args(&args.marks, args.quiet))?;
+    let marks = memmon::marks::MarkSetup::prepare(&memmon::marks::MarkOptions::from_args(
+        &args.marks,
+        args.quiet,
+    ))?;
     let mut rec = Recorder::start(opts)?;
     let sources = marks.start(&mut rec, data_on_stdout);
     let outcome = rec.run();
@@ -114,10 +142,19 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let outcome = outcome?;
     if let (Some((plot, format)), Some(recording)) = (plot_to, &outcome.output) {
         let opts = PlotOptions::default();
-        memmon::render::plot::plot_files(std::slice::from_ref(recording), &InputSpec::default(), &opts, &plot, format)
-            .map_err(plot_error)?;
+        memmon::render::plot::plot_files(
+            std::slice::from_ref(recording),
+            &InputSpec::default(),
+            &opts,
+            &plot,
+            format,
+        )
+        .map_err(plot_error)?;
         if !args.quiet {
-            eprintln!("memmon: plot written to {}", memmon::format::absolute(&plot).display());
+            eprintln!(
+                "memmon: plot written to {}",
+                memmon::format::absolute(&plot).display()
+            );
         }
     }
     Ok(outcome.exit)
@@ -134,17 +171,34 @@ fn plot(args: PlotArgs) -> anyhow::Result<ExitCode> {
     };
     opts.add_series(&args.series).map_err(plot_error)?;
     let flagged = [(args.swap, "swap_bytes"), (args.pss, "pss_bytes")];
-    opts.add_series(&flagged.iter().filter(|f| f.0).map(|f| f.1).collect::<Vec<_>>()).map_err(plot_error)?;
+    opts.add_series(
+        &flagged
+            .iter()
+            .filter(|f| f.0)
+            .map(|f| f.1)
+            .collect::<Vec<_>>(),
+    )
+    .map_err(plot_error)?;
     memmon::render::plot::plot_files(&args.files, &args.input.spec(), &opts, &args.output, format)
         .map_err(plot_error)?;
-    eprintln!("memmon plot: wrote {}", memmon::format::absolute(&args.output).display());
+    eprintln!(
+        "memmon plot: wrote {}",
+        memmon::format::absolute(&args.output).display()
+    );
     Ok(ExitCode::Success)
 }
 
 /// Bad flags and unreadable or malformed recordings exit 2; a plot that cannot be written, 1.
 fn plot_error(e: PlotError) -> anyhow::Error {
-    let code = if e.is_input_error() { ExitCode::Usage } else { ExitCode::Failure };
-    anyhow::Error::new(e).context(CodedError { code, message: "cannot plot".into() })
+    let code = if e.is_input_error() {
+        ExitCode::Usage
+    } else {
+        ExitCode::Failure
+    };
+    anyhow::Error::new(e).context(CodedError {
+        code,
+        message: "cannot plot".into(),
+    })
 }
 
 fn summary(args: SummaryArgs) -> anyhow::Result<ExitCode> {
@@ -155,7 +209,10 @@ fn summary(args: SummaryArgs) -> anyhow::Result<ExitCode> {
                 ReadError::Io(..) => ExitCode::Failure,
                 _ => ExitCode::Usage,
             };
-            anyhow::Error::new(e).context(CodedError { code, message: "cannot summarize".into() })
+            anyhow::Error::new(e).context(CodedError {
+                code,
+                message: "cannot summarize".into(),
+            })
         })?;
         all.push(s);
     }

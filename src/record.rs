@@ -158,7 +158,10 @@ impl Recorder {
                 let data_on_stdout = out.path().is_none();
                 let (pid, stdout) = launch(args, data_on_stdout, opts.capture_stdout)?;
                 command_stdout = stdout;
-                let h = opts.procfs.open(pid).with_context(|| format!("cannot read the launched command (PID {pid})"))?;
+                let h = opts
+                    .procfs
+                    .open(pid)
+                    .with_context(|| format!("cannot read the launched command (PID {pid})"))?;
                 (h, Watched::Launched { pid })
             }
             _ => unreachable!(),
@@ -228,7 +231,11 @@ impl Recorder {
             (Some(p), None) => format!("{} (JSON Lines)", p.display()),
             (None, _) => format!(
                 "stdout ({}; no metadata sidecar)",
-                if self.out.format() == Format::Csv { "CSV" } else { "JSON Lines" }
+                if self.out.format() == Format::Csv {
+                    "CSV"
+                } else {
+                    "JSON Lines"
+                }
             ),
         };
         eprintln!("memmon: recording to {where_}");
@@ -238,7 +245,11 @@ impl Recorder {
             meta.target.spec,
             meta.target.pid,
             meta.target.comm,
-            if meta.children { " and its descendants" } else { " alone" },
+            if meta.children {
+                " and its descendants"
+            } else {
+                " alone"
+            },
             meta.interval,
             meta.sources.join(", ")
         );
@@ -283,7 +294,9 @@ impl Recorder {
             }
             // Control messages: each takes a sample of its own, after the start row.
             while event != Some(Event::Start) {
-                let Ok(msg) = self.control_rx.try_recv() else { break };
+                let Ok(msg) = self.control_rx.try_recv() else {
+                    break;
+                };
                 match msg {
                     Control::Stop => {
                         end.reason = "stopped".into();
@@ -348,7 +361,12 @@ impl Recorder {
                                         if let Some(a) = signals::take().first() {
                                             stop_signal = Some(a.sig);
                                         }
-                                        end.reason = if stop_signal.is_some() { "signal" } else { "duration" }.into();
+                                        end.reason = if stop_signal.is_some() {
+                                            "signal"
+                                        } else {
+                                            "duration"
+                                        }
+                                        .into();
                                         break;
                                     }
                                 }
@@ -409,7 +427,10 @@ impl Recorder {
             Err(ProcError::PermissionDenied(p)) => {
                 return Err(CodedError::new(
                     ExitCode::NoTarget,
-                    format!("permission denied reading {} (run memmon as the target's owner or root)", p.display()),
+                    format!(
+                        "permission denied reading {} (run memmon as the target's owner or root)",
+                        p.display()
+                    ),
                 ))
             }
             Err(e) => return Err(e.into()),
@@ -441,7 +462,8 @@ impl Recorder {
         }
         self.samples += 1;
         self.summary.push(&s);
-        self.live.update(now, s.elapsed_s, s.rss_bytes, self.samples, self.missed);
+        self.live
+            .update(now, s.elapsed_s, s.rss_bytes, self.samples, self.missed);
         Ok(Some(s))
     }
 
@@ -531,13 +553,19 @@ impl Recorder {
                 TargetSpec::Pidfile(path) => target::read_pidfile(path)
                     .ok()
                     .and_then(|pid| self.opts.procfs.open(pid).ok()),
-                TargetSpec::Name(re) => target::find_by_name(&self.opts.procfs, re).ok().flatten().map(|r| r.handle),
+                TargetSpec::Name(re) => target::find_by_name(&self.opts.procfs, re)
+                    .ok()
+                    .flatten()
+                    .map(|r| r.handle),
                 _ => None,
             };
             if let Some(h) = found.filter(|h| Some((h.pid, h.start_time)) != old) {
                 let pid = h.pid;
                 if !self.opts.quiet {
-                    eprintln!("memmon: the target restarted as PID {pid} ({}); recording goes on", h.comm);
+                    eprintln!(
+                        "memmon: the target restarted as PID {pid} ({}); recording goes on",
+                        h.comm
+                    );
                 }
                 self.pidfd = open_pidfd(&h);
                 self.tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
@@ -593,8 +621,16 @@ impl Recorder {
             tv_nsec: left.subsec_nanos() as libc::c_long,
         };
         let mut fds = [
-            libc::pollfd { fd: self.control.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: self.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: self.control.wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: fds and ts are valid for the call; a negative fd is ignored by ppoll.
         let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
@@ -618,7 +654,12 @@ impl Recorder {
         end
     }
 
-    fn finish(mut self, end: EndInfo, exit: Option<ExitCode>, err: Option<String>) -> anyhow::Result<Outcome> {
+    fn finish(
+        mut self,
+        end: EndInfo,
+        exit: Option<ExitCode>,
+        err: Option<String>,
+    ) -> anyhow::Result<Outcome> {
         self.live.clear();
         let mut end = self.end_info(end);
         if err.is_some() {
@@ -629,26 +670,35 @@ impl Recorder {
         }
         let finished = self.out.finish(&end);
         let summary = self.summary.finish(
-            self.out.path().map(|p| p.display().to_string()).or(Some("stdout".into())),
+            self.out
+                .path()
+                .map(|p| p.display().to_string())
+                .or(Some("stdout".into())),
             None,
             Some(&end),
             None,
         );
         if let Err(e) = finished {
             // The end record could not be written: the rows before it are still there.
-            return Err(output_error(e)).context(format!("{} samples were written before this", self.samples));
+            return Err(output_error(e))
+                .context(format!("{} samples were written before this", self.samples));
         }
         if !self.opts.quiet {
             eprint!("{}", summary.render());
         }
-        Ok(Outcome { summary, exit: exit.unwrap_or(ExitCode::Success), output: self.out.path().map(|p| p.to_path_buf()) })
+        Ok(Outcome {
+            summary,
+            exit: exit.unwrap_or(ExitCode::Success),
+            output: self.out.path().map(|p| p.to_path_buf()),
+        })
     }
 
     /// Ends after a failure (a full disk, a vanished directory, a closed pipe): keeps what was
     /// written, and for a launched command waits for it to finish.
     fn fail(mut self, err: anyhow::Error, mut end: EndInfo) -> anyhow::Result<Outcome> {
         let broken_pipe = err.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
         });
         if broken_pipe {
             end.reason = "output-closed".into();
@@ -671,7 +721,10 @@ impl Recorder {
         }
         // Best effort: record the end (this may fail too on a full disk).
         let end = self.end_info(end);
-        let _ = self.out.finish(&EndInfo { error: Some(msg.clone()), ..end });
+        let _ = self.out.finish(&EndInfo {
+            error: Some(msg.clone()),
+            ..end
+        });
         Err(err.context(format!(
             "recording stopped; the {} samples written before are kept",
             self.samples
@@ -691,15 +744,23 @@ fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<ProcHa
                 }
                 return Ok(r.handle);
             }
-            Err(TargetError::NoMatch(_) | TargetError::PidfileStale(..) | TargetError::PidfileUnreadable(..))
-                if opts.wait =>
-            {
+            Err(
+                TargetError::NoMatch(_)
+                | TargetError::PidfileStale(..)
+                | TargetError::PidfileUnreadable(..),
+            ) if opts.wait => {
                 if !announced && !opts.quiet {
-                    eprintln!("memmon: waiting for the target {} to appear (--wait)", spec.spec());
+                    eprintln!(
+                        "memmon: waiting for the target {} to appear (--wait)",
+                        spec.spec()
+                    );
                     announced = true;
                 }
                 if let Some(a) = signals::take().first() {
-                    return Err(CodedError::new(ExitCode::Signal(a.sig), "stopped while waiting for the target"));
+                    return Err(CodedError::new(
+                        ExitCode::Signal(a.sig),
+                        "stopped while waiting for the target",
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -748,8 +809,15 @@ fn launch(
             Ok((pid, stdout))
         }
         Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-            Err(CodedError::new(ExitCode::Passthrough(code), format!("cannot run '{}': {e}", args[0])))
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            Err(CodedError::new(
+                ExitCode::Passthrough(code),
+                format!("cannot run '{}': {e}", args[0]),
+            ))
         }
     }
 }
@@ -774,12 +842,17 @@ fn set_timer_slack(interval: Duration) {
 }
 
 pub fn unix_ms_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 fn output_error(e: OutputError) -> anyhow::Error {
     match e {
-        OutputError::Exists(_) | OutputError::CannotAppend(..) => CodedError::new(ExitCode::Usage, e.to_string()),
+        OutputError::Exists(_) | OutputError::CannotAppend(..) => {
+            CodedError::new(ExitCode::Usage, e.to_string())
+        }
         other => anyhow::Error::new(other),
     }
 }
@@ -794,7 +867,11 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
             "/proc/PID/smaps_rollup (Pss) every {}, skipping processes over {}{}",
             fmt_interval(p.every),
             fmt_bytes(p.max_rss),
-            if p.force { " unless forced (forced)" } else { "" }
+            if p.force {
+                " unless forced (forced)"
+            } else {
+                ""
+            }
         ));
     }
     if matches!(opts.target, TargetSpec::Command(_)) {
@@ -805,7 +882,9 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
         schema_version: SCHEMA_VERSION,
         memmon_version: env!("CARGO_PKG_VERSION").into(),
         host: hostname(),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
         page_size_bytes: ProcFs::page_size(),
         started_unix_ms: unix_ms_now(),
         interval_s: opts.interval.as_secs_f64(),
@@ -821,13 +900,21 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
         children: opts.children,
         phase_peaks: opts.phase_peaks,
         sources,
-        columns: COLUMNS.iter().map(|c| ColumnMeta { name: c.name.into(), unit: c.unit.into() }).collect(),
+        columns: COLUMNS
+            .iter()
+            .map(|c| ColumnMeta {
+                name: c.name.into(),
+                unit: c.unit.into(),
+            })
+            .collect(),
         end: None,
     }
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

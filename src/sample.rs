@@ -92,23 +92,91 @@ pub struct Column {
 }
 
 pub const COLUMNS: &[Column] = &[
-    Column { name: "unix_ms", unit: "ms since 1970-01-01 UTC", meaning: "wall-clock time of the tick" },
-    Column { name: "elapsed_s", unit: "s", meaning: "time since the recording started, monotonic clock" },
-    Column { name: "rss_bytes", unit: "bytes", meaning: "resident set size of the tree (sum of VmRSS)" },
-    Column { name: "anon_bytes", unit: "bytes", meaning: "anonymous resident memory (sum of RssAnon)" },
-    Column { name: "file_bytes", unit: "bytes", meaning: "file-backed resident memory (sum of RssFile)" },
-    Column { name: "shmem_bytes", unit: "bytes", meaning: "shared-memory resident pages (sum of RssShmem)" },
-    Column { name: "swap_bytes", unit: "bytes", meaning: "swapped-out anonymous memory (sum of VmSwap)" },
-    Column { name: "locked_bytes", unit: "bytes", meaning: "mlock'd memory (sum of VmLck)" },
-    Column { name: "pinned_bytes", unit: "bytes", meaning: "long-term pinned memory (sum of VmPin)" },
-    Column { name: "processes", unit: "count", meaning: "processes in the tree" },
-    Column { name: "top_pid", unit: "pid", meaning: "the process with the largest RSS" },
-    Column { name: "top_rss_bytes", unit: "bytes", meaning: "that process's RSS" },
-    Column { name: "hwm_bytes", unit: "bytes", meaning: "largest VmHWM of a live process: its exact peak so far" },
-    Column { name: "hwm_sum_bytes", unit: "bytes", meaning: "sum of VmHWM of live processes: an upper bound, not a peak" },
-    Column { name: "pss_bytes", unit: "bytes", meaning: "proportional set size of the tree; empty when not read at this tick" },
-    Column { name: "missed_ticks", unit: "count", meaning: "ticks that could not be taken on time, so far" },
-    Column { name: "event", unit: "text", meaning: "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N" },
+    Column {
+        name: "unix_ms",
+        unit: "ms since 1970-01-01 UTC",
+        meaning: "wall-clock time of the tick",
+    },
+    Column {
+        name: "elapsed_s",
+        unit: "s",
+        meaning: "time since the recording started, monotonic clock",
+    },
+    Column {
+        name: "rss_bytes",
+        unit: "bytes",
+        meaning: "resident set size of the tree (sum of VmRSS)",
+    },
+    Column {
+        name: "anon_bytes",
+        unit: "bytes",
+        meaning: "anonymous resident memory (sum of RssAnon)",
+    },
+    Column {
+        name: "file_bytes",
+        unit: "bytes",
+        meaning: "file-backed resident memory (sum of RssFile)",
+    },
+    Column {
+        name: "shmem_bytes",
+        unit: "bytes",
+        meaning: "shared-memory resident pages (sum of RssShmem)",
+    },
+    Column {
+        name: "swap_bytes",
+        unit: "bytes",
+        meaning: "swapped-out anonymous memory (sum of VmSwap)",
+    },
+    Column {
+        name: "locked_bytes",
+        unit: "bytes",
+        meaning: "mlock'd memory (sum of VmLck)",
+    },
+    Column {
+        name: "pinned_bytes",
+        unit: "bytes",
+        meaning: "long-term pinned memory (sum of VmPin)",
+    },
+    Column {
+        name: "processes",
+        unit: "count",
+        meaning: "processes in the tree",
+    },
+    Column {
+        name: "top_pid",
+        unit: "pid",
+        meaning: "the process with the largest RSS",
+    },
+    Column {
+        name: "top_rss_bytes",
+        unit: "bytes",
+        meaning: "that process's RSS",
+    },
+    Column {
+        name: "hwm_bytes",
+        unit: "bytes",
+        meaning: "largest VmHWM of a live process: its exact peak so far",
+    },
+    Column {
+        name: "hwm_sum_bytes",
+        unit: "bytes",
+        meaning: "sum of VmHWM of live processes: an upper bound, not a peak",
+    },
+    Column {
+        name: "pss_bytes",
+        unit: "bytes",
+        meaning: "proportional set size of the tree; empty when not read at this tick",
+    },
+    Column {
+        name: "missed_ticks",
+        unit: "count",
+        meaning: "ticks that could not be taken on time, so far",
+    },
+    Column {
+        name: "event",
+        unit: "text",
+        meaning: "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N",
+    },
 ];
 
 #[cfg(test)]

@@ -47,9 +47,12 @@ pub fn take() -> Vec<Arrived> {
         return Vec::new();
     }
     let sent = SENT_BY_PROCESS.swap(0, Ordering::SeqCst);
-    (1..64)
+    (1..64i32)
         .filter(|s| got & (1 << s) != 0)
-        .map(|s| Arrived { sig: s as i32, sent_by_process: sent & (1 << s) != 0 })
+        .map(|s| Arrived {
+            sig: s,
+            sent_by_process: sent & (1 << s) != 0,
+        })
         .collect()
 }
 

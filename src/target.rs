@@ -55,7 +55,11 @@ pub enum TargetError {
     #[error("no process matches --name '{0}' (add --wait to wait for one)")]
     NoMatch(String),
     #[error("--name '{regex}' matches {count} unrelated processes; choose one with --pid or a narrower regex:\n{list}")]
-    Ambiguous { regex: String, count: usize, list: String },
+    Ambiguous {
+        regex: String,
+        count: usize,
+        list: String,
+    },
 }
 
 /// Resolves a PID, pidfile or name to one running process.
@@ -72,7 +76,9 @@ pub fn resolve(procfs: &ProcFs, spec: &TargetSpec) -> Result<Resolved, TargetErr
                 other => TargetError::Proc(other),
             })
         }
-        TargetSpec::Name(re) => find_by_name(procfs, re)?.ok_or_else(|| TargetError::NoMatch(re.as_str().into())),
+        TargetSpec::Name(re) => {
+            find_by_name(procfs, re)?.ok_or_else(|| TargetError::NoMatch(re.as_str().into()))
+        }
         TargetSpec::Command(_) => unreachable!("a command is launched, not resolved"),
     }
 }
@@ -152,7 +158,10 @@ pub fn find_by_name(procfs: &ProcFs, re: &Regex) -> Result<Option<Resolved>, Tar
             "--name matched {count} processes of one tree; watching its top, PID {} ({cmd}), with its descendants",
             h.pid
         );
-        return Ok(Some(Resolved { handle: h, note: Some(note) }));
+        return Ok(Some(Resolved {
+            handle: h,
+            note: Some(note),
+        }));
     }
     let list = matches
         .iter()
@@ -160,7 +169,11 @@ pub fn find_by_name(procfs: &ProcFs, re: &Regex) -> Result<Option<Resolved>, Tar
         .map(|(h, cmd, _)| format!("  PID {:>7}  {}", h.pid, truncate(cmd, 100)))
         .collect::<Vec<_>>()
         .join("\n");
-    Err(TargetError::Ambiguous { regex: re.as_str().into(), count: matches.len(), list })
+    Err(TargetError::Ambiguous {
+        regex: re.as_str().into(),
+        count: matches.len(),
+        list,
+    })
 }
 
 /// True if `ppid` or one of its ancestors is in `pids`.
@@ -193,7 +206,10 @@ pub fn shell_words(words: &[String]) -> String {
     words
         .iter()
         .map(|w| {
-            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
                 w.clone()
             } else {
                 format!("'{}'", w.replace('\'', "'\\''"))
@@ -219,7 +235,10 @@ mod tests {
         std::fs::write(&p, "-3").unwrap();
         assert!(read_pidfile(&p).is_err());
         let missing = dir.path().join("none.pid");
-        assert!(read_pidfile(&missing).unwrap_err().to_string().contains("none.pid"));
+        assert!(read_pidfile(&missing)
+            .unwrap_err()
+            .to_string()
+            .contains("none.pid"));
     }
 
     #[test]

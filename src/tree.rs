@@ -177,12 +177,21 @@ impl Tree {
             if self.index.contains_key(&pid) {
                 continue;
             }
-            let Ok(handle) = self.procfs.open(pid) else { continue };
-            let Ok(statm) = handle.read_statm(&mut self.buf) else { continue };
+            let Ok(handle) = self.procfs.open(pid) else {
+                continue;
+            };
+            let Ok(statm) = handle.read_statm(&mut self.buf) else {
+                continue;
+            };
             match handle.read_status(&mut self.buf) {
                 Ok(last) if last.has_mm => {
                     self.index.insert(pid, self.members.len());
-                    self.members.push(Member { handle, last, statm, status_at: Instant::now() });
+                    self.members.push(Member {
+                        handle,
+                        last,
+                        statm,
+                        status_at: Instant::now(),
+                    });
                 }
                 _ => {}
             }
@@ -228,7 +237,7 @@ impl Tree {
             })
             .chain(self.departed.iter().cloned())
             .collect();
-        all.sort_by(|a, b| b.hwm_bytes.cmp(&a.hwm_bytes));
+        all.sort_by_key(|p| std::cmp::Reverse(p.hwm_bytes));
         all
     }
 
@@ -283,7 +292,11 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
             ),
         )
         .unwrap();
-        fs::write(dir.join("statm"), format!("100 {} 10 1 0 50 0\n", rss_kb / 4)).unwrap();
+        fs::write(
+            dir.join("statm"),
+            format!("100 {} 10 1 0 50 0\n", rss_kb / 4),
+        )
+        .unwrap();
         let list: Vec<String> = kids.iter().map(|k| k.to_string()).collect();
         fs::write(dir.join(format!("task/{pid}/children")), list.join(" ")).unwrap();
     }
@@ -336,7 +349,9 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         assert_eq!(s.rss, 1000 * 1024);
         // Its peak is remembered.
         let procs = t.processes();
-        assert!(procs.iter().any(|p| p.pid == 101 && p.hwm_bytes == 400 * 1024));
+        assert!(procs
+            .iter()
+            .any(|p| p.pid == 101 && p.hwm_bytes == 400 * 1024));
     }
 
     #[test]
@@ -354,8 +369,12 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         assert_eq!(s.processes, 2);
         assert_eq!(s.rss, (1000 + 700) * 1024);
         let procs = t.processes();
-        assert!(procs.iter().any(|p| p.pid == 101 && p.start_time_ticks == 1001));
-        assert!(procs.iter().any(|p| p.pid == 101 && p.start_time_ticks == 5000));
+        assert!(procs
+            .iter()
+            .any(|p| p.pid == 101 && p.start_time_ticks == 1001));
+        assert!(procs
+            .iter()
+            .any(|p| p.pid == 101 && p.start_time_ticks == 5000));
     }
 
     #[test]
@@ -367,7 +386,9 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         assert_eq!(t.sample().unwrap().unwrap().rss, 1200 * 1024);
         // The status changes but statm does not: the last status read (under 1 s old) stands.
         let status = tmp.path().join("101/status");
-        let text = fs::read_to_string(&status).unwrap().replace("VmRSS:\t200 kB", "VmRSS:\t800 kB");
+        let text = fs::read_to_string(&status)
+            .unwrap()
+            .replace("VmRSS:\t200 kB", "VmRSS:\t800 kB");
         fs::write(&status, text).unwrap();
         assert_eq!(t.sample().unwrap().unwrap().rss, 1200 * 1024);
         // statm moves: status is read again.

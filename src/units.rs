@@ -11,7 +11,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("'{text}' is not a duration (examples: 1s, 250ms, 100us, 0.5)"));
+        return Err(format!(
+            "'{text}' is not a duration (examples: 1s, 250ms, 100us, 0.5)"
+        ));
     }
     let value: f64 = num
         .parse()
@@ -61,8 +63,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "TB" => 1e12,
         other => {
             return Err(format!(
-                "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-            ))
+            "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+        ))
         }
     };
     let bytes = value * mult;
@@ -201,7 +203,10 @@ mod tests {
     #[test]
     fn unix_ms_prints_as_utc() {
         assert_eq!(fmt_unix_ms(0), "1970-01-01 00:00:00.000 UTC");
-        assert_eq!(fmt_unix_ms(1_771_372_328_313), "2026-02-17 23:52:08.313 UTC");
+        assert_eq!(
+            fmt_unix_ms(1_771_372_328_313),
+            "2026-02-17 23:52:08.313 UTC"
+        );
     }
 
     #[test]

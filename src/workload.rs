@@ -29,7 +29,10 @@ impl Block {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!("cannot map {len} bytes: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot map {len} bytes: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(Block { ptr, len })
     }
@@ -65,10 +68,17 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
     for step in steps {
         let parts: Vec<&str> = step.split(':').collect();
         let size = |i: usize| -> Result<usize, String> {
-            parts.get(i).ok_or(format!("step '{step}' needs a size")).and_then(|s| parse_size(s)).map(|v| v as usize)
+            parts
+                .get(i)
+                .ok_or(format!("step '{step}' needs a size"))
+                .and_then(|s| parse_size(s))
+                .map(|v| v as usize)
         };
         let dur = |i: usize| -> Result<Duration, String> {
-            parts.get(i).ok_or(format!("step '{step}' needs a duration")).and_then(|s| parse_duration(s))
+            parts
+                .get(i)
+                .ok_or(format!("step '{step}' needs a duration"))
+                .and_then(|s| parse_duration(s))
         };
         match parts[0] {
             "alloc" => {
@@ -143,10 +153,10 @@ fn sleep_until(t: Instant) {
 /// The demo's workload, shaped like a proving pipeline: parameters loaded and held, a
 /// synthesis ramp, a short proving spike, release, idle. Peak under 1 GiB, about 8 s.
 pub const DEMO_STEPS: &[&str] = &[
-    "ramp:300MiB:400ms", // load parameters
-    "hold:1500ms",      // idle with parameters resident
+    "ramp:300MiB:400ms",  // load parameters
+    "hold:1500ms",        // idle with parameters resident
     "ramp:450MiB:2500ms", // synthesis
     "spike:200MiB:300ms", // proving
-    "free",             // release the synthesis buffers
-    "hold:2500ms",      // idle
+    "free",               // release the synthesis buffers
+    "hold:2500ms",        // idle
 ];

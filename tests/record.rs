@@ -39,14 +39,31 @@ fn meta(path: &std::path::Path) -> serde_json::Value {
 fn a_launched_workload_shows_the_memory_it_touched() {
     let dir = tempdir();
     let out = dir.path().join("run.csv");
-    let mut args = vec!["record".to_string(), "-i".into(), "50ms".into(), "-o".into(), out.display().to_string(), "--".into()];
+    let mut args = vec![
+        "record".to_string(),
+        "-i".into(),
+        "50ms".into(),
+        "-o".into(),
+        out.display().to_string(),
+        "--".into(),
+    ];
     args.extend(workload(&["alloc:100MiB", "hold:400ms"]));
-    memmon().args(&args).assert().success().stderr(predicate::str::contains("peak RSS"));
+    memmon()
+        .args(&args)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("peak RSS"));
     let s = summary_json(&out);
     let peak = s["peak_rss_bytes"].as_u64().unwrap();
-    assert!(peak >= 100 * MIB && peak < 100 * MIB + 32 * MIB, "peak {peak}");
+    assert!(
+        (100 * MIB..100 * MIB + 32 * MIB).contains(&peak),
+        "peak {peak}"
+    );
     let kernel = s["kernel_peak_rss_bytes"].as_u64().unwrap();
-    assert!(kernel >= peak && kernel < peak + 8 * MIB, "kernel {kernel} peak {peak}");
+    assert!(
+        kernel >= peak && kernel < peak + 8 * MIB,
+        "kernel {kernel} peak {peak}"
+    );
     assert_eq!(s["end"]["exit_code"], 0);
     // Sizes are whole bytes, and every row has every column.
     let rss = column(&out, "rss_bytes");
@@ -58,28 +75,50 @@ fn a_launched_workload_shows_the_memory_it_touched() {
 fn a_20ms_spike_between_1s_ticks_is_caught_by_the_kernel_peak_with_a_warning() {
     let dir = tempdir();
     let out = dir.path().join("spike.csv");
-    let mut args = vec!["record".to_string(), "-i".into(), "1s".into(), "-o".into(), out.display().to_string(), "--".into()];
-    args.extend(workload(&["alloc:20MiB", "hold:300ms", "spike:200MiB:20ms", "hold:900ms"]));
+    let mut args = vec![
+        "record".to_string(),
+        "-i".into(),
+        "1s".into(),
+        "-o".into(),
+        out.display().to_string(),
+        "--".into(),
+    ];
+    args.extend(workload(&[
+        "alloc:20MiB",
+        "hold:300ms",
+        "spike:200MiB:20ms",
+        "hold:900ms",
+    ]));
     memmon().args(&args).assert().success();
     let s = summary_json(&out);
     let kernel = s["kernel_peak_rss_bytes"].as_u64().unwrap();
     let sampled = s["peak_rss_bytes"].as_u64().unwrap();
-    assert!(kernel >= 220 * MIB && kernel < 240 * MIB, "kernel peak {kernel}");
-    assert!(sampled < 60 * MIB, "the 1 s ticks should not see the spike: {sampled}");
+    assert!(
+        (220 * MIB..240 * MIB).contains(&kernel),
+        "kernel peak {kernel}"
+    );
+    assert!(
+        sampled < 60 * MIB,
+        "the 1 s ticks should not see the spike: {sampled}"
+    );
     // The human summary says so with the word "warning".
-    memmon()
-        .arg("summary")
-        .arg(&out)
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("warning").and(predicate::str::contains("missed the peak")));
+    memmon().arg("summary").arg(&out).assert().success().stdout(
+        predicate::str::contains("warning").and(predicate::str::contains("missed the peak")),
+    );
 }
 
 #[test]
 fn a_tree_of_children_is_summed_and_its_bound_is_not_called_exact() {
     let dir = tempdir();
     let out = dir.path().join("tree.csv");
-    let mut args = vec!["record".to_string(), "-i".into(), "100ms".into(), "-o".into(), out.display().to_string(), "--".into()];
+    let mut args = vec![
+        "record".to_string(),
+        "-i".into(),
+        "100ms".into(),
+        "-o".into(),
+        out.display().to_string(),
+        "--".into(),
+    ];
     args.extend(workload(&["children:3:40MiB:1200ms", "wait-children"]));
     memmon().args(&args).assert().success();
     let procs = column(&out, "processes");
@@ -99,7 +138,15 @@ fn a_tree_of_children_is_summed_and_its_bound_is_not_called_exact() {
 fn without_children_only_the_process_itself_is_watched() {
     let dir = tempdir();
     let out = dir.path().join("alone.csv");
-    let mut args = vec!["record".to_string(), "--no-children".into(), "-i".into(), "100ms".into(), "-o".into(), out.display().to_string(), "--".into()];
+    let mut args = vec![
+        "record".to_string(),
+        "--no-children".into(),
+        "-i".into(),
+        "100ms".into(),
+        "-o".into(),
+        out.display().to_string(),
+        "--".into(),
+    ];
     args.extend(workload(&["children:2:30MiB:700ms", "wait-children"]));
     memmon().args(&args).assert().success();
     assert_eq!(column(&out, "processes").iter().max(), Some(&1));
@@ -111,12 +158,25 @@ fn a_target_killed_mid_run_ends_the_recording() {
     let out = dir.path().join("killed.csv");
     let mut target = spawn_workload(&["alloc:10MiB", "hold:30s"]);
     let pid = target.id().to_string();
-    let rec = spawn_memmon(&["record", "--pid", &pid, "-i", "50ms", "-o", out.to_str().unwrap()]);
+    let rec = spawn_memmon(&[
+        "record",
+        "--pid",
+        &pid,
+        "-i",
+        "50ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(wait_for(5.0, || out.exists() && rows_in(&out) >= 3));
     target.kill().unwrap();
     let done = rec.wait_with_output().unwrap();
     let _ = target.wait();
-    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     assert_eq!(meta(&out)["end"]["reason"], "target-exited");
     assert!(String::from_utf8_lossy(&done.stderr).contains("the target exited"));
 }
@@ -126,7 +186,15 @@ fn sigterm_ends_the_recording_cleanly_with_exit_code_143() {
     let dir = tempdir();
     let out = dir.path().join("term.csv");
     let mut target = spawn_workload(&["alloc:10MiB", "hold:30s"]);
-    let rec = spawn_memmon(&["record", "--pid", &target.id().to_string(), "-i", "50ms", "-o", out.to_str().unwrap()]);
+    let rec = spawn_memmon(&[
+        "record",
+        "--pid",
+        &target.id().to_string(),
+        "-i",
+        "50ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(wait_for(5.0, || out.exists() && rows_in(&out) >= 3));
     signal(&rec, libc::SIGTERM);
     let done = rec.wait_with_output().unwrap();
@@ -138,7 +206,10 @@ fn sigterm_ends_the_recording_cleanly_with_exit_code_143() {
     let m = meta(&out);
     assert_eq!(m["end"]["reason"], "signal");
     assert_eq!(m["end"]["memmon_signal"], "SIGTERM");
-    assert!(String::from_utf8_lossy(&done.stderr).contains("peak RSS"), "summary printed");
+    assert!(
+        String::from_utf8_lossy(&done.stderr).contains("peak RSS"),
+        "summary printed"
+    );
 }
 
 #[test]
@@ -146,7 +217,15 @@ fn sigkill_loses_at_most_the_last_second() {
     let dir = tempdir();
     let out = dir.path().join("kill9.csv");
     let mut target = spawn_workload(&["alloc:10MiB", "hold:30s"]);
-    let mut rec = spawn_memmon(&["record", "--pid", &target.id().to_string(), "-i", "100ms", "-o", out.to_str().unwrap()]);
+    let mut rec = spawn_memmon(&[
+        "record",
+        "--pid",
+        &target.id().to_string(),
+        "-i",
+        "100ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     std::thread::sleep(Duration::from_millis(2500));
     rec.kill().unwrap();
     let _ = rec.wait();
@@ -162,7 +241,15 @@ fn sigkill_loses_at_most_the_last_second() {
 fn with_no_output_flag_every_row_goes_to_stdout_and_messages_to_stderr() {
     let mut target = spawn_workload(&["alloc:10MiB", "hold:30s"]);
     let out = memmon()
-        .args(["record", "--pid", &target.id().to_string(), "-i", "100ms", "--duration", "600ms"])
+        .args([
+            "record",
+            "--pid",
+            &target.id().to_string(),
+            "-i",
+            "100ms",
+            "--duration",
+            "600ms",
+        ])
         .output()
         .unwrap();
     target.kill().unwrap();
@@ -173,7 +260,11 @@ fn with_no_output_flag_every_row_goes_to_stdout_and_messages_to_stderr() {
     assert!(stdout.starts_with("unix_ms,elapsed_s,rss_bytes,"));
     assert!(stdout.lines().count() >= 5, "{stdout}");
     assert!(!stdout.contains("memmon:"), "no message in the data");
-    assert!(stderr.lines().next().unwrap().contains("recording to stdout"));
+    assert!(stderr
+        .lines()
+        .next()
+        .unwrap()
+        .contains("recording to stdout"));
 }
 
 #[test]
@@ -201,15 +292,28 @@ fn an_existing_file_is_refused_without_force_and_kept_intact() {
         .args(workload(&["hold:10ms"]))
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("already exists").and(predicate::str::contains("--force")));
+        .stderr(
+            predicate::str::contains("already exists").and(predicate::str::contains("--force")),
+        );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious data\n");
     // --force replaces it.
     memmon()
-        .args(["record", "-q", "-i", "50ms", "--force", "-o", out.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "--force",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
         .args(workload(&["hold:100ms"]))
         .assert()
         .success();
-    assert!(std::fs::read_to_string(&out).unwrap().starts_with("unix_ms,"));
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .starts_with("unix_ms,"));
 }
 
 #[test]
@@ -218,7 +322,16 @@ fn append_adds_a_session_under_the_same_header() {
     let out = dir.path().join("twice.csv");
     for _ in 0..2 {
         memmon()
-            .args(["record", "-q", "-i", "50ms", "--append", "-o", out.to_str().unwrap(), "--"])
+            .args([
+                "record",
+                "-q",
+                "-i",
+                "50ms",
+                "--append",
+                "-o",
+                out.to_str().unwrap(),
+                "--",
+            ])
             .args(workload(&["hold:200ms"]))
             .assert()
             .success();
@@ -232,15 +345,40 @@ fn append_adds_a_session_under_the_same_header() {
 fn a_launched_commands_exit_code_and_signal_become_memmons() {
     let dir = tempdir();
     memmon()
-        .args(["record", "-q", "-o", dir.path().join("a.csv").to_str().unwrap(), "--", "sh", "-c", "exit 7"])
+        .args([
+            "record",
+            "-q",
+            "-o",
+            dir.path().join("a.csv").to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "exit 7",
+        ])
         .assert()
         .code(7);
     memmon()
-        .args(["record", "-q", "-o", dir.path().join("b.csv").to_str().unwrap(), "--", "sh", "-c", "kill -9 $$"])
+        .args([
+            "record",
+            "-q",
+            "-o",
+            dir.path().join("b.csv").to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "kill -9 $$",
+        ])
         .assert()
         .code(128 + 9);
     memmon()
-        .args(["record", "-q", "-o", dir.path().join("c.csv").to_str().unwrap(), "--", "no-such-program-xyz"])
+        .args([
+            "record",
+            "-q",
+            "-o",
+            dir.path().join("c.csv").to_str().unwrap(),
+            "--",
+            "no-such-program-xyz",
+        ])
         .assert()
         .code(127)
         .stderr(predicate::str::contains("no-such-program-xyz"));
@@ -250,7 +388,16 @@ fn a_launched_commands_exit_code_and_signal_become_memmons() {
 fn a_launched_command_keeps_its_stdin_and_stdout() {
     let dir = tempdir();
     memmon()
-        .args(["record", "-q", "-o", dir.path().join("io.csv").to_str().unwrap(), "--", "tr", "a-z", "A-Z"])
+        .args([
+            "record",
+            "-q",
+            "-o",
+            dir.path().join("io.csv").to_str().unwrap(),
+            "--",
+            "tr",
+            "a-z",
+            "A-Z",
+        ])
         .write_stdin("hello\n")
         .assert()
         .success()
@@ -293,7 +440,18 @@ fn a_pidfile_target_is_recorded() {
     std::fs::write(&pidfile, format!("{}\n", target.id())).unwrap();
     let out = dir.path().join("p.csv");
     memmon()
-        .args(["record", "-q", "--pidfile", pidfile.to_str().unwrap(), "-i", "50ms", "--duration", "400ms", "-o", out.to_str().unwrap()])
+        .args([
+            "record",
+            "-q",
+            "--pidfile",
+            pidfile.to_str().unwrap(),
+            "-i",
+            "50ms",
+            "--duration",
+            "400ms",
+            "-o",
+            out.to_str().unwrap(),
+        ])
         .assert()
         .success();
     target.kill().unwrap();
@@ -307,7 +465,17 @@ fn a_name_target_survives_a_restart() {
     let out = dir.path().join("restart.csv");
     // A size no other test uses, so the regex matches only these workloads.
     let mut first = spawn_workload(&["alloc:13MiB", "hold:30s"]);
-    let rec = spawn_memmon(&["record", "--name", "alloc:13MiB", "-i", "50ms", "--duration", "3s", "-o", out.to_str().unwrap()]);
+    let rec = spawn_memmon(&[
+        "record",
+        "--name",
+        "alloc:13MiB",
+        "-i",
+        "50ms",
+        "--duration",
+        "3s",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert!(wait_for(5.0, || out.exists() && rows_in(&out) >= 3));
     first.kill().unwrap();
     let _ = first.wait();
@@ -316,9 +484,16 @@ fn a_name_target_survives_a_restart() {
     let done = rec.wait_with_output().unwrap();
     second.kill().unwrap();
     let _ = second.wait();
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     let text = std::fs::read_to_string(&out).unwrap();
-    assert!(text.contains(&format!(",restart:{}\n", second.id())), "restart event");
+    assert!(
+        text.contains(&format!(",restart:{}\n", second.id())),
+        "restart event"
+    );
     assert_eq!(summary_json(&out)["restarts"], 1);
 }
 
@@ -336,7 +511,17 @@ fn sampling_every_100us_works_and_counts_missed_ticks() {
     let dir = tempdir();
     let out = dir.path().join("fast.csv");
     memmon()
-        .args(["record", "-q", "-i", "100us", "--duration", "1s", "-o", out.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "100us",
+            "--duration",
+            "1s",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
         .args(workload(&["hold:2s"]))
         .assert()
         .success();
@@ -345,7 +530,10 @@ fn sampling_every_100us_works_and_counts_missed_ticks() {
     let missed = s["missed_ticks"].as_u64().unwrap();
     // 10,000 deadlines in 1 s: each was either taken or counted as missed.
     assert!(samples >= 1000, "samples {samples}");
-    assert!(samples + missed >= 9_000 && samples + missed <= 10_100, "samples {samples} missed {missed}");
+    assert!(
+        samples + missed >= 9_000 && samples + missed <= 10_100,
+        "samples {samples} missed {missed}"
+    );
 }
 
 #[test]
@@ -353,12 +541,23 @@ fn jsonl_recordings_carry_meta_first_and_end_last() {
     let dir = tempdir();
     let out = dir.path().join("run.jsonl");
     memmon()
-        .args(["record", "-q", "-i", "50ms", "-o", out.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
         .args(workload(&["alloc:30MiB", "hold:300ms"]))
         .assert()
         .success();
     let text = std::fs::read_to_string(&out).unwrap();
-    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines[0]["type"], "meta");
     assert_eq!(lines[0]["format"], "memmon-recording");
     assert_eq!(lines.last().unwrap()["type"], "end");
@@ -372,7 +571,15 @@ fn the_metadata_sidecar_describes_the_recording() {
     let dir = tempdir();
     let out = dir.path().join("m.csv");
     memmon()
-        .args(["record", "-q", "-i", "250ms", "-o", out.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "250ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
         .args(workload(&["hold:300ms"]))
         .assert()
         .success();
@@ -381,18 +588,33 @@ fn the_metadata_sidecar_describes_the_recording() {
     assert_eq!(m["interval"], "250ms");
     assert_eq!(m["target"]["mode"], "command");
     assert!(m["page_size_bytes"].as_u64().unwrap() >= 4096);
-    assert!(m["columns"].as_array().unwrap().iter().any(|c| c["name"] == "rss_bytes" && c["unit"] == "bytes"));
+    assert!(m["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "rss_bytes" && c["unit"] == "bytes"));
     assert!(m["end"]["rusage_maxrss_bytes"].as_u64().unwrap() > 0);
 }
 
 #[test]
 fn a_full_disk_is_a_clear_error() {
     memmon()
-        .args(["record", "-q", "--force", "-i", "10ms", "-o", "/dev/full", "--"])
+        .args([
+            "record",
+            "-q",
+            "--force",
+            "-i",
+            "10ms",
+            "-o",
+            "/dev/full",
+            "--",
+        ])
         .args(workload(&["hold:300ms"]))
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("/dev/full").and(predicate::str::contains("No space left")));
+        .stderr(
+            predicate::str::contains("/dev/full").and(predicate::str::contains("No space left")),
+        );
 }
 
 #[test]
@@ -404,7 +626,9 @@ fn a_missing_directory_is_a_clear_error() {
         .args(workload(&["hold:10ms"]))
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("cannot create").and(predicate::str::contains("no/such/dir")));
+        .stderr(
+            predicate::str::contains("cannot create").and(predicate::str::contains("no/such/dir")),
+        );
 }
 
 #[test]
@@ -412,7 +636,17 @@ fn pss_is_opt_in_and_guarded_by_rss() {
     let dir = tempdir();
     let out = dir.path().join("pss.csv");
     memmon()
-        .args(["record", "-i", "50ms", "--pss", "--pss-every", "100ms", "-o", out.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "-i",
+            "50ms",
+            "--pss",
+            "--pss-every",
+            "100ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
         .args(workload(&["alloc:20MiB", "hold:400ms"]))
         .assert()
         .success();
@@ -422,7 +656,17 @@ fn pss_is_opt_in_and_guarded_by_rss() {
     // Over the guard: skipped, and said so.
     let out2 = dir.path().join("pss2.csv");
     memmon()
-        .args(["record", "-i", "50ms", "--pss", "--pss-max-rss", "1MiB", "-o", out2.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "-i",
+            "50ms",
+            "--pss",
+            "--pss-max-rss",
+            "1MiB",
+            "-o",
+            out2.to_str().unwrap(),
+            "--",
+        ])
         .args(workload(&["alloc:20MiB", "hold:300ms"]))
         .assert()
         .success()

@@ -6,7 +6,15 @@ use predicates::prelude::*;
 fn recording(dir: &std::path::Path) -> std::path::PathBuf {
     let out = dir.join("r.csv");
     memmon()
-        .args(["record", "-q", "-i", "50ms", "-o", out.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
         .args(workload(&["alloc:40MiB", "hold:300ms"]))
         .assert()
         .success();
@@ -17,7 +25,16 @@ fn recording(dir: &std::path::Path) -> std::path::PathBuf {
 fn json_has_the_documented_keys() {
     let dir = tempdir();
     let s = summary_json(&recording(dir.path()));
-    for key in ["peak_rss_bytes", "peak_unix_ms", "peak_elapsed_s", "kernel_peak_rss_bytes", "idle_rss_bytes", "samples", "duration_s", "missed_ticks"] {
+    for key in [
+        "peak_rss_bytes",
+        "peak_unix_ms",
+        "peak_elapsed_s",
+        "kernel_peak_rss_bytes",
+        "idle_rss_bytes",
+        "samples",
+        "duration_s",
+        "missed_ticks",
+    ] {
         assert!(!s[key].is_null(), "missing {key}: {s}");
     }
 }
@@ -46,14 +63,20 @@ fn a_truncated_last_line_is_tolerated_and_mentioned() {
         .arg(&out)
         .assert()
         .success()
-        .stdout(predicate::str::contains(format!("line {lines} is incomplete")));
+        .stdout(predicate::str::contains(format!(
+            "line {lines} is incomplete"
+        )));
 }
 
 #[test]
 fn a_malformed_line_names_the_file_and_line() {
     let dir = tempdir();
     let out = recording(dir.path());
-    let mut lines: Vec<String> = std::fs::read_to_string(&out).unwrap().lines().map(String::from).collect();
+    let mut lines: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
     lines[2] = "12,oops,3".to_string();
     std::fs::write(&out, lines.join("\n") + "\n").unwrap();
     memmon()
@@ -78,7 +101,12 @@ fn an_empty_file_is_a_clear_error() {
     let dir = tempdir();
     let p = dir.path().join("empty.csv");
     std::fs::write(&p, "").unwrap();
-    memmon().arg("summary").arg(&p).assert().code(2).stderr(predicate::str::contains("is empty"));
+    memmon()
+        .arg("summary")
+        .arg(&p)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is empty"));
 }
 
 #[test]
@@ -87,7 +115,12 @@ fn several_files_give_a_json_list() {
     let a = recording(dir.path());
     let b = dir.path().join("b.csv");
     std::fs::copy(&a, &b).unwrap();
-    let out = memmon().args(["summary", "--json"]).arg(&a).arg(&b).output().unwrap();
+    let out = memmon()
+        .args(["summary", "--json"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2);
 }
@@ -102,7 +135,14 @@ fn the_summary_of_a_file_matches_the_one_printed_when_recording() {
         .output()
         .unwrap();
     let stderr = String::from_utf8(rec.stderr).unwrap();
-    let peak_line = stderr.lines().find(|l| l.contains("peak RSS")).unwrap().trim().to_string();
+    let peak_line = stderr
+        .lines()
+        .find(|l| l.contains("peak RSS"))
+        .unwrap()
+        .trim()
+        .to_string();
     let summary = memmon().arg("summary").arg(&out).output().unwrap();
-    assert!(String::from_utf8(summary.stdout).unwrap().contains(&peak_line));
+    assert!(String::from_utf8(summary.stdout)
+        .unwrap()
+        .contains(&peak_line));
 }

@@ -30,8 +30,17 @@ pub fn tempdir() -> tempfile::TempDir {
 
 /// Reads `summary --json` of a recording.
 pub fn summary_json(path: &Path) -> serde_json::Value {
-    let out = memmon().arg("summary").arg("--json").arg(path).output().unwrap();
-    assert!(out.status.success(), "summary failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = memmon()
+        .arg("summary")
+        .arg("--json")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "summary failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -39,14 +48,20 @@ pub fn summary_json(path: &Path) -> serde_json::Value {
 pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let mut r = csv::Reader::from_path(path).unwrap();
     let headers = r.headers().unwrap().iter().map(String::from).collect();
-    let rows = r.records().map(|r| r.unwrap().iter().map(String::from).collect()).collect();
+    let rows = r
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect())
+        .collect();
     (headers, rows)
 }
 
 /// Column `name` of every row, as integers.
 pub fn column(path: &Path, name: &str) -> Vec<u64> {
     let (h, rows) = read_csv(path);
-    let i = h.iter().position(|c| c == name).unwrap_or_else(|| panic!("no column {name}"));
+    let i = h
+        .iter()
+        .position(|c| c == name)
+        .unwrap_or_else(|| panic!("no column {name}"));
     rows.iter().filter_map(|r| r[i].parse().ok()).collect()
 }
 

@@ -130,9 +130,16 @@ impl SummaryBuilder {
         let kernel_peak = self.max_hwm.max(rusage);
         // The number to hold against the kernel's peak of one process: for a single process
         // its RSS; for a tree, the largest process's RSS.
-        let sampled_one = if self.single_process { peak.rss_bytes } else { self.max_top_rss };
+        let sampled_one = if self.single_process {
+            peak.rss_bytes
+        } else {
+            self.max_top_rss
+        };
         let mut warnings = Vec::new();
-        if self.samples > 0 && kernel_peak > 0 && (sampled_one as f64) < MISSED_PEAK_RATIO * kernel_peak as f64 {
+        if self.samples > 0
+            && kernel_peak > 0
+            && (sampled_one as f64) < MISSED_PEAK_RATIO * kernel_peak as f64
+        {
             warnings.push(format!(
                 "warning: the sampled peak ({}) is {:.0}% of the kernel's peak ({}): the interval missed the peak; trust the kernel's number or sample faster",
                 fmt_bytes(sampled_one),
@@ -164,23 +171,39 @@ impl SummaryBuilder {
             peak_pid: peak.top_pid,
             peak_processes: peak.processes,
             kernel_peak_rss_bytes: kernel_peak,
-            kernel_peak_scope: if self.single_process { "process" } else { "largest-process" },
-            tree_hwm_sum_bytes: if self.single_process || self.max_hwm_sum == 0 { None } else { Some(self.max_hwm_sum) },
+            kernel_peak_scope: if self.single_process {
+                "process"
+            } else {
+                "largest-process"
+            },
+            tree_hwm_sum_bytes: if self.single_process || self.max_hwm_sum == 0 {
+                None
+            } else {
+                Some(self.max_hwm_sum)
+            },
             rusage_maxrss_bytes: end.and_then(|e| e.rusage_maxrss_bytes),
             idle_rss_bytes: self.hist.percentile(IDLE_PERCENTILE).unwrap_or(0),
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
-            mean_rss_bytes: if self.samples > 0 { (self.rss_sum / self.samples as f64).round() as u64 } else { 0 },
+            mean_rss_bytes: if self.samples > 0 {
+                (self.rss_sum / self.samples as f64).round() as u64
+            } else {
+                0
+            },
             peak_pss_bytes: self.max_pss,
             missed_ticks: missed,
             restarts: self.restarts,
             interval: meta.map(|m| m.interval.clone()),
-            target: meta.map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm)),
-            ended: end.map(describe_end).unwrap_or_else(|| "unknown (no end record: the recorder was killed or is still running)".into()),
+            target: meta
+                .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm)),
+            ended: end.map(describe_end).unwrap_or_else(|| {
+                "unknown (no end record: the recorder was killed or is still running)".into()
+            }),
             end: end.cloned(),
             truncated_line,
             warnings,
             spans: self.phases.finish(
-                meta.map_or(self.phase_peaks, |m| m.phase_peaks) && !end.is_some_and(|e| e.peak_reset_failures > 0),
+                meta.map_or(self.phase_peaks, |m| m.phase_peaks)
+                    && end.is_none_or(|e| e.peak_reset_failures == 0),
             ),
         }
     }
@@ -200,7 +223,11 @@ fn describe_end(e: &EndInfo) -> String {
         let _ = write!(s, ", exit code {c}");
     }
     if let Some(sig) = e.exit_signal {
-        let _ = write!(s, ", killed by signal {sig} ({})", crate::signals::name(sig));
+        let _ = write!(
+            s,
+            ", killed by signal {sig} ({})",
+            crate::signals::name(sig)
+        );
     }
     if let Some(err) = &e.error {
         let _ = write!(s, ": {err}");
@@ -265,7 +292,8 @@ impl Summary {
         if let Some(source) = &info.source {
             sum.ended = format!("not recorded in {source}");
         }
-        sum.warnings.extend(info.notes.iter().map(|n| format!("note: {n}")));
+        sum.warnings
+            .extend(info.notes.iter().map(|n| format!("note: {n}")));
         Ok(sum)
     }
 
@@ -292,11 +320,19 @@ impl Summary {
             "  peak RSS      {} at {}{}{}",
             b(self.peak_rss_bytes),
             if self.peak_unix_ms > 0 {
-                format!("{} (+{})", fmt_unix_ms(self.peak_unix_ms), fmt_seconds(self.peak_elapsed_s))
+                format!(
+                    "{} (+{})",
+                    fmt_unix_ms(self.peak_unix_ms),
+                    fmt_seconds(self.peak_elapsed_s)
+                )
             } else {
                 format!("+{} (elapsed)", fmt_seconds(self.peak_elapsed_s))
             },
-            if self.peak_pid > 0 { format!(", PID {}", self.peak_pid) } else { String::new() },
+            if self.peak_pid > 0 {
+                format!(", PID {}", self.peak_pid)
+            } else {
+                String::new()
+            },
             if self.peak_processes > 1 {
                 format!(", {} processes", self.peak_processes)
             } else {
@@ -309,7 +345,11 @@ impl Summary {
             "exact for the largest process, VmHWM"
         };
         if self.kernel_peak_rss_bytes > 0 {
-            let _ = writeln!(o, "  kernel peak   {} ({scope})", b(self.kernel_peak_rss_bytes));
+            let _ = writeln!(
+                o,
+                "  kernel peak   {} ({scope})",
+                b(self.kernel_peak_rss_bytes)
+            );
         } else {
             let _ = writeln!(o, "  kernel peak   not in this recording (no VmHWM: a spike between samples would be missed)");
         }
@@ -323,15 +363,26 @@ impl Summary {
         if let Some(pss) = self.peak_pss_bytes {
             let _ = writeln!(o, "  peak PSS      {}", b(pss));
         }
-        let _ = writeln!(o, "  idle floor    {} (10th percentile of sampled RSS)", b(self.idle_rss_bytes));
+        let _ = writeln!(
+            o,
+            "  idle floor    {} (10th percentile of sampled RSS)",
+            b(self.idle_rss_bytes)
+        );
         let _ = writeln!(o, "  mean RSS      {}", b(self.mean_rss_bytes));
         let _ = writeln!(
             o,
             "  duration      {}{}, {} samples{}, {} missed ticks, {} restarts",
             fmt_seconds(self.duration_s),
-            if self.first_unix_ms > 0 { format!(" from {}", fmt_unix_ms(self.first_unix_ms)) } else { String::new() },
+            if self.first_unix_ms > 0 {
+                format!(" from {}", fmt_unix_ms(self.first_unix_ms))
+            } else {
+                String::new()
+            },
             self.samples,
-            self.interval.as_ref().map(|i| format!(" every {i}")).unwrap_or_default(),
+            self.interval
+                .as_ref()
+                .map(|i| format!(" every {i}"))
+                .unwrap_or_default(),
             self.missed_ticks,
             self.restarts
         );
@@ -356,7 +407,11 @@ const SUB_BITS: u32 = 10;
 
 impl LogHistogram {
     fn new() -> Self {
-        LogHistogram { counts: Vec::new(), mins: Vec::new(), total: 0 }
+        LogHistogram {
+            counts: Vec::new(),
+            mins: Vec::new(),
+            total: 0,
+        }
     }
 
     fn bucket(v: u64) -> usize {
@@ -441,7 +496,11 @@ mod tests {
         let mut b = SummaryBuilder::new();
         b.push(&s(0.0, 1 << 20, 1 << 20));
         for i in 1..100 {
-            b.push(&s(i as f64, if i % 10 == 0 { 200 << 20 } else { 45 << 20 }, 200 << 20));
+            b.push(&s(
+                i as f64,
+                if i % 10 == 0 { 200 << 20 } else { 45 << 20 },
+                200 << 20,
+            ));
         }
         let sum = b.finish(None, None, None, None);
         assert_eq!(sum.idle_rss_bytes, 45 << 20);
@@ -457,7 +516,10 @@ mod tests {
         b.push(&s(2.0, 50 << 20, 300 << 20));
         let exact = b.finish(None, None, None, None);
         assert_eq!(exact.spans.phases[0].kernel_peak_rss_bytes, Some(300 << 20));
-        let end = EndInfo { peak_reset_failures: 1, ..EndInfo::default() };
+        let end = EndInfo {
+            peak_reset_failures: 1,
+            ..EndInfo::default()
+        };
         let refused = b.finish(None, None, Some(&end), None);
         assert_eq!(refused.spans.phases[0].kernel_peak_rss_bytes, None);
         assert_eq!(refused.spans.phases[0].peak_rss_bytes, 50 << 20);

@@ -23,7 +23,10 @@ impl<W: Write> CsvWriter<W> {
             out.write_all(header().as_bytes())?;
             out.write_all(b"\n")?;
         }
-        Ok(CsvWriter { out, line: Vec::with_capacity(256) })
+        Ok(CsvWriter {
+            out,
+            line: Vec::with_capacity(256),
+        })
     }
 }
 
@@ -117,9 +120,13 @@ impl CsvLayout {
                 ));
             }
         }
-        let canonical = names.len() == COLUMN_COUNT
-            && names.iter().zip(COLUMNS).all(|(n, c)| *n == c.name);
-        Ok(CsvLayout { idx, fields: names.len(), canonical })
+        let canonical =
+            names.len() == COLUMN_COUNT && names.iter().zip(COLUMNS).all(|(n, c)| *n == c.name);
+        Ok(CsvLayout {
+            idx,
+            fields: names.len(),
+            canonical,
+        })
     }
 
     /// Parses one data line (without its newline).
@@ -311,7 +318,6 @@ fn digits(line: &[u8], p: &mut usize) -> Option<u64> {
     Some(v)
 }
 
-
 /// Splits a CSV line into (start, end) byte ranges, honouring double quotes.
 fn split_fields(line: &[u8], out: &mut Vec<(usize, usize)>) -> Result<(), RowError> {
     out.clear();
@@ -442,8 +448,15 @@ mod tests {
         let mut lines = text.lines();
         let layout = CsvLayout::from_header(lines.next().unwrap().as_bytes()).unwrap();
         let mut f = vec![];
-        assert_eq!(layout.parse(lines.next().unwrap().as_bytes(), &mut f).unwrap(), sample());
-        let second = layout.parse(lines.next().unwrap().as_bytes(), &mut f).unwrap();
+        assert_eq!(
+            layout
+                .parse(lines.next().unwrap().as_bytes(), &mut f)
+                .unwrap(),
+            sample()
+        );
+        let second = layout
+            .parse(lines.next().unwrap().as_bytes(), &mut f)
+            .unwrap();
         assert_eq!(second.pss_bytes, Some(123));
         assert_eq!(second.event, None);
     }
@@ -451,7 +464,10 @@ mod tests {
     #[test]
     fn the_csv_crate_reads_it_with_no_options() {
         let mut buf = Vec::new();
-        CsvWriter::new(&mut buf, true).unwrap().write_sample(&sample()).unwrap();
+        CsvWriter::new(&mut buf, true)
+            .unwrap()
+            .write_sample(&sample())
+            .unwrap();
         let mut r = csv::Reader::from_reader(&buf[..]);
         let headers = r.headers().unwrap().clone();
         let row = r.records().next().unwrap().unwrap();
@@ -504,7 +520,16 @@ mod tests {
 
     #[test]
     fn digits_are_read_exactly_up_to_19() {
-        for text in ["0", "7", "12345678", "123456789", "47696158720", "9999999999999999999", "1,2", "42x"] {
+        for text in [
+            "0",
+            "7",
+            "12345678",
+            "123456789",
+            "47696158720",
+            "9999999999999999999",
+            "1,2",
+            "42x",
+        ] {
             let mut p = 0;
             let v = digits(text.as_bytes(), &mut p).unwrap();
             let expect: String = text.chars().take_while(|c| c.is_ascii_digit()).collect();

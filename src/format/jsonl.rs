@@ -53,7 +53,10 @@ pub struct JsonlWriter<W: Write> {
 
 impl<W: Write> JsonlWriter<W> {
     pub fn new(out: W) -> Self {
-        JsonlWriter { out, line: Vec::with_capacity(512) }
+        JsonlWriter {
+            out,
+            line: Vec::with_capacity(512),
+        }
     }
 }
 

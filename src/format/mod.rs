@@ -82,7 +82,13 @@ impl Output {
                 ),
                 Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
             };
-            return Ok(Output { path: None, format, sink, sync_handle: None, meta: None });
+            return Ok(Output {
+                path: None,
+                format,
+                sink,
+                sync_handle: None,
+                meta: None,
+            });
         };
         let path = absolute(path);
         let exists = path.exists();
@@ -131,7 +137,13 @@ impl Output {
             ),
             Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
         };
-        Ok(Output { path: Some(path), format, sink, sync_handle, meta: None })
+        Ok(Output {
+            path: Some(path),
+            format,
+            sink,
+            sync_handle,
+            meta: None,
+        })
     }
 
     /// The absolute path, or `None` for stdout.
@@ -165,7 +177,10 @@ impl Output {
         match self.format {
             Format::Jsonl => {
                 let line = jsonl::meta_line(meta);
-                self.sink.get_mut().write_all(&line).map_err(|e| self.err(e))?;
+                self.sink
+                    .get_mut()
+                    .write_all(&line)
+                    .map_err(|e| self.err(e))?;
                 self.flush()
             }
             Format::Csv => self.write_sidecar(),
@@ -185,7 +200,10 @@ impl Output {
         match self.format {
             Format::Jsonl => {
                 let line = jsonl::end_line(end);
-                self.sink.get_mut().write_all(&line).map_err(|e| self.err(e))?;
+                self.sink
+                    .get_mut()
+                    .write_all(&line)
+                    .map_err(|e| self.err(e))?;
             }
             Format::Csv => {
                 if let Some(m) = self.meta.as_mut() {
@@ -277,7 +295,11 @@ pub enum ReadError {
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, #[source] io::Error),
     #[error("{path}:{line}: {msg}")]
-    Malformed { path: PathBuf, line: u64, msg: String },
+    Malformed {
+        path: PathBuf,
+        line: u64,
+        msg: String,
+    },
     #[error("{0} is empty: it holds no header and no samples")]
     Empty(PathBuf),
 }
@@ -308,7 +330,10 @@ pub fn read_recording(
 ) -> Result<ReadInfo, ReadError> {
     let io_err = |e| ReadError::Io(path.to_path_buf(), e);
     let mut file = File::open(path).map_err(io_err)?;
-    let mut info = ReadInfo { path: path.to_path_buf(), ..ReadInfo::default() };
+    let mut info = ReadInfo {
+        path: path.to_path_buf(),
+        ..ReadInfo::default()
+    };
     let malformed = |line: u64, msg: String| ReadError::Malformed {
         path: path.to_path_buf(),
         line,
@@ -447,7 +472,9 @@ mod tests {
 
     #[test]
     fn lines_split_across_chunks_come_whole() {
-        let text: Vec<u8> = (0..200_000).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let text: Vec<u8> = (0..200_000)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
         let mut n = 0;
         for_each_line(&mut &text[..], |no, line, complete| {
             assert!(complete);
@@ -475,7 +502,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("run.csv");
         std::fs::write(&p, "precious").unwrap();
-        let err = Output::create(Some(&p), Format::Csv, false, false).err().unwrap();
+        let err = Output::create(Some(&p), Format::Csv, false, false)
+            .err()
+            .unwrap();
         assert!(matches!(err, OutputError::Exists(_)));
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "precious");
     }

@@ -94,8 +94,9 @@ impl ProcFs {
         handle
             .read_file("stat", &mut buf)
             .map_err(|e| handle.classify("stat", e))?;
-        let (comm, start) = parse_stat(&buf)
-            .ok_or_else(|| ProcError::Parse(handle.dir_path.join("stat"), "malformed stat line".into()))?;
+        let (comm, start) = parse_stat(&buf).ok_or_else(|| {
+            ProcError::Parse(handle.dir_path.join("stat"), "malformed stat line".into())
+        })?;
         handle.comm = comm;
         handle.start_time = start;
         Ok(handle)
@@ -162,7 +163,10 @@ impl ProcHandle {
         };
         let n = self.pread(f, buf).map_err(|e| self.classify("statm", e))?;
         let mut out = [0u64; 7];
-        for (slot, word) in out.iter_mut().zip(buf[..n].split(|b| b.is_ascii_whitespace())) {
+        for (slot, word) in out
+            .iter_mut()
+            .zip(buf[..n].split(|b| b.is_ascii_whitespace()))
+        {
             *slot = parse_u64(word);
         }
         Ok(out)
@@ -185,7 +189,9 @@ impl ProcHandle {
                     self.children.get_or_init(|| f)
                 }
             };
-            let n = self.pread(f, buf).map_err(|e| self.classify("children", e))?;
+            let n = self
+                .pread(f, buf)
+                .map_err(|e| self.classify("children", e))?;
             parse_pid_list(&buf[..n], out);
             return Ok(());
         }
@@ -208,8 +214,9 @@ impl ProcHandle {
     pub fn read_pss(&self, buf: &mut Vec<u8>) -> Result<u64, ProcError> {
         self.read_file("smaps_rollup", buf)
             .map_err(|e| self.classify("smaps_rollup", e))?;
-        find_kb(buf, b"Pss:")
-            .ok_or_else(|| ProcError::Parse(self.dir_path.join("smaps_rollup"), "no Pss line".into()))
+        find_kb(buf, b"Pss:").ok_or_else(|| {
+            ProcError::Parse(self.dir_path.join("smaps_rollup"), "no Pss line".into())
+        })
     }
 
     /// Resets the kernel's high-water mark (VmHWM) to the current RSS by writing `5` to
@@ -219,7 +226,8 @@ impl ProcHandle {
         let mut f = self
             .open_file("clear_refs", libc::O_WRONLY)
             .map_err(|e| self.classify("clear_refs", e))?;
-        f.write_all(b"5").map_err(|e| self.classify("clear_refs", e))
+        f.write_all(b"5")
+            .map_err(|e| self.classify("clear_refs", e))
     }
 
     /// The full command line, arguments joined by spaces (empty for a zombie).
@@ -335,7 +343,9 @@ fn open_at_flags(dir: &OwnedFd, rel: &str, flags: libc::c_int) -> io::Result<Fil
 
 /// True when `root` is a mounted proc file system.
 fn is_procfs(root: &Path) -> bool {
-    let Ok(c) = CString::new(root.as_os_str().as_bytes()) else { return false };
+    let Ok(c) = CString::new(root.as_os_str().as_bytes()) else {
+        return false;
+    };
     // SAFETY: a zeroed statfs is a valid out-parameter; `c` is NUL-terminated.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
@@ -386,7 +396,9 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 pub fn parse_status(buf: &[u8]) -> StatusMem {
     let mut m = StatusMem::default();
     for line in buf.split(|&b| b == b'\n') {
-        let Some(colon) = memchr::memchr(b':', line) else { continue };
+        let Some(colon) = memchr::memchr(b':', line) else {
+            continue;
+        };
         let key = &line[..colon];
         let slot: &mut u64 = match key {
             b"VmRSS" => {
@@ -494,7 +506,8 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
 
     #[test]
     fn stat_start_time_survives_odd_command_names() {
-        let line = b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 50";
+        let line =
+            b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 50";
         let (comm, start) = parse_stat(line).unwrap();
         assert_eq!(comm, "a b) c)");
         assert_eq!(start, 987654);
