@@ -407,6 +407,179 @@ pub fn parse_decimal(f: &[u8]) -> Option<f64> {
     std::str::from_utf8(f).ok()?.trim().parse().ok()
 }
 
+/// How reading a CSV body ended.
+pub struct BodyEnd {
+    pub bytes: u64,
+    /// The line number of an incomplete last line (skipped).
+    pub truncated_line: Option<u64>,
+}
+
+/// Why reading a CSV body stopped.
+pub enum BodyError {
+    Io(io::Error),
+    Row(u64, String),
+}
+
+/// A run of whole lines, and maybe an incomplete last line after them.
+struct Chunk {
+    data: Vec<u8>,
+    tail_incomplete: bool,
+}
+
+/// A chunk's rows, parsed.
+struct Parsed {
+    samples: Vec<Sample>,
+    /// Lines in the chunk (the incomplete tail not counted).
+    lines: u64,
+    /// The first bad line (1-based within the chunk) and why.
+    error: Option<(u64, String)>,
+    tail_incomplete: bool,
+}
+
+const CHUNK: usize = 1 << 20;
+
+/// Reads the rows of a CSV recording after its header, in order, calling `on_sample` for each.
+/// Parsing is most of the work, so chunks of whole lines are parsed on a few threads while this
+/// one hands the samples over in order; memory stays bounded (a few chunks in flight).
+pub fn read_body(
+    file: &mut std::fs::File,
+    layout: &CsvLayout,
+    lines_before: u64,
+    on_sample: &mut dyn FnMut(&Sample),
+) -> Result<BodyEnd, BodyError> {
+    use std::io::Read;
+    use std::sync::mpsc::sync_channel;
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    std::thread::scope(|scope| {
+        let mut jobs = Vec::with_capacity(workers);
+        let mut results = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (job_tx, job_rx) = sync_channel::<Chunk>(2);
+            let (res_tx, res_rx) = sync_channel::<Parsed>(2);
+            scope.spawn(move || {
+                for chunk in job_rx {
+                    if res_tx.send(parse_chunk(layout, chunk)).is_err() {
+                        return;
+                    }
+                }
+            });
+            jobs.push(job_tx);
+            results.push(res_rx);
+        }
+        let reader = scope.spawn(move || -> io::Result<u64> {
+            let mut total = 0u64;
+            let mut carry: Vec<u8> = Vec::new();
+            for i in 0.. {
+                let mut buf = std::mem::take(&mut carry);
+                let start = buf.len();
+                buf.resize(start.max(CHUNK / 2) + CHUNK, 0);
+                let mut filled = start;
+                let mut eof = false;
+                while filled < buf.len() {
+                    match file.read(&mut buf[filled..]) {
+                        Ok(0) => {
+                            eof = true;
+                            break;
+                        }
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                total += (filled - start) as u64;
+                buf.truncate(filled);
+                let chunk = if eof {
+                    let tail_incomplete = buf.last().is_some_and(|&b| b != b'\n');
+                    Chunk {
+                        data: buf,
+                        tail_incomplete,
+                    }
+                } else {
+                    match memchr::memrchr(b'\n', &buf) {
+                        Some(last) => {
+                            carry = buf[last + 1..].to_vec();
+                            buf.truncate(last + 1);
+                            Chunk {
+                                data: buf,
+                                tail_incomplete: false,
+                            }
+                        }
+                        None => {
+                            // One line longer than the buffer: read on.
+                            carry = buf;
+                            continue;
+                        }
+                    }
+                };
+                if jobs[i % workers].send(chunk).is_err() || eof {
+                    break;
+                }
+            }
+            Ok(total)
+        });
+        let mut line_base = lines_before;
+        let mut truncated_line = None;
+        for i in 0.. {
+            let Ok(parsed) = results[i % workers].recv() else {
+                break;
+            };
+            parsed.samples.iter().for_each(&mut *on_sample);
+            if let Some((at, msg)) = parsed.error {
+                return Err(BodyError::Row(line_base + at, msg));
+            }
+            if parsed.tail_incomplete {
+                truncated_line = Some(line_base + parsed.lines + 1);
+            }
+            line_base += parsed.lines;
+        }
+        let bytes = reader
+            .join()
+            .expect("the reader thread does not panic")
+            .map_err(BodyError::Io)?;
+        Ok(BodyEnd {
+            bytes,
+            truncated_line,
+        })
+    })
+}
+
+fn parse_chunk(layout: &CsvLayout, chunk: Chunk) -> Parsed {
+    let mut samples = Vec::with_capacity(chunk.data.len() / 100);
+    let mut fields = Vec::with_capacity(32);
+    let mut lines = 0;
+    let mut start = 0;
+    let data = &chunk.data;
+    while let Some(k) = memchr::memchr(b'\n', &data[start..]) {
+        lines += 1;
+        let line = &data[start..start + k];
+        start += k + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        match layout.parse(line, &mut fields) {
+            Ok(s) => samples.push(s),
+            Err(e) => {
+                return Parsed {
+                    samples,
+                    lines,
+                    error: Some((lines, e.0)),
+                    tail_incomplete: false,
+                }
+            }
+        }
+    }
+    Parsed {
+        samples,
+        lines,
+        error: None,
+        tail_incomplete: chunk.tail_incomplete && start < data.len(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

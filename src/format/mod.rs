@@ -340,6 +340,21 @@ pub fn read_recording(
         msg,
     };
 
+    // A CSV body (the bulk of most recordings) is parsed on several threads.
+    if let Some(header) = csv_header(&mut file).map_err(io_err)? {
+        let layout =
+            csv::CsvLayout::from_header(header.trim_ascii_end()).map_err(|m| malformed(1, m))?;
+        info.format = Some(Format::Csv);
+        let end = csv::read_body(&mut file, &layout, 1, &mut on_sample).map_err(|e| match e {
+            csv::BodyError::Io(e) => io_err(e),
+            csv::BodyError::Row(line, msg) => malformed(line, msg),
+        })?;
+        info.bytes = header.len() as u64 + end.bytes;
+        info.truncated_line = end.truncated_line;
+        read_sidecar(path, &mut info)?;
+        return Ok(info);
+    }
+
     let mut layout: Option<csv::CsvLayout> = None;
     let mut fields = Vec::with_capacity(32);
     let mut result: Result<(), ReadError> = Ok(());
@@ -400,24 +415,42 @@ pub fn read_recording(
         return Err(ReadError::Empty(path.to_path_buf()));
     }
     if info.format == Some(Format::Csv) {
-        let side = sidecar_path(path);
-        if let Ok(text) = std::fs::read_to_string(&side) {
-            match serde_json::from_str::<Meta>(&text) {
-                Ok(m) => {
-                    info.end = m.end.clone();
-                    info.meta = Some(m);
-                }
-                Err(e) => {
-                    return Err(ReadError::Malformed {
-                        path: side,
-                        line: e.line() as u64,
-                        msg: e.to_string(),
-                    })
-                }
-            }
-        }
+        read_sidecar(path, &mut info)?;
     }
     Ok(info)
+}
+
+/// The first line of `file` when it is a whole, non-empty line that is not JSON (a CSV
+/// header), leaving the file positioned after it; otherwise `None`, back at the start.
+fn csv_header(file: &mut File) -> io::Result<Option<Vec<u8>>> {
+    use std::io::{BufRead, Seek, SeekFrom};
+    let mut head = Vec::new();
+    io::BufReader::new(&mut *file)
+        .take(1 << 20)
+        .read_until(b'\n', &mut head)?;
+    let csv = head.ends_with(b"\n") && !matches!(head.first(), Some(b'{' | b'\n' | b'\r'));
+    file.seek(SeekFrom::Start(if csv { head.len() as u64 } else { 0 }))?;
+    Ok(csv.then_some(head))
+}
+
+/// Reads a CSV recording's metadata sidecar (`FILE.meta.json`), when there is one.
+fn read_sidecar(path: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
+    let side = sidecar_path(path);
+    let Ok(text) = std::fs::read_to_string(&side) else {
+        return Ok(());
+    };
+    match serde_json::from_str::<Meta>(&text) {
+        Ok(m) => {
+            info.end = m.end.clone();
+            info.meta = Some(m);
+            Ok(())
+        }
+        Err(e) => Err(ReadError::Malformed {
+            path: side,
+            line: e.line() as u64,
+            msg: e.to_string(),
+        }),
+    }
 }
 
 /// Calls `f(line_number, line, complete)` for each line of `r`, reading 1 MiB at a time;
@@ -495,6 +528,66 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen.last().unwrap(), &(b"c".to_vec(), false));
+    }
+
+    /// A CSV recording of `rows` samples (several read chunks long when large).
+    fn big_csv(rows: usize) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = csv::CsvWriter::new(&mut buf, true).unwrap();
+        for i in 0..rows {
+            let s = Sample {
+                unix_ms: 1_700_000_000_000 + i as u64,
+                elapsed_s: i as f64 / 1000.0,
+                rss_bytes: (i as u64 % 977) << 20,
+                processes: 1,
+                ..Sample::default()
+            };
+            w.write_sample(&s).unwrap();
+        }
+        buf
+    }
+
+    #[test]
+    fn a_large_csv_comes_back_whole_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.csv");
+        std::fs::write(&p, big_csv(60_000)).unwrap();
+        let mut next = 0u64;
+        let info = read_recording(&p, |s| {
+            assert_eq!(s.unix_ms, 1_700_000_000_000 + next);
+            next += 1;
+        })
+        .unwrap();
+        assert_eq!(next, 60_000);
+        assert_eq!(info.truncated_line, None);
+        assert_eq!(info.bytes, std::fs::metadata(&p).unwrap().len());
+    }
+
+    #[test]
+    fn a_bad_line_deep_in_a_large_csv_is_named_by_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.csv");
+        let text = String::from_utf8(big_csv(60_000)).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[45_000] = "1,2,oops";
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        match read_recording(&p, |_| {}) {
+            Err(ReadError::Malformed { line, .. }) => assert_eq!(line, 45_001),
+            other => panic!("expected a malformed line, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_truncated_large_csv_names_its_incomplete_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cut.csv");
+        let mut data = big_csv(60_000);
+        data.truncate(data.len() - 7);
+        std::fs::write(&p, &data).unwrap();
+        let mut n = 0;
+        let info = read_recording(&p, |_| n += 1).unwrap();
+        assert_eq!(n, 59_999);
+        assert_eq!(info.truncated_line, Some(60_001));
     }
 
     #[test]
