@@ -680,8 +680,10 @@ impl Recorder {
         );
         if let Err(e) = finished {
             // The end record could not be written: the rows before it are still there.
-            return Err(output_error(e))
-                .context(format!("{} samples were written before this", self.samples));
+            return Err(output_error(e)).context(format!(
+                "what was written before is kept ({})",
+                samples_text(self.samples)
+            ));
         }
         if !self.opts.quiet {
             eprint!("{}", summary.render());
@@ -726,9 +728,18 @@ impl Recorder {
             ..end
         });
         Err(err.context(format!(
-            "recording stopped; the {} samples written before are kept",
-            self.samples
+            "recording stopped; what was written before is kept ({})",
+            samples_text(self.samples)
         )))
+    }
+}
+
+/// `1 sample`, `12 samples`.
+fn samples_text(n: u64) -> String {
+    if n == 1 {
+        "1 sample".to_string()
+    } else {
+        format!("{n} samples")
     }
 }
 

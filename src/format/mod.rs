@@ -48,8 +48,8 @@ pub enum OutputError {
     #[error("cannot append to {0}: {1}")]
     CannotAppend(PathBuf, String),
     #[error("cannot create {0}: {1}")]
-    Create(PathBuf, #[source] io::Error),
-    #[error("cannot write {0}: {1}")]
+    Create(PathBuf, io::Error),
+    #[error("cannot write {0}")]
     Write(String, #[source] io::Error),
 }
 
@@ -293,7 +293,7 @@ pub enum ReadError {
     #[error("--columns {0}")]
     Columns(String),
     #[error("cannot read {0}: {1}")]
-    Io(PathBuf, #[source] io::Error),
+    Io(PathBuf, io::Error),
     #[error("{path}:{line}: {msg}")]
     Malformed {
         path: PathBuf,

@@ -33,9 +33,9 @@ pub enum SocketError {
     #[error("{0} is not a private directory (it must be owned by you, mode 0700)")]
     NotPrivate(PathBuf),
     #[error("cannot create the socket {0}: {1}")]
-    Create(PathBuf, #[source] std::io::Error),
+    Create(PathBuf, std::io::Error),
     #[error("no recorder is listening on {0}: {1}")]
-    Connect(PathBuf, #[source] std::io::Error),
+    Connect(PathBuf, std::io::Error),
     #[error("no reply from the recorder on {0}: {1}")]
     NoReply(PathBuf, String),
 }

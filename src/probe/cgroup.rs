@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
     #[error("cannot read {0}: {1}")]
-    Io(PathBuf, #[source] io::Error),
+    Io(PathBuf, io::Error),
     #[error("cannot parse {0}: '{1}'")]
     Parse(PathBuf, String),
     #[error("resetting {0} is not permitted (run as root or the cgroup's owner)")]

@@ -23,7 +23,7 @@ pub enum ProcError {
     #[error("permission denied reading {0} (run as the target's owner or root)")]
     PermissionDenied(PathBuf),
     #[error("cannot read {0}: {1}")]
-    Io(PathBuf, #[source] io::Error),
+    Io(PathBuf, io::Error),
     #[error("cannot parse {0}: {1}")]
     Parse(PathBuf, String),
 }
