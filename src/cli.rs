@@ -83,52 +83,8 @@ pub struct RecordArgs {
     #[arg(long)]
     pub exit_with_target: bool,
 
-    /// Time between samples: 1s, 250ms, 100us or plain seconds (0.5)
-    #[arg(short, long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
-    pub interval: Duration,
-
-    /// Watch the process alone, not its descendants
-    #[arg(long)]
-    pub no_children: bool,
-
-    /// Write the recording to FILE (default: stdout; '-' is stdout)
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
-    /// Recording format (default: from the file's extension, .jsonl for JSON Lines, else CSV)
-    #[arg(long, value_enum)]
-    pub format: Option<Format>,
-
-    /// Overwrite an existing output file
-    #[arg(long, conflicts_with = "append")]
-    pub force: bool,
-
-    /// Add to an existing recording (its columns must match)
-    #[arg(long)]
-    pub append: bool,
-
-    /// Also record PSS (proportional set size) from /proc/PID/smaps_rollup
-    #[arg(
-        long,
-        long_help = "Also record PSS (proportional set size, shared pages divided among their \
-users) from /proc/PID/smaps_rollup. Reading smaps_rollup walks the target's page tables under \
-its memory-map lock: on a 210 GB process one read took 4.5 s of system time and stalled the \
-target. So PSS is read at most every --pss-every (default 10s) and skipped for any process \
-whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
-    )]
-    pub pss: bool,
-
-    /// With --pss: read PSS at most this often
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
-    pub pss_every: Duration,
-
-    /// With --pss: skip processes whose RSS is above this (reading them stalls them)
-    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE")]
-    pub pss_max_rss: u64,
-
-    /// With --pss: read PSS even of processes above --pss-max-rss
-    #[arg(long)]
-    pub pss_force: bool,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 
     /// Stop recording after this long
     #[arg(long, value_parser = duration, value_name = "DURATION")]
@@ -394,7 +350,7 @@ pub struct SamplingArgs {
     #[arg(long)]
     pub no_children: bool,
 
-    /// Write the time series to FILE, with run-start:N and run-end:N events ('-' is stdout)
+    /// Write the recording to FILE ('-' is stdout; record's default is stdout)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -410,8 +366,15 @@ pub struct SamplingArgs {
     #[arg(long)]
     pub append: bool,
 
-    /// Also record PSS from /proc/PID/smaps_rollup (rate-limited and guarded; see record --help)
-    #[arg(long)]
+    /// Also record PSS (proportional set size) from /proc/PID/smaps_rollup
+    #[arg(
+        long,
+        long_help = "Also record PSS (proportional set size, shared pages divided among their \
+users) from /proc/PID/smaps_rollup. Reading smaps_rollup walks the target's page tables under \
+its memory-map lock: on a 210 GB process one read took 4.5 s of system time and stalled the \
+target. So PSS is read at most every --pss-every (default 10s) and skipped for any process \
+whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
+    )]
     pub pss: bool,
 
     /// With --pss: read PSS at most this often
@@ -425,6 +388,17 @@ pub struct SamplingArgs {
     /// With --pss: read PSS even of processes above --pss-max-rss
     #[arg(long)]
     pub pss_force: bool,
+}
+
+impl SamplingArgs {
+    /// The PSS settings, when `--pss` is on.
+    pub fn pss_guard(&self) -> Option<crate::record::PssGuard> {
+        self.pss.then_some(crate::record::PssGuard {
+            every: self.pss_every,
+            max_rss: self.pss_max_rss,
+            force: self.pss_force,
+        })
+    }
 }
 
 #[derive(Args, Debug)]

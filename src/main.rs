@@ -8,7 +8,7 @@ use memmon::cli::{Cli, Command, PlotArgs, RecordArgs, SummaryArgs};
 use memmon::exit::{CodedError, ExitCode};
 use memmon::format::{InputSpec, ReadError};
 use memmon::probe::ProcFs;
-use memmon::record::{PssGuard, RecordOptions, Recorder};
+use memmon::record::{RecordOptions, Recorder};
 use memmon::render::plot::{ImageFormat, PlotError, PlotOptions};
 use memmon::target::TargetSpec;
 use std::io::Write;
@@ -85,7 +85,8 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             ))
         }
     };
-    if args.interval.is_zero() {
+    let sampling = &args.sampling;
+    if sampling.interval.is_zero() {
         return Err(usage("--interval must be above 0"));
     }
     if (args.wait || args.exit_with_target) && !target.can_restart() {
@@ -93,7 +94,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             "--wait and --exit-with-target apply to --pidfile and --name only",
         ));
     }
-    let output = args.output.filter(|p| p.as_os_str() != "-");
+    let output = sampling.output.clone().filter(|p| p.as_os_str() != "-");
     let plot_to = match &args.plot {
         Some(_) if output.is_none() => return Err(usage(
             "--plot needs the recording in a file: add -o FILE (the recording is going to stdout)",
@@ -106,17 +107,13 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     };
     let opts = RecordOptions {
         target,
-        interval: args.interval,
-        children: !args.no_children,
+        interval: sampling.interval,
+        children: !sampling.no_children,
         output,
-        format: args.format,
-        force: args.force,
-        append: args.append,
-        pss: args.pss.then_some(PssGuard {
-            every: args.pss_every,
-            max_rss: args.pss_max_rss,
-            force: args.pss_force,
-        }),
+        format: sampling.format,
+        force: sampling.force,
+        append: sampling.append,
+        pss: sampling.pss_guard(),
         wait: args.wait,
         exit_with_target: args.exit_with_target,
         duration: args.duration,

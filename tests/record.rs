@@ -39,17 +39,7 @@ fn meta(path: &std::path::Path) -> serde_json::Value {
 fn a_launched_workload_shows_the_memory_it_touched() {
     let dir = tempdir();
     let out = dir.path().join("run.csv");
-    let mut args = vec![
-        "record".to_string(),
-        "-i".into(),
-        "50ms".into(),
-        "-o".into(),
-        out.display().to_string(),
-        "--".into(),
-    ];
-    args.extend(workload(&["alloc:100MiB", "hold:400ms"]));
-    memmon()
-        .args(&args)
+    record_workload(&out, &["-i", "50ms"], &["alloc:100MiB", "hold:400ms"])
         .assert()
         .success()
         .stderr(predicate::str::contains("peak RSS"));
@@ -75,21 +65,18 @@ fn a_launched_workload_shows_the_memory_it_touched() {
 fn a_20ms_spike_between_1s_ticks_is_caught_by_the_kernel_peak_with_a_warning() {
     let dir = tempdir();
     let out = dir.path().join("spike.csv");
-    let mut args = vec![
-        "record".to_string(),
-        "-i".into(),
-        "1s".into(),
-        "-o".into(),
-        out.display().to_string(),
-        "--".into(),
-    ];
-    args.extend(workload(&[
-        "alloc:20MiB",
-        "hold:300ms",
-        "spike:200MiB:20ms",
-        "hold:900ms",
-    ]));
-    memmon().args(&args).assert().success();
+    record_workload(
+        &out,
+        &["-i", "1s"],
+        &[
+            "alloc:20MiB",
+            "hold:300ms",
+            "spike:200MiB:20ms",
+            "hold:900ms",
+        ],
+    )
+    .assert()
+    .success();
     let s = summary_json(&out);
     let kernel = s["kernel_peak_rss_bytes"].as_u64().unwrap();
     let sampled = s["peak_rss_bytes"].as_u64().unwrap();
@@ -111,16 +98,13 @@ fn a_20ms_spike_between_1s_ticks_is_caught_by_the_kernel_peak_with_a_warning() {
 fn a_tree_of_children_is_summed_and_its_bound_is_not_called_exact() {
     let dir = tempdir();
     let out = dir.path().join("tree.csv");
-    let mut args = vec![
-        "record".to_string(),
-        "-i".into(),
-        "100ms".into(),
-        "-o".into(),
-        out.display().to_string(),
-        "--".into(),
-    ];
-    args.extend(workload(&["children:3:40MiB:1200ms", "wait-children"]));
-    memmon().args(&args).assert().success();
+    record_workload(
+        &out,
+        &["-i", "100ms"],
+        &["children:3:40MiB:1200ms", "wait-children"],
+    )
+    .assert()
+    .success();
     let procs = column(&out, "processes");
     assert_eq!(procs.iter().max(), Some(&4));
     let s = summary_json(&out);
@@ -138,17 +122,13 @@ fn a_tree_of_children_is_summed_and_its_bound_is_not_called_exact() {
 fn without_children_only_the_process_itself_is_watched() {
     let dir = tempdir();
     let out = dir.path().join("alone.csv");
-    let mut args = vec![
-        "record".to_string(),
-        "--no-children".into(),
-        "-i".into(),
-        "100ms".into(),
-        "-o".into(),
-        out.display().to_string(),
-        "--".into(),
-    ];
-    args.extend(workload(&["children:2:30MiB:700ms", "wait-children"]));
-    memmon().args(&args).assert().success();
+    record_workload(
+        &out,
+        &["--no-children", "-i", "100ms"],
+        &["children:2:30MiB:700ms", "wait-children"],
+    )
+    .assert()
+    .success();
     assert_eq!(column(&out, "processes").iter().max(), Some(&1));
 }
 
@@ -287,9 +267,7 @@ fn an_existing_file_is_refused_without_force_and_kept_intact() {
     let dir = tempdir();
     let out = dir.path().join("keep.csv");
     std::fs::write(&out, "precious data\n").unwrap();
-    memmon()
-        .args(["record", "-o", out.to_str().unwrap(), "--"])
-        .args(workload(&["hold:10ms"]))
+    record_workload(&out, &[], &["hold:10ms"])
         .assert()
         .code(2)
         .stderr(
@@ -297,18 +275,7 @@ fn an_existing_file_is_refused_without_force_and_kept_intact() {
         );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious data\n");
     // --force replaces it.
-    memmon()
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "50ms",
-            "--force",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-        ])
-        .args(workload(&["hold:100ms"]))
+    record_workload(&out, &["-q", "-i", "50ms", "--force"], &["hold:100ms"])
         .assert()
         .success();
     assert!(std::fs::read_to_string(&out)
@@ -321,18 +288,7 @@ fn append_adds_a_session_under_the_same_header() {
     let dir = tempdir();
     let out = dir.path().join("twice.csv");
     for _ in 0..2 {
-        memmon()
-            .args([
-                "record",
-                "-q",
-                "-i",
-                "50ms",
-                "--append",
-                "-o",
-                out.to_str().unwrap(),
-                "--",
-            ])
-            .args(workload(&["hold:200ms"]))
+        record_workload(&out, &["-q", "-i", "50ms", "--append"], &["hold:200ms"])
             .assert()
             .success();
     }
@@ -510,21 +466,13 @@ fn a_name_matching_nothing_is_an_error_unless_waiting() {
 fn sampling_every_100us_works_and_counts_missed_ticks() {
     let dir = tempdir();
     let out = dir.path().join("fast.csv");
-    memmon()
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "100us",
-            "--duration",
-            "1s",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-        ])
-        .args(workload(&["hold:2s"]))
-        .assert()
-        .success();
+    record_workload(
+        &out,
+        &["-q", "-i", "100us", "--duration", "1s"],
+        &["hold:2s"],
+    )
+    .assert()
+    .success();
     let s = summary_json(&out);
     let samples = s["samples"].as_u64().unwrap();
     let missed = s["missed_ticks"].as_u64().unwrap();
@@ -540,17 +488,7 @@ fn sampling_every_100us_works_and_counts_missed_ticks() {
 fn jsonl_recordings_carry_meta_first_and_end_last() {
     let dir = tempdir();
     let out = dir.path().join("run.jsonl");
-    memmon()
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "50ms",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-        ])
-        .args(workload(&["alloc:30MiB", "hold:300ms"]))
+    record_workload(&out, &["-q", "-i", "50ms"], &["alloc:30MiB", "hold:300ms"])
         .assert()
         .success();
     let text = std::fs::read_to_string(&out).unwrap();
@@ -570,17 +508,7 @@ fn jsonl_recordings_carry_meta_first_and_end_last() {
 fn the_metadata_sidecar_describes_the_recording() {
     let dir = tempdir();
     let out = dir.path().join("m.csv");
-    memmon()
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "250ms",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-        ])
-        .args(workload(&["hold:300ms"]))
+    record_workload(&out, &["-q", "-i", "250ms"], &["hold:300ms"])
         .assert()
         .success();
     let m = meta(&out);
@@ -621,9 +549,7 @@ fn a_full_disk_is_a_clear_error() {
 fn a_missing_directory_is_a_clear_error() {
     let dir = tempdir();
     let out = dir.path().join("no/such/dir/run.csv");
-    memmon()
-        .args(["record", "-o", out.to_str().unwrap(), "--"])
-        .args(workload(&["hold:10ms"]))
+    record_workload(&out, &[], &["hold:10ms"])
         .assert()
         .code(1)
         .stderr(
@@ -635,29 +561,21 @@ fn a_missing_directory_is_a_clear_error() {
 fn pss_is_opt_in_and_guarded_by_rss() {
     let dir = tempdir();
     let out = dir.path().join("pss.csv");
-    memmon()
-        .args([
-            "record",
-            "-i",
-            "50ms",
-            "--pss",
-            "--pss-every",
-            "100ms",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-        ])
-        .args(workload(&["alloc:20MiB", "hold:400ms"]))
-        .assert()
-        .success();
+    record_workload(
+        &out,
+        &["-i", "50ms", "--pss", "--pss-every", "100ms"],
+        &["alloc:20MiB", "hold:400ms"],
+    )
+    .assert()
+    .success();
     let pss = column(&out, "pss_bytes");
     assert!(!pss.is_empty() && pss.len() < column(&out, "rss_bytes").len());
     assert!(pss.iter().max().unwrap() >= &(20 * MIB));
     // Over the guard: skipped, and said so.
     let out2 = dir.path().join("pss2.csv");
-    memmon()
-        .args([
-            "record",
+    record_workload(
+        &out2,
+        &[
             "-i",
             "50ms",
             "--pss",
@@ -665,14 +583,12 @@ fn pss_is_opt_in_and_guarded_by_rss() {
             "1MiB",
             "--pss-every",
             "50ms",
-            "-o",
-            out2.to_str().unwrap(),
-            "--",
-        ])
-        .args(workload(&["alloc:20MiB", "hold:300ms"]))
-        .assert()
-        .success()
-        .stderr(predicate::str::contains("not reading PSS"));
+        ],
+        &["alloc:20MiB", "hold:300ms"],
+    )
+    .assert()
+    .success()
+    .stderr(predicate::str::contains("not reading PSS"));
     // PSS may be read in the first instants after exec, while the process is still small; never
     // once it is over the guard.
     let (h, rows) = read_csv(&out2);

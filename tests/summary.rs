@@ -5,17 +5,7 @@ use predicates::prelude::*;
 
 fn recording(dir: &std::path::Path) -> std::path::PathBuf {
     let out = dir.join("r.csv");
-    memmon()
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "50ms",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-        ])
-        .args(workload(&["alloc:40MiB", "hold:300ms"]))
+    record_workload(&out, &["-q", "-i", "50ms"], &["alloc:40MiB", "hold:300ms"])
         .assert()
         .success();
     out
@@ -129,9 +119,7 @@ fn several_files_give_a_json_list() {
 fn the_summary_of_a_file_matches_the_one_printed_when_recording() {
     let dir = tempdir();
     let out = dir.path().join("same.csv");
-    let rec = memmon()
-        .args(["record", "-i", "50ms", "-o", out.to_str().unwrap(), "--"])
-        .args(workload(&["alloc:25MiB", "hold:300ms"]))
+    let rec = record_workload(&out, &["-i", "50ms"], &["alloc:25MiB", "hold:300ms"])
         .output()
         .unwrap();
     let stderr = String::from_utf8(rec.stderr).unwrap();

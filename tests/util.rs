@@ -76,3 +76,15 @@ pub fn wait_for(secs: f64, mut cond: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// `memmon record FLAGS -o OUT -- memmon workload STEPS`, ready to run and assert on.
+pub fn record_workload(out: &Path, flags: &[&str], steps: &[&str]) -> Command {
+    let mut c = memmon();
+    c.arg("record")
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .args(workload(steps));
+    c
+}

@@ -228,11 +228,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
         format: s.format,
         force: s.force,
         append: s.append,
-        pss: s.pss.then_some(PssGuard {
-            every: s.pss_every,
-            max_rss: s.pss_max_rss,
-            force: s.pss_force,
-        }),
+        pss: s.pss_guard(),
         quiet: args.quiet,
         stdout_is_data,
         procfs: ProcFs::default(),
