@@ -205,9 +205,10 @@ fn the_report_draws_every_series_without_errors_and_hovers_with_units() {
 fn the_report_screenshot_is_written_under_target() {
     let (a, b) = recordings();
     let page = report("shot.html", &[a, b]);
-    let shot = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join("report-screenshot.png");
+    // The target directory (CARGO_TARGET_TMPDIR is its tmp/), wherever CARGO_TARGET_DIR puts it.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
+    std::fs::create_dir_all(target).unwrap();
+    let shot = target.join("report-screenshot.png");
     let _ = std::fs::remove_file(&shot);
     let arg = format!("--screenshot={}", shot.display());
     let out = chromium(&page, &[&arg, "--window-size=1200,800"]);
