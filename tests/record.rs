@@ -602,3 +602,45 @@ fn pss_is_opt_in_and_guarded_by_rss() {
         .all(|r| r[rss].parse::<u64>().unwrap() <= MIB));
     assert!(rows.iter().any(|r| r[pss].is_empty()));
 }
+
+/// Runs memmon under a pseudo-terminal (util-linux `script`), so stderr is a terminal; returns
+/// what the terminal showed.
+fn on_a_terminal(args: &[String]) -> String {
+    let line = std::iter::once(memmon_path().display().to_string())
+        .chain(args.iter().cloned())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = StdCommand::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .expect("script (util-linux) runs memmon under a pseudo-terminal");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn on_a_terminal_a_status_line_refreshes_at_most_4_times_a_second_and_stays_out_of_the_data() {
+    let dir = tempdir();
+    let out = dir.path().join("live.csv");
+    let mut args: Vec<String> = ["record", "-i", "20ms", "-o", out.to_str().unwrap(), "--"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(workload(&["alloc:20MiB", "hold:1s"]));
+    let screen = on_a_terminal(&args);
+    let redraws = screen.matches("\r\x1b[Kmemmon: ").count();
+    assert!(redraws >= 2, "no live line: {screen:?}");
+    // About 1 s at 20 ms per sample (50 samples), but at most one redraw per 250 ms.
+    assert!(redraws <= 6, "{redraws} redraws in about 1 s");
+    assert!(screen.contains("peak") && screen.contains("missed"));
+    let data = std::fs::read_to_string(&out).unwrap();
+    assert!(!data.contains("memmon") && !data.contains('\x1b'));
+
+    let quiet = dir.path().join("quiet.csv");
+    args[4] = quiet.display().to_string();
+    args.insert(1, "--quiet".into());
+    assert!(
+        !on_a_terminal(&args).contains("\x1b[K"),
+        "--quiet turns it off"
+    );
+}
