@@ -181,7 +181,7 @@ of the baseline mean); else it is within noise. Gates compare the change of the 
 limit. Exit codes: 0 all gates passed; 1 a gate failed; 2 bad input (flag or recording)."
 )]
 pub struct CompareArgs {
-    /// Baseline recordings (one per run), then `--` and the candidate's; or just BASE NEW
+    /// Baseline recordings (each one run, or one per bench run in it), then `--` and the candidate's; or just BASE NEW
     #[arg(required = true, value_name = "BASE")]
     pub base: Vec<PathBuf>,
 
@@ -212,6 +212,10 @@ pub struct CompareArgs {
     /// Print the whole comparison as JSON (per-side stats, deltas, verdicts, gates)
     #[arg(long)]
     pub json: bool,
+
+    /// Count each file as one run, even a `bench -o` recording of several runs
+    #[arg(long)]
+    pub whole_files: bool,
 
     #[command(flatten)]
     pub input: InputArgs,

@@ -1,5 +1,5 @@
 //! Tests of `memmon compare` on real recordings of workloads with known memory: verdicts,
-//! gates and exit codes, JSON, and bad input.
+//! gates and exit codes, JSON, bad input, and `bench -o` recordings counted run by run.
 
 use crate::util::*;
 use std::path::{Path, PathBuf};
@@ -154,9 +154,10 @@ fn two_files_without_a_separator_compare_one_run_each() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        stdout.contains("baseline: 1 run; candidate: 1 run"),
+        stdout.contains("baseline: 1 run from ") && stdout.contains("small1.csv (whole file)\n"),
         "{stdout}"
     );
+    assert!(stdout.contains("candidate: 1 run from "), "{stdout}");
     assert!(stdout.contains("one run per side"), "{stdout}");
 }
 
@@ -278,5 +279,195 @@ fn flags_after_the_separator_are_named_as_a_mistake() {
         text(&out.stderr).contains("put flags before `--`"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// Two `memmon bench -o` recordings against the test daemon, 3 runs each, sampled every second
+/// (so each run is its run-start and run-end rows): the baseline's client asks for 40 MiB, the
+/// candidate's for 80 MiB.
+struct BenchFixture {
+    base: PathBuf,
+    new: PathBuf,
+}
+
+const BENCH_BASE_SIZE: u64 = 40 * MIB;
+
+fn bench_fixture() -> &'static BenchFixture {
+    static F: OnceLock<BenchFixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("compare-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (socket, pidfile) = (dir.join("d.sock"), dir.join("d.pid"));
+        let mut daemon = std::process::Command::new(memmon_path())
+            .arg("test-daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for(5.0, || pidfile.exists()),
+            "the test daemon did not start"
+        );
+        let bench = |out: &Path, size: &str| {
+            memmon()
+                .args(["bench", "-q", "-n", "3", "-i", "1s", "--pidfile"])
+                .arg(&pidfile)
+                .arg("-o")
+                .arg(out)
+                .arg("--")
+                .arg(memmon_path())
+                .args(["test-client", "--socket"])
+                .arg(&socket)
+                .args(["--size", size])
+                .output()
+                .unwrap()
+        };
+        let (base, new) = (dir.join("bench-base.csv"), dir.join("bench-new.csv"));
+        let outs = [bench(&base, "40MiB"), bench(&new, "80MiB")];
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        for out in outs {
+            assert!(out.status.success(), "bench failed: {}", text(&out.stderr));
+        }
+        BenchFixture { base, new }
+    })
+}
+
+/// As in tests/bench.rs: the daemon's own small allocations while serving, plus the kernel's
+/// per-CPU batching of RSS counters (up to max(32, 2 × CPUs) pages per CPU).
+fn bench_tolerance() -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    MIB + cpus * 32.max(2 * cpus) * 4096
+}
+
+fn compare_json(args: &[&str], base: &Path, new: &Path) -> serde_json::Value {
+    let out = memmon()
+        .arg("compare")
+        .arg("--json")
+        .args(args)
+        .arg(base)
+        .arg(new)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_bench_recording_counts_as_one_run_per_bench_run_with_its_own_kernel_peak() {
+    let f = bench_fixture();
+    let v = compare_json(&[], &f.base, &f.new);
+    for (side, path, size) in [
+        ("base", &f.base, BENCH_BASE_SIZE),
+        ("new", &f.new, 2 * BENCH_BASE_SIZE),
+    ] {
+        let runs = v[side]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3, "{side}: {runs:?}");
+        assert_eq!(v[side]["recordings"][0]["split"], "bench-runs");
+        assert_eq!(v[side]["recordings"][0]["runs"], 3);
+        for (i, r) in runs.iter().enumerate() {
+            assert_eq!(r["run"], i as u64 + 1);
+            assert_eq!(
+                r["file"].as_str().unwrap(),
+                format!("{}#run {}", path.display(), i + 1)
+            );
+            assert_eq!(r["peak_source"], "kernel", "{r}");
+            // The idle floor of a bench run is the daemon's RSS at its start.
+            let (peak, floor) = (
+                r["peak_rss_bytes"].as_u64().unwrap(),
+                r["idle_rss_bytes"].as_u64().unwrap(),
+            );
+            assert!(
+                peak.abs_diff(floor + size) <= bench_tolerance(),
+                "{side} run {}: peak {peak}, floor {floor} + {size}",
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bench_recording_header_says_how_many_runs_came_from_it() {
+    let f = bench_fixture();
+    let out = memmon()
+        .arg("compare")
+        .arg(&f.base)
+        .arg(&f.new)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let head: Vec<&str> = stdout.lines().take(2).collect();
+    assert!(
+        head[0].starts_with("baseline: 3 runs from ")
+            && head[0].ends_with("bench-base.csv (bench runs)"),
+        "{stdout}"
+    );
+    assert!(
+        head[1].starts_with("candidate: 3 runs from ")
+            && head[1].ends_with("bench-new.csv (bench runs)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("bench-new.csv#run 3"), "{stdout}");
+}
+
+#[test]
+fn bench_runs_of_twice_the_memory_are_a_regression_that_fails_the_gate() {
+    let f = bench_fixture();
+    let out = memmon()
+        .args(["compare", "--max-peak-increase", "10%"])
+        .arg(&f.base)
+        .arg(&f.new)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let peak = stdout
+        .lines()
+        .find(|l| l.starts_with("peak RSS rose"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        peak.contains("a regression beyond the run-to-run spread"),
+        "{peak}"
+    );
+    assert!(
+        stdout.contains("FAILED: --max-peak-increase 10%"),
+        "{stdout}"
+    );
+    // The change of the means is the 40 MiB more each run asked for.
+    let v = compare_json(&[], &f.base, &f.new);
+    let change = v["deltas"][0]["change"].as_f64().unwrap();
+    assert!(
+        (change - BENCH_BASE_SIZE as f64).abs() <= 2.0 * bench_tolerance() as f64,
+        "peak change {change} bytes, expected ~40 MiB"
+    );
+}
+
+#[test]
+fn whole_files_counts_each_bench_recording_as_one_run() {
+    let f = bench_fixture();
+    let v = compare_json(&["--whole-files"], &f.base, &f.new);
+    for side in ["base", "new"] {
+        assert_eq!(v[side]["runs"].as_array().unwrap().len(), 1, "{side}");
+        assert_eq!(v[side]["recordings"][0]["split"], "whole-file");
+        assert!(v[side]["runs"][0]["run"].is_null());
+    }
+    let out = memmon()
+        .args(["compare", "--whole-files"])
+        .arg(&f.base)
+        .arg(&f.new)
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stdout).contains("bench-base.csv (whole file)"),
+        "{}",
+        text(&out.stdout)
     );
 }

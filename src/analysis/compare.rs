@@ -17,7 +17,22 @@
 //! `--max-duration-increase 5%` or `5s`) holds the change of the means against its limit; it
 //! fails when the change is strictly greater. Gates ignore the noise band: they are the hard
 //! line a CI job draws.
+//!
+//! # Bench recordings: one run per bench run
+//! A recording made by `memmon bench -o` holds several runs, each between a `run-start:N` and a
+//! `run-end:N` row (analysis/phases.rs delimits them). Such a file counts as one run per
+//! complete bench run, labelled `FILE#run N`, not as one run — else its peak would be the
+//! largest of all runs and its duration would include the idle time between them. A bench
+//! run's numbers are: its **peak** (the kernel's exact peak when the recording is of a single
+//! process and the run opened with reset high-water marks, as `bench` does before each run;
+//! else the largest sampled RSS, and `peak_source` says which), its **duration**, its **mean
+//! RSS** over its rows, its **time above** a level within the run, and, as its **idle floor**,
+//! the RSS at its `run-start` row: the daemon's floor just before the run (a percentile of the
+//! whole file would mix the floors of all runs). A run the recording ended before its
+//! `run-end` is left out and named. A recording without bench runs is one run, as is every
+//! file with `--whole-files`.
 
+use crate::analysis::phases::Span;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::{read_input, InputSpec, ReadError};
 use crate::sample::{Event, Sample};
@@ -45,7 +60,11 @@ pub enum PeakSource {
 /// The numbers of one recording that a comparison uses.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
+    /// The recording, and `#run N` for a bench run of it.
     pub file: String,
+    /// The bench run's number N, for a run that is one bench run of a recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
     /// The peak compared: the kernel's for a single process, else the sampled one.
     pub peak_rss_bytes: u64,
     pub peak_source: PeakSource,
@@ -67,6 +86,7 @@ impl Run {
         let kernel = s.kernel_peak_scope == "process" && s.kernel_peak_rss_bytes > 0;
         Run {
             file: s.file.clone().unwrap_or_default(),
+            run: None,
             peak_rss_bytes: if kernel {
                 s.kernel_peak_rss_bytes
             } else {
@@ -88,6 +108,63 @@ impl Run {
             warnings: s.warnings.clone(),
         }
     }
+
+    /// The numbers of one bench run (`index`: its place among the recording's runs, for a span
+    /// without a number) of the recording `s` summarizes (module docs).
+    pub fn from_span(s: &Summary, span: &Span, index: usize, time_above_s: Option<f64>) -> Run {
+        // The span's kernel peak is exact only for a single process: for a tree it is the
+        // largest process's, as the whole-file peak of a tree is the sampled one.
+        let kernel = span
+            .kernel_peak_rss_bytes
+            .filter(|&k| s.kernel_peak_scope == "process" && k > 0);
+        let n = span.run.unwrap_or(index as u32 + 1);
+        let mut warnings = s.warnings.clone();
+        if !span.complete {
+            warnings.push(format!(
+                "note: run {n} has no run-end row: the recording ended first"
+            ));
+        }
+        Run {
+            file: format!("{}#run {n}", s.file.as_deref().unwrap_or_default()),
+            run: Some(n),
+            peak_rss_bytes: kernel.unwrap_or(span.sampled_peak_rss_bytes),
+            peak_source: if kernel.is_some() {
+                PeakSource::Kernel
+            } else {
+                PeakSource::Sampled
+            },
+            sampled_peak_rss_bytes: span.sampled_peak_rss_bytes,
+            kernel_peak_rss_bytes: span.kernel_peak_rss_bytes.unwrap_or(0),
+            kernel_peak_scope: s.kernel_peak_scope,
+            idle_rss_bytes: span.start_rss_bytes,
+            mean_rss_bytes: span.mean_rss_bytes,
+            duration_s: span.duration_s,
+            time_above_s,
+            samples: span.samples,
+            warnings,
+        }
+    }
+}
+
+/// How a recording was counted in a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Split {
+    /// One run per complete bench run (`run-start:N` to `run-end:N`).
+    BenchRuns,
+    /// The whole file is one run: it holds no complete bench run, or `--whole-files`.
+    WholeFile,
+}
+
+/// One recording of a side and the runs it gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recording {
+    pub file: String,
+    pub split: Split,
+    /// The number of runs it gave.
+    pub runs: usize,
+    /// Bench runs left out because the recording (or its session) ended before their run-end.
+    pub incomplete_runs: Vec<u32>,
 }
 
 /// Reads a recording once and returns its run numbers and summary; `also` sees every sample
@@ -126,26 +203,66 @@ pub fn measure_file(
     ))
 }
 
-/// Reads several recordings, as many at once as there are CPUs (reading is CPU-bound: parsing
-/// the text), and returns each one's run numbers in the order given.
-pub fn measure_files(
-    paths: &[PathBuf],
+/// Reads a recording once and returns its runs: one per complete bench run, or the whole file
+/// as one run when it holds none or `whole_file` is set (module docs).
+pub fn measure_recording(
+    path: &Path,
     spec: &InputSpec,
     above: Option<u64>,
-) -> Vec<Result<Run, ReadError>> {
+    whole_file: bool,
+) -> Result<(Recording, Vec<Run>), ReadError> {
+    let mut per_run = above.filter(|_| !whole_file).map(RunTimeAbove::new);
+    let (whole, summary) = measure_file(path, spec, above, |s| {
+        if let Some(t) = per_run.as_mut() {
+            t.push(s);
+        }
+    })?;
+    let file = path.display().to_string();
+    let spans = &summary.spans.runs;
+    if whole_file || !spans.iter().any(|s| s.complete) {
+        let rec = Recording {
+            file,
+            split: Split::WholeFile,
+            runs: 1,
+            incomplete_runs: Vec::new(),
+        };
+        return Ok((rec, vec![whole]));
+    }
+    let above_s = per_run.map(|t| t.totals()).unwrap_or_default();
+    let mut runs = Vec::new();
+    let mut incomplete_runs = Vec::new();
+    for (i, span) in spans.iter().enumerate() {
+        let run = Run::from_span(&summary, span, i, above_s.get(i).copied());
+        if span.complete {
+            runs.push(run);
+        } else {
+            incomplete_runs.extend(run.run);
+        }
+    }
+    let rec = Recording {
+        file,
+        split: Split::BenchRuns,
+        runs: runs.len(),
+        incomplete_runs,
+    };
+    Ok((rec, runs))
+}
+
+/// `f` of each path, as many at once as there are CPUs (reading is CPU-bound: parsing the
+/// text), in the order given.
+fn read_parallel<T: Send>(paths: &[PathBuf], f: impl Fn(&Path) -> T + Sync) -> Vec<T> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(paths.len())
         .max(1);
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Run, ReadError>>>> =
-        Mutex::new((0..paths.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..paths.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(path) = paths.get(i) else { break };
-                let r = measure_file(path, spec, above, |_| {}).map(|(run, _)| run);
+                let r = f(path);
                 results.lock().expect("no reader panics holding the lock")[i] = Some(r);
             });
         }
@@ -156,6 +273,31 @@ pub fn measure_files(
         .into_iter()
         .map(|r| r.expect("every file read"))
         .collect()
+}
+
+/// Reads several recordings at once and returns each one's numbers as one run, in the order
+/// given.
+pub fn measure_files(
+    paths: &[PathBuf],
+    spec: &InputSpec,
+    above: Option<u64>,
+) -> Vec<Result<Run, ReadError>> {
+    read_parallel(paths, |path| {
+        measure_file(path, spec, above, |_| {}).map(|(run, _)| run)
+    })
+}
+
+/// Reads several recordings at once and returns each one's runs ([`measure_recording`]), in
+/// the order given.
+pub fn measure_recordings(
+    paths: &[PathBuf],
+    spec: &InputSpec,
+    above: Option<u64>,
+    whole_files: bool,
+) -> Vec<Result<(Recording, Vec<Run>), ReadError>> {
+    read_parallel(paths, |path| {
+        measure_recording(path, spec, above, whole_files)
+    })
 }
 
 /// Time spent above a level, from the intervals between samples. Between two samples the RSS
@@ -192,6 +334,66 @@ impl TimeAbove {
 
     pub fn total_s(&self) -> f64 {
         self.total_s
+    }
+}
+
+/// Time above a level within each bench run, in the order the runs open (the order of the
+/// summary's `runs`): a `run-start:N` row opens run N (closing one still open), its
+/// `run-end:N` row closes it, and a new session closes it too — as analysis/phases.rs does.
+#[derive(Debug, Clone)]
+pub struct RunTimeAbove {
+    level: u64,
+    done: Vec<f64>,
+    open: Option<(u32, TimeAbove)>,
+}
+
+impl RunTimeAbove {
+    pub fn new(level: u64) -> Self {
+        RunTimeAbove {
+            level,
+            done: Vec::new(),
+            open: None,
+        }
+    }
+
+    pub fn push(&mut self, s: &Sample) {
+        match &s.event {
+            Some(Event::Start) => self.close(),
+            Some(Event::RunStart(n)) => {
+                self.close();
+                let mut t = TimeAbove::new(self.level);
+                t.push(s);
+                self.open = Some((*n, t));
+            }
+            Some(Event::RunEnd(n)) => {
+                if let Some((m, t)) = self.open.as_mut() {
+                    if m == n {
+                        t.push(s);
+                        self.close();
+                    }
+                }
+            }
+            _ => {
+                if let Some((_, t)) = self.open.as_mut() {
+                    t.push(s);
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        if let Some((_, t)) = self.open.take() {
+            self.done.push(t.total_s());
+        }
+    }
+
+    /// Seconds above the level in each run so far, a run still open last.
+    pub fn totals(&self) -> Vec<f64> {
+        self.done
+            .iter()
+            .copied()
+            .chain(self.open.as_ref().map(|(_, t)| t.total_s()))
+            .collect()
     }
 }
 
@@ -472,6 +674,8 @@ impl Gate {
 pub struct Side {
     pub runs: Vec<Run>,
     pub stats: Vec<(Metric, Stats)>,
+    /// The recordings the runs came from, when known (`Comparison::with_recordings`).
+    pub recordings: Vec<Recording>,
 }
 
 impl Side {
@@ -483,7 +687,11 @@ impl Side {
                 Some((m, Stats::of(&values?)?))
             })
             .collect();
-        Side { runs, stats }
+        Side {
+            runs,
+            stats,
+            recordings: Vec::new(),
+        }
     }
 
     pub fn stats(&self, m: Metric) -> Option<&Stats> {
@@ -517,8 +725,11 @@ impl Serialize for Side {
                 m.end()
             }
         }
-        let mut m = s.serialize_map(Some(3))?;
+        let mut m = s.serialize_map(None)?;
         m.serialize_entry("peak_source", self.peak_source())?;
+        if !self.recordings.is_empty() {
+            m.serialize_entry("recordings", &self.recordings)?;
+        }
         m.serialize_entry("runs", &self.runs)?;
         m.serialize_entry("stats", &StatsMap(&self.stats))?;
         m.end()
@@ -576,6 +787,13 @@ impl Comparison {
         }
     }
 
+    /// Names the recordings each side's runs came from (for the header and `--json`).
+    pub fn with_recordings(mut self, base: Vec<Recording>, new: Vec<Recording>) -> Comparison {
+        self.base.recordings = base;
+        self.new.recordings = new;
+        self
+    }
+
     pub fn delta(&self, m: Metric) -> Option<&Delta> {
         self.deltas.iter().find(|d| d.metric == m)
     }
@@ -594,6 +812,7 @@ mod tests {
     fn run(peak: u64, duration_s: f64) -> Run {
         Run {
             file: "r.csv".into(),
+            run: None,
             peak_rss_bytes: peak,
             peak_source: PeakSource::Kernel,
             sampled_peak_rss_bytes: peak,
@@ -821,6 +1040,119 @@ mod tests {
         });
         let r = Run::from_summary(&s.finish(None, None, None, None), None);
         assert_eq!((r.peak_rss_bytes, r.peak_source), (90, PeakSource::Sampled));
+    }
+
+    fn bench_sample(t: f64, rss: u64, hwm: u64, processes: u32, event: Option<Event>) -> Sample {
+        Sample {
+            elapsed_s: t,
+            rss_bytes: rss,
+            top_rss_bytes: rss,
+            hwm_bytes: hwm,
+            processes,
+            event,
+            ..Sample::default()
+        }
+    }
+
+    /// A daemon idling at 50, reset before each run: run 1 spikes to 300 between ticks (only
+    /// VmHWM saw it), run 2 to 200 on a tick; long idle time between the runs.
+    fn two_bench_runs(processes: u32) -> Vec<Sample> {
+        let p = processes;
+        vec![
+            bench_sample(0.0, 50, 50, p, Some(Event::Start)),
+            bench_sample(1.0, 50, 50, p, Some(Event::RunStart(1))),
+            bench_sample(2.0, 60, 300, p, None),
+            bench_sample(3.0, 50, 300, p, Some(Event::RunEnd(1))),
+            bench_sample(20.0, 40, 300, p, None),
+            bench_sample(30.0, 40, 40, p, Some(Event::RunStart(2))),
+            bench_sample(31.0, 200, 200, p, None),
+            bench_sample(32.0, 40, 200, p, Some(Event::RunEnd(2))),
+            bench_sample(40.0, 40, 200, p, None),
+        ]
+    }
+
+    fn summary_of(samples: &[Sample]) -> Summary {
+        let mut b = SummaryBuilder::new();
+        for s in samples {
+            b.push(s);
+        }
+        b.finish(Some("base.csv".into()), None, None, None)
+    }
+
+    #[test]
+    fn a_bench_run_takes_its_own_peak_floor_mean_and_duration() {
+        let sum = summary_of(&two_bench_runs(1));
+        let runs: Vec<Run> = sum
+            .spans
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, span)| Run::from_span(&sum, span, i, None))
+            .collect();
+        assert_eq!(runs.len(), 2);
+        let (one, two) = (&runs[0], &runs[1]);
+        assert_eq!((one.file.as_str(), one.run), ("base.csv#run 1", Some(1)));
+        assert_eq!(
+            (one.peak_rss_bytes, one.peak_source),
+            (300, PeakSource::Kernel)
+        );
+        assert_eq!(one.sampled_peak_rss_bytes, 60);
+        assert_eq!((one.idle_rss_bytes, one.mean_rss_bytes), (50, 53));
+        assert_eq!((one.duration_s, one.samples), (2.0, 3));
+        assert_eq!(
+            (two.peak_rss_bytes, two.peak_source),
+            (200, PeakSource::Kernel)
+        );
+        assert_eq!((two.idle_rss_bytes, two.duration_s), (40, 2.0));
+        assert!(
+            !one.warnings.iter().any(|w| w.contains("run-end")),
+            "{:?}",
+            one.warnings
+        );
+    }
+
+    #[test]
+    fn a_trees_bench_run_peak_is_the_sampled_one() {
+        let sum = summary_of(&two_bench_runs(3));
+        let r = Run::from_span(&sum, &sum.spans.runs[0], 0, None);
+        assert_eq!((r.peak_rss_bytes, r.peak_source), (60, PeakSource::Sampled));
+        assert_eq!(r.kernel_peak_scope, "largest-process");
+    }
+
+    #[test]
+    fn time_above_is_counted_within_each_run_only() {
+        let mut t = RunTimeAbove::new(45);
+        for s in two_bench_runs(1) {
+            t.push(&s);
+        }
+        // Run 1: above 45 for its whole 2 s; the 17 s of idle at 40 after it are not counted
+        // (nor the drop to 40, which lies between the runs); run 2: 1/32 of a second below 45
+        // on each side of its tick, 2 - 2 × 5/160 s above.
+        let totals = t.totals();
+        assert_eq!(totals.len(), 2);
+        assert!((totals[0] - 2.0).abs() < 1e-9, "{totals:?}");
+        assert!(
+            (totals[1] - (2.0 - 2.0 * 5.0 / 160.0)).abs() < 1e-9,
+            "{totals:?}"
+        );
+    }
+
+    #[test]
+    fn a_run_without_its_run_end_is_still_timed_but_named_incomplete() {
+        let mut samples = two_bench_runs(1);
+        samples.truncate(7);
+        let mut t = RunTimeAbove::new(45);
+        samples.iter().for_each(|s| t.push(s));
+        assert_eq!(t.totals().len(), 2);
+        let sum = summary_of(&samples);
+        let r = Run::from_span(&sum, &sum.spans.runs[1], 1, None);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("run 2 has no run-end")),
+            "{:?}",
+            r.warnings
+        );
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! `memmon compare` for people and for CI: reads both sides' recordings, prints the comparison
 //! as a side-by-side table with a sentence per metric (or `--json`), and exits 1 when a gate fails.
+//! A `bench -o` recording gives one run per bench run (analysis/compare.rs), and the header says
+//! how many runs came from which file.
 
 use crate::analysis::compare::{
-    measure_files, Comparison, Delta, Gate, GateResult, Metric, Run, Side, Verdict,
+    measure_recordings, Comparison, Delta, Gate, GateResult, Metric, Recording, Run, Side, Split,
+    Verdict,
 };
 use crate::cli::CompareArgs;
 use crate::exit::{CodedError, ExitCode};
@@ -20,9 +23,10 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let spec = args.input.spec();
     // Both sides' files are read together, in parallel; errors are reported in argument order.
     let all: Vec<PathBuf> = base.iter().chain(&new).cloned().collect();
-    let mut runs = read_runs(&all, &spec, args.above)?;
-    let new = runs.split_off(base.len());
-    let base = runs;
+    let mut recordings = read_runs(&all, &spec, args.above, args.whole_files)?;
+    let new = recordings.split_off(base.len());
+    let (base_recordings, base): (Vec<Recording>, Vec<Vec<Run>>) = recordings.into_iter().unzip();
+    let (new_recordings, new): (Vec<Recording>, Vec<Vec<Run>>) = new.into_iter().unzip();
     let mut gates = Vec::new();
     for (flag, metric, limit) in [
         (
@@ -49,7 +53,14 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             });
         }
     }
-    let c = Comparison::new(base, new, args.above, args.min_noise, &gates);
+    let c = Comparison::new(
+        base.concat(),
+        new.concat(),
+        args.above,
+        args.min_noise,
+        &gates,
+    )
+    .with_recordings(base_recordings, new_recordings);
     let mut out = std::io::stdout().lock();
     let text = if args.json {
         serde_json::to_string_pretty(&c)? + "\n"
@@ -101,14 +112,16 @@ pub fn no_flags_after_separator(new: &[PathBuf]) -> Result<(), String> {
     }
 }
 
-/// Reads each recording once; any unreadable or malformed file is bad input (exit 2), never a
-/// regression (exit 1), so a CI job cannot mistake one for the other.
+/// Reads each recording once into its runs (one per bench run, unless `whole_files`); any
+/// unreadable or malformed file is bad input (exit 2), never a regression (exit 1), so a CI job
+/// cannot mistake one for the other.
 pub fn read_runs(
     paths: &[PathBuf],
     spec: &InputSpec,
     above: Option<u64>,
-) -> anyhow::Result<Vec<Run>> {
-    measure_files(paths, spec, above)
+    whole_files: bool,
+) -> anyhow::Result<Vec<(Recording, Vec<Run>)>> {
+    measure_recordings(paths, spec, above, whole_files)
         .into_iter()
         .map(|r| {
             r.map_err(|e| {
@@ -247,32 +260,112 @@ fn source_line(c: &Comparison) -> String {
     }
 }
 
+fn runs_text(n: usize) -> String {
+    if n == 1 {
+        "1 run".to_string()
+    } else {
+        format!("{n} runs")
+    }
+}
+
+/// "baseline: 3 runs from base.csv (bench runs)": how many runs came from which recording.
+pub fn side_line(name: &str, s: &Side) -> String {
+    let recs = &s.recordings;
+    let names = |r: &Recording| display_name(&r.file);
+    let all = |split: Split| recs.iter().all(|r| r.split == split);
+    let from = if all(Split::WholeFile) {
+        let list: Vec<String> = recs.iter().map(names).collect();
+        format!(
+            "{} ({})",
+            list.join(", "),
+            if recs.len() == 1 {
+                "whole file"
+            } else {
+                "one run per file"
+            }
+        )
+    } else if recs.len() == 1 {
+        format!("{} (bench runs)", names(&recs[0]))
+    } else {
+        let list: Vec<String> = recs
+            .iter()
+            .map(|r| match r.split {
+                Split::BenchRuns => format!(
+                    "{} ({} bench {})",
+                    names(r),
+                    r.runs,
+                    if r.runs == 1 { "run" } else { "runs" }
+                ),
+                Split::WholeFile => format!("{} (whole file)", names(r)),
+            })
+            .collect();
+        list.join(", ")
+    };
+    let mut line = format!("{name}: {} from {from}", runs_text(s.runs.len()));
+    for r in recs.iter().filter(|r| !r.incomplete_runs.is_empty()) {
+        let n: Vec<String> = r.incomplete_runs.iter().map(u32::to_string).collect();
+        let _ = write!(
+            line,
+            "; left out of {}: run {} (the recording ended before its run-end)",
+            names(r),
+            n.join(", ")
+        );
+    }
+    line
+}
+
+/// A note when one side was split into bench runs and the other was not.
+fn split_note(c: &Comparison) -> Option<String> {
+    let bench = |s: &Side| s.recordings.iter().any(|r| r.split == Split::BenchRuns);
+    let whole = |s: &Side| s.recordings.iter().any(|r| r.split == Split::WholeFile);
+    let mixed = (bench(&c.base) || bench(&c.new)) && (whole(&c.base) || whole(&c.new));
+    mixed.then(|| {
+        "note: some runs are bench runs of a recording and some whole files — not like for like (--whole-files counts every file as one run)".to_string()
+    })
+}
+
 /// The comparison as text: the runs, a side-by-side table, a sentence per metric, the gates.
 pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
-    let runs = |n: usize| {
-        if n == 1 {
-            "1 run".to_string()
-        } else {
-            format!("{n} runs")
+    if c.base.recordings.is_empty() || c.new.recordings.is_empty() {
+        let _ = writeln!(
+            o,
+            "baseline: {}; candidate: {}",
+            runs_text(c.base.runs.len()),
+            runs_text(c.new.runs.len())
+        );
+    } else {
+        let _ = writeln!(o, "{}", side_line("baseline", &c.base));
+        let _ = writeln!(o, "{}", side_line("candidate", &c.new));
+        if let Some(note) = split_note(c) {
+            let _ = writeln!(o, "{note}");
         }
-    };
-    let _ = writeln!(
-        o,
-        "baseline: {}; candidate: {}",
-        runs(c.base.runs.len()),
-        runs(c.new.runs.len())
-    );
+    }
+    let width = c
+        .base
+        .runs
+        .iter()
+        .chain(&c.new.runs)
+        .map(|r| display_name(&r.file).chars().count())
+        .max()
+        .unwrap_or(0);
     for (side, s) in [("base", &c.base), ("new ", &c.new)] {
         for r in &s.runs {
+            let name = display_name(&r.file);
             let _ = writeln!(
                 o,
-                "  {side}  {}  peak {} ({}), idle {}, {}",
-                display_name(&r.file),
+                "  {side}  {name}{}  peak {} ({}), {} {}, {}",
+                " ".repeat(width - name.chars().count()),
                 fmt_bytes(r.peak_rss_bytes),
                 match r.peak_source {
                     crate::analysis::compare::PeakSource::Kernel => "kernel",
                     crate::analysis::compare::PeakSource::Sampled => "sampled",
+                },
+                // A bench run's idle floor is its RSS at run-start (analysis/compare.rs).
+                if r.run.is_some() {
+                    "floor at start"
+                } else {
+                    "idle"
                 },
                 fmt_bytes(r.idle_rss_bytes),
                 fmt_seconds(r.duration_s)
@@ -387,6 +480,7 @@ mod tests {
     fn run(file: &str, peak: u64) -> Run {
         Run {
             file: file.into(),
+            run: None,
             peak_rss_bytes: peak,
             peak_source: PeakSource::Kernel,
             sampled_peak_rss_bytes: peak,
@@ -413,6 +507,56 @@ mod tests {
         );
         let s = verdict_sentence(&c, c.delta(Metric::PeakRss).unwrap());
         assert!(s.starts_with("peak RSS rose 11.8% (+1.18 GiB): a regression beyond the run-to-run spread of 0.4%"), "{s}");
+    }
+
+    fn recording(file: &str, split: Split, runs: usize, incomplete: &[u32]) -> Recording {
+        Recording {
+            file: file.into(),
+            split,
+            runs,
+            incomplete_runs: incomplete.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_header_says_how_many_runs_came_from_which_file() {
+        let c = Comparison::new(
+            vec![run("a", 1), run("a", 1), run("a", 1)],
+            vec![run("n1", 1), run("n2", 1)],
+            None,
+            1.0,
+            &[],
+        )
+        .with_recordings(
+            vec![recording("base.csv", Split::BenchRuns, 3, &[4])],
+            vec![
+                recording("n1.csv", Split::WholeFile, 1, &[]),
+                recording("n2.csv", Split::WholeFile, 1, &[]),
+            ],
+        );
+        let text = render(&c);
+        assert!(
+            text.contains("baseline: 3 runs from base.csv (bench runs); left out of base.csv: run 4 (the recording ended before its run-end)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("candidate: 2 runs from n1.csv, n2.csv (one run per file)\n"),
+            "{text}"
+        );
+        assert!(text.contains("not like for like (--whole-files"), "{text}");
+    }
+
+    #[test]
+    fn a_side_of_several_recordings_names_each_ones_runs() {
+        let mut side = Side::new(vec![run("a", 1); 4]);
+        side.recordings = vec![
+            recording("a.csv", Split::BenchRuns, 3, &[]),
+            recording("b.csv", Split::WholeFile, 1, &[]),
+        ];
+        assert_eq!(
+            side_line("baseline", &side),
+            "baseline: 4 runs from a.csv (3 bench runs), b.csv (whole file)"
+        );
     }
 
     #[test]
