@@ -238,9 +238,9 @@ impl Recorder {
                 }
             ),
         };
-        eprintln!("memmon: recording to {where_}");
+        // One message: where the data goes, then what is watched, how often, from which files.
         eprintln!(
-            "memmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
+            "memmon: recording to {where_}\nmemmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
             meta.target.mode,
             meta.target.spec,
             meta.target.pid,

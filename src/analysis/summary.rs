@@ -387,6 +387,10 @@ impl Summary {
             self.restarts
         );
         let _ = writeln!(o, "  ended         {}", self.ended);
+        let _ = writeln!(
+            o,
+            "  units         KiB, MiB, GiB = 2^10, 2^20, 2^30 bytes; exact bytes in parentheses"
+        );
         o.push_str(&self.spans.render());
         for w in &self.warnings {
             let _ = writeln!(o, "  {w}");
