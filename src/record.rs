@@ -217,7 +217,7 @@ impl Recorder {
         self.command_stdout.take()
     }
 
-    /// The processes of the tree right now (for benchmark resets done outside the loop).
+    /// The PID of the watched process (the root of the tree).
     pub fn root_pid(&self) -> i32 {
         self.tree.root_pid()
     }

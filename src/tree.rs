@@ -105,11 +105,6 @@ impl Tree {
         self.root_pid
     }
 
-    /// Members currently in the tree, root first.
-    pub fn members(&self) -> impl Iterator<Item = &ProcHandle> {
-        self.members.iter().map(|m| &m.handle)
-    }
-
     /// Reads every member once and returns the sum. Returns `None` when the root is gone (or is
     /// a zombie): the tree has ended. Members that vanish between two reads are dropped quietly.
     pub fn sample(&mut self) -> Result<Option<TreeSample>, ProcError> {
