@@ -180,7 +180,13 @@ impl Recorder {
         let pidfd = open_pidfd(&handle);
         let meta = build_meta(&opts, &handle);
         let phase_peaks = opts.phase_peaks;
-        let tree = Tree::new(opts.procfs.clone(), handle, opts.children);
+        let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
+        if matches!(watched, Watched::Launched { .. }) {
+            // memmon is the command's subreaper (set in `launch`): its orphans come to memmon.
+            if let Ok(me) = opts.procfs.open(std::process::id() as i32) {
+                tree.adopt_orphans_of(me);
+            }
+        }
         let mut rec = Recorder {
             live: LiveLine::new(opts.quiet),
             opts,
@@ -421,6 +427,9 @@ impl Recorder {
 
     /// Takes one sample of the tree and writes it. `Ok(None)` when the target has ended.
     fn tick(&mut self, event: Option<Event>) -> anyhow::Result<Option<Sample>> {
+        if let Watched::Launched { pid } = self.watched {
+            reap_orphans(pid);
+        }
         let ts = match self.tree.sample() {
             Ok(Some(ts)) => ts,
             Ok(None) => return Ok(None),
@@ -804,6 +813,10 @@ fn launch(
         let fd = std::os::fd::AsFd::as_fd(&err).try_clone_to_owned()?;
         cmd.stdout(std::process::Stdio::from(fd));
     }
+    // memmon becomes the subreaper of what it launches: a descendant whose parent exits is
+    // re-parented to memmon instead of init, so it stays in the watched tree.
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes a plain integer.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
@@ -830,6 +843,33 @@ fn launch(
                 format!("cannot run '{}': {e}", args[0]),
             ))
         }
+    }
+}
+
+/// Reaps memmon's exited children other than the launched command: orphans of the command
+/// that were re-parented to memmon (its subreaper) and have ended. The command itself is left
+/// for `reap`, which reads its rusage.
+fn reap_orphans(command: i32) {
+    loop {
+        // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: peeking (WNOWAIT) at any exited child, without blocking.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: waitid filled `info` (si_pid is 0 when no child has exited).
+        let pid = unsafe { info.si_pid() };
+        if r != 0 || pid == 0 || pid == command {
+            return;
+        }
+        let mut status = 0;
+        // SAFETY: reaping that one exited child.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     }
 }
 

@@ -62,6 +62,9 @@ pub struct Tree {
     /// Members that left the tree, kept with their last high-water mark (largest first, bounded).
     departed: Vec<ProcessRecord>,
     departed_count: u64,
+    /// A process whose children join the tree although it is not a member: memmon itself,
+    /// the subreaper of a launched command, to which the command's orphans are re-parented.
+    adopter: Option<ProcHandle>,
     buf: Vec<u8>,
     kids: Vec<i32>,
 }
@@ -81,6 +84,7 @@ impl Tree {
             index: HashMap::new(),
             departed: Vec::new(),
             departed_count: 0,
+            adopter: None,
             buf: Vec::with_capacity(2048),
             kids: Vec::new(),
         };
@@ -105,6 +109,12 @@ impl Tree {
         self.root_pid
     }
 
+    /// Makes the children of `adopter` (other than the root) members too: orphans of the tree
+    /// that the kernel re-parented to a subreaper (memmon, for a command it launched).
+    pub fn adopt_orphans_of(&mut self, adopter: ProcHandle) {
+        self.adopter = Some(adopter);
+    }
+
     /// Reads every member once and returns the sum. Returns `None` when the root is gone (or is
     /// a zombie): the tree has ended. Members that vanish between two reads are dropped quietly.
     pub fn sample(&mut self) -> Result<Option<TreeSample>, ProcError> {
@@ -124,8 +134,10 @@ impl Tree {
                 Ok(_) | Err(_) => self.remove(i),
             }
         }
-        // Then new children, read as they are found (the list grows while it is walked).
+        // Then new children, read as they are found (the list grows while it is walked), and
+        // orphans re-parented to the adopter.
         if self.with_children {
+            self.adopt_orphans();
             let mut j = 0;
             while j < self.members.len() {
                 self.discover_children(j);
@@ -156,6 +168,19 @@ impl Tree {
         Ok(status)
     }
 
+    /// Adds the adopter's children that are not members yet.
+    fn adopt_orphans(&mut self) {
+        let Some(adopter) = &self.adopter else { return };
+        self.kids.clear();
+        if adopter
+            .read_children(1, &mut self.buf, &mut self.kids)
+            .is_err()
+        {
+            return;
+        }
+        self.add_new_kids();
+    }
+
     /// Adds the children of member `i` that are not members yet, each read once on the spot.
     fn discover_children(&mut self, i: usize) {
         self.kids.clear();
@@ -167,6 +192,11 @@ impl Tree {
         {
             return;
         }
+        self.add_new_kids();
+    }
+
+    /// Adds the processes in `self.kids` that are not members yet, each read once on the spot.
+    fn add_new_kids(&mut self) {
         for k in 0..self.kids.len() {
             let pid = self.kids[k];
             if self.index.contains_key(&pid) {
@@ -389,6 +419,21 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         // statm moves: status is read again.
         fs::write(tmp.path().join("101/statm"), "100 200 10 1 0 50 0\n").unwrap();
         assert_eq!(t.sample().unwrap().unwrap().rss, 1800 * 1024);
+    }
+
+    #[test]
+    fn orphans_reparented_to_the_adopter_stay_in_the_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 1, 1, 5000, 5000, &[100, 300]); // the adopter (memmon)
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        fake_proc(tmp.path(), 300, 3000, 300, 300, &[]); // an orphan of the command
+        let fs = ProcFs::new(tmp.path());
+        let mut t = Tree::new(fs.clone(), fs.open(100).unwrap(), true);
+        assert_eq!(t.sample().unwrap().unwrap().processes, 1);
+        t.adopt_orphans_of(fs.open(1).unwrap());
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!(s.processes, 2, "the adopter itself is not a member");
+        assert_eq!(s.rss, 1300 * 1024);
     }
 
     #[test]

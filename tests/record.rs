@@ -644,3 +644,32 @@ fn on_a_terminal_a_status_line_refreshes_at_most_4_times_a_second_and_stays_out_
         "--quiet turns it off"
     );
 }
+
+#[test]
+fn an_orphan_of_a_launched_command_stays_in_the_tree() {
+    let dir = tempdir();
+    let out = dir.path().join("orphan.csv");
+    // The subshell starts the workload in the background and exits at once: the workload is
+    // orphaned while the command runs on. memmon, its subreaper, keeps it in the tree.
+    let script = format!(
+        "({} workload alloc:30MiB hold:800ms &); sleep 1.2",
+        memmon_path().display()
+    );
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .assert()
+        .success();
+    assert!(column(&out, "processes").iter().max() >= Some(&2));
+    assert!(column(&out, "rss_bytes").iter().max().unwrap() >= &(30 * MIB));
+}
