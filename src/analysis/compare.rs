@@ -204,18 +204,21 @@ pub fn measure_file(
 }
 
 /// Reads a recording once and returns its runs: one per complete bench run, or the whole file
-/// as one run when it holds none or `whole_file` is set (module docs).
+/// as one run when it holds none or `whole_file` is set (module docs); with its summary.
+/// `on_sample` sees every sample too (the report draws them).
 pub fn measure_recording(
     path: &Path,
     spec: &InputSpec,
     above: Option<u64>,
     whole_file: bool,
-) -> Result<(Recording, Vec<Run>), ReadError> {
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<(Recording, Vec<Run>, Summary), ReadError> {
     let mut per_run = above.filter(|_| !whole_file).map(RunTimeAbove::new);
     let (whole, summary) = measure_file(path, spec, above, |s| {
         if let Some(t) = per_run.as_mut() {
             t.push(s);
         }
+        on_sample(s);
     })?;
     let file = path.display().to_string();
     let spans = &summary.spans.runs;
@@ -226,7 +229,7 @@ pub fn measure_recording(
             runs: 1,
             incomplete_runs: Vec::new(),
         };
-        return Ok((rec, vec![whole]));
+        return Ok((rec, vec![whole], summary));
     }
     let above_s = per_run.map(|t| t.totals()).unwrap_or_default();
     let mut runs = Vec::new();
@@ -245,7 +248,7 @@ pub fn measure_recording(
         runs: runs.len(),
         incomplete_runs,
     };
-    Ok((rec, runs))
+    Ok((rec, runs, summary))
 }
 
 /// `f` of each path, as many at once as there are CPUs (reading is CPU-bound: parsing the
@@ -296,7 +299,7 @@ pub fn measure_recordings(
     whole_files: bool,
 ) -> Vec<Result<(Recording, Vec<Run>), ReadError>> {
     read_parallel(paths, |path| {
-        measure_recording(path, spec, above, whole_files)
+        measure_recording(path, spec, above, whole_files, |_| {}).map(|(rec, runs, _)| (rec, runs))
     })
 }
 

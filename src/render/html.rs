@@ -8,7 +8,7 @@
 //! `#selftest` in the URL it hovers the first series' peak and writes the tooltip's text into
 //! `#selftest-hover` (tests/report.rs checks these in headless Chromium).
 
-use crate::analysis::compare::{measure_file, Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
+use crate::analysis::compare::{measure_recording, Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
 use crate::analysis::Summary;
 use crate::cli::ReportArgs;
 use crate::exit::{CodedError, ExitCode};
@@ -158,12 +158,13 @@ impl Report {
         let names = short_names(roles.iter().map(|(p, _)| p.as_path()));
         for ((path, role), name) in roles.iter().zip(names) {
             let mut c = Collector::default();
-            let (run, summary) = measure_file(path, spec, above, |s| c.push(s))?;
+            // A bench recording counts one run per bench run, as in `memmon compare`.
+            let (_, runs, summary) = measure_recording(path, spec, above, false, |s| c.push(s))?;
             series.push(c.finish(name, path.display().to_string(), *role, &summary));
             summaries.push(summary);
             match role {
-                Some(Role::Base) => base.push(run),
-                Some(Role::New) => cand.push(run),
+                Some(Role::Base) => base.extend(runs),
+                Some(Role::New) => cand.extend(runs),
                 None => {}
             }
         }
