@@ -62,24 +62,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let usage = |m: &str| CodedError::new(ExitCode::Usage, m.to_string());
-    let target = match (
-        &args.pid,
-        &args.pidfile,
-        &args.name,
-        args.command.is_empty(),
-    ) {
-        (Some(pid), None, None, true) => TargetSpec::Pid(*pid),
-        (None, Some(f), None, true) => TargetSpec::Pidfile(f.clone()),
-        (None, None, Some(re), true) => TargetSpec::Name(
-            regex::Regex::new(re).map_err(|e| usage(&format!("--name: not a valid regex: {e}")))?,
-        ),
-        (None, None, None, false) => TargetSpec::Command(args.command.clone()),
-        (None, None, None, true) => {
+    let attached = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
+        .map_err(|m| usage(&m))?;
+    let target = match (attached, args.command.is_empty()) {
+        (Some(t), true) => t,
+        (None, false) => TargetSpec::Command(args.command.clone()),
+        (None, true) => {
             return Err(usage(
                 "nothing to watch: give --pid PID, --pidfile FILE, --name REGEX, or -- COMMAND",
             ))
         }
-        _ => {
+        (Some(_), false) => {
             return Err(usage(
                 "give one target: --pid, --pidfile, --name, or -- COMMAND, not several",
             ))

@@ -40,6 +40,26 @@ impl TargetSpec {
     }
 }
 
+impl TargetSpec {
+    /// The running process named by `--pid`, `--pidfile` or `--name`; `None` when none is
+    /// given. An error names the flag at fault.
+    pub fn from_flags(
+        pid: Option<i32>,
+        pidfile: Option<&Path>,
+        name: Option<&str>,
+    ) -> Result<Option<TargetSpec>, String> {
+        match (pid, pidfile, name) {
+            (Some(pid), None, None) => Ok(Some(TargetSpec::Pid(pid))),
+            (None, Some(f), None) => Ok(Some(TargetSpec::Pidfile(f.to_path_buf()))),
+            (None, None, Some(re)) => Regex::new(re)
+                .map(|r| Some(TargetSpec::Name(r)))
+                .map_err(|e| format!("--name: not a valid regex: {e}")),
+            (None, None, None) => Ok(None),
+            _ => Err("give one of --pid, --pidfile and --name, not several".into()),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     #[error("no process with PID {0} (--pid)")]

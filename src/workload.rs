@@ -8,14 +8,16 @@
 use crate::units::{parse_duration, parse_size};
 use std::time::{Duration, Instant};
 
-/// An anonymous mapping whose pages have all been written.
-struct Block {
+/// An anonymous private mapping; RSS rises by exactly the pages written (`touch`). Also the
+/// memory the bench tests' daemon serves (`bench/testdaemon.rs`).
+pub struct Block {
     ptr: *mut libc::c_void,
     len: usize,
 }
 
 impl Block {
-    fn map(len: usize) -> Result<Block, String> {
+    /// Maps `len` bytes (nothing resident yet).
+    pub fn map(len: usize) -> std::io::Result<Block> {
         let len = len.max(1);
         // SAFETY: an anonymous private mapping with no address hint.
         let ptr = unsafe {
@@ -29,16 +31,20 @@ impl Block {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!(
-                "cannot map {len} bytes: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(std::io::Error::last_os_error());
         }
         Ok(Block { ptr, len })
     }
 
+    /// Maps `len` bytes and writes every page: `len` bytes resident (in whole pages).
+    pub fn touched(len: usize) -> std::io::Result<Block> {
+        let mut b = Block::map(len)?;
+        b.touch(0, len);
+        Ok(b)
+    }
+
     /// Writes one byte in every page of `[from, to)`.
-    fn touch(&mut self, from: usize, to: usize) {
+    pub fn touch(&mut self, from: usize, to: usize) {
         let page = page_size();
         let base = self.ptr as *mut u8;
         let mut off = from - from % page;
@@ -82,14 +88,11 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
         };
         match parts[0] {
             "alloc" => {
-                let n = size(1)?;
-                let mut b = Block::map(n)?;
-                b.touch(0, n);
-                blocks.push(b);
+                blocks.push(Block::touched(size(1)?).map_err(map_error)?);
             }
             "ramp" => {
                 let (n, d) = (size(1)?, dur(2)?);
-                let mut b = Block::map(n)?;
+                let mut b = Block::map(n).map_err(map_error)?;
                 let steps = 50usize;
                 let start = Instant::now();
                 for i in 0..steps {
@@ -100,8 +103,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             }
             "spike" => {
                 let (n, d) = (size(1)?, dur(2)?);
-                let mut b = Block::map(n)?;
-                b.touch(0, n);
+                let b = Block::touched(n).map_err(map_error)?;
                 std::thread::sleep(d);
                 drop(b);
             }
@@ -141,6 +143,10 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
         let _ = k.wait();
     }
     Ok(0)
+}
+
+fn map_error(e: std::io::Error) -> String {
+    format!("cannot map memory: {e}")
 }
 
 fn sleep_until(t: Instant) {

@@ -182,21 +182,8 @@ impl BenchReport {
 /// `memmon bench` from its command line.
 pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let usage = |m: String| CodedError::new(ExitCode::Usage, m);
-    let target = match (&args.pid, &args.pidfile, &args.name) {
-        (Some(pid), None, None) => Some(TargetSpec::Pid(*pid)),
-        (None, Some(f), None) => Some(TargetSpec::Pidfile(f.clone())),
-        (None, None, Some(re)) => {
-            Some(TargetSpec::Name(regex::Regex::new(re).map_err(|e| {
-                usage(format!("--name: not a valid regex: {e}"))
-            })?))
-        }
-        (None, None, None) => None,
-        _ => {
-            return Err(usage(
-                "give one daemon: --pid, --pidfile or --name, not several".into(),
-            ))
-        }
-    };
+    let target = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
+        .map_err(usage)?;
     let s = &args.sampling;
     if s.interval.is_zero() {
         return Err(usage("--interval must be above 0".into()));

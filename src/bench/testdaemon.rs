@@ -5,6 +5,7 @@
 //! memory is freed again. With `--leak SIZE` the daemon keeps that much more after each request.
 
 use crate::units::{parse_duration, parse_size};
+use crate::workload::Block;
 use clap::Args;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -54,48 +55,6 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
 
-/// An anonymous mapping whose every page has been written.
-struct Touched {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Touched {
-    fn new(len: usize) -> std::io::Result<Touched> {
-        let len = len.max(1);
-        // SAFETY: an anonymous private mapping with no address hint.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let page = crate::probe::ProcFs::page_size() as usize;
-        let base = ptr as *mut u8;
-        let mut off = 0;
-        while off < len {
-            // SAFETY: off < len, inside the mapping just made.
-            unsafe { base.add(off).write_volatile(1) };
-            off += page;
-        }
-        Ok(Touched { ptr, len })
-    }
-}
-
-impl Drop for Touched {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what was mapped.
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
-
 /// Serves requests one at a time until killed.
 pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
     use anyhow::Context;
@@ -106,7 +65,7 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
     }
-    let mut leaked: Vec<Touched> = Vec::new();
+    let mut leaked: Vec<Block> = Vec::new();
     let mut line = String::new();
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
@@ -116,12 +75,12 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
             continue;
         }
         let reply = match parse_request(&line) {
-            Ok((bytes, hold)) => match Touched::new(bytes as usize) {
+            Ok((bytes, hold)) => match Block::touched(bytes as usize) {
                 Ok(block) => {
                     std::thread::sleep(hold);
                     drop(block);
                     if let Some(l) = args.leak {
-                        if let Ok(b) = Touched::new(l as usize) {
+                        if let Ok(b) = Block::touched(l as usize) {
                             leaked.push(b);
                         }
                     }
