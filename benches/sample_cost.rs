@@ -73,6 +73,13 @@ fn main() {
     let mut tree = Tree::new(fs.clone(), fs.open(pid).unwrap(), true);
     let mut tree_alone = Tree::new(fs.clone(), fs.open(pid).unwrap(), false);
 
+    let held = fs.open(pid).unwrap();
+    let held_status_ns = measure(|| {
+        held.read_status(&mut buf).unwrap();
+    });
+    let held_statm_ns = measure(|| {
+        held.read_statm(&mut buf).unwrap();
+    });
     let statm_ns = measure(|| bare_read(&statm, &mut buf));
     let status_ns = measure(|| bare_read(&status, &mut buf));
     let bare_ns = measure(|| {
@@ -110,6 +117,14 @@ fn main() {
     println!(
         "| bare status + task/PID/children | {:.2} µs | |",
         bare_ns / 1e3
+    );
+    println!(
+        "| pread of a held /proc/PID/status | {:.2} µs | |",
+        held_status_ns / 1e3
+    );
+    println!(
+        "| pread of a held /proc/PID/statm | {:.2} µs | |",
+        held_statm_ns / 1e3
     );
     println!(
         "| memmon sample, process alone (--no-children) | {:.2} µs | {:.2}x status |",

@@ -2,8 +2,8 @@
 //! found each tick through /proc/PID/task/TID/children (never by scanning all of /proc).
 //! `Tree::sample` reads every member's memory once and sums it into a [`TreeSample`].
 //!
-//! The root's /proc/PID/status is read every tick. A descendant's status costs five times its
-//! statm, so for descendants statm is read every tick and status only when statm changed or the
+//! The root's /proc/PID/status is read every tick. A descendant's status costs seven times its
+//! statm (BENCHMARKS.md), so for descendants statm is read every tick and status only when statm changed or the
 //! last status read is older than [`STATUS_MAX_AGE`]: a tree of a thousand idle workers costs
 //! little, and every number is at most that old for a process whose statm did not move.
 
