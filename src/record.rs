@@ -156,7 +156,16 @@ impl Recorder {
             (Some(h), _) => (h, Watched::Attached),
             (None, TargetSpec::Command(args)) => {
                 let data_on_stdout = out.path().is_none();
-                let (pid, stdout) = launch(args, data_on_stdout, opts.capture_stdout)?;
+                let (pid, stdout) = match launch(args, data_on_stdout, opts.capture_stdout) {
+                    Ok(launched) => launched,
+                    Err(e) => {
+                        // Nothing was recorded: leave no empty file behind (unless appending).
+                        if let (Some(p), false) = (out.path(), opts.append) {
+                            let _ = std::fs::remove_file(p);
+                        }
+                        return Err(e);
+                    }
+                };
                 command_stdout = stdout;
                 let h = opts
                     .procfs

@@ -338,6 +338,10 @@ fn a_launched_commands_exit_code_and_signal_become_memmons() {
         .assert()
         .code(127)
         .stderr(predicate::str::contains("no-such-program-xyz"));
+    assert!(
+        !dir.path().join("c.csv").exists(),
+        "no empty recording is left behind"
+    );
 }
 
 #[test]
