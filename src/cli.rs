@@ -467,6 +467,11 @@ pub struct BenchArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// Markers and phases within the runs (against a daemon): --mark-log, --phase-peaks, the
+    /// socket of `memmon mark`
+    #[command(flatten)]
+    pub marks: MarkArgs,
+
     /// The client to run each time (or, without a daemon, the command to measure), after `--`
     #[arg(last = true, required = true, value_name = "CLIENT")]
     pub client: Vec<String>,

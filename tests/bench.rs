@@ -309,3 +309,77 @@ fn two_outputs_on_stdout_are_refused() {
         .code(2)
         .stderr(predicate::str::contains("both write to stdout"));
 }
+
+#[test]
+fn phases_inside_a_run_get_exact_peaks_and_the_run_keeps_its_own() {
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &[]);
+    let log = dir.path().join("daemon.log");
+    std::fs::write(&log, "").unwrap();
+    let series = dir.path().join("series.csv");
+    let out = dir.path().join("bench.json");
+    // One run: a phase asking for 80 MiB, then one asking for 20 MiB, each announced in the log
+    // the way a daemon would log its phases. --phase-peaks resets the marks at each marker.
+    let client = format!(
+        "echo 'phase big' >> {log}; sleep 0.3; {m} test-client --socket {s} --size 80MiB; \
+         echo 'phase small' >> {log}; sleep 0.3; {m} test-client --socket {s} --size 20MiB; sleep 0.3",
+        log = log.display(),
+        m = memmon_path().display(),
+        s = d.socket.display()
+    );
+    memmon()
+        .args(["bench", "-q", "--pidfile"])
+        .arg(&d.pidfile)
+        .args([
+            "-n",
+            "1",
+            "-i",
+            "1s",
+            "--phase-peaks",
+            "--mark-regex",
+            "phase (?P<label>\\w+)",
+        ])
+        .arg("--mark-log")
+        .arg(&log)
+        .arg("-o")
+        .arg(&series)
+        .arg("--export-json")
+        .arg(&out)
+        .args(["--", "sh", "-c", &client])
+        .assert()
+        .success();
+    let report = json(&out);
+    let run = &runs(&report)[0];
+    let floor = u(&run["rss_before_bytes"]);
+    // The run's peak is the big phase's, although the marks were reset after it.
+    assert_eq!(run["peak_source"], "kernel");
+    assert!(
+        u(&run["peak_rss_bytes"]).abs_diff(floor + 80 * MIB) <= tolerance(),
+        "{run}"
+    );
+    let summary = summary_json(&series);
+    let phases = summary["phases"].as_array().unwrap();
+    let peak = |label: &str| {
+        let p = phases
+            .iter()
+            .find(|p| p["label"] == label)
+            .unwrap_or_else(|| panic!("no phase {label}: {phases:?}"));
+        u(&p["peak_rss_bytes"])
+    };
+    assert!(peak("big").abs_diff(floor + 80 * MIB) <= tolerance());
+    assert!(peak("small").abs_diff(floor + 20 * MIB) <= tolerance());
+}
+
+#[test]
+fn marker_flags_without_a_daemon_are_refused() {
+    memmon()
+        .args(["bench", "-n", "1", "--phase-peaks", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("against a daemon"));
+    memmon()
+        .args(["bench", "-n", "1", "--mark-stdout", "x", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--mark-stdout"));
+}

@@ -47,6 +47,10 @@ pub struct BenchOptions {
     pub stdout_is_data: bool,
     pub procfs: ProcFs,
     pub cgroupfs: CgroupFs,
+    /// Markers against a daemon (`--mark-log`, `memmon mark`), and whether each resets the
+    /// high-water marks (`--phase-peaks`).
+    pub marks: crate::marks::MarkOptions,
+    pub phase_peaks: bool,
 }
 
 /// Where the number reported as a run's peak comes from.
@@ -184,6 +188,18 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let usage = |m: String| CodedError::new(ExitCode::Usage, m);
     let target = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
         .map_err(usage)?;
+    if target.is_none() && (args.marks.mark_log.is_some() || args.marks.phase_peaks) {
+        return Err(usage(
+            "--mark-log and --phase-peaks apply to a bench against a daemon (--pid, --pidfile, --name)"
+                .into(),
+        ));
+    }
+    if args.marks.mark_stdout.is_some() {
+        return Err(usage(
+            "--mark-stdout applies to `memmon record -- COMMAND` only; against a daemon use --mark-log or `memmon mark`"
+                .into(),
+        ));
+    }
     let s = &args.sampling;
     if s.interval.is_zero() {
         return Err(usage("--interval must be above 0".into()));
@@ -220,6 +236,8 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
         stdout_is_data,
         procfs: ProcFs::default(),
         cgroupfs: CgroupFs::default(),
+        marks: crate::marks::MarkOptions::from_args(&args.marks, args.quiet),
+        phase_peaks: args.marks.phase_peaks,
     };
     let done = runner::run(&opts)?;
     let mut report = done.report;

@@ -274,6 +274,8 @@ struct Daemon {
     cgroup: Option<MemCgroup>,
     spec: TargetSpec,
     hwm_reset_ok: bool,
+    /// The marker sources (socket, followed log); dropped at the end of the bench.
+    _marks: crate::marks::MarkSources,
     _scratch: Option<Scratch>,
 }
 
@@ -305,10 +307,12 @@ impl Daemon {
             duration: None,
             quiet: true,
             procfs: opts.procfs.clone(),
-            phase_peaks: false,
+            phase_peaks: opts.phase_peaks,
             capture_stdout: false,
         };
-        let rec = Recorder::start(ropts)?;
+        let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
+        let mut rec = Recorder::start(ropts)?;
+        let marks = marks.start(&mut rec, opts.stdout_is_data);
         let pid = rec.root_pid();
         let handle = opts
             .procfs
@@ -404,6 +408,7 @@ impl Daemon {
             cgroup,
             spec: spec.clone(),
             hwm_reset_ok: true,
+            _marks: marks,
             _scratch: scratch,
         })
     }
@@ -547,7 +552,16 @@ impl Daemon {
             .map(|s| s.processes)
             .max()
             .unwrap_or(last.processes);
-        let kernel = self.hwm_reset_ok.then_some(last.hwm_bytes);
+        // The largest VmHWM over the run's rows: with --phase-peaks the marks are reset at each
+        // marker inside the run too, so the last row alone holds only the last phase's peak.
+        let kernel = self.hwm_reset_ok.then(|| {
+            samples
+                .iter()
+                .map(|s| s.hwm_bytes)
+                .max()
+                .unwrap_or(0)
+                .max(last.hwm_bytes)
+        });
         let (peak, source) = choose_peak(kernel, sampled);
         let r = RunResult {
             run: n,
