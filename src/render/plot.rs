@@ -383,13 +383,28 @@ pub fn draw(
         }
         ImageFormat::Png => {
             // Created here first, so that an unwritable path gets the system's plain message.
-            std::fs::File::create(out).map_err(|e| PlotError::Write(out.to_path_buf(), e))?;
-            let root = BitMapBackend::new(out, size).into_drawing_area();
-            draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()))?;
-            root.present()
-                .map_err(|e| PlotError::Write(out.to_path_buf(), io::Error::other(e.to_string())))
+            let file =
+                std::fs::File::create(out).map_err(|e| PlotError::Write(out.to_path_buf(), e))?;
+            let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+                draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()))?;
+                root.present().map_err(|e| draw_err(e.to_string()))?;
+            }
+            write_png(file, &rgb, size).map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
     }
+}
+
+/// Encodes an RGB buffer as an 8-bit PNG (plotters draws it; the `png` crate alone encodes it,
+/// so no image library with its decoders is linked in).
+fn write_png(file: std::fs::File, rgb: &[u8], (width, height): (u32, u32)) -> io::Result<()> {
+    let mut encoder = png::Encoder::new(io::BufWriter::new(file), width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(io::Error::other)?;
+    writer.write_image_data(rgb).map_err(io::Error::other)?;
+    writer.finish().map_err(io::Error::other)
 }
 
 fn register_font() {
