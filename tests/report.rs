@@ -1,6 +1,6 @@
 //! Tests of `memmon report`: a report of real recordings, loaded in real headless Chromium,
 //! draws every series without a script error and shows a hover tooltip with units.
-//! Chromium is required (CI installs Debian's `chromium`): without it these tests fail.
+//! Chromium is required (tests/outside-programs.txt; `./scripts/test` installs it): without it these tests fail.
 
 use crate::util::*;
 use std::path::{Path, PathBuf};
@@ -73,22 +73,7 @@ fn report(name: &str, args: &[&PathBuf]) -> PathBuf {
 
 /// Runs headless Chromium on `page` with `extra` flags; fails the test when it is absent.
 fn chromium(page: &Path, extra: &[&str]) -> Output {
-    let bin = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok()
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "headless Chromium is needed to test the HTML report and was not found: install it \
-                 with `apt-get update && apt-get install -y chromium` (.ci/run does this in CI)"
-            )
-        });
+    let bin = outside_program("chromium");
     let profile = tempdir();
     let url = format!("file://{}#selftest", page.display());
     let mut child = Command::new(bin)

@@ -10,4 +10,5 @@ mod marks;
 mod plot;
 mod record;
 mod report;
+mod setup;
 mod summary;

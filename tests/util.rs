@@ -88,3 +88,59 @@ pub fn record_workload(out: &Path, flags: &[&str], steps: &[&str]) -> Command {
         .args(workload(steps));
     c
 }
+
+/// The path of an outside program the tests run, found as `tests/outside-programs.txt` says
+/// (a name on PATH, or a path pattern with `*` for a version directory). A missing program
+/// fails the test, naming its Debian package: a test never passes silently without it.
+pub fn outside_program(name: &str) -> PathBuf {
+    let list = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/outside-programs.txt");
+    let text = std::fs::read_to_string(&list).unwrap();
+    let (pattern, package) = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 3 && f[0] == name)
+        .map(|f| (f[1].to_string(), f[2].to_string()))
+        .unwrap_or_else(|| panic!("{name} is not listed in {}", list.display()));
+    find_program(&pattern).unwrap_or_else(|| {
+        panic!(
+            "{name} is needed by this test and was not found ({pattern}): run ./scripts/test, \
+             which installs it, or `apt-get install -y {package}`"
+        )
+    })
+}
+
+/// A name on PATH, or the first match of a path pattern whose `*` stands for one directory.
+fn find_program(pattern: &str) -> Option<PathBuf> {
+    if !pattern.contains('/') {
+        let path = std::env::var_os("PATH")?;
+        return std::env::split_paths(&path)
+            .map(|d| d.join(pattern))
+            .find(|p| p.is_file());
+    }
+    let mut found = vec![PathBuf::from("/")];
+    for part in Path::new(pattern).iter().skip(1) {
+        let part = part.to_str()?;
+        found = match part.split_once('*') {
+            None => found.into_iter().map(|d| d.join(part)).collect(),
+            Some((pre, post)) => {
+                let mut next: Vec<PathBuf> = found
+                    .iter()
+                    .filter_map(|d| std::fs::read_dir(d).ok())
+                    .flatten()
+                    .flatten()
+                    .filter(|e| {
+                        let n = e.file_name();
+                        let n = n.to_string_lossy();
+                        n.len() >= pre.len() + post.len() && n.starts_with(pre) && n.ends_with(post)
+                    })
+                    .map(|e| e.path())
+                    .collect();
+                next.sort();
+                next.reverse(); // the newest version directory first
+                next
+            }
+        };
+    }
+    found.into_iter().find(|p| p.is_file())
+}

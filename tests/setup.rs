@@ -1,0 +1,46 @@
+//! The newcomer's path stays true: README's first commands, `.ci/run` and the list of outside
+//! programs agree with each other.
+
+use crate::util::*;
+use std::path::Path;
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(name)).unwrap()
+}
+
+#[test]
+fn ci_runs_the_test_command_that_readme_gives_first() {
+    let readme = read("README.md");
+    let quick: Vec<&str> = readme.lines().skip_while(|l| !l.starts_with("```")).take(4).collect();
+    assert!(quick.iter().any(|l| l.starts_with("cargo run --release -- demo")), "{quick:?}");
+    assert!(quick.iter().any(|l| l.starts_with("./scripts/test")), "{quick:?}");
+    let ci = read(".ci/run");
+    assert!(ci.lines().any(|l| l.trim() == "exec ./scripts/test"), "{ci}");
+}
+
+#[test]
+fn every_outside_program_has_a_package_and_is_named_in_the_readme() {
+    let list = read("tests/outside-programs.txt");
+    let readme = read("README.md");
+    let rows: Vec<Vec<&str>> = list
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(rows.len() >= 3);
+    for f in &rows {
+        assert!(f.len() >= 4, "program, how found, package, used by: {f:?}");
+        assert!(readme.contains(&format!("`{}`", f[2])), "README does not name the package {}", f[2]);
+    }
+    assert!(readme.contains("tests/outside-programs.txt"));
+}
+
+#[test]
+fn the_listed_programs_are_found_where_the_list_says() {
+    // On a machine where scripts/test ran, every program is there; this is what the server and
+    // report tests call, so a broken pattern fails here with the program's name.
+    for name in ["chromium", "redis-server", "redis-cli", "postgres", "initdb", "pgbench"] {
+        let path = outside_program(name);
+        assert!(path.is_file(), "{name}: {}", path.display());
+    }
+}
