@@ -25,6 +25,16 @@ impl PeakSource {
         !matches!(self, PeakSource::Sampled)
     }
 
+    /// The kernel's name of the counter: `VmHWM`, `ru_maxrss`, `memory.peak` (or `sampled`).
+    pub fn counter(self) -> &'static str {
+        match self {
+            PeakSource::Vmhwm => "VmHWM",
+            PeakSource::RuMaxrss => "ru_maxrss",
+            PeakSource::Cgroup => "memory.peak",
+            PeakSource::Sampled => "sampled",
+        }
+    }
+
     /// The word used in JSON and in tables.
     pub fn key(self) -> &'static str {
         match self {

@@ -667,7 +667,8 @@ fn draw_on<DB: DrawingBackend>(
             ))?;
             labels.push(Label {
                 text: format!(
-                    "{prefix}kernel peak{scope} ({source}) {}",
+                    "{prefix}kernel peak{scope} ({}) {}",
+                    source.counter(),
                     fmt_bytes(kernel)
                 ),
                 at: chart.backend_coord(&(x_max, k)),
