@@ -134,6 +134,8 @@ pub struct Recorder {
     /// Peak resets refused at markers with `phase_peaks` (then phase peaks are not exact).
     reset_failures: u64,
     watch: Option<mpsc::Sender<Sample>>,
+    /// The metadata written at the start: the summary at the end reads it as `summary` would.
+    meta: Meta,
 }
 
 impl Recorder {
@@ -219,9 +221,10 @@ impl Recorder {
             command_stdout,
             reset_failures: 0,
             watch: None,
+            meta,
         };
-        rec.out.write_meta(&meta).map_err(output_error)?;
-        rec.announce(&meta);
+        rec.out.write_meta(&rec.meta).map_err(output_error)?;
+        rec.announce(&rec.meta);
         Ok(rec)
     }
 
@@ -724,7 +727,7 @@ impl Recorder {
                 .path()
                 .map(|p| p.display().to_string())
                 .or(Some("stdout".into())),
-            None,
+            Some(&self.meta),
             Some(&end),
             None,
         );

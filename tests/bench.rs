@@ -409,17 +409,31 @@ fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
         .arg(&series)
         .output()
         .unwrap();
-    assert!(cmp.status.success(), "{}", String::from_utf8_lossy(&cmp.stderr));
+    assert!(
+        cmp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
     let cmp: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
     let compared = cmp["base"]["runs"].as_array().unwrap();
     assert_eq!((spans.len(), compared.len()), (2, 2));
     for i in 0..2 {
         // One word for one number: the kernel's VmHWM of the run, in all three.
         assert_eq!(exported[i]["peak_source"], "vmhwm", "{}", exported[i]);
-        assert_eq!(spans[i]["peak_source"], exported[i]["peak_source"], "{}", spans[i]);
+        assert_eq!(
+            spans[i]["peak_source"], exported[i]["peak_source"],
+            "{}",
+            spans[i]
+        );
         assert_eq!(compared[i]["peak_source"], exported[i]["peak_source"]);
-        assert_eq!(spans[i]["kernel_peak_scope"], exported[i]["kernel_peak_scope"]);
-        assert_eq!(compared[i]["kernel_peak_scope"], exported[i]["kernel_peak_scope"]);
+        assert_eq!(
+            spans[i]["kernel_peak_scope"],
+            exported[i]["kernel_peak_scope"]
+        );
+        assert_eq!(
+            compared[i]["kernel_peak_scope"],
+            exported[i]["kernel_peak_scope"]
+        );
     }
     // The summary's run table marks the kernel's peaks, and only those, with *.
     memmon()

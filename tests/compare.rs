@@ -492,6 +492,9 @@ fn two_idle_attached_recordings_of_a_daemon_whose_old_peak_grew_pass_a_2pct_gate
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for side in ["base", "new"] {
         assert_eq!(v[side]["peak_source"], "sampled", "{v}");
-        assert_eq!(v[side]["runs"][0]["kernel_peak_rss_bytes"], serde_json::Value::Null);
+        assert_eq!(
+            v[side]["runs"][0]["kernel_peak_rss_bytes"],
+            serde_json::Value::Null
+        );
     }
 }

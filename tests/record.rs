@@ -684,12 +684,19 @@ fn an_attached_daemons_older_peak_is_its_lifetime_peak_not_the_recordings() {
     let d = SpikedDaemon::start(dir.path(), "200MiB");
     assert!(d.hwm_bytes() >= 200 * MIB);
     let out = dir.path().join("idle.csv");
-    d.record(&out, "1s", &[])
-        .stderr(predicate::str::contains("missed the peak").not());
+    // The summary record prints at the end reads the recording's metadata, as `summary` does.
+    d.record(&out, "1s", &[]).stderr(
+        predicate::str::contains("lifetime peak")
+            .and(predicate::str::contains("missed the peak").not())
+            .and(predicate::str::contains("no metadata").not()),
+    );
     let s = summary_json(&out);
     assert_eq!(s["kernel_peak_rss_bytes"], serde_json::Value::Null, "{s}");
     assert_eq!(s["kernel_peak_window"], "before-recording");
-    assert!(s["lifetime_peak_rss_bytes"].as_u64().unwrap() >= 200 * MIB, "{s}");
+    assert!(
+        s["lifetime_peak_rss_bytes"].as_u64().unwrap() >= 200 * MIB,
+        "{s}"
+    );
     assert!(s["peak_rss_bytes"].as_u64().unwrap() < 100 * MIB, "{s}");
     assert!(
         !s["warnings"].to_string().contains("missed the peak"),
@@ -708,7 +715,10 @@ fn with_reset_peak_an_attached_daemons_kernel_peak_is_exact_from_the_start() {
     let dir = tempdir();
     let d = SpikedDaemon::start(dir.path(), "200MiB");
     let out = dir.path().join("reset.csv");
-    d.record(&out, "1s", &["--reset-peak"]);
+    d.record(&out, "1s", &["--reset-peak"])
+        .stderr(predicate::str::contains(
+            "from the start of the recording (--reset-peak)",
+        ));
     assert_eq!(meta(&out)["peak_reset_at_start"], true);
     // The reset is real: the kernel's own mark dropped to the idle RSS.
     assert!(d.hwm_bytes() < 100 * MIB, "VmHWM {}", d.hwm_bytes());
@@ -718,15 +728,18 @@ fn with_reset_peak_an_attached_daemons_kernel_peak_is_exact_from_the_start() {
     let kernel = s["kernel_peak_rss_bytes"].as_u64().unwrap();
     let sampled = s["peak_rss_bytes"].as_u64().unwrap();
     let bound = s["kernel_peak_exact_within_bytes"].as_u64().unwrap();
-    assert!(kernel < 100 * MIB, "the spike before the recording is not its peak: {s}");
-    assert!(kernel + bound >= sampled, "kernel {kernel} sampled {sampled} bound {bound}");
+    assert!(
+        kernel < 100 * MIB,
+        "the spike before the recording is not its peak: {s}"
+    );
+    assert!(
+        kernel + bound >= sampled,
+        "kernel {kernel} sampled {sampled} bound {bound}"
+    );
     assert_eq!(s["lifetime_peak_rss_bytes"], serde_json::Value::Null);
-    memmon()
-        .arg("summary")
-        .arg(&out)
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("exact within").and(predicate::str::contains("--reset-peak")));
+    memmon().arg("summary").arg(&out).assert().success().stdout(
+        predicate::str::contains("exact within").and(predicate::str::contains("--reset-peak")),
+    );
 }
 
 #[test]
@@ -735,7 +748,14 @@ fn a_spike_during_an_attached_recording_is_its_kernel_peak() {
     let d = SpikedDaemon::start(dir.path(), "50MiB");
     let out = dir.path().join("rose.csv");
     let rec = spawn_memmon(&[
-        "record", "--pid", &d.pid(), "-i", "1s", "--duration", "3s", "-o",
+        "record",
+        "--pid",
+        &d.pid(),
+        "-i",
+        "1s",
+        "--duration",
+        "3s",
+        "-o",
         out.to_str().unwrap(),
     ]);
     // Once the first row is written, spike above the older mark, between two 1 s ticks.
@@ -745,5 +765,8 @@ fn a_spike_during_an_attached_recording_is_its_kernel_peak() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary_json(&out);
     assert_eq!(s["kernel_peak_window"], "rose-during-recording", "{s}");
-    assert!(s["kernel_peak_rss_bytes"].as_u64().unwrap() >= 150 * MIB, "{s}");
+    assert!(
+        s["kernel_peak_rss_bytes"].as_u64().unwrap() >= 150 * MIB,
+        "{s}"
+    );
 }

@@ -137,13 +137,26 @@ impl SpikedDaemon {
     pub fn hwm_bytes(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
     }
 
     /// `memmon record --pid P -i 100ms --duration DUR FLAGS -o OUT` of the idle daemon.
     pub fn record(&self, out: &Path, duration: &str, flags: &[&str]) -> assert_cmd::assert::Assert {
         memmon()
-            .args(["record", "--pid", &self.pid(), "-i", "100ms", "--duration", duration])
+            .args([
+                "record",
+                "--pid",
+                &self.pid(),
+                "-i",
+                "100ms",
+                "--duration",
+                duration,
+            ])
             .args(flags)
             .arg("-o")
             .arg(out)
