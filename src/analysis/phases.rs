@@ -113,7 +113,9 @@ impl Open {
     fn close(&self, reset_after_marks: bool, bound_bytes: u64, complete: bool) -> Span {
         let kernel = match self.kind {
             Kind::Phase if reset_after_marks => self.hwm_after,
-            _ if self.open_hwm <= self.open_top_rss => {
+            // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
+            // before or after the one sampled.
+            _ if self.open_hwm <= self.open_top_rss.saturating_add(bound_bytes) => {
                 Some(self.open_hwm.max(self.hwm_after.unwrap_or(0)))
             }
             _ => None,
@@ -420,6 +422,22 @@ mod tests {
         let p = b.finish(false, 0);
         assert_eq!(p.phases[0].kernel_peak_rss_bytes, None);
         assert_eq!(p.phases[0].peak_rss_bytes, 60 * MIB);
+    }
+
+    #[test]
+    fn a_run_start_mark_a_page_above_its_rss_still_counts_as_reset() {
+        // After a reset VmHWM and VmRSS are two reads of per-CPU batched counters: a page
+        // apart is not an older peak.
+        let mut b = PhaseBuilder::new();
+        b.push(&s(0.0, 300, 300, Some(Event::Start)));
+        let mut start = s(1.0, 50, 50, Some(Event::RunStart(1)));
+        start.hwm_bytes += 4096;
+        b.push(&start);
+        b.push(&s(2.0, 50, 90, Some(Event::RunEnd(1))));
+        let p = b.finish(false, 512 * 1024);
+        assert_eq!(p.runs[0].kernel_peak_rss_bytes, Some(90 * MIB));
+        assert_eq!(p.runs[0].peak_source, PeakSource::Vmhwm);
+        assert_eq!(b.finish(false, 0).runs[0].kernel_peak_rss_bytes, None);
     }
 
     #[test]
