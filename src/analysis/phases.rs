@@ -477,6 +477,32 @@ mod tests {
     }
 
     #[test]
+    fn a_trees_sampled_sum_above_its_largest_process_is_not_marked_as_the_kernels() {
+        // Two processes of 60 MiB: the tree's sum (120 MiB) is sampled, not the kernel's peak
+        // of its largest process (60 MiB), and the table must not star it.
+        let mut b = PhaseBuilder::new();
+        let tree = |t: f64, event| Sample {
+            processes: 2,
+            rss_bytes: 120 * MIB,
+            top_rss_bytes: 60 * MIB,
+            hwm_bytes: 60 * MIB,
+            ..s(t, 0, 0, event)
+        };
+        b.push(&tree(0.0, mark("both")));
+        b.push(&tree(1.0, None));
+        let p = b.finish(false, 512 * 1024);
+        let span = &p.phases[0];
+        assert_eq!(span.kernel_peak_rss_bytes, Some(60 * MIB));
+        assert_eq!(span.kernel_peak_scope, PeakScope::LargestProcess);
+        assert_eq!(
+            (span.peak_rss_bytes, span.peak_source),
+            (120 * MIB, PeakSource::Sampled)
+        );
+        let text = p.render();
+        assert!(text.contains("120.0 MiB") && !text.contains("MiB *"), "{text}");
+    }
+
+    #[test]
     fn the_table_names_each_phase_with_units() {
         let mut b = PhaseBuilder::new();
         b.push(&s(0.0, 50, 50, mark("synthesis")));
