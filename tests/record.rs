@@ -42,7 +42,7 @@ fn a_launched_workload_shows_the_memory_it_touched() {
     record_workload(&out, &["-i", "50ms"], &["alloc:100MiB", "hold:400ms"])
         .assert()
         .success()
-        .stderr(predicate::str::contains("peak RSS"));
+        .stderr(predicate::str::contains("sampled peak"));
     let s = summary_json(&out);
     let peak = s["peak_rss_bytes"].as_u64().unwrap();
     assert!(
@@ -187,7 +187,7 @@ fn sigterm_ends_the_recording_cleanly_with_exit_code_143() {
     assert_eq!(m["end"]["reason"], "signal");
     assert_eq!(m["end"]["memmon_signal"], "SIGTERM");
     assert!(
-        String::from_utf8_lossy(&done.stderr).contains("peak RSS"),
+        String::from_utf8_lossy(&done.stderr).contains("sampled peak"),
         "summary printed"
     );
 }

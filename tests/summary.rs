@@ -125,7 +125,7 @@ fn the_summary_of_a_file_matches_the_one_printed_when_recording() {
     let stderr = String::from_utf8(rec.stderr).unwrap();
     let peak_line = stderr
         .lines()
-        .find(|l| l.contains("peak RSS"))
+        .find(|l| l.contains("sampled peak"))
         .unwrap()
         .trim()
         .to_string();

@@ -431,7 +431,7 @@ impl Summary {
         // Imported files may lack a clock (unix_ms 0) or a PID (0): print only what is known.
         let _ = writeln!(
             o,
-            "  peak RSS      {} at {}{}{}",
+            "  sampled peak  {} at {}{}{}",
             b(self.peak_rss_bytes),
             if self.peak_unix_ms > 0 {
                 format!(
