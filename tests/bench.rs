@@ -97,7 +97,10 @@ fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
         .args(d.client(&["--size", "40MiB,80MiB,120MiB"]))
         .assert()
         .success()
-        .stdout(predicate::str::contains("vmhwm"));
+        .stdout(
+            predicate::str::contains("vmhwm")
+                .and(predicate::str::contains("kernel peaks are exact within")),
+        );
     let report = json(&out);
     assert_eq!(report["complete"], true);
     let runs = runs(&report);

@@ -120,6 +120,14 @@ pub fn render(report: &BenchReport) -> String {
                 );
             }
         }
+        if report.runs.iter().any(|r| r.peak_source.is_kernel()) {
+            let _ = writeln!(
+                o,
+                "  note: kernel peaks are {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
+                crate::peak::exact_within(Some(crate::peak::local_batching_bound_bytes())),
+                crate::peak::online_cpus()
+            );
+        }
         if report
             .runs
             .iter()
