@@ -83,6 +83,18 @@ pub struct RecordArgs {
     #[arg(long)]
     pub exit_with_target: bool,
 
+    /// Reset the kernel's high-water marks at the first sample, so an attached target's kernel peak is exact from the start
+    #[arg(
+        long,
+        long_help = "Right after the first sample, reset the kernel's high-water mark (VmHWM, by \
+writing 5 to /proc/PID/clear_refs) of every process of the tree, as bench does before each run. \
+Without it, a process memmon attaches to carries the peak of its whole life, which may predate the \
+recording: its kernel peak then counts only if it rises during the recording, and `summary` shows \
+the older one apart as the lifetime peak. Needs to be the target's owner or root; a launched \
+command needs no reset."
+    )]
+    pub reset_peak: bool,
+
     #[command(flatten)]
     pub sampling: SamplingArgs,
 

@@ -43,6 +43,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         quiet,
         procfs: ProcFs::default(),
         phase_peaks: false,
+        reset_peak: false,
         capture_stdout: false,
     };
     let outcome = Recorder::start(opts)?.run()?;

@@ -113,6 +113,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         quiet: args.quiet,
         procfs: ProcFs::default(),
         phase_peaks: args.marks.phase_peaks,
+        reset_peak: args.reset_peak,
         capture_stdout: args.marks.mark_stdout.is_some(),
     };
     if args.marks.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {

@@ -55,6 +55,9 @@ pub struct RecordOptions {
     /// Reset the kernel's high-water marks right after each marker's sample, so each phase's
     /// rows carry that phase's exact peak (`--phase-peaks`; recorded in the metadata).
     pub phase_peaks: bool,
+    /// Reset the high-water marks of an attached target right after the first sample, so its
+    /// kernel peak is the recording's from the start (`--reset-peak`; recorded in the metadata).
+    pub reset_peak: bool,
     /// Give a launched command a pipe for its stdout, for `take_command_stdout` (`--mark-stdout`).
     pub capture_stdout: bool,
 }
@@ -131,6 +134,8 @@ pub struct Recorder {
     /// Peak resets refused at markers with `phase_peaks` (then phase peaks are not exact).
     reset_failures: u64,
     watch: Option<mpsc::Sender<Sample>>,
+    /// The metadata written at the start: the summary at the end reads it as `summary` would.
+    meta: Meta,
 }
 
 impl Recorder {
@@ -216,9 +221,10 @@ impl Recorder {
             command_stdout,
             reset_failures: 0,
             watch: None,
+            meta,
         };
-        rec.out.write_meta(&meta).map_err(output_error)?;
-        rec.announce(&meta);
+        rec.out.write_meta(&rec.meta).map_err(output_error)?;
+        rec.announce(&rec.meta);
         Ok(rec)
     }
 
@@ -353,7 +359,9 @@ impl Recorder {
                 continue;
             }
 
+            let first = event == Some(Event::Start);
             match self.tick(event.take()) {
+                Ok(Some(_)) if first => self.reset_at_start(),
                 Ok(Some(_)) => {}
                 Ok(None) => {
                     // The target has ended.
@@ -544,6 +552,33 @@ impl Recorder {
         }
     }
 
+    /// With `reset_peak` and an attached target, resets the high-water marks right after the
+    /// first sample: the later rows then carry peaks reached during the recording only.
+    fn reset_at_start(&mut self) {
+        if !self.opts.reset_peak || !matches!(self.watched, Watched::Attached) {
+            return;
+        }
+        let failed: Vec<String> = self
+            .tree
+            .each_member()
+            .filter_map(|(h, _)| match h.reset_hwm() {
+                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
+                Err(e) => Some(format!("PID {}: {e}", h.pid)),
+            })
+            .collect();
+        if failed.is_empty() {
+            return;
+        }
+        self.reset_failures += 1;
+        if !self.opts.quiet {
+            self.live.clear();
+            eprintln!(
+                "memmon: warning: cannot reset the peak (clear_refs, --reset-peak) of {}; the kernel peak counts only if it rises during the recording",
+                failed.join(", ")
+            );
+        }
+    }
+
     /// Resets VmHWM of every process in the tree; returns a message per failure.
     fn reset_peaks(&mut self) -> Vec<String> {
         self.tree
@@ -692,7 +727,7 @@ impl Recorder {
                 .path()
                 .map(|p| p.display().to_string())
                 .or(Some("stdout".into())),
-            None,
+            Some(&self.meta),
             Some(&end),
             None,
         );
@@ -959,6 +994,8 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
         },
         children: opts.children,
         phase_peaks: opts.phase_peaks,
+        peak_reset_at_start: opts.reset_peak && !matches!(opts.target, TargetSpec::Command(_)),
+        online_cpus: Some(crate::peak::online_cpus()),
         sources,
         columns: COLUMNS
             .iter()

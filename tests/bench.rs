@@ -97,13 +97,16 @@ fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
         .args(d.client(&["--size", "40MiB,80MiB,120MiB"]))
         .assert()
         .success()
-        .stdout(predicate::str::contains("kernel"));
+        .stdout(
+            predicate::str::contains("vmhwm")
+                .and(predicate::str::contains("kernel peaks are exact within")),
+        );
     let report = json(&out);
     assert_eq!(report["complete"], true);
     let runs = runs(&report);
     assert_eq!(runs.len(), 3);
     for (r, size) in runs.iter().zip([40 * MIB, 80 * MIB, 120 * MIB]) {
-        assert_eq!(r["peak_source"], "kernel", "{r}");
+        assert_eq!(r["peak_source"], "vmhwm", "{r}");
         assert_eq!(r["exit_code"], 0);
         let (peak, before) = (u(&r["peak_rss_bytes"]), u(&r["rss_before_bytes"]));
         let want = before + size;
@@ -277,7 +280,7 @@ fn without_a_daemon_each_run_peak_comes_from_wait4() {
     let runs = runs(&report);
     assert_eq!(runs.len(), 3);
     for r in runs {
-        assert_eq!(r["peak_source"], "kernel", "{r}");
+        assert_eq!(r["peak_source"], "ru-maxrss", "{r}");
         assert!(u(&r["peak_rss_bytes"]) >= 64 * MIB, "{r}");
         assert_eq!(r["peak_rss_bytes"], r["kernel_peak_bytes"]);
         assert!(r["rss_before_bytes"].is_null());
@@ -352,7 +355,7 @@ fn phases_inside_a_run_get_exact_peaks_and_the_run_keeps_its_own() {
     let run = &runs(&report)[0];
     let floor = u(&run["rss_before_bytes"]);
     // The run's peak is the big phase's, although the marks were reset after it.
-    assert_eq!(run["peak_source"], "kernel");
+    assert_eq!(run["peak_source"], "vmhwm");
     assert!(
         u(&run["peak_rss_bytes"]).abs_diff(floor + 80 * MIB) <= tolerance(),
         "{run}"
@@ -382,4 +385,64 @@ fn marker_flags_without_a_daemon_are_refused() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--mark-stdout"));
+}
+
+#[test]
+fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &[]);
+    let (series, out) = (dir.path().join("series.jsonl"), dir.path().join("b.json"));
+    memmon()
+        .args(["bench", "-q", "--pidfile"])
+        .arg(&d.pidfile)
+        .args(["-n", "2", "-i", "1s", "-o"])
+        .arg(&series)
+        .arg("--export-json")
+        .arg(&out)
+        .args(d.client(&["--size", "60MiB"]))
+        .assert()
+        .success();
+    let exported = runs(&json(&out)).clone();
+    let summary = summary_json(&series);
+    let spans = summary["runs"].as_array().unwrap();
+    let cmp = memmon()
+        .args(["compare", "--json"])
+        .arg(&series)
+        .arg("--")
+        .arg(&series)
+        .output()
+        .unwrap();
+    assert!(
+        cmp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+    let cmp: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
+    let compared = cmp["base"]["runs"].as_array().unwrap();
+    assert_eq!((spans.len(), compared.len()), (2, 2));
+    for i in 0..2 {
+        // One word for one number: the kernel's VmHWM of the run, in all three.
+        assert_eq!(exported[i]["peak_source"], "vmhwm", "{}", exported[i]);
+        assert_eq!(
+            spans[i]["peak_source"], exported[i]["peak_source"],
+            "{}",
+            spans[i]
+        );
+        assert_eq!(compared[i]["peak_source"], exported[i]["peak_source"]);
+        assert_eq!(
+            spans[i]["kernel_peak_scope"],
+            exported[i]["kernel_peak_scope"]
+        );
+        assert_eq!(
+            compared[i]["kernel_peak_scope"],
+            exported[i]["kernel_peak_scope"]
+        );
+    }
+    // The summary's run table marks the kernel's peaks, and only those, with *.
+    memmon()
+        .arg("summary")
+        .arg(&series)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(" *"));
 }

@@ -166,7 +166,7 @@ fn the_peak_compared_is_the_kernels_for_a_single_process() {
     let f = fixture();
     let out = compare(&[], &f.small[..2], &f.large);
     assert!(
-        text(&out.stdout).contains("kernel's exact peak (VmHWM)"),
+        text(&out.stdout).contains("kernel's peak (VmHWM or ru_maxrss"),
         "{}",
         text(&out.stdout)
     );
@@ -379,7 +379,7 @@ fn a_bench_recording_counts_as_one_run_per_bench_run_with_its_own_kernel_peak() 
                 r["file"].as_str().unwrap(),
                 format!("{}#run {}", path.display(), i + 1)
             );
-            assert_eq!(r["peak_source"], "kernel", "{r}");
+            assert_eq!(r["peak_source"], "vmhwm", "{r}");
             // The idle floor of a bench run is the daemon's RSS at its start.
             let (peak, floor) = (
                 r["peak_rss_bytes"].as_u64().unwrap(),
@@ -470,4 +470,31 @@ fn whole_files_counts_each_bench_recording_as_one_run() {
         "{}",
         text(&out.stdout)
     );
+}
+
+#[test]
+fn two_idle_attached_recordings_of_a_daemon_whose_old_peak_grew_pass_a_2pct_gate() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "100MiB");
+    let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
+    d.record(&a, "1s", &[]);
+    // A bigger spike between the recordings: neither recording saw it.
+    d.spike("200MiB");
+    d.record(&b, "1s", &[]);
+    let out = memmon()
+        .args(["compare", "--json", "--max-peak-increase", "2%"])
+        .arg(&a)
+        .arg("--")
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for side in ["base", "new"] {
+        assert_eq!(v[side]["peak_source"], "sampled", "{v}");
+        assert_eq!(
+            v[side]["runs"][0]["kernel_peak_rss_bytes"],
+            serde_json::Value::Null
+        );
+    }
 }

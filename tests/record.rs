@@ -42,7 +42,7 @@ fn a_launched_workload_shows_the_memory_it_touched() {
     record_workload(&out, &["-i", "50ms"], &["alloc:100MiB", "hold:400ms"])
         .assert()
         .success()
-        .stderr(predicate::str::contains("peak RSS"));
+        .stderr(predicate::str::contains("sampled peak"));
     let s = summary_json(&out);
     let peak = s["peak_rss_bytes"].as_u64().unwrap();
     assert!(
@@ -187,7 +187,7 @@ fn sigterm_ends_the_recording_cleanly_with_exit_code_143() {
     assert_eq!(m["end"]["reason"], "signal");
     assert_eq!(m["end"]["memmon_signal"], "SIGTERM");
     assert!(
-        String::from_utf8_lossy(&done.stderr).contains("peak RSS"),
+        String::from_utf8_lossy(&done.stderr).contains("sampled peak"),
         "summary printed"
     );
 }
@@ -676,4 +676,97 @@ fn an_orphan_of_a_launched_command_stays_in_the_tree() {
         .success();
     assert!(column(&out, "processes").iter().max() >= Some(&2));
     assert!(column(&out, "rss_bytes").iter().max().unwrap() >= &(30 * MIB));
+}
+
+#[test]
+fn an_attached_daemons_older_peak_is_its_lifetime_peak_not_the_recordings() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "200MiB");
+    assert!(d.hwm_bytes() >= 200 * MIB);
+    let out = dir.path().join("idle.csv");
+    // The summary record prints at the end reads the recording's metadata, as `summary` does.
+    d.record(&out, "1s", &[]).stderr(
+        predicate::str::contains("lifetime peak")
+            .and(predicate::str::contains("missed the peak").not())
+            .and(predicate::str::contains("no metadata").not()),
+    );
+    let s = summary_json(&out);
+    assert_eq!(s["kernel_peak_rss_bytes"], serde_json::Value::Null, "{s}");
+    assert_eq!(s["kernel_peak_window"], "before-recording");
+    assert!(
+        s["lifetime_peak_rss_bytes"].as_u64().unwrap() >= 200 * MIB,
+        "{s}"
+    );
+    assert!(s["peak_rss_bytes"].as_u64().unwrap() < 100 * MIB, "{s}");
+    assert!(
+        !s["warnings"].to_string().contains("missed the peak"),
+        "{s}"
+    );
+    memmon().arg("summary").arg(&out).assert().success().stdout(
+        predicate::str::contains("lifetime peak")
+            .and(predicate::str::contains("--reset-peak"))
+            .and(predicate::str::contains("exact within").not())
+            .and(predicate::str::contains("missed the peak").not()),
+    );
+}
+
+#[test]
+fn with_reset_peak_an_attached_daemons_kernel_peak_is_exact_from_the_start() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "200MiB");
+    let out = dir.path().join("reset.csv");
+    d.record(&out, "1s", &["--reset-peak"])
+        .stderr(predicate::str::contains(
+            "from the start of the recording (--reset-peak)",
+        ));
+    assert_eq!(meta(&out)["peak_reset_at_start"], true);
+    // The reset is real: the kernel's own mark dropped to the idle RSS.
+    assert!(d.hwm_bytes() < 100 * MIB, "VmHWM {}", d.hwm_bytes());
+    let s = summary_json(&out);
+    assert_eq!(s["kernel_peak_window"], "reset-at-start", "{s}");
+    assert_eq!(s["kernel_peak_source"], "vmhwm");
+    let kernel = s["kernel_peak_rss_bytes"].as_u64().unwrap();
+    let sampled = s["peak_rss_bytes"].as_u64().unwrap();
+    let bound = s["kernel_peak_exact_within_bytes"].as_u64().unwrap();
+    assert!(
+        kernel < 100 * MIB,
+        "the spike before the recording is not its peak: {s}"
+    );
+    assert!(
+        kernel + bound >= sampled,
+        "kernel {kernel} sampled {sampled} bound {bound}"
+    );
+    assert_eq!(s["lifetime_peak_rss_bytes"], serde_json::Value::Null);
+    memmon().arg("summary").arg(&out).assert().success().stdout(
+        predicate::str::contains("exact within").and(predicate::str::contains("--reset-peak")),
+    );
+}
+
+#[test]
+fn a_spike_during_an_attached_recording_is_its_kernel_peak() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "50MiB");
+    let out = dir.path().join("rose.csv");
+    let rec = spawn_memmon(&[
+        "record",
+        "--pid",
+        &d.pid(),
+        "-i",
+        "1s",
+        "--duration",
+        "3s",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    // Once the first row is written, spike above the older mark, between two 1 s ticks.
+    assert!(wait_for(20.0, || out.exists() && rows_in(&out) >= 1));
+    d.spike("150MiB");
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_json(&out);
+    assert_eq!(s["kernel_peak_window"], "rose-during-recording", "{s}");
+    assert!(
+        s["kernel_peak_rss_bytes"].as_u64().unwrap() >= 150 * MIB,
+        "{s}"
+    );
 }

@@ -125,7 +125,7 @@ fn the_summary_of_a_file_matches_the_one_printed_when_recording() {
     let stderr = String::from_utf8(rec.stderr).unwrap();
     let peak_line = stderr
         .lines()
-        .find(|l| l.contains("peak RSS"))
+        .find(|l| l.contains("sampled peak"))
         .unwrap()
         .trim()
         .to_string();
@@ -133,4 +133,36 @@ fn the_summary_of_a_file_matches_the_one_printed_when_recording() {
     assert!(String::from_utf8(summary.stdout)
         .unwrap()
         .contains(&peak_line));
+}
+
+#[test]
+fn a_recording_from_before_the_peak_window_keys_still_summarizes_and_says_what_it_lacks() {
+    let dir = tempdir();
+    let out = dir.path().join("old.csv");
+    record_workload(&out, &["-q", "-i", "50ms"], &["alloc:30MiB", "hold:300ms"])
+        .assert()
+        .success();
+    // An older memmon wrote neither `peak_reset_at_start` nor `online_cpus`.
+    let side = dir.path().join("old.csv.meta.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    let obj = m.as_object_mut().unwrap();
+    assert!(obj.remove("peak_reset_at_start").is_some());
+    assert!(obj.remove("online_cpus").is_some());
+    std::fs::write(&side, serde_json::to_string(&m).unwrap()).unwrap();
+    let s = summary_json(&out);
+    assert!(
+        s["kernel_peak_rss_bytes"].as_u64().unwrap() >= 30 * MIB,
+        "{s}"
+    );
+    assert_eq!(s["kernel_peak_window"], "launched");
+    assert_eq!(s["kernel_peak_exact_within_bytes"], serde_json::Value::Null);
+    memmon()
+        .arg("summary")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "exact within the kernel's per-CPU batching",
+        ));
 }

@@ -144,3 +144,86 @@ fn find_program(pattern: &str) -> Option<PathBuf> {
     }
     found.into_iter().find(|p| p.is_file())
 }
+
+/// A `memmon test-daemon` that memmon did not start (to attach to), killed when dropped.
+pub struct SpikedDaemon {
+    pub child: std::process::Child,
+    pub socket: PathBuf,
+}
+
+impl SpikedDaemon {
+    /// Starts the daemon in `dir` and has it touch and free `spike` once, so its high-water mark
+    /// (VmHWM) holds a peak from before any recording.
+    pub fn start(dir: &Path, spike: &str) -> SpikedDaemon {
+        let socket = dir.join("spiked.sock");
+        let pidfile = dir.join("spiked.pid");
+        let child = std::process::Command::new(memmon_path())
+            .arg("test-daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for(10.0, || pidfile.exists()),
+            "the test daemon did not start"
+        );
+        let d = SpikedDaemon { child, socket };
+        d.spike(spike);
+        d
+    }
+
+    pub fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// Has the daemon touch `size` and free it again; returns once it is freed.
+    pub fn spike(&self, size: &str) {
+        memmon()
+            .arg("test-client")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(["--size", size])
+            .assert()
+            .success();
+    }
+
+    /// VmHWM of the daemon now, from /proc.
+    pub fn hwm_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    }
+
+    /// `memmon record --pid P -i 100ms --duration DUR FLAGS -o OUT` of the idle daemon.
+    pub fn record(&self, out: &Path, duration: &str, flags: &[&str]) -> assert_cmd::assert::Assert {
+        memmon()
+            .args([
+                "record",
+                "--pid",
+                &self.pid(),
+                "-i",
+                "100ms",
+                "--duration",
+                duration,
+            ])
+            .args(flags)
+            .arg("-o")
+            .arg(out)
+            .assert()
+            .success()
+    }
+}
+
+impl Drop for SpikedDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -46,16 +46,7 @@ use std::sync::Mutex;
 /// The default `--min-noise`: changes below 1% of the baseline mean are never called a change.
 pub const DEFAULT_MIN_NOISE_PCT: f64 = 1.0;
 
-/// Where a run's peak number comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PeakSource {
-    /// The kernel's exact high-water mark (VmHWM, ru_maxrss) of the single process recorded.
-    Kernel,
-    /// The largest sampled RSS: a tree (whose exact peak the kernel does not keep) or a
-    /// recording without high-water marks (imported from another tool).
-    Sampled,
-}
+pub use crate::peak::{PeakKind, PeakScope, PeakSource};
 
 /// The numbers of one recording that a comparison uses.
 #[derive(Debug, Clone, Serialize)]
@@ -65,12 +56,13 @@ pub struct Run {
     /// The bench run's number N, for a run that is one bench run of a recording.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
-    /// The peak compared: the kernel's for a single process, else the sampled one.
+    /// The peak compared: the kernel's for a single process, reached during the recording
+    /// (`vmhwm`, `ru-maxrss`), else the sampled one (`sampled`; `crate::peak::choose_peak`).
     pub peak_rss_bytes: u64,
     pub peak_source: PeakSource,
     pub sampled_peak_rss_bytes: u64,
-    pub kernel_peak_rss_bytes: u64,
-    pub kernel_peak_scope: &'static str,
+    pub kernel_peak_rss_bytes: Option<u64>,
+    pub kernel_peak_scope: PeakScope,
     pub idle_rss_bytes: u64,
     pub mean_rss_bytes: u64,
     pub duration_s: f64,
@@ -80,23 +72,25 @@ pub struct Run {
     pub warnings: Vec<String>,
 }
 
+/// How far a recording's kernel counters may be off: from its own metadata, else this machine's.
+fn bound(s: &Summary) -> u64 {
+    s.kernel_peak_exact_within_bytes
+        .unwrap_or_else(crate::peak::local_batching_bound_bytes)
+}
+
 impl Run {
     /// The run's numbers from its summary (and the time above a level, measured alongside).
     pub fn from_summary(s: &Summary, time_above_s: Option<f64>) -> Run {
-        let kernel = s.kernel_peak_scope == "process" && s.kernel_peak_rss_bytes > 0;
+        let kernel = s
+            .kernel_peak_rss_bytes
+            .zip(s.kernel_peak_source)
+            .filter(|_| s.kernel_peak_scope == PeakScope::Process);
+        let (peak, source) = crate::peak::choose_peak(kernel, s.peak_rss_bytes, bound(s));
         Run {
             file: s.file.clone().unwrap_or_default(),
             run: None,
-            peak_rss_bytes: if kernel {
-                s.kernel_peak_rss_bytes
-            } else {
-                s.peak_rss_bytes
-            },
-            peak_source: if kernel {
-                PeakSource::Kernel
-            } else {
-                PeakSource::Sampled
-            },
+            peak_rss_bytes: peak,
+            peak_source: source,
             sampled_peak_rss_bytes: s.peak_rss_bytes,
             kernel_peak_rss_bytes: s.kernel_peak_rss_bytes,
             kernel_peak_scope: s.kernel_peak_scope,
@@ -116,7 +110,10 @@ impl Run {
         // largest process's, as the whole-file peak of a tree is the sampled one.
         let kernel = span
             .kernel_peak_rss_bytes
-            .filter(|&k| s.kernel_peak_scope == "process" && k > 0);
+            .filter(|_| s.kernel_peak_scope == PeakScope::Process)
+            .map(|k| (k, PeakSource::Vmhwm));
+        let (peak, source) =
+            crate::peak::choose_peak(kernel, span.sampled_peak_rss_bytes, bound(s));
         let n = span.run.unwrap_or(index as u32 + 1);
         let mut warnings = s.warnings.clone();
         if !span.complete {
@@ -127,14 +124,10 @@ impl Run {
         Run {
             file: format!("{}#run {n}", s.file.as_deref().unwrap_or_default()),
             run: Some(n),
-            peak_rss_bytes: kernel.unwrap_or(span.sampled_peak_rss_bytes),
-            peak_source: if kernel.is_some() {
-                PeakSource::Kernel
-            } else {
-                PeakSource::Sampled
-            },
+            peak_rss_bytes: peak,
+            peak_source: source,
             sampled_peak_rss_bytes: span.sampled_peak_rss_bytes,
-            kernel_peak_rss_bytes: span.kernel_peak_rss_bytes.unwrap_or(0),
+            kernel_peak_rss_bytes: span.kernel_peak_rss_bytes,
             kernel_peak_scope: s.kernel_peak_scope,
             idle_rss_bytes: span.start_rss_bytes,
             mean_rss_bytes: span.mean_rss_bytes,
@@ -702,17 +695,8 @@ impl Side {
     }
 
     /// `kernel`, `sampled`, or `mixed` when the runs differ.
-    pub fn peak_source(&self) -> &'static str {
-        let kernel = self
-            .runs
-            .iter()
-            .filter(|r| r.peak_source == PeakSource::Kernel)
-            .count();
-        match kernel {
-            0 => "sampled",
-            k if k == self.runs.len() => "kernel",
-            _ => "mixed",
-        }
+    pub fn peak_source(&self) -> PeakKind {
+        PeakKind::of(self.runs.iter().map(|r| r.peak_source))
     }
 }
 
@@ -729,7 +713,7 @@ impl Serialize for Side {
             }
         }
         let mut m = s.serialize_map(None)?;
-        m.serialize_entry("peak_source", self.peak_source())?;
+        m.serialize_entry("peak_source", &self.peak_source())?;
         if !self.recordings.is_empty() {
             m.serialize_entry("recordings", &self.recordings)?;
         }
@@ -817,10 +801,10 @@ mod tests {
             file: "r.csv".into(),
             run: None,
             peak_rss_bytes: peak,
-            peak_source: PeakSource::Kernel,
+            peak_source: PeakSource::Vmhwm,
             sampled_peak_rss_bytes: peak,
-            kernel_peak_rss_bytes: peak,
-            kernel_peak_scope: "process",
+            kernel_peak_rss_bytes: Some(peak),
+            kernel_peak_scope: PeakScope::Process,
             idle_rss_bytes: peak / 2,
             mean_rss_bytes: peak / 2,
             duration_s,
@@ -1024,15 +1008,17 @@ mod tests {
     #[test]
     fn a_single_process_peak_is_the_kernels_and_a_trees_is_sampled() {
         let mut s = SummaryBuilder::new();
-        s.push(&Sample {
-            rss_bytes: 90,
-            top_rss_bytes: 90,
-            hwm_bytes: 120,
-            processes: 1,
-            ..Sample::default()
-        });
+        for hwm in [80, 120] {
+            s.push(&Sample {
+                rss_bytes: 90,
+                top_rss_bytes: 90,
+                hwm_bytes: hwm,
+                processes: 1,
+                ..Sample::default()
+            });
+        }
         let r = Run::from_summary(&s.finish(None, None, None, None), None);
-        assert_eq!((r.peak_rss_bytes, r.peak_source), (120, PeakSource::Kernel));
+        assert_eq!((r.peak_rss_bytes, r.peak_source), (120, PeakSource::Vmhwm));
         let mut s = SummaryBuilder::new();
         s.push(&Sample {
             rss_bytes: 90,
@@ -1097,14 +1083,14 @@ mod tests {
         assert_eq!((one.file.as_str(), one.run), ("base.csv#run 1", Some(1)));
         assert_eq!(
             (one.peak_rss_bytes, one.peak_source),
-            (300, PeakSource::Kernel)
+            (300, PeakSource::Vmhwm)
         );
         assert_eq!(one.sampled_peak_rss_bytes, 60);
         assert_eq!((one.idle_rss_bytes, one.mean_rss_bytes), (50, 53));
         assert_eq!((one.duration_s, one.samples), (2.0, 3));
         assert_eq!(
             (two.peak_rss_bytes, two.peak_source),
-            (200, PeakSource::Kernel)
+            (200, PeakSource::Vmhwm)
         );
         assert_eq!((two.idle_rss_bytes, two.duration_s), (40, 2.0));
         assert!(
@@ -1119,7 +1105,7 @@ mod tests {
         let sum = summary_of(&two_bench_runs(3));
         let r = Run::from_span(&sum, &sum.spans.runs[0], 0, None);
         assert_eq!((r.peak_rss_bytes, r.peak_source), (60, PeakSource::Sampled));
-        assert_eq!(r.kernel_peak_scope, "largest-process");
+        assert_eq!(r.kernel_peak_scope, PeakScope::LargestProcess);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! event to the next, a run from `run-start:N` to `run-end:N`. Each gets its duration, sampled
 //! and kernel peak, mean, start and end RSS. Memory grows only with the number of spans.
 
+use crate::peak::{choose_peak, PeakScope, PeakSource};
 use crate::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
@@ -21,10 +22,14 @@ pub struct Span {
     pub duration_s: f64,
     /// Rows from the opening one to the closing one, both included.
     pub samples: u64,
-    /// The span's peak RSS: the kernel's exact peak when it is known and above the sampled
-    /// one (`peak_source` `kernel`), else the sampled peak (`sampled`).
+    /// The span's peak RSS: the kernel's when it is known and the sampled one does not exceed
+    /// it by more than the counters' batching (`peak_source` `vmhwm`), else the sampled peak
+    /// (`sampled`): `crate::peak::choose_peak`, as bench and compare choose.
     pub peak_rss_bytes: u64,
-    pub peak_source: &'static str,
+    pub peak_source: PeakSource,
+    /// What the kernel peak is the peak of: `process`, or `largest-process` when the span saw
+    /// several processes.
+    pub kernel_peak_scope: PeakScope,
     /// The largest sampled RSS of the tree in the span, and when.
     pub sampled_peak_rss_bytes: u64,
     pub sampled_peak_elapsed_s: f64,
@@ -65,6 +70,7 @@ struct Open {
     rss_sum: f64,
     peak_rss: u64,
     peak_elapsed_s: f64,
+    processes: u32,
 }
 
 impl Open {
@@ -84,6 +90,7 @@ impl Open {
             rss_sum: s.rss_bytes as f64,
             peak_rss: s.rss_bytes,
             peak_elapsed_s: s.elapsed_s,
+            processes: s.processes,
         }
     }
 
@@ -92,6 +99,7 @@ impl Open {
         self.rss_sum += s.rss_bytes as f64;
         self.last_elapsed_s = s.elapsed_s;
         self.last_rss = s.rss_bytes;
+        self.processes = self.processes.max(s.processes);
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
         if s.rss_bytes > self.peak_rss {
             self.peak_rss = s.rss_bytes;
@@ -102,18 +110,21 @@ impl Open {
     /// `reset_after_marks`: the recorder reset the high-water marks right after each marker's
     /// sample (`--phase-peaks`), so the opening row's VmHWM belongs to the phase before and
     /// every later row's to this one.
-    fn close(&self, reset_after_marks: bool, complete: bool) -> Span {
+    fn close(&self, reset_after_marks: bool, bound_bytes: u64, complete: bool) -> Span {
         let kernel = match self.kind {
             Kind::Phase if reset_after_marks => self.hwm_after,
-            _ if self.open_hwm <= self.open_top_rss => {
+            // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
+            // before or after the one sampled.
+            _ if self.open_hwm <= self.open_top_rss.saturating_add(bound_bytes) => {
                 Some(self.open_hwm.max(self.hwm_after.unwrap_or(0)))
             }
             _ => None,
         };
-        let (peak, source) = match kernel {
-            Some(k) if k > self.peak_rss => (k, "kernel"),
-            _ => (self.peak_rss, "sampled"),
-        };
+        let (peak, source) = choose_peak(
+            kernel.map(|k| (k, PeakSource::Vmhwm)),
+            self.peak_rss,
+            bound_bytes,
+        );
         Span {
             label: self.label.clone(),
             run: match self.kind {
@@ -127,6 +138,7 @@ impl Open {
             samples: self.samples,
             peak_rss_bytes: peak,
             peak_source: source,
+            kernel_peak_scope: PeakScope::of_kernel_counter(self.processes),
             sampled_peak_rss_bytes: self.peak_rss,
             sampled_peak_elapsed_s: self.peak_elapsed_s,
             kernel_peak_rss_bytes: kernel,
@@ -224,12 +236,16 @@ impl PhaseBuilder {
     }
 
     /// The spans so far; open ones end at the last sample. `reset_after_marks`: the recording's
-    /// metadata says `phase_peaks`.
-    pub fn finish(&self, reset_after_marks: bool) -> Phases {
+    /// metadata says `phase_peaks`. `bound_bytes`: how far the kernel's counters may be off
+    /// (`crate::peak::batching_bound_bytes`).
+    pub fn finish(&self, reset_after_marks: bool, bound_bytes: u64) -> Phases {
         let close = |list: &[(Open, bool)], open: &Option<Open>| -> Vec<Span> {
             list.iter()
-                .map(|(o, complete)| o.close(reset_after_marks, *complete))
-                .chain(open.iter().map(|o| o.close(reset_after_marks, false)))
+                .map(|(o, complete)| o.close(reset_after_marks, bound_bytes, *complete))
+                .chain(
+                    open.iter()
+                        .map(|o| o.close(reset_after_marks, bound_bytes, false)),
+                )
                 .collect()
         };
         Phases {
@@ -253,7 +269,7 @@ impl Phases {
                 .count();
             let _ = writeln!(
                 o,
-                "  {title} ({}; peak: the kernel's exact peak (VmHWM) where known, marked *, else sampled)",
+                "  {title} ({}; peak: the kernel's (VmHWM, exact within its per-CPU batching) where known and not exceeded by the sampled one, marked *, else sampled)",
                 if exact == spans.len() {
                     "kernel peaks exact for all".to_string()
                 } else if exact == 0 {
@@ -276,11 +292,7 @@ impl Phases {
                         format!(
                             "{}{}",
                             fmt_bytes(s.peak_rss_bytes),
-                            if s.kernel_peak_rss_bytes.is_some() {
-                                " *"
-                            } else {
-                                ""
-                            }
+                            if s.peak_source.is_kernel() { " *" } else { "" }
                         ),
                         fmt_bytes(s.sampled_peak_rss_bytes),
                         fmt_bytes(s.mean_rss_bytes),
@@ -361,7 +373,7 @@ mod tests {
         b.push(&s(2.0, 40, 40, None));
         b.push(&s(3.0, 30, 40, mark("prove")));
         b.push(&s(4.0, 30, 40, None));
-        let p = b.finish(false);
+        let p = b.finish(false, 0);
         assert_eq!(p.phases.len(), 2);
         let load = &p.phases[0];
         assert_eq!(
@@ -388,16 +400,17 @@ mod tests {
         b.push(&s(3.0, 50, 200, mark("after")));
         // After the reset, the next phase's hwm starts from the RSS again.
         b.push(&s(4.0, 50, 50, None));
-        let p = b.finish(true);
+        let p = b.finish(true, 0);
         let spike = &p.phases[0];
         assert_eq!(spike.kernel_peak_rss_bytes, Some(200 * MIB));
         assert_eq!(
             (spike.peak_rss_bytes, spike.peak_source),
-            (200 * MIB, "kernel")
+            (200 * MIB, PeakSource::Vmhwm)
         );
         assert_eq!(spike.sampled_peak_rss_bytes, 50 * MIB);
         assert_eq!(p.phases[1].kernel_peak_rss_bytes, Some(50 * MIB));
-        assert_eq!(p.phases[1].peak_source, "sampled");
+        // The kernel's peak equals the sampled one: it is the kernel's, as bench reports it.
+        assert_eq!(p.phases[1].peak_source, PeakSource::Vmhwm);
     }
 
     #[test]
@@ -406,9 +419,25 @@ mod tests {
         b.push(&s(0.0, 200, 200, Some(Event::Start)));
         b.push(&s(1.0, 50, 200, mark("idle")));
         b.push(&s(2.0, 60, 200, None));
-        let p = b.finish(false);
+        let p = b.finish(false, 0);
         assert_eq!(p.phases[0].kernel_peak_rss_bytes, None);
         assert_eq!(p.phases[0].peak_rss_bytes, 60 * MIB);
+    }
+
+    #[test]
+    fn a_run_start_mark_a_page_above_its_rss_still_counts_as_reset() {
+        // After a reset VmHWM and VmRSS are two reads of per-CPU batched counters: a page
+        // apart is not an older peak.
+        let mut b = PhaseBuilder::new();
+        b.push(&s(0.0, 300, 300, Some(Event::Start)));
+        let mut start = s(1.0, 50, 50, Some(Event::RunStart(1)));
+        start.hwm_bytes += 4096;
+        b.push(&start);
+        b.push(&s(2.0, 50, 90, Some(Event::RunEnd(1))));
+        let p = b.finish(false, 512 * 1024);
+        assert_eq!(p.runs[0].kernel_peak_rss_bytes, Some(90 * MIB));
+        assert_eq!(p.runs[0].peak_source, PeakSource::Vmhwm);
+        assert_eq!(b.finish(false, 0).runs[0].kernel_peak_rss_bytes, None);
     }
 
     #[test]
@@ -421,7 +450,7 @@ mod tests {
         b.push(&s(4.0, 60, 250, None));
         b.push(&s(5.0, 60, 250, Some(Event::RunStart(2)))); // no reset
         b.push(&s(6.0, 70, 250, None));
-        let p = b.finish(false);
+        let p = b.finish(false, 0);
         assert_eq!(p.runs.len(), 2);
         let one = &p.runs[0];
         assert_eq!(
@@ -441,10 +470,36 @@ mod tests {
         b.push(&s(1.0, 10, 10, mark("a")));
         b.push(&s(0.0, 10, 10, Some(Event::Start)));
         b.push(&s(5.0, 10, 10, None));
-        let p = b.finish(false);
+        let p = b.finish(false, 0);
         assert_eq!(p.phases.len(), 1);
         assert_eq!(p.phases[0].duration_s, 0.0);
         assert!(!p.phases[0].complete);
+    }
+
+    #[test]
+    fn a_trees_sampled_sum_above_its_largest_process_is_not_marked_as_the_kernels() {
+        // Two processes of 60 MiB: the tree's sum (120 MiB) is sampled, not the kernel's peak
+        // of its largest process (60 MiB), and the table must not star it.
+        let mut b = PhaseBuilder::new();
+        let tree = |t: f64, event| Sample {
+            processes: 2,
+            rss_bytes: 120 * MIB,
+            top_rss_bytes: 60 * MIB,
+            hwm_bytes: 60 * MIB,
+            ..s(t, 0, 0, event)
+        };
+        b.push(&tree(0.0, mark("both")));
+        b.push(&tree(1.0, None));
+        let p = b.finish(false, 512 * 1024);
+        let span = &p.phases[0];
+        assert_eq!(span.kernel_peak_rss_bytes, Some(60 * MIB));
+        assert_eq!(span.kernel_peak_scope, PeakScope::LargestProcess);
+        assert_eq!(
+            (span.peak_rss_bytes, span.peak_source),
+            (120 * MIB, PeakSource::Sampled)
+        );
+        let text = p.render();
+        assert!(text.contains("120.0 MiB") && !text.contains("MiB *"), "{text}");
     }
 
     #[test]
@@ -452,7 +507,7 @@ mod tests {
         let mut b = PhaseBuilder::new();
         b.push(&s(0.0, 50, 50, mark("synthesis")));
         b.push(&s(2.0, 50, 200, mark("gpu prove")));
-        let text = b.finish(true).render();
+        let text = b.finish(true, 0).render();
         assert!(
             text.contains("phases (kernel peaks exact for 1 of 2"),
             "{text}"

@@ -7,6 +7,7 @@
 use super::phases::{PhaseBuilder, Phases};
 use crate::format::meta::{EndInfo, Meta};
 use crate::format::ReadInfo;
+use crate::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
 use crate::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
@@ -30,6 +31,10 @@ pub struct SummaryBuilder {
     peak: Option<Sample>,
     max_top_rss: u64,
     max_hwm: u64,
+    /// VmHWM at the first sample, and the largest of the rows after it: a mark that never rose
+    /// above its first value may predate the recording.
+    first_hwm: u64,
+    max_hwm_later: Option<u64>,
     max_hwm_sum: u64,
     single_process: bool,
     missed_done: u64,
@@ -55,6 +60,8 @@ impl Default for SummaryBuilder {
             peak: None,
             max_top_rss: 0,
             max_hwm: 0,
+            first_hwm: 0,
+            max_hwm_later: None,
             max_hwm_sum: 0,
             single_process: true,
             missed_done: 0,
@@ -105,6 +112,11 @@ impl SummaryBuilder {
         }
         self.max_top_rss = self.max_top_rss.max(s.top_rss_bytes);
         self.max_hwm = self.max_hwm.max(s.hwm_bytes);
+        if self.samples == 1 {
+            self.first_hwm = s.hwm_bytes;
+        } else {
+            self.max_hwm_later = Some(self.max_hwm_later.unwrap_or(0).max(s.hwm_bytes));
+        }
         self.max_hwm_sum = self.max_hwm_sum.max(s.hwm_sum_bytes);
         if s.processes > 1 {
             self.single_process = false;
@@ -126,8 +138,11 @@ impl SummaryBuilder {
         truncated_line: Option<u64>,
     ) -> Summary {
         let peak = self.peak.clone().unwrap_or_default();
-        let rusage = end.and_then(|e| e.rusage_maxrss_bytes).unwrap_or(0);
-        let kernel_peak = self.max_hwm.max(rusage);
+        let (window, kernel_peak, lifetime_peak) = self.kernel_peak(meta, end);
+        let bound = meta.and_then(|m| {
+            m.online_cpus
+                .map(|c| crate::peak::batching_bound_bytes(c, m.page_size_bytes))
+        });
         // The number to hold against the kernel's peak of one process: for a single process
         // its RSS; for a tree, the largest process's RSS.
         let sampled_one = if self.single_process {
@@ -136,16 +151,20 @@ impl SummaryBuilder {
             self.max_top_rss
         };
         let mut warnings = Vec::new();
-        if self.samples > 0
-            && kernel_peak > 0
-            && (sampled_one as f64) < MISSED_PEAK_RATIO * kernel_peak as f64
-        {
+        if let Some((kernel_peak, _)) = kernel_peak.filter(|&(k, _)| {
+            self.samples > 0 && (sampled_one as f64) < MISSED_PEAK_RATIO * k as f64
+        }) {
             warnings.push(format!(
                 "warning: the sampled peak ({}) is {:.0}% of the kernel's peak ({}): the interval missed the peak; trust the kernel's number or sample faster",
                 fmt_bytes(sampled_one),
                 100.0 * sampled_one as f64 / kernel_peak as f64,
                 fmt_bytes(kernel_peak)
             ));
+        }
+        if meta.is_none() && window == KernelPeakWindow::BeforeRecording {
+            warnings.push(
+                "note: no metadata: whether memmon launched the target cannot be told, so a high-water mark that never rose above its first value is taken as set before the recording".into(),
+            );
         }
         if let Some(line) = truncated_line {
             warnings.push(format!(
@@ -170,12 +189,16 @@ impl SummaryBuilder {
             peak_elapsed_s: peak.elapsed_s,
             peak_pid: peak.top_pid,
             peak_processes: peak.processes,
-            kernel_peak_rss_bytes: kernel_peak,
+            kernel_peak_rss_bytes: kernel_peak.map(|(k, _)| k),
+            kernel_peak_source: kernel_peak.map(|(_, src)| src),
             kernel_peak_scope: if self.single_process {
-                "process"
+                PeakScope::Process
             } else {
-                "largest-process"
+                PeakScope::LargestProcess
             },
+            kernel_peak_window: window,
+            kernel_peak_exact_within_bytes: bound,
+            lifetime_peak_rss_bytes: lifetime_peak,
             tree_hwm_sum_bytes: if self.single_process || self.max_hwm_sum == 0 {
                 None
             } else {
@@ -204,7 +227,55 @@ impl SummaryBuilder {
             spans: self.phases.finish(
                 meta.map_or(self.phase_peaks, |m| m.phase_peaks)
                     && end.is_none_or(|e| e.peak_reset_failures == 0),
+                bound.unwrap_or_else(crate::peak::local_batching_bound_bytes),
             ),
+        }
+    }
+}
+
+impl SummaryBuilder {
+    /// The recording's kernel peak (with its source), why it counts, and — when the mark was
+    /// set before the recording — the process's lifetime peak, reported apart.
+    #[allow(clippy::type_complexity)]
+    fn kernel_peak(
+        &self,
+        meta: Option<&Meta>,
+        end: Option<&EndInfo>,
+    ) -> (KernelPeakWindow, Option<(u64, PeakSource)>, Option<u64>) {
+        let rusage = end.and_then(|e| e.rusage_maxrss_bytes).unwrap_or(0);
+        let launched = meta.is_some_and(|m| m.target.mode == "command") || rusage > 0;
+        let reset = meta.is_some_and(|m| m.peak_reset_at_start)
+            && end.is_none_or(|e| e.peak_reset_failures == 0);
+        let with_source = |hwm: u64| {
+            if rusage > hwm {
+                (rusage, PeakSource::RuMaxrss)
+            } else {
+                (hwm, PeakSource::Vmhwm)
+            }
+        };
+        if self.max_hwm == 0 && rusage == 0 {
+            return (KernelPeakWindow::NotRecorded, None, None);
+        }
+        if launched {
+            return (
+                KernelPeakWindow::Launched,
+                Some(with_source(self.max_hwm)),
+                None,
+            );
+        }
+        match self.max_hwm_later {
+            // Reset right after the first sample: the later rows hold the recording's marks.
+            Some(later) if reset && later > 0 => (
+                KernelPeakWindow::ResetAtStart,
+                Some((later, PeakSource::Vmhwm)),
+                None,
+            ),
+            Some(later) if later > self.first_hwm => (
+                KernelPeakWindow::RoseDuringRecording,
+                Some((later, PeakSource::Vmhwm)),
+                None,
+            ),
+            _ => (KernelPeakWindow::BeforeRecording, None, Some(self.max_hwm)),
         }
     }
 }
@@ -249,10 +320,19 @@ pub struct Summary {
     pub peak_elapsed_s: f64,
     pub peak_pid: i32,
     pub peak_processes: u32,
-    /// The kernel's peak: VmHWM (and ru_maxrss of a launched command). For a single process it
-    /// is that process's exact peak; for a tree, the exact peak of its largest process.
-    pub kernel_peak_rss_bytes: u64,
-    pub kernel_peak_scope: &'static str,
+    /// The kernel's peak reached during the recording: VmHWM (or ru_maxrss of a launched
+    /// command, `kernel_peak_source`). For a single process it is that process's peak; for a
+    /// tree, its largest process's. `None` when the kernel cannot tell (`kernel_peak_window`).
+    pub kernel_peak_rss_bytes: Option<u64>,
+    pub kernel_peak_source: Option<PeakSource>,
+    pub kernel_peak_scope: PeakScope,
+    pub kernel_peak_window: KernelPeakWindow,
+    /// How far the kernel's batched counters may be off (`crate::peak::batching_bound_bytes`),
+    /// when the recording says how many CPUs the machine had.
+    pub kernel_peak_exact_within_bytes: Option<u64>,
+    /// The high-water mark of an attached process that was set before the recording began: its
+    /// lifetime peak, not the recording's (never compared, never warned about).
+    pub lifetime_peak_rss_bytes: Option<u64>,
     /// For a tree: the largest sum of the members' VmHWM — an upper bound of the tree's peak.
     pub tree_hwm_sum_bytes: Option<u64>,
     pub rusage_maxrss_bytes: Option<u64>,
@@ -297,6 +377,40 @@ impl Summary {
         Ok(sum)
     }
 
+    /// The kernel peak's lines: the recording's own, or why there is none.
+    fn render_kernel_peak(&self, o: &mut String) {
+        let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let exact = exact_within(self.kernel_peak_exact_within_bytes);
+        match (self.kernel_peak_rss_bytes, self.kernel_peak_source) {
+            (Some(k), Some(source)) => {
+                let _ = writeln!(
+                    o,
+                    "  kernel peak   {} ({exact}, {source} {}, {})",
+                    b(k),
+                    self.kernel_peak_scope,
+                    self.kernel_peak_window
+                );
+            }
+            _ if self.kernel_peak_window == KernelPeakWindow::BeforeRecording => {
+                let _ = writeln!(
+                    o,
+                    "  kernel peak   unknown for this recording: the high-water mark (VmHWM) was set before it began and did not rise; record with --reset-peak for an exact peak from the start"
+                );
+                if let Some(l) = self.lifetime_peak_rss_bytes {
+                    let _ = writeln!(
+                        o,
+                        "  lifetime peak {} (kernel VmHWM {}, since it started, before this recording: not this recording's peak)",
+                        b(l),
+                        self.kernel_peak_scope
+                    );
+                }
+            }
+            _ => {
+                let _ = writeln!(o, "  kernel peak   not in this recording (no VmHWM: a spike between samples would be missed)");
+            }
+        }
+    }
+
     /// The human-readable summary. Sizes in binary units (GiB = 2^30 bytes) with exact bytes.
     pub fn render(&self) -> String {
         let mut o = String::new();
@@ -317,7 +431,7 @@ impl Summary {
         // Imported files may lack a clock (unix_ms 0) or a PID (0): print only what is known.
         let _ = writeln!(
             o,
-            "  peak RSS      {} at {}{}{}",
+            "  sampled peak  {} at {}{}{}",
             b(self.peak_rss_bytes),
             if self.peak_unix_ms > 0 {
                 format!(
@@ -339,20 +453,7 @@ impl Summary {
                 String::new()
             }
         );
-        let scope = if self.kernel_peak_scope == "process" {
-            "exact, VmHWM"
-        } else {
-            "exact for the largest process, VmHWM"
-        };
-        if self.kernel_peak_rss_bytes > 0 {
-            let _ = writeln!(
-                o,
-                "  kernel peak   {} ({scope})",
-                b(self.kernel_peak_rss_bytes)
-            );
-        } else {
-            let _ = writeln!(o, "  kernel peak   not in this recording (no VmHWM: a spike between samples would be missed)");
-        }
+        self.render_kernel_peak(&mut o);
         if let Some(sum) = self.tree_hwm_sum_bytes {
             let _ = writeln!(
                 o,
@@ -478,7 +579,7 @@ mod tests {
         for (t, rss) in [(0.0, 10), (1.0, 50), (2.0, 30), (3.0, 10)] {
             b.push(&s(t, rss << 20, 50 << 20));
         }
-        let sum = b.finish(None, None, None, None);
+        let sum = b.finish(None, Some(&meta("command", false)), None, None);
         assert_eq!(sum.peak_rss_bytes, 50 << 20);
         assert_eq!(sum.peak_elapsed_s, 1.0);
         assert_eq!(sum.duration_s, 3.0);
@@ -491,8 +592,85 @@ mod tests {
         b.push(&s(0.0, 100 << 20, 100 << 20));
         b.push(&s(1.0, 100 << 20, 300 << 20));
         let sum = b.finish(None, None, None, None);
-        assert_eq!(sum.kernel_peak_rss_bytes, 300 << 20);
+        assert_eq!(sum.kernel_peak_rss_bytes, Some(300 << 20));
+        assert_eq!(sum.kernel_peak_source, Some(PeakSource::Vmhwm));
+        assert_eq!(
+            sum.kernel_peak_window,
+            KernelPeakWindow::RoseDuringRecording
+        );
         assert!(sum.warnings[0].starts_with("warning:"));
+    }
+
+    fn meta(mode: &str, reset: bool) -> Meta {
+        Meta {
+            format: "memmon-recording".into(),
+            schema_version: 1,
+            memmon_version: "0".into(),
+            host: "h".into(),
+            kernel: "6.1".into(),
+            page_size_bytes: 4096,
+            started_unix_ms: 0,
+            interval_s: 1.0,
+            interval: "1s".into(),
+            target: crate::format::meta::TargetMeta {
+                mode: mode.into(),
+                spec: "1".into(),
+                pid: 1,
+                start_time_ticks: 0,
+                comm: "d".into(),
+                cmdline: "d".into(),
+            },
+            children: true,
+            phase_peaks: false,
+            peak_reset_at_start: reset,
+            online_cpus: Some(2),
+            sources: vec![],
+            columns: vec![],
+            end: None,
+        }
+    }
+
+    #[test]
+    fn a_high_water_mark_that_predates_an_attached_recording_is_its_lifetime_peak_only() {
+        let mut b = SummaryBuilder::new();
+        for t in 0..5 {
+            b.push(&s(t as f64, 10 << 20, 800 << 20));
+        }
+        let sum = b.finish(None, Some(&meta("pid", false)), None, None);
+        assert_eq!(sum.kernel_peak_rss_bytes, None);
+        assert_eq!(sum.kernel_peak_window, KernelPeakWindow::BeforeRecording);
+        assert_eq!(sum.lifetime_peak_rss_bytes, Some(800 << 20));
+        assert!(sum.warnings.is_empty(), "{:?}", sum.warnings);
+        let text = sum.render();
+        assert!(text.contains("record with --reset-peak"), "{text}");
+        assert!(text.contains("lifetime peak 800.0 MiB"), "{text}");
+    }
+
+    #[test]
+    fn after_a_reset_at_the_start_the_later_rows_hold_the_recordings_peak() {
+        let mut b = SummaryBuilder::new();
+        b.push(&s(0.0, 10 << 20, 800 << 20));
+        b.push(&s(1.0, 10 << 20, 10 << 20));
+        b.push(&s(2.0, 10 << 20, 40 << 20));
+        let sum = b.finish(None, Some(&meta("pid", true)), None, None);
+        assert_eq!(sum.kernel_peak_rss_bytes, Some(40 << 20));
+        assert_eq!(sum.kernel_peak_window, KernelPeakWindow::ResetAtStart);
+        assert_eq!(sum.kernel_peak_exact_within_bytes, Some(512 << 10));
+        assert!(
+            sum.render().contains("exact within 512.0 KiB"),
+            "{}",
+            sum.render()
+        );
+    }
+
+    #[test]
+    fn a_launched_commands_high_water_mark_counts_from_its_first_row() {
+        let mut b = SummaryBuilder::new();
+        b.push(&s(0.0, 10 << 20, 90 << 20));
+        b.push(&s(1.0, 10 << 20, 90 << 20));
+        let sum = b.finish(None, Some(&meta("command", false)), None, None);
+        assert_eq!(sum.kernel_peak_rss_bytes, Some(90 << 20));
+        assert_eq!(sum.kernel_peak_window, KernelPeakWindow::Launched);
     }
 
     #[test]

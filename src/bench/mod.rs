@@ -53,24 +53,7 @@ pub struct BenchOptions {
     pub phase_peaks: bool,
 }
 
-/// Where the number reported as a run's peak comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PeakSource {
-    /// The kernel's high-water mark, reset before the run (VmHWM), or wait4's ru_maxrss.
-    Kernel,
-    /// The largest sampled RSS of the run: the kernel's mark could not be used.
-    Sampled,
-}
-
-impl PeakSource {
-    pub fn name(self) -> &'static str {
-        match self {
-            PeakSource::Kernel => "kernel",
-            PeakSource::Sampled => "sampled",
-        }
-    }
-}
+pub use crate::peak::{PeakScope, PeakSource};
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]
@@ -83,14 +66,15 @@ pub struct RunResult {
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_signal: Option<i32>,
-    /// The run's peak RSS: the kernel's when it could be reset for the run, else sampled.
+    /// The run's peak RSS: the kernel's when it could be reset for the run (`vmhwm`) or the
+    /// command's wait4 (`ru-maxrss`), else `sampled` (`crate::peak::choose_peak`).
     pub peak_rss_bytes: u64,
     pub peak_source: PeakSource,
     /// The kernel's peak of the run (VmHWM after a reset, or wait4's ru_maxrss), if known.
     pub kernel_peak_bytes: Option<u64>,
     /// `process` (one process: its exact peak) or `largest-process` (a tree: the exact peak of
     /// its largest process, a lower bound of the tree's).
-    pub kernel_peak_scope: &'static str,
+    pub kernel_peak_scope: PeakScope,
     /// The largest RSS of the tree among the run's samples.
     pub sampled_peak_bytes: u64,
     pub samples: u64,

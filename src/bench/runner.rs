@@ -3,7 +3,7 @@
 //! after it they are read back, so each run's peak is exact whatever the interval. Without a
 //! daemon: each run is recorded in launch mode and its peak is wait4's ru_maxrss of that child.
 
-use super::{BenchOptions, BenchReport, DaemonInfo, PeakSource, RunResult};
+use super::{BenchOptions, BenchReport, DaemonInfo, PeakScope, PeakSource, RunResult};
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::EndInfo;
 use crate::format::{Format, InputFormat, InputSpec, Output};
@@ -249,18 +249,20 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
             opts.runs,
             super::table::fmt_wall(r.wall_s),
             fmt_bytes(r.peak_rss_bytes),
-            r.peak_source.name()
+            r.peak_source.key()
         ),
     );
 }
 
 /// The peak to report for a run: the kernel's when it is known for the run and not below the
-/// sampled one (a tree's sampled sum can exceed its largest process's exact peak), else sampled.
-fn choose_peak(kernel: Option<u64>, sampled: u64) -> (u64, PeakSource) {
-    match kernel {
-        Some(k) if k >= sampled => (k, PeakSource::Kernel),
-        _ => (sampled, PeakSource::Sampled),
-    }
+/// sampled one by more than the counters' batching (a tree's sampled sum can exceed its largest
+/// process's exact peak), else sampled.
+fn choose_peak(kernel: Option<u64>, source: PeakSource, sampled: u64) -> (u64, PeakSource) {
+    crate::peak::choose_peak(
+        kernel.map(|k| (k, source)),
+        sampled,
+        crate::peak::local_batching_bound_bytes(),
+    )
 }
 
 /// A bench against a running daemon.
@@ -308,6 +310,7 @@ impl Daemon {
             quiet: true,
             procfs: opts.procfs.clone(),
             phase_peaks: opts.phase_peaks,
+            reset_peak: false,
             capture_stdout: false,
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
@@ -562,7 +565,7 @@ impl Daemon {
                 .unwrap_or(0)
                 .max(last.hwm_bytes)
         });
-        let (peak, source) = choose_peak(kernel, sampled);
+        let (peak, source) = choose_peak(kernel, PeakSource::Vmhwm, sampled);
         let r = RunResult {
             run: n,
             started_unix_ms,
@@ -572,11 +575,7 @@ impl Daemon {
             peak_rss_bytes: peak,
             peak_source: source,
             kernel_peak_bytes: kernel,
-            kernel_peak_scope: if processes > 1 {
-                "largest-process"
-            } else {
-                "process"
-            },
+            kernel_peak_scope: PeakScope::of_kernel_counter(processes),
             sampled_peak_bytes: sampled,
             samples: samples.len() as u64,
             cgroup_peak_bytes: cgroup_peak,
@@ -794,6 +793,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             quiet: true,
             procfs: opts.procfs.clone(),
             phase_peaks: false,
+            reset_peak: false,
             // When stdout carries data, the command's output goes to stderr instead.
             capture_stdout: opts.stdout_is_data,
         };
@@ -847,8 +847,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
         if warm.is_none() {
             let sampled = outcome.summary.peak_rss_bytes;
             let kernel = end.rusage_maxrss_bytes;
-            let (peak, source) = choose_peak(kernel, sampled);
-            let single = outcome.summary.kernel_peak_scope == "process";
+            let (peak, source) = choose_peak(kernel, PeakSource::RuMaxrss, sampled);
             let r = RunResult {
                 run: n,
                 started_unix_ms,
@@ -858,7 +857,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 peak_rss_bytes: peak,
                 peak_source: source,
                 kernel_peak_bytes: kernel,
-                kernel_peak_scope: if single { "process" } else { "largest-process" },
+                kernel_peak_scope: outcome.summary.kernel_peak_scope,
                 sampled_peak_bytes: sampled,
                 samples: outcome.summary.samples,
                 cgroup_peak_bytes: None,
@@ -979,17 +978,37 @@ mod tests {
 
     #[test]
     fn the_kernel_peak_is_reported_when_it_is_known() {
-        assert_eq!(choose_peak(Some(300), 100), (300, PeakSource::Kernel));
+        assert_eq!(
+            choose_peak(Some(300), PeakSource::Vmhwm, 100),
+            (300, PeakSource::Vmhwm)
+        );
     }
 
     #[test]
     fn without_a_reset_the_peak_is_sampled_and_says_so() {
-        assert_eq!(choose_peak(None, 100), (100, PeakSource::Sampled));
+        assert_eq!(
+            choose_peak(None, PeakSource::Vmhwm, 100),
+            (100, PeakSource::Sampled)
+        );
+    }
+
+    #[test]
+    fn a_kernel_peak_one_page_below_a_sample_stays_the_kernel_peak() {
+        // VmHWM and VmRSS are read from per-CPU batched counters: a page apart is not a miss.
+        let page = crate::probe::proc::ProcFs::page_size();
+        assert_eq!(
+            choose_peak(Some(100 * page), PeakSource::Vmhwm, 101 * page),
+            (100 * page, PeakSource::Vmhwm)
+        );
     }
 
     #[test]
     fn a_tree_whose_sampled_sum_exceeds_its_largest_process_reports_the_sum() {
-        assert_eq!(choose_peak(Some(80), 100), (100, PeakSource::Sampled));
+        let over = crate::peak::local_batching_bound_bytes() + 1;
+        assert_eq!(
+            choose_peak(Some(80), PeakSource::RuMaxrss, 80 + over),
+            (80 + over, PeakSource::Sampled)
+        );
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub fn render(report: &BenchReport) -> String {
                 fmt_wall(r.wall_s),
                 exit_text(r),
                 fmt_bytes(r.peak_rss_bytes),
-                r.peak_source.name(),
+                r.peak_source.key(),
                 fmt_bytes(r.sampled_peak_bytes)
             );
             if daemon {
@@ -120,10 +120,18 @@ pub fn render(report: &BenchReport) -> String {
                 );
             }
         }
+        if report.runs.iter().any(|r| r.peak_source.is_kernel()) {
+            let _ = writeln!(
+                o,
+                "  note: kernel peaks are {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
+                crate::peak::exact_within(Some(crate::peak::local_batching_bound_bytes())),
+                crate::peak::online_cpus()
+            );
+        }
         if report
             .runs
             .iter()
-            .any(|r| r.kernel_peak_scope == "largest-process")
+            .any(|r| r.kernel_peak_scope == crate::peak::PeakScope::LargestProcess)
         {
             let _ = writeln!(
                 o,

@@ -27,6 +27,14 @@ pub struct Meta {
     /// (`--phase-peaks`), which makes each phase's largest `hwm_bytes` its exact peak.
     #[serde(default)]
     pub phase_peaks: bool,
+    /// Whether the high-water marks of an attached target were reset right after the first
+    /// sample (`record --reset-peak`), so its kernel peak is the recording's from its start.
+    #[serde(default)]
+    pub peak_reset_at_start: bool,
+    /// CPUs online on the recording machine: they bound how far the kernel's batched RSS
+    /// counters may be off (`crate::peak::batching_bound_bytes`). Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online_cpus: Option<u64>,
     /// The kernel files read, and how often.
     pub sources: Vec<String>,
     /// Column names in order, each with its unit.

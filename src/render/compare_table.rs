@@ -10,6 +10,7 @@ use crate::analysis::compare::{
 use crate::cli::CompareArgs;
 use crate::exit::{CodedError, ExitCode};
 use crate::format::InputSpec;
+use crate::peak::PeakKind;
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_seconds};
 use anyhow::Context;
 use std::fmt::Write as _;
@@ -244,10 +245,12 @@ pub fn gate_sentence(d: &Delta, g: &GateResult) -> String {
 }
 
 fn source_line(c: &Comparison) -> String {
-    let words = |s: &Side| match s.peak_source() {
-        "kernel" => "the kernel's exact peak (VmHWM) of the single process recorded",
-        "sampled" => "the sampled peak (a process tree, or no kernel peak in the recording)",
-        _ => "mixed: kernel-exact in some runs, sampled in others",
+    let words = |s: &Side| {
+        match s.peak_source() {
+        PeakKind::Kernel => "the kernel's peak (VmHWM or ru_maxrss, exact within its per-CPU batching) of the single process recorded, reached during the recording",
+        PeakKind::Sampled => "the sampled peak (a process tree, an attached process whose high-water mark predates the recording, or no kernel peak in the recording)",
+        PeakKind::Mixed => "mixed: the kernel's in some runs, sampled in others",
+    }
     };
     if c.base.peak_source() == c.new.peak_source() {
         format!("peak RSS is {} on both sides", words(&c.base))
@@ -357,10 +360,7 @@ pub fn render(c: &Comparison) -> String {
                 "  {side}  {name}{}  peak {} ({}), {} {}, {}",
                 " ".repeat(width - name.chars().count()),
                 fmt_bytes(r.peak_rss_bytes),
-                match r.peak_source {
-                    crate::analysis::compare::PeakSource::Kernel => "kernel",
-                    crate::analysis::compare::PeakSource::Sampled => "sampled",
-                },
+                r.peak_source.key(),
                 // A bench run's idle floor is its RSS at run-start (analysis/compare.rs).
                 if r.run.is_some() {
                     "floor at start"
@@ -475,17 +475,17 @@ fn display_name(file: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::compare::{PeakSource, Stats};
+    use crate::analysis::compare::{PeakScope, PeakSource, Stats};
 
     fn run(file: &str, peak: u64) -> Run {
         Run {
             file: file.into(),
             run: None,
             peak_rss_bytes: peak,
-            peak_source: PeakSource::Kernel,
+            peak_source: PeakSource::Vmhwm,
             sampled_peak_rss_bytes: peak,
-            kernel_peak_rss_bytes: peak,
-            kernel_peak_scope: "process",
+            kernel_peak_rss_bytes: Some(peak),
+            kernel_peak_scope: PeakScope::Process,
             idle_rss_bytes: 1 << 20,
             mean_rss_bytes: peak / 2,
             duration_s: 2.0,
@@ -606,7 +606,7 @@ mod tests {
             "mean RSS",
             "duration",
             "within noise",
-            "kernel's exact peak",
+            "kernel's peak (VmHWM or ru_maxrss",
         ] {
             assert!(text.contains(word), "{word} missing in:\n{text}");
         }

@@ -56,8 +56,11 @@ pub struct Series {
     pub samples: u64,
     pub kept: usize,
     pub peak_rss_bytes: u64,
-    pub kernel_peak_rss_bytes: u64,
-    pub kernel_peak_scope: &'static str,
+    pub kernel_peak_rss_bytes: Option<u64>,
+    pub kernel_peak_scope: crate::peak::PeakScope,
+    pub kernel_peak_source: Option<crate::peak::PeakSource>,
+    pub kernel_peak_exact_within_bytes: Option<u64>,
+    pub lifetime_peak_rss_bytes: Option<u64>,
     /// `[seconds, label]` of marks, restarts and benchmark runs.
     pub events: Vec<(f64, String)>,
     pub events_dropped: u64,
@@ -107,6 +110,9 @@ impl Collector {
             peak_rss_bytes: summary.peak_rss_bytes,
             kernel_peak_rss_bytes: summary.kernel_peak_rss_bytes,
             kernel_peak_scope: summary.kernel_peak_scope,
+            kernel_peak_source: summary.kernel_peak_source,
+            kernel_peak_exact_within_bytes: summary.kernel_peak_exact_within_bytes,
+            lifetime_peak_rss_bytes: summary.lifetime_peak_rss_bytes,
             events: self.events,
             events_dropped: self.events_dropped,
         }
@@ -277,13 +283,20 @@ impl Report {
             ),
             (
                 "kernel peak (VmHWM)",
-                Box::new(|s| {
-                    let scope = if s.kernel_peak_scope == "process" {
-                        "exact"
-                    } else {
-                        "exact for the largest process"
-                    };
-                    format!("{} {scope}", b(s.kernel_peak_rss_bytes))
+                Box::new(|s| match (s.kernel_peak_rss_bytes, s.kernel_peak_source) {
+                    (Some(k), Some(source)) => format!(
+                        "{} {} ({source} {})",
+                        b(k),
+                        esc(&crate::peak::exact_within(s.kernel_peak_exact_within_bytes)),
+                        s.kernel_peak_scope
+                    ),
+                    _ => match s.lifetime_peak_rss_bytes {
+                        Some(l) => format!(
+                            "unknown for the recording (lifetime peak {}, set before it began)",
+                            b(l)
+                        ),
+                        None => "not recorded".into(),
+                    },
                 }),
             ),
             (
@@ -395,7 +408,7 @@ impl Report {
         }
         let _ = write!(
             o,
-            "</ul>\n<p class=\"note\">Peak RSS is the kernel's exact peak (VmHWM) where a recording is of a single process, \
+            "</ul>\n<p class=\"note\">Peak RSS is the kernel's peak (VmHWM or ru_maxrss) reached during the recording where it is of a single process, \
              else the sampled peak (baseline: {}; candidate: {}). A change is a regression or an improvement only when the \
              candidate's mean lies outside the baseline's [min, max] widened by the candidate's own range (at least {}% of \
              the baseline mean).</p>\n</section>\n",

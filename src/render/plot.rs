@@ -575,7 +575,7 @@ fn draw_on<DB: DrawingBackend>(
     for t in traces {
         y_max = y_max
             .max(t.summary.peak_rss_bytes)
-            .max(t.summary.kernel_peak_rss_bytes);
+            .max(t.summary.kernel_peak_rss_bytes.unwrap_or(0));
         if let Some(p) = &t.parts {
             y_max = y_max.max(p[2].iter().copied().max().unwrap_or(0));
         }
@@ -667,16 +667,12 @@ fn draw_on<DB: DrawingBackend>(
             String::new()
         };
         let s = &t.summary;
-        if s.kernel_peak_rss_bytes > 0 {
-            let k = y_of(s.kernel_peak_rss_bytes);
-            let source = match s.rusage_maxrss_bytes {
-                Some(r) if r >= s.kernel_peak_rss_bytes => "ru_maxrss",
-                _ => "VmHWM",
-            };
-            let scope = if s.kernel_peak_scope == "process" {
-                ""
+        if let (Some(kernel), Some(source)) = (s.kernel_peak_rss_bytes, s.kernel_peak_source) {
+            let k = y_of(kernel);
+            let scope = if s.kernel_peak_scope == crate::peak::PeakScope::Process {
+                String::new()
             } else {
-                " of the largest process"
+                format!(" {}", s.kernel_peak_scope)
             };
             chart.draw_series(DashedLineSeries::new(
                 [(0.0, k), (x_max, k)],
@@ -686,8 +682,9 @@ fn draw_on<DB: DrawingBackend>(
             ))?;
             labels.push(Label {
                 text: format!(
-                    "{prefix}kernel peak{scope} ({source}) {}",
-                    fmt_bytes(s.kernel_peak_rss_bytes)
+                    "{prefix}kernel peak{scope} ({}) {}",
+                    source.counter(),
+                    fmt_bytes(kernel)
                 ),
                 at: chart.backend_coord(&(x_max, k)),
                 left: false,

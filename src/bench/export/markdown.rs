@@ -30,7 +30,7 @@ impl Exporter for MarkdownExporter {
                 r.run,
                 fmt_wall(r.wall_s),
                 fmt_bytes(r.peak_rss_bytes),
-                r.peak_source.name(),
+                r.peak_source.key(),
                 r.peak_over_floor_bytes
                     .map(|b| fmt_bytes_signed(b as i64))
                     .unwrap_or_else(|| "–".into()),
