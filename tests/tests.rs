@@ -10,4 +10,5 @@ mod marks;
 mod plot;
 mod record;
 mod report;
+mod servers;
 mod summary;

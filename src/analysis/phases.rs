@@ -2,6 +2,7 @@
 //! event to the next, a run from `run-start:N` to `run-end:N`. Each gets its duration, sampled
 //! and kernel peak, mean, start and end RSS. Memory grows only with the number of spans.
 
+use super::summary::{PssReads, PssTrack};
 use crate::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
@@ -34,6 +35,12 @@ pub struct Span {
     pub mean_rss_bytes: u64,
     pub start_rss_bytes: u64,
     pub end_rss_bytes: u64,
+    /// The most processes at one row: above 1, the RSS figures are sums that count a shared
+    /// page once per process mapping it.
+    pub max_processes: u32,
+    /// The PSS reads in the span (`--pss`), absent when none fell in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pss: Option<PssReads>,
     /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
     /// its session) ended first.
     pub complete: bool,
@@ -65,6 +72,8 @@ struct Open {
     rss_sum: f64,
     peak_rss: u64,
     peak_elapsed_s: f64,
+    max_processes: u32,
+    pss: PssTrack,
 }
 
 impl Open {
@@ -84,6 +93,12 @@ impl Open {
             rss_sum: s.rss_bytes as f64,
             peak_rss: s.rss_bytes,
             peak_elapsed_s: s.elapsed_s,
+            max_processes: s.processes,
+            pss: {
+                let mut t = PssTrack::default();
+                t.push(s);
+                t
+            },
         }
     }
 
@@ -93,6 +108,8 @@ impl Open {
         self.last_elapsed_s = s.elapsed_s;
         self.last_rss = s.rss_bytes;
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
+        self.max_processes = self.max_processes.max(s.processes);
+        self.pss.push(s);
         if s.rss_bytes > self.peak_rss {
             self.peak_rss = s.rss_bytes;
             self.peak_elapsed_s = s.elapsed_s;
@@ -133,6 +150,8 @@ impl Open {
             mean_rss_bytes: (self.rss_sum / self.samples as f64).round() as u64,
             start_rss_bytes: self.start_rss,
             end_rss_bytes: self.last_rss,
+            max_processes: self.max_processes,
+            pss: self.pss.reads(self.start_elapsed_s, self.last_elapsed_s),
             complete,
         }
     }
@@ -262,10 +281,23 @@ impl Phases {
                     format!("kernel peaks exact for {exact} of {}", spans.len())
                 }
             );
-            let rows: Vec<[String; 8]> = spans
+            let processes = spans.iter().map(|s| s.max_processes).max().unwrap_or(0);
+            let with_pss = spans.iter().any(|s| s.pss.is_some());
+            if processes > 1 {
+                let _ = writeln!(
+                    o,
+                    "    sizes are RSS sums over up to {processes} processes, shared pages counted in each{}",
+                    if with_pss {
+                        "; PSS: sum of PSS, each page once (peak where 2+ reads cover the span, else the reads)"
+                    } else {
+                        " (record with --pss for a sum that counts them once)"
+                    }
+                );
+            }
+            let rows: Vec<Vec<String>> = spans
                 .iter()
                 .map(|s| {
-                    [
+                    let cells = [
                         s.label.clone(),
                         format!("+{}", fmt_seconds(s.start_elapsed_s)),
                         format!(
@@ -286,10 +318,30 @@ impl Phases {
                         fmt_bytes(s.mean_rss_bytes),
                         fmt_bytes(s.start_rss_bytes),
                         fmt_bytes(s.end_rss_bytes),
-                    ]
+                    ];
+                    let mut row = cells.to_vec();
+                    if with_pss {
+                        row.push(match &s.pss {
+                            Some(r) if r.is_peak => {
+                                format!("{} ({} reads)", fmt_bytes(r.largest_bytes), r.reads)
+                            }
+                            Some(r) if r.reads == 1 => format!(
+                                "{} (1 read at +{})",
+                                fmt_bytes(r.largest_bytes),
+                                fmt_seconds(r.first_elapsed_s)
+                            ),
+                            Some(r) => format!(
+                                "{} ({} reads, not a peak)",
+                                fmt_bytes(r.largest_bytes),
+                                r.reads
+                            ),
+                            None => "-".into(),
+                        });
+                    }
+                    row
                 })
                 .collect();
-            let head = [
+            let mut head = vec![
                 "label",
                 "start",
                 "duration",
@@ -299,7 +351,10 @@ impl Phases {
                 "start RSS",
                 "end RSS",
             ];
-            let widths: Vec<usize> = (0..8)
+            if with_pss {
+                head.push("PSS");
+            }
+            let widths: Vec<usize> = (0..head.len())
                 .map(|i| {
                     rows.iter()
                         .map(|r| r[i].chars().count())
@@ -308,7 +363,7 @@ impl Phases {
                         .unwrap_or(0)
                 })
                 .collect();
-            let line = |cells: [&str; 8]| {
+            let line = |cells: &[&str]| {
                 let mut l = String::from("   ");
                 for (i, c) in cells.iter().enumerate() {
                     let pad = widths[i] - c.chars().count();
@@ -320,10 +375,10 @@ impl Phases {
                 }
                 l.trim_end().to_string()
             };
-            let _ = writeln!(o, "{}", line(head));
+            let _ = writeln!(o, "{}", line(&head));
             for r in &rows {
                 let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-                let _ = writeln!(o, "{}", line(cells.try_into().expect("eight cells")));
+                let _ = writeln!(o, "{}", line(&cells));
             }
         }
         o
