@@ -8,6 +8,7 @@ mod compare;
 mod import;
 mod marks;
 mod plot;
+mod pss;
 mod record;
 mod report;
 mod servers;

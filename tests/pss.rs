@@ -1,0 +1,141 @@
+//! `--pss`: what a recording says of its PSS reads — a peak only when the reads cover it, the
+//! last read taken when the recording stops, and the processes whose PSS was not read.
+
+use crate::util::*;
+use std::os::unix::process::CommandExt;
+use std::process::{Command as StdCommand, Stdio};
+use std::time::Duration;
+
+fn summary_text(path: &std::path::Path) -> String {
+    let out = memmon().arg("summary").arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn one_pss_read_at_the_start_is_not_called_a_peak() {
+    let dir = tempdir();
+    let out = dir.path().join("short.csv");
+    // --pss-every is 10 s by default: a launched command of half a second gets one read, at
+    // its first sample (its end cannot be read: it has exited).
+    record_workload(
+        &out,
+        &["-i", "50ms", "--pss"],
+        &["alloc:20MiB", "hold:500ms"],
+    )
+    .assert()
+    .success();
+    let text = summary_text(&out);
+    assert!(text.contains("PSS (1 read at +"), "{text}");
+    assert!(text.contains("not a peak"), "{text}");
+    assert!(!text.contains("peak PSS"), "{text}");
+    let json = summary_json(&out);
+    assert!(json["peak_pss_bytes"].is_null(), "{json}");
+    assert_eq!(json["pss"]["reads"], 1);
+    assert_eq!(json["pss"]["is_peak"], false);
+}
+
+#[test]
+fn stopping_a_recording_reads_pss_once_more_so_the_reads_cover_it() {
+    let dir = tempdir();
+    let out = dir.path().join("stopped.csv");
+    let argv = workload(&["alloc:30MiB", "hold:60s"]);
+    let mut target = StdCommand::new(&argv[0]).args(&argv[1..]).spawn().unwrap();
+    let pid = target.id().to_string();
+    let rec = StdCommand::new(memmon_path())
+        .args(["record", "--pid", &pid, "-i", "100ms", "--pss", "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A few rows (the 30 MiB is touched before the workload's first hold), then the stop.
+    assert!(wait_for(20.0, || std::fs::read_to_string(&out)
+        .is_ok_and(|t| t.matches('\n').count() >= 5)));
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let printed = rec.wait_with_output().unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    let stderr = String::from_utf8_lossy(&printed.stderr);
+    let pss = column(&out, "pss_bytes");
+    // The read at the first sample (possibly before the 30 MiB) and the one at the stop.
+    assert_eq!(pss.len(), 2, "{pss:?}");
+    assert!(*pss.last().unwrap() > 30 * MIB, "{pss:?}");
+    assert!(stderr.contains("peak PSS"), "{stderr}");
+    let json = summary_json(&out);
+    assert_eq!(json["pss"]["is_peak"], true, "{json}");
+    assert!(json["peak_pss_bytes"].as_u64().unwrap() > 30 * MIB);
+}
+
+#[test]
+fn processes_over_the_pss_guard_are_listed_as_unread() {
+    let dir = tempdir();
+    let out = dir.path().join("guard.csv");
+    let run = record_workload(
+        &out,
+        &[
+            "-i",
+            "50ms",
+            "--pss",
+            "--pss-every",
+            "100ms",
+            "--pss-max-rss",
+            "16MiB",
+        ],
+        &["children:2:40MiB:800ms"],
+    )
+    .assert()
+    .success();
+    let stderr = String::from_utf8_lossy(&run.get_output().stderr).to_string();
+    assert!(stderr.contains("over --pss-max-rss 16.00 MiB"), "{stderr}");
+    let json = summary_json(&out);
+    let unread = json["end"]["pss_unread"].as_array().unwrap();
+    assert!(!unread.is_empty(), "{json}");
+    assert!(
+        unread.iter().all(|u| u["reason"] == "over-max-rss"),
+        "{json}"
+    );
+    let text = summary_text(&out);
+    assert!(text.contains("skipped, RSS over --pss-max-rss"), "{text}");
+}
+
+#[test]
+fn refused_pss_reads_are_said_in_the_summary() {
+    // memmon as `nobody` may read a root process's status but not its smaps_rollup. Run by a
+    // user other than root, memmon gets the same refusal from PID 1 (root's).
+    let root = unsafe { libc::geteuid() } == 0;
+    let dir = tempdir();
+    let out = dir.path().join("refused.csv");
+    let mut target = StdCommand::new("sleep").arg("60").spawn().unwrap();
+    let pid = if root {
+        target.id().to_string()
+    } else {
+        "1".into()
+    };
+    let mut cmd = StdCommand::new(memmon_path());
+    cmd.args(["record", "--pid", &pid, "-i", "100ms"])
+        .args(["--pss", "--pss-every", "100ms", "--duration", "600ms", "-o"])
+        .arg(&out);
+    if root {
+        std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
+        cmd.uid(65534).gid(65534);
+    }
+    let run = cmd.output().unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("permission denied"), "{stderr}");
+    let json = summary_json(&out);
+    assert_eq!(json["end"]["pss_unread"][0]["reason"], "refused", "{json}");
+    assert!(json["pss"].is_null(), "{json}");
+    let text = summary_text(&out);
+    assert!(
+        text.contains("smaps_rollup refused (permission denied)"),
+        "{text}"
+    );
+}
