@@ -30,7 +30,7 @@ fn one_pss_read_at_the_start_is_not_called_a_peak() {
     .assert()
     .success();
     let text = summary_text(&out);
-    assert!(text.contains("PSS (1 read at +"), "{text}");
+    assert!(text.contains("(1 read at +"), "{text}");
     assert!(text.contains("not a peak"), "{text}");
     assert!(!text.contains("peak PSS"), "{text}");
     let json = summary_json(&out);

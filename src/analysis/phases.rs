@@ -409,6 +409,37 @@ mod tests {
     }
 
     #[test]
+    fn each_phase_has_its_pss_reads_and_a_tree_says_its_sums_count_shared_pages() {
+        let mut b = PhaseBuilder::new();
+        let row = |t: f64, rss: u64, pss: Option<u64>, event| Sample {
+            processes: 9,
+            pss_bytes: pss.map(|p| p * MIB),
+            ..s(t, rss, rss / 9, event)
+        };
+        b.push(&row(0.0, 900, Some(100), mark("load")));
+        b.push(&row(1.0, 1600, Some(300), None));
+        b.push(&row(2.0, 1000, Some(120), mark("idle")));
+        b.push(&row(3.0, 1000, None, None));
+        b.push(&row(4.0, 1000, None, None));
+        let p = b.finish(false);
+        let load = p.phases[0].pss.unwrap();
+        assert_eq!(
+            (load.largest_bytes, load.reads, load.is_peak),
+            (300 * MIB, 3, true)
+        );
+        let idle = p.phases[1].pss.unwrap();
+        assert_eq!((idle.reads, idle.is_peak), (1, false));
+        assert_eq!(p.phases[0].max_processes, 9);
+        let text = p.render();
+        assert!(
+            text.contains("sizes are RSS sums over up to 9 processes, shared pages counted in each; PSS: sum of PSS, each page once"),
+            "{text}"
+        );
+        assert!(text.contains("300.0 MiB (3 reads)"), "{text}");
+        assert!(text.contains("120.0 MiB (1 read at +2.00 s)"), "{text}");
+    }
+
+    #[test]
     fn phases_run_from_one_marker_to_the_next_and_share_the_boundary_row() {
         let mut b = PhaseBuilder::new();
         b.push(&s(0.0, 10, 10, Some(Event::Start)));

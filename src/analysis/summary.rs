@@ -138,31 +138,37 @@ pub struct PssReads {
 }
 
 impl PssReads {
-    /// `1.2 GiB peak PSS (12 reads)` or `300 MiB PSS (1 read at +0.0 s, not a peak)`.
+    /// `1.20 GiB peak PSS (12 reads, +0 µs to +2.00 s)` or `300.0 MiB PSS (1 read at +0 µs,
+    /// not a peak)`.
     pub fn describe(&self) -> String {
-        if self.is_peak {
-            return format!(
-                "{} peak PSS ({} reads, +{} to +{})",
-                fmt_bytes(self.largest_bytes),
-                self.reads,
-                fmt_seconds(self.first_elapsed_s),
-                fmt_seconds(self.last_elapsed_s)
-            );
-        }
-        if self.reads == 1 {
-            format!(
-                "{} PSS (1 read at +{}, not a peak)",
-                fmt_bytes(self.largest_bytes),
+        format!(
+            "{} {} ({})",
+            fmt_bytes(self.largest_bytes),
+            if self.is_peak {
+                "peak PSS"
+            } else if self.reads == 1 {
+                "PSS"
+            } else {
+                "largest PSS"
+            },
+            self.reads_note()
+        )
+    }
+
+    /// `12 reads, +0 µs to +2.00 s`, `1 read at +0 µs, not a peak`.
+    pub fn reads_note(&self) -> String {
+        let span = format!(
+            "+{} to +{}",
+            fmt_seconds(self.first_elapsed_s),
+            fmt_seconds(self.last_elapsed_s)
+        );
+        match (self.is_peak, self.reads) {
+            (true, n) => format!("{n} reads, {span}"),
+            (false, 1) => format!(
+                "1 read at +{}, not a peak",
                 fmt_seconds(self.first_elapsed_s)
-            )
-        } else {
-            format!(
-                "{} largest PSS ({} reads, only +{} to +{}, not a peak)",
-                fmt_bytes(self.largest_bytes),
-                self.reads,
-                fmt_seconds(self.first_elapsed_s),
-                fmt_seconds(self.last_elapsed_s)
-            )
+            ),
+            (false, n) => format!("{n} reads, only {span}, not a peak"),
         }
     }
 }
@@ -564,7 +570,12 @@ impl Summary {
                     fmt_seconds(r.last_elapsed_s)
                 );
             } else {
-                let _ = writeln!(o, "  PSS           {} ({what})", r.describe());
+                let _ = writeln!(
+                    o,
+                    "  PSS           {} ({}; {what})",
+                    b(r.largest_bytes),
+                    r.reads_note()
+                );
             }
         }
         if let Some(end) = &self.end {
@@ -776,6 +787,117 @@ mod tests {
         b.push(&again);
         b.push(&s(5.0, 1, 1));
         assert_eq!(b.finish(None, None, None, None).duration_s, 15.0);
+    }
+
+    fn tree_row(elapsed: f64, rss: u64, processes: u32, pss: Option<u64>) -> Sample {
+        Sample {
+            processes,
+            pss_bytes: pss,
+            ..s(elapsed, rss, rss / processes as u64)
+        }
+    }
+
+    #[test]
+    fn one_pss_read_at_the_start_is_not_a_peak() {
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 90 << 20, 9, Some(30 << 20)));
+        for t in 1..20 {
+            b.push(&tree_row(t as f64, 900 << 20, 9, None));
+        }
+        let sum = b.finish(None, None, None, None);
+        assert_eq!(sum.peak_pss_bytes, None);
+        let reads = sum.pss.unwrap();
+        assert_eq!((reads.reads, reads.is_peak), (1, false));
+        let text = sum.render();
+        assert!(
+            text.contains(
+                "  PSS           30.00 MiB (31457280 bytes) (1 read at +0 µs, not a peak;"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("peak PSS"), "{text}");
+    }
+
+    #[test]
+    fn pss_reads_only_near_the_start_are_not_a_peak_but_covering_reads_are() {
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 90 << 20, 9, Some(30 << 20)));
+        b.push(&tree_row(1.0, 90 << 20, 9, Some(31 << 20)));
+        b.push(&tree_row(10.0, 90 << 20, 9, None));
+        assert_eq!(b.finish(None, None, None, None).peak_pss_bytes, None);
+        b.push(&tree_row(10.5, 90 << 20, 9, Some(29 << 20)));
+        let sum = b.finish(None, None, None, None);
+        assert_eq!(sum.peak_pss_bytes, Some(31 << 20));
+        assert!(sum.render().contains("peak PSS      31.00 MiB"));
+    }
+
+    #[test]
+    fn a_tree_peak_says_its_rss_sum_counts_shared_pages_in_each_process() {
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 100 << 20, 9, Some(40 << 20)));
+        b.push(&tree_row(1.0, 1600 << 20, 9, Some(300 << 20)));
+        b.push(&tree_row(2.0, 100 << 20, 9, Some(40 << 20)));
+        let text = b.finish(None, None, None, None).render();
+        let peak = text.lines().find(|l| l.contains("peak RSS")).unwrap();
+        assert!(
+            peak.contains("9 processes: RSS sum over 9 processes, shared pages counted in each; PSS sum at that tick 300.0 MiB (each page once)"),
+            "{peak}"
+        );
+        for line in ["idle floor", "mean RSS"] {
+            let l = text.lines().find(|l| l.contains(line)).unwrap();
+            assert!(l.contains("shared pages counted in each"), "{l}");
+        }
+    }
+
+    #[test]
+    fn a_single_process_needs_no_shared_pages_note() {
+        let mut b = SummaryBuilder::new();
+        b.push(&s(0.0, 10 << 20, 10 << 20));
+        assert!(!b
+            .finish(None, None, None, None)
+            .render()
+            .contains("shared pages"));
+    }
+
+    #[test]
+    fn the_largest_processes_and_unread_pss_come_from_the_end_record() {
+        use crate::format::meta::{PssUnread, PssUnreadReason};
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 100 << 20, 7, None));
+        let end = EndInfo {
+            processes: (1..=7)
+                .map(|i| ProcessRecord {
+                    pid: 100 + i,
+                    start_time_ticks: 0,
+                    comm: format!("worker{i}"),
+                    hwm_bytes: (8 - i as u64) << 20,
+                })
+                .collect(),
+            pss_unread: vec![PssUnread {
+                pid: 101,
+                comm: "worker1".into(),
+                reason: PssUnreadReason::Refused,
+                reads: 3,
+            }],
+            ..EndInfo::default()
+        };
+        let text = b.finish(None, None, Some(&end), None).render();
+        assert!(
+            text.contains("the 5 largest by peak (VmHWM, exact per process) of 7 listed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("worker1  PID     101  peak   7.00 MiB (7340032 bytes)"),
+            "{text}"
+        );
+        assert!(text.contains("worker5"), "{text}");
+        assert!(!text.contains("worker6"), "{text}");
+        assert!(
+            text.contains(
+                "PID 101 (worker1): smaps_rollup refused (permission denied), missing from 3 reads"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
