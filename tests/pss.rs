@@ -139,3 +139,56 @@ fn refused_pss_reads_are_said_in_the_summary() {
         "{text}"
     );
 }
+
+#[test]
+fn bench_runs_of_a_tree_show_pss_beside_rss_sums_that_say_they_count_shared_pages_in_each() {
+    let dir = tempdir();
+    let json_out = dir.path().join("bench.json");
+    let csv_out = dir.path().join("bench.csv");
+    let md_out = dir.path().join("bench.md");
+    let run = memmon()
+        .args([
+            "bench",
+            "-n",
+            "2",
+            "-i",
+            "20ms",
+            "--pss",
+            "--pss-every",
+            "50ms",
+        ])
+        .arg("--export-json")
+        .arg(&json_out)
+        .arg("--export-csv")
+        .arg(&csv_out)
+        .arg("--export-markdown")
+        .arg(&md_out)
+        .arg("--")
+        .args(workload(&["children:2:30MiB:600ms"]))
+        .assert()
+        .success();
+    let table = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+    assert!(
+        table.contains("processes, shared pages counted in each; counted once: PSS"),
+        "{table}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+    for r in report["runs"].as_array().unwrap() {
+        assert!(r["processes"].as_u64().unwrap() >= 3, "{r}");
+        assert!(r["pss"]["reads"].as_u64().unwrap() >= 2, "{r}");
+        // Two children of 30 MiB each, their own pages: PSS sees both.
+        assert!(
+            r["pss"]["largest_bytes"].as_u64().unwrap() > 60 * MIB,
+            "{r}"
+        );
+    }
+    let (head, rows) = read_csv(&csv_out);
+    let i = head.iter().position(|h| h == "pss_bytes").unwrap();
+    assert!(rows.iter().all(|r| r[i].parse::<u64>().unwrap() > 60 * MIB));
+    let md = std::fs::read_to_string(&md_out).unwrap();
+    assert!(
+        md.contains("shared pages counted in each") && md.contains(" PSS |"),
+        "{md}"
+    );
+}
