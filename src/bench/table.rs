@@ -53,10 +53,19 @@ pub fn shared_pages_note(report: &BenchReport) -> Option<String> {
     if report.runs.iter().any(|r| r.cgroup_peak_bytes.is_some()) {
         once.push("Cgroup peak (the daemon's own cgroup)");
     }
+    let sampled_peak = report
+        .runs
+        .iter()
+        .any(|r| r.peak_source == super::PeakSource::Sampled);
     Some(format!(
-        "Sampled{}: RSS sums over up to {most} processes, shared pages counted in each{}",
+        "Sampled{}{}: RSS sums over up to {most} processes, shared pages counted in each{}",
+        if sampled_peak {
+            ", Peak where sampled"
+        } else {
+            ""
+        },
         if report.daemon.is_some() {
-            ", RSS before and after"
+            ", Over floor, RSS before and after"
         } else {
             ""
         },
