@@ -168,8 +168,9 @@ fn redis_bgsave_fork_is_counted_twice_by_rss_and_once_by_pss() {
             .args(["--appendonly", "no", "--daemonize", "no", "--dir"])
             .arg(dir.path())
             .args(["--enable-debug-command", "yes", "--rdbcompression", "no"])
-            // 5 µs per key: 200k keys make a BGSAVE of about a second, long enough to sample.
-            .args(["--rdb-key-save-delay", "5", "--loglevel", "warning"])
+            // A 1 µs sleep every 50 keys on average (a negative delay): 4,000 sleeps that keep
+            // the BGSAVE child alive for a good second even on a fast disk, not minutes on a slow one.
+            .args(["--rdb-key-save-delay", "-50", "--loglevel", "warning"])
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
