@@ -501,6 +501,9 @@ fn postgres_backends_sharing_buffers_are_summed_once_by_pss() {
         "memmon's PSS sum {pss_max} vs the test's {own_sum} over {own_n} processes"
     );
 
+    eprintln!(
+        "postgres: memmon RSS sum {rss} with PSS sum {pss} at the largest busy row; PSS sums: memmon {pss_max}, the test's {own_sum} over {own_n} processes (bytes)"
+    );
     let text = summary_text(&out);
     assert!(
         text.contains("processes, shared pages counted in each;"),
