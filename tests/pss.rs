@@ -116,7 +116,10 @@ fn refused_pss_reads_are_said_in_the_summary() {
     } else {
         "1".into()
     };
-    let mut cmd = StdCommand::new(memmon_path());
+    // A copy nobody can run wherever the build is (a home directory may be closed to it).
+    let exe = dir.path().join("memmon");
+    std::fs::copy(memmon_path(), &exe).unwrap();
+    let mut cmd = StdCommand::new(if root { exe } else { memmon_path() });
     cmd.args(["record", "--pid", &pid, "-i", "100ms"])
         .args(["--pss", "--pss-every", "100ms", "--duration", "600ms", "-o"])
         .arg(&out);
