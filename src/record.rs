@@ -7,7 +7,9 @@
 
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::exit::{CodedError, ExitCode};
-use crate::format::meta::{ColumnMeta, EndInfo, Meta, TargetMeta, SCHEMA_VERSION};
+use crate::format::meta::{
+    ColumnMeta, EndInfo, Meta, PssUnread, PssUnreadReason, TargetMeta, SCHEMA_VERSION,
+};
 use crate::format::{Format, Output, OutputError};
 use crate::live::LiveLine;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
@@ -128,7 +130,10 @@ pub struct Recorder {
     missed: u64,
     restarts: u64,
     pss_next: Instant,
-    pss_warned: Vec<i32>,
+    /// When PSS was last read (for the read at the end).
+    pss_last: Option<Instant>,
+    /// Processes whose PSS was not read, and why (written in the end record).
+    pss_unread: Vec<PssUnread>,
     status_buf: Vec<u8>,
     command_stdout: Option<std::process::ChildStdout>,
     /// Peak resets refused at markers with `phase_peaks` (then phase peaks are not exact).
@@ -216,7 +221,8 @@ impl Recorder {
             missed: 0,
             restarts: 0,
             pss_next: Instant::now(),
-            pss_warned: Vec::new(),
+            pss_last: None,
+            pss_unread: Vec::new(),
             status_buf: Vec::new(),
             command_stdout,
             reset_failures: 0,
@@ -321,6 +327,7 @@ impl Recorder {
                 match msg {
                     Control::Stop => {
                         end.reason = "stopped".into();
+                        self.last_pss_read();
                         return self.finish(end, None, None);
                     }
                     Control::Event(e) => {
@@ -439,6 +446,9 @@ impl Recorder {
         if let Some(sig) = stop_signal {
             end.memmon_signal = Some(signals::name(sig));
         }
+        if end.reason != "target-exited" {
+            self.last_pss_read();
+        }
         self.finish(end, Some(exit), None)
     }
 
@@ -493,35 +503,90 @@ impl Recorder {
         Ok(Some(s))
     }
 
+    /// Reads the tree's PSS when `--pss-every` has passed since the last read (the first read
+    /// is at the first sample). `None` when not due, or when a member could not be read: a sum
+    /// missing a process would look like a drop. Each unread process is noted for the end record.
     fn maybe_read_pss(&mut self, now: Instant) -> Option<u64> {
         let guard = self.opts.pss.as_ref()?;
         if now < self.pss_next {
             return None;
         }
         self.pss_next = now + guard.every;
+        self.pss_last = Some(now);
         let mut total = 0u64;
-        let mut complete = true;
+        let mut unread: Vec<(i32, String, PssUnreadReason, Option<String>)> = Vec::new();
         for (h, st) in self.tree.each_member() {
             if st.rss > guard.max_rss && !guard.force {
-                complete = false;
-                if !self.pss_warned.contains(&h.pid) {
-                    self.pss_warned.push(h.pid);
-                    if !self.opts.quiet {
-                        self.live.clear();
-                        eprintln!(
-                            "memmon: not reading PSS of PID {} ({}): its RSS {} is over --pss-max-rss {}; reading smaps_rollup would stall it (--pss-force to read anyway)",
-                            h.pid, h.comm, fmt_bytes(st.rss), fmt_bytes(guard.max_rss)
-                        );
-                    }
-                }
+                let why = format!(
+                    "its RSS {} is over --pss-max-rss {}; reading smaps_rollup would stall it (--pss-force to read anyway)",
+                    fmt_bytes(st.rss),
+                    fmt_bytes(guard.max_rss)
+                );
+                unread.push((
+                    h.pid,
+                    h.comm.clone(),
+                    PssUnreadReason::OverMaxRss,
+                    Some(why),
+                ));
                 continue;
             }
             match h.read_pss(&mut self.status_buf) {
                 Ok(p) => total += p,
-                Err(_) => complete = false,
+                // It left the tree since its status was read: its pages are no longer there.
+                Err(ProcError::NoSuchProcess(_)) => {}
+                Err(e) => {
+                    let reason = match &e {
+                        ProcError::PermissionDenied(_) => PssUnreadReason::Refused,
+                        _ => PssUnreadReason::Failed,
+                    };
+                    unread.push((h.pid, h.comm.clone(), reason, Some(e.to_string())));
+                }
             }
         }
+        let complete = unread.is_empty();
+        for (pid, comm, reason, why) in unread {
+            if let Some(u) = self
+                .pss_unread
+                .iter_mut()
+                .find(|u| u.pid == pid && u.reason == reason)
+            {
+                u.reads += 1;
+                continue;
+            }
+            if !self.opts.quiet {
+                self.live.clear();
+                eprintln!(
+                    "memmon: not reading PSS of PID {pid} ({comm}): {}; ticks without it have no PSS",
+                    why.unwrap_or_default()
+                );
+            }
+            self.pss_unread.push(PssUnread {
+                pid,
+                comm,
+                reason,
+                reads: 1,
+            });
+        }
         complete.then_some(total)
+    }
+
+    /// With `--pss`, when the recording stops while the target lives: one more sample with a
+    /// PSS read, unless one was read within the last interval, so the PSS reads cover the end
+    /// and not only the start of a recording shorter than `--pss-every`.
+    fn last_pss_read(&mut self) {
+        if self.opts.pss.is_none() || self.samples == 0 {
+            return;
+        }
+        let now = Instant::now();
+        if self
+            .pss_last
+            .is_some_and(|t| now.duration_since(t) < self.opts.interval)
+        {
+            return;
+        }
+        self.pss_next = now;
+        // Best effort: the target may have just gone, or the output failed (reported by finish).
+        let _ = self.tick(None);
     }
 
     /// With `phase_peaks`, resets the high-water marks right after a marker's sample (whose
@@ -704,6 +769,7 @@ impl Recorder {
         end.processes = self.tree.processes();
         end.processes_departed = self.tree.departed_count();
         end.peak_reset_failures = self.reset_failures;
+        end.pss_unread = self.pss_unread.clone();
         end
     }
 

@@ -2,6 +2,7 @@
 //! event to the next, a run from `run-start:N` to `run-end:N`. Each gets its duration, sampled
 //! and kernel peak, mean, start and end RSS. Memory grows only with the number of spans.
 
+use super::summary::{PssReads, PssTrack};
 use crate::peak::{choose_peak, PeakScope, PeakSource};
 use crate::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
@@ -39,6 +40,12 @@ pub struct Span {
     pub mean_rss_bytes: u64,
     pub start_rss_bytes: u64,
     pub end_rss_bytes: u64,
+    /// The most processes at one row: above 1, the RSS figures are sums that count a shared
+    /// page once per process mapping it.
+    pub max_processes: u32,
+    /// The PSS reads in the span (`--pss`), absent when none fell in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pss: Option<PssReads>,
     /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
     /// its session) ended first.
     pub complete: bool,
@@ -70,7 +77,8 @@ struct Open {
     rss_sum: f64,
     peak_rss: u64,
     peak_elapsed_s: f64,
-    processes: u32,
+    max_processes: u32,
+    pss: PssTrack,
 }
 
 impl Open {
@@ -90,7 +98,12 @@ impl Open {
             rss_sum: s.rss_bytes as f64,
             peak_rss: s.rss_bytes,
             peak_elapsed_s: s.elapsed_s,
-            processes: s.processes,
+            max_processes: s.processes,
+            pss: {
+                let mut t = PssTrack::default();
+                t.push(s);
+                t
+            },
         }
     }
 
@@ -99,8 +112,9 @@ impl Open {
         self.rss_sum += s.rss_bytes as f64;
         self.last_elapsed_s = s.elapsed_s;
         self.last_rss = s.rss_bytes;
-        self.processes = self.processes.max(s.processes);
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
+        self.max_processes = self.max_processes.max(s.processes);
+        self.pss.push(s);
         if s.rss_bytes > self.peak_rss {
             self.peak_rss = s.rss_bytes;
             self.peak_elapsed_s = s.elapsed_s;
@@ -138,13 +152,15 @@ impl Open {
             samples: self.samples,
             peak_rss_bytes: peak,
             peak_source: source,
-            kernel_peak_scope: PeakScope::of_kernel_counter(self.processes),
+            kernel_peak_scope: PeakScope::of_kernel_counter(self.max_processes),
             sampled_peak_rss_bytes: self.peak_rss,
             sampled_peak_elapsed_s: self.peak_elapsed_s,
             kernel_peak_rss_bytes: kernel,
             mean_rss_bytes: (self.rss_sum / self.samples as f64).round() as u64,
             start_rss_bytes: self.start_rss,
             end_rss_bytes: self.last_rss,
+            max_processes: self.max_processes,
+            pss: self.pss.reads(self.start_elapsed_s, self.last_elapsed_s),
             complete,
         }
     }
@@ -278,10 +294,23 @@ impl Phases {
                     format!("kernel peaks exact for {exact} of {}", spans.len())
                 }
             );
-            let rows: Vec<[String; 8]> = spans
+            let processes = spans.iter().map(|s| s.max_processes).max().unwrap_or(0);
+            let with_pss = spans.iter().any(|s| s.pss.is_some());
+            if processes > 1 {
+                let _ = writeln!(
+                    o,
+                    "    sizes are RSS sums over up to {processes} processes, shared pages counted in each{}",
+                    if with_pss {
+                        "; PSS: sum of PSS, each page once (peak where 2+ reads cover the span, else the reads)"
+                    } else {
+                        " (record with --pss for a sum that counts them once)"
+                    }
+                );
+            }
+            let rows: Vec<Vec<String>> = spans
                 .iter()
                 .map(|s| {
-                    [
+                    let cells = [
                         s.label.clone(),
                         format!("+{}", fmt_seconds(s.start_elapsed_s)),
                         format!(
@@ -298,10 +327,30 @@ impl Phases {
                         fmt_bytes(s.mean_rss_bytes),
                         fmt_bytes(s.start_rss_bytes),
                         fmt_bytes(s.end_rss_bytes),
-                    ]
+                    ];
+                    let mut row = cells.to_vec();
+                    if with_pss {
+                        row.push(match &s.pss {
+                            Some(r) if r.is_peak => {
+                                format!("{} ({} reads)", fmt_bytes(r.largest_bytes), r.reads)
+                            }
+                            Some(r) if r.reads == 1 => format!(
+                                "{} (1 read at +{})",
+                                fmt_bytes(r.largest_bytes),
+                                fmt_seconds(r.first_elapsed_s)
+                            ),
+                            Some(r) => format!(
+                                "{} ({} reads, not a peak)",
+                                fmt_bytes(r.largest_bytes),
+                                r.reads
+                            ),
+                            None => "-".into(),
+                        });
+                    }
+                    row
                 })
                 .collect();
-            let head = [
+            let mut head = vec![
                 "label",
                 "start",
                 "duration",
@@ -311,7 +360,10 @@ impl Phases {
                 "start RSS",
                 "end RSS",
             ];
-            let widths: Vec<usize> = (0..8)
+            if with_pss {
+                head.push("PSS");
+            }
+            let widths: Vec<usize> = (0..head.len())
                 .map(|i| {
                     rows.iter()
                         .map(|r| r[i].chars().count())
@@ -320,7 +372,7 @@ impl Phases {
                         .unwrap_or(0)
                 })
                 .collect();
-            let line = |cells: [&str; 8]| {
+            let line = |cells: &[&str]| {
                 let mut l = String::from("   ");
                 for (i, c) in cells.iter().enumerate() {
                     let pad = widths[i] - c.chars().count();
@@ -332,10 +384,10 @@ impl Phases {
                 }
                 l.trim_end().to_string()
             };
-            let _ = writeln!(o, "{}", line(head));
+            let _ = writeln!(o, "{}", line(&head));
             for r in &rows {
                 let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-                let _ = writeln!(o, "{}", line(cells.try_into().expect("eight cells")));
+                let _ = writeln!(o, "{}", line(&cells));
             }
         }
         o
@@ -363,6 +415,37 @@ mod tests {
 
     fn mark(l: &str) -> Option<Event> {
         Some(Event::Mark(l.into()))
+    }
+
+    #[test]
+    fn each_phase_has_its_pss_reads_and_a_tree_says_its_sums_count_shared_pages() {
+        let mut b = PhaseBuilder::new();
+        let row = |t: f64, rss: u64, pss: Option<u64>, event| Sample {
+            processes: 9,
+            pss_bytes: pss.map(|p| p * MIB),
+            ..s(t, rss, rss / 9, event)
+        };
+        b.push(&row(0.0, 900, Some(100), mark("load")));
+        b.push(&row(1.0, 1600, Some(300), None));
+        b.push(&row(2.0, 1000, Some(120), mark("idle")));
+        b.push(&row(3.0, 1000, None, None));
+        b.push(&row(4.0, 1000, None, None));
+        let p = b.finish(false, 0);
+        let load = p.phases[0].pss.unwrap();
+        assert_eq!(
+            (load.largest_bytes, load.reads, load.is_peak),
+            (300 * MIB, 3, true)
+        );
+        let idle = p.phases[1].pss.unwrap();
+        assert_eq!((idle.reads, idle.is_peak), (1, false));
+        assert_eq!(p.phases[0].max_processes, 9);
+        let text = p.render();
+        assert!(
+            text.contains("sizes are RSS sums over up to 9 processes, shared pages counted in each; PSS: sum of PSS, each page once"),
+            "{text}"
+        );
+        assert!(text.contains("300.0 MiB (3 reads)"), "{text}");
+        assert!(text.contains("120.0 MiB (1 read at +2.00 s)"), "{text}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::format::meta::{EndInfo, Meta};
 use crate::format::ReadInfo;
 use crate::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
 use crate::sample::{Event, Sample};
+use crate::tree::ProcessRecord;
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -42,7 +43,12 @@ pub struct SummaryBuilder {
     restarts: u64,
     rss_sum: f64,
     min_rss: u64,
-    max_pss: Option<u64>,
+    max_processes: u32,
+    first_elapsed_s: f64,
+    last_elapsed_s: f64,
+    pss: PssTrack,
+    /// The PSS read on the row of the sampled peak, if it was read there.
+    pss_at_peak: Option<u64>,
     hist: LogHistogram,
     phases: PhaseBuilder,
     phase_peaks: bool,
@@ -69,11 +75,126 @@ impl Default for SummaryBuilder {
             restarts: 0,
             rss_sum: 0.0,
             min_rss: u64::MAX,
-            max_pss: None,
+            max_processes: 0,
+            first_elapsed_s: 0.0,
+            last_elapsed_s: 0.0,
+            pss: PssTrack::default(),
+            pss_at_peak: None,
             hist: LogHistogram::new(),
             phases: PhaseBuilder::new(),
             phase_peaks: false,
         }
+    }
+}
+
+/// The PSS reads of a recording or span, fed sample by sample (shared with analysis/phases.rs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PssTrack {
+    reads: u64,
+    first_s: f64,
+    last_s: f64,
+    largest: u64,
+    largest_s: f64,
+}
+
+impl PssTrack {
+    pub fn push(&mut self, s: &Sample) {
+        let Some(p) = s.pss_bytes else {
+            return;
+        };
+        if self.reads == 0 {
+            self.first_s = s.elapsed_s;
+        }
+        if self.reads == 0 || p > self.largest {
+            self.largest = p;
+            self.largest_s = s.elapsed_s;
+        }
+        self.reads += 1;
+        self.last_s = s.elapsed_s;
+    }
+
+    /// What was read over samples from `start_s` to `end_s`; `None` when nothing was.
+    pub fn reads(&self, start_s: f64, end_s: f64) -> Option<PssReads> {
+        if self.reads == 0 {
+            return None;
+        }
+        let midpoint = start_s + (end_s - start_s) / 2.0;
+        Some(PssReads {
+            largest_bytes: self.largest,
+            largest_elapsed_s: self.largest_s,
+            reads: self.reads,
+            first_elapsed_s: self.first_s,
+            last_elapsed_s: self.last_s,
+            is_peak: self.reads >= 2 && self.last_s >= midpoint && self.last_s > self.first_s,
+        })
+    }
+}
+
+/// The PSS reads (`--pss`, rate-limited by `--pss-every`) of a recording or span.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PssReads {
+    /// The largest PSS sum read, and when.
+    pub largest_bytes: u64,
+    pub largest_elapsed_s: f64,
+    pub reads: u64,
+    pub first_elapsed_s: f64,
+    pub last_elapsed_s: f64,
+    /// At least two reads, the last in the second half: the largest may be called a peak. One
+    /// read, or reads only near the start, say little of the rest of the recording.
+    pub is_peak: bool,
+}
+
+impl PssReads {
+    /// `1.20 GiB peak PSS (12 reads, +0 µs to +2.00 s)` or `300.0 MiB PSS (1 read at +0 µs,
+    /// not a peak)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} ({})",
+            fmt_bytes(self.largest_bytes),
+            if self.is_peak {
+                "peak PSS"
+            } else if self.reads == 1 {
+                "PSS"
+            } else {
+                "largest PSS"
+            },
+            self.reads_note()
+        )
+    }
+
+    /// `12 reads, +0 µs to +2.00 s`, `1 read at +0 µs, not a peak`.
+    pub fn reads_note(&self) -> String {
+        let span = format!(
+            "+{} to +{}",
+            fmt_seconds(self.first_elapsed_s),
+            fmt_seconds(self.last_elapsed_s)
+        );
+        match (self.is_peak, self.reads) {
+            (true, n) => format!("{n} reads, {span}"),
+            (false, 1) => format!(
+                "1 read at +{}, not a peak",
+                fmt_seconds(self.first_elapsed_s)
+            ),
+            (false, n) => format!("{n} reads, only {span}, not a peak"),
+        }
+    }
+}
+
+/// How a process of the tree is named in the summary (one place, to switch to its command line).
+pub fn process_name(p: &ProcessRecord) -> &str {
+    &p.comm
+}
+
+/// How many of the largest processes the summary lists for a tree.
+pub const PROCESSES_SHOWN: usize = 5;
+
+/// The words that go beside a tree's RSS sum: `RSS sum over 9 processes, shared pages counted
+/// in each`. Empty for one process, whose RSS counts each page once.
+pub fn rss_sum_words(processes: u32) -> String {
+    if processes > 1 {
+        format!("RSS sum over {processes} processes, shared pages counted in each")
+    } else {
+        String::new()
     }
 }
 
@@ -109,7 +230,14 @@ impl SummaryBuilder {
         self.missed_session = self.missed_session.max(s.missed_ticks);
         if self.peak.as_ref().is_none_or(|p| s.rss_bytes > p.rss_bytes) {
             self.peak = Some(s.clone());
+            self.pss_at_peak = s.pss_bytes;
         }
+        if self.samples == 1 {
+            self.first_elapsed_s = s.elapsed_s;
+        }
+        self.last_elapsed_s = s.elapsed_s;
+        self.max_processes = self.max_processes.max(s.processes);
+        self.pss.push(s);
         self.max_top_rss = self.max_top_rss.max(s.top_rss_bytes);
         self.max_hwm = self.max_hwm.max(s.hwm_bytes);
         if self.samples == 1 {
@@ -123,9 +251,6 @@ impl SummaryBuilder {
         }
         self.rss_sum += s.rss_bytes as f64;
         self.min_rss = self.min_rss.min(s.rss_bytes);
-        if let Some(p) = s.pss_bytes {
-            self.max_pss = Some(self.max_pss.unwrap_or(0).max(p));
-        }
         self.hist.add(s.rss_bytes);
     }
 
@@ -212,7 +337,14 @@ impl SummaryBuilder {
             } else {
                 0
             },
-            peak_pss_bytes: self.max_pss,
+            peak_pss_bytes: self
+                .pss
+                .reads(self.first_elapsed_s, self.last_elapsed_s)
+                .filter(|r| r.is_peak)
+                .map(|r| r.largest_bytes),
+            pss: self.pss.reads(self.first_elapsed_s, self.last_elapsed_s),
+            pss_at_peak_bytes: self.pss_at_peak,
+            max_processes: self.max_processes,
             missed_ticks: missed,
             restarts: self.restarts,
             interval: meta.map(|m| m.interval.clone()),
@@ -340,7 +472,16 @@ pub struct Summary {
     pub idle_rss_bytes: u64,
     pub min_rss_bytes: u64,
     pub mean_rss_bytes: u64,
+    /// The largest PSS sum of the tree read, only when the reads make it a peak (at least two,
+    /// the last in the second half of the recording; see [`PssReads`]).
     pub peak_pss_bytes: Option<u64>,
+    /// What was read of PSS (`--pss`), peak or not.
+    pub pss: Option<PssReads>,
+    /// PSS sum of the tree on the row of the sampled RSS peak, when it was read there.
+    pub pss_at_peak_bytes: Option<u64>,
+    /// The most processes the tree had at one tick (above 1, RSS sums count shared pages once
+    /// per process that maps them).
+    pub max_processes: u32,
     pub missed_ticks: u64,
     pub restarts: u64,
     pub interval: Option<String>,
@@ -355,6 +496,66 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// For a peak of several processes: `, 9 processes: RSS sum over 9 processes, shared pages
+    /// counted in each; PSS sum 300 MiB at that tick (each page once)`.
+    fn tree_words(&self) -> String {
+        if self.peak_processes <= 1 {
+            return String::new();
+        }
+        let mut w = format!(
+            ", {} processes: {}",
+            self.peak_processes,
+            rss_sum_words(self.peak_processes)
+        );
+        match (self.pss_at_peak_bytes, &self.pss) {
+            (Some(p), _) => {
+                let _ = write!(
+                    w,
+                    "; PSS sum at that tick {} (each page once)",
+                    fmt_bytes(p)
+                );
+            }
+            (None, Some(r)) => {
+                let _ = write!(w, "; {} of the tree (each page once)", r.describe());
+            }
+            (None, None) => w.push_str(" (record with --pss for a sum that counts them once)"),
+        }
+        w
+    }
+
+    /// The largest processes of a tree by their peak (VmHWM), from the end record.
+    fn render_processes(&self, o: &mut String) {
+        let Some(end) = &self.end else {
+            return;
+        };
+        if end.processes.len() < 2 {
+            return;
+        }
+        let shown = &end.processes[..end.processes.len().min(PROCESSES_SHOWN)];
+        let _ = writeln!(
+            o,
+            "  processes     the {} largest by peak (VmHWM, exact per process) of {} listed:",
+            shown.len(),
+            end.processes.len()
+        );
+        let name_w = shown
+            .iter()
+            .map(|p| process_name(p).chars().count())
+            .max()
+            .unwrap_or(0);
+        for p in shown {
+            let name = process_name(p);
+            let _ = writeln!(
+                o,
+                "                {name}{}  PID {:>7}  peak {:>10} ({} bytes)",
+                " ".repeat(name_w - name.chars().count()),
+                p.pid,
+                fmt_bytes(p.hwm_bytes),
+                p.hwm_bytes
+            );
+        }
+    }
+
     /// Summarizes a recording file in one streaming pass.
     pub fn of_file(
         path: &std::path::Path,
@@ -447,11 +648,7 @@ impl Summary {
             } else {
                 String::new()
             },
-            if self.peak_processes > 1 {
-                format!(", {} processes", self.peak_processes)
-            } else {
-                String::new()
-            }
+            self.tree_words(),
         );
         self.render_kernel_peak(&mut o);
         if let Some(sum) = self.tree_hwm_sum_bytes {
@@ -461,15 +658,64 @@ impl Summary {
                 b(sum)
             );
         }
-        if let Some(pss) = self.peak_pss_bytes {
-            let _ = writeln!(o, "  peak PSS      {}", b(pss));
+        if let Some(r) = &self.pss {
+            let what = "sum of PSS: shared pages divided among the processes that map them";
+            if r.is_peak {
+                let _ = writeln!(
+                    o,
+                    "  peak PSS      {} at +{} ({what}; largest of {} reads, +{} to +{})",
+                    b(r.largest_bytes),
+                    fmt_seconds(r.largest_elapsed_s),
+                    r.reads,
+                    fmt_seconds(r.first_elapsed_s),
+                    fmt_seconds(r.last_elapsed_s)
+                );
+            } else {
+                let _ = writeln!(
+                    o,
+                    "  PSS           {} ({}; {what})",
+                    b(r.largest_bytes),
+                    r.reads_note()
+                );
+            }
         }
+        if let Some(end) = &self.end {
+            for u in &end.pss_unread {
+                let _ = writeln!(
+                    o,
+                    "  PSS unread    PID {} ({}): {}, missing from {} read{}; those ticks have no PSS",
+                    u.pid,
+                    u.comm,
+                    u.reason.describe(),
+                    u.reads,
+                    if u.reads == 1 { "" } else { "s" }
+                );
+            }
+        }
+        let sum_note = if self.max_processes > 1 {
+            format!(
+                ", RSS sum over up to {} processes, shared pages counted in each",
+                self.max_processes
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "  idle floor    {} (10th percentile of sampled RSS)",
+            "  idle floor    {} (10th percentile of sampled RSS{sum_note})",
             b(self.idle_rss_bytes)
         );
-        let _ = writeln!(o, "  mean RSS      {}", b(self.mean_rss_bytes));
+        if sum_note.is_empty() {
+            let _ = writeln!(o, "  mean RSS      {}", b(self.mean_rss_bytes));
+        } else {
+            let _ = writeln!(
+                o,
+                "  mean RSS      {} ({})",
+                b(self.mean_rss_bytes),
+                &sum_note[2..]
+            );
+        }
+        self.render_processes(&mut o);
         let _ = writeln!(
             o,
             "  duration      {}{}, {} samples{}, {} missed ticks, {} restarts",
@@ -719,6 +965,117 @@ mod tests {
         b.push(&again);
         b.push(&s(5.0, 1, 1));
         assert_eq!(b.finish(None, None, None, None).duration_s, 15.0);
+    }
+
+    fn tree_row(elapsed: f64, rss: u64, processes: u32, pss: Option<u64>) -> Sample {
+        Sample {
+            processes,
+            pss_bytes: pss,
+            ..s(elapsed, rss, rss / processes as u64)
+        }
+    }
+
+    #[test]
+    fn one_pss_read_at_the_start_is_not_a_peak() {
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 90 << 20, 9, Some(30 << 20)));
+        for t in 1..20 {
+            b.push(&tree_row(t as f64, 900 << 20, 9, None));
+        }
+        let sum = b.finish(None, None, None, None);
+        assert_eq!(sum.peak_pss_bytes, None);
+        let reads = sum.pss.unwrap();
+        assert_eq!((reads.reads, reads.is_peak), (1, false));
+        let text = sum.render();
+        assert!(
+            text.contains(
+                "  PSS           30.00 MiB (31457280 bytes) (1 read at +0 µs, not a peak;"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("peak PSS"), "{text}");
+    }
+
+    #[test]
+    fn pss_reads_only_near_the_start_are_not_a_peak_but_covering_reads_are() {
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 90 << 20, 9, Some(30 << 20)));
+        b.push(&tree_row(1.0, 90 << 20, 9, Some(31 << 20)));
+        b.push(&tree_row(10.0, 90 << 20, 9, None));
+        assert_eq!(b.finish(None, None, None, None).peak_pss_bytes, None);
+        b.push(&tree_row(10.5, 90 << 20, 9, Some(29 << 20)));
+        let sum = b.finish(None, None, None, None);
+        assert_eq!(sum.peak_pss_bytes, Some(31 << 20));
+        assert!(sum.render().contains("peak PSS      31.00 MiB"));
+    }
+
+    #[test]
+    fn a_tree_peak_says_its_rss_sum_counts_shared_pages_in_each_process() {
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 100 << 20, 9, Some(40 << 20)));
+        b.push(&tree_row(1.0, 1600 << 20, 9, Some(300 << 20)));
+        b.push(&tree_row(2.0, 100 << 20, 9, Some(40 << 20)));
+        let text = b.finish(None, None, None, None).render();
+        let peak = text.lines().find(|l| l.contains("sampled peak")).unwrap();
+        assert!(
+            peak.contains("9 processes: RSS sum over 9 processes, shared pages counted in each; PSS sum at that tick 300.0 MiB (each page once)"),
+            "{peak}"
+        );
+        for line in ["idle floor", "mean RSS"] {
+            let l = text.lines().find(|l| l.contains(line)).unwrap();
+            assert!(l.contains("shared pages counted in each"), "{l}");
+        }
+    }
+
+    #[test]
+    fn a_single_process_needs_no_shared_pages_note() {
+        let mut b = SummaryBuilder::new();
+        b.push(&s(0.0, 10 << 20, 10 << 20));
+        assert!(!b
+            .finish(None, None, None, None)
+            .render()
+            .contains("shared pages"));
+    }
+
+    #[test]
+    fn the_largest_processes_and_unread_pss_come_from_the_end_record() {
+        use crate::format::meta::{PssUnread, PssUnreadReason};
+        let mut b = SummaryBuilder::new();
+        b.push(&tree_row(0.0, 100 << 20, 7, None));
+        let end = EndInfo {
+            processes: (1..=7)
+                .map(|i| ProcessRecord {
+                    pid: 100 + i,
+                    start_time_ticks: 0,
+                    comm: format!("worker{i}"),
+                    hwm_bytes: (8 - i as u64) << 20,
+                })
+                .collect(),
+            pss_unread: vec![PssUnread {
+                pid: 101,
+                comm: "worker1".into(),
+                reason: PssUnreadReason::Refused,
+                reads: 3,
+            }],
+            ..EndInfo::default()
+        };
+        let text = b.finish(None, None, Some(&end), None).render();
+        assert!(
+            text.contains("the 5 largest by peak (VmHWM, exact per process) of 7 listed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("worker1  PID     101  peak   7.00 MiB (7340032 bytes)"),
+            "{text}"
+        );
+        assert!(text.contains("worker5"), "{text}");
+        assert!(!text.contains("worker6"), "{text}");
+        assert!(
+            text.contains(
+                "PID 101 (worker1): smaps_rollup refused (permission denied), missing from 3 reads"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -85,8 +85,13 @@ pub struct RunResult {
     pub rss_after_bytes: Option<u64>,
     /// Peak minus the RSS before the run: what the run itself needed above the idle floor.
     pub peak_over_floor_bytes: Option<u64>,
-    /// Most processes in the tree during the run.
+    /// Most processes in the tree during the run. Above 1, the sampled peak and the RSS before
+    /// and after are RSS sums that count a shared page once per process mapping it.
     pub processes: u32,
+    /// The PSS reads in the run (`--pss`): shared pages counted once, divided among the
+    /// processes that map them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pss: Option<crate::analysis::summary::PssReads>,
 }
 
 /// Statistics across the measured runs.

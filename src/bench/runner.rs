@@ -4,6 +4,7 @@
 //! daemon: each run is recorded in launch mode and its peak is wait4's ru_maxrss of that child.
 
 use super::{BenchOptions, BenchReport, DaemonInfo, PeakScope, PeakSource, RunResult};
+use crate::analysis::summary::PssTrack;
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::EndInfo;
 use crate::format::{Format, InputFormat, InputSpec, Output};
@@ -583,6 +584,11 @@ impl Daemon {
             rss_after_bytes: Some(last.rss_bytes),
             peak_over_floor_bytes: Some(peak.saturating_sub(first.rss_bytes)),
             processes,
+            pss: {
+                let mut t = PssTrack::default();
+                samples.iter().for_each(|s| t.push(s));
+                t.reads(first.elapsed_s, last.elapsed_s)
+            },
         };
         Ok((r, end))
     }
@@ -864,7 +870,8 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 rss_before_bytes: None,
                 rss_after_bytes: None,
                 peak_over_floor_bytes: None,
-                processes: outcome.summary.peak_processes,
+                processes: outcome.summary.max_processes,
+                pss: outcome.summary.pss,
             };
             progress(opts, &r);
             report.runs.push(r);

@@ -29,6 +29,54 @@ fn exit_text(r: &RunResult) -> String {
     }
 }
 
+/// A run's PSS: the largest read, `*` when the reads do not make it a peak (one read, or
+/// reads only near the run's start).
+pub fn pss_cell(r: &RunResult) -> String {
+    match &r.pss {
+        Some(p) if p.is_peak => fmt_bytes(p.largest_bytes),
+        Some(p) => format!("{} *", fmt_bytes(p.largest_bytes)),
+        None => "-".into(),
+    }
+}
+
+/// For runs of several processes: which columns are RSS sums that count a shared page in each
+/// process, and which count it once.
+pub fn shared_pages_note(report: &BenchReport) -> Option<String> {
+    let most = report.runs.iter().map(|r| r.processes).max().unwrap_or(0);
+    if most <= 1 {
+        return None;
+    }
+    let mut once = Vec::new();
+    if report.runs.iter().any(|r| r.pss.is_some()) {
+        once.push("PSS (sum of PSS; * where fewer than 2 reads cover the run: not a peak)");
+    }
+    if report.runs.iter().any(|r| r.cgroup_peak_bytes.is_some()) {
+        once.push("Cgroup peak (the daemon's own cgroup)");
+    }
+    let sampled_peak = report
+        .runs
+        .iter()
+        .any(|r| r.peak_source == super::PeakSource::Sampled);
+    Some(format!(
+        "Sampled{}{}: RSS sums over up to {most} processes, shared pages counted in each{}",
+        if sampled_peak {
+            ", Peak where sampled"
+        } else {
+            ""
+        },
+        if report.daemon.is_some() {
+            ", Over floor, RSS before and after"
+        } else {
+            ""
+        },
+        if once.is_empty() {
+            " (--pss for a sum that counts them once)".to_string()
+        } else {
+            format!("; counted once: {}", once.join(", "))
+        }
+    ))
+}
+
 /// The whole table, ending with a newline.
 pub fn render(report: &BenchReport) -> String {
     let mut o = String::new();
@@ -62,6 +110,13 @@ pub fn render(report: &BenchReport) -> String {
         if cgroup {
             head += &format!("  {:>11}", "Cgroup peak");
         }
+        let pss = report.runs.iter().any(|r| r.pss.is_some());
+        if pss {
+            head += &format!("  {:>11}", "PSS");
+        }
+        if let Some(note) = shared_pages_note(report) {
+            let _ = writeln!(o, "  {note}");
+        }
         let _ = writeln!(o, "{head}");
         for r in &report.runs {
             let mut line = format!(
@@ -85,6 +140,9 @@ pub fn render(report: &BenchReport) -> String {
             }
             if cgroup {
                 line += &format!("  {:>11}", opt_bytes(r.cgroup_peak_bytes));
+            }
+            if pss {
+                line += &format!("  {:>11}", pss_cell(r));
             }
             let _ = writeln!(o, "{line}");
         }

@@ -93,6 +93,42 @@ pub struct EndInfo {
     /// With `phase_peaks`: markers at which a peak reset was refused (phase peaks not exact).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub peak_reset_failures: u64,
+    /// With `--pss`: the processes whose PSS could not be read at some tick, and why. Ticks
+    /// where one was unread have no `pss_bytes` (a partial sum would look like a drop).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pss_unread: Vec<PssUnread>,
+}
+
+/// A process whose PSS (/proc/PID/smaps_rollup) memmon did not read.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PssUnread {
+    pub pid: i32,
+    pub comm: String,
+    pub reason: PssUnreadReason,
+    /// How many PSS reads of the tree it was missing from.
+    pub reads: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PssUnreadReason {
+    /// Its RSS was over `--pss-max-rss` (reading would stall it) and `--pss-force` was off.
+    OverMaxRss,
+    /// The kernel refused the read (EACCES: not the process's owner, or ptrace rules).
+    Refused,
+    /// Another read error.
+    Failed,
+}
+
+impl PssUnreadReason {
+    /// How a person reads the reason.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PssUnreadReason::OverMaxRss => "skipped, RSS over --pss-max-rss",
+            PssUnreadReason::Refused => "smaps_rollup refused (permission denied)",
+            PssUnreadReason::Failed => "smaps_rollup could not be read",
+        }
+    }
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -1,5 +1,7 @@
 //! The CSV export: one row per run, each column named with its unit; empty where a value does
-//! not apply (no daemon, no cgroup).
+//! not apply (no daemon, no cgroup, no `--pss`). `sampled_peak_bytes`, `rss_before_bytes` and
+//! `rss_after_bytes` of a run with `processes` above 1 are RSS sums that count a shared page in
+//! each process; `pss_bytes` (the largest PSS read, a peak when `pss_is_peak`) counts it once.
 
 use super::Exporter;
 use crate::bench::BenchReport;
@@ -8,7 +10,7 @@ pub struct CsvExporter;
 
 const HEADER: &str = "run,started_unix_ms,wall_s,exit_code,exit_signal,peak_rss_bytes,peak_source,\
 kernel_peak_bytes,kernel_peak_scope,sampled_peak_bytes,cgroup_peak_bytes,rss_before_bytes,\
-rss_after_bytes,peak_over_floor_bytes,processes,samples";
+rss_after_bytes,peak_over_floor_bytes,processes,samples,pss_bytes,pss_reads,pss_is_peak";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
@@ -36,6 +38,9 @@ impl Exporter for CsvExporter {
                 opt(r.peak_over_floor_bytes),
                 r.processes.to_string(),
                 r.samples.to_string(),
+                opt(r.pss.map(|p| p.largest_bytes)),
+                opt(r.pss.map(|p| p.reads)),
+                opt(r.pss.map(|p| p.is_peak)),
             ];
             o.push_str(&fields.join(","));
             o.push('\n');

@@ -2,7 +2,7 @@
 //! and CSV exports), then the statistics and the leak check.
 
 use super::Exporter;
-use crate::bench::table::fmt_wall;
+use crate::bench::table::{fmt_wall, pss_cell, shared_pages_note};
 use crate::bench::BenchReport;
 use crate::units::{fmt_bytes, fmt_bytes_signed};
 use std::fmt::Write as _;
@@ -13,11 +13,20 @@ impl Exporter for MarkdownExporter {
     fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
         let mut o = String::new();
         let opt = |v: Option<u64>| v.map(fmt_bytes).unwrap_or_else(|| "–".into());
+        if let Some(note) = shared_pages_note(report) {
+            writeln!(o, "{note}\n")?;
+        }
+        let pss = report.runs.iter().any(|r| r.pss.is_some());
         writeln!(
             o,
-            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after |"
+            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after |{}",
+            if pss { " PSS |" } else { "" }
         )?;
-        writeln!(o, "|---:|---:|---:|---:|:---|---:|---:|---:|")?;
+        writeln!(
+            o,
+            "|---:|---:|---:|---:|:---|---:|---:|---:|{}",
+            if pss { "---:|" } else { "" }
+        )?;
         for r in &report.runs {
             let exit = match (r.exit_code, r.exit_signal) {
                 (Some(c), _) => c.to_string(),
@@ -26,7 +35,7 @@ impl Exporter for MarkdownExporter {
             };
             writeln!(
                 o,
-                "| {} | {} | {exit} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {exit} | {} | {} | {} | {} | {} |{}",
                 r.run,
                 fmt_wall(r.wall_s),
                 fmt_bytes(r.peak_rss_bytes),
@@ -35,7 +44,12 @@ impl Exporter for MarkdownExporter {
                     .map(|b| fmt_bytes_signed(b as i64))
                     .unwrap_or_else(|| "–".into()),
                 opt(r.rss_before_bytes),
-                opt(r.rss_after_bytes)
+                opt(r.rss_after_bytes),
+                if pss {
+                    format!(" {} |", pss_cell(r))
+                } else {
+                    String::new()
+                }
             )?;
         }
         if let Some(st) = &report.stats {
