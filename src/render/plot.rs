@@ -182,6 +182,8 @@ pub struct PlotOptions {
     pub series: Vec<SizeColumn>,
     /// The title; by default the files' names.
     pub title: Option<String>,
+    /// Replace an existing file (`--force`); without it an existing file is refused.
+    pub force: bool,
 }
 
 impl Default for PlotOptions {
@@ -192,6 +194,7 @@ impl Default for PlotOptions {
             parts: false,
             series: Vec::new(),
             title: None,
+            force: false,
         }
     }
 }
@@ -379,15 +382,26 @@ pub fn draw(
                 draw_on(&root, traces, opts, true).map_err(|e| draw_err(e.to_string()))?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
-            std::fs::write(out, text).map_err(|e| PlotError::Write(out.to_path_buf(), e))
+            crate::output::write_whole(out, text.as_bytes(), opts.force)
+                .map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
         ImageFormat::Png => {
-            // Created here first, so that an unwritable path gets the system's plain message.
-            std::fs::File::create(out).map_err(|e| PlotError::Write(out.to_path_buf(), e))?;
-            let root = BitMapBackend::new(out, size).into_drawing_area();
-            draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()))?;
-            root.present()
-                .map_err(|e| PlotError::Write(out.to_path_buf(), io::Error::other(e.to_string())))
+            // Drawn into a fresh temporary file of our own, renamed over `out` when complete.
+            let mut drawn = Ok(());
+            crate::output::write_via(out, opts.force, |tmp| {
+                let root = BitMapBackend::new(tmp.path(), size).into_drawing_area();
+                drawn = draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()));
+                if drawn.is_ok() {
+                    root.present()
+                        .map_err(|e| io::Error::other(e.to_string()))?;
+                }
+                drawn.as_ref().map_err(|_| io::Error::other("not drawn"))?;
+                Ok(())
+            })
+            .map_err(|e| match drawn {
+                Err(ref d) => PlotError::Draw(out.to_path_buf(), d.to_string()),
+                Ok(()) => PlotError::Write(out.to_path_buf(), e),
+            })
         }
     }
 }
