@@ -89,6 +89,7 @@ pub fn default_path() -> Result<PathBuf, SocketError> {
         .pop()
         .expect("the temp directory is always a candidate");
     if let Some(xdg) = dirs.into_iter().find(|d| is_private(d)) {
+        remove_stale(&xdg);
         return Ok(xdg.join(format!("memmon-{}.sock", std::process::id())));
     }
     if !dir.is_dir() {
@@ -101,7 +102,30 @@ pub fn default_path() -> Result<PathBuf, SocketError> {
     if !is_private(&dir) {
         return Err(SocketError::NotPrivate(dir));
     }
+    remove_stale(&dir);
     Ok(dir.join(format!("memmon-{}.sock", std::process::id())))
+}
+
+/// Removes the default-named sockets in `dir` that nobody answers on: what a recorder killed
+/// with SIGKILL leaves (it never ran its cleanup). A socket a recorder answers on is kept, and
+/// so is anything that is not a socket.
+pub fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_str().is_some_and(is_socket_name) {
+            continue;
+        }
+        let path = e.path();
+        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        let refused = matches!(UnixStream::connect(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused);
+        if is_socket && refused {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// A directory owned by us that nobody else can enter.
@@ -331,6 +355,22 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert!(matches!(Listener::bind(&path), Err(SocketError::InUse(_))));
+        drop(live);
+    }
+
+    #[test]
+    fn stale_default_sockets_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join("memmon-999999.sock");
+        drop(UnixListener::bind(&stale).unwrap()); // a killed recorder's socket
+        let live_path = dir.path().join("memmon-1.sock");
+        let live = UnixListener::bind(&live_path).unwrap();
+        let other = dir.path().join("other.sock");
+        drop(UnixListener::bind(&other).unwrap());
+        remove_stale(dir.path());
+        assert!(!stale.exists());
+        assert!(live_path.exists());
+        assert!(other.exists());
         drop(live);
     }
 
