@@ -238,11 +238,12 @@ impl Recorder {
     }
 
     fn announce(&self, meta: &Meta) {
-        if self.opts.quiet {
-            return;
-        }
+        // What was done to the file (a repaired --append) is said even with --quiet.
         for note in &self.out.notes {
             eprintln!("memmon: {note}");
+        }
+        if self.opts.quiet {
+            return;
         }
         let where_ = match (self.out.path(), self.out.meta_path()) {
             (Some(p), Some(m)) => format!("{} (CSV; metadata in {})", p.display(), m.display()),
@@ -779,8 +780,8 @@ impl Recorder {
             format!("the {} taken are in {place}", samples_text(kept))
         } else {
             format!(
-                "{} of the {} taken reached {place} (at its last successful flush); the rest are lost",
-                samples_text(kept),
+                "at least {} of the {} taken reached {place} (those of its last successful flush); later ones may be lost",
+                kept,
                 samples_text(self.samples)
             )
         }

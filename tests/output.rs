@@ -488,3 +488,36 @@ fn a_csv_recording_to_stdout_redirected_to_a_file_keeps_its_metadata() {
     assert_eq!(s["interval"], "100ms", "{s}");
     assert!(s["ended"].as_str().unwrap().starts_with("duration"), "{s}");
 }
+
+#[test]
+fn appending_with_a_shell_redirect_repairs_and_keeps_every_session() {
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
+    let dir = tempdir();
+    let out = dir.path().join("seed.csv");
+    let run = |stdout: std::fs::File| {
+        let done = StdCommand::new(memmon_path())
+            .args(["record", "-q", "-i", "100ms", "--duration", "400ms"])
+            .args(["--pid", &target.id().to_string()])
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{}", stderr_of(&done));
+        stderr_of(&done)
+    };
+    run(std::fs::File::create(&out).unwrap()); // `> seed.csv`
+    let first = summary_json(&out)["samples"].as_u64().unwrap();
+    let append = || std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+    std::io::Write::write_all(&mut append(), b"1764460000000,0.2").unwrap();
+    let err = run(append()); // `>> seed.csv`
+    target.kill().unwrap();
+    let _ = target.wait();
+    assert!(err.contains("incomplete line (17 bytes"), "{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.matches("unix_ms,").count(), 1, "one header");
+    assert!(!text.contains("1764460000000"));
+    assert!(summary_json(&out)["samples"].as_u64().unwrap() > first);
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(side(&out)).unwrap()).unwrap();
+    assert_eq!(m["earlier_sessions"].as_array().unwrap().len(), 1);
+}

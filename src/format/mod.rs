@@ -102,6 +102,12 @@ impl Output {
         let stream = crate::output::is_stream(&path);
         let sidecar = (format == Format::Csv && !stream).then(|| sidecar_path(&path));
         let exists = std::fs::symlink_metadata(&path).is_ok();
+        // The earlier sessions' metadata first: an unreadable sidecar refuses before the file
+        // is touched.
+        let earlier_sessions = match (&sidecar, append) {
+            (Some(s), true) => earlier_sessions(s)?,
+            _ => Vec::new(),
+        };
         let mut notes = Vec::new();
         let mut write_header = true;
         let file = if exists && append && !stream {
@@ -129,10 +135,6 @@ impl Output {
             io::ErrorKind::AlreadyExists => OutputError::Exists(path.clone()),
             _ => OutputError::Create(path.clone(), e),
         })?;
-        let earlier_sessions = match (&sidecar, append) {
-            (Some(s), true) => earlier_sessions(s)?,
-            _ => Vec::new(),
-        };
         let sync_handle = file.try_clone().ok();
         let out = BufWriter::with_capacity(64 * 1024, file);
         let sink: Box<dyn RowSink + Send> = match format {
@@ -192,10 +194,17 @@ impl Output {
             Some(s) if appending => earlier_sessions(s)?,
             _ => Vec::new(),
         };
+        // `>> run.csv` onto a recording: checked and repaired as --append does.
+        let mut notes = Vec::new();
+        let write_header = match (&file_path, appending && nonempty) {
+            (Some(p), true) => prepare_append(p, format, &mut notes)?,
+            (None, true) => false,
+            (_, false) => true,
+        };
         let out = BufWriter::with_capacity(64 * 1024, io::stdout());
         let sink: Box<dyn RowSink + Send> = match format {
             Format::Csv => Box::new(
-                csv::CsvWriter::new(out, !(appending && nonempty))
+                csv::CsvWriter::new(out, write_header)
                     .map_err(|e| OutputError::Write("stdout".into(), e))?,
             ),
             Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
@@ -211,7 +220,7 @@ impl Output {
             meta: None,
             written: 0,
             flushed: 0,
-            notes: Vec::new(),
+            notes,
         })
     }
 
@@ -782,6 +791,42 @@ mod tests {
         let info = read_recording(&p, |_| n += 1).unwrap();
         assert_eq!(n, 59_999);
         assert_eq!(info.truncated_line, Some(60_001));
+    }
+
+    #[test]
+    fn a_sidecar_of_one_session_without_earlier_sessions_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.csv");
+        std::fs::write(&p, csv::header() + "\n").unwrap();
+        // A sidecar as memmon wrote it before `earlier_sessions` existed.
+        let old = r#"{"format":"memmon-recording","schema_version":1,"memmon_version":"0.1.0",
+            "host":"h","kernel":"6.1","page_size_bytes":4096,"started_unix_ms":1,
+            "interval_s":0.1,"interval":"100ms","target":{"mode":"pid","spec":"7","pid":7,
+            "start_time_ticks":1,"comm":"x","cmdline":"x"},"children":true,"sources":[],
+            "columns":[]}"#;
+        std::fs::write(sidecar_path(&p), old).unwrap();
+        let info = read_recording(&p, |_| {}).unwrap();
+        assert!(info.meta.unwrap().earlier_sessions.is_empty());
+        // Appending turns it into the first of the earlier sessions.
+        let sessions = earlier_sessions(&sidecar_path(&p)).unwrap();
+        assert_eq!(sessions.len(), 1);
+        assert_eq!(sessions[0].interval, "100ms");
+    }
+
+    #[test]
+    fn append_refuses_a_sidecar_it_cannot_read_rather_than_lose_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        std::fs::write(&p, csv::header() + "\n").unwrap();
+        std::fs::write(sidecar_path(&p), "{ not json").unwrap();
+        let err = Output::create(Some(&p), Format::Csv, false, true)
+            .err()
+            .unwrap();
+        assert!(matches!(err, OutputError::CannotAppend(..)), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(sidecar_path(&p)).unwrap(),
+            "{ not json"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::sample::Event;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -168,7 +168,14 @@ impl Listener {
             let _ = std::fs::remove_file(path);
         }
         let create = |e: std::io::Error| SocketError::Create(path.to_path_buf(), e);
-        let listener = UnixListener::bind(path).map_err(create)?;
+        // Created 0600 by the umask, not chmod'ed after: a chmod by path would follow a symlink
+        // swapped in between. (Only the marker setup runs now: no other thread creates files.)
+        // SAFETY: umask has no preconditions.
+        let old_mask = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above.
+        unsafe { libc::umask(old_mask) };
+        let listener = bound.map_err(create)?;
         let ino = std::fs::symlink_metadata(path)
             .map(|m| m.ino())
             .map_err(create)?;
@@ -176,7 +183,6 @@ impl Listener {
             path: path.to_path_buf(),
             ino,
         };
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(create)?;
         listener.set_nonblocking(true).map_err(create)?;
         Ok(Listener { listener, file })
     }
@@ -337,6 +343,7 @@ fn is_socket_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn only_default_socket_names_are_recognised() {
