@@ -521,3 +521,64 @@ fn appending_with_a_shell_redirect_repairs_and_keeps_every_session() {
         serde_json::from_str(&std::fs::read_to_string(side(&out)).unwrap()).unwrap();
     assert_eq!(m["earlier_sessions"].as_array().unwrap().len(), 1);
 }
+
+/// A 64 KiB tmpfs, unmounted when dropped; `None` where mounting is not allowed (not root).
+struct TinyDisk(tempfile::TempDir);
+
+impl TinyDisk {
+    fn mount() -> Option<TinyDisk> {
+        let dir = tempdir();
+        let ok = StdCommand::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(TinyDisk(dir))
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = StdCommand::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_disk_that_fills_mid_recording_is_not_said_to_keep_more_than_it_holds() {
+    let Some(disk) = TinyDisk::mount() else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
+    let out = disk.0.path().join("run.csv");
+    let done = memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "1ms",
+            "--pid",
+            &target.id().to_string(),
+            "-o",
+        ])
+        .arg(&out)
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    target.kill().unwrap();
+    let _ = target.wait();
+    assert_eq!(done.status.code(), Some(1));
+    let err = stderr_of(&done);
+    assert!(err.contains("No space left on device"), "{err}");
+    let re = regex::Regex::new(r"at least (\d+) of the (\d+) samples taken reached").unwrap();
+    let caps = re.captures(&err).unwrap_or_else(|| panic!("{err}"));
+    let claimed: u64 = caps[1].parse().unwrap();
+    let taken: u64 = caps[2].parse().unwrap();
+    assert!(claimed < taken, "{err}");
+    let in_file = summary_json(&out)["samples"].as_u64().unwrap();
+    assert!(
+        claimed <= in_file,
+        "claims {claimed}, the file holds {in_file}"
+    );
+}
