@@ -124,13 +124,19 @@ fn open_exclusive(path: &Path) -> io::Result<File> {
 /// at `path` is replaced, not followed, and a reader sees the old file or the new, never half).
 /// An existing `path` is refused unless `force`. A character device or FIFO is written as it is.
 pub fn write_whole(path: &Path, bytes: &[u8], force: bool) -> io::Result<()> {
+    write_whole_synced(path, bytes, force, true)
+}
+
+/// `write_whole`, with the fsyncs only if `sync`: a file rewritten later with them (the
+/// sidecar at a recording's start, before its first sample) skips their milliseconds.
+pub fn write_whole_synced(path: &Path, bytes: &[u8], force: bool, sync: bool) -> io::Result<()> {
     if is_stream(path) {
         return OpenOptions::new()
             .write(true)
             .open(path)
             .and_then(|mut f| f.write_all(bytes));
     }
-    write_via(path, force, |tmp| tmp.as_file_mut().write_all(bytes))
+    write_via_synced(path, force, sync, |tmp| tmp.as_file_mut().write_all(bytes))
 }
 
 /// Like `write_whole`, for a writer that wants a path: `fill` writes the temporary file (a
@@ -138,6 +144,15 @@ pub fn write_whole(path: &Path, bytes: &[u8], force: bool) -> io::Result<()> {
 pub fn write_via(
     path: &Path,
     force: bool,
+    fill: impl FnOnce(&mut tempfile::NamedTempFile) -> io::Result<()>,
+) -> io::Result<()> {
+    write_via_synced(path, force, true, fill)
+}
+
+fn write_via_synced(
+    path: &Path,
+    force: bool,
+    sync: bool,
     fill: impl FnOnce(&mut tempfile::NamedTempFile) -> io::Result<()>,
 ) -> io::Result<()> {
     if !force && std::fs::symlink_metadata(path).is_ok() {
@@ -162,7 +177,9 @@ pub fn write_via(
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)?;
     fill(&mut tmp)?;
-    tmp.as_file().sync_all()?;
+    if sync {
+        tmp.as_file().sync_all()?;
+    }
     if force {
         tmp.persist(&abs).map_err(|e| e.error)?;
     } else {
@@ -170,7 +187,7 @@ pub fn write_via(
         tmp.persist_noclobber(&abs).map_err(|e| e.error)?;
     }
     // The rename itself reaches the disk with the directory.
-    if let Ok(d) = File::open(dir) {
+    if let (true, Ok(d)) = (sync, File::open(dir)) {
         let _ = d.sync_all();
     }
     Ok(())

@@ -487,6 +487,32 @@ fn a_csv_recording_to_stdout_redirected_to_a_file_keeps_its_metadata() {
     let s = summary_json(&out);
     assert_eq!(s["interval"], "100ms", "{s}");
     assert!(s["ended"].as_str().unwrap().starts_with("duration"), "{s}");
+
+    // JSON Lines carries its metadata in-band: no sidecar needed.
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
+    let j = dir.path().join("seed.jsonl");
+    let done = StdCommand::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "--format",
+            "jsonl",
+            "-i",
+            "100ms",
+            "--duration",
+            "600ms",
+        ])
+        .args(["--pid", &target.id().to_string()])
+        .stdout(std::fs::File::create(&j).unwrap())
+        .status()
+        .unwrap();
+    target.kill().unwrap();
+    let _ = target.wait();
+    assert!(done.success());
+    assert!(!side(&j).exists());
+    let s = summary_json(&j);
+    assert_eq!(s["interval"], "100ms", "{s}");
+    assert!(s["ended"].as_str().unwrap().starts_with("duration"), "{s}");
 }
 
 #[test]

@@ -83,6 +83,8 @@ pub struct Output {
     flushed: u64,
     /// What the user should know about how the output was opened (a repaired --append).
     pub notes: Vec<String>,
+    /// The regular file stdout was redirected to, for messages.
+    stdout_file: Option<PathBuf>,
 }
 
 impl Output {
@@ -156,6 +158,7 @@ impl Output {
             written: 0,
             flushed: 0,
             notes,
+            stdout_file: None,
         })
     }
 
@@ -221,6 +224,7 @@ impl Output {
             written: 0,
             flushed: 0,
             notes,
+            stdout_file: file_path,
         })
     }
 
@@ -235,9 +239,10 @@ impl Output {
 
     /// A name for messages: the absolute path or `stdout`.
     pub fn describe(&self) -> String {
-        match &self.path {
-            Some(p) => p.display().to_string(),
-            None => "stdout".to_string(),
+        match (&self.path, &self.stdout_file) {
+            (Some(p), _) => p.display().to_string(),
+            (None, Some(f)) => format!("stdout ({})", f.display()),
+            (None, None) => "stdout".to_string(),
         }
     }
 
@@ -284,9 +289,7 @@ impl Output {
         if let Some(f) = &self.sync_handle {
             use std::os::unix::fs::MetadataExt;
             if f.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0) {
-                return Err(OutputError::Removed(
-                    self.path.clone().unwrap_or_else(|| "stdout".into()),
-                ));
+                return Err(OutputError::Removed(PathBuf::from(self.describe())));
             }
         }
         self.flushed = self.written;
@@ -328,7 +331,10 @@ impl Output {
             return Ok(());
         };
         let text = serde_json::to_string_pretty(meta).expect("serializes") + "\n";
-        crate::output::write_whole(&side, text.as_bytes(), self.sidecar_replace)
+        // fsynced at the end (the start's copy is replaced then; its fsync would only delay
+        // the first sample).
+        let sync = meta.end.is_some();
+        crate::output::write_whole_synced(&side, text.as_bytes(), self.sidecar_replace, sync)
             .map_err(|e| OutputError::Write(side.display().to_string(), e))?;
         self.sidecar_replace = true;
         Ok(())
