@@ -35,10 +35,23 @@ pub fn is_stdout(path: &Path) -> bool {
 /// An existing character device or FIFO (`/dev/null`, a named pipe): written as it is, with no
 /// sidecar and no exclusive creation.
 pub fn is_stream(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| {
+    let device = std::fs::metadata(path).is_ok_and(|m| {
         let t = m.file_type();
         t.is_char_device() || t.is_fifo()
-    })
+    });
+    device || is_descriptor_alias(path)
+}
+
+/// `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`: names of descriptors memmon
+/// already has, written through as they are (never unlinked or replaced, even with --force).
+fn is_descriptor_alias(path: &Path) -> bool {
+    let abs = crate::format::absolute(path);
+    ["/dev/stdout", "/dev/stderr"]
+        .iter()
+        .any(|p| abs == Path::new(p))
+        || ["/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"]
+            .iter()
+            .any(|p| abs.starts_with(p))
 }
 
 /// Checks, before any work starts, that each `(path, flag)` may be written: a path that
@@ -261,6 +274,9 @@ mod tests {
             err.contains("--export-csv and --export-json both write to"),
             "{err}"
         );
+        // Descriptor names are never refused (nor, with --force, unlinked).
+        check_outputs(&[(Path::new("/dev/stdout"), "-o")], false).unwrap();
+        assert!(is_stream(Path::new("/proc/self/fd/1")));
         let null = Path::new("/dev/null");
         check_outputs(
             &[(null, "-o"), (null, "--plot"), (Path::new("-"), "x")],
