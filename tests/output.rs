@@ -178,6 +178,15 @@ fn bench_refuses_an_existing_export_before_running_the_client() {
         assert!(!ran.exists(), "{flag}: the client ran");
         assert_eq!(std::fs::read_to_string(&json).unwrap(), "earlier results");
     }
+    // Its recording (-o) too.
+    memmon()
+        .args(["bench", "-q", "-n", "1", "-o"])
+        .arg(&json)
+        .args(["--", "sh", "-c", &cmd])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already exists").and(predicate::str::contains("-o")));
+    assert!(!ran.exists(), "-o: the client ran");
     memmon()
         .args(["bench", "-q", "-n", "1", "--force", "--export-json"])
         .arg(&json)
