@@ -273,6 +273,10 @@ pub struct PlotArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
 
+    /// Overwrite an existing output file
+    #[arg(long)]
+    pub force: bool,
+
     /// Image width in pixels
     #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(200..=20000))]
     pub width: u32,

@@ -8,20 +8,45 @@ use crate::target::TargetSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Picks `memmon-demo.csv`, or `memmon-demo-2.csv` and so on: an existing file is never reused.
+/// Picks `memmon-demo.csv`, or `memmon-demo-2.csv` and so on: a name whose recording, sidecar
+/// and plot are all free (an existing file is never reused).
 pub fn free_name(dir: &Path) -> PathBuf {
-    let first = dir.join("memmon-demo.csv");
-    if !first.exists() {
-        return first;
-    }
-    (2..)
-        .map(|i| dir.join(format!("memmon-demo-{i}.csv")))
-        .find(|p| !p.exists())
+    let free = |p: &PathBuf| {
+        let side = crate::format::sidecar_path(p);
+        [p.clone(), side, svg_path(p)]
+            .iter()
+            .all(|f| std::fs::symlink_metadata(f).is_err())
+    };
+    std::iter::once(dir.join("memmon-demo.csv"))
+        .chain((2..).map(|i| dir.join(format!("memmon-demo-{i}.csv"))))
+        .find(free)
         .unwrap()
+}
+
+/// The plot goes next to the recording: memmon-demo.csv → memmon-demo.svg.
+fn svg_path(p: &Path) -> PathBuf {
+    let svg = p.with_extension("svg");
+    if svg != p {
+        return svg;
+    }
+    let mut name = p.as_os_str().to_owned();
+    name.push(".svg");
+    PathBuf::from(name)
 }
 
 pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::Result<Outcome> {
     let output = output.unwrap_or_else(|| free_name(Path::new(".")));
+    let svg = svg_path(&output);
+    let side = crate::format::sidecar_path(&output);
+    crate::output::check_outputs(
+        &[
+            (&output, "-o"),
+            (&side, "-o's metadata sidecar"),
+            (&svg, "the demo's plot"),
+        ],
+        false,
+    )
+    .map_err(|e| crate::exit::CodedError::new(crate::exit::ExitCode::Usage, e.to_string()))?;
     let exe = std::env::current_exe()?;
     let mut command = vec![exe.display().to_string(), "workload".to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
@@ -48,13 +73,6 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
     };
     let outcome = Recorder::start(opts)?.run()?;
     if let Some(p) = &outcome.output {
-        // The plot goes next to the recording: memmon-demo.csv → memmon-demo.svg.
-        let mut svg = p.with_extension("svg");
-        if svg == *p {
-            let mut name = p.as_os_str().to_owned();
-            name.push(".svg");
-            svg = PathBuf::from(name);
-        }
         let plot = crate::render::plot::PlotOptions::default();
         let svg_format = crate::render::plot::ImageFormat::Svg;
         crate::render::plot::plot_files(

@@ -14,6 +14,7 @@ pub mod exit;
 pub mod format;
 pub mod live;
 pub mod marks;
+pub mod output;
 pub mod peak;
 pub mod probe;
 pub mod record;

@@ -98,6 +98,37 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         )),
         None => None,
     };
+    // Every output is checked before anything starts: none may exist without --force (with
+    // --append the recording and its sidecar may), and no two may be one file.
+    if let Some(o) = &output {
+        let stream = memmon::output::is_stream(o);
+        if plot_to.is_some() && stream {
+            return Err(usage(
+                "--plot needs the recording in a regular file, not a device",
+            ));
+        }
+        let format = sampling
+            .format
+            .unwrap_or_else(|| memmon::format::Format::from_path(o));
+        let side = memmon::format::sidecar_path(o);
+        let mut outs: Vec<(&std::path::Path, &str)> = Vec::new();
+        if !sampling.append {
+            outs.push((o, "-o"));
+            if format == memmon::format::Format::Csv && !stream {
+                outs.push((&side, "-o's metadata sidecar"));
+            }
+        }
+        if let Some((p, _)) = &plot_to {
+            if let Err(e @ memmon::output::OutputCheckError::Same { .. }) =
+                memmon::output::check_outputs(&[(o, "-o"), (p, "--plot")], true)
+            {
+                return Err(usage(&e.to_string()));
+            }
+            {}
+            outs.push((p, "--plot"));
+        }
+        memmon::output::check_outputs(&outs, sampling.force).map_err(|e| usage(&e.to_string()))?;
+    }
     let opts = RecordOptions {
         target,
         interval: sampling.interval,
@@ -132,7 +163,10 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     drop(sources); // stops the marker threads and removes the socket
     let outcome = outcome?;
     if let (Some((plot, format)), Some(recording)) = (plot_to, &outcome.output) {
-        let opts = PlotOptions::default();
+        let opts = PlotOptions {
+            force: sampling.force,
+            ..PlotOptions::default()
+        };
         memmon::render::plot::plot_files(
             std::slice::from_ref(recording),
             &InputSpec::default(),
@@ -153,7 +187,10 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 
 fn plot(args: PlotArgs) -> anyhow::Result<ExitCode> {
     let format = ImageFormat::from_path(&args.output, "--output").map_err(plot_error)?;
+    memmon::output::check_outputs(&[(&args.output, "--output")], args.force)
+        .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
     let mut opts = PlotOptions {
+        force: args.force,
         width: args.width,
         height: args.height,
         parts: args.parts,

@@ -250,12 +250,20 @@ impl Recorder {
     }
 
     fn announce(&self, meta: &Meta) {
+        // What was done to the file (a repaired --append) is said even with --quiet.
+        for note in &self.out.notes {
+            eprintln!("memmon: {note}");
+        }
         if self.opts.quiet {
             return;
         }
         let where_ = match (self.out.path(), self.out.meta_path()) {
             (Some(p), Some(m)) => format!("{} (CSV; metadata in {})", p.display(), m.display()),
+            (Some(p), None) if self.out.format() == Format::Csv => {
+                format!("{} (CSV; no metadata sidecar for a device)", p.display())
+            }
             (Some(p), None) => format!("{} (JSON Lines)", p.display()),
+            (None, Some(m)) => format!("stdout (CSV; metadata in {})", m.display()),
             (None, _) => format!(
                 "stdout ({}; no metadata sidecar)",
                 if self.out.format() == Format::Csv {
@@ -798,11 +806,8 @@ impl Recorder {
             None,
         );
         if let Err(e) = finished {
-            // The end record could not be written: the rows before it are still there.
-            return Err(output_error(e)).context(format!(
-                "what was written before is kept ({})",
-                samples_text(self.samples)
-            ));
+            let kept = self.kept_text(matches!(e, OutputError::Removed(_)));
+            return Err(output_error(e)).context(kept);
         }
         if !self.opts.quiet {
             eprint!("{}", summary.render());
@@ -842,14 +847,45 @@ impl Recorder {
         }
         // Best effort: record the end (this may fail too on a full disk).
         let end = self.end_info(end);
-        let _ = self.out.finish(&EndInfo {
-            error: Some(msg.clone()),
-            ..end
+        let removed = err.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<OutputError>(),
+                Some(OutputError::Removed(_))
+            )
         });
-        Err(err.context(format!(
-            "recording stopped; what was written before is kept ({})",
-            samples_text(self.samples)
-        )))
+        let kept = if removed {
+            format!(
+                "recording stopped; the {} taken are lost",
+                samples_text(self.samples)
+            )
+        } else {
+            let _ = self.out.finish(&EndInfo {
+                error: Some(msg.clone()),
+                ..end
+            });
+            format!("recording stopped; {}", self.kept_text(false))
+        };
+        Err(err.context(kept))
+    }
+
+    /// What is left of the recording after the output failed (`removed`: its file was deleted):
+    /// only what the last
+    /// successful flush put in the file is counted as kept.
+    fn kept_text(&self, removed: bool) -> String {
+        let place = self.out.describe();
+        if removed {
+            return format!("the {} taken are lost", samples_text(self.samples));
+        }
+        let kept = self.out.flushed_samples();
+        if kept == self.samples {
+            format!("the {} taken are in {place}", samples_text(kept))
+        } else {
+            format!(
+                "at least {} of the {} taken reached {place} (those of its last successful flush); later ones may be lost",
+                kept,
+                samples_text(self.samples)
+            )
+        }
     }
 }
 
@@ -1011,7 +1047,7 @@ pub fn unix_ms_now() -> u64 {
 
 fn output_error(e: OutputError) -> anyhow::Error {
     match e {
-        OutputError::Exists(_) | OutputError::CannotAppend(..) => {
+        OutputError::Exists(_) | OutputError::Check(_) | OutputError::CannotAppend(..) => {
             CodedError::new(ExitCode::Usage, e.to_string())
         }
         other => anyhow::Error::new(other),
@@ -1071,6 +1107,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
             })
             .collect(),
         end: None,
+        earlier_sessions: Vec::new(),
     }
 }
 

@@ -7,6 +7,7 @@ mod bench;
 mod compare;
 mod import;
 mod marks;
+mod output;
 mod plot;
 mod pss;
 mod record;

@@ -873,6 +873,7 @@ mod tests {
             sources: vec![],
             columns: vec![],
             end: None,
+            earlier_sessions: vec![],
         }
     }
 

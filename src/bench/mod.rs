@@ -206,6 +206,21 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let exports = export::targets(&args.export_json, &args.export_csv, &args.export_markdown)?;
+    // Every output is checked now, not after a long bench: none may exist without --force,
+    // and no two may be one file.
+    let mut outs = export::paths(&exports);
+    let side = s.output.as_deref().map(crate::format::sidecar_path);
+    if let (Some(o), false) = (&s.output, s.append) {
+        outs.push((o, "-o"));
+        let csv = s
+            .format
+            .unwrap_or_else(|| crate::format::Format::from_path(o))
+            == crate::format::Format::Csv;
+        if let (Some(side), true) = (&side, csv && !crate::output::is_stream(o)) {
+            outs.push((side, "-o's metadata sidecar"));
+        }
+    }
+    crate::output::check_outputs(&outs, s.force).map_err(|e| usage(e.to_string()))?;
     let opts = BenchOptions {
         target,
         client: args.client.clone(),
@@ -242,7 +257,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .and_then(|_| out.flush())
             .map_err(anyhow::Error::from)?;
     }
-    export::write_all(&exports, &report)?;
+    export::write_all(&exports, &report, opts.force)?;
     match done.stop {
         None => Ok(ExitCode::Success),
         Some(runner::Stop::Signal(sig)) => {

@@ -62,7 +62,7 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
     let listener = UnixListener::bind(&args.socket)
         .with_context(|| format!("cannot listen on {} (--socket)", args.socket.display()))?;
     if let Some(p) = &args.pidfile {
-        std::fs::write(p, format!("{}\n", std::process::id()))
+        crate::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
             .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
     }
     let mut leaked: Vec<Block> = Vec::new();

@@ -42,6 +42,10 @@ pub struct Meta {
     /// Present once the recording has ended cleanly (absent after a crash or SIGKILL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<EndInfo>,
+    /// In a CSV sidecar after `--append`: the metadata (with its end) of each earlier session
+    /// in the file, oldest first; this object itself is the latest session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_sessions: Vec<Meta>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

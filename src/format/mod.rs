@@ -11,6 +11,7 @@ use crate::sample::Sample;
 use meta::{EndInfo, Meta};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// A line that could not be parsed, and why.
@@ -45,12 +46,18 @@ impl Format {
 pub enum OutputError {
     #[error("{0} already exists: pass --force to overwrite it or --append to add to it")]
     Exists(PathBuf),
+    #[error("{0}")]
+    Check(#[from] crate::output::OutputCheckError),
     #[error("cannot append to {0}: {1}")]
     CannotAppend(PathBuf, String),
     #[error("cannot create {0}: {1}")]
     Create(PathBuf, io::Error),
     #[error("cannot write {0}")]
     Write(String, #[source] io::Error),
+    /// The file's last link is gone (it or its directory was deleted): what is written goes
+    /// into an inode nobody can open again.
+    #[error("{0} was deleted while recording (the file or its directory was removed): nothing written to it can be read back")]
+    Removed(PathBuf),
 }
 
 /// The destination of a recording.
@@ -59,14 +66,31 @@ pub struct Output {
     path: Option<PathBuf>,
     format: Format,
     sink: Box<dyn RowSink + Send>,
-    /// A second handle on the file, to fsync it.
+    /// A second handle on the file (also on stdout when it is a regular file), to fsync it and
+    /// to notice that it was deleted.
     sync_handle: Option<File>,
+    /// Where a CSV recording's metadata goes: `FILE.meta.json`, also for stdout redirected to
+    /// a regular file; `None` for a pipe, a terminal or a device.
+    sidecar: Option<PathBuf>,
+    /// Whether the sidecar may replace an existing file (--force, --append, or ours already).
+    sidecar_replace: bool,
+    /// With --append: the metadata of the sessions already in the file, oldest first.
+    earlier_sessions: Vec<Meta>,
     meta: Option<Meta>,
+    /// Samples handed to the writer, and those of them known to be in the file (at the last
+    /// successful flush).
+    written: u64,
+    flushed: u64,
+    /// What the user should know about how the output was opened (a repaired --append).
+    pub notes: Vec<String>,
+    /// The regular file stdout was redirected to, for messages.
+    stdout_file: Option<PathBuf>,
 }
 
 impl Output {
-    /// Opens `path` (or stdout for `None`) for a new recording. An existing file is refused
-    /// unless `force` (truncate) or `append` (its header must match this memmon's).
+    /// Opens `path` (or stdout for `None`) for a new recording. An existing file (or sidecar)
+    /// is refused unless `force` (replaced, never followed if a symlink) or `append` (same
+    /// format, same CSV header; an incomplete last line is cut off and said so).
     pub fn create(
         path: Option<&Path>,
         format: Format,
@@ -74,55 +98,40 @@ impl Output {
         append: bool,
     ) -> Result<Output, OutputError> {
         let Some(path) = path else {
-            let out = BufWriter::with_capacity(64 * 1024, io::stdout());
-            let sink: Box<dyn RowSink + Send> = match format {
-                Format::Csv => Box::new(
-                    csv::CsvWriter::new(out, true)
-                        .map_err(|e| OutputError::Write("stdout".into(), e))?,
-                ),
-                Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
-            };
-            return Ok(Output {
-                path: None,
-                format,
-                sink,
-                sync_handle: None,
-                meta: None,
-            });
+            return Self::stdout(format, force, append);
         };
         let path = absolute(path);
-        let exists = path.exists();
+        let stream = crate::output::is_stream(&path);
+        let sidecar = (format == Format::Csv && !stream).then(|| sidecar_path(&path));
+        let exists = std::fs::symlink_metadata(&path).is_ok();
+        // The earlier sessions' metadata first: an unreadable sidecar refuses before the file
+        // is touched.
+        let earlier_sessions = match (&sidecar, append) {
+            (Some(s), true) => earlier_sessions(s)?,
+            _ => Vec::new(),
+        };
+        let mut notes = Vec::new();
         let mut write_header = true;
-        let file = if exists && append {
-            if format == Format::Csv {
-                let mut first = String::new();
-                let f = File::open(&path).map_err(|e| OutputError::Create(path.clone(), e))?;
-                let mut r = io::BufReader::new(f);
-                io::BufRead::read_line(&mut r, &mut first)
-                    .map_err(|e| OutputError::Create(path.clone(), e))?;
-                if !first.is_empty() {
-                    if first.trim_end() != csv::header() {
-                        return Err(OutputError::CannotAppend(
-                            path.clone(),
-                            "its header differs from this memmon's columns".into(),
-                        ));
-                    }
-                    write_header = false;
+        let file = if exists && append && !stream {
+            write_header = prepare_append(&path, format, &mut notes)?;
+            OpenOptions::new()
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+        } else {
+            let mut outs: Vec<(&Path, &str)> = vec![(&path, "-o")];
+            if let Some(s) = &sidecar {
+                if !append {
+                    outs.push((s, "the recording's metadata sidecar"));
                 }
             }
-            OpenOptions::new().append(true).open(&path)
-        } else if exists && !force {
-            return Err(OutputError::Exists(path));
-        } else {
-            let mut o = OpenOptions::new();
-            o.write(true);
-            if force {
-                o.create(true).truncate(true);
-            } else {
-                // create_new: a file that appears between the check and here is not clobbered.
-                o.create_new(true);
-            }
-            o.open(&path)
+            crate::output::check_outputs(&outs, force).map_err(|e| match e {
+                crate::output::OutputCheckError::Exists { path: p, .. } if p == path => {
+                    OutputError::Exists(p)
+                }
+                e => OutputError::Check(e),
+            })?;
+            crate::output::create_streaming(&path, force)
         }
         .map_err(|e| match e.kind() {
             io::ErrorKind::AlreadyExists => OutputError::Exists(path.clone()),
@@ -142,7 +151,80 @@ impl Output {
             format,
             sink,
             sync_handle,
+            sidecar,
+            sidecar_replace: force || append,
+            earlier_sessions,
             meta: None,
+            written: 0,
+            flushed: 0,
+            notes,
+            stdout_file: None,
+        })
+    }
+
+    /// Stdout. When it is a regular file (`> run.csv`), a CSV recording's metadata goes to the
+    /// sidecar next to that file, where `summary` looks for it.
+    fn stdout(format: Format, force: bool, append: bool) -> Result<Output, OutputError> {
+        use std::os::fd::AsFd;
+        let handle = io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(File::from)
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+        let file_path = handle
+            .as_ref()
+            .and_then(|_| std::fs::read_link("/proc/self/fd/1").ok())
+            .filter(|p| p.is_absolute() && p.exists());
+        let sidecar = match (format, &file_path) {
+            (Format::Csv, Some(p)) => Some(sidecar_path(p)),
+            _ => None,
+        };
+        // `>>`: the shell appends; the sidecar keeps the earlier sessions as --append does.
+        let appending = handle.as_ref().is_some_and(|f| {
+            use std::os::fd::AsRawFd;
+            // SAFETY: F_GETFL on a descriptor we own.
+            let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+            fl >= 0 && fl & libc::O_APPEND != 0
+        }) || append;
+        let nonempty = handle
+            .as_ref()
+            .is_some_and(|f| f.metadata().is_ok_and(|m| m.len() > 0));
+        if let (Some(s), false) = (&sidecar, appending) {
+            crate::output::check_outputs(&[(s, "the metadata sidecar of stdout's file")], force)?;
+        }
+        let earlier_sessions = match &sidecar {
+            Some(s) if appending => earlier_sessions(s)?,
+            _ => Vec::new(),
+        };
+        // `>> run.csv` onto a recording: checked and repaired as --append does.
+        let mut notes = Vec::new();
+        let write_header = match (&file_path, appending && nonempty) {
+            (Some(p), true) => prepare_append(p, format, &mut notes)?,
+            (None, true) => false,
+            (_, false) => true,
+        };
+        let out = BufWriter::with_capacity(64 * 1024, io::stdout());
+        let sink: Box<dyn RowSink + Send> = match format {
+            Format::Csv => Box::new(
+                csv::CsvWriter::new(out, write_header)
+                    .map_err(|e| OutputError::Write("stdout".into(), e))?,
+            ),
+            Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
+        };
+        Ok(Output {
+            path: None,
+            format,
+            sink,
+            sync_handle: handle,
+            sidecar,
+            sidecar_replace: force || appending,
+            earlier_sessions,
+            meta: None,
+            written: 0,
+            flushed: 0,
+            notes,
+            stdout_file: file_path,
         })
     }
 
@@ -157,42 +239,61 @@ impl Output {
 
     /// A name for messages: the absolute path or `stdout`.
     pub fn describe(&self) -> String {
-        match &self.path {
-            Some(p) => p.display().to_string(),
-            None => "stdout".to_string(),
+        match (&self.path, &self.stdout_file) {
+            (Some(p), _) => p.display().to_string(),
+            (None, Some(f)) => format!("stdout ({})", f.display()),
+            (None, None) => "stdout".to_string(),
         }
     }
 
-    /// Where the metadata of a CSV recording goes: `FILE.meta.json` (none for stdout).
+    /// Where the metadata of a CSV recording goes: `FILE.meta.json` (also for stdout
+    /// redirected to a regular file; none for a pipe or a device).
     pub fn meta_path(&self) -> Option<PathBuf> {
-        match (&self.path, self.format) {
-            (Some(p), Format::Csv) => Some(sidecar_path(p)),
-            _ => None,
-        }
+        self.sidecar.clone()
     }
 
-    /// Writes the metadata: a sidecar for CSV, the first record for JSON Lines.
+    /// Samples known to be in the file: those written before the last successful flush.
+    pub fn flushed_samples(&self) -> u64 {
+        self.flushed
+    }
+
+    /// Writes the metadata: a sidecar for CSV, the first record for JSON Lines. The CSV
+    /// header is flushed too, so that a recorder killed at once leaves a readable file.
     pub fn write_meta(&mut self, meta: &Meta) -> Result<(), OutputError> {
-        self.meta = Some(meta.clone());
-        match self.format {
-            Format::Jsonl => {
-                let line = jsonl::meta_line(meta);
-                self.sink
-                    .get_mut()
-                    .write_all(&line)
-                    .map_err(|e| self.err(e))?;
-                self.flush()
-            }
-            Format::Csv => self.write_sidecar(),
+        let mut meta = meta.clone();
+        meta.earlier_sessions = std::mem::take(&mut self.earlier_sessions);
+        self.meta = Some(meta);
+        if self.format == Format::Jsonl {
+            let line = jsonl::meta_line(self.meta.as_ref().expect("set above"));
+            self.sink
+                .get_mut()
+                .write_all(&line)
+                .map_err(|e| self.err(e))?;
         }
+        self.flush()?;
+        if self.format == Format::Csv {
+            self.write_sidecar()?;
+        }
+        Ok(())
     }
 
     pub fn write_sample(&mut self, s: &Sample) -> Result<(), OutputError> {
+        self.written += 1;
         self.sink.write_sample(s).map_err(|e| self.err(e))
     }
 
+    /// Flushes to the file, and checks that the file still has a name: a recording whose file
+    /// (or directory) was deleted is an error, not hours of writing into nothing.
     pub fn flush(&mut self) -> Result<(), OutputError> {
-        self.sink.flush().map_err(|e| self.err(e))
+        self.sink.flush().map_err(|e| self.err(e))?;
+        if let Some(f) = &self.sync_handle {
+            use std::os::unix::fs::MetadataExt;
+            if f.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0) {
+                return Err(OutputError::Removed(PathBuf::from(self.describe())));
+            }
+        }
+        self.flushed = self.written;
+        Ok(())
     }
 
     /// Records how the recording ended, flushes and syncs the file to disk.
@@ -213,7 +314,9 @@ impl Output {
         }
         self.flush()?;
         if let Some(f) = &self.sync_handle {
-            f.sync_all().map_err(|e| self.err(e))?;
+            if f.metadata().is_ok_and(|m| m.is_file()) {
+                f.sync_all().map_err(|e| self.err(e))?;
+            }
         }
         if self.format == Format::Csv {
             self.write_sidecar()?;
@@ -221,21 +324,127 @@ impl Output {
         Ok(())
     }
 
-    fn write_sidecar(&self) -> Result<(), OutputError> {
+    /// Writes the sidecar whole (random temporary name created exclusively in the same
+    /// directory, fsynced, renamed over): never through a planted symlink, never half.
+    fn write_sidecar(&mut self) -> Result<(), OutputError> {
         let (Some(side), Some(meta)) = (self.meta_path(), &self.meta) else {
             return Ok(());
         };
-        // Written whole to a temporary name, then renamed: a reader never sees half of it.
-        let tmp = side.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(meta).expect("serializes") + "\n";
-        std::fs::write(&tmp, text)
-            .and_then(|_| std::fs::rename(&tmp, &side))
-            .map_err(|e| OutputError::Write(side.display().to_string(), e))
+        // fsynced at the end (the start's copy is replaced then; its fsync would only delay
+        // the first sample).
+        let sync = meta.end.is_some();
+        crate::output::write_whole_synced(&side, text.as_bytes(), self.sidecar_replace, sync)
+            .map_err(|e| OutputError::Write(side.display().to_string(), e))?;
+        self.sidecar_replace = true;
+        Ok(())
     }
 
     fn err(&self, e: io::Error) -> OutputError {
         OutputError::Write(self.describe(), e)
     }
+}
+
+/// Before appending to `path`: checks that it is a recording of `format` (CSV with this
+/// memmon's header), and cuts off an incomplete last line (what a SIGKILL or a full disk
+/// leaves), saying so in `notes`. Returns whether a CSV header must still be written.
+fn prepare_append(
+    path: &Path,
+    format: Format,
+    notes: &mut Vec<String>,
+) -> Result<bool, OutputError> {
+    use std::io::{Seek, SeekFrom};
+    let refuse = |why: String| OutputError::CannotAppend(path.to_path_buf(), why);
+    let meta = std::fs::symlink_metadata(path).map_err(|e| OutputError::Create(path.into(), e))?;
+    if !meta.is_file() {
+        return Err(refuse("it is not a regular file".into()));
+    }
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| OutputError::Create(path.into(), e))?;
+    let len = meta.len();
+    // The end of the last complete line: search back from the end.
+    let mut keep = 0u64;
+    let mut pos = len;
+    let mut buf = vec![0u8; 64 * 1024];
+    while pos > 0 {
+        let n = (pos as usize).min(buf.len());
+        pos -= n as u64;
+        f.seek(SeekFrom::Start(pos))
+            .and_then(|_| f.read_exact(&mut buf[..n]))
+            .map_err(|e| OutputError::Create(path.into(), e))?;
+        if let Some(i) = memchr::memrchr(b'\n', &buf[..n]) {
+            keep = pos + i as u64 + 1;
+            break;
+        }
+    }
+    if keep < len {
+        f.set_len(keep)
+            .map_err(|e| OutputError::Create(path.into(), e))?;
+        notes.push(format!(
+            "{} ended in an incomplete line ({} bytes with no newline, what a killed recorder or a full disk leaves): cut it off before appending",
+            path.display(),
+            len - keep
+        ));
+    }
+    if keep == 0 {
+        return Ok(true);
+    }
+    let mut head = Vec::new();
+    f.seek(SeekFrom::Start(0))
+        .and_then(|_| {
+            io::BufRead::read_until(
+                &mut io::BufReader::new(&mut f).take(1 << 20),
+                b'\n',
+                &mut head,
+            )
+        })
+        .map_err(|e| OutputError::Create(path.into(), e))?;
+    let found = if head.first() == Some(&b'{') {
+        Format::Jsonl
+    } else {
+        Format::Csv
+    };
+    if found != format {
+        let name = |f: Format| match f {
+            Format::Csv => "CSV",
+            Format::Jsonl => "JSON Lines",
+        };
+        return Err(refuse(format!(
+            "it is a {} recording and this one is {} (name the format with --format, or use another file)",
+            name(found),
+            name(format)
+        )));
+    }
+    if format == Format::Csv && head.trim_ascii_end() != csv::header().as_bytes() {
+        return Err(refuse(
+            "its header differs from this memmon's columns".into(),
+        ));
+    }
+    Ok(false)
+}
+
+/// The sessions recorded in a CSV recording's sidecar before this one, oldest first (the
+/// sidecar's own session last, its `earlier_sessions` before it). A missing sidecar is none;
+/// an unreadable one is refused rather than replaced.
+fn earlier_sessions(side: &Path) -> Result<Vec<Meta>, OutputError> {
+    let text = match std::fs::read_to_string(side) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(OutputError::Create(side.to_path_buf(), e)),
+    };
+    let mut last: Meta = serde_json::from_str(&text).map_err(|e| {
+        OutputError::CannotAppend(
+            side.to_path_buf(),
+            format!("its metadata is not valid ({e}); it would be lost"),
+        )
+    })?;
+    let mut all = std::mem::take(&mut last.earlier_sessions);
+    all.push(last);
+    Ok(all)
 }
 
 /// `run.csv` → `run.csv.meta.json`.
@@ -588,6 +797,42 @@ mod tests {
         let info = read_recording(&p, |_| n += 1).unwrap();
         assert_eq!(n, 59_999);
         assert_eq!(info.truncated_line, Some(60_001));
+    }
+
+    #[test]
+    fn a_sidecar_of_one_session_without_earlier_sessions_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.csv");
+        std::fs::write(&p, csv::header() + "\n").unwrap();
+        // A sidecar as memmon wrote it before `earlier_sessions` existed.
+        let old = r#"{"format":"memmon-recording","schema_version":1,"memmon_version":"0.1.0",
+            "host":"h","kernel":"6.1","page_size_bytes":4096,"started_unix_ms":1,
+            "interval_s":0.1,"interval":"100ms","target":{"mode":"pid","spec":"7","pid":7,
+            "start_time_ticks":1,"comm":"x","cmdline":"x"},"children":true,"sources":[],
+            "columns":[]}"#;
+        std::fs::write(sidecar_path(&p), old).unwrap();
+        let info = read_recording(&p, |_| {}).unwrap();
+        assert!(info.meta.unwrap().earlier_sessions.is_empty());
+        // Appending turns it into the first of the earlier sessions.
+        let sessions = earlier_sessions(&sidecar_path(&p)).unwrap();
+        assert_eq!(sessions.len(), 1);
+        assert_eq!(sessions[0].interval, "100ms");
+    }
+
+    #[test]
+    fn append_refuses_a_sidecar_it_cannot_read_rather_than_lose_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        std::fs::write(&p, csv::header() + "\n").unwrap();
+        std::fs::write(sidecar_path(&p), "{ not json").unwrap();
+        let err = Output::create(Some(&p), Format::Csv, false, true)
+            .err()
+            .unwrap();
+        assert!(matches!(err, OutputError::CannotAppend(..)), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(sidecar_path(&p)).unwrap(),
+            "{ not json"
+        );
     }
 
     #[test]

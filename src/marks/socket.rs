@@ -8,7 +8,7 @@ use crate::sample::Event;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -89,6 +89,7 @@ pub fn default_path() -> Result<PathBuf, SocketError> {
         .pop()
         .expect("the temp directory is always a candidate");
     if let Some(xdg) = dirs.into_iter().find(|d| is_private(d)) {
+        remove_stale(&xdg);
         return Ok(xdg.join(format!("memmon-{}.sock", std::process::id())));
     }
     if !dir.is_dir() {
@@ -101,7 +102,30 @@ pub fn default_path() -> Result<PathBuf, SocketError> {
     if !is_private(&dir) {
         return Err(SocketError::NotPrivate(dir));
     }
+    remove_stale(&dir);
     Ok(dir.join(format!("memmon-{}.sock", std::process::id())))
+}
+
+/// Removes the default-named sockets in `dir` that nobody answers on: what a recorder killed
+/// with SIGKILL leaves (it never ran its cleanup). A socket a recorder answers on is kept, and
+/// so is anything that is not a socket.
+pub fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_str().is_some_and(is_socket_name) {
+            continue;
+        }
+        let path = e.path();
+        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        let refused = matches!(UnixStream::connect(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused);
+        if is_socket && refused {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// A directory owned by us that nobody else can enter.
@@ -144,7 +168,14 @@ impl Listener {
             let _ = std::fs::remove_file(path);
         }
         let create = |e: std::io::Error| SocketError::Create(path.to_path_buf(), e);
-        let listener = UnixListener::bind(path).map_err(create)?;
+        // Created 0600 by the umask, not chmod'ed after: a chmod by path would follow a symlink
+        // swapped in between. (Only the marker setup runs now: no other thread creates files.)
+        // SAFETY: umask has no preconditions.
+        let old_mask = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above.
+        unsafe { libc::umask(old_mask) };
+        let listener = bound.map_err(create)?;
         let ino = std::fs::symlink_metadata(path)
             .map(|m| m.ino())
             .map_err(create)?;
@@ -152,7 +183,6 @@ impl Listener {
             path: path.to_path_buf(),
             ino,
         };
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(create)?;
         listener.set_nonblocking(true).map_err(create)?;
         Ok(Listener { listener, file })
     }
@@ -313,6 +343,7 @@ fn is_socket_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn only_default_socket_names_are_recognised() {
@@ -331,6 +362,22 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert!(matches!(Listener::bind(&path), Err(SocketError::InUse(_))));
+        drop(live);
+    }
+
+    #[test]
+    fn stale_default_sockets_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join("memmon-999999.sock");
+        drop(UnixListener::bind(&stale).unwrap()); // a killed recorder's socket
+        let live_path = dir.path().join("memmon-1.sock");
+        let live = UnixListener::bind(&live_path).unwrap();
+        let other = dir.path().join("other.sock");
+        drop(UnixListener::bind(&other).unwrap());
+        remove_stale(dir.path());
+        assert!(!stale.exists());
+        assert!(live_path.exists());
+        assert!(other.exists());
         drop(live);
     }
 

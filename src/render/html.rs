@@ -434,15 +434,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     };
     let to_stdout = output.as_os_str() == "-";
     let output = crate::format::absolute(output);
-    if !to_stdout && output.exists() && !args.force {
-        return Err(CodedError::new(
-            ExitCode::Usage,
-            format!(
-                "{} already exists: pass --force to overwrite it",
-                output.display()
-            ),
-        ));
-    }
+    crate::output::check_outputs(&[(&output, "-o")], args.force)
+        .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
     let report = Report::build(
         &args.files,
         &args.new,
@@ -463,15 +456,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             .context("cannot write to stdout")?;
         out.flush().context("cannot write to stdout")?;
     } else {
-        let mut f = std::fs::OpenOptions::new();
-        f.write(true);
-        if args.force {
-            f.create(true).truncate(true);
-        } else {
-            f.create_new(true);
-        }
-        f.open(&output)
-            .and_then(|mut f| f.write_all(html.as_bytes()))
+        crate::output::write_whole(&output, html.as_bytes(), args.force)
             .with_context(|| format!("cannot write {}", output.display()))?;
         eprintln!(
             "memmon: wrote the report of {} recording{} to {} ({})",

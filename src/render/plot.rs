@@ -182,6 +182,8 @@ pub struct PlotOptions {
     pub series: Vec<SizeColumn>,
     /// The title; by default the files' names.
     pub title: Option<String>,
+    /// Replace an existing file (`--force`); without it an existing file is refused.
+    pub force: bool,
 }
 
 impl Default for PlotOptions {
@@ -192,6 +194,7 @@ impl Default for PlotOptions {
             parts: false,
             series: Vec::new(),
             title: None,
+            force: false,
         }
     }
 }
@@ -379,26 +382,28 @@ pub fn draw(
                 draw_on(&root, traces, opts, true).map_err(|e| draw_err(e.to_string()))?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
-            std::fs::write(out, text).map_err(|e| PlotError::Write(out.to_path_buf(), e))
+            crate::output::write_whole(out, text.as_bytes(), opts.force)
+                .map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
         ImageFormat::Png => {
-            // Created here first, so that an unwritable path gets the system's plain message.
-            let file =
-                std::fs::File::create(out).map_err(|e| PlotError::Write(out.to_path_buf(), e))?;
             let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
             {
                 let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
                 draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()))?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
-            write_png(file, &rgb, size).map_err(|e| PlotError::Write(out.to_path_buf(), e))
+            // Encoded into a fresh temporary file of our own, renamed over `out` when complete.
+            crate::output::write_via(out, opts.force, |tmp| {
+                write_png(tmp.as_file_mut(), &rgb, size)
+            })
+            .map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
     }
 }
 
 /// Encodes an RGB buffer as an 8-bit PNG (plotters draws it; the `png` crate alone encodes it,
 /// so no image library with its decoders is linked in).
-fn write_png(file: std::fs::File, rgb: &[u8], (width, height): (u32, u32)) -> io::Result<()> {
+fn write_png(file: &mut std::fs::File, rgb: &[u8], (width, height): (u32, u32)) -> io::Result<()> {
     let mut encoder = png::Encoder::new(io::BufWriter::new(file), width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);

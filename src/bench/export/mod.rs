@@ -58,8 +58,18 @@ fn is_stdout(p: &Path) -> bool {
     p.as_os_str() == "-"
 }
 
-/// Writes every export; an existing file is replaced (exports are results, not recordings).
-pub fn write_all(targets: &[ExportTarget], report: &BenchReport) -> anyhow::Result<()> {
+/// The exports' paths with their flags, for `output::check_outputs` before the bench starts.
+pub fn paths(targets: &[ExportTarget]) -> Vec<(&Path, &'static str)> {
+    targets.iter().map(|t| (t.path.as_path(), t.flag)).collect()
+}
+
+/// Writes every export, each file whole (see `output::write_whole`); an existing file was
+/// refused before the bench started unless `force`.
+pub fn write_all(
+    targets: &[ExportTarget],
+    report: &BenchReport,
+    force: bool,
+) -> anyhow::Result<()> {
     for t in targets {
         let bytes = t.exporter.serialize(report)?;
         if is_stdout(&t.path) {
@@ -68,7 +78,7 @@ pub fn write_all(targets: &[ExportTarget], report: &BenchReport) -> anyhow::Resu
                 .and_then(|_| out.flush())
                 .context("cannot write to stdout")?;
         } else {
-            std::fs::write(&t.path, &bytes)
+            crate::output::write_whole(&t.path, &bytes, force)
                 .with_context(|| format!("cannot write {} ({})", t.path.display(), t.flag))?;
         }
     }
