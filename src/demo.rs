@@ -44,6 +44,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         procfs: ProcFs::default(),
         phase_peaks: false,
         capture_stdout: false,
+        env: Vec::new(),
     };
     let outcome = Recorder::start(opts)?.run()?;
     if let Some(p) = &outcome.output {

@@ -114,6 +114,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         procfs: ProcFs::default(),
         phase_peaks: args.marks.phase_peaks,
         capture_stdout: args.marks.mark_stdout.is_some(),
+        env: Vec::new(),
     };
     if args.marks.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
         return Err(usage(

@@ -57,6 +57,9 @@ pub struct RecordOptions {
     pub phase_peaks: bool,
     /// Give a launched command a pipe for its stdout, for `take_command_stdout` (`--mark-stdout`).
     pub capture_stdout: bool,
+    /// Variables added to a launched command's environment (`bench` sets MEMMON_BENCH_RUN);
+    /// given to that command alone, never set in memmon's own, threaded, process.
+    pub env: Vec<(String, String)>,
 }
 
 /// Messages other threads send to a running recorder (markers, benchmark runs).
@@ -156,7 +159,7 @@ impl Recorder {
             (Some(h), _) => (h, Watched::Attached),
             (None, TargetSpec::Command(args)) => {
                 let data_on_stdout = out.path().is_none();
-                let (pid, stdout) = match launch(args, data_on_stdout, opts.capture_stdout) {
+                let (pid, stdout) = match launch(args, &opts.env, data_on_stdout, opts.capture_stdout) {
                     Ok(launched) => launched,
                     Err(e) => {
                         // Nothing was recorded: leave no empty file behind (unless appending).
@@ -809,12 +812,14 @@ fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<ProcHa
 /// It gets SIGTERM if memmon dies.
 fn launch(
     args: &[String],
+    env: &[(String, String)],
     data_on_stdout: bool,
     pipe_stdout: bool,
 ) -> anyhow::Result<(i32, Option<std::process::ChildStdout>)> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&args[0]);
-    cmd.args(&args[1..]);
+    cmd.args(&args[1..])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     if pipe_stdout {
         cmd.stdout(std::process::Stdio::piped());
     } else if data_on_stdout {

@@ -383,3 +383,74 @@ fn marker_flags_without_a_daemon_are_refused() {
         .code(2)
         .stderr(predicate::str::contains("--mark-stdout"));
 }
+
+/// A client that, in run 1 only, leaves a process holding 60 MiB behind, then allocates 5 MiB
+/// itself; in the other runs it allocates only the 5 MiB.
+fn client_leaving_an_orphan_in_run_1() -> Vec<String> {
+    let me = memmon_path().display().to_string();
+    let script = format!(
+        "if [ \"$MEMMON_BENCH_RUN\" = 1 ]; then '{me}' workload alloc:60MiB hold:120s & fi; \
+         exec '{me}' workload alloc:5MiB hold:1s"
+    );
+    vec!["sh".into(), "-c".into(), script]
+}
+
+#[test]
+fn a_run_s_orphan_is_ended_and_not_billed_to_the_next_run() {
+    let dir = tempdir();
+    let out = dir.path().join("bench.json");
+    let assert = memmon()
+        .args(["bench", "-n", "2", "-i", "50ms", "--export-json"])
+        .arg(&out)
+        .arg("--")
+        .args(client_leaving_an_orphan_in_run_1())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("run 1 left 1 process behind"));
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let report = json(&out);
+    let runs = runs(&report);
+    assert_eq!(runs.len(), 2, "{stderr}");
+    // Run 1 owns its orphan: the tree's sampled peak holds its 60 MiB.
+    assert!(u(&runs[0]["peak_rss_bytes"]) >= 60 * MIB, "{}", runs[0]);
+    let left = &runs[0]["leftovers"];
+    assert_eq!(u(&left["processes"]), 1, "{left}");
+    assert!(u(&left["rss_bytes"]) >= 60 * MIB, "{left}");
+    let orphan = left["pids"][0].as_i64().unwrap() as i32;
+    // Run 2 started nothing but its 5 MiB: its peak is not inflated by run 1's orphan.
+    let peak2 = u(&runs[1]["peak_rss_bytes"]);
+    assert!(peak2 < 30 * MIB, "run 2's peak {peak2} B: {}", runs[1]);
+    assert!(runs[1]["leftovers"].is_null(), "{}", runs[1]);
+    // The orphan is gone (ended and reaped), not running on after the bench.
+    assert!(!Path::new(&format!("/proc/{orphan}")).exists() || {
+        let stat = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
+        !stat.contains("(memmon)")
+    });
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("run 1 left 1 process behind")),
+        "{}",
+        report["notes"]
+    );
+}
+
+#[test]
+fn each_client_run_gets_its_number_through_its_environment() {
+    let dir = tempdir();
+    let log = dir.path().join("env.log");
+    let script = format!(
+        "echo \"run=$MEMMON_BENCH_RUN warmup=${{MEMMON_BENCH_WARMUP:-none}}\" >> '{}'",
+        log.display()
+    );
+    memmon()
+        .args(["bench", "-q", "--warmup", "2", "-n", "2", "--", "sh", "-c", &script])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "run=0 warmup=1\nrun=0 warmup=2\nrun=1 warmup=none\nrun=2 warmup=none\n"
+    );
+}
