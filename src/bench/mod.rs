@@ -232,13 +232,7 @@ impl BenchReport {
         let pairs: Vec<(u64, u64, u32)> = self
             .runs
             .iter()
-            .filter_map(|r| {
-                Some((
-                    r.rss_before_bytes?,
-                    r.rss_after_bytes?,
-                    r.processes_after?,
-                ))
-            })
+            .filter_map(|r| Some((r.rss_before_bytes?, r.rss_after_bytes?, r.processes_after?)))
             .collect();
         self.leak = stats::leak_check(&pairs);
     }

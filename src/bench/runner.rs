@@ -733,7 +733,9 @@ fn descendants(opts: &BenchOptions) -> Vec<(i32, String, u64)> {
         if pid == me || !descends_from(opts, pid, me) {
             continue;
         }
-        let Ok(h) = opts.procfs.open(pid) else { continue };
+        let Ok(h) = opts.procfs.open(pid) else {
+            continue;
+        };
         // A zombie has no memory and only waits to be reaped.
         if let Some(m) = h.read_status(&mut buf).ok().filter(|m| m.has_mm) {
             out.push((pid, h.comm.clone(), m.rss));
@@ -882,7 +884,10 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             phase_peaks: false,
             // When stdout carries data, the command's output goes to stderr instead.
             capture_stdout: opts.stdout_is_data,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
         };
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
