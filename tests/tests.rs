@@ -11,3 +11,4 @@ mod plot;
 mod record;
 mod report;
 mod summary;
+mod targets;
