@@ -422,10 +422,12 @@ fn a_run_s_orphan_is_ended_and_not_billed_to_the_next_run() {
     assert!(peak2 < 30 * MIB, "run 2's peak {peak2} B: {}", runs[1]);
     assert!(runs[1]["leftovers"].is_null(), "{}", runs[1]);
     // The orphan is gone (ended and reaped), not running on after the bench.
-    assert!(!Path::new(&format!("/proc/{orphan}")).exists() || {
-        let stat = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
-        !stat.contains("(memmon)")
-    });
+    assert!(
+        !Path::new(&format!("/proc/{orphan}")).exists() || {
+            let stat = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
+            !stat.contains("(memmon)")
+        }
+    );
     assert!(
         report["notes"]
             .as_array()
@@ -446,11 +448,62 @@ fn each_client_run_gets_its_number_through_its_environment() {
         log.display()
     );
     memmon()
-        .args(["bench", "-q", "--warmup", "2", "-n", "2", "--", "sh", "-c", &script])
+        .args([
+            "bench", "-q", "--warmup", "2", "-n", "2", "--", "sh", "-c", &script,
+        ])
         .assert()
         .success();
     assert_eq!(
         std::fs::read_to_string(&log).unwrap(),
         "run=0 warmup=1\nrun=0 warmup=2\nrun=1 warmup=none\nrun=2 warmup=none\n"
     );
+}
+
+#[test]
+fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempdir();
+    let fifo = dir.path().join("requests");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // A daemon (bash, its builtins fork nothing) that starts one more 8 MiB worker, which stays,
+    // at each request: its RSS after each run rises, but so does its number of processes.
+    let me = memmon_path().display().to_string();
+    let script = format!(
+        "exec 3<>'{}'; while :; do if read -t 0.05 -u 3 x; then '{me}' workload alloc:8MiB hold:600s & fi; done",
+        fifo.display()
+    );
+    let mut daemon = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = daemon.id() as i32;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = dir.path().join("bench.json");
+    let client = format!("echo go > '{}'; sleep 1", fifo.display());
+    let result = memmon()
+        .args(["bench", "-n", "3", "-i", "100ms", "--pid"])
+        .arg(daemon.id().to_string())
+        .arg("--export-json")
+        .arg(&out)
+        .args(["--", "sh", "-c", &client])
+        .output()
+        .unwrap();
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = daemon.wait();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let report = json(&out);
+    let runs = runs(&report);
+    let after: Vec<u64> = runs.iter().map(|r| u(&r["rss_after_bytes"])).collect();
+    let procs: Vec<u64> = runs.iter().map(|r| u(&r["processes_after"])).collect();
+    // The rise a leak check would call out is there...
+    assert!(after.windows(2).all(|w| w[1] > w[0] + 4 * MIB), "{after:?}");
+    assert_eq!(procs, vec![2, 3, 4], "{}", report["runs"]);
+    // ...but it comes from new processes, not from a leak.
+    assert_eq!(report["leak"]["suspected"], false, "{}", report["leak"]);
+    let msg = report["leak"]["message"].as_str().unwrap();
+    assert!(msg.contains("between 2 and 4 processes"), "{msg}");
 }
