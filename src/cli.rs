@@ -10,6 +10,10 @@ fn duration(s: &str) -> Result<Duration, String> {
     crate::units::parse_duration(s)
 }
 
+fn interval(s: &str) -> Result<Duration, String> {
+    crate::units::parse_interval(s)
+}
+
 fn size(s: &str) -> Result<u64, String> {
     crate::units::parse_size(s)
 }
@@ -164,7 +168,7 @@ pub struct DemoArgs {
     pub output: Option<PathBuf>,
 
     /// Time between samples
-    #[arg(short, long, default_value = "50ms", value_parser = duration, value_name = "DURATION")]
+    #[arg(short, long, default_value = "50ms", value_parser = interval, value_name = "DURATION")]
     pub interval: Duration,
 
     /// Print nothing but errors
@@ -362,8 +366,8 @@ pub struct MarkCommandArgs {
 /// The recorder's sampling and output flags, as `record` has them (for `bench`).
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
-    /// Time between samples: 1s, 250ms, 100us or plain seconds (0.5)
-    #[arg(short, long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
+    /// Time between samples: 1s, 250ms, 100us (the shortest) or plain seconds (0.5)
+    #[arg(short, long, default_value = "1s", value_parser = interval, value_name = "DURATION")]
     pub interval: Duration,
 
     /// Watch the process alone, not its descendants

@@ -70,6 +70,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         phase_peaks: false,
         reset_peak: false,
         capture_stdout: false,
+        env: Vec::new(),
     };
     let outcome = Recorder::start(opts)?.run()?;
     if let Some(p) = &outcome.output {

@@ -146,6 +146,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         phase_peaks: args.marks.phase_peaks,
         reset_peak: args.reset_peak,
         capture_stdout: args.marks.mark_stdout.is_some(),
+        env: Vec::new(),
     };
     if args.marks.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
         return Err(usage(

@@ -62,6 +62,9 @@ pub struct RecordOptions {
     pub reset_peak: bool,
     /// Give a launched command a pipe for its stdout, for `take_command_stdout` (`--mark-stdout`).
     pub capture_stdout: bool,
+    /// Variables added to a launched command's environment (`bench` sets MEMMON_BENCH_RUN);
+    /// given to that command alone, never set in memmon's own, threaded, process.
+    pub env: Vec<(String, String)>,
 }
 
 /// Messages other threads send to a running recorder (markers, benchmark runs).
@@ -141,6 +144,9 @@ pub struct Recorder {
     watch: Option<mpsc::Sender<Sample>>,
     /// The metadata written at the start: the summary at the end reads it as `summary` would.
     meta: Meta,
+    /// `--pidfile`: the pidfile as it was when it named the current target; a restart needs a
+    /// rewritten pidfile.
+    pidfile_stamp: Option<target::PidfileStamp>,
 }
 
 impl Recorder {
@@ -154,9 +160,12 @@ impl Recorder {
             .unwrap_or(Format::Csv);
 
         // Attach: find the target before creating anything, so a wrong PID leaves no file.
-        let attached = match &opts.target {
-            TargetSpec::Command(_) => None,
-            spec => Some(find_target(&opts, spec)?),
+        let (attached, pidfile_stamp) = match &opts.target {
+            TargetSpec::Command(_) => (None, None),
+            spec => {
+                let r = find_target(&opts, spec)?;
+                (Some(r.handle), r.pidfile)
+            }
         };
         let out = Output::create(opts.output.as_deref(), format, opts.force, opts.append)
             .map_err(output_error)?;
@@ -166,16 +175,17 @@ impl Recorder {
             (Some(h), _) => (h, Watched::Attached),
             (None, TargetSpec::Command(args)) => {
                 let data_on_stdout = out.path().is_none();
-                let (pid, stdout) = match launch(args, data_on_stdout, opts.capture_stdout) {
-                    Ok(launched) => launched,
-                    Err(e) => {
-                        // Nothing was recorded: leave no empty file behind (unless appending).
-                        if let (Some(p), false) = (out.path(), opts.append) {
-                            let _ = std::fs::remove_file(p);
+                let (pid, stdout) =
+                    match launch(args, &opts.env, data_on_stdout, opts.capture_stdout) {
+                        Ok(launched) => launched,
+                        Err(e) => {
+                            // Nothing was recorded: leave no empty file behind (unless appending).
+                            if let (Some(p), false) = (out.path(), opts.append) {
+                                let _ = std::fs::remove_file(p);
+                            }
+                            return Err(e);
                         }
-                        return Err(e);
-                    }
-                };
+                    };
                 command_stdout = stdout;
                 let h = opts
                     .procfs
@@ -228,6 +238,7 @@ impl Recorder {
             reset_failures: 0,
             watch: None,
             meta,
+            pidfile_stamp,
         };
         rec.out.write_meta(&rec.meta).map_err(output_error)?;
         rec.announce(&rec.meta);
@@ -321,12 +332,6 @@ impl Recorder {
                 end.reason = "signal".into();
                 break;
             }
-            if let Some(limit) = self.opts.duration {
-                if self.start.elapsed() >= limit {
-                    end.reason = "duration".into();
-                    break;
-                }
-            }
             // Control messages: each takes a sample of its own, after the start row.
             while event != Some(Event::Start) {
                 let Ok(msg) = self.control_rx.try_recv() else {
@@ -377,6 +382,12 @@ impl Recorder {
             let first = event == Some(Event::Start);
             match self.tick(event.take()) {
                 Ok(Some(_)) if first => self.reset_at_start(),
+                // The duration's last sample is the one taken at its end (the schedule is cut
+                // to land there): `--duration 3s -i 1s` samples at 0, 1, 2 and 3 s.
+                Ok(Some(_)) if self.duration_reached() => {
+                    end.reason = "duration".into();
+                    break;
+                }
                 Ok(Some(_)) => {}
                 Ok(None) => {
                     // The target has ended.
@@ -436,6 +447,9 @@ impl Recorder {
                 self.missed += behind;
                 deadline += interval * behind as u32;
             }
+            if let Some(limit) = self.opts.duration {
+                deadline = deadline.min(self.start + limit);
+            }
             woken_by_control = self.sleep_until(deadline);
         }
 
@@ -458,6 +472,13 @@ impl Recorder {
             self.last_pss_read();
         }
         self.finish(end, Some(exit), None)
+    }
+
+    /// True once `--duration` has passed since the start.
+    fn duration_reached(&self) -> bool {
+        self.opts
+            .duration
+            .is_some_and(|limit| self.start.elapsed() >= limit)
     }
 
     /// Takes one sample of the tree and writes it. `Ok(None)` when the target has ended.
@@ -663,7 +684,12 @@ impl Recorder {
     /// Waits for a new process behind the pidfile or name. `None` if a signal or the duration
     /// limit came first.
     fn wait_for_restart(&mut self) -> Option<i32> {
-        let old = self.tree.root().map(|h| (h.pid, h.start_time));
+        let old = self.tree.root().map_or((0, 0), |h| (h.pid, h.start_time));
+        // The old process was alive at the previous tick: a `--name` successor started after
+        // that (one clock tick of slack), never before.
+        let interval_ticks = (self.opts.interval.as_secs_f64() * clock_ticks_per_s()) as u64;
+        let not_before = target::boot_ticks_now(&self.opts.procfs)
+            .map_or(0, |now| now.saturating_sub(interval_ticks + 1));
         if !self.opts.quiet {
             self.live.clear();
             eprintln!("memmon: the target exited; waiting for it to restart (Ctrl-C to stop)");
@@ -676,16 +702,20 @@ impl Recorder {
                 }
             }
             let found = match &self.opts.target {
-                TargetSpec::Pidfile(path) => target::read_pidfile(path)
-                    .ok()
-                    .and_then(|pid| self.opts.procfs.open(pid).ok()),
-                TargetSpec::Name(re) => target::find_by_name(&self.opts.procfs, re)
-                    .ok()
-                    .flatten()
-                    .map(|r| r.handle),
+                TargetSpec::Pidfile(path) => {
+                    target::pidfile_successor(&self.opts.procfs, path, old, self.pidfile_stamp).map(
+                        |(h, stamp)| {
+                            self.pidfile_stamp = Some(stamp);
+                            h
+                        },
+                    )
+                }
+                TargetSpec::Name(re) => {
+                    target::name_successor(&self.opts.procfs, re, old, not_before)
+                }
                 _ => None,
             };
-            if let Some(h) = found.filter(|h| Some((h.pid, h.start_time)) != old) {
+            if let Some(h) = found {
                 let pid = h.pid;
                 if !self.opts.quiet {
                     eprintln!(
@@ -898,21 +928,23 @@ fn samples_text(n: u64) -> String {
     }
 }
 
-fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<ProcHandle> {
+fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<target::Resolved> {
     let mut announced = false;
     loop {
         match target::resolve(&opts.procfs, spec) {
-            Ok(r) => {
-                if let Some(note) = r.note {
+            Ok(mut r) => {
+                if let Some(note) = r.note.take() {
                     if !opts.quiet {
                         eprintln!("memmon: {note}");
                     }
                 }
-                return Ok(r.handle);
+                return Ok(r);
             }
+            // An empty pidfile is one being written: waited on like a missing one.
             Err(
                 TargetError::NoMatch(_)
                 | TargetError::PidfileStale(..)
+                | TargetError::PidfileEmpty(..)
                 | TargetError::PidfileUnreadable(..),
             ) if opts.wait => {
                 if !announced && !opts.quiet {
@@ -932,7 +964,11 @@ fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<ProcHa
             }
             Err(e) => {
                 let code = match e {
-                    TargetError::PidfileGarbage(..) => ExitCode::Usage,
+                    TargetError::PidfileGarbage(..)
+                    | TargetError::PidfileNotRegular(..)
+                    | TargetError::PidfileTooLarge(..)
+                    | TargetError::KernelThread { .. }
+                    | TargetError::Thread { .. } => ExitCode::Usage,
                     _ => ExitCode::NoTarget,
                 };
                 return Err(CodedError::new(code, e.to_string()));
@@ -946,12 +982,14 @@ fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<ProcHa
 /// It gets SIGTERM if memmon dies.
 fn launch(
     args: &[String],
+    env: &[(String, String)],
     data_on_stdout: bool,
     pipe_stdout: bool,
 ) -> anyhow::Result<(i32, Option<std::process::ChildStdout>)> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&args[0]);
-    cmd.args(&args[1..]);
+    cmd.args(&args[1..])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     if pipe_stdout {
         cmd.stdout(std::process::Stdio::piped());
     } else if data_on_stdout {
@@ -1029,6 +1067,11 @@ fn open_pidfd(h: &ProcHandle) -> Option<OwnedFd> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // The PID might have been reused between opening the handle and the pidfd.
     h.is_alive().then_some(fd)
+}
+
+fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
 
 /// Finer timer slack for short intervals, so a 100 µs schedule is kept.

@@ -4,6 +4,7 @@
 
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use regex::Regex;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -72,6 +73,25 @@ pub enum TargetError {
     PidfileGarbage(PathBuf, String),
     #[error("pidfile {0} names PID {1}, but no such process runs (a stale pidfile?) (--pidfile)")]
     PidfileStale(PathBuf, i32),
+    #[error("pidfile {0} is empty (still being written?) (--pidfile; add --wait to wait for it)")]
+    PidfileEmpty(PathBuf),
+    #[error("pidfile {0} is {1}, not a regular file (--pidfile)")]
+    PidfileNotRegular(PathBuf, &'static str),
+    #[error("pidfile {0} is larger than {max} bytes: not a pidfile (--pidfile)", max = PIDFILE_MAX_BYTES)]
+    PidfileTooLarge(PathBuf),
+    #[error("PID {pid} ({comm}) is a kernel thread: it has no user memory to record ({flag})")]
+    KernelThread {
+        pid: i32,
+        comm: String,
+        flag: &'static str,
+    },
+    #[error("PID {tid} is a thread of process {tgid} ({comm}), not a process: give {flag} {tgid}, its thread group leader")]
+    Thread {
+        tid: i32,
+        tgid: i32,
+        comm: String,
+        flag: &'static str,
+    },
     #[error("no process matches --name '{0}' (add --wait to wait for one)")]
     NoMatch(String),
     #[error("--name '{regex}' matches {count} unrelated processes; choose one with --pid or a narrower regex:\n{list}")]
@@ -85,15 +105,25 @@ pub enum TargetError {
 /// Resolves a PID, pidfile or name to one running process.
 pub fn resolve(procfs: &ProcFs, spec: &TargetSpec) -> Result<Resolved, TargetError> {
     match spec {
-        TargetSpec::Pid(pid) => procfs.open(*pid).map(Resolved::only).map_err(|e| match e {
-            ProcError::NoSuchProcess(p) => TargetError::NoSuchPid(p),
-            other => TargetError::Proc(other),
-        }),
+        TargetSpec::Pid(pid) => {
+            let h = procfs.open(*pid).map_err(|e| match e {
+                ProcError::NoSuchProcess(p) => TargetError::NoSuchPid(p),
+                other => TargetError::Proc(other),
+            })?;
+            check_user_process(procfs, &h, "--pid")?;
+            Ok(Resolved::only(h))
+        }
         TargetSpec::Pidfile(path) => {
-            let pid = read_pidfile(path)?;
-            procfs.open(pid).map(Resolved::only).map_err(|e| match e {
+            let read = read_pidfile_stamped(path)?;
+            let h = procfs.open(read.pid).map_err(|e| match e {
                 ProcError::NoSuchProcess(p) => TargetError::PidfileStale(path.clone(), p),
                 other => TargetError::Proc(other),
+            })?;
+            check_user_process(procfs, &h, "--pidfile")?;
+            Ok(Resolved {
+                handle: h,
+                note: None,
+                pidfile: Some(read.stamp),
             })
         }
         TargetSpec::Name(re) => {
@@ -107,26 +137,191 @@ pub fn resolve(procfs: &ProcFs, spec: &TargetSpec) -> Result<Resolved, TargetErr
 pub struct Resolved {
     pub handle: ProcHandle,
     pub note: Option<String>,
+    /// The pidfile as it was when it named the target (`--pidfile` only).
+    pub pidfile: Option<PidfileStamp>,
 }
 
 impl Resolved {
     fn only(handle: ProcHandle) -> Resolved {
-        Resolved { handle, note: None }
+        Resolved {
+            handle,
+            note: None,
+            pidfile: None,
+        }
     }
 }
 
-/// Reads a pidfile: one positive integer, surrounding blanks allowed.
-pub fn read_pidfile(path: &Path) -> Result<i32, TargetError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| TargetError::PidfileUnreadable(path.to_path_buf(), e))?;
-    let t = text.trim();
-    match t.parse::<i32>() {
-        Ok(p) if p > 0 => Ok(p),
+/// A kernel thread has no memory of its own, and a thread's /proc/TID (reachable though not
+/// listed) shows its whole process's memory under another PID: both are refused, naming `flag`.
+pub fn check_user_process(
+    procfs: &ProcFs,
+    h: &ProcHandle,
+    flag: &'static str,
+) -> Result<(), TargetError> {
+    let dir = procfs.root().join(h.pid.to_string());
+    let status = std::fs::read(dir.join("status")).unwrap_or_default();
+    let stat = std::fs::read(dir.join("stat")).unwrap_or_default();
+    let field = |key: &[u8]| -> Option<i64> {
+        status
+            .split(|&b| b == b'\n')
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse().ok())
+    };
+    // Fields after the command name's `)`: state, ppid, pgrp, session, tty, tpgid, flags.
+    let after = memchr::memrchr(b')', &stat).map_or(&stat[..0], |c| &stat[c + 1..]);
+    let words: Vec<&str> = std::str::from_utf8(after)
+        .unwrap_or("")
+        .split_ascii_whitespace()
+        .collect();
+    let ppid: i64 = words.get(1).and_then(|w| w.parse().ok()).unwrap_or(-1);
+    let flags: u64 = words.get(6).and_then(|w| w.parse().ok()).unwrap_or(0);
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let has_mm = status.windows(6).any(|w| w == b"VmRSS:");
+    if flags & PF_KTHREAD != 0 || (!has_mm && (h.pid == 2 || ppid == 2)) {
+        return Err(TargetError::KernelThread {
+            pid: h.pid,
+            comm: h.comm.clone(),
+            flag,
+        });
+    }
+    if let Some(tgid) = field(b"Tgid:").filter(|&t| t > 0 && t != h.pid as i64) {
+        return Err(TargetError::Thread {
+            tid: h.pid,
+            tgid: tgid as i32,
+            comm: h.comm.clone(),
+            flag,
+        });
+    }
+    Ok(())
+}
+
+/// The most a pidfile may hold: PostgreSQL's postmaster.pid, the longest usual one, is a few
+/// hundred bytes. A larger file (or /dev/zero) is refused instead of read without end.
+pub const PIDFILE_MAX_BYTES: u64 = 4096;
+
+/// One writing of a pidfile: its file (device, inode) and its change and modification times.
+/// A daemon that restarts rewrites its pidfile, so the stamp changes; a pidfile left behind by
+/// a dead daemon keeps its stamp, whatever process later gets the PID it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PidfileStamp {
+    dev: u64,
+    ino: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+/// A PID read from a pidfile, and the pidfile's stamp when it was read.
+#[derive(Debug, Clone, Copy)]
+pub struct PidfileRead {
+    pub pid: i32,
+    pub stamp: PidfileStamp,
+}
+
+/// Reads a pidfile: the PID is the first line (surrounding blanks allowed); more lines may
+/// follow, as in PostgreSQL's postmaster.pid. Only a regular file of at most
+/// `PIDFILE_MAX_BYTES` is read; it is opened without blocking, so a FIFO cannot hang memmon.
+pub fn read_pidfile_stamped(path: &Path) -> Result<PidfileRead, TargetError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    let unreadable = |e| TargetError::PidfileUnreadable(path.to_path_buf(), e);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let kind = if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_char_device() {
+            "a character device"
+        } else if ft.is_block_device() {
+            "a block device"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_dir() {
+            "a directory"
+        } else {
+            "a special file"
+        };
+        return Err(TargetError::PidfileNotRegular(path.to_path_buf(), kind));
+    }
+    let mut bytes = Vec::new();
+    file.take(PIDFILE_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > PIDFILE_MAX_BYTES {
+        return Err(TargetError::PidfileTooLarge(path.to_path_buf()));
+    }
+    let stamp = PidfileStamp {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+        ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    if text.trim().is_empty() {
+        return Err(TargetError::PidfileEmpty(path.to_path_buf()));
+    }
+    let first = text.lines().next().unwrap_or("").trim();
+    match first.parse::<i32>() {
+        Ok(pid) if pid > 0 => Ok(PidfileRead { pid, stamp }),
         _ => {
-            let shown: String = t.chars().take(40).collect();
+            let shown: String = first.chars().take(40).collect();
             Err(TargetError::PidfileGarbage(path.to_path_buf(), shown))
         }
     }
+}
+
+/// Reads the PID of a pidfile (see `read_pidfile_stamped`).
+pub fn read_pidfile(path: &Path) -> Result<i32, TargetError> {
+    read_pidfile_stamped(path).map(|r| r.pid)
+}
+
+/// The process that took over a pidfile target that ended, if one did. A restart is accepted
+/// only when the pidfile was rewritten since it named the old process (its stamp changed) and
+/// names a live user process other than the old one. The same PID with a new start time is
+/// not enough by itself: a stale pidfile's PID is soon reused by unrelated processes.
+pub fn pidfile_successor(
+    procfs: &ProcFs,
+    path: &Path,
+    old: (i32, u64),
+    old_stamp: Option<PidfileStamp>,
+) -> Option<(ProcHandle, PidfileStamp)> {
+    let read = read_pidfile_stamped(path).ok()?;
+    if old_stamp == Some(read.stamp) {
+        return None;
+    }
+    let h = procfs.open(read.pid).ok()?;
+    if (h.pid, h.start_time) == old || check_user_process(procfs, &h, "--pidfile").is_err() {
+        return None;
+    }
+    Some((h, read.stamp))
+}
+
+/// The process that took over a `--name` target that ended, if one did: a match that started
+/// at or after `not_before` (clock ticks since boot: when the old process was last seen
+/// alive). An older match is a leftover of the old tree or an unrelated process, never a
+/// restart.
+pub fn name_successor(
+    procfs: &ProcFs,
+    re: &Regex,
+    old: (i32, u64),
+    not_before: u64,
+) -> Option<ProcHandle> {
+    let h = find_by_name(procfs, re).ok().flatten()?.handle;
+    ((h.pid, h.start_time) != old && h.start_time >= not_before).then_some(h)
+}
+
+/// Clock ticks since boot now (the unit of a process's start time), from `uptime` under the
+/// /proc root; `None` when it cannot be read.
+pub fn boot_ticks_now(procfs: &ProcFs) -> Option<u64> {
+    let text = std::fs::read_to_string(procfs.root().join("uptime")).ok()?;
+    let secs: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some((secs * hz) as u64)
 }
 
 /// Finds the process whose command name or command line matches `re`. memmon itself and its
@@ -181,6 +376,7 @@ pub fn find_by_name(procfs: &ProcFs, re: &Regex) -> Result<Option<Resolved>, Tar
         return Ok(Some(Resolved {
             handle: h,
             note: Some(note),
+            pidfile: None,
         }));
     }
     let list = matches
@@ -242,6 +438,177 @@ pub fn shell_words(words: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::fs;
+
+    /// A fake /proc/PID: `ppid`, stat `flags`, `tgid`, start time; a user process when `rss_kb`
+    /// is given (a VmRSS line), else memoryless like a kernel thread.
+    fn fake_proc(
+        root: &Path,
+        pid: i32,
+        ppid: i32,
+        flags: u64,
+        tgid: i32,
+        start: u64,
+        rss_kb: Option<u64>,
+    ) {
+        let dir = root.join(pid.to_string());
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("stat"),
+            format!("{pid} (fake{pid}) S {ppid} 1 1 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
+        )
+        .unwrap();
+        let rss = rss_kb.map_or(String::new(), |kb| format!("VmRSS:\t{kb} kB\n"));
+        fs::write(
+            dir.join("status"),
+            format!(
+                "Name:\tfake{pid}\nTgid:\t{tgid}\nPid:\t{pid}\nPPid:\t{ppid}\n{rss}Threads:\t1\n"
+            ),
+        )
+        .unwrap();
+        let cmdline = if rss_kb.is_some() {
+            format!("fake{pid}\0--serve\0")
+        } else {
+            String::new()
+        };
+        fs::write(dir.join("cmdline"), cmdline).unwrap();
+    }
+
+    #[test]
+    fn a_postmaster_pid_names_its_pid_on_line_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("postmaster.pid");
+        fs::write(
+            &p,
+            "4242\n/var/lib/postgresql/15/main\n1764460000\n5432\n/var/run/postgresql\nlocalhost\n  5432001         0\nready   \n",
+        )
+        .unwrap();
+        assert_eq!(read_pidfile(&p).unwrap(), 4242);
+        fs::write(&p, "4242").unwrap(); // no newline, as `echo -n` writes it
+        assert_eq!(read_pidfile(&p).unwrap(), 4242);
+    }
+
+    #[test]
+    fn an_empty_pidfile_is_told_apart_from_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.pid");
+        fs::write(&p, "").unwrap();
+        assert!(matches!(
+            read_pidfile(&p),
+            Err(TargetError::PidfileEmpty(_))
+        ));
+        fs::write(&p, " \n").unwrap();
+        let e = read_pidfile(&p).unwrap_err();
+        assert!(matches!(e, TargetError::PidfileEmpty(_)));
+        assert!(e.to_string().contains("--wait"), "{e}");
+    }
+
+    #[test]
+    fn a_pidfile_that_is_not_a_small_regular_file_is_refused_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_pidfile(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("character device"),
+            "{e}"
+        );
+        // A FIFO with no writer: opening it must not block.
+        let fifo = dir.path().join("fifo.pid");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_pidfile(&fifo).unwrap_err().to_string();
+        assert!(e.contains("fifo.pid") && e.contains("a FIFO"), "{e}");
+        let big = dir.path().join("big.pid");
+        fs::write(&big, format!("42\n{}", "x".repeat(5000))).unwrap();
+        let e = read_pidfile(&big).unwrap_err().to_string();
+        assert!(e.contains("big.pid") && e.contains("4096 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_kernel_thread_or_a_thread_id_is_not_a_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fake_proc(root, 2, 0, 0x208040, 2, 1, None); // kthreadd
+        fake_proc(root, 57, 2, 0x208040, 57, 5, None); // a kworker
+        fake_proc(root, 100, 1, 0x400100, 100, 700, Some(5000));
+        fake_proc(root, 103, 1, 0x400040, 100, 710, Some(5000)); // a thread of 100
+        let procfs = ProcFs::new(root);
+        for pid in [2, 57] {
+            let e = resolve(&procfs, &TargetSpec::Pid(pid))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("kernel thread") && e.contains("--pid"), "{e}");
+        }
+        let e = resolve(&procfs, &TargetSpec::Pid(103))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("thread of process 100") && e.contains("--pid 100"),
+            "{e}"
+        );
+        assert_eq!(
+            resolve(&procfs, &TargetSpec::Pid(100))
+                .ok()
+                .unwrap()
+                .handle
+                .pid,
+            100
+        );
+    }
+
+    #[test]
+    fn a_stale_pidfile_s_reused_pid_is_not_a_restart_until_the_pidfile_is_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("proc");
+        fake_proc(&root, 100, 1, 0x400100, 100, 700, Some(5000));
+        let procfs = ProcFs::new(&root);
+        let pidfile = dir.path().join("d.pid");
+        fs::write(&pidfile, "100\n").unwrap();
+        let r = resolve(&procfs, &TargetSpec::Pidfile(pidfile.clone()))
+            .ok()
+            .unwrap();
+        let old = (100, 700);
+        // The daemon dies leaving its pidfile; an unrelated process gets PID 100.
+        fs::remove_dir_all(root.join("100")).unwrap();
+        fake_proc(&root, 100, 1, 0x400100, 100, 990, Some(300_000));
+        assert!(pidfile_successor(&procfs, &pidfile, old, r.pidfile).is_none());
+        // The daemon restarts as PID 100 again and rewrites its pidfile in place.
+        let f = fs::OpenOptions::new().write(true).open(&pidfile).unwrap();
+        f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(2))
+            .unwrap();
+        let (h, stamp) = pidfile_successor(&procfs, &pidfile, old, r.pidfile).unwrap();
+        assert_eq!((h.pid, h.start_time), (100, 990));
+        assert_ne!(Some(stamp), r.pidfile);
+        // Or it restarts as PID 200, writing a new pidfile and renaming it over the old one.
+        fake_proc(&root, 200, 1, 0x400100, 200, 995, Some(5000));
+        let tmp = dir.path().join("d.pid.tmp");
+        fs::write(&tmp, "200\n").unwrap();
+        fs::rename(&tmp, &pidfile).unwrap();
+        let (h, _) = pidfile_successor(&procfs, &pidfile, old, Some(stamp)).unwrap();
+        assert_eq!(h.pid, 200);
+    }
+
+    #[test]
+    fn a_name_match_older_than_the_old_target_s_end_is_not_its_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // PID 300 was a child of the old target (started at 700), re-parented when it died.
+        fake_proc(root, 300, 1, 0x400100, 300, 800, Some(5000));
+        let procfs = ProcFs::new(root);
+        let re = Regex::new("fake[0-9]+").unwrap();
+        assert!(name_successor(&procfs, &re, (100, 700), 1000).is_none());
+        fs::remove_dir_all(root.join("300")).unwrap();
+        fake_proc(root, 400, 1, 0x400100, 400, 1005, Some(5000));
+        assert_eq!(
+            name_successor(&procfs, &re, (100, 700), 1000).unwrap().pid,
+            400
+        );
+    }
 
     #[test]
     fn pidfiles_hold_one_positive_number() {

@@ -38,6 +38,23 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos((secs * 1e9).round() as u64))
 }
 
+/// The shortest sampling interval: one tick reads a tree's /proc files in tens of microseconds,
+/// so a shorter schedule only piles up missed ticks and writes rows faster than they are read.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
+
+/// Parses a sampling interval (`--interval`), refusing one below `MIN_INTERVAL`.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "--interval {} is below the shortest interval, {}: reading /proc takes longer than that, so almost every tick would be missed",
+            text.trim(),
+            fmt_interval(MIN_INTERVAL)
+        ));
+    }
+    Ok(d)
+}
+
 /// Parses a size: plain bytes (`4096`), binary units (`512KiB`, `8GiB`, `1TiB`), decimal units
 /// (`1KB`, `2GB`) or bytes (`10B`). Fractions are allowed (`1.5GiB`).
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -207,6 +224,16 @@ mod tests {
             fmt_unix_ms(1_771_372_328_313),
             "2026-02-17 23:52:08.313 UTC"
         );
+    }
+
+    #[test]
+    fn an_interval_below_100us_is_refused_naming_the_flag() {
+        assert_eq!(parse_interval("100us").unwrap(), MIN_INTERVAL);
+        for bad in ["100ns", "99us", "0", "0s"] {
+            let e = parse_interval(bad).unwrap_err();
+            assert!(e.contains("--interval") && e.contains("100us"), "{e}");
+        }
+        assert!(parse_interval("banana").is_err());
     }
 
     #[test]

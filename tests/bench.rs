@@ -446,3 +446,127 @@ fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
         .success()
         .stdout(predicate::str::contains(" *"));
 }
+
+/// A client that, in run 1 only, leaves a process holding 60 MiB behind, then allocates 5 MiB
+/// itself; in the other runs it allocates only the 5 MiB.
+fn client_leaving_an_orphan_in_run_1() -> Vec<String> {
+    let me = memmon_path().display().to_string();
+    let script = format!(
+        "if [ \"$MEMMON_BENCH_RUN\" = 1 ]; then '{me}' workload alloc:60MiB hold:120s & fi; \
+         exec '{me}' workload alloc:5MiB hold:1s"
+    );
+    vec!["sh".into(), "-c".into(), script]
+}
+
+#[test]
+fn a_run_s_orphan_is_ended_and_not_billed_to_the_next_run() {
+    let dir = tempdir();
+    let out = dir.path().join("bench.json");
+    let assert = memmon()
+        .args(["bench", "-n", "2", "-i", "50ms", "--export-json"])
+        .arg(&out)
+        .arg("--")
+        .args(client_leaving_an_orphan_in_run_1())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("run 1 left 1 process behind"));
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    let report = json(&out);
+    let runs = runs(&report);
+    assert_eq!(runs.len(), 2, "{stderr}");
+    // Run 1 owns its orphan: the tree's sampled peak holds its 60 MiB.
+    assert!(u(&runs[0]["peak_rss_bytes"]) >= 60 * MIB, "{}", runs[0]);
+    let left = &runs[0]["leftovers"];
+    assert_eq!(u(&left["processes"]), 1, "{left}");
+    assert!(u(&left["rss_bytes"]) >= 60 * MIB, "{left}");
+    let orphan = left["pids"][0].as_i64().unwrap() as i32;
+    // Run 2 started nothing but its 5 MiB: its peak is not inflated by run 1's orphan.
+    let peak2 = u(&runs[1]["peak_rss_bytes"]);
+    assert!(peak2 < 30 * MIB, "run 2's peak {peak2} B: {}", runs[1]);
+    assert!(runs[1]["leftovers"].is_null(), "{}", runs[1]);
+    // The orphan is gone (ended and reaped), not running on after the bench.
+    assert!(
+        !Path::new(&format!("/proc/{orphan}")).exists() || {
+            let stat = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
+            !stat.contains("(memmon)")
+        }
+    );
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("run 1 left 1 process behind")),
+        "{}",
+        report["notes"]
+    );
+}
+
+#[test]
+fn each_client_run_gets_its_number_through_its_environment() {
+    let dir = tempdir();
+    let log = dir.path().join("env.log");
+    let script = format!(
+        "echo \"run=$MEMMON_BENCH_RUN warmup=${{MEMMON_BENCH_WARMUP:-none}}\" >> '{}'",
+        log.display()
+    );
+    memmon()
+        .args([
+            "bench", "-q", "--warmup", "2", "-n", "2", "--", "sh", "-c", &script,
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "run=0 warmup=1\nrun=0 warmup=2\nrun=1 warmup=none\nrun=2 warmup=none\n"
+    );
+}
+
+#[test]
+fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempdir();
+    let fifo = dir.path().join("requests");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // A daemon (bash, its builtins fork nothing) that starts one more 8 MiB worker, which stays,
+    // at each request: its RSS after each run rises, but so does its number of processes.
+    let me = memmon_path().display().to_string();
+    let script = format!(
+        "exec 3<>'{}'; while :; do if read -t 0.05 -u 3 x; then '{me}' workload alloc:8MiB hold:600s & fi; done",
+        fifo.display()
+    );
+    let mut daemon = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = daemon.id() as i32;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = dir.path().join("bench.json");
+    let client = format!("echo go > '{}'; sleep 1", fifo.display());
+    let result = memmon()
+        .args(["bench", "-n", "3", "-i", "100ms", "--pid"])
+        .arg(daemon.id().to_string())
+        .arg("--export-json")
+        .arg(&out)
+        .args(["--", "sh", "-c", &client])
+        .output()
+        .unwrap();
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = daemon.wait();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let report = json(&out);
+    let runs = runs(&report);
+    let after: Vec<u64> = runs.iter().map(|r| u(&r["rss_after_bytes"])).collect();
+    let procs: Vec<u64> = runs.iter().map(|r| u(&r["processes_after"])).collect();
+    // The rise a leak check would call out is there...
+    assert!(after.windows(2).all(|w| w[1] > w[0] + 4 * MIB), "{after:?}");
+    assert_eq!(procs, vec![2, 3, 4], "{}", report["runs"]);
+    // ...but it comes from new processes, not from a leak.
+    assert_eq!(report["leak"]["suspected"], false, "{}", report["leak"]);
+    let msg = report["leak"]["message"].as_str().unwrap();
+    assert!(msg.contains("between 2 and 4 processes"), "{msg}");
+}

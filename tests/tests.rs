@@ -15,3 +15,4 @@ mod report;
 mod setup;
 mod servers;
 mod summary;
+mod targets;

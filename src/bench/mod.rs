@@ -92,6 +92,61 @@ pub struct RunResult {
     /// processes that map them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<crate::analysis::summary::PssReads>,
+    /// Processes in the daemon's tree right after the run (`None` without a daemon); the leak
+    /// check compares RSS after runs only while this stays the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes_after: Option<u32>,
+    /// Processes of a command bench's run still alive once the command exited; they were ended
+    /// before the next run (absent when none were left).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leftovers: Option<Leftovers>,
+}
+
+/// What a run of `bench -- COMMAND` left behind: processes it started that were still alive
+/// (re-parented to memmon, their subreaper) after the command exited. They are ended (SIGTERM,
+/// SIGKILL after 2 s) before the next run, so no run is billed for another's processes.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Leftovers {
+    pub processes: u32,
+    /// Their RSS summed when the command had exited (memory the run's peak may not include).
+    pub rss_bytes: u64,
+    pub pids: Vec<i32>,
+    pub commands: Vec<String>,
+    /// True when some ignored SIGTERM for 2 s and were killed.
+    pub needed_sigkill: bool,
+    /// Still alive after SIGKILL (a process stuck in the kernel); normally 0.
+    pub still_alive: u32,
+}
+
+impl Leftovers {
+    /// `left 1 process behind (PID 42 workload, RSS 60.0 MiB); ended with SIGTERM`.
+    pub fn describe(&self) -> String {
+        let list = self
+            .pids
+            .iter()
+            .zip(&self.commands)
+            .take(5)
+            .map(|(p, c)| format!("PID {p} {c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = if self.pids.len() > 5 { ", …" } else { "" };
+        let how = if self.needed_sigkill {
+            "ended with SIGTERM, then SIGKILL after 2 s"
+        } else {
+            "ended with SIGTERM"
+        };
+        let stuck = if self.still_alive > 0 {
+            format!("; {} still alive after SIGKILL", self.still_alive)
+        } else {
+            String::new()
+        };
+        format!(
+            "left {} process{} behind ({list}{more}; RSS {} in all): {how} before the next run{stuck}",
+            self.processes,
+            if self.processes == 1 { "" } else { "es" },
+            crate::units::fmt_bytes(self.rss_bytes)
+        )
+    }
 }
 
 /// Statistics across the measured runs.
@@ -163,10 +218,10 @@ impl BenchReport {
             }),
             _ => None,
         };
-        let pairs: Vec<(u64, u64)> = self
+        let pairs: Vec<(u64, u64, u32)> = self
             .runs
             .iter()
-            .filter_map(|r| Some((r.rss_before_bytes?, r.rss_after_bytes?)))
+            .filter_map(|r| Some((r.rss_before_bytes?, r.rss_after_bytes?, r.processes_after?)))
             .collect();
         self.leak = stats::leak_check(&pairs);
     }

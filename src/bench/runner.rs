@@ -3,7 +3,7 @@
 //! after it they are read back, so each run's peak is exact whatever the interval. Without a
 //! daemon: each run is recorded in launch mode and its peak is wait4's ru_maxrss of that child.
 
-use super::{BenchOptions, BenchReport, DaemonInfo, PeakScope, PeakSource, RunResult};
+use super::{BenchOptions, BenchReport, DaemonInfo, Leftovers, PeakScope, PeakSource, RunResult};
 use crate::analysis::summary::PssTrack;
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::EndInfo;
@@ -313,6 +313,7 @@ impl Daemon {
             phase_peaks: opts.phase_peaks,
             reset_peak: false,
             capture_stdout: false,
+            env: Vec::new(),
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         let mut rec = Recorder::start(ropts)?;
@@ -452,6 +453,12 @@ impl Daemon {
             }
             cooldown(opts, &self.quit);
         }
+        if opts.warmup > 0 {
+            // The warmup phase ends where the measured runs begin: a marker opens the phase
+            // `runs`, so the last `warmup:K` phase does not run on over the measured runs.
+            self.control
+                .send(Control::Event(Event::Mark("runs".into())));
+        }
         for n in 1..=opts.runs {
             let env = run_env(n, None);
             if let Err(s) = prepare(opts, &env) {
@@ -589,6 +596,8 @@ impl Daemon {
                 samples.iter().for_each(|s| t.push(s));
                 t.reads(first.elapsed_s, last.elapsed_s)
             },
+            processes_after: Some(last.processes),
+            leftovers: None,
         };
         Ok((r, end))
     }
@@ -716,6 +725,85 @@ fn descends_from(opts: &BenchOptions, mut pid: i32, root: i32) -> bool {
     false
 }
 
+/// How long a run's leftovers get between SIGTERM and SIGKILL.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+
+/// memmon's live descendants other than itself, with their RSS: in a command bench, once the
+/// client has been reaped, these are what the run left behind (memmon is their subreaper).
+fn descendants(opts: &BenchOptions) -> Vec<(i32, String, u64)> {
+    let me = std::process::id() as i32;
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    for pid in opts.procfs.all_pids().unwrap_or_default() {
+        if pid == me || !descends_from(opts, pid, me) {
+            continue;
+        }
+        let Ok(h) = opts.procfs.open(pid) else {
+            continue;
+        };
+        // A zombie has no memory and only waits to be reaped.
+        if let Some(m) = h.read_status(&mut buf).ok().filter(|m| m.has_mm) {
+            out.push((pid, h.comm.clone(), m.rss));
+        }
+    }
+    out
+}
+
+/// Reaps every exited child of memmon without blocking.
+fn reap_exited() {
+    loop {
+        let mut status = 0;
+        // SAFETY: reaping any exited child; WNOHANG never blocks.
+        if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } <= 0 {
+            return;
+        }
+    }
+}
+
+/// Ends what a run left behind, so that the next run owns only what it starts: the processes
+/// still alive below memmon once the client has exited get SIGTERM, and SIGKILL after
+/// `LEFTOVER_GRACE`; all are reaped. Returns what was found, or `None` when nothing was left.
+fn end_leftovers(opts: &BenchOptions) -> Option<Leftovers> {
+    reap_exited();
+    let found = descendants(opts);
+    if found.is_empty() {
+        return None;
+    }
+    let signal_all = |sig: i32| {
+        for (pid, _, _) in descendants(opts) {
+            // SAFETY: signalling memmon's own descendant.
+            unsafe { libc::kill(pid, sig) };
+        }
+    };
+    signal_all(libc::SIGTERM);
+    let mut deadline = Instant::now() + LEFTOVER_GRACE;
+    let mut killed = false;
+    loop {
+        reap_exited();
+        if descendants(opts).is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            if killed {
+                break; // unkillable (in D state): reported, not waited on forever
+            }
+            signal_all(libc::SIGKILL);
+            killed = true;
+            deadline = Instant::now() + LEFTOVER_GRACE;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let still = descendants(opts).len() as u32;
+    Some(Leftovers {
+        processes: found.len() as u32,
+        rss_bytes: found.iter().map(|f| f.2).sum(),
+        pids: found.iter().map(|f| f.0).collect(),
+        commands: found.iter().map(|f| f.1.clone()).collect(),
+        needed_sigkill: killed,
+        still_alive: still,
+    })
+}
+
 /// A bench of a command: each run is launched and recorded on its own; its exact peak is
 /// wait4's ru_maxrss of that very child. With `-o`, the runs' samples go into one recording,
 /// each run between its `run-start:N` and `run-end:N` rows.
@@ -802,13 +890,11 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             reset_peak: false,
             // When stdout carries data, the command's output goes to stderr instead.
             capture_stdout: opts.stdout_is_data,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
         };
-        for (k, v) in &env {
-            std::env::set_var(k, v);
-        }
-        if warm.is_none() {
-            std::env::remove_var("MEMMON_BENCH_WARMUP");
-        }
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
         let outcome = match Recorder::start(ropts).and_then(|mut r| {
@@ -833,6 +919,17 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             }
         };
         let wall_s = t0.elapsed().as_secs_f64();
+        let what = match warm {
+            Some(k) => format!("warmup run {k}"),
+            None => format!("run {n}"),
+        };
+        // What the run left behind is ended now, before the next run starts.
+        let leftovers = end_leftovers(opts);
+        if let Some(l) = &leftovers {
+            let msg = format!("{what} {}", l.describe());
+            say(opts, format!("bench: {msg}"));
+            report.notes.push(msg);
+        }
         let end = outcome.summary.end.clone().unwrap_or_default();
         let ce = ClientEnd {
             wall_s,
@@ -846,10 +943,6 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             stop = Some(Stop::Signal(sig));
             break;
         }
-        let what = match warm {
-            Some(k) => format!("warmup run {k}"),
-            None => format!("run {n}"),
-        };
         if warm.is_none() {
             let sampled = outcome.summary.peak_rss_bytes;
             let kernel = end.rusage_maxrss_bytes;
@@ -872,6 +965,8 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 peak_over_floor_bytes: None,
                 processes: outcome.summary.max_processes,
                 pss: outcome.summary.pss,
+                processes_after: None,
+                leftovers,
             };
             progress(opts, &r);
             report.runs.push(r);

@@ -80,28 +80,40 @@ pub struct LeakCheck {
     pub message: String,
 }
 
-/// Checks `(rss_before, rss_after)` of each run, in order. A leak is suspected when the RSS
+/// Checks `(rss_before, rss_after, processes_after)` of each run, in order. A leak is suspected when the RSS
 /// after each run is above the one after the run before, at every run, and the rise from the
 /// first run's end to the last's is more than `LEAK_FLOOR_SHARE` of the idle floor (the RSS
 /// before the first run) and more than `LEAK_MIN_BYTES`. The first run's own growth is left out:
-/// a daemon may warm a cache once. `None` for fewer than two runs.
-pub fn leak_check(runs: &[(u64, u64)]) -> Option<LeakCheck> {
+/// a daemon may warm a cache once. When the number of processes after the runs changed (a
+/// worker started or ended), the RSS after each run is not one set's and no leak is called.
+/// `None` for fewer than two runs.
+pub fn leak_check(runs: &[(u64, u64, u32)]) -> Option<LeakCheck> {
     if runs.len() < 2 {
         return None;
     }
+    let (fewest, most) = runs
+        .iter()
+        .fold((u32::MAX, 0), |(lo, hi), r| (lo.min(r.2), hi.max(r.2)));
     let floor = runs[0].0;
     let first = runs[0].1;
     let last = runs[runs.len() - 1].1;
     let growth = last as i64 - first as i64;
     let threshold = ((floor as f64 * LEAK_FLOOR_SHARE) as u64).max(LEAK_MIN_BYTES);
     let rising = runs.windows(2).all(|w| w[1].1 > w[0].1);
-    let suspected = rising && growth > threshold as i64;
+    let same_set = fewest == most;
+    let suspected = same_set && rising && growth > threshold as i64;
     let rule = format!(
         "1% of the {} idle floor, at least {}",
         fmt_bytes(floor),
         fmt_bytes(LEAK_MIN_BYTES)
     );
-    let message = if suspected {
+    let message = if !same_set {
+        format!(
+            "no leak call: the daemon's tree held between {fewest} and {most} processes after the runs, so its RSS after each run ({} from run 1 to run {}) is not one set of processes' and is not compared",
+            fmt_bytes_signed(growth),
+            runs.len()
+        )
+    } else if suspected {
         format!(
             "possible leak: the daemon's RSS after each run rose at every run, by {} from run 1 to run {} ({} per run; threshold {})",
             fmt_bytes_signed(growth),
@@ -136,6 +148,11 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// Runs of one process each.
+    fn one(runs: &[(u64, u64)]) -> Vec<(u64, u64, u32)> {
+        runs.iter().map(|&(b, a)| (b, a, 1)).collect()
+    }
+
     #[test]
     fn a_steady_rise_above_the_threshold_is_a_suspected_leak() {
         let runs = [
@@ -143,7 +160,7 @@ mod tests {
             (110 * MIB, 120 * MIB),
             (120 * MIB, 130 * MIB),
         ];
-        let l = leak_check(&runs).unwrap();
+        let l = leak_check(&one(&runs)).unwrap();
         assert!(l.suspected, "{}", l.message);
         assert_eq!(l.growth_bytes, 20 * MIB as i64);
         assert!(
@@ -160,7 +177,7 @@ mod tests {
             (150 * MIB, 150 * MIB),
             (150 * MIB, 150 * MIB),
         ];
-        assert!(!leak_check(&runs).unwrap().suspected);
+        assert!(!leak_check(&one(&runs)).unwrap().suspected);
     }
 
     #[test]
@@ -172,7 +189,7 @@ mod tests {
             (floor, floor + 30 * MIB),
             (floor, floor + 60 * MIB),
         ];
-        let l = leak_check(&runs).unwrap();
+        let l = leak_check(&one(&runs)).unwrap();
         assert!(!l.suspected, "{}", l.message);
         assert_eq!(l.threshold_bytes, floor / 100);
     }
@@ -180,12 +197,32 @@ mod tests {
     #[test]
     fn one_fall_breaks_the_rise() {
         let runs = [(0, 10 * MIB), (0, 30 * MIB), (0, 20 * MIB), (0, 40 * MIB)];
-        assert!(!leak_check(&runs).unwrap().suspected);
+        assert!(!leak_check(&one(&runs)).unwrap().suspected);
+    }
+
+    #[test]
+    fn a_rise_that_comes_with_more_processes_is_not_called_a_leak() {
+        // A worker started at run 2 holds 40 MiB: a steady rise, but not of one set of processes.
+        let runs = [
+            (100 * MIB, 110 * MIB, 1),
+            (110 * MIB, 160 * MIB, 2),
+            (160 * MIB, 170 * MIB, 2),
+        ];
+        let l = leak_check(&runs).unwrap();
+        assert!(!l.suspected, "{}", l.message);
+        assert!(
+            l.message.contains("between 1 and 2 processes") && l.message.contains("not compared"),
+            "{}",
+            l.message
+        );
+        // The same rise in one unchanged set is called.
+        let same: Vec<_> = runs.iter().map(|&(b, a, _)| (b, a, 2)).collect();
+        assert!(leak_check(&same).unwrap().suspected);
     }
 
     #[test]
     fn one_run_says_nothing_about_leaks() {
-        assert_eq!(leak_check(&[(MIB, 2 * MIB)]), None);
+        assert_eq!(leak_check(&[(MIB, 2 * MIB, 1)]), None);
     }
 
     #[test]
