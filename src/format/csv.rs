@@ -131,6 +131,16 @@ impl CsvLayout {
 
     /// Parses one data line (without its newline).
     pub fn parse(&self, line: &[u8], fields: &mut Vec<(usize, usize)>) -> Result<Sample, RowError> {
+        let s = self.parse_unchecked(line, fields)?;
+        super::check_times(s.unix_ms, s.elapsed_s).map_err(RowError)?;
+        Ok(s)
+    }
+
+    fn parse_unchecked(
+        &self,
+        line: &[u8],
+        fields: &mut Vec<(usize, usize)>,
+    ) -> Result<Sample, RowError> {
         if self.canonical {
             if let Some(s) = parse_canonical(line) {
                 return Ok(s);
@@ -177,10 +187,21 @@ impl CsvLayout {
             }
             _ => None,
         };
-        let top_pid = match get(10) {
-            Some(f) if f.first() == Some(&b'-') => -(parse_int(&f[1..]).unwrap_or(0) as i64) as i32,
-            _ => int(10)? as i32,
+        let out_of_range = |col: usize| {
+            RowError(format!(
+                "column '{}' holds '{}', out of range",
+                COLUMNS[col].name,
+                String::from_utf8_lossy(get(col).unwrap_or_default())
+            ))
         };
+        let top_pid = match get(10) {
+            Some(f) if f.first() == Some(&b'-') => parse_int(&f[1..])
+                .and_then(|v| i32::try_from(v).ok())
+                .map(|v| -v)
+                .ok_or_else(|| out_of_range(10))?,
+            _ => i32::try_from(int(10)?).map_err(|_| out_of_range(10))?,
+        };
+        let processes = u32::try_from(int(9)?).map_err(|_| out_of_range(9))?;
         Ok(Sample {
             unix_ms: int(0)?,
             elapsed_s,
@@ -191,7 +212,7 @@ impl CsvLayout {
             swap_bytes: int(6)?,
             locked_bytes: int(7)?,
             pinned_bytes: int(8)?,
-            processes: int(9)? as u32,
+            processes,
             top_pid,
             top_rss_bytes: int(11)?,
             hwm_bytes: int(12)?,
@@ -424,6 +445,8 @@ pub enum BodyError {
 struct Chunk {
     data: Vec<u8>,
     tail_incomplete: bool,
+    /// `data` is the start of one line longer than the cap, and the reading stops here.
+    overlong: bool,
 }
 
 /// A chunk's rows, parsed.
@@ -436,18 +459,39 @@ struct Parsed {
     tail_incomplete: bool,
 }
 
-const CHUNK: usize = 1 << 20;
+/// The sizes the body reader works with: chunks handed to the parsing threads, and the longest
+/// line accepted.
+#[derive(Clone, Copy)]
+struct Sizes {
+    chunk: usize,
+    max_line: usize,
+}
+
+const SIZES: Sizes = Sizes {
+    chunk: 1 << 20,
+    max_line: super::input::MAX_LINE_BYTES,
+};
 
 /// Reads the rows of a CSV recording after its header, in order, calling `on_sample` for each.
 /// Parsing is most of the work, so chunks of whole lines are parsed on a few threads while this
-/// one hands the samples over in order; memory stays bounded (a few chunks in flight).
+/// one hands the samples over in order; memory stays bounded (a few chunks in flight, and no
+/// line longer than `input::MAX_LINE_BYTES`). `lines_before` is the header's line number.
 pub fn read_body(
-    file: &mut std::fs::File,
+    file: &mut (dyn io::Read + Send),
     layout: &CsvLayout,
     lines_before: u64,
     on_sample: &mut dyn FnMut(&Sample),
 ) -> Result<BodyEnd, BodyError> {
-    use std::io::Read;
+    read_body_sized(file, layout, lines_before, SIZES, on_sample)
+}
+
+fn read_body_sized(
+    file: &mut (dyn io::Read + Send),
+    layout: &CsvLayout,
+    lines_before: u64,
+    sizes: Sizes,
+    on_sample: &mut dyn FnMut(&Sample),
+) -> Result<BodyEnd, BodyError> {
     use std::sync::mpsc::sync_channel;
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -461,7 +505,7 @@ pub fn read_body(
             let (res_tx, res_rx) = sync_channel::<Parsed>(2);
             scope.spawn(move || {
                 for chunk in job_rx {
-                    if res_tx.send(parse_chunk(layout, chunk)).is_err() {
+                    if res_tx.send(parse_chunk(layout, chunk, sizes.max_line)).is_err() {
                         return;
                     }
                 }
@@ -472,10 +516,13 @@ pub fn read_body(
         let reader = scope.spawn(move || -> io::Result<u64> {
             let mut total = 0u64;
             let mut carry: Vec<u8> = Vec::new();
-            for i in 0.. {
+            // Chunks sent so far: the n-th goes to worker n % workers, whose results are taken
+            // in the same order (a count of reads would skip a worker after a long line).
+            let mut sent = 0usize;
+            loop {
                 let mut buf = std::mem::take(&mut carry);
                 let start = buf.len();
-                buf.resize(start.max(CHUNK / 2) + CHUNK, 0);
+                buf.resize(start.max(sizes.chunk / 2) + sizes.chunk, 0);
                 let mut filled = start;
                 let mut eof = false;
                 while filled < buf.len() {
@@ -491,11 +538,13 @@ pub fn read_body(
                 }
                 total += (filled - start) as u64;
                 buf.truncate(filled);
+                let mut last = eof;
                 let chunk = if eof {
                     let tail_incomplete = buf.last().is_some_and(|&b| b != b'\n');
                     Chunk {
                         data: buf,
                         tail_incomplete,
+                        overlong: false,
                     }
                 } else {
                     match memchr::memrchr(b'\n', &buf) {
@@ -505,18 +554,30 @@ pub fn read_body(
                             Chunk {
                                 data: buf,
                                 tail_incomplete: false,
+                                overlong: false,
+                            }
+                        }
+                        None if buf.len() > sizes.max_line => {
+                            // One line longer than the cap: stop, and say which.
+                            last = true;
+                            buf.truncate(sizes.max_line + 1);
+                            Chunk {
+                                data: buf,
+                                tail_incomplete: false,
+                                overlong: true,
                             }
                         }
                         None => {
-                            // One line longer than the buffer: read on.
+                            // A line longer than the buffer (but under the cap): read on.
                             carry = buf;
                             continue;
                         }
                     }
                 };
-                if jobs[i % workers].send(chunk).is_err() || eof {
+                if jobs[sent % workers].send(chunk).is_err() || last {
                     break;
                 }
+                sent += 1;
             }
             Ok(total)
         });
@@ -546,14 +607,34 @@ pub fn read_body(
     })
 }
 
-fn parse_chunk(layout: &CsvLayout, chunk: Chunk) -> Parsed {
+fn parse_chunk(layout: &CsvLayout, chunk: Chunk, max_line: usize) -> Parsed {
+    if chunk.overlong {
+        return Parsed {
+            samples: Vec::new(),
+            lines: 0,
+            error: Some((1, super::too_long(max_line))),
+            tail_incomplete: false,
+        };
+    }
     let mut samples = Vec::with_capacity(chunk.data.len() / 100);
     let mut fields = Vec::with_capacity(32);
     let mut lines = 0;
     let mut start = 0;
     let data = &chunk.data;
+    let error = |lines, msg| Parsed {
+        samples: Vec::new(),
+        lines,
+        error: Some((lines, msg)),
+        tail_incomplete: false,
+    };
     while let Some(k) = memchr::memchr(b'\n', &data[start..]) {
         lines += 1;
+        if k > max_line {
+            return Parsed {
+                samples,
+                ..error(lines, super::too_long(max_line))
+            };
+        }
         let line = &data[start..start + k];
         start += k + 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -565,12 +646,16 @@ fn parse_chunk(layout: &CsvLayout, chunk: Chunk) -> Parsed {
             Err(e) => {
                 return Parsed {
                     samples,
-                    lines,
-                    error: Some((lines, e.0)),
-                    tail_incomplete: false,
+                    ..error(lines, e.0)
                 }
             }
         }
+    }
+    if data.len() - start > max_line {
+        return Parsed {
+            samples,
+            ..error(lines + 1, super::too_long(max_line))
+        };
     }
     Parsed {
         samples,
@@ -652,7 +737,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_fast_path_reads_what_the_general_path_reads(
-            unix_ms in 0u64..u64::MAX / 2,
+            unix_ms in 0u64..=crate::format::MAX_UNIX_MS,
             micros in 0u64..10_000_000_000u64,
             sizes in proptest::collection::vec(0u64..(1u64 << 50), 9),
             processes in 0u32..100_000,

@@ -116,7 +116,9 @@ pub fn parse_line(line: &[u8]) -> Result<Line, RowError> {
     Ok(match rec {
         Record::Meta(m) => Line::Meta(m),
         Record::End(e) => Line::End(e),
-        Record::Sample(r) => Line::Sample(Sample {
+        Record::Sample(r) => Line::Sample({
+            super::check_times(r.unix_ms, r.elapsed_s).map_err(RowError)?;
+            Sample {
             unix_ms: r.unix_ms,
             elapsed_s: r.elapsed_s,
             rss_bytes: r.rss_bytes,
@@ -137,7 +139,7 @@ pub fn parse_line(line: &[u8]) -> Result<Line, RowError> {
                 Some(t) => Some(Event::parse(&t).map_err(RowError)?),
                 None => None,
             },
-        }),
+        }}),
     })
 }
 

@@ -413,12 +413,13 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
             b"VmPin" => &mut m.pinned,
             b"VmHWM" => &mut m.hwm,
             b"Threads" => {
-                m.threads = parse_u64(&line[colon + 1..]) as u32;
+                m.threads = u32::try_from(parse_u64(&line[colon + 1..])).unwrap_or(u32::MAX);
                 continue;
             }
             _ => continue,
         };
-        *slot = parse_u64(&line[colon + 1..]) * 1024;
+        // Saturating: a damaged (or fake) 20-digit value must not overflow.
+        *slot = parse_u64(&line[colon + 1..]).saturating_mul(1024);
     }
     m
 }
@@ -428,7 +429,7 @@ fn find_kb(buf: &[u8], key: &[u8]) -> Option<u64> {
     let at = memchr::memmem::find(buf, key)?;
     let rest = &buf[at + key.len()..];
     let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-    Some(parse_u64(&rest[..end]) * 1024)
+    Some(parse_u64(&rest[..end]).saturating_mul(1024))
 }
 
 /// Parses the first run of decimal digits in `s` (skipping leading blanks); 0 if none.
