@@ -505,7 +505,10 @@ fn read_body_sized(
             let (res_tx, res_rx) = sync_channel::<Parsed>(2);
             scope.spawn(move || {
                 for chunk in job_rx {
-                    if res_tx.send(parse_chunk(layout, chunk, sizes.max_line)).is_err() {
+                    if res_tx
+                        .send(parse_chunk(layout, chunk, sizes.max_line))
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -773,6 +776,199 @@ mod tests {
             proptest::prop_assert_eq!(&fast, &slow);
             proptest::prop_assert_eq!(fast.rss_bytes, s.rss_bytes);
             proptest::prop_assert!((fast.elapsed_s - s.elapsed_s).abs() < 1e-6);
+        }
+    }
+
+    /// The reference reader: one line at a time (`for_each_line`), parsed in order. Gives the
+    /// samples, then the incomplete last line or the first error (line number, message).
+    fn read_sequential(
+        data: &[u8],
+        layout: &CsvLayout,
+        max_line: usize,
+    ) -> (Vec<Sample>, Result<Option<u64>, (u64, String)>) {
+        let mut samples = vec![];
+        let mut fields = vec![];
+        let (mut truncated, mut error) = (None, None);
+        let r = crate::format::for_each_line(&mut &data[..], max_line, |no, line, complete| {
+            if !complete {
+                truncated = Some(no + 1);
+                return true;
+            }
+            if line.is_empty() {
+                return true;
+            }
+            match layout.parse(line, &mut fields) {
+                Ok(s) => samples.push(s),
+                Err(e) => {
+                    error = Some((no + 1, e.0));
+                    return false;
+                }
+            }
+            true
+        });
+        let end = match (r, error) {
+            (Err(crate::format::LinesError::TooLong(no, max)), _) => {
+                Err((no + 1, crate::format::too_long(max)))
+            }
+            (Err(crate::format::LinesError::Io(e)), _) => panic!("{e}"),
+            (Ok(_), Some(e)) => Err(e),
+            (Ok(_), None) => Ok(truncated),
+        };
+        (samples, end)
+    }
+
+    fn read_parallel(
+        data: &[u8],
+        layout: &CsvLayout,
+        sizes: Sizes,
+    ) -> (Vec<Sample>, Result<Option<u64>, (u64, String)>) {
+        let mut samples = vec![];
+        let mut r: &[u8] = data;
+        let end = read_body_sized(&mut r, layout, 1, sizes, &mut |s| samples.push(s.clone()));
+        let end = match end {
+            Ok(e) => {
+                assert_eq!(e.bytes, data.len() as u64);
+                Ok(e.truncated_line)
+            }
+            Err(BodyError::Row(line, msg)) => Err((line, msg)),
+            Err(BodyError::Io(e)) => panic!("{e}"),
+        };
+        (samples, end)
+    }
+
+    /// A body of rows with marker labels of the given lengths (some past the cap), blank and
+    /// CRLF lines, maybe a bad row, maybe cut short.
+    fn body(labels: &[(usize, u8)], cut: usize) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = CsvWriter::new(&mut buf, false).unwrap();
+        for (i, &(len, kind)) in labels.iter().enumerate() {
+            let s = Sample {
+                unix_ms: 1_700_000_000_000 + i as u64,
+                elapsed_s: i as f64,
+                rss_bytes: i as u64 * 4096,
+                processes: 1,
+                event: (len > 0).then(|| Event::Mark("x".repeat(len))),
+                ..Sample::default()
+            };
+            w.write_sample(&s).unwrap();
+            match kind {
+                0 => w.get_mut().write_all(b"\n").unwrap(),
+                1 => w.get_mut().write_all(b"1,2,3\r\n").unwrap(),
+                _ => {}
+            }
+        }
+        drop(w);
+        buf.truncate(buf.len().saturating_sub(cut));
+        buf
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Whatever the chunk size and the line lengths, the parallel reader gives what reading
+        /// line by line gives: every row below the cap, the same error at the same line.
+        #[test]
+        fn the_parallel_reader_reads_what_the_sequential_one_reads(
+            labels in proptest::collection::vec((0usize..700, 0u8..40), 0..60),
+            chunk in 1usize..300,
+            max_line in 60usize..500,
+            cut in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..50],
+        ) {
+            let data = body(&labels, cut);
+            let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+            let seq = read_sequential(&data, &layout, max_line);
+            let par = read_parallel(&data, &layout, Sizes { chunk, max_line });
+            proptest::prop_assert_eq!(&par.1, &seq.1);
+            proptest::prop_assert_eq!(par.0.len(), seq.0.len());
+            proptest::prop_assert!(par.0 == seq.0);
+        }
+    }
+
+    #[test]
+    fn rows_after_a_line_longer_than_the_read_buffer_are_all_read() {
+        // Chunks of 100 bytes, a 400-byte row (under the 1000-byte cap): the reader reads on
+        // several times; every row after it must still come, in order.
+        let labels: Vec<(usize, u8)> = (0..300)
+            .map(|i| (if i == 5 { 400 } else { 0 }, 9))
+            .collect();
+        let data = body(&labels, 0);
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let sizes = Sizes {
+            chunk: 100,
+            max_line: 1000,
+        };
+        let (samples, end) = read_parallel(&data, &layout, sizes);
+        assert_eq!(end, Ok(None));
+        assert_eq!(samples.len(), 300);
+        assert!(samples
+            .iter()
+            .enumerate()
+            .all(|(i, s)| s.elapsed_s == i as f64));
+    }
+
+    #[test]
+    fn a_line_past_the_cap_is_an_error_at_its_own_line() {
+        let labels: Vec<(usize, u8)> = (0..50)
+            .map(|i| (if i == 30 { 5000 } else { 0 }, 9))
+            .collect();
+        let data = body(&labels, 0);
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let (samples, end) = read_parallel(
+            &data,
+            &layout,
+            Sizes {
+                chunk: 64,
+                max_line: 1000,
+            },
+        );
+        assert_eq!(samples.len(), 30);
+        let (line, msg) = end.unwrap_err();
+        assert_eq!(line, 32, "the header is line 1, the 31st row line 32");
+        assert!(msg.contains("longer than 1000 bytes"), "{msg}");
+    }
+
+    #[test]
+    fn counts_and_pids_that_do_not_fit_are_refused_not_wrapped() {
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let mut f = vec![];
+        let err = layout
+            .parse(b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,", &mut f)
+            .unwrap_err();
+        assert!(
+            err.0.contains("processes") && err.0.contains("out of range"),
+            "{}",
+            err.0
+        );
+        let err = layout
+            .parse(b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,", &mut f)
+            .unwrap_err();
+        assert!(err.0.contains("top_pid"), "{}", err.0);
+        let err = layout
+            .parse(
+                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,restart:99999999999",
+                &mut f,
+            )
+            .unwrap_err();
+        assert!(err.0.contains("restart:99999999999"), "{}", err.0);
+    }
+
+    #[test]
+    fn non_finite_negative_and_absurd_times_are_refused() {
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let mut f = vec![];
+        for (elapsed, unix) in [
+            ("NaN", "1"),
+            ("inf", "1"),
+            ("-1.5", "1"),
+            ("1e300", "1"),
+            ("1.0", "18000000000000000000"),
+        ] {
+            let line = format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,");
+            let err = layout.parse(line.as_bytes(), &mut f).unwrap_err();
+            assert!(
+                err.0.contains("elapsed_s") || err.0.contains("unix_ms"),
+                "{line}: {}",
+                err.0
+            );
         }
     }
 

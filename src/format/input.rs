@@ -78,7 +78,17 @@ pub fn open(path: &Path) -> Result<Input, ReadError> {
         }
         Box::new(std::fs::File::open(path).map_err(io_err)?)
     };
-    let mut raw = raw;
+    from_reader(path, raw, stdin)
+}
+
+/// An input over any byte stream, named `path` in messages (and for its sidecar, unless
+/// `stdin`).
+pub fn from_reader(
+    path: &Path,
+    mut raw: Box<dyn Read + Send>,
+    stdin: bool,
+) -> Result<Input, ReadError> {
+    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
     let mut magic = Vec::with_capacity(4);
     read_up_to(&mut raw, &mut magic, 4).map_err(io_err)?;
     let compression = Compression::of(&magic);

@@ -3,6 +3,8 @@
 //! the streaming reader that gives the samples back with the recording's metadata.
 
 pub mod csv;
+#[cfg(test)]
+mod fuzz;
 pub mod import;
 pub mod input;
 pub mod jsonl;
@@ -334,7 +336,7 @@ pub fn check_times(unix_ms: u64, elapsed_s: f64) -> Result<(), String> {
     }
     if elapsed_s > MAX_ELAPSED_S {
         return Err(format!(
-            "elapsed_s is {elapsed_s} s, past the {MAX_ELAPSED_S:e} s (317 years) a recording can span"
+            "elapsed_s is {elapsed_s:.3e} s, past the {MAX_ELAPSED_S:e} s (317 years) a recording can span"
         ));
     }
     if unix_ms > MAX_UNIX_MS {
@@ -401,7 +403,10 @@ pub fn read_recording_from(
     if pos >= head.len() {
         return Err(malformed(
             blank_lines,
-            format!("the first {} KiB hold only blank lines", input::HEAD_BYTES >> 10),
+            format!(
+                "the first {} KiB hold only blank lines",
+                input::HEAD_BYTES >> 10
+            ),
         ));
     }
 
@@ -429,12 +434,13 @@ pub fn read_recording_from(
         let mut head = input.head;
         head.drain(..body_at);
         let mut body: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(input.rest));
-        let end = csv::read_body(&mut body, &layout, header_line, &mut on_sample).map_err(
-            |e| match e {
-                csv::BodyError::Io(e) => io_err(e),
-                csv::BodyError::Row(line, msg) => malformed(line, msg),
-            },
-        )?;
+        let end =
+            csv::read_body(&mut body, &layout, header_line, &mut on_sample).map_err(
+                |e| match e {
+                    csv::BodyError::Io(e) => io_err(e),
+                    csv::BodyError::Row(line, msg) => malformed(line, msg),
+                },
+            )?;
         info.bytes = body_at_bytes + end.bytes;
         info.truncated_line = end.truncated_line;
         if let Some(side) = sidecar {
@@ -446,29 +452,33 @@ pub fn read_recording_from(
     info.format = Some(Format::Jsonl);
     let mut result: Result<(), ReadError> = Ok(());
     let mut reader = input.into_reader();
-    let lines = for_each_line(&mut reader, input::MAX_LINE_BYTES, |line_no, line, complete| {
-        if !complete {
-            info.truncated_line = Some(line_no);
-            return true;
-        }
-        if line.trim_ascii().is_empty() {
-            return true;
-        }
-        match jsonl::parse_line(line) {
-            Ok(jsonl::Line::Sample(s)) => on_sample(&s),
-            Ok(jsonl::Line::Meta(m)) => {
-                if info.meta.is_none() {
-                    info.meta = Some(*m)
+    let lines = for_each_line(
+        &mut reader,
+        input::MAX_LINE_BYTES,
+        |line_no, line, complete| {
+            if !complete {
+                info.truncated_line = Some(line_no);
+                return true;
+            }
+            if line.trim_ascii().is_empty() {
+                return true;
+            }
+            match jsonl::parse_line(line) {
+                Ok(jsonl::Line::Sample(s)) => on_sample(&s),
+                Ok(jsonl::Line::Meta(m)) => {
+                    if info.meta.is_none() {
+                        info.meta = Some(*m)
+                    }
+                }
+                Ok(jsonl::Line::End(e)) => info.end = Some(*e),
+                Err(e) => {
+                    result = Err(malformed(line_no, e.0));
+                    return false;
                 }
             }
-            Ok(jsonl::Line::End(e)) => info.end = Some(*e),
-            Err(e) => {
-                result = Err(malformed(line_no, e.0));
-                return false;
-            }
-        }
-        true
-    });
+            true
+        },
+    );
     info.bytes = lines.map_err(|e| e.into_read_error(&path))?;
     result?;
     Ok(info)

@@ -250,7 +250,9 @@ pub fn read_from(
             }
             (None, None) => unreachable!("Columns::parse requires a time column"),
         };
-        let unix_ms = row.unix_ns.map(|u| u / 1_000_000 + u64::from(u % 1_000_000 >= 500_000));
+        let unix_ms = row
+            .unix_ns
+            .map(|u| u / 1_000_000 + u64::from(u % 1_000_000 >= 500_000));
         let unix_ms = unix_ms.unwrap_or(0);
         crate::format::check_times(unix_ms, elapsed_s)?;
         on_sample(&Sample {

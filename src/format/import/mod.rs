@@ -35,7 +35,12 @@ pub enum Kind {
 /// Recognises a file by its first non-empty line.
 pub fn detect(first_line: &str) -> Kind {
     let line = first_line.trim_start_matches('\u{feff}').trim_end();
-    if line.starts_with('{') || CsvLayout::from_header(line.as_bytes()).is_ok() {
+    // A header naming memmon's time column is memmon's, even when damaged (its reader then
+    // says what is missing).
+    let memmon_like = line
+        .split(',')
+        .any(|n| n.trim() == "unix_ms" || n.trim() == "elapsed_s");
+    if line.starts_with('{') || memmon_like || CsvLayout::from_header(line.as_bytes()).is_ok() {
         return Kind::Memmon;
     }
     if psrecord::is_plain_header(line) {
@@ -69,7 +74,16 @@ pub fn read(
     spec: &InputSpec,
     on_sample: impl FnMut(&Sample),
 ) -> Result<ReadInfo, ReadError> {
-    let input = input::open(path)?;
+    read_from(input::open(path)?, spec, on_sample)
+}
+
+/// `read` on an input already opened.
+pub fn read_from(
+    input: Input,
+    spec: &InputSpec,
+    on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    let path = &input.path.clone();
     let kind = match spec.format {
         InputFormat::Memmon => return read_recording_from(input, on_sample),
         InputFormat::Psrecord => return psrecord::read_from(input, on_sample),

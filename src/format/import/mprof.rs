@@ -42,7 +42,9 @@ struct State {
 impl State {
     fn flush_pending(&mut self, on_sample: &mut impl FnMut(&Sample)) {
         if let Some(s) = self.pending.take() {
-            self.max_with_children = self.max_with_children.max(s.rss_bytes.saturating_add(self.children_now));
+            self.max_with_children = self
+                .max_with_children
+                .max(s.rss_bytes.saturating_add(self.children_now));
             on_sample(&s);
         }
         self.children_now = 0;
@@ -79,7 +81,10 @@ pub fn read_from(
                 let ts = timestamp(f[1])?;
                 st.flush_pending(&mut on_sample);
                 let first = *st.first_ts.get_or_insert(ts);
-                let (unix_ms, elapsed_s) = (ts / 10 + u64::from(ts % 10 >= 5), (ts as f64 - first as f64) / 10_000.0);
+                let (unix_ms, elapsed_s) = (
+                    ts / 10 + u64::from(ts % 10 >= 5),
+                    (ts as f64 - first as f64) / 10_000.0,
+                );
                 crate::format::check_times(unix_ms, elapsed_s)?;
                 st.pending = Some(Sample {
                     unix_ms,
