@@ -96,6 +96,21 @@ pub fn read_from(
             };
             return columns::read_from(input, text, on_sample);
         }
+        // A JSON Lines record may be longer (up to the line cap): its `{` says enough.
+        InputFormat::Auto
+            if !input.head_is_all
+                && memchr::memchr(b'\n', &input.head).is_none()
+                && !input.head.trim_ascii_start().starts_with(b"{") =>
+        {
+            return Err(ReadError::Malformed {
+                path: path.clone(),
+                line: 1,
+                msg: format!(
+                    "the first line is longer than {} KiB: not a recording or a file memmon imports",
+                    input::HEAD_BYTES >> 10
+                ),
+            });
+        }
         InputFormat::Auto => match first_line(&input) {
             None => return Err(ReadError::empty(path, input.head.len() as u64)),
             Some(line) => detect(&line),
