@@ -129,7 +129,7 @@ fn a_line_past_the_1_mib_cap_is_refused_at_its_line_by_every_subcommand() {
     // Row 500 (line 502) holds a 3 MiB marker label: memmon writes labels of at most 200
     // characters, so this is damage.
     std::fs::write(&p, recording(1000, &[500], 3 << 20)).unwrap();
-    all_refuse(&p, &format!("long.csv:502: the line is longer than 1 MiB"));
+    all_refuse(&p, "long.csv:502: the line is longer than 1 MiB");
 }
 
 #[test]

@@ -779,13 +779,12 @@ mod tests {
         }
     }
 
+    /// The samples read, then the incomplete last line or the first error (line, message).
+    type Outcome = (Vec<Sample>, Result<Option<u64>, (u64, String)>);
+
     /// The reference reader: one line at a time (`for_each_line`), parsed in order. Gives the
     /// samples, then the incomplete last line or the first error (line number, message).
-    fn read_sequential(
-        data: &[u8],
-        layout: &CsvLayout,
-        max_line: usize,
-    ) -> (Vec<Sample>, Result<Option<u64>, (u64, String)>) {
+    fn read_sequential(data: &[u8], layout: &CsvLayout, max_line: usize) -> Outcome {
         let mut samples = vec![];
         let mut fields = vec![];
         let (mut truncated, mut error) = (None, None);
@@ -817,11 +816,7 @@ mod tests {
         (samples, end)
     }
 
-    fn read_parallel(
-        data: &[u8],
-        layout: &CsvLayout,
-        sizes: Sizes,
-    ) -> (Vec<Sample>, Result<Option<u64>, (u64, String)>) {
+    fn read_parallel(data: &[u8], layout: &CsvLayout, sizes: Sizes) -> Outcome {
         let mut samples = vec![];
         let mut r: &[u8] = data;
         let end = read_body_sized(&mut r, layout, 1, sizes, &mut |s| samples.push(s.clone()));

@@ -499,6 +499,14 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
     }
 
     #[test]
+    fn a_status_value_of_20_digits_saturates_instead_of_overflowing() {
+        let m = parse_status(b"VmRSS:\t99999999999999999999 kB\nThreads:\t99999999999\n");
+        assert_eq!(m.rss, u64::MAX);
+        assert_eq!(m.threads, u32::MAX);
+        assert!(m.has_mm);
+    }
+
+    #[test]
     fn zombie_status_has_no_memory() {
         let m = parse_status(b"Name:\tx\nState:\tZ (zombie)\nThreads:\t1\n");
         assert!(!m.has_mm);
