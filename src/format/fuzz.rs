@@ -235,6 +235,8 @@ fn fuzz_every_reader_with_damaged_inputs() {
     let path = dir.path().join("fuzz-input");
     let seeds = seeds();
     let (mut ok, mut refused) = (0u64, 0u64);
+    // Per seed: reads that gave samples, and reads refused.
+    let mut by_seed = vec![(0u64, 0u64); seeds.len()];
     for case in 0..cases {
         let (name, seed, spec) = &seeds[case as usize % seeds.len()];
         let mut data = seed.clone();
@@ -245,11 +247,15 @@ fn fuzz_every_reader_with_damaged_inputs() {
         for spec in [spec, &InputSpec::default()] {
             let outcome = std::panic::catch_unwind(|| read_case(&data, spec, &path));
             match outcome {
-                Ok(Ok(_)) => ok += 1,
+                Ok(Ok(_)) => {
+                    ok += 1;
+                    by_seed[case as usize % seeds.len()].0 += 1;
+                }
                 Ok(Err(e)) => {
                     let msg = e.to_string();
                     assert!(!msg.is_empty());
                     refused += 1;
+                    by_seed[case as usize % seeds.len()].1 += 1;
                 }
                 Err(_) => panic!(
                     "case {case} ({name}, seed {}) panicked on {} bytes: {:?}",
@@ -260,7 +266,10 @@ fn fuzz_every_reader_with_damaged_inputs() {
             }
         }
     }
-    eprintln!("fuzz: {cases} cases, {ok} read, {refused} refused cleanly");
+    eprintln!("fuzz: {cases} cases, {ok} reads gave samples, {refused} refused cleanly");
+    for ((name, ..), (ok, refused)) in seeds.iter().zip(&by_seed) {
+        eprintln!("fuzz: {name}: {ok} read, {refused} refused");
+    }
     assert!(
         ok > 0 && refused > 0,
         "the mutations should both keep and break inputs"
