@@ -268,15 +268,29 @@ fn gzip_and_zstd_recordings_read_as_the_plain_one_with_its_sidecar() {
     assert!(want["samples"] == 3000, "{want}");
     for name in ["run.csv.gz", "run.csv.zst", "renamed.txt"] {
         let got = crate::util::summary_json(&dir.path().join(name));
-        for key in [
-            "samples",
-            "peak_rss_bytes",
-            "duration_s",
-            "kernel_peak_rss_bytes",
-        ] {
+        for key in ["samples", "peak_rss_bytes", "duration_s"] {
             assert_eq!(got[key], want[key], "{name}: {key}");
         }
+        // Metadata from the sidecar `run.csv.meta.json` (renamed.txt has none).
+        if name != "renamed.txt" {
+            for key in [
+                "kernel_peak_rss_bytes",
+                "rusage_maxrss_bytes",
+                "interval",
+                "target",
+            ] {
+                assert_eq!(got[key], want[key], "{name}: {key}");
+            }
+        }
     }
+    assert_eq!(want["interval"], "50ms", "the sidecar is read: {want}");
+    // A sidecar named after the compressed file comes first.
+    let own = std::fs::read_to_string(dir.path().join("run.csv.meta.json"))
+        .unwrap()
+        .replace("\"interval\": \"50ms\"", "\"interval\": \"7s\"");
+    std::fs::write(dir.path().join("run.csv.gz.meta.json"), own).unwrap();
+    let got = crate::util::summary_json(&dir.path().join("run.csv.gz"));
+    assert_eq!(got["interval"], "7s");
     // A compressed stream cut short is an error naming the file, not a shorter recording.
     for (name, whole) in [
         ("cut.csv.zst", zst),
