@@ -6,7 +6,7 @@ use clap::Parser;
 use memmon::analysis::Summary;
 use memmon::cli::{Cli, Command, PlotArgs, RecordArgs, SummaryArgs};
 use memmon::exit::{CodedError, ExitCode};
-use memmon::format::{InputSpec, ReadError};
+use memmon::format::InputSpec;
 use memmon::probe::ProcFs;
 use memmon::record::{RecordOptions, Recorder};
 use memmon::render::plot::{ImageFormat, PlotError, PlotOptions};
@@ -233,13 +233,11 @@ fn plot_error(e: PlotError) -> anyhow::Error {
 fn summary(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let mut all = Vec::new();
     for f in &args.files {
+        // An input that is missing, unreadable or malformed exits 2, as in compare, plot and
+        // report.
         let s = Summary::of_file(f, &args.input.spec()).map_err(|e| {
-            let code = match e {
-                ReadError::Io(..) => ExitCode::Failure,
-                _ => ExitCode::Usage,
-            };
             anyhow::Error::new(e).context(CodedError {
-                code,
+                code: ExitCode::Usage,
                 message: "cannot summarize".into(),
             })
         })?;

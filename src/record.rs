@@ -1131,11 +1131,11 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
         interval: fmt_interval(opts.interval),
         target: TargetMeta {
             mode: opts.target.mode().into(),
-            spec: opts.target.spec(),
+            spec: crate::format::meta::bounded_text(opts.target.spec()),
             pid: h.pid,
             start_time_ticks: h.start_time,
             comm: h.comm.clone(),
-            cmdline: h.cmdline(),
+            cmdline: crate::format::meta::bounded_text(h.cmdline()),
         },
         children: opts.children,
         phase_peaks: opts.phase_peaks,

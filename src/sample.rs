@@ -67,16 +67,20 @@ impl Event {
             Some((k, a)) => (k, Some(a)),
             None => (text, None),
         };
-        let number = |a: Option<&str>| {
+        // A number that does not fit (`restart:99999999999`) is refused, not wrapped.
+        let number = |a: Option<&str>, max: i64| {
             a.and_then(|a| a.parse::<i64>().ok())
-                .ok_or_else(|| format!("event '{text}' needs a number after ':'"))
+                .filter(|n| (0..=max).contains(n))
+                .ok_or_else(|| {
+                    format!("event '{text}' needs a whole number from 0 to {max} after ':'")
+                })
         };
         match kind {
             "start" => Ok(Event::Start),
-            "restart" => Ok(Event::Restart(number(arg)? as i32)),
+            "restart" => Ok(Event::Restart(number(arg, i32::MAX as i64)? as i32)),
             "mark" => Ok(Event::Mark(arg.unwrap_or("").to_string())),
-            "run-start" => Ok(Event::RunStart(number(arg)? as u32)),
-            "run-end" => Ok(Event::RunEnd(number(arg)? as u32)),
+            "run-start" => Ok(Event::RunStart(number(arg, u32::MAX as i64)? as u32)),
+            "run-end" => Ok(Event::RunEnd(number(arg, u32::MAX as i64)? as u32)),
             _ => Err(format!(
                 "unknown event '{text}' (expected start, restart:PID, mark:LABEL, run-start:N, run-end:N)"
             )),

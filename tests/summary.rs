@@ -82,7 +82,7 @@ fn a_missing_file_is_a_clear_error() {
     memmon()
         .args(["summary", "/nonexistent/run.csv"])
         .assert()
-        .code(1)
+        .code(2) // as from compare, plot and report
         .stderr(predicate::str::contains("/nonexistent/run.csv"));
 }
 

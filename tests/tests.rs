@@ -3,6 +3,7 @@
 
 mod util;
 
+mod bad_input;
 mod bench;
 mod compare;
 mod import;

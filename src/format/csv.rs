@@ -131,6 +131,16 @@ impl CsvLayout {
 
     /// Parses one data line (without its newline).
     pub fn parse(&self, line: &[u8], fields: &mut Vec<(usize, usize)>) -> Result<Sample, RowError> {
+        let s = self.parse_unchecked(line, fields)?;
+        super::check_times(s.unix_ms, s.elapsed_s).map_err(RowError)?;
+        Ok(s)
+    }
+
+    fn parse_unchecked(
+        &self,
+        line: &[u8],
+        fields: &mut Vec<(usize, usize)>,
+    ) -> Result<Sample, RowError> {
         if self.canonical {
             if let Some(s) = parse_canonical(line) {
                 return Ok(s);
@@ -177,10 +187,21 @@ impl CsvLayout {
             }
             _ => None,
         };
-        let top_pid = match get(10) {
-            Some(f) if f.first() == Some(&b'-') => -(parse_int(&f[1..]).unwrap_or(0) as i64) as i32,
-            _ => int(10)? as i32,
+        let out_of_range = |col: usize| {
+            RowError(format!(
+                "column '{}' holds '{}', out of range",
+                COLUMNS[col].name,
+                String::from_utf8_lossy(get(col).unwrap_or_default())
+            ))
         };
+        let top_pid = match get(10) {
+            Some(f) if f.first() == Some(&b'-') => parse_int(&f[1..])
+                .and_then(|v| i32::try_from(v).ok())
+                .map(|v| -v)
+                .ok_or_else(|| out_of_range(10))?,
+            _ => i32::try_from(int(10)?).map_err(|_| out_of_range(10))?,
+        };
+        let processes = u32::try_from(int(9)?).map_err(|_| out_of_range(9))?;
         Ok(Sample {
             unix_ms: int(0)?,
             elapsed_s,
@@ -191,7 +212,7 @@ impl CsvLayout {
             swap_bytes: int(6)?,
             locked_bytes: int(7)?,
             pinned_bytes: int(8)?,
-            processes: int(9)? as u32,
+            processes,
             top_pid,
             top_rss_bytes: int(11)?,
             hwm_bytes: int(12)?,
@@ -424,6 +445,8 @@ pub enum BodyError {
 struct Chunk {
     data: Vec<u8>,
     tail_incomplete: bool,
+    /// `data` is the start of one line longer than the cap, and the reading stops here.
+    overlong: bool,
 }
 
 /// A chunk's rows, parsed.
@@ -436,18 +459,39 @@ struct Parsed {
     tail_incomplete: bool,
 }
 
-const CHUNK: usize = 1 << 20;
+/// The sizes the body reader works with: chunks handed to the parsing threads, and the longest
+/// line accepted.
+#[derive(Clone, Copy)]
+struct Sizes {
+    chunk: usize,
+    max_line: usize,
+}
+
+const SIZES: Sizes = Sizes {
+    chunk: 1 << 20,
+    max_line: super::input::MAX_LINE_BYTES,
+};
 
 /// Reads the rows of a CSV recording after its header, in order, calling `on_sample` for each.
 /// Parsing is most of the work, so chunks of whole lines are parsed on a few threads while this
-/// one hands the samples over in order; memory stays bounded (a few chunks in flight).
+/// one hands the samples over in order; memory stays bounded (a few chunks in flight, and no
+/// line longer than `input::MAX_LINE_BYTES`). `lines_before` is the header's line number.
 pub fn read_body(
-    file: &mut std::fs::File,
+    file: &mut (dyn io::Read + Send),
     layout: &CsvLayout,
     lines_before: u64,
     on_sample: &mut dyn FnMut(&Sample),
 ) -> Result<BodyEnd, BodyError> {
-    use std::io::Read;
+    read_body_sized(file, layout, lines_before, SIZES, on_sample)
+}
+
+fn read_body_sized(
+    file: &mut (dyn io::Read + Send),
+    layout: &CsvLayout,
+    lines_before: u64,
+    sizes: Sizes,
+    on_sample: &mut dyn FnMut(&Sample),
+) -> Result<BodyEnd, BodyError> {
     use std::sync::mpsc::sync_channel;
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -461,7 +505,10 @@ pub fn read_body(
             let (res_tx, res_rx) = sync_channel::<Parsed>(2);
             scope.spawn(move || {
                 for chunk in job_rx {
-                    if res_tx.send(parse_chunk(layout, chunk)).is_err() {
+                    if res_tx
+                        .send(parse_chunk(layout, chunk, sizes.max_line))
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -472,10 +519,13 @@ pub fn read_body(
         let reader = scope.spawn(move || -> io::Result<u64> {
             let mut total = 0u64;
             let mut carry: Vec<u8> = Vec::new();
-            for i in 0.. {
+            // Chunks sent so far: the n-th goes to worker n % workers, whose results are taken
+            // in the same order (a count of reads would skip a worker after a long line).
+            let mut sent = 0usize;
+            loop {
                 let mut buf = std::mem::take(&mut carry);
                 let start = buf.len();
-                buf.resize(start.max(CHUNK / 2) + CHUNK, 0);
+                buf.resize(start.max(sizes.chunk / 2) + sizes.chunk, 0);
                 let mut filled = start;
                 let mut eof = false;
                 while filled < buf.len() {
@@ -491,11 +541,13 @@ pub fn read_body(
                 }
                 total += (filled - start) as u64;
                 buf.truncate(filled);
+                let mut last = eof;
                 let chunk = if eof {
                     let tail_incomplete = buf.last().is_some_and(|&b| b != b'\n');
                     Chunk {
                         data: buf,
                         tail_incomplete,
+                        overlong: false,
                     }
                 } else {
                     match memchr::memrchr(b'\n', &buf) {
@@ -505,18 +557,30 @@ pub fn read_body(
                             Chunk {
                                 data: buf,
                                 tail_incomplete: false,
+                                overlong: false,
+                            }
+                        }
+                        None if buf.len() > sizes.max_line => {
+                            // One line longer than the cap: stop, and say which.
+                            last = true;
+                            buf.truncate(sizes.max_line + 1);
+                            Chunk {
+                                data: buf,
+                                tail_incomplete: false,
+                                overlong: true,
                             }
                         }
                         None => {
-                            // One line longer than the buffer: read on.
+                            // A line longer than the buffer (but under the cap): read on.
                             carry = buf;
                             continue;
                         }
                     }
                 };
-                if jobs[i % workers].send(chunk).is_err() || eof {
+                if jobs[sent % workers].send(chunk).is_err() || last {
                     break;
                 }
+                sent += 1;
             }
             Ok(total)
         });
@@ -546,14 +610,34 @@ pub fn read_body(
     })
 }
 
-fn parse_chunk(layout: &CsvLayout, chunk: Chunk) -> Parsed {
+fn parse_chunk(layout: &CsvLayout, chunk: Chunk, max_line: usize) -> Parsed {
+    if chunk.overlong {
+        return Parsed {
+            samples: Vec::new(),
+            lines: 0,
+            error: Some((1, super::too_long(max_line))),
+            tail_incomplete: false,
+        };
+    }
     let mut samples = Vec::with_capacity(chunk.data.len() / 100);
     let mut fields = Vec::with_capacity(32);
     let mut lines = 0;
     let mut start = 0;
     let data = &chunk.data;
+    let error = |lines, msg| Parsed {
+        samples: Vec::new(),
+        lines,
+        error: Some((lines, msg)),
+        tail_incomplete: false,
+    };
     while let Some(k) = memchr::memchr(b'\n', &data[start..]) {
         lines += 1;
+        if k > max_line {
+            return Parsed {
+                samples,
+                ..error(lines, super::too_long(max_line))
+            };
+        }
         let line = &data[start..start + k];
         start += k + 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -565,12 +649,16 @@ fn parse_chunk(layout: &CsvLayout, chunk: Chunk) -> Parsed {
             Err(e) => {
                 return Parsed {
                     samples,
-                    lines,
-                    error: Some((lines, e.0)),
-                    tail_incomplete: false,
+                    ..error(lines, e.0)
                 }
             }
         }
+    }
+    if data.len() - start > max_line {
+        return Parsed {
+            samples,
+            ..error(lines + 1, super::too_long(max_line))
+        };
     }
     Parsed {
         samples,
@@ -652,7 +740,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_fast_path_reads_what_the_general_path_reads(
-            unix_ms in 0u64..u64::MAX / 2,
+            unix_ms in 0u64..=crate::format::MAX_UNIX_MS,
             micros in 0u64..10_000_000_000u64,
             sizes in proptest::collection::vec(0u64..(1u64 << 50), 9),
             processes in 0u32..100_000,
@@ -688,6 +776,194 @@ mod tests {
             proptest::prop_assert_eq!(&fast, &slow);
             proptest::prop_assert_eq!(fast.rss_bytes, s.rss_bytes);
             proptest::prop_assert!((fast.elapsed_s - s.elapsed_s).abs() < 1e-6);
+        }
+    }
+
+    /// The samples read, then the incomplete last line or the first error (line, message).
+    type Outcome = (Vec<Sample>, Result<Option<u64>, (u64, String)>);
+
+    /// The reference reader: one line at a time (`for_each_line`), parsed in order. Gives the
+    /// samples, then the incomplete last line or the first error (line number, message).
+    fn read_sequential(data: &[u8], layout: &CsvLayout, max_line: usize) -> Outcome {
+        let mut samples = vec![];
+        let mut fields = vec![];
+        let (mut truncated, mut error) = (None, None);
+        let r = crate::format::for_each_line(&mut &data[..], max_line, |no, line, complete| {
+            if !complete {
+                truncated = Some(no + 1);
+                return true;
+            }
+            if line.is_empty() {
+                return true;
+            }
+            match layout.parse(line, &mut fields) {
+                Ok(s) => samples.push(s),
+                Err(e) => {
+                    error = Some((no + 1, e.0));
+                    return false;
+                }
+            }
+            true
+        });
+        let end = match (r, error) {
+            (Err(crate::format::LinesError::TooLong(no, max)), _) => {
+                Err((no + 1, crate::format::too_long(max)))
+            }
+            (Err(crate::format::LinesError::Io(e)), _) => panic!("{e}"),
+            (Ok(_), Some(e)) => Err(e),
+            (Ok(_), None) => Ok(truncated),
+        };
+        (samples, end)
+    }
+
+    fn read_parallel(data: &[u8], layout: &CsvLayout, sizes: Sizes) -> Outcome {
+        let mut samples = vec![];
+        let mut r: &[u8] = data;
+        let end = read_body_sized(&mut r, layout, 1, sizes, &mut |s| samples.push(s.clone()));
+        let end = match end {
+            Ok(e) => {
+                assert_eq!(e.bytes, data.len() as u64);
+                Ok(e.truncated_line)
+            }
+            Err(BodyError::Row(line, msg)) => Err((line, msg)),
+            Err(BodyError::Io(e)) => panic!("{e}"),
+        };
+        (samples, end)
+    }
+
+    /// A body of rows with marker labels of the given lengths (some past the cap), blank and
+    /// CRLF lines, maybe a bad row, maybe cut short.
+    fn body(labels: &[(usize, u8)], cut: usize) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = CsvWriter::new(&mut buf, false).unwrap();
+        for (i, &(len, kind)) in labels.iter().enumerate() {
+            let s = Sample {
+                unix_ms: 1_700_000_000_000 + i as u64,
+                elapsed_s: i as f64,
+                rss_bytes: i as u64 * 4096,
+                processes: 1,
+                event: (len > 0).then(|| Event::Mark("x".repeat(len))),
+                ..Sample::default()
+            };
+            w.write_sample(&s).unwrap();
+            match kind {
+                0 => w.get_mut().write_all(b"\n").unwrap(),
+                1 => w.get_mut().write_all(b"1,2,3\r\n").unwrap(),
+                _ => {}
+            }
+        }
+        drop(w);
+        buf.truncate(buf.len().saturating_sub(cut));
+        buf
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Whatever the chunk size and the line lengths, the parallel reader gives what reading
+        /// line by line gives: every row below the cap, the same error at the same line.
+        #[test]
+        fn the_parallel_reader_reads_what_the_sequential_one_reads(
+            labels in proptest::collection::vec((0usize..700, 0u8..40), 0..60),
+            chunk in 1usize..300,
+            max_line in 60usize..500,
+            cut in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..50],
+        ) {
+            let data = body(&labels, cut);
+            let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+            let seq = read_sequential(&data, &layout, max_line);
+            let par = read_parallel(&data, &layout, Sizes { chunk, max_line });
+            proptest::prop_assert_eq!(&par.1, &seq.1);
+            proptest::prop_assert_eq!(par.0.len(), seq.0.len());
+            proptest::prop_assert!(par.0 == seq.0);
+        }
+    }
+
+    #[test]
+    fn rows_after_a_line_longer_than_the_read_buffer_are_all_read() {
+        // Chunks of 100 bytes, a 400-byte row (under the 1000-byte cap): the reader reads on
+        // several times; every row after it must still come, in order.
+        let labels: Vec<(usize, u8)> = (0..300)
+            .map(|i| (if i == 5 { 400 } else { 0 }, 9))
+            .collect();
+        let data = body(&labels, 0);
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let sizes = Sizes {
+            chunk: 100,
+            max_line: 1000,
+        };
+        let (samples, end) = read_parallel(&data, &layout, sizes);
+        assert_eq!(end, Ok(None));
+        assert_eq!(samples.len(), 300);
+        assert!(samples
+            .iter()
+            .enumerate()
+            .all(|(i, s)| s.elapsed_s == i as f64));
+    }
+
+    #[test]
+    fn a_line_past_the_cap_is_an_error_at_its_own_line() {
+        let labels: Vec<(usize, u8)> = (0..50)
+            .map(|i| (if i == 30 { 5000 } else { 0 }, 9))
+            .collect();
+        let data = body(&labels, 0);
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let (samples, end) = read_parallel(
+            &data,
+            &layout,
+            Sizes {
+                chunk: 64,
+                max_line: 1000,
+            },
+        );
+        assert_eq!(samples.len(), 30);
+        let (line, msg) = end.unwrap_err();
+        assert_eq!(line, 32, "the header is line 1, the 31st row line 32");
+        assert!(msg.contains("longer than 1000 bytes"), "{msg}");
+    }
+
+    #[test]
+    fn counts_and_pids_that_do_not_fit_are_refused_not_wrapped() {
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let mut f = vec![];
+        let err = layout
+            .parse(b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,", &mut f)
+            .unwrap_err();
+        assert!(
+            err.0.contains("processes") && err.0.contains("out of range"),
+            "{}",
+            err.0
+        );
+        let err = layout
+            .parse(b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,", &mut f)
+            .unwrap_err();
+        assert!(err.0.contains("top_pid"), "{}", err.0);
+        let err = layout
+            .parse(
+                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,restart:99999999999",
+                &mut f,
+            )
+            .unwrap_err();
+        assert!(err.0.contains("restart:99999999999"), "{}", err.0);
+    }
+
+    #[test]
+    fn non_finite_negative_and_absurd_times_are_refused() {
+        let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
+        let mut f = vec![];
+        for (elapsed, unix) in [
+            ("NaN", "1"),
+            ("inf", "1"),
+            ("-1.5", "1"),
+            ("1e300", "1"),
+            ("1.0", "18000000000000000000"),
+        ] {
+            let line = format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,");
+            let err = layout.parse(line.as_bytes(), &mut f).unwrap_err();
+            assert!(
+                err.0.contains("elapsed_s") || err.0.contains("unix_ms"),
+                "{line}: {}",
+                err.0
+            );
         }
     }
 

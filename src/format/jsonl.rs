@@ -116,27 +116,30 @@ pub fn parse_line(line: &[u8]) -> Result<Line, RowError> {
     Ok(match rec {
         Record::Meta(m) => Line::Meta(m),
         Record::End(e) => Line::End(e),
-        Record::Sample(r) => Line::Sample(Sample {
-            unix_ms: r.unix_ms,
-            elapsed_s: r.elapsed_s,
-            rss_bytes: r.rss_bytes,
-            anon_bytes: r.anon_bytes,
-            file_bytes: r.file_bytes,
-            shmem_bytes: r.shmem_bytes,
-            swap_bytes: r.swap_bytes,
-            locked_bytes: r.locked_bytes,
-            pinned_bytes: r.pinned_bytes,
-            processes: r.processes,
-            top_pid: r.top_pid,
-            top_rss_bytes: r.top_rss_bytes,
-            hwm_bytes: r.hwm_bytes,
-            hwm_sum_bytes: r.hwm_sum_bytes,
-            pss_bytes: r.pss_bytes,
-            missed_ticks: r.missed_ticks,
-            event: match r.event {
-                Some(t) => Some(Event::parse(&t).map_err(RowError)?),
-                None => None,
-            },
+        Record::Sample(r) => Line::Sample({
+            super::check_times(r.unix_ms, r.elapsed_s).map_err(RowError)?;
+            Sample {
+                unix_ms: r.unix_ms,
+                elapsed_s: r.elapsed_s,
+                rss_bytes: r.rss_bytes,
+                anon_bytes: r.anon_bytes,
+                file_bytes: r.file_bytes,
+                shmem_bytes: r.shmem_bytes,
+                swap_bytes: r.swap_bytes,
+                locked_bytes: r.locked_bytes,
+                pinned_bytes: r.pinned_bytes,
+                processes: r.processes,
+                top_pid: r.top_pid,
+                top_rss_bytes: r.top_rss_bytes,
+                hwm_bytes: r.hwm_bytes,
+                hwm_sum_bytes: r.hwm_sum_bytes,
+                pss_bytes: r.pss_bytes,
+                missed_ticks: r.missed_ticks,
+                event: match r.event {
+                    Some(t) => Some(Event::parse(&t).map_err(RowError)?),
+                    None => None,
+                },
+            }
         }),
     })
 }

@@ -139,8 +139,34 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+/// The most characters of a command line (or target spec) kept in the metadata: a command
+/// line can be megabytes long, and a reader caps a line at 1 MiB (docs/FORMAT.md).
+pub const MAX_META_TEXT_CHARS: usize = 16 * 1024;
+
+/// `text`, cut to `MAX_META_TEXT_CHARS` characters (`...` marks a cut).
+pub fn bounded_text(text: String) -> String {
+    match text.char_indices().nth(MAX_META_TEXT_CHARS) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text,
+    }
+}
+
 impl Meta {
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("metadata serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_command_line_is_cut_to_fit_a_line() {
+        let long = "é".repeat(MAX_META_TEXT_CHARS + 5);
+        let cut = bounded_text(long);
+        assert_eq!(cut.chars().count(), MAX_META_TEXT_CHARS + 3);
+        assert!(cut.ends_with("..."));
+        assert_eq!(bounded_text("short".into()), "short");
     }
 }

@@ -3,7 +3,10 @@
 //! the streaming reader that gives the samples back with the recording's metadata.
 
 pub mod csv;
+#[cfg(test)]
+mod fuzz;
 pub mod import;
+pub mod input;
 pub mod jsonl;
 pub mod meta;
 
@@ -511,6 +514,46 @@ pub enum ReadError {
     },
     #[error("{0} is empty: it holds no header and no samples")]
     Empty(PathBuf),
+    /// Not empty, but nothing in it except blank lines.
+    #[error("{0} holds only blank lines ({1} bytes): no header and no samples")]
+    Blank(PathBuf, u64),
+}
+
+impl ReadError {
+    /// `Empty` for a file of no bytes, `Blank` for one of only blank lines.
+    pub fn empty(path: &Path, bytes: u64) -> ReadError {
+        if bytes == 0 {
+            ReadError::Empty(path.to_path_buf())
+        } else {
+            ReadError::Blank(path.to_path_buf(), bytes)
+        }
+    }
+}
+
+/// The largest `elapsed_s` a reader accepts: 10^10 s (317 years).
+pub const MAX_ELAPSED_S: f64 = 1e10;
+/// The largest `unix_ms` a reader accepts: 10^14 ms (the year 5138).
+pub const MAX_UNIX_MS: u64 = 100_000_000_000_000;
+
+/// Refuses times no recording holds: a non-finite, negative or absurdly large `elapsed_s`, a
+/// `unix_ms` past `MAX_UNIX_MS` (plots and durations would run away on them).
+pub fn check_times(unix_ms: u64, elapsed_s: f64) -> Result<(), String> {
+    if !elapsed_s.is_finite() || elapsed_s < 0.0 {
+        return Err(format!(
+            "elapsed_s is {elapsed_s}: seconds since the start are a finite number, 0 or more"
+        ));
+    }
+    if elapsed_s > MAX_ELAPSED_S {
+        return Err(format!(
+            "elapsed_s is {elapsed_s:.3e} s, past the {MAX_ELAPSED_S:e} s (317 years) a recording can span"
+        ));
+    }
+    if unix_ms > MAX_UNIX_MS {
+        return Err(format!(
+            "unix_ms is {unix_ms}, past {MAX_UNIX_MS} ms (the year 5138): not a wall-clock time"
+        ));
+    }
+    Ok(())
 }
 
 /// What reading a recording found besides its samples.
@@ -532,76 +575,104 @@ pub struct ReadInfo {
 
 /// Streams a memmon recording (CSV or JSON Lines, told apart by content), calling `on_sample`
 /// for each sample in order. Memory use does not grow with the file. For CSV, the sidecar
-/// `FILE.meta.json` is read when present.
-pub fn read_recording(
-    path: &Path,
+/// `FILE.meta.json` is read when present. `-` is stdin; gzip and zstd are decompressed.
+pub fn read_recording(path: &Path, on_sample: impl FnMut(&Sample)) -> Result<ReadInfo, ReadError> {
+    read_recording_from(input::open(path)?, on_sample)
+}
+
+/// `read_recording` on an input already opened (and recognised) by `import::read`.
+pub fn read_recording_from(
+    input: input::Input,
     mut on_sample: impl FnMut(&Sample),
 ) -> Result<ReadInfo, ReadError> {
-    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
-    let mut file = File::open(path).map_err(io_err)?;
+    let path = input.path.clone();
+    let io_err = |e| ReadError::Io(path.clone(), e);
     let mut info = ReadInfo {
-        path: path.to_path_buf(),
+        path: path.clone(),
         ..ReadInfo::default()
     };
     let malformed = |line: u64, msg: String| ReadError::Malformed {
-        path: path.to_path_buf(),
+        path: path.clone(),
         line,
         msg,
     };
+    // Blank lines before the first line that says what the file is.
+    let head = &input.head;
+    let (mut pos, mut blank_lines) = (0, 0u64);
+    while let Some(k) = memchr::memchr(b'\n', &head[pos..]) {
+        if !head[pos..pos + k].trim_ascii().is_empty() {
+            break;
+        }
+        pos += k + 1;
+        blank_lines += 1;
+    }
+    if input.head_is_all && head[pos..].trim_ascii().is_empty() {
+        return Err(ReadError::empty(&path, head.len() as u64));
+    }
+    if pos >= head.len() {
+        return Err(malformed(
+            blank_lines,
+            format!(
+                "the first {} KiB hold only blank lines",
+                input::HEAD_BYTES >> 10
+            ),
+        ));
+    }
 
-    // A CSV body (the bulk of most recordings) is parsed on several threads.
-    if let Some(header) = csv_header(&mut file).map_err(io_err)? {
-        let layout =
-            csv::CsvLayout::from_header(header.trim_ascii_end()).map_err(|m| malformed(1, m))?;
+    if head[pos] != b'{' {
+        // CSV: the header, then a body (the bulk of most recordings) parsed on several threads.
         info.format = Some(Format::Csv);
-        let end = csv::read_body(&mut file, &layout, 1, &mut on_sample).map_err(|e| match e {
-            csv::BodyError::Io(e) => io_err(e),
-            csv::BodyError::Row(line, msg) => malformed(line, msg),
-        })?;
-        info.bytes = header.len() as u64 + end.bytes;
+        let header_line = blank_lines + 1;
+        let (header, body_at) = match memchr::memchr(b'\n', &head[pos..]) {
+            Some(k) => (&head[pos..pos + k], pos + k + 1),
+            None if input.head_is_all => (&head[pos..], head.len()),
+            None => {
+                return Err(malformed(
+                    header_line,
+                    format!(
+                        "the first line is longer than {} KiB: not a recording's header",
+                        input::HEAD_BYTES >> 10
+                    ),
+                ))
+            }
+        };
+        let layout = csv::CsvLayout::from_header(header.trim_ascii_end())
+            .map_err(|m| malformed(header_line, m))?;
+        let body_at_bytes = body_at as u64;
+        let sidecar = input::sidecar_for(&input);
+        let mut head = input.head;
+        head.drain(..body_at);
+        let mut body: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(input.rest));
+        let end =
+            csv::read_body(&mut body, &layout, header_line, &mut on_sample).map_err(
+                |e| match e {
+                    csv::BodyError::Io(e) => io_err(e),
+                    csv::BodyError::Row(line, msg) => malformed(line, msg),
+                },
+            )?;
+        info.bytes = body_at_bytes + end.bytes;
         info.truncated_line = end.truncated_line;
-        read_sidecar(path, &mut info)?;
+        if let Some(side) = sidecar {
+            read_sidecar(&side, &mut info)?;
+        }
         return Ok(info);
     }
 
-    let mut layout: Option<csv::CsvLayout> = None;
-    let mut fields = Vec::with_capacity(32);
+    info.format = Some(Format::Jsonl);
     let mut result: Result<(), ReadError> = Ok(());
-    let bytes = for_each_line(&mut file, |line_no, line, complete| {
-        if !complete {
-            info.truncated_line = Some(line_no);
-            return true;
-        }
-        if line.is_empty() {
-            return true;
-        }
-        if info.format.is_none() {
-            if line[0] == b'{' {
-                info.format = Some(Format::Jsonl);
-            } else {
-                info.format = Some(Format::Csv);
-                match csv::CsvLayout::from_header(line) {
-                    Ok(l) => layout = Some(l),
-                    Err(msg) => {
-                        result = Err(malformed(line_no, msg));
-                        return false;
-                    }
-                }
+    let mut reader = input.into_reader();
+    let lines = for_each_line(
+        &mut reader,
+        input::MAX_LINE_BYTES,
+        |line_no, line, complete| {
+            if !complete {
+                info.truncated_line = Some(line_no);
                 return true;
             }
-        }
-        match info.format {
-            Some(Format::Csv) => {
-                let l = layout.as_ref().expect("header read");
-                match l.parse(line, &mut fields) {
-                    Ok(s) => on_sample(&s),
-                    Err(e) => {
-                        result = Err(malformed(line_no, e.0));
-                        return false;
-                    }
-                }
+            if line.trim_ascii().is_empty() {
+                return true;
             }
-            _ => match jsonl::parse_line(line) {
+            match jsonl::parse_line(line) {
                 Ok(jsonl::Line::Sample(s)) => on_sample(&s),
                 Ok(jsonl::Line::Meta(m)) => {
                     if info.meta.is_none() {
@@ -613,39 +684,19 @@ pub fn read_recording(
                     result = Err(malformed(line_no, e.0));
                     return false;
                 }
-            },
-        }
-        true
-    })
-    .map_err(io_err)?;
+            }
+            true
+        },
+    );
+    info.bytes = lines.map_err(|e| e.into_read_error(&path))?;
     result?;
-    info.bytes = bytes;
-    if info.format.is_none() {
-        return Err(ReadError::Empty(path.to_path_buf()));
-    }
-    if info.format == Some(Format::Csv) {
-        read_sidecar(path, &mut info)?;
-    }
     Ok(info)
 }
 
-/// The first line of `file` when it is a whole, non-empty line that is not JSON (a CSV
-/// header), leaving the file positioned after it; otherwise `None`, back at the start.
-fn csv_header(file: &mut File) -> io::Result<Option<Vec<u8>>> {
-    use std::io::{BufRead, Seek, SeekFrom};
-    let mut head = Vec::new();
-    io::BufReader::new(&mut *file)
-        .take(1 << 20)
-        .read_until(b'\n', &mut head)?;
-    let csv = head.ends_with(b"\n") && !matches!(head.first(), Some(b'{' | b'\n' | b'\r'));
-    file.seek(SeekFrom::Start(if csv { head.len() as u64 } else { 0 }))?;
-    Ok(csv.then_some(head))
-}
-
-/// Reads a CSV recording's metadata sidecar (`FILE.meta.json`), when there is one.
-fn read_sidecar(path: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
-    let side = sidecar_path(path);
-    let Ok(text) = std::fs::read_to_string(&side) else {
+/// Reads a CSV recording's metadata sidecar, when there is one. A sidecar that is there but
+/// cannot be read or parsed is always an error (never silently ignored).
+fn read_sidecar(side: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
+    let Some(text) = input::read_sidecar_text(side)? else {
         return Ok(());
     };
     match serde_json::from_str::<Meta>(&text) {
@@ -655,34 +706,65 @@ fn read_sidecar(path: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
             Ok(())
         }
         Err(e) => Err(ReadError::Malformed {
-            path: side,
+            path: side.to_path_buf(),
             line: e.line() as u64,
-            msg: e.to_string(),
+            msg: format!("damaged metadata sidecar: {e}"),
         }),
     }
 }
 
+/// Why reading lines stopped before the end.
+#[derive(Debug)]
+pub enum LinesError {
+    Io(io::Error),
+    /// This line is longer than the cap.
+    TooLong(u64, usize),
+}
+
+impl LinesError {
+    pub fn into_read_error(self, path: &Path) -> ReadError {
+        match self {
+            LinesError::Io(e) => ReadError::Io(path.to_path_buf(), e),
+            LinesError::TooLong(line, max) => ReadError::Malformed {
+                path: path.to_path_buf(),
+                line,
+                msg: too_long(max),
+            },
+        }
+    }
+}
+
+/// The message for a line past the cap.
+pub fn too_long(max: usize) -> String {
+    format!(
+        "the line is longer than {} (the cap on one line): the file is damaged or not a recording",
+        if max >= 1 << 20 && max % (1 << 20) == 0 {
+            format!("{} MiB", max >> 20)
+        } else {
+            format!("{max} bytes")
+        }
+    )
+}
+
 /// Calls `f(line_number, line, complete)` for each line of `r`, reading 1 MiB at a time;
 /// `complete` is false only for a last line with no newline. `f` returns false to stop.
-/// Returns the number of bytes read.
+/// A line longer than `max_line` bytes (its newline not counted) stops the reading with
+/// `TooLong`, so memory stays bounded whatever the input. Returns the number of bytes read.
 pub fn for_each_line(
-    r: &mut impl Read,
+    r: &mut dyn Read,
+    max_line: usize,
     mut f: impl FnMut(u64, &[u8], bool) -> bool,
-) -> io::Result<u64> {
+) -> Result<u64, LinesError> {
     const CHUNK: usize = 1 << 20;
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; CHUNK.max(max_line + 2)];
     let mut filled = 0;
     let mut line_no = 0u64;
     let mut total = 0u64;
     loop {
-        if filled == buf.len() {
-            // A line longer than the buffer: grow it.
-            buf.resize(buf.len() * 2, 0);
-        }
         let n = match r.read(&mut buf[filled..]) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(LinesError::Io(e)),
         };
         total += n as u64;
         if n == 0 {
@@ -697,11 +779,17 @@ pub fn for_each_line(
         let mut start = 0;
         while let Some(k) = memchr::memchr(b'\n', &buf[start..end]) {
             line_no += 1;
+            if k > max_line {
+                return Err(LinesError::TooLong(line_no, max_line));
+            }
             let line = &buf[start..start + k];
             if !f(line_no, line.strip_suffix(b"\r").unwrap_or(line), true) {
                 return Ok(total);
             }
             start += k + 1;
+        }
+        if end - start > max_line {
+            return Err(LinesError::TooLong(line_no + 1, max_line));
         }
         buf.copy_within(start..end, 0);
         filled = end - start;
@@ -718,7 +806,7 @@ mod tests {
             .flat_map(|i| format!("line {i}\n").into_bytes())
             .collect();
         let mut n = 0;
-        for_each_line(&mut &text[..], |no, line, complete| {
+        for_each_line(&mut &text[..], 100, |no, line, complete| {
             assert!(complete);
             assert_eq!(line, format!("line {}", no - 1).as_bytes());
             n += 1;
@@ -731,7 +819,7 @@ mod tests {
     #[test]
     fn a_last_line_without_newline_is_incomplete() {
         let mut seen = vec![];
-        for_each_line(&mut &b"a\nb\nc"[..], |_, line, complete| {
+        for_each_line(&mut &b"a\nb\nc"[..], 100, |_, line, complete| {
             seen.push((line.to_vec(), complete));
             true
         })

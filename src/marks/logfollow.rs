@@ -15,8 +15,12 @@ use std::time::Duration;
 /// was written.
 pub const POLL: Duration = Duration::from_millis(50);
 
-/// A line longer than this without a newline is taken as it is.
+/// A line longer than this without a newline is taken as it is (its first MiB).
 const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The most read from the log in one poll; the rest waits for the next. A file that never
+/// ends (`--mark-log /dev/zero`) or grows faster than it can be read keeps memory bounded.
+const MAX_READ_PER_POLL: u64 = 4 << 20;
 
 /// The position in the followed file, and the file it is in.
 pub struct LogFollower {
@@ -99,11 +103,13 @@ impl LogFollower {
             return;
         }
         let mut buf = [0u8; 64 * 1024];
-        loop {
+        let mut read_now = 0u64;
+        while read_now < MAX_READ_PER_POLL {
             match file.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
                     self.pos += n as u64;
+                    read_now += n as u64;
                     self.partial.extend_from_slice(&buf[..n]);
                     self.split_lines(lines);
                 }
@@ -117,11 +123,13 @@ impl LogFollower {
     fn split_lines(&mut self, lines: &mut Vec<String>) {
         let mut start = 0;
         while let Some(i) = memchr::memchr(b'\n', &self.partial[start..]) {
-            lines.push(decode(&self.partial[start..start + i]));
+            let line = &self.partial[start..start + i];
+            lines.push(decode(&line[..line.len().min(MAX_LINE_BYTES)]));
             start += i + 1;
         }
         self.partial.drain(..start);
         if self.partial.len() > MAX_LINE_BYTES {
+            self.partial.truncate(MAX_LINE_BYTES);
             self.take_partial(lines);
         }
     }
@@ -183,6 +191,19 @@ mod tests {
         let mut lines = Vec::new();
         f.poll(&mut lines);
         lines
+    }
+
+    #[test]
+    fn a_log_that_never_ends_is_read_a_bounded_amount_per_poll() {
+        // /dev/zero: no newline, no end. Each poll reads at most MAX_READ_PER_POLL and keeps
+        // no line longer than MAX_LINE_BYTES.
+        let mut f = LogFollower::open_at_end(PathBuf::from("/dev/zero"));
+        for _ in 0..3 {
+            let lines = polled(&mut f);
+            let held: usize = lines.iter().map(String::len).sum::<usize>() + f.partial.len();
+            assert!(held as u64 <= MAX_READ_PER_POLL, "{held} bytes held");
+            assert!(lines.iter().all(|l| l.len() <= MAX_LINE_BYTES));
+        }
     }
 
     #[test]

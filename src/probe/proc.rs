@@ -413,12 +413,13 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
             b"VmPin" => &mut m.pinned,
             b"VmHWM" => &mut m.hwm,
             b"Threads" => {
-                m.threads = parse_u64(&line[colon + 1..]) as u32;
+                m.threads = u32::try_from(parse_u64(&line[colon + 1..])).unwrap_or(u32::MAX);
                 continue;
             }
             _ => continue,
         };
-        *slot = parse_u64(&line[colon + 1..]) * 1024;
+        // Saturating: a damaged (or fake) 20-digit value must not overflow.
+        *slot = parse_u64(&line[colon + 1..]).saturating_mul(1024);
     }
     m
 }
@@ -428,7 +429,7 @@ fn find_kb(buf: &[u8], key: &[u8]) -> Option<u64> {
     let at = memchr::memmem::find(buf, key)?;
     let rest = &buf[at + key.len()..];
     let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-    Some(parse_u64(&rest[..end]) * 1024)
+    Some(parse_u64(&rest[..end]).saturating_mul(1024))
 }
 
 /// Parses the first run of decimal digits in `s` (skipping leading blanks); 0 if none.
@@ -494,6 +495,14 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         assert_eq!(m.pinned, 8 * 1024);
         assert_eq!(m.hwm, 5000 * 1024);
         assert_eq!(m.threads, 7);
+        assert!(m.has_mm);
+    }
+
+    #[test]
+    fn a_status_value_of_20_digits_saturates_instead_of_overflowing() {
+        let m = parse_status(b"VmRSS:\t99999999999999999999 kB\nThreads:\t99999999999\n");
+        assert_eq!(m.rss, u64::MAX);
+        assert_eq!(m.threads, u32::MAX);
         assert!(m.has_mm);
     }
 

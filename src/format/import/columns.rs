@@ -200,8 +200,18 @@ pub fn parse_row(cols: &Columns, line: &str) -> Result<Row, String> {
 pub fn read(
     path: &Path,
     columns: &str,
+    on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    read_from(crate::format::input::open(path)?, columns, on_sample)
+}
+
+/// `read` on an input already opened.
+pub fn read_from(
+    input: crate::format::input::Input,
+    columns: &str,
     mut on_sample: impl FnMut(&Sample),
 ) -> Result<ReadInfo, ReadError> {
+    let path = &input.path.clone();
     let cols =
         Columns::parse(columns).map_err(|e| ReadError::Columns(format!("{columns}: {e}")))?;
     let rss_unit = cols
@@ -220,7 +230,7 @@ pub fn read(
     let mut seen_data = false;
     let mut header_line = None;
     let mut max_decimals = 0;
-    each_line(path, &mut info, |line_no, line| {
+    each_line(input, &mut info, |line_no, line| {
         let row = match parse_row(&cols, line) {
             Ok(r) => r,
             // A first line of names (not numbers) is a header: skip it.
@@ -240,8 +250,13 @@ pub fn read(
             }
             (None, None) => unreachable!("Columns::parse requires a time column"),
         };
+        let unix_ms = row
+            .unix_ns
+            .map(|u| u / 1_000_000 + u64::from(u % 1_000_000 >= 500_000));
+        let unix_ms = unix_ms.unwrap_or(0);
+        crate::format::check_times(unix_ms, elapsed_s)?;
         on_sample(&Sample {
-            unix_ms: row.unix_ns.map(|u| (u + 500_000) / 1_000_000).unwrap_or(0),
+            unix_ms,
             elapsed_s,
             rss_bytes: row.rss_bytes,
             ..Sample::default()
@@ -249,7 +264,7 @@ pub fn read(
         Ok(())
     })?;
     if !seen_data && header_line.is_none() && info.truncated_line.is_none() {
-        return Err(ReadError::Empty(path.to_path_buf()));
+        return Err(ReadError::empty(path, info.bytes));
     }
     info.source = Some("a CSV read with --columns".into());
     info.notes.push(format!(

@@ -10,10 +10,9 @@ pub mod columns;
 pub mod mprof;
 pub mod psrecord;
 
-use super::{csv::CsvLayout, read_recording, InputFormat, InputSpec, ReadError, ReadInfo};
+use super::input::{self, Input, MAX_LINE_BYTES};
+use super::{csv::CsvLayout, read_recording_from, InputFormat, InputSpec, ReadError, ReadInfo};
 use crate::sample::Sample;
-use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 /// What the first non-empty line of a file says it is.
@@ -36,7 +35,12 @@ pub enum Kind {
 /// Recognises a file by its first non-empty line.
 pub fn detect(first_line: &str) -> Kind {
     let line = first_line.trim_start_matches('\u{feff}').trim_end();
-    if line.starts_with('{') || CsvLayout::from_header(line.as_bytes()).is_ok() {
+    // A header naming memmon's time column is memmon's, even when damaged (its reader then
+    // says what is missing).
+    let memmon_like = line
+        .split(',')
+        .any(|n| n.trim() == "unix_ms" || n.trim() == "elapsed_s");
+    if line.starts_with('{') || memmon_like || CsvLayout::from_header(line.as_bytes()).is_ok() {
         return Kind::Memmon;
     }
     if psrecord::is_plain_header(line) {
@@ -70,27 +74,52 @@ pub fn read(
     spec: &InputSpec,
     on_sample: impl FnMut(&Sample),
 ) -> Result<ReadInfo, ReadError> {
+    read_from(input::open(path)?, spec, on_sample)
+}
+
+/// `read` on an input already opened.
+pub fn read_from(
+    input: Input,
+    spec: &InputSpec,
+    on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    let path = &input.path.clone();
     let kind = match spec.format {
-        InputFormat::Memmon => return read_recording(path, on_sample),
-        InputFormat::Psrecord => return psrecord::read(path, on_sample),
-        InputFormat::Mprof => return mprof::read(path, on_sample),
+        InputFormat::Memmon => return read_recording_from(input, on_sample),
+        InputFormat::Psrecord => return psrecord::read_from(input, on_sample),
+        InputFormat::Mprof => return mprof::read_from(input, on_sample),
         InputFormat::Columns => {
             let Some(text) = spec.columns.as_deref() else {
                 return Err(ReadError::Columns(format!(
                     "is missing: --input-format columns needs the columns declared, e.g. {COLUMNS_EXAMPLE}"
                 )));
             };
-            return columns::read(path, text, on_sample);
+            return columns::read_from(input, text, on_sample);
         }
-        InputFormat::Auto => match first_line(path)? {
-            None => return Err(ReadError::Empty(path.to_path_buf())),
+        // A JSON Lines record may be longer (up to the line cap): its `{` says enough.
+        InputFormat::Auto
+            if !input.head_is_all
+                && memchr::memchr(b'\n', &input.head).is_none()
+                && !input.head.trim_ascii_start().starts_with(b"{") =>
+        {
+            return Err(ReadError::Malformed {
+                path: path.clone(),
+                line: 1,
+                msg: format!(
+                    "the first line is longer than {} KiB: not a recording or a file memmon imports",
+                    input::HEAD_BYTES >> 10
+                ),
+            });
+        }
+        InputFormat::Auto => match first_line(&input) {
+            None => return Err(ReadError::empty(path, input.head.len() as u64)),
             Some(line) => detect(&line),
         },
     };
     match kind {
-        Kind::Memmon => read_recording(path, on_sample),
-        Kind::PsrecordPlain | Kind::PsrecordCsv => psrecord::read(path, on_sample),
-        Kind::Mprof => mprof::read(path, on_sample),
+        Kind::Memmon => read_recording_from(input, on_sample),
+        Kind::PsrecordPlain | Kind::PsrecordCsv => psrecord::read_from(input, on_sample),
+        Kind::Mprof => mprof::read_from(input, on_sample),
         // `--columns` without `--input-format` already selects `Columns` (cli::InputArgs::spec).
         Kind::Headerless => Err(ReadError::Unrecognised(
             path.to_path_buf(),
@@ -111,21 +140,14 @@ pub fn read(
     }
 }
 
-/// The first non-empty line of a file (read from its first 64 KiB), or `None` when it has none.
-fn first_line(path: &Path) -> Result<Option<String>, ReadError> {
-    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
-    let mut buf = Vec::with_capacity(64 * 1024);
-    File::open(path)
-        .map_err(io_err)?
-        .take(64 * 1024)
-        .read_to_end(&mut buf)
-        .map_err(io_err)?;
-    let text = String::from_utf8_lossy(&buf);
-    Ok(text
-        .lines()
+/// The first non-empty line of an input (from its first `input::HEAD_BYTES`), or `None` when
+/// it has none there.
+fn first_line(input: &Input) -> Option<String> {
+    let text = String::from_utf8_lossy(&input.head);
+    text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .map(String::from))
+        .map(String::from)
 }
 
 fn shorten(text: &str, max: usize) -> String {
@@ -139,14 +161,14 @@ fn shorten(text: &str, max: usize) -> String {
 /// from `f` names the file and line, except on an incomplete last line (no newline: the writer
 /// was stopped mid-line), which is skipped and reported in `truncated_line`.
 pub(crate) fn each_line(
-    path: &Path,
+    input: Input,
     info: &mut ReadInfo,
     mut f: impl FnMut(u64, &str) -> Result<(), String>,
 ) -> Result<(), ReadError> {
-    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
-    let mut file = File::open(path).map_err(io_err)?;
+    let path = input.path.clone();
+    let mut reader = input.into_reader();
     let mut result = Ok(());
-    let bytes = super::for_each_line(&mut file, |line_no, raw, complete| {
+    let bytes = super::for_each_line(&mut reader, MAX_LINE_BYTES, |line_no, raw, complete| {
         let outcome = match std::str::from_utf8(raw) {
             Ok(line) if line.trim().is_empty() => return true,
             Ok(line) => f(line_no, line.trim_start_matches('\u{feff}')),
@@ -160,7 +182,7 @@ pub(crate) fn each_line(
             }
             Err(msg) => {
                 result = Err(ReadError::Malformed {
-                    path: path.to_path_buf(),
+                    path: path.clone(),
                     line: line_no,
                     msg,
                 });
@@ -168,7 +190,7 @@ pub(crate) fn each_line(
             }
         }
     })
-    .map_err(io_err)?;
+    .map_err(|e| e.into_read_error(&path))?;
     info.bytes = bytes;
     result
 }

@@ -42,7 +42,9 @@ struct State {
 impl State {
     fn flush_pending(&mut self, on_sample: &mut impl FnMut(&Sample)) {
         if let Some(s) = self.pending.take() {
-            self.max_with_children = self.max_with_children.max(s.rss_bytes + self.children_now);
+            self.max_with_children = self
+                .max_with_children
+                .max(s.rss_bytes.saturating_add(self.children_now));
             on_sample(&s);
         }
         self.children_now = 0;
@@ -50,14 +52,23 @@ impl State {
 }
 
 /// Streams an mprof `.dat` file.
-pub fn read(path: &Path, mut on_sample: impl FnMut(&Sample)) -> Result<ReadInfo, ReadError> {
+pub fn read(path: &Path, on_sample: impl FnMut(&Sample)) -> Result<ReadInfo, ReadError> {
+    read_from(crate::format::input::open(path)?, on_sample)
+}
+
+/// `read` on an input already opened.
+pub fn read_from(
+    input: crate::format::input::Input,
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    let path = &input.path.clone();
     let mut info = ReadInfo {
         path: path.to_path_buf(),
         ..ReadInfo::default()
     };
     let mut st = State::default();
     let mut any_line = false;
-    each_line(path, &mut info, |_, line| {
+    each_line(input, &mut info, |_, line| {
         any_line = true;
         let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
         match tag {
@@ -70,9 +81,14 @@ pub fn read(path: &Path, mut on_sample: impl FnMut(&Sample)) -> Result<ReadInfo,
                 let ts = timestamp(f[1])?;
                 st.flush_pending(&mut on_sample);
                 let first = *st.first_ts.get_or_insert(ts);
+                let (unix_ms, elapsed_s) = (
+                    ts / 10 + u64::from(ts % 10 >= 5),
+                    (ts as f64 - first as f64) / 10_000.0,
+                );
+                crate::format::check_times(unix_ms, elapsed_s)?;
                 st.pending = Some(Sample {
-                    unix_ms: (ts + 5) / 10,
-                    elapsed_s: (ts as f64 - first as f64) / 10_000.0,
+                    unix_ms,
+                    elapsed_s,
                     rss_bytes: rss,
                     ..Sample::default()
                 });
@@ -86,10 +102,10 @@ pub fn read(path: &Path, mut on_sample: impl FnMut(&Sample)) -> Result<ReadInfo,
                 timestamp(f[2])?;
                 let peak = st.child_peaks.entry(pid).or_default();
                 *peak = (*peak).max(rss);
-                st.children_now += rss;
+                st.children_now = st.children_now.saturating_add(rss);
                 if let Some(s) = st.pending.as_mut() {
                     // The main process, and each child alive (a child that exited reads 0).
-                    s.processes = s.processes.max(1) + u32::from(rss > 0);
+                    s.processes = s.processes.max(1).saturating_add(u32::from(rss > 0));
                 }
             }
             "FUNC" => st.funcs += 1,
@@ -103,7 +119,7 @@ pub fn read(path: &Path, mut on_sample: impl FnMut(&Sample)) -> Result<ReadInfo,
     })?;
     st.flush_pending(&mut on_sample);
     if !any_line {
-        return Err(ReadError::Empty(path.to_path_buf()));
+        return Err(ReadError::empty(path, info.bytes));
     }
     info.source = Some("an mprof file".into());
     let mut note = "read as an mprof file: RSS in MiB (2^20 bytes) with 6 decimals (±0.53 bytes), rounded to whole KiB, \

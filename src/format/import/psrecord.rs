@@ -39,22 +39,33 @@ enum Layout {
 }
 
 /// Streams a psrecord log (plain or CSV, told apart by its header line).
-pub fn read(path: &Path, mut on_sample: impl FnMut(&Sample)) -> Result<ReadInfo, ReadError> {
+pub fn read(path: &Path, on_sample: impl FnMut(&Sample)) -> Result<ReadInfo, ReadError> {
+    read_from(crate::format::input::open(path)?, on_sample)
+}
+
+/// `read` on an input already opened.
+pub fn read_from(
+    input: crate::format::input::Input,
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    let path = &input.path.clone();
     let mut info = ReadInfo {
         path: path.to_path_buf(),
         ..ReadInfo::default()
     };
     let mut layout: Option<Layout> = None;
-    each_line(path, &mut info, |_, line| {
+    each_line(input, &mut info, |_, line| {
         let Some(l) = &layout else {
             layout = Some(parse_header(line)?);
             return Ok(());
         };
-        on_sample(&parse_row(l, line)?);
+        let s = parse_row(l, line)?;
+        crate::format::check_times(s.unix_ms, s.elapsed_s)?;
+        on_sample(&s);
         Ok(())
     })?;
     match layout {
-        None => return Err(ReadError::Empty(path.to_path_buf())),
+        None => return Err(ReadError::empty(path, info.bytes)),
         Some(Layout::Plain) => {
             info.source = Some("a psrecord log".into());
             info.notes.push(

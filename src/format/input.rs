@@ -1,0 +1,193 @@
+//! Opening what a reader is given: a file, `-` (stdin), a pipe or a FIFO, plain or compressed
+//! with gzip or zstd (told by the first bytes, not the name), and the size caps every reader of
+//! outside input keeps (docs/FORMAT.md, "Size caps").
+
+use super::ReadError;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// The longest line any reader accepts (a CSV row, a JSON Lines record, an imported line), in
+/// bytes without its newline. memmon writes rows of a few hundred bytes (a marker's label is at
+/// most `marks::MAX_LABEL_CHARS` characters), so a longer line is damage, not data.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The largest metadata sidecar (`FILE.meta.json`) read, in bytes.
+pub const MAX_SIDECAR_BYTES: u64 = 16 << 20;
+
+/// How much of the start of an input is read first, to recognise it: its header line (or first
+/// line) must end within this many bytes.
+pub const HEAD_BYTES: usize = 64 << 10;
+
+/// A compression recognised by its magic bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    fn of(magic: &[u8]) -> Option<Compression> {
+        if magic.starts_with(&[0x1f, 0x8b]) {
+            Some(Compression::Gzip)
+        } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Some(Compression::Zstd)
+        } else {
+            None
+        }
+    }
+}
+
+/// An opened input: its first bytes (decompressed) already read, and the rest.
+pub struct Input {
+    pub path: PathBuf,
+    /// The first `HEAD_BYTES` bytes (fewer when the input is shorter), a UTF-8 byte-order mark
+    /// removed.
+    pub head: Vec<u8>,
+    /// Whether `head` holds the whole input.
+    pub head_is_all: bool,
+    pub rest: Box<dyn Read + Send>,
+    pub compression: Option<Compression>,
+    /// `-`: no sidecar can go with it.
+    pub stdin: bool,
+}
+
+impl Input {
+    /// The whole input as one stream, from its first byte (after a byte-order mark).
+    pub fn into_reader(self) -> Box<dyn Read + Send> {
+        Box::new(io::Cursor::new(self.head).chain(self.rest))
+    }
+}
+
+/// Whether `path` names stdin.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Opens `path` (or stdin for `-`) for reading, decompressing gzip and zstd. A directory is
+/// refused here, with its name; a FIFO is read as it comes (opening it waits for a writer).
+pub fn open(path: &Path) -> Result<Input, ReadError> {
+    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
+    let stdin = is_stdin(path);
+    let raw: Box<dyn Read + Send> = if stdin {
+        Box::new(io::stdin())
+    } else {
+        if std::fs::metadata(path).map_err(io_err)?.is_dir() {
+            return Err(io_err(io::Error::other(
+                "it is a directory, not a recording",
+            )));
+        }
+        Box::new(std::fs::File::open(path).map_err(io_err)?)
+    };
+    from_reader(path, raw, stdin)
+}
+
+/// An input over any byte stream, named `path` in messages (and for its sidecar, unless
+/// `stdin`).
+pub fn from_reader(
+    path: &Path,
+    mut raw: Box<dyn Read + Send>,
+    stdin: bool,
+) -> Result<Input, ReadError> {
+    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
+    let mut magic = Vec::with_capacity(4);
+    read_up_to(&mut raw, &mut magic, 4).map_err(io_err)?;
+    let compression = Compression::of(&magic);
+    let joined = io::Cursor::new(magic).chain(raw);
+    let mut rest: Box<dyn Read + Send> = match compression {
+        None => Box::new(joined),
+        Some(Compression::Gzip) => Box::new(flate2::read::MultiGzDecoder::new(joined)),
+        Some(Compression::Zstd) => Box::new(
+            ruzstd::decoding::StreamingDecoder::new(joined).map_err(|e| {
+                io_err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("not a readable zstd stream: {e}"),
+                ))
+            })?,
+        ),
+    };
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    read_up_to(&mut rest, &mut head, HEAD_BYTES).map_err(io_err)?;
+    let head_is_all = head.len() < HEAD_BYTES;
+    if head.starts_with(b"\xef\xbb\xbf") {
+        head.drain(..3);
+    }
+    Ok(Input {
+        path: path.to_path_buf(),
+        head,
+        head_is_all,
+        rest,
+        compression,
+        stdin,
+    })
+}
+
+/// Reads until `buf` holds `n` bytes or the input ends.
+fn read_up_to(r: &mut dyn Read, buf: &mut Vec<u8>, n: usize) -> io::Result<()> {
+    let start = buf.len();
+    buf.resize(start + n, 0);
+    let mut filled = start;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(k) => filled += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.truncate(filled);
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(filled);
+    Ok(())
+}
+
+/// The sidecar that goes with a recording: `run.csv.meta.json` for `run.csv`; for a compressed
+/// `run.csv.gz` (or `.zst`), `run.csv.gz.meta.json` when it exists, else `run.csv.meta.json`
+/// (the sidecar as it was before the recording was compressed). `None` for stdin.
+pub fn sidecar_for(input: &Input) -> Option<PathBuf> {
+    if input.stdin {
+        return None;
+    }
+    let own = super::sidecar_path(&input.path);
+    if input.compression.is_none() || own.exists() {
+        return Some(own);
+    }
+    let stem = input.path.with_extension("");
+    Some(super::sidecar_path(&stem))
+}
+
+/// Reads a sidecar: `Ok(None)` when there is none; any other failure (unreadable, a
+/// directory, larger than `MAX_SIDECAR_BYTES`, not UTF-8) is an error naming it.
+pub fn read_sidecar_text(side: &Path) -> Result<Option<String>, ReadError> {
+    let io_err = |e| ReadError::Io(side.to_path_buf(), e);
+    let file = match std::fs::File::open(side) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(e)),
+    };
+    if file.metadata().map_err(io_err)?.is_dir() {
+        return Err(io_err(io::Error::other("it is a directory, not a sidecar")));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SIDECAR_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
+    if bytes.len() as u64 > MAX_SIDECAR_BYTES {
+        return Err(ReadError::Malformed {
+            path: side.to_path_buf(),
+            line: 1,
+            msg: format!(
+                "the sidecar is larger than {} MiB (the cap on metadata): damaged?",
+                MAX_SIDECAR_BYTES >> 20
+            ),
+        });
+    }
+    String::from_utf8(bytes).map(Some).map_err(|e| {
+        let before = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        ReadError::Malformed {
+            path: side.to_path_buf(),
+            line: 1 + memchr::memchr_iter(b'\n', before).count() as u64,
+            msg: "the sidecar is not UTF-8 text".into(),
+        }
+    })
+}

@@ -1,0 +1,306 @@
+//! Inputs that are damaged, endless, compressed or not files at all: every reading subcommand
+//! (summary, compare, plot, report) ends with the same exit code and a message naming the file
+//! (and line) at fault. The corpus is tests/data/bad/, listed in its MANIFEST.tsv; inputs that
+//! are large or not plain files are made here at run time.
+
+use crate::util::{memmon, tempdir};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const READERS: [&str; 4] = ["summary", "compare", "plot", "report"];
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bad")
+}
+
+/// A recording that reads fine, for `compare`'s other side.
+fn good() -> PathBuf {
+    corpus().join("crlf.csv")
+}
+
+/// Runs `sub` on `input` (its output, if any, into `dir`): exit code, stdout, stderr.
+fn run(sub: &str, input: &Path, dir: &Path) -> (i32, String, String) {
+    let mut cmd = memmon();
+    cmd.arg(sub).arg(input);
+    match sub {
+        "compare" => {
+            cmd.arg(good());
+        }
+        "plot" => {
+            cmd.arg("--force").arg("-o").arg(dir.join("plot.svg"));
+        }
+        "report" => {
+            cmd.arg("--force").arg("-o").arg(dir.join("report.html"));
+        }
+        _ => {}
+    }
+    let out = cmd
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts that every reading subcommand fails on `input` with exit 2 and `fragment`.
+fn all_refuse(input: &Path, fragment: &str) {
+    let dir = tempdir();
+    for sub in READERS {
+        let (code, _, err) = run(sub, input, dir.path());
+        assert_eq!(code, 2, "{sub} {}: {err}", input.display());
+        assert!(
+            err.contains(fragment),
+            "{sub}: expected '{fragment}' in: {err}"
+        );
+    }
+}
+
+#[test]
+fn every_file_of_the_bad_input_corpus_ends_as_its_manifest_says() {
+    let manifest = std::fs::read_to_string(corpus().join("MANIFEST.tsv")).unwrap();
+    let mut listed = std::collections::BTreeSet::new();
+    let dir = tempdir();
+    let mut checked = 0;
+    for line in manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [file, subs, code, fragment] = f[..] else {
+            panic!("MANIFEST.tsv: 4 tab-separated fields expected in '{line}'");
+        };
+        listed.insert(file.to_string());
+        let subs: Vec<&str> = match subs {
+            "all" => READERS.to_vec(),
+            s => s.split(',').collect(),
+        };
+        for sub in subs {
+            let (got, out, err) = run(sub, &corpus().join(file), dir.path());
+            assert_eq!(got.to_string(), code, "{sub} {file}: {err}");
+            let text = if got == 0 { out + &err } else { err };
+            assert!(
+                fragment == "-" || text.contains(fragment),
+                "{sub} {file}: expected '{fragment}' in: {text}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 80, "{checked} runs");
+    // Every file of the corpus is listed (a sidecar goes with its recording).
+    for entry in std::fs::read_dir(corpus()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let owner = name.strip_suffix(".meta.json").unwrap_or(&name);
+        assert!(
+            name == "MANIFEST.tsv" || listed.contains(owner),
+            "{name} is in tests/data/bad but not in its MANIFEST.tsv"
+        );
+    }
+}
+
+/// The header and `rows` rows, with a marker label of `label_len` bytes on the rows listed.
+fn recording(rows: usize, long_rows: &[usize], label_len: usize) -> Vec<u8> {
+    let header = "unix_ms,elapsed_s,rss_bytes,anon_bytes,file_bytes,shmem_bytes,swap_bytes,locked_bytes,pinned_bytes,processes,top_pid,top_rss_bytes,hwm_bytes,hwm_sum_bytes,pss_bytes,missed_ticks,event\n";
+    let mut v = header.as_bytes().to_vec();
+    for i in 0..rows {
+        let rss = (1 + i % 1000) << 20;
+        write!(
+            v,
+            "{},{}.000000,{rss},0,0,0,0,0,0,1,42,{rss},{rss},{rss},,0,",
+            1_700_000_000_000u64 + i as u64,
+            i
+        )
+        .unwrap();
+        if long_rows.contains(&i) {
+            v.extend_from_slice(b"mark:");
+            v.extend(std::iter::repeat_n(b'x', label_len));
+        }
+        v.push(b'\n');
+    }
+    v
+}
+
+#[test]
+fn a_line_past_the_1_mib_cap_is_refused_at_its_line_by_every_subcommand() {
+    let dir = tempdir();
+    let p = dir.path().join("long.csv");
+    // Row 500 (line 502) holds a 3 MiB marker label: memmon writes labels of at most 200
+    // characters, so this is damage.
+    std::fs::write(&p, recording(1000, &[500], 3 << 20)).unwrap();
+    all_refuse(&p, "long.csv:502: the line is longer than 1 MiB");
+}
+
+#[test]
+fn rows_after_long_lines_below_the_cap_are_all_read() {
+    // Lines of 900 KiB, on both sides of the reader's 1 MiB chunk boundaries: every row comes
+    // back (the parallel reader used to drop the rows after a line longer than its buffer).
+    let dir = tempdir();
+    let p = dir.path().join("labels.csv");
+    std::fs::write(
+        &p,
+        recording(60_000, &[3, 4, 20_000, 20_001, 59_998], 900 << 10),
+    )
+    .unwrap();
+    let s = crate::util::summary_json(&p);
+    assert_eq!(s["samples"], 60_000, "{s}");
+    assert_eq!(s["peak_rss_bytes"], 1000u64 << 20);
+}
+
+#[test]
+fn an_input_that_never_ends_a_line_is_refused_without_reading_it_all() {
+    let dir = tempdir();
+    // A CSV whose header never ends, and a JSON Lines record that never does.
+    let header = dir.path().join("endless.csv");
+    std::fs::write(&header, vec![b'a'; 5 << 20]).unwrap();
+    let jsonl = dir.path().join("endless.jsonl");
+    let mut v = b"{".to_vec();
+    v.extend(std::iter::repeat_n(b' ', 3 << 20));
+    std::fs::write(&jsonl, v).unwrap();
+    all_refuse(&jsonl, "endless.jsonl:1: the line is longer than 1 MiB");
+    all_refuse(
+        &header,
+        "endless.csv:1: the first line is longer than 64 KiB",
+    );
+    // /dev/zero never ends at all: refused from its first 64 KiB, or its first MiB when an
+    // importer is named.
+    all_refuse(
+        Path::new("/dev/zero"),
+        "/dev/zero:1: the first line is longer than 64 KiB",
+    );
+    memmon()
+        .args(["summary", "--input-format", "psrecord", "/dev/zero"])
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "/dev/zero:1: the line is longer than 1 MiB",
+        ));
+}
+
+#[test]
+fn a_directory_is_refused_by_name() {
+    let dir = tempdir();
+    let d = dir.path().join("runs");
+    std::fs::create_dir(&d).unwrap();
+    all_refuse(&d, "runs: it is a directory, not a recording");
+    // A sidecar that is a directory is reported, not ignored.
+    let p = dir.path().join("run.csv");
+    std::fs::copy(good(), &p).unwrap();
+    std::fs::create_dir(dir.path().join("run.csv.meta.json")).unwrap();
+    all_refuse(&p, "run.csv.meta.json: it is a directory, not a sidecar");
+}
+
+#[test]
+fn a_missing_input_exits_2_from_every_subcommand() {
+    all_refuse(
+        Path::new("/nonexistent/run.csv"),
+        "cannot read /nonexistent/run.csv",
+    );
+}
+
+#[test]
+fn stdin_and_a_fifo_are_read_like_the_file() {
+    let data = recording(2000, &[], 0);
+    let dir = tempdir();
+    let file = dir.path().join("run.csv");
+    std::fs::write(&file, &data).unwrap();
+    let plain = crate::util::summary_json(&file);
+
+    let out = memmon()
+        .args(["summary", "--json", "-"])
+        .write_stdin(data.clone())
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let piped: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(piped["samples"], plain["samples"]);
+    assert_eq!(piped["peak_rss_bytes"], plain["peak_rss_bytes"]);
+
+    let fifo = dir.path().join("run.fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for sub in ["summary", "plot"] {
+        let writer = {
+            let (fifo, data) = (fifo.clone(), data.clone());
+            std::thread::spawn(move || std::fs::write(fifo, data).unwrap())
+        };
+        let (code, out, err) = run(sub, &fifo, dir.path());
+        writer.join().unwrap();
+        assert_eq!(code, 0, "{sub} on a FIFO: {err}");
+        assert!(!err.contains("Illegal seek"), "{err}");
+        match sub {
+            // The largest row of `recording`: 1000 MiB.
+            "summary" => assert!(out.contains("(1048576000 bytes)"), "{out}"),
+            _ => assert!(dir.path().join("plot.svg").exists()),
+        }
+    }
+}
+
+#[test]
+fn gzip_and_zstd_recordings_read_as_the_plain_one_with_its_sidecar() {
+    let dir = tempdir();
+    let data = recording(3000, &[7], 100);
+    let plain = dir.path().join("run.csv");
+    std::fs::write(&plain, &data).unwrap();
+    // The sidecar stays `run.csv.meta.json` when `run.csv` is compressed.
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz_sidecar.meta.json"),
+        dir.path().join("run.csv.meta.json"),
+    )
+    .unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&data).unwrap();
+    std::fs::write(dir.path().join("run.csv.gz"), gz.finish().unwrap()).unwrap();
+    let zst =
+        ruzstd::encoding::compress_to_vec(&data[..], ruzstd::encoding::CompressionLevel::Fastest);
+    std::fs::write(dir.path().join("run.csv.zst"), &zst).unwrap();
+    // Recognised by its first bytes, whatever the name.
+    std::fs::write(dir.path().join("renamed.txt"), &zst).unwrap();
+
+    let want = crate::util::summary_json(&plain);
+    assert!(want["samples"] == 3000, "{want}");
+    for name in ["run.csv.gz", "run.csv.zst", "renamed.txt"] {
+        let got = crate::util::summary_json(&dir.path().join(name));
+        for key in ["samples", "peak_rss_bytes", "duration_s"] {
+            assert_eq!(got[key], want[key], "{name}: {key}");
+        }
+        // Metadata from the sidecar `run.csv.meta.json` (renamed.txt has none).
+        if name != "renamed.txt" {
+            for key in [
+                "kernel_peak_rss_bytes",
+                "rusage_maxrss_bytes",
+                "interval",
+                "target",
+            ] {
+                assert_eq!(got[key], want[key], "{name}: {key}");
+            }
+        }
+    }
+    assert_eq!(want["interval"], "50ms", "the sidecar is read: {want}");
+    // A sidecar named after the compressed file comes first.
+    let own = std::fs::read_to_string(dir.path().join("run.csv.meta.json"))
+        .unwrap()
+        .replace("\"interval\": \"50ms\"", "\"interval\": \"7s\"");
+    std::fs::write(dir.path().join("run.csv.gz.meta.json"), own).unwrap();
+    let got = crate::util::summary_json(&dir.path().join("run.csv.gz"));
+    assert_eq!(got["interval"], "7s");
+    // A compressed stream cut short is an error naming the file, not a shorter recording.
+    for (name, whole) in [
+        ("cut.csv.zst", zst),
+        (
+            "cut.csv.gz",
+            std::fs::read(dir.path().join("run.csv.gz")).unwrap(),
+        ),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, &whole[..whole.len() / 2]).unwrap();
+        all_refuse(&p, &format!("cannot read {}", p.display()));
+    }
+}
