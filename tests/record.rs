@@ -677,3 +677,42 @@ fn an_orphan_of_a_launched_command_stays_in_the_tree() {
     assert!(column(&out, "processes").iter().max() >= Some(&2));
     assert!(column(&out, "rss_bytes").iter().max().unwrap() >= &(30 * MIB));
 }
+
+#[test]
+fn a_child_that_execs_is_named_by_its_new_command_line_in_the_metadata() {
+    // The inner shell is found as `sh`, then execs `sleep 1.5`.
+    let dir = tempdir();
+    let out = dir.path().join("exec.csv");
+    memmon()
+        .args(["record", "-q", "-i", "50ms", "-o"])
+        .arg(&out)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            r#"sh -c "sleep 0.5; exec sleep 1.5"; exit 0"#,
+        ])
+        .assert()
+        .success();
+    let m = meta(&out);
+    let procs = m["end"]["processes"].as_array().unwrap();
+    let names: Vec<(&str, &str)> = procs
+        .iter()
+        .map(|p| (p["comm"].as_str().unwrap(), p["cmdline"].as_str().unwrap()))
+        .collect();
+    assert!(
+        names.contains(&("sleep", "sleep 1.5")),
+        "the exec'd child is not named by its command line: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|(_, c)| c.starts_with("sh -c sleep 0.5")),
+        "a process is still named by its command line before the exec: {names:?}"
+    );
+    // The root keeps its own command line.
+    assert!(
+        names
+            .iter()
+            .any(|(c, l)| *c == "sh" && l.starts_with("sh -c sh -c")),
+        "{names:?}"
+    );
+}
