@@ -231,13 +231,19 @@ impl ProcHandle {
         parse_pid_list(&buf[..n], out);
         let due = match self.others.listed {
             None => threads > 1,
-            Some((count, at)) => count != threads || now.duration_since(at) >= OTHER_THREADS_EVERY,
+            Some((count, at)) => {
+                count != threads || (threads > 1 && now.duration_since(at) >= OTHER_THREADS_EVERY)
+            }
         };
         if !due {
             return Ok(());
         }
-        self.list_other_threads()?;
+        // A listing that fails (the process is ending) is tried again at the next due time; the
+        // main thread's children are kept meanwhile.
         self.others.listed = Some((threads, now));
+        if self.list_other_threads().is_err() {
+            return Ok(());
+        }
         for (_, f) in &self.others.files {
             // A thread may have ended since the listing: its file reads empty or fails, and
             // that is not an error.
