@@ -656,7 +656,7 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         t.sample_at(t0 + STATUS_MAX_AGE + CMDLINE_GAP_FIRST)
             .unwrap()
             .unwrap();
-        assert_eq!(rec(&t).cmdline, "postgres: checkpointer ");
+        assert_eq!(rec(&t).cmdline, "postgres: checkpointer");
     }
 
     #[test]

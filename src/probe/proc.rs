@@ -575,10 +575,14 @@ pub fn parse_stat(buf: &[u8]) -> Option<(String, u64)> {
     Some((comm, start))
 }
 
-/// Turns the NUL-separated arguments of /proc/PID/cmdline into one line joined by spaces. A
-/// character cut at the end of a bounded read is dropped, not replaced.
+/// Turns the NUL-separated arguments of /proc/PID/cmdline into one line joined by spaces,
+/// without the padding at its end (PostgreSQL pads its titles with spaces). A character cut at
+/// the end of a bounded read is dropped, not replaced.
 pub fn join_cmdline(raw: &[u8]) -> String {
-    let end = raw.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let end = raw
+        .iter()
+        .rposition(|&b| b != 0 && b != b' ')
+        .map_or(0, |i| i + 1);
     let joined: Vec<u8> = raw[..end]
         .iter()
         .map(|&b| if b == 0 { b' ' } else { b })
@@ -659,7 +663,7 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         );
         assert_eq!(
             join_cmdline(b"postgres: checkpointer \0\0\0"),
-            "postgres: checkpointer "
+            "postgres: checkpointer"
         );
         assert_eq!(join_cmdline(b""), "");
         // A bounded read that cut a two-byte character in half drops the half.
