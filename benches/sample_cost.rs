@@ -1,7 +1,9 @@
 //! CPU time per sample of one idle process, measured in the same run as the bare cost of the
 //! /proc reads a sample needs (open+read+close of status and of the children file) and of
 //! statm: in a hot loop, and paced at 100 samples/s as a recorder runs (each tick then pays a
-//! wake-up with cold caches, for the bare reads and memmon alike).
+//! wake-up with cold caches, for the bare reads and memmon alike). Then the same sample of a
+//! target with 1 and with 256 threads (a copy of this program that only starts threads), where
+//! every thread has its own children file.
 //! Run: `cargo bench --bench sample_cost`. Results go in BENCHMARKS.md.
 
 use memmon::probe::ProcFs;
@@ -24,27 +26,49 @@ fn thread_cpu() -> Duration {
 }
 
 /// Runs `f` ITERATIONS times; returns CPU nanoseconds per call (best of 5 rounds).
-fn measure(mut f: impl FnMut()) -> f64 {
+fn measure(f: impl FnMut()) -> f64 {
+    measure_n(ITERATIONS, f)
+}
+
+/// Runs `f` `iterations` times; returns CPU nanoseconds per call (best of 5 rounds).
+fn measure_n(iterations: u32, mut f: impl FnMut()) -> f64 {
     (0..5)
         .map(|_| {
             let t0 = thread_cpu();
-            for _ in 0..ITERATIONS {
+            for _ in 0..iterations {
                 f();
             }
-            (thread_cpu() - t0).as_nanos() as f64 / ITERATIONS as f64
+            (thread_cpu() - t0).as_nanos() as f64 / iterations as f64
         })
         .fold(f64::INFINITY, f64::min)
 }
 
+/// Runs `f` over and over for `wall` (wall-clock); returns CPU nanoseconds per call, the mean.
+fn measure_for(wall: Duration, mut f: impl FnMut()) -> f64 {
+    let t0 = thread_cpu();
+    let start = std::time::Instant::now();
+    let mut calls = 0u64;
+    while start.elapsed() < wall {
+        f();
+        calls += 1;
+    }
+    (thread_cpu() - t0).as_nanos() as f64 / calls as f64
+}
+
 /// Runs `f` at 100 calls per second for 3 s, sleeping to absolute deadlines in between; returns
 /// CPU nanoseconds per call, the sleeps' own wake-ups included.
-fn measure_paced(mut f: impl FnMut()) -> f64 {
-    let calls = 300u32;
+fn measure_paced(f: impl FnMut()) -> f64 {
+    measure_paced_at(Duration::from_millis(10), 300, f)
+}
+
+/// Runs `f` `calls` times, one call every `every` (absolute deadlines); returns CPU nanoseconds
+/// per call, the sleeps' own wake-ups included.
+fn measure_paced_at(every: Duration, calls: u32, mut f: impl FnMut()) -> f64 {
     let t0 = thread_cpu();
     let start = std::time::Instant::now();
     for i in 1..=calls {
         f();
-        let deadline = start + Duration::from_millis(10) * i;
+        let deadline = start + every * i;
         if let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
             std::thread::sleep(left);
         }
@@ -58,7 +82,67 @@ fn bare_read(path: &str, buf: &mut Vec<u8>) {
     f.read_to_end(buf).unwrap();
 }
 
+/// Set in the environment of the copy of this program that serves as a threaded target.
+const THREADS_ENV: &str = "MEMMON_SAMPLE_COST_THREADS";
+
+/// The threaded target: starts threads until the process has `n`, then sleeps (until killed).
+fn be_a_threaded_target(n: usize) -> ! {
+    for _ in 1..n {
+        std::thread::spawn(|| loop {
+            std::thread::park();
+        });
+    }
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Starts a copy of this program with `n` threads and waits until /proc shows them all.
+fn threaded_target(n: usize) -> std::process::Child {
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(THREADS_ENV, n.to_string())
+        .spawn()
+        .unwrap();
+    let task = format!("/proc/{}/task", child.id());
+    let start = std::time::Instant::now();
+    while std::fs::read_dir(&task).unwrap().count() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{n} threads did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// CPU per sample of a target with `n` threads (and no children): in a hot loop for 1 s, and
+/// paced at 1,000 samples/s for 2 s.
+fn threaded_cost(n: usize) -> (f64, f64) {
+    let mut target = threaded_target(n);
+    let fs = ProcFs::default();
+    let mut tree = Tree::new(fs.clone(), fs.open(target.id() as i32).unwrap(), true);
+    // A mean over 1 s, not a best round: a slower tick now and then (a rescan) must count.
+    let hot = measure_for(Duration::from_secs(1), || {
+        tree.sample().unwrap().unwrap();
+    });
+    let paced = measure_paced_at(Duration::from_millis(1), 2_000, || {
+        tree.sample().unwrap().unwrap();
+    });
+    target.kill().unwrap();
+    let _ = target.wait();
+    (hot, paced)
+}
+
 fn main() {
+    if let Some(n) = std::env::var(THREADS_ENV).ok().and_then(|v| v.parse().ok()) {
+        be_a_threaded_target(n);
+    }
+    // `cargo bench --bench sample_cost -- threads`: the threaded targets only.
+    let only_threads = std::env::args().skip(1).any(|a| a == "threads");
+    if only_threads {
+        print_threaded();
+        return;
+    }
     let mut target = std::process::Command::new("sleep")
         .arg("1000")
         .spawn()
@@ -102,7 +186,6 @@ fn main() {
     });
     target.kill().unwrap();
     let _ = target.wait();
-
     println!("CPU time per call, one idle process (`sleep`), best of 5 x {ITERATIONS}:");
     println!("| what | CPU per call | ratio to its bare reads |");
     println!("|---|---|---|");
@@ -150,4 +233,28 @@ fn main() {
         paced_tree_ns / 1e3,
         paced_tree_ns / paced_bare_ns
     );
+    println!();
+    print_threaded();
+}
+
+/// Measures and prints the cost of sampling a target of 1 and of 256 threads.
+fn print_threaded() {
+    let paced_1khz_sleep_ns = measure_paced_at(Duration::from_millis(1), 2_000, || {});
+    let (hot_1, paced_1) = threaded_cost(1);
+    let (hot_256, paced_256) = threaded_cost(256);
+    println!("A target with many threads (each has its own task/TID/children file):");
+    println!("| target | hot loop for 1 s, mean CPU per sample | paced at 1 kHz, CPU per tick | ratio to 1 thread (paced) |");
+    println!("|---|---|---|---|");
+    println!(
+        "| sleep and wake only, 1 kHz | | {:.2} µs | |",
+        paced_1khz_sleep_ns / 1e3
+    );
+    for (n, hot, paced) in [(1, hot_1, paced_1), (256, hot_256, paced_256)] {
+        println!(
+            "| {n} thread(s) | {:.2} µs | {:.2} µs | {:.2}x |",
+            hot / 1e3,
+            paced / 1e3,
+            paced / paced_1
+        );
+    }
 }

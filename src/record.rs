@@ -633,6 +633,8 @@ impl Recorder {
                 Err(e) => Some(format!("PID {}: {e}", h.pid)),
             })
             .collect();
+        // Every status read before the reset holds the old marks: read them all again.
+        self.tree.invalidate_after_reset();
         if failed.is_empty() {
             return;
         }
@@ -675,10 +677,14 @@ impl Recorder {
 
     /// Resets VmHWM of every process in the tree; returns a message per failure.
     fn reset_peaks(&mut self) -> Vec<String> {
-        self.tree
+        let failed = self
+            .tree
             .each_member()
             .filter_map(|(h, _)| h.reset_hwm().err().map(|e| format!("PID {}: {e}", h.pid)))
-            .collect()
+            .collect();
+        // Every status read before the reset holds the old marks: read them all again.
+        self.tree.invalidate_after_reset();
+        failed
     }
 
     /// Waits for a new process behind the pidfile or name. `None` if a signal or the duration
@@ -1100,7 +1106,10 @@ fn output_error(e: OutputError) -> anyhow::Error {
 fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
     let mut sources = vec!["/proc/PID/status (VmRSS, RssAnon, RssFile, RssShmem, VmSwap, VmLck, VmPin, VmHWM) every tick".to_string()];
     if opts.children {
-        sources.push("/proc/PID/task/TID/children every tick".into());
+        sources.push(
+            "/proc/PID/task/TID/children: the main thread's every tick, other threads' every 100 ms and when the thread count changes"
+                .into(),
+        );
     }
     if let Some(p) = &opts.pss {
         sources.push(format!(

@@ -6,6 +6,12 @@
 //! statm (BENCHMARKS.md), so for descendants statm is read every tick and status only when statm changed or the
 //! last status read is older than [`STATUS_MAX_AGE`]: a tree of a thousand idle workers costs
 //! little, and every number is at most that old for a process whose statm did not move.
+//! After a reset of the high-water marks ([`Tree::invalidate_after_reset`]) every member's status
+//! is read again at the next sample: nothing read before a reset is used after it.
+//!
+//! Each member is named by its command name and its command line, read when it is found, again
+//! when its name changes (an exec) and, less and less often, while it lives (processes that set
+//! their own title after a fork, as PostgreSQL does).
 
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use std::collections::HashMap;
@@ -13,6 +19,14 @@ use std::time::{Duration, Instant};
 
 /// The longest a descendant's status values are carried while its statm stays the same.
 pub const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// A command line is kept to at most this many bytes.
+pub const CMDLINE_MAX_BYTES: usize = 256;
+
+/// The first re-read of a command line after it was read at discovery; each later one waits
+/// twice as long, up to [`CMDLINE_GAP_MAX`].
+const CMDLINE_GAP_FIRST: Duration = Duration::from_secs(1);
+const CMDLINE_GAP_MAX: Duration = Duration::from_secs(64);
 
 /// One tick of the tree, summed over its members. Sizes in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,17 +53,82 @@ pub struct TreeSample {
 pub struct ProcessRecord {
     pub pid: i32,
     pub start_time_ticks: u64,
+    /// The command name (at most 15 bytes) as last read: after an exec, the new program's.
     pub comm: String,
-    /// The highest VmHWM read while it was alive (exact when read after its peak).
+    /// The command line as last read, arguments joined by spaces, at most
+    /// [`CMDLINE_MAX_BYTES`] bytes; it shows titles a process sets itself
+    /// (`postgres: checkpointer`). Empty in recordings made before it was kept.
+    #[serde(default)]
+    pub cmdline: String,
+    /// The highest VmHWM read while it was alive, over all phases and runs (resets included;
+    /// exact when read after its peak).
     pub hwm_bytes: u64,
 }
 
 struct Member {
     handle: ProcHandle,
     last: StatusMem,
-    /// statm when `last` was read, and when.
+    /// statm when `last` was read, and when; `None` after a reset of the high-water marks: the
+    /// next sample reads status whatever statm says.
     statm: [u64; 7],
-    status_at: Instant,
+    status_at: Option<Instant>,
+    /// The highest VmHWM read so far (a reset lowers `last.hwm`, not this).
+    hwm_peak: u64,
+    cmdline: String,
+    /// When the command line is read again (at a status read), and the gap after that.
+    cmdline_next: Instant,
+    cmdline_gap: Duration,
+}
+
+impl Member {
+    fn new(handle: ProcHandle, last: StatusMem, statm: [u64; 7], now: Instant) -> Member {
+        let mut m = Member {
+            handle,
+            last,
+            statm,
+            status_at: Some(now),
+            hwm_peak: last.hwm,
+            cmdline: String::new(),
+            cmdline_next: now,
+            cmdline_gap: CMDLINE_GAP_FIRST,
+        };
+        m.read_cmdline(now, &mut Vec::new());
+        m
+    }
+
+    /// Takes a fresh status: keeps the peak, and reads the name and command line again when
+    /// the name changed (an exec) or the command line is due.
+    fn took_status(&mut self, status: StatusMem, now: Instant, buf: &mut Vec<u8>) {
+        self.hwm_peak = self.hwm_peak.max(status.hwm);
+        if status.name_hash != self.last.name_hash {
+            if let Ok(comm) = self.handle.read_comm(buf) {
+                self.handle.comm = comm;
+            }
+            self.cmdline_gap = CMDLINE_GAP_FIRST;
+            self.read_cmdline(now, buf);
+        } else if now >= self.cmdline_next {
+            self.read_cmdline(now, buf);
+        }
+        self.last = status;
+    }
+
+    fn read_cmdline(&mut self, now: Instant, buf: &mut Vec<u8>) {
+        if let Some(c) = self.handle.read_cmdline(buf, CMDLINE_MAX_BYTES) {
+            self.cmdline = c;
+        }
+        self.cmdline_next = now + self.cmdline_gap;
+        self.cmdline_gap = (self.cmdline_gap * 2).min(CMDLINE_GAP_MAX);
+    }
+
+    fn record(&self) -> ProcessRecord {
+        ProcessRecord {
+            pid: self.handle.pid,
+            start_time_ticks: self.handle.start_time,
+            comm: self.handle.comm.clone(),
+            cmdline: self.cmdline.clone(),
+            hwm_bytes: self.hwm_peak.max(self.last.hwm),
+        }
+    }
 }
 
 /// The tree being watched.
@@ -89,12 +168,9 @@ impl Tree {
             kids: Vec::new(),
         };
         t.index.insert(root_pid, 0);
-        t.members.push(Member {
-            handle: root,
-            last: StatusMem::default(),
-            statm: [0; 7],
-            status_at: Instant::now(),
-        });
+        let mut root = Member::new(root, StatusMem::default(), [0; 7], Instant::now());
+        root.status_at = None;
+        t.members.push(root);
         t
     }
 
@@ -118,16 +194,17 @@ impl Tree {
     /// Reads every member once and returns the sum. Returns `None` when the root is gone (or is
     /// a zombie): the tree has ended. Members that vanish between two reads are dropped quietly.
     pub fn sample(&mut self) -> Result<Option<TreeSample>, ProcError> {
+        self.sample_at(Instant::now())
+    }
+
+    /// [`Tree::sample`] at a given time (tests move the clock forward).
+    fn sample_at(&mut self, now: Instant) -> Result<Option<TreeSample>, ProcError> {
         // First the members already known, so a PID that was reused since the last tick is seen
         // as gone before the children lists are read again.
-        let now = Instant::now();
         let mut i = 0;
         while i < self.members.len() {
             match self.read_member(i, now) {
-                Ok(m) if m.has_mm => {
-                    self.members[i].last = m;
-                    i += 1;
-                }
+                Ok(m) if m.has_mm => i += 1,
                 Ok(_) | Err(ProcError::NoSuchProcess(_)) if i == 0 => return Ok(None),
                 Err(e) if i == 0 => return Err(e),
                 // A child that exited, became a zombie or cannot be read any more.
@@ -137,10 +214,10 @@ impl Tree {
         // Then new children, read as they are found (the list grows while it is walked), and
         // orphans re-parented to the adopter.
         if self.with_children {
-            self.adopt_orphans();
+            self.adopt_orphans(now);
             let mut j = 0;
             while j < self.members.len() {
-                self.discover_children(j);
+                self.discover_children(j, now);
                 j += 1;
             }
         }
@@ -151,52 +228,70 @@ impl Tree {
         Ok(Some(s))
     }
 
-    /// Reads member `i`: status for the root; for a descendant, statm first, and status only
-    /// when statm moved or the last status read is too old.
+    /// Reads member `i` and keeps what it read: status for the root; for a descendant, statm
+    /// first, and status only when statm moved, the last status read is too old, or the marks
+    /// were reset since.
     fn read_member(&mut self, i: usize, now: Instant) -> Result<StatusMem, ProcError> {
         let m = &mut self.members[i];
-        if i == 0 {
-            return m.handle.read_status(&mut self.buf);
-        }
-        let statm = m.handle.read_statm(&mut self.buf)?;
-        if statm == m.statm && now.duration_since(m.status_at) < STATUS_MAX_AGE {
-            return Ok(m.last);
+        if i != 0 {
+            let statm = m.handle.read_statm(&mut self.buf)?;
+            let fresh = m
+                .status_at
+                .is_some_and(|at| now.duration_since(at) < STATUS_MAX_AGE);
+            if statm == m.statm && fresh {
+                return Ok(m.last);
+            }
+            m.statm = statm;
         }
         let status = m.handle.read_status(&mut self.buf)?;
-        m.statm = statm;
-        m.status_at = now;
+        if status.has_mm {
+            m.status_at = Some(now);
+            m.took_status(status, now, &mut self.buf);
+        }
         Ok(status)
     }
 
+    /// Forgets every status read so far, so the next sample reads status for every member:
+    /// call it right after resetting the high-water marks (clear_refs), or a descendant whose
+    /// statm did not move would carry its VmHWM from before the reset for up to
+    /// [`STATUS_MAX_AGE`], and a phase or run would inherit the last one's peak.
+    pub fn invalidate_after_reset(&mut self) {
+        for m in &mut self.members {
+            m.status_at = None;
+        }
+    }
+
     /// Adds the adopter's children that are not members yet.
-    fn adopt_orphans(&mut self) {
-        let Some(adopter) = &self.adopter else { return };
+    fn adopt_orphans(&mut self, now: Instant) {
+        let Some(adopter) = &mut self.adopter else {
+            return;
+        };
         self.kids.clear();
         if adopter
-            .read_children(1, &mut self.buf, &mut self.kids)
+            .read_children(1, now, &mut self.buf, &mut self.kids)
             .is_err()
         {
             return;
         }
-        self.add_new_kids();
+        self.add_new_kids(now);
     }
 
     /// Adds the children of member `i` that are not members yet, each read once on the spot.
-    fn discover_children(&mut self, i: usize) {
+    fn discover_children(&mut self, i: usize, now: Instant) {
         self.kids.clear();
         let threads = self.members[i].last.threads;
         if self.members[i]
             .handle
-            .read_children(threads, &mut self.buf, &mut self.kids)
+            .read_children(threads, now, &mut self.buf, &mut self.kids)
             .is_err()
         {
             return;
         }
-        self.add_new_kids();
+        self.add_new_kids(now);
     }
 
     /// Adds the processes in `self.kids` that are not members yet, each read once on the spot.
-    fn add_new_kids(&mut self) {
+    fn add_new_kids(&mut self, now: Instant) {
         for k in 0..self.kids.len() {
             let pid = self.kids[k];
             if self.index.contains_key(&pid) {
@@ -211,12 +306,7 @@ impl Tree {
             match handle.read_status(&mut self.buf) {
                 Ok(last) if last.has_mm => {
                     self.index.insert(pid, self.members.len());
-                    self.members.push(Member {
-                        handle,
-                        last,
-                        statm,
-                        status_at: Instant::now(),
-                    });
+                    self.members.push(Member::new(handle, last, statm, now));
                 }
                 _ => {}
             }
@@ -229,12 +319,7 @@ impl Tree {
         if let Some(moved) = self.members.get(i) {
             self.index.insert(moved.handle.pid, i);
         }
-        self.remember_departed(ProcessRecord {
-            pid: m.handle.pid,
-            start_time_ticks: m.handle.start_time,
-            comm: m.handle.comm.clone(),
-            hwm_bytes: m.last.hwm,
-        });
+        self.remember_departed(m.record());
     }
 
     fn remember_departed(&mut self, rec: ProcessRecord) {
@@ -254,12 +339,7 @@ impl Tree {
         let mut all: Vec<ProcessRecord> = self
             .members
             .iter()
-            .map(|m| ProcessRecord {
-                pid: m.handle.pid,
-                start_time_ticks: m.handle.start_time,
-                comm: m.handle.comm.clone(),
-                hwm_bytes: m.last.hwm,
-            })
+            .map(Member::record)
             .chain(self.departed.iter().cloned())
             .collect();
         all.sort_by_key(|p| std::cmp::Reverse(p.hwm_bytes));
@@ -297,6 +377,7 @@ fn add(s: &mut TreeSample, pid: i32, m: &StatusMem) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::proc::OTHER_THREADS_EVERY;
     use std::fs;
     use std::path::Path;
 
@@ -322,6 +403,7 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
             format!("100 {} 10 1 0 50 0\n", rss_kb / 4),
         )
         .unwrap();
+        fs::write(dir.join("cmdline"), format!("fake{pid}\0--flag\0")).unwrap();
         let list: Vec<String> = kids.iter().map(|k| k.to_string()).collect();
         fs::write(dir.join(format!("task/{pid}/children")), list.join(" ")).unwrap();
     }
@@ -455,5 +537,211 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         fs::remove_dir_all(tmp.path().join("100")).unwrap();
         fake_proc(tmp.path(), 100, 9999, 5, 5, &[]);
         assert!(t.sample().unwrap().is_none());
+    }
+
+    /// Rewrites line `key` of /proc/PID/status in a fake tree.
+    fn set_status(root: &Path, pid: i32, key: &str, value: &str) {
+        let path = root.join(format!("{pid}/status"));
+        let text: Vec<String> = fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                if l.starts_with(&format!("{key}:")) {
+                    format!("{key}:\t{value}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        fs::write(&path, text.join("\n") + "\n").unwrap();
+    }
+
+    #[test]
+    fn after_a_reset_every_members_status_is_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        // A child that spiked to 300 MiB and is idle at 5 MiB.
+        fake_proc(tmp.path(), 101, 1001, 5 * 1024, 300 * 1024, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        assert_eq!(t.sample().unwrap().unwrap().hwm_max, 300 * 1024 * 1024);
+        // clear_refs: the kernel's mark drops to the current RSS; statm does not move.
+        set_status(tmp.path(), 101, "VmHWM", "5120 kB");
+        t.invalidate_after_reset();
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!(s.hwm_max, 5 * 1024 * 1024, "the mark read before the reset");
+        assert_eq!(s.hwm_sum, (1000 + 5 * 1024) * 1024);
+        // The record of the process keeps its highest mark over the whole recording.
+        let rec = t.processes().into_iter().find(|p| p.pid == 101).unwrap();
+        assert_eq!(rec.hwm_bytes, 300 * 1024 * 1024);
+    }
+
+    #[test]
+    fn without_a_reset_an_idle_descendants_status_is_carried() {
+        // The counterpart of the test above: the same change without a reset is seen only
+        // once the status is STATUS_MAX_AGE old.
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 5 * 1024, 300 * 1024, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        set_status(tmp.path(), 101, "VmHWM", "5120 kB");
+        let s = t
+            .sample_at(t0 + Duration::from_millis(10))
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.hwm_max, 300 * 1024 * 1024);
+        let s = t.sample_at(t0 + STATUS_MAX_AGE).unwrap().unwrap();
+        assert_eq!(s.hwm_max, 5 * 1024 * 1024);
+    }
+
+    #[test]
+    fn a_process_that_execs_is_named_by_its_new_program() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        fs::write(
+            tmp.path().join("101/cmdline"),
+            "sh\0-c\0exec python3 job.py\0",
+        )
+        .unwrap();
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        let rec = |t: &Tree| t.processes().into_iter().find(|p| p.pid == 101).unwrap();
+        assert_eq!(rec(&t).comm, "fake101");
+        assert_eq!(rec(&t).cmdline, "sh -c exec python3 job.py");
+        // exec: a new name, a new command line, a new address space (statm moves).
+        fs::write(
+            tmp.path().join("101/stat"),
+            "101 (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1001 0 0\n",
+        )
+        .unwrap();
+        set_status(tmp.path(), 101, "Name", "python3");
+        fs::write(tmp.path().join("101/cmdline"), "python3\0job.py\0").unwrap();
+        fs::write(tmp.path().join("101/statm"), "900 70 10 1 0 50 0\n").unwrap();
+        t.sample_at(t0 + Duration::from_millis(10))
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec(&t).comm, "python3");
+        assert_eq!(rec(&t).cmdline, "python3 job.py");
+        assert_eq!(rec(&t).start_time_ticks, 1001, "the same process");
+        // It is remembered by that name once it has left.
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        t.sample_at(t0 + Duration::from_millis(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec(&t).cmdline, "python3 job.py");
+    }
+
+    #[test]
+    fn a_title_set_after_the_fork_is_read_at_a_later_status_read() {
+        // PostgreSQL forks a backend, which then sets its title in its command line; the name
+        // (`postgres`) stays the same.
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        fs::write(tmp.path().join("101/cmdline"), "postgres\0-D\0/data\0").unwrap();
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        fs::write(tmp.path().join("101/cmdline"), "postgres: checkpointer ").unwrap();
+        // Not read on every tick...
+        t.sample_at(t0 + Duration::from_millis(10))
+            .unwrap()
+            .unwrap();
+        let rec = |t: &Tree| t.processes().into_iter().find(|p| p.pid == 101).unwrap();
+        assert_eq!(rec(&t).cmdline, "postgres -D /data");
+        // ...but at the status read once CMDLINE_GAP_FIRST has passed.
+        t.sample_at(t0 + STATUS_MAX_AGE + CMDLINE_GAP_FIRST)
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec(&t).cmdline, "postgres: checkpointer");
+    }
+
+    #[test]
+    fn a_command_line_is_kept_to_its_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        let long = format!("prog\0{}\0", "x".repeat(1000));
+        fs::write(tmp.path().join("100/cmdline"), long).unwrap();
+        let mut t = tree_over(tmp.path(), 100);
+        t.sample().unwrap().unwrap();
+        let rec = &t.processes()[0];
+        assert_eq!(rec.cmdline.len(), CMDLINE_MAX_BYTES);
+        assert!(rec.cmdline.starts_with("prog xxx"));
+    }
+
+    /// Gives fake process `pid` a thread `tid` with the given children, and sets its count.
+    fn fake_thread(root: &Path, pid: i32, tid: i32, kids: &[i32], threads: u32) {
+        let dir = root.join(format!("{pid}/task/{tid}"));
+        fs::create_dir_all(&dir).unwrap();
+        let list: Vec<String> = kids.iter().map(|k| k.to_string()).collect();
+        fs::write(dir.join("children"), list.join(" ")).unwrap();
+        set_status(root, pid, "Threads", &threads.to_string());
+    }
+
+    fn pids(t: &Tree) -> Vec<i32> {
+        let mut v: Vec<i32> = t.each_member().map(|(h, _)| h.pid).collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn children_of_other_threads_are_found_at_once_when_the_thread_count_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        fake_thread(tmp.path(), 100, 150, &[101], 2);
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        assert_eq!(pids(&t), [100, 101]);
+        // A new thread that has forked a child: the count moves, task/ is listed again.
+        fake_proc(tmp.path(), 102, 1002, 300, 300, &[]);
+        fake_thread(tmp.path(), 100, 160, &[102], 3);
+        t.sample_at(t0 + Duration::from_millis(1)).unwrap().unwrap();
+        assert_eq!(pids(&t), [100, 101, 102]);
+    }
+
+    #[test]
+    fn children_of_other_threads_are_read_again_within_the_rescan_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        fake_thread(tmp.path(), 100, 150, &[], 2);
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        // Thread 150 forks; the count stays 2. The main thread's file is read every tick, the
+        // others' only once OTHER_THREADS_EVERY has passed.
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        fake_thread(tmp.path(), 100, 150, &[101], 2);
+        t.sample_at(t0 + Duration::from_millis(1)).unwrap().unwrap();
+        assert_eq!(pids(&t), [100]);
+        t.sample_at(t0 + OTHER_THREADS_EVERY).unwrap().unwrap();
+        assert_eq!(pids(&t), [100, 101]);
+        // The main thread forks: found at the next tick.
+        fake_proc(tmp.path(), 102, 1002, 200, 200, &[]);
+        fs::write(tmp.path().join("100/task/100/children"), "102").unwrap();
+        t.sample_at(t0 + OTHER_THREADS_EVERY + Duration::from_millis(1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(pids(&t), [100, 101, 102]);
+    }
+
+    #[test]
+    fn a_thread_replaced_by_another_with_the_same_count_is_listed_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        fake_thread(tmp.path(), 100, 150, &[], 2);
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        // Thread 150 ends, thread 170 starts and forks: still 2 threads.
+        fs::remove_dir_all(tmp.path().join("100/task/150")).unwrap();
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        fake_thread(tmp.path(), 100, 170, &[101], 2);
+        t.sample_at(t0 + OTHER_THREADS_EVERY).unwrap().unwrap();
+        assert_eq!(pids(&t), [100, 101]);
     }
 }

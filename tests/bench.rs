@@ -4,6 +4,7 @@
 use crate::util::*;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 
 /// A running test daemon, killed when dropped.
@@ -524,7 +525,6 @@ fn each_client_run_gets_its_number_through_its_environment() {
 
 #[test]
 fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
-    use std::os::unix::process::CommandExt;
     let dir = tempdir();
     let fifo = dir.path().join("requests");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
@@ -569,4 +569,65 @@ fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
     assert_eq!(report["leak"]["suspected"], false, "{}", report["leak"]);
     let msg = report["leak"]["message"].as_str().unwrap();
     assert!(msg.contains("between 2 and 4 processes"), "{msg}");
+}
+
+#[test]
+fn a_child_idle_in_the_next_run_does_not_give_it_the_last_runs_peak() {
+    // The daemon is a shell; its child spikes to 300 MiB during run 1 (the client lets it go
+    // and waits until it is done), then idles with a statm that does not move. Run 2 starts
+    // with a reset of the marks: its peak must not be the one read before that reset.
+    let dir = tempdir();
+    let (go, done) = (dir.path().join("go"), dir.path().join("done"));
+    let daemon_script = format!(
+        r#"while [ ! -e {go} ]; do sleep 0.05; done; "$0" workload spike:300MiB:300ms say:done hold:60s > {done}"#,
+        go = go.display(),
+        done = done.display()
+    );
+    // In a process group of its own, so the child goes with it.
+    let mut daemon = Command::new("sh")
+        .args(["-c", &daemon_script])
+        .arg(memmon_path())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let client = format!(
+        r#"if [ "$MEMMON_BENCH_RUN" = 1 ]; then touch {go}; while ! grep -q done {done}; do sleep 0.05; done; sleep 0.2; else sleep 0.6; fi"#,
+        go = go.display(),
+        done = done.display()
+    );
+    let out = dir.path().join("bench.json");
+    let ok = memmon()
+        .args([
+            "bench",
+            "-q",
+            "--pid",
+            &daemon.id().to_string(),
+            "-n",
+            "2",
+            "-i",
+            "50ms",
+        ])
+        .arg("--export-json")
+        .arg(&out)
+        .args(["--", "sh", "-c", &client])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    // SAFETY: signalling the process group of our own child.
+    unsafe { libc::kill(-(daemon.id() as i32), libc::SIGKILL) };
+    let _ = daemon.wait();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let report = json(&out);
+    let runs = runs(&report);
+    let kernel = |i: usize| u(&runs[i]["kernel_peak_bytes"]);
+    assert!(kernel(0) >= 300 * MIB, "run 1: {}", runs[0]);
+    assert!(
+        kernel(1) < 100 * MIB,
+        "run 2 inherited run 1's peak: {}",
+        runs[1]
+    );
 }

@@ -355,3 +355,55 @@ fn phase_peaks_give_a_spike_between_1s_ticks_its_exact_peak_in_its_phase() {
         "{after}"
     );
 }
+
+#[test]
+fn after_a_phase_reset_an_idle_child_does_not_carry_the_last_phases_peak() {
+    // The launched shell stays small; its child spikes to 300 MiB in phase `load`, then idles
+    // in phase `idle` with a statm that does not move: only a status read after the reset at
+    // the `idle` marker shows its reset VmHWM.
+    let dir = tempdir();
+    let out = dir.path().join("child-phases.csv");
+    let script = r#""$0" workload "say:phase load" spike:300MiB:500ms hold:200ms "say:phase idle" hold:1500ms; exit 0"#;
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "--phase-peaks",
+            "--mark-stdout",
+            PHASE_RE,
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--", "sh", "-c", script])
+        .arg(memmon_path())
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .assert()
+        .success();
+    let (h, rows) = read_csv(&out);
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let (event, hwm, procs) = (col("event"), col("hwm_bytes"), col("processes"));
+    let at = |label: &str| {
+        rows.iter()
+            .position(|r| r[event] == label)
+            .unwrap_or_else(|| panic!("no {label} row"))
+    };
+    let (load, idle) = (at("mark:load"), at("mark:idle"));
+    let num = |r: &Vec<String>, i: usize| r[i].parse::<u64>().unwrap();
+    let load_peak = rows[load..=idle].iter().map(|r| num(r, hwm)).max().unwrap();
+    assert!(load_peak >= 300 * MIB, "phase load's peak {load_peak}");
+    // Every row after the reset, while the child idles at a few MiB.
+    let after: Vec<&Vec<String>> = rows[idle + 1..]
+        .iter()
+        .filter(|r| num(r, procs) == 2)
+        .collect();
+    assert!(after.len() >= 5, "{} rows of the idle child", after.len());
+    for r in after {
+        assert!(
+            num(r, hwm) < 100 * MIB,
+            "a row of phase idle carries VmHWM {} read before the reset: {r:?}",
+            num(r, hwm)
+        );
+    }
+}

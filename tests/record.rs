@@ -770,3 +770,83 @@ fn a_spike_during_an_attached_recording_is_its_kernel_peak() {
         "{s}"
     );
 }
+
+#[test]
+fn a_child_that_execs_is_named_by_its_new_command_line_in_the_metadata() {
+    // The inner shell is found as `sh`, then execs `sleep 1.5`.
+    let dir = tempdir();
+    let out = dir.path().join("exec.csv");
+    memmon()
+        .args(["record", "-q", "-i", "50ms", "-o"])
+        .arg(&out)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            r#"sh -c "sleep 0.5; exec sleep 1.5"; exit 0"#,
+        ])
+        .assert()
+        .success();
+    let m = meta(&out);
+    let procs = m["end"]["processes"].as_array().unwrap();
+    let names: Vec<(&str, &str)> = procs
+        .iter()
+        .map(|p| (p["comm"].as_str().unwrap(), p["cmdline"].as_str().unwrap()))
+        .collect();
+    assert!(
+        names.contains(&("sleep", "sleep 1.5")),
+        "the exec'd child is not named by its command line: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|(_, c)| c.starts_with("sh -c sleep 0.5")),
+        "a process is still named by its command line before the exec: {names:?}"
+    );
+    // The root keeps its own command line.
+    assert!(
+        names
+            .iter()
+            .any(|(c, l)| *c == "sh" && l.starts_with("sh -c sh -c")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_child_forked_by_another_thread_of_a_threaded_root_is_in_the_tree() {
+    // The main thread starts 8 threads and waits; one of them forks `sleep 1.5`, which is then
+    // listed only in that thread's task/TID/children.
+    let script = "import subprocess, threading, time\n\
+def idle(): time.sleep(3)\n\
+def fork(): time.sleep(0.3); subprocess.run(['sleep', '1.5'])\n\
+ts = [threading.Thread(target=idle) for _ in range(7)] + [threading.Thread(target=fork)]\n\
+[t.start() for t in ts]\n\
+[t.join() for t in ts]\n";
+    // The interpreter itself, not a wrapper (pyenv's shim forks helpers of its own).
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8(python.stdout).unwrap();
+    let dir = tempdir();
+    let out = dir.path().join("threads.csv");
+    memmon()
+        .args(["record", "-q", "-i", "50ms", "-o"])
+        .arg(&out)
+        .args(["--", python.trim(), "-c", script])
+        .assert()
+        .success();
+    let procs = column(&out, "processes");
+    let with_child = procs.iter().filter(|&&p| p == 2).count();
+    // The child lives 1.5 s: found within 100 ms, it is in most of its 30 ticks.
+    assert!(
+        with_child >= 15,
+        "{with_child} ticks with the child: {procs:?}"
+    );
+    let m = meta(&out);
+    let names: Vec<&str> = m["end"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cmdline"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"sleep 1.5"), "{names:?}");
+}

@@ -180,10 +180,20 @@ impl PssReads {
     }
 }
 
-/// How a process of the tree is named in the summary (one place, to switch to its command line).
-pub fn process_name(p: &ProcessRecord) -> &str {
-    &p.comm
+/// How a process of the tree is named in the summary: its command line after exec (PostgreSQL's
+/// `postgres: checkpointer`), cut to [`PROCESS_NAME_CHARS`]; its command name when it has none.
+pub fn process_name(p: &ProcessRecord) -> String {
+    let name = if p.cmdline.is_empty() { &p.comm } else { &p.cmdline };
+    if name.chars().count() <= PROCESS_NAME_CHARS {
+        return name.clone();
+    }
+    let mut cut: String = name.chars().take(PROCESS_NAME_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
+
+/// The longest process name the summary prints.
+pub const PROCESS_NAME_CHARS: usize = 48;
 
 /// How many of the largest processes the summary lists for a tree.
 pub const PROCESSES_SHOWN: usize = 5;
@@ -1049,6 +1059,7 @@ mod tests {
                     pid: 100 + i,
                     start_time_ticks: 0,
                     comm: format!("worker{i}"),
+                    cmdline: if i == 1 { String::new() } else { format!("worker{i} --serve") },
                     hwm_bytes: (8 - i as u64) << 20,
                 })
                 .collect(),
@@ -1066,7 +1077,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("worker1  PID     101  peak   7.00 MiB (7340032 bytes)"),
+            text.contains("worker1          PID     101  peak   7.00 MiB (7340032 bytes)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("worker2 --serve  PID     102  peak   6.00 MiB (6291456 bytes)"),
             "{text}"
         );
         assert!(text.contains("worker5"), "{text}");

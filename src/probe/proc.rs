@@ -6,6 +6,11 @@
 //! open descriptors of the files read every tick (status, statm, children), re-read with pread:
 //! no path lookup per tick, and once the process is gone — even if its PID is reused at once —
 //! the reads fail (ESRCH) instead of reading the newcomer.
+//!
+//! Each thread has its own children file. The main thread's is read every time; those of the
+//! other threads are held open too but read, with a fresh listing of task/, only when the
+//! thread count changed or [`OTHER_THREADS_EVERY`] has passed (see `read_children`), so a
+//! daemon with hundreds of threads costs about what a single-threaded process does.
 
 use std::cell::OnceCell;
 use std::ffi::CString;
@@ -14,6 +19,11 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often the children files of threads other than the main thread are read (and task/
+/// listed again) while the thread count stays the same.
+pub const OTHER_THREADS_EVERY: Duration = Duration::from_millis(100);
 
 /// Why a /proc read failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +50,9 @@ pub struct StatusMem {
     pub pinned: u64,
     pub hwm: u64,
     pub threads: u32,
+    /// A hash of the `Name:` line (the command name): when it changes, the process has exec'd
+    /// (or renamed itself), and its name and command line are read again.
+    pub name_hash: u64,
     /// False for a zombie or a kernel thread: no `VmRSS` line at all.
     pub has_mm: bool,
 }
@@ -88,6 +101,7 @@ impl ProcFs {
             status,
             statm: OnceCell::new(),
             children: OnceCell::new(),
+            others: OtherThreads::default(),
             fake: self.fake,
         };
         let mut buf = Vec::with_capacity(512);
@@ -139,7 +153,17 @@ pub struct ProcHandle {
     status: File,
     statm: OnceCell<File>,
     children: OnceCell<File>,
+    others: OtherThreads,
     fake: bool,
+}
+
+/// The children files of the threads other than the main thread, held open.
+#[derive(Debug, Default)]
+struct OtherThreads {
+    /// (TID, its task/TID/children), sorted by TID.
+    files: Vec<(i32, File)>,
+    /// The thread count given when task/ was last listed, and when; `None`: never listed.
+    listed: Option<(u32, Instant)>,
 }
 
 impl ProcHandle {
@@ -172,38 +196,89 @@ impl ProcHandle {
         Ok(out)
     }
 
-    /// Appends the PIDs of this process's direct children to `out`. A process with several
-    /// threads can have children under each thread, so each thread's file is read then.
+    /// Appends the PIDs of this process's direct children to `out`; `threads` is its thread
+    /// count (from status), `now` the time of the tick.
+    ///
+    /// Each thread has its own children file (a child belongs to the thread that forked it).
+    /// What is exact: the main thread's file is read at every call, so the children of a
+    /// single-threaded process, and those forked by the main thread, are found at the tick
+    /// they appear. The other threads' files are held open and read only when `threads`
+    /// differs from the count at the last listing of task/ (a thread started or ended: task/ is
+    /// listed again at once), or when [`OTHER_THREADS_EVERY`] has passed since — then task/ is
+    /// listed again too, which catches a thread replaced by another while the count stayed the
+    /// same (its held file would read empty). So a child forked by another thread is found
+    /// within that time (at the next call, when calls are further apart); its VmHWM still
+    /// covers its whole life. Children of a thread that ends pass to a live thread of the
+    /// same process, usually the main one.
     pub fn read_children(
-        &self,
+        &mut self,
         threads: u32,
+        now: Instant,
         buf: &mut Vec<u8>,
         out: &mut Vec<i32>,
     ) -> Result<(), ProcError> {
-        if threads <= 1 {
-            let f = match self.children.get() {
-                Some(f) => f,
-                None => {
-                    let rel = format!("task/{}/children", self.pid);
-                    let f = open_at(&self.dir, &rel).map_err(|e| self.classify(&rel, e))?;
-                    self.children.get_or_init(|| f)
-                }
-            };
-            let n = self
-                .pread(f, buf)
-                .map_err(|e| self.classify("children", e))?;
-            parse_pid_list(&buf[..n], out);
+        let f = match self.children.get() {
+            Some(f) => f,
+            None => {
+                let rel = format!("task/{}/children", self.pid);
+                let f = open_at(&self.dir, &rel).map_err(|e| self.classify(&rel, e))?;
+                self.children.get_or_init(|| f)
+            }
+        };
+        let n = self
+            .pread(f, buf)
+            .map_err(|e| self.classify("children", e))?;
+        parse_pid_list(&buf[..n], out);
+        let due = match self.others.listed {
+            None => threads > 1,
+            Some((count, at)) => {
+                count != threads || (threads > 1 && now.duration_since(at) >= OTHER_THREADS_EVERY)
+            }
+        };
+        if !due {
             return Ok(());
         }
+        // A listing that fails (the process is ending) is tried again at the next due time; the
+        // main thread's children are kept meanwhile.
+        self.others.listed = Some((threads, now));
+        if self.list_other_threads().is_err() {
+            return Ok(());
+        }
+        for (_, f) in &self.others.files {
+            // A thread may have ended since the listing: its file reads empty or fails, and
+            // that is not an error.
+            if let Ok(n) = self.pread(f, buf) {
+                parse_pid_list(&buf[..n], out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists task/ and holds a children file open for each thread but the main one: the files
+    /// of threads still listed are kept, those of threads that ended are closed. (A kept file
+    /// could belong to an ended thread only if its TID were given to a new thread of the same
+    /// process between two listings: PIDs are reused only after pid_max others.)
+    fn list_other_threads(&mut self) -> Result<(), ProcError> {
         let task_dir = self.dir_path.join("task");
         let entries = std::fs::read_dir(&task_dir).map_err(|e| self.classify("task", e))?;
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(tid) = name.to_str() else { continue };
-            let rel = format!("task/{tid}/children");
-            // A thread may end between the listing and the read: that is not an error.
-            if self.read_file(&rel, buf).is_ok() {
-                parse_pid_list(buf, out);
+        let mut tids: Vec<i32> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .filter(|&tid| tid != self.pid)
+            .collect();
+        tids.sort_unstable();
+        let mut old = std::mem::take(&mut self.others.files)
+            .into_iter()
+            .peekable();
+        for tid in tids {
+            while old.next_if(|(t, _)| *t < tid).is_some() {}
+            if let Some(kept) = old.next_if(|(t, _)| *t == tid) {
+                self.others.files.push(kept);
+                continue;
+            }
+            // A thread may end between the listing and the open: that is not an error.
+            if let Ok(f) = open_at(&self.dir, &format!("task/{tid}/children")) {
+                self.others.files.push((tid, f));
             }
         }
         Ok(())
@@ -245,6 +320,33 @@ impl ProcHandle {
             }
         });
         String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// The command name now (`comm`, from /proc/PID/stat): it changes at exec.
+    pub fn read_comm(&self, buf: &mut Vec<u8>) -> Result<String, ProcError> {
+        self.read_file("stat", buf)
+            .map_err(|e| self.classify("stat", e))?;
+        parse_stat(buf).map(|(comm, _)| comm).ok_or_else(|| {
+            ProcError::Parse(self.dir_path.join("stat"), "malformed stat line".into())
+        })
+    }
+
+    /// The command line now, arguments joined by spaces and cut to at most `max` bytes (one
+    /// read, whatever the full length). `None` when it cannot be read or is empty (a zombie, a
+    /// kernel thread). Processes that set their own title (PostgreSQL's `postgres: checkpointer`)
+    /// show it here.
+    pub fn read_cmdline(&self, buf: &mut Vec<u8>, max: usize) -> Option<String> {
+        let mut f = self.open_file("cmdline", libc::O_RDONLY).ok()?;
+        buf.clear();
+        buf.resize(max, 0);
+        let n = loop {
+            match f.read(&mut buf[..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        };
+        Some(join_cmdline(&buf[..n])).filter(|s| !s.is_empty())
     }
 
     /// The parent PID (field 4 of /proc/PID/stat), if the process is still there.
@@ -416,12 +518,23 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
                 m.threads = u32::try_from(parse_u64(&line[colon + 1..])).unwrap_or(u32::MAX);
                 continue;
             }
+            b"Name" => {
+                m.name_hash = fnv1a(&line[colon + 1..]);
+                continue;
+            }
             _ => continue,
         };
         // Saturating: a damaged (or fake) 20-digit value must not overflow.
         *slot = parse_u64(&line[colon + 1..]).saturating_mul(1024);
     }
     m
+}
+
+/// FNV-1a, 64 bits: a cheap fingerprint of a short line.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The value of `key` (e.g. `Pss:`) in a `key   N kB` file, in bytes.
@@ -461,6 +574,27 @@ pub fn parse_stat(buf: &[u8]) -> Option<(String, u64)> {
     // After ")": field 3 (state) is the first; start time is field 22, so the 20th here.
     let start = rest.split_ascii_whitespace().nth(19)?.parse().ok()?;
     Some((comm, start))
+}
+
+/// Turns the NUL-separated arguments of /proc/PID/cmdline into one line joined by spaces,
+/// without the padding at its end (PostgreSQL pads its titles with spaces). A character cut at
+/// the end of a bounded read is dropped, not replaced.
+pub fn join_cmdline(raw: &[u8]) -> String {
+    let end = raw
+        .iter()
+        .rposition(|&b| b != 0 && b != b' ')
+        .map_or(0, |i| i + 1);
+    let joined: Vec<u8> = raw[..end]
+        .iter()
+        .map(|&b| if b == 0 { b' ' } else { b })
+        .collect();
+    match std::str::from_utf8(&joined) {
+        Ok(s) => s.to_owned(),
+        Err(e) if e.error_len().is_none() => {
+            String::from_utf8_lossy(&joined[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => String::from_utf8_lossy(&joined).into_owned(),
+    }
 }
 
 /// Parses a space-separated PID list (the format of /proc/PID/task/TID/children).
@@ -520,6 +654,32 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         let (comm, start) = parse_stat(line).unwrap();
         assert_eq!(comm, "a b) c)");
         assert_eq!(start, 987654);
+    }
+
+    #[test]
+    fn status_name_changes_its_hash() {
+        let sh = parse_status(b"Name:\tsh\nVmRSS:\t4 kB\n");
+        let py = parse_status(b"Name:\tpython3\nVmRSS:\t4 kB\n");
+        assert_ne!(sh.name_hash, py.name_hash);
+        assert_eq!(sh.name_hash, parse_status(b"Name:\tsh\n").name_hash);
+    }
+
+    #[test]
+    fn cmdline_arguments_are_joined_by_spaces() {
+        assert_eq!(
+            join_cmdline(b"python3\0-c\0print(1)\0"),
+            "python3 -c print(1)"
+        );
+        assert_eq!(
+            join_cmdline(b"postgres: checkpointer \0\0\0"),
+            "postgres: checkpointer"
+        );
+        assert_eq!(join_cmdline(b""), "");
+        // A bounded read that cut a two-byte character in half drops the half.
+        assert_eq!(
+            join_cmdline("ab\u{e9}".as_bytes().split_last().unwrap().1),
+            "ab"
+        );
     }
 
     #[test]
