@@ -396,8 +396,8 @@ whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
 
 impl SamplingArgs {
     /// The PSS settings, when `--pss` is on.
-    pub fn pss_guard(&self) -> Option<crate::record::PssGuard> {
-        self.pss.then_some(crate::record::PssGuard {
+    pub fn pss_guard(&self) -> Option<crate::sampler::record::PssGuard> {
+        self.pss.then_some(crate::sampler::record::PssGuard {
             every: self.pss_every,
             max_rss: self.pss_max_rss,
             force: self.pss_force,

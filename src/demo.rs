@@ -3,8 +3,8 @@
 //! workload whose memory is known.
 
 use crate::probe::ProcFs;
-use crate::record::{Outcome, RecordOptions, Recorder};
-use crate::target::TargetSpec;
+use crate::sampler::record::{Outcome, RecordOptions, Recorder};
+use crate::sampler::target::TargetSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

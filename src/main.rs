@@ -8,9 +8,9 @@ use memmon::cli::{Cli, Command, PlotArgs, RecordArgs, SummaryArgs};
 use memmon::exit::{CodedError, ExitCode};
 use memmon::format::{InputSpec, ReadError};
 use memmon::probe::ProcFs;
-use memmon::record::{RecordOptions, Recorder};
+use memmon::sampler::record::{RecordOptions, Recorder};
 use memmon::render::plot::{ImageFormat, PlotError, PlotOptions};
-use memmon::target::TargetSpec;
+use memmon::sampler::target::TargetSpec;
 use std::io::Write;
 
 fn main() {

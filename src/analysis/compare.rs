@@ -35,7 +35,7 @@
 use crate::analysis::phases::Span;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::{read_input, InputSpec, ReadError};
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use crate::units::{parse_duration, parse_size};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};

@@ -2,7 +2,7 @@
 //! event to the next, a run from `run-start:N` to `run-end:N`. Each gets its duration, sampled
 //! and kernel peak, mean, start and end RSS. Memory grows only with the number of spans.
 
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
 use std::fmt::Write as _;

@@ -7,7 +7,7 @@
 use super::phases::{PhaseBuilder, Phases};
 use crate::format::meta::{EndInfo, Meta};
 use crate::format::ReadInfo;
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -226,7 +226,7 @@ fn describe_end(e: &EndInfo) -> String {
         let _ = write!(
             s,
             ", killed by signal {sig} ({})",
-            crate::signals::name(sig)
+            crate::sampler::signals::name(sig)
         );
     }
     if let Some(err) = &e.error {

@@ -15,8 +15,8 @@ use crate::cli::BenchArgs;
 use crate::exit::{CodedError, ExitCode};
 use crate::probe::cgroup::CgroupFs;
 use crate::probe::ProcFs;
-use crate::record::PssGuard;
-use crate::target::TargetSpec;
+use crate::sampler::record::PssGuard;
+use crate::sampler::target::TargetSpec;
 use serde::Serialize;
 use stats::{ByteStats, LeakCheck, Stats};
 use std::path::PathBuf;
@@ -259,7 +259,7 @@ pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(runner::Stop::Signal(sig)) => {
             eprintln!(
                 "memmon: bench interrupted by {} after {} of {} runs; the runs measured are kept",
-                crate::signals::name(sig),
+                crate::sampler::signals::name(sig),
                 report.runs.len(),
                 report.runs_requested
             );

@@ -9,9 +9,9 @@ use crate::format::meta::EndInfo;
 use crate::format::{Format, InputFormat, InputSpec, Output};
 use crate::probe::cgroup::{MemCgroup, PeakWatch};
 use crate::probe::ProcHandle;
-use crate::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
-use crate::sample::{Event, Sample};
-use crate::target::{self, shell_words, TargetSpec};
+use crate::sampler::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
+use crate::model::sample::{Event, Sample};
+use crate::sampler::target::{self, shell_words, TargetSpec};
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval};
 use anyhow::Context;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -53,7 +53,7 @@ impl ClientEnd {
     fn describe(&self) -> String {
         match (self.code, self.signal) {
             (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("killed by {}", crate::signals::name(s)),
+            (None, Some(s)) => format!("killed by {}", crate::sampler::signals::name(s)),
             _ => "an unknown status".into(),
         }
     }
@@ -87,7 +87,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
     };
     report.complete = stop.is_none() && report.runs.len() == opts.runs as usize;
     report.stopped = stop.as_ref().map(|s| match s {
-        Stop::Signal(sig) => format!("interrupted by {}", crate::signals::name(*sig)),
+        Stop::Signal(sig) => format!("interrupted by {}", crate::sampler::signals::name(*sig)),
         Stop::Failed(m) => m.clone(),
         Stop::Error(e) => format!("{e:#}"),
     });
@@ -238,7 +238,7 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
         .unwrap_or_default();
     let exit = match (r.exit_code, r.exit_signal) {
         (Some(c), _) => format!("exit {c}"),
-        (None, Some(s)) => crate::signals::name(s),
+        (None, Some(s)) => crate::sampler::signals::name(s),
         _ => "exit ?".into(),
     };
     say(
@@ -763,13 +763,13 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             fmt_interval(opts.interval)
         ),
     );
-    crate::signals::install();
+    crate::sampler::signals::install();
     let total = opts.warmup + opts.runs;
     let mut stop = None;
     for i in 1..=total {
         let warm = (i <= opts.warmup).then_some(i);
         let n = i.saturating_sub(opts.warmup);
-        if let Some(a) = crate::signals::take().first() {
+        if let Some(a) = crate::sampler::signals::take().first() {
             stop = Some(Stop::Signal(a.sig));
             break;
         }

@@ -1,7 +1,7 @@
 //! What a recording says about itself: the metadata written when it starts (in the sidecar
 //! `FILE.meta.json` for CSV, in the first record for JSON Lines) and how it ended.
 
-use crate::tree::ProcessRecord;
+use crate::sampler::tree::ProcessRecord;
 use serde::{Deserialize, Serialize};
 
 /// The schema version of recordings written by this memmon (docs/FORMAT.md).

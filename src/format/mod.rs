@@ -7,7 +7,7 @@ pub mod import;
 pub mod jsonl;
 pub mod meta;
 
-use crate::sample::Sample;
+use crate::model::sample::Sample;
 use meta::{EndInfo, Meta};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};

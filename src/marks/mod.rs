@@ -7,8 +7,8 @@ pub mod socket;
 pub mod stdout;
 
 use crate::exit::{CodedError, ExitCode};
-use crate::record::{Control, ControlHandle, Recorder};
-use crate::sample::Event;
+use crate::sampler::record::{Control, ControlHandle, Recorder};
+use crate::model::sample::Event;
 use regex::Regex;
 use std::path::PathBuf;
 use std::thread::JoinHandle;

@@ -15,7 +15,7 @@ use crate::exit::{CodedError, ExitCode};
 use crate::format::InputSpec;
 use crate::render::compare_table::{fmt_change, fmt_value, metric_label, verdict_sentence};
 use crate::render::decimate::keep_indices;
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use anyhow::Context;
 use serde::Serialize;

@@ -10,7 +10,7 @@
 use super::decimate;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::{read_input, InputSpec, ReadError};
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use plotters::coord::Shift;
 use plotters::prelude::*;

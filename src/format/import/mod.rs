@@ -11,7 +11,7 @@ pub mod mprof;
 pub mod psrecord;
 
 use super::{csv::CsvLayout, read_recording, InputFormat, InputSpec, ReadError, ReadInfo};
-use crate::sample::Sample;
+use crate::model::sample::Sample;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
