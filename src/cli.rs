@@ -46,19 +46,6 @@ pub enum Command {
     Mark(MarkCommandArgs),
     /// Run a client N times against a daemon (or a command N times): each run's time and exact peak
     Bench(BenchArgs),
-    /// Serve requests of known memory on a Unix socket (a daemon for the bench tests)
-    #[command(hide = true)]
-    TestDaemon(crate::bench::testdaemon::TestDaemonArgs),
-    /// Ask the test daemon for one request of known memory
-    #[command(hide = true)]
-    TestClient(crate::bench::testdaemon::TestClientArgs),
-    /// Run a workload of known memory (for tests and the demo)
-    #[command(hide = true)]
-    Workload {
-        /// Steps: ramp:SIZE:DUR, alloc:SIZE, spike:SIZE:DUR, hold:DUR, free, free-all,
-        /// children:N:SIZE:DUR, wait-children, say:TEXT, exit:CODE
-        steps: Vec<String>,
-    },
 }
 
 #[derive(Args, Debug)]

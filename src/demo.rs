@@ -8,6 +8,10 @@ use crate::sampler::target::TargetSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The first argument on which `memmon` runs the workload steps that follow it instead of its
+/// command line (see main.rs): the demo launches `memmon __demo-workload STEP...`.
+pub const WORKLOAD_ENTRY: &str = "__demo-workload";
+
 /// Picks `memmon-demo.csv`, or `memmon-demo-2.csv` and so on: an existing file is never reused.
 pub fn free_name(dir: &Path) -> PathBuf {
     let first = dir.join("memmon-demo.csv");
@@ -23,7 +27,7 @@ pub fn free_name(dir: &Path) -> PathBuf {
 pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::Result<Outcome> {
     let output = output.unwrap_or_else(|| free_name(Path::new(".")));
     let exe = std::env::current_exe()?;
-    let mut command = vec![exe.display().to_string(), "workload".to_string()];
+    let mut command = vec![exe.display().to_string(), WORKLOAD_ENTRY.to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
     if !quiet {
         eprintln!("memmon demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");

@@ -14,6 +14,22 @@ use memmon::sampler::target::TargetSpec;
 use std::io::Write;
 
 fn main() {
+    // The demo's workload runs as a child memmon (a real process for the recorder to watch) on
+    // an entry point outside the command line: not in `--help`, not a subcommand.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == memmon::demo::WORKLOAD_ENTRY) {
+        let steps: Vec<String> = argv[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        match memmon::workload::run(&steps) {
+            Ok(code) => std::process::exit(code),
+            Err(msg) => {
+                eprintln!("memmon: error: {msg}");
+                std::process::exit(ExitCode::Usage.code());
+            }
+        }
+    }
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(code) => code,
@@ -47,16 +63,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => memmon::render::html::run(&args),
         Command::Mark(args) => memmon::marks::mark_command(&args.label, args.socket.as_deref()),
         Command::Bench(args) => memmon::bench::run_cli(args),
-        Command::TestDaemon(args) => {
-            memmon::bench::testdaemon::daemon(&args).map(|_| ExitCode::Success)
-        }
-        Command::TestClient(args) => {
-            memmon::bench::testdaemon::client(&args).map(ExitCode::Passthrough)
-        }
-        Command::Workload { steps } => match memmon::workload::run(&steps) {
-            Ok(code) => Ok(ExitCode::Passthrough(code)),
-            Err(msg) => Err(CodedError::new(ExitCode::Usage, msg)),
-        },
     }
 }
 

@@ -1,4 +1,4 @@
-//! Tests of `memmon bench` against the real test daemon (`memmon test-daemon`, which maps and
+//! Tests of `memmon bench` against the real test daemon (`memmon-test test-daemon`, which maps and
 //! touches exactly the size each request asks for) and against launched commands.
 
 use crate::util::*;
@@ -17,7 +17,7 @@ impl Daemon {
     fn start(dir: &Path, extra: &[&str]) -> Daemon {
         let socket = dir.join("d.sock");
         let pidfile = dir.join("d.pid");
-        let child = Command::new(memmon_path())
+        let child = Command::new(memmon_test_path())
             .arg("test-daemon")
             .arg("--socket")
             .arg(&socket)
@@ -41,11 +41,11 @@ impl Daemon {
         self.child.id()
     }
 
-    /// `-- memmon test-client --socket S ARGS...`
+    /// `-- memmon-test test-client --socket S ARGS...`
     fn client(&self, args: &[&str]) -> Vec<String> {
         let mut v = vec![
             "--".to_string(),
-            memmon_path().display().to_string(),
+            memmon_test_path().display().to_string(),
             "test-client".into(),
             "--socket".into(),
             self.socket.display().to_string(),
@@ -324,7 +324,7 @@ fn phases_inside_a_run_get_exact_peaks_and_the_run_keeps_its_own() {
         "echo 'phase big' >> {log}; sleep 0.3; {m} test-client --socket {s} --size 80MiB; \
          echo 'phase small' >> {log}; sleep 0.3; {m} test-client --socket {s} --size 20MiB; sleep 0.3",
         log = log.display(),
-        m = memmon_path().display(),
+        m = memmon_test_path().display(),
         s = d.socket.display()
     );
     memmon()

@@ -3,13 +3,13 @@
 //!
 //! The runner (`runner.rs`) drives a `Recorder` on its own thread and resets the kernel's
 //! high-water marks before each run; `stats.rs` sums the runs up; `table.rs` prints them;
-//! `export/` writes JSON, CSV and Markdown; `testdaemon.rs` is a daemon of known memory for tests.
+//! `export/` writes JSON, CSV and Markdown. (The daemon of known memory the tests run is in
+//! src/bin/memmon-test/.)
 
 pub mod export;
 pub mod runner;
 pub mod stats;
 pub mod table;
-pub mod testdaemon;
 
 use crate::cli::BenchArgs;
 use crate::exit::{CodedError, ExitCode};
