@@ -8,7 +8,6 @@
 
 pub mod analysis;
 pub mod bench;
-pub mod cli;
 pub mod demo;
 pub mod exit;
 pub mod format;

@@ -11,8 +11,6 @@ pub mod runner;
 pub mod stats;
 pub mod table;
 
-use crate::cli::BenchArgs;
-use crate::exit::{CodedError, ExitCode};
 use crate::probe::cgroup::CgroupFs;
 use crate::probe::ProcFs;
 use crate::sampler::record::PssGuard;
@@ -180,92 +178,5 @@ impl BenchReport {
             .filter_map(|r| Some((r.rss_before_bytes?, r.rss_after_bytes?)))
             .collect();
         self.leak = stats::leak_check(&pairs);
-    }
-}
-
-/// `memmon bench` from its command line.
-pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let usage = |m: String| CodedError::new(ExitCode::Usage, m);
-    let target = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
-        .map_err(usage)?;
-    if target.is_none() && (args.marks.mark_log.is_some() || args.marks.phase_peaks) {
-        return Err(usage(
-            "--mark-log and --phase-peaks apply to a bench against a daemon (--pid, --pidfile, --name)"
-                .into(),
-        ));
-    }
-    if args.marks.mark_stdout.is_some() {
-        return Err(usage(
-            "--mark-stdout applies to `memmon record -- COMMAND` only; against a daemon use --mark-log or `memmon mark`"
-                .into(),
-        ));
-    }
-    let s = &args.sampling;
-    if s.interval.is_zero() {
-        return Err(usage("--interval must be above 0".into()));
-    }
-    let dash = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    let stdout_is_data = dash(&s.output)
-        || dash(&args.export_json)
-        || dash(&args.export_csv)
-        || dash(&args.export_markdown);
-    if dash(&s.output)
-        && (dash(&args.export_json) || dash(&args.export_csv) || dash(&args.export_markdown))
-    {
-        return Err(usage(
-            "-o - and --export-* - would both write to stdout: give one of them a file".into(),
-        ));
-    }
-    let exports = export::targets(&args.export_json, &args.export_csv, &args.export_markdown)?;
-    let opts = BenchOptions {
-        target,
-        client: args.client.clone(),
-        runs: args.runs,
-        warmup: args.warmup,
-        prepare: args.prepare.clone(),
-        cooldown: args.cooldown,
-        ignore_failure: args.ignore_failure,
-        interval: s.interval,
-        children: !s.no_children,
-        output: s.output.clone(),
-        format: s.format,
-        force: s.force,
-        append: s.append,
-        pss: s.pss_guard(),
-        quiet: args.quiet,
-        stdout_is_data,
-        procfs: ProcFs::default(),
-        cgroupfs: CgroupFs::default(),
-        marks: crate::marks::MarkOptions::from_args(&args.marks, args.quiet),
-        phase_peaks: args.marks.phase_peaks,
-    };
-    let done = runner::run(&opts)?;
-    let mut report = done.report;
-    report.finish();
-
-    let table = table::render(&report);
-    if opts.stdout_is_data {
-        eprint!("{table}");
-    } else {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        out.write_all(table.as_bytes())
-            .and_then(|_| out.flush())
-            .map_err(anyhow::Error::from)?;
-    }
-    export::write_all(&exports, &report)?;
-    match done.stop {
-        None => Ok(ExitCode::Success),
-        Some(runner::Stop::Signal(sig)) => {
-            eprintln!(
-                "memmon: bench interrupted by {} after {} of {} runs; the runs measured are kept",
-                crate::sampler::signals::name(sig),
-                report.runs.len(),
-                report.runs_requested
-            );
-            Ok(ExitCode::Signal(sig))
-        }
-        Some(runner::Stop::Failed(msg)) => Err(CodedError::new(ExitCode::Failure, msg)),
-        Some(runner::Stop::Error(e)) => Err(e),
     }
 }

@@ -24,7 +24,7 @@ pub trait RowSink {
     fn get_mut(&mut self) -> &mut dyn Write;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Csv,
@@ -250,7 +250,7 @@ pub fn absolute(path: &Path) -> PathBuf {
 }
 
 /// What kind of file a reader is given: memmon's own recordings, or what people have today.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum InputFormat {
     /// Recognised by content.
     #[default]

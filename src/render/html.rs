@@ -10,17 +10,13 @@
 
 use crate::analysis::compare::{measure_recording, Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
 use crate::analysis::Summary;
-use crate::cli::ReportArgs;
-use crate::exit::{CodedError, ExitCode};
 use crate::format::InputSpec;
+use crate::model::sample::{Event, Sample};
 use crate::render::compare_table::{fmt_change, fmt_value, metric_label, verdict_sentence};
 use crate::render::decimate::keep_indices;
-use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
-use anyhow::Context;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Time buckets per series in the embedded data (each keeps at most four points).
@@ -407,68 +403,6 @@ impl Report {
             o.push_str("<p class=\"note\">No peak to compare.</p>\n");
         }
     }
-}
-
-/// Runs `memmon report`.
-pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    crate::render::compare_table::no_flags_after_separator(&args.new)
-        .map_err(|m| CodedError::new(ExitCode::Usage, m))?;
-    let Some(output) = &args.output else {
-        return Err(CodedError::new(
-            ExitCode::Usage,
-            "give the report's file with -o FILE (or -o - for stdout)",
-        ));
-    };
-    let to_stdout = output.as_os_str() == "-";
-    let output = crate::format::absolute(output);
-    if !to_stdout && output.exists() && !args.force {
-        return Err(CodedError::new(
-            ExitCode::Usage,
-            format!(
-                "{} already exists: pass --force to overwrite it",
-                output.display()
-            ),
-        ));
-    }
-    let report = Report::build(
-        &args.files,
-        &args.new,
-        &args.input.spec(),
-        args.above,
-        args.title.clone(),
-    )
-    .map_err(|e| {
-        anyhow::Error::new(e).context(CodedError {
-            code: ExitCode::Usage,
-            message: "cannot write a report".into(),
-        })
-    })?;
-    let html = report.to_html();
-    if to_stdout {
-        let mut out = std::io::stdout().lock();
-        out.write_all(html.as_bytes())
-            .context("cannot write to stdout")?;
-        out.flush().context("cannot write to stdout")?;
-    } else {
-        let mut f = std::fs::OpenOptions::new();
-        f.write(true);
-        if args.force {
-            f.create(true).truncate(true);
-        } else {
-            f.create_new(true);
-        }
-        f.open(&output)
-            .and_then(|mut f| f.write_all(html.as_bytes()))
-            .with_context(|| format!("cannot write {}", output.display()))?;
-        eprintln!(
-            "memmon: wrote the report of {} recording{} to {} ({})",
-            report.series.len(),
-            if report.series.len() == 1 { "" } else { "s" },
-            output.display(),
-            fmt_bytes(html.len() as u64)
-        );
-    }
-    Ok(ExitCode::Success)
 }
 
 /// Each file's name when those are all different, else each path as given.
