@@ -6,6 +6,7 @@ mod util;
 mod bench;
 mod compare;
 mod import;
+mod layout;
 mod marks;
 mod plot;
 mod record;

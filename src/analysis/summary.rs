@@ -226,7 +226,7 @@ fn describe_end(e: &EndInfo) -> String {
         let _ = write!(
             s,
             ", killed by signal {sig} ({})",
-            crate::sampler::signals::name(sig)
+            crate::model::signal::name(sig)
         );
     }
     if let Some(err) = &e.error {

@@ -2,3 +2,4 @@
 //! columns it is written as. Everything downstream (format, analysis, render) speaks this model.
 
 pub mod sample;
+pub mod signal;
