@@ -649,9 +649,15 @@ impl Recorder {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            // A stop signal ends the sleep whenever it came and whichever thread it hit.
+            libc::pollfd {
+                fd: signals::wake_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: fds and ts are valid for the call; a negative fd is ignored by ppoll.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
         if r > 0 && fds[0].revents & libc::POLLIN != 0 {
             let mut v: u64 = 0;
             // SAFETY: reading 8 bytes into a valid u64 from our eventfd.
