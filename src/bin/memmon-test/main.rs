@@ -1,7 +1,8 @@
 //! `memmon-test`: processes of known memory for memmon's integration tests and examples —
 //! `workload STEP...` (src/workload.rs), `test-daemon` and `test-client` (testdaemon.rs). A
-//! binary of its own, so the shipped `memmon` has none of them in its `--help` or parse tree;
-//! `cargo test` builds it with the tests (tests/util.rs finds it next to `memmon`).
+//! binary of its own, so the shipped `memmon` has none of them in its `--help` or parse tree.
+//! It needs the `test-support` feature, which the tests turn on (Cargo.toml's dev-dependency on
+//! memmon itself): `cargo test` builds it, `cargo build` and `cargo install` leave it out.
 
 mod testdaemon;
 
