@@ -6,7 +6,7 @@
 use memmon::analysis::compare::{measure_files, Comparison, Metric};
 use memmon::format::{Format, InputSpec, Output};
 use memmon::render::compare_table::verdict_sentence;
-use memmon::sample::{Event, Sample};
+use memmon::model::sample::{Event, Sample};
 use memmon::units::fmt_bytes;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

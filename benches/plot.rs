@@ -4,7 +4,7 @@
 
 use memmon::format::{Format, Output};
 use memmon::render::plot::{self, ImageFormat, PlotOptions};
-use memmon::sample::{Event, Sample};
+use memmon::model::sample::{Event, Sample};
 use memmon::units::fmt_bytes;
 use std::path::Path;
 use std::time::Instant;

@@ -7,7 +7,7 @@
 //! Run: `cargo bench --bench sample_cost`. Results go in BENCHMARKS.md.
 
 use memmon::probe::ProcFs;
-use memmon::tree::Tree;
+use memmon::sampler::tree::Tree;
 use std::fs::File;
 use std::io::Read;
 use std::time::Duration;

@@ -1,21 +1,23 @@
 //! The command line: one clap struct per subcommand, a `///` line per flag. Durations and sizes
-//! take human forms (`250ms`, `8GiB`).
+//! take human forms (`250ms`, `8GiB`). The only file of clap structs: `commands/` turns each into
+//! the core's options; the core never sees them.
 
-use crate::format::{Format, InputFormat, InputSpec};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use memmon::analysis::compare::Limit;
+use memmon::format::{Format, InputFormat, InputSpec};
 use std::path::PathBuf;
 use std::time::Duration;
 
 fn duration(s: &str) -> Result<Duration, String> {
-    crate::units::parse_duration(s)
+    memmon::units::parse_duration(s)
 }
 
 fn interval(s: &str) -> Result<Duration, String> {
-    crate::units::parse_interval(s)
+    memmon::units::parse_interval(s)
 }
 
 fn size(s: &str) -> Result<u64, String> {
-    crate::units::parse_size(s)
+    memmon::units::parse_size(s)
 }
 
 #[derive(Parser, Debug)]
@@ -50,19 +52,6 @@ pub enum Command {
     Mark(MarkCommandArgs),
     /// Run a client N times against a daemon (or a command N times): each run's time and exact peak
     Bench(BenchArgs),
-    /// Serve requests of known memory on a Unix socket (a daemon for the bench tests)
-    #[command(hide = true)]
-    TestDaemon(crate::bench::testdaemon::TestDaemonArgs),
-    /// Ask the test daemon for one request of known memory
-    #[command(hide = true)]
-    TestClient(crate::bench::testdaemon::TestClientArgs),
-    /// Run a workload of known memory (for tests and the demo)
-    #[command(hide = true)]
-    Workload {
-        /// Steps: ramp:SIZE:DUR, alloc:SIZE, spike:SIZE:DUR, hold:DUR, free, free-all,
-        /// children:N:SIZE:DUR, wait-children, say:TEXT, exit:CODE
-        steps: Vec<String>,
-    },
 }
 
 #[derive(Args, Debug)]
@@ -141,7 +130,7 @@ pub struct SummaryArgs {
 pub struct InputArgs {
     /// Format of the input files (default: recognised by content)
     #[arg(long, value_enum, default_value = "auto")]
-    pub input_format: InputFormat,
+    pub input_format: InputFormatArg,
 
     /// For a headerless CSV: its columns with units, e.g. unix_ms,rss_kb,- ('-' skips one)
     #[arg(long, value_name = "LIST")]
@@ -150,13 +139,56 @@ pub struct InputArgs {
 
 impl InputArgs {
     pub fn spec(&self) -> InputSpec {
-        let format = match (self.input_format, &self.columns) {
+        let format = match (InputFormat::from(self.input_format), &self.columns) {
             (InputFormat::Auto, Some(_)) => InputFormat::Columns,
             (f, _) => f,
         };
         InputSpec {
             format,
             columns: self.columns.clone(),
+        }
+    }
+}
+
+/// `--input-format`: `format::InputFormat` as clap reads it (the core has no clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputFormatArg {
+    /// Recognised by content.
+    Auto,
+    /// A memmon recording (CSV or JSON Lines).
+    Memmon,
+    /// A psrecord log (plain `--log` text or CSV).
+    Psrecord,
+    /// A memory_profiler `mprof run` .dat file.
+    Mprof,
+    /// A headerless CSV whose columns are declared with `--columns`.
+    Columns,
+}
+
+impl From<InputFormatArg> for InputFormat {
+    fn from(f: InputFormatArg) -> InputFormat {
+        match f {
+            InputFormatArg::Auto => InputFormat::Auto,
+            InputFormatArg::Memmon => InputFormat::Memmon,
+            InputFormatArg::Psrecord => InputFormat::Psrecord,
+            InputFormatArg::Mprof => InputFormat::Mprof,
+            InputFormatArg::Columns => InputFormat::Columns,
+        }
+    }
+}
+
+/// `--format`: `format::Format` as clap reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Csv,
+    Jsonl,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Csv => Format::Csv,
+            FormatArg::Jsonl => Format::Jsonl,
         }
     }
 }
@@ -176,16 +208,16 @@ pub struct DemoArgs {
     pub quiet: bool,
 }
 
-fn size_limit(s: &str) -> Result<crate::analysis::compare::Limit, String> {
-    crate::analysis::compare::parse_size_limit(s)
+fn size_limit(s: &str) -> Result<Limit, String> {
+    memmon::analysis::compare::parse_size_limit(s)
 }
 
-fn duration_limit(s: &str) -> Result<crate::analysis::compare::Limit, String> {
-    crate::analysis::compare::parse_duration_limit(s)
+fn duration_limit(s: &str) -> Result<Limit, String> {
+    memmon::analysis::compare::parse_duration_limit(s)
 }
 
 fn percent(s: &str) -> Result<f64, String> {
-    crate::analysis::compare::parse_percent(s)?
+    memmon::analysis::compare::parse_percent(s)?
         .ok_or_else(|| format!("'{s}' is not a percentage (examples: 1%, 0.5%)"))
 }
 
@@ -211,15 +243,15 @@ pub struct CompareArgs {
 
     /// Fail (exit 1) when the peak RSS rises more than this: a percentage (2%) or a size (512MiB)
     #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
-    pub max_peak_increase: Option<crate::analysis::compare::Limit>,
+    pub max_peak_increase: Option<Limit>,
 
     /// Fail (exit 1) when the idle floor rises more than this: a percentage or a size
     #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
-    pub max_idle_increase: Option<crate::analysis::compare::Limit>,
+    pub max_idle_increase: Option<Limit>,
 
     /// Fail (exit 1) when the duration rises more than this: a percentage (5%) or a duration (5s)
     #[arg(long, value_parser = duration_limit, value_name = "LIMIT")]
-    pub max_duration_increase: Option<crate::analysis::compare::Limit>,
+    pub max_duration_increase: Option<Limit>,
 
     /// Changes smaller than this share of the baseline mean are always noise
     #[arg(long, default_value = "1%", value_parser = percent, value_name = "PERCENT")]
@@ -380,7 +412,7 @@ pub struct SamplingArgs {
 
     /// Recording format (default: from the file's extension, .jsonl for JSON Lines, else CSV)
     #[arg(long, value_enum)]
-    pub format: Option<Format>,
+    pub format: Option<FormatArg>,
 
     /// Overwrite an existing output file
     #[arg(long, conflicts_with = "append")]
@@ -412,17 +444,6 @@ whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
     /// With --pss: read PSS even of processes above --pss-max-rss
     #[arg(long)]
     pub pss_force: bool,
-}
-
-impl SamplingArgs {
-    /// The PSS settings, when `--pss` is on.
-    pub fn pss_guard(&self) -> Option<crate::record::PssGuard> {
-        self.pss.then_some(crate::record::PssGuard {
-            every: self.pss_every,
-            max_rss: self.pss_max_rss,
-            force: self.pss_force,
-        })
-    }
 }
 
 #[derive(Args, Debug)]

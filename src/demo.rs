@@ -3,10 +3,14 @@
 //! workload whose memory is known.
 
 use crate::probe::ProcFs;
-use crate::record::{Outcome, RecordOptions, Recorder};
-use crate::target::TargetSpec;
+use crate::sampler::record::{Outcome, RecordOptions, Recorder};
+use crate::sampler::target::TargetSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The first argument on which `memmon` runs the workload steps that follow it instead of its
+/// command line (see main.rs): the demo launches `memmon __demo-workload STEP...`.
+pub const WORKLOAD_ENTRY: &str = "__demo-workload";
 
 /// Picks `memmon-demo.csv`, or `memmon-demo-2.csv` and so on: a name whose recording, sidecar
 /// and plot are all free (an existing file is never reused).
@@ -48,7 +52,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
     )
     .map_err(|e| crate::exit::CodedError::new(crate::exit::ExitCode::Usage, e.to_string()))?;
     let exe = std::env::current_exe()?;
-    let mut command = vec![exe.display().to_string(), "workload".to_string()];
+    let mut command = vec![exe.display().to_string(), WORKLOAD_ENTRY.to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
     if !quiet {
         eprintln!("memmon demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");

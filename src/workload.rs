@@ -1,4 +1,5 @@
-//! A workload with known memory, for the demo and the tests: `memmon workload STEP...` runs
+//! A workload with known memory, for the demo and the tests: `memmon-test workload STEP...`
+//! (src/bin/memmon-test/) or the demo's child (`demo::WORKLOAD_ENTRY`) runs
 //! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
 //! `spike:200MiB:20ms` (allocate, touch, hold, free), `hold:2s`, `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
@@ -9,7 +10,7 @@ use crate::units::{parse_duration, parse_size};
 use std::time::{Duration, Instant};
 
 /// An anonymous private mapping; RSS rises by exactly the pages written (`touch`). Also the
-/// memory the bench tests' daemon serves (`bench/testdaemon.rs`).
+/// memory the bench tests' daemon serves (`src/bin/memmon-test/testdaemon.rs`).
 pub struct Block {
     ptr: *mut libc::c_void,
     len: usize,
@@ -117,9 +118,12 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             "children" => {
                 let count: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                // A child is this same program on the same entry (`workload`, or the demo's).
+                let entry = std::env::args_os().nth(1).unwrap_or_else(|| "workload".into());
                 for _ in 0..count {
                     let child = std::process::Command::new(&exe)
-                        .args(["workload", &format!("alloc:{}", parts.get(2).unwrap_or(&"0")), &format!("hold:{}", parts.get(3).unwrap_or(&"1s"))])
+                        .arg(&entry)
+                        .args([&format!("alloc:{}", parts.get(2).unwrap_or(&"0")), &format!("hold:{}", parts.get(3).unwrap_or(&"1s"))])
                         .spawn()
                         .map_err(|e| format!("cannot start a child: {e}"))?;
                     kids.push(child);

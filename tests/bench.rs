@@ -1,4 +1,4 @@
-//! Tests of `memmon bench` against the real test daemon (`memmon test-daemon`, which maps and
+//! Tests of `memmon bench` against the real test daemon (`memmon-test test-daemon`, which maps and
 //! touches exactly the size each request asks for) and against launched commands.
 
 use crate::util::*;
@@ -18,7 +18,7 @@ impl Daemon {
     fn start(dir: &Path, extra: &[&str]) -> Daemon {
         let socket = dir.join("d.sock");
         let pidfile = dir.join("d.pid");
-        let child = Command::new(memmon_path())
+        let child = Command::new(memmon_test_path())
             .arg("test-daemon")
             .arg("--socket")
             .arg(&socket)
@@ -42,11 +42,11 @@ impl Daemon {
         self.child.id()
     }
 
-    /// `-- memmon test-client --socket S ARGS...`
+    /// `-- memmon-test test-client --socket S ARGS...`
     fn client(&self, args: &[&str]) -> Vec<String> {
         let mut v = vec![
             "--".to_string(),
-            memmon_path().display().to_string(),
+            memmon_test_path().display().to_string(),
             "test-client".into(),
             "--socket".into(),
             self.socket.display().to_string(),
@@ -328,7 +328,7 @@ fn phases_inside_a_run_get_exact_peaks_and_the_run_keeps_its_own() {
         "echo 'phase big' >> {log}; sleep 0.3; {m} test-client --socket {s} --size 80MiB; \
          echo 'phase small' >> {log}; sleep 0.3; {m} test-client --socket {s} --size 20MiB; sleep 0.3",
         log = log.display(),
-        m = memmon_path().display(),
+        m = memmon_test_path().display(),
         s = d.socket.display()
     );
     memmon()
@@ -451,7 +451,7 @@ fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
 /// A client that, in run 1 only, leaves a process holding 60 MiB behind, then allocates 5 MiB
 /// itself; in the other runs it allocates only the 5 MiB.
 fn client_leaving_an_orphan_in_run_1() -> Vec<String> {
-    let me = memmon_path().display().to_string();
+    let me = memmon_test_path().display().to_string();
     let script = format!(
         "if [ \"$MEMMON_BENCH_RUN\" = 1 ]; then '{me}' workload alloc:60MiB hold:120s & fi; \
          exec '{me}' workload alloc:5MiB hold:1s"
@@ -531,7 +531,7 @@ fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     // A daemon (bash, its builtins fork nothing) that starts one more 8 MiB worker, which stays,
     // at each request: its RSS after each run rises, but so does its number of processes.
-    let me = memmon_path().display().to_string();
+    let me = memmon_test_path().display().to_string();
     let script = format!(
         "exec 3<>'{}'; while :; do if read -t 0.05 -u 3 x; then '{me}' workload alloc:8MiB hold:600s & fi; done",
         fifo.display()
@@ -586,7 +586,7 @@ fn a_child_idle_in_the_next_run_does_not_give_it_the_last_runs_peak() {
     // In a process group of its own, so the child goes with it.
     let mut daemon = Command::new("sh")
         .args(["-c", &daemon_script])
-        .arg(memmon_path())
+        .arg(memmon_test_path())
         .process_group(0)
         .spawn()
         .unwrap();

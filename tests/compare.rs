@@ -300,7 +300,7 @@ fn bench_fixture() -> &'static BenchFixture {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let (socket, pidfile) = (dir.join("d.sock"), dir.join("d.pid"));
-        let mut daemon = std::process::Command::new(memmon_path())
+        let mut daemon = std::process::Command::new(memmon_test_path())
             .arg("test-daemon")
             .arg("--socket")
             .arg(&socket)
@@ -319,7 +319,7 @@ fn bench_fixture() -> &'static BenchFixture {
                 .arg("-o")
                 .arg(out)
                 .arg("--")
-                .arg(memmon_path())
+                .arg(memmon_test_path())
                 .args(["test-client", "--socket"])
                 .arg(&socket)
                 .args(["--size", size])

@@ -377,7 +377,7 @@ fn after_a_phase_reset_an_idle_child_does_not_carry_the_last_phases_peak() {
         ])
         .arg(&out)
         .args(["--", "sh", "-c", script])
-        .arg(memmon_path())
+        .arg(memmon_test_path())
         .env("XDG_RUNTIME_DIR", dir.path())
         .assert()
         .success();

@@ -657,7 +657,7 @@ fn an_orphan_of_a_launched_command_stays_in_the_tree() {
     // orphaned while the command runs on. memmon, its subreaper, keeps it in the tree.
     let script = format!(
         "({} workload alloc:30MiB hold:800ms &); sleep 1.2",
-        memmon_path().display()
+        memmon_test_path().display()
     );
     memmon()
         .args([

@@ -7,6 +7,7 @@ mod bad_input;
 mod bench;
 mod compare;
 mod import;
+mod layout;
 mod marks;
 mod output;
 mod plot;

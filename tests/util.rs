@@ -17,9 +17,14 @@ pub fn memmon_path() -> PathBuf {
     assert_cmd::cargo::cargo_bin("memmon")
 }
 
-/// The arguments that make memmon run a workload of known memory (see src/workload.rs).
+/// The path of `memmon-test` (src/bin/memmon-test/): the workload, test daemon and test client.
+pub fn memmon_test_path() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("memmon-test")
+}
+
+/// The arguments that run a workload of known memory (see src/workload.rs).
 pub fn workload(steps: &[&str]) -> Vec<String> {
-    let mut v = vec![memmon_path().display().to_string(), "workload".to_string()];
+    let mut v = vec![memmon_test_path().display().to_string(), "workload".to_string()];
     v.extend(steps.iter().map(|s| s.to_string()));
     v
 }
@@ -77,7 +82,7 @@ pub fn wait_for(secs: f64, mut cond: impl FnMut() -> bool) -> bool {
     false
 }
 
-/// `memmon record FLAGS -o OUT -- memmon workload STEPS`, ready to run and assert on.
+/// `memmon record FLAGS -o OUT -- memmon-test workload STEPS`, ready to run and assert on.
 pub fn record_workload(out: &Path, flags: &[&str], steps: &[&str]) -> Command {
     let mut c = memmon();
     c.arg("record")
@@ -157,7 +162,7 @@ impl SpikedDaemon {
     pub fn start(dir: &Path, spike: &str) -> SpikedDaemon {
         let socket = dir.join("spiked.sock");
         let pidfile = dir.join("spiked.pid");
-        let child = std::process::Command::new(memmon_path())
+        let child = std::process::Command::new(memmon_test_path())
             .arg("test-daemon")
             .arg("--socket")
             .arg(&socket)
@@ -180,7 +185,7 @@ impl SpikedDaemon {
 
     /// Has the daemon touch `size` and free it again; returns once it is freed.
     pub fn spike(&self, size: &str) {
-        memmon()
+        Command::new(memmon_test_path())
             .arg("test-client")
             .arg("--socket")
             .arg(&self.socket)

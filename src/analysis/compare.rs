@@ -35,7 +35,7 @@
 use crate::analysis::phases::Span;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::{read_input, InputSpec, ReadError};
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use crate::units::{parse_duration, parse_size};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -46,7 +46,7 @@ use std::sync::Mutex;
 /// The default `--min-noise`: changes below 1% of the baseline mean are never called a change.
 pub const DEFAULT_MIN_NOISE_PCT: f64 = 1.0;
 
-pub use crate::peak::{PeakKind, PeakScope, PeakSource};
+pub use crate::model::peak::{PeakKind, PeakScope, PeakSource};
 
 /// The numbers of one recording that a comparison uses.
 #[derive(Debug, Clone, Serialize)]
@@ -57,7 +57,7 @@ pub struct Run {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
     /// The peak compared: the kernel's for a single process, reached during the recording
-    /// (`vmhwm`, `ru-maxrss`), else the sampled one (`sampled`; `crate::peak::choose_peak`).
+    /// (`vmhwm`, `ru-maxrss`), else the sampled one (`sampled`; `crate::model::peak::choose_peak`).
     pub peak_rss_bytes: u64,
     pub peak_source: PeakSource,
     pub sampled_peak_rss_bytes: u64,
@@ -75,7 +75,7 @@ pub struct Run {
 /// How far a recording's kernel counters may be off: from its own metadata, else this machine's.
 fn bound(s: &Summary) -> u64 {
     s.kernel_peak_exact_within_bytes
-        .unwrap_or_else(crate::peak::local_batching_bound_bytes)
+        .unwrap_or_else(crate::model::peak::local_batching_bound_bytes)
 }
 
 impl Run {
@@ -85,7 +85,7 @@ impl Run {
             .kernel_peak_rss_bytes
             .zip(s.kernel_peak_source)
             .filter(|_| s.kernel_peak_scope == PeakScope::Process);
-        let (peak, source) = crate::peak::choose_peak(kernel, s.peak_rss_bytes, bound(s));
+        let (peak, source) = crate::model::peak::choose_peak(kernel, s.peak_rss_bytes, bound(s));
         Run {
             file: s.file.clone().unwrap_or_default(),
             run: None,
@@ -113,7 +113,7 @@ impl Run {
             .filter(|_| s.kernel_peak_scope == PeakScope::Process)
             .map(|k| (k, PeakSource::Vmhwm));
         let (peak, source) =
-            crate::peak::choose_peak(kernel, span.sampled_peak_rss_bytes, bound(s));
+            crate::model::peak::choose_peak(kernel, span.sampled_peak_rss_bytes, bound(s));
         let n = span.run.unwrap_or(index as u32 + 1);
         let mut warnings = s.warnings.clone();
         if !span.complete {

@@ -3,8 +3,8 @@
 //! and kernel peak, mean, start and end RSS. Memory grows only with the number of spans.
 
 use super::summary::{PssReads, PssTrack};
-use crate::peak::{choose_peak, PeakScope, PeakSource};
-use crate::sample::{Event, Sample};
+use crate::model::peak::{choose_peak, PeakScope, PeakSource};
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -25,7 +25,7 @@ pub struct Span {
     pub samples: u64,
     /// The span's peak RSS: the kernel's when it is known and the sampled one does not exceed
     /// it by more than the counters' batching (`peak_source` `vmhwm`), else the sampled peak
-    /// (`sampled`): `crate::peak::choose_peak`, as bench and compare choose.
+    /// (`sampled`): `crate::model::peak::choose_peak`, as bench and compare choose.
     pub peak_rss_bytes: u64,
     pub peak_source: PeakSource,
     /// What the kernel peak is the peak of: `process`, or `largest-process` when the span saw
@@ -253,7 +253,7 @@ impl PhaseBuilder {
 
     /// The spans so far; open ones end at the last sample. `reset_after_marks`: the recording's
     /// metadata says `phase_peaks`. `bound_bytes`: how far the kernel's counters may be off
-    /// (`crate::peak::batching_bound_bytes`).
+    /// (`crate::model::peak::batching_bound_bytes`).
     pub fn finish(&self, reset_after_marks: bool, bound_bytes: u64) -> Phases {
         let close = |list: &[(Open, bool)], open: &Option<Open>| -> Vec<Span> {
             list.iter()

@@ -7,9 +7,9 @@
 use super::phases::{PhaseBuilder, Phases};
 use crate::format::meta::{EndInfo, Meta};
 use crate::format::ReadInfo;
-use crate::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
-use crate::sample::{Event, Sample};
-use crate::tree::ProcessRecord;
+use crate::model::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
+use crate::model::sample::{Event, Sample};
+use crate::model::process::ProcessRecord;
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -276,7 +276,7 @@ impl SummaryBuilder {
         let (window, kernel_peak, lifetime_peak) = self.kernel_peak(meta, end);
         let bound = meta.and_then(|m| {
             m.online_cpus
-                .map(|c| crate::peak::batching_bound_bytes(c, m.page_size_bytes))
+                .map(|c| crate::model::peak::batching_bound_bytes(c, m.page_size_bytes))
         });
         // The number to hold against the kernel's peak of one process: for a single process
         // its RSS; for a tree, the largest process's RSS.
@@ -369,7 +369,7 @@ impl SummaryBuilder {
             spans: self.phases.finish(
                 meta.map_or(self.phase_peaks, |m| m.phase_peaks)
                     && end.is_none_or(|e| e.peak_reset_failures == 0),
-                bound.unwrap_or_else(crate::peak::local_batching_bound_bytes),
+                bound.unwrap_or_else(crate::model::peak::local_batching_bound_bytes),
             ),
         }
     }
@@ -439,7 +439,7 @@ fn describe_end(e: &EndInfo) -> String {
         let _ = write!(
             s,
             ", killed by signal {sig} ({})",
-            crate::signals::name(sig)
+            crate::model::signal::name(sig)
         );
     }
     if let Some(err) = &e.error {
@@ -469,7 +469,7 @@ pub struct Summary {
     pub kernel_peak_source: Option<PeakSource>,
     pub kernel_peak_scope: PeakScope,
     pub kernel_peak_window: KernelPeakWindow,
-    /// How far the kernel's batched counters may be off (`crate::peak::batching_bound_bytes`),
+    /// How far the kernel's batched counters may be off (`crate::model::peak::batching_bound_bytes`),
     /// when the recording says how many CPUs the machine had.
     pub kernel_peak_exact_within_bytes: Option<u64>,
     /// The high-water mark of an attached process that was set before the recording began: its

@@ -3,20 +3,18 @@
 //!
 //! The runner (`runner.rs`) drives a `Recorder` on its own thread and resets the kernel's
 //! high-water marks before each run; `stats.rs` sums the runs up; `table.rs` prints them;
-//! `export/` writes JSON, CSV and Markdown; `testdaemon.rs` is a daemon of known memory for tests.
+//! `export/` writes JSON, CSV and Markdown. (The daemon of known memory the tests run is in
+//! src/bin/memmon-test/.)
 
 pub mod export;
 pub mod runner;
 pub mod stats;
 pub mod table;
-pub mod testdaemon;
 
-use crate::cli::BenchArgs;
-use crate::exit::{CodedError, ExitCode};
 use crate::probe::cgroup::CgroupFs;
 use crate::probe::ProcFs;
-use crate::record::PssGuard;
-use crate::target::TargetSpec;
+use crate::sampler::record::PssGuard;
+use crate::sampler::target::TargetSpec;
 use serde::Serialize;
 use stats::{ByteStats, LeakCheck, Stats};
 use std::path::PathBuf;
@@ -53,7 +51,7 @@ pub struct BenchOptions {
     pub phase_peaks: bool,
 }
 
-pub use crate::peak::{PeakScope, PeakSource};
+pub use crate::model::peak::{PeakScope, PeakSource};
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]
@@ -67,7 +65,7 @@ pub struct RunResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_signal: Option<i32>,
     /// The run's peak RSS: the kernel's when it could be reset for the run (`vmhwm`) or the
-    /// command's wait4 (`ru-maxrss`), else `sampled` (`crate::peak::choose_peak`).
+    /// command's wait4 (`ru-maxrss`), else `sampled` (`crate::model::peak::choose_peak`).
     pub peak_rss_bytes: u64,
     pub peak_source: PeakSource,
     /// The kernel's peak of the run (VmHWM after a reset, or wait4's ru_maxrss), if known.
@@ -224,107 +222,5 @@ impl BenchReport {
             .filter_map(|r| Some((r.rss_before_bytes?, r.rss_after_bytes?, r.processes_after?)))
             .collect();
         self.leak = stats::leak_check(&pairs);
-    }
-}
-
-/// `memmon bench` from its command line.
-pub fn run_cli(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let usage = |m: String| CodedError::new(ExitCode::Usage, m);
-    let target = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
-        .map_err(usage)?;
-    if target.is_none() && (args.marks.mark_log.is_some() || args.marks.phase_peaks) {
-        return Err(usage(
-            "--mark-log and --phase-peaks apply to a bench against a daemon (--pid, --pidfile, --name)"
-                .into(),
-        ));
-    }
-    if args.marks.mark_stdout.is_some() {
-        return Err(usage(
-            "--mark-stdout applies to `memmon record -- COMMAND` only; against a daemon use --mark-log or `memmon mark`"
-                .into(),
-        ));
-    }
-    let s = &args.sampling;
-    if s.interval.is_zero() {
-        return Err(usage("--interval must be above 0".into()));
-    }
-    let dash = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    let stdout_is_data = dash(&s.output)
-        || dash(&args.export_json)
-        || dash(&args.export_csv)
-        || dash(&args.export_markdown);
-    if dash(&s.output)
-        && (dash(&args.export_json) || dash(&args.export_csv) || dash(&args.export_markdown))
-    {
-        return Err(usage(
-            "-o - and --export-* - would both write to stdout: give one of them a file".into(),
-        ));
-    }
-    let exports = export::targets(&args.export_json, &args.export_csv, &args.export_markdown)?;
-    // Every output is checked now, not after a long bench: none may exist without --force,
-    // and no two may be one file.
-    let mut outs = export::paths(&exports);
-    let side = s.output.as_deref().map(crate::format::sidecar_path);
-    if let (Some(o), false) = (&s.output, s.append) {
-        outs.push((o, "-o"));
-        let csv = s
-            .format
-            .unwrap_or_else(|| crate::format::Format::from_path(o))
-            == crate::format::Format::Csv;
-        if let (Some(side), true) = (&side, csv && !crate::output::is_stream(o)) {
-            outs.push((side, "-o's metadata sidecar"));
-        }
-    }
-    crate::output::check_outputs(&outs, s.force).map_err(|e| usage(e.to_string()))?;
-    let opts = BenchOptions {
-        target,
-        client: args.client.clone(),
-        runs: args.runs,
-        warmup: args.warmup,
-        prepare: args.prepare.clone(),
-        cooldown: args.cooldown,
-        ignore_failure: args.ignore_failure,
-        interval: s.interval,
-        children: !s.no_children,
-        output: s.output.clone(),
-        format: s.format,
-        force: s.force,
-        append: s.append,
-        pss: s.pss_guard(),
-        quiet: args.quiet,
-        stdout_is_data,
-        procfs: ProcFs::default(),
-        cgroupfs: CgroupFs::default(),
-        marks: crate::marks::MarkOptions::from_args(&args.marks, args.quiet),
-        phase_peaks: args.marks.phase_peaks,
-    };
-    let done = runner::run(&opts)?;
-    let mut report = done.report;
-    report.finish();
-
-    let table = table::render(&report);
-    if opts.stdout_is_data {
-        eprint!("{table}");
-    } else {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        out.write_all(table.as_bytes())
-            .and_then(|_| out.flush())
-            .map_err(anyhow::Error::from)?;
-    }
-    export::write_all(&exports, &report, opts.force)?;
-    match done.stop {
-        None => Ok(ExitCode::Success),
-        Some(runner::Stop::Signal(sig)) => {
-            eprintln!(
-                "memmon: bench interrupted by {} after {} of {} runs; the runs measured are kept",
-                crate::signals::name(sig),
-                report.runs.len(),
-                report.runs_requested
-            );
-            Ok(ExitCode::Signal(sig))
-        }
-        Some(runner::Stop::Failed(msg)) => Err(CodedError::new(ExitCode::Failure, msg)),
-        Some(runner::Stop::Error(e)) => Err(e),
     }
 }

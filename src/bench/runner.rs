@@ -10,9 +10,9 @@ use crate::format::meta::EndInfo;
 use crate::format::{Format, InputFormat, InputSpec, Output};
 use crate::probe::cgroup::{MemCgroup, PeakWatch};
 use crate::probe::ProcHandle;
-use crate::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
-use crate::sample::{Event, Sample};
-use crate::target::{self, shell_words, TargetSpec};
+use crate::sampler::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
+use crate::model::sample::{Event, Sample};
+use crate::sampler::target::{self, shell_words, TargetSpec};
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval};
 use anyhow::Context;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -54,7 +54,7 @@ impl ClientEnd {
     fn describe(&self) -> String {
         match (self.code, self.signal) {
             (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("killed by {}", crate::signals::name(s)),
+            (None, Some(s)) => format!("killed by {}", crate::sampler::signals::name(s)),
             _ => "an unknown status".into(),
         }
     }
@@ -88,7 +88,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
     };
     report.complete = stop.is_none() && report.runs.len() == opts.runs as usize;
     report.stopped = stop.as_ref().map(|s| match s {
-        Stop::Signal(sig) => format!("interrupted by {}", crate::signals::name(*sig)),
+        Stop::Signal(sig) => format!("interrupted by {}", crate::sampler::signals::name(*sig)),
         Stop::Failed(m) => m.clone(),
         Stop::Error(e) => format!("{e:#}"),
     });
@@ -239,7 +239,7 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
         .unwrap_or_default();
     let exit = match (r.exit_code, r.exit_signal) {
         (Some(c), _) => format!("exit {c}"),
-        (None, Some(s)) => crate::signals::name(s),
+        (None, Some(s)) => crate::sampler::signals::name(s),
         _ => "exit ?".into(),
     };
     say(
@@ -259,10 +259,10 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
 /// sampled one by more than the counters' batching (a tree's sampled sum can exceed its largest
 /// process's exact peak), else sampled.
 fn choose_peak(kernel: Option<u64>, source: PeakSource, sampled: u64) -> (u64, PeakSource) {
-    crate::peak::choose_peak(
+    crate::model::peak::choose_peak(
         kernel.map(|k| (k, source)),
         sampled,
-        crate::peak::local_batching_bound_bytes(),
+        crate::model::peak::local_batching_bound_bytes(),
     )
 }
 
@@ -856,13 +856,13 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             fmt_interval(opts.interval)
         ),
     );
-    crate::signals::install();
+    crate::sampler::signals::install();
     let total = opts.warmup + opts.runs;
     let mut stop = None;
     for i in 1..=total {
         let warm = (i <= opts.warmup).then_some(i);
         let n = i.saturating_sub(opts.warmup);
-        if let Some(a) = crate::signals::take().first() {
+        if let Some(a) = crate::sampler::signals::take().first() {
             stop = Some(Stop::Signal(a.sig));
             break;
         }
@@ -1106,7 +1106,7 @@ mod tests {
 
     #[test]
     fn a_tree_whose_sampled_sum_exceeds_its_largest_process_reports_the_sum() {
-        let over = crate::peak::local_batching_bound_bytes() + 1;
+        let over = crate::model::peak::local_batching_bound_bytes() + 1;
         assert_eq!(
             choose_peak(Some(80), PeakSource::RuMaxrss, 80 + over),
             (80 + over, PeakSource::Sampled)

@@ -24,7 +24,7 @@ fn opt_bytes(v: Option<u64>) -> String {
 fn exit_text(r: &RunResult) -> String {
     match (r.exit_code, r.exit_signal) {
         (Some(c), _) => c.to_string(),
-        (None, Some(s)) => crate::signals::name(s),
+        (None, Some(s)) => crate::sampler::signals::name(s),
         _ => "?".into(),
     }
 }
@@ -182,14 +182,14 @@ pub fn render(report: &BenchReport) -> String {
             let _ = writeln!(
                 o,
                 "  note: kernel peaks are {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
-                crate::peak::exact_within(Some(crate::peak::local_batching_bound_bytes())),
-                crate::peak::online_cpus()
+                crate::model::peak::exact_within(Some(crate::model::peak::local_batching_bound_bytes())),
+                crate::model::peak::online_cpus()
             );
         }
         if report
             .runs
             .iter()
-            .any(|r| r.kernel_peak_scope == crate::peak::PeakScope::LargestProcess)
+            .any(|r| r.kernel_peak_scope == crate::model::peak::PeakScope::LargestProcess)
         {
             let _ = writeln!(
                 o,

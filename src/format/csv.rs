@@ -3,7 +3,7 @@
 //! Writer and streaming reader side by side.
 
 use super::{RowError, RowSink};
-use crate::sample::{Event, Sample, COLUMNS};
+use crate::model::sample::{Event, Sample, COLUMNS};
 use std::io::{self, Write};
 
 /// The header line, without its newline.

@@ -9,7 +9,7 @@
 use super::import::read_from;
 use super::input::{self, MAX_LINE_BYTES};
 use super::{InputFormat, InputSpec, ReadError};
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use std::path::Path;
 
 /// xorshift64*: small, deterministic, enough to pick mutations.

@@ -3,7 +3,7 @@
 
 use super::{RowError, RowSink};
 use crate::format::meta::{EndInfo, Meta};
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 

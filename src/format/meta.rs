@@ -1,7 +1,7 @@
 //! What a recording says about itself: the metadata written when it starts (in the sidecar
 //! `FILE.meta.json` for CSV, in the first record for JSON Lines) and how it ended.
 
-use crate::tree::ProcessRecord;
+use crate::model::process::ProcessRecord;
 use serde::{Deserialize, Serialize};
 
 /// The schema version of recordings written by this memmon (docs/FORMAT.md).
@@ -32,7 +32,7 @@ pub struct Meta {
     #[serde(default)]
     pub peak_reset_at_start: bool,
     /// CPUs online on the recording machine: they bound how far the kernel's batched RSS
-    /// counters may be off (`crate::peak::batching_bound_bytes`). Absent in older files.
+    /// counters may be off (`crate::model::peak::batching_bound_bytes`). Absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online_cpus: Option<u64>,
     /// The kernel files read, and how often.

@@ -10,7 +10,7 @@ pub mod input;
 pub mod jsonl;
 pub mod meta;
 
-use crate::sample::Sample;
+use crate::model::sample::Sample;
 use meta::{EndInfo, Meta};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -28,7 +28,7 @@ pub trait RowSink {
     fn get_mut(&mut self) -> &mut dyn Write;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Csv,
@@ -462,7 +462,7 @@ pub fn absolute(path: &Path) -> PathBuf {
 }
 
 /// What kind of file a reader is given: memmon's own recordings, or what people have today.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum InputFormat {
     /// Recognised by content.
     #[default]

@@ -3,7 +3,7 @@
 //! that matches `--mark-regex` into a marker. A thread polls every `POLL` (no inotify).
 
 use super::{send_mark, MarkPattern, Worker};
-use crate::record::ControlHandle;
+use crate::sampler::record::ControlHandle;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;

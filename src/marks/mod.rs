@@ -7,8 +7,8 @@ pub mod socket;
 pub mod stdout;
 
 use crate::exit::{CodedError, ExitCode};
-use crate::record::{Control, ControlHandle, Recorder};
-use crate::sample::Event;
+use crate::model::sample::Event;
+use crate::sampler::record::{Control, ControlHandle, Recorder};
 use regex::Regex;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -69,7 +69,7 @@ pub struct MarkSetup {
     quiet: bool,
 }
 
-/// The options of `MarkSetup::prepare`, as given on the command line (`cli::MarkArgs`).
+/// The options of `MarkSetup::prepare`, as given on the command line (`--mark-*`, `--socket`).
 #[derive(Debug, Clone, Default)]
 pub struct MarkOptions {
     pub mark_log: Option<PathBuf>,
@@ -80,19 +80,6 @@ pub struct MarkOptions {
     /// Create no socket at all.
     pub no_socket: bool,
     pub quiet: bool,
-}
-
-impl MarkOptions {
-    pub fn from_args(a: &crate::cli::MarkArgs, quiet: bool) -> MarkOptions {
-        MarkOptions {
-            mark_log: a.mark_log.clone(),
-            mark_regex: a.mark_regex.clone(),
-            mark_stdout: a.mark_stdout.clone(),
-            socket: a.socket.clone(),
-            no_socket: false,
-            quiet,
-        }
-    }
 }
 
 impl MarkSetup {
@@ -208,10 +195,11 @@ impl Drop for MarkSources {
 
 /// `memmon mark LABEL [--socket PATH]`: asks the running recorder for a marker and waits for
 /// its reply. Without a socket path, the one running recorder is found in the default places.
-pub fn mark_command(
+/// Returns the socket it used and the recorder's reply.
+pub fn request_mark(
     label: &str,
     socket_path: Option<&std::path::Path>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<(PathBuf, socket::Reply)> {
     let label = clean_label(label);
     if label.is_empty() {
         return Err(CodedError::new(
@@ -268,14 +256,7 @@ pub fn mark_command(
             ),
         ));
     }
-    eprintln!(
-        "memmon: marker '{}' taken at +{} (RSS {}) in the recording on {}",
-        reply.label,
-        crate::units::fmt_seconds(reply.elapsed_s),
-        crate::units::fmt_bytes(reply.rss_bytes),
-        path.display()
-    );
-    Ok(ExitCode::Success)
+    Ok((path, reply))
 }
 
 /// Sends a marker to the recorder without waiting; false once the recording has ended.

@@ -3,8 +3,8 @@
 //! One JSON line each way: `{"mark":"LABEL"}` and the reply with the sample's time.
 
 use super::{clean_label, Worker};
-use crate::record::{Control, ControlHandle};
-use crate::sample::Event;
+use crate::sampler::record::{Control, ControlHandle};
+use crate::model::sample::Event;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;

@@ -3,7 +3,7 @@
 //! goes to stdout) and sends a marker for each line that matches.
 
 use super::{send_mark, MarkPattern};
-use crate::record::ControlHandle;
+use crate::sampler::record::ControlHandle;
 use std::io::{BufRead, BufReader, Write};
 use std::process::ChildStdout;
 use std::sync::mpsc;

@@ -7,80 +7,40 @@ use crate::analysis::compare::{
     measure_recordings, Comparison, Delta, Gate, GateResult, Metric, Recording, Run, Side, Split,
     Verdict,
 };
-use crate::cli::CompareArgs;
 use crate::exit::{CodedError, ExitCode};
 use crate::format::InputSpec;
-use crate::peak::PeakKind;
+use crate::model::peak::PeakKind;
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_seconds};
-use anyhow::Context;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Runs `memmon compare`.
-pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let (base, new) =
-        split_sides(&args.base, &args.new).map_err(|m| CodedError::new(ExitCode::Usage, m))?;
-    let spec = args.input.spec();
+/// What `memmon compare` compares: both sides' recordings, how to read them, and the gates.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub base: Vec<PathBuf>,
+    pub new: Vec<PathBuf>,
+    pub input: InputSpec,
+    /// Also compare the time spent with RSS above this many bytes.
+    pub above: Option<u64>,
+    /// Count each file as one run, even a `bench -o` recording of several runs.
+    pub whole_files: bool,
+    /// Changes smaller than this share of the baseline mean, in percent, are noise.
+    pub min_noise: f64,
+    pub gates: Vec<Gate>,
+}
+
+/// Reads both sides' recordings and compares them (`render` and `gate_sentence` print it).
+pub fn compare(o: &CompareOptions) -> anyhow::Result<Comparison> {
     // Both sides' files are read together, in parallel; errors are reported in argument order.
-    let all: Vec<PathBuf> = base.iter().chain(&new).cloned().collect();
-    let mut recordings = read_runs(&all, &spec, args.above, args.whole_files)?;
-    let new = recordings.split_off(base.len());
+    let all: Vec<PathBuf> = o.base.iter().chain(&o.new).cloned().collect();
+    let mut recordings = read_runs(&all, &o.input, o.above, o.whole_files)?;
+    let new = recordings.split_off(o.base.len());
     let (base_recordings, base): (Vec<Recording>, Vec<Vec<Run>>) = recordings.into_iter().unzip();
     let (new_recordings, new): (Vec<Recording>, Vec<Vec<Run>>) = new.into_iter().unzip();
-    let mut gates = Vec::new();
-    for (flag, metric, limit) in [
-        (
-            "--max-peak-increase",
-            Metric::PeakRss,
-            args.max_peak_increase,
-        ),
-        (
-            "--max-idle-increase",
-            Metric::IdleRss,
-            args.max_idle_increase,
-        ),
-        (
-            "--max-duration-increase",
-            Metric::Duration,
-            args.max_duration_increase,
-        ),
-    ] {
-        if let Some(limit) = limit {
-            gates.push(Gate {
-                flag,
-                metric,
-                limit,
-            });
-        }
-    }
-    let c = Comparison::new(
-        base.concat(),
-        new.concat(),
-        args.above,
-        args.min_noise,
-        &gates,
+    Ok(
+        Comparison::new(base.concat(), new.concat(), o.above, o.min_noise, &o.gates)
+            .with_recordings(base_recordings, new_recordings),
     )
-    .with_recordings(base_recordings, new_recordings);
-    let mut out = std::io::stdout().lock();
-    let text = if args.json {
-        serde_json::to_string_pretty(&c)? + "\n"
-    } else {
-        render(&c)
-    };
-    out.write_all(text.as_bytes())
-        .context("cannot write to stdout")?;
-    out.flush().context("cannot write to stdout")?;
-    for g in c.gates.iter().filter(|g| !g.passed) {
-        if let Some(d) = c.delta(g.metric) {
-            eprintln!("memmon: gate failed: {}", gate_sentence(d, g));
-        }
-    }
-    Ok(if c.passed {
-        ExitCode::Success
-    } else {
-        ExitCode::Failure
-    })
 }
 
 /// `BASE... -- NEW...`, or two files without `--`: one run each.

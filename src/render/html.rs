@@ -10,17 +10,13 @@
 
 use crate::analysis::compare::{measure_recording, Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
 use crate::analysis::Summary;
-use crate::cli::ReportArgs;
-use crate::exit::{CodedError, ExitCode};
 use crate::format::InputSpec;
+use crate::model::sample::{Event, Sample};
 use crate::render::compare_table::{fmt_change, fmt_value, metric_label, verdict_sentence};
 use crate::render::decimate::keep_indices;
-use crate::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
-use anyhow::Context;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Time buckets per series in the embedded data (each keeps at most four points).
@@ -57,8 +53,8 @@ pub struct Series {
     pub kept: usize,
     pub peak_rss_bytes: u64,
     pub kernel_peak_rss_bytes: Option<u64>,
-    pub kernel_peak_scope: crate::peak::PeakScope,
-    pub kernel_peak_source: Option<crate::peak::PeakSource>,
+    pub kernel_peak_scope: crate::model::peak::PeakScope,
+    pub kernel_peak_source: Option<crate::model::peak::PeakSource>,
     pub kernel_peak_exact_within_bytes: Option<u64>,
     pub lifetime_peak_rss_bytes: Option<u64>,
     /// `[seconds, label]` of marks, restarts and benchmark runs.
@@ -287,7 +283,7 @@ impl Report {
                     (Some(k), Some(source)) => format!(
                         "{} {} ({source} {})",
                         b(k),
-                        esc(&crate::peak::exact_within(s.kernel_peak_exact_within_bytes)),
+                        esc(&crate::model::peak::exact_within(s.kernel_peak_exact_within_bytes)),
                         s.kernel_peak_scope
                     ),
                     _ => match s.lifetime_peak_rss_bytes {
@@ -420,53 +416,6 @@ impl Report {
             o.push_str("<p class=\"note\">No peak to compare.</p>\n");
         }
     }
-}
-
-/// Runs `memmon report`.
-pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    crate::render::compare_table::no_flags_after_separator(&args.new)
-        .map_err(|m| CodedError::new(ExitCode::Usage, m))?;
-    let Some(output) = &args.output else {
-        return Err(CodedError::new(
-            ExitCode::Usage,
-            "give the report's file with -o FILE (or -o - for stdout)",
-        ));
-    };
-    let to_stdout = output.as_os_str() == "-";
-    let output = crate::format::absolute(output);
-    crate::output::check_outputs(&[(&output, "-o")], args.force)
-        .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
-    let report = Report::build(
-        &args.files,
-        &args.new,
-        &args.input.spec(),
-        args.above,
-        args.title.clone(),
-    )
-    .map_err(|e| {
-        anyhow::Error::new(e).context(CodedError {
-            code: ExitCode::Usage,
-            message: "cannot write a report".into(),
-        })
-    })?;
-    let html = report.to_html();
-    if to_stdout {
-        let mut out = std::io::stdout().lock();
-        out.write_all(html.as_bytes())
-            .context("cannot write to stdout")?;
-        out.flush().context("cannot write to stdout")?;
-    } else {
-        crate::output::write_whole(&output, html.as_bytes(), args.force)
-            .with_context(|| format!("cannot write {}", output.display()))?;
-        eprintln!(
-            "memmon: wrote the report of {} recording{} to {} ({})",
-            report.series.len(),
-            if report.series.len() == 1 { "" } else { "s" },
-            output.display(),
-            fmt_bytes(html.len() as u64)
-        );
-    }
-    Ok(ExitCode::Success)
 }
 
 /// Each file's name when those are all different, else each path as given.

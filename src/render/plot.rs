@@ -10,7 +10,7 @@
 use super::decimate;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::{read_input, InputSpec, ReadError};
-use crate::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -674,7 +674,7 @@ fn draw_on<DB: DrawingBackend>(
         let s = &t.summary;
         if let (Some(kernel), Some(source)) = (s.kernel_peak_rss_bytes, s.kernel_peak_source) {
             let k = y_of(kernel);
-            let scope = if s.kernel_peak_scope == crate::peak::PeakScope::Process {
+            let scope = if s.kernel_peak_scope == crate::model::peak::PeakScope::Process {
                 String::new()
             } else {
                 format!(" {}", s.kernel_peak_scope)

@@ -30,7 +30,7 @@ impl Exporter for MarkdownExporter {
         for r in &report.runs {
             let exit = match (r.exit_code, r.exit_signal) {
                 (Some(c), _) => c.to_string(),
-                (None, Some(s)) => crate::signals::name(s),
+                (None, Some(s)) => crate::sampler::signals::name(s),
                 _ => "?".into(),
             };
             writeln!(

@@ -7,7 +7,7 @@
 
 use super::{each_line, scaled_field, Decimal};
 use crate::format::{ReadError, ReadInfo};
-use crate::sample::Sample;
+use crate::model::sample::Sample;
 use std::path::Path;
 
 const TIME_UNITS: &str = "unix_ms, unix_s, unix_ns, elapsed_s or elapsed_ms";

@@ -12,7 +12,7 @@ pub mod psrecord;
 
 use super::input::{self, Input, MAX_LINE_BYTES};
 use super::{csv::CsvLayout, read_recording_from, InputFormat, InputSpec, ReadError, ReadInfo};
-use crate::sample::Sample;
+use crate::model::sample::Sample;
 use std::path::Path;
 
 /// What the first non-empty line of a file says it is.

@@ -10,7 +10,7 @@
 
 use super::{each_line, scaled_field, Decimal, MIB};
 use crate::format::{ReadError, ReadInfo};
-use crate::sample::Sample;
+use crate::model::sample::Sample;
 use crate::units::fmt_bytes;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -10,7 +10,7 @@
 
 use super::{each_line, scaled_field, Decimal, MIB};
 use crate::format::{ReadError, ReadInfo};
-use crate::sample::Sample;
+use crate::model::sample::Sample;
 use std::path::Path;
 
 /// RSS is a whole number of pages, and pages are multiples of 4 KiB on every platform psutil

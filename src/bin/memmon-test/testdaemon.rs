@@ -1,11 +1,12 @@
-//! A daemon of known memory and its client, for the bench tests (hidden subcommands): the daemon
+//! A daemon of known memory and its client, for the bench tests (`memmon-test test-daemon`,
+//! `memmon-test test-client`): the daemon
 //! serves requests on a Unix socket, each mapping and touching exactly SIZE, holding it, freeing it.
 //!
 //! Protocol: one line per connection, `SIZE_BYTES HOLD_US\n`; the reply is `ok\n` once the
 //! memory is freed again. With `--leak SIZE` the daemon keeps that much more after each request.
 
-use crate::units::{parse_duration, parse_size};
-use crate::workload::Block;
+use memmon::units::{parse_duration, parse_size};
+use memmon::workload::Block;
 use clap::Args;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -62,7 +63,7 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
     let listener = UnixListener::bind(&args.socket)
         .with_context(|| format!("cannot listen on {} (--socket)", args.socket.display()))?;
     if let Some(p) = &args.pidfile {
-        crate::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
+        memmon::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
             .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
     }
     let mut leaked: Vec<Block> = Vec::new();

@@ -11,12 +11,12 @@ use crate::format::meta::{
     ColumnMeta, EndInfo, Meta, PssUnread, PssUnreadReason, TargetMeta, SCHEMA_VERSION,
 };
 use crate::format::{Format, Output, OutputError};
-use crate::live::LiveLine;
+use crate::sampler::live::LiveLine;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
-use crate::sample::{Event, Sample, COLUMNS};
-use crate::signals;
-use crate::target::{self, TargetError, TargetSpec};
-use crate::tree::Tree;
+use crate::model::sample::{Event, Sample, COLUMNS};
+use crate::sampler::signals;
+use crate::sampler::target::{self, TargetError, TargetSpec};
+use crate::sampler::tree::Tree;
 use crate::units::{fmt_bytes, fmt_interval};
 use anyhow::Context;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -793,9 +793,15 @@ impl Recorder {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            // A stop signal ends the sleep whenever it came and whichever thread it hit.
+            libc::pollfd {
+                fd: signals::wake_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: fds and ts are valid for the call; a negative fd is ignored by ppoll.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
         if r > 0 && fds[0].revents & libc::POLLIN != 0 {
             let mut v: u64 = 0;
             // SAFETY: reading 8 bytes into a valid u64 from our eventfd.
@@ -1149,7 +1155,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
         children: opts.children,
         phase_peaks: opts.phase_peaks,
         peak_reset_at_start: opts.reset_peak && !matches!(opts.target, TargetSpec::Command(_)),
-        online_cpus: Some(crate::peak::online_cpus()),
+        online_cpus: Some(crate::model::peak::online_cpus()),
         sources,
         columns: COLUMNS
             .iter()

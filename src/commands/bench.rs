@@ -1,0 +1,117 @@
+//! `memmon bench`: the flags become `BenchOptions` (and the export targets); the runner runs;
+//! the table goes to stdout (stderr when stdout carries data), then the exports are written.
+
+use super::{mark_options, pss_guard, usage};
+use crate::cli::BenchArgs;
+use memmon::bench::{export, runner, table, BenchOptions};
+use memmon::exit::{CodedError, ExitCode};
+use memmon::format::Format;
+use memmon::probe::cgroup::CgroupFs;
+use memmon::probe::ProcFs;
+use memmon::sampler::target::TargetSpec;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The bench's options from the command line; errors are usage errors (exit 2).
+fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
+    let target = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
+        .map_err(usage)?;
+    if target.is_none() && (args.marks.mark_log.is_some() || args.marks.phase_peaks) {
+        return Err(usage(
+            "--mark-log and --phase-peaks apply to a bench against a daemon (--pid, --pidfile, --name)",
+        ));
+    }
+    if args.marks.mark_stdout.is_some() {
+        return Err(usage(
+            "--mark-stdout applies to `memmon record -- COMMAND` only; against a daemon use --mark-log or `memmon mark`",
+        ));
+    }
+    let s = &args.sampling;
+    if s.interval.is_zero() {
+        return Err(usage("--interval must be above 0"));
+    }
+    let dash = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let stdout_is_data = dash(&s.output)
+        || dash(&args.export_json)
+        || dash(&args.export_csv)
+        || dash(&args.export_markdown);
+    if dash(&s.output)
+        && (dash(&args.export_json) || dash(&args.export_csv) || dash(&args.export_markdown))
+    {
+        return Err(usage(
+            "-o - and --export-* - would both write to stdout: give one of them a file",
+        ));
+    }
+    Ok(BenchOptions {
+        target,
+        client: args.client.clone(),
+        runs: args.runs,
+        warmup: args.warmup,
+        prepare: args.prepare.clone(),
+        cooldown: args.cooldown,
+        ignore_failure: args.ignore_failure,
+        interval: s.interval,
+        children: !s.no_children,
+        output: s.output.clone(),
+        format: s.format.map(Into::into),
+        force: s.force,
+        append: s.append,
+        pss: pss_guard(s),
+        quiet: args.quiet,
+        stdout_is_data,
+        procfs: ProcFs::default(),
+        cgroupfs: CgroupFs::default(),
+        marks: mark_options(&args.marks, args.quiet),
+        phase_peaks: args.marks.phase_peaks,
+    })
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let opts = options(&args)?;
+    let exports = export::targets(&args.export_json, &args.export_csv, &args.export_markdown)?;
+    check_outputs(&opts, &exports)?;
+    let done = runner::run(&opts)?;
+    let mut report = done.report;
+    report.finish();
+
+    let table = table::render(&report);
+    if opts.stdout_is_data {
+        eprint!("{table}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(table.as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(anyhow::Error::from)?;
+    }
+    export::write_all(&exports, &report, opts.force)?;
+    match done.stop {
+        None => Ok(ExitCode::Success),
+        Some(runner::Stop::Signal(sig)) => {
+            eprintln!(
+                "memmon: bench interrupted by {} after {} of {} runs; the runs measured are kept",
+                memmon::sampler::signals::name(sig),
+                report.runs.len(),
+                report.runs_requested
+            );
+            Ok(ExitCode::Signal(sig))
+        }
+        Some(runner::Stop::Failed(msg)) => Err(CodedError::new(ExitCode::Failure, msg)),
+        Some(runner::Stop::Error(e)) => Err(e),
+    }
+}
+
+/// Every output is checked now, not after a long bench: none may exist without --force, and no
+/// two may be one file.
+fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyhow::Result<()> {
+    let mut outs = export::paths(exports);
+    let side = opts.output.as_deref().map(memmon::format::sidecar_path);
+    if let (Some(o), false) = (&opts.output, opts.append) {
+        outs.push((o, "-o"));
+        let csv = opts.format.unwrap_or_else(|| Format::from_path(o)) == Format::Csv;
+        if let (Some(side), true) = (&side, csv && !memmon::output::is_stream(o)) {
+            outs.push((side, "-o's metadata sidecar"));
+        }
+    }
+    memmon::output::check_outputs(&outs, opts.force).map_err(|e| usage(e.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! `memmon compare`: the flags become `CompareOptions` (sides, gates, noise floor); the
+//! comparison is printed as a table or `--json`; a failed gate exits 1.
+
+use super::usage;
+use crate::cli::CompareArgs;
+use anyhow::Context;
+use memmon::analysis::compare::{Gate, Metric};
+use memmon::exit::ExitCode;
+use memmon::render::compare_table::{self, CompareOptions};
+use std::io::Write;
+
+/// The comparison's options from the command line: `BASE... -- NEW...` or `BASE NEW`, a gate per
+/// `--max-*-increase`.
+fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
+    let (base, new) = compare_table::split_sides(&args.base, &args.new).map_err(usage)?;
+    let gates = [
+        (
+            "--max-peak-increase",
+            Metric::PeakRss,
+            args.max_peak_increase,
+        ),
+        (
+            "--max-idle-increase",
+            Metric::IdleRss,
+            args.max_idle_increase,
+        ),
+        (
+            "--max-duration-increase",
+            Metric::Duration,
+            args.max_duration_increase,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(flag, metric, limit)| {
+        limit.map(|limit| Gate {
+            flag,
+            metric,
+            limit,
+        })
+    })
+    .collect();
+    Ok(CompareOptions {
+        base,
+        new,
+        input: args.input.spec(),
+        above: args.above,
+        whole_files: args.whole_files,
+        min_noise: args.min_noise,
+        gates,
+    })
+}
+
+pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let c = compare_table::compare(&options(&args)?)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&c)? + "\n"
+    } else {
+        compare_table::render(&c)
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .context("cannot write to stdout")?;
+    out.flush().context("cannot write to stdout")?;
+    for g in c.gates.iter().filter(|g| !g.passed) {
+        if let Some(d) = c.delta(g.metric) {
+            eprintln!(
+                "memmon: gate failed: {}",
+                compare_table::gate_sentence(d, g)
+            );
+        }
+    }
+    Ok(if c.passed {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
+}

@@ -1,0 +1,8 @@
+//! `memmon demo`: records the built-in workload and plots it (`memmon::demo`).
+
+use crate::cli::DemoArgs;
+use memmon::exit::ExitCode;
+
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    Ok(memmon::demo::run(args.output, args.interval, args.quiet)?.exit)
+}

@@ -1,0 +1,79 @@
+//! One file per subcommand: the only code that sees the clap structs of `cli.rs`, prints to
+//! the terminal and maps errors to exit codes. Each turns its arguments into the core's options
+//! (`memmon::...`), calls the core, and prints what came back.
+
+mod bench;
+mod compare;
+mod demo;
+mod mark;
+mod plot;
+mod record;
+mod report;
+mod summary;
+
+use crate::cli::{Cli, Command, MarkArgs, SamplingArgs};
+use memmon::exit::{CodedError, ExitCode};
+
+/// Runs the subcommand.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Record(args) => record::run(args),
+        Command::Summary(args) => summary::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Plot(args) => plot::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Mark(args) => mark::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}
+
+/// The exit code of a subcommand's result, for every subcommand alike: an error is printed once
+/// to stderr with its whole context chain and exits with the code of the first `CodedError` in
+/// that chain (1 when there is none); a closed stdout (`memmon ... | head`) is a success.
+pub fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(err) if is_broken_pipe(&err) => ExitCode::Success,
+        Err(err) => {
+            eprintln!("memmon: error: {err:#}");
+            // `downcast_ref` also finds a `CodedError` given as context; `chain` the ones inside.
+            err.downcast_ref::<CodedError>()
+                .or_else(|| err.chain().find_map(|c| c.downcast_ref::<CodedError>()))
+                .map_or(ExitCode::Failure, |c| c.code)
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A usage error (exit 2) with this message.
+fn usage(message: impl Into<String>) -> anyhow::Error {
+    CodedError::new(ExitCode::Usage, message)
+}
+
+/// The marker flags as `marks::MarkSetup` takes them.
+fn mark_options(a: &MarkArgs, quiet: bool) -> memmon::marks::MarkOptions {
+    memmon::marks::MarkOptions {
+        mark_log: a.mark_log.clone(),
+        mark_regex: a.mark_regex.clone(),
+        mark_stdout: a.mark_stdout.clone(),
+        socket: a.socket.clone(),
+        no_socket: false,
+        quiet,
+    }
+}
+
+/// The PSS settings, when `--pss` is on.
+fn pss_guard(s: &SamplingArgs) -> Option<memmon::sampler::record::PssGuard> {
+    s.pss.then_some(memmon::sampler::record::PssGuard {
+        every: s.pss_every,
+        max_rss: s.pss_max_rss,
+        force: s.pss_force,
+    })
+}

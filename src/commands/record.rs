@@ -1,0 +1,145 @@
+//! `memmon record`: the flags become `RecordOptions` and `MarkOptions`; the recorder runs; with
+//! `--plot`, the finished recording is plotted.
+
+use super::{mark_options, pss_guard, usage};
+use crate::cli::RecordArgs;
+use memmon::exit::ExitCode;
+use memmon::format::{Format, InputSpec};
+use memmon::output;
+use memmon::marks::MarkSetup;
+use memmon::probe::ProcFs;
+use memmon::render::plot::{ImageFormat, PlotOptions};
+use memmon::sampler::record::{RecordOptions, Recorder};
+use memmon::sampler::target::TargetSpec;
+use std::path::Path;
+
+/// The recorder's options from the command line; errors are usage errors (exit 2).
+fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
+    let attached = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
+        .map_err(usage)?;
+    let target = match (attached, args.command.is_empty()) {
+        (Some(t), true) => t,
+        (None, false) => TargetSpec::Command(args.command.clone()),
+        (None, true) => {
+            return Err(usage(
+                "nothing to watch: give --pid PID, --pidfile FILE, --name REGEX, or -- COMMAND",
+            ))
+        }
+        (Some(_), false) => {
+            return Err(usage(
+                "give one target: --pid, --pidfile, --name, or -- COMMAND, not several",
+            ))
+        }
+    };
+    let sampling = &args.sampling;
+    if sampling.interval.is_zero() {
+        return Err(usage("--interval must be above 0"));
+    }
+    if (args.wait || args.exit_with_target) && !target.can_restart() {
+        return Err(usage(
+            "--wait and --exit-with-target apply to --pidfile and --name only",
+        ));
+    }
+    Ok(RecordOptions {
+        target,
+        interval: sampling.interval,
+        children: !sampling.no_children,
+        output: sampling.output.clone().filter(|p| p.as_os_str() != "-"),
+        format: sampling.format.map(Into::into),
+        force: sampling.force,
+        append: sampling.append,
+        pss: pss_guard(sampling),
+        wait: args.wait,
+        exit_with_target: args.exit_with_target,
+        duration: args.duration,
+        quiet: args.quiet,
+        procfs: ProcFs::default(),
+        phase_peaks: args.marks.phase_peaks,
+        reset_peak: args.reset_peak,
+        capture_stdout: args.marks.mark_stdout.is_some(),
+        env: Vec::new(),
+    })
+}
+
+pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let opts = options(&args)?;
+    let plot_to = match &args.plot {
+        Some(_) if opts.output.is_none() => return Err(usage(
+            "--plot needs the recording in a file: add -o FILE (the recording is going to stdout)",
+        )),
+        Some(p) => Some((
+            p.clone(),
+            ImageFormat::from_path(p, "--plot").map_err(super::plot::plot_error)?,
+        )),
+        None => None,
+    };
+    if let Some(o) = &opts.output {
+        check_outputs(o, &args, plot_to.as_ref().map(|(p, _)| p.as_path()))?;
+    }
+    if args.marks.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
+        return Err(usage(
+            "--mark-stdout applies to a launched command (-- COMMAND) only",
+        ));
+    }
+    let data_on_stdout = opts.output.is_none();
+    let marks = MarkSetup::prepare(&mark_options(&args.marks, args.quiet))?;
+    let mut rec = Recorder::start(opts)?;
+    let sources = marks.start(&mut rec, data_on_stdout);
+    let outcome = rec.run();
+    drop(sources); // stops the marker threads and removes the socket
+    let outcome = outcome?;
+    if let (Some((plot, format)), Some(recording)) = (plot_to, &outcome.output) {
+        memmon::render::plot::plot_files(
+            std::slice::from_ref(recording),
+            &InputSpec::default(),
+            &PlotOptions {
+                force: args.sampling.force,
+                ..PlotOptions::default()
+            },
+            &plot,
+            format,
+        )
+        .map_err(super::plot::plot_error)?;
+        if !args.quiet {
+            eprintln!(
+                "memmon: plot written to {}",
+                memmon::format::absolute(&plot).display()
+            );
+        }
+    }
+    Ok(outcome.exit)
+}
+
+/// Every output is checked before anything starts: none may exist without --force (with
+/// --append the recording and its sidecar may), and no two may be one file.
+fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Result<()> {
+    let sampling = &args.sampling;
+    let stream = output::is_stream(o);
+    if plot.is_some() && stream {
+        return Err(usage(
+            "--plot needs the recording in a regular file, not a device",
+        ));
+    }
+    let format = sampling
+        .format
+        .map(Into::into)
+        .unwrap_or_else(|| Format::from_path(o));
+    let side = memmon::format::sidecar_path(o);
+    let mut outs: Vec<(&Path, &str)> = Vec::new();
+    if !sampling.append {
+        outs.push((o, "-o"));
+        if format == Format::Csv && !stream {
+            outs.push((&side, "-o's metadata sidecar"));
+        }
+    }
+    if let Some(p) = plot {
+        if let Err(e @ output::OutputCheckError::Same { .. }) =
+            output::check_outputs(&[(o, "-o"), (p, "--plot")], true)
+        {
+            return Err(usage(e.to_string()));
+        }
+        outs.push((p, "--plot"));
+    }
+    output::check_outputs(&outs, sampling.force).map_err(|e| usage(e.to_string()))?;
+    Ok(())
+}

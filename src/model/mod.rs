@@ -1,0 +1,8 @@
+//! What one tick of a recording is: the `Sample` every probe reading is summed into, and the
+//! columns it is written as; and the one vocabulary of peaks (`peak`: which number, from which
+//! source, over what scope). Everything downstream (format, analysis, render) speaks this model.
+
+pub mod peak;
+pub mod process;
+pub mod sample;
+pub mod signal;

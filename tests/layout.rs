@@ -1,0 +1,140 @@
+//! The dependency rules of docs/ARCHITECTURE.md, checked on the sources: they point down only.
+//! The command line (`src/main.rs`, `src/cli.rs`, `src/commands/`) and the test helper binary
+//! (`src/bin/`) are the only code that may use clap or the clap structs; the analysis never
+//! imports the sampler, the commands or the command line. And the shipped binary carries no test
+//! helpers.
+
+use crate::util::*;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, recursively, in a stable order.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A file's code without its comments (`//` to the end of the line), line by line.
+fn code_lines(path: &Path) -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split("//").next().unwrap_or("").to_string()))
+        .collect()
+}
+
+/// A pattern for a line that uses the path `word` (`clap`, `cli`, `sampler`...) as a crate or
+/// module.
+fn uses(word: &str) -> regex::Regex {
+    regex::Regex::new(&format!(
+        r"(\b(crate|memmon|super)::({word})\b)|(\buse\s+{word}\b)|(\b{word}::)|(\bmod\s+{word}\b)"
+    ))
+    .unwrap()
+}
+
+/// The broken rules in the source tree under `src`, one line each (file:line: rule).
+fn violations(src: &Path) -> Vec<String> {
+    let core_may_not: Vec<(&str, regex::Regex)> = ["clap", "cli", "commands"]
+        .into_iter()
+        .map(|w| (w, uses(w)))
+        .collect();
+    let sampler = uses("sampler");
+    let mut found = Vec::new();
+    for file in rust_files(src) {
+        let rel = file
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let command_line = rel == "main.rs"
+            || rel == "cli.rs"
+            || rel.starts_with("commands/")
+            || rel.starts_with("bin/");
+        let analysis = rel.starts_with("analysis/");
+        for (n, line) in code_lines(&file) {
+            if !command_line {
+                for (word, re) in &core_may_not {
+                    if re.is_match(&line) {
+                        found.push(format!(
+                            "src/{rel}:{n}: the core uses `{word}` (only main.rs, cli.rs, commands/ may)"
+                        ));
+                    }
+                }
+            }
+            if analysis && sampler.is_match(&line) {
+                found.push(format!(
+                    "src/{rel}:{n}: the analysis imports the sampler (it reads recordings only)"
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn dependencies_point_down_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = violations(&src);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check has something to look at: the core and the commands are where it expects.
+    assert!(src.join("analysis/summary.rs").exists() && src.join("commands/mod.rs").exists());
+}
+
+#[test]
+fn the_layout_check_catches_a_core_file_using_clap_or_the_cli_and_an_analysis_using_the_sampler() {
+    let dir = tempdir();
+    let src = dir.path();
+    for d in ["format", "analysis", "commands"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    let write = |p: &str, text: &str| std::fs::write(src.join(p), text).unwrap();
+    write("cli.rs", "use clap::Args;\n");
+    write("commands/record.rs", "use crate::cli::RecordArgs;\n");
+    write(
+        "format/mod.rs",
+        "// clap:: in a comment is fine\n#[derive(clap::ValueEnum)]\npub enum F { A }\n",
+    );
+    write("analysis/summary.rs", "use crate::sampler::signals;\n");
+    write("record.rs", "fn f(a: &crate::cli::RecordArgs) {}\n");
+    let found = violations(src);
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].starts_with("src/analysis/summary.rs:1: the analysis imports the sampler"));
+    assert!(found[1].starts_with("src/format/mod.rs:2: the core uses `clap`"));
+    assert!(found[2].starts_with("src/record.rs:1: the core uses `cli`"));
+}
+
+#[test]
+fn the_shipped_binary_has_no_test_helpers() {
+    let help = memmon().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for helper in ["workload", "test-daemon", "test-client"] {
+        assert!(
+            !help.lines().any(|l| l.trim_start().starts_with(helper)),
+            "--help lists {helper}: {help}"
+        );
+        memmon()
+            .arg(helper)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("unrecognized subcommand"));
+    }
+    // They are in memmon-test, which cargo test builds beside memmon.
+    let out = std::process::Command::new(memmon_test_path())
+        .args(["workload", "alloc:1MiB", "exit:7"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+}
