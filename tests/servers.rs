@@ -7,7 +7,7 @@
 use crate::util::*;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -64,24 +64,6 @@ impl Drop for Recorder {
             let _ = c.wait();
         }
     }
-}
-
-/// The path of a server binary, or a failure naming the Debian package that provides it.
-fn require(path: &str, package: &str) -> PathBuf {
-    let found = if path.contains('/') {
-        Some(PathBuf::from(path)).filter(|p| p.is_file())
-    } else {
-        std::env::var_os("PATH").and_then(|dirs| {
-            std::env::split_paths(&dirs)
-                .map(|d| d.join(path))
-                .find(|p| p.is_file())
-        })
-    };
-    found.unwrap_or_else(|| {
-        panic!(
-            "{path} is missing: install the Debian package {package} (apt-get install {package})"
-        )
-    })
 }
 
 /// A TCP port free on 127.0.0.1 at this moment.
@@ -158,8 +140,8 @@ fn summary_text(path: &Path) -> String {
 
 #[test]
 fn redis_bgsave_fork_is_counted_twice_by_rss_and_once_by_pss() {
-    let server_bin = require("redis-server", "redis-server");
-    let cli_bin = require("redis-cli", "redis-tools");
+    let server_bin = outside_program("redis-server");
+    let cli_bin = outside_program("redis-cli");
     let dir = tempdir();
     let port = free_port().to_string();
     let server = Server {
@@ -296,7 +278,7 @@ fn user_ids(name: &str) -> (u32, u32) {
             let f: Vec<&str> = l.split(':').collect();
             (f[0] == name).then(|| (f[2].parse().unwrap(), f[3].parse().unwrap()))
         })
-        .unwrap_or_else(|| panic!("no user {name}: install the Debian package postgresql-15"))
+        .unwrap_or_else(|| panic!("no user {name}: install the Debian package postgresql"))
 }
 
 /// The sum of Pss over a process and its descendants, from smaps_rollup, in bytes.
@@ -340,10 +322,9 @@ fn pss_sum_of_tree(root: i32) -> (u64, u32) {
 
 #[test]
 fn postgres_backends_sharing_buffers_are_summed_once_by_pss() {
-    let bin = Path::new("/usr/lib/postgresql/15/bin");
-    let initdb = require(bin.join("initdb").to_str().unwrap(), "postgresql-15");
-    let postgres = require(bin.join("postgres").to_str().unwrap(), "postgresql-15");
-    let psql = require(bin.join("psql").to_str().unwrap(), "postgresql-client-15");
+    let initdb = outside_program("initdb");
+    let postgres = outside_program("postgres");
+    let psql = outside_program("psql");
     let (uid, gid) = user_ids("postgres");
     let dir = tempdir();
     let chown = |p: &Path| std::os::unix::fs::chown(p, Some(uid), Some(gid)).unwrap();
