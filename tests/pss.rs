@@ -127,7 +127,17 @@ fn refused_pss_reads_are_said_in_the_summary() {
         std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
         cmd.uid(65534).gid(65534);
     }
-    let run = cmd.output().unwrap();
+    // A test running beside this one may fork while the copy's write descriptor is open (until
+    // its child execs): exec then fails with ETXTBSY for a moment. Try again.
+    let run = (0..50)
+        .find_map(|_| match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                None
+            }
+            r => Some(r.unwrap()),
+        })
+        .expect("the copy of memmon stayed busy (ETXTBSY) for 5 s");
     let _ = target.kill();
     let _ = target.wait();
     let stderr = String::from_utf8_lossy(&run.stderr);
