@@ -44,3 +44,14 @@ fn the_listed_programs_are_found_where_the_list_says() {
         assert!(path.is_file(), "{name}: {}", path.display());
     }
 }
+
+#[test]
+fn cargo_run_knows_which_binary_is_memmon() {
+    // With the tests' helper binary beside memmon, `cargo run -- demo` needs a default.
+    let manifest = read("Cargo.toml");
+    let bins = manifest.matches("[[bin]]").count();
+    assert!(
+        bins <= 1 || manifest.contains("default-run = \"memmon\""),
+        "Cargo.toml has {bins} binaries and no default-run = \"memmon\": README's `cargo run --release -- demo` would fail"
+    );
+}
