@@ -503,6 +503,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
 
+    /// Push each run's results to the Prometheus Pushgateway at URL (http://HOST:PORT): job memmon_bench, groups instance/bench/run
+    #[arg(long, value_name = "URL")]
+    pub push: Option<String>,
+
+    /// With --push: the bench's name, the `bench` grouping label (default: the client program's file name)
+    #[arg(long, value_name = "NAME", requires = "push")]
+    pub push_name: Option<String>,
+
     #[command(flatten)]
     pub sampling: SamplingArgs,
 

@@ -406,3 +406,132 @@ fn bad_targets_and_addresses_are_usage_errors_naming_the_flag() {
             .stderr(predicates::str::contains(says));
     }
 }
+
+/// A real Pushgateway on a free port, killed when dropped.
+pub struct Pushgateway {
+    pub port: u16,
+    _dir: tempfile::TempDir,
+    _child: Guard,
+}
+
+impl Pushgateway {
+    pub fn start() -> Pushgateway {
+        let bin = outside_program("pushgateway");
+        let dir = tempdir();
+        let port = free_port();
+        let child = Command::new(bin)
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for(60.0, || http_get(port, "/-/ready", None)
+                .is_some_and(|r| r.0 == 200)),
+            "the Pushgateway did not get ready"
+        );
+        Pushgateway {
+            port,
+            _dir: dir,
+            _child: Guard(child),
+        }
+    }
+}
+
+/// `memmon bench --pidfile D -n 3 --push URL -- test-client --size 40MiB,80MiB,120MiB`.
+fn bench_push(daemon: &TestDaemon, gw: u16, name: &str) {
+    memmon()
+        .args(["bench", "-q", "-n", "3", "-i", "50ms", "--pidfile"])
+        .arg(&daemon.pidfile)
+        .args([
+            "--push",
+            &format!("http://127.0.0.1:{gw}"),
+            "--push-name",
+            name,
+            "--",
+        ])
+        .arg(memmon_test_path())
+        .args(["test-client", "--socket"])
+        .arg(&daemon.socket)
+        .args(["--size", "40MiB,80MiB,120MiB"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn bench_push_lands_each_run_in_the_pushgateway_and_in_prometheus() {
+    let dir = tempdir();
+    let daemon = TestDaemon::start(dir.path());
+    let gw = Pushgateway::start();
+    let prom = Prometheus::start(&[("pushgateway", gw.port)], "");
+    bench_push(&daemon, gw.port, "single \"quoted\"/x");
+    // The Pushgateway holds one group per run, each with its peak.
+    let (_, text) = http_get(gw.port, "/metrics", None).unwrap();
+    for run in 1..=3 {
+        let line = text
+            .lines()
+            .find(|l| {
+                l.starts_with("memmon_bench_run_peak_rss_bytes{")
+                    && l.contains(&format!("run=\"{run}\""))
+            })
+            .unwrap_or_else(|| panic!("no run {run} in the Pushgateway:\n{text}"));
+        assert!(
+            line.contains("job=\"memmon_bench\"")
+                && line.contains("bench=\"single \\\"quoted\\\"/x\""),
+            "{line}"
+        );
+    }
+    // Prometheus scraped them: each run's peak is its size above the idle floor, exactly
+    // (vmhwm) within 3%.
+    for (run, mib) in [(1, 40u64), (2, 80), (3, 120)] {
+        let q =
+            format!("memmon_bench_run_peak_over_floor_bytes{{job=\"memmon_bench\",run=\"{run}\"}}");
+        let v = prom.wait_value(40.0, &q, |_| true);
+        let want = (mib * MIB) as f64;
+        assert!(
+            (v - want).abs() <= 0.03 * want,
+            "run {run}: {v} B over the floor, want {want} B"
+        );
+    }
+    assert_eq!(
+        prom.query("memmon_bench_run_peak_rss_bytes{job=\"memmon_bench\",peak_source=\"vmhwm\"}")
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn bench_push_to_nothing_fails_naming_the_flag_after_writing_the_results() {
+    let dir = tempdir();
+    let daemon = TestDaemon::start(dir.path());
+    let port = free_port();
+    let json = dir.path().join("runs.json");
+    memmon()
+        .args(["bench", "-q", "-n", "1", "--pidfile"])
+        .arg(&daemon.pidfile)
+        .arg("--export-json")
+        .arg(&json)
+        .args(["--push", &format!("http://127.0.0.1:{port}"), "--"])
+        .arg(memmon_test_path())
+        .args(["test-client", "--socket"])
+        .arg(&daemon.socket)
+        .args(["--size", "1MiB"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("--push http://127.0.0.1"));
+    assert!(json.exists(), "the results are written before the push");
+    memmon()
+        .args([
+            "bench",
+            "--pid",
+            "1",
+            "--push",
+            "https://gw:9091",
+            "--",
+            "true",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("only http://"));
+}
