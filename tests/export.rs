@@ -535,3 +535,83 @@ fn bench_push_to_nothing_fails_naming_the_flag_after_writing_the_results() {
         .code(2)
         .stderr(predicates::str::contains("only http://"));
 }
+
+/// The docs' dashboard, scrape config and alert rules, run for real: every panel query of
+/// docs/grafana/memmon.json returns data from a Prometheus scraping memmon export and a
+/// Pushgateway fed by `memmon bench --push`, and the alert of docs/prometheus/memmon-rules.yml
+/// fires when a spike comes within 10% of the limit.
+#[test]
+fn every_dashboard_query_returns_data_and_the_peak_alert_fires_near_the_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempdir();
+    let daemon = TestDaemon::start(dir.path());
+    let exporter = Exporter::start(&[
+        "--target",
+        &format!("d=pidfile:{}", daemon.pidfile.display()),
+        "-i",
+        "100ms",
+        "--window",
+        "4s",
+    ]);
+    let gw = Pushgateway::start();
+    // The rules as documented, with the example's target and limit set to the test daemon's:
+    // a limit of 320 MiB, so a 300 MiB spike is within 10% of it.
+    let rules = std::fs::read_to_string(root.join("docs/prometheus/memmon-rules.yml")).unwrap();
+    let example = "label_replace(vector(400 * 2^30), \"target\", \"cuzk\", \"\", \"\")";
+    assert!(
+        rules.contains(example),
+        "the rules' example limit changed: update this test"
+    );
+    let rules = rules.replace(
+        example,
+        "label_replace(vector(320 * 2^20), \"target\", \"d\", \"\", \"\")",
+    );
+    let rules_path = dir.path().join("memmon-rules.yml");
+    std::fs::write(&rules_path, rules).unwrap();
+    let prom = Prometheus::start(
+        &[("memmon", exporter.port), ("pushgateway", gw.port)],
+        &format!("rule_files:\n  - {}\n", rules_path.display()),
+    );
+    prom.wait_value(40.0, "memmon_target_up{target=\"d\"}", |v| v == 1.0);
+    bench_push(&daemon, gw.port, "dash");
+
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/grafana/memmon.json")).unwrap(),
+    )
+    .unwrap();
+    // The target variable's query: label_values(memmon_target_up, target).
+    let var = &dash["templating"]["list"][1];
+    assert_eq!(var["definition"], "label_values(memmon_target_up, target)");
+    let series = prom.api(&format!(
+        "/api/v1/series?match[]={}",
+        urlencode("memmon_target_up")
+    ));
+    assert!(series
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["target"] == "d"));
+    let mut queries = 0;
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap().replace("$target", ".+");
+            let title = panel["title"].as_str().unwrap();
+            let ok = wait_for(40.0, || !prom.query(&expr).is_empty());
+            assert!(ok, "panel '{title}': {expr} returns no data");
+            queries += 1;
+        }
+    }
+    assert!(queries >= 12, "{queries} queries");
+
+    // No alert while idle; a 300 MiB spike against a 320 MiB limit fires it.
+    let alerts = "ALERTS{alertname=\"MemmonPeakNearLimit\",target=\"d\",alertstate=\"firing\"}";
+    assert!(prom.query(alerts).is_empty());
+    daemon.spike("300MiB", "50ms");
+    assert!(
+        wait_for(40.0, || !prom.query(alerts).is_empty()),
+        "the peak alert did not fire:\n{}",
+        prom.log()
+    );
+    let rules = prom.api("/api/v1/rules");
+    assert!(rules.to_string().contains("MemmonTargetDown"), "{rules}");
+}
