@@ -450,25 +450,50 @@ impl Sampler {
         let mut next = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             self.tick();
-            next += interval;
             let now = Instant::now();
-            if now > next + interval {
-                let late = now.duration_since(next);
-                let missed = (late.as_nanos() / interval.as_nanos().max(1)) as u64;
-                for f in &mut self.followers {
-                    f.missed_ticks += missed;
-                }
-                next = now;
-            } else if next > now {
+            let missed;
+            (next, missed) = schedule(next, now, interval);
+            for f in &mut self.followers {
+                f.missed_ticks += missed;
+            }
+            if next > now {
                 std::thread::sleep(next - now);
             }
         }
     }
 }
 
+/// The next tick after the one due at `due`, now that the tick is done at `now`, and how many
+/// ticks were missed: none while the sampler keeps up (absolute deadlines, no drift); when it
+/// is more than one interval late, the ticks it slept through, and the schedule restarts now.
+fn schedule(due: Instant, now: Instant, interval: Duration) -> (Instant, u64) {
+    let next = due + interval;
+    if now > next + interval {
+        let late = now.duration_since(next);
+        (now, (late.as_nanos() / interval.as_nanos().max(1)) as u64)
+    } else {
+        (next, 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticks_keep_absolute_deadlines_and_count_the_ones_slept_through() {
+        let t0 = Instant::now();
+        let i = Duration::from_millis(100);
+        // On time or a little late: the next deadline is the next multiple, nothing missed.
+        assert_eq!(schedule(t0, t0 + Duration::from_millis(3), i), (t0 + i, 0));
+        assert_eq!(
+            schedule(t0, t0 + Duration::from_millis(180), i),
+            (t0 + i, 0)
+        );
+        // Stalled 1 s (a stopped machine, a swap storm): 9 ticks missed, restart from now.
+        let now = t0 + Duration::from_millis(1050);
+        assert_eq!(schedule(t0, now, i), (now, 9));
+    }
 
     #[test]
     fn targets_parse_from_name_kind_and_value() {
