@@ -615,3 +615,65 @@ fn every_dashboard_query_returns_data_and_the_peak_alert_fires_near_the_limit() 
     let rules = prom.api("/api/v1/rules");
     assert!(rules.to_string().contains("MemmonTargetDown"), "{rules}");
 }
+
+/// The value of an unlabelled sample of a /metrics body.
+fn sample(body: &str, name: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn stuck_scrapers_fill_the_connection_bound_but_never_stop_the_sampling() {
+    let dir = tempdir();
+    let daemon = TestDaemon::start(dir.path());
+    let exporter = Exporter::start(&[
+        "--target",
+        &format!("d=pidfile:{}", daemon.pidfile.display()),
+        "-i",
+        "100ms",
+    ]);
+    let ticks_before = sample(&exporter.metrics(), "memmon_sampler_ticks_total");
+    let t0 = Instant::now();
+    // 24 scrapers that send half a request and stop: 16 hold every slot until their 10 s
+    // deadline, the rest are turned away at once.
+    let stuck: Vec<TcpStream> = (0..24)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", exporter.port)).unwrap();
+            s.write_all(b"GET /metr").unwrap();
+            s
+        })
+        .collect();
+    let refused = wait_for(10.0, || {
+        http_get(exporter.port, "/metrics", None).is_some_and(|r| r.0 == 503)
+    });
+    assert!(refused, "a 25th connection was not refused with 503");
+    // The deadline frees the slots; the exporter answers again, and it sampled all along.
+    let mut body = String::new();
+    let back = wait_for(40.0, || {
+        http_get(exporter.port, "/metrics", None).is_some_and(|r| {
+            body = r.1;
+            r.0 == 200
+        })
+    });
+    assert!(
+        back,
+        "the exporter did not serve again after the stuck scrapers' deadline"
+    );
+    let elapsed = t0.elapsed().as_secs_f64();
+    let ticks = sample(&body, "memmon_sampler_ticks_total") - ticks_before;
+    let missed = body
+        .lines()
+        .find_map(|l| l.strip_prefix("memmon_missed_ticks_total{target=\"d\",kind=\"pidfile\"} "))
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    assert!(
+        ticks + missed >= elapsed / 0.1 * 0.8 && ticks >= 20.0,
+        "{ticks} ticks and {missed} missed in {elapsed:.1} s of stuck scrapers"
+    );
+    drop(stuck);
+}
