@@ -677,3 +677,43 @@ fn stuck_scrapers_fill_the_connection_bound_but_never_stop_the_sampling() {
     );
     drop(stuck);
 }
+
+#[test]
+fn promtool_finds_nothing_to_lint_in_the_metrics_of_a_live_and_a_missing_target() {
+    let dir = tempdir();
+    let daemon = TestDaemon::start(dir.path());
+    let exporter = Exporter::start(&[
+        "--target",
+        &format!("d=pidfile:{}", daemon.pidfile.display()),
+        "--target",
+        "gone=name:^no-such-process-anywhere$",
+        "--pss",
+    ]);
+    assert!(wait_for(20.0, || exporter
+        .metrics()
+        .contains("memmon_pss_bytes{target=\"d\"")));
+    let body = exporter.metrics();
+    let mut lint = Command::new(outside_program("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = lint.wait_with_output().unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{body}"
+    );
+    assert!(
+        body.contains("memmon_target_up{target=\"gone\",kind=\"name\"} 0"),
+        "{body}"
+    );
+}
