@@ -52,6 +52,8 @@ pub enum Command {
     Mark(MarkCommandArgs),
     /// Run a client N times against a daemon (or a command N times): each run's time and exact peak
     Bench(BenchArgs),
+    /// Serve targets' memory on /metrics for Prometheus: current RSS and parts, and the peak over a sliding window
+    Export(ExportArgs),
 }
 
 #[derive(Args, Debug)]
@@ -501,6 +503,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
 
+    /// Push each run's results to the Prometheus Pushgateway at URL (http://HOST:PORT): job memmon_bench, groups instance/bench/run
+    #[arg(long, value_name = "URL")]
+    pub push: Option<String>,
+
+    /// With --push: the bench's name, the `bench` grouping label (default: the client program's file name)
+    #[arg(long, value_name = "NAME", requires = "push")]
+    pub push_name: Option<String>,
+
     #[command(flatten)]
     pub sampling: SamplingArgs,
 
@@ -516,4 +526,69 @@ pub struct BenchArgs {
     /// The client to run each time (or, without a daemon, the command to measure), after `--`
     #[arg(last = true, required = true, value_name = "CLIENT")]
     pub client: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example: memmon export --target cuzk=pidfile:/run/cuzk.pid \
+--target db=name:postgres --window 15s\n\
+Metrics: memmon_rss_bytes and its parts, memmon_window_peak_rss_bytes (the largest RSS over \
+--window), memmon_target_up, memmon_restarts_total, memmon_missed_ticks_total; every series \
+labelled target=\"NAME\" (no PID: a restart keeps its series). README: Monitor a fleet."
+)]
+pub struct ExportArgs {
+    /// Address to serve /metrics on (loopback by default; another address must be given explicitly)
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
+    pub listen: String,
+
+    /// A target as NAME=pid:PID, NAME=pidfile:PATH or NAME=name:REGEX (repeat for more; followed across restarts)
+    #[arg(long = "target", value_name = "NAME=KIND:VALUE")]
+    pub targets: Vec<String>,
+
+    /// Read targets from FILE, one NAME=KIND:VALUE a line ('#' starts a comment)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Time between samples of every target
+    #[arg(short, long, default_value = "100ms", value_parser = interval, value_name = "DURATION")]
+    pub interval: Duration,
+
+    /// Length of the sliding window of memmon_window_peak_rss_bytes (set it to your scrape interval or longer)
+    #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]
+    pub window: Duration,
+
+    /// Reset the kernel's high-water marks (VmHWM) after each sample, so the window peak is exact between samples
+    #[arg(
+        long,
+        long_help = "Reset each watched process's high-water mark (VmHWM, by writing 5 to \
+/proc/PID/clear_refs) after each sample, so the next sample's VmHWM is the exact peak since \
+this one and the window peak misses no spike. Off by default: other tools reading VmHWM of \
+these processes then see the peak since memmon's last sample, not since the process started. \
+Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak."
+    )]
+    pub reset_peaks: bool,
+
+    /// Watch each target's process alone, not its descendants
+    #[arg(long)]
+    pub no_children: bool,
+
+    /// Also export PSS (proportional set size) from /proc/PID/smaps_rollup, read at most every --pss-every
+    #[arg(long)]
+    pub pss: bool,
+
+    /// With --pss: read PSS at most this often
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    pub pss_every: Duration,
+
+    /// With --pss: skip processes whose RSS is above this (reading them stalls them)
+    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE")]
+    pub pss_max_rss: u64,
+
+    /// With --pss: read PSS even of processes above --pss-max-rss
+    #[arg(long)]
+    pub pss_force: bool,
+
+    /// Print no messages about targets found, exited or restarted
+    #[arg(short, long)]
+    pub quiet: bool,
 }

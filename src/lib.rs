@@ -14,6 +14,7 @@ pub mod analysis;
 pub mod bench;
 pub mod demo;
 pub mod exit;
+pub mod export;
 pub mod format;
 pub mod marks;
 pub mod model;

@@ -7,6 +7,7 @@
 //! src/bin/memmon-test/.)
 
 pub mod export;
+pub mod push;
 pub mod runner;
 pub mod stats;
 pub mod table;

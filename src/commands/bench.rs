@@ -69,6 +69,9 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
     let exports = export::targets(&args.export_json, &args.export_csv, &args.export_markdown)?;
+    if let Some(url) = &args.push {
+        memmon::bench::push::PushUrl::parse(url).map_err(|e| usage(e.to_string()))?;
+    }
     check_outputs(&opts, &exports)?;
     let done = runner::run(&opts)?;
     let mut report = done.report;
@@ -84,6 +87,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .map_err(anyhow::Error::from)?;
     }
     export::write_all(&exports, &report, opts.force)?;
+    if let Some(url) = &args.push {
+        let name = args.push_name.clone().unwrap_or_else(|| {
+            std::path::Path::new(&args.client[0])
+                .file_name()
+                .map_or_else(
+                    || args.client[0].clone(),
+                    |n| n.to_string_lossy().into_owned(),
+                )
+        });
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let n = memmon::bench::push::push(url, &name, &host, &report)?;
+        if !opts.quiet {
+            eprintln!(
+                "memmon: pushed {n} run(s) to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
+                memmon::bench::push::JOB
+            );
+        }
+    }
     match done.stop {
         None => Ok(ExitCode::Success),
         Some(runner::Stop::Signal(sig)) => {

@@ -5,6 +5,7 @@
 mod bench;
 mod compare;
 mod demo;
+mod export;
 mod mark;
 mod plot;
 mod record;
@@ -25,6 +26,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Mark(args) => mark::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Export(args) => export::run(args),
     }
 }
 

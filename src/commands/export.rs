@@ -1,0 +1,83 @@
+//! `memmon export`: the targets from --target and --config, the sampler on a thread of its
+//! own, the HTTP server on this one.
+
+use super::usage;
+use crate::cli::ExportArgs;
+use memmon::exit::{CodedError, ExitCode};
+use memmon::export::{self, server, ExportOptions, Sampler};
+use memmon::probe::ProcFs;
+use memmon::sampler::record::PssGuard;
+use std::net::{SocketAddr, TcpListener};
+
+pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let mut targets = Vec::new();
+    if let Some(path) = &args.config {
+        targets.extend(export::read_config(path).map_err(usage)?);
+    }
+    for t in &args.targets {
+        targets.push(export::parse_target(t).map_err(|e| usage(format!("--target {e}")))?);
+    }
+    export::check_targets(&targets).map_err(usage)?;
+    if args.window < args.interval {
+        return Err(usage(format!(
+            "--window {} is shorter than -i {}: the window holds at least one sample",
+            memmon::units::fmt_interval(args.window),
+            memmon::units::fmt_interval(args.interval)
+        )));
+    }
+    let addr: SocketAddr = args.listen.parse().map_err(|e| {
+        usage(format!(
+            "--listen '{}': not an ADDRESS:PORT ({e}); e.g. 127.0.0.1:9464 or 0.0.0.0:9464",
+            args.listen
+        ))
+    })?;
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        CodedError::new(
+            ExitCode::Failure,
+            format!("cannot listen on {addr} (--listen): {e}"),
+        )
+    })?;
+    let bound = listener.local_addr()?;
+    let opts = ExportOptions {
+        targets,
+        interval: args.interval,
+        window: args.window,
+        reset_peaks: args.reset_peaks,
+        children: !args.no_children,
+        pss: args.pss.then_some(PssGuard {
+            every: args.pss_every,
+            max_rss: args.pss_max_rss,
+            force: args.pss_force,
+        }),
+        procfs: ProcFs::default(),
+    };
+    let quiet = args.quiet;
+    if !quiet {
+        eprintln!(
+            "memmon export: serving http://{bound}/metrics: {} target(s), a sample every {}, window peak over {}{}",
+            opts.targets.len(),
+            memmon::units::fmt_interval(opts.interval),
+            memmon::units::fmt_interval(opts.window),
+            if opts.reset_peaks {
+                ", resetting VmHWM after each sample (--reset-peaks)"
+            } else {
+                ""
+            }
+        );
+    }
+    let sampler = Sampler::new(
+        opts,
+        Box::new(move |m| {
+            if !quiet {
+                eprintln!("memmon export: {m}");
+            }
+        }),
+    );
+    let shared = sampler.shared();
+    std::thread::Builder::new()
+        .name("memmon-sampler".into())
+        .spawn(move || sampler.run())?;
+    server::serve(listener, shared, server::ServerLimits::default())
+        .map_err(|e| anyhow::anyhow!("serving {bound} stopped: {e}"))?;
+    Ok(ExitCode::Success)
+}

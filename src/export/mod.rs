@@ -1,0 +1,657 @@
+//! `memmon export`: targets followed as `record` follows them, sampled by one thread, served
+//! on /metrics for Prometheus. `sampler` below takes the ticks and keeps, per target, the
+//! current sums and the largest RSS over a sliding window (`window.rs`); `metrics.rs` writes
+//! the snapshot in the Prometheus or OpenMetrics text format; `server.rs` is the small HTTP
+//! server. The sampler and the server share only a snapshot behind a short lock, so a slow or
+//! stuck scraper cannot delay a sample.
+
+pub mod metrics;
+pub mod server;
+pub mod window;
+
+use crate::probe::{ProcFs, ProcHandle};
+use crate::sampler::record::PssGuard;
+use crate::sampler::target::{self, PidfileStamp, TargetSpec};
+use crate::sampler::tree::{Tree, TreeSample};
+use metrics::{Snapshot, TargetSnapshot};
+use regex::Regex;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use window::WindowMax;
+
+/// At most this many targets: the number of series stays bounded.
+pub const MAX_TARGETS: usize = 256;
+
+/// A target's name is at most this many bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// A `--name` target that is not found is looked for at most this often (a lookup scans all
+/// of /proc).
+pub const NAME_LOOKUP_EVERY: Duration = Duration::from_secs(1);
+
+/// One named target.
+#[derive(Debug, Clone)]
+pub struct ExportTarget {
+    pub name: String,
+    pub spec: TargetSpec,
+}
+
+/// Parses `NAME=pid:PID`, `NAME=pidfile:PATH` or `NAME=name:REGEX`.
+pub fn parse_target(text: &str) -> Result<ExportTarget, String> {
+    let (name, what) = text.split_once('=').ok_or_else(|| {
+        format!("'{text}': expected NAME=KIND:VALUE, e.g. cuzk=pidfile:/run/cuzk.pid")
+    })?;
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "'{text}': a target's name has 1 to {MAX_NAME_BYTES} bytes"
+        ));
+    }
+    if name.chars().any(|c| c.is_control() && c != '\n') {
+        return Err(format!(
+            "'{text}': a target's name has no control characters"
+        ));
+    }
+    let (kind, value) = what.split_once(':').ok_or_else(|| {
+        format!("'{text}': expected KIND:VALUE after '=' (pid:, pidfile:, name:)")
+    })?;
+    if value.is_empty() {
+        return Err(format!("'{text}': {kind}: needs a value"));
+    }
+    let spec = match kind {
+        "pid" => TargetSpec::Pid(
+            value
+                .parse()
+                .ok()
+                .filter(|&p: &i32| p > 0)
+                .ok_or_else(|| format!("'{text}': '{value}' is not a PID"))?,
+        ),
+        "pidfile" => TargetSpec::Pidfile(PathBuf::from(value)),
+        "name" => TargetSpec::Name(
+            Regex::new(value).map_err(|e| format!("'{text}': not a valid regex: {e}"))?,
+        ),
+        "cgroup" => {
+            return Err(format!(
+                "'{text}': cgroup targets are not supported by export yet (use pid:, pidfile: or name:)"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "'{text}': unknown kind '{other}' (pid:, pidfile:, name:)"
+            ))
+        }
+    };
+    Ok(ExportTarget {
+        name: name.to_string(),
+        spec,
+    })
+}
+
+/// Reads a config file: one target a line as `--target` takes it; blank lines and lines
+/// starting with `#` are skipped. Errors name the file and line.
+pub fn read_config(path: &Path) -> Result<Vec<ExportTarget>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e} (--config)", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        out.push(
+            parse_target(line)
+                .map_err(|e| format!("{}:{}: {e} (--config)", path.display(), i + 1))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Checks a list of targets: at least one, at most [`MAX_TARGETS`], names unique.
+pub fn check_targets(targets: &[ExportTarget]) -> Result<(), String> {
+    if targets.is_empty() {
+        return Err("no target: give --target NAME=KIND:VALUE or --config FILE".into());
+    }
+    if targets.len() > MAX_TARGETS {
+        return Err(format!(
+            "{} targets: at most {MAX_TARGETS} (each is a set of series)",
+            targets.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for t in targets {
+        if !seen.insert(t.name.as_str()) {
+            return Err(format!(
+                "two targets are named '{}': names must differ",
+                t.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the exporter samples, and how.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    pub targets: Vec<ExportTarget>,
+    pub interval: Duration,
+    pub window: Duration,
+    pub reset_peaks: bool,
+    pub children: bool,
+    pub pss: Option<PssGuard>,
+    pub procfs: ProcFs,
+}
+
+/// Something worth telling the user (a target found, exited, restarted, a read that failed).
+pub type Notify = Box<dyn Fn(&str) + Send>;
+
+/// One followed target.
+struct Follower {
+    name: String,
+    spec: TargetSpec,
+    tree: Option<Tree>,
+    /// The last process watched (pid, start time), and the pidfile's stamp when it named it.
+    last_root: Option<(i32, u64)>,
+    pidfile_stamp: Option<PidfileStamp>,
+    /// Boot ticks when the last process was last seen alive (a `--name` successor starts later).
+    last_alive_ticks: u64,
+    next_lookup: Instant,
+    /// The last reason it is not found, told once.
+    told: Option<String>,
+    restarts: u64,
+    missed_ticks: u64,
+    window: WindowMax,
+    current: Option<TreeSample>,
+    /// Per process (pid, start time): its VmHWM at the last sample, and whether it was reset
+    /// right after (so the next VmHWM is the peak since that sample).
+    hwm: HashMap<(i32, u64), (u64, bool)>,
+    pss: Option<u64>,
+    pss_next: Instant,
+}
+
+impl Follower {
+    fn new(t: &ExportTarget, window: Duration, now: Instant) -> Follower {
+        Follower {
+            name: t.name.clone(),
+            spec: t.spec.clone(),
+            tree: None,
+            last_root: None,
+            pidfile_stamp: None,
+            last_alive_ticks: 0,
+            next_lookup: now,
+            told: None,
+            restarts: 0,
+            missed_ticks: 0,
+            window: WindowMax::new(window),
+            current: None,
+            hwm: HashMap::new(),
+            pss: None,
+            pss_next: now,
+        }
+    }
+
+    /// Looks for the target's process: the first time (or while never found) as `record`
+    /// resolves it, after an exit as `record` waits for a restart.
+    fn find(&mut self, opts: &ExportOptions, now: Instant, notify: &Notify) {
+        if now < self.next_lookup {
+            return;
+        }
+        if matches!(self.spec, TargetSpec::Name(_)) {
+            self.next_lookup = now + NAME_LOOKUP_EVERY;
+        }
+        let procfs = &opts.procfs;
+        let found: Option<(ProcHandle, Option<PidfileStamp>)> = match (&self.spec, self.last_root) {
+            // A PID once gone is gone; a command is never an export target (parse_target).
+            (TargetSpec::Pid(_), Some(_)) | (TargetSpec::Command(_), _) => None,
+            (TargetSpec::Pidfile(path), Some(old)) => {
+                target::pidfile_successor(procfs, path, old, self.pidfile_stamp)
+                    .map(|(h, s)| (h, Some(s)))
+            }
+            (TargetSpec::Name(re), Some(old)) => {
+                target::name_successor(procfs, re, old, self.last_alive_ticks).map(|h| (h, None))
+            }
+            (spec, None) => match target::resolve(procfs, spec) {
+                Ok(r) => {
+                    if let Some(n) = r.note {
+                        notify(&format!("target {}: {n}", self.name));
+                    }
+                    Some((r.handle, r.pidfile))
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    if self.told.as_deref() != Some(msg.as_str()) {
+                        notify(&format!(
+                            "target {}: not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears",
+                            self.name
+                        ));
+                        self.told = Some(msg);
+                    }
+                    None
+                }
+            },
+        };
+        let Some((h, stamp)) = found else { return };
+        if self.last_root.is_some() {
+            self.restarts += 1;
+            notify(&format!(
+                "target {}: restarted as PID {} ({})",
+                self.name, h.pid, h.comm
+            ));
+        } else {
+            notify(&format!(
+                "target {}: watching PID {} ({})",
+                self.name, h.pid, h.comm
+            ));
+        }
+        self.told = None;
+        self.last_root = Some((h.pid, h.start_time));
+        if stamp.is_some() {
+            self.pidfile_stamp = stamp;
+        }
+        self.hwm.clear();
+        self.pss = None;
+        self.pss_next = now;
+        self.tree = Some(Tree::new(procfs.clone(), h, opts.children));
+    }
+
+    /// One tick: samples the tree (finding it first if needed) and feeds the window.
+    fn tick(&mut self, opts: &ExportOptions, now: Instant, notify: &Notify) {
+        if self.tree.is_none() {
+            self.find(opts, now, notify);
+        }
+        let mut peak = None;
+        if let Some(tree) = &mut self.tree {
+            match tree.sample() {
+                Ok(Some(s)) => {
+                    peak = Some(self.peak_of_tick(&s, opts.reset_peaks));
+                    self.current = Some(s);
+                    if let Some(t) = target::boot_ticks_now(&opts.procfs) {
+                        self.last_alive_ticks = t;
+                    }
+                    self.maybe_read_pss(opts, now);
+                }
+                Ok(None) => {
+                    notify(&format!(
+                        "target {}: PID {} exited{}",
+                        self.name,
+                        tree.root_pid(),
+                        if self.spec.can_restart() {
+                            "; waiting for it to restart"
+                        } else {
+                            ""
+                        }
+                    ));
+                    self.lost(now);
+                }
+                Err(e) => {
+                    notify(&format!("target {}: cannot read it: {e}", self.name));
+                    self.lost(now);
+                }
+            }
+        }
+        match peak {
+            Some(v) => self.window.push(now, v),
+            None => self.window.expire(now),
+        }
+    }
+
+    fn lost(&mut self, now: Instant) {
+        self.tree = None;
+        self.current = None;
+        self.pss = None;
+        self.hwm.clear();
+        self.next_lookup = now;
+    }
+
+    /// The largest RSS of the tree since the previous tick, as far as it is known: the sum now,
+    /// raised to a process's VmHWM where that mark is known to be from after the previous
+    /// sample (it was reset then, or it rose since). A process's own mark is a lower bound of
+    /// the tree's peak, exact for a single process.
+    fn peak_of_tick(&mut self, s: &TreeSample, reset: bool) -> u64 {
+        let tree = self.tree.as_mut().expect("sampled a tree");
+        let mut peak = s.rss;
+        let mut next = HashMap::with_capacity(self.hwm.len());
+        for (h, st) in tree.each_member() {
+            let key = (h.pid, h.start_time);
+            if let Some(&(prev, was_reset)) = self.hwm.get(&key) {
+                if was_reset || st.hwm > prev {
+                    peak = peak.max(st.hwm);
+                }
+            }
+            let reset_ok = reset && h.reset_hwm().is_ok();
+            next.insert(key, (st.hwm, reset_ok));
+        }
+        if reset {
+            tree.invalidate_after_reset();
+        }
+        self.hwm = next;
+        peak
+    }
+
+    fn maybe_read_pss(&mut self, opts: &ExportOptions, now: Instant) {
+        let (Some(guard), Some(tree)) = (&opts.pss, &self.tree) else {
+            return;
+        };
+        if now < self.pss_next {
+            return;
+        }
+        self.pss_next = now + guard.every;
+        let mut buf = Vec::new();
+        let mut sum = 0u64;
+        let mut complete = true;
+        for (h, st) in tree.each_member() {
+            if st.rss > guard.max_rss && !guard.force {
+                complete = false;
+                continue;
+            }
+            match h.read_pss(&mut buf) {
+                Ok(p) => sum += p,
+                Err(_) => complete = false,
+            }
+        }
+        // A partial sum would look like a drop: only a sum over every process is shown.
+        self.pss = complete.then_some(sum);
+    }
+
+    fn snapshot(&self) -> TargetSnapshot {
+        let c = self.current.unwrap_or_default();
+        TargetSnapshot {
+            name: self.name.clone(),
+            kind: self.spec.mode(),
+            up: self.tree.is_some() && self.current.is_some(),
+            rss: c.rss,
+            anon: c.anon,
+            file: c.file,
+            shmem: c.shmem,
+            swap: c.swap,
+            processes: c.processes,
+            pss: self.pss,
+            window_peak: self.window.max(),
+            restarts: self.restarts,
+            missed_ticks: self.missed_ticks,
+        }
+    }
+}
+
+/// The sampler: one thread ticks every target at each interval and publishes a snapshot.
+pub struct Sampler {
+    opts: ExportOptions,
+    followers: Vec<Follower>,
+    shared: Arc<Mutex<Snapshot>>,
+    stop: Arc<AtomicBool>,
+    notify: Notify,
+    ticks: u64,
+    busy: Duration,
+}
+
+impl Sampler {
+    pub fn new(opts: ExportOptions, notify: Notify) -> Sampler {
+        let now = Instant::now();
+        let followers = opts
+            .targets
+            .iter()
+            .map(|t| Follower::new(t, opts.window, now))
+            .collect();
+        let shared = Arc::new(Mutex::new(Snapshot::default()));
+        let s = Sampler {
+            opts,
+            followers,
+            shared,
+            stop: Arc::new(AtomicBool::new(false)),
+            notify,
+            ticks: 0,
+            busy: Duration::ZERO,
+        };
+        s.publish();
+        s
+    }
+
+    /// The snapshot the server reads.
+    pub fn shared(&self) -> Arc<Mutex<Snapshot>> {
+        self.shared.clone()
+    }
+
+    /// Set it to stop the loop of [`Sampler::run`].
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// One tick of every target, then a new snapshot.
+    pub fn tick(&mut self) {
+        let started = Instant::now();
+        for f in &mut self.followers {
+            f.tick(&self.opts, started, &self.notify);
+        }
+        self.ticks += 1;
+        self.busy += started.elapsed();
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let snap = Snapshot {
+            targets: self.followers.iter().map(Follower::snapshot).collect(),
+            interval: self.opts.interval,
+            window: self.opts.window,
+            reset_peaks: self.opts.reset_peaks,
+            pss_enabled: self.opts.pss.is_some(),
+            ticks: self.ticks,
+            busy_seconds: self.busy.as_secs_f64(),
+        };
+        // The lock is held only to swap the snapshot in.
+        let mut guard = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        *guard = snap;
+    }
+
+    /// Ticks at every interval (absolute deadlines) until the stop flag is set. A wake-up more
+    /// than one interval late counts the ticks it skipped as missed for every target.
+    pub fn run(mut self) {
+        let interval = self.opts.interval;
+        let mut next = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            self.tick();
+            let now = Instant::now();
+            let missed;
+            (next, missed) = schedule(next, now, interval);
+            for f in &mut self.followers {
+                f.missed_ticks += missed;
+            }
+            if next > now {
+                std::thread::sleep(next - now);
+            }
+        }
+    }
+}
+
+/// The next tick after the one due at `due`, now that the tick is done at `now`, and how many
+/// ticks were missed: none while the sampler keeps up (absolute deadlines, no drift); when it
+/// is more than one interval late, the ticks it slept through, and the schedule restarts now.
+fn schedule(due: Instant, now: Instant, interval: Duration) -> (Instant, u64) {
+    let next = due + interval;
+    if now > next + interval {
+        let late = now.duration_since(next);
+        (now, (late.as_nanos() / interval.as_nanos().max(1)) as u64)
+    } else {
+        (next, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_keep_absolute_deadlines_and_count_the_ones_slept_through() {
+        let t0 = Instant::now();
+        let i = Duration::from_millis(100);
+        // On time or a little late: the next deadline is the next multiple, nothing missed.
+        assert_eq!(schedule(t0, t0 + Duration::from_millis(3), i), (t0 + i, 0));
+        assert_eq!(
+            schedule(t0, t0 + Duration::from_millis(180), i),
+            (t0 + i, 0)
+        );
+        // Stalled 1 s (a stopped machine, a swap storm): 9 ticks missed, restart from now.
+        let now = t0 + Duration::from_millis(1050);
+        assert_eq!(schedule(t0, now, i), (now, 9));
+    }
+
+    #[test]
+    fn targets_parse_from_name_kind_and_value() {
+        let t = parse_target("cuzk=pidfile:/run/cuzk.pid").unwrap();
+        assert_eq!(t.name, "cuzk");
+        assert!(matches!(t.spec, TargetSpec::Pidfile(ref p) if p == Path::new("/run/cuzk.pid")));
+        assert!(matches!(
+            parse_target("a=pid:42").unwrap().spec,
+            TargetSpec::Pid(42)
+        ));
+        // The regex may hold '=' and ':'.
+        let t = parse_target("db=name:postgres: .*=x").unwrap();
+        assert!(matches!(t.spec, TargetSpec::Name(ref r) if r.as_str() == "postgres: .*=x"));
+        for (bad, says) in [
+            ("cuzk", "NAME=KIND:VALUE"),
+            ("=pid:3", "1 to 128 bytes"),
+            ("a=pid", "KIND:VALUE"),
+            ("a=pid:x", "not a PID"),
+            ("a=pid:-3", "not a PID"),
+            ("a=name:(", "not a valid regex"),
+            ("a=port:80", "unknown kind 'port'"),
+            ("a=cgroup:/sys/fs/cgroup/x", "not supported"),
+            ("a\u{7}b=pid:1", "control characters"),
+        ] {
+            let e = parse_target(bad).unwrap_err();
+            assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_config_file_names_its_line_at_fault_and_names_must_be_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("targets.conf");
+        std::fs::write(
+            &p,
+            "# fleet\n\ncuzk=pidfile:/run/cuzk.pid\n  db=name:postgres\n",
+        )
+        .unwrap();
+        let t = read_config(&p).unwrap();
+        assert_eq!(t.len(), 2);
+        check_targets(&t).unwrap();
+        std::fs::write(&p, "a=pid:1\nb=pod:2\n").unwrap();
+        let e = read_config(&p).unwrap_err();
+        assert!(
+            e.contains("targets.conf:2:") && e.contains("--config"),
+            "{e}"
+        );
+        let twice = vec![
+            parse_target("a=pid:1").unwrap(),
+            parse_target("a=pid:2").unwrap(),
+        ];
+        assert!(check_targets(&twice).unwrap_err().contains("'a'"));
+        assert!(check_targets(&[]).unwrap_err().contains("--target"));
+        let e = read_config(&dir.path().join("none")).unwrap_err();
+        assert!(e.contains("none") && e.contains("--config"), "{e}");
+    }
+
+    fn fake_proc(root: &Path, pid: i32, start: u64, rss_kb: u64, hwm_kb: u64) {
+        let dir = root.join(pid.to_string());
+        std::fs::create_dir_all(dir.join("task").join(pid.to_string())).unwrap();
+        std::fs::write(
+            dir.join("stat"),
+            format!("{pid} (fake) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("status"),
+            format!("Name:\tfake\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t1\nVmHWM:\t{hwm_kb} kB\nVmRSS:\t{rss_kb} kB\nRssAnon:\t{rss_kb} kB\nThreads:\t1\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("statm"), format!("1 {} 0 0 0 0 0\n", rss_kb / 4)).unwrap();
+        std::fs::write(dir.join("cmdline"), "fake\0").unwrap();
+        std::fs::write(dir.join("task").join(pid.to_string()).join("children"), "").unwrap();
+    }
+
+    fn options(root: &Path, targets: &[&str]) -> ExportOptions {
+        ExportOptions {
+            targets: targets.iter().map(|t| parse_target(t).unwrap()).collect(),
+            interval: Duration::from_millis(100),
+            window: Duration::from_secs(60),
+            reset_peaks: false,
+            children: false,
+            pss: None,
+            procfs: ProcFs::new(root),
+        }
+    }
+
+    fn target<'a>(s: &'a Snapshot, name: &str) -> &'a TargetSnapshot {
+        s.targets.iter().find(|t| t.name == name).unwrap()
+    }
+
+    #[test]
+    fn a_risen_high_water_mark_raises_the_window_peak_and_a_missing_target_is_reported_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fake_proc(root, 100, 700, 10_000, 50_000);
+        let mut s = Sampler::new(
+            options(root, &["d=pid:100", "gone=pid:999"]),
+            Box::new(|_| {}),
+        );
+        let shared = s.shared();
+        s.tick();
+        {
+            let snap = shared.lock().unwrap();
+            let d = target(&snap, "d");
+            // The mark from before the first sample is not this window's.
+            assert!(d.up);
+            assert_eq!((d.rss, d.window_peak), (10_000 << 10, Some(10_000 << 10)));
+            let g = target(&snap, "gone");
+            assert!(!g.up && g.window_peak.is_none());
+        }
+        // Between two ticks the process rose to 300,000 kB and fell back: VmHWM rose.
+        fake_proc(root, 100, 700, 12_000, 300_000);
+        s.tick();
+        let snap = shared.lock().unwrap().clone();
+        let d = target(&snap, "d");
+        assert_eq!((d.rss, d.window_peak), (12_000 << 10, Some(300_000 << 10)));
+        let text = metrics::render(&snap, metrics::TextFormat::Prometheus004);
+        assert!(
+            text.contains("memmon_target_up{target=\"gone\",kind=\"pid\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_pidfile_target_that_restarts_counts_one_restart_and_keeps_its_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("proc");
+        fake_proc(&root, 100, 700, 10_000, 10_000);
+        std::fs::write(root.join("uptime"), "100.0 100.0\n").unwrap();
+        let pidfile = dir.path().join("d.pid");
+        std::fs::write(&pidfile, "100\n").unwrap();
+        let spec = format!("d=pidfile:{}", pidfile.display());
+        let mut s = Sampler::new(options(&root, &[&spec]), Box::new(|_| {}));
+        let shared = s.shared();
+        s.tick();
+        fake_proc(&root, 100, 700, 80_000, 80_000);
+        s.tick();
+        std::fs::remove_dir_all(root.join("100")).unwrap();
+        s.tick();
+        {
+            let snap = shared.lock().unwrap();
+            let d = target(&snap, "d");
+            assert!(!d.up);
+            assert_eq!(
+                d.window_peak,
+                Some(80_000 << 10),
+                "the peak outlives the process"
+            );
+        }
+        fake_proc(&root, 200, 990, 5_000, 5_000);
+        let tmp = dir.path().join("d.pid.tmp");
+        std::fs::write(&tmp, "200\n").unwrap();
+        std::fs::rename(&tmp, &pidfile).unwrap();
+        s.tick();
+        let snap = shared.lock().unwrap().clone();
+        let d = target(&snap, "d");
+        assert!(d.up);
+        assert_eq!((d.restarts, d.rss), (1, 5_000 << 10));
+    }
+}
