@@ -444,6 +444,22 @@ whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
     /// With --pss: read PSS even of processes above --pss-max-rss
     #[arg(long)]
     pub pss_force: bool,
+
+    /// Also record GPU memory through NVML (libnvidia-ml.so.1); fail if it cannot be read
+    #[arg(
+        long,
+        conflicts_with = "no_gpu",
+        long_help = "Record the GPU memory of the watched tree through NVIDIA's NVML (libnvidia-ml.so.1, loaded at run time): per tick gpu_bytes, the device memory held by the tree's processes (summed over their PIDs), and the used and total memory of the GPUs they use. Without --gpu this is done whenever NVML loads; with --gpu, memmon exits 2 when it cannot."
+    )]
+    pub gpu: bool,
+
+    /// Do not record GPU memory, even where NVML loads
+    #[arg(long)]
+    pub no_gpu: bool,
+
+    /// Read GPU memory at most this often (NVML calls run on their own thread, off the tick)
+    #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
+    pub gpu_every: Duration,
 }
 
 #[derive(Args, Debug)]

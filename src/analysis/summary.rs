@@ -882,6 +882,7 @@ mod tests {
             online_cpus: Some(2),
             sources: vec![],
             columns: vec![],
+            gpu: None,
             end: None,
             earlier_sessions: vec![],
         }

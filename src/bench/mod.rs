@@ -39,6 +39,8 @@ pub struct BenchOptions {
     pub force: bool,
     pub append: bool,
     pub pss: Option<PssGuard>,
+    /// GPU memory through NVML (`--gpu`, `--no-gpu`, `--gpu-every`), for every run's recorder.
+    pub gpu: crate::sampler::gpu::GpuOptions,
     pub quiet: bool,
     /// True when stdout carries data (a recording or an export): the table and the client's
     /// output then go to stderr.

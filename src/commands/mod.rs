@@ -70,6 +70,18 @@ fn mark_options(a: &MarkArgs, quiet: bool) -> memmon::marks::MarkOptions {
 }
 
 /// The PSS settings, when `--pss` is on.
+fn gpu_options(s: &SamplingArgs) -> memmon::sampler::gpu::GpuOptions {
+    use memmon::sampler::gpu::{GpuMode, GpuOptions};
+    GpuOptions {
+        mode: match (s.gpu, s.no_gpu) {
+            (true, _) => GpuMode::Required,
+            (false, true) => GpuMode::Off,
+            (false, false) => GpuMode::Auto,
+        },
+        every: s.gpu_every,
+    }
+}
+
 fn pss_guard(s: &SamplingArgs) -> Option<memmon::sampler::record::PssGuard> {
     s.pss.then_some(memmon::sampler::record::PssGuard {
         every: s.pss_every,

@@ -1,7 +1,7 @@
 //! `memmon record`: the flags become `RecordOptions` and `MarkOptions`; the recorder runs; with
 //! `--plot`, the finished recording is plotted.
 
-use super::{mark_options, pss_guard, usage};
+use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
 use memmon::exit::ExitCode;
 use memmon::format::{Format, InputSpec};
@@ -35,6 +35,9 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
     if sampling.interval.is_zero() {
         return Err(usage("--interval must be above 0"));
     }
+    if sampling.gpu_every.is_zero() {
+        return Err(usage("--gpu-every must be above 0"));
+    }
     if (args.wait || args.exit_with_target) && !target.can_restart() {
         return Err(usage(
             "--wait and --exit-with-target apply to --pidfile and --name only",
@@ -49,6 +52,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         force: sampling.force,
         append: sampling.append,
         pss: pss_guard(sampling),
+        gpu: gpu_options(sampling),
         wait: args.wait,
         exit_with_target: args.exit_with_target,
         duration: args.duration,

@@ -219,6 +219,7 @@ impl CsvLayout {
             hwm_sum_bytes: int(13)?,
             pss_bytes,
             missed_ticks: int(15)?,
+            gpu: Default::default(),
             event,
         })
     }
@@ -312,6 +313,7 @@ fn parse_canonical(line: &[u8]) -> Option<Sample> {
         hwm_sum_bytes: v[11],
         pss_bytes: pss,
         missed_ticks,
+        gpu: Default::default(),
         event,
     })
 }
@@ -690,6 +692,7 @@ mod tests {
             hwm_sum_bytes: 49_000_000_000,
             pss_bytes: None,
             missed_ticks: 2,
+            gpu: Default::default(),
             event: Some(Event::Mark("synthesis, \"phase\" 1".into())),
         }
     }
@@ -763,7 +766,7 @@ mod tests {
                 shmem_bytes: sizes[3], swap_bytes: sizes[4], locked_bytes: sizes[5],
                 pinned_bytes: sizes[6], processes, top_pid, top_rss_bytes: sizes[7],
                 hwm_bytes: sizes[8], hwm_sum_bytes: sizes[0], pss_bytes: pss,
-                missed_ticks: missed, event,
+                missed_ticks: missed, gpu: Default::default(), event,
             };
             let mut buf = Vec::new();
             CsvWriter::new(&mut buf, false).unwrap().write_sample(&s).unwrap();

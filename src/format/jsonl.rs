@@ -135,6 +135,7 @@ pub fn parse_line(line: &[u8]) -> Result<Line, RowError> {
                 hwm_sum_bytes: r.hwm_sum_bytes,
                 pss_bytes: r.pss_bytes,
                 missed_ticks: r.missed_ticks,
+                gpu: Default::default(),
                 event: match r.event {
                     Some(t) => Some(Event::parse(&t).map_err(RowError)?),
                     None => None,

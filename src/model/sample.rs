@@ -31,6 +31,8 @@ pub struct Sample {
     pub pss_bytes: Option<u64>,
     /// Ticks missed since the recording started (cumulative).
     pub missed_ticks: u64,
+    /// GPU memory of the tree and of the GPUs it uses (all `None` when GPU memory is not read).
+    pub gpu: crate::model::gpu::GpuTick,
     pub event: Option<Event>,
 }
 

@@ -65,6 +65,8 @@ impl GpuError {
 /// A reader of GPU memory. Calls may be slow (a driver call each): the recorder makes them on
 /// a thread of their own (`sampler/gpu.rs`), never on the /proc tick path.
 pub trait GpuSource: Send {
+    /// `nvml` or `fake`, for the metadata.
+    fn name(&self) -> &'static str;
     /// Every GPU the driver sees.
     fn devices(&mut self) -> Result<Vec<GpuDevice>, GpuError>;
     /// Every process holding memory on any GPU (CUDA compute contexts), with its bytes.
@@ -243,6 +245,10 @@ impl Nvml {
 }
 
 impl GpuSource for Nvml {
+    fn name(&self) -> &'static str {
+        "nvml"
+    }
+
     fn devices(&mut self) -> Result<Vec<GpuDevice>, GpuError> {
         let mut out = Vec::new();
         for (index, h) in self.handles()?.into_iter().enumerate() {
@@ -398,6 +404,10 @@ impl FakeGpu {
 }
 
 impl GpuSource for FakeGpu {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
     fn devices(&mut self) -> Result<Vec<GpuDevice>, GpuError> {
         Ok(self.state("nvmlDeviceGetMemoryInfo")?.devices)
     }

@@ -3,12 +3,67 @@
 //! (a pointer swap under a lock held for nothing else) and sums it over the tree's PIDs. A slow
 //! or hung driver call delays GPU readings, never an RSS sample.
 
+use crate::format::meta::{GpuDeviceMeta, GpuEnd, GpuMeta};
 use crate::model::gpu::{GpuTick, GpuUse};
 use crate::probe::gpu::{GpuDevice, GpuError, GpuProcess, GpuSource};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Whether a recording reads GPU memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GpuMode {
+    /// `--no-gpu` (and the demo).
+    #[default]
+    Off,
+    /// The default of `record` and `bench`: when NVML loads; a machine without the driver
+    /// records no GPU columns, silently.
+    Auto,
+    /// `--gpu`: a GPU source that cannot be read is an error.
+    Required,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuOptions {
+    pub mode: GpuMode,
+    /// `--gpu-every`: how often the reading thread calls the driver.
+    pub every: Duration,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            mode: GpuMode::Off,
+            every: DEFAULT_GPU_EVERY,
+        }
+    }
+}
+
+/// `--gpu-every`'s default (BENCHMARKS.md, "GPU readings", says why).
+pub const DEFAULT_GPU_EVERY: Duration = Duration::from_secs(1);
+
+/// Opens the source and starts its thread as the mode says: `Ok(None)` when GPU memory is not
+/// recorded; `Err` only for `Required`. The second value is a note for the user (why `Auto`
+/// records no GPU although something was found).
+pub fn open(opts: &GpuOptions) -> Result<(Option<GpuTracker>, Option<String>), GpuError> {
+    if opts.mode == GpuMode::Off {
+        return Ok((None, None));
+    }
+    let started = crate::probe::gpu::open().and_then(|src| GpuPoller::start(src, opts.every));
+    match (started, opts.mode) {
+        (Ok(p), _) => Ok((Some(GpuTracker::new(p)), None)),
+        (Err(e), GpuMode::Required) => Err(e),
+        // No driver: nothing to say. A driver that fails is worth a line.
+        (Err(GpuError::LibraryNotFound(_)), _) => Ok((None, None)),
+        (Err(e), _) => Ok((
+            None,
+            Some(format!(
+                "GPU memory not recorded: {e} (--no-gpu silences this)"
+            )),
+        )),
+    }
+}
 
 /// One reading of every GPU and every process on them.
 #[derive(Debug, Clone)]
@@ -63,6 +118,8 @@ pub struct GpuPoller {
     shared: Arc<Shared>,
     thread: std::thread::Thread,
     every: Duration,
+    /// `nvml` or `fake`.
+    pub source: &'static str,
     /// The GPUs of the first reading.
     pub devices: Vec<GpuDevice>,
 }
@@ -71,6 +128,7 @@ impl GpuPoller {
     /// Takes a first reading here (so the first tick has one, and a source that cannot read
     /// fails now, before the recording starts), then reads every `every` on a thread.
     pub fn start(mut source: Box<dyn GpuSource>, every: Duration) -> Result<GpuPoller, GpuError> {
+        let name = source.name();
         let first = read(&mut *source);
         let devices = match &first.result {
             Ok(s) => s.devices.clone(),
@@ -106,6 +164,7 @@ impl GpuPoller {
             shared,
             thread: handle.thread().clone(),
             every,
+            source: name,
             devices,
         })
     }
@@ -221,6 +280,42 @@ impl GpuTracker {
             told: None,
             errors: Vec::new(),
             pids: HashSet::new(),
+        }
+    }
+
+    /// For the metadata written at the start.
+    pub fn meta(&self) -> GpuMeta {
+        GpuMeta {
+            source: self.poller.source.to_string(),
+            every_s: self.poller.every.as_secs_f64(),
+            every: crate::units::fmt_interval(self.poller.every),
+            devices: self
+                .poller
+                .devices
+                .iter()
+                .map(|d| GpuDeviceMeta {
+                    index: d.index,
+                    uuid: d.uuid.clone(),
+                    name: d.name.clone(),
+                    total_bytes: d.total_bytes,
+                })
+                .collect(),
+        }
+    }
+
+    /// For the end record.
+    pub fn end(&self) -> GpuEnd {
+        let st = self.poller.stats();
+        GpuEnd {
+            readings: st.readings,
+            failed_readings: st.failed,
+            mean_reading_ms: if st.readings == 0 {
+                0.0
+            } else {
+                st.total_cost.as_secs_f64() * 1e3 / st.readings as f64
+            },
+            max_reading_ms: st.max_cost.as_secs_f64() * 1e3,
+            errors: self.errors.clone(),
         }
     }
 
