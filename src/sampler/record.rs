@@ -225,7 +225,11 @@ impl Recorder {
         if let Some(g) = &gpu {
             meta.sources.push(format!(
                 "GPU memory through {} ({} GPU(s)) every {}, on its own thread",
-                if g.poller.source == "nvml" { "NVML (libnvidia-ml.so.1)" } else { g.poller.source },
+                if g.poller.source == "nvml" {
+                    "NVML (libnvidia-ml.so.1)"
+                } else {
+                    "the tests' fake GPU source"
+                },
                 g.poller.devices.len(),
                 fmt_interval(g.poller.every())
             ));
