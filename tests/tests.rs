@@ -6,6 +6,7 @@ mod util;
 mod bad_input;
 mod bench;
 mod compare;
+mod gpu;
 mod import;
 mod layout;
 mod marks;
