@@ -121,6 +121,10 @@ pub struct SummaryArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Exit 1 when a recording's GPU peak (gpu_bytes) is over SIZE, e.g. 64GiB
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub max_gpu: Option<u64>,
+
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -248,6 +252,10 @@ pub struct CompareArgs {
     /// Fail (exit 1) when the idle floor rises more than this: a percentage or a size
     #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
     pub max_idle_increase: Option<Limit>,
+
+    /// Fail (exit 1) when the GPU peak (gpu_bytes) rises more than this: a percentage or a size
+    #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
+    pub max_gpu_increase: Option<Limit>,
 
     /// Fail (exit 1) when the duration rises more than this: a percentage (5%) or a duration (5s)
     #[arg(long, value_parser = duration_limit, value_name = "LIMIT")]
