@@ -299,3 +299,125 @@ fn a_hung_gpu_driver_call_never_delays_the_rss_ticks() {
     assert!(after.len() >= 5, "{} rows after the hang", after.len());
     assert!(after.iter().all(|v| v["rss_bytes"].as_u64().unwrap() > 0));
 }
+
+/// A recording of the daemon while the fake says it holds `bytes` on GPU 0.
+fn record_with_gpu(dir: &Path, d: &SpikedDaemon, name: &str, bytes: u64) -> std::path::PathBuf {
+    let fake = dir.join(format!("{name}.json"));
+    write_fake(&fake, &fake_json(&d.pid(), bytes, ""));
+    let out = dir.join(name);
+    memmon()
+        .env(FAKE, &fake)
+        .args([
+            "record",
+            "-q",
+            "--gpu",
+            "--pid",
+            &d.pid(),
+            "-i",
+            "100ms",
+            "--duration",
+            "300ms",
+            "-o",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    out
+}
+
+#[test]
+fn summary_shows_the_gpu_peak_beside_host_memory_and_max_gpu_is_a_budget() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let rec = record_with_gpu(dir.path(), &d, "r.csv", 20 * GIB);
+    let o = memmon().arg("summary").arg(&rec).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(
+        text.contains("GPU peak      20.00 GiB (21474836480 bytes)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("22.00 GiB (23622320128 bytes) used of 141.0 GiB"),
+        "{text}"
+    );
+    let j = summary_json(&rec);
+    assert_eq!(j["gpu"]["peak_gpu_bytes"], 20 * GIB);
+    assert_eq!(j["gpu"]["gpus"][0], "0 GPU-fake-0 Fake H200");
+
+    memmon()
+        .arg("summary")
+        .arg(&rec)
+        .args(["--max-gpu", "20GiB"])
+        .assert()
+        .success();
+    let o = memmon()
+        .arg("summary")
+        .arg(&rec)
+        .args(["--max-gpu", "16GiB"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("GPU peak 20.00 GiB")
+            && err.contains("gpu_bytes")
+            && err.contains("--max-gpu 16.00 GiB")
+            && err.contains("by 4.00 GiB (4294967296 bytes)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn max_gpu_on_a_recording_without_gpu_memory_is_an_error_not_a_pass() {
+    let dir = tempdir();
+    let out = dir.path().join("r.csv");
+    record_workload(&out, &["-q", "--no-gpu"], &["hold:100ms"])
+        .assert()
+        .success();
+    let o = memmon()
+        .arg("summary")
+        .arg(&out)
+        .args(["--max-gpu", "1GiB"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("has no GPU memory"));
+    let o = memmon()
+        .arg("compare")
+        .arg(&out)
+        .arg(&out)
+        .args(["--max-gpu-increase", "5%"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-gpu-increase: no GPU peak"));
+}
+
+#[test]
+fn compare_gates_the_gpu_peak() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let base = record_with_gpu(dir.path(), &d, "base.csv", 16 * GIB);
+    let new = record_with_gpu(dir.path(), &d, "new.csv", 20 * GIB);
+    let o = memmon()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .args(["--max-gpu-increase", "10%"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("GPU peak") && out.contains("+4.00 GiB"),
+        "{out}"
+    );
+    memmon()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .args(["--max-gpu-increase", "5GiB"])
+        .assert()
+        .success();
+}
