@@ -421,3 +421,40 @@ fn compare_gates_the_gpu_peak() {
         .assert()
         .success();
 }
+
+#[test]
+fn plot_draws_gpu_memory_in_a_panel_of_its_own_never_on_the_host_axis() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let rec = record_with_gpu(dir.path(), &d, "r.csv", 20 * GIB);
+    let svg = dir.path().join("r.svg");
+    memmon()
+        .arg("plot")
+        .arg(&rec)
+        .arg("-o")
+        .arg(&svg)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("GPU memory (GiB, 2^30 bytes)"), "no GPU axis");
+    assert!(text.contains("peak 20.00 GiB"), "no GPU peak in the legend");
+    // The host axis stays in the host's unit (the daemon's few MiB), not stretched to 20 GiB.
+    assert!(
+        text.contains("RSS (MiB, 2^20 bytes)"),
+        "host axis changed unit"
+    );
+
+    let plain = dir.path().join("plain.csv");
+    d.record(&plain, "300ms", &["--no-gpu"]);
+    let svg2 = dir.path().join("plain.svg");
+    memmon()
+        .arg("plot")
+        .arg(&plain)
+        .arg("-o")
+        .arg(&svg2)
+        .assert()
+        .success();
+    assert!(!std::fs::read_to_string(&svg2)
+        .unwrap()
+        .contains("GPU memory"));
+}
