@@ -458,3 +458,26 @@ fn plot_draws_gpu_memory_in_a_panel_of_its_own_never_on_the_host_axis() {
         .unwrap()
         .contains("GPU memory"));
 }
+
+#[test]
+fn a_workload_step_that_mlocks_6_mib_shows_as_6_mib_locked() {
+    let dir = tempdir();
+    let out = dir.path().join("r.csv");
+    let o = record_workload(
+        &out,
+        &["-q", "--no-gpu", "-i", "50ms"],
+        &["mlock:6MiB", "hold:600ms"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let locked = column(&out, "locked_bytes");
+    assert_eq!(
+        locked.iter().max().copied(),
+        Some(6 * MIB),
+        "VmLck: {locked:?}"
+    );
+    // Locked pages are resident anonymous pages: they are in RSS too (not on top of it).
+    let rss = column(&out, "anon_bytes");
+    assert!(rss.iter().max().unwrap() >= &(6 * MIB), "{rss:?}");
+}
