@@ -481,3 +481,51 @@ fn a_workload_step_that_mlocks_6_mib_shows_as_6_mib_locked() {
     let rss = column(&out, "anon_bytes");
     assert!(rss.iter().max().unwrap() >= &(6 * MIB), "{rss:?}");
 }
+
+#[test]
+fn bench_runs_carry_the_gpu_peak_in_the_table_and_the_exports() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let fake = dir.path().join("gpu.json");
+    write_fake(&fake, &fake_json(&d.pid(), 6 * GIB, ""));
+    let (json, csv) = (dir.path().join("b.json"), dir.path().join("b.csv"));
+    let o = memmon()
+        .env(FAKE, &fake)
+        .args([
+            "bench",
+            "--gpu",
+            "--pid",
+            &d.pid(),
+            "-n",
+            "2",
+            "-i",
+            "100ms",
+        ])
+        .args(["--gpu-every", "50ms", "--export-json"])
+        .arg(&json)
+        .arg("--export-csv")
+        .arg(&csv)
+        .arg("--")
+        .arg(memmon_test_path())
+        .args(["test-client", "--socket"])
+        .arg(&d.socket)
+        .args(["--size", "1MiB"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("GPU peak") && out.contains("6.00 GiB"),
+        "{out}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in report["runs"].as_array().unwrap() {
+        assert_eq!(r["peak_gpu_bytes"], 6 * GIB, "{r}");
+    }
+    assert_eq!(column(&csv, "peak_gpu_bytes"), vec![6 * GIB, 6 * GIB]);
+}
