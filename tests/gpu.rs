@@ -529,3 +529,27 @@ fn bench_runs_carry_the_gpu_peak_in_the_table_and_the_exports() {
     }
     assert_eq!(column(&csv, "peak_gpu_bytes"), vec![6 * GIB, 6 * GIB]);
 }
+
+#[test]
+fn the_html_report_shows_the_gpu_peak_beside_host_memory() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let rec = record_with_gpu(dir.path(), &d, "r.csv", 12 * GIB);
+    let html = dir.path().join("r.html");
+    memmon()
+        .arg("report")
+        .arg(&rec)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        text.contains("<th>GPU peak (NVML, tree's processes)</th>"),
+        "no GPU row"
+    );
+    assert!(
+        text.contains("12.00 GiB <span class=\"exact\">(12884901888 bytes)</span>"),
+        "no GPU value"
+    );
+}

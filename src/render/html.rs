@@ -266,7 +266,7 @@ impl Report {
                 esc(&fmt_bytes(v))
             )
         };
-        let rows: [(&str, SummaryCell); 10] = [
+        let mut rows: Vec<(&str, SummaryCell)> = vec![
             (
                 "peak RSS (sampled)",
                 Box::new(|s| {
@@ -333,6 +333,31 @@ impl Report {
                 }),
             ),
         ];
+        // GPU memory beside host memory, in its own row (never summed with RSS).
+        if self.summaries.iter().any(|s| s.gpu.is_some()) {
+            rows.insert(
+                2,
+                (
+                    "GPU peak (NVML, tree's processes)",
+                    Box::new(|s| match &s.gpu {
+                        Some(g) => format!(
+                            "{} at +{}{}",
+                            b(g.peak_gpu_bytes),
+                            esc(&fmt_seconds(g.peak_elapsed_s)),
+                            match (g.device_used_at_peak_bytes, g.device_total_bytes) {
+                                (Some(u), Some(t)) => format!(
+                                    "; its GPUs {} used of {}",
+                                    esc(&fmt_bytes(u)),
+                                    esc(&fmt_bytes(t))
+                                ),
+                                _ => String::new(),
+                            }
+                        ),
+                        None => "not recorded".into(),
+                    }),
+                ),
+            );
+        }
         for (label, cell) in rows.iter() {
             let _ = write!(o, "<tr><th>{label}</th>");
             for s in &self.summaries {
