@@ -149,6 +149,8 @@ impl<'de> Deserialize<'de> for ColumnKey {
 }
 
 /// One line of a JSON Lines recording.
+// Samples are most lines: kept inline (boxing would allocate per line); metadata is boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Record {
@@ -165,6 +167,7 @@ enum RecordOut<'a> {
 }
 
 /// What a parsed line holds.
+#[allow(clippy::large_enum_variant)]
 pub enum Line {
     Meta(Box<Meta>),
     Sample(Sample),
