@@ -553,3 +553,18 @@ fn the_html_report_shows_the_gpu_peak_beside_host_memory() {
         "no GPU value"
     );
 }
+
+#[test]
+fn a_zero_gpu_interval_is_refused_by_record_and_bench() {
+    for cmd in [
+        &["record", "--gpu-every", "0s", "--", "true"][..],
+        &["bench", "--gpu-every", "0s", "-n", "1", "--", "true"][..],
+    ] {
+        let o = memmon().args(cmd).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--gpu-every must be above 0"),
+            "{cmd:?}"
+        );
+    }
+}

@@ -57,7 +57,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         force: s.force,
         append: s.append,
         pss: pss_guard(s),
-        gpu: gpu_options(s),
+        gpu: gpu_options(s)?,
         quiet: args.quiet,
         stdout_is_data,
         procfs: ProcFs::default(),

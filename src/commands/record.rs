@@ -35,9 +35,6 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
     if sampling.interval.is_zero() {
         return Err(usage("--interval must be above 0"));
     }
-    if sampling.gpu_every.is_zero() {
-        return Err(usage("--gpu-every must be above 0"));
-    }
     if (args.wait || args.exit_with_target) && !target.can_restart() {
         return Err(usage(
             "--wait and --exit-with-target apply to --pidfile and --name only",
@@ -52,7 +49,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         force: sampling.force,
         append: sampling.append,
         pss: pss_guard(sampling),
-        gpu: gpu_options(sampling),
+        gpu: gpu_options(sampling)?,
         wait: args.wait,
         exit_with_target: args.exit_with_target,
         duration: args.duration,
