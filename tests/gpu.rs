@@ -548,6 +548,7 @@ fn the_html_report_shows_the_gpu_peak_beside_host_memory() {
         text.contains("<th>GPU peak (NVML, tree's processes)</th>"),
         "no GPU row"
     );
+    assert!(text.contains("id=\"gpu-chart\""), "no GPU panel");
     assert!(
         text.contains("12.00 GiB <span class=\"exact\">(12884901888 bytes)</span>"),
         "no GPU value"
@@ -567,4 +568,36 @@ fn a_zero_gpu_interval_is_refused_by_record_and_bench() {
             "{cmd:?}"
         );
     }
+}
+
+#[test]
+fn the_html_reports_gpu_panel_draws_in_a_browser_without_errors() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let rec = record_with_gpu(dir.path(), &d, "r.csv", 12 * GIB);
+    let html = dir.path().join("r.html");
+    memmon()
+        .arg("report")
+        .arg(&rec)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let out = crate::report::chromium(&html, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        crate::report::body_attr(&dom, "data-errors").as_deref(),
+        Some("0"),
+        "{:?}",
+        crate::report::body_attr(&dom, "data-last-error")
+    );
+    assert_eq!(
+        crate::report::body_attr(&dom, "data-gpu-series").as_deref(),
+        Some("1")
+    );
 }
