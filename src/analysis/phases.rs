@@ -434,6 +434,27 @@ mod tests {
     }
 
     #[test]
+    fn each_phase_has_its_gpu_peak_in_its_own_column() {
+        let mut b = PhaseBuilder::new();
+        let row = |t: f64, gpu: Option<u64>, event| {
+            let mut r = s(t, 100, 100, event);
+            r.gpu.bytes = gpu.map(|g| g * MIB);
+            r
+        };
+        b.push(&row(0.0, Some(0), mark("load")));
+        b.push(&row(1.0, Some(4096), None));
+        b.push(&row(2.0, Some(1024), mark("prove")));
+        b.push(&row(3.0, Some(20480), None));
+        b.push(&row(4.0, None, None));
+        let p = b.finish(false, 0);
+        assert_eq!(p.phases[0].peak_gpu_bytes, Some(4096 * MIB));
+        assert_eq!(p.phases[1].peak_gpu_bytes, Some(20480 * MIB));
+        let text = p.render();
+        assert!(text.contains("GPU peak"), "{text}");
+        assert!(text.contains("20.00 GiB"), "{text}");
+    }
+
+    #[test]
     fn each_phase_has_its_pss_reads_and_a_tree_says_its_sums_count_shared_pages() {
         let mut b = PhaseBuilder::new();
         let row = |t: f64, rss: u64, pss: Option<u64>, event| Sample {
