@@ -123,6 +123,10 @@ pub struct SummaryArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Exit 1 when a recording's GPU peak (gpu_bytes) is over SIZE, e.g. 64GiB
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub max_gpu: Option<u64>,
+
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -250,6 +254,10 @@ pub struct CompareArgs {
     /// Fail (exit 1) when the idle floor rises more than this: a percentage or a size
     #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
     pub max_idle_increase: Option<Limit>,
+
+    /// Fail (exit 1) when the GPU peak (gpu_bytes) rises more than this: a percentage or a size
+    #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
+    pub max_gpu_increase: Option<Limit>,
 
     /// Fail (exit 1) when the duration rises more than this: a percentage (5%) or a duration (5s)
     #[arg(long, value_parser = duration_limit, value_name = "LIMIT")]
@@ -446,6 +454,22 @@ whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
     /// With --pss: read PSS even of processes above --pss-max-rss
     #[arg(long)]
     pub pss_force: bool,
+
+    /// Also record GPU memory through NVML (libnvidia-ml.so.1); fail if it cannot be read
+    #[arg(
+        long,
+        conflicts_with = "no_gpu",
+        long_help = "Record the GPU memory of the watched tree through NVIDIA's NVML (libnvidia-ml.so.1, loaded at run time): per tick gpu_bytes, the device memory held by the tree's processes (summed over their PIDs), and the used and total memory of the GPUs they use. Without --gpu this is done whenever NVML loads; with --gpu, memmon exits 2 when it cannot."
+    )]
+    pub gpu: bool,
+
+    /// Do not record GPU memory, even where NVML loads
+    #[arg(long)]
+    pub no_gpu: bool,
+
+    /// Read GPU memory at most this often (NVML calls run on their own thread, off the tick)
+    #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
+    pub gpu_every: Duration,
 }
 
 #[derive(Args, Debug)]

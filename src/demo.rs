@@ -66,6 +66,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         force: false,
         append: false,
         pss: None,
+        gpu: Default::default(),
         wait: false,
         exit_with_target: false,
         duration: None,

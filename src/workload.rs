@@ -1,7 +1,8 @@
 //! A workload with known memory, for the demo and the tests: `memmon-test workload STEP...`
 //! (src/bin/memmon-test/) or the demo's child (`demo::WORKLOAD_ENTRY`) runs
 //! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
-//! `spike:200MiB:20ms` (allocate, touch, hold, free), `hold:2s`, `free` (the latest
+//! `mlock:64MiB` (allocate, touch and mlock: VmLck), `spike:200MiB:20ms` (allocate, touch, hold,
+//! free), `hold:2s`, `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
@@ -90,6 +91,19 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
         match parts[0] {
             "alloc" => {
                 blocks.push(Block::touched(size(1)?).map_err(map_error)?);
+            }
+            // Allocate, touch and mlock: the block shows in VmLck (`locked_bytes`), page-locked
+            // as CUDA's pinned host buffers are (docs/FORMAT.md, "Pinned host memory").
+            "mlock" => {
+                let b = Block::touched(size(1)?).map_err(map_error)?;
+                // SAFETY: locking exactly the block we mapped; munmap unlocks it.
+                if unsafe { libc::mlock(b.ptr, b.len) } != 0 {
+                    return Err(format!(
+                        "step '{step}': mlock failed: {} (RLIMIT_MEMLOCK too low? `ulimit -l`)",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                blocks.push(b);
             }
             "ramp" => {
                 let (n, d) = (size(1)?, dur(2)?);

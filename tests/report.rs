@@ -72,7 +72,7 @@ fn report(name: &str, args: &[&PathBuf]) -> PathBuf {
 }
 
 /// Runs headless Chromium on `page` with `extra` flags; fails the test when it is absent.
-fn chromium(page: &Path, extra: &[&str]) -> Output {
+pub(crate) fn chromium(page: &Path, extra: &[&str]) -> Output {
     let bin = outside_program("chromium");
     let profile = tempdir();
     let url = format!("file://{}#selftest", page.display());
@@ -130,7 +130,7 @@ fn chromium(page: &Path, extra: &[&str]) -> Output {
 }
 
 /// The value of attribute `name` on the dumped `<body>`.
-fn body_attr(dom: &str, name: &str) -> Option<String> {
+pub(crate) fn body_attr(dom: &str, name: &str) -> Option<String> {
     let start = dom.find("<body")?;
     let tag = &dom[start..start + dom[start..].find('>')?];
     let key = format!("{name}=\"");

@@ -7,6 +7,7 @@ mod bad_input;
 mod bench;
 mod compare;
 mod export;
+mod gpu;
 mod import;
 mod layout;
 mod marks;

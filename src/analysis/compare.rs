@@ -68,6 +68,9 @@ pub struct Run {
     pub duration_s: f64,
     /// Seconds with RSS above `--above`, when it was given.
     pub time_above_s: Option<f64>,
+    /// The GPU peak (largest `gpu_bytes`), when the recording has GPU memory; not per bench run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gpu_bytes: Option<u64>,
     pub samples: u64,
     pub warnings: Vec<String>,
 }
@@ -98,6 +101,7 @@ impl Run {
             mean_rss_bytes: s.mean_rss_bytes,
             duration_s: s.duration_s,
             time_above_s,
+            peak_gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
             samples: s.samples,
             warnings: s.warnings.clone(),
         }
@@ -133,6 +137,7 @@ impl Run {
             mean_rss_bytes: span.mean_rss_bytes,
             duration_s: span.duration_s,
             time_above_s,
+            peak_gpu_bytes: span.peak_gpu_bytes,
             samples: span.samples,
             warnings,
         }
@@ -411,15 +416,18 @@ pub enum Metric {
     MeanRss,
     Duration,
     TimeAbove,
+    /// The GPU peak (`gpu_bytes`), where both sides recorded GPU memory.
+    PeakGpu,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; 6] = [
         Metric::PeakRss,
         Metric::IdleRss,
         Metric::MeanRss,
         Metric::Duration,
         Metric::TimeAbove,
+        Metric::PeakGpu,
     ];
 
     /// The key in `--json`, with its unit.
@@ -430,6 +438,7 @@ impl Metric {
             Metric::MeanRss => "mean_rss_bytes",
             Metric::Duration => "duration_s",
             Metric::TimeAbove => "time_above_s",
+            Metric::PeakGpu => "peak_gpu_bytes",
         }
     }
 
@@ -441,12 +450,16 @@ impl Metric {
             Metric::MeanRss => "mean RSS",
             Metric::Duration => "duration",
             Metric::TimeAbove => "time above",
+            Metric::PeakGpu => "GPU peak",
         }
     }
 
     /// Whether the values are bytes (else seconds).
     pub fn is_bytes(self) -> bool {
-        matches!(self, Metric::PeakRss | Metric::IdleRss | Metric::MeanRss)
+        matches!(
+            self,
+            Metric::PeakRss | Metric::IdleRss | Metric::MeanRss | Metric::PeakGpu
+        )
     }
 
     pub fn value(self, r: &Run) -> Option<f64> {
@@ -456,6 +469,7 @@ impl Metric {
             Metric::MeanRss => Some(r.mean_rss_bytes as f64),
             Metric::Duration => Some(r.duration_s),
             Metric::TimeAbove => r.time_above_s,
+            Metric::PeakGpu => r.peak_gpu_bytes.map(|b| b as f64),
         }
     }
 }
@@ -809,6 +823,7 @@ mod tests {
             mean_rss_bytes: peak / 2,
             duration_s,
             time_above_s: None,
+            peak_gpu_bytes: None,
             samples: 10,
             warnings: vec![],
         }

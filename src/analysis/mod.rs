@@ -2,6 +2,7 @@
 //! peak beside it, idle floor), built sample by sample so it never holds the whole file.
 
 pub mod compare;
+pub mod gpu;
 pub mod phases;
 pub mod summary;
 

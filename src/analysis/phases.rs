@@ -46,6 +46,9 @@ pub struct Span {
     /// The PSS reads in the span (`--pss`), absent when none fell in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<PssReads>,
+    /// The largest `gpu_bytes` in the span (GPU memory held by the tree), when it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gpu_bytes: Option<u64>,
     /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
     /// its session) ended first.
     pub complete: bool,
@@ -79,6 +82,7 @@ struct Open {
     peak_elapsed_s: f64,
     max_processes: u32,
     pss: PssTrack,
+    peak_gpu: Option<u64>,
 }
 
 impl Open {
@@ -104,6 +108,7 @@ impl Open {
                 t.push(s);
                 t
             },
+            peak_gpu: s.gpu.bytes,
         }
     }
 
@@ -115,6 +120,9 @@ impl Open {
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
         self.max_processes = self.max_processes.max(s.processes);
         self.pss.push(s);
+        if let Some(g) = s.gpu.bytes {
+            self.peak_gpu = Some(self.peak_gpu.unwrap_or(0).max(g));
+        }
         if s.rss_bytes > self.peak_rss {
             self.peak_rss = s.rss_bytes;
             self.peak_elapsed_s = s.elapsed_s;
@@ -161,6 +169,7 @@ impl Open {
             end_rss_bytes: self.last_rss,
             max_processes: self.max_processes,
             pss: self.pss.reads(self.start_elapsed_s, self.last_elapsed_s),
+            peak_gpu_bytes: self.peak_gpu,
             complete,
         }
     }
@@ -296,6 +305,7 @@ impl Phases {
             );
             let processes = spans.iter().map(|s| s.max_processes).max().unwrap_or(0);
             let with_pss = spans.iter().any(|s| s.pss.is_some());
+            let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
             if processes > 1 {
                 let _ = writeln!(
                     o,
@@ -347,6 +357,9 @@ impl Phases {
                             None => "-".into(),
                         });
                     }
+                    if with_gpu {
+                        row.push(s.peak_gpu_bytes.map_or("-".into(), fmt_bytes));
+                    }
                     row
                 })
                 .collect();
@@ -362,6 +375,9 @@ impl Phases {
             ];
             if with_pss {
                 head.push("PSS");
+            }
+            if with_gpu {
+                head.push("GPU peak");
             }
             let widths: Vec<usize> = (0..head.len())
                 .map(|i| {
@@ -415,6 +431,27 @@ mod tests {
 
     fn mark(l: &str) -> Option<Event> {
         Some(Event::Mark(l.into()))
+    }
+
+    #[test]
+    fn each_phase_has_its_gpu_peak_in_its_own_column() {
+        let mut b = PhaseBuilder::new();
+        let row = |t: f64, gpu: Option<u64>, event| {
+            let mut r = s(t, 100, 100, event);
+            r.gpu.bytes = gpu.map(|g| g * MIB);
+            r
+        };
+        b.push(&row(0.0, Some(0), mark("load")));
+        b.push(&row(1.0, Some(4096), None));
+        b.push(&row(2.0, Some(1024), mark("prove")));
+        b.push(&row(3.0, Some(20480), None));
+        b.push(&row(4.0, None, None));
+        let p = b.finish(false, 0);
+        assert_eq!(p.phases[0].peak_gpu_bytes, Some(4096 * MIB));
+        assert_eq!(p.phases[1].peak_gpu_bytes, Some(20480 * MIB));
+        let text = p.render();
+        assert!(text.contains("GPU peak"), "{text}");
+        assert!(text.contains("20.00 GiB"), "{text}");
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub struct SummaryBuilder {
     hist: LogHistogram,
     phases: PhaseBuilder,
     phase_peaks: bool,
+    gpu: crate::analysis::gpu::GpuTrack,
 }
 
 impl Default for SummaryBuilder {
@@ -83,6 +84,7 @@ impl Default for SummaryBuilder {
             hist: LogHistogram::new(),
             phases: PhaseBuilder::new(),
             phase_peaks: false,
+            gpu: Default::default(),
         }
     }
 }
@@ -221,6 +223,7 @@ impl SummaryBuilder {
 
     pub fn push(&mut self, s: &Sample) {
         self.phases.push(s);
+        self.gpu.push(s);
         let new_session = matches!(s.event, Some(Event::Start)) && self.samples > 0;
         if new_session {
             self.done_sessions_s += self.session_last_s - self.session_first_s;
@@ -364,6 +367,7 @@ impl SummaryBuilder {
                 "unknown (no end record: the recorder was killed or is still running)".into()
             }),
             end: end.cloned(),
+            gpu: self.gpu.finish(meta),
             truncated_line,
             warnings,
             spans: self.phases.finish(
@@ -498,6 +502,9 @@ pub struct Summary {
     pub target: Option<String>,
     pub ended: String,
     pub end: Option<EndInfo>,
+    /// GPU memory, when the recording has it (`record --gpu`, or NVML loaded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::analysis::gpu::GpuPeak>,
     pub truncated_line: Option<u64>,
     pub warnings: Vec<String>,
     /// `phases` and `runs` (analysis/phases.rs).
@@ -702,6 +709,9 @@ impl Summary {
                 );
             }
         }
+        if let Some(g) = &self.gpu {
+            o.push_str(&g.render());
+        }
         let sum_note = if self.max_processes > 1 {
             format!(
                 ", RSS sum over up to {} processes, shared pages counted in each",
@@ -882,6 +892,7 @@ mod tests {
             online_cpus: Some(2),
             sources: vec![],
             columns: vec![],
+            gpu: None,
             end: None,
             earlier_sessions: vec![],
         }

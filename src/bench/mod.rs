@@ -40,6 +40,8 @@ pub struct BenchOptions {
     pub force: bool,
     pub append: bool,
     pub pss: Option<PssGuard>,
+    /// GPU memory through NVML (`--gpu`, `--no-gpu`, `--gpu-every`), for every run's recorder.
+    pub gpu: crate::sampler::gpu::GpuOptions,
     pub quiet: bool,
     /// True when stdout carries data (a recording or an export): the table and the client's
     /// output then go to stderr.
@@ -91,6 +93,10 @@ pub struct RunResult {
     /// processes that map them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<crate::analysis::summary::PssReads>,
+    /// The largest `gpu_bytes` in the run (GPU memory held by the tree), when GPU memory was
+    /// recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gpu_bytes: Option<u64>,
     /// Processes in the daemon's tree right after the run (`None` without a daemon); the leak
     /// check compares RSS after runs only while this stays the same.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -305,6 +305,7 @@ impl Daemon {
             force: opts.force,
             append: opts.append,
             pss: opts.pss.clone(),
+            gpu: opts.gpu.clone(),
             wait: false,
             exit_with_target: true,
             duration: None,
@@ -596,6 +597,7 @@ impl Daemon {
                 samples.iter().for_each(|s| t.push(s));
                 t.reads(first.elapsed_s, last.elapsed_s)
             },
+            peak_gpu_bytes: samples.iter().filter_map(|s| s.gpu.bytes).max(),
             processes_after: Some(last.processes),
             leftovers: None,
         };
@@ -881,6 +883,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             force: true,
             append: false,
             pss: opts.pss.clone(),
+            gpu: opts.gpu.clone(),
             wait: false,
             exit_with_target: false,
             duration: None,
@@ -965,6 +968,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 peak_over_floor_bytes: None,
                 processes: outcome.summary.max_processes,
                 pss: outcome.summary.pss,
+                peak_gpu_bytes: outcome.summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
                 processes_after: None,
                 leftovers,
             };

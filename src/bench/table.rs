@@ -114,6 +114,10 @@ pub fn render(report: &BenchReport) -> String {
         if pss {
             head += &format!("  {:>11}", "PSS");
         }
+        let gpu = report.runs.iter().any(|r| r.peak_gpu_bytes.is_some());
+        if gpu {
+            head += &format!("  {:>11}", "GPU peak");
+        }
         if let Some(note) = shared_pages_note(report) {
             let _ = writeln!(o, "  {note}");
         }
@@ -143,6 +147,9 @@ pub fn render(report: &BenchReport) -> String {
             }
             if pss {
                 line += &format!("  {:>11}", pss_cell(r));
+            }
+            if gpu {
+                line += &format!("  {:>11}", opt_bytes(r.peak_gpu_bytes));
             }
             let _ = writeln!(o, "{line}");
         }

@@ -1,7 +1,7 @@
 //! `memmon bench`: the flags become `BenchOptions` (and the export targets); the runner runs;
 //! the table goes to stdout (stderr when stdout carries data), then the exports are written.
 
-use super::{mark_options, pss_guard, usage};
+use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::BenchArgs;
 use memmon::bench::{export, runner, table, BenchOptions};
 use memmon::exit::{CodedError, ExitCode};
@@ -57,6 +57,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         force: s.force,
         append: s.append,
         pss: pss_guard(s),
+        gpu: gpu_options(s)?,
         quiet: args.quiet,
         stdout_is_data,
         procfs: ProcFs::default(),

@@ -24,6 +24,7 @@ fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
             Metric::IdleRss,
             args.max_idle_increase,
         ),
+        ("--max-gpu-increase", Metric::PeakGpu, args.max_gpu_increase),
         (
             "--max-duration-increase",
             Metric::Duration,
@@ -51,7 +52,18 @@ fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    let c = compare_table::compare(&options(&args)?)?;
+    let opts = options(&args)?;
+    let c = compare_table::compare(&opts)?;
+    // A gate with nothing to hold (no GPU memory on a side) fails loudly, never passes.
+    for g in &opts.gates {
+        if c.delta(g.metric).is_none() {
+            return Err(usage(format!(
+                "{}: no {} on both sides to compare (record with --gpu)",
+                g.flag,
+                g.metric.label()
+            )));
+        }
+    }
     let text = if args.json {
         serde_json::to_string_pretty(&c)? + "\n"
     } else {

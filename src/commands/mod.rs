@@ -72,6 +72,22 @@ fn mark_options(a: &MarkArgs, quiet: bool) -> memmon::marks::MarkOptions {
 }
 
 /// The PSS settings, when `--pss` is on.
+/// `--gpu`, `--no-gpu`, `--gpu-every` as the recorder's options (record and bench).
+fn gpu_options(s: &SamplingArgs) -> anyhow::Result<memmon::sampler::gpu::GpuOptions> {
+    use memmon::sampler::gpu::{GpuMode, GpuOptions};
+    if s.gpu_every.is_zero() {
+        return Err(usage("--gpu-every must be above 0"));
+    }
+    Ok(GpuOptions {
+        mode: match (s.gpu, s.no_gpu) {
+            (true, _) => GpuMode::Required,
+            (false, true) => GpuMode::Off,
+            (false, false) => GpuMode::Auto,
+        },
+        every: s.gpu_every,
+    })
+}
+
 fn pss_guard(s: &SamplingArgs) -> Option<memmon::sampler::record::PssGuard> {
     s.pss.then_some(memmon::sampler::record::PssGuard {
         every: s.pss_every,

@@ -1,7 +1,7 @@
 //! `memmon record`: the flags become `RecordOptions` and `MarkOptions`; the recorder runs; with
 //! `--plot`, the finished recording is plotted.
 
-use super::{mark_options, pss_guard, usage};
+use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
 use memmon::exit::ExitCode;
 use memmon::format::{Format, InputSpec};
@@ -49,6 +49,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         force: sampling.force,
         append: sampling.append,
         pss: pss_guard(sampling),
+        gpu: gpu_options(sampling)?,
         wait: args.wait,
         exit_with_target: args.exit_with_target,
         duration: args.duration,

@@ -36,5 +36,35 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
             write!(out, "{}", s.render()).context("cannot write to stdout")?;
         }
     }
-    Ok(ExitCode::Success)
+    drop(out);
+    check_gpu_budget(&all, args.max_gpu)
+}
+
+/// `--max-gpu`: exit 1 naming each recording over it; a recording without GPU memory cannot
+/// pass a GPU budget (exit 2).
+fn check_gpu_budget(all: &[Summary], budget: Option<u64>) -> anyhow::Result<ExitCode> {
+    let Some(budget) = budget else {
+        return Ok(ExitCode::Success);
+    };
+    let mut over = false;
+    for s in all {
+        let file = s.file.as_deref().unwrap_or("the recording");
+        let Some(g) = &s.gpu else {
+            return Err(CodedError::new(
+                ExitCode::Usage,
+                format!(
+                    "--max-gpu: {file} has no GPU memory (no gpu_bytes values; record with --gpu)"
+                ),
+            ));
+        };
+        if let Some(msg) = memmon::analysis::gpu::over_budget(g, budget) {
+            eprintln!("memmon: budget exceeded: {file}: {msg}");
+            over = true;
+        }
+    }
+    Ok(if over {
+        ExitCode::Failure
+    } else {
+        ExitCode::Success
+    })
 }

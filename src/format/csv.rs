@@ -272,10 +272,10 @@ macro_rules! fast_field {
 
 /// `parse_fields`: every column of `for_columns!` in order, straight-line.
 macro_rules! fast_parser {
-    ($(($f:ident, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr),)*) => {
         #[inline(always)]
         fn parse_fields(line: &[u8], p: &mut usize, s: &mut Sample) -> Option<()> {
-            $(fast_field!($kind, line, p, s.$f);)*
+            $(fast_field!($kind, line, p, s.$($f).+);)*
             // Every field taken, none left (`event`, last, ends the line).
             (*p > line.len()).then_some(())
         }
@@ -687,6 +687,7 @@ mod tests {
             hwm_sum_bytes: 49_000_000_000,
             pss_bytes: None,
             missed_ticks: 2,
+            gpu: Default::default(),
             event: Some(Event::Mark("synthesis, \"phase\" 1".into())),
         }
     }
@@ -735,10 +736,10 @@ mod tests {
             String::from_utf8(buf).unwrap(),
             "unix_ms,elapsed_s,rss_bytes,anon_bytes,file_bytes,shmem_bytes,swap_bytes,locked_bytes,\
              pinned_bytes,processes,top_pid,top_rss_bytes,hwm_bytes,hwm_sum_bytes,pss_bytes,\
-             missed_ticks,event\n\
+             missed_ticks,gpu_bytes,gpu_device_used_bytes,gpu_device_total_bytes,event\n\
              1771372328313,12.500000,47696158720,47000000000,600000000,96158720,0,4096,8192,3,4242,\
-             47000000000,48000000000,49000000000,,2,\"mark:synthesis, \"\"phase\"\" 1\"\n\
-             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,\n"
+             47000000000,48000000000,49000000000,,2,,,,\"mark:synthesis, \"\"phase\"\" 1\"\n\
+             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,,,,\n"
         );
     }
 
@@ -746,7 +747,7 @@ mod tests {
     fn an_unknown_column_is_ignored_and_a_missing_one_reads_as_zero() {
         // Another schema's file: columns reordered, one unknown, pss_bytes and others absent.
         let layout =
-            CsvLayout::from_header(b"rss_bytes,gpu_bytes,elapsed_s,unix_ms,processes,event")
+            CsvLayout::from_header(b"rss_bytes,npu_bytes,elapsed_s,unix_ms,processes,event")
                 .unwrap();
         let mut f = vec![];
         let s = layout.parse(b"12,99,1.5,1000,2,start", &mut f).unwrap();
@@ -805,7 +806,7 @@ mod tests {
                 shmem_bytes: sizes[3], swap_bytes: sizes[4], locked_bytes: sizes[5],
                 pinned_bytes: sizes[6], processes, top_pid, top_rss_bytes: sizes[7],
                 hwm_bytes: sizes[8], hwm_sum_bytes: sizes[0], pss_bytes: pss,
-                missed_ticks: missed, event,
+                missed_ticks: missed, gpu: Default::default(), event,
             };
             let mut buf = Vec::new();
             CsvWriter::new(&mut buf, false).unwrap().write_sample(&s).unwrap();
@@ -968,7 +969,7 @@ mod tests {
         let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
         let mut f = vec![];
         let err = layout
-            .parse(b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,", &mut f)
+            .parse(b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,", &mut f)
             .unwrap_err();
         assert!(
             err.0.contains("processes") && err.0.contains("out of range"),
@@ -976,12 +977,12 @@ mod tests {
             err.0
         );
         let err = layout
-            .parse(b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,", &mut f)
+            .parse(b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,", &mut f)
             .unwrap_err();
         assert!(err.0.contains("top_pid"), "{}", err.0);
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,restart:99999999999",
+                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,restart:99999999999",
                 &mut f,
             )
             .unwrap_err();
@@ -999,7 +1000,7 @@ mod tests {
             ("1e300", "1"),
             ("1.0", "18000000000000000000"),
         ] {
-            let line = format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,");
+            let line = format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,");
             let err = layout.parse(line.as_bytes(), &mut f).unwrap_err();
             assert!(
                 err.0.contains("elapsed_s") || err.0.contains("unix_ms"),
@@ -1036,7 +1037,7 @@ mod tests {
         let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
         let mut f = vec![];
         let err = layout
-            .parse(b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,", &mut f)
+            .parse(b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,", &mut f)
             .unwrap_err();
         assert!(err.0.contains("rss_bytes"), "{}", err.0);
     }

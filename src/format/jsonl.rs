@@ -46,9 +46,16 @@ impl Serialize for SampleRef<'_> {
                 }
             }
         }
+        // Per-GPU detail (index, UUID, model, the tree's bytes there): not a column.
+        if !s.gpu.gpus.is_empty() {
+            map.serialize_entry(GPUS_KEY, &s.gpu.gpus)?
+        }
         map.end()
     }
 }
+
+/// The key of a sample record's per-GPU detail.
+const GPUS_KEY: &str = "gpus";
 
 impl Serialize for SampleRecord {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
@@ -76,9 +83,16 @@ impl<'de> Visitor<'de> for SampleVisitor {
         let mut event = None;
         let mut seen = [false; COLUMNS.len()];
         while let Some(key) = map.next_key::<ColumnKey>()? {
-            let Some(col) = key.0 else {
-                map.next_value::<IgnoredAny>()?;
-                continue;
+            let col = match key {
+                ColumnKey::Column(col) => col,
+                ColumnKey::Gpus => {
+                    sample.gpu.gpus = map.next_value()?;
+                    continue;
+                }
+                ColumnKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
             };
             let c = &COLUMNS[col];
             if std::mem::replace(&mut seen[col], true) {
@@ -106,8 +120,13 @@ impl<'de> Visitor<'de> for SampleVisitor {
     }
 }
 
-/// A key of a sample record: the index of its column in `COLUMNS`, `None` for another key.
-struct ColumnKey(Option<usize>);
+/// A key of a sample record: the index of its column in `COLUMNS`, the per-GPU detail, or
+/// another key.
+enum ColumnKey {
+    Column(usize),
+    Gpus,
+    Other,
+}
 
 impl<'de> Deserialize<'de> for ColumnKey {
     fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
@@ -118,7 +137,11 @@ impl<'de> Deserialize<'de> for ColumnKey {
                 f.write_str("a column name")
             }
             fn visit_str<E: de::Error>(self, key: &str) -> Result<ColumnKey, E> {
-                Ok(ColumnKey(COLUMNS.iter().position(|c| c.name == key)))
+                Ok(match COLUMNS.iter().position(|c| c.name == key) {
+                    Some(col) => ColumnKey::Column(col),
+                    None if key == GPUS_KEY => ColumnKey::Gpus,
+                    None => ColumnKey::Other,
+                })
             }
         }
         de.deserialize_identifier(KeyVisitor)
@@ -126,6 +149,8 @@ impl<'de> Deserialize<'de> for ColumnKey {
 }
 
 /// One line of a JSON Lines recording.
+// Samples are most lines: kept inline (boxing would allocate per line); metadata is boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Record {
@@ -142,6 +167,7 @@ enum RecordOut<'a> {
 }
 
 /// What a parsed line holds.
+#[allow(clippy::large_enum_variant)]
 pub enum Line {
     Meta(Box<Meta>),
     Sample(Sample),
@@ -260,7 +286,7 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_ignored_and_missing_columns_read_as_zero_or_empty() {
-        let line = br#"{"type":"sample","unix_ms":5,"elapsed_s":1,"rss_bytes":9,"gpu_bytes":3,"event":null}"#;
+        let line = br#"{"type":"sample","unix_ms":5,"elapsed_s":1,"rss_bytes":9,"npu_bytes":3,"event":null}"#;
         match parse_line(line).unwrap() {
             Line::Sample(s) => assert_eq!(
                 s,

@@ -39,6 +39,10 @@ pub struct Meta {
     pub sources: Vec<String>,
     /// Column names in order, each with its unit.
     pub columns: Vec<ColumnMeta>,
+    /// GPU memory, when it is recorded (`record --gpu`, or NVML loaded): how often it is read
+    /// and the GPUs seen at the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuMeta>,
     /// Present once the recording has ended cleanly (absent after a crash or SIGKILL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<EndInfo>,
@@ -134,10 +138,49 @@ pub struct EndInfo {
     /// With `phase_peaks`: markers at which a peak reset was refused (phase peaks not exact).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub peak_reset_failures: u64,
+    /// With GPU memory recorded: how the reading thread fared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuEnd>,
     /// With `--pss`: the processes whose PSS could not be read at some tick, and why. Ticks
     /// where one was unread have no `pss_bytes` (a partial sum would look like a drop).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pss_unread: Vec<PssUnread>,
+}
+
+/// How GPU memory is read, and the GPUs there were at the start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GpuMeta {
+    /// `nvml` (libnvidia-ml.so.1), or `fake` in memmon's own tests.
+    pub source: String,
+    /// `--gpu-every`, in seconds and as printed.
+    pub every_s: f64,
+    pub every: String,
+    pub devices: Vec<GpuDeviceMeta>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuDeviceMeta {
+    /// NVML's index (nvidia-smi's order).
+    pub index: u32,
+    pub uuid: String,
+    /// The model, e.g. `NVIDIA H200`.
+    pub name: String,
+    pub total_bytes: u64,
+}
+
+/// The GPU reading thread at the end of a recording.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GpuEnd {
+    /// Readings taken (each: the device list, then the processes of every GPU).
+    pub readings: u64,
+    /// Readings that failed (their ticks have empty GPU columns).
+    pub failed_readings: u64,
+    /// What one reading cost, mean and largest, in milliseconds.
+    pub mean_reading_ms: f64,
+    pub max_reading_ms: f64,
+    /// The distinct failures (at most 8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 /// A process whose PSS (/proc/PID/smaps_rollup) memmon did not read.

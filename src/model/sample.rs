@@ -31,6 +31,8 @@ pub struct Sample {
     pub pss_bytes: Option<u64>,
     /// Ticks missed since the recording started (cumulative).
     pub missed_ticks: u64,
+    /// GPU memory of the tree and of the GPUs it uses (all `None` when GPU memory is not read).
+    pub gpu: crate::model::gpu::GpuTick,
     pub event: Option<Event>,
 }
 
@@ -133,45 +135,57 @@ macro_rules! column {
             field: Field::$kind(|s| column!(@get $kind s.$f), |s, v| s.$f = v),
         }
     };
+    // A column held in a field of a field: `column!(name = field.sub, Kind, unit, meaning)`.
+    ($name:ident = $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr) => {
+        Column {
+            name: stringify!($name),
+            unit: $unit,
+            meaning: $meaning,
+            field: Field::$kind(|s| column!(@get $kind s.$($f).+), |s, v| s.$($f).+ = v),
+        }
+    };
     (@get Event $e:expr) => { $e.as_ref() };
     (@get $kind:ident $e:expr) => { $e };
 }
 
-/// The columns, in CSV order: `(field, Kind, unit, meaning)`. This list is the one declaration
-/// of the columns; `for_columns!(m)` hands it to the macro `m`, which builds `COLUMNS` here and
-/// the CSV fast-path parser in `format/csv.rs` (straight-line code, no per-field indirection).
+/// The columns, in CSV order: `(name, field path in Sample, Kind, unit, meaning)`. This list is
+/// the one declaration of the columns; `for_columns!(m)` hands it to the macro `m`, which builds
+/// `COLUMNS` here and the CSV fast-path parser in `format/csv.rs` (straight-line code, no per-field indirection).
 /// To add a column: a field of `Sample`, a line here (an `OptU64` when its source may be off),
 /// its probe, and its row in docs/FORMAT.md. `event` stays last.
 #[rustfmt::skip]
 macro_rules! for_columns {
     ($m:ident) => {
         $m! {
-            (unix_ms, U64, "ms since 1970-01-01 UTC", "wall-clock time of the tick"),
-            (elapsed_s, Seconds, "s", "time since the recording started, monotonic clock"),
-            (rss_bytes, U64, "bytes", "resident set size of the tree (sum of VmRSS)"),
-            (anon_bytes, U64, "bytes", "anonymous resident memory (sum of RssAnon)"),
-            (file_bytes, U64, "bytes", "file-backed resident memory (sum of RssFile)"),
-            (shmem_bytes, U64, "bytes", "shared-memory resident pages (sum of RssShmem)"),
-            (swap_bytes, U64, "bytes", "swapped-out anonymous memory (sum of VmSwap)"),
-            (locked_bytes, U64, "bytes", "mlock'd memory (sum of VmLck)"),
-            (pinned_bytes, U64, "bytes", "long-term pinned memory (sum of VmPin)"),
-            (processes, U32, "count", "processes in the tree"),
-            (top_pid, I32, "pid", "the process with the largest RSS"),
-            (top_rss_bytes, U64, "bytes", "that process's RSS"),
-            (hwm_bytes, U64, "bytes", "largest VmHWM of a live process: its exact peak so far"),
-            (hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
-            (pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
-            (missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
-            (event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
+            (unix_ms, unix_ms, U64, "ms since 1970-01-01 UTC", "wall-clock time of the tick"),
+            (elapsed_s, elapsed_s, Seconds, "s", "time since the recording started, monotonic clock"),
+            (rss_bytes, rss_bytes, U64, "bytes", "resident set size of the tree (sum of VmRSS)"),
+            (anon_bytes, anon_bytes, U64, "bytes", "anonymous resident memory (sum of RssAnon)"),
+            (file_bytes, file_bytes, U64, "bytes", "file-backed resident memory (sum of RssFile)"),
+            (shmem_bytes, shmem_bytes, U64, "bytes", "shared-memory resident pages (sum of RssShmem)"),
+            (swap_bytes, swap_bytes, U64, "bytes", "swapped-out anonymous memory (sum of VmSwap)"),
+            (locked_bytes, locked_bytes, U64, "bytes", "mlock'd memory (sum of VmLck)"),
+            (pinned_bytes, pinned_bytes, U64, "bytes", "long-term pinned memory (sum of VmPin)"),
+            (processes, processes, U32, "count", "processes in the tree"),
+            (top_pid, top_pid, I32, "pid", "the process with the largest RSS"),
+            (top_rss_bytes, top_rss_bytes, U64, "bytes", "that process's RSS"),
+            (hwm_bytes, hwm_bytes, U64, "bytes", "largest VmHWM of a live process: its exact peak so far"),
+            (hwm_sum_bytes, hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
+            (pss_bytes, pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
+            (missed_ticks, missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
+            (gpu_bytes, gpu.bytes, OptU64, "bytes", "GPU memory held by the tree's processes (NVML, summed over their PIDs); empty when GPU memory is not read"),
+            (gpu_device_used_bytes, gpu.device_used_bytes, OptU64, "bytes", "used memory of the GPUs the tree uses (every process's); empty when it uses none or GPU memory is not read"),
+            (gpu_device_total_bytes, gpu.device_total_bytes, OptU64, "bytes", "total memory of those GPUs; empty as gpu_device_used_bytes"),
+            (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
         }
     };
 }
 pub(crate) use for_columns;
 
 macro_rules! column_table {
-    ($(($f:ident, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr),)*) => {
         /// The columns, in CSV order (see `for_columns!`).
-        pub const COLUMNS: &[Column] = &[$(column!($f, $kind, $unit, $meaning)),*];
+        pub const COLUMNS: &[Column] = &[$(column!($name = $($f).+, $kind, $unit, $meaning)),*];
     };
 }
 for_columns!(column_table);
@@ -227,7 +241,10 @@ mod tests {
         assert_eq!(s.rss_bytes, 1002);
         assert_eq!(s.top_pid, 1010);
         assert_eq!(s.pss_bytes, Some(1014));
-        assert_eq!(s.event, Some(Event::RunEnd(1016)));
+        assert_eq!(s.missed_ticks, 1015);
+        assert_eq!(s.gpu.bytes, Some(1016));
+        assert_eq!(s.gpu.device_total_bytes, Some(1018));
+        assert_eq!(s.event, Some(Event::RunEnd(1019)));
         for (i, c) in COLUMNS.iter().enumerate() {
             let v = 1000 + i as u64;
             let got = match c.field {

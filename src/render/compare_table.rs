@@ -450,6 +450,7 @@ mod tests {
             mean_rss_bytes: peak / 2,
             duration_s: 2.0,
             time_above_s: None,
+            peak_gpu_bytes: None,
             samples: 40,
             warnings: vec![],
         }

@@ -60,6 +60,12 @@ pub struct Series {
     /// `[seconds, label]` of marks, restarts and benchmark runs.
     pub events: Vec<(f64, String)>,
     pub events_dropped: u64,
+    /// GPU memory held by the tree (`gpu_bytes`), at the rows that have it (decimated as `t`,
+    /// `v`); empty when the recording has none. Drawn in a panel of its own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_t: Vec<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_v: Vec<u64>,
 }
 
 /// Collects a recording's RSS over time, one sample at a time.
@@ -71,6 +77,8 @@ struct Collector {
     last: f64,
     events: Vec<(f64, String)>,
     events_dropped: u64,
+    gpu_t: Vec<f64>,
+    gpu_v: Vec<u64>,
 }
 
 impl Collector {
@@ -83,6 +91,10 @@ impl Collector {
         self.last = t;
         self.t.push(t);
         self.v.push(s.rss_bytes);
+        if let Some(g) = s.gpu.bytes {
+            self.gpu_t.push(t);
+            self.gpu_v.push(g);
+        }
         match &s.event {
             None | Some(Event::Start) => {}
             Some(e) if self.events.len() < MAX_EVENTS => {
@@ -95,6 +107,11 @@ impl Collector {
     fn finish(self, name: String, file: String, role: Option<Role>, summary: &Summary) -> Series {
         let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.last);
         let keep = keep_indices(&self.t, &self.v, x0, x1, BUCKETS);
+        let gpu_keep = if self.gpu_t.is_empty() {
+            Vec::new()
+        } else {
+            keep_indices(&self.gpu_t, &self.gpu_v, x0, x1, BUCKETS)
+        };
         Series {
             name,
             file,
@@ -111,6 +128,8 @@ impl Collector {
             lifetime_peak_rss_bytes: summary.lifetime_peak_rss_bytes,
             events: self.events,
             events_dropped: self.events_dropped,
+            gpu_t: gpu_keep.iter().map(|&i| round_ms(self.gpu_t[i])).collect(),
+            gpu_v: gpu_keep.iter().map(|&i| self.gpu_v[i]).collect(),
         }
     }
 }
@@ -230,6 +249,16 @@ impl Report {
              <div id=\"legend\"></div>\n<p class=\"note\" id=\"decimation-note\"></p>\n\
              <div id=\"selftest-hover\" hidden></div>\n</section>\n",
         );
+        if self.series.iter().any(|s| !s.gpu_v.is_empty()) {
+            // Device memory has an axis of its own: never drawn on the host's.
+            o.push_str(
+                "<section id=\"gpu-section\">\n<h2>GPU memory over time</h2>\n\
+                 <p class=\"note\">Device memory held by each recording's processes (NVML's \
+                 per-process used memory, summed over the tree; sampled), on the time axis above.</p>\n\
+                 <div id=\"gpu-wrap\"><canvas id=\"gpu-chart\" aria-label=\"GPU memory over time\"></canvas></div>\n\
+                 </section>\n",
+            );
+        }
         self.write_summaries(&mut o);
         self.write_comparison(&mut o);
         let data = serde_json::json!({ "title": self.title, "series": self.series });
@@ -266,7 +295,7 @@ impl Report {
                 esc(&fmt_bytes(v))
             )
         };
-        let rows: [(&str, SummaryCell); 10] = [
+        let mut rows: Vec<(&str, SummaryCell)> = vec![
             (
                 "peak RSS (sampled)",
                 Box::new(|s| {
@@ -333,6 +362,31 @@ impl Report {
                 }),
             ),
         ];
+        // GPU memory beside host memory, in its own row (never summed with RSS).
+        if self.summaries.iter().any(|s| s.gpu.is_some()) {
+            rows.insert(
+                2,
+                (
+                    "GPU peak (NVML, tree's processes)",
+                    Box::new(|s| match &s.gpu {
+                        Some(g) => format!(
+                            "{} at +{}{}",
+                            b(g.peak_gpu_bytes),
+                            esc(&fmt_seconds(g.peak_elapsed_s)),
+                            match (g.device_used_at_peak_bytes, g.device_total_bytes) {
+                                (Some(u), Some(t)) => format!(
+                                    "; its GPUs {} used of {}",
+                                    esc(&fmt_bytes(u)),
+                                    esc(&fmt_bytes(t))
+                                ),
+                                _ => String::new(),
+                            }
+                        ),
+                        None => "not recorded".into(),
+                    }),
+                ),
+            );
+        }
         for (label, cell) in rows.iter() {
             let _ = write!(o, "<tr><th>{label}</th>");
             for s in &self.summaries {

@@ -231,6 +231,8 @@ pub struct Trace {
     /// anon, anon + file, anon + file + shmem: the tops of the stacked areas.
     parts: Option<[Vec<u64>; 3]>,
     series: Vec<Series>,
+    /// GPU memory held by the tree (`gpu_bytes`), at the rows that have it: time, bytes.
+    gpu: (Vec<f64>, Vec<u64>),
     events: Vec<(f64, Event)>,
     /// The first sample with the largest RSS (the summary's peak).
     peak_index: usize,
@@ -282,6 +284,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         .collect();
     let mut events = Vec::new();
     let mut peak_index = 0;
+    let mut gpu = (Vec::new(), Vec::new());
     let info = read_input(path, spec, |s| {
         builder.push(s);
         let x = clock.x(s);
@@ -295,6 +298,10 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         }
         xs.push(x);
         rss.push(s.rss_bytes);
+        if let Some(g) = s.gpu.bytes {
+            gpu.0.push(x);
+            gpu.1.push(g);
+        }
         if let Some([anon, file, shmem]) = &mut parts {
             anon.push(s.anon_bytes);
             file.push(s.anon_bytes + s.file_bytes);
@@ -328,6 +335,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         rss,
         parts,
         series,
+        gpu,
         events,
         peak_index,
         summary,
@@ -563,6 +571,8 @@ fn event_label(ev: &Event) -> String {
     }
 }
 
+/// The whole image: host memory on top and, when a recording has GPU memory, a second panel
+/// below with its own axis (device memory is never drawn on the host axis).
 fn draw_on<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     traces: &[Trace],
@@ -570,6 +580,99 @@ fn draw_on<DB: DrawingBackend>(
     vector: bool,
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
+    if !traces.iter().any(|t| !t.gpu.1.is_empty()) {
+        return draw_host(root, traces, opts, vector);
+    }
+    let (_, h) = root.dim_in_pixel();
+    // The host panel keeps the top-left corner, so its label coordinates stay the image's.
+    let (host, gpu) = root.split_vertically((h as f64 * 0.64) as u32);
+    draw_host(&host, traces, opts, vector)?;
+    draw_gpu(&gpu, traces)
+}
+
+/// The GPU panel: each recording's `gpu_bytes` over the same time axis as the host panel.
+fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace]) -> DrawResult<DB> {
+    let several = traces.len() > 1;
+    let span_s = traces
+        .iter()
+        .filter_map(|t| t.xs.last().copied())
+        .fold(0.0, f64::max)
+        .max(1e-3);
+    let (t_scale, t_name) = time_unit(span_s);
+    let x_max = span_s / t_scale;
+    let y_max = traces
+        .iter()
+        .flat_map(|t| t.gpu.1.iter().copied())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let unit = SizeUnit::for_max(y_max);
+    let y_top = (y_max.max(1024) as f64 / unit.bytes) * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_top)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("Time since start ({t_name})"))
+        .y_desc(format!("GPU memory ({})", unit.label))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(246, 246, 246))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .draw()?;
+    for (ti, t) in traces.iter().enumerate() {
+        if t.gpu.1.is_empty() {
+            continue;
+        }
+        let color = LINE_COLORS[ti % LINE_COLORS.len()];
+        let peak = t.gpu.1.iter().copied().max().unwrap_or(0);
+        let label = format!(
+            "{}GPU memory of the tree (NVML, sampled), peak {}",
+            if several {
+                format!("{}: ", t.name)
+            } else {
+                String::new()
+            },
+            fmt_bytes(peak)
+        );
+        // A step line: a GPU value holds until the next reading.
+        let mut pts = Vec::with_capacity(t.gpu.1.len() * 2);
+        for (i, (&x, &y)) in t.gpu.0.iter().zip(&t.gpu.1).enumerate() {
+            let y = y as f64 / unit.bytes;
+            if i > 0 {
+                pts.push((x / t_scale, pts.last().map_or(y, |p: &(f64, f64)| p.1)));
+            }
+            pts.push((x / t_scale, y));
+        }
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                pts,
+                color.stroke_width(2),
+            )))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()?;
+    Ok(())
+}
+
+/// The host panel: RSS, its parts and extra series, peaks, idle floor and events.
+fn draw_host<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    traces: &[Trace],
+    opts: &PlotOptions,
+    vector: bool,
+) -> DrawResult<DB> {
     let several = traces.len() > 1;
     let span_s = traces
         .iter()

@@ -201,6 +201,71 @@
     document.getElementById('range').textContent =
       'showing ' + fmtTime(view.x0) + ' – ' + fmtTime(view.x1) + ' of ' + fmtTime(full.x1);
     document.body.setAttribute('data-series', String(drawnSeries));
+    drawGpu();
+  }
+
+  // The GPU panel: each visible series' gpu_bytes as a step line, on the main chart's time view.
+  var gpuCanvas = document.getElementById('gpu-chart');
+  function drawGpu() {
+    if (!gpuCanvas) return;
+    var g = gpuCanvas.getContext('2d');
+    var dpr = window.devicePixelRatio || 1;
+    var w = gpuCanvas.parentNode.clientWidth || layout.w, h = gpuCanvas.parentNode.clientHeight || 220;
+    gpuCanvas.width = Math.round(w * dpr);
+    gpuCanvas.height = Math.round(h * dpr);
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    var pw = w - PAD.left - PAD.right, ph = h - PAD.top - PAD.bottom;
+    var gx = function (t) { return PAD.left + (t - view.x0) / (view.x1 - view.x0) * pw; };
+    var max = 0;
+    series.forEach(function (s) {
+      if (!s.visible || !s.data.gpu_v) return;
+      var r = visibleRange(s.data.gpu_t);
+      for (var i = r[0]; i < r[1]; i++) if (s.data.gpu_v[i] > max) max = s.data.gpu_v[i];
+    });
+    if (max <= 0) max = 1024;
+    var u = 0, unit = 1;
+    while (max / unit >= 1024 && u < UNITS.length - 1) { unit *= 1024; u++; }
+    var step = niceStep(max / unit * 1.05, 4) * unit;
+    var top = Math.ceil(max * 1.05 / step) * step;
+    var gy = function (v) { return PAD.top + ph * (1 - v / top); };
+    g.clearRect(0, 0, w, h);
+    g.font = '12px system-ui, sans-serif';
+    g.strokeStyle = '#e6e9ef';
+    g.fillStyle = '#5b6577';
+    g.lineWidth = 1;
+    g.textAlign = 'right';
+    g.textBaseline = 'middle';
+    for (var v = 0; v <= top + step / 2; v += step) {
+      var py = Math.round(gy(v)) + 0.5;
+      g.beginPath(); g.moveTo(PAD.left, py); g.lineTo(PAD.left + pw, py); g.stroke();
+      g.fillText((v / unit).toFixed(step / unit >= 1 ? 0 : 1) + ' ' + UNITS[u], PAD.left - 6, py);
+    }
+    g.textAlign = 'center';
+    g.textBaseline = 'top';
+    g.fillText('GPU memory of the tree (device), time as above', PAD.left + pw / 2, PAD.top + ph + 8);
+    g.strokeStyle = '#9aa3b2';
+    g.strokeRect(PAD.left + 0.5, PAD.top + 0.5, pw, ph);
+    g.save();
+    g.beginPath(); g.rect(PAD.left, PAD.top, pw, ph); g.clip();
+    var drawn = 0;
+    series.forEach(function (s) {
+      var tt = s.data.gpu_t, vv = s.data.gpu_v;
+      if (!s.visible || !tt || !tt.length) return;
+      var r = visibleRange(tt);
+      g.strokeStyle = s.color;
+      g.lineWidth = 1.6;
+      g.setLineDash(s.dashed ? [6, 3] : []);
+      g.beginPath();
+      for (var i = r[0]; i < r[1]; i++) {
+        var x = gx(tt[i]), y = gy(vv[i]);
+        // A step: a GPU value holds until the next reading.
+        if (i === r[0]) g.moveTo(x, y); else { g.lineTo(x, gy(vv[i - 1])); g.lineTo(x, y); }
+      }
+      g.stroke();
+      drawn++;
+    });
+    g.restore();
+    document.body.setAttribute('data-gpu-series', String(drawn));
   }
 
   // For each visible series, the points under the cursor (within 3 pixels): where several are

@@ -3,6 +3,7 @@
 //! each sample to a format writer; `signals.rs` turns SIGINT/SIGTERM/SIGHUP into a clean end,
 //! `live.rs` draws the status line on a terminal.
 
+pub mod gpu;
 pub mod live;
 pub mod record;
 pub mod signals;

@@ -46,6 +46,8 @@ pub struct RecordOptions {
     pub force: bool,
     pub append: bool,
     pub pss: Option<PssGuard>,
+    /// GPU memory through NVML (`--gpu`, `--no-gpu`, `--gpu-every`).
+    pub gpu: crate::sampler::gpu::GpuOptions,
     /// For `--pidfile` and `--name`: wait for the target to appear at the start.
     pub wait: bool,
     /// For `--pidfile` and `--name`: stop when the target exits instead of waiting for a restart.
@@ -147,6 +149,8 @@ pub struct Recorder {
     /// `--pidfile`: the pidfile as it was when it named the current target; a restart needs a
     /// rewritten pidfile.
     pidfile_stamp: Option<target::PidfileStamp>,
+    /// GPU memory, read on a thread of its own (`sampler/gpu.rs`).
+    gpu: Option<crate::sampler::gpu::GpuTracker>,
 }
 
 impl Recorder {
@@ -166,6 +170,16 @@ impl Recorder {
                 let r = find_target(&opts, spec)?;
                 (Some(r.handle), r.pidfile)
             }
+        };
+        // The GPU source before the output: `--gpu` without a driver leaves no file.
+        let gpu = match crate::sampler::gpu::open(&opts.gpu) {
+            Ok((gpu, note)) => {
+                if let (Some(note), false) = (note, opts.quiet) {
+                    eprintln!("memmon: {note}");
+                }
+                gpu
+            }
+            Err(e) => return Err(CodedError::new(ExitCode::Usage, format!("--gpu: {e}"))),
         };
         let out = Output::create(opts.output.as_deref(), format, opts.force, opts.append)
             .map_err(output_error)?;
@@ -207,7 +221,20 @@ impl Recorder {
         let control = ControlHandle { tx, wake };
 
         let pidfd = open_pidfd(&handle);
-        let meta = build_meta(&opts, &handle);
+        let mut meta = build_meta(&opts, &handle);
+        if let Some(g) = &gpu {
+            meta.sources.push(format!(
+                "GPU memory through {} ({} GPU(s)) every {}, on its own thread",
+                if g.poller.source == "nvml" {
+                    "NVML (libnvidia-ml.so.1)"
+                } else {
+                    "the tests' fake GPU source"
+                },
+                g.poller.devices.len(),
+                fmt_interval(g.poller.every())
+            ));
+            meta.gpu = Some(g.meta());
+        }
         let phase_peaks = opts.phase_peaks;
         let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
         if matches!(watched, Watched::Launched { .. }) {
@@ -239,6 +266,7 @@ impl Recorder {
             watch: None,
             meta,
             pidfile_stamp,
+            gpu,
         };
         rec.out.write_meta(&rec.meta).map_err(output_error)?;
         rec.announce(&rec.meta);
@@ -501,6 +529,17 @@ impl Recorder {
         };
         let now = Instant::now();
         let pss_bytes = self.maybe_read_pss(now);
+        let gpu = match &mut self.gpu {
+            Some(g) => {
+                let (tick, note) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
+                if let (Some(note), false) = (note, self.opts.quiet) {
+                    self.live.clear();
+                    eprintln!("memmon: {note}");
+                }
+                tick
+            }
+            None => Default::default(),
+        };
         let s = Sample {
             unix_ms: unix_ms_now(),
             elapsed_s: now.duration_since(self.start).as_secs_f64(),
@@ -518,6 +557,7 @@ impl Recorder {
             hwm_sum_bytes: ts.hwm_sum,
             pss_bytes,
             missed_ticks: self.missed,
+            gpu,
             event,
         };
         self.out.write_sample(&s).map_err(output_error)?;
@@ -819,6 +859,7 @@ impl Recorder {
         end.processes_departed = self.tree.departed_count();
         end.peak_reset_failures = self.reset_failures;
         end.pss_unread = self.pss_unread.clone();
+        end.gpu = self.gpu.as_ref().map(|g| g.end());
         end
     }
 
@@ -1160,6 +1201,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
                 unit: c.unit.into(),
             })
             .collect(),
+        gpu: None,
         end: None,
         earlier_sessions: Vec::new(),
     }

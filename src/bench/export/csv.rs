@@ -10,7 +10,8 @@ pub struct CsvExporter;
 
 const HEADER: &str = "run,started_unix_ms,wall_s,exit_code,exit_signal,peak_rss_bytes,peak_source,\
 kernel_peak_bytes,kernel_peak_scope,sampled_peak_bytes,cgroup_peak_bytes,rss_before_bytes,\
-rss_after_bytes,peak_over_floor_bytes,processes,samples,pss_bytes,pss_reads,pss_is_peak";
+rss_after_bytes,peak_over_floor_bytes,processes,samples,pss_bytes,pss_reads,pss_is_peak,\
+peak_gpu_bytes";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
@@ -41,6 +42,7 @@ impl Exporter for CsvExporter {
                 opt(r.pss.map(|p| p.largest_bytes)),
                 opt(r.pss.map(|p| p.reads)),
                 opt(r.pss.map(|p| p.is_peak)),
+                opt(r.peak_gpu_bytes),
             ];
             o.push_str(&fields.join(","));
             o.push('\n');

@@ -17,15 +17,18 @@ impl Exporter for MarkdownExporter {
             writeln!(o, "{note}\n")?;
         }
         let pss = report.runs.iter().any(|r| r.pss.is_some());
+        let gpu = report.runs.iter().any(|r| r.peak_gpu_bytes.is_some());
         writeln!(
             o,
-            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after |{}",
-            if pss { " PSS |" } else { "" }
+            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after |{}{}",
+            if pss { " PSS |" } else { "" },
+            if gpu { " GPU peak |" } else { "" }
         )?;
         writeln!(
             o,
-            "|---:|---:|---:|---:|:---|---:|---:|---:|{}",
-            if pss { "---:|" } else { "" }
+            "|---:|---:|---:|---:|:---|---:|---:|---:|{}{}",
+            if pss { "---:|" } else { "" },
+            if gpu { "---:|" } else { "" }
         )?;
         for r in &report.runs {
             let exit = match (r.exit_code, r.exit_signal) {
@@ -35,7 +38,7 @@ impl Exporter for MarkdownExporter {
             };
             writeln!(
                 o,
-                "| {} | {} | {exit} | {} | {} | {} | {} | {} |{}",
+                "| {} | {} | {exit} | {} | {} | {} | {} | {} |{}{}",
                 r.run,
                 fmt_wall(r.wall_s),
                 fmt_bytes(r.peak_rss_bytes),
@@ -49,6 +52,11 @@ impl Exporter for MarkdownExporter {
                     format!(" {} |", pss_cell(r))
                 } else {
                     String::new()
+                },
+                match r.peak_gpu_bytes {
+                    Some(g) if gpu => format!(" {} |", fmt_bytes(g)),
+                    _ if gpu => " – |".into(),
+                    _ => String::new(),
                 }
             )?;
         }

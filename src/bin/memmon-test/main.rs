@@ -27,7 +27,7 @@ enum Command {
     TestClient(testdaemon::TestClientArgs),
     /// Run a workload of known memory
     Workload {
-        /// Steps: ramp:SIZE:DUR, alloc:SIZE, spike:SIZE:DUR, hold:DUR, free, free-all,
+        /// Steps: ramp:SIZE:DUR, alloc:SIZE, mlock:SIZE, spike:SIZE:DUR, hold:DUR, free, free-all,
         /// children:N:SIZE:DUR, wait-children, say:TEXT, exit:CODE
         steps: Vec<String>,
     },
