@@ -850,3 +850,57 @@ ts = [threading.Thread(target=idle) for _ in range(7)] + [threading.Thread(targe
         .collect();
     assert!(names.contains(&"sleep 1.5"), "{names:?}");
 }
+
+/// Context switches (voluntary and not) summed over every thread of `pid`: each is a wake-up.
+fn context_switches(pid: u32) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // a thread that just ended
+        };
+        total += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}
+
+#[test]
+fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads() {
+    // The marker socket (on by default) and a followed log each have a thread: neither may
+    // wake on a timer of its own between samples (they used to, every 100 and 50 ms).
+    let dir = tempdir();
+    let log = dir.path().join("app.log");
+    std::fs::write(&log, "").unwrap();
+    let mut target = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    let mut rec = std::process::Command::new(memmon_path())
+        .args(["record", "-q", "-i", "1s", "--pid", &target.id().to_string()])
+        .arg("--mark-log")
+        .arg(&log)
+        .args(["--mark-regex", "phase"])
+        .arg("-o")
+        .arg(dir.path().join("idle.csv"))
+        .spawn()
+        .unwrap();
+    let pid = rec.id();
+    // Past the start-up (the threads exist once the first rows are written).
+    assert!(wait_for(20.0, || {
+        std::fs::read_to_string(dir.path().join("idle.csv")).is_ok_and(|s| s.lines().count() >= 3)
+    }));
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count();
+    assert!(threads >= 3, "expected the recorder, socket and log threads, found {threads}");
+    let before = context_switches(pid);
+    let t0 = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let per_s = (context_switches(pid) - before) as f64 / t0.elapsed().as_secs_f64();
+    // SAFETY: signalling our own children.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let _ = rec.wait();
+    let _ = target.kill();
+    let _ = target.wait();
+    // One wake-up per sample, one per 2 s for the log's fallback look, and slack for
+    // preemptions on a busy machine.
+    assert!(per_s <= 3.0, "{per_s:.2} wake-ups/s at -i 1s (at most 3 expected)");
+}
