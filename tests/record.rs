@@ -854,7 +854,10 @@ ts = [threading.Thread(target=idle) for _ in range(7)] + [threading.Thread(targe
 /// Context switches (voluntary and not) summed over every thread of `pid`: each is a wake-up.
 fn context_switches(pid: u32) -> u64 {
     let mut total = 0;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
         let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
             continue; // a thread that just ended
         };
@@ -874,9 +877,19 @@ fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads()
     let dir = tempdir();
     let log = dir.path().join("app.log");
     std::fs::write(&log, "").unwrap();
-    let mut target = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    let mut target = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
     let mut rec = std::process::Command::new(memmon_path())
-        .args(["record", "-q", "-i", "1s", "--pid", &target.id().to_string()])
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "1s",
+            "--pid",
+            &target.id().to_string(),
+        ])
         .arg("--mark-log")
         .arg(&log)
         .args(["--mark-regex", "phase"])
@@ -889,8 +902,13 @@ fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads()
     assert!(wait_for(20.0, || {
         std::fs::read_to_string(dir.path().join("idle.csv")).is_ok_and(|s| s.lines().count() >= 3)
     }));
-    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count();
-    assert!(threads >= 3, "expected the recorder, socket and log threads, found {threads}");
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count();
+    assert!(
+        threads >= 3,
+        "expected the recorder, socket and log threads, found {threads}"
+    );
     let before = context_switches(pid);
     let t0 = std::time::Instant::now();
     std::thread::sleep(std::time::Duration::from_secs(6));
@@ -902,5 +920,97 @@ fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads()
     let _ = target.wait();
     // One wake-up per sample, one per 2 s for the log's fallback look, and slack for
     // preemptions on a busy machine.
-    assert!(per_s <= 3.0, "{per_s:.2} wake-ups/s at -i 1s (at most 3 expected)");
+    assert!(
+        per_s <= 3.0,
+        "{per_s:.2} wake-ups/s at -i 1s (at most 3 expected)"
+    );
+}
+
+/// An attached workload (memmon did not start it) that holds 100 MiB, then, once memmon's first
+/// sample is written, rises to 400 MiB and exits before the next sample (`-i 5s`: the 2 s of the
+/// issue, with room for a busy machine; memmon ends as the target does). Returns the
+/// summary JSON, memmon's stderr and the number of rows.
+fn record_a_peak_just_before_exit(flags: &[&str]) -> (serde_json::Value, String, usize) {
+    let dir = tempdir();
+    let go = dir.path().join("go");
+    let out = dir.path().join("exit.csv");
+    let mut target = spawn_workload(&[
+        "alloc:100MiB",
+        &format!("wait-file:{}", go.display()),
+        "alloc:300MiB",
+        "exit:0",
+    ]);
+    let pid = target.id().to_string();
+    assert!(wait_for(20.0, || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+                l.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .is_some_and(|kib| kib * 1024 >= 100 * MIB)
+    }));
+    let mut args = vec![
+        "record",
+        "--pid",
+        &pid,
+        "-i",
+        "5s",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let rec = spawn_memmon(&args);
+    // The rise comes after the first sample.
+    assert!(wait_for(20.0, || {
+        std::fs::read_to_string(&out).is_ok_and(|s| s.lines().count() >= 2)
+    }));
+    std::fs::write(&go, "").unwrap();
+    let _ = target.wait();
+    let done = rec.wait_with_output().unwrap();
+    assert!(done.status.success());
+    let rows = read_csv(&out).1.len();
+    (
+        summary_json(&out),
+        String::from_utf8_lossy(&done.stderr).into_owned(),
+        rows,
+    )
+}
+
+#[test]
+fn an_attached_process_that_peaks_just_before_it_exits_keeps_its_peak_from_its_exit_record() {
+    let (sum, stderr, rows) = record_a_peak_just_before_exit(&[]);
+    assert_eq!(
+        rows, 1,
+        "the rise was sampled: the test proves nothing\n{stderr}"
+    );
+    let peak = sum["kernel_peak_rss_bytes"].as_u64().unwrap_or(0);
+    assert!(peak >= 400 * MIB, "kernel peak {peak} bytes\n{stderr}");
+    assert_eq!(sum["end"]["exit_records"], "taskstats");
+    assert_eq!(sum["end"]["target_exit_read"], true);
+    assert!(sum["kernel_peak_exact_until_s"].is_null());
+    // The process's own record carries it too.
+    let hwm = sum["end"]["processes"][0]["hwm_bytes"].as_u64().unwrap();
+    assert!(hwm >= 400 * MIB, "process peak {hwm} bytes");
+    assert!(!stderr.contains("exact up to the last sample"), "{stderr}");
+}
+
+#[test]
+fn without_exit_records_the_summary_says_the_peak_is_exact_only_up_to_the_last_sample() {
+    let (sum, stderr, rows) = record_a_peak_just_before_exit(&["--no-taskstats"]);
+    assert_eq!(
+        rows, 1,
+        "the rise was sampled: the test proves nothing\n{stderr}"
+    );
+    assert_eq!(sum["end"]["exit_records"], "off (--no-taskstats)");
+    let gap = sum["kernel_peak_exact_until_s"].as_f64().unwrap();
+    assert!((0.0..5.5).contains(&gap), "{gap} s");
+    assert!(
+        stderr.contains("exact up to the last sample")
+            && stderr.contains("before the target exited; a rise after it is not seen"),
+        "{stderr}"
+    );
+    // Never called exact beyond that sample, and the 400 MiB was not seen.
+    assert!(!stderr.contains("exact within"), "{stderr}");
+    assert!(sum["kernel_peak_rss_bytes"].as_u64().unwrap_or(0) < 400 * MIB);
 }

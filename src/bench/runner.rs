@@ -312,6 +312,7 @@ impl Daemon {
             procfs: opts.procfs.clone(),
             phase_peaks: opts.phase_peaks,
             reset_peak: false,
+            exit_records: false,
             capture_stdout: false,
             env: Vec::new(),
         };
@@ -888,6 +889,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             procfs: opts.procfs.clone(),
             phase_peaks: false,
             reset_peak: false,
+            exit_records: false,
             // When stdout carries data, the command's output goes to stderr instead.
             capture_stdout: opts.stdout_is_data,
             env: env

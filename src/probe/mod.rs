@@ -3,5 +3,6 @@
 
 pub mod cgroup;
 pub mod proc;
+pub mod taskstats;
 
 pub use proc::{ProcError, ProcFs, ProcHandle, StatusMem};

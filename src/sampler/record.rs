@@ -12,6 +12,7 @@ use crate::format::meta::{
 };
 use crate::format::{Format, Output, OutputError};
 use crate::sampler::live::LiveLine;
+use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use crate::model::sample::{Event, Sample, COLUMNS};
 use crate::sampler::signals;
@@ -60,6 +61,9 @@ pub struct RecordOptions {
     /// Reset the high-water marks of an attached target right after the first sample, so its
     /// kernel peak is the recording's from the start (`--reset-peak`; recorded in the metadata).
     pub reset_peak: bool,
+    /// Read the kernel's exit records (taskstats) where memmon may, so a process that leaves
+    /// the tree between two samples keeps the peak it had at its exit.
+    pub exit_records: bool,
     /// Give a launched command a pipe for its stdout, for `take_command_stdout` (`--mark-stdout`).
     pub capture_stdout: bool,
     /// Variables added to a launched command's environment (`bench` sets MEMMON_BENCH_RUN);
@@ -147,6 +151,10 @@ pub struct Recorder {
     /// `--pidfile`: the pidfile as it was when it named the current target; a restart needs a
     /// rewritten pidfile.
     pidfile_stamp: Option<target::PidfileStamp>,
+    /// `taskstats` when exit records are read, else why not (written in the end record).
+    exit_records: String,
+    /// The largest peak from exit records of trees before a restart.
+    exit_peak: Option<u64>,
 }
 
 impl Recorder {
@@ -210,6 +218,22 @@ impl Recorder {
         let meta = build_meta(&opts, &handle);
         let phase_peaks = opts.phase_peaks;
         let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
+        let exit_records = if !opts.exit_records {
+            "off (--no-taskstats)".to_string()
+        } else {
+            match ExitWatch::open_online() {
+                Ok(w) => {
+                    tree.watch_exits(w);
+                    "taskstats".to_string()
+                }
+                Err(e) => {
+                    if !opts.quiet {
+                        eprintln!("memmon: note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits");
+                    }
+                    format!("unavailable: {e}")
+                }
+            }
+        };
         if matches!(watched, Watched::Launched { .. }) {
             // memmon is the command's subreaper (set in `launch`): its orphans come to memmon.
             if let Ok(me) = opts.procfs.open(std::process::id() as i32) {
@@ -239,6 +263,8 @@ impl Recorder {
             watch: None,
             meta,
             pidfile_stamp,
+            exit_records,
+            exit_peak: None,
         };
         rec.out.write_meta(&rec.meta).map_err(output_error)?;
         rec.announce(&rec.meta);
@@ -730,7 +756,12 @@ impl Recorder {
                     );
                 }
                 self.pidfd = open_pidfd(&h);
+                self.exit_peak = self.exit_peak.max(self.tree.exit_peak());
+                let exits = self.tree.take_exits();
                 self.tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
+                if let Some(w) = exits {
+                    self.tree.watch_exits(w);
+                }
                 return Some(pid);
             }
             let until = Instant::now() + Duration::from_millis(100);
@@ -820,6 +851,9 @@ impl Recorder {
         end.processes_departed = self.tree.departed_count();
         end.peak_reset_failures = self.reset_failures;
         end.pss_unread = self.pss_unread.clone();
+        end.exit_records = Some(self.exit_records.clone());
+        end.exit_peak_bytes = self.exit_peak.max(self.tree.exit_peak());
+        end.target_exit_read = self.tree.root_exit_peak().is_some();
         end
     }
 

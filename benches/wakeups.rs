@@ -1,0 +1,137 @@
+//! Quiet between samples: how often an idle `memmon record` wakes up, and what one sample costs
+//! at 1 Hz against 1 kHz, end to end (the built binary attached to an idle `sleep`).
+//! Wake-ups: voluntary + non-voluntary context switches summed over every thread of memmon
+//! (/proc/PID/task/*/status) over 10 s of a `-i 1s` recording with the marker socket (default)
+//! and a followed log. CPU per sample: the difference in CPU time (wait4's rusage) between a
+//! long and a short recording at the same interval, over the difference in samples taken, so
+//! start-up and the end's summary cancel out; the median of 3 pairs.
+//! Run: `cargo bench --bench wakeups`. Results go in BENCHMARKS.md.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const MEMMON: &str = env!("CARGO_BIN_EXE_memmon");
+
+fn idle_target() -> Child {
+    Command::new("sleep").arg("100000").spawn().unwrap()
+}
+
+/// Context switches summed over every thread of `pid`.
+fn context_switches(pid: u32) -> u64 {
+    let mut total = 0;
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    for task in tasks.flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        total += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}
+
+/// Rows of a CSV recording (its header and `#` lines not counted).
+fn rows(path: &Path) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .count() as u64
+}
+
+/// Waits for `child` with wait4; its CPU time (user + system).
+fn wait_cpu(child: Child) -> Duration {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid out-parameter.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child with valid out-pointers.
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Records the idle target at `interval` for `duration`; (CPU time, samples, wake-ups per
+/// second over the middle of the run when `count_wakeups`).
+fn record(
+    dir: &Path,
+    target: u32,
+    interval: &str,
+    duration: Duration,
+    count_wakeups: bool,
+) -> (Duration, u64, Option<f64>) {
+    let out = dir.join("r.csv");
+    let log = dir.join("app.log");
+    std::fs::write(&log, "").unwrap();
+    let child = Command::new(MEMMON)
+        .args(["record", "-q", "--force", "-i", interval, "--pid"])
+        .arg(target.to_string())
+        .arg("--duration")
+        .arg(format!("{}ms", duration.as_millis()))
+        .arg("--mark-log")
+        .arg(&log)
+        .args(["--mark-regex", "phase", "-o"])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    let mut wakeups = None;
+    if count_wakeups {
+        std::thread::sleep(Duration::from_secs(2));
+        let (a, t0) = (context_switches(child.id()), Instant::now());
+        std::thread::sleep(duration - Duration::from_secs(3));
+        let b = context_switches(child.id());
+        wakeups = Some((b - a) as f64 / t0.elapsed().as_secs_f64());
+    }
+    let cpu = wait_cpu(child);
+    (cpu, rows(&out), wakeups)
+}
+
+/// CPU per sample at `interval`: (long - short) CPU over (long - short) samples; median of 3.
+fn per_sample(dir: &Path, target: u32, interval: &str, short: Duration, long: Duration) -> f64 {
+    let mut v: Vec<f64> = (0..3)
+        .map(|_| {
+            let (c1, n1, _) = record(dir, target, interval, short, false);
+            let (c2, n2, _) = record(dir, target, interval, long, false);
+            (c2.as_secs_f64() - c1.as_secs_f64()) / (n2 as f64 - n1 as f64) * 1e6
+        })
+        .collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[1]
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut target = idle_target();
+    let id = target.id();
+
+    let (_, _, w) = record(dir.path(), id, "1s", Duration::from_secs(13), true);
+    println!(
+        "| idle `record -i 1s`, socket + --mark-log, all threads | {:.2} wake-ups/s |",
+        w.unwrap()
+    );
+    let hz1 = per_sample(
+        dir.path(),
+        id,
+        "1s",
+        Duration::from_secs(2),
+        Duration::from_secs(12),
+    );
+    let khz = per_sample(
+        dir.path(),
+        id,
+        "1ms",
+        Duration::from_secs(1),
+        Duration::from_secs(3),
+    );
+    println!("| CPU per sample at 1 Hz (`-i 1s`) | {hz1:.1} µs |");
+    println!("| CPU per sample at 1 kHz (`-i 1ms`) | {khz:.1} µs |");
+    println!("| ratio 1 Hz / 1 kHz | {:.2}x |", hz1 / khz);
+    let _ = target.kill();
+    let _ = target.wait();
+}
