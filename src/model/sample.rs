@@ -31,6 +31,10 @@ pub struct Sample {
     pub pss_bytes: Option<u64>,
     /// Ticks missed since the recording started (cumulative).
     pub missed_ticks: u64,
+    /// Sum of VmSize over the tree: virtual address space mapped, not memory used.
+    pub vm_size_bytes: u64,
+    /// Threads in the tree (sum of each process's `Threads`).
+    pub threads: u32,
     pub event: Option<Event>,
 }
 
@@ -157,6 +161,8 @@ pub const COLUMNS: &[Column] = &[
     column!(hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
     column!(pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
     column!(missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
+    column!(vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used"),
+    column!(threads, U32, "count", "threads in the tree (sum of each process's Threads)"),
     column!(event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
 ];
 
@@ -211,7 +217,9 @@ mod tests {
         assert_eq!(s.rss_bytes, 1002);
         assert_eq!(s.top_pid, 1010);
         assert_eq!(s.pss_bytes, Some(1014));
-        assert_eq!(s.event, Some(Event::RunEnd(1016)));
+        assert_eq!(s.vm_size_bytes, 1016);
+        assert_eq!(s.threads, 1017);
+        assert_eq!(s.event, Some(Event::RunEnd(1018)));
         for (i, c) in COLUMNS.iter().enumerate() {
             let v = 1000 + i as u64;
             let got = match c.field {

@@ -49,6 +49,8 @@ pub struct StatusMem {
     pub locked: u64,
     pub pinned: u64,
     pub hwm: u64,
+    /// VmSize: the virtual address space mapped (bytes), not memory used.
+    pub vm_size: u64,
     pub threads: u32,
     /// A hash of the `Name:` line (the command name): when it changes, the process has exec'd
     /// (or renamed itself), and its name and command line are read again.
@@ -514,6 +516,7 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
             b"VmLck" => &mut m.locked,
             b"VmPin" => &mut m.pinned,
             b"VmHWM" => &mut m.hwm,
+            b"VmSize" => &mut m.vm_size,
             b"Threads" => {
                 m.threads = u32::try_from(parse_u64(&line[colon + 1..])).unwrap_or(u32::MAX);
                 continue;
@@ -628,6 +631,7 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         assert_eq!(m.locked, 16 * 1024);
         assert_eq!(m.pinned, 8 * 1024);
         assert_eq!(m.hwm, 5000 * 1024);
+        assert_eq!(m.vm_size, 8000 * 1024);
         assert_eq!(m.threads, 7);
         assert!(m.has_mm);
     }

@@ -545,6 +545,8 @@ impl Recorder {
             hwm_sum_bytes: ts.hwm_sum,
             pss_bytes,
             missed_ticks: self.missed,
+            vm_size_bytes: ts.vm_size,
+            threads: ts.threads,
             event,
         };
         self.out.write_sample(&s).map_err(output_error)?;

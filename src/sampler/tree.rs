@@ -52,6 +52,9 @@ pub struct TreeSample {
     pub hwm_max: u64,
     /// The sum of the members' VmHWM: an upper bound of the tree's RSS so far, never exact.
     pub hwm_sum: u64,
+    /// The sum of the members' VmSize (virtual address space) and of their thread counts.
+    pub vm_size: u64,
+    pub threads: u32,
 }
 
 pub use crate::model::process::ProcessRecord;
@@ -510,6 +513,8 @@ fn add(s: &mut TreeSample, pid: i32, m: &StatusMem) {
     }
     s.hwm_max = s.hwm_max.max(m.hwm);
     s.hwm_sum += m.hwm;
+    s.vm_size = s.vm_size.saturating_add(m.vm_size);
+    s.threads = s.threads.saturating_add(m.threads);
 }
 
 #[cfg(test)]
