@@ -536,10 +536,14 @@ impl Daemon {
             }
             self.hwm_reset_ok = false;
         }
+        let cpu_before = self.handle.cpu_times_s();
         let (end, quitted) = run_client(opts, env, &self.quit)?;
         if quitted {
             return Err(self.ended(&label));
         }
+        let cpu = cpu_before
+            .zip(self.handle.cpu_times_s())
+            .map(|((u0, s0), (u1, s1))| ((u1 - u0).max(0.0), (s1 - s0).max(0.0)));
         let (tx, rx) = mpsc::channel();
         if !self.control.send(Control::Probe(Event::RunEnd(n), tx)) {
             return Err(self.ended(&label));
@@ -599,6 +603,8 @@ impl Daemon {
             },
             processes_after: Some(last.processes),
             leftovers: None,
+            daemon_user_s: cpu.map(|c| c.0),
+            daemon_system_s: cpu.map(|c| c.1),
         };
         Ok((r, end))
     }
@@ -969,6 +975,8 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 pss: outcome.summary.pss,
                 processes_after: None,
                 leftovers,
+                daemon_user_s: None,
+                daemon_system_s: None,
             };
             progress(opts, &r);
             report.runs.push(r);
