@@ -6,6 +6,8 @@
 //!
 //! No thread: the socket is registered for every online CPU and read, without blocking, at each
 //! tick (the kernel queues the records in between; a full queue is counted as lost records).
+//! A socket filter (classic BPF, [`ExitWatch::keep_only`]) drops in the kernel the records of
+//! processes that are not of the tree, so a busy machine's other exits cost memmon nothing.
 //! Registering needs CAP_NET_ADMIN (the kernel's GENL_ADMIN_PERM) in the initial PID namespace.
 //! Hand-written netlink: the offsets below are those of `struct taskstats` in the kernel's
 //! include/uapi/linux/taskstats.h (checked against TASKSTATS_VERSION 13), and every read is
@@ -54,6 +56,61 @@ mod off {
     pub const AC_BTIME64: usize = 344;
     /// `__u32 ac_tgid` (the thread group: the process), version 12.
     pub const AC_TGID: usize = 368;
+}
+
+/// The most processes [`ExitWatch::keep_only`] filters on (two instructions per process and
+/// field, under the kernel's 4,096); beyond, every record is taken and sorted out at the tick.
+pub const FILTER_MAX_PROCESSES: usize = 600;
+
+/// `struct sock_filter` and `struct sock_fprog` (include/uapi/linux/filter.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SockFilter {
+    code: u16,
+    jt: u8,
+    jf: u8,
+    k: u32,
+}
+
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const SockFilter,
+}
+
+// Classic BPF opcodes.
+const BPF_LD_H_ABS: u16 = 0x00 | 0x08 | 0x20;
+const BPF_LD_W_IND: u16 = 0x00 | 0x00 | 0x40;
+const BPF_LDX_IMM: u16 = 0x01 | 0x00;
+const BPF_JEQ_K: u16 = 0x05 | 0x10;
+const BPF_JA: u16 = 0x05;
+const BPF_RET_K: u16 = 0x06;
+
+/// The filter program: keeps a message whose stats' `ac_pid`, `ac_ppid` or `ac_tgid` is one of
+/// `pids`. The stats follow the AGGR_PID header (offset 20), the PID attribute (24..32) and, when
+/// the kernel padded for 8-byte alignment, a 4-byte TASKSTATS_TYPE_NULL attribute: at 36, or
+/// 40 after the pad. Loads are big-endian, so values are compared byte-swapped; a load past the
+/// end (a kernel without `ac_tgid`) ends the program with "drop", after `ac_pid` and `ac_ppid`.
+fn filter_program(pids: &[u32]) -> Vec<SockFilter> {
+    let op = |code, k, jt, jf| SockFilter { code, jt, jf, k };
+    let be = |v: u32| u32::from_be_bytes(v.to_ne_bytes());
+    let null_type = u16::from_be_bytes(6u16.to_ne_bytes()) as u32;
+    let mut p = vec![
+        op(BPF_LD_H_ABS, 34, 0, 0),
+        op(BPF_JEQ_K, null_type, 0, 2),
+        op(BPF_LDX_IMM, 40, 0, 0),
+        op(BPF_JA, 1, 0, 0),
+        op(BPF_LDX_IMM, 36, 0, 0),
+    ];
+    for field in [off::AC_PID, off::AC_PPID, off::AC_TGID] {
+        p.push(op(BPF_LD_W_IND, field as u32, 0, 0));
+        for &pid in pids {
+            p.push(op(BPF_JEQ_K, be(pid), 0, 1));
+            p.push(op(BPF_RET_K, u32::MAX, 0, 0));
+        }
+    }
+    p.push(op(BPF_RET_K, 0, 0, 0));
+    p
 }
 
 /// One exit record: a task (thread) that exited, the process it belonged to and that process's
@@ -253,6 +310,41 @@ impl ExitWatch {
                 }
             }
         }
+    }
+
+    /// From now on, has the kernel queue only the records of `pids` (a thread of one, the
+    /// process itself, or a child of one); with more than [`FILTER_MAX_PROCESSES`], every
+    /// record. A failure leaves the last filter (or none): records are sorted out at the tick.
+    pub fn keep_only(&mut self, pids: &[u32]) {
+        let fd = self.fd.as_raw_fd();
+        if pids.len() > FILTER_MAX_PROCESSES {
+            // SAFETY: detaching a filter from our own socket (ENOENT when there is none).
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_DETACH_FILTER,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            return;
+        }
+        let prog = filter_program(pids);
+        let fprog = SockFprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr(),
+        };
+        // SAFETY: a valid program for the duration of the call (the kernel copies it).
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&fprog as *const SockFprog).cast(),
+                std::mem::size_of::<SockFprog>() as u32,
+            )
+        };
     }
 
     /// Takes every record queued since the last call, appending to `out` those `keep` wants.
@@ -511,6 +603,85 @@ pub(crate) mod tests {
         for cut in 0..whole.len() {
             assert!(parse_exits(&whole[..cut]).is_empty(), "cut at {cut}");
         }
+    }
+
+    /// The filter program run by the kernel itself: attached to one end of a datagram socket
+    /// pair, it must pass exactly the records of the listed processes.
+    #[test]
+    fn the_kernel_filter_keeps_the_records_of_the_listed_processes_only() {
+        let mut sv = [0i32; 2];
+        // SAFETY: socketpair fills two descriptors.
+        assert_eq!(
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, sv.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: fresh descriptors owned by nobody else.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+        let prog = filter_program(&[100, 200]);
+        let fprog = SockFprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr(),
+        };
+        // SAFETY: a valid program for the call.
+        let r = unsafe {
+            libc::setsockopt(
+                b.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&fprog as *const SockFprog).cast(),
+                std::mem::size_of::<SockFprog>() as u32,
+            )
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        let passes = |msg: Vec<u8>| {
+            // SAFETY: sending a valid buffer; receiving into one without blocking.
+            unsafe { libc::send(a.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+            let mut buf = [0u8; 2048];
+            let n = unsafe {
+                libc::recv(
+                    b.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            n > 0
+        };
+        // The leader of a listed process, with and without the kernel's alignment pad.
+        assert!(passes(exit_message(&stats(13, 416, 100, 100, 1, 1), 100)));
+        assert!(passes(exit_message_unpadded(
+            &stats(13, 416, 100, 100, 1, 1),
+            100
+        )));
+        // A thread of a listed process (by ac_tgid), a child of one (by ac_ppid: stats() sets 1,
+        // so build one whose parent is 200).
+        assert!(passes(exit_message(&stats(13, 416, 150, 200, 1, 1), 150)));
+        let mut child = stats(13, 416, 300, 300, 1, 1);
+        child[off::AC_PPID..off::AC_PPID + 4].copy_from_slice(&200u32.to_ne_bytes());
+        assert!(passes(exit_message(&child, 300)));
+        // Anything else is dropped in the kernel, also an old kernel's short record.
+        assert!(!passes(exit_message(&stats(13, 416, 300, 300, 1, 1), 300)));
+        assert!(!passes(exit_message_unpadded(
+            &stats(13, 416, 300, 300, 1, 1),
+            300
+        )));
+        assert!(!passes(exit_message(&stats(8, 328, 301, 0, 1, 1), 301)));
+        assert!(passes(exit_message(&stats(8, 328, 100, 0, 1, 1), 100)));
+    }
+
+    /// An exit message without the NULL pad attribute (stats right after the PID attribute).
+    fn exit_message_unpadded(stats_bytes: &[u8], pid: u32) -> Vec<u8> {
+        let mut nested = attr(TASKSTATS_TYPE_PID, &pid.to_ne_bytes());
+        nested.extend(attr(TASKSTATS_TYPE_STATS, stats_bytes));
+        let mut body = vec![TASKSTATS_CMD_NEW, 1, 0, 0];
+        body.extend(attr(TASKSTATS_TYPE_AGGR_PID | 0x8000, &nested));
+        let total = NLMSG_HDRLEN + body.len();
+        let mut m = Vec::new();
+        m.extend_from_slice(&(total as u32).to_ne_bytes());
+        m.extend_from_slice(&0x17u16.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 10]);
+        m.extend(body);
+        m
     }
 
     #[test]

@@ -151,6 +151,8 @@ pub struct Tree {
     /// The largest VmHWM an exit record gave for a process of the tree, and the root's own.
     exit_peak: Option<u64>,
     root_exit_peak: Option<u64>,
+    /// The members changed since the exit records' filter was last set.
+    filter_stale: bool,
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
@@ -177,6 +179,7 @@ impl Tree {
             boot_unix_s: 0.0,
             exit_peak: None,
             root_exit_peak: None,
+            filter_stale: true,
         };
         t.index.insert(root_pid, 0);
         let mut root = Member::new(root, StatusMem::default(), [0; 7], Instant::now());
@@ -354,6 +357,7 @@ impl Tree {
                 Ok(last) if last.has_mm => {
                     self.index.insert(pid, self.members.len());
                     self.members.push(Member::new(handle, last, statm, now));
+                    self.filter_stale = true;
                 }
                 _ => {}
             }
@@ -367,6 +371,7 @@ impl Tree {
             self.index.insert(moved.handle.pid, i);
         }
         self.leaving.push(m.record());
+        self.filter_stale = true;
     }
 
     /// Moves the members found gone in this tick to `departed`, each with the peak of its exit
@@ -403,6 +408,13 @@ impl Tree {
             }
         }
         self.settle_unseen_children();
+        if self.filter_stale && !root_gone {
+            if let Some(w) = &mut self.exits {
+                let pids: Vec<u32> = self.members.iter().map(|m| m.handle.pid as u32).collect();
+                w.keep_only(&pids);
+            }
+            self.filter_stale = false;
+        }
     }
 
     /// Children that were born and exited between two ticks: never members, known from their
