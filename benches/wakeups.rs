@@ -70,11 +70,12 @@ fn record(
     let out = dir.join("r.csv");
     let log = dir.join("app.log");
     std::fs::write(&log, "").unwrap();
-    // The marker socket in a directory of its own: other recorders' `memmon mark` clients
-    // on the machine probe the sockets of the shared one, and each probe wakes the recorder.
+    // The marker socket in a directory of its own: `memmon mark` clients elsewhere on the
+    // machine probe the sockets of the shared default one, and each probe wakes the recorder.
     let child = Command::new(MEMMON)
-        .env("XDG_RUNTIME_DIR", dir)
-        .args(["record", "-q", "--force", "-i", interval, "--pid"])
+        .args(["record", "-q", "--force", "-i", interval, "--socket"])
+        .arg(dir.join("m.sock"))
+        .arg("--pid")
         .arg(target.to_string())
         .arg("--duration")
         .arg(format!("{}ms", duration.as_millis()))

@@ -882,9 +882,8 @@ fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads()
         .spawn()
         .unwrap();
     // The marker socket in a directory of its own: `memmon mark` in other tests probes the
-    // sockets of the shared one, and each probe wakes the recorder.
+    // sockets of the shared default one, and each probe wakes the recorder.
     let mut rec = std::process::Command::new(memmon_path())
-        .env("XDG_RUNTIME_DIR", dir.path())
         .args([
             "record",
             "-q",
@@ -893,6 +892,8 @@ fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads()
             "--pid",
             &target.id().to_string(),
         ])
+        .arg("--socket")
+        .arg(dir.path().join("m.sock"))
         .arg("--mark-log")
         .arg(&log)
         .args(["--mark-regex", "phase"])
