@@ -4,7 +4,9 @@
 //! (/proc/PID/task/*/status) over 10 s of a `-i 1s` recording with the marker socket (default)
 //! and a followed log. CPU per sample: the difference in CPU time (wait4's rusage) between a
 //! long and a short recording at the same interval, over the difference in samples taken, so
-//! start-up and the end's summary cancel out; the median of 3 pairs.
+//! start-up and the end's summary cancel out; the median of 3 pairs. Beside it, the floor any
+//! sampler pays on this machine: a thread that sleeps to the next deadline and then reads
+//! /proc/PID/status and writes one 100-byte line, at 1 Hz and at 1 kHz (its own CPU time).
 //! Run: `cargo bench --bench wakeups`. Results go in BENCHMARKS.md.
 
 use std::path::Path;
@@ -118,6 +120,47 @@ fn per_sample(
     v[1]
 }
 
+/// CPU time (user + system) of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The bare floor of a paced sampler: sleep to an absolute deadline, read the target's status,
+/// write a line; CPU µs per tick over `ticks` ticks `every` apart.
+fn bare_paced(dir: &Path, target: u32, every: Duration, ticks: u32) -> f64 {
+    use std::io::Write;
+    let mut status = std::fs::File::open(format!("/proc/{target}/status")).unwrap();
+    let mut out = std::fs::File::create(dir.join("bare.csv")).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let t0 = thread_cpu();
+    let mut next = Instant::now();
+    for _ in 0..ticks {
+        next += every;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        // SAFETY: reading into a valid buffer.
+        unsafe {
+            libc::pread(
+                std::os::fd::AsRawFd::as_raw_fd(&status),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                0,
+            )
+        };
+        out.write_all(&[b'x'; 100]).unwrap();
+    }
+    let _ = &mut status;
+    (thread_cpu() - t0).as_secs_f64() * 1e6 / ticks as f64
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut target = idle_target();
@@ -141,6 +184,11 @@ fn main() {
         println!("| CPU per sample at 1 kHz (`-i 1ms`){what} | {khz:.1} µs |");
         println!("| ratio 1 Hz / 1 kHz{what} | {:.2}x |", hz1 / khz);
     }
+    let bare1 = bare_paced(dir.path(), id, Duration::from_secs(1), 10);
+    let bare1k = bare_paced(dir.path(), id, Duration::from_millis(1), 3000);
+    println!("| bare floor: sleep, read status, write a line, at 1 Hz | {bare1:.1} µs |");
+    println!("| bare floor: the same at 1 kHz | {bare1k:.1} µs |");
+    println!("| bare ratio 1 Hz / 1 kHz | {:.2}x |", bare1 / bare1k);
     let _ = target.kill();
     let _ = target.wait();
 }
