@@ -1018,3 +1018,28 @@ fn without_exit_records_the_summary_says_the_peak_is_exact_only_up_to_the_last_s
     assert!(!stderr.contains("exact within"), "{stderr}");
     assert!(sum["kernel_peak_rss_bytes"].as_u64().unwrap_or(0) < 400 * MIB);
 }
+
+#[test]
+fn each_sample_has_the_trees_virtual_size_and_thread_count() {
+    // Three single-threaded processes (the workload and two children) at some ticks.
+    let dir = tempdir();
+    let out = dir.path().join("vm.csv");
+    record_workload(
+        &out,
+        &["-i", "50ms"],
+        &["alloc:100MiB", "children:2:10MiB:1s", "wait-children"],
+    )
+    .assert()
+    .success();
+    let (vm, rss) = (column(&out, "vm_size_bytes"), column(&out, "rss_bytes"));
+    let (threads, procs) = (column(&out, "threads"), column(&out, "processes"));
+    assert!(vm.iter().zip(&rss).all(|(v, r)| v >= r), "VmSize below RSS");
+    assert!(vm.iter().any(|&v| v >= 100 * MIB));
+    assert!(
+        procs.contains(&3),
+        "the children were never seen: {procs:?}"
+    );
+    for (t, p) in threads.iter().zip(&procs) {
+        assert_eq!(t, p, "each process has one thread");
+    }
+}
