@@ -1043,3 +1043,51 @@ fn each_sample_has_the_trees_virtual_size_and_thread_count() {
         assert_eq!(t, p, "each process has one thread");
     }
 }
+
+#[test]
+fn an_unprivileged_recorder_is_refused_exit_records_and_says_so() {
+    // Registering for exit records needs CAP_NET_ADMIN: as root, memmon runs as nobody through
+    // setpriv (which drops every capability); as another user, as that user.
+    let dir = tempdir();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = dir.path().join("u.csv");
+    // SAFETY: geteuid has no preconditions.
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut c = StdCommand::new(outside_program("setpriv"));
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(memmon_path());
+        c
+    } else {
+        StdCommand::new(memmon_path())
+    };
+    let done = cmd
+        .args([
+            "record",
+            "-i",
+            "100ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("not reading exit records: registering for exit records was refused")
+            && stderr.contains("exact up to its last sample before it exits"),
+        "{stderr}"
+    );
+    let records = summary_json(&out)["end"]["exit_records"].clone();
+    assert!(
+        records
+            .as_str()
+            .is_some_and(|r| r.starts_with("unavailable: registering for exit records was refused")),
+        "{records}"
+    );
+}

@@ -191,13 +191,14 @@ impl ExitWatch {
         cpumask.push(0);
         let msg = request(
             family,
+            SEQ_REGISTER,
             TASKSTATS_CMD_GET,
             TASKSTATS_GENL_VERSION,
             TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
             &cpumask,
         );
         w.send(&msg)?;
-        match w.ack()? {
+        match w.ack(SEQ_REGISTER)? {
             0 => {}
             e => {
                 return Err(TaskstatsError::Refused(std::io::Error::from_raw_os_error(
@@ -271,6 +272,7 @@ impl ExitWatch {
     fn family_id(&mut self) -> Result<u16, TaskstatsError> {
         let msg = request(
             GENL_ID_CTRL,
+            SEQ_FAMILY,
             CTRL_CMD_GETFAMILY,
             1,
             CTRL_ATTR_FAMILY_NAME,
@@ -279,7 +281,7 @@ impl ExitWatch {
         self.send(&msg)?;
         let n = self.recv().map_err(TaskstatsError::Io)?;
         let buf = &self.buf[..n];
-        for (ty, payload) in messages(buf) {
+        for (ty, _, payload) in messages(buf) {
             if ty == NLMSG_ERROR {
                 let e = error_code(payload);
                 return Err(TaskstatsError::NoFamily(
@@ -298,14 +300,14 @@ impl ExitWatch {
         Err(TaskstatsError::NoFamily("no family id in the reply".into()))
     }
 
-    /// The kernel's answer to a request: 0, or a negative errno. Exit records that came before
-    /// it are dropped (nothing is watched yet).
-    fn ack(&mut self) -> Result<i32, TaskstatsError> {
+    /// The kernel's answer to request `seq`: 0, or a negative errno. Other messages (the
+    /// family request's own acknowledgement) are skipped.
+    fn ack(&mut self, seq: u32) -> Result<i32, TaskstatsError> {
         loop {
             let n = self.recv().map_err(TaskstatsError::Io)?;
             let buf = self.buf[..n].to_vec();
-            for (ty, payload) in messages(&buf) {
-                if ty == NLMSG_ERROR {
+            for (ty, s, payload) in messages(&buf) {
+                if ty == NLMSG_ERROR && s == seq {
                     return Ok(error_code(payload));
                 }
             }
@@ -366,8 +368,13 @@ impl ExitWatch {
     }
 }
 
+/// Sequence numbers of the two requests: each acknowledgement is matched to its own (the
+/// family request is acknowledged too, after its reply).
+const SEQ_FAMILY: u32 = 1;
+const SEQ_REGISTER: u32 = 2;
+
 /// A generic netlink request with one attribute, flagged for an acknowledgement.
-fn request(family: u16, cmd: u8, version: u8, attr: u16, value: &[u8]) -> Vec<u8> {
+fn request(family: u16, seq: u32, cmd: u8, version: u8, attr: u16, value: &[u8]) -> Vec<u8> {
     let attr_len = NLA_HDRLEN + value.len();
     let total = NLMSG_HDRLEN + GENL_HDRLEN + align4(attr_len);
     let mut m = Vec::with_capacity(total);
@@ -375,7 +382,7 @@ fn request(family: u16, cmd: u8, version: u8, attr: u16, value: &[u8]) -> Vec<u8
     m.extend_from_slice(&family.to_ne_bytes());
     let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
     m.extend_from_slice(&flags.to_ne_bytes());
-    m.extend_from_slice(&1u32.to_ne_bytes()); // sequence
+    m.extend_from_slice(&seq.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes()); // port: the kernel assigns it
     m.extend_from_slice(&[cmd, version, 0, 0]);
     m.extend_from_slice(&(attr_len as u16).to_ne_bytes());
@@ -389,19 +396,21 @@ fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
-/// The netlink messages of a datagram: (type, payload after the 16-byte header).
-fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+/// The netlink messages of a datagram: (type, sequence number, payload after the 16-byte
+/// header).
+fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     let mut at = 0;
     std::iter::from_fn(move || {
         let hdr = buf.get(at..at + NLMSG_HDRLEN)?;
         let len = u32::from_ne_bytes(hdr[0..4].try_into().unwrap()) as usize;
         let ty = u16::from_ne_bytes(hdr[4..6].try_into().unwrap());
+        let seq = u32::from_ne_bytes(hdr[8..12].try_into().unwrap());
         if len < NLMSG_HDRLEN || at + len > buf.len() {
             return None;
         }
         let payload = &buf[at + NLMSG_HDRLEN..at + len];
         at += align4(len);
-        Some((ty, payload))
+        Some((ty, seq, payload))
     })
 }
 
@@ -433,7 +442,7 @@ fn error_code(payload: &[u8]) -> i32 {
 /// (AGGR_TGID) is skipped: the kernel fills only delay accounting there, not hiwater_rss.
 pub fn parse_exits(buf: &[u8]) -> Vec<Exit> {
     let mut out = Vec::new();
-    for (_, payload) in messages(buf) {
+    for (_, _, payload) in messages(buf) {
         let Some(genl) = payload.get(..GENL_HDRLEN) else {
             continue;
         };
@@ -688,14 +697,15 @@ pub(crate) mod tests {
     fn the_request_is_one_aligned_message_with_its_attribute() {
         let m = request(
             0x17,
+            SEQ_REGISTER,
             TASKSTATS_CMD_GET,
             1,
             TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
             b"0-1\0",
         );
         assert_eq!(m.len() % 4, 0);
-        let (ty, payload) = messages(&m).next().unwrap();
-        assert_eq!(ty, 0x17);
+        let (ty, seq, payload) = messages(&m).next().unwrap();
+        assert_eq!((ty, seq), (0x17, SEQ_REGISTER));
         let (at, v) = attributes(&payload[GENL_HDRLEN..]).next().unwrap();
         assert_eq!(
             (at, v),
