@@ -398,10 +398,10 @@ impl Tree {
             }
             self.remember_departed(rec);
         }
-        if root_gone {
-            let start = self.members[0].handle.start_time;
+        if let Some(&i) = self.index.get(&self.root_pid).filter(|_| root_gone) {
+            let start = self.members[i].handle.start_time;
             if let Some(h) = self.exit_hwm(self.root_pid, start) {
-                let root = &mut self.members[0];
+                let root = &mut self.members[i];
                 root.hwm_peak = root.hwm_peak.max(h);
                 self.exit_peak = self.exit_peak.max(Some(h));
                 self.root_exit_peak = Some(h);
