@@ -90,6 +90,16 @@ command needs no reset."
     )]
     pub reset_peak: bool,
 
+    #[arg(
+        long,
+        long_help = "Do not read the kernel's exit records (taskstats over netlink). With them (root or \
+CAP_NET_ADMIN), a process that leaves the tree between two samples keeps the peak the kernel \
+reported as it exited; without them its peak is exact only up to the last sample before its exit, \
+and the summary says how long before the exit that was."
+    )]
+    /// Do not read the kernel's exit records (taskstats): peaks at exit are then not seen
+    pub no_taskstats: bool,
+
     #[command(flatten)]
     pub sampling: SamplingArgs,
 

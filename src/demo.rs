@@ -74,6 +74,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         procfs: ProcFs::default(),
         phase_peaks: false,
         reset_peak: false,
+        exit_records: true,
         capture_stdout: false,
         env: Vec::new(),
     };

@@ -2,7 +2,7 @@
 //! (src/bin/memmon-test/) or the demo's child (`demo::WORKLOAD_ENTRY`) runs
 //! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
 //! `mlock:64MiB` (allocate, touch and mlock: VmLck), `spike:200MiB:20ms` (allocate, touch, hold,
-//! free), `hold:2s`, `free` (the latest
+//! free), `hold:2s`, `wait-file:PATH` (until it exists), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
@@ -123,6 +123,13 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 drop(b);
             }
             "hold" => std::thread::sleep(dur(1)?),
+            // Waits until a file exists (a test's go-ahead): `wait-file:/tmp/go`.
+            "wait-file" => {
+                let path = std::path::Path::new(&step[10..]);
+                while !path.exists() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
             // A line on stdout (flushed), e.g. for --mark-stdout: `say:phase spike`.
             "say" => println!("{}", &step[4..]),
             "free" => {
@@ -154,7 +161,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, say, free, free-all, children, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, wait-file, say, free, free-all, children, wait-children, exit)")),
         }
     }
     for mut k in kids {

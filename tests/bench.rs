@@ -631,3 +631,32 @@ fn a_child_idle_in_the_next_run_does_not_give_it_the_last_runs_peak() {
         runs[1]
     );
 }
+
+#[test]
+fn each_run_reports_the_cpu_time_the_daemon_spent_on_it() {
+    // Touching 400 MiB is ~100,000 page faults in the daemon: tenths of a second of system
+    // time, against next to nothing for 4 MiB (/proc/PID/stat counts in 10 ms ticks).
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &[]);
+    let (out, csv) = (dir.path().join("b.json"), dir.path().join("b.csv"));
+    memmon()
+        .args(["bench", "--pidfile"])
+        .arg(&d.pidfile)
+        .args(["-n", "2", "-i", "100ms", "--export-json"])
+        .arg(&out)
+        .arg("--export-csv")
+        .arg(&csv)
+        .args(d.client(&["--size", "4MiB,400MiB"]))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Daemon CPU u/s"));
+    let report = json(&out);
+    let runs = runs(&report);
+    let sys = |r: &serde_json::Value| r["daemon_system_s"].as_f64().unwrap();
+    let user = |r: &serde_json::Value| r["daemon_user_s"].as_f64().unwrap();
+    assert!(sys(&runs[1]) >= 0.02, "{}", runs[1]);
+    assert!(sys(&runs[1]) + user(&runs[1]) > sys(&runs[0]) + user(&runs[0]));
+    let (header, rows) = read_csv(&csv);
+    let i = header.iter().position(|c| c == "daemon_system_s").unwrap();
+    assert!((rows[1][i].parse::<f64>().unwrap() - sys(&runs[1])).abs() < 0.006);
+}

@@ -852,3 +852,244 @@ ts = [threading.Thread(target=idle) for _ in range(7)] + [threading.Thread(targe
         .collect();
     assert!(names.contains(&"sleep 1.5"), "{names:?}");
 }
+
+/// Context switches (voluntary and not) summed over every thread of `pid`: each is a wake-up.
+fn context_switches(pid: u32) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // a thread that just ended
+        };
+        total += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}
+
+#[test]
+fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads() {
+    // The marker socket (on by default) and a followed log each have a thread: neither may
+    // wake on a timer of its own between samples (they used to, every 100 and 50 ms).
+    let dir = tempdir();
+    let log = dir.path().join("app.log");
+    std::fs::write(&log, "").unwrap();
+    let mut target = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    // The marker socket in a directory of its own: `memmon mark` in other tests probes the
+    // sockets of the shared default one, and each probe wakes the recorder.
+    let mut rec = std::process::Command::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "1s",
+            "--pid",
+            &target.id().to_string(),
+        ])
+        .arg("--socket")
+        .arg(dir.path().join("m.sock"))
+        .arg("--mark-log")
+        .arg(&log)
+        .args(["--mark-regex", "phase"])
+        .arg("-o")
+        .arg(dir.path().join("idle.csv"))
+        .spawn()
+        .unwrap();
+    let pid = rec.id();
+    // Past the start-up (the threads exist once the first rows are written).
+    assert!(wait_for(20.0, || {
+        std::fs::read_to_string(dir.path().join("idle.csv")).is_ok_and(|s| s.lines().count() >= 3)
+    }));
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count();
+    assert!(
+        threads >= 3,
+        "expected the recorder, socket and log threads, found {threads}"
+    );
+    let before = context_switches(pid);
+    let t0 = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let per_s = (context_switches(pid) - before) as f64 / t0.elapsed().as_secs_f64();
+    // SAFETY: signalling our own children.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let _ = rec.wait();
+    let _ = target.kill();
+    let _ = target.wait();
+    // One wake-up per sample, one per 2 s for the log's fallback look, and slack for
+    // preemptions on a busy machine.
+    assert!(
+        per_s <= 3.0,
+        "{per_s:.2} wake-ups/s at -i 1s (at most 3 expected)"
+    );
+}
+
+/// An attached workload (memmon did not start it) that holds 100 MiB, then, once memmon's first
+/// sample is written, rises to 400 MiB and exits before the next sample (`-i 5s`: the 2 s of the
+/// issue, with room for a busy machine; memmon ends as the target does). Returns the
+/// summary JSON, memmon's stderr and the number of rows.
+fn record_a_peak_just_before_exit(flags: &[&str]) -> (serde_json::Value, String, usize) {
+    let dir = tempdir();
+    let go = dir.path().join("go");
+    let out = dir.path().join("exit.csv");
+    let mut target = spawn_workload(&[
+        "alloc:100MiB",
+        &format!("wait-file:{}", go.display()),
+        "alloc:300MiB",
+        "exit:0",
+    ]);
+    let pid = target.id().to_string();
+    assert!(wait_for(20.0, || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+                l.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .is_some_and(|kib| kib * 1024 >= 100 * MIB)
+    }));
+    let mut args = vec![
+        "record",
+        "--pid",
+        &pid,
+        "-i",
+        "5s",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let rec = spawn_memmon(&args);
+    // The rise comes after the first sample.
+    assert!(wait_for(20.0, || {
+        std::fs::read_to_string(&out).is_ok_and(|s| s.lines().count() >= 2)
+    }));
+    std::fs::write(&go, "").unwrap();
+    let _ = target.wait();
+    let done = rec.wait_with_output().unwrap();
+    assert!(done.status.success());
+    let rows = read_csv(&out).1.len();
+    (
+        summary_json(&out),
+        String::from_utf8_lossy(&done.stderr).into_owned(),
+        rows,
+    )
+}
+
+#[test]
+fn an_attached_process_that_peaks_just_before_it_exits_keeps_its_peak_from_its_exit_record() {
+    let (sum, stderr, rows) = record_a_peak_just_before_exit(&[]);
+    assert_eq!(
+        rows, 1,
+        "the rise was sampled: the test proves nothing\n{stderr}"
+    );
+    let peak = sum["kernel_peak_rss_bytes"].as_u64().unwrap_or(0);
+    assert!(peak >= 400 * MIB, "kernel peak {peak} bytes\n{stderr}");
+    assert_eq!(sum["end"]["exit_records"], "taskstats");
+    assert_eq!(sum["end"]["target_exit_read"], true);
+    assert!(sum["kernel_peak_exact_until_s"].is_null());
+    // The process's own record carries it too.
+    let hwm = sum["end"]["processes"][0]["hwm_bytes"].as_u64().unwrap();
+    assert!(hwm >= 400 * MIB, "process peak {hwm} bytes");
+    assert!(!stderr.contains("exact up to the last sample"), "{stderr}");
+}
+
+#[test]
+fn without_exit_records_the_summary_says_the_peak_is_exact_only_up_to_the_last_sample() {
+    let (sum, stderr, rows) = record_a_peak_just_before_exit(&["--no-taskstats"]);
+    assert_eq!(
+        rows, 1,
+        "the rise was sampled: the test proves nothing\n{stderr}"
+    );
+    assert_eq!(sum["end"]["exit_records"], "off (--no-taskstats)");
+    let gap = sum["kernel_peak_exact_until_s"].as_f64().unwrap();
+    assert!((0.0..5.5).contains(&gap), "{gap} s");
+    assert!(
+        stderr.contains("exact up to the last sample")
+            && stderr.contains("before the target exited; a rise after it is not seen"),
+        "{stderr}"
+    );
+    // Never called exact beyond that sample, and the 400 MiB was not seen.
+    assert!(!stderr.contains("exact within"), "{stderr}");
+    assert!(sum["kernel_peak_rss_bytes"].as_u64().unwrap_or(0) < 400 * MIB);
+}
+
+#[test]
+fn each_sample_has_the_trees_virtual_size_and_thread_count() {
+    // Three single-threaded processes (the workload and two children) at some ticks.
+    let dir = tempdir();
+    let out = dir.path().join("vm.csv");
+    record_workload(
+        &out,
+        &["-i", "50ms"],
+        &["alloc:100MiB", "children:2:10MiB:1s", "wait-children"],
+    )
+    .assert()
+    .success();
+    let (vm, rss) = (column(&out, "vm_size_bytes"), column(&out, "rss_bytes"));
+    let (threads, procs) = (column(&out, "threads"), column(&out, "processes"));
+    assert!(vm.iter().zip(&rss).all(|(v, r)| v >= r), "VmSize below RSS");
+    assert!(vm.iter().any(|&v| v >= 100 * MIB));
+    assert!(
+        procs.contains(&3),
+        "the children were never seen: {procs:?}"
+    );
+    for (t, p) in threads.iter().zip(&procs) {
+        assert_eq!(t, p, "each process has one thread");
+    }
+}
+
+#[test]
+fn an_unprivileged_recorder_is_refused_exit_records_and_says_so() {
+    // Registering for exit records needs CAP_NET_ADMIN: as root, memmon runs as nobody through
+    // setpriv (which drops every capability); as another user, as that user.
+    let dir = tempdir();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = dir.path().join("u.csv");
+    // SAFETY: geteuid has no preconditions.
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut c = StdCommand::new(outside_program("setpriv"));
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(memmon_path());
+        c
+    } else {
+        StdCommand::new(memmon_path())
+    };
+    let done = cmd
+        .args([
+            "record",
+            "-i",
+            "100ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("not reading exit records: registering for exit records was refused")
+            && stderr.contains("exact up to its last sample before it exits"),
+        "{stderr}"
+    );
+    let records = summary_json(&out)["end"]["exit_records"].clone();
+    assert!(
+        records
+            .as_str()
+            .is_some_and(|r| r.starts_with("unavailable: registering for exit records was refused")),
+        "{records}"
+    );
+}

@@ -336,6 +336,7 @@ impl SummaryBuilder {
             },
             kernel_peak_window: window,
             kernel_peak_exact_within_bytes: bound,
+            kernel_peak_exact_until_s: self.exact_until(meta, end),
             lifetime_peak_rss_bytes: lifetime_peak,
             tree_hwm_sum_bytes: if self.single_process || self.max_hwm_sum == 0 {
                 None
@@ -380,6 +381,15 @@ impl SummaryBuilder {
 }
 
 impl SummaryBuilder {
+    /// For an attached target that exited and whose exit record was not read: the seconds
+    /// between the last sample and the exit (the end record's time, taken as memmon saw it go).
+    fn exact_until(&self, meta: Option<&Meta>, end: Option<&EndInfo>) -> Option<f64> {
+        let (meta, end) = (meta?, end?);
+        let attached = meta.target.mode != "command" && end.rusage_maxrss_bytes.is_none();
+        (attached && end.reason == crate::format::meta::EndReason::TargetExited && !end.target_exit_read && self.samples > 0)
+            .then(|| end.ended_unix_ms.saturating_sub(self.last_unix_ms) as f64 / 1000.0)
+    }
+
     /// The recording's kernel peak (with its source), why it counts, and — when the mark was
     /// set before the recording — the process's lifetime peak, reported apart.
     #[allow(clippy::type_complexity)]
@@ -389,6 +399,14 @@ impl SummaryBuilder {
         end: Option<&EndInfo>,
     ) -> (KernelPeakWindow, Option<(u64, PeakSource)>, Option<u64>) {
         let rusage = end.and_then(|e| e.rusage_maxrss_bytes).unwrap_or(0);
+        // A peak the kernel's exit records gave (a process that rose after its last sample).
+        let exit = end.and_then(|e| e.exit_peak_bytes).unwrap_or(0);
+        let max_hwm = self.max_hwm.max(exit);
+        let max_hwm_later = match self.max_hwm_later {
+            Some(l) => Some(l.max(exit)),
+            None if exit > 0 => Some(exit),
+            None => None,
+        };
         let launched = meta.is_some_and(|m| m.target.mode == "command") || rusage > 0;
         let reset = meta.is_some_and(|m| m.peak_reset_at_start)
             && end.is_none_or(|e| e.peak_reset_failures == 0);
@@ -399,17 +417,13 @@ impl SummaryBuilder {
                 (hwm, PeakSource::Vmhwm)
             }
         };
-        if self.max_hwm == 0 && rusage == 0 {
+        if max_hwm == 0 && rusage == 0 {
             return (KernelPeakWindow::NotRecorded, None, None);
         }
         if launched {
-            return (
-                KernelPeakWindow::Launched,
-                Some(with_source(self.max_hwm)),
-                None,
-            );
+            return (KernelPeakWindow::Launched, Some(with_source(max_hwm)), None);
         }
-        match self.max_hwm_later {
+        match max_hwm_later {
             // Reset right after the first sample: the later rows hold the recording's marks.
             Some(later) if reset && later > 0 => (
                 KernelPeakWindow::ResetAtStart,
@@ -421,7 +435,7 @@ impl SummaryBuilder {
                 Some((later, PeakSource::Vmhwm)),
                 None,
             ),
-            _ => (KernelPeakWindow::BeforeRecording, None, Some(self.max_hwm)),
+            _ => (KernelPeakWindow::BeforeRecording, None, Some(max_hwm)),
         }
     }
 }
@@ -476,6 +490,11 @@ pub struct Summary {
     /// How far the kernel's batched counters may be off (`crate::model::peak::batching_bound_bytes`),
     /// when the recording says how many CPUs the machine had.
     pub kernel_peak_exact_within_bytes: Option<u64>,
+    /// An attached target that exited without its exit record read (no taskstats): its kernel
+    /// peak is exact up to the last sample only, and this is how many seconds before the exit
+    /// that sample was (a rise in between is not seen). `None` when the peak holds to the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_peak_exact_until_s: Option<f64>,
     /// The high-water mark of an attached process that was set before the recording began: its
     /// lifetime peak, not the recording's (never compared, never warned about).
     pub lifetime_peak_rss_bytes: Option<u64>,
@@ -598,7 +617,21 @@ impl Summary {
     /// The kernel peak's lines: the recording's own, or why there is none.
     fn render_kernel_peak(&self, o: &mut String) {
         let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
-        let exact = exact_within(self.kernel_peak_exact_within_bytes);
+        let mut exact = exact_within(self.kernel_peak_exact_within_bytes);
+        let until = self.kernel_peak_exact_until_s.map(|gap| {
+            let why = self
+                .end
+                .as_ref()
+                .and_then(|e| e.exit_records.as_deref())
+                .unwrap_or("not read");
+            format!(
+                "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {why})",
+                fmt_seconds(gap)
+            )
+        });
+        if let Some(u) = &until {
+            exact = u.clone();
+        }
         match (self.kernel_peak_rss_bytes, self.kernel_peak_source) {
             (Some(k), Some(source)) => {
                 let _ = writeln!(
@@ -621,6 +654,9 @@ impl Summary {
                         b(l),
                         self.kernel_peak_scope
                     );
+                }
+                if let Some(u) = &until {
+                    let _ = writeln!(o, "  at exit       {u}");
                 }
             }
             _ => {
@@ -939,6 +975,44 @@ mod tests {
         let sum = b.finish(None, Some(&meta("command", false)), None, None);
         assert_eq!(sum.kernel_peak_rss_bytes, Some(90 << 20));
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::Launched);
+    }
+
+    /// An attached target that rose from 100 to 200 MiB between samples, then exited 1.5 s
+    /// after the last one; `exit_peak`: what its exit record said (None: no record read).
+    fn exited_attached(exit_peak: Option<u64>, records: &str) -> Summary {
+        let mut b = SummaryBuilder::new();
+        b.push(&s(0.0, 100 << 20, 100 << 20));
+        b.push(&s(2.0, 200 << 20, 200 << 20));
+        let end = EndInfo {
+            ended_unix_ms: 1_000_000 + 3_500,
+            reason: crate::format::meta::EndReason::TargetExited,
+            exit_records: Some(records.into()),
+            exit_peak_bytes: exit_peak,
+            target_exit_read: exit_peak.is_some(),
+            ..EndInfo::default()
+        };
+        b.finish(None, Some(&meta("pid", false)), Some(&end), None)
+    }
+
+    #[test]
+    fn an_exit_record_makes_the_peak_at_exit_the_kernel_peak() {
+        let sum = exited_attached(Some(400 << 20), "taskstats");
+        assert_eq!(sum.kernel_peak_rss_bytes, Some(400 << 20));
+        assert_eq!(sum.kernel_peak_exact_until_s, None);
+        assert!(sum.render().contains("exact within"), "{}", sum.render());
+    }
+
+    #[test]
+    fn without_an_exit_record_the_peak_is_exact_only_up_to_the_last_sample() {
+        let sum = exited_attached(None, "off (--no-taskstats)");
+        assert_eq!(sum.kernel_peak_rss_bytes, Some(200 << 20));
+        assert_eq!(sum.kernel_peak_exact_until_s, Some(1.5));
+        let text = sum.render();
+        assert!(
+            text.contains("exact up to the last sample, 1.50 s before the target exited; a rise after it is not seen (exit records: off (--no-taskstats))"),
+            "{text}"
+        );
+        assert!(!text.contains("exact within"), "{text}");
     }
 
     #[test]

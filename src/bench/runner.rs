@@ -313,6 +313,7 @@ impl Daemon {
             procfs: opts.procfs.clone(),
             phase_peaks: opts.phase_peaks,
             reset_peak: false,
+            exit_records: false,
             capture_stdout: false,
             env: Vec::new(),
         };
@@ -536,10 +537,14 @@ impl Daemon {
             }
             self.hwm_reset_ok = false;
         }
+        let cpu_before = self.handle.cpu_times_s();
         let (end, quitted) = run_client(opts, env, &self.quit)?;
         if quitted {
             return Err(self.ended(&label));
         }
+        let cpu = cpu_before
+            .zip(self.handle.cpu_times_s())
+            .map(|((u0, s0), (u1, s1))| ((u1 - u0).max(0.0), (s1 - s0).max(0.0)));
         let (tx, rx) = mpsc::channel();
         if !self.control.send(Control::Probe(Event::RunEnd(n), tx)) {
             return Err(self.ended(&label));
@@ -600,6 +605,8 @@ impl Daemon {
             peak_gpu_bytes: samples.iter().filter_map(|s| s.gpu.bytes).max(),
             processes_after: Some(last.processes),
             leftovers: None,
+            daemon_user_s: cpu.map(|c| c.0),
+            daemon_system_s: cpu.map(|c| c.1),
         };
         Ok((r, end))
     }
@@ -891,6 +898,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             procfs: opts.procfs.clone(),
             phase_peaks: false,
             reset_peak: false,
+            exit_records: false,
             // When stdout carries data, the command's output goes to stderr instead.
             capture_stdout: opts.stdout_is_data,
             env: env
@@ -971,6 +979,8 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 peak_gpu_bytes: outcome.summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
                 processes_after: None,
                 leftovers,
+                daemon_user_s: None,
+                daemon_system_s: None,
             };
             progress(opts, &r);
             report.runs.push(r);

@@ -17,6 +17,14 @@ pub fn fmt_wall(secs: f64) -> String {
     }
 }
 
+/// The daemon's CPU time in a run, user / system: `0.12 s / 0.03 s`; `-` without a daemon.
+pub fn cpu_cell(r: &RunResult) -> String {
+    match (r.daemon_user_s, r.daemon_system_s) {
+        (Some(u), Some(s)) => format!("{u:.2} s / {s:.2} s"),
+        _ => "-".into(),
+    }
+}
+
 fn opt_bytes(v: Option<u64>) -> String {
     v.map(fmt_bytes).unwrap_or_else(|| "-".into())
 }
@@ -103,8 +111,8 @@ pub fn render(report: &BenchReport) -> String {
         );
         if daemon {
             head += &format!(
-                "  {:>11}  {:>11}  {:>11}",
-                "Over floor", "RSS before", "RSS after"
+                "  {:>11}  {:>11}  {:>11}  {:>15}",
+                "Over floor", "RSS before", "RSS after", "Daemon CPU u/s"
             );
         }
         if cgroup {
@@ -134,12 +142,13 @@ pub fn render(report: &BenchReport) -> String {
             );
             if daemon {
                 line += &format!(
-                    "  {:>11}  {:>11}  {:>11}",
+                    "  {:>11}  {:>11}  {:>11}  {:>15}",
                     r.peak_over_floor_bytes
                         .map(|b| fmt_bytes_signed(b as i64))
                         .unwrap_or_else(|| "-".into()),
                     opt_bytes(r.rss_before_bytes),
-                    opt_bytes(r.rss_after_bytes)
+                    opt_bytes(r.rss_after_bytes),
+                    cpu_cell(r)
                 );
             }
             if cgroup {

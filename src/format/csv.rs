@@ -688,6 +688,8 @@ mod tests {
             pss_bytes: None,
             missed_ticks: 2,
             gpu: Default::default(),
+            vm_size_bytes: 50_000_000_000,
+            threads: 12,
             event: Some(Event::Mark("synthesis, \"phase\" 1".into())),
         }
     }
@@ -721,7 +723,7 @@ mod tests {
     }
 
     #[test]
-    fn a_row_is_written_as_before_the_column_table() {
+    fn a_row_is_written_as_before_the_column_table_with_vm_size_and_threads_added() {
         let mut buf = Vec::new();
         let mut w = CsvWriter::new(&mut buf, true).unwrap();
         w.write_sample(&sample()).unwrap();
@@ -736,10 +738,10 @@ mod tests {
             String::from_utf8(buf).unwrap(),
             "unix_ms,elapsed_s,rss_bytes,anon_bytes,file_bytes,shmem_bytes,swap_bytes,locked_bytes,\
              pinned_bytes,processes,top_pid,top_rss_bytes,hwm_bytes,hwm_sum_bytes,pss_bytes,\
-             missed_ticks,gpu_bytes,gpu_device_used_bytes,gpu_device_total_bytes,event\n\
+             missed_ticks,gpu_bytes,gpu_device_used_bytes,gpu_device_total_bytes,vm_size_bytes,threads,event\n\
              1771372328313,12.500000,47696158720,47000000000,600000000,96158720,0,4096,8192,3,4242,\
-             47000000000,48000000000,49000000000,,2,,,,\"mark:synthesis, \"\"phase\"\" 1\"\n\
-             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,,,,\n"
+             47000000000,48000000000,49000000000,,2,,,,50000000000,12,\"mark:synthesis, \"\"phase\"\" 1\"\n\
+             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,,,,0,0,\n"
         );
     }
 
@@ -806,7 +808,8 @@ mod tests {
                 shmem_bytes: sizes[3], swap_bytes: sizes[4], locked_bytes: sizes[5],
                 pinned_bytes: sizes[6], processes, top_pid, top_rss_bytes: sizes[7],
                 hwm_bytes: sizes[8], hwm_sum_bytes: sizes[0], pss_bytes: pss,
-                missed_ticks: missed, gpu: Default::default(), event,
+                missed_ticks: missed, gpu: Default::default(),
+                vm_size_bytes: sizes[1], threads: processes, event,
             };
             let mut buf = Vec::new();
             CsvWriter::new(&mut buf, false).unwrap().write_sample(&s).unwrap();
@@ -969,7 +972,7 @@ mod tests {
         let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
         let mut f = vec![];
         let err = layout
-            .parse(b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,", &mut f)
+            .parse(b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,0,0,", &mut f)
             .unwrap_err();
         assert!(
             err.0.contains("processes") && err.0.contains("out of range"),
@@ -977,12 +980,12 @@ mod tests {
             err.0
         );
         let err = layout
-            .parse(b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,", &mut f)
+            .parse(b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,0,0,", &mut f)
             .unwrap_err();
         assert!(err.0.contains("top_pid"), "{}", err.0);
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,restart:99999999999",
+                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,restart:99999999999",
                 &mut f,
             )
             .unwrap_err();
@@ -1000,7 +1003,7 @@ mod tests {
             ("1e300", "1"),
             ("1.0", "18000000000000000000"),
         ] {
-            let line = format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,");
+            let line = format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,");
             let err = layout.parse(line.as_bytes(), &mut f).unwrap_err();
             assert!(
                 err.0.contains("elapsed_s") || err.0.contains("unix_ms"),
@@ -1037,7 +1040,7 @@ mod tests {
         let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
         let mut f = vec![];
         let err = layout
-            .parse(b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,", &mut f)
+            .parse(b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,", &mut f)
             .unwrap_err();
         assert!(err.0.contains("rss_bytes"), "{}", err.0);
     }

@@ -145,6 +145,18 @@ pub struct EndInfo {
     /// where one was unread have no `pss_bytes` (a partial sum would look like a drop).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pss_unread: Vec<PssUnread>,
+    /// How the peaks of processes at their exit were read: `taskstats` (the kernel's exit
+    /// records), or why not (`off (--no-taskstats)`, `unavailable: ...`). Absent in recordings
+    /// made before memmon read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_records: Option<String>,
+    /// The largest high-water mark (VmHWM, bytes) the exit records gave for a process of the
+    /// tree: a peak reached after the process's last sample counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_peak_bytes: Option<u64>,
+    /// The target's own exit record was read: its kernel peak holds up to its exit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub target_exit_read: bool,
 }
 
 /// How GPU memory is read, and the GPUs there were at the start.

@@ -1,19 +1,27 @@
 //! `--mark-log FILE`: follows a log like `tail -F` (from its end; across rotation, when the file
 //! is renamed and a new one created, and truncation, as by copytruncate) and turns each line
-//! that matches `--mark-regex` into a marker. A thread polls every `POLL` (no inotify).
+//! that matches `--mark-regex` into a marker. A thread sleeps on an inotify watch of the log
+//! (woken by its writes, and by a new file created under its name), and looks once every
+//! `FALLBACK` in case a change came unseen; every `POLL` where inotify cannot watch it.
 
 use super::{send_mark, MarkPattern, Worker};
 use crate::sampler::record::ControlHandle;
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How often the log is looked at: a marker's sample is taken at most this long after its line
-/// was written.
+/// How often the log is looked at without inotify: a marker's sample is then taken at most this
+/// long after its line was written.
 pub const POLL: Duration = Duration::from_millis(50);
+
+/// With inotify, how often the log is looked at anyway (a rotation to another directory, a
+/// file system that sends no events): one wake-up every 2 s for an idle log.
+pub const FALLBACK: Duration = Duration::from_secs(2);
 
 /// A line longer than this without a newline is taken as it is (its first MiB).
 const MAX_LINE_BYTES: usize = 1 << 20;
@@ -146,7 +154,8 @@ impl LogFollower {
     pub fn spawn(mut self, pattern: MarkPattern, control: ControlHandle) -> Following {
         let worker = Worker::spawn("memmon-mark-log", move |stop| {
             let mut lines = Vec::new();
-            while !stop.load(Ordering::SeqCst) {
+            let watch = Watch::new(&self.path);
+            while !stop.is_set() {
                 self.poll(&mut lines);
                 for line in lines.drain(..) {
                     if let Some(label) = pattern.label(&line) {
@@ -155,7 +164,20 @@ impl LogFollower {
                         }
                     }
                 }
-                std::thread::sleep(POLL);
+                match &watch {
+                    Some(w) => {
+                        // Woken by another file of the directory: sleep again, to the same end.
+                        let until = Instant::now() + FALLBACK;
+                        while stop.wait(w.fd.as_raw_fd(), Some(until - Instant::now().min(until)))
+                            && !w.take_events()
+                            && !stop.is_set()
+                        {}
+                        w.watch_file();
+                    }
+                    None => {
+                        stop.wait(-1, Some(POLL));
+                    }
+                }
             }
         });
         Following { _worker: worker }
@@ -167,6 +189,90 @@ pub struct Following {
     _worker: Worker,
 }
 
+/// An inotify watch of the log: of its file (writes, truncation, renames, also after a
+/// rotation renamed it) and of its directory, for a new file created or moved in under its name.
+/// Other files of the directory (a busy /tmp) wake the thread but are not read.
+struct Watch {
+    fd: OwnedFd,
+    dir_wd: i32,
+    name: Vec<u8>,
+    path: CString,
+}
+
+impl Watch {
+    /// `None` when inotify is unavailable or the directory does not exist (yet).
+    fn new(path: &Path) -> Option<Watch> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let dir = CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: inotify_init1 has no memory-safety preconditions.
+        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mask = libc::IN_CREATE | libc::IN_MOVED_TO;
+        // SAFETY: a valid inotify descriptor and a NUL-terminated path.
+        let dir_wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), dir.as_ptr(), mask) };
+        if dir_wd < 0 {
+            return None;
+        }
+        let w = Watch {
+            fd,
+            dir_wd,
+            name: path.file_name()?.as_bytes().to_vec(),
+            path: CString::new(path.as_os_str().as_bytes()).ok()?,
+        };
+        w.watch_file();
+        Some(w)
+    }
+
+    /// Watches the file now at the path (again after a rotation; the kernel returns the same
+    /// watch for the same file). A missing file is watched once its creation is seen.
+    fn watch_file(&self) {
+        let mask = libc::IN_MODIFY | libc::IN_ATTRIB | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF;
+        // SAFETY: a valid inotify descriptor and a NUL-terminated path.
+        unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), self.path.as_ptr(), mask) };
+    }
+
+    /// Reads the queued events; true when one concerns the log (a file watch, or the directory
+    /// event of an entry with the log's name).
+    fn take_events(&self) -> bool {
+        let mut buf = [0u8; 4096];
+        let mut ours = false;
+        loop {
+            // SAFETY: reading into a valid buffer from our own non-blocking descriptor.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                return ours;
+            }
+            ours |= events_concern(&buf[..n as usize], self.dir_wd, &self.name);
+        }
+    }
+}
+
+/// Walks a buffer of `struct inotify_event { int wd; u32 mask, cookie, len; char name[len]; }`
+/// (16 bytes, then the NUL-padded name): true when an event is not the directory's, or is the
+/// directory's for an entry named `name`.
+fn events_concern(buf: &[u8], dir_wd: i32, name: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 16 <= buf.len() {
+        let wd = i32::from_ne_bytes(buf[at..at + 4].try_into().unwrap());
+        let len = u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap()) as usize;
+        let end = (at + 16 + len).min(buf.len());
+        let entry = &buf[at + 16..end];
+        let entry = &entry[..entry.iter().position(|&b| b == 0).unwrap_or(entry.len())];
+        if wd != dir_wd || entry == name {
+            return true;
+        }
+        at += 16 + len;
+    }
+    false
+}
+
 fn decode(line: &[u8]) -> String {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     String::from_utf8_lossy(line).into_owned()
@@ -176,6 +282,33 @@ fn decode(line: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// One `struct inotify_event` as the kernel writes it: header, then the name padded with
+    /// NULs to `len`.
+    fn event(wd: i32, name: &str, len: u32) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&wd.to_ne_bytes());
+        v.extend_from_slice(&libc::IN_CREATE.to_ne_bytes());
+        v.extend_from_slice(&0u32.to_ne_bytes());
+        v.extend_from_slice(&len.to_ne_bytes());
+        let mut n = name.as_bytes().to_vec();
+        n.resize(len as usize, 0);
+        v.extend_from_slice(&n);
+        v
+    }
+
+    #[test]
+    fn only_events_of_the_log_or_its_name_in_the_directory_concern_it() {
+        let other = event(1, "other.tmp", 16);
+        assert!(!events_concern(&other, 1, b"app.log"));
+        let mut both = other.clone();
+        both.extend(event(1, "app.log", 16));
+        assert!(events_concern(&both, 1, b"app.log"));
+        // A file watch's event (no name) concerns the log whatever its watch number.
+        assert!(events_concern(&event(2, "", 0), 1, b"app.log"));
+        // A truncated buffer ends the walk without reading past it.
+        assert!(!events_concern(&both[..20], 1, b"app.log"));
+    }
 
     fn append(path: &Path, text: &str) {
         std::fs::OpenOptions::new()

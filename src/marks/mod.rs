@@ -10,8 +10,12 @@ use crate::exit::{CodedError, ExitCode};
 use crate::model::sample::Event;
 use crate::sampler::record::{Control, ControlHandle, Recorder};
 use regex::Regex;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Labels longer than this (in characters) are cut.
 pub const MAX_LABEL_CHARS: usize = 200;
@@ -264,22 +268,79 @@ pub(crate) fn send_mark(control: &ControlHandle, label: String) -> bool {
     control.send(Control::Event(Event::Mark(label)))
 }
 
-/// A stop flag and the thread watching it.
+/// What a worker thread waits on: a flag, and an eventfd that becomes readable when the flag is
+/// set, so the thread sleeps in `poll` on its own input and this descriptor (no timeout to look
+/// at the flag: an idle recorder has no thread waking up for nothing).
+pub(crate) struct Stop {
+    flag: std::sync::atomic::AtomicBool,
+    /// `None` when no eventfd could be made (then `wait` falls back to its timeout).
+    fd: Option<OwnedFd>,
+}
+
+impl Stop {
+    fn new() -> Stop {
+        // SAFETY: eventfd has no memory-safety preconditions.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        Stop {
+            flag: std::sync::atomic::AtomicBool::new(false),
+            // SAFETY: a fresh descriptor owned by nobody else.
+            fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+        }
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        if let Some(fd) = &self.fd {
+            let one: u64 = 1;
+            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    /// Waits until `fd` is readable, the stop is set, or `timeout` (`None`: no timeout, unless
+    /// there is no stop descriptor, then 100 ms). True when `fd` is readable.
+    pub(crate) fn wait(&self, fd: RawFd, timeout: Option<Duration>) -> bool {
+        let stop_fd = self.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+        let timeout = match (timeout, stop_fd) {
+            (Some(t), _) => t.as_millis().min(i32::MAX as u128) as i32,
+            (None, -1) => 100,
+            (None, _) => -1,
+        };
+        let mut fds = [
+            libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds for the call; a negative fd is ignored by poll.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        r > 0 && fds[0].revents != 0
+    }
+}
+
+/// A stop and the thread watching it.
 pub(crate) struct Worker {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<Stop>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Worker {
-    pub(crate) fn spawn(
-        name: &str,
-        f: impl FnOnce(&std::sync::atomic::AtomicBool) + Send + 'static,
-    ) -> Worker {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
+    pub(crate) fn spawn(name: &str, f: impl FnOnce(&Stop) + Send + 'static) -> Worker {
+        let stop = Arc::new(Stop::new());
+        let theirs = stop.clone();
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || f(&flag))
+            .spawn(move || f(&theirs))
             .ok();
         Worker { stop, thread }
     }
@@ -287,7 +348,7 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.set();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -3,20 +3,17 @@
 //! One JSON line each way: `{"mark":"LABEL"}` and the reply with the sample's time.
 
 use super::{clean_label, Worker};
-use crate::sampler::record::{Control, ControlHandle};
 use crate::model::sample::Event;
+use crate::sampler::record::{Control, ControlHandle};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// How long the listener sleeps between looks at its stop flag.
-const POLL_MS: i32 = 100;
 /// How long a client may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the listener waits for the recorder to take the sample.
@@ -196,15 +193,9 @@ impl Listener {
     pub fn serve(self, control: ControlHandle) -> Serving {
         let Listener { listener, file } = self;
         let worker = Worker::spawn("memmon-socket", move |stop| {
-            let mut fds = [libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            while !stop.load(Ordering::SeqCst) {
-                // SAFETY: one valid pollfd for the call.
-                let r = unsafe { libc::poll(fds.as_mut_ptr(), 1, POLL_MS) };
-                if r <= 0 {
+            // Sleeps until a client connects or the recording ends: no periodic wake-up.
+            while !stop.is_set() {
+                if !stop.wait(listener.as_raw_fd(), None) {
                     continue;
                 }
                 while let Ok((stream, _)) = listener.accept() {

@@ -33,6 +33,10 @@ pub struct Sample {
     pub missed_ticks: u64,
     /// GPU memory of the tree and of the GPUs it uses (all `None` when GPU memory is not read).
     pub gpu: crate::model::gpu::GpuTick,
+    /// Sum of VmSize over the tree: virtual address space mapped, not memory used.
+    pub vm_size_bytes: u64,
+    /// Threads in the tree (sum of each process's `Threads`).
+    pub threads: u32,
     pub event: Option<Event>,
 }
 
@@ -176,6 +180,8 @@ macro_rules! for_columns {
             (gpu_bytes, gpu.bytes, OptU64, "bytes", "GPU memory held by the tree's processes (NVML, summed over their PIDs); empty when GPU memory is not read"),
             (gpu_device_used_bytes, gpu.device_used_bytes, OptU64, "bytes", "used memory of the GPUs the tree uses (every process's); empty when it uses none or GPU memory is not read"),
             (gpu_device_total_bytes, gpu.device_total_bytes, OptU64, "bytes", "total memory of those GPUs; empty as gpu_device_used_bytes"),
+            (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used"),
+            (threads, threads, U32, "count", "threads in the tree (sum of Threads)"),
             (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
         }
     };
@@ -244,7 +250,9 @@ mod tests {
         assert_eq!(s.missed_ticks, 1015);
         assert_eq!(s.gpu.bytes, Some(1016));
         assert_eq!(s.gpu.device_total_bytes, Some(1018));
-        assert_eq!(s.event, Some(Event::RunEnd(1019)));
+        assert_eq!(s.vm_size_bytes, 1019);
+        assert_eq!(s.threads, 1020);
+        assert_eq!(s.event, Some(Event::RunEnd(1021)));
         for (i, c) in COLUMNS.iter().enumerate() {
             let v = 1000 + i as u64;
             let got = match c.field {

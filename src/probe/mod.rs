@@ -4,5 +4,6 @@
 pub mod cgroup;
 pub mod gpu;
 pub mod proc;
+pub mod taskstats;
 
 pub use proc::{ProcError, ProcFs, ProcHandle, StatusMem};

@@ -49,6 +49,8 @@ pub struct StatusMem {
     pub locked: u64,
     pub pinned: u64,
     pub hwm: u64,
+    /// VmSize: the virtual address space mapped (bytes), not memory used.
+    pub vm_size: u64,
     pub threads: u32,
     /// A hash of the `Name:` line (the command name): when it changes, the process has exec'd
     /// (or renamed itself), and its name and command line are read again.
@@ -358,6 +360,18 @@ impl ProcHandle {
         rest.split_ascii_whitespace().nth(1)?.parse().ok()
     }
 
+    /// The CPU time this process has used so far (all its threads; not its children's), user and
+    /// system, in seconds: fields 14 and 15 of /proc/PID/stat, in clock ticks (`CLK_TCK`).
+    /// `None` once it is gone or replaced by another process with its PID.
+    pub fn cpu_times_s(&self) -> Option<(f64, f64)> {
+        let mut buf = Vec::new();
+        self.read_file("stat", &mut buf).ok()?;
+        let (_, start, user, system) = parse_stat_cpu(&buf)?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        (start == self.start_time).then(|| (user as f64 / hz, system as f64 / hz))
+    }
+
     /// True while this very process (not a successor with the same PID) still exists.
     pub fn is_alive(&self) -> bool {
         let mut buf = Vec::new();
@@ -514,6 +528,7 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
             b"VmLck" => &mut m.locked,
             b"VmPin" => &mut m.pinned,
             b"VmHWM" => &mut m.hwm,
+            b"VmSize" => &mut m.vm_size,
             b"Threads" => {
                 m.threads = u32::try_from(parse_u64(&line[colon + 1..])).unwrap_or(u32::MAX);
                 continue;
@@ -576,6 +591,18 @@ pub fn parse_stat(buf: &[u8]) -> Option<(String, u64)> {
     Some((comm, start))
 }
 
+/// Parses /proc/PID/stat into (comm, start time, utime, stime), the times in clock ticks.
+pub fn parse_stat_cpu(buf: &[u8]) -> Option<(String, u64, u64, u64)> {
+    let (comm, start) = parse_stat(buf)?;
+    let close = memchr::memrchr(b')', buf)?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    // Fields 14 and 15 (utime, stime): the 12th and 13th after ")".
+    let mut f = rest.split_ascii_whitespace().skip(11);
+    let user = f.next()?.parse().ok()?;
+    let system = f.next()?.parse().ok()?;
+    Some((comm, start, user, system))
+}
+
 /// Turns the NUL-separated arguments of /proc/PID/cmdline into one line joined by spaces,
 /// without the padding at its end (PostgreSQL pads its titles with spaces). A character cut at
 /// the end of a bounded read is dropped, not replaced.
@@ -628,6 +655,7 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         assert_eq!(m.locked, 16 * 1024);
         assert_eq!(m.pinned, 8 * 1024);
         assert_eq!(m.hwm, 5000 * 1024);
+        assert_eq!(m.vm_size, 8000 * 1024);
         assert_eq!(m.threads, 7);
         assert!(m.has_mm);
     }
@@ -654,6 +682,8 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         let (comm, start) = parse_stat(line).unwrap();
         assert_eq!(comm, "a b) c)");
         assert_eq!(start, 987654);
+        let (_, _, user, system) = parse_stat_cpu(line).unwrap();
+        assert_eq!((user, system), (5, 3));
     }
 
     #[test]

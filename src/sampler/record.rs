@@ -12,6 +12,7 @@ use crate::format::meta::{
 };
 use crate::format::{Format, Output, OutputError};
 use crate::sampler::live::LiveLine;
+use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use crate::model::sample::{Event, Sample, COLUMNS};
 use crate::sampler::signals;
@@ -62,6 +63,9 @@ pub struct RecordOptions {
     /// Reset the high-water marks of an attached target right after the first sample, so its
     /// kernel peak is the recording's from the start (`--reset-peak`; recorded in the metadata).
     pub reset_peak: bool,
+    /// Read the kernel's exit records (taskstats) where memmon may, so a process that leaves
+    /// the tree between two samples keeps the peak it had at its exit.
+    pub exit_records: bool,
     /// Give a launched command a pipe for its stdout, for `take_command_stdout` (`--mark-stdout`).
     pub capture_stdout: bool,
     /// Variables added to a launched command's environment (`bench` sets MEMMON_BENCH_RUN);
@@ -151,6 +155,10 @@ pub struct Recorder {
     pidfile_stamp: Option<target::PidfileStamp>,
     /// GPU memory, read on a thread of its own (`sampler/gpu.rs`).
     gpu: Option<crate::sampler::gpu::GpuTracker>,
+    /// `taskstats` when exit records are read, else why not (written in the end record).
+    exit_records: String,
+    /// The largest peak from exit records of trees before a restart.
+    exit_peak: Option<u64>,
 }
 
 impl Recorder {
@@ -237,6 +245,22 @@ impl Recorder {
         }
         let phase_peaks = opts.phase_peaks;
         let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
+        let exit_records = if !opts.exit_records {
+            "off (--no-taskstats)".to_string()
+        } else {
+            match ExitWatch::open_online() {
+                Ok(w) => {
+                    tree.watch_exits(w);
+                    "taskstats".to_string()
+                }
+                Err(e) => {
+                    if !opts.quiet {
+                        eprintln!("memmon: note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits");
+                    }
+                    format!("unavailable: {e}")
+                }
+            }
+        };
         if matches!(watched, Watched::Launched { .. }) {
             // memmon is the command's subreaper (set in `launch`): its orphans come to memmon.
             if let Ok(me) = opts.procfs.open(std::process::id() as i32) {
@@ -267,6 +291,8 @@ impl Recorder {
             meta,
             pidfile_stamp,
             gpu,
+            exit_records,
+            exit_peak: None,
         };
         rec.out.write_meta(&rec.meta).map_err(output_error)?;
         rec.announce(&rec.meta);
@@ -558,6 +584,8 @@ impl Recorder {
             pss_bytes,
             missed_ticks: self.missed,
             gpu,
+            vm_size_bytes: ts.vm_size,
+            threads: ts.threads,
             event,
         };
         self.out.write_sample(&s).map_err(output_error)?;
@@ -769,7 +797,12 @@ impl Recorder {
                     );
                 }
                 self.pidfd = open_pidfd(&h);
+                self.exit_peak = self.exit_peak.max(self.tree.exit_peak());
+                let exits = self.tree.take_exits();
                 self.tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
+                if let Some(w) = exits {
+                    self.tree.watch_exits(w);
+                }
                 return Some(pid);
             }
             let until = Instant::now() + Duration::from_millis(100);
@@ -860,6 +893,9 @@ impl Recorder {
         end.peak_reset_failures = self.reset_failures;
         end.pss_unread = self.pss_unread.clone();
         end.gpu = self.gpu.as_ref().map(|g| g.end());
+        end.exit_records = Some(self.exit_records.clone());
+        end.exit_peak_bytes = self.exit_peak.max(self.tree.exit_peak());
+        end.target_exit_read = self.tree.root_exit_peak().is_some();
         end
     }
 

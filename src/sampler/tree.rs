@@ -12,7 +12,13 @@
 //! Each member is named by its command name and its command line, read when it is found, again
 //! when its name changes (an exec) and, less and less often, while it lives (processes that set
 //! their own title after a fork, as PostgreSQL does).
+//!
+//! With exit records ([`Tree::watch_exits`], taskstats), a member that left since the last
+//! tick gets the high-water mark the kernel reported as it exited, not the last one read: a
+//! process that peaks and exits between two samples keeps its peak. So do children that were
+//! born and exited between two ticks (never members), from their parent's records.
 
+use crate::probe::taskstats::{Exit, ExitWatch};
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -46,6 +52,9 @@ pub struct TreeSample {
     pub hwm_max: u64,
     /// The sum of the members' VmHWM: an upper bound of the tree's RSS so far, never exact.
     pub hwm_sum: u64,
+    /// The sum of the members' VmSize (virtual address space) and of their thread counts.
+    pub vm_size: u64,
+    pub threads: u32,
 }
 
 pub use crate::model::process::ProcessRecord;
@@ -131,6 +140,19 @@ pub struct Tree {
     adopter: Option<ProcHandle>,
     buf: Vec<u8>,
     kids: Vec<i32>,
+    /// Exit records (taskstats), when memmon may read them.
+    exits: Option<ExitWatch>,
+    exit_buf: Vec<Exit>,
+    /// Members found gone in this tick, settled with their exit records before they join
+    /// `departed`.
+    leaving: Vec<ProcessRecord>,
+    /// The boot time, seconds since 1970 (to compare a record's start with a member's).
+    boot_unix_s: f64,
+    /// The largest VmHWM an exit record gave for a process of the tree, and the root's own.
+    exit_peak: Option<u64>,
+    root_exit_peak: Option<u64>,
+    /// The members changed since the exit records' filter was last set.
+    filter_stale: bool,
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
@@ -151,6 +173,13 @@ impl Tree {
             adopter: None,
             buf: Vec::with_capacity(2048),
             kids: Vec::new(),
+            exits: None,
+            exit_buf: Vec::new(),
+            leaving: Vec::new(),
+            boot_unix_s: 0.0,
+            exit_peak: None,
+            root_exit_peak: None,
+            filter_stale: true,
         };
         t.index.insert(root_pid, 0);
         let mut root = Member::new(root, StatusMem::default(), [0; 7], Instant::now());
@@ -176,6 +205,38 @@ impl Tree {
         self.adopter = Some(adopter);
     }
 
+    /// Reads the kernel's exit records from now on: a member that leaves gets the peak of its
+    /// record (taken at the tick that finds it gone, so the record is already queued).
+    pub fn watch_exits(&mut self, watch: ExitWatch) {
+        let uptime_ticks = crate::sampler::target::boot_ticks_now(&self.procfs).unwrap_or(0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        self.boot_unix_s = now - uptime_ticks as f64 / clock_ticks_per_s();
+        self.exits = Some(watch);
+    }
+
+    /// The exit-record watch, to carry over to the tree of a restarted target.
+    pub fn take_exits(&mut self) -> Option<ExitWatch> {
+        self.exits.take()
+    }
+
+    /// Whether exit records are read.
+    pub fn watches_exits(&self) -> bool {
+        self.exits.is_some()
+    }
+
+    /// The largest VmHWM the kernel's exit records gave for a process of the tree.
+    pub fn exit_peak(&self) -> Option<u64> {
+        self.exit_peak
+    }
+
+    /// The root's VmHWM from its exit record, once it has exited and the record was read.
+    pub fn root_exit_peak(&self) -> Option<u64> {
+        self.root_exit_peak
+    }
+
     /// Reads every member once and returns the sum. Returns `None` when the root is gone (or is
     /// a zombie): the tree has ended. Members that vanish between two reads are dropped quietly.
     pub fn sample(&mut self) -> Result<Option<TreeSample>, ProcError> {
@@ -190,7 +251,10 @@ impl Tree {
         while i < self.members.len() {
             match self.read_member(i, now) {
                 Ok(m) if m.has_mm => i += 1,
-                Ok(_) | Err(ProcError::NoSuchProcess(_)) if i == 0 => return Ok(None),
+                Ok(_) | Err(ProcError::NoSuchProcess(_)) if i == 0 => {
+                    self.settle_departures(true);
+                    return Ok(None);
+                }
                 Err(e) if i == 0 => return Err(e),
                 // A child that exited, became a zombie or cannot be read any more.
                 Ok(_) | Err(_) => self.remove(i),
@@ -206,6 +270,7 @@ impl Tree {
                 j += 1;
             }
         }
+        self.settle_departures(false);
         let mut s = TreeSample::default();
         for m in &self.members {
             add(&mut s, m.handle.pid, &m.last);
@@ -292,6 +357,7 @@ impl Tree {
                 Ok(last) if last.has_mm => {
                     self.index.insert(pid, self.members.len());
                     self.members.push(Member::new(handle, last, statm, now));
+                    self.filter_stale = true;
                 }
                 _ => {}
             }
@@ -304,7 +370,104 @@ impl Tree {
         if let Some(moved) = self.members.get(i) {
             self.index.insert(moved.handle.pid, i);
         }
-        self.remember_departed(m.record());
+        self.leaving.push(m.record());
+        self.filter_stale = true;
+    }
+
+    /// Moves the members found gone in this tick to `departed`, each with the peak of its exit
+    /// record when there is one (and the root's, when `root_gone`); children that exited
+    /// unseen since the last tick join `departed` from their records.
+    fn settle_departures(&mut self, root_gone: bool) {
+        let leaving = std::mem::take(&mut self.leaving);
+        self.exit_buf.clear();
+        if let Some(mut w) = self.exits.take() {
+            let root = self.root_pid as u32;
+            let gone =
+                |p: u32| leaving.iter().any(|r| r.pid as u32 == p) || (root_gone && p == root);
+            let index = &self.index;
+            w.drain(&mut self.exit_buf, |e| {
+                let p = e.tgid.unwrap_or(e.pid);
+                gone(p) || gone(e.ppid) || index.contains_key(&(e.ppid as i32))
+            });
+            self.exits = Some(w);
+        }
+        for mut rec in leaving {
+            if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks) {
+                rec.hwm_bytes = rec.hwm_bytes.max(h);
+                self.exit_peak = self.exit_peak.max(Some(h));
+            }
+            self.remember_departed(rec);
+        }
+        if let Some(&i) = self.index.get(&self.root_pid).filter(|_| root_gone) {
+            let start = self.members[i].handle.start_time;
+            if let Some(h) = self.exit_hwm(self.root_pid, start) {
+                let root = &mut self.members[i];
+                root.hwm_peak = root.hwm_peak.max(h);
+                self.exit_peak = self.exit_peak.max(Some(h));
+                self.root_exit_peak = Some(h);
+            }
+        }
+        self.settle_unseen_children();
+        if self.filter_stale && !root_gone {
+            if let Some(w) = &mut self.exits {
+                let pids: Vec<u32> = self.members.iter().map(|m| m.handle.pid as u32).collect();
+                w.keep_only(&pids);
+            }
+            self.filter_stale = false;
+        }
+    }
+
+    /// Children that were born and exited between two ticks: never members, known from their
+    /// leader's exit record (a live process's thread that exited is skipped: the process is a
+    /// member by now, found by this tick's walk).
+    fn settle_unseen_children(&mut self) {
+        let mut unseen: Vec<ProcessRecord> = Vec::new();
+        for e in &self.exit_buf {
+            let p = e.tgid.unwrap_or(e.pid);
+            if e.pid != p
+                || self.index.contains_key(&(p as i32))
+                || p as i32 == self.root_pid
+                || self.departed.iter().any(|d| d.pid == p as i32)
+            {
+                continue;
+            }
+            let start_s = (e.btime_s as f64 - self.boot_unix_s).max(0.0);
+            unseen.push(ProcessRecord {
+                pid: p as i32,
+                start_time_ticks: (start_s * clock_ticks_per_s()) as u64,
+                comm: e.comm.clone(),
+                cmdline: String::new(),
+                hwm_bytes: e.hiwater_bytes,
+            });
+        }
+        for mut rec in unseen {
+            if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks) {
+                rec.hwm_bytes = h;
+            }
+            self.exit_peak = self.exit_peak.max(Some(rec.hwm_bytes));
+            self.remember_departed(rec);
+        }
+    }
+
+    /// The largest VmHWM among this tick's exit records of process `pid` started at
+    /// `start_ticks` (clock ticks since boot). A record of its leader must start within 2 s of
+    /// it and one of another thread no earlier: a record of a later process that reused the PID
+    /// is not taken for it.
+    fn exit_hwm(&self, pid: i32, start_ticks: u64) -> Option<u64> {
+        let start_unix = self.boot_unix_s + start_ticks as f64 / clock_ticks_per_s();
+        self.exit_buf
+            .iter()
+            .filter(|e| e.tgid.unwrap_or(e.pid) == pid as u32)
+            .filter(|e| {
+                let b = e.btime_s as f64;
+                if e.pid == pid as u32 {
+                    (b - start_unix).abs() <= 2.0
+                } else {
+                    b >= start_unix - 2.0
+                }
+            })
+            .map(|e| e.hiwater_bytes)
+            .max()
     }
 
     fn remember_departed(&mut self, rec: ProcessRecord) {
@@ -342,6 +505,11 @@ impl Tree {
     }
 }
 
+fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+}
+
 fn add(s: &mut TreeSample, pid: i32, m: &StatusMem) {
     s.rss += m.rss;
     s.anon += m.anon;
@@ -357,6 +525,8 @@ fn add(s: &mut TreeSample, pid: i32, m: &StatusMem) {
     }
     s.hwm_max = s.hwm_max.max(m.hwm);
     s.hwm_sum += m.hwm;
+    s.vm_size = s.vm_size.saturating_add(m.vm_size);
+    s.threads = s.threads.saturating_add(m.threads);
 }
 
 #[cfg(test)]
@@ -397,6 +567,61 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         let fs = ProcFs::new(root);
         let h = fs.open(pid).unwrap();
         Tree::new(fs, h, true)
+    }
+
+    fn exit(pid: u32, tgid: u32, ppid: u32, btime_s: u64, mib: u64) -> Exit {
+        Exit {
+            pid,
+            tgid: Some(tgid),
+            ppid,
+            btime_s,
+            hiwater_bytes: mib << 20,
+            comm: "gone".into(),
+        }
+    }
+
+    #[test]
+    fn an_exit_record_counts_for_its_process_and_not_for_a_later_one_with_its_pid() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        t.sample().unwrap();
+        t.boot_unix_s = 1_700_000_000.0;
+        let start = 1_700_000_000 + (1000.0 / clock_ticks_per_s()) as u64;
+        t.exit_buf = vec![
+            // A later process that reused PID 100, started a minute after ours.
+            exit(100, 100, 1, start + 60, 9000),
+            // Ours: its leader, and a thread that started later and exited last.
+            exit(100, 100, 1, start, 400),
+            exit(105, 100, 1, start + 5, 450),
+            // Another process.
+            exit(300, 300, 1, start, 800),
+        ];
+        assert_eq!(t.exit_hwm(100, 1000), Some(450 << 20));
+        assert_eq!(t.exit_hwm(100, 5000), None, "started 40 s later: not ours");
+    }
+
+    #[test]
+    fn a_child_born_and_gone_between_ticks_joins_the_departed_from_its_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        t.sample().unwrap();
+        t.boot_unix_s = 1_700_000_000.0;
+        t.exit_buf = vec![
+            // The unseen child of 100, and a thread of live member 101 (not a departure).
+            exit(200, 200, 100, 1_700_000_050, 700),
+            exit(102, 101, 100, 1_700_000_050, 900),
+        ];
+        t.settle_unseen_children();
+        let procs = t.processes();
+        let gone: Vec<_> = procs.iter().filter(|p| p.pid == 200).collect();
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].hwm_bytes, 700 << 20);
+        assert_eq!(t.exit_peak(), Some(700 << 20));
+        assert!(procs.iter().all(|p| p.pid != 102));
+        assert_eq!(t.departed_count(), 1);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! not apply (no daemon, no cgroup, no `--pss`). `sampled_peak_bytes`, `rss_before_bytes` and
 //! `rss_after_bytes` of a run with `processes` above 1 are RSS sums that count a shared page in
 //! each process; `pss_bytes` (the largest PSS read, a peak when `pss_is_peak`) counts it once.
+//! `daemon_user_s` and `daemon_system_s`: the CPU seconds the daemon's own process (not its
+//! children) used during the run, from /proc/PID/stat in clock ticks (10 ms steps).
 
 use super::Exporter;
 use crate::bench::BenchReport;
@@ -11,7 +13,7 @@ pub struct CsvExporter;
 const HEADER: &str = "run,started_unix_ms,wall_s,exit_code,exit_signal,peak_rss_bytes,peak_source,\
 kernel_peak_bytes,kernel_peak_scope,sampled_peak_bytes,cgroup_peak_bytes,rss_before_bytes,\
 rss_after_bytes,peak_over_floor_bytes,processes,samples,pss_bytes,pss_reads,pss_is_peak,\
-peak_gpu_bytes";
+peak_gpu_bytes,daemon_user_s,daemon_system_s";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
@@ -43,6 +45,8 @@ impl Exporter for CsvExporter {
                 opt(r.pss.map(|p| p.reads)),
                 opt(r.pss.map(|p| p.is_peak)),
                 opt(r.peak_gpu_bytes),
+                opt(r.daemon_user_s.map(|s| format!("{s:.2}"))),
+                opt(r.daemon_system_s.map(|s| format!("{s:.2}"))),
             ];
             o.push_str(&fields.join(","));
             o.push('\n');

@@ -2,7 +2,7 @@
 //! and CSV exports), then the statistics and the leak check.
 
 use super::Exporter;
-use crate::bench::table::{fmt_wall, pss_cell, shared_pages_note};
+use crate::bench::table::{cpu_cell, fmt_wall, pss_cell, shared_pages_note};
 use crate::bench::BenchReport;
 use crate::units::{fmt_bytes, fmt_bytes_signed};
 use std::fmt::Write as _;
@@ -20,13 +20,13 @@ impl Exporter for MarkdownExporter {
         let gpu = report.runs.iter().any(|r| r.peak_gpu_bytes.is_some());
         writeln!(
             o,
-            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after |{}{}",
+            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after | Daemon CPU user / sys |{}{}",
             if pss { " PSS |" } else { "" },
             if gpu { " GPU peak |" } else { "" }
         )?;
         writeln!(
             o,
-            "|---:|---:|---:|---:|:---|---:|---:|---:|{}{}",
+            "|---:|---:|---:|---:|:---|---:|---:|---:|---:|{}{}",
             if pss { "---:|" } else { "" },
             if gpu { "---:|" } else { "" }
         )?;
@@ -38,7 +38,7 @@ impl Exporter for MarkdownExporter {
             };
             writeln!(
                 o,
-                "| {} | {} | {exit} | {} | {} | {} | {} | {} |{}{}",
+                "| {} | {} | {exit} | {} | {} | {} | {} | {} | {} |{}{}",
                 r.run,
                 fmt_wall(r.wall_s),
                 fmt_bytes(r.peak_rss_bytes),
@@ -48,6 +48,7 @@ impl Exporter for MarkdownExporter {
                     .unwrap_or_else(|| "–".into()),
                 opt(r.rss_before_bytes),
                 opt(r.rss_after_bytes),
+                cpu_cell(r),
                 if pss {
                     format!(" {} |", pss_cell(r))
                 } else {

@@ -1,0 +1,715 @@
+//! The kernel's exit records of processes (taskstats over generic netlink): each task that exits
+//! on a registered CPU sends one, and with CONFIG_TASK_XACCT it carries `hiwater_rss`, the
+//! process's high-water mark (VmHWM) at that moment. A process that peaks and exits between two
+//! samples has no /proc/PID/status left to read, and memmon is not the parent of an attached
+//! one; its exit record still has the peak.
+//!
+//! No thread: the socket is registered for every online CPU and read, without blocking, at each
+//! tick (the kernel queues the records in between; a full queue is counted as lost records).
+//! A socket filter (classic BPF, [`ExitWatch::keep_only`]) drops in the kernel the records of
+//! processes that are not of the tree, so a busy machine's other exits cost memmon nothing.
+//! Registering needs CAP_NET_ADMIN (the kernel's GENL_ADMIN_PERM) in the initial PID namespace.
+//! Hand-written netlink: the offsets below are those of `struct taskstats` in the kernel's
+//! include/uapi/linux/taskstats.h (checked against TASKSTATS_VERSION 13), and every read is
+//! bounded by the lengths the kernel sent.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+// Generic netlink (include/uapi/linux/genetlink.h, netlink.h).
+const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+const CTRL_ATTR_FAMILY_ID: u16 = 1;
+const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_HDRLEN: usize = 16;
+const GENL_HDRLEN: usize = 4;
+const NLA_HDRLEN: usize = 4;
+/// nla_type's flag bits (nested, network byte order).
+const NLA_TYPE_MASK: u16 = !(0x8000 | 0x4000);
+
+// Taskstats (include/uapi/linux/taskstats.h).
+const TASKSTATS_GENL_NAME: &[u8] = b"TASKSTATS\0";
+const TASKSTATS_GENL_VERSION: u8 = 1;
+const TASKSTATS_CMD_GET: u8 = 1;
+const TASKSTATS_CMD_NEW: u8 = 2;
+const TASKSTATS_CMD_ATTR_REGISTER_CPUMASK: u16 = 3;
+const TASKSTATS_TYPE_PID: u16 = 1;
+const TASKSTATS_TYPE_STATS: u16 = 3;
+const TASKSTATS_TYPE_AGGR_PID: u16 = 4;
+
+/// Offsets in `struct taskstats` (x86-64 and every 64-bit ABI: the struct is laid out with
+/// explicit alignment attributes) and the version that added each field.
+mod off {
+    /// `__u16 version`, since version 1.
+    pub const VERSION: usize = 0;
+    /// `char ac_comm[32]`, version 1.
+    pub const AC_COMM: usize = 80;
+    /// `__u32 ac_pid` (the task's, i.e. thread's, PID), version 1.
+    pub const AC_PID: usize = 128;
+    /// `__u32 ac_ppid` (the parent's thread group), version 1.
+    pub const AC_PPID: usize = 132;
+    /// `__u32 ac_btime` (start, seconds since 1970), version 1.
+    pub const AC_BTIME: usize = 136;
+    /// `__u64 hiwater_rss` (KiB), version 1; 0 without CONFIG_TASK_XACCT.
+    pub const HIWATER_RSS: usize = 200;
+    /// `__u64 ac_btime64`, version 10.
+    pub const AC_BTIME64: usize = 344;
+    /// `__u32 ac_tgid` (the thread group: the process), version 12.
+    pub const AC_TGID: usize = 368;
+}
+
+/// The most processes [`ExitWatch::keep_only`] filters on (two instructions per process and
+/// field, under the kernel's 4,096); beyond, every record is taken and sorted out at the tick.
+pub const FILTER_MAX_PROCESSES: usize = 600;
+
+/// `struct sock_filter` and `struct sock_fprog` (include/uapi/linux/filter.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SockFilter {
+    code: u16,
+    jt: u8,
+    jf: u8,
+    k: u32,
+}
+
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const SockFilter,
+}
+
+// Classic BPF opcodes.
+const BPF_LD_H_ABS: u16 = 0x00 | 0x08 | 0x20;
+const BPF_LD_W_IND: u16 = 0x00 | 0x00 | 0x40;
+const BPF_LDX_IMM: u16 = 0x01 | 0x00;
+const BPF_JEQ_K: u16 = 0x05 | 0x10;
+const BPF_JA: u16 = 0x05;
+const BPF_RET_K: u16 = 0x06;
+
+/// The filter program: keeps a message whose stats' `ac_pid`, `ac_ppid` or `ac_tgid` is one of
+/// `pids`. The stats follow the AGGR_PID header (offset 20), the PID attribute (24..32) and, when
+/// the kernel padded for 8-byte alignment, a 4-byte TASKSTATS_TYPE_NULL attribute: at 36, or
+/// 40 after the pad. Loads are big-endian, so values are compared byte-swapped; a load past the
+/// end (a kernel without `ac_tgid`) ends the program with "drop", after `ac_pid` and `ac_ppid`.
+fn filter_program(pids: &[u32]) -> Vec<SockFilter> {
+    let op = |code, k, jt, jf| SockFilter { code, jt, jf, k };
+    let be = |v: u32| u32::from_be_bytes(v.to_ne_bytes());
+    let null_type = u16::from_be_bytes(6u16.to_ne_bytes()) as u32;
+    let mut p = vec![
+        op(BPF_LD_H_ABS, 34, 0, 0),
+        op(BPF_JEQ_K, null_type, 0, 2),
+        op(BPF_LDX_IMM, 40, 0, 0),
+        op(BPF_JA, 1, 0, 0),
+        op(BPF_LDX_IMM, 36, 0, 0),
+    ];
+    for field in [off::AC_PID, off::AC_PPID, off::AC_TGID] {
+        p.push(op(BPF_LD_W_IND, field as u32, 0, 0));
+        for &pid in pids {
+            p.push(op(BPF_JEQ_K, be(pid), 0, 1));
+            p.push(op(BPF_RET_K, u32::MAX, 0, 0));
+        }
+    }
+    p.push(op(BPF_RET_K, 0, 0, 0));
+    p
+}
+
+/// One exit record: a task (thread) that exited, the process it belonged to and that process's
+/// high-water mark at the moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    /// The thread that exited.
+    pub pid: u32,
+    /// Its process (thread group); `None` from kernels before taskstats version 12, where only
+    /// a thread group leader's record (`pid` is the process) can be matched.
+    pub tgid: Option<u32>,
+    pub ppid: u32,
+    /// When the thread started, seconds since 1970.
+    pub btime_s: u64,
+    /// The process's VmHWM when the thread exited.
+    pub hiwater_bytes: u64,
+    pub comm: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaskstatsError {
+    #[error("cannot open a generic netlink socket: {0}")]
+    Socket(std::io::Error),
+    #[error("the kernel has no TASKSTATS netlink family (CONFIG_TASKSTATS off): {0}")]
+    NoFamily(String),
+    #[error("registering for exit records was refused ({0}); it needs root or CAP_NET_ADMIN in the initial PID namespace")]
+    Refused(std::io::Error),
+    #[error("netlink: {0}")]
+    Io(std::io::Error),
+}
+
+/// A netlink socket registered for the exit records of every online CPU.
+pub struct ExitWatch {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+    /// Times the kernel dropped records because the queue was full (ENOBUFS).
+    pub overruns: u64,
+}
+
+impl ExitWatch {
+    /// Opens the socket and registers `cpus` (the kernel's list form, as in
+    /// /sys/devices/system/cpu/online: `0-3,8`).
+    pub fn open(cpus: &str) -> Result<ExitWatch, TaskstatsError> {
+        // SAFETY: socket(2) has no memory-safety preconditions.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::NETLINK_GENERIC,
+            )
+        };
+        if fd < 0 {
+            return Err(TaskstatsError::Socket(std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // A deep queue: records of a whole interval wait in it (as root the limit is not capped).
+        let size: libc::c_int = 8 << 20;
+        for opt in [libc::SO_RCVBUF, libc::SO_RCVBUFFORCE] {
+            // SAFETY: a valid int option for our socket.
+            unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&size as *const libc::c_int).cast(),
+                    4,
+                )
+            };
+        }
+        let mut w = ExitWatch {
+            fd,
+            buf: vec![0u8; 64 * 1024],
+            overruns: 0,
+        };
+        let family = w.family_id()?;
+        let mut cpumask = cpus.trim().as_bytes().to_vec();
+        cpumask.push(0);
+        let msg = request(
+            family,
+            SEQ_REGISTER,
+            TASKSTATS_CMD_GET,
+            TASKSTATS_GENL_VERSION,
+            TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
+            &cpumask,
+        );
+        w.send(&msg)?;
+        match w.ack(SEQ_REGISTER)? {
+            0 => {}
+            e => {
+                return Err(TaskstatsError::Refused(std::io::Error::from_raw_os_error(
+                    -e,
+                )))
+            }
+        }
+        // From now on, reads never block: records are taken at ticks.
+        // SAFETY: fcntl on our own descriptor.
+        unsafe {
+            let fl = libc::fcntl(w.fd.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(w.fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        Ok(w)
+    }
+
+    /// Registers on the online CPUs of this machine (/sys/devices/system/cpu/online).
+    pub fn open_online() -> Result<ExitWatch, TaskstatsError> {
+        let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_else(|_| {
+            // SAFETY: sysconf has no preconditions.
+            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1);
+            format!("0-{}", n - 1)
+        });
+        ExitWatch::open(&cpus)
+    }
+
+    fn send(&self, msg: &[u8]) -> Result<(), TaskstatsError> {
+        // SAFETY: a zeroed sockaddr_nl addressed to the kernel (pid 0).
+        let mut to: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        to.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        // SAFETY: msg and the address are valid for the call.
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                msg.as_ptr().cast(),
+                msg.len(),
+                0,
+                (&to as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(TaskstatsError::Io(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// One datagram (blocking until set non-blocking); its length.
+    fn recv(&mut self) -> std::io::Result<usize> {
+        loop {
+            // SAFETY: reading into our own buffer.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    0,
+                )
+            };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Asks the controller for the TASKSTATS family's id.
+    fn family_id(&mut self) -> Result<u16, TaskstatsError> {
+        let msg = request(
+            GENL_ID_CTRL,
+            SEQ_FAMILY,
+            CTRL_CMD_GETFAMILY,
+            1,
+            CTRL_ATTR_FAMILY_NAME,
+            TASKSTATS_GENL_NAME,
+        );
+        self.send(&msg)?;
+        let n = self.recv().map_err(TaskstatsError::Io)?;
+        let buf = &self.buf[..n];
+        for (ty, _, payload) in messages(buf) {
+            if ty == NLMSG_ERROR {
+                let e = error_code(payload);
+                return Err(TaskstatsError::NoFamily(
+                    std::io::Error::from_raw_os_error(-e).to_string(),
+                ));
+            }
+            let Some(attrs) = payload.get(GENL_HDRLEN..) else {
+                continue;
+            };
+            for (at, value) in attributes(attrs) {
+                if at == CTRL_ATTR_FAMILY_ID && value.len() >= 2 {
+                    return Ok(u16::from_ne_bytes([value[0], value[1]]));
+                }
+            }
+        }
+        Err(TaskstatsError::NoFamily("no family id in the reply".into()))
+    }
+
+    /// The kernel's answer to request `seq`: 0, or a negative errno. Other messages (the
+    /// family request's own acknowledgement) are skipped.
+    fn ack(&mut self, seq: u32) -> Result<i32, TaskstatsError> {
+        loop {
+            let n = self.recv().map_err(TaskstatsError::Io)?;
+            let buf = self.buf[..n].to_vec();
+            for (ty, s, payload) in messages(&buf) {
+                if ty == NLMSG_ERROR && s == seq {
+                    return Ok(error_code(payload));
+                }
+            }
+        }
+    }
+
+    /// From now on, has the kernel queue only the records of `pids` (a thread of one, the
+    /// process itself, or a child of one); with more than [`FILTER_MAX_PROCESSES`], every
+    /// record. A failure leaves the last filter (or none): records are sorted out at the tick.
+    pub fn keep_only(&mut self, pids: &[u32]) {
+        let fd = self.fd.as_raw_fd();
+        if pids.len() > FILTER_MAX_PROCESSES {
+            // SAFETY: detaching a filter from our own socket (ENOENT when there is none).
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_DETACH_FILTER,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            return;
+        }
+        let prog = filter_program(pids);
+        let fprog = SockFprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr(),
+        };
+        // SAFETY: a valid program for the duration of the call (the kernel copies it).
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&fprog as *const SockFprog).cast(),
+                std::mem::size_of::<SockFprog>() as u32,
+            )
+        };
+    }
+
+    /// Takes every record queued since the last call, appending to `out` those `keep` wants.
+    pub fn drain(&mut self, out: &mut Vec<Exit>, mut keep: impl FnMut(&Exit) -> bool) {
+        loop {
+            match self.recv() {
+                Ok(0) => return,
+                Ok(n) => {
+                    for e in parse_exits(&self.buf[..n]) {
+                        if keep(&e) {
+                            out.push(e);
+                        }
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.overruns += 1,
+                Err(_) => return, // EAGAIN: the queue is empty
+            }
+        }
+    }
+}
+
+/// Sequence numbers of the two requests: each acknowledgement is matched to its own (the
+/// family request is acknowledged too, after its reply).
+const SEQ_FAMILY: u32 = 1;
+const SEQ_REGISTER: u32 = 2;
+
+/// A generic netlink request with one attribute, flagged for an acknowledgement.
+fn request(family: u16, seq: u32, cmd: u8, version: u8, attr: u16, value: &[u8]) -> Vec<u8> {
+    let attr_len = NLA_HDRLEN + value.len();
+    let total = NLMSG_HDRLEN + GENL_HDRLEN + align4(attr_len);
+    let mut m = Vec::with_capacity(total);
+    m.extend_from_slice(&(total as u32).to_ne_bytes());
+    m.extend_from_slice(&family.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&seq.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes()); // port: the kernel assigns it
+    m.extend_from_slice(&[cmd, version, 0, 0]);
+    m.extend_from_slice(&(attr_len as u16).to_ne_bytes());
+    m.extend_from_slice(&attr.to_ne_bytes());
+    m.extend_from_slice(value);
+    m.resize(total, 0);
+    m
+}
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// The netlink messages of a datagram: (type, sequence number, payload after the 16-byte
+/// header).
+fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let hdr = buf.get(at..at + NLMSG_HDRLEN)?;
+        let len = u32::from_ne_bytes(hdr[0..4].try_into().unwrap()) as usize;
+        let ty = u16::from_ne_bytes(hdr[4..6].try_into().unwrap());
+        let seq = u32::from_ne_bytes(hdr[8..12].try_into().unwrap());
+        if len < NLMSG_HDRLEN || at + len > buf.len() {
+            return None;
+        }
+        let payload = &buf[at + NLMSG_HDRLEN..at + len];
+        at += align4(len);
+        Some((ty, seq, payload))
+    })
+}
+
+/// The attributes in `buf`: (type without flag bits, value).
+fn attributes(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let hdr = buf.get(at..at + NLA_HDRLEN)?;
+        let len = u16::from_ne_bytes([hdr[0], hdr[1]]) as usize;
+        let ty = u16::from_ne_bytes([hdr[2], hdr[3]]) & NLA_TYPE_MASK;
+        if len < NLA_HDRLEN || at + len > buf.len() {
+            return None;
+        }
+        let value = &buf[at + NLA_HDRLEN..at + len];
+        at += align4(len);
+        Some((ty, value))
+    })
+}
+
+/// The errno of an NLMSG_ERROR payload (0 for an acknowledgement).
+fn error_code(payload: &[u8]) -> i32 {
+    payload
+        .get(0..4)
+        .map_or(-libc::EPROTO, |b| i32::from_ne_bytes(b.try_into().unwrap()))
+}
+
+/// The exit records in one datagram: each TASKSTATS_CMD_NEW message's per-task part
+/// (TASKSTATS_TYPE_AGGR_PID: the thread's PID and its stats). The per-process part
+/// (AGGR_TGID) is skipped: the kernel fills only delay accounting there, not hiwater_rss.
+pub fn parse_exits(buf: &[u8]) -> Vec<Exit> {
+    let mut out = Vec::new();
+    for (_, _, payload) in messages(buf) {
+        let Some(genl) = payload.get(..GENL_HDRLEN) else {
+            continue;
+        };
+        if genl[0] != TASKSTATS_CMD_NEW {
+            continue;
+        }
+        for (ty, nested) in attributes(&payload[GENL_HDRLEN..]) {
+            if ty != TASKSTATS_TYPE_AGGR_PID {
+                continue;
+            }
+            let mut pid = None;
+            let mut stats = None;
+            for (t, v) in attributes(nested) {
+                match t {
+                    TASKSTATS_TYPE_PID if v.len() >= 4 => {
+                        pid = Some(u32::from_ne_bytes(v[..4].try_into().unwrap()))
+                    }
+                    TASKSTATS_TYPE_STATS => stats = Some(v),
+                    _ => {}
+                }
+            }
+            if let (Some(pid), Some(stats)) = (pid, stats) {
+                if let Some(e) = parse_stats(pid, stats) {
+                    out.push(e);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reads the fields memmon uses from a `struct taskstats` of `len` bytes, each only when the
+/// struct's version has it and the bytes are there.
+fn parse_stats(pid: u32, s: &[u8]) -> Option<Exit> {
+    let u16_at = |o: usize| s.get(o..o + 2).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        s.get(o..o + 4)
+            .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
+    };
+    let u64_at = |o: usize| {
+        s.get(o..o + 8)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+    };
+    let version = u16_at(off::VERSION)?;
+    let hiwater_kib = u64_at(off::HIWATER_RSS)?;
+    let btime = match (version >= 10).then(|| u64_at(off::AC_BTIME64)).flatten() {
+        Some(b) if b > 0 => b,
+        _ => u32_at(off::AC_BTIME)? as u64,
+    };
+    let tgid = (version >= 12)
+        .then(|| u32_at(off::AC_TGID))
+        .flatten()
+        .filter(|&t| t != 0);
+    let comm = s
+        .get(off::AC_COMM..off::AC_COMM + 32)
+        .map(|c| {
+            let c = &c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())];
+            String::from_utf8_lossy(c).into_owned()
+        })
+        .unwrap_or_default();
+    Some(Exit {
+        pid: u32_at(off::AC_PID).filter(|&p| p != 0).unwrap_or(pid),
+        tgid,
+        ppid: u32_at(off::AC_PPID).unwrap_or(0),
+        btime_s: btime,
+        hiwater_bytes: hiwater_kib.saturating_mul(1024),
+        comm,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A `struct taskstats` of `version` and `len` bytes with the given fields.
+    pub(crate) fn stats(
+        version: u16,
+        len: usize,
+        pid: u32,
+        tgid: u32,
+        btime: u64,
+        kib: u64,
+    ) -> Vec<u8> {
+        let mut s = vec![0u8; len];
+        let mut put = |o: usize, b: &[u8]| {
+            if o + b.len() <= len {
+                s[o..o + b.len()].copy_from_slice(b)
+            }
+        };
+        put(off::VERSION, &version.to_ne_bytes());
+        put(off::AC_COMM, b"spiker\0");
+        put(off::AC_PID, &pid.to_ne_bytes());
+        put(off::AC_PPID, &1u32.to_ne_bytes());
+        put(off::AC_BTIME, &(btime as u32).to_ne_bytes());
+        put(off::HIWATER_RSS, &kib.to_ne_bytes());
+        put(off::AC_BTIME64, &btime.to_ne_bytes());
+        put(off::AC_TGID, &tgid.to_ne_bytes());
+        s
+    }
+
+    fn attr(ty: u16, value: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&((NLA_HDRLEN + value.len()) as u16).to_ne_bytes());
+        a.extend_from_slice(&ty.to_ne_bytes());
+        a.extend_from_slice(value);
+        a.resize(align4(a.len()), 0);
+        a
+    }
+
+    /// A TASKSTATS_CMD_NEW message as the kernel sends it at an exit: AGGR_PID (PID, a NULL
+    /// pad attribute, STATS), then for a thread group's last thread AGGR_TGID.
+    pub(crate) fn exit_message(stats_bytes: &[u8], pid: u32) -> Vec<u8> {
+        let mut nested = attr(TASKSTATS_TYPE_PID, &pid.to_ne_bytes());
+        nested.extend(attr(6, &[])); // TASKSTATS_TYPE_NULL, for alignment
+        nested.extend(attr(TASKSTATS_TYPE_STATS, stats_bytes));
+        let mut body = vec![TASKSTATS_CMD_NEW, 1, 0, 0];
+        body.extend(attr(TASKSTATS_TYPE_AGGR_PID | 0x8000, &nested));
+        let mut tg = attr(2, &pid.to_ne_bytes());
+        tg.extend(attr(TASKSTATS_TYPE_STATS, &vec![0u8; stats_bytes.len()]));
+        body.extend(attr(5 | 0x8000, &tg));
+        let total = NLMSG_HDRLEN + body.len();
+        let mut m = Vec::new();
+        m.extend_from_slice(&(total as u32).to_ne_bytes());
+        m.extend_from_slice(&0x17u16.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 10]);
+        m.extend(body);
+        m
+    }
+
+    #[test]
+    fn an_exit_record_gives_the_process_and_its_peak() {
+        let mut buf = exit_message(&stats(13, 416, 4242, 4242, 1_700_000_000, 409_600), 4242);
+        buf.extend(exit_message(
+            &stats(13, 416, 4250, 4242, 1_700_000_001, 512),
+            4250,
+        ));
+        let exits = parse_exits(&buf);
+        assert_eq!(
+            exits.len(),
+            2,
+            "the AGGR_TGID part is not a record of its own"
+        );
+        assert_eq!(exits[0].pid, 4242);
+        assert_eq!(exits[0].tgid, Some(4242));
+        assert_eq!(exits[0].hiwater_bytes, 400 << 20);
+        assert_eq!(exits[0].btime_s, 1_700_000_000);
+        assert_eq!(exits[0].comm, "spiker");
+        assert_eq!(exits[1].tgid, Some(4242));
+    }
+
+    #[test]
+    fn an_old_kernels_record_has_no_thread_group_and_a_32_bit_start() {
+        // Version 8: 328 bytes, no ac_btime64 (v10) nor ac_tgid (v12).
+        let buf = exit_message(&stats(8, 328, 77, 0, 1_600_000_000, 2048), 77);
+        let e = &parse_exits(&buf)[0];
+        assert_eq!((e.pid, e.tgid), (77, None));
+        assert_eq!(e.btime_s, 1_600_000_000);
+        assert_eq!(e.hiwater_bytes, 2 << 20);
+    }
+
+    #[test]
+    fn short_or_truncated_records_are_skipped_not_read_past() {
+        // A struct too short to hold hiwater_rss.
+        assert!(parse_exits(&exit_message(&stats(13, 150, 1, 1, 1, 1), 1)).is_empty());
+        // A datagram cut anywhere yields no record from the cut message, and no panic.
+        let whole = exit_message(&stats(13, 416, 9, 9, 1, 1), 9);
+        for cut in 0..whole.len() {
+            assert!(parse_exits(&whole[..cut]).is_empty(), "cut at {cut}");
+        }
+    }
+
+    /// The filter program run by the kernel itself: attached to one end of a datagram socket
+    /// pair, it must pass exactly the records of the listed processes.
+    #[test]
+    fn the_kernel_filter_keeps_the_records_of_the_listed_processes_only() {
+        let mut sv = [0i32; 2];
+        // SAFETY: socketpair fills two descriptors.
+        assert_eq!(
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, sv.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: fresh descriptors owned by nobody else.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+        let prog = filter_program(&[100, 200]);
+        let fprog = SockFprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr(),
+        };
+        // SAFETY: a valid program for the call.
+        let r = unsafe {
+            libc::setsockopt(
+                b.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&fprog as *const SockFprog).cast(),
+                std::mem::size_of::<SockFprog>() as u32,
+            )
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        let passes = |msg: Vec<u8>| {
+            // SAFETY: sending a valid buffer; receiving into one without blocking.
+            unsafe { libc::send(a.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+            let mut buf = [0u8; 2048];
+            let n = unsafe {
+                libc::recv(
+                    b.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            n > 0
+        };
+        // The leader of a listed process, with and without the kernel's alignment pad.
+        assert!(passes(exit_message(&stats(13, 416, 100, 100, 1, 1), 100)));
+        assert!(passes(exit_message_unpadded(
+            &stats(13, 416, 100, 100, 1, 1),
+            100
+        )));
+        // A thread of a listed process (by ac_tgid), a child of one (by ac_ppid: stats() sets 1,
+        // so build one whose parent is 200).
+        assert!(passes(exit_message(&stats(13, 416, 150, 200, 1, 1), 150)));
+        let mut child = stats(13, 416, 300, 300, 1, 1);
+        child[off::AC_PPID..off::AC_PPID + 4].copy_from_slice(&200u32.to_ne_bytes());
+        assert!(passes(exit_message(&child, 300)));
+        // Anything else is dropped in the kernel, also an old kernel's short record.
+        assert!(!passes(exit_message(&stats(13, 416, 300, 300, 1, 1), 300)));
+        assert!(!passes(exit_message_unpadded(
+            &stats(13, 416, 300, 300, 1, 1),
+            300
+        )));
+        assert!(!passes(exit_message(&stats(8, 328, 301, 0, 1, 1), 301)));
+        assert!(passes(exit_message(&stats(8, 328, 100, 0, 1, 1), 100)));
+    }
+
+    /// An exit message without the NULL pad attribute (stats right after the PID attribute).
+    fn exit_message_unpadded(stats_bytes: &[u8], pid: u32) -> Vec<u8> {
+        let mut nested = attr(TASKSTATS_TYPE_PID, &pid.to_ne_bytes());
+        nested.extend(attr(TASKSTATS_TYPE_STATS, stats_bytes));
+        let mut body = vec![TASKSTATS_CMD_NEW, 1, 0, 0];
+        body.extend(attr(TASKSTATS_TYPE_AGGR_PID | 0x8000, &nested));
+        let total = NLMSG_HDRLEN + body.len();
+        let mut m = Vec::new();
+        m.extend_from_slice(&(total as u32).to_ne_bytes());
+        m.extend_from_slice(&0x17u16.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 10]);
+        m.extend(body);
+        m
+    }
+
+    #[test]
+    fn the_request_is_one_aligned_message_with_its_attribute() {
+        let m = request(
+            0x17,
+            SEQ_REGISTER,
+            TASKSTATS_CMD_GET,
+            1,
+            TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
+            b"0-1\0",
+        );
+        assert_eq!(m.len() % 4, 0);
+        let (ty, seq, payload) = messages(&m).next().unwrap();
+        assert_eq!((ty, seq), (0x17, SEQ_REGISTER));
+        let (at, v) = attributes(&payload[GENL_HDRLEN..]).next().unwrap();
+        assert_eq!(
+            (at, v),
+            (TASKSTATS_CMD_ATTR_REGISTER_CPUMASK, &b"0-1\0"[..])
+        );
+    }
+}
