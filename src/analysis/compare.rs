@@ -34,14 +34,11 @@
 
 use crate::analysis::phases::Span;
 use crate::analysis::{Summary, SummaryBuilder};
-use crate::format::{read_input, InputSpec, ReadError};
+use crate::format::ReadInfo;
 use crate::model::sample::{Event, Sample};
 use crate::units::{parse_duration, parse_size};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// The default `--min-noise`: changes below 1% of the baseline mean are never called a change.
 pub const DEFAULT_MIN_NOISE_PCT: f64 = 1.0;
@@ -160,140 +157,114 @@ pub struct Recording {
     pub incomplete_runs: Vec<u32>,
 }
 
-/// Reads a recording once and returns its run numbers and summary; `also` sees every sample
-/// too (the report decimates the series in the same pass).
-pub fn measure_file(
-    path: &Path,
-    spec: &InputSpec,
-    above: Option<u64>,
-    mut also: impl FnMut(&Sample),
-) -> Result<(Run, Summary), ReadError> {
-    let mut b = SummaryBuilder::new();
-    let mut timer = above.map(TimeAbove::new);
-    let info = read_input(path, spec, |s| {
-        b.push(s);
-        if let Some(t) = timer.as_mut() {
-            t.push(s);
-        }
-        also(s);
-    })?;
-    let summary = b.finish(
-        Some(path.display().to_string()),
-        info.meta.as_ref(),
-        info.end.as_ref(),
-        info.truncated_line,
-    );
-    if summary.samples == 0 {
-        return Err(ReadError::Malformed {
-            path: path.to_path_buf(),
-            line: 1,
-            msg: "the recording holds no samples: there is nothing to compare".into(),
-        });
-    }
-    Ok((
-        Run::from_summary(&summary, timer.map(|t| t.total_s())),
-        summary,
-    ))
+/// A recording with no samples: there is nothing to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the recording holds no samples: there is nothing to compare")]
+pub struct NoSamples;
+
+/// What a comparison takes from one recording: how it was counted, its runs, its summary.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub recording: Recording,
+    pub runs: Vec<Run>,
+    pub summary: Summary,
 }
 
-/// Reads a recording once and returns its runs: one per complete bench run, or the whole file
-/// as one run when it holds none or `whole_file` is set (module docs); with its summary.
-/// `on_sample` sees every sample too (the report draws them).
-pub fn measure_recording(
-    path: &Path,
-    spec: &InputSpec,
-    above: Option<u64>,
+/// The numbers of one recording, built as its samples stream by (one pass, whatever reads
+/// them: a file, a pipe, samples in memory); [`Measure::finish`] splits them into runs: one per
+/// complete bench run, or the whole recording as one run when it holds none or `whole_file` is
+/// set (module docs).
+pub struct Measure {
+    summary: SummaryBuilder,
+    above: Option<TimeAbove>,
+    per_run: Option<RunTimeAbove>,
     whole_file: bool,
-    mut on_sample: impl FnMut(&Sample),
-) -> Result<(Recording, Vec<Run>, Summary), ReadError> {
-    let mut per_run = above.filter(|_| !whole_file).map(RunTimeAbove::new);
-    let (whole, summary) = measure_file(path, spec, above, |s| {
-        if let Some(t) = per_run.as_mut() {
-            t.push(s);
-        }
-        on_sample(s);
-    })?;
-    let file = path.display().to_string();
-    let spans = &summary.spans.runs;
-    if whole_file || !spans.iter().any(|s| s.complete) {
-        let rec = Recording {
-            file,
-            split: Split::WholeFile,
-            runs: 1,
-            incomplete_runs: Vec::new(),
-        };
-        return Ok((rec, vec![whole], summary));
-    }
-    let above_s = per_run.map(|t| t.totals()).unwrap_or_default();
-    let mut runs = Vec::new();
-    let mut incomplete_runs = Vec::new();
-    for (i, span) in spans.iter().enumerate() {
-        let run = Run::from_span(&summary, span, i, above_s.get(i).copied());
-        if span.complete {
-            runs.push(run);
-        } else {
-            incomplete_runs.extend(run.run);
-        }
-    }
-    let rec = Recording {
-        file,
-        split: Split::BenchRuns,
-        runs: runs.len(),
-        incomplete_runs,
-    };
-    Ok((rec, runs, summary))
 }
 
-/// `f` of each path, as many at once as there are CPUs (reading is CPU-bound: parsing the
-/// text), in the order given.
-fn read_parallel<T: Send>(paths: &[PathBuf], f: impl Fn(&Path) -> T + Sync) -> Vec<T> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(paths.len())
-        .max(1);
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..paths.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(path) = paths.get(i) else { break };
-                let r = f(path);
-                results.lock().expect("no reader panics holding the lock")[i] = Some(r);
+impl Measure {
+    /// `above`: the level of the time-above metric, when given.
+    pub fn new(above: Option<u64>, whole_file: bool) -> Measure {
+        Measure {
+            summary: SummaryBuilder::new(),
+            above: above.map(TimeAbove::new),
+            per_run: above.filter(|_| !whole_file).map(RunTimeAbove::new),
+            whole_file,
+        }
+    }
+
+    pub fn push(&mut self, s: &Sample) {
+        self.summary.push(s);
+        if let Some(t) = self.above.as_mut() {
+            t.push(s);
+        }
+        if let Some(t) = self.per_run.as_mut() {
+            t.push(s);
+        }
+    }
+
+    /// The recording's runs, named `file`; `info` is what reading it found besides the samples
+    /// (its metadata, how it ended, a truncated last line).
+    pub fn finish(self, file: String, info: &ReadInfo) -> Result<Measured, NoSamples> {
+        let summary = self.summary.finish(
+            Some(file.clone()),
+            info.meta.as_ref(),
+            info.end.as_ref(),
+            info.truncated_line,
+        );
+        if summary.samples == 0 {
+            return Err(NoSamples);
+        }
+        let whole = Run::from_summary(&summary, self.above.map(|t| t.total_s()));
+        let spans = &summary.spans.runs;
+        if self.whole_file || !spans.iter().any(|s| s.complete) {
+            let recording = Recording {
+                file,
+                split: Split::WholeFile,
+                runs: 1,
+                incomplete_runs: Vec::new(),
+            };
+            return Ok(Measured {
+                recording,
+                runs: vec![whole],
+                summary,
             });
         }
-    });
-    results
-        .into_inner()
-        .expect("readers finished")
-        .into_iter()
-        .map(|r| r.expect("every file read"))
-        .collect()
+        let above_s = self.per_run.map(|t| t.totals()).unwrap_or_default();
+        let mut runs = Vec::new();
+        let mut incomplete_runs = Vec::new();
+        for (i, span) in spans.iter().enumerate() {
+            let run = Run::from_span(&summary, span, i, above_s.get(i).copied());
+            if span.complete {
+                runs.push(run);
+            } else {
+                incomplete_runs.extend(run.run);
+            }
+        }
+        let recording = Recording {
+            file,
+            split: Split::BenchRuns,
+            runs: runs.len(),
+            incomplete_runs,
+        };
+        Ok(Measured {
+            recording,
+            runs,
+            summary,
+        })
+    }
 }
 
-/// Reads several recordings at once and returns each one's numbers as one run, in the order
-/// given.
-pub fn measure_files(
-    paths: &[PathBuf],
-    spec: &InputSpec,
+/// [`Measure`] over samples already at hand.
+pub fn measure<'a>(
+    file: &str,
+    samples: impl IntoIterator<Item = &'a Sample>,
+    info: &ReadInfo,
     above: Option<u64>,
-) -> Vec<Result<Run, ReadError>> {
-    read_parallel(paths, |path| {
-        measure_file(path, spec, above, |_| {}).map(|(run, _)| run)
-    })
-}
-
-/// Reads several recordings at once and returns each one's runs ([`measure_recording`]), in
-/// the order given.
-pub fn measure_recordings(
-    paths: &[PathBuf],
-    spec: &InputSpec,
-    above: Option<u64>,
-    whole_files: bool,
-) -> Vec<Result<(Recording, Vec<Run>), ReadError>> {
-    read_parallel(paths, |path| {
-        measure_recording(path, spec, above, whole_files, |_| {}).map(|(rec, runs, _)| (rec, runs))
-    })
+    whole_file: bool,
+) -> Result<Measured, NoSamples> {
+    let mut m = Measure::new(above, whole_file);
+    samples.into_iter().for_each(|s| m.push(s));
+    m.finish(file.to_string(), info)
 }
 
 /// Time spent above a level, from the intervals between samples. Between two samples the RSS
@@ -1141,6 +1112,40 @@ mod tests {
                 .any(|w| w.contains("run 2 has no run-end")),
             "{:?}",
             r.warnings
+        );
+    }
+
+    #[test]
+    fn a_comparison_runs_on_samples_in_memory() {
+        // No file: the samples and the metadata are at hand. The baseline is the two bench
+        // runs above (peaks 300 and 200); the candidate's reach 500 and 400.
+        let info = ReadInfo::default();
+        let base = measure("base", &two_bench_runs(1), &info, Some(45), false).unwrap();
+        let mut worse = two_bench_runs(1);
+        worse[2].hwm_bytes = 500;
+        worse[3].hwm_bytes = 500;
+        worse[6].rss_bytes = 400;
+        worse[6].hwm_bytes = 400;
+        worse[7].hwm_bytes = 400;
+        let new = measure("new", &worse, &info, Some(45), false).unwrap();
+        assert_eq!(base.recording.split, Split::BenchRuns);
+        assert_eq!((base.recording.runs, new.runs.len()), (2, 2));
+        assert_eq!(new.runs[1].file, "new#run 2");
+        assert_eq!(new.runs[1].peak_rss_bytes, 400);
+        assert!(base.runs[0].time_above_s.is_some());
+        let c = Comparison::new(base.runs, new.runs, Some(45), 1.0, &[]);
+        let peak = c.delta(Metric::PeakRss).unwrap();
+        assert_eq!((peak.base.mean, peak.new.mean), (250.0, 450.0));
+        assert_eq!(peak.verdict, Verdict::Regression);
+        // The whole recording as one run, and nothing to compare without samples.
+        let whole = measure("base", &two_bench_runs(1), &info, None, true).unwrap();
+        assert_eq!(
+            (whole.recording.split, whole.runs.len()),
+            (Split::WholeFile, 1)
+        );
+        assert_eq!(
+            measure("empty", &[], &info, None, false).unwrap_err(),
+            NoSamples
         );
     }
 

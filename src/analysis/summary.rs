@@ -566,15 +566,11 @@ impl Summary {
         }
     }
 
-    /// Summarizes a recording file in one streaming pass.
-    pub fn of_file(
-        path: &std::path::Path,
-        spec: &crate::format::InputSpec,
-    ) -> Result<Summary, crate::format::ReadError> {
-        let mut b = SummaryBuilder::new();
-        let info: ReadInfo = crate::format::read_input(path, spec, |s| b.push(s))?;
+    /// The summary of a recording named `file`, from the builder that saw its samples and what
+    /// reading it found besides them (`info`).
+    pub fn of_read(b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {
         let mut sum = b.finish(
-            Some(path.display().to_string()),
+            Some(file),
             info.meta.as_ref(),
             info.end.as_ref(),
             info.truncated_line,
@@ -585,7 +581,7 @@ impl Summary {
         }
         sum.warnings
             .extend(info.notes.iter().map(|n| format!("note: {n}")));
-        Ok(sum)
+        sum
     }
 
     /// The kernel peak's lines: the recording's own, or why there is none.

@@ -8,11 +8,13 @@
 //! `#selftest` in the URL it hovers the first series' peak and writes the tooltip's text into
 //! `#selftest-hover` (tests/report.rs checks these in headless Chromium).
 
-use crate::analysis::compare::{measure_recording, Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
+use crate::analysis::compare::{Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
 use crate::analysis::Summary;
 use crate::format::InputSpec;
 use crate::model::sample::{Event, Sample};
-use crate::render::compare_table::{fmt_change, fmt_value, metric_label, verdict_sentence};
+use crate::render::compare_table::{
+    fmt_change, fmt_value, measure_file, metric_label, verdict_sentence,
+};
 use crate::render::decimate::keep_indices;
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
@@ -161,7 +163,8 @@ impl Report {
         for ((path, role), name) in roles.iter().zip(names) {
             let mut c = Collector::default();
             // A bench recording counts one run per bench run, as in `memmon compare`.
-            let (_, runs, summary) = measure_recording(path, spec, above, false, |s| c.push(s))?;
+            let m = measure_file(path, spec, above, false, |s| c.push(s))?;
+            let (runs, summary) = (m.runs, m.summary);
             series.push(c.finish(name, path.display().to_string(), *role, &summary));
             summaries.push(summary);
             match role {
@@ -283,7 +286,9 @@ impl Report {
                     (Some(k), Some(source)) => format!(
                         "{} {} ({source} {})",
                         b(k),
-                        esc(&crate::model::peak::exact_within(s.kernel_peak_exact_within_bytes)),
+                        esc(&crate::model::peak::exact_within(
+                            s.kernel_peak_exact_within_bytes
+                        )),
                         s.kernel_peak_scope
                     ),
                     _ => match s.lifetime_peak_rss_bytes {
