@@ -33,6 +33,8 @@
 //! file with `--whole-files`.
 
 use crate::analysis::phases::Span;
+use crate::analysis::stats::pct;
+pub use crate::analysis::stats::Stats;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::ReadInfo;
 use crate::model::sample::{Event, Sample};
@@ -437,45 +439,6 @@ impl Serialize for Metric {
     }
 }
 
-/// One metric over the runs of one side.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Stats {
-    pub n: usize,
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    /// (max - min) in percent of the mean; `None` when the mean is 0.
-    pub spread_pct: Option<f64>,
-}
-
-impl Stats {
-    /// `None` for no values.
-    pub fn of(values: &[f64]) -> Option<Stats> {
-        if values.is_empty() {
-            return None;
-        }
-        let mean = values.iter().sum::<f64>() / values.len() as f64;
-        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(Stats {
-            n: values.len(),
-            mean,
-            min,
-            max,
-            spread_pct: pct(max - min, mean),
-        })
-    }
-
-    pub fn range(&self) -> f64 {
-        self.max - self.min
-    }
-}
-
-/// `part` in percent of `whole`; `None` when `whole` is 0.
-fn pct(part: f64, whole: f64) -> Option<f64> {
-    (whole != 0.0).then(|| 100.0 * part / whole)
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
@@ -791,13 +754,6 @@ mod tests {
             rss_bytes: rss,
             ..Sample::default()
         }
-    }
-
-    #[test]
-    fn stats_give_mean_min_max_and_spread() {
-        let s = stats(&[90.0, 100.0, 110.0]);
-        assert_eq!((s.n, s.mean, s.min, s.max), (3, 100.0, 90.0, 110.0));
-        assert_eq!(s.spread_pct, Some(20.0));
     }
 
     #[test]
@@ -1155,6 +1111,8 @@ mod tests {
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["base"]["peak_source"], "kernel");
         assert_eq!(v["new"]["stats"]["peak_rss_bytes"]["mean"], 200.0);
+        assert_eq!(v["new"]["stats"]["peak_rss_bytes"]["count"], 1);
+        assert!(v["new"]["stats"]["peak_rss_bytes"].get("n").is_none());
         assert_eq!(v["deltas"][0]["metric"], "peak_rss_bytes");
         assert_eq!(v["deltas"][0]["verdict"], "regression");
         assert_eq!(v["passed"], true);

@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod phases;
+pub mod stats;
 pub mod summary;
 
 pub use summary::{Summary, SummaryBuilder};

@@ -186,7 +186,7 @@ pub fn verdict_sentence(c: &Comparison, d: &Delta) -> String {
             ),
         }
     };
-    let one_run = d.base.n == 1 && d.new.n == 1;
+    let one_run = d.base.count == 1 && d.new.count == 1;
     let (noise, note) = if one_run {
         (
             format!("the --min-noise allowance of {:.1}%", c.min_noise_pct),
@@ -362,7 +362,7 @@ pub fn render(c: &Comparison) -> String {
     let _ = writeln!(o);
 
     let range = |m: Metric, s: &crate::analysis::compare::Stats| {
-        if s.n == 1 {
+        if s.count == 1 {
             "-".to_string()
         } else {
             format!("{} – {}", fmt_value(m, s.min), fmt_value(m, s.max))
@@ -573,7 +573,7 @@ mod tests {
         );
         assert_eq!(fmt_change(Metric::Duration, 1.5), "+1.50 s");
         assert_eq!(fmt_pct(Some(2.0)), "+2.0%");
-        assert_eq!(Stats::of(&[1.0]).unwrap().n, 1);
+        assert_eq!(Stats::of(&[1.0]).unwrap().count, 1);
     }
 
     #[test]

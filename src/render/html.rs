@@ -376,7 +376,7 @@ impl Report {
         );
         for d in &c.deltas {
             let range = |s: &crate::analysis::compare::Stats| {
-                if s.n == 1 {
+                if s.count == 1 {
                     "–".to_string()
                 } else {
                     format!(
