@@ -18,3 +18,4 @@ mod setup;
 mod servers;
 mod summary;
 mod targets;
+mod timeline;

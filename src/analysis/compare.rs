@@ -35,6 +35,7 @@
 use crate::analysis::phases::Span;
 use crate::analysis::stats::pct;
 pub use crate::analysis::stats::Stats;
+use crate::analysis::timeline::Timeline;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::ReadInfo;
 use crate::model::sample::{Event, Sample};
@@ -275,6 +276,7 @@ pub fn measure<'a>(
 #[derive(Debug, Clone)]
 pub struct TimeAbove {
     level: u64,
+    timeline: Timeline,
     prev: Option<(f64, u64)>,
     total_s: f64,
 }
@@ -283,13 +285,14 @@ impl TimeAbove {
     pub fn new(level: u64) -> Self {
         TimeAbove {
             level,
+            timeline: Timeline::new(),
             prev: None,
             total_s: 0.0,
         }
     }
 
     pub fn push(&mut self, s: &Sample) {
-        if matches!(s.event, Some(Event::Start)) {
+        if self.timeline.push(s).new_session {
             self.prev = None;
         }
         if let Some((t0, v0)) = self.prev {
@@ -312,6 +315,7 @@ impl TimeAbove {
 #[derive(Debug, Clone)]
 pub struct RunTimeAbove {
     level: u64,
+    timeline: Timeline,
     done: Vec<f64>,
     open: Option<(u32, TimeAbove)>,
 }
@@ -320,14 +324,18 @@ impl RunTimeAbove {
     pub fn new(level: u64) -> Self {
         RunTimeAbove {
             level,
+            timeline: Timeline::new(),
             done: Vec::new(),
             open: None,
         }
     }
 
     pub fn push(&mut self, s: &Sample) {
+        if self.timeline.push(s).new_session {
+            self.close();
+            return;
+        }
         match &s.event {
-            Some(Event::Start) => self.close(),
             Some(Event::RunStart(n)) => {
                 self.close();
                 let mut t = TimeAbove::new(self.level);

@@ -5,5 +5,6 @@ pub mod compare;
 pub mod phases;
 pub mod stats;
 pub mod summary;
+pub mod timeline;
 
 pub use summary::{Summary, SummaryBuilder};

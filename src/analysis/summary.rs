@@ -5,6 +5,7 @@
 //! `record` and over a file in `summary`, so both print the same numbers.
 
 use super::phases::{PhaseBuilder, Phases};
+use super::timeline::Timeline;
 use crate::format::meta::{EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
@@ -25,10 +26,8 @@ pub struct SummaryBuilder {
     samples: u64,
     first_unix_ms: Option<u64>,
     last_unix_ms: u64,
-    /// Durations of finished sessions (each `start` event begins one), plus the current one's.
-    done_sessions_s: f64,
-    session_first_s: f64,
-    session_last_s: f64,
+    /// The sessions (each `start` event begins one) and the time recorded in them.
+    timeline: Timeline,
     peak: Option<Sample>,
     max_top_rss: u64,
     max_hwm: u64,
@@ -60,9 +59,7 @@ impl Default for SummaryBuilder {
             samples: 0,
             first_unix_ms: None,
             last_unix_ms: 0,
-            done_sessions_s: 0.0,
-            session_first_s: 0.0,
-            session_last_s: 0.0,
+            timeline: Timeline::new(),
             peak: None,
             max_top_rss: 0,
             max_hwm: 0,
@@ -221,14 +218,9 @@ impl SummaryBuilder {
 
     pub fn push(&mut self, s: &Sample) {
         self.phases.push(s);
-        let new_session = matches!(s.event, Some(Event::Start)) && self.samples > 0;
-        if new_session {
-            self.done_sessions_s += self.session_last_s - self.session_first_s;
+        if self.timeline.push(s).new_session {
             self.missed_done += self.missed_session;
             self.missed_session = 0;
-        }
-        if self.samples == 0 || new_session {
-            self.session_first_s = s.elapsed_s;
         }
         if matches!(s.event, Some(Event::Restart(_))) {
             self.restarts += 1;
@@ -236,7 +228,6 @@ impl SummaryBuilder {
         self.samples += 1;
         self.first_unix_ms.get_or_insert(s.unix_ms);
         self.last_unix_ms = s.unix_ms;
-        self.session_last_s = s.elapsed_s;
         self.missed_session = self.missed_session.max(s.missed_ticks);
         if self.peak.as_ref().is_none_or(|p| s.rss_bytes > p.rss_bytes) {
             self.peak = Some(s.clone());
@@ -312,7 +303,7 @@ impl SummaryBuilder {
                 "note: {missed} ticks could not be taken on time (the machine or memmon was too busy for the interval)"
             ));
         }
-        let duration_s = self.done_sessions_s + (self.session_last_s - self.session_first_s);
+        let duration_s = self.timeline.recorded_s();
         Summary {
             file,
             samples: self.samples,

@@ -9,6 +9,7 @@
 //! `#selftest-hover` (tests/report.rs checks these in headless Chromium).
 
 use crate::analysis::compare::{Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
+use crate::analysis::timeline::Timeline;
 use crate::analysis::Summary;
 use crate::format::InputSpec;
 use crate::model::sample::{Event, Sample};
@@ -46,8 +47,9 @@ pub struct Series {
     /// The path as the user gave it.
     pub file: String,
     pub role: Option<Role>,
-    /// Seconds since the recording started (appended sessions follow one another), rounded to
-    /// the millisecond, and RSS in bytes at those times.
+    /// Seconds on the recording's timeline (`analysis::timeline`, as `memmon plot` draws them:
+    /// an appended session after the wall-clock gap), rounded to the millisecond, and RSS in
+    /// bytes at those times.
     pub t: Vec<f64>,
     pub v: Vec<u64>,
     /// How many samples the recording has, and how many points are embedded.
@@ -69,20 +71,14 @@ pub struct Series {
 struct Collector {
     t: Vec<f64>,
     v: Vec<u64>,
-    offset: f64,
-    last: f64,
+    timeline: Timeline,
     events: Vec<(f64, String)>,
     events_dropped: u64,
 }
 
 impl Collector {
     fn push(&mut self, s: &Sample) {
-        if matches!(s.event, Some(Event::Start)) && !self.t.is_empty() {
-            // An appended session restarts its clock: draw it after the previous one.
-            self.offset = self.last;
-        }
-        let t = self.offset + s.elapsed_s;
-        self.last = t;
+        let t = self.timeline.push(s).x;
         self.t.push(t);
         self.v.push(s.rss_bytes);
         match &s.event {
@@ -95,7 +91,7 @@ impl Collector {
     }
 
     fn finish(self, name: String, file: String, role: Option<Role>, summary: &Summary) -> Series {
-        let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.last);
+        let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.timeline.last_x());
         let keep = keep_indices(&self.t, &self.v, x0, x1, BUCKETS);
         Series {
             name,
@@ -286,9 +282,7 @@ impl Report {
                     (Some(k), Some(source)) => format!(
                         "{} {} ({source} {})",
                         b(k),
-                        esc(&crate::model::peak::exact_within(
-                            s.kernel_peak_exact_within_bytes
-                        )),
+                        esc(&crate::model::peak::exact_within(s.kernel_peak_exact_within_bytes)),
                         s.kernel_peak_scope
                     ),
                     _ => match s.lifetime_peak_rss_bytes {
