@@ -3,10 +3,12 @@
 //! both files are read at once, as the command does.
 //! Run: `cargo bench --bench compare` (add `-- 4` for 4 GiB files). Results go in BENCHMARKS.md.
 
-use memmon::analysis::compare::{measure_files, Comparison, Metric};
+use memmon::analysis::compare::{Comparison, Metric};
+use memmon::format::many::read_parallel;
 use memmon::format::{Format, InputSpec, Output};
-use memmon::render::compare_table::verdict_sentence;
 use memmon::model::sample::{Event, Sample};
+use memmon::render::compare_table::measure_file;
+use memmon::render::compare_table::verdict_sentence;
 use memmon::units::fmt_bytes;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -88,9 +90,11 @@ fn main() {
     for round in 0..3 {
         let t = Instant::now();
         // As `memmon compare` does: both files read at once, one per CPU.
-        let mut runs = measure_files(&[base.clone(), new.clone()], &spec, Some(150 * GIB));
-        let n = runs.pop().unwrap().unwrap();
-        let b = runs.pop().unwrap().unwrap();
+        let mut runs = read_parallel(&[base.clone(), new.clone()], |p| {
+            measure_file(p, &spec, Some(150 * GIB), true, |_| {}).map(|m| m.runs)
+        });
+        let n = runs.pop().unwrap().unwrap().remove(0);
+        let b = runs.pop().unwrap().unwrap().remove(0);
         let c = Comparison::new(vec![b], vec![n], Some(150 * GIB), 1.0, &[]);
         let s = t.elapsed().as_secs_f64();
         println!(

@@ -129,6 +129,9 @@ fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
         u(&runs[2]["peak_rss_bytes"])
     );
     assert!(stats["wall_s"]["stddev"].is_f64());
+    // One Stats for bench and compare: the same names (analysis/stats.rs).
+    assert_eq!(stats["wall_s"]["count"], 3);
+    assert!(stats["wall_s"]["spread_pct"].is_f64());
     assert_eq!(report["leak"]["suspected"], false);
 }
 

@@ -192,12 +192,17 @@ fn json_has_per_side_stats_deltas_verdicts_and_gates() {
             "duration_s",
             "time_above_s",
         ] {
-            for stat in ["n", "mean", "min", "max"] {
+            for stat in ["count", "mean", "stddev", "min", "max"] {
                 assert!(
                     !v[side]["stats"][key][stat].is_null(),
                     "{side}.{key}.{stat}"
                 );
             }
+            // The same names as bench's stats (analysis/stats.rs); the spread is null for a
+            // mean of 0 (no percentage of nothing).
+            let stats = v[side]["stats"][key].as_object().unwrap();
+            assert!(stats.contains_key("spread_pct"), "{side}.{key}");
+            assert!(!stats.contains_key("n"), "{side}.{key}");
         }
     }
     let peak = &v["deltas"][0];

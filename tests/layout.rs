@@ -1,12 +1,13 @@
 //! The dependency rules of docs/ARCHITECTURE.md, checked on the sources: they point down only.
 //! The command line (`src/main.rs`, `src/cli.rs`, `src/commands/`) and the test helper binary
 //! (`src/bin/`) are the only code that may use clap or the clap structs; the analysis never
-//! imports the sampler, the commands or the command line. And the shipped binary carries no test
-//! helpers.
+//! imports the sampler, the commands or the command line, and does no I/O and starts no threads
+//! of its own (it takes samples: `impure`). And the shipped binary carries no test helpers.
 
 use crate::util::*;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Every `.rs` file under `dir`, recursively, in a stable order.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
@@ -45,6 +46,34 @@ fn uses(word: &str) -> regex::Regex {
     .unwrap()
 }
 
+/// What the analysis may take from `format/`: the data a reader hands over (the metadata and
+/// `ReadInfo`), never a reader, a writer or an input to open.
+const ANALYSIS_MAY_USE_FROM_FORMAT: [&str; 2] = ["meta", "ReadInfo"];
+
+/// Why a line of `analysis/` breaks its purity (pure functions over samples: no I/O, no
+/// threads), or `None`. It may not name `std::fs`, `std::io`, `std::net`, `std::os`,
+/// `std::process` or `std::thread`, and may name from `format::` only
+/// `ANALYSIS_MAY_USE_FROM_FORMAT` (so none of format's readers, which open files).
+fn impure(line: &str) -> Option<String> {
+    static STD_IO: OnceLock<regex::Regex> = OnceLock::new();
+    static FORMAT: OnceLock<regex::Regex> = OnceLock::new();
+    let std_io = STD_IO
+        .get_or_init(|| regex::Regex::new(r"\bstd::(fs|io|net|os|process|thread)\b").unwrap());
+    if let Some(m) = std_io.captures(line) {
+        return Some(format!("`std::{}`", &m[1]));
+    }
+    let format = FORMAT.get_or_init(|| regex::Regex::new(r"\bformat::(\{[^}]*\}?|\w+)").unwrap());
+    for m in format.captures_iter(line) {
+        for name in m[1].trim_matches(|c| c == '{' || c == '}').split(',') {
+            let first = name.trim().split("::").next().unwrap_or("").trim();
+            if !first.is_empty() && !ANALYSIS_MAY_USE_FROM_FORMAT.contains(&first) {
+                return Some(format!("`format::{first}`"));
+            }
+        }
+    }
+    None
+}
+
 /// The broken rules in the source tree under `src`, one line each (file:line: rule).
 fn violations(src: &Path) -> Vec<String> {
     let core_may_not: Vec<(&str, regex::Regex)> = ["clap", "cli", "commands"]
@@ -77,6 +106,11 @@ fn violations(src: &Path) -> Vec<String> {
             if analysis && sampler.is_match(&line) {
                 found.push(format!(
                     "src/{rel}:{n}: the analysis imports the sampler (it reads recordings only)"
+                ));
+            }
+            if let Some(what) = impure(&line).filter(|_| analysis) {
+                found.push(format!(
+                    "src/{rel}:{n}: the analysis uses {what} (it takes samples, it does no I/O and starts no threads)"
                 ));
             }
         }
@@ -114,6 +148,47 @@ fn the_layout_check_catches_a_core_file_using_clap_or_the_cli_and_an_analysis_us
     assert!(found[0].starts_with("src/analysis/summary.rs:1: the analysis imports the sampler"));
     assert!(found[1].starts_with("src/format/mod.rs:2: the core uses `clap`"));
     assert!(found[2].starts_with("src/record.rs:1: the core uses `cli`"));
+}
+
+#[test]
+fn the_layout_check_catches_an_analysis_that_opens_files_or_starts_threads() {
+    let dir = tempdir();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("analysis")).unwrap();
+    std::fs::create_dir_all(src.join("render")).unwrap();
+    let write = |p: &str, text: &str| std::fs::write(src.join(p), text).unwrap();
+    write(
+        "analysis/ok.rs",
+        "use crate::format::meta::{EndInfo, Meta};\nuse crate::format::{ReadInfo};\n\
+         use std::fmt::Write as _;\n// std::fs in a comment is fine\nfn f() { format!(\"x\"); }\n",
+    );
+    write(
+        "analysis/bad.rs",
+        "use crate::format::{ReadInfo, read_input};\nfn f() { std::thread::scope(|_| {}); }\n\
+         fn g() { let _ = std::fs::read(\"x\"); }\nuse crate::format::input::open;\n\
+         use crate::format::many::read_parallel;\n",
+    );
+    // Outside analysis/, reading files is what the code is for.
+    write(
+        "render/read.rs",
+        "use crate::format::read_input;\nuse std::fs;\n",
+    );
+    let found = violations(src);
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(" (").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "src/analysis/bad.rs:1: the analysis uses `format::read_input`",
+            "src/analysis/bad.rs:2: the analysis uses `std::thread`",
+            "src/analysis/bad.rs:3: the analysis uses `std::fs`",
+            "src/analysis/bad.rs:4: the analysis uses `format::input`",
+            "src/analysis/bad.rs:5: the analysis uses `format::many`",
+        ],
+        "{found:#?}"
+    );
 }
 
 #[test]

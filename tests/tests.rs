@@ -20,3 +20,4 @@ mod setup;
 mod servers;
 mod summary;
 mod targets;
+mod timeline;

@@ -33,15 +33,15 @@
 //! file with `--whole-files`.
 
 use crate::analysis::phases::Span;
+use crate::analysis::stats::pct;
+pub use crate::analysis::stats::Stats;
+use crate::analysis::timeline::Timeline;
 use crate::analysis::{Summary, SummaryBuilder};
-use crate::format::{read_input, InputSpec, ReadError};
+use crate::format::ReadInfo;
 use crate::model::sample::{Event, Sample};
 use crate::units::{parse_duration, parse_size};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// The default `--min-noise`: changes below 1% of the baseline mean are never called a change.
 pub const DEFAULT_MIN_NOISE_PCT: f64 = 1.0;
@@ -165,140 +165,114 @@ pub struct Recording {
     pub incomplete_runs: Vec<u32>,
 }
 
-/// Reads a recording once and returns its run numbers and summary; `also` sees every sample
-/// too (the report decimates the series in the same pass).
-pub fn measure_file(
-    path: &Path,
-    spec: &InputSpec,
-    above: Option<u64>,
-    mut also: impl FnMut(&Sample),
-) -> Result<(Run, Summary), ReadError> {
-    let mut b = SummaryBuilder::new();
-    let mut timer = above.map(TimeAbove::new);
-    let info = read_input(path, spec, |s| {
-        b.push(s);
-        if let Some(t) = timer.as_mut() {
-            t.push(s);
-        }
-        also(s);
-    })?;
-    let summary = b.finish(
-        Some(path.display().to_string()),
-        info.meta.as_ref(),
-        info.end.as_ref(),
-        info.truncated_line,
-    );
-    if summary.samples == 0 {
-        return Err(ReadError::Malformed {
-            path: path.to_path_buf(),
-            line: 1,
-            msg: "the recording holds no samples: there is nothing to compare".into(),
-        });
-    }
-    Ok((
-        Run::from_summary(&summary, timer.map(|t| t.total_s())),
-        summary,
-    ))
+/// A recording with no samples: there is nothing to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the recording holds no samples: there is nothing to compare")]
+pub struct NoSamples;
+
+/// What a comparison takes from one recording: how it was counted, its runs, its summary.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub recording: Recording,
+    pub runs: Vec<Run>,
+    pub summary: Summary,
 }
 
-/// Reads a recording once and returns its runs: one per complete bench run, or the whole file
-/// as one run when it holds none or `whole_file` is set (module docs); with its summary.
-/// `on_sample` sees every sample too (the report draws them).
-pub fn measure_recording(
-    path: &Path,
-    spec: &InputSpec,
-    above: Option<u64>,
+/// The numbers of one recording, built as its samples stream by (one pass, whatever reads
+/// them: a file, a pipe, samples in memory); [`Measure::finish`] splits them into runs: one per
+/// complete bench run, or the whole recording as one run when it holds none or `whole_file` is
+/// set (module docs).
+pub struct Measure {
+    summary: SummaryBuilder,
+    above: Option<TimeAbove>,
+    per_run: Option<RunTimeAbove>,
     whole_file: bool,
-    mut on_sample: impl FnMut(&Sample),
-) -> Result<(Recording, Vec<Run>, Summary), ReadError> {
-    let mut per_run = above.filter(|_| !whole_file).map(RunTimeAbove::new);
-    let (whole, summary) = measure_file(path, spec, above, |s| {
-        if let Some(t) = per_run.as_mut() {
-            t.push(s);
-        }
-        on_sample(s);
-    })?;
-    let file = path.display().to_string();
-    let spans = &summary.spans.runs;
-    if whole_file || !spans.iter().any(|s| s.complete) {
-        let rec = Recording {
-            file,
-            split: Split::WholeFile,
-            runs: 1,
-            incomplete_runs: Vec::new(),
-        };
-        return Ok((rec, vec![whole], summary));
-    }
-    let above_s = per_run.map(|t| t.totals()).unwrap_or_default();
-    let mut runs = Vec::new();
-    let mut incomplete_runs = Vec::new();
-    for (i, span) in spans.iter().enumerate() {
-        let run = Run::from_span(&summary, span, i, above_s.get(i).copied());
-        if span.complete {
-            runs.push(run);
-        } else {
-            incomplete_runs.extend(run.run);
-        }
-    }
-    let rec = Recording {
-        file,
-        split: Split::BenchRuns,
-        runs: runs.len(),
-        incomplete_runs,
-    };
-    Ok((rec, runs, summary))
 }
 
-/// `f` of each path, as many at once as there are CPUs (reading is CPU-bound: parsing the
-/// text), in the order given.
-fn read_parallel<T: Send>(paths: &[PathBuf], f: impl Fn(&Path) -> T + Sync) -> Vec<T> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(paths.len())
-        .max(1);
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..paths.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(path) = paths.get(i) else { break };
-                let r = f(path);
-                results.lock().expect("no reader panics holding the lock")[i] = Some(r);
+impl Measure {
+    /// `above`: the level of the time-above metric, when given.
+    pub fn new(above: Option<u64>, whole_file: bool) -> Measure {
+        Measure {
+            summary: SummaryBuilder::new(),
+            above: above.map(TimeAbove::new),
+            per_run: above.filter(|_| !whole_file).map(RunTimeAbove::new),
+            whole_file,
+        }
+    }
+
+    pub fn push(&mut self, s: &Sample) {
+        self.summary.push(s);
+        if let Some(t) = self.above.as_mut() {
+            t.push(s);
+        }
+        if let Some(t) = self.per_run.as_mut() {
+            t.push(s);
+        }
+    }
+
+    /// The recording's runs, named `file`; `info` is what reading it found besides the samples
+    /// (its metadata, how it ended, a truncated last line).
+    pub fn finish(self, file: String, info: &ReadInfo) -> Result<Measured, NoSamples> {
+        let summary = self.summary.finish(
+            Some(file.clone()),
+            info.meta.as_ref(),
+            info.end.as_ref(),
+            info.truncated_line,
+        );
+        if summary.samples == 0 {
+            return Err(NoSamples);
+        }
+        let whole = Run::from_summary(&summary, self.above.map(|t| t.total_s()));
+        let spans = &summary.spans.runs;
+        if self.whole_file || !spans.iter().any(|s| s.complete) {
+            let recording = Recording {
+                file,
+                split: Split::WholeFile,
+                runs: 1,
+                incomplete_runs: Vec::new(),
+            };
+            return Ok(Measured {
+                recording,
+                runs: vec![whole],
+                summary,
             });
         }
-    });
-    results
-        .into_inner()
-        .expect("readers finished")
-        .into_iter()
-        .map(|r| r.expect("every file read"))
-        .collect()
+        let above_s = self.per_run.map(|t| t.totals()).unwrap_or_default();
+        let mut runs = Vec::new();
+        let mut incomplete_runs = Vec::new();
+        for (i, span) in spans.iter().enumerate() {
+            let run = Run::from_span(&summary, span, i, above_s.get(i).copied());
+            if span.complete {
+                runs.push(run);
+            } else {
+                incomplete_runs.extend(run.run);
+            }
+        }
+        let recording = Recording {
+            file,
+            split: Split::BenchRuns,
+            runs: runs.len(),
+            incomplete_runs,
+        };
+        Ok(Measured {
+            recording,
+            runs,
+            summary,
+        })
+    }
 }
 
-/// Reads several recordings at once and returns each one's numbers as one run, in the order
-/// given.
-pub fn measure_files(
-    paths: &[PathBuf],
-    spec: &InputSpec,
+/// [`Measure`] over samples already at hand.
+pub fn measure<'a>(
+    file: &str,
+    samples: impl IntoIterator<Item = &'a Sample>,
+    info: &ReadInfo,
     above: Option<u64>,
-) -> Vec<Result<Run, ReadError>> {
-    read_parallel(paths, |path| {
-        measure_file(path, spec, above, |_| {}).map(|(run, _)| run)
-    })
-}
-
-/// Reads several recordings at once and returns each one's runs ([`measure_recording`]), in
-/// the order given.
-pub fn measure_recordings(
-    paths: &[PathBuf],
-    spec: &InputSpec,
-    above: Option<u64>,
-    whole_files: bool,
-) -> Vec<Result<(Recording, Vec<Run>), ReadError>> {
-    read_parallel(paths, |path| {
-        measure_recording(path, spec, above, whole_files, |_| {}).map(|(rec, runs, _)| (rec, runs))
-    })
+    whole_file: bool,
+) -> Result<Measured, NoSamples> {
+    let mut m = Measure::new(above, whole_file);
+    samples.into_iter().for_each(|s| m.push(s));
+    m.finish(file.to_string(), info)
 }
 
 /// Time spent above a level, from the intervals between samples. Between two samples the RSS
@@ -307,6 +281,7 @@ pub fn measure_recordings(
 #[derive(Debug, Clone)]
 pub struct TimeAbove {
     level: u64,
+    timeline: Timeline,
     prev: Option<(f64, u64)>,
     total_s: f64,
 }
@@ -315,13 +290,14 @@ impl TimeAbove {
     pub fn new(level: u64) -> Self {
         TimeAbove {
             level,
+            timeline: Timeline::new(),
             prev: None,
             total_s: 0.0,
         }
     }
 
     pub fn push(&mut self, s: &Sample) {
-        if matches!(s.event, Some(Event::Start)) {
+        if self.timeline.push(s).new_session {
             self.prev = None;
         }
         if let Some((t0, v0)) = self.prev {
@@ -344,6 +320,7 @@ impl TimeAbove {
 #[derive(Debug, Clone)]
 pub struct RunTimeAbove {
     level: u64,
+    timeline: Timeline,
     done: Vec<f64>,
     open: Option<(u32, TimeAbove)>,
 }
@@ -352,14 +329,18 @@ impl RunTimeAbove {
     pub fn new(level: u64) -> Self {
         RunTimeAbove {
             level,
+            timeline: Timeline::new(),
             done: Vec::new(),
             open: None,
         }
     }
 
     pub fn push(&mut self, s: &Sample) {
+        if self.timeline.push(s).new_session {
+            self.close();
+            return;
+        }
         match &s.event {
-            Some(Event::Start) => self.close(),
             Some(Event::RunStart(n)) => {
                 self.close();
                 let mut t = TimeAbove::new(self.level);
@@ -478,45 +459,6 @@ impl Serialize for Metric {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.key())
     }
-}
-
-/// One metric over the runs of one side.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Stats {
-    pub n: usize,
-    pub mean: f64,
-    pub min: f64,
-    pub max: f64,
-    /// (max - min) in percent of the mean; `None` when the mean is 0.
-    pub spread_pct: Option<f64>,
-}
-
-impl Stats {
-    /// `None` for no values.
-    pub fn of(values: &[f64]) -> Option<Stats> {
-        if values.is_empty() {
-            return None;
-        }
-        let mean = values.iter().sum::<f64>() / values.len() as f64;
-        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(Stats {
-            n: values.len(),
-            mean,
-            min,
-            max,
-            spread_pct: pct(max - min, mean),
-        })
-    }
-
-    pub fn range(&self) -> f64 {
-        self.max - self.min
-    }
-}
-
-/// `part` in percent of `whole`; `None` when `whole` is 0.
-fn pct(part: f64, whole: f64) -> Option<f64> {
-    (whole != 0.0).then(|| 100.0 * part / whole)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -838,13 +780,6 @@ mod tests {
     }
 
     #[test]
-    fn stats_give_mean_min_max_and_spread() {
-        let s = stats(&[90.0, 100.0, 110.0]);
-        assert_eq!((s.n, s.mean, s.min, s.max), (3, 100.0, 90.0, 110.0));
-        assert_eq!(s.spread_pct, Some(20.0));
-    }
-
-    #[test]
     fn a_rise_beyond_the_widened_baseline_range_is_a_regression() {
         // Allowance 2 (the new range); band [98 - 2, 102 + 2] = [96, 104]; the new mean 105 is above it.
         let d = Delta::new(
@@ -1160,11 +1095,47 @@ mod tests {
     }
 
     #[test]
+    fn a_comparison_runs_on_samples_in_memory() {
+        // No file: the samples and the metadata are at hand. The baseline is the two bench
+        // runs above (peaks 300 and 200); the candidate's reach 500 and 400.
+        let info = ReadInfo::default();
+        let base = measure("base", &two_bench_runs(1), &info, Some(45), false).unwrap();
+        let mut worse = two_bench_runs(1);
+        worse[2].hwm_bytes = 500;
+        worse[3].hwm_bytes = 500;
+        worse[6].rss_bytes = 400;
+        worse[6].hwm_bytes = 400;
+        worse[7].hwm_bytes = 400;
+        let new = measure("new", &worse, &info, Some(45), false).unwrap();
+        assert_eq!(base.recording.split, Split::BenchRuns);
+        assert_eq!((base.recording.runs, new.runs.len()), (2, 2));
+        assert_eq!(new.runs[1].file, "new#run 2");
+        assert_eq!(new.runs[1].peak_rss_bytes, 400);
+        assert!(base.runs[0].time_above_s.is_some());
+        let c = Comparison::new(base.runs, new.runs, Some(45), 1.0, &[]);
+        let peak = c.delta(Metric::PeakRss).unwrap();
+        assert_eq!((peak.base.mean, peak.new.mean), (250.0, 450.0));
+        assert_eq!(peak.verdict, Verdict::Regression);
+        // The whole recording as one run, and nothing to compare without samples.
+        let whole = measure("base", &two_bench_runs(1), &info, None, true).unwrap();
+        assert_eq!(
+            (whole.recording.split, whole.runs.len()),
+            (Split::WholeFile, 1)
+        );
+        assert_eq!(
+            measure("empty", &[], &info, None, false).unwrap_err(),
+            NoSamples
+        );
+    }
+
+    #[test]
     fn json_has_sides_deltas_and_gates() {
         let c = Comparison::new(vec![run(100, 1.0)], vec![run(200, 1.0)], None, 1.0, &[]);
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["base"]["peak_source"], "kernel");
         assert_eq!(v["new"]["stats"]["peak_rss_bytes"]["mean"], 200.0);
+        assert_eq!(v["new"]["stats"]["peak_rss_bytes"]["count"], 1);
+        assert!(v["new"]["stats"]["peak_rss_bytes"].get("n").is_none());
         assert_eq!(v["deltas"][0]["metric"], "peak_rss_bytes");
         assert_eq!(v["deltas"][0]["verdict"], "regression");
         assert_eq!(v["passed"], true);

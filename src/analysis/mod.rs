@@ -4,6 +4,8 @@
 pub mod compare;
 pub mod gpu;
 pub mod phases;
+pub mod stats;
 pub mod summary;
+pub mod timeline;
 
 pub use summary::{Summary, SummaryBuilder};

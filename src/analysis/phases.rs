@@ -3,6 +3,7 @@
 //! and kernel peak, mean, start and end RSS. Memory grows only with the number of spans.
 
 use super::summary::{PssReads, PssTrack};
+use super::timeline::Timeline;
 use crate::model::peak::{choose_peak, PeakScope, PeakSource};
 use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
@@ -182,7 +183,7 @@ pub struct PhaseBuilder {
     runs: Vec<(Open, bool)>,
     phase: Option<Open>,
     run: Option<Open>,
-    samples: u64,
+    timeline: Timeline,
 }
 
 /// The phases and runs of a recording.
@@ -198,15 +199,13 @@ impl PhaseBuilder {
     }
 
     pub fn push(&mut self, s: &Sample) {
-        let first = self.samples == 0;
-        self.samples += 1;
+        if self.timeline.push(s).new_session {
+            // A new session (--append): its clock restarts, so nothing spans it.
+            self.close_phase(false);
+            self.close_run(false);
+            return;
+        }
         match &s.event {
-            Some(Event::Start) if !first => {
-                // A new session (--append): its clock restarts, so nothing spans it.
-                self.close_phase(false);
-                self.close_run(false);
-                return;
-            }
             Some(Event::Mark(label)) => {
                 if let Some(p) = self.phase.as_mut() {
                     p.add(s);

@@ -5,6 +5,7 @@
 //! `record` and over a file in `summary`, so both print the same numbers.
 
 use super::phases::{PhaseBuilder, Phases};
+use super::timeline::Timeline;
 use crate::format::meta::{EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
@@ -25,10 +26,8 @@ pub struct SummaryBuilder {
     samples: u64,
     first_unix_ms: Option<u64>,
     last_unix_ms: u64,
-    /// Durations of finished sessions (each `start` event begins one), plus the current one's.
-    done_sessions_s: f64,
-    session_first_s: f64,
-    session_last_s: f64,
+    /// The sessions (each `start` event begins one) and the time recorded in them.
+    timeline: Timeline,
     peak: Option<Sample>,
     max_top_rss: u64,
     max_hwm: u64,
@@ -61,9 +60,7 @@ impl Default for SummaryBuilder {
             samples: 0,
             first_unix_ms: None,
             last_unix_ms: 0,
-            done_sessions_s: 0.0,
-            session_first_s: 0.0,
-            session_last_s: 0.0,
+            timeline: Timeline::new(),
             peak: None,
             max_top_rss: 0,
             max_hwm: 0,
@@ -224,14 +221,9 @@ impl SummaryBuilder {
     pub fn push(&mut self, s: &Sample) {
         self.phases.push(s);
         self.gpu.push(s);
-        let new_session = matches!(s.event, Some(Event::Start)) && self.samples > 0;
-        if new_session {
-            self.done_sessions_s += self.session_last_s - self.session_first_s;
+        if self.timeline.push(s).new_session {
             self.missed_done += self.missed_session;
             self.missed_session = 0;
-        }
-        if self.samples == 0 || new_session {
-            self.session_first_s = s.elapsed_s;
         }
         if matches!(s.event, Some(Event::Restart(_))) {
             self.restarts += 1;
@@ -239,7 +231,6 @@ impl SummaryBuilder {
         self.samples += 1;
         self.first_unix_ms.get_or_insert(s.unix_ms);
         self.last_unix_ms = s.unix_ms;
-        self.session_last_s = s.elapsed_s;
         self.missed_session = self.missed_session.max(s.missed_ticks);
         if self.peak.as_ref().is_none_or(|p| s.rss_bytes > p.rss_bytes) {
             self.peak = Some(s.clone());
@@ -315,7 +306,7 @@ impl SummaryBuilder {
                 "note: {missed} ticks could not be taken on time (the machine or memmon was too busy for the interval)"
             ));
         }
-        let duration_s = self.done_sessions_s + (self.session_last_s - self.session_first_s);
+        let duration_s = self.timeline.recorded_s();
         Summary {
             file,
             samples: self.samples,
@@ -592,15 +583,11 @@ impl Summary {
         }
     }
 
-    /// Summarizes a recording file in one streaming pass.
-    pub fn of_file(
-        path: &std::path::Path,
-        spec: &crate::format::InputSpec,
-    ) -> Result<Summary, crate::format::ReadError> {
-        let mut b = SummaryBuilder::new();
-        let info: ReadInfo = crate::format::read_input(path, spec, |s| b.push(s))?;
+    /// The summary of a recording named `file`, from the builder that saw its samples and what
+    /// reading it found besides them (`info`).
+    pub fn of_read(b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {
         let mut sum = b.finish(
-            Some(path.display().to_string()),
+            Some(file),
             info.meta.as_ref(),
             info.end.as_ref(),
             info.truncated_line,
@@ -611,7 +598,7 @@ impl Summary {
         }
         sum.warnings
             .extend(info.notes.iter().map(|n| format!("note: {n}")));
-        Ok(sum)
+        sum
     }
 
     /// The kernel peak's lines: the recording's own, or why there is none.

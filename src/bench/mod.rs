@@ -218,12 +218,12 @@ impl BenchReport {
             .iter()
             .filter_map(|r| r.peak_over_floor_bytes)
             .collect();
-        self.stats = match (Stats::of(&walls), Stats::of_bytes(&peaks)) {
+        self.stats = match (Stats::of(&walls), ByteStats::of(&peaks)) {
             (Some(w), Some(p)) => Some(RunStats {
                 wall_s: w,
                 peak_rss_bytes: p,
                 peak_over_floor_bytes: if over.len() == self.runs.len() {
-                    Stats::of_bytes(&over)
+                    ByteStats::of(&over)
                 } else {
                     None
                 },

@@ -1,5 +1,6 @@
-//! Statistics across benchmark runs: mean, standard deviation (of a sample, n − 1), minimum
-//! and maximum, for wall time and peak memory; and the leak check on the RSS left after each run.
+//! Statistics across benchmark runs (`analysis::stats::Stats`: mean, standard deviation,
+//! minimum, maximum), for wall time and, in whole bytes, peak memory; and the leak check on the
+//! RSS left after each run.
 
 use crate::units::{fmt_bytes, fmt_bytes_signed};
 use serde::Serialize;
@@ -9,44 +10,21 @@ pub const LEAK_FLOOR_SHARE: f64 = 0.01;
 /// ...and above this many bytes (so a small daemon's allocator noise is not called a leak).
 pub const LEAK_MIN_BYTES: u64 = 1 << 20;
 
-/// Mean, standard deviation, minimum and maximum of some values, in their unit.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Stats {
-    pub mean: f64,
-    /// The sample standard deviation (divides by n − 1); 0 for a single value.
-    pub stddev: f64,
-    pub min: f64,
-    pub max: f64,
+pub use crate::analysis::stats::Stats;
+
+/// Mean, standard deviation, minimum and maximum of sizes, in whole bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ByteStats {
+    pub mean: u64,
+    pub stddev: u64,
+    pub min: u64,
+    pub max: u64,
     pub count: usize,
 }
 
-impl Stats {
-    /// `None` for no values.
-    pub fn of(values: &[f64]) -> Option<Stats> {
-        let count = values.len();
-        if count == 0 {
-            return None;
-        }
-        let mean = values.iter().sum::<f64>() / count as f64;
-        let stddev = if count > 1 {
-            let ss: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
-            (ss / (count - 1) as f64).sqrt()
-        } else {
-            0.0
-        };
-        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(Stats {
-            mean,
-            stddev,
-            min,
-            max,
-            count,
-        })
-    }
-
-    /// The same over sizes in bytes, rounded to whole bytes.
-    pub fn of_bytes(values: &[u64]) -> Option<ByteStats> {
+impl ByteStats {
+    /// The statistics of sizes in bytes, rounded to whole bytes; `None` for no values.
+    pub fn of(values: &[u64]) -> Option<ByteStats> {
         let v: Vec<f64> = values.iter().map(|&b| b as f64).collect();
         let s = Stats::of(&v)?;
         Some(ByteStats {
@@ -57,16 +35,6 @@ impl Stats {
             count: s.count,
         })
     }
-}
-
-/// Mean, standard deviation, minimum and maximum of sizes, in whole bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ByteStats {
-    pub mean: u64,
-    pub stddev: u64,
-    pub min: u64,
-    pub max: u64,
-    pub count: usize,
 }
 
 /// Whether the RSS left after each run grew run over run.
@@ -226,35 +194,8 @@ mod tests {
     }
 
     #[test]
-    fn stats_of_no_values_are_none() {
-        assert_eq!(Stats::of(&[]), None);
-    }
-
-    #[test]
-    fn one_value_has_no_spread() {
-        let s = Stats::of(&[2.5]).unwrap();
-        assert_eq!(
-            (s.mean, s.stddev, s.min, s.max, s.count),
-            (2.5, 0.0, 2.5, 2.5, 1)
-        );
-    }
-
-    #[test]
-    fn the_standard_deviation_is_the_sample_one() {
-        // Values 2, 4, 4, 4, 5, 5, 7, 9: mean 5, sum of squares 32, n − 1 = 7.
-        let s = Stats::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
-        assert_eq!(s.mean, 5.0);
-        assert!(
-            (s.stddev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12,
-            "{}",
-            s.stddev
-        );
-        assert_eq!((s.min, s.max), (2.0, 9.0));
-    }
-
-    #[test]
     fn byte_sizes_keep_their_value() {
-        let s = Stats::of_bytes(&[40 << 20, 80 << 20, 120 << 20]).unwrap();
+        let s = ByteStats::of(&[40 << 20, 80 << 20, 120 << 20]).unwrap();
         assert_eq!(
             (s.mean, s.stddev, s.min, s.max),
             (80 << 20, 40 << 20, 40 << 20, 120 << 20)

@@ -2,8 +2,9 @@
 
 use crate::cli::SummaryArgs;
 use anyhow::Context;
-use memmon::analysis::Summary;
+use memmon::analysis::{Summary, SummaryBuilder};
 use memmon::exit::{CodedError, ExitCode};
+use memmon::format::read_input;
 use std::io::Write;
 
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
@@ -12,12 +13,15 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     for f in &args.files {
         // An input that is missing, unreadable or malformed exits 2, as in compare, plot and
         // report.
-        let s = Summary::of_file(f, &spec).map_err(|e| {
-            anyhow::Error::new(e).context(CodedError {
-                code: ExitCode::Usage,
-                message: "cannot summarize".into(),
-            })
-        })?;
+        let mut b = SummaryBuilder::new();
+        let s = read_input(f, &spec, |s| b.push(s))
+            .map(|info| Summary::of_read(b, f.display().to_string(), &info))
+            .map_err(|e| {
+                anyhow::Error::new(e).context(CodedError {
+                    code: ExitCode::Usage,
+                    message: "cannot summarize".into(),
+                })
+            })?;
         all.push(s);
     }
     let mut out = std::io::stdout().lock();

@@ -8,6 +8,7 @@ mod fuzz;
 pub mod import;
 pub mod input;
 pub mod jsonl;
+pub mod many;
 pub mod meta;
 
 use crate::model::sample::Sample;

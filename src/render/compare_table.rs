@@ -4,12 +4,13 @@
 //! how many runs came from which file.
 
 use crate::analysis::compare::{
-    measure_recordings, Comparison, Delta, Gate, GateResult, Metric, Recording, Run, Side, Split,
+    Comparison, Delta, Gate, GateResult, Measure, Measured, Metric, Recording, Run, Side, Split,
     Verdict,
 };
 use crate::exit::{CodedError, ExitCode};
-use crate::format::InputSpec;
+use crate::format::{read_input, InputSpec, ReadError};
 use crate::model::peak::PeakKind;
+use crate::model::sample::Sample;
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_seconds};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -73,6 +74,29 @@ pub fn no_flags_after_separator(new: &[PathBuf]) -> Result<(), String> {
     }
 }
 
+/// Reads a recording once and measures its runs (`analysis::compare::Measure`: one per bench
+/// run, unless `whole_file`); `on_sample` sees every sample too (the report draws them). A
+/// recording without samples is malformed: there is nothing to compare.
+pub fn measure_file(
+    path: &Path,
+    spec: &InputSpec,
+    above: Option<u64>,
+    whole_file: bool,
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<Measured, ReadError> {
+    let mut m = Measure::new(above, whole_file);
+    let info = read_input(path, spec, |s| {
+        m.push(s);
+        on_sample(s);
+    })?;
+    m.finish(path.display().to_string(), &info)
+        .map_err(|e| ReadError::Malformed {
+            path: path.to_path_buf(),
+            line: 1,
+            msg: e.to_string(),
+        })
+}
+
 /// Reads each recording once into its runs (one per bench run, unless `whole_files`); any
 /// unreadable or malformed file is bad input (exit 2), never a regression (exit 1), so a CI job
 /// cannot mistake one for the other.
@@ -82,17 +106,19 @@ pub fn read_runs(
     above: Option<u64>,
     whole_files: bool,
 ) -> anyhow::Result<Vec<(Recording, Vec<Run>)>> {
-    measure_recordings(paths, spec, above, whole_files)
-        .into_iter()
-        .map(|r| {
-            r.map_err(|e| {
-                anyhow::Error::new(e).context(CodedError {
-                    code: ExitCode::Usage,
-                    message: "cannot compare".into(),
-                })
+    crate::format::many::read_parallel(paths, |path| {
+        measure_file(path, spec, above, whole_files, |_| {}).map(|m| (m.recording, m.runs))
+    })
+    .into_iter()
+    .map(|r| {
+        r.map_err(|e| {
+            anyhow::Error::new(e).context(CodedError {
+                code: ExitCode::Usage,
+                message: "cannot compare".into(),
             })
         })
-        .collect()
+    })
+    .collect()
 }
 
 /// A metric's value with its unit.
@@ -160,7 +186,7 @@ pub fn verdict_sentence(c: &Comparison, d: &Delta) -> String {
             ),
         }
     };
-    let one_run = d.base.n == 1 && d.new.n == 1;
+    let one_run = d.base.count == 1 && d.new.count == 1;
     let (noise, note) = if one_run {
         (
             format!("the --min-noise allowance of {:.1}%", c.min_noise_pct),
@@ -336,7 +362,7 @@ pub fn render(c: &Comparison) -> String {
     let _ = writeln!(o);
 
     let range = |m: Metric, s: &crate::analysis::compare::Stats| {
-        if s.n == 1 {
+        if s.count == 1 {
             "-".to_string()
         } else {
             format!("{} – {}", fmt_value(m, s.min), fmt_value(m, s.max))
@@ -548,7 +574,7 @@ mod tests {
         );
         assert_eq!(fmt_change(Metric::Duration, 1.5), "+1.50 s");
         assert_eq!(fmt_pct(Some(2.0)), "+2.0%");
-        assert_eq!(Stats::of(&[1.0]).unwrap().n, 1);
+        assert_eq!(Stats::of(&[1.0]).unwrap().count, 1);
     }
 
     #[test]

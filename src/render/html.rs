@@ -8,11 +8,14 @@
 //! `#selftest` in the URL it hovers the first series' peak and writes the tooltip's text into
 //! `#selftest-hover` (tests/report.rs checks these in headless Chromium).
 
-use crate::analysis::compare::{measure_recording, Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
+use crate::analysis::compare::{Comparison, Metric, Run, DEFAULT_MIN_NOISE_PCT};
+use crate::analysis::timeline::Timeline;
 use crate::analysis::Summary;
 use crate::format::InputSpec;
 use crate::model::sample::{Event, Sample};
-use crate::render::compare_table::{fmt_change, fmt_value, metric_label, verdict_sentence};
+use crate::render::compare_table::{
+    fmt_change, fmt_value, measure_file, metric_label, verdict_sentence,
+};
 use crate::render::decimate::keep_indices;
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
@@ -44,8 +47,9 @@ pub struct Series {
     /// The path as the user gave it.
     pub file: String,
     pub role: Option<Role>,
-    /// Seconds since the recording started (appended sessions follow one another), rounded to
-    /// the millisecond, and RSS in bytes at those times.
+    /// Seconds on the recording's timeline (`analysis::timeline`, as `memmon plot` draws them:
+    /// an appended session after the wall-clock gap), rounded to the millisecond, and RSS in
+    /// bytes at those times.
     pub t: Vec<f64>,
     pub v: Vec<u64>,
     /// How many samples the recording has, and how many points are embedded.
@@ -73,8 +77,7 @@ pub struct Series {
 struct Collector {
     t: Vec<f64>,
     v: Vec<u64>,
-    offset: f64,
-    last: f64,
+    timeline: Timeline,
     events: Vec<(f64, String)>,
     events_dropped: u64,
     gpu_t: Vec<f64>,
@@ -83,12 +86,7 @@ struct Collector {
 
 impl Collector {
     fn push(&mut self, s: &Sample) {
-        if matches!(s.event, Some(Event::Start)) && !self.t.is_empty() {
-            // An appended session restarts its clock: draw it after the previous one.
-            self.offset = self.last;
-        }
-        let t = self.offset + s.elapsed_s;
-        self.last = t;
+        let t = self.timeline.push(s).x;
         self.t.push(t);
         self.v.push(s.rss_bytes);
         if let Some(g) = s.gpu.bytes {
@@ -105,7 +103,7 @@ impl Collector {
     }
 
     fn finish(self, name: String, file: String, role: Option<Role>, summary: &Summary) -> Series {
-        let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.last);
+        let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.timeline.last_x());
         let keep = keep_indices(&self.t, &self.v, x0, x1, BUCKETS);
         let gpu_keep = if self.gpu_t.is_empty() {
             Vec::new()
@@ -180,7 +178,8 @@ impl Report {
         for ((path, role), name) in roles.iter().zip(names) {
             let mut c = Collector::default();
             // A bench recording counts one run per bench run, as in `memmon compare`.
-            let (_, runs, summary) = measure_recording(path, spec, above, false, |s| c.push(s))?;
+            let m = measure_file(path, spec, above, false, |s| c.push(s))?;
+            let (runs, summary) = (m.runs, m.summary);
             series.push(c.finish(name, path.display().to_string(), *role, &summary));
             summaries.push(summary);
             match role {
@@ -425,7 +424,7 @@ impl Report {
         );
         for d in &c.deltas {
             let range = |s: &crate::analysis::compare::Stats| {
-                if s.n == 1 {
+                if s.count == 1 {
                     "–".to_string()
                 } else {
                     format!(

@@ -8,6 +8,7 @@
 //! out with DejaVu Sans compiled into the binary, so no system font is needed.
 
 use super::decimate;
+use crate::analysis::timeline::Timeline;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::{read_input, InputSpec, ReadError};
 use crate::model::sample::{Event, Sample};
@@ -225,7 +226,7 @@ struct Series {
 pub struct Trace {
     /// The name in the legend: the file's name.
     pub name: String,
-    /// Seconds since the recording's first sample, one per sample.
+    /// Seconds on the recording's timeline (`analysis::timeline`), one per sample.
     xs: Vec<f64>,
     rss: Vec<u64>,
     /// anon, anon + file, anon + file + shmem: the tops of the stacked areas.
@@ -239,37 +240,18 @@ pub struct Trace {
     pub summary: Summary,
 }
 
-/// The time of a sample in seconds since the recording's first one: the monotonic `elapsed_s`
-/// within a session, and the wall-clock gap between sessions of an `--append`ed recording.
-#[derive(Default)]
-struct Clock {
-    first_unix_ms: Option<u64>,
-    offset: f64,
-    last: f64,
-}
-
-impl Clock {
-    fn x(&mut self, s: &Sample) -> f64 {
-        match self.first_unix_ms {
-            None => {
-                self.first_unix_ms = Some(s.unix_ms);
-                self.offset = -s.elapsed_s;
-            }
-            Some(first) if matches!(s.event, Some(Event::Start)) => {
-                self.offset = s.unix_ms.saturating_sub(first) as f64 / 1e3 - s.elapsed_s;
-            }
-            Some(_) => {}
-        }
-        let x = (s.elapsed_s + self.offset).max(self.last);
-        self.last = x;
-        x
+impl Trace {
+    /// The x of each sample: seconds on the recording's timeline.
+    pub fn xs(&self) -> &[f64] {
+        &self.xs
     }
 }
 
 /// Reads a recording for drawing with `opts`, building its summary on the way.
 pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, PlotError> {
     let mut builder = SummaryBuilder::new();
-    let mut clock = Clock::default();
+    // x: seconds on the recording's timeline (sessions of an --append'ed one included).
+    let mut timeline = Timeline::new();
     let mut xs = Vec::new();
     let mut rss = Vec::new();
     let mut parts = opts.parts.then(|| [Vec::new(), Vec::new(), Vec::new()]);
@@ -287,7 +269,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
     let mut gpu = (Vec::new(), Vec::new());
     let info = read_input(path, spec, |s| {
         builder.push(s);
-        let x = clock.x(s);
+        let x = timeline.push(s).x;
         if s.rss_bytes > rss.get(peak_index).copied().unwrap_or(0) {
             peak_index = rss.len();
         }
@@ -954,15 +936,6 @@ fn draw_host<DB: DrawingBackend>(
 mod tests {
     use super::*;
 
-    fn sample(unix_ms: u64, elapsed_s: f64, event: Option<Event>) -> Sample {
-        Sample {
-            unix_ms,
-            elapsed_s,
-            event,
-            ..Sample::default()
-        }
-    }
-
     #[test]
     fn size_columns_parse_with_or_without_their_unit() {
         assert_eq!(SizeColumn::parse("locked_bytes"), Some(SizeColumn::Locked));
@@ -994,16 +967,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.starts_with("--plot b.jpg:"), "{msg}");
-    }
-
-    #[test]
-    fn an_appended_session_continues_after_the_wall_clock_gap() {
-        let mut c = Clock::default();
-        assert_eq!(c.x(&sample(10_000, 0.5, Some(Event::Start))), 0.0);
-        assert_eq!(c.x(&sample(11_000, 1.5, None)), 1.0);
-        // A second session 60 s later restarts its monotonic clock at 0.
-        assert_eq!(c.x(&sample(70_000, 0.0, Some(Event::Start))), 60.0);
-        assert_eq!(c.x(&sample(71_000, 1.0, None)), 61.0);
     }
 
     #[test]
