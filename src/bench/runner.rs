@@ -8,10 +8,12 @@ use crate::analysis::summary::PssTrack;
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::EndInfo;
 use crate::format::{Format, InputFormat, InputSpec, Output};
+use crate::model::sample::{Event, Sample};
 use crate::probe::cgroup::{MemCgroup, PeakWatch};
 use crate::probe::ProcHandle;
-use crate::sampler::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
-use crate::model::sample::{Event, Sample};
+use crate::sampler::record::{
+    unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
+};
 use crate::sampler::target::{self, shell_words, TargetSpec};
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval};
 use anyhow::Context;
@@ -696,8 +698,10 @@ fn own_cgroup(opts: &BenchOptions, daemon: &ProcHandle) -> Result<MemCgroup, Str
     if cg.is_root() {
         return Err("the daemon is in the root cgroup".into());
     }
-    let procs = cg.procs().map_err(|e| e.to_string())?;
-    if let Some(other) = procs.iter().find(|&&p| !descends_from(opts, p, daemon.pid)) {
+    if let Some(other) = cg
+        .foreign_process(&opts.procfs, daemon.pid)
+        .map_err(|e| e.to_string())?
+    {
         return Err(format!(
             "the daemon's cgroup {} also holds PID {other}, which is not the daemon's (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its cgroup peak)",
             cg.path
