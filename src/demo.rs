@@ -75,6 +75,9 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         reset_peak: false,
         capture_stdout: false,
         env: Vec::new(),
+        cgroup: None,
+        own_cgroup: None,
+        cgroupfs: crate::probe::cgroup::CgroupFs::default(),
     };
     let outcome = Recorder::start(opts)?.run()?;
     if let Some(p) = &outcome.output {

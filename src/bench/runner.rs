@@ -316,6 +316,9 @@ impl Daemon {
             reset_peak: false,
             capture_stdout: false,
             env: Vec::new(),
+            cgroup: None,
+            own_cgroup: Some(false),
+            cgroupfs: opts.cgroupfs.clone(),
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         let mut rec = Recorder::start(ropts)?;
@@ -898,6 +901,9 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
+            cgroup: None,
+            own_cgroup: opts.own_cgroup,
+            cgroupfs: opts.cgroupfs.clone(),
         };
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
@@ -949,8 +955,21 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
         }
         if warm.is_none() {
             let sampled = outcome.summary.peak_rss_bytes;
-            let kernel = end.rusage_maxrss_bytes;
-            let (peak, source) = choose_peak(kernel, PeakSource::RuMaxrss, sampled);
+            // In a cgroup of memmon's own, the run's tree had it alone from before its first
+            // instruction: its peak is the tree's exact peak (each page once, page cache in).
+            let own_cgroup_peak = end
+                .cgroup
+                .as_ref()
+                .filter(|c| c.own)
+                .and_then(|c| c.peak_bytes);
+            let (kernel, (peak, source), scope) = match own_cgroup_peak {
+                Some(p) => (Some(p), (p, PeakSource::Cgroup), PeakScope::Tree),
+                None => (
+                    end.rusage_maxrss_bytes,
+                    choose_peak(end.rusage_maxrss_bytes, PeakSource::RuMaxrss, sampled),
+                    outcome.summary.kernel_peak_scope,
+                ),
+            };
             let r = RunResult {
                 run: n,
                 started_unix_ms,
@@ -960,10 +979,10 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 peak_rss_bytes: peak,
                 peak_source: source,
                 kernel_peak_bytes: kernel,
-                kernel_peak_scope: outcome.summary.kernel_peak_scope,
+                kernel_peak_scope: scope,
                 sampled_peak_bytes: sampled,
                 samples: outcome.summary.samples,
-                cgroup_peak_bytes: None,
+                cgroup_peak_bytes: own_cgroup_peak,
                 rss_before_bytes: None,
                 rss_after_bytes: None,
                 peak_over_floor_bytes: None,

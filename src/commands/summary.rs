@@ -8,6 +8,7 @@ use std::io::Write;
 
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let spec = args.input.spec();
+    let budgets = args.budgets.budgets();
     let mut all = Vec::new();
     for f in &args.files {
         // An input that is missing, unreadable or malformed exits 2, as in compare, plot and
@@ -36,5 +37,14 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
             write!(out, "{}", s.render()).context("cannot write to stdout")?;
         }
     }
-    Ok(ExitCode::Success)
+    let checks: Vec<_> = all
+        .iter()
+        .zip(&args.files)
+        .flat_map(|(s, f)| budgets.check_summary(s, &f.display().to_string()))
+        .collect();
+    Ok(if super::report_budgets(&checks) {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
 }

@@ -30,7 +30,7 @@ pub enum CgroupError {
 }
 
 /// Which cgroup hierarchy holds the memory controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CgroupVersion {
     V1,
