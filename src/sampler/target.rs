@@ -97,7 +97,7 @@ pub enum TargetError {
         comm: String,
         flag: &'static str,
     },
-    #[error("{0} (--cgroup)")]
+    #[error("{0}")]
     Cgroup(String),
     #[error("no process matches --name '{0}' (add --wait to wait for one)")]
     NoMatch(String),
@@ -162,7 +162,12 @@ pub fn cgroup_top(
         .filter(|(_, h)| h.ppid().is_none_or(|pp| !pids.contains(&pp)))
         .min_by_key(|(_, h)| (h.start_time, h.pid))
         .map(|(i, _)| i)
-        .ok_or_else(|| TargetError::Cgroup(format!("the cgroup {} holds no process", cg.path)))?;
+        .ok_or_else(|| {
+            TargetError::Cgroup(format!(
+                "the cgroup {} holds no process (--cgroup)",
+                cg.path
+            ))
+        })?;
     let top = handles.swap_remove(top_at);
     let outside = handles
         .iter()
