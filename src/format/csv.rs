@@ -3,7 +3,7 @@
 //! Writer and streaming reader side by side.
 
 use super::{RowError, RowSink};
-use crate::model::sample::{Event, Sample, COLUMNS};
+use crate::model::sample::{Event, Field, Sample, COLUMNS, REQUIRED_COLUMNS};
 use std::io::{self, Write};
 
 /// The header line, without its newline.
@@ -35,37 +35,26 @@ impl<W: Write> RowSink for CsvWriter<W> {
         let mut ib = itoa::Buffer::new();
         let l = &mut self.line;
         l.clear();
-        let mut num = |l: &mut Vec<u8>, v: u64| {
-            l.extend_from_slice(ib.format(v).as_bytes());
-            l.push(b',');
-        };
-        num(l, s.unix_ms);
-        write!(l, "{:.6},", s.elapsed_s)?;
-        for v in [
-            s.rss_bytes,
-            s.anon_bytes,
-            s.file_bytes,
-            s.shmem_bytes,
-            s.swap_bytes,
-            s.locked_bytes,
-            s.pinned_bytes,
-            s.processes as u64,
-        ] {
-            num(l, v);
-        }
-        l.extend_from_slice(itoa::Buffer::new().format(s.top_pid).as_bytes());
-        l.push(b',');
-        for v in [s.top_rss_bytes, s.hwm_bytes, s.hwm_sum_bytes] {
-            num(l, v);
-        }
-        if let Some(p) = s.pss_bytes {
-            num(l, p);
-        } else {
-            l.push(b',');
-        }
-        num(l, s.missed_ticks);
-        if let Some(e) = &s.event {
-            write_field(l, &e.to_string());
+        for (i, c) in COLUMNS.iter().enumerate() {
+            if i > 0 {
+                l.push(b',');
+            }
+            match c.field {
+                Field::U64(get, _) => l.extend_from_slice(ib.format(get(s)).as_bytes()),
+                Field::U32(get, _) => l.extend_from_slice(ib.format(get(s)).as_bytes()),
+                Field::I32(get, _) => l.extend_from_slice(ib.format(get(s)).as_bytes()),
+                Field::Seconds(get, _) => write!(l, "{:.6}", get(s))?,
+                Field::OptU64(get, _) => {
+                    if let Some(v) = get(s) {
+                        l.extend_from_slice(ib.format(v).as_bytes());
+                    }
+                }
+                Field::Event(get, _) => {
+                    if let Some(e) = get(s) {
+                        write_field(l, &e.to_string());
+                    }
+                }
+            }
         }
         l.push(b'\n');
         self.out.write_all(l)
@@ -101,18 +90,17 @@ pub struct CsvLayout {
     canonical: bool,
 }
 
-const COLUMN_COUNT: usize = 17;
+const COLUMN_COUNT: usize = COLUMNS.len();
 
 impl CsvLayout {
     pub fn from_header(line: &[u8]) -> Result<CsvLayout, String> {
-        debug_assert_eq!(COLUMNS.len(), COLUMN_COUNT);
         let text = std::str::from_utf8(line).map_err(|_| "header is not UTF-8".to_string())?;
         let names: Vec<&str> = text.trim_end_matches('\r').split(',').collect();
         let mut idx = [None; COLUMN_COUNT];
         for (i, c) in COLUMNS.iter().enumerate() {
             idx[i] = names.iter().position(|n| n.trim() == c.name);
         }
-        for required in ["unix_ms", "elapsed_s", "rss_bytes"] {
+        for required in REQUIRED_COLUMNS {
             let i = COLUMNS.iter().position(|c| c.name == required).unwrap();
             if idx[i].is_none() {
                 return Err(format!(
@@ -157,6 +145,7 @@ impl CsvLayout {
             )));
         }
         let get = |col: usize| self.idx[col].map(|i| &line[fields[i].0..fields[i].1]);
+        let text = |col: usize| String::from_utf8_lossy(get(col).unwrap_or_default()).into_owned();
         let int = |col: usize| -> Result<u64, RowError> {
             match get(col) {
                 None => Ok(0),
@@ -164,72 +153,71 @@ impl CsvLayout {
                     RowError(format!(
                         "column '{}' holds '{}', not a whole number",
                         COLUMNS[col].name,
-                        String::from_utf8_lossy(f)
+                        text(col)
                     ))
                 }),
             }
-        };
-        let elapsed = get(1).unwrap_or(b"0");
-        let elapsed_s = parse_decimal(elapsed).ok_or_else(|| {
-            RowError(format!(
-                "column 'elapsed_s' holds '{}', not a number",
-                String::from_utf8_lossy(elapsed)
-            ))
-        })?;
-        let pss_bytes = match get(14) {
-            Some(f) if !f.is_empty() => Some(int(14)?),
-            _ => None,
-        };
-        let event = match get(16) {
-            Some(f) if !f.is_empty() => {
-                let text = unquote(f);
-                Some(Event::parse(&text).map_err(RowError)?)
-            }
-            _ => None,
         };
         let out_of_range = |col: usize| {
             RowError(format!(
                 "column '{}' holds '{}', out of range",
                 COLUMNS[col].name,
-                String::from_utf8_lossy(get(col).unwrap_or_default())
+                text(col)
             ))
         };
-        let top_pid = match get(10) {
-            Some(f) if f.first() == Some(&b'-') => parse_int(&f[1..])
-                .and_then(|v| i32::try_from(v).ok())
-                .map(|v| -v)
-                .ok_or_else(|| out_of_range(10))?,
-            _ => i32::try_from(int(10)?).map_err(|_| out_of_range(10))?,
-        };
-        let processes = u32::try_from(int(9)?).map_err(|_| out_of_range(9))?;
-        Ok(Sample {
-            unix_ms: int(0)?,
-            elapsed_s,
-            rss_bytes: int(2)?,
-            anon_bytes: int(3)?,
-            file_bytes: int(4)?,
-            shmem_bytes: int(5)?,
-            swap_bytes: int(6)?,
-            locked_bytes: int(7)?,
-            pinned_bytes: int(8)?,
-            processes,
-            top_pid,
-            top_rss_bytes: int(11)?,
-            hwm_bytes: int(12)?,
-            hwm_sum_bytes: int(13)?,
-            pss_bytes,
-            missed_ticks: int(15)?,
-            event,
-        })
+        let mut s = Sample::default();
+        for (col, c) in COLUMNS.iter().enumerate() {
+            match c.field {
+                Field::U64(_, set) => set(&mut s, int(col)?),
+                Field::U32(_, set) => set(
+                    &mut s,
+                    u32::try_from(int(col)?).map_err(|_| out_of_range(col))?,
+                ),
+                Field::I32(_, set) => set(
+                    &mut s,
+                    match get(col) {
+                        Some(f) if f.first() == Some(&b'-') => parse_int(&f[1..])
+                            .and_then(|v| i32::try_from(v).ok())
+                            .map(|v| -v)
+                            .ok_or_else(|| out_of_range(col))?,
+                        _ => i32::try_from(int(col)?).map_err(|_| out_of_range(col))?,
+                    },
+                ),
+                Field::Seconds(_, set) => {
+                    let f = get(col).unwrap_or(b"0");
+                    set(
+                        &mut s,
+                        parse_decimal(f).ok_or_else(|| {
+                            RowError(format!(
+                                "column '{}' holds '{}', not a number",
+                                c.name,
+                                String::from_utf8_lossy(f)
+                            ))
+                        })?,
+                    )
+                }
+                Field::OptU64(_, set) => match get(col) {
+                    Some(f) if !f.is_empty() => set(&mut s, Some(int(col)?)),
+                    _ => {}
+                },
+                Field::Event(_, set) => match get(col) {
+                    Some(f) if !f.is_empty() => {
+                        set(&mut s, Some(Event::parse(&unquote(f)).map_err(RowError)?))
+                    }
+                    _ => {}
+                },
+            }
+        }
+        Ok(s)
     }
 }
 
-/// Parses a row in this memmon's own column order in one pass over its bytes; `None` when the
-/// row is anything but plain (then the general parser decides).
+/// Parses a row in this memmon's own column order (`COLUMNS`) in one pass over its bytes;
+/// `None` when the row is anything but plain (then the general parser decides).
 fn parse_canonical(line: &[u8]) -> Option<Sample> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut p = 0;
-    // The next field as an unsigned integer; `Some(None)` when empty.
+    // The next field as an unsigned integer, and its comma; `Some(None)` when empty.
     let int = |p: &mut usize| -> Option<Option<u64>> {
         let start = *p;
         let v = digits(line, p)?;
@@ -244,76 +232,66 @@ fn parse_canonical(line: &[u8]) -> Option<Sample> {
         }
         Some((!empty).then_some(v))
     };
-    let unix_ms = int(&mut p)??;
-    // elapsed_s: digits, a dot, up to 9 digits.
-    let whole = {
-        let start = p;
-        let mut v: u64 = 0;
-        while p < line.len() && line[p].is_ascii_digit() && p - start < 19 {
-            v = v * 10 + (line[p] - b'0') as u64;
-            p += 1;
+    let mut s = Sample::default();
+    for c in COLUMNS {
+        match c.field {
+            Field::U64(_, set) => set(&mut s, int(&mut p)??),
+            Field::U32(_, set) => set(&mut s, u32::try_from(int(&mut p)??).ok()?),
+            Field::I32(_, set) => set(&mut s, i32::try_from(int(&mut p)??).ok()?),
+            Field::OptU64(_, set) => set(&mut s, int(&mut p)?),
+            Field::Seconds(_, set) => set(&mut s, seconds(line, &mut p)?),
+            Field::Event(_, set) => {
+                // The event is last: plain text with no comma and no quote here, else the
+                // general path.
+                let rest = &line[p.min(line.len())..];
+                if p > line.len()
+                    || line[p - 1] != b','
+                    || memchr::memchr2(b',', b'"', rest).is_some()
+                {
+                    return None;
+                }
+                if !rest.is_empty() {
+                    set(
+                        &mut s,
+                        Some(Event::parse(std::str::from_utf8(rest).ok()?).ok()?),
+                    );
+                }
+                p = line.len() + 1;
+            }
         }
-        if p == start {
-            return None;
-        }
-        v
-    };
-    let mut elapsed_s = whole as f64;
-    if line.get(p) == Some(&b'.') {
-        p += 1;
-        let start = p;
+    }
+    // Every field taken, none left (`event` ends the line; it is last in the table).
+    (p > line.len()).then_some(s)
+}
+
+/// Reads `digits[.digits]` (up to 9 decimals) and its comma at `*p`.
+#[inline]
+fn seconds(line: &[u8], p: &mut usize) -> Option<f64> {
+    let start = *p;
+    let mut v: u64 = 0;
+    while *p < line.len() && line[*p].is_ascii_digit() && *p - start < 19 {
+        v = v * 10 + (line[*p] - b'0') as u64;
+        *p += 1;
+    }
+    if *p == start {
+        return None;
+    }
+    let mut secs = v as f64;
+    if line.get(*p) == Some(&b'.') {
+        *p += 1;
+        let start = *p;
         let mut frac: u64 = 0;
-        while p < line.len() && line[p].is_ascii_digit() && p - start < 9 {
-            frac = frac * 10 + (line[p] - b'0') as u64;
-            p += 1;
+        while *p < line.len() && line[*p].is_ascii_digit() && *p - start < 9 {
+            frac = frac * 10 + (line[*p] - b'0') as u64;
+            *p += 1;
         }
-        elapsed_s += frac as f64 / POW10[p - start];
+        secs += frac as f64 / POW10[*p - start];
     }
-    if line.get(p) != Some(&b',') {
+    if line.get(*p) != Some(&b',') {
         return None;
     }
-    p += 1;
-    let mut v = [0u64; 13];
-    let mut pss = None;
-    for (i, slot) in v.iter_mut().enumerate() {
-        let f = int(&mut p)?;
-        // Column 14 (pss_bytes) may be empty; every other must hold a number.
-        if i == 12 {
-            pss = f;
-        } else {
-            *slot = f?;
-        }
-    }
-    let missed_ticks = int(&mut p)??;
-    let rest = &line[p.min(line.len())..];
-    // The event is last: plain text with no comma and no quote here, else the general path.
-    if p > line.len() || line[p - 1] != b',' || memchr::memchr2(b',', b'"', rest).is_some() {
-        return None;
-    }
-    let event = if rest.is_empty() {
-        None
-    } else {
-        Some(Event::parse(std::str::from_utf8(rest).ok()?).ok()?)
-    };
-    Some(Sample {
-        unix_ms,
-        elapsed_s,
-        rss_bytes: v[0],
-        anon_bytes: v[1],
-        file_bytes: v[2],
-        shmem_bytes: v[3],
-        swap_bytes: v[4],
-        locked_bytes: v[5],
-        pinned_bytes: v[6],
-        processes: u32::try_from(v[7]).ok()?,
-        top_pid: i32::try_from(v[8]).ok()?,
-        top_rss_bytes: v[9],
-        hwm_bytes: v[10],
-        hwm_sum_bytes: v[11],
-        pss_bytes: pss,
-        missed_ticks,
-        event,
-    })
+    *p += 1;
+    Some(secs)
 }
 
 const POW10: [f64; 10] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
@@ -723,6 +701,51 @@ mod tests {
     }
 
     #[test]
+    fn a_row_is_written_as_before_the_column_table() {
+        let mut buf = Vec::new();
+        let mut w = CsvWriter::new(&mut buf, true).unwrap();
+        w.write_sample(&sample()).unwrap();
+        w.write_sample(&Sample {
+            top_pid: -1,
+            pss_bytes: Some(7),
+            ..Sample::default()
+        })
+        .unwrap();
+        drop(w);
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "unix_ms,elapsed_s,rss_bytes,anon_bytes,file_bytes,shmem_bytes,swap_bytes,locked_bytes,\
+             pinned_bytes,processes,top_pid,top_rss_bytes,hwm_bytes,hwm_sum_bytes,pss_bytes,\
+             missed_ticks,event\n\
+             1771372328313,12.500000,47696158720,47000000000,600000000,96158720,0,4096,8192,3,4242,\
+             47000000000,48000000000,49000000000,,2,\"mark:synthesis, \"\"phase\"\" 1\"\n\
+             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,\n"
+        );
+    }
+
+    #[test]
+    fn an_unknown_column_is_ignored_and_a_missing_one_reads_as_zero() {
+        // Another schema's file: columns reordered, one unknown, pss_bytes and others absent.
+        let layout =
+            CsvLayout::from_header(b"rss_bytes,gpu_bytes,elapsed_s,unix_ms,processes,event")
+                .unwrap();
+        let mut f = vec![];
+        let s = layout.parse(b"12,99,1.5,1000,2,start", &mut f).unwrap();
+        assert_eq!(
+            s,
+            Sample {
+                unix_ms: 1000,
+                elapsed_s: 1.5,
+                rss_bytes: 12,
+                processes: 2,
+                event: Some(Event::Start),
+                ..Sample::default()
+            }
+        );
+        assert!(CsvLayout::from_header(b"unix_ms,elapsed_s").is_err());
+    }
+
+    #[test]
     fn the_csv_crate_reads_it_with_no_options() {
         let mut buf = Vec::new();
         CsvWriter::new(&mut buf, true)
@@ -734,7 +757,7 @@ mod tests {
         let row = r.records().next().unwrap().unwrap();
         let rss = headers.iter().position(|h| h == "rss_bytes").unwrap();
         assert_eq!(&row[rss], "47696158720");
-        assert_eq!(&row[16], "mark:synthesis, \"phase\" 1");
+        assert_eq!(&row[COLUMNS.len() - 1], "mark:synthesis, \"phase\" 1");
     }
 
     proptest::proptest! {

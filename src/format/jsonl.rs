@@ -3,31 +3,126 @@
 
 use super::{RowError, RowSink};
 use crate::format::meta::{EndInfo, Meta};
-use crate::model::sample::{Event, Sample};
+use crate::model::sample::{Event, Field, Sample, COLUMNS, REQUIRED_COLUMNS};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 
-#[derive(Serialize, Deserialize)]
+/// A `sample` record: one key per column of `COLUMNS`, in its order; an optional column whose
+/// value is `None`, and an empty event, are left out. Reading ignores keys it does not know (a
+/// later schema may add some) and takes a missing column as 0, except the required ones.
 struct SampleRecord {
-    unix_ms: u64,
-    elapsed_s: f64,
-    rss_bytes: u64,
-    anon_bytes: u64,
-    file_bytes: u64,
-    shmem_bytes: u64,
-    swap_bytes: u64,
-    locked_bytes: u64,
-    pinned_bytes: u64,
-    processes: u32,
-    top_pid: i32,
-    top_rss_bytes: u64,
-    hwm_bytes: u64,
-    hwm_sum_bytes: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pss_bytes: Option<u64>,
-    missed_ticks: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sample: Sample,
+    /// The event's text, parsed by `parse_line` (so that its error reads as in CSV).
     event: Option<String>,
+}
+
+/// The sample as written: serialized from the `Sample` itself, column by column.
+struct SampleRef<'a>(&'a Sample);
+
+impl Serialize for SampleRef<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let s = self.0;
+        let mut map = ser.serialize_map(None)?;
+        for c in COLUMNS {
+            match c.field {
+                Field::U64(get, _) => map.serialize_entry(c.name, &get(s))?,
+                Field::U32(get, _) => map.serialize_entry(c.name, &get(s))?,
+                Field::I32(get, _) => map.serialize_entry(c.name, &get(s))?,
+                // The CSV's 6 decimals.
+                Field::Seconds(get, _) => {
+                    map.serialize_entry(c.name, &((get(s) * 1e6).round() / 1e6))?
+                }
+                Field::OptU64(get, _) => {
+                    if let Some(v) = get(s) {
+                        map.serialize_entry(c.name, &v)?
+                    }
+                }
+                Field::Event(get, _) => {
+                    if let Some(e) = get(s) {
+                        map.serialize_entry(c.name, &e.to_string())?
+                    }
+                }
+            }
+        }
+        map.end()
+    }
+}
+
+impl Serialize for SampleRecord {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        SampleRef(&self.sample).serialize(ser)
+    }
+}
+
+impl<'de> Deserialize<'de> for SampleRecord {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_map(SampleVisitor)
+    }
+}
+
+struct SampleVisitor;
+
+impl<'de> Visitor<'de> for SampleVisitor {
+    type Value = SampleRecord;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a sample record")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SampleRecord, A::Error> {
+        let mut sample = Sample::default();
+        let mut event = None;
+        let mut seen = [false; COLUMNS.len()];
+        while let Some(key) = map.next_key::<ColumnKey>()? {
+            let Some(col) = key.0 else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            let c = &COLUMNS[col];
+            if std::mem::replace(&mut seen[col], true) {
+                return Err(de::Error::duplicate_field(c.name));
+            }
+            match c.field {
+                Field::U64(_, set) => set(&mut sample, map.next_value()?),
+                Field::U32(_, set) => set(&mut sample, map.next_value()?),
+                Field::I32(_, set) => set(&mut sample, map.next_value()?),
+                Field::Seconds(_, set) => set(&mut sample, map.next_value()?),
+                Field::OptU64(_, set) => set(&mut sample, map.next_value()?),
+                Field::Event(..) => event = map.next_value()?,
+            }
+        }
+        for name in REQUIRED_COLUMNS {
+            let col = COLUMNS
+                .iter()
+                .position(|c| c.name == name)
+                .expect("a column");
+            if !seen[col] {
+                return Err(de::Error::missing_field(name));
+            }
+        }
+        Ok(SampleRecord { sample, event })
+    }
+}
+
+/// A key of a sample record: the index of its column in `COLUMNS`, `None` for another key.
+struct ColumnKey(Option<usize>);
+
+impl<'de> Deserialize<'de> for ColumnKey {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = ColumnKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a column name")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<ColumnKey, E> {
+                Ok(ColumnKey(COLUMNS.iter().position(|c| c.name == key)))
+            }
+        }
+        de.deserialize_identifier(KeyVisitor)
+    }
 }
 
 /// One line of a JSON Lines recording.
@@ -37,6 +132,13 @@ enum Record {
     Meta(Box<Meta>),
     Sample(SampleRecord),
     End(Box<EndInfo>),
+}
+
+/// A `sample` line as written: the same tag, borrowing the sample.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum RecordOut<'a> {
+    Sample(SampleRef<'a>),
 }
 
 /// What a parsed line holds.
@@ -76,25 +178,7 @@ pub fn end_line(end: &EndInfo) -> Vec<u8> {
 
 impl<W: Write> RowSink for JsonlWriter<W> {
     fn write_sample(&mut self, s: &Sample) -> io::Result<()> {
-        let rec = Record::Sample(SampleRecord {
-            unix_ms: s.unix_ms,
-            elapsed_s: (s.elapsed_s * 1e6).round() / 1e6,
-            rss_bytes: s.rss_bytes,
-            anon_bytes: s.anon_bytes,
-            file_bytes: s.file_bytes,
-            shmem_bytes: s.shmem_bytes,
-            swap_bytes: s.swap_bytes,
-            locked_bytes: s.locked_bytes,
-            pinned_bytes: s.pinned_bytes,
-            processes: s.processes,
-            top_pid: s.top_pid,
-            top_rss_bytes: s.top_rss_bytes,
-            hwm_bytes: s.hwm_bytes,
-            hwm_sum_bytes: s.hwm_sum_bytes,
-            pss_bytes: s.pss_bytes,
-            missed_ticks: s.missed_ticks,
-            event: s.event.as_ref().map(|e| e.to_string()),
-        });
+        let rec = RecordOut::Sample(SampleRef(s));
         self.line.clear();
         serde_json::to_writer(&mut self.line, &rec)?;
         self.line.push(b'\n');
@@ -117,29 +201,12 @@ pub fn parse_line(line: &[u8]) -> Result<Line, RowError> {
         Record::Meta(m) => Line::Meta(m),
         Record::End(e) => Line::End(e),
         Record::Sample(r) => Line::Sample({
-            super::check_times(r.unix_ms, r.elapsed_s).map_err(RowError)?;
-            Sample {
-                unix_ms: r.unix_ms,
-                elapsed_s: r.elapsed_s,
-                rss_bytes: r.rss_bytes,
-                anon_bytes: r.anon_bytes,
-                file_bytes: r.file_bytes,
-                shmem_bytes: r.shmem_bytes,
-                swap_bytes: r.swap_bytes,
-                locked_bytes: r.locked_bytes,
-                pinned_bytes: r.pinned_bytes,
-                processes: r.processes,
-                top_pid: r.top_pid,
-                top_rss_bytes: r.top_rss_bytes,
-                hwm_bytes: r.hwm_bytes,
-                hwm_sum_bytes: r.hwm_sum_bytes,
-                pss_bytes: r.pss_bytes,
-                missed_ticks: r.missed_ticks,
-                event: match r.event {
-                    Some(t) => Some(Event::parse(&t).map_err(RowError)?),
-                    None => None,
-                },
+            let mut s = r.sample;
+            super::check_times(s.unix_ms, s.elapsed_s).map_err(RowError)?;
+            if let Some(t) = r.event {
+                s.event = Some(Event::parse(&t).map_err(RowError)?);
             }
+            s
         }),
     })
 }
@@ -166,6 +233,57 @@ mod tests {
             Line::Sample(back) => assert_eq!(back, s),
             _ => panic!("not a sample"),
         }
+    }
+
+    #[test]
+    fn a_sample_line_is_written_as_before_the_column_table() {
+        let s = Sample {
+            unix_ms: 5,
+            elapsed_s: 0.2500004,
+            rss_bytes: 1 << 30,
+            processes: 1,
+            top_pid: 7,
+            pss_bytes: Some(4096),
+            event: Some(Event::Mark("a \"b\"".into())),
+            ..Sample::default()
+        };
+        let mut buf = Vec::new();
+        JsonlWriter::new(&mut buf).write_sample(&s).unwrap();
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "{\"type\":\"sample\",\"unix_ms\":5,\"elapsed_s\":0.25,\"rss_bytes\":1073741824,\
+             \"anon_bytes\":0,\"file_bytes\":0,\"shmem_bytes\":0,\"swap_bytes\":0,\"locked_bytes\":0,\
+             \"pinned_bytes\":0,\"processes\":1,\"top_pid\":7,\"top_rss_bytes\":0,\"hwm_bytes\":0,\
+             \"hwm_sum_bytes\":0,\"pss_bytes\":4096,\"missed_ticks\":0,\"event\":\"mark:a \\\"b\\\"\"}\n"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored_and_missing_columns_read_as_zero_or_empty() {
+        let line = br#"{"type":"sample","unix_ms":5,"elapsed_s":1,"rss_bytes":9,"gpu_bytes":3,"event":null}"#;
+        match parse_line(line).unwrap() {
+            Line::Sample(s) => assert_eq!(
+                s,
+                Sample {
+                    unix_ms: 5,
+                    elapsed_s: 1.0,
+                    rss_bytes: 9,
+                    ..Sample::default()
+                }
+            ),
+            _ => panic!("not a sample"),
+        }
+        let err = |line: &[u8]| match parse_line(line) {
+            Err(e) => e.0,
+            Ok(_) => panic!("{} was read", String::from_utf8_lossy(line)),
+        };
+        let e = err(br#"{"type":"sample","unix_ms":5,"elapsed_s":1}"#);
+        assert!(e.contains("missing field `rss_bytes`"), "{e}");
+        let e = err(br#"{"type":"sample","unix_ms":5,"elapsed_s":1,"rss_bytes":1,"processes":-1}"#);
+        assert!(e.contains("-1"), "{e}");
+        let e =
+            err(br#"{"type":"sample","unix_ms":5,"elapsed_s":1,"rss_bytes":1,"event":"explode"}"#);
+        assert!(e.starts_with("unknown event 'explode'"), "{e}");
     }
 
     #[test]

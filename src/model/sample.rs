@@ -88,100 +88,81 @@ impl Event {
     }
 }
 
-/// A column of the recording: name (with its unit), unit, meaning. The order is the CSV order.
+/// A column of the recording: its name (with its unit), unit, meaning and how it is read from
+/// and written to a `Sample`. `COLUMNS` is the one declaration of the columns: the CSV and JSON
+/// Lines writers and readers, the metadata's column list and docs/FORMAT.md (checked by a test)
+/// all follow it.
 pub struct Column {
     pub name: &'static str,
     pub unit: &'static str,
     pub meaning: &'static str,
+    pub field: Field,
 }
 
+/// How a column's value lives in a `Sample`: its type, and a getter and setter of that field.
+/// The kind decides how a value is written (integer, 6-decimal seconds, text) and read back.
+#[derive(Clone, Copy)]
+pub enum Field {
+    /// An unsigned integer (bytes, milliseconds, counts); 0 when a reader's file lacks it.
+    U64(fn(&Sample) -> u64, fn(&mut Sample, u64)),
+    /// A count that fits 32 bits; a larger value is refused by the readers, not wrapped.
+    U32(fn(&Sample) -> u32, fn(&mut Sample, u32)),
+    /// A PID.
+    I32(fn(&Sample) -> i32, fn(&mut Sample, i32)),
+    /// Seconds, written with 6 decimals.
+    Seconds(fn(&Sample) -> f64, fn(&mut Sample, f64)),
+    /// A value read only on some ticks, or only when its source is on (`--pss`; a column whose
+    /// source may be absent): an empty CSV cell, an absent JSON key when `None`.
+    OptU64(fn(&Sample) -> Option<u64>, fn(&mut Sample, Option<u64>)),
+    /// The event, as text (`Event`'s `Display`); last in the table, so that a CSV row's
+    /// unquoted text runs to the end of the line.
+    Event(
+        fn(&Sample) -> Option<&Event>,
+        fn(&mut Sample, Option<Event>),
+    ),
+}
+
+/// One entry of `COLUMNS`: `column!(field, Kind, unit, meaning)`; the column is named after the
+/// `Sample` field it holds.
+macro_rules! column {
+    ($f:ident, $kind:ident, $unit:expr, $meaning:expr) => {
+        Column {
+            name: stringify!($f),
+            unit: $unit,
+            meaning: $meaning,
+            field: Field::$kind(|s| column!(@get $kind s.$f), |s, v| s.$f = v),
+        }
+    };
+    (@get Event $e:expr) => { $e.as_ref() };
+    (@get $kind:ident $e:expr) => { $e };
+}
+
+/// The columns, in CSV order. To add one: a field of `Sample`, a line here (an `OptU64` when its
+/// source may be off), its probe, and its row in docs/FORMAT.md. `event` stays last.
+#[rustfmt::skip]
 pub const COLUMNS: &[Column] = &[
-    Column {
-        name: "unix_ms",
-        unit: "ms since 1970-01-01 UTC",
-        meaning: "wall-clock time of the tick",
-    },
-    Column {
-        name: "elapsed_s",
-        unit: "s",
-        meaning: "time since the recording started, monotonic clock",
-    },
-    Column {
-        name: "rss_bytes",
-        unit: "bytes",
-        meaning: "resident set size of the tree (sum of VmRSS)",
-    },
-    Column {
-        name: "anon_bytes",
-        unit: "bytes",
-        meaning: "anonymous resident memory (sum of RssAnon)",
-    },
-    Column {
-        name: "file_bytes",
-        unit: "bytes",
-        meaning: "file-backed resident memory (sum of RssFile)",
-    },
-    Column {
-        name: "shmem_bytes",
-        unit: "bytes",
-        meaning: "shared-memory resident pages (sum of RssShmem)",
-    },
-    Column {
-        name: "swap_bytes",
-        unit: "bytes",
-        meaning: "swapped-out anonymous memory (sum of VmSwap)",
-    },
-    Column {
-        name: "locked_bytes",
-        unit: "bytes",
-        meaning: "mlock'd memory (sum of VmLck)",
-    },
-    Column {
-        name: "pinned_bytes",
-        unit: "bytes",
-        meaning: "long-term pinned memory (sum of VmPin)",
-    },
-    Column {
-        name: "processes",
-        unit: "count",
-        meaning: "processes in the tree",
-    },
-    Column {
-        name: "top_pid",
-        unit: "pid",
-        meaning: "the process with the largest RSS",
-    },
-    Column {
-        name: "top_rss_bytes",
-        unit: "bytes",
-        meaning: "that process's RSS",
-    },
-    Column {
-        name: "hwm_bytes",
-        unit: "bytes",
-        meaning: "largest VmHWM of a live process: its exact peak so far",
-    },
-    Column {
-        name: "hwm_sum_bytes",
-        unit: "bytes",
-        meaning: "sum of VmHWM of live processes: an upper bound, not a peak",
-    },
-    Column {
-        name: "pss_bytes",
-        unit: "bytes",
-        meaning: "proportional set size of the tree; empty when not read at this tick",
-    },
-    Column {
-        name: "missed_ticks",
-        unit: "count",
-        meaning: "ticks that could not be taken on time, so far",
-    },
-    Column {
-        name: "event",
-        unit: "text",
-        meaning: "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N",
-    },
+    column!(unix_ms, U64, "ms since 1970-01-01 UTC", "wall-clock time of the tick"),
+    column!(elapsed_s, Seconds, "s", "time since the recording started, monotonic clock"),
+    column!(rss_bytes, U64, "bytes", "resident set size of the tree (sum of VmRSS)"),
+    column!(anon_bytes, U64, "bytes", "anonymous resident memory (sum of RssAnon)"),
+    column!(file_bytes, U64, "bytes", "file-backed resident memory (sum of RssFile)"),
+    column!(shmem_bytes, U64, "bytes", "shared-memory resident pages (sum of RssShmem)"),
+    column!(swap_bytes, U64, "bytes", "swapped-out anonymous memory (sum of VmSwap)"),
+    column!(locked_bytes, U64, "bytes", "mlock'd memory (sum of VmLck)"),
+    column!(pinned_bytes, U64, "bytes", "long-term pinned memory (sum of VmPin)"),
+    column!(processes, U32, "count", "processes in the tree"),
+    column!(top_pid, I32, "pid", "the process with the largest RSS"),
+    column!(top_rss_bytes, U64, "bytes", "that process's RSS"),
+    column!(hwm_bytes, U64, "bytes", "largest VmHWM of a live process: its exact peak so far"),
+    column!(hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
+    column!(pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
+    column!(missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
+    column!(event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
 ];
+
+/// The columns a recording must have to be read (a memmon recording of any version has them);
+/// any other column a file lacks reads as 0, or empty.
+pub const REQUIRED_COLUMNS: [&str; 3] = ["unix_ms", "elapsed_s", "rss_bytes"];
 
 #[cfg(test)]
 mod tests {
@@ -199,5 +180,73 @@ mod tests {
             assert_eq!(Event::parse(&e.to_string()).unwrap(), e);
         }
         assert!(Event::parse("explode").is_err());
+    }
+
+    #[test]
+    fn the_event_column_is_last_and_the_only_text_one() {
+        let last = COLUMNS.len() - 1;
+        for (i, c) in COLUMNS.iter().enumerate() {
+            assert_eq!(matches!(c.field, Field::Event(..)), i == last, "{}", c.name);
+        }
+        for name in REQUIRED_COLUMNS {
+            assert!(COLUMNS.iter().any(|c| c.name == name), "{name}");
+        }
+    }
+
+    #[test]
+    fn each_column_gets_and_sets_its_own_field() {
+        // Set every column to a distinct value through the table; each field must hold its own.
+        let mut s = Sample::default();
+        for (i, c) in COLUMNS.iter().enumerate() {
+            let v = 1000 + i as u64;
+            match c.field {
+                Field::U64(_, set) => set(&mut s, v),
+                Field::U32(_, set) => set(&mut s, v as u32),
+                Field::I32(_, set) => set(&mut s, v as i32),
+                Field::Seconds(_, set) => set(&mut s, v as f64),
+                Field::OptU64(_, set) => set(&mut s, Some(v)),
+                Field::Event(_, set) => set(&mut s, Some(Event::RunEnd(v as u32))),
+            }
+        }
+        assert_eq!(s.rss_bytes, 1002);
+        assert_eq!(s.top_pid, 1010);
+        assert_eq!(s.pss_bytes, Some(1014));
+        assert_eq!(s.event, Some(Event::RunEnd(1016)));
+        for (i, c) in COLUMNS.iter().enumerate() {
+            let v = 1000 + i as u64;
+            let got = match c.field {
+                Field::U64(get, _) => get(&s),
+                Field::U32(get, _) => get(&s) as u64,
+                Field::I32(get, _) => get(&s) as u64,
+                Field::Seconds(get, _) => get(&s) as u64,
+                Field::OptU64(get, _) => get(&s).unwrap(),
+                Field::Event(get, _) => match get(&s) {
+                    Some(Event::RunEnd(n)) => *n as u64,
+                    _ => 0,
+                },
+            };
+            assert_eq!(got, v, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn format_md_lists_exactly_these_columns_in_order() {
+        let doc = include_str!("../../docs/FORMAT.md");
+        let section = doc
+            .split("## Columns")
+            .nth(1)
+            .expect("docs/FORMAT.md has a '## Columns' section");
+        let documented: Vec<&str> = section
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2) // the header and its rule
+            .map(|l| l.split('|').nth(1).unwrap().trim().trim_matches('`'))
+            .collect();
+        let table: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
+        assert_eq!(
+            documented, table,
+            "docs/FORMAT.md's column table and COLUMNS differ"
+        );
     }
 }
