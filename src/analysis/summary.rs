@@ -1075,6 +1075,7 @@ mod tests {
 
     fn meta(mode: &str, reset: bool) -> Meta {
         Meta {
+            mem_total_bytes: None,
             format: "memmon-recording".into(),
             schema_version: 1,
             memmon_version: "0".into(),

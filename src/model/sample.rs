@@ -31,6 +31,23 @@ pub struct Sample {
     pub pss_bytes: Option<u64>,
     /// Ticks missed since the recording started (cumulative).
     pub missed_ticks: u64,
+    /// The memory cgroup's files at this tick (`record --cgroup`, or memmon's own cgroup of a
+    /// launched command); all `None` when no cgroup is recorded. See probe::cgroup::CgroupStats.
+    pub cgroup_bytes: Option<u64>,
+    pub cgroup_anon_bytes: Option<u64>,
+    pub cgroup_file_bytes: Option<u64>,
+    pub cgroup_kernel_bytes: Option<u64>,
+    pub cgroup_shmem_bytes: Option<u64>,
+    pub cgroup_sock_bytes: Option<u64>,
+    pub cgroup_working_set_bytes: Option<u64>,
+    /// `None` also when the cgroup has no limit (`max`).
+    pub cgroup_limit_bytes: Option<u64>,
+    /// The cgroup's peak since it was made or last reset (at markers with `--phase-peaks`).
+    pub cgroup_peak_bytes: Option<u64>,
+    pub cgroup_oom_events: Option<u64>,
+    pub cgroup_oom_kill_events: Option<u64>,
+    pub cgroup_max_events: Option<u64>,
+    pub cgroup_high_events: Option<u64>,
     pub event: Option<Event>,
 }
 
@@ -157,6 +174,19 @@ pub const COLUMNS: &[Column] = &[
     column!(hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
     column!(pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
     column!(missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
+    column!(cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup"),
+    column!(cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)"),
+    column!(cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)"),
+    column!(cgroup_kernel_bytes, OptU64, "bytes", "kernel of its memory.stat (v1 memory.kmem.usage_in_bytes)"),
+    column!(cgroup_shmem_bytes, OptU64, "bytes", "shmem of its memory.stat (v1 total_shmem)"),
+    column!(cgroup_sock_bytes, OptU64, "bytes", "sock of its memory.stat (v1 memory.kmem.tcp.usage_in_bytes)"),
+    column!(cgroup_working_set_bytes, OptU64, "bytes", "working set as Kubernetes computes it: current - inactive_file"),
+    column!(cgroup_limit_bytes, OptU64, "bytes", "memory.max (v1 memory.limit_in_bytes); empty also when it has no limit"),
+    column!(cgroup_peak_bytes, OptU64, "bytes", "memory.peak (v1 memory.max_usage_in_bytes) since the cgroup was made or reset (--phase-peaks resets it at markers)"),
+    column!(cgroup_oom_events, OptU64, "count", "memory.events oom, since the cgroup was made (v1: 0)"),
+    column!(cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)"),
+    column!(cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)"),
+    column!(cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)"),
     column!(event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
 ];
 
@@ -211,7 +241,7 @@ mod tests {
         assert_eq!(s.rss_bytes, 1002);
         assert_eq!(s.top_pid, 1010);
         assert_eq!(s.pss_bytes, Some(1014));
-        assert_eq!(s.event, Some(Event::RunEnd(1016)));
+        assert_eq!(s.event, Some(Event::RunEnd(1000 + COLUMNS.len() as u32 - 1)));
         for (i, c) in COLUMNS.iter().enumerate() {
             let v = 1000 + i as u64;
             let got = match c.field {

@@ -4,6 +4,7 @@
 //! usage, the limit and the OOM kills seen, in the end record.
 
 use crate::format::meta::CgroupEnd;
+use crate::model::sample::Sample;
 use crate::probe::cgroup::{
     CgroupError, CgroupEvents, CgroupReader, CgroupStats, CgroupVersion, MemCgroup, OwnCgroup,
     PeakWatch,
@@ -175,6 +176,26 @@ impl CgroupSource {
             error: self.error.clone().or(remove_error),
         }
     }
+}
+
+/// The cgroup columns of a sample from one reading (left empty without one).
+pub fn fill(s: &mut Sample, st: Option<&CgroupStats>) {
+    let Some(st) = st else {
+        return;
+    };
+    s.cgroup_bytes = Some(st.current);
+    s.cgroup_anon_bytes = Some(st.anon);
+    s.cgroup_file_bytes = Some(st.file);
+    s.cgroup_kernel_bytes = Some(st.kernel);
+    s.cgroup_shmem_bytes = Some(st.shmem);
+    s.cgroup_sock_bytes = Some(st.sock);
+    s.cgroup_working_set_bytes = Some(st.working_set());
+    s.cgroup_limit_bytes = st.limit;
+    s.cgroup_peak_bytes = st.peak;
+    s.cgroup_oom_events = Some(st.events.oom);
+    s.cgroup_oom_kill_events = Some(st.events.oom_kill);
+    s.cgroup_max_events = Some(st.events.max);
+    s.cgroup_high_events = Some(st.events.high);
 }
 
 /// MemTotal of /proc/meminfo, in bytes.

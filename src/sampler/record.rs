@@ -530,8 +530,8 @@ impl Recorder {
         };
         let now = Instant::now();
         let pss_bytes = self.maybe_read_pss(now);
-        let _cgroup = self.cgroup.as_mut().and_then(|c| c.tick());
-        let s = Sample {
+        let cgroup = self.cgroup.as_mut().and_then(|c| c.tick());
+        let mut s = Sample {
             unix_ms: unix_ms_now(),
             elapsed_s: now.duration_since(self.start).as_secs_f64(),
             rss_bytes: ts.rss,
@@ -549,7 +549,9 @@ impl Recorder {
             pss_bytes,
             missed_ticks: self.missed,
             event,
+            ..Sample::default()
         };
+        crate::sampler::cgroup::fill(&mut s, cgroup.as_ref());
         self.out.write_sample(&s).map_err(output_error)?;
         if let Some(w) = &self.watch {
             let _ = w.send(s.clone());
