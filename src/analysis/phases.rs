@@ -46,6 +46,14 @@ pub struct Span {
     /// The PSS reads in the span (`--pss`), absent when none fell in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<PssReads>,
+    /// With a cgroup recorded: the span's exact cgroup peak (each page once, page cache
+    /// included), where the kernel's peak file tells it: reset at the span's opening marker
+    /// (`--phase-peaks`), or risen above its value at the opening row during the span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_peak_bytes: Option<u64>,
+    /// With a cgroup recorded: the largest `cgroup_bytes` sampled in the span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_sampled_peak_bytes: Option<u64>,
     /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
     /// its session) ended first.
     pub complete: bool,
@@ -79,6 +87,11 @@ struct Open {
     peak_elapsed_s: f64,
     max_processes: u32,
     pss: PssTrack,
+    /// The cgroup's peak file at the opening row, the largest after it, and the largest
+    /// sampled usage (all `None` without a cgroup).
+    cgroup_open_peak: Option<u64>,
+    cgroup_peak_after: Option<u64>,
+    cgroup_max: Option<u64>,
 }
 
 impl Open {
@@ -104,6 +117,9 @@ impl Open {
                 t.push(s);
                 t
             },
+            cgroup_open_peak: s.cgroup_peak_bytes,
+            cgroup_peak_after: None,
+            cgroup_max: s.cgroup_bytes,
         }
     }
 
@@ -115,6 +131,12 @@ impl Open {
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
         self.max_processes = self.max_processes.max(s.processes);
         self.pss.push(s);
+        if let Some(p) = s.cgroup_peak_bytes {
+            self.cgroup_peak_after = Some(self.cgroup_peak_after.map_or(p, |m| m.max(p)));
+        }
+        if let Some(c) = s.cgroup_bytes {
+            self.cgroup_max = Some(self.cgroup_max.map_or(c, |m| m.max(c)));
+        }
         if s.rss_bytes > self.peak_rss {
             self.peak_rss = s.rss_bytes;
             self.peak_elapsed_s = s.elapsed_s;
@@ -161,6 +183,13 @@ impl Open {
             end_rss_bytes: self.last_rss,
             max_processes: self.max_processes,
             pss: self.pss.reads(self.start_elapsed_s, self.last_elapsed_s),
+            cgroup_peak_bytes: match (self.kind, self.cgroup_open_peak, self.cgroup_peak_after) {
+                (Kind::Phase, _, Some(after)) if reset_after_marks => Some(after),
+                // A peak file that rose during the span was set in it: the span's peak.
+                (_, Some(open), Some(after)) if after > open => Some(after),
+                _ => None,
+            },
+            cgroup_sampled_peak_bytes: self.cgroup_max,
             complete,
         }
     }
@@ -296,6 +325,13 @@ impl Phases {
             );
             let processes = spans.iter().map(|s| s.max_processes).max().unwrap_or(0);
             let with_pss = spans.iter().any(|s| s.pss.is_some());
+            let with_cgroup = spans.iter().any(|s| s.cgroup_sampled_peak_bytes.is_some());
+            if spans.iter().any(|s| s.cgroup_sampled_peak_bytes.is_some()) {
+                let _ = writeln!(
+                    o,
+                    "    cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the marker (--phase-peaks) or rose in the span, else the largest sampled usage"
+                );
+            }
             if processes > 1 {
                 let _ = writeln!(
                     o,
@@ -329,6 +365,13 @@ impl Phases {
                         fmt_bytes(s.end_rss_bytes),
                     ];
                     let mut row = cells.to_vec();
+                    if with_cgroup {
+                        row.push(match (s.cgroup_peak_bytes, s.cgroup_sampled_peak_bytes) {
+                            (Some(p), _) => format!("{} *", fmt_bytes(p)),
+                            (None, Some(c)) => format!("{} (sampled)", fmt_bytes(c)),
+                            (None, None) => "-".into(),
+                        });
+                    }
                     if with_pss {
                         row.push(match &s.pss {
                             Some(r) if r.is_peak => {
@@ -360,6 +403,9 @@ impl Phases {
                 "start RSS",
                 "end RSS",
             ];
+            if with_cgroup {
+                head.push("cgroup peak");
+            }
             if with_pss {
                 head.push("PSS");
             }
@@ -582,7 +628,10 @@ mod tests {
             (120 * MIB, PeakSource::Sampled)
         );
         let text = p.render();
-        assert!(text.contains("120.0 MiB") && !text.contains("MiB *"), "{text}");
+        assert!(
+            text.contains("120.0 MiB") && !text.contains("MiB *"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -597,6 +646,55 @@ mod tests {
         );
         assert!(
             text.contains("synthesis") && text.contains("200.0 MiB *") && text.contains("2.00 s"),
+            "{text}"
+        );
+    }
+
+    /// A row with the cgroup columns: usage and the peak file.
+    fn cg(t: f64, current_mib: u64, peak_mib: u64, event: Option<Event>) -> Sample {
+        Sample {
+            cgroup_bytes: Some(current_mib * MIB),
+            cgroup_peak_bytes: Some(peak_mib * MIB),
+            ..s(t, current_mib, current_mib, event)
+        }
+    }
+
+    #[test]
+    fn a_phase_cgroup_peak_is_exact_after_a_reset_at_its_marker_or_when_the_peak_file_rose() {
+        // Phase a peaks at 300 MiB between samples; after the reset at mark b the peak file
+        // starts again, and phase b's own peak (120 MiB) is told apart from a's.
+        let rows = [
+            cg(0.0, 100, 100, mark("a")),
+            cg(1.0, 100, 300, None),
+            cg(2.0, 100, 300, mark("b")),
+            cg(3.0, 110, 120, None),
+            cg(4.0, 100, 120, None),
+        ];
+        let mut b = PhaseBuilder::new();
+        rows.iter().for_each(|r| b.push(r));
+        let p = b.finish(true, 0).phases;
+        assert_eq!(p[0].cgroup_peak_bytes, Some(300 * MIB));
+        assert_eq!(p[1].cgroup_peak_bytes, Some(120 * MIB));
+        assert_eq!(p[1].cgroup_sampled_peak_bytes, Some(110 * MIB));
+        assert!(p[0].cgroup_peak_bytes > p[0].cgroup_sampled_peak_bytes);
+        // Without resets the peak file only grows: phase b's peak is unknown (its file did
+        // not rise), and the table shows its sampled usage.
+        let rows = [
+            cg(0.0, 100, 100, mark("a")),
+            cg(1.0, 100, 300, None),
+            cg(2.0, 100, 300, mark("b")),
+            cg(3.0, 110, 300, None),
+        ];
+        let mut b = PhaseBuilder::new();
+        rows.iter().for_each(|r| b.push(r));
+        let ph = b.finish(false, 0);
+        assert_eq!(ph.phases[0].cgroup_peak_bytes, Some(300 * MIB));
+        assert_eq!(ph.phases[1].cgroup_peak_bytes, None);
+        let text = ph.render();
+        assert!(
+            text.contains("cgroup peak")
+                && text.contains("300.0 MiB *")
+                && text.contains("110.0 MiB (sampled)"),
             "{text}"
         );
     }
