@@ -395,3 +395,46 @@ fn a_command_bench_in_its_own_cgroup_reports_each_runs_tree_peak_and_its_budget(
         assert!(p >= 250 * MIB && p < 250 * MIB + 48 * MIB, "{run:#}");
     }
 }
+
+#[test]
+fn phase_peaks_reset_the_cgroup_peak_at_each_marker() {
+    if memory_hierarchy().is_none() {
+        return;
+    }
+    // Phase one spikes to 300 MiB for 50 ms, between two samples a second apart; phase two
+    // holds 50 MiB. The reset at marker two keeps phase one's spike out of phase two's peak.
+    let d = tempdir();
+    let out = d.path().join("phases.csv");
+    let o = memmon()
+        .args(["record", "-q", "-i", "1s", "--own-cgroup", "--phase-peaks"])
+        .args(["--mark-stdout", r"^phase (?P<label>\w+)$", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(workload(&[
+            "say:phase one",
+            "hold:300ms",
+            "spike:300MiB:50ms",
+            "hold:300ms",
+            "say:phase two",
+            "hold:300ms",
+            "alloc:50MiB",
+            // A sample falls in this hold: a phase's peak is read at its rows, and the read
+            // at the end goes to the recording's peak only.
+            "hold:1500ms",
+        ]))
+        .env("XDG_RUNTIME_DIR", d.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_json(&out);
+    let phases = s["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "{s:#}");
+    let one = phases[0]["cgroup_peak_bytes"].as_u64().unwrap();
+    let two = phases[1]["cgroup_peak_bytes"].as_u64().unwrap();
+    assert!(one >= 300 * MIB, "phase one's cgroup peak {one}");
+    assert!(
+        two >= 50 * MIB && two < 150 * MIB,
+        "phase two's cgroup peak {two}"
+    );
+    assert_eq!(s["end"]["cgroup"]["peak_resets"].as_u64(), Some(2), "{s:#}");
+}
