@@ -94,6 +94,43 @@ fn main() {
         reader.read().unwrap();
     });
     println!("hot loop:        tree {tree_hot:>8.0} ns   cgroup {cg_hot:>8.0} ns   tick with both {both_hot:>8.0} ns ({:.2}x the tree alone)", both_hot / tree_hot);
+    // What each file costs (open + read + close), to see where a reading's time goes.
+    let mut buf = String::new();
+    let mut files: Vec<String> = std::fs::read_dir(&own.cgroup().dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            [
+                "memory.current",
+                "memory.usage_in_bytes",
+                "memory.stat",
+                "memory.max",
+                "memory.limit_in_bytes",
+                "memory.peak",
+                "memory.max_usage_in_bytes",
+                "memory.events",
+                "memory.failcnt",
+                "memory.oom_control",
+                "memory.kmem.usage_in_bytes",
+                "memory.kmem.tcp.usage_in_bytes",
+            ]
+            .contains(&n.as_str())
+        })
+        .collect();
+    files.sort();
+    for f in &files {
+        let path = own.cgroup().dir.join(f);
+        let ns = hot(5_000, || {
+            use std::io::Read;
+            buf.clear();
+            std::fs::File::open(&path)
+                .unwrap()
+                .read_to_string(&mut buf)
+                .unwrap();
+        });
+        println!("  {f:<34} {ns:>8.0} ns");
+    }
     let tree_p = paced(|| {
         tree.sample().unwrap();
     });
