@@ -438,3 +438,44 @@ fn phase_peaks_reset_the_cgroup_peak_at_each_marker() {
     );
     assert_eq!(s["end"]["cgroup"]["peak_resets"].as_u64(), Some(2), "{s:#}");
 }
+
+#[test]
+fn a_user_who_may_not_make_a_cgroup_records_without_one_and_own_cgroup_fails_saying_why() {
+    if memory_hierarchy().is_none() || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run memmon as nobody");
+        return;
+    }
+    let d = tempdir();
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let as_nobody = |flags: &[&str], out: &str| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(memmon_path())
+            .args(["record", "-i", "100ms"])
+            .args(flags)
+            .arg("-o")
+            .arg(d.path().join(out))
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let o = as_nobody(&[], "default.csv");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("no cgroup of its own for the command (cannot make")
+            && err.contains("the tree's peak is bounded, not exact"),
+        "{err}"
+    );
+    let o = as_nobody(&["--own-cgroup"], "own.csv");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--own-cgroup: cannot make a memory cgroup for the command"),
+        "{err}"
+    );
+}

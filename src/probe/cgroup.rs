@@ -25,6 +25,8 @@ pub enum CgroupError {
     NotSupported(PathBuf),
     #[error("no memory cgroup '{0}' (--cgroup; looked for its memory files in {1})")]
     NotFound(String, String),
+    #[error("cannot make {0}: {1}")]
+    Create(PathBuf, io::Error),
     #[error("no memory controller is mounted under {0} (neither v1 memory/ nor a v2 hierarchy)")]
     NoMemoryController(PathBuf),
 }
@@ -513,14 +515,15 @@ impl CgroupFs {
                     .split_whitespace()
                     .any(|c| c == "memory");
                 if !on {
-                    std::fs::write(&ctl, "+memory").map_err(|e| CgroupError::Io(ctl.clone(), e))?;
+                    std::fs::write(&ctl, "+memory")
+                        .map_err(|e| CgroupError::Create(ctl.clone(), e))?;
                 }
                 (CgroupVersion::V2, b)
             }
             (None, None) => return Err(CgroupError::NoMemoryController(self.root.clone())),
         };
         let dir = base.join(name);
-        std::fs::create_dir(&dir).map_err(|e| CgroupError::Io(dir.clone(), e))?;
+        std::fs::create_dir(&dir).map_err(|e| CgroupError::Create(dir.clone(), e))?;
         let procs_path = dir.join("cgroup.procs");
         let procs = OpenOptions::new()
             .write(true)
