@@ -532,7 +532,8 @@ whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
 /proc/PID/clear_refs; its own cgroup's memory.peak or memory.max_usage_in_bytes when it has one) \
 and reads them after it, so each run's peak is the kernel's exact peak whatever the interval. \
 Where a reset is refused, the peak is the sampled one, labelled 'sampled'. Without a daemon, each \
-run of the command is recorded and its peak is wait4's ru_maxrss of that run's process. The client \
+run of the command is recorded and its peak is its tree's exact peak from a memory cgroup memmon \
+makes for the run (where it may: --own-cgroup), else wait4's ru_maxrss of that run's process. The client \
 gets MEMMON_BENCH_RUN=N (0 in warmup runs). Exit codes: 0 all runs done; 1 a client failed or the \
 daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written)."
 )]
