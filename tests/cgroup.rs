@@ -82,7 +82,7 @@ fn a_launched_tree_in_its_own_cgroup_peaks_at_its_largest_simultaneous_sum() {
     // Each page once: the parent's and one child's, plus the program's own pages and the
     // kernel's (page tables, stacks) charged to the cgroup.
     assert!(
-        peak >= PARENT + CHILD && peak < PARENT + CHILD + 48 * MIB,
+        (PARENT + CHILD..PARENT + CHILD + 48 * MIB).contains(&peak),
         "cgroup peak {peak} is not the largest simultaneous sum (300 MiB)"
     );
     assert!(
@@ -174,7 +174,7 @@ fn record_cgroup_alone_records_a_whole_cgroup_and_warns_near_its_limit() {
     let s = summary_json(&out);
     assert_eq!(s["end"]["cgroup"]["own"], false);
     let largest = s["cgroup"]["largest_current_bytes"].as_u64().unwrap();
-    assert!(largest >= 100 * MIB && largest <= 110 * MIB, "{s:#}");
+    assert!((100 * MIB..=110 * MIB).contains(&largest), "{s:#}");
     assert!(s["cgroup"]["anon_at_largest_bytes"].as_u64().unwrap() >= 100 * MIB);
     assert_eq!(s["cgroup"]["limit_bytes"].as_u64(), Some(110 * MIB));
     let warned = s["warnings"].as_array().unwrap().iter().any(|w| {
@@ -392,7 +392,7 @@ fn a_command_bench_in_its_own_cgroup_reports_each_runs_tree_peak_and_its_budget(
         assert_eq!(run["peak_source"], "cgroup", "{run:#}");
         assert_eq!(run["kernel_peak_scope"], "tree", "{run:#}");
         let p = run["cgroup_peak_bytes"].as_u64().unwrap();
-        assert!(p >= 250 * MIB && p < 250 * MIB + 48 * MIB, "{run:#}");
+        assert!((250 * MIB..250 * MIB + 48 * MIB).contains(&p), "{run:#}");
     }
 }
 
@@ -433,7 +433,7 @@ fn phase_peaks_reset_the_cgroup_peak_at_each_marker() {
     let two = phases[1]["cgroup_peak_bytes"].as_u64().unwrap();
     assert!(one >= 300 * MIB, "phase one's cgroup peak {one}");
     assert!(
-        two >= 50 * MIB && two < 150 * MIB,
+        (50 * MIB..150 * MIB).contains(&two),
         "phase two's cgroup peak {two}"
     );
     assert_eq!(s["end"]["cgroup"]["peak_resets"].as_u64(), Some(2), "{s:#}");
