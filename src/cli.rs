@@ -83,7 +83,8 @@ pub struct RecordArgs {
 writing 5 to /proc/PID/clear_refs) of every process of the tree, as bench does before each run. \
 Without it, a process memmon attaches to carries the peak of its whole life, which may predate the \
 recording: its kernel peak then counts only if it rises during the recording, and `summary` shows \
-the older one apart as the lifetime peak. Needs to be the target's owner or root; a launched \
+the older one apart as the lifetime peak. With --cgroup, the cgroup's peak (memory.peak, v1 \
+memory.max_usage_in_bytes) is reset too. Needs to be the target's owner or root; a launched \
 command needs no reset."
     )]
     pub reset_peak: bool,

@@ -479,3 +479,62 @@ fn a_user_who_may_not_make_a_cgroup_records_without_one_and_own_cgroup_fails_say
         "{err}"
     );
 }
+
+#[test]
+fn an_attached_cgroup_s_older_peak_is_its_lifetime_peak_unless_reset_at_the_start() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let cg = TestCgroup::new(&base, "reset");
+    let v1 = base.ends_with("memory");
+    let (usage, peak) = if v1 {
+        ("memory.usage_in_bytes", "memory.max_usage_in_bytes")
+    } else {
+        ("memory.current", "memory.peak")
+    };
+    let mut w = workload_in(&cg.0, &["alloc:100MiB", "free", "alloc:10MiB", "hold:30s"]);
+    let read = |f: &str| {
+        std::fs::read_to_string(cg.0.join(f))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // The 100 MiB came and went before the recording.
+    assert!(wait_for(30.0, || read(peak) >= 100 * MIB
+        && read(usage) < 50 * MIB
+        && read(usage) >= 10 * MIB));
+    let d = tempdir();
+    let record = |flags: &[&str], out: &Path| {
+        let o = memmon()
+            .args([
+                "record",
+                "-q",
+                "-i",
+                "200ms",
+                "--duration",
+                "1s",
+                "--cgroup",
+            ])
+            .arg(&cg.0)
+            .args(["--pid", &w.id().to_string()])
+            .args(flags)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        summary_json(out)
+    };
+    let plain = record(&[], &d.path().join("plain.csv"));
+    let reset = record(&["--reset-peak"], &d.path().join("reset.csv"));
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(
+        plain["cgroup"]["peak_bytes"].is_null(),
+        "{:#}",
+        plain["cgroup"]
+    );
+    assert!(plain["cgroup"]["lifetime_peak_bytes"].as_u64().unwrap() >= 100 * MIB);
+    let p = reset["cgroup"]["peak_bytes"].as_u64().unwrap();
+    assert!((10 * MIB..50 * MIB).contains(&p), "{:#}", reset["cgroup"]);
+}

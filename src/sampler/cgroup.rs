@@ -125,6 +125,15 @@ impl CgroupSource {
         }
     }
 
+    /// Resets the peak at the start of the recording (`--reset-peak`): the peaks read before
+    /// are not the recording's, and are forgotten.
+    pub fn reset_peak_at_start(&mut self) -> Result<(), CgroupError> {
+        self.reset_peak()?;
+        self.peak_max = None;
+        self.peak_first = None;
+        Ok(())
+    }
+
     /// The last reading (one more is taken), the cgroup removed if memmon made it, and what the
     /// summary needs.
     pub fn finish(&mut self, mem_total: Option<u64>) -> CgroupEnd {

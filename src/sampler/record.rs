@@ -691,6 +691,11 @@ impl Recorder {
         if !self.opts.reset_peak || !matches!(self.watched, Watched::Attached) {
             return;
         }
+        if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak_at_start()) {
+            if !self.opts.quiet {
+                eprintln!("memmon: warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording");
+            }
+        }
         let failed: Vec<String> = self
             .tree
             .each_member()
