@@ -5,7 +5,7 @@
 //! `record` and over a file in `summary`, so both print the same numbers.
 
 use super::phases::{PhaseBuilder, Phases};
-use crate::format::meta::{EndInfo, Meta};
+use crate::format::meta::{EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
 use crate::model::process::ProcessRecord;
@@ -631,14 +631,14 @@ impl CgroupSummary {
 }
 
 fn describe_end(e: &EndInfo) -> String {
-    let mut s = match e.reason.as_str() {
-        "target-exited" => "the target exited".to_string(),
-        "signal" => format!(
+    let mut s = match e.reason {
+        EndReason::TargetExited => "the target exited".to_string(),
+        EndReason::Signal => format!(
             "memmon was stopped by {}",
             e.memmon_signal.as_deref().unwrap_or("a signal")
         ),
-        "output-closed" => "the output was closed (broken pipe)".to_string(),
-        other => other.to_string(),
+        EndReason::OutputClosed => "the output was closed (broken pipe)".to_string(),
+        other => other.as_str().to_string(),
     };
     if let Some(c) = e.exit_code {
         let _ = write!(s, ", exit code {c}");

@@ -6,7 +6,7 @@
 use super::{BenchOptions, BenchReport, DaemonInfo, Leftovers, PeakScope, PeakSource, RunResult};
 use crate::analysis::summary::PssTrack;
 use crate::exit::{CodedError, ExitCode};
-use crate::format::meta::EndInfo;
+use crate::format::meta::{EndInfo, EndReason};
 use crate::format::{Format, InputFormat, InputSpec, Output};
 use crate::model::sample::{Event, Sample};
 use crate::probe::cgroup::{MemCgroup, PeakWatch};
@@ -660,7 +660,7 @@ impl Daemon {
                 .summary
                 .end
                 .as_ref()
-                .is_some_and(|e| e.reason == "target-exited");
+                .is_some_and(|e| e.reason == EndReason::TargetExited);
         }
         if gone {
             let pid = self.handle.pid;
@@ -1014,9 +1014,9 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
     }
     if let Some(m) = merged {
         let reason = match &stop {
-            None => "stopped",
-            Some(Stop::Signal(_)) => "signal",
-            Some(_) => "error",
+            None => EndReason::Stopped,
+            Some(Stop::Signal(_)) => EndReason::Signal,
+            Some(_) => EndReason::Error,
         };
         if let Err(e) = m.finish(reason) {
             return Ok(Some(stop.unwrap_or(Stop::Error(e))));
@@ -1084,10 +1084,10 @@ impl Merged {
         Ok(())
     }
 
-    fn finish(mut self, reason: &str) -> anyhow::Result<()> {
+    fn finish(mut self, reason: EndReason) -> anyhow::Result<()> {
         let end = EndInfo {
             ended_unix_ms: unix_ms_now(),
-            reason: reason.into(),
+            reason,
             samples: self.samples,
             missed_ticks: self.missed,
             ..EndInfo::default()

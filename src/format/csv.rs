@@ -3,7 +3,7 @@
 //! Writer and streaming reader side by side.
 
 use super::{RowError, RowSink};
-use crate::model::sample::{Event, Field, Sample, COLUMNS, REQUIRED_COLUMNS};
+use crate::model::sample::{for_columns, Event, Field, Sample, COLUMNS, REQUIRED_COLUMNS};
 use std::io::{self, Write};
 
 /// The header line, without its newline.
@@ -217,55 +217,74 @@ impl CsvLayout {
 fn parse_canonical(line: &[u8]) -> Option<Sample> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut p = 0;
-    // The next field as an unsigned integer, and its comma; `Some(None)` when empty.
-    let int = |p: &mut usize| -> Option<Option<u64>> {
-        let start = *p;
-        let v = digits(line, p)?;
-        if *p < line.len() && line[*p] != b',' {
-            return None;
-        }
-        let empty = *p == start;
-        if *p < line.len() {
-            *p += 1; // the comma
-        } else if start == line.len() {
-            return None; // too few fields
-        }
-        Some((!empty).then_some(v))
-    };
     let mut s = Sample::default();
-    for c in COLUMNS {
-        match c.field {
-            Field::U64(_, set) => set(&mut s, int(&mut p)??),
-            Field::U32(_, set) => set(&mut s, u32::try_from(int(&mut p)??).ok()?),
-            Field::I32(_, set) => set(&mut s, i32::try_from(int(&mut p)??).ok()?),
-            Field::OptU64(_, set) => set(&mut s, int(&mut p)?),
-            Field::Seconds(_, set) => set(&mut s, seconds(line, &mut p)?),
-            Field::Event(_, set) => {
-                // The event is last: plain text with no comma and no quote here, else the
-                // general path.
-                let rest = &line[p.min(line.len())..];
-                if p > line.len()
-                    || line[p - 1] != b','
-                    || memchr::memchr2(b',', b'"', rest).is_some()
-                {
-                    return None;
-                }
-                if !rest.is_empty() {
-                    set(
-                        &mut s,
-                        Some(Event::parse(std::str::from_utf8(rest).ok()?).ok()?),
-                    );
-                }
-                p = line.len() + 1;
-            }
-        }
-    }
-    // Every field taken, none left (`event` ends the line; it is last in the table).
-    (p > line.len()).then_some(s)
+    parse_fields(line, &mut p, &mut s)?;
+    Some(s)
 }
 
+/// The next field as an unsigned integer, and its comma; `Some(None)` when empty.
+#[inline(always)]
+fn next_int(line: &[u8], p: &mut usize) -> Option<Option<u64>> {
+    let start = *p;
+    let v = digits(line, p)?;
+    if *p < line.len() && line[*p] != b',' {
+        return None;
+    }
+    let empty = *p == start;
+    if *p < line.len() {
+        *p += 1; // the comma
+    } else if start == line.len() {
+        return None; // too few fields
+    }
+    Some((!empty).then_some(v))
+}
+
+/// One field of the fast path, by its column's kind.
+macro_rules! fast_field {
+    (U64, $line:ident, $p:ident, $dst:expr) => {
+        $dst = next_int($line, $p)??
+    };
+    (U32, $line:ident, $p:ident, $dst:expr) => {
+        $dst = u32::try_from(next_int($line, $p)??).ok()?
+    };
+    (I32, $line:ident, $p:ident, $dst:expr) => {
+        $dst = i32::try_from(next_int($line, $p)??).ok()?
+    };
+    (OptU64, $line:ident, $p:ident, $dst:expr) => {
+        $dst = next_int($line, $p)?
+    };
+    (Seconds, $line:ident, $p:ident, $dst:expr) => {
+        $dst = seconds($line, $p)?
+    };
+    // The event is last: plain text with no comma and no quote here, else the general path.
+    (Event, $line:ident, $p:ident, $dst:expr) => {{
+        let p = *$p;
+        let rest = &$line[p.min($line.len())..];
+        if p > $line.len() || $line[p - 1] != b',' || memchr::memchr2(b',', b'"', rest).is_some() {
+            return None;
+        }
+        if !rest.is_empty() {
+            $dst = Some(Event::parse(std::str::from_utf8(rest).ok()?).ok()?);
+        }
+        *$p = $line.len() + 1;
+    }};
+}
+
+/// `parse_fields`: every column of `for_columns!` in order, straight-line.
+macro_rules! fast_parser {
+    ($(($f:ident, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+        #[inline(always)]
+        fn parse_fields(line: &[u8], p: &mut usize, s: &mut Sample) -> Option<()> {
+            $(fast_field!($kind, line, p, s.$f);)*
+            // Every field taken, none left (`event`, last, ends the line).
+            (*p > line.len()).then_some(())
+        }
+    };
+}
+for_columns!(fast_parser);
+
 /// Reads `digits[.digits]` (up to 9 decimals) and its comma at `*p`.
-#[inline]
+#[inline(always)]
 fn seconds(line: &[u8], p: &mut usize) -> Option<f64> {
     let start = *p;
     let mut v: u64 = 0;

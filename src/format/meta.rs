@@ -70,12 +70,49 @@ pub struct ColumnMeta {
     pub unit: String,
 }
 
+/// Why a recording ended; written as its kebab-case name (`target-exited`, ...).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// The watched process exited.
+    TargetExited,
+    /// memmon was stopped by SIGINT, SIGTERM or SIGHUP.
+    Signal,
+    /// `--duration` was reached.
+    Duration,
+    /// Stopped by its caller (a `Stop` control message, the end of a bench); also what a
+    /// recording whose end nobody named gets.
+    #[default]
+    Stopped,
+    /// The output was closed (a broken pipe).
+    OutputClosed,
+    /// An error stopped the recording.
+    Error,
+    /// A reason this memmon does not know (written by a later version).
+    #[serde(other)]
+    Other,
+}
+
+impl EndReason {
+    /// The name as written in the metadata.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::TargetExited => "target-exited",
+            EndReason::Signal => "signal",
+            EndReason::Duration => "duration",
+            EndReason::Stopped => "stopped",
+            EndReason::OutputClosed => "output-closed",
+            EndReason::Error => "error",
+            EndReason::Other => "other",
+        }
+    }
+}
+
 /// How a recording ended.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct EndInfo {
     pub ended_unix_ms: u64,
-    /// `target-exited`, `signal` (memmon was asked to stop), `output-closed` or `error`.
-    pub reason: String,
+    pub reason: EndReason,
     /// The target's exit code or terminating signal, when memmon could learn it (always for a
     /// launched command; not for a process memmon did not start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,6 +247,29 @@ impl Meta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn end_reasons_keep_the_names_older_recordings_hold() {
+        use EndReason::*;
+        for (reason, name) in [
+            (TargetExited, "target-exited"),
+            (Signal, "signal"),
+            (Duration, "duration"),
+            (Stopped, "stopped"),
+            (OutputClosed, "output-closed"),
+            (Error, "error"),
+        ] {
+            let json = format!("\"{name}\"");
+            assert_eq!(serde_json::to_string(&reason).unwrap(), json);
+            assert_eq!(serde_json::from_str::<EndReason>(&json).unwrap(), reason);
+            assert_eq!(reason.as_str(), name);
+        }
+        // A later version's reason does not make the metadata unreadable.
+        assert_eq!(
+            serde_json::from_str::<EndReason>("\"oom-killed\"").unwrap(),
+            Other
+        );
+    }
 
     #[test]
     fn a_long_command_line_is_cut_to_fit_a_line() {

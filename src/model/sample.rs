@@ -106,9 +106,9 @@ impl Event {
 }
 
 /// A column of the recording: its name (with its unit), unit, meaning and how it is read from
-/// and written to a `Sample`. `COLUMNS` is the one declaration of the columns: the CSV and JSON
-/// Lines writers and readers, the metadata's column list and docs/FORMAT.md (checked by a test)
-/// all follow it.
+/// and written to a `Sample`. `COLUMNS`, built from `for_columns!`, is followed by the CSV and
+/// JSON Lines writers and readers, the metadata's column list and docs/FORMAT.md (checked by a
+/// test).
 pub struct Column {
     pub name: &'static str,
     pub unit: &'static str,
@@ -139,8 +139,8 @@ pub enum Field {
     ),
 }
 
-/// One entry of `COLUMNS`: `column!(field, Kind, unit, meaning)`; the column is named after the
-/// `Sample` field it holds.
+/// One entry of `COLUMNS`, from a line `(field, Kind, unit, meaning)` of `for_columns!`; the
+/// column is named after the `Sample` field it holds.
 macro_rules! column {
     ($f:ident, $kind:ident, $unit:expr, $meaning:expr) => {
         Column {
@@ -154,41 +154,57 @@ macro_rules! column {
     (@get $kind:ident $e:expr) => { $e };
 }
 
-/// The columns, in CSV order. To add one: a field of `Sample`, a line here (an `OptU64` when its
-/// source may be off), its probe, and its row in docs/FORMAT.md. `event` stays last.
+/// The columns, in CSV order: `(field, Kind, unit, meaning)`. This list is the one declaration
+/// of the columns; `for_columns!(m)` hands it to the macro `m`, which builds `COLUMNS` here and
+/// the CSV fast-path parser in `format/csv.rs` (straight-line code, no per-field indirection).
+/// To add a column: a field of `Sample`, a line here (an `OptU64` when its source may be off),
+/// its probe, and its row in docs/FORMAT.md. `event` stays last.
 #[rustfmt::skip]
-pub const COLUMNS: &[Column] = &[
-    column!(unix_ms, U64, "ms since 1970-01-01 UTC", "wall-clock time of the tick"),
-    column!(elapsed_s, Seconds, "s", "time since the recording started, monotonic clock"),
-    column!(rss_bytes, U64, "bytes", "resident set size of the tree (sum of VmRSS)"),
-    column!(anon_bytes, U64, "bytes", "anonymous resident memory (sum of RssAnon)"),
-    column!(file_bytes, U64, "bytes", "file-backed resident memory (sum of RssFile)"),
-    column!(shmem_bytes, U64, "bytes", "shared-memory resident pages (sum of RssShmem)"),
-    column!(swap_bytes, U64, "bytes", "swapped-out anonymous memory (sum of VmSwap)"),
-    column!(locked_bytes, U64, "bytes", "mlock'd memory (sum of VmLck)"),
-    column!(pinned_bytes, U64, "bytes", "long-term pinned memory (sum of VmPin)"),
-    column!(processes, U32, "count", "processes in the tree"),
-    column!(top_pid, I32, "pid", "the process with the largest RSS"),
-    column!(top_rss_bytes, U64, "bytes", "that process's RSS"),
-    column!(hwm_bytes, U64, "bytes", "largest VmHWM of a live process: its exact peak so far"),
-    column!(hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
-    column!(pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
-    column!(missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
-    column!(cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup"),
-    column!(cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)"),
-    column!(cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)"),
-    column!(cgroup_kernel_bytes, OptU64, "bytes", "kernel of its memory.stat (v1 memory.kmem.usage_in_bytes)"),
-    column!(cgroup_shmem_bytes, OptU64, "bytes", "shmem of its memory.stat (v1 total_shmem)"),
-    column!(cgroup_sock_bytes, OptU64, "bytes", "sock of its memory.stat (v1 memory.kmem.tcp.usage_in_bytes)"),
-    column!(cgroup_working_set_bytes, OptU64, "bytes", "working set as Kubernetes computes it: current - inactive_file"),
-    column!(cgroup_limit_bytes, OptU64, "bytes", "memory.max (v1 memory.limit_in_bytes); empty also when it has no limit"),
-    column!(cgroup_peak_bytes, OptU64, "bytes", "memory.peak (v1 memory.max_usage_in_bytes) since the cgroup was made or reset (--phase-peaks resets it at markers)"),
-    column!(cgroup_oom_events, OptU64, "count", "memory.events oom, since the cgroup was made (v1: 0)"),
-    column!(cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)"),
-    column!(cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)"),
-    column!(cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)"),
-    column!(event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
-];
+macro_rules! for_columns {
+    ($m:ident) => {
+        $m! {
+            (unix_ms, U64, "ms since 1970-01-01 UTC", "wall-clock time of the tick"),
+            (elapsed_s, Seconds, "s", "time since the recording started, monotonic clock"),
+            (rss_bytes, U64, "bytes", "resident set size of the tree (sum of VmRSS)"),
+            (anon_bytes, U64, "bytes", "anonymous resident memory (sum of RssAnon)"),
+            (file_bytes, U64, "bytes", "file-backed resident memory (sum of RssFile)"),
+            (shmem_bytes, U64, "bytes", "shared-memory resident pages (sum of RssShmem)"),
+            (swap_bytes, U64, "bytes", "swapped-out anonymous memory (sum of VmSwap)"),
+            (locked_bytes, U64, "bytes", "mlock'd memory (sum of VmLck)"),
+            (pinned_bytes, U64, "bytes", "long-term pinned memory (sum of VmPin)"),
+            (processes, U32, "count", "processes in the tree"),
+            (top_pid, I32, "pid", "the process with the largest RSS"),
+            (top_rss_bytes, U64, "bytes", "that process's RSS"),
+            (hwm_bytes, U64, "bytes", "largest VmHWM of a live process: its exact peak so far"),
+            (hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
+            (pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
+            (missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
+            (cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup"),
+            (cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)"),
+            (cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)"),
+            (cgroup_kernel_bytes, OptU64, "bytes", "kernel of its memory.stat (v1 memory.kmem.usage_in_bytes)"),
+            (cgroup_shmem_bytes, OptU64, "bytes", "shmem of its memory.stat (v1 total_shmem)"),
+            (cgroup_sock_bytes, OptU64, "bytes", "sock of its memory.stat (v1 memory.kmem.tcp.usage_in_bytes)"),
+            (cgroup_working_set_bytes, OptU64, "bytes", "working set as Kubernetes computes it: current - inactive_file"),
+            (cgroup_limit_bytes, OptU64, "bytes", "memory.max (v1 memory.limit_in_bytes); empty also when it has no limit"),
+            (cgroup_peak_bytes, OptU64, "bytes", "memory.peak (v1 memory.max_usage_in_bytes) since the cgroup was made or reset (--phase-peaks resets it at markers)"),
+            (cgroup_oom_events, OptU64, "count", "memory.events oom, since the cgroup was made (v1: 0)"),
+            (cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)"),
+            (cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)"),
+            (cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)"),
+            (event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
+        }
+    };
+}
+pub(crate) use for_columns;
+
+macro_rules! column_table {
+    ($(($f:ident, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+        /// The columns, in CSV order (see `for_columns!`).
+        pub const COLUMNS: &[Column] = &[$(column!($f, $kind, $unit, $meaning)),*];
+    };
+}
+for_columns!(column_table);
 
 /// The columns a recording must have to be read (a memmon recording of any version has them);
 /// any other column a file lacks reads as 0, or empty.

@@ -8,7 +8,7 @@
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::{
-    ColumnMeta, EndInfo, Meta, PssUnread, PssUnreadReason, TargetMeta, SCHEMA_VERSION,
+    ColumnMeta, EndInfo, EndReason, Meta, PssUnread, PssUnreadReason, TargetMeta, SCHEMA_VERSION,
 };
 use crate::format::{Format, Output, OutputError};
 use crate::model::sample::{Event, Sample, COLUMNS};
@@ -357,7 +357,7 @@ impl Recorder {
                 }
             }
             if stop_signal.is_some() {
-                end.reason = "signal".into();
+                end.reason = EndReason::Signal;
                 break;
             }
             // Control messages: each takes a sample of its own, after the start row.
@@ -367,7 +367,7 @@ impl Recorder {
                 };
                 match msg {
                     Control::Stop => {
-                        end.reason = "stopped".into();
+                        end.reason = EndReason::Stopped;
                         self.last_pss_read();
                         return self.finish(end, None, None);
                     }
@@ -413,7 +413,7 @@ impl Recorder {
                 // The duration's last sample is the one taken at its end (the schedule is cut
                 // to land there): `--duration 3s -i 1s` samples at 0, 1, 2 and 3 s.
                 Ok(Some(_)) if self.duration_reached() => {
-                    end.reason = "duration".into();
+                    end.reason = EndReason::Duration;
                     break;
                 }
                 Ok(Some(_)) => {}
@@ -422,7 +422,7 @@ impl Recorder {
                     match self.watched {
                         Watched::Launched { pid } => {
                             self.reap(pid, &mut end);
-                            end.reason = "target-exited".into();
+                            end.reason = EndReason::TargetExited;
                             break;
                         }
                         Watched::Attached => {
@@ -439,16 +439,15 @@ impl Recorder {
                                             stop_signal = Some(a.sig);
                                         }
                                         end.reason = if stop_signal.is_some() {
-                                            "signal"
+                                            EndReason::Signal
                                         } else {
-                                            "duration"
-                                        }
-                                        .into();
+                                            EndReason::Duration
+                                        };
                                         break;
                                     }
                                 }
                             }
-                            end.reason = "target-exited".into();
+                            end.reason = EndReason::TargetExited;
                             break;
                         }
                     }
@@ -496,7 +495,7 @@ impl Recorder {
         if let Some(sig) = stop_signal {
             end.memmon_signal = Some(signals::name(sig));
         }
-        if end.reason != "target-exited" {
+        if end.reason != EndReason::TargetExited {
             self.last_pss_read();
         }
         self.finish(end, Some(exit), None)
@@ -880,9 +879,6 @@ impl Recorder {
         if err.is_some() {
             end.error = err;
         }
-        if end.reason.is_empty() {
-            end.reason = "stopped".into();
-        }
         let finished = self.out.finish(&end);
         let summary = self.summary.finish(
             self.out
@@ -915,7 +911,7 @@ impl Recorder {
                 .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
         });
         if broken_pipe {
-            end.reason = "output-closed".into();
+            end.reason = EndReason::OutputClosed;
             if let Watched::Launched { pid } = self.watched {
                 self.reap(pid, &mut end);
             }
@@ -927,7 +923,7 @@ impl Recorder {
             }));
         }
         self.live.clear();
-        end.reason = "error".into();
+        end.reason = EndReason::Error;
         let msg = format!("{err:#}");
         if let Watched::Launched { pid } = self.watched {
             eprintln!("memmon: error: {msg}; recording stopped, waiting for the command to finish");
