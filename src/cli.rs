@@ -85,7 +85,8 @@ pub struct RecordArgs {
 writing 5 to /proc/PID/clear_refs) of every process of the tree, as bench does before each run. \
 Without it, a process memmon attaches to carries the peak of its whole life, which may predate the \
 recording: its kernel peak then counts only if it rises during the recording, and `summary` shows \
-the older one apart as the lifetime peak. Needs to be the target's owner or root; a launched \
+the older one apart as the lifetime peak. With --cgroup, the cgroup's peak (memory.peak, v1 \
+memory.max_usage_in_bytes) is reset too. Needs to be the target's owner or root; a launched \
 command needs no reset."
     )]
     pub reset_peak: bool,
@@ -118,9 +119,82 @@ and the summary says how long before the exit that was."
     #[command(flatten)]
     pub marks: MarkArgs,
 
+    #[command(flatten)]
+    pub cgroup: CgroupArgs,
+
     /// The command to launch and record, after `--`
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// Memory cgroups: one to read per tick, and the cgroup of memmon's own for a launched command.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Cgroups")]
+pub struct CgroupArgs {
+    /// Also read a memory cgroup every tick: PATH (/system.slice/x.service or its directory), or auto (the target's own); alone, record that whole cgroup
+    #[arg(
+        long,
+        value_name = "PATH|auto",
+        long_help = "Also read a memory cgroup every tick: memory.current, anon/file/kernel/shmem/sock \
+of memory.stat, the working set (current - inactive_file, as Kubernetes computes it), memory.max, \
+the memory.events counters and memory.peak (v1: memory.usage_in_bytes, memory.stat, \
+memory.limit_in_bytes, memory.failcnt, memory.oom_control, memory.max_usage_in_bytes). PATH is \
+a cgroup path as /proc/PID/cgroup writes it (/system.slice/proverd.service) or its directory \
+under /sys/fs/cgroup. `auto` is the target's own cgroup, refused when it holds processes outside \
+the target's tree. Given alone (no --pid, --pidfile, --name or COMMAND), memmon records the whole \
+cgroup: a service or a container, its RSS columns from its top process's tree."
+    )]
+    pub cgroup: Option<String>,
+
+    /// Launch the command in a memory cgroup of memmon's own, removed after (default: where memmon may make one)
+    #[arg(
+        long,
+        overrides_with = "no_own_cgroup",
+        long_help = "Launch the command in a memory cgroup memmon makes for it (the v1 memory \
+hierarchy, or the top of a v2 hierarchy with the memory controller: as root), read its peak \
+every tick and at the end, and remove it after. Its peak is the launched tree's exact peak, each \
+page counted once (page cache included), where the sum of the processes' high-water marks is \
+only an upper bound. On by default where memmon may make one; with this flag, failing to make \
+one is an error."
+    )]
+    pub own_cgroup: bool,
+
+    /// Do not launch the command in a cgroup of memmon's own
+    #[arg(long, overrides_with = "own_cgroup")]
+    pub no_own_cgroup: bool,
+}
+
+impl CgroupArgs {
+    /// `--own-cgroup` as the core takes it: `None` where memmon may make one.
+    pub fn own(&self) -> Option<bool> {
+        match (self.own_cgroup, self.no_own_cgroup) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// Budgets a recording's peak must keep (summary, bench, compare): exit 1 when one is exceeded.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Budgets")]
+pub struct BudgetArgs {
+    /// Fail (exit 1) when the peak exceeds SIZE (e.g. 128GiB): the own cgroup's tree peak, else the kernel's, else the sampled one
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub max_peak: Option<u64>,
+
+    /// Fail (exit 1) when the memory cgroup's peak (page cache included) exceeds SIZE
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub max_cgroup: Option<u64>,
+}
+
+impl BudgetArgs {
+    pub fn budgets(&self) -> memmon::analysis::budget::Budgets {
+        memmon::analysis::budget::Budgets {
+            max_peak: self.max_peak,
+            max_cgroup: self.max_cgroup,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -139,6 +213,9 @@ pub struct SummaryArgs {
 
     #[command(flatten)]
     pub input: InputArgs,
+
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
 }
 
 /// How to read input files: shared by every subcommand that reads recordings.
@@ -287,6 +364,10 @@ pub struct CompareArgs {
 
     #[command(flatten)]
     pub input: InputArgs,
+
+    /// Budgets of the candidate's peak (each of its recordings): --max-peak, --max-cgroup
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
 }
 
 #[derive(Args, Debug)]
@@ -488,7 +569,8 @@ whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
 /proc/PID/clear_refs; its own cgroup's memory.peak or memory.max_usage_in_bytes when it has one) \
 and reads them after it, so each run's peak is the kernel's exact peak whatever the interval. \
 Where a reset is refused, the peak is the sampled one, labelled 'sampled'. Without a daemon, each \
-run of the command is recorded and its peak is wait4's ru_maxrss of that run's process. The client \
+run of the command is recorded and its peak is its tree's exact peak from a memory cgroup memmon \
+makes for the run (where it may: --own-cgroup), else wait4's ru_maxrss of that run's process. The client \
 gets MEMMON_BENCH_RUN=N (0 in warmup runs). Exit codes: 0 all runs done; 1 a client failed or the \
 daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written)."
 )]
@@ -556,6 +638,14 @@ pub struct BenchArgs {
     /// socket of `memmon mark`
     #[command(flatten)]
     pub marks: MarkArgs,
+
+    /// Without a daemon: run each run of the command in a memory cgroup of memmon's own
+    #[command(flatten)]
+    pub cgroup: CgroupArgs,
+
+    /// Budgets of every run's peak: --max-peak, --max-cgroup
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
 
     /// The client to run each time (or, without a daemon, the command to measure), after `--`
     #[arg(last = true, required = true, value_name = "CLIENT")]

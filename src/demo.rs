@@ -77,6 +77,9 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         exit_records: true,
         capture_stdout: false,
         env: Vec::new(),
+        cgroup: None,
+        own_cgroup: None,
+        cgroupfs: crate::probe::cgroup::CgroupFs::default(),
     };
     let outcome = Recorder::start(opts)?.run()?;
     if let Some(p) = &outcome.output {

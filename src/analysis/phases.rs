@@ -50,6 +50,14 @@ pub struct Span {
     /// The largest `gpu_bytes` in the span (GPU memory held by the tree), when it has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_gpu_bytes: Option<u64>,
+    /// With a cgroup recorded: the span's exact cgroup peak (each page once, page cache
+    /// included), where the kernel's peak file tells it: reset at the span's opening marker
+    /// (`--phase-peaks`), or risen above its value at the opening row during the span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_peak_bytes: Option<u64>,
+    /// With a cgroup recorded: the largest `cgroup_bytes` sampled in the span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_sampled_peak_bytes: Option<u64>,
     /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
     /// its session) ended first.
     pub complete: bool,
@@ -84,6 +92,11 @@ struct Open {
     max_processes: u32,
     pss: PssTrack,
     peak_gpu: Option<u64>,
+    /// The cgroup's peak file at the opening row, the largest after it, and the largest
+    /// sampled usage (all `None` without a cgroup).
+    cgroup_open_peak: Option<u64>,
+    cgroup_peak_after: Option<u64>,
+    cgroup_max: Option<u64>,
 }
 
 impl Open {
@@ -110,6 +123,9 @@ impl Open {
                 t
             },
             peak_gpu: s.gpu.bytes,
+            cgroup_open_peak: s.cgroup_peak_bytes,
+            cgroup_peak_after: None,
+            cgroup_max: s.cgroup_bytes,
         }
     }
 
@@ -123,6 +139,12 @@ impl Open {
         self.pss.push(s);
         if let Some(g) = s.gpu.bytes {
             self.peak_gpu = Some(self.peak_gpu.unwrap_or(0).max(g));
+        }
+        if let Some(p) = s.cgroup_peak_bytes {
+            self.cgroup_peak_after = Some(self.cgroup_peak_after.map_or(p, |m| m.max(p)));
+        }
+        if let Some(c) = s.cgroup_bytes {
+            self.cgroup_max = Some(self.cgroup_max.map_or(c, |m| m.max(c)));
         }
         if s.rss_bytes > self.peak_rss {
             self.peak_rss = s.rss_bytes;
@@ -171,6 +193,13 @@ impl Open {
             max_processes: self.max_processes,
             pss: self.pss.reads(self.start_elapsed_s, self.last_elapsed_s),
             peak_gpu_bytes: self.peak_gpu,
+            cgroup_peak_bytes: match (self.kind, self.cgroup_open_peak, self.cgroup_peak_after) {
+                (Kind::Phase, _, Some(after)) if reset_after_marks => Some(after),
+                // A peak file that rose during the span was set in it: the span's peak.
+                (_, Some(open), Some(after)) if after > open => Some(after),
+                _ => None,
+            },
+            cgroup_sampled_peak_bytes: self.cgroup_max,
             complete,
         }
     }
@@ -305,6 +334,13 @@ impl Phases {
             let processes = spans.iter().map(|s| s.max_processes).max().unwrap_or(0);
             let with_pss = spans.iter().any(|s| s.pss.is_some());
             let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
+            let with_cgroup = spans.iter().any(|s| s.cgroup_sampled_peak_bytes.is_some());
+            if spans.iter().any(|s| s.cgroup_sampled_peak_bytes.is_some()) {
+                let _ = writeln!(
+                    o,
+                    "    cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the marker (--phase-peaks) or rose in the span, else the largest sampled usage"
+                );
+            }
             if processes > 1 {
                 let _ = writeln!(
                     o,
@@ -338,6 +374,13 @@ impl Phases {
                         fmt_bytes(s.end_rss_bytes),
                     ];
                     let mut row = cells.to_vec();
+                    if with_cgroup {
+                        row.push(match (s.cgroup_peak_bytes, s.cgroup_sampled_peak_bytes) {
+                            (Some(p), _) => format!("{} *", fmt_bytes(p)),
+                            (None, Some(c)) => format!("{} (sampled)", fmt_bytes(c)),
+                            (None, None) => "-".into(),
+                        });
+                    }
                     if with_pss {
                         row.push(match &s.pss {
                             Some(r) if r.is_peak => {
@@ -372,6 +415,9 @@ impl Phases {
                 "start RSS",
                 "end RSS",
             ];
+            if with_cgroup {
+                head.push("cgroup peak");
+            }
             if with_pss {
                 head.push("PSS");
             }
@@ -618,7 +664,10 @@ mod tests {
             (120 * MIB, PeakSource::Sampled)
         );
         let text = p.render();
-        assert!(text.contains("120.0 MiB") && !text.contains("MiB *"), "{text}");
+        assert!(
+            text.contains("120.0 MiB") && !text.contains("MiB *"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -633,6 +682,55 @@ mod tests {
         );
         assert!(
             text.contains("synthesis") && text.contains("200.0 MiB *") && text.contains("2.00 s"),
+            "{text}"
+        );
+    }
+
+    /// A row with the cgroup columns: usage and the peak file.
+    fn cg(t: f64, current_mib: u64, peak_mib: u64, event: Option<Event>) -> Sample {
+        Sample {
+            cgroup_bytes: Some(current_mib * MIB),
+            cgroup_peak_bytes: Some(peak_mib * MIB),
+            ..s(t, current_mib, current_mib, event)
+        }
+    }
+
+    #[test]
+    fn a_phase_cgroup_peak_is_exact_after_a_reset_at_its_marker_or_when_the_peak_file_rose() {
+        // Phase a peaks at 300 MiB between samples; after the reset at mark b the peak file
+        // starts again, and phase b's own peak (120 MiB) is told apart from a's.
+        let rows = [
+            cg(0.0, 100, 100, mark("a")),
+            cg(1.0, 100, 300, None),
+            cg(2.0, 100, 300, mark("b")),
+            cg(3.0, 110, 120, None),
+            cg(4.0, 100, 120, None),
+        ];
+        let mut b = PhaseBuilder::new();
+        rows.iter().for_each(|r| b.push(r));
+        let p = b.finish(true, 0).phases;
+        assert_eq!(p[0].cgroup_peak_bytes, Some(300 * MIB));
+        assert_eq!(p[1].cgroup_peak_bytes, Some(120 * MIB));
+        assert_eq!(p[1].cgroup_sampled_peak_bytes, Some(110 * MIB));
+        assert!(p[0].cgroup_peak_bytes > p[0].cgroup_sampled_peak_bytes);
+        // Without resets the peak file only grows: phase b's peak is unknown (its file did
+        // not rise), and the table shows its sampled usage.
+        let rows = [
+            cg(0.0, 100, 100, mark("a")),
+            cg(1.0, 100, 300, None),
+            cg(2.0, 100, 300, mark("b")),
+            cg(3.0, 110, 300, None),
+        ];
+        let mut b = PhaseBuilder::new();
+        rows.iter().for_each(|r| b.push(r));
+        let ph = b.finish(false, 0);
+        assert_eq!(ph.phases[0].cgroup_peak_bytes, Some(300 * MIB));
+        assert_eq!(ph.phases[1].cgroup_peak_bytes, None);
+        let text = ph.render();
+        assert!(
+            text.contains("cgroup peak")
+                && text.contains("300.0 MiB *")
+                && text.contains("110.0 MiB (sampled)"),
             "{text}"
         );
     }

@@ -9,8 +9,8 @@ use super::timeline::Timeline;
 use crate::format::meta::{EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
-use crate::model::sample::{Event, Sample};
 use crate::model::process::ProcessRecord;
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -182,7 +182,11 @@ impl PssReads {
 /// How a process of the tree is named in the summary: its command line after exec (PostgreSQL's
 /// `postgres: checkpointer`), cut to [`PROCESS_NAME_CHARS`]; its command name when it has none.
 pub fn process_name(p: &ProcessRecord) -> String {
-    let name = if p.cmdline.is_empty() { &p.comm } else { &p.cmdline };
+    let name = if p.cmdline.is_empty() {
+        &p.comm
+    } else {
+        &p.cmdline
+    };
     if name.chars().count() <= PROCESS_NAME_CHARS {
         return name.clone();
     }
@@ -307,6 +311,50 @@ impl SummaryBuilder {
             ));
         }
         let duration_s = self.timeline.recorded_s();
+        let cgroup = end.and_then(|e| e.cgroup.as_ref()).map(CgroupSummary::of);
+        let scope = if self.single_process {
+            PeakScope::Process
+        } else {
+            PeakScope::LargestProcess
+        };
+        let recording_peak = match cgroup.as_ref().filter(|c| c.own) {
+            // memmon's own cgroup held the launched tree alone: its peak is the tree's.
+            Some(CgroupSummary {
+                peak_bytes: Some(p),
+                ..
+            }) => RecordingPeak {
+                bytes: *p,
+                source: PeakSource::Cgroup,
+                scope: PeakScope::Tree,
+            },
+            _ => {
+                let (bytes, source) = crate::model::peak::choose_peak(
+                    kernel_peak,
+                    peak.rss_bytes,
+                    bound.unwrap_or_else(crate::model::peak::local_batching_bound_bytes),
+                );
+                RecordingPeak {
+                    bytes,
+                    source,
+                    scope: match source {
+                        PeakSource::Sampled if !self.single_process => PeakScope::Tree,
+                        PeakSource::Sampled => PeakScope::Process,
+                        _ => scope,
+                    },
+                }
+            }
+        };
+        let mem_total = meta.and_then(|m| m.mem_total_bytes);
+        if let Some(c) = &cgroup {
+            warnings.extend(c.warnings(mem_total));
+        } else if let Some(t) = mem_total.filter(|&t| near(recording_peak.bytes, t)) {
+            warnings.push(format!(
+                "warning: the peak {} ({}) came within 10% of the machine's memory (MemTotal {})",
+                fmt_bytes(recording_peak.bytes),
+                recording_peak.source,
+                fmt_bytes(t)
+            ));
+        }
         Summary {
             file,
             samples: self.samples,
@@ -320,11 +368,9 @@ impl SummaryBuilder {
             peak_processes: peak.processes,
             kernel_peak_rss_bytes: kernel_peak.map(|(k, _)| k),
             kernel_peak_source: kernel_peak.map(|(_, src)| src),
-            kernel_peak_scope: if self.single_process {
-                PeakScope::Process
-            } else {
-                PeakScope::LargestProcess
-            },
+            kernel_peak_scope: scope,
+            recording_peak,
+            cgroup,
             kernel_peak_window: window,
             kernel_peak_exact_within_bytes: bound,
             kernel_peak_exact_until_s: self.exact_until(meta, end),
@@ -431,6 +477,168 @@ impl SummaryBuilder {
     }
 }
 
+/// True when `v` came within 10% of `limit`.
+fn near(v: u64, limit: u64) -> bool {
+    limit > 0 && v as f64 >= 0.9 * limit as f64
+}
+
+/// A peak with where it comes from and what it is the peak of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RecordingPeak {
+    pub bytes: u64,
+    pub source: PeakSource,
+    pub scope: PeakScope,
+}
+
+/// What the summary says of a recording's memory cgroup. Sizes in bytes.
+#[derive(Debug, Clone, Serialize)]
+pub struct CgroupSummary {
+    pub path: String,
+    pub version: crate::probe::cgroup::CgroupVersion,
+    /// memmon made it for the launched command: it held that tree alone.
+    pub own: bool,
+    /// The cgroup's peak (each page once, page cache included), when reached during the
+    /// recording; `None` when the kernel has no peak file or the peak predates the recording.
+    pub peak_bytes: Option<u64>,
+    pub peak_source: PeakSource,
+    pub peak_scope: PeakScope,
+    /// The peak file's value when it was set before the recording began (a cgroup memmon did
+    /// not make whose peak never rose): the cgroup's lifetime peak, not this recording's.
+    pub lifetime_peak_bytes: Option<u64>,
+    pub peak_counter: String,
+    /// The largest memory.current sampled and its anon and file (page cache) parts then.
+    pub largest_current_bytes: u64,
+    pub anon_at_largest_bytes: u64,
+    pub file_at_largest_bytes: u64,
+    pub limit_bytes: Option<u64>,
+    /// OOM kills in the cgroup during the recording (memory.events oom_kill; v1 oom_control).
+    pub oom_kills: u64,
+    pub events_during: crate::probe::cgroup::CgroupEvents,
+    pub moved_out: Vec<i32>,
+    pub error: Option<String>,
+}
+
+impl CgroupSummary {
+    fn of(c: &crate::format::meta::CgroupEnd) -> CgroupSummary {
+        CgroupSummary {
+            path: c.path.clone(),
+            version: c.version,
+            own: c.own,
+            peak_bytes: c.peak_bytes.filter(|_| c.peak_during_recording),
+            peak_source: PeakSource::Cgroup,
+            peak_scope: PeakScope::Tree,
+            lifetime_peak_bytes: c.peak_bytes.filter(|_| !c.peak_during_recording),
+            peak_counter: c.peak_counter.clone(),
+            largest_current_bytes: c.largest_current_bytes,
+            anon_at_largest_bytes: c.anon_at_largest_bytes,
+            file_at_largest_bytes: c.file_at_largest_bytes,
+            limit_bytes: c.limit_bytes,
+            oom_kills: c.events_during.oom_kill,
+            events_during: c.events_during,
+            moved_out: c.moved_out.clone(),
+            error: c.error.clone(),
+        }
+    }
+
+    /// The largest number known of the cgroup: its peak, else its largest sampled usage.
+    pub fn top_bytes(&self) -> u64 {
+        self.peak_bytes.unwrap_or(0).max(self.largest_current_bytes)
+    }
+
+    fn warnings(&self, mem_total: Option<u64>) -> Vec<String> {
+        let mut w = Vec::new();
+        let top = self.top_bytes();
+        if let Some(l) = self.limit_bytes.filter(|&l| near(top, l)) {
+            w.push(format!(
+                "warning: the cgroup's peak {} came within 10% of its limit {} (memory.max): {} left; past it the kernel reclaims, then OOM-kills",
+                fmt_bytes(top),
+                fmt_bytes(l),
+                fmt_bytes(l.saturating_sub(top))
+            ));
+        }
+        if let Some(t) = mem_total.filter(|&t| near(top, t)) {
+            w.push(format!(
+                "warning: the cgroup's peak {} came within 10% of the machine's memory (MemTotal {})",
+                fmt_bytes(top),
+                fmt_bytes(t)
+            ));
+        }
+        if self.oom_kills > 0 {
+            w.push(format!(
+                "warning: {} OOM kill{} in the cgroup {} during the recording (memory.events oom_kill)",
+                self.oom_kills,
+                if self.oom_kills == 1 { "" } else { "s" },
+                self.path
+            ));
+        }
+        if !self.moved_out.is_empty() {
+            w.push(format!(
+                "note: processes {:?} outlived the command in memmon's cgroup and were moved out of it before it was removed",
+                self.moved_out
+            ));
+        }
+        if let Some(e) = &self.error {
+            w.push(format!("warning: cgroup {}: {e}", self.path));
+        }
+        w
+    }
+
+    fn render(&self, o: &mut String) {
+        let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let whose = if self.own {
+            "of the tree, in memmon's own cgroup since the launch"
+        } else {
+            "of the cgroup"
+        };
+        match (self.peak_bytes, self.lifetime_peak_bytes) {
+            (Some(p), _) => {
+                let _ = writeln!(
+                    o,
+                    "  cgroup peak   {} (exact, {} {whose}: a cgroup counts each page once; page cache included)",
+                    b(p),
+                    self.peak_counter
+                );
+            }
+            (None, Some(l)) => {
+                let _ = writeln!(
+                    o,
+                    "  cgroup peak   unknown for this recording: {} ({}) was set before it began and did not rise (the cgroup's lifetime peak)",
+                    self.peak_counter,
+                    b(l)
+                );
+            }
+            (None, None) => {
+                let _ = writeln!(
+                    o,
+                    "  cgroup peak   no peak file ({} needs Linux 5.19); largest sampled usage below",
+                    self.peak_counter
+                );
+            }
+        }
+        let _ = writeln!(
+            o,
+            "  cgroup usage  largest sampled {}: anon {}, file (page cache) {}{}",
+            b(self.largest_current_bytes),
+            fmt_bytes(self.anon_at_largest_bytes),
+            fmt_bytes(self.file_at_largest_bytes),
+            if self.file_at_largest_bytes > self.anon_at_largest_bytes {
+                "; mostly page cache, which the kernel reclaims under pressure: not heap"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            o,
+            "  cgroup        {} ({}), limit {}, {} OOM kill{} during the recording",
+            self.path,
+            self.version.name(),
+            self.limit_bytes.map_or("none".into(), b),
+            self.oom_kills,
+            if self.oom_kills == 1 { "" } else { "s" }
+        );
+    }
+}
+
 fn describe_end(e: &EndInfo) -> String {
     let mut s = match e.reason {
         EndReason::TargetExited => "the target exited".to_string(),
@@ -486,6 +694,11 @@ pub struct Summary {
     /// that sample was (a rise in between is not seen). `None` when the peak holds to the end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_peak_exact_until_s: Option<f64>,
+    /// The recording's peak as budgets (`--max-peak`) check it: the peak of memmon's own
+    /// cgroup for a launched tree, else the kernel's peak unless the sampled one exceeds it.
+    pub recording_peak: RecordingPeak,
+    /// The memory cgroup recorded (`--cgroup`, or memmon's own for a launched command).
+    pub cgroup: Option<CgroupSummary>,
     /// The high-water mark of an attached process that was set before the recording began: its
     /// lifetime peak, not the recording's (never compared, never warned about).
     pub lifetime_peak_rss_bytes: Option<u64>,
@@ -691,6 +904,9 @@ impl Summary {
             self.tree_words(),
         );
         self.render_kernel_peak(&mut o);
+        if let Some(c) = &self.cgroup {
+            c.render(&mut o);
+        }
         if let Some(sum) = self.tree_hwm_sum_bytes {
             let _ = writeln!(
                 o,
@@ -892,6 +1108,7 @@ mod tests {
 
     fn meta(mode: &str, reset: bool) -> Meta {
         Meta {
+            mem_total_bytes: None,
             format: "memmon-recording".into(),
             schema_version: 1,
             memmon_version: "0".into(),
@@ -1131,7 +1348,11 @@ mod tests {
                     pid: 100 + i,
                     start_time_ticks: 0,
                     comm: format!("worker{i}"),
-                    cmdline: if i == 1 { String::new() } else { format!("worker{i} --serve") },
+                    cmdline: if i == 1 {
+                        String::new()
+                    } else {
+                        format!("worker{i} --serve")
+                    },
                     hwm_bytes: (8 - i as u64) << 20,
                 })
                 .collect(),

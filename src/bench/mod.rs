@@ -52,6 +52,11 @@ pub struct BenchOptions {
     /// high-water marks (`--phase-peaks`).
     pub marks: crate::marks::MarkOptions,
     pub phase_peaks: bool,
+    /// A command bench (no daemon): run each run in a memory cgroup of memmon's own
+    /// (`--own-cgroup`): `None` where memmon may make one.
+    pub own_cgroup: Option<bool>,
+    /// `--max-peak`, `--max-cgroup`: budgets the runs' peaks must not exceed.
+    pub budgets: crate::analysis::budget::Budgets,
 }
 
 pub use crate::model::peak::{PeakScope, PeakSource};

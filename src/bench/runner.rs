@@ -8,10 +8,12 @@ use crate::analysis::summary::PssTrack;
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::{Format, InputFormat, InputSpec, Output};
+use crate::model::sample::{Event, Sample};
 use crate::probe::cgroup::{MemCgroup, PeakWatch};
 use crate::probe::ProcHandle;
-use crate::sampler::record::{unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder};
-use crate::model::sample::{Event, Sample};
+use crate::sampler::record::{
+    unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
+};
 use crate::sampler::target::{self, shell_words, TargetSpec};
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval};
 use anyhow::Context;
@@ -316,6 +318,9 @@ impl Daemon {
             exit_records: false,
             capture_stdout: false,
             env: Vec::new(),
+            cgroup: None,
+            own_cgroup: Some(false),
+            cgroupfs: opts.cgroupfs.clone(),
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         let mut rec = Recorder::start(ropts)?;
@@ -705,8 +710,10 @@ fn own_cgroup(opts: &BenchOptions, daemon: &ProcHandle) -> Result<MemCgroup, Str
     if cg.is_root() {
         return Err("the daemon is in the root cgroup".into());
     }
-    let procs = cg.procs().map_err(|e| e.to_string())?;
-    if let Some(other) = procs.iter().find(|&&p| !descends_from(opts, p, daemon.pid)) {
+    if let Some(other) = cg
+        .foreign_process(&opts.procfs, daemon.pid)
+        .map_err(|e| e.to_string())?
+    {
         return Err(format!(
             "the daemon's cgroup {} also holds PID {other}, which is not the daemon's (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its cgroup peak)",
             cg.path
@@ -905,6 +912,9 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
+            cgroup: None,
+            own_cgroup: opts.own_cgroup,
+            cgroupfs: opts.cgroupfs.clone(),
         };
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
@@ -956,8 +966,21 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
         }
         if warm.is_none() {
             let sampled = outcome.summary.peak_rss_bytes;
-            let kernel = end.rusage_maxrss_bytes;
-            let (peak, source) = choose_peak(kernel, PeakSource::RuMaxrss, sampled);
+            // In a cgroup of memmon's own, the run's tree had it alone from before its first
+            // instruction: its peak is the tree's exact peak (each page once, page cache in).
+            let own_cgroup_peak = end
+                .cgroup
+                .as_ref()
+                .filter(|c| c.own)
+                .and_then(|c| c.peak_bytes);
+            let (kernel, (peak, source), scope) = match own_cgroup_peak {
+                Some(p) => (Some(p), (p, PeakSource::Cgroup), PeakScope::Tree),
+                None => (
+                    end.rusage_maxrss_bytes,
+                    choose_peak(end.rusage_maxrss_bytes, PeakSource::RuMaxrss, sampled),
+                    outcome.summary.kernel_peak_scope,
+                ),
+            };
             let r = RunResult {
                 run: n,
                 started_unix_ms,
@@ -967,10 +990,10 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 peak_rss_bytes: peak,
                 peak_source: source,
                 kernel_peak_bytes: kernel,
-                kernel_peak_scope: outcome.summary.kernel_peak_scope,
+                kernel_peak_scope: scope,
                 sampled_peak_bytes: sampled,
                 samples: outcome.summary.samples,
-                cgroup_peak_bytes: None,
+                cgroup_peak_bytes: own_cgroup_peak,
                 rss_before_bytes: None,
                 rss_after_bytes: None,
                 peak_over_floor_bytes: None,

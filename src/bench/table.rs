@@ -59,7 +59,11 @@ pub fn shared_pages_note(report: &BenchReport) -> Option<String> {
         once.push("PSS (sum of PSS; * where fewer than 2 reads cover the run: not a peak)");
     }
     if report.runs.iter().any(|r| r.cgroup_peak_bytes.is_some()) {
-        once.push("Cgroup peak (the daemon's own cgroup)");
+        once.push(if report.daemon.is_some() {
+            "Cgroup peak (the daemon's own cgroup)"
+        } else {
+            "Cgroup peak (each run's tree in a cgroup of memmon's own: its exact peak)"
+        });
     }
     let sampled_peak = report
         .runs
@@ -198,7 +202,9 @@ pub fn render(report: &BenchReport) -> String {
             let _ = writeln!(
                 o,
                 "  note: kernel peaks are {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
-                crate::model::peak::exact_within(Some(crate::model::peak::local_batching_bound_bytes())),
+                crate::model::peak::exact_within(Some(
+                    crate::model::peak::local_batching_bound_bytes()
+                )),
                 crate::model::peak::online_cpus()
             );
         }

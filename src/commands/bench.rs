@@ -26,6 +26,16 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--mark-stdout applies to `memmon record -- COMMAND` only; against a daemon use --mark-log or `memmon mark`",
         ));
     }
+    if args.cgroup.cgroup.is_some() {
+        return Err(usage(
+            "--cgroup applies to `memmon record`; a command bench runs each run in a cgroup of memmon's own (--own-cgroup)",
+        ));
+    }
+    if target.is_some() && args.cgroup.own_cgroup {
+        return Err(usage(
+            "--own-cgroup applies to a command bench (no daemon); a daemon's own cgroup is read when it has one",
+        ));
+    }
     let s = &args.sampling;
     if s.interval.is_zero() {
         return Err(usage("--interval must be above 0"));
@@ -64,6 +74,8 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         cgroupfs: CgroupFs::default(),
         marks: mark_options(&args.marks, args.quiet),
         phase_peaks: args.marks.phase_peaks,
+        own_cgroup: args.cgroup.own(),
+        budgets: args.budgets.budgets(),
     })
 }
 
@@ -107,6 +119,30 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 memmon::bench::push::JOB
             );
         }
+    }
+    let checks: Vec<_> = report
+        .runs
+        .iter()
+        .flat_map(|r| {
+            let peak = memmon::analysis::summary::RecordingPeak {
+                bytes: r.peak_rss_bytes,
+                source: r.peak_source,
+                scope: if r.peak_source == memmon::model::peak::PeakSource::Cgroup {
+                    memmon::model::peak::PeakScope::Tree
+                } else if r.peak_source.is_kernel() {
+                    r.kernel_peak_scope
+                } else if r.processes > 1 {
+                    memmon::model::peak::PeakScope::Tree
+                } else {
+                    memmon::model::peak::PeakScope::Process
+                },
+            };
+            opts.budgets
+                .check(Some(peak), r.cgroup_peak_bytes, &format!("run {}", r.run))
+        })
+        .collect();
+    if !super::report_budgets(&checks) && done.stop.is_none() {
+        return Ok(ExitCode::Failure);
     }
     match done.stop {
         None => Ok(ExitCode::Success),

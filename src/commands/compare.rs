@@ -81,7 +81,19 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(if c.passed {
+    // Budgets hold for every candidate recording (a bench recording: for all its runs).
+    let budgets = args.budgets.budgets();
+    let mut checks = Vec::new();
+    if !budgets.is_empty() {
+        let (_, new) = compare_table::split_sides(&args.base, &args.new).map_err(usage)?;
+        for f in &new {
+            let s = super::summary::summarize(f, &args.input.spec())
+                .map_err(|e| usage(e.to_string()))?;
+            checks.extend(budgets.check_summary(&s, &f.display().to_string()));
+        }
+    }
+    let budgets_kept = super::report_budgets(&checks);
+    Ok(if c.passed && budgets_kept {
         ExitCode::Success
     } else {
         ExitCode::Failure

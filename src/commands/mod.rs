@@ -54,6 +54,19 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// Prints each budget's verdict to stderr (`memmon: budget exceeded: ...`); true when all kept.
+fn report_budgets(checks: &[memmon::analysis::budget::BudgetCheck]) -> bool {
+    for c in checks {
+        let verdict = if c.passed {
+            "budget kept"
+        } else {
+            "budget exceeded"
+        };
+        eprintln!("memmon: {verdict}: {}", c.describe());
+    }
+    checks.iter().all(|c| c.passed)
+}
+
 /// A usage error (exit 2) with this message.
 fn usage(message: impl Into<String>) -> anyhow::Error {
     CodedError::new(ExitCode::Usage, message)

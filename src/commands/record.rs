@@ -5,10 +5,12 @@ use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
 use memmon::exit::ExitCode;
 use memmon::format::{Format, InputSpec};
-use memmon::output;
 use memmon::marks::MarkSetup;
+use memmon::output;
+use memmon::probe::cgroup::CgroupFs;
 use memmon::probe::ProcFs;
 use memmon::render::plot::{ImageFormat, PlotOptions};
+use memmon::sampler::cgroup::CgroupChoice;
 use memmon::sampler::record::{RecordOptions, Recorder};
 use memmon::sampler::target::TargetSpec;
 use std::path::Path;
@@ -17,12 +19,25 @@ use std::path::Path;
 fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
     let attached = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
         .map_err(usage)?;
+    let cgroup = match args.cgroup.cgroup.as_deref() {
+        None => None,
+        Some("auto") => Some(CgroupChoice::Auto),
+        Some(p) => Some(CgroupChoice::Path(p.to_string())),
+    };
     let target = match (attached, args.command.is_empty()) {
         (Some(t), true) => t,
         (None, false) => TargetSpec::Command(args.command.clone()),
+        (None, true) if matches!(cgroup, Some(CgroupChoice::Path(_))) => {
+            TargetSpec::Cgroup(args.cgroup.cgroup.clone().unwrap_or_default())
+        }
+        (None, true) if cgroup.is_some() => {
+            return Err(usage(
+                "--cgroup auto needs a target (--pid, --pidfile, --name or -- COMMAND); to record a whole cgroup give its path",
+            ))
+        }
         (None, true) => {
             return Err(usage(
-                "nothing to watch: give --pid PID, --pidfile FILE, --name REGEX, or -- COMMAND",
+                "nothing to watch: give --pid PID, --pidfile FILE, --name REGEX, --cgroup PATH, or -- COMMAND",
             ))
         }
         (Some(_), false) => {
@@ -31,6 +46,11 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
             ))
         }
     };
+    if args.cgroup.own_cgroup && !matches!(target, TargetSpec::Command(_)) {
+        return Err(usage(
+            "--own-cgroup applies to a launched command (-- COMMAND) only",
+        ));
+    }
     let sampling = &args.sampling;
     if sampling.interval.is_zero() {
         return Err(usage("--interval must be above 0"));
@@ -60,6 +80,9 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         exit_records: !args.no_taskstats,
         capture_stdout: args.marks.mark_stdout.is_some(),
         env: Vec::new(),
+        cgroup,
+        own_cgroup: args.cgroup.own(),
+        cgroupfs: CgroupFs::default(),
     })
 }
 

@@ -9,19 +9,17 @@ use std::io::Write;
 
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let spec = args.input.spec();
+    let budgets = args.budgets.budgets();
     let mut all = Vec::new();
     for f in &args.files {
         // An input that is missing, unreadable or malformed exits 2, as in compare, plot and
         // report.
-        let mut b = SummaryBuilder::new();
-        let s = read_input(f, &spec, |s| b.push(s))
-            .map(|info| Summary::of_read(b, f.display().to_string(), &info))
-            .map_err(|e| {
-                anyhow::Error::new(e).context(CodedError {
-                    code: ExitCode::Usage,
-                    message: "cannot summarize".into(),
-                })
-            })?;
+        let s = summarize(f, &spec).map_err(|e| {
+            anyhow::Error::new(e).context(CodedError {
+                code: ExitCode::Usage,
+                message: "cannot summarize".into(),
+            })
+        })?;
         all.push(s);
     }
     let mut out = std::io::stdout().lock();
@@ -41,7 +39,18 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
         }
     }
     drop(out);
-    check_gpu_budget(&all, args.max_gpu)
+    let checks: Vec<_> = all
+        .iter()
+        .zip(&args.files)
+        .flat_map(|(s, f)| budgets.check_summary(s, &f.display().to_string()))
+        .collect();
+    let within = super::report_budgets(&checks);
+    let gpu_within = check_gpu_budget(&all, args.max_gpu)? == ExitCode::Success;
+    Ok(if within && gpu_within {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
 }
 
 /// `--max-gpu`: exit 1 naming each recording over it; a recording without GPU memory cannot
@@ -71,4 +80,14 @@ fn check_gpu_budget(all: &[Summary], budget: Option<u64>) -> anyhow::Result<Exit
     } else {
         ExitCode::Success
     })
+}
+
+/// The summary of one recording, read from `file` (a path, `-`, compressed or not).
+pub(super) fn summarize(
+    file: &std::path::Path,
+    spec: &memmon::format::InputSpec,
+) -> Result<Summary, memmon::format::ReadError> {
+    let mut b = SummaryBuilder::new();
+    read_input(file, spec, |s| b.push(s))
+        .map(|info| Summary::of_read(b, file.display().to_string(), &info))
 }

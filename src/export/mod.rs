@@ -203,7 +203,10 @@ impl Follower {
         let procfs = &opts.procfs;
         let found: Option<(ProcHandle, Option<PidfileStamp>)> = match (&self.spec, self.last_root) {
             // A PID once gone is gone; a command is never an export target (parse_target).
-            (TargetSpec::Pid(_), Some(_)) | (TargetSpec::Command(_), _) => None,
+            // A cgroup alone is not an export target kind (parse_target refuses it).
+            (TargetSpec::Pid(_), Some(_))
+            | (TargetSpec::Command(_), _)
+            | (TargetSpec::Cgroup(_), Some(_)) => None,
             (TargetSpec::Pidfile(path), Some(old)) => {
                 target::pidfile_successor(procfs, path, old, self.pidfile_stamp)
                     .map(|(h, s)| (h, Some(s)))

@@ -2,6 +2,7 @@
 //! `FILE.meta.json` for CSV, in the first record for JSON Lines) and how it ended.
 
 use crate::model::process::ProcessRecord;
+use crate::probe::cgroup::{CgroupEvents, CgroupVersion};
 use serde::{Deserialize, Serialize};
 
 /// The schema version of recordings written by this memmon (docs/FORMAT.md).
@@ -35,6 +36,9 @@ pub struct Meta {
     /// counters may be off (`crate::model::peak::batching_bound_bytes`). Absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online_cpus: Option<u64>,
+    /// MemTotal of the recording machine, in bytes (a peak near it is near the machine's end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_total_bytes: Option<u64>,
     /// The kernel files read, and how often.
     pub sources: Vec<String>,
     /// Column names in order, each with its unit.
@@ -157,6 +161,10 @@ pub struct EndInfo {
     /// The target's own exit record was read: its kernel peak holds up to its exit.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub target_exit_read: bool,
+    /// With a cgroup source (`--cgroup`, or the cgroup of memmon's own a launched command ran
+    /// in): its peak, the split at its largest usage, its limit and the OOM kills seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupEnd>,
 }
 
 /// How GPU memory is read, and the GPUs there were at the start.
@@ -193,6 +201,48 @@ pub struct GpuEnd {
     /// The distinct failures (at most 8).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+}
+
+/// What a recording's memory cgroup showed, read at its end. Sizes in bytes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CgroupEnd {
+    /// The cgroup's path (`/system.slice/proverd.service`) and directory.
+    pub path: String,
+    pub dir: String,
+    pub version: CgroupVersion,
+    /// True when memmon made it for the command it launched (then it held that tree alone,
+    /// from before its first instruction, and was removed after).
+    pub own: bool,
+    /// The largest peak read (`memory.peak`, v1 `memory.max_usage_in_bytes`) over the
+    /// recording, including the reading after the end; `None` where the kernel has no peak file.
+    pub peak_bytes: Option<u64>,
+    /// The file the peak was read from.
+    pub peak_counter: String,
+    /// False for a cgroup memmon did not make whose peak never rose above its value at the
+    /// first sample: the peak was set before the recording.
+    pub peak_during_recording: bool,
+    /// The largest `memory.current` sampled, and its anon and file (page cache) parts then.
+    pub largest_current_bytes: u64,
+    pub anon_at_largest_bytes: u64,
+    pub file_at_largest_bytes: u64,
+    /// `memory.max` (v1 `memory.limit_in_bytes`) at the end; `None`: no limit.
+    pub limit_bytes: Option<u64>,
+    /// `memory.events` counters that rose during the recording (v1: oom_kill and max only).
+    pub events_during: CgroupEvents,
+    /// MemTotal of the machine, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_total_bytes: Option<u64>,
+    /// Peak resets at markers (`--phase-peaks`), and those refused.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peak_resets: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peak_reset_failures: u64,
+    /// Processes still in memmon's own cgroup at the end, moved to its parent to remove it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved_out: Vec<i32>,
+    /// The first error reading (or removing) the cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A process whose PSS (/proc/PID/smaps_rollup) memmon did not read.

@@ -37,6 +37,23 @@ pub struct Sample {
     pub vm_size_bytes: u64,
     /// Threads in the tree (sum of each process's `Threads`).
     pub threads: u32,
+    /// The memory cgroup's files at this tick (`record --cgroup`, or memmon's own cgroup of a
+    /// launched command); all `None` when no cgroup is recorded. See probe::cgroup::CgroupStats.
+    pub cgroup_bytes: Option<u64>,
+    pub cgroup_anon_bytes: Option<u64>,
+    pub cgroup_file_bytes: Option<u64>,
+    pub cgroup_kernel_bytes: Option<u64>,
+    pub cgroup_shmem_bytes: Option<u64>,
+    pub cgroup_sock_bytes: Option<u64>,
+    pub cgroup_working_set_bytes: Option<u64>,
+    /// `None` also when the cgroup has no limit (`max`).
+    pub cgroup_limit_bytes: Option<u64>,
+    /// The cgroup's peak since it was made or last reset (at markers with `--phase-peaks`).
+    pub cgroup_peak_bytes: Option<u64>,
+    pub cgroup_oom_events: Option<u64>,
+    pub cgroup_oom_kill_events: Option<u64>,
+    pub cgroup_max_events: Option<u64>,
+    pub cgroup_high_events: Option<u64>,
     pub event: Option<Event>,
 }
 
@@ -182,6 +199,19 @@ macro_rules! for_columns {
             (gpu_device_total_bytes, gpu.device_total_bytes, OptU64, "bytes", "total memory of those GPUs; empty as gpu_device_used_bytes"),
             (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used"),
             (threads, threads, U32, "count", "threads in the tree (sum of Threads)"),
+            (cgroup_bytes, cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup"),
+            (cgroup_anon_bytes, cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)"),
+            (cgroup_file_bytes, cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)"),
+            (cgroup_kernel_bytes, cgroup_kernel_bytes, OptU64, "bytes", "kernel of its memory.stat (v1 memory.kmem.usage_in_bytes)"),
+            (cgroup_shmem_bytes, cgroup_shmem_bytes, OptU64, "bytes", "shmem of its memory.stat (v1 total_shmem)"),
+            (cgroup_sock_bytes, cgroup_sock_bytes, OptU64, "bytes", "sock of its memory.stat (v1 memory.kmem.tcp.usage_in_bytes)"),
+            (cgroup_working_set_bytes, cgroup_working_set_bytes, OptU64, "bytes", "working set as Kubernetes computes it: current - inactive_file"),
+            (cgroup_limit_bytes, cgroup_limit_bytes, OptU64, "bytes", "memory.max (v1 memory.limit_in_bytes); empty also when it has no limit"),
+            (cgroup_peak_bytes, cgroup_peak_bytes, OptU64, "bytes", "memory.peak (v1 memory.max_usage_in_bytes) since the cgroup was made or reset (--phase-peaks resets it at markers)"),
+            (cgroup_oom_events, cgroup_oom_events, OptU64, "count", "memory.events oom, since the cgroup was made (v1: 0)"),
+            (cgroup_oom_kill_events, cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)"),
+            (cgroup_max_events, cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)"),
+            (cgroup_high_events, cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)"),
             (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
         }
     };
@@ -252,7 +282,7 @@ mod tests {
         assert_eq!(s.gpu.device_total_bytes, Some(1018));
         assert_eq!(s.vm_size_bytes, 1019);
         assert_eq!(s.threads, 1020);
-        assert_eq!(s.event, Some(Event::RunEnd(1021)));
+        assert_eq!(s.event, Some(Event::RunEnd(1000 + COLUMNS.len() as u32 - 1)));
         for (i, c) in COLUMNS.iter().enumerate() {
             let v = 1000 + i as u64;
             let got = match c.field {

@@ -1,9 +1,12 @@
-//! Reader of a process's memory cgroup: where it is (v2 `memory.peak`, or v1
-//! `memory.max_usage_in_bytes`), whether it holds only the watched tree, and its peak reset per run.
+//! Reader of a memory cgroup: where a process's is (v2 `memory.peak`, or v1
+//! `memory.max_usage_in_bytes`), whether it holds only the watched tree, its peak reset per run,
+//! one reading of its memory files per tick ([`CgroupReader`]), and a cgroup of memmon's own for
+//! a command it launches ([`OwnCgroup`]).
 //!
 //! Built over a root path (default /sys/fs/cgroup) so tests point it at a fake tree. Layouts:
-//! pure v2 (`ROOT/cgroup.controllers`), and hybrid v1 with the memory controller at
-//! `ROOT/memory` and v2 at `ROOT/unified`. On a hybrid host the memory controller is v1's.
+//! pure v2 (`ROOT/cgroup.controllers`), hybrid v1 with the memory controller at `ROOT/memory` and
+//! v2 at `ROOT/unified`, and v1 alone (`ROOT/memory`, no v2). On a hybrid host the memory
+//! controller is v1's.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -20,10 +23,16 @@ pub enum CgroupError {
     NotPermitted(PathBuf),
     #[error("resetting {0} is not supported (cgroup v2 memory.peak can be reset from Linux 6.12)")]
     NotSupported(PathBuf),
+    #[error("no memory cgroup '{0}' (--cgroup; looked for its memory files in {1})")]
+    NotFound(String, String),
+    #[error("cannot make {0}: {1}")]
+    Create(PathBuf, io::Error),
+    #[error("no memory controller is mounted under {0} (neither v1 memory/ nor a v2 hierarchy)")]
+    NoMemoryController(PathBuf),
 }
 
 /// Which cgroup hierarchy holds the memory controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CgroupVersion {
     V1,
@@ -201,6 +210,434 @@ impl PeakWatch {
     }
 }
 
+/// One reading of a memory cgroup's files. Sizes in bytes. A cgroup counts each page once,
+/// whichever of its processes map it, and page cache is part of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CgroupStats {
+    /// `memory.current` (v1 `memory.usage_in_bytes`): every page charged to the cgroup.
+    pub current: u64,
+    /// From `memory.stat`: `anon`, `file`, `shmem` (v1 `total_rss`, `total_cache`,
+    /// `total_shmem`); `file` includes `shmem`, as the kernel counts it.
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    /// `kernel` (v2; before Linux 5.18 the sum of kernel_stack, pagetables, percpu, slab and
+    /// vmalloc), v1 `memory.kmem.usage_in_bytes`; 0 where the kernel does not say.
+    pub kernel: u64,
+    /// `sock` (v2), v1 `memory.kmem.tcp.usage_in_bytes`; 0 where the kernel does not say.
+    pub sock: u64,
+    /// `inactive_file` (v1 `total_inactive_file`): page cache the kernel reclaims first.
+    pub inactive_file: u64,
+    /// `memory.max` (v1 `memory.limit_in_bytes`); `None` for `max` or v1's "unlimited" (2^63
+    /// rounded down to a page).
+    pub limit: Option<u64>,
+    /// `memory.peak` (v1 `memory.max_usage_in_bytes`): the largest `current` since the cgroup
+    /// was made or the peak reset; `None` where the file does not exist (v2 before Linux 5.19).
+    pub peak: Option<u64>,
+    pub events: CgroupEvents,
+}
+
+impl CgroupStats {
+    /// The working set as Kubernetes and cAdvisor compute it: current − inactive_file.
+    pub fn working_set(&self) -> u64 {
+        self.current.saturating_sub(self.inactive_file)
+    }
+}
+
+/// `memory.events` counters (since the cgroup was made). v1 has no such file: `oom_kill` comes
+/// from `memory.oom_control`, `max` from `memory.failcnt` (times usage hit the limit), and
+/// `oom` and `high` are 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CgroupEvents {
+    pub oom: u64,
+    pub oom_kill: u64,
+    pub max: u64,
+    pub high: u64,
+}
+
+/// v1 writes "no limit" as PAGE_COUNTER_MAX pages: anything this large is no limit.
+const V1_UNLIMITED: u64 = 1 << 62;
+
+/// Reads one memory cgroup's files, tick after tick, reusing one buffer. Each file is opened
+/// once and re-read with `pread` (an open costs as much as the read: BENCHMARKS.md); a file found
+/// missing is not looked for again. A read that fails (the cgroup was removed and made again,
+/// as a restarted service's is) opens every file anew once.
+#[derive(Debug)]
+pub struct CgroupReader {
+    cg: MemCgroup,
+    buf: String,
+    bytes: Vec<u8>,
+    /// Each file asked for: open, or `None` when it does not exist.
+    held: Vec<(&'static str, Option<File>)>,
+}
+
+impl CgroupReader {
+    pub fn new(cg: MemCgroup) -> CgroupReader {
+        CgroupReader {
+            cg,
+            buf: String::with_capacity(4096),
+            bytes: Vec::with_capacity(4096),
+            held: Vec::new(),
+        }
+    }
+
+    pub fn cgroup(&self) -> &MemCgroup {
+        &self.cg
+    }
+
+    /// Reads the cgroup's files. `memory.current` (v1 `memory.usage_in_bytes`) and
+    /// `memory.stat` must be there; every other file may be missing (an older kernel, a
+    /// controller file turned off) and leaves its numbers at 0 or `None`.
+    pub fn read(&mut self) -> Result<CgroupStats, CgroupError> {
+        let v1 = self.cg.version == CgroupVersion::V1;
+        let mut st = CgroupStats {
+            current: self.number(if v1 {
+                "memory.usage_in_bytes"
+            } else {
+                "memory.current"
+            })?,
+            ..CgroupStats::default()
+        };
+        self.read_stat(&mut st)?;
+        if v1 {
+            st.kernel = self
+                .optional_number("memory.kmem.usage_in_bytes")?
+                .unwrap_or(0);
+            st.sock = self
+                .optional_number("memory.kmem.tcp.usage_in_bytes")?
+                .unwrap_or(0);
+            st.limit = self
+                .optional_number("memory.limit_in_bytes")?
+                .filter(|&l| l < V1_UNLIMITED);
+            st.peak = self.optional_number("memory.max_usage_in_bytes")?;
+            st.events.max = self.optional_number("memory.failcnt")?.unwrap_or(0);
+            if self.load("memory.oom_control")? {
+                st.events.oom_kill = key_value(&self.buf, "oom_kill").unwrap_or(0);
+            }
+        } else {
+            st.limit = self.optional_number("memory.max")?;
+            st.peak = self.optional_number("memory.peak")?;
+            if self.load("memory.events")? {
+                let b = &self.buf;
+                st.events = CgroupEvents {
+                    oom: key_value(b, "oom").unwrap_or(0),
+                    oom_kill: key_value(b, "oom_kill").unwrap_or(0),
+                    max: key_value(b, "max").unwrap_or(0),
+                    high: key_value(b, "high").unwrap_or(0),
+                };
+            }
+        }
+        Ok(st)
+    }
+
+    fn read_stat(&mut self, st: &mut CgroupStats) -> Result<(), CgroupError> {
+        if !self.load("memory.stat")? {
+            return Err(CgroupError::Io(
+                self.cg.dir.join("memory.stat"),
+                io::Error::from(io::ErrorKind::NotFound),
+            ));
+        }
+        let b = &self.buf;
+        if self.cg.version == CgroupVersion::V1 {
+            // total_* count the cgroups below too (use_hierarchy), as usage_in_bytes does.
+            let get = |k: &str| {
+                key_value(b, &format!("total_{k}"))
+                    .or_else(|| key_value(b, k))
+                    .unwrap_or(0)
+            };
+            st.anon = get("rss");
+            st.file = get("cache");
+            st.shmem = get("shmem");
+            st.inactive_file = get("inactive_file");
+        } else {
+            let get = |k: &str| key_value(b, k).unwrap_or(0);
+            st.anon = get("anon");
+            st.file = get("file");
+            st.shmem = get("shmem");
+            st.sock = get("sock");
+            st.inactive_file = get("inactive_file");
+            st.kernel = key_value(b, "kernel").unwrap_or_else(|| {
+                ["kernel_stack", "pagetables", "percpu", "slab", "vmalloc"]
+                    .iter()
+                    .map(|k| get(k))
+                    .sum()
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads `name` into the buffer; false when it does not exist.
+    fn load(&mut self, name: &'static str) -> Result<bool, CgroupError> {
+        match self.load_held(name) {
+            Err(_) => {
+                // A removed cgroup's descriptors fail (ENODEV): open everything anew, once.
+                self.held.clear();
+                self.load_held(name)
+            }
+            ok => ok,
+        }
+    }
+
+    fn load_held(&mut self, name: &'static str) -> Result<bool, CgroupError> {
+        use std::os::unix::fs::FileExt;
+        let path = || self.cg.dir.join(name);
+        let at = match self.held.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                let f = match File::open(path()) {
+                    Ok(f) => Some(f),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(CgroupError::Io(path(), e)),
+                };
+                self.held.push((name, f));
+                self.held.len() - 1
+            }
+        };
+        let Some(f) = &self.held[at].1 else {
+            return Ok(false);
+        };
+        self.bytes.clear();
+        loop {
+            let len = self.bytes.len();
+            if self.bytes.capacity() - len < 1024 {
+                self.bytes.reserve(4096);
+            }
+            let cap = self.bytes.capacity();
+            self.bytes.resize(cap, 0);
+            match f.read_at(&mut self.bytes[len..], len as u64) {
+                Ok(0) => {
+                    self.bytes.truncate(len);
+                    break;
+                }
+                Ok(n) => self.bytes.truncate(len + n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.bytes.truncate(len),
+                Err(e) => {
+                    self.bytes.truncate(len);
+                    return Err(CgroupError::Io(path(), e));
+                }
+            }
+        }
+        self.buf.clear();
+        self.buf.push_str(&String::from_utf8_lossy(&self.bytes));
+        Ok(true)
+    }
+
+    fn number(&mut self, name: &'static str) -> Result<u64, CgroupError> {
+        let path = self.cg.dir.join(name);
+        self.optional_number(name)?
+            .ok_or_else(|| CgroupError::Io(path, io::Error::from(io::ErrorKind::NotFound)))
+    }
+
+    /// A file holding one number, or `max` (no limit: `None`); `None` when it does not exist.
+    fn optional_number(&mut self, name: &'static str) -> Result<Option<u64>, CgroupError> {
+        if !self.load(name)? {
+            return Ok(None);
+        }
+        let t = self.buf.trim();
+        if t == "max" {
+            return Ok(None);
+        }
+        t.parse()
+            .map(Some)
+            .map_err(|_| CgroupError::Parse(self.cg.dir.join(name), t.to_string()))
+    }
+}
+
+/// The value of `key` in a `key value` per line file (memory.stat, memory.events).
+fn key_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+impl CgroupFs {
+    /// The v1 memory hierarchy's directory, when one is mounted.
+    fn v1_base(&self) -> Option<PathBuf> {
+        let d = self.root.join("memory");
+        d.join("memory.usage_in_bytes").exists().then_some(d)
+    }
+
+    /// The v2 hierarchy's directory: the root itself, or `unified` on a hybrid host.
+    fn v2_base(&self) -> Option<PathBuf> {
+        if self.root.join("cgroup.controllers").exists() {
+            Some(self.root.clone())
+        } else {
+            let u = self.root.join("unified");
+            u.join("cgroup.controllers").exists().then_some(u)
+        }
+    }
+
+    /// The memory cgroup named by the user (`--cgroup`): a directory (`/sys/fs/cgroup/...`)
+    /// or a cgroup path (`/system.slice/proverd.service`, as /proc/PID/cgroup writes it),
+    /// looked up in the v1 memory hierarchy if there is one, else in v2's.
+    pub fn at(&self, given: &str) -> Result<MemCgroup, CgroupError> {
+        let p = Path::new(given);
+        let mut tried = Vec::new();
+        let mut candidates: Vec<(PathBuf, PathBuf)> = Vec::new();
+        for base in [self.v1_base(), self.v2_base()].into_iter().flatten() {
+            if let Ok(rel) = p.strip_prefix(&base) {
+                candidates.push((base.clone(), rel.to_path_buf()));
+            }
+        }
+        if candidates.is_empty() {
+            for base in [self.v1_base(), self.v2_base()].into_iter().flatten() {
+                candidates.push((base, PathBuf::from(given.trim_start_matches('/'))));
+            }
+        }
+        for (base, rel) in candidates {
+            let dir = base.join(&rel);
+            tried.push(dir.display().to_string());
+            let version = if dir.join("memory.usage_in_bytes").exists() {
+                CgroupVersion::V1
+            } else if dir.join("memory.current").exists() || dir == base && dir.is_dir() {
+                CgroupVersion::V2
+            } else {
+                continue;
+            };
+            let path = format!("/{}", rel.display());
+            return Ok(MemCgroup { version, path, dir });
+        }
+        Err(CgroupError::NotFound(given.to_string(), tried.join(", ")))
+    }
+
+    /// Makes a memory cgroup of memmon's own, `NAME`, for a command it launches: in the v1
+    /// memory hierarchy when one is mounted, else at the top of the v2 hierarchy when its
+    /// `cgroup.subtree_control` enables (or can be made to enable) memory. Needs root, or a
+    /// writable hierarchy.
+    pub fn create_own(&self, name: &str) -> Result<OwnCgroup, CgroupError> {
+        let (version, base) = match (self.v1_base(), self.v2_base()) {
+            (Some(b), _) => (CgroupVersion::V1, b),
+            (None, Some(b)) => {
+                let ctl = b.join("cgroup.subtree_control");
+                let on = std::fs::read_to_string(&ctl)
+                    .map_err(|e| CgroupError::Io(ctl.clone(), e))?
+                    .split_whitespace()
+                    .any(|c| c == "memory");
+                if !on {
+                    std::fs::write(&ctl, "+memory")
+                        .map_err(|e| CgroupError::Create(ctl.clone(), e))?;
+                }
+                (CgroupVersion::V2, b)
+            }
+            (None, None) => return Err(CgroupError::NoMemoryController(self.root.clone())),
+        };
+        let dir = base.join(name);
+        std::fs::create_dir(&dir).map_err(|e| CgroupError::Create(dir.clone(), e))?;
+        let procs_path = dir.join("cgroup.procs");
+        let procs = OpenOptions::new()
+            .write(true)
+            .open(&procs_path)
+            .map_err(|e| {
+                let _ = std::fs::remove_dir(&dir);
+                CgroupError::Io(procs_path.clone(), e)
+            })?;
+        Ok(OwnCgroup {
+            cg: MemCgroup {
+                version,
+                path: format!("/{name}"),
+                dir,
+            },
+            parent_procs: base.join("cgroup.procs"),
+            procs: Some(procs),
+            removed: false,
+        })
+    }
+}
+
+impl MemCgroup {
+    /// The first process in this cgroup (or below) that is not `root` or one of its
+    /// descendants; `None` when the cgroup holds only `root`'s tree.
+    pub fn foreign_process(
+        &self,
+        procfs: &crate::probe::ProcFs,
+        root: i32,
+    ) -> Result<Option<i32>, CgroupError> {
+        let descends = |mut pid: i32| {
+            for _ in 0..64 {
+                if pid == root {
+                    return true;
+                }
+                match procfs.open(pid).ok().and_then(|h| h.ppid()) {
+                    Some(pp) if pp > 0 => pid = pp,
+                    _ => return false,
+                }
+            }
+            false
+        };
+        Ok(self.procs()?.into_iter().find(|&p| !descends(p)))
+    }
+}
+
+/// A memory cgroup memmon made for a command it launches; removed when dropped (what is left
+/// in it is moved to the parent first).
+#[derive(Debug)]
+pub struct OwnCgroup {
+    cg: MemCgroup,
+    parent_procs: PathBuf,
+    /// `cgroup.procs`, open for writing: the launched child writes `0` to it (itself) between
+    /// fork and exec, so it is in the cgroup before its first allocation.
+    procs: Option<File>,
+    removed: bool,
+}
+
+impl OwnCgroup {
+    pub fn cgroup(&self) -> &MemCgroup {
+        &self.cg
+    }
+
+    /// The descriptor of `cgroup.procs` to write `0` to in the child (async-signal-safe).
+    pub fn procs_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.procs.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// Moves the processes still in the cgroup to its parent and removes it; returns the PIDs
+    /// moved out. A process exiting right then may keep the directory busy a moment: retried
+    /// for up to a second.
+    pub fn remove(&mut self) -> Result<Vec<i32>, CgroupError> {
+        if self.removed {
+            return Ok(Vec::new());
+        }
+        self.procs = None;
+        let mut moved = Vec::new();
+        for _ in 0..50 {
+            let left = self.cg.procs().unwrap_or_default();
+            for pid in &left {
+                if std::fs::write(&self.parent_procs, format!("{pid}\n")).is_ok()
+                    && !moved.contains(pid)
+                {
+                    moved.push(*pid);
+                }
+            }
+            match std::fs::remove_dir(&self.cg.dir) {
+                Ok(()) => {
+                    self.removed = true;
+                    return Ok(moved);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    self.removed = true;
+                    return Ok(moved);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(CgroupError::Io(self.cg.dir.clone(), e)),
+            }
+        }
+        Err(CgroupError::Io(
+            self.cg.dir.clone(),
+            io::Error::from_raw_os_error(libc::EBUSY),
+        ))
+    }
+}
+
+impl Drop for OwnCgroup {
+    fn drop(&mut self) {
+        let _ = self.remove();
+    }
+}
+
 /// Kernels 5.19 to 6.11 make memory.peak read-only (mode 0444).
 fn is_read_only(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
@@ -341,5 +778,183 @@ mod tests {
         std::fs::write(cg.peak_file(), "lots\n").unwrap();
         let e = w.read().unwrap_err().to_string();
         assert!(e.contains("memory.peak") && e.contains("lots"), "{e}");
+    }
+
+    fn write(dir: &Path, files: &[(&str, &str)]) {
+        mkdir(dir);
+        for (n, v) in files {
+            std::fs::write(dir.join(n), v).unwrap();
+        }
+    }
+
+    const V2_STAT: &str = "anon 104857600\nfile 52428800\nkernel 8388608\nkernel_stack 65536\nshmem 4194304\nsock 4096\ninactive_file 41943040\nactive_file 10485760\n";
+
+    #[test]
+    fn a_v2_cgroup_reads_current_stat_max_peak_and_events() {
+        let (_t, fs) = fake_v2();
+        let cg = fs.locate("0::/system.slice/proverd.service").unwrap();
+        write(
+            &cg.dir,
+            &[
+                ("memory.current", "167772160\n"),
+                ("memory.stat", V2_STAT),
+                ("memory.max", "1073741824\n"),
+                (
+                    "memory.events",
+                    "low 0\nhigh 3\nmax 7\noom 2\noom_kill 1\noom_group_kill 0\n",
+                ),
+            ],
+        );
+        let st = CgroupReader::new(cg).read().unwrap();
+        assert_eq!(st.current, 160 << 20);
+        assert_eq!((st.anon, st.file, st.shmem), (100 << 20, 50 << 20, 4 << 20));
+        assert_eq!((st.kernel, st.sock), (8 << 20, 4096));
+        assert_eq!(st.working_set(), (160 - 40) << 20);
+        assert_eq!(st.limit, Some(1 << 30));
+        assert_eq!(st.peak, Some(48318382080));
+        assert_eq!(
+            st.events,
+            CgroupEvents {
+                oom: 2,
+                oom_kill: 1,
+                max: 7,
+                high: 3
+            }
+        );
+    }
+
+    #[test]
+    fn max_is_no_limit_and_missing_optional_files_leave_zeros() {
+        let (_t, fs) = fake_v2();
+        let cg = fs.locate("0::/system.slice/proverd.service").unwrap();
+        std::fs::remove_file(cg.dir.join("memory.peak")).unwrap();
+        // A kernel before 5.18: no `kernel` key; its parts are summed.
+        let stat = "anon 10\nfile 20\nkernel_stack 1\npagetables 2\npercpu 3\nslab 4\nvmalloc 5\n";
+        write(
+            &cg.dir,
+            &[
+                ("memory.current", "30\n"),
+                ("memory.stat", stat),
+                ("memory.max", "max\n"),
+            ],
+        );
+        let st = CgroupReader::new(cg).read().unwrap();
+        assert_eq!(st.limit, None);
+        assert_eq!(st.peak, None);
+        assert_eq!(st.kernel, 15);
+        assert_eq!(st.events, CgroupEvents::default());
+        assert_eq!(st.inactive_file, 0);
+        assert_eq!(st.working_set(), 30);
+    }
+
+    #[test]
+    fn a_v1_cgroup_reads_usage_total_stats_limit_and_oom_kills() {
+        let (_t, fs) = fake_hybrid();
+        let cg = fs.locate("4:memory:/bench/proverd").unwrap();
+        write(
+            &cg.dir,
+            &[
+                ("memory.usage_in_bytes", "3000\n"),
+                // total_* include the cgroups below: they win over the cgroup's own lines.
+                ("memory.stat", "cache 1\nrss 2\nshmem 3\ninactive_file 4\ntotal_cache 1000\ntotal_rss 1500\ntotal_shmem 100\ntotal_inactive_file 600\n"),
+                ("memory.limit_in_bytes", "9223372036854771712\n"),
+                ("memory.kmem.usage_in_bytes", "400\n"),
+                ("memory.kmem.tcp.usage_in_bytes", "50\n"),
+                ("memory.failcnt", "9\n"),
+                ("memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n"),
+            ],
+        );
+        let st = CgroupReader::new(cg.clone()).read().unwrap();
+        assert_eq!(
+            (st.current, st.anon, st.file, st.shmem),
+            (3000, 1500, 1000, 100)
+        );
+        assert_eq!((st.kernel, st.sock), (400, 50));
+        assert_eq!(st.working_set(), 2400);
+        assert_eq!(st.limit, None, "v1's huge limit is no limit");
+        assert_eq!(st.peak, Some(5242880));
+        assert_eq!(
+            (st.events.oom_kill, st.events.max, st.events.oom),
+            (4, 9, 0)
+        );
+        std::fs::write(cg.dir.join("memory.limit_in_bytes"), "536870912\n").unwrap();
+        assert_eq!(CgroupReader::new(cg).read().unwrap().limit, Some(512 << 20));
+    }
+
+    #[test]
+    fn a_missing_current_or_garbage_is_an_error_naming_the_file() {
+        let (_t, fs) = fake_v2();
+        let cg = fs.locate("0::/system.slice/proverd.service").unwrap();
+        let e = CgroupReader::new(cg.clone())
+            .read()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("memory.current"), "{e}");
+        write(
+            &cg.dir,
+            &[
+                ("memory.current", "12\n"),
+                ("memory.stat", V2_STAT),
+                ("memory.max", "lots\n"),
+            ],
+        );
+        let e = CgroupReader::new(cg).read().unwrap_err().to_string();
+        assert!(e.contains("memory.max") && e.contains("lots"), "{e}");
+    }
+
+    #[test]
+    fn at_takes_a_directory_or_a_cgroup_path() {
+        let (t, fs) = fake_hybrid();
+        let d = t.path().join("memory/bench/proverd");
+        write(&d, &[("memory.usage_in_bytes", "1\n")]);
+        write(
+            &t.path().join("memory"),
+            &[("memory.usage_in_bytes", "1\n")],
+        );
+        let by_path = fs.at("/bench/proverd").unwrap();
+        assert_eq!((by_path.version, &by_path.dir), (CgroupVersion::V1, &d));
+        let by_dir = fs.at(d.to_str().unwrap()).unwrap();
+        assert_eq!(by_dir.path, "/bench/proverd");
+        let e = fs.at("/no/such").unwrap_err().to_string();
+        assert!(e.contains("/no/such") && e.contains("--cgroup"), "{e}");
+    }
+
+    #[test]
+    fn an_own_cgroup_goes_in_the_v1_hierarchy_and_a_failed_one_leaves_no_directory() {
+        // A plain file system makes no cgroup.procs in a new directory, as the kernel would:
+        // the creation fails naming that file and removes the directory it made. (A real
+        // cgroup is made by the integration tests, as root.)
+        let (t, fs) = fake_hybrid();
+        write(
+            &t.path().join("memory"),
+            &[("memory.usage_in_bytes", "1\n")],
+        );
+        let e = fs.create_own("memmon-test-1").unwrap_err().to_string();
+        assert!(e.contains("memory/memmon-test-1/cgroup.procs"), "{e}");
+        assert!(!t.path().join("memory/memmon-test-1").exists());
+    }
+
+    #[test]
+    fn without_a_memory_controller_no_own_cgroup_is_made() {
+        let t = tempfile::tempdir().unwrap();
+        let e = CgroupFs::new(t.path()).create_own("x").unwrap_err();
+        assert!(matches!(e, CgroupError::NoMemoryController(_)), "{e}");
+    }
+
+    #[test]
+    fn a_reader_sees_each_tick_s_values_through_its_held_files() {
+        let (_t, fs) = fake_v2();
+        let cg = fs.locate("0::/system.slice/proverd.service").unwrap();
+        write(
+            &cg.dir,
+            &[("memory.current", "10\n"), ("memory.stat", V2_STAT)],
+        );
+        let mut r = CgroupReader::new(cg.clone());
+        assert_eq!(r.read().unwrap().current, 10);
+        // Longer and shorter contents than before, read through the same descriptors.
+        std::fs::write(cg.dir.join("memory.current"), "123456789\n").unwrap();
+        assert_eq!(r.read().unwrap().current, 123456789);
+        std::fs::write(cg.dir.join("memory.current"), "7\n").unwrap();
+        assert_eq!(r.read().unwrap().current, 7);
     }
 }

@@ -11,10 +11,12 @@ use crate::format::meta::{
     ColumnMeta, EndInfo, EndReason, Meta, PssUnread, PssUnreadReason, TargetMeta, SCHEMA_VERSION,
 };
 use crate::format::{Format, Output, OutputError};
-use crate::sampler::live::LiveLine;
+use crate::model::sample::{Event, Sample, COLUMNS};
+use crate::probe::cgroup::CgroupFs;
 use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
-use crate::model::sample::{Event, Sample, COLUMNS};
+use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
+use crate::sampler::live::LiveLine;
 use crate::sampler::signals;
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
@@ -71,6 +73,12 @@ pub struct RecordOptions {
     /// Variables added to a launched command's environment (`bench` sets MEMMON_BENCH_RUN);
     /// given to that command alone, never set in memmon's own, threaded, process.
     pub env: Vec<(String, String)>,
+    /// A memory cgroup to read at every tick (`--cgroup PATH|auto`).
+    pub cgroup: Option<CgroupChoice>,
+    /// Launch the command in a memory cgroup of memmon's own (`--own-cgroup`): `None` where
+    /// memmon may make one, `Some(true)` or an error, `Some(false)` never.
+    pub own_cgroup: Option<bool>,
+    pub cgroupfs: CgroupFs,
 }
 
 /// Messages other threads send to a running recorder (markers, benchmark runs).
@@ -159,6 +167,8 @@ pub struct Recorder {
     exit_records: String,
     /// The largest peak from exit records of trees before a restart.
     exit_peak: Option<u64>,
+    /// The memory cgroup read at every tick, if any.
+    cgroup: Option<CgroupSource>,
 }
 
 impl Recorder {
@@ -193,12 +203,25 @@ impl Recorder {
             .map_err(output_error)?;
 
         let mut command_stdout = None;
+        let mut cgroup = match &attached {
+            Some(h) => attached_cgroup(&opts, h).inspect_err(|_| {
+                if let (Some(p), false) = (out.path(), opts.append) {
+                    let _ = std::fs::remove_file(p);
+                }
+            })?,
+            None => launched_cgroup(&opts).inspect_err(|_| {
+                if let (Some(p), false) = (out.path(), opts.append) {
+                    let _ = std::fs::remove_file(p);
+                }
+            })?,
+        };
         let (handle, watched) = match (attached, &opts.target) {
             (Some(h), _) => (h, Watched::Attached),
             (None, TargetSpec::Command(args)) => {
                 let data_on_stdout = out.path().is_none();
+                let join = cgroup.as_ref().and_then(|c| c.procs_fd());
                 let (pid, stdout) =
-                    match launch(args, &opts.env, data_on_stdout, opts.capture_stdout) {
+                    match launch(args, &opts.env, data_on_stdout, opts.capture_stdout, join) {
                         Ok(launched) => launched,
                         Err(e) => {
                             // Nothing was recorded: leave no empty file behind (unless appending).
@@ -229,7 +252,7 @@ impl Recorder {
         let control = ControlHandle { tx, wake };
 
         let pidfd = open_pidfd(&handle);
-        let mut meta = build_meta(&opts, &handle);
+        let mut meta = build_meta(&opts, &handle, cgroup.as_ref());
         if let Some(g) = &gpu {
             meta.sources.push(format!(
                 "GPU memory through {} ({} GPU(s)) every {}, on its own thread",
@@ -242,6 +265,10 @@ impl Recorder {
                 fmt_interval(g.poller.every())
             ));
             meta.gpu = Some(g.meta());
+        }
+        if let Some(c) = &mut cgroup {
+            // The baseline of the counters (OOM kills during the recording are those after it).
+            c.tick();
         }
         let phase_peaks = opts.phase_peaks;
         let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
@@ -293,6 +320,7 @@ impl Recorder {
             gpu,
             exit_records,
             exit_peak: None,
+            cgroup,
         };
         rec.out.write_meta(&rec.meta).map_err(output_error)?;
         rec.announce(&rec.meta);
@@ -566,7 +594,8 @@ impl Recorder {
             }
             None => Default::default(),
         };
-        let s = Sample {
+        let cgroup = self.cgroup.as_mut().and_then(|c| c.tick());
+        let mut s = Sample {
             unix_ms: unix_ms_now(),
             elapsed_s: now.duration_since(self.start).as_secs_f64(),
             rss_bytes: ts.rss,
@@ -587,7 +616,9 @@ impl Recorder {
             vm_size_bytes: ts.vm_size,
             threads: ts.threads,
             event,
+            ..Sample::default()
         };
+        crate::sampler::cgroup::fill(&mut s, cgroup.as_ref());
         self.out.write_sample(&s).map_err(output_error)?;
         if let Some(w) = &self.watch {
             let _ = w.send(s.clone());
@@ -691,6 +722,12 @@ impl Recorder {
         if !(mark && self.opts.phase_peaks) {
             return;
         }
+        if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak()) {
+            if !self.opts.quiet {
+                self.live.clear();
+                eprintln!("memmon: warning: cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact");
+            }
+        }
         // A process that left in the meantime needs no reset.
         let failed: Vec<String> = self
             .tree
@@ -720,6 +757,11 @@ impl Recorder {
     fn reset_at_start(&mut self) {
         if !self.opts.reset_peak || !matches!(self.watched, Watched::Attached) {
             return;
+        }
+        if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak_at_start()) {
+            if !self.opts.quiet {
+                eprintln!("memmon: warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording");
+            }
         }
         let failed: Vec<String> = self
             .tree
@@ -883,7 +925,11 @@ impl Recorder {
         false
     }
 
-    fn end_info(&self, mut end: EndInfo) -> EndInfo {
+    fn end_info(&mut self, mut end: EndInfo) -> EndInfo {
+        if end.cgroup.is_none() {
+            let total = self.meta.mem_total_bytes;
+            end.cgroup = self.cgroup.as_mut().map(|c| c.finish(total));
+        }
         end.ended_unix_ms = unix_ms_now();
         end.samples = self.samples;
         end.missed_ticks = self.missed;
@@ -1070,6 +1116,7 @@ fn launch(
     env: &[(String, String)],
     data_on_stdout: bool,
     pipe_stdout: bool,
+    join_cgroup: Option<RawFd>,
 ) -> anyhow::Result<(i32, Option<std::process::ChildStdout>)> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&args[0]);
@@ -1088,8 +1135,14 @@ fn launch(
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            // Into memmon's own cgroup before exec: "0" is the writing process itself.
+            if let Some(fd) = join_cgroup {
+                if libc::write(fd, b"0\n".as_ptr() as *const _, 2) != 2 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
@@ -1182,7 +1235,7 @@ fn output_error(e: OutputError) -> anyhow::Error {
     }
 }
 
-fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
+fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource>) -> Meta {
     let mut sources = vec!["/proc/PID/status (VmRSS, RssAnon, RssFile, RssShmem, VmSwap, VmLck, VmPin, VmHWM) every tick".to_string()];
     if opts.children {
         sources.push(
@@ -1204,6 +1257,26 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
     }
     if matches!(opts.target, TargetSpec::Command(_)) {
         sources.push("wait4 ru_maxrss of the launched command at its exit".into());
+    }
+    if let Some(c) = cgroup {
+        let cg = c.cgroup();
+        let v1 = cg.version == crate::probe::cgroup::CgroupVersion::V1;
+        sources.push(format!(
+            "{} {} ({}{}): {} every tick and at the end",
+            cg.version.name(),
+            cg.path,
+            cg.dir.display(),
+            if c.is_own() {
+                ", memmon's own, made for the launched command and removed after"
+            } else {
+                ""
+            },
+            if v1 {
+                "memory.usage_in_bytes, memory.stat, memory.limit_in_bytes, memory.max_usage_in_bytes, memory.failcnt, memory.oom_control"
+            } else {
+                "memory.current, memory.stat, memory.max, memory.peak, memory.events"
+            }
+        ));
     }
     Meta {
         format: "memmon-recording".into(),
@@ -1229,6 +1302,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
         phase_peaks: opts.phase_peaks,
         peak_reset_at_start: opts.reset_peak && !matches!(opts.target, TargetSpec::Command(_)),
         online_cpus: Some(crate::model::peak::online_cpus()),
+        mem_total_bytes: crate::sampler::cgroup::mem_total_bytes(),
         sources,
         columns: COLUMNS
             .iter()
@@ -1240,6 +1314,78 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle) -> Meta {
         gpu: None,
         end: None,
         earlier_sessions: Vec::new(),
+    }
+}
+
+/// The cgroup of an attached target to read: `--cgroup PATH`, or with `--cgroup auto` its own
+/// memory cgroup when that holds only its tree (else a usage error saying why).
+fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Option<CgroupSource>> {
+    let usage = |m: String| CodedError::new(ExitCode::Usage, m);
+    match &opts.cgroup {
+        None => Ok(None),
+        Some(CgroupChoice::Path(p)) => {
+            let cg = opts.cgroupfs.at(p).map_err(|e| usage(e.to_string()))?;
+            Ok(Some(CgroupSource::existing(cg)))
+        }
+        Some(CgroupChoice::Auto) => {
+            let cg = opts
+                .cgroupfs
+                .of_pid(opts.procfs.root(), h.pid)
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--cgroup auto: the memory cgroup of PID {} was not found",
+                        h.pid
+                    ))
+                })?;
+            if cg.is_root() {
+                return Err(usage(format!(
+                    "--cgroup auto: PID {} is in the root cgroup, which holds the whole machine (give --cgroup PATH, or run the target in a cgroup of its own, e.g. systemd-run --scope)",
+                    h.pid
+                )));
+            }
+            if let Some(other) = cg
+                .foreign_process(&opts.procfs, h.pid)
+                .map_err(|e| usage(e.to_string()))?
+            {
+                return Err(usage(format!(
+                    "--cgroup auto: the cgroup {} of PID {} also holds PID {other}, which is not in its tree (give --cgroup {} to record the whole cgroup anyway)",
+                    cg.path, h.pid, cg.path
+                )));
+            }
+            Ok(Some(CgroupSource::existing(cg)))
+        }
+    }
+}
+
+/// The cgroup of a command memmon launches: `--cgroup PATH` (read, not joined), or a cgroup of
+/// memmon's own (`--own-cgroup`, `--cgroup auto`, or by default where memmon may make one).
+fn launched_cgroup(opts: &RecordOptions) -> anyhow::Result<Option<CgroupSource>> {
+    if let Some(CgroupChoice::Path(p)) = &opts.cgroup {
+        let cg = opts
+            .cgroupfs
+            .at(p)
+            .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
+        return Ok(Some(CgroupSource::existing(cg)));
+    }
+    let wanted = opts.own_cgroup.or(opts.cgroup.as_ref().map(|_| true));
+    if wanted == Some(false) {
+        return Ok(None);
+    }
+    static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("memmon-{}-{n}", std::process::id());
+    match opts.cgroupfs.create_own(&name) {
+        Ok(own) => Ok(Some(CgroupSource::own(own))),
+        Err(e) if wanted == Some(true) => Err(CodedError::new(
+            ExitCode::Failure,
+            format!("--own-cgroup: cannot make a memory cgroup for the command: {e}"),
+        )),
+        Err(e) => {
+            if !opts.quiet {
+                eprintln!("memmon: no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact");
+            }
+            Ok(None)
+        }
     }
 }
 

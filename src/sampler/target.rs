@@ -13,6 +13,9 @@ pub enum TargetSpec {
     Pidfile(PathBuf),
     Name(Regex),
     Command(Vec<String>),
+    /// A whole memory cgroup (`record --cgroup PATH` alone): its top process's tree is
+    /// followed in /proc, the cgroup's own files hold all of it.
+    Cgroup(String),
 }
 
 impl TargetSpec {
@@ -22,6 +25,7 @@ impl TargetSpec {
             TargetSpec::Pidfile(_) => "pidfile",
             TargetSpec::Name(_) => "name",
             TargetSpec::Command(_) => "command",
+            TargetSpec::Cgroup(_) => "cgroup",
         }
     }
 
@@ -32,6 +36,7 @@ impl TargetSpec {
             TargetSpec::Pidfile(p) => p.display().to_string(),
             TargetSpec::Name(r) => r.as_str().to_string(),
             TargetSpec::Command(c) => shell_words(c),
+            TargetSpec::Cgroup(p) => p.clone(),
         }
     }
 
@@ -92,6 +97,8 @@ pub enum TargetError {
         comm: String,
         flag: &'static str,
     },
+    #[error("{0}")]
+    Cgroup(String),
     #[error("no process matches --name '{0}' (add --wait to wait for one)")]
     NoMatch(String),
     #[error("--name '{regex}' matches {count} unrelated processes; choose one with --pid or a narrower regex:\n{list}")]
@@ -129,8 +136,73 @@ pub fn resolve(procfs: &ProcFs, spec: &TargetSpec) -> Result<Resolved, TargetErr
         TargetSpec::Name(re) => {
             find_by_name(procfs, re)?.ok_or_else(|| TargetError::NoMatch(re.as_str().into()))
         }
+        TargetSpec::Cgroup(path) => {
+            cgroup_top(procfs, &crate::probe::cgroup::CgroupFs::default(), path)
+        }
         TargetSpec::Command(_) => unreachable!("a command is launched, not resolved"),
     }
+}
+
+/// The top process of a cgroup's processes (the oldest whose parent is not in it): a container's
+/// init or a service's main process. The note says what its tree leaves out.
+pub fn cgroup_top(
+    procfs: &ProcFs,
+    cgroupfs: &crate::probe::cgroup::CgroupFs,
+    path: &str,
+) -> Result<Resolved, TargetError> {
+    let cg = cgroupfs
+        .at(path)
+        .map_err(|e| TargetError::Cgroup(e.to_string()))?;
+    let pids = cg.procs().map_err(|e| TargetError::Cgroup(e.to_string()))?;
+    let mut handles: Vec<ProcHandle> = pids.iter().filter_map(|&p| procfs.open(p).ok()).collect();
+    let count = handles.len();
+    let top_at = handles
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.ppid().is_none_or(|pp| !pids.contains(&pp)))
+        .min_by_key(|(_, h)| (h.start_time, h.pid))
+        .map(|(i, _)| i)
+        .ok_or_else(|| {
+            TargetError::Cgroup(format!(
+                "the cgroup {} holds no process (--cgroup)",
+                cg.path
+            ))
+        })?;
+    let top = handles.swap_remove(top_at);
+    let outside = handles
+        .iter()
+        .filter(|h| !descends(procfs, h.pid, top.pid))
+        .count();
+    let note = format!(
+        "recording the cgroup {} ({} processes): its files count all of them; the RSS columns follow PID {} ({}) and its descendants{}",
+        cg.path,
+        count,
+        top.pid,
+        top.comm,
+        if outside > 0 {
+            format!(", which leave out {outside} of its processes")
+        } else {
+            String::new()
+        }
+    );
+    Ok(Resolved {
+        handle: top,
+        note: Some(note),
+        pidfile: None,
+    })
+}
+
+fn descends(procfs: &ProcFs, mut pid: i32, root: i32) -> bool {
+    for _ in 0..64 {
+        if pid == root {
+            return true;
+        }
+        match procfs.open(pid).ok().and_then(|h| h.ppid()) {
+            Some(pp) if pp > 0 => pid = pp,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// A resolved target, and the note to print when memmon chose among several matches.

@@ -1,0 +1,217 @@
+//! The recorder's cgroup source: a memory cgroup read at every tick (`record --cgroup`, or the
+//! cgroup of memmon's own a launched command runs in), its peak reset at markers with
+//! `--phase-peaks`, and at the end what the summary needs: the peak, the split at the largest
+//! usage, the limit and the OOM kills seen, in the end record.
+
+use crate::format::meta::CgroupEnd;
+use crate::model::sample::Sample;
+use crate::probe::cgroup::{
+    CgroupError, CgroupEvents, CgroupReader, CgroupStats, CgroupVersion, MemCgroup, OwnCgroup,
+    PeakWatch,
+};
+
+/// Which cgroup `record` reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupChoice {
+    /// The target's own memory cgroup, when it holds only the target's tree (`--cgroup auto`).
+    Auto,
+    /// A cgroup named by its directory or its path (`--cgroup PATH`).
+    Path(String),
+}
+
+/// A cgroup being read tick after tick.
+pub struct CgroupSource {
+    reader: CgroupReader,
+    own: Option<OwnCgroup>,
+    /// After a reset of a v2 peak: the descriptor the reset holds for.
+    watch: Option<PeakWatch>,
+    first: Option<CgroupStats>,
+    last: Option<CgroupStats>,
+    /// The reading with the largest `current`.
+    largest: Option<CgroupStats>,
+    /// The largest peak read, over every reset.
+    peak_max: Option<u64>,
+    /// The peak at the first reading (for a cgroup memmon did not make: it may predate the
+    /// recording).
+    peak_first: Option<u64>,
+    resets: u64,
+    reset_failures: u64,
+    /// The first read error, kept for the end record; later ones are not repeated.
+    pub error: Option<String>,
+}
+
+impl CgroupSource {
+    /// Reads an existing cgroup.
+    pub fn existing(cg: MemCgroup) -> CgroupSource {
+        CgroupSource::new(cg, None)
+    }
+
+    /// Reads the cgroup memmon made for the command it launches; removes it at `finish`.
+    pub fn own(own: OwnCgroup) -> CgroupSource {
+        let cg = own.cgroup().clone();
+        CgroupSource::new(cg, Some(own))
+    }
+
+    fn new(cg: MemCgroup, own: Option<OwnCgroup>) -> CgroupSource {
+        CgroupSource {
+            reader: CgroupReader::new(cg),
+            own,
+            watch: None,
+            first: None,
+            last: None,
+            largest: None,
+            peak_max: None,
+            peak_first: None,
+            resets: 0,
+            reset_failures: 0,
+            error: None,
+        }
+    }
+
+    pub fn cgroup(&self) -> &MemCgroup {
+        self.reader.cgroup()
+    }
+
+    pub fn is_own(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// The descriptor of the own cgroup's `cgroup.procs`, for the launched child to join.
+    pub fn procs_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.own.as_ref().and_then(|o| o.procs_fd())
+    }
+
+    /// Reads the cgroup now; `None` (and the error kept) when it cannot be read.
+    pub fn tick(&mut self) -> Option<CgroupStats> {
+        let mut st = match self.reader.read() {
+            Ok(st) => st,
+            Err(e) => {
+                self.error.get_or_insert_with(|| e.to_string());
+                return None;
+            }
+        };
+        if let Some(w) = &mut self.watch {
+            st.peak = w.read().ok();
+        }
+        if self.first.is_none() {
+            self.first = Some(st);
+            self.peak_first = st.peak;
+        }
+        if let Some(p) = st.peak {
+            self.peak_max = Some(self.peak_max.map_or(p, |m| m.max(p)));
+        }
+        if self.largest.is_none_or(|l| st.current > l.current) {
+            self.largest = Some(st);
+        }
+        self.last = Some(st);
+        Some(st)
+    }
+
+    /// Resets the cgroup's peak (v1: writes 0 to memory.max_usage_in_bytes; v2: writes to
+    /// memory.peak, which holds for the descriptor kept here, Linux ≥ 6.12).
+    pub fn reset_peak(&mut self) -> Result<(), CgroupError> {
+        match self.cgroup().reset_peak() {
+            Ok(w) => {
+                self.resets += 1;
+                if self.cgroup().version == CgroupVersion::V2 {
+                    self.watch = Some(w);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.reset_failures += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Resets the peak at the start of the recording (`--reset-peak`): the peaks read before
+    /// are not the recording's, and are forgotten.
+    pub fn reset_peak_at_start(&mut self) -> Result<(), CgroupError> {
+        self.reset_peak()?;
+        self.peak_max = None;
+        self.peak_first = None;
+        Ok(())
+    }
+
+    /// The last reading (one more is taken), the cgroup removed if memmon made it, and what the
+    /// summary needs.
+    pub fn finish(&mut self, mem_total: Option<u64>) -> CgroupEnd {
+        // The final peak: a rise after the last tick is in it.
+        self.tick();
+        let mut moved_out = Vec::new();
+        let mut remove_error = None;
+        if let Some(own) = &mut self.own {
+            match own.remove() {
+                Ok(m) => moved_out = m,
+                Err(e) => remove_error = Some(e.to_string()),
+            }
+        }
+        let events = match (self.first, self.last) {
+            (Some(f), Some(l)) => CgroupEvents {
+                oom: l.events.oom.saturating_sub(f.events.oom),
+                oom_kill: l.events.oom_kill.saturating_sub(f.events.oom_kill),
+                max: l.events.max.saturating_sub(f.events.max),
+                high: l.events.high.saturating_sub(f.events.high),
+            },
+            _ => CgroupEvents::default(),
+        };
+        let cg = self.cgroup();
+        let largest = self.largest.unwrap_or_default();
+        let peak_rose = self.own.is_some()
+            || self.resets > 0
+            || matches!((self.peak_first, self.peak_max), (Some(f), Some(m)) if m > f);
+        CgroupEnd {
+            path: cg.path.clone(),
+            dir: cg.dir.display().to_string(),
+            version: cg.version,
+            own: self.own.is_some(),
+            peak_bytes: self.peak_max,
+            peak_counter: cg
+                .peak_file()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            peak_during_recording: peak_rose,
+            largest_current_bytes: largest.current,
+            anon_at_largest_bytes: largest.anon,
+            file_at_largest_bytes: largest.file,
+            limit_bytes: self.last.and_then(|l| l.limit),
+            events_during: events,
+            mem_total_bytes: mem_total,
+            peak_resets: self.resets,
+            peak_reset_failures: self.reset_failures,
+            moved_out,
+            error: self.error.clone().or(remove_error),
+        }
+    }
+}
+
+/// The cgroup columns of a sample from one reading (left empty without one).
+pub fn fill(s: &mut Sample, st: Option<&CgroupStats>) {
+    let Some(st) = st else {
+        return;
+    };
+    s.cgroup_bytes = Some(st.current);
+    s.cgroup_anon_bytes = Some(st.anon);
+    s.cgroup_file_bytes = Some(st.file);
+    s.cgroup_kernel_bytes = Some(st.kernel);
+    s.cgroup_shmem_bytes = Some(st.shmem);
+    s.cgroup_sock_bytes = Some(st.sock);
+    s.cgroup_working_set_bytes = Some(st.working_set());
+    s.cgroup_limit_bytes = st.limit;
+    s.cgroup_peak_bytes = st.peak;
+    s.cgroup_oom_events = Some(st.events.oom);
+    s.cgroup_oom_kill_events = Some(st.events.oom_kill);
+    s.cgroup_max_events = Some(st.events.max);
+    s.cgroup_high_events = Some(st.events.high);
+}
+
+/// MemTotal of /proc/meminfo, in bytes.
+pub fn mem_total_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}

@@ -1,0 +1,540 @@
+//! Memory cgroups: a launched tree in a cgroup of memmon's own (its exact peak), a whole cgroup
+//! recorded with `--cgroup PATH`, `--cgroup auto`, and budgets (`--max-peak`, `--max-cgroup`).
+//! Tests that make a real cgroup need root and a memory controller; where there is none they
+//! say so and return (this development machine has v1's: they run here).
+
+use crate::util::*;
+use std::path::{Path, PathBuf};
+
+/// The directory under which a test may make a memory cgroup: v1's memory hierarchy, or a v2
+/// hierarchy with the memory controller. `None`, with a message, where the test cannot.
+fn memory_hierarchy() -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: making a cgroup needs root");
+        return None;
+    }
+    let v1 = Path::new("/sys/fs/cgroup/memory");
+    if v1.join("memory.usage_in_bytes").exists() {
+        return Some(v1.to_path_buf());
+    }
+    let v2 = Path::new("/sys/fs/cgroup");
+    if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+    {
+        return Some(v2.to_path_buf());
+    }
+    eprintln!("skipped: no memory controller is mounted (neither v1 memory/ nor v2 with memory)");
+    None
+}
+
+/// A cgroup made by a test, removed (after its processes are gone) when dropped.
+struct TestCgroup(PathBuf);
+
+impl TestCgroup {
+    fn new(base: &Path, tag: &str) -> TestCgroup {
+        let d = base.join(format!("memmon-test-{tag}-{}", std::process::id()));
+        std::fs::create_dir(&d).unwrap();
+        TestCgroup(d)
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+const PARENT: u64 = 100 * MIB;
+const CHILD: u64 = 200 * MIB;
+
+#[test]
+fn a_launched_tree_in_its_own_cgroup_peaks_at_its_largest_simultaneous_sum() {
+    if memory_hierarchy().is_none() {
+        return;
+    }
+    // The parent holds 100 MiB throughout; two children of 200 MiB each peak one after the
+    // other. The tree's true peak is 300 MiB; the sum of the high-water marks is 500 MiB.
+    let d = tempdir();
+    let out = d.path().join("tree.csv");
+    record_workload(
+        &out,
+        &["-i", "1s", "-q", "--own-cgroup"],
+        &[
+            "alloc:100MiB",
+            "children:1:200MiB:300ms",
+            "wait-children",
+            "children:1:200MiB:300ms",
+            "wait-children",
+        ],
+    )
+    .assert()
+    .success();
+    let s = summary_json(&out);
+    let cg = &s["cgroup"];
+    assert_eq!(cg["own"], true, "{s:#}");
+    let peak = cg["peak_bytes"].as_u64().unwrap();
+    // Each page once: the parent's and one child's, plus the program's own pages and the
+    // kernel's (page tables, stacks) charged to the cgroup.
+    assert!(
+        (PARENT + CHILD..PARENT + CHILD + 48 * MIB).contains(&peak),
+        "cgroup peak {peak} is not the largest simultaneous sum (300 MiB)"
+    );
+    assert!(
+        peak < PARENT + 2 * CHILD,
+        "cgroup peak {peak} is not below the sum of HWMs"
+    );
+    assert_eq!(s["recording_peak"]["source"], "cgroup");
+    assert_eq!(s["recording_peak"]["scope"], "tree");
+    assert_eq!(s["recording_peak"]["bytes"].as_u64(), Some(peak));
+    // The cgroup memmon made is gone.
+    let dir = s["end"]["cgroup"]["dir"].as_str().unwrap();
+    assert!(!Path::new(dir).exists(), "{dir} was left behind");
+    let text = memmon().arg("summary").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("cgroup peak") && text.contains("of the tree, in memmon's own cgroup since the launch: a cgroup counts each page once; page cache included"),
+        "{text}"
+    );
+}
+
+#[test]
+fn without_its_own_cgroup_a_launched_tree_has_no_cgroup_peak() {
+    let d = tempdir();
+    let out = d.path().join("plain.csv");
+    record_workload(
+        &out,
+        &["-i", "100ms", "-q", "--no-own-cgroup"],
+        &["alloc:10MiB"],
+    )
+    .assert()
+    .success();
+    let s = summary_json(&out);
+    assert!(s["cgroup"].is_null(), "{s:#}");
+    assert_ne!(s["recording_peak"]["source"], "cgroup");
+}
+
+/// Starts `memmon-test workload STEPS` inside the cgroup `dir` (it joins before exec, so every
+/// page it touches is charged there); returns the child.
+fn workload_in(dir: &Path, steps: &[&str]) -> std::process::Child {
+    let procs = dir.join("cgroup.procs");
+    let w = workload(steps);
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo $$ > {} && exec \"$@\"", procs.display()))
+        .arg("sh")
+        .args(&w)
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn record_cgroup_alone_records_a_whole_cgroup_and_warns_near_its_limit() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let cg = TestCgroup::new(&base, "whole");
+    let v1 = base.ends_with("memory");
+    let limit_file = if v1 {
+        "memory.limit_in_bytes"
+    } else {
+        "memory.max"
+    };
+    std::fs::write(cg.0.join(limit_file), format!("{}", 110 * MIB)).unwrap();
+    let mut w = workload_in(&cg.0, &["alloc:100MiB", "hold:3s"]);
+    // Wait for the allocation to be charged.
+    let usage = cg.0.join(if v1 {
+        "memory.usage_in_bytes"
+    } else {
+        "memory.current"
+    });
+    assert!(wait_for(30.0, || std::fs::read_to_string(&usage)
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .is_some_and(|u| u >= 100 * MIB)));
+    let d = tempdir();
+    let out = d.path().join("whole.csv");
+    let r = memmon()
+        .args(["record", "-i", "200ms", "--duration", "1s", "--cgroup"])
+        .arg(&cg.0)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("recording the cgroup"), "{err}");
+    let _ = w.kill();
+    let _ = w.wait();
+    let s = summary_json(&out);
+    assert_eq!(s["end"]["cgroup"]["own"], false);
+    let largest = s["cgroup"]["largest_current_bytes"].as_u64().unwrap();
+    assert!((100 * MIB..=110 * MIB).contains(&largest), "{s:#}");
+    assert!(s["cgroup"]["anon_at_largest_bytes"].as_u64().unwrap() >= 100 * MIB);
+    assert_eq!(s["cgroup"]["limit_bytes"].as_u64(), Some(110 * MIB));
+    let warned = s["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains("came within 10% of its limit 110.0 MiB")
+    });
+    assert!(warned, "{:#}", s["warnings"]);
+}
+
+#[test]
+fn cgroup_auto_refuses_a_cgroup_shared_with_other_processes() {
+    if memory_hierarchy().is_none() {
+        return;
+    }
+    // The test runner's own cgroup holds more than the workload's tree.
+    let mut w = std::process::Command::new(memmon_test_path())
+        .args(["workload", "alloc:1MiB", "hold:20s"])
+        .spawn()
+        .unwrap();
+    let r = memmon()
+        .args([
+            "record",
+            "-q",
+            "--duration",
+            "1s",
+            "--cgroup",
+            "auto",
+            "--pid",
+        ])
+        .arg(w.id().to_string())
+        .output()
+        .unwrap();
+    let _ = w.kill();
+    let _ = w.wait();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--cgroup auto")
+            && (err.contains("also holds PID") || err.contains("root cgroup")),
+        "{err}"
+    );
+}
+
+#[test]
+fn cgroup_auto_reads_a_cgroup_that_holds_only_the_target() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let cg = TestCgroup::new(&base, "auto");
+    let mut w = workload_in(&cg.0, &["alloc:50MiB", "hold:20s"]);
+    let d = tempdir();
+    let out = d.path().join("auto.csv");
+    let pid = w.id();
+    // The shell execs the workload: wait until it has allocated.
+    assert!(wait_for(30.0, || std::fs::read_to_string(format!(
+        "/proc/{pid}/status"
+    ))
+    .is_ok_and(|s| s.contains("VmHWM")
+        && s.lines().any(|l| l.starts_with("VmRSS:")
+            && l.split_whitespace()
+                .nth(1)
+                .and_then(|k| k.parse::<u64>().ok())
+                .is_some_and(|k| k * 1024 >= 50 * MIB)))));
+    let r = memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "200ms",
+            "--duration",
+            "1s",
+            "--cgroup",
+            "auto",
+            "--pid",
+        ])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let s = summary_json(&out);
+    assert!(
+        s["end"]["cgroup"]["path"]
+            .as_str()
+            .unwrap()
+            .contains("memmon-test-auto"),
+        "{s:#}"
+    );
+    assert!(s["cgroup"]["largest_current_bytes"].as_u64().unwrap() >= 50 * MIB);
+}
+
+#[test]
+fn a_missing_cgroup_path_is_not_found_naming_it() {
+    let r = memmon()
+        .args(["record", "--cgroup", "/no/such/memmon-cgroup"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    // Exit 3, as for a PID that does not exist.
+    assert_eq!(r.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("/no/such/memmon-cgroup") && err.contains("--cgroup"),
+        "{err}"
+    );
+}
+
+#[test]
+fn summary_max_peak_fails_naming_the_number_its_source_and_the_excess() {
+    let d = tempdir();
+    let out = d.path().join("budget.csv");
+    record_workload(
+        &out,
+        &["-i", "100ms", "-q", "--no-own-cgroup"],
+        &["alloc:64MiB", "hold:200ms"],
+    )
+    .assert()
+    .success();
+    let r = memmon()
+        .args(["summary", "--max-peak", "32MiB"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("budget exceeded: --max-peak 32.00 MiB exceeded by")
+            && err.contains("of the process")
+            && err.contains("budget.csv"),
+        "{err}"
+    );
+    memmon()
+        .args(["summary", "--max-peak", "1GiB"])
+        .arg(&out)
+        .assert()
+        .success();
+    // No cgroup in the recording: a cgroup budget cannot pass.
+    let r = memmon()
+        .args(["summary", "--max-cgroup", "1GiB"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("has no cgroup peak"), "{err}");
+}
+
+#[test]
+fn compare_max_peak_checks_the_candidate() {
+    let d = tempdir();
+    let (a, b) = (d.path().join("a.csv"), d.path().join("b.csv"));
+    for (f, size) in [(&a, "16MiB"), (&b, "64MiB")] {
+        record_workload(
+            f,
+            &["-i", "100ms", "-q", "--no-own-cgroup"],
+            &[&format!("alloc:{size}"), "hold:200ms"],
+        )
+        .assert()
+        .success();
+    }
+    let r = memmon()
+        .args(["compare", "--max-peak", "32MiB"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--max-peak 32.00 MiB exceeded") && err.contains("b.csv"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_command_bench_in_its_own_cgroup_reports_each_runs_tree_peak_and_its_budget() {
+    if memory_hierarchy().is_none() {
+        return;
+    }
+    let d = tempdir();
+    let json = d.path().join("bench.json");
+    let mut c = memmon();
+    c.args([
+        "bench",
+        "-n",
+        "2",
+        "-q",
+        "-i",
+        "1s",
+        "--own-cgroup",
+        "--max-cgroup",
+        "200MiB",
+        "--export-json",
+    ])
+    .arg(&json)
+    .arg("--")
+    .args(workload(&[
+        "alloc:50MiB",
+        "children:2:100MiB:300ms",
+        "wait-children",
+    ]));
+    let r = c.output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    // 50 MiB + 2 x 100 MiB at once: over the 200 MiB budget.
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--max-cgroup 200.0 MiB exceeded by") && err.contains("of run 1"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for run in v["runs"].as_array().unwrap() {
+        assert_eq!(run["peak_source"], "cgroup", "{run:#}");
+        assert_eq!(run["kernel_peak_scope"], "tree", "{run:#}");
+        let p = run["cgroup_peak_bytes"].as_u64().unwrap();
+        assert!((250 * MIB..250 * MIB + 48 * MIB).contains(&p), "{run:#}");
+    }
+}
+
+#[test]
+fn phase_peaks_reset_the_cgroup_peak_at_each_marker() {
+    if memory_hierarchy().is_none() {
+        return;
+    }
+    // Phase one spikes to 300 MiB for 50 ms, between two samples a second apart; phase two
+    // holds 50 MiB. The reset at marker two keeps phase one's spike out of phase two's peak.
+    let d = tempdir();
+    let out = d.path().join("phases.csv");
+    let o = memmon()
+        .args(["record", "-q", "-i", "1s", "--own-cgroup", "--phase-peaks"])
+        .args(["--mark-stdout", r"^phase (?P<label>\w+)$", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(workload(&[
+            "say:phase one",
+            "hold:300ms",
+            "spike:300MiB:50ms",
+            "hold:300ms",
+            "say:phase two",
+            "hold:300ms",
+            "alloc:50MiB",
+            // A sample falls in this hold: a phase's peak is read at its rows, and the read
+            // at the end goes to the recording's peak only.
+            "hold:1500ms",
+        ]))
+        .env("XDG_RUNTIME_DIR", d.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_json(&out);
+    let phases = s["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "{s:#}");
+    let one = phases[0]["cgroup_peak_bytes"].as_u64().unwrap();
+    let two = phases[1]["cgroup_peak_bytes"].as_u64().unwrap();
+    assert!(one >= 300 * MIB, "phase one's cgroup peak {one}");
+    assert!(
+        (50 * MIB..150 * MIB).contains(&two),
+        "phase two's cgroup peak {two}"
+    );
+    assert_eq!(s["end"]["cgroup"]["peak_resets"].as_u64(), Some(2), "{s:#}");
+}
+
+#[test]
+fn a_user_who_may_not_make_a_cgroup_records_without_one_and_own_cgroup_fails_saying_why() {
+    if memory_hierarchy().is_none() || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run memmon as nobody");
+        return;
+    }
+    let d = tempdir();
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let as_nobody = |flags: &[&str], out: &str| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(memmon_path())
+            .args(["record", "-i", "100ms"])
+            .args(flags)
+            .arg("-o")
+            .arg(d.path().join(out))
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let o = as_nobody(&[], "default.csv");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("no cgroup of its own for the command (cannot make")
+            && err.contains("the tree's peak is bounded, not exact"),
+        "{err}"
+    );
+    let o = as_nobody(&["--own-cgroup"], "own.csv");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--own-cgroup: cannot make a memory cgroup for the command"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_attached_cgroup_s_older_peak_is_its_lifetime_peak_unless_reset_at_the_start() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let cg = TestCgroup::new(&base, "reset");
+    let v1 = base.ends_with("memory");
+    let (usage, peak) = if v1 {
+        ("memory.usage_in_bytes", "memory.max_usage_in_bytes")
+    } else {
+        ("memory.current", "memory.peak")
+    };
+    let mut w = workload_in(&cg.0, &["alloc:100MiB", "free", "alloc:10MiB", "hold:30s"]);
+    let read = |f: &str| {
+        std::fs::read_to_string(cg.0.join(f))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // The 100 MiB came and went before the recording.
+    assert!(wait_for(30.0, || read(peak) >= 100 * MIB
+        && read(usage) < 50 * MIB
+        && read(usage) >= 10 * MIB));
+    let d = tempdir();
+    let record = |flags: &[&str], out: &Path| {
+        let o = memmon()
+            .args([
+                "record",
+                "-q",
+                "-i",
+                "200ms",
+                "--duration",
+                "1s",
+                "--cgroup",
+            ])
+            .arg(&cg.0)
+            .args(["--pid", &w.id().to_string()])
+            .args(flags)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        summary_json(out)
+    };
+    let plain = record(&[], &d.path().join("plain.csv"));
+    let reset = record(&["--reset-peak"], &d.path().join("reset.csv"));
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(
+        plain["cgroup"]["peak_bytes"].is_null(),
+        "{:#}",
+        plain["cgroup"]
+    );
+    assert!(plain["cgroup"]["lifetime_peak_bytes"].as_u64().unwrap() >= 100 * MIB);
+    let p = reset["cgroup"]["peak_bytes"].as_u64().unwrap();
+    assert!((10 * MIB..50 * MIB).contains(&p), "{:#}", reset["cgroup"]);
+}
