@@ -555,38 +555,4 @@ mod tests {
             t0.elapsed()
         );
     }
-
-    /// The cost of one fake reading (devices + processes), printed for BENCHMARKS.md:
-    /// `cargo test --lib fake_reading_cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn fake_reading_cost() {
-        let state = Arc::new(Mutex::new(FakeState {
-            devices: (0..8).map(|i| device(i, GIB)).collect(),
-            processes: (0..64).map(|i| proc_(i, i % 8, Some(GIB))).collect(),
-            ..Default::default()
-        }));
-        let mut fake = FakeGpu::new(state);
-        let n = 100_000;
-        let t0 = Instant::now();
-        for _ in 0..n {
-            std::hint::black_box(read(&mut fake));
-        }
-        eprintln!(
-            "fake GPU reading (8 GPUs, 64 processes): {:.2} µs",
-            t0.elapsed().as_secs_f64() * 1e6 / n as f64
-        );
-        // What a tick pays for GPU columns: take the latest reading, sum it over a tree of 10.
-        let poller = GpuPoller::start(Box::new(fake), Duration::from_secs(3600)).unwrap();
-        let mut tr = GpuTracker::new(poller);
-        let pids: Vec<i32> = (0..10).collect();
-        let t0 = Instant::now();
-        for _ in 0..n {
-            std::hint::black_box(tr.tick(pids.iter().copied(), Instant::now()));
-        }
-        eprintln!(
-            "tick's GPU part (latest reading, sum over 10 PIDs): {:.2} µs",
-            t0.elapsed().as_secs_f64() * 1e6 / n as f64
-        );
-    }
 }
