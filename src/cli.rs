@@ -186,6 +186,10 @@ pub struct BudgetArgs {
     /// Fail (exit 1) when the memory cgroup's peak (page cache included) exceeds SIZE
     #[arg(long, value_parser = size, value_name = "SIZE")]
     pub max_cgroup: Option<u64>,
+
+    /// Fail (exit 1) when the GPU peak (gpu_bytes: the tree's GPU memory, sampled from NVML) exceeds SIZE, e.g. 64GiB
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub max_gpu: Option<u64>,
 }
 
 impl BudgetArgs {
@@ -193,6 +197,7 @@ impl BudgetArgs {
         memmon::analysis::budget::Budgets {
             max_peak: self.max_peak,
             max_cgroup: self.max_cgroup,
+            max_gpu: self.max_gpu,
         }
     }
 }
@@ -206,10 +211,6 @@ pub struct SummaryArgs {
     /// Print one JSON object per file (a list when several)
     #[arg(long)]
     pub json: bool,
-
-    /// Exit 1 when a recording's GPU peak (gpu_bytes) is over SIZE, e.g. 64GiB
-    #[arg(long, value_parser = size, value_name = "SIZE")]
-    pub max_gpu: Option<u64>,
 
     #[command(flatten)]
     pub input: InputArgs,

@@ -601,3 +601,61 @@ fn the_html_reports_gpu_panel_draws_in_a_browser_without_errors() {
         Some("1")
     );
 }
+
+#[test]
+fn bench_and_compare_hold_max_gpu_as_a_budget_naming_the_run_or_file() {
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let fake = dir.path().join("gpu.json");
+    write_fake(&fake, &fake_json(&d.pid(), 6 * GIB, ""));
+    let bench = |budget: &str| {
+        memmon()
+            .env(FAKE, &fake)
+            .args(["bench", "-q", "--gpu", "--pid", &d.pid(), "-n", "1"])
+            .args([
+                "-i",
+                "100ms",
+                "--gpu-every",
+                "50ms",
+                "--max-gpu",
+                budget,
+                "--",
+            ])
+            .arg(memmon_test_path())
+            .args(["test-client", "--socket"])
+            .arg(&d.socket)
+            .args(["--size", "1MiB"])
+            .output()
+            .unwrap()
+    };
+    assert!(bench("8GiB").status.success());
+    let o = bench("4GiB");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--max-gpu 4.00 GiB exceeded by 2.00 GiB") && err.contains("run 1"),
+        "{err}"
+    );
+
+    let base = record_with_gpu(dir.path(), &d, "base.csv", 5 * GIB);
+    let new = record_with_gpu(dir.path(), &d, "new.csv", 6 * GIB);
+    let compare = |budget: &str| {
+        memmon()
+            .arg("compare")
+            .args(["--max-gpu", budget])
+            .arg(&base)
+            .arg("--")
+            .arg(&new)
+            .output()
+            .unwrap()
+    };
+    let o = compare("6GiB");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = compare("5GiB");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--max-gpu 5.00 GiB exceeded by 1.00 GiB") && err.contains("new.csv"),
+        "{err}"
+    );
+}

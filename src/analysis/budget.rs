@@ -1,5 +1,6 @@
-//! Budgets: `--max-peak SIZE` and `--max-cgroup SIZE` (summary, bench, compare) fail when a
-//! recording's peak exceeds them, naming which number it was, its source and by how much.
+//! Budgets: `--max-peak SIZE`, `--max-cgroup SIZE` and `--max-gpu SIZE` (summary, bench,
+//! compare) fail when a recording's peak exceeds them, naming which number it was, its source
+//! and by how much.
 
 use super::summary::{RecordingPeak, Summary};
 use crate::model::peak::{PeakScope, PeakSource};
@@ -13,12 +14,14 @@ pub struct Budgets {
     pub max_peak: Option<u64>,
     /// `--max-cgroup`: the peak of the recording's memory cgroup.
     pub max_cgroup: Option<u64>,
+    /// `--max-gpu`: the largest GPU memory of the tree (`gpu_bytes`, sampled from NVML).
+    pub max_gpu: Option<u64>,
 }
 
 /// One budget held against one number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BudgetCheck {
-    /// `--max-peak` or `--max-cgroup`.
+    /// `--max-peak`, `--max-cgroup` or `--max-gpu`.
     pub flag: &'static str,
     pub budget_bytes: u64,
     /// The number checked; `None` when the recording has none (then the check fails).
@@ -54,10 +57,10 @@ impl BudgetCheck {
     /// `--max-peak 1 GiB exceeded by 200 MiB: peak 1.2 GiB (kernel VmHWM of the largest
     /// process) of run 3`.
     pub fn describe(&self) -> String {
-        let what = if self.flag == "--max-cgroup" {
-            "cgroup peak"
-        } else {
-            "peak"
+        let what = match self.flag {
+            "--max-cgroup" => "cgroup peak",
+            "--max-gpu" => "GPU peak",
+            _ => "peak",
         };
         let budget = fmt_bytes(self.budget_bytes);
         match (self.measured_bytes, self.source, self.scope) {
@@ -80,10 +83,10 @@ impl BudgetCheck {
                 "{} {budget} cannot be checked: {} has no {what}{}",
                 self.flag,
                 self.of,
-                if self.flag == "--max-cgroup" {
-                    " (record with --cgroup PATH|auto, or launch the command in memmon's own cgroup, --own-cgroup)"
-                } else {
-                    ""
+                match self.flag {
+                    "--max-cgroup" => " (record with --cgroup PATH|auto, or launch the command in memmon's own cgroup, --own-cgroup)",
+                    "--max-gpu" => " (no gpu_bytes values: record with --gpu where NVML is available)",
+                    _ => "",
                 }
             ),
         }
@@ -92,14 +95,16 @@ impl BudgetCheck {
 
 impl Budgets {
     pub fn is_empty(&self) -> bool {
-        self.max_peak.is_none() && self.max_cgroup.is_none()
+        self.max_peak.is_none() && self.max_cgroup.is_none() && self.max_gpu.is_none()
     }
 
-    /// Checks `peak` against `--max-peak` and `cgroup` against `--max-cgroup`.
+    /// Checks `peak` against `--max-peak`, `cgroup` against `--max-cgroup` and `gpu` (the
+    /// largest sampled GPU memory of the tree) against `--max-gpu`.
     pub fn check(
         &self,
         peak: Option<RecordingPeak>,
         cgroup: Option<u64>,
+        gpu: Option<u64>,
         of: &str,
     ) -> Vec<BudgetCheck> {
         let mut out = Vec::new();
@@ -114,6 +119,14 @@ impl Budgets {
             });
             out.push(BudgetCheck::new("--max-cgroup", b, c, of));
         }
+        if let Some(b) = self.max_gpu {
+            let g = gpu.map(|bytes| RecordingPeak {
+                bytes,
+                source: PeakSource::Sampled,
+                scope: PeakScope::Tree,
+            });
+            out.push(BudgetCheck::new("--max-gpu", b, g, of));
+        }
         out
     }
 
@@ -121,7 +134,8 @@ impl Budgets {
     pub fn check_summary(&self, s: &Summary, of: &str) -> Vec<BudgetCheck> {
         let peak = (s.samples > 0 || s.recording_peak.bytes > 0).then_some(s.recording_peak);
         let cgroup = s.cgroup.as_ref().map(|c| c.top_bytes()).filter(|&b| b > 0);
-        self.check(peak, cgroup, of)
+        let gpu = s.gpu.as_ref().map(|g| g.peak_gpu_bytes);
+        self.check(peak, cgroup, gpu, of)
     }
 }
 
@@ -140,13 +154,42 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_peak_over_its_budget_fails_and_a_recording_without_one_cannot_pass() {
+        let b = Budgets {
+            max_gpu: Some(64 * 1024 * MIB),
+            ..Budgets::default()
+        };
+        let over = b.check(None, None, Some(70 * 1024 * MIB), "a.csv");
+        assert_eq!(over.len(), 1);
+        assert!(!over[0].passed);
+        assert_eq!(over[0].over_by_bytes, Some(6 * 1024 * MIB));
+        assert!(
+            over[0]
+                .describe()
+                .starts_with("--max-gpu 64.00 GiB exceeded by 6.00 GiB"),
+            "{}",
+            over[0].describe()
+        );
+        let none = b.check(None, None, None, "b.csv");
+        assert!(!none[0].passed);
+        assert!(
+            none[0].describe().contains("b.csv has no GPU peak"),
+            "{}",
+            none[0].describe()
+        );
+        assert!(b.check(None, None, Some(1024), "c.csv")[0].passed);
+    }
+
+    #[test]
     fn a_peak_over_the_budget_fails_naming_the_number_its_source_and_the_excess() {
         let b = Budgets {
             max_peak: Some(1024 * MIB),
             max_cgroup: None,
+            max_gpu: None,
         };
         let c = b.check(
             peak(1224 * MIB, PeakSource::Vmhwm, PeakScope::LargestProcess),
+            None,
             None,
             "run 3",
         );
@@ -167,9 +210,11 @@ mod tests {
         let b = Budgets {
             max_peak: Some(100 * MIB),
             max_cgroup: Some(100 * MIB),
+            max_gpu: None,
         };
         let c = b.check(
             peak(100 * MIB, PeakSource::Cgroup, PeakScope::Tree),
+            None,
             None,
             "a.csv",
         );
@@ -180,7 +225,7 @@ mod tests {
             "{}",
             c[1].describe()
         );
-        let c = b.check(None, Some(101 * MIB), "a.csv");
+        let c = b.check(None, Some(101 * MIB), None, "a.csv");
         assert!(!c[0].passed && !c[1].passed);
         assert!(
             c[1].describe().contains("cgroup memory.peak of the tree"),

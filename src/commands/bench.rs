@@ -137,8 +137,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                     memmon::model::peak::PeakScope::Process
                 },
             };
-            opts.budgets
-                .check(Some(peak), r.cgroup_peak_bytes, &format!("run {}", r.run))
+            opts.budgets.check(
+                Some(peak),
+                r.cgroup_peak_bytes,
+                r.peak_gpu_bytes,
+                &format!("run {}", r.run),
+            )
         })
         .collect();
     if !super::report_budgets(&checks) && done.stop.is_none() {

@@ -9,7 +9,12 @@ use std::io::Write;
 
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let spec = args.input.spec();
-    let budgets = args.budgets.budgets();
+    // --max-gpu is held by `check_gpu_budget`, which refuses (exit 2) a recording without GPU
+    // memory rather than failing it.
+    let budgets = memmon::analysis::budget::Budgets {
+        max_gpu: None,
+        ..args.budgets.budgets()
+    };
     let mut all = Vec::new();
     for f in &args.files {
         // An input that is missing, unreadable or malformed exits 2, as in compare, plot and
@@ -45,7 +50,7 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
         .flat_map(|(s, f)| budgets.check_summary(s, &f.display().to_string()))
         .collect();
     let within = super::report_budgets(&checks);
-    let gpu_within = check_gpu_budget(&all, args.max_gpu)? == ExitCode::Success;
+    let gpu_within = check_gpu_budget(&all, args.budgets.max_gpu)? == ExitCode::Success;
     Ok(if within && gpu_within {
         ExitCode::Success
     } else {
