@@ -78,11 +78,13 @@ struct SockFprog {
     filter: *const SockFilter,
 }
 
-// Classic BPF opcodes.
-const BPF_LD_H_ABS: u16 = 0x00 | 0x08 | 0x20;
-const BPF_LD_W_IND: u16 = 0x00 | 0x00 | 0x40;
-const BPF_LDX_IMM: u16 = 0x01 | 0x00;
-const BPF_JEQ_K: u16 = 0x05 | 0x10;
+// Classic BPF opcodes: class | size | mode (linux/bpf_common.h: BPF_LD 0x00, BPF_LDX 0x01,
+// BPF_JMP 0x05, BPF_RET 0x06; BPF_W 0x00, BPF_H 0x08; BPF_IMM 0x00, BPF_ABS 0x20, BPF_IND 0x40;
+// BPF_JEQ 0x10, BPF_K 0x00), written out as their sums.
+const BPF_LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
+const BPF_LD_W_IND: u16 = 0x40; // BPF_LD | BPF_W | BPF_IND
+const BPF_LDX_IMM: u16 = 0x01; // BPF_LDX | BPF_W | BPF_IMM
+const BPF_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const BPF_JA: u16 = 0x05;
 const BPF_RET_K: u16 = 0x06;
 
