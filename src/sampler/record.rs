@@ -22,6 +22,7 @@ use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
 use crate::units::{fmt_bytes, fmt_interval};
 use anyhow::Context;
+use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -122,6 +123,59 @@ pub struct Outcome {
     pub summary: Summary,
     pub exit: ExitCode,
     pub output: Option<PathBuf>,
+    /// The signal that stopped the recording of an attached target, for the caller to act on
+    /// (`exit` is already `ExitCode::Signal` of it); never re-raised by the recorder.
+    pub signal: Option<i32>,
+}
+
+/// What the recording loop does next (`Recorder::run`).
+enum Step {
+    /// Look at the signals and control messages that arrived; `early`: a control message ended
+    /// the last sleep before its deadline.
+    Wake { early: bool },
+    /// Take the sample due on the schedule.
+    Tick,
+    /// Answer one control message (a marker, a benchmark's reset or probe) with a sample of
+    /// its own, then wake again.
+    Control(Control, bool),
+    /// Sleep until the next deadline, a signal, a control message or the target's exit.
+    Sleep,
+    /// The target ended and may come back (a pidfile or a name): wait for it.
+    WaitRestart,
+    /// End the recording.
+    Stop(Stop),
+}
+
+/// Why the recording ends.
+enum Stop {
+    /// A signal to memmon while it watched a process it did not start.
+    Signal(i32),
+    /// `Control::Stop` (a benchmark is done with its daemon).
+    Stopped,
+    Duration,
+    TargetExited,
+    /// The output failed, or the tree could not be read.
+    Failed(anyhow::Error),
+}
+
+/// What `Recorder::run` carries from one step to the next.
+struct RunState {
+    /// The next sample's time on the absolute schedule.
+    deadline: Instant,
+    next_flush: Instant,
+    /// The event of the next scheduled sample: the start, or a restart.
+    event: Option<Event>,
+    /// Control messages not yet answered, in the order they came: a marker that finds the
+    /// target gone waits here, first, for the sample after the restart.
+    queued: VecDeque<Control>,
+    end: EndInfo,
+}
+
+/// How waiting for a restart ended.
+enum Restart {
+    Found(i32),
+    Signal(i32),
+    DurationReached,
 }
 
 /// A target being recorded.
@@ -385,159 +439,229 @@ impl Recorder {
 
     /// Runs until the target ends, a signal arrives, the duration is reached or the output
     /// fails. The summary is printed to stderr (unless quiet) and returned.
+    ///
+    /// The loop is a small state machine: each `Step` says what happens next, and each has a
+    /// method that does it and returns the step after.
     pub fn run(mut self) -> anyhow::Result<Outcome> {
-        let interval = self.opts.interval;
-        set_timer_slack(interval);
-        let mut deadline = self.start;
-        let mut next_flush = self.start + Duration::from_millis(500);
-        let mut event = Some(Event::Start);
-        let mut stop_signal: Option<i32> = None;
-        let mut end = EndInfo::default();
-        let mut failure: Option<anyhow::Error> = None;
-        let mut woken_by_control = false;
+        set_timer_slack(self.opts.interval);
+        let mut run = RunState {
+            deadline: self.start,
+            next_flush: self.start + Duration::from_millis(500),
+            event: Some(Event::Start),
+            queued: VecDeque::new(),
+            end: EndInfo::default(),
+        };
+        let mut step = Step::Wake { early: false };
+        let stop = loop {
+            step = match step {
+                Step::Wake { early } => self.wake(&mut run, early),
+                Step::Tick => self.scheduled_tick(&mut run),
+                Step::Control(msg, early) => self.control_step(&mut run, msg, early),
+                Step::Sleep => Step::Wake {
+                    early: self.sleep_until(run.deadline),
+                },
+                Step::WaitRestart => self.wait_restart_step(&mut run),
+                Step::Stop(stop) => break stop,
+            };
+        };
+        self.stop(stop, run)
+    }
 
-        loop {
-            // Signals first: forward to a launched command, or stop.
-            for a in signals::take() {
-                match self.watched {
-                    Watched::Launched { pid } => {
-                        if a.sent_by_process {
-                            // SAFETY: sending a signal to our own, not yet reaped child.
-                            unsafe { libc::kill(pid, a.sig) };
-                        }
-                        // The terminal's Ctrl-C already reached the command; wait for it.
+    /// Looks at what arrived (signals, control messages) and decides what comes next. `early`:
+    /// a control message ended the last sleep before its deadline.
+    fn wake(&mut self, run: &mut RunState, early: bool) -> Step {
+        // Signals first: forward to a launched command, or stop.
+        for a in signals::take() {
+            match self.watched {
+                Watched::Launched { pid } => {
+                    if a.sent_by_process {
+                        // SAFETY: sending a signal to our own, not yet reaped child.
+                        unsafe { libc::kill(pid, a.sig) };
                     }
-                    Watched::Attached => stop_signal = Some(a.sig),
+                    // The terminal's Ctrl-C already reached the command; wait for it.
+                }
+                Watched::Attached => return Step::Stop(Stop::Signal(a.sig)),
+            }
+        }
+        // Control messages: each takes a sample of its own, after the start row.
+        if run.event != Some(Event::Start) {
+            run.queued.extend(self.control_rx.try_iter());
+            if let Some(msg) = run.queued.pop_front() {
+                return Step::Control(msg, early);
+            }
+        }
+        // Woken early by a control message (its sample is taken): keep the schedule.
+        if early && Instant::now() < run.deadline {
+            return Step::Sleep;
+        }
+        Step::Tick
+    }
+
+    /// Answers one control message, then goes back to `wake` for the next.
+    fn control_step(&mut self, run: &mut RunState, msg: Control, early: bool) -> Step {
+        match msg {
+            Control::Stop => return Step::Stop(Stop::Stopped),
+            Control::Event(e) => {
+                let mark = matches!(e, Event::Mark(_));
+                match self.tick(Some(e.clone())) {
+                    Ok(Some(_)) => self.reset_after_mark(mark),
+                    // The target has ended: the marker waits, first in the queue, for the
+                    // first sample after a restart (or is reported at the end).
+                    Ok(None) => {
+                        run.queued.push_front(Control::Event(e));
+                        return self.target_ended(run);
+                    }
+                    Err(err) => return Step::Stop(Stop::Failed(err)),
                 }
             }
-            if stop_signal.is_some() {
-                end.reason = EndReason::Signal;
-                break;
+            Control::ResetPeaks(e, reply) => {
+                let failed = self.reset_peaks();
+                let taken = self.tick(Some(e));
+                let _ = reply.send(failed);
+                if let Err(err) = taken {
+                    return Step::Stop(Stop::Failed(err));
+                }
             }
-            // Control messages: each takes a sample of its own, after the start row.
-            while event != Some(Event::Start) {
-                let Ok(msg) = self.control_rx.try_recv() else {
-                    break;
-                };
-                match msg {
-                    Control::Stop => {
-                        end.reason = EndReason::Stopped;
-                        self.last_pss_read();
-                        return self.finish(end, None, None);
-                    }
-                    Control::Event(e) => {
-                        let mark = matches!(e, Event::Mark(_));
-                        if let Err(e) = self.tick(Some(e)) {
-                            failure = Some(e);
-                        }
-                        self.reset_after_mark(mark);
-                    }
-                    Control::ResetPeaks(e, reply) => {
-                        let failed = self.reset_peaks();
-                        let _ = self.tick(Some(e)).map_err(|e| failure = Some(e));
-                        let _ = reply.send(failed);
-                    }
-                    Control::Probe(e, reply) => {
-                        let mark = matches!(e, Event::Mark(_));
-                        let s = match self.tick(Some(e)) {
-                            Ok(s) => s,
-                            Err(e) => {
-                                failure = Some(e);
-                                None
-                            }
-                        };
+            Control::Probe(e, reply) => {
+                let mark = matches!(e, Event::Mark(_));
+                match self.tick(Some(e)) {
+                    Ok(s) => {
                         self.reset_after_mark(mark);
                         let _ = reply.send(s);
                     }
-                    Control::Watch(tx) => self.watch = Some(tx),
-                }
-            }
-            if failure.is_some() {
-                break;
-            }
-            // Woken early by a control message (its sample is taken): keep the schedule.
-            if woken_by_control && Instant::now() < deadline {
-                woken_by_control = self.sleep_until(deadline);
-                continue;
-            }
-
-            let first = event == Some(Event::Start);
-            match self.tick(event.take()) {
-                Ok(Some(_)) if first => self.reset_at_start(),
-                // The duration's last sample is the one taken at its end (the schedule is cut
-                // to land there): `--duration 3s -i 1s` samples at 0, 1, 2 and 3 s.
-                Ok(Some(_)) if self.duration_reached() => {
-                    end.reason = EndReason::Duration;
-                    break;
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    // The target has ended.
-                    match self.watched {
-                        Watched::Launched { pid } => {
-                            self.reap(pid, &mut end);
-                            end.reason = EndReason::TargetExited;
-                            break;
-                        }
-                        Watched::Attached => {
-                            if self.opts.target.can_restart() && !self.opts.exit_with_target {
-                                match self.wait_for_restart() {
-                                    Some(pid) => {
-                                        self.restarts += 1;
-                                        event = Some(Event::Restart(pid));
-                                        deadline = Instant::now();
-                                        continue;
-                                    }
-                                    None => {
-                                        if let Some(a) = signals::take().first() {
-                                            stop_signal = Some(a.sig);
-                                        }
-                                        end.reason = if stop_signal.is_some() {
-                                            EndReason::Signal
-                                        } else {
-                                            EndReason::Duration
-                                        };
-                                        break;
-                                    }
-                                }
-                            }
-                            end.reason = EndReason::TargetExited;
-                            break;
-                        }
+                    Err(err) => {
+                        let _ = reply.send(None);
+                        return Step::Stop(Stop::Failed(err));
                     }
                 }
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
             }
+            Control::Watch(tx) => self.watch = Some(tx),
+        }
+        Step::Wake { early }
+    }
 
-            let now = Instant::now();
-            if now >= next_flush || interval >= Duration::from_millis(500) {
-                if let Err(e) = self.out.flush() {
-                    failure = Some(output_error(e));
-                    break;
-                }
-                next_flush = now + Duration::from_millis(500);
-            }
-
-            // The next deadline on the absolute schedule; deadlines already past are missed.
-            deadline += interval;
-            if now > deadline {
-                let behind = ((now - deadline).as_nanos() / interval.as_nanos().max(1)) as u64 + 1;
-                self.missed += behind;
-                deadline += interval * behind as u32;
-            }
-            if let Some(limit) = self.opts.duration {
-                deadline = deadline.min(self.start + limit);
-            }
-            woken_by_control = self.sleep_until(deadline);
+    /// Takes the sample due on the schedule (with the pending start or restart event), flushes
+    /// and sets the next deadline.
+    fn scheduled_tick(&mut self, run: &mut RunState) -> Step {
+        let first = run.event == Some(Event::Start);
+        match self.tick(run.event.take()) {
+            Ok(Some(_)) if first => self.reset_at_start(),
+            // The duration's last sample is the one taken at its end (the schedule is cut
+            // to land there): `--duration 3s -i 1s` samples at 0, 1, 2 and 3 s.
+            Ok(Some(_)) if self.duration_reached() => return Step::Stop(Stop::Duration),
+            Ok(Some(_)) => {}
+            Ok(None) => return self.target_ended(run),
+            Err(e) => return Step::Stop(Stop::Failed(e)),
         }
 
-        if let Some(err) = failure {
-            return self.fail(err, end);
+        let interval = self.opts.interval;
+        let now = Instant::now();
+        if now >= run.next_flush || interval >= Duration::from_millis(500) {
+            if let Err(e) = self.out.flush() {
+                return Step::Stop(Stop::Failed(output_error(e)));
+            }
+            run.next_flush = now + Duration::from_millis(500);
         }
-        let exit = match (&self.watched, stop_signal) {
+        // The next deadline on the absolute schedule; deadlines already past are missed.
+        run.deadline += interval;
+        if now > run.deadline {
+            let behind = ((now - run.deadline).as_nanos() / interval.as_nanos().max(1)) as u64 + 1;
+            self.missed += behind;
+            run.deadline += interval * behind as u32;
+        }
+        if let Some(limit) = self.opts.duration {
+            run.deadline = run.deadline.min(self.start + limit);
+        }
+        if run.queued.is_empty() {
+            Step::Sleep
+        } else {
+            // Markers held while the target was away: taken now, then the schedule goes on.
+            Step::Wake { early: true }
+        }
+    }
+
+    /// The target has ended: a launched command is reaped and ends the recording; a target
+    /// found by pidfile or name is waited for, unless `--exit-with-target`.
+    fn target_ended(&mut self, run: &mut RunState) -> Step {
+        match self.watched {
+            Watched::Launched { pid } => {
+                self.reap(pid, &mut run.end);
+                Step::Stop(Stop::TargetExited)
+            }
+            Watched::Attached if self.opts.target.can_restart() && !self.opts.exit_with_target => {
+                Step::WaitRestart
+            }
+            Watched::Attached => Step::Stop(Stop::TargetExited),
+        }
+    }
+
+    /// Waits for the target to come back; its first sample is labelled `restart` and taken at
+    /// once (the schedule starts again from there).
+    fn wait_restart_step(&mut self, run: &mut RunState) -> Step {
+        match self.wait_for_restart() {
+            Restart::Found(pid) => {
+                self.restarts += 1;
+                run.event = Some(Event::Restart(pid));
+                run.deadline = Instant::now();
+                Step::Tick
+            }
+            Restart::Signal(sig) => Step::Stop(Stop::Signal(sig)),
+            Restart::DurationReached => Step::Stop(Stop::Duration),
+        }
+    }
+
+    /// Ends the recording for `stop`: markers still waiting are taken while the target lives,
+    /// the end record is written and the summary made.
+    fn stop(mut self, stop: Stop, mut run: RunState) -> anyhow::Result<Outcome> {
+        let target_lives = !matches!(stop, Stop::TargetExited | Stop::Failed(_));
+        run.queued.extend(self.control_rx.try_iter());
+        if matches!(stop, Stop::Failed(_)) {
+            // The failure is what is reported; no more samples are taken.
+            run.queued.clear();
+        }
+        let mut untaken = Vec::new();
+        for msg in run.queued.drain(..) {
+            // Probes and resets not answered see their reply channel closed: "the recording
+            // has ended". Markers sent without a reply are taken, or said to be lost.
+            if let Control::Event(e) = msg {
+                let taken = target_lives && matches!(self.tick(Some(e.clone())), Ok(Some(_)));
+                if !taken {
+                    untaken.push(e);
+                }
+            }
+        }
+        if !untaken.is_empty() && !self.opts.quiet {
+            self.live.clear();
+            let labels: Vec<String> = untaken.iter().map(|e| format!("'{e}'")).collect();
+            eprintln!(
+                "memmon: {} not taken: the target had ended before {}: {}",
+                if untaken.len() == 1 {
+                    "1 marker"
+                } else {
+                    "markers"
+                },
+                if untaken.len() == 1 {
+                    "its sample"
+                } else {
+                    "their samples"
+                },
+                labels.join(", ")
+            );
+        }
+        let mut end = run.end;
+        let (reason, signal) = match stop {
+            Stop::Failed(err) => return self.fail(err, end),
+            Stop::Stopped => {
+                end.reason = EndReason::Stopped;
+                self.last_pss_read();
+                return self.finish(end, None, None);
+            }
+            Stop::Signal(sig) => (EndReason::Signal, Some(sig)),
+            Stop::Duration => (EndReason::Duration, None),
+            Stop::TargetExited => (EndReason::TargetExited, None),
+        };
+        end.reason = reason;
+        let exit = match (&self.watched, signal) {
             (Watched::Launched { .. }, _) => match (end.exit_code, end.exit_signal) {
                 (Some(c), _) => ExitCode::Passthrough(c),
                 (None, Some(s)) => ExitCode::Signal(s),
@@ -546,13 +670,15 @@ impl Recorder {
             (Watched::Attached, Some(sig)) => ExitCode::Signal(sig),
             (Watched::Attached, None) => ExitCode::Success,
         };
-        if let Some(sig) = stop_signal {
+        if let Some(sig) = signal {
             end.memmon_signal = Some(signals::name(sig));
         }
         if end.reason != EndReason::TargetExited {
             self.last_pss_read();
         }
-        self.finish(end, Some(exit), None)
+        let mut outcome = self.finish(end, Some(exit), None)?;
+        outcome.signal = signal;
+        Ok(outcome)
     }
 
     /// True once `--duration` has passed since the start.
@@ -796,9 +922,9 @@ impl Recorder {
         failed
     }
 
-    /// Waits for a new process behind the pidfile or name. `None` if a signal or the duration
-    /// limit came first.
-    fn wait_for_restart(&mut self) -> Option<i32> {
+    /// Waits for a new process behind the pidfile or name, or for a signal or the duration
+    /// limit.
+    fn wait_for_restart(&mut self) -> Restart {
         let old = self.tree.root().map_or((0, 0), |h| (h.pid, h.start_time));
         // The old process was alive at the previous tick: a `--name` successor started after
         // that (one clock tick of slack), never before.
@@ -813,7 +939,7 @@ impl Recorder {
         loop {
             if let Some(limit) = self.opts.duration {
                 if self.start.elapsed() >= limit {
-                    return None;
+                    return Restart::DurationReached;
                 }
             }
             let found = match &self.opts.target {
@@ -845,16 +971,12 @@ impl Recorder {
                 if let Some(w) = exits {
                     self.tree.watch_exits(w);
                 }
-                return Some(pid);
+                return Restart::Found(pid);
             }
             let until = Instant::now() + Duration::from_millis(100);
             self.sleep_until(until);
-            let arrived = signals::take();
-            if let Some(a) = arrived.first() {
-                // Put it back for the caller to see.
-                // SAFETY: raising a signal on ourselves.
-                unsafe { libc::raise(a.sig) };
-                return None;
+            if let Some(a) = signals::take().first() {
+                return Restart::Signal(a.sig);
             }
         }
     }
@@ -977,6 +1099,7 @@ impl Recorder {
             summary,
             exit: exit.unwrap_or(ExitCode::Success),
             output: self.out.path().map(|p| p.to_path_buf()),
+            signal: None,
         })
     }
 
@@ -997,6 +1120,7 @@ impl Recorder {
                 summary: SummaryBuilder::new().finish(None, None, None, None),
                 exit: ExitCode::Success,
                 output: None,
+                signal: None,
             }));
         }
         self.live.clear();
