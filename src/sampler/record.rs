@@ -16,7 +16,6 @@ use crate::probe::cgroup::CgroupFs;
 use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
-use crate::sampler::live::LiveLine;
 use crate::sampler::signals;
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
@@ -118,6 +117,31 @@ impl ControlHandle {
     }
 }
 
+/// What a recording tells whoever runs it, as data: the recorder itself prints none of it
+/// (`commands/record.rs` prints it on the terminal; a benchmark keeps it quiet).
+pub trait RecordObserver {
+    /// The recording has started: the metadata is written.
+    fn on_start(&mut self, _start: &RecordStart) {}
+    /// A note, warning or error on the way, to show the user (without the `memmon: ` prefix);
+    /// those that `--quiet` silences are not sent with it.
+    fn on_note(&mut self, _note: &str) {}
+    /// A sample was taken and written.
+    fn on_sample(&mut self, _sample: &Sample) {}
+    /// The recording has ended and its end record is written.
+    fn on_end(&mut self, _summary: &Summary) {}
+}
+
+/// What the start of a recording is: where the data goes and what is watched.
+pub struct RecordStart<'a> {
+    /// What was done to the output before the start (a repaired `--append`), one line each;
+    /// worth saying even with `--quiet`.
+    pub notes: &'a [String],
+    /// Where the samples go, e.g. `out.csv (CSV; metadata in out.csv.meta.json)`.
+    pub destination: String,
+    /// The metadata written (target, interval, sources).
+    pub meta: &'a Meta,
+}
+
 /// How the recording went.
 pub struct Outcome {
     pub summary: Summary,
@@ -195,7 +219,6 @@ pub struct Recorder {
     control_rx: mpsc::Receiver<Control>,
     control: ControlHandle,
     summary: SummaryBuilder,
-    live: LiveLine,
     start: Instant,
     samples: u64,
     missed: u64,
@@ -223,12 +246,18 @@ pub struct Recorder {
     exit_peak: Option<u64>,
     /// The memory cgroup read at every tick, if any.
     cgroup: Option<CgroupSource>,
+    /// Told of the start, each sample and the end.
+    observer: Box<dyn RecordObserver + Send>,
 }
 
 impl Recorder {
-    /// Finds or launches the target, opens the output and writes the metadata. Prints the first
-    /// message (output path, target, interval, sources) to stderr.
-    pub fn start(opts: RecordOptions) -> anyhow::Result<Recorder> {
+    /// Finds or launches the target, opens the output and writes the metadata; then tells
+    /// `observer` where the data goes and what is watched (`RecordStart`).
+    pub fn start(
+        opts: RecordOptions,
+        observer: Box<dyn RecordObserver + Send>,
+    ) -> anyhow::Result<Recorder> {
+        let mut observer = observer;
         signals::install();
         let format = opts
             .format
@@ -239,7 +268,7 @@ impl Recorder {
         let (attached, pidfile_stamp) = match &opts.target {
             TargetSpec::Command(_) => (None, None),
             spec => {
-                let r = find_target(&opts, spec)?;
+                let r = find_target(&opts, spec, &mut *observer)?;
                 (Some(r.handle), r.pidfile)
             }
         };
@@ -247,7 +276,7 @@ impl Recorder {
         let gpu = match crate::sampler::gpu::open(&opts.gpu) {
             Ok((gpu, note)) => {
                 if let (Some(note), false) = (note, opts.quiet) {
-                    eprintln!("memmon: {note}");
+                    observer.on_note(&note);
                 }
                 gpu
             }
@@ -263,7 +292,7 @@ impl Recorder {
                     let _ = std::fs::remove_file(p);
                 }
             })?,
-            None => launched_cgroup(&opts).inspect_err(|_| {
+            None => launched_cgroup(&opts, &mut *observer).inspect_err(|_| {
                 if let (Some(p), false) = (out.path(), opts.append) {
                     let _ = std::fs::remove_file(p);
                 }
@@ -336,7 +365,7 @@ impl Recorder {
                 }
                 Err(e) => {
                     if !opts.quiet {
-                        eprintln!("memmon: note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits");
+                        observer.on_note(&format!("note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits"));
                     }
                     format!("unavailable: {e}")
                 }
@@ -349,7 +378,6 @@ impl Recorder {
             }
         }
         let mut rec = Recorder {
-            live: LiveLine::new(opts.quiet),
             opts,
             out,
             tree,
@@ -375,10 +403,16 @@ impl Recorder {
             exit_records,
             exit_peak: None,
             cgroup,
+            observer,
         };
         rec.out.write_meta(&rec.meta).map_err(output_error)?;
-        rec.announce(&rec.meta);
+        rec.announce();
         Ok(rec)
+    }
+
+    /// Tells the observer a note, warning or error to show.
+    fn note(&mut self, text: String) {
+        self.observer.on_note(&text);
     }
 
     /// A handle other threads use to send markers and benchmark requests.
@@ -396,15 +430,9 @@ impl Recorder {
         self.tree.root_pid()
     }
 
-    fn announce(&self, meta: &Meta) {
-        // What was done to the file (a repaired --append) is said even with --quiet.
-        for note in &self.out.notes {
-            eprintln!("memmon: {note}");
-        }
-        if self.opts.quiet {
-            return;
-        }
-        let where_ = match (self.out.path(), self.out.meta_path()) {
+    /// Tells the observer where the data goes and what is watched.
+    fn announce(&mut self) {
+        let destination = match (self.out.path(), self.out.meta_path()) {
             (Some(p), Some(m)) => format!("{} (CSV; metadata in {})", p.display(), m.display()),
             (Some(p), None) if self.out.format() == Format::Csv => {
                 format!("{} (CSV; no metadata sidecar for a device)", p.display())
@@ -420,25 +448,15 @@ impl Recorder {
                 }
             ),
         };
-        // One message: where the data goes, then what is watched, how often, from which files.
-        eprintln!(
-            "memmon: recording to {where_}\nmemmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
-            meta.target.mode,
-            meta.target.spec,
-            meta.target.pid,
-            meta.target.comm,
-            if meta.children {
-                " and its descendants"
-            } else {
-                " alone"
-            },
-            meta.interval,
-            meta.sources.join(", ")
-        );
+        self.observer.on_start(&RecordStart {
+            notes: &self.out.notes,
+            destination,
+            meta: &self.meta,
+        });
     }
 
     /// Runs until the target ends, a signal arrives, the duration is reached or the output
-    /// fails. The summary is printed to stderr (unless quiet) and returned.
+    /// fails. The summary goes to the observer (`on_end`) and is returned.
     ///
     /// The loop is a small state machine: each `Step` says what happens next, and each has a
     /// method that does it and returns the step after.
@@ -631,10 +649,9 @@ impl Recorder {
             }
         }
         if !untaken.is_empty() && !self.opts.quiet {
-            self.live.clear();
             let labels: Vec<String> = untaken.iter().map(|e| format!("'{e}'")).collect();
-            eprintln!(
-                "memmon: {} not taken: the target had ended before {}: {}",
+            self.note(format!(
+                "{} not taken: the target had ended before {}: {}",
                 if untaken.len() == 1 {
                     "1 marker"
                 } else {
@@ -646,7 +663,7 @@ impl Recorder {
                     "their samples"
                 },
                 labels.join(", ")
-            );
+            ));
         }
         let mut end = run.end;
         let (reason, signal) = match stop {
@@ -713,8 +730,7 @@ impl Recorder {
             Some(g) => {
                 let (tick, note) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
                 if let (Some(note), false) = (note, self.opts.quiet) {
-                    self.live.clear();
-                    eprintln!("memmon: {note}");
+                    self.note(note);
                 }
                 tick
             }
@@ -751,8 +767,7 @@ impl Recorder {
         }
         self.samples += 1;
         self.summary.push(&s);
-        self.live
-            .update(now, s.elapsed_s, s.rss_bytes, self.samples, self.missed);
+        self.observer.on_sample(&s);
         Ok(Some(s))
     }
 
@@ -807,11 +822,10 @@ impl Recorder {
                 continue;
             }
             if !self.opts.quiet {
-                self.live.clear();
-                eprintln!(
-                    "memmon: not reading PSS of PID {pid} ({comm}): {}; ticks without it have no PSS",
+                self.note(format!(
+                    "not reading PSS of PID {pid} ({comm}): {}; ticks without it have no PSS",
                     why.unwrap_or_default()
-                );
+                ));
             }
             self.pss_unread.push(PssUnread {
                 pid,
@@ -850,8 +864,7 @@ impl Recorder {
         }
         if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak()) {
             if !self.opts.quiet {
-                self.live.clear();
-                eprintln!("memmon: warning: cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact");
+                self.note(format!("warning: cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact"));
             }
         }
         // A process that left in the meantime needs no reset.
@@ -870,11 +883,10 @@ impl Recorder {
         }
         self.reset_failures += 1;
         if self.reset_failures == 1 && !self.opts.quiet {
-            self.live.clear();
-            eprintln!(
-                "memmon: warning: cannot reset the peak (clear_refs) of {}; per-phase kernel peaks are not exact",
+            self.note(format!(
+                "warning: cannot reset the peak (clear_refs) of {}; per-phase kernel peaks are not exact",
                 failed.join(", ")
-            );
+            ));
         }
     }
 
@@ -886,7 +898,7 @@ impl Recorder {
         }
         if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak_at_start()) {
             if !self.opts.quiet {
-                eprintln!("memmon: warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording");
+                self.note(format!("warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording"));
             }
         }
         let failed: Vec<String> = self
@@ -902,11 +914,10 @@ impl Recorder {
         }
         self.reset_failures += 1;
         if !self.opts.quiet {
-            self.live.clear();
-            eprintln!(
-                "memmon: warning: cannot reset the peak (clear_refs, --reset-peak) of {}; the kernel peak counts only if it rises during the recording",
+            self.note(format!(
+                "warning: cannot reset the peak (clear_refs, --reset-peak) of {}; the kernel peak counts only if it rises during the recording",
                 failed.join(", ")
-            );
+            ));
         }
     }
 
@@ -932,8 +943,7 @@ impl Recorder {
         let not_before = target::boot_ticks_now(&self.opts.procfs)
             .map_or(0, |now| now.saturating_sub(interval_ticks + 1));
         if !self.opts.quiet {
-            self.live.clear();
-            eprintln!("memmon: the target exited; waiting for it to restart (Ctrl-C to stop)");
+            self.note("the target exited; waiting for it to restart (Ctrl-C to stop)".into());
         }
         self.pidfd = None;
         loop {
@@ -959,10 +969,10 @@ impl Recorder {
             if let Some(h) = found {
                 let pid = h.pid;
                 if !self.opts.quiet {
-                    eprintln!(
-                        "memmon: the target restarted as PID {pid} ({}); recording goes on",
+                    self.note(format!(
+                        "the target restarted as PID {pid} ({}); recording goes on",
                         h.comm
-                    );
+                    ));
                 }
                 self.pidfd = open_pidfd(&h);
                 self.exit_peak = self.exit_peak.max(self.tree.exit_peak());
@@ -1073,7 +1083,6 @@ impl Recorder {
         exit: Option<ExitCode>,
         err: Option<String>,
     ) -> anyhow::Result<Outcome> {
-        self.live.clear();
         let mut end = self.end_info(end);
         if err.is_some() {
             end.error = err;
@@ -1092,9 +1101,7 @@ impl Recorder {
             let kept = self.kept_text(matches!(e, OutputError::Removed(_)));
             return Err(output_error(e)).context(kept);
         }
-        if !self.opts.quiet {
-            eprint!("{}", summary.render());
-        }
+        self.observer.on_end(&summary);
         Ok(Outcome {
             summary,
             exit: exit.unwrap_or(ExitCode::Success),
@@ -1123,11 +1130,12 @@ impl Recorder {
                 signal: None,
             }));
         }
-        self.live.clear();
         end.reason = EndReason::Error;
         let msg = format!("{err:#}");
         if let Watched::Launched { pid } = self.watched {
-            eprintln!("memmon: error: {msg}; recording stopped, waiting for the command to finish");
+            self.note(format!(
+                "error: {msg}; recording stopped, waiting for the command to finish"
+            ));
             self.reap(pid, &mut end);
         }
         // Best effort: record the end (this may fail too on a full disk).
@@ -1183,14 +1191,18 @@ fn samples_text(n: u64) -> String {
     }
 }
 
-fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<target::Resolved> {
+fn find_target(
+    opts: &RecordOptions,
+    spec: &TargetSpec,
+    observer: &mut dyn RecordObserver,
+) -> anyhow::Result<target::Resolved> {
     let mut announced = false;
     loop {
         match target::resolve(&opts.procfs, spec) {
             Ok(mut r) => {
                 if let Some(note) = r.note.take() {
                     if !opts.quiet {
-                        eprintln!("memmon: {note}");
+                        observer.on_note(&note);
                     }
                 }
                 return Ok(r);
@@ -1203,10 +1215,10 @@ fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<target
                 | TargetError::PidfileUnreadable(..),
             ) if opts.wait => {
                 if !announced && !opts.quiet {
-                    eprintln!(
-                        "memmon: waiting for the target {} to appear (--wait)",
+                    observer.on_note(&format!(
+                        "waiting for the target {} to appear (--wait)",
                         spec.spec()
-                    );
+                    ));
                     announced = true;
                 }
                 if let Some(a) = signals::take().first() {
@@ -1483,7 +1495,10 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
 
 /// The cgroup of a command memmon launches: `--cgroup PATH` (read, not joined), or a cgroup of
 /// memmon's own (`--own-cgroup`, `--cgroup auto`, or by default where memmon may make one).
-fn launched_cgroup(opts: &RecordOptions) -> anyhow::Result<Option<CgroupSource>> {
+fn launched_cgroup(
+    opts: &RecordOptions,
+    observer: &mut dyn RecordObserver,
+) -> anyhow::Result<Option<CgroupSource>> {
     if let Some(CgroupChoice::Path(p)) = &opts.cgroup {
         let cg = opts
             .cgroupfs
@@ -1506,7 +1521,7 @@ fn launched_cgroup(opts: &RecordOptions) -> anyhow::Result<Option<CgroupSource>>
         )),
         Err(e) => {
             if !opts.quiet {
-                eprintln!("memmon: no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact");
+                observer.on_note(&format!("no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact"));
             }
             Ok(None)
         }
