@@ -3,7 +3,7 @@
 //! workload whose memory is known.
 
 use crate::probe::ProcFs;
-use crate::sampler::record::{Outcome, RecordOptions, Recorder};
+use crate::sampler::record::{Outcome, RecordObserver, RecordOptions, Recorder};
 use crate::sampler::target::TargetSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,7 +38,13 @@ fn svg_path(p: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::Result<Outcome> {
+/// Records the demo workload into `output`, telling `observer` of the recording, then plots it.
+pub fn run(
+    output: Option<PathBuf>,
+    interval: Duration,
+    observer: Box<dyn RecordObserver + Send>,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
     let output = output.unwrap_or_else(|| free_name(Path::new(".")));
     let svg = svg_path(&output);
     let side = crate::format::sidecar_path(&output);
@@ -81,7 +87,7 @@ pub fn run(output: Option<PathBuf>, interval: Duration, quiet: bool) -> anyhow::
         own_cgroup: None,
         cgroupfs: crate::probe::cgroup::CgroupFs::default(),
     };
-    let outcome = Recorder::start(opts)?.run()?;
+    let outcome = Recorder::start(opts, observer)?.run()?;
     if let Some(p) = &outcome.output {
         let plot = crate::render::plot::PlotOptions::default();
         let svg_format = crate::render::plot::ImageFormat::Svg;

@@ -191,6 +191,67 @@ fn the_layout_check_catches_an_analysis_that_opens_files_or_starts_threads() {
     );
 }
 
+/// Core files that print nothing themselves: the recorder hands its banner, notes, samples and
+/// summary to a `RecordObserver` (`commands/record.rs` shows them). Not yet the whole core:
+/// `bench/`, `demo.rs`, `marks/`, `export/` and others still write to the terminal.
+const PRINT_FREE: [&str; 2] = ["sampler/record.rs", "sampler/mod.rs"];
+
+/// The lines of `files` (relative to `src`) that write to the terminal, one each (file:line).
+fn printing_lines(src: &Path, files: &[&str]) -> Vec<String> {
+    // A handle to stderr may be passed on (a launched command's stdout); writing to it is printing.
+    let print = regex::Regex::new(
+        r"\b(e?print(ln)?!|(std::)?io::(stderr|stdout)\(\)\s*\.\s*(write\w*|lock)|write(ln)?!\s*\(\s*(std::)?io::std(err|out)\(\))",
+    )
+    .unwrap();
+    let mut found = Vec::new();
+    for rel in files {
+        for (n, line) in code_lines(&src.join(rel)) {
+            if let Some(m) = print.find(&line) {
+                found.push(format!(
+                    "src/{rel}:{n}: `{}` (this file hands what it has to say to its caller)",
+                    m.as_str()
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_recorder_prints_nothing_itself() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = printing_lines(&src, &PRINT_FREE);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_print_check_catches_a_print_and_a_write_to_stderr() {
+    let dir = tempdir();
+    let src = dir.path();
+    std::fs::write(
+        src.join("a.rs"),
+        "// eprintln! in a comment is fine\nfn f() { eprintln!(\"x\"); }\n\
+         fn g() { let _ = std::io::stderr().write_all(b\"x\"); }\nfn h() { print!(\"y\"); }\n\
+         fn k() { format!(\"z\"); }\n\
+         fn m() { let fd = std::io::stderr().as_fd().try_clone_to_owned(); }\n",
+    )
+    .unwrap();
+    let found = printing_lines(src, &["a.rs"]);
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(" (").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "src/a.rs:2: `eprintln!`",
+            "src/a.rs:3: `std::io::stderr().write_all`",
+            "src/a.rs:4: `print!`",
+        ],
+        "{found:#?}"
+    );
+}
+
 #[test]
 fn the_shipped_binary_has_no_test_helpers() {
     let help = memmon().arg("--help").output().unwrap();

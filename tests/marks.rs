@@ -204,6 +204,38 @@ fn memmon_mark_finds_the_one_running_recorder_by_itself() {
 }
 
 #[test]
+fn two_memmon_marks_in_quick_succession_both_appear_in_the_file() {
+    let dir = tempdir();
+    let mut r = Recording::start(dir.path(), "two", &[]);
+    // Both sent at once: the second arrives while the first waits for its sample.
+    let send = |label: &str| {
+        StdCommand::new(memmon_path())
+            .args(["mark", label])
+            .env("XDG_RUNTIME_DIR", &r.runtime)
+            .env("TMPDIR", &r.tmp)
+            .output()
+            .unwrap()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| send("first"));
+        let b = s.spawn(|| send("second"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for out in [&a, &b] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    r.stop();
+    let mut marks = events(&r.out);
+    assert_eq!(marks.remove(0), "start");
+    marks.sort();
+    assert_eq!(marks, ["mark:first", "mark:second"]);
+}
+
+#[test]
 fn memmon_mark_with_several_recorders_asks_which_one() {
     let dir = tempdir();
     let a = Recording::start(dir.path(), "a", &[]);

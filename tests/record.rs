@@ -1093,3 +1093,100 @@ fn an_unprivileged_recorder_is_refused_exit_records_and_says_so() {
         "{records}"
     );
 }
+
+/// A pidfile target that exits, and the recorder waiting for its restart.
+fn record_a_pidfile_target_that_exits(
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (Child, std::path::PathBuf, std::path::PathBuf) {
+    let pidfile = dir.join("d.pid");
+    let out = dir.join("away.csv");
+    // A size no other test uses.
+    let mut first = spawn_workload(&["alloc:7MiB", "hold:60s"]);
+    std::fs::write(&pidfile, format!("{}\n", first.id())).unwrap();
+    let mut args = vec![
+        "record",
+        "-i",
+        "100ms",
+        "--pidfile",
+        pidfile.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let rec = spawn_memmon(&args);
+    assert!(wait_for(10.0, || out.exists() && rows_in(&out) >= 2));
+    first.kill().unwrap();
+    let _ = first.wait();
+    // The recorder sees the exit through its pidfd at once; this leaves it ample time.
+    std::thread::sleep(Duration::from_millis(1000));
+    (rec, pidfile, out)
+}
+
+#[test]
+fn a_signal_while_waiting_for_a_restart_ends_the_recording_with_that_signal() {
+    let dir = tempdir();
+    let (rec, _pidfile, out) = record_a_pidfile_target_that_exits(dir.path(), &[]);
+    signal(&rec, libc::SIGTERM);
+    let done = rec.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(stderr.contains("waiting for it to restart"), "{stderr}");
+    assert_eq!(done.status.code(), Some(143), "{stderr}");
+    let m = meta(&out);
+    assert_eq!(m["end"]["reason"], "signal");
+    assert_eq!(m["end"]["memmon_signal"], "SIGTERM");
+}
+
+#[test]
+fn a_marker_sent_while_the_target_is_away_is_taken_after_its_restart() {
+    use std::io::Write as _;
+    let dir = tempdir();
+    let log = dir.path().join("app.log");
+    std::fs::write(&log, "").unwrap();
+    let (rec, pidfile, out) = record_a_pidfile_target_that_exits(
+        dir.path(),
+        &[
+            "--mark-log",
+            log.to_str().unwrap(),
+            "--mark-regex",
+            r"phase (?P<label>\w+)",
+        ],
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(b"phase away\n")
+        .unwrap();
+    // Longer than a few polls of the log follower.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut second = spawn_workload(&["alloc:7MiB", "hold:60s"]);
+    let tmp = dir.path().join("d.pid.new");
+    std::fs::write(&tmp, format!("{}\n", second.id())).unwrap();
+    std::fs::rename(&tmp, &pidfile).unwrap();
+    let events = || -> Vec<String> {
+        let (h, rows) = read_csv(&out);
+        let i = h.iter().position(|c| c == "event").unwrap();
+        rows.into_iter()
+            .map(|r| r[i].clone())
+            .filter(|e| !e.is_empty())
+            .collect()
+    };
+    let taken = wait_for(15.0, || events().iter().any(|e| e == "mark:away"));
+    signal(&rec, libc::SIGTERM);
+    let done = rec.wait_with_output().unwrap();
+    second.kill().unwrap();
+    let _ = second.wait();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(taken, "the marker never came: {stderr}");
+    // Its sample is of the new process: after the restart row.
+    assert_eq!(
+        events(),
+        [
+            "start".to_string(),
+            format!("restart:{}", second.id()),
+            "mark:away".into()
+        ],
+        "{stderr}"
+    );
+}

@@ -12,7 +12,8 @@ use crate::model::sample::{Event, Sample};
 use crate::probe::cgroup::{MemCgroup, PeakWatch};
 use crate::probe::ProcHandle;
 use crate::sampler::record::{
-    unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
+    unix_ms_now, Control, ControlHandle, Outcome, RecordObserver, RecordOptions, RecordStart,
+    Recorder,
 };
 use crate::sampler::target::{self, shell_words, TargetSpec};
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval};
@@ -23,6 +24,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// What a bench's recordings show: only what was done to an `--append`ed output (the bench
+/// prints its own progress and table, not the recorder's banner or summary).
+struct BenchRecording;
+
+impl RecordObserver for BenchRecording {
+    fn on_start(&mut self, start: &RecordStart) {
+        for note in start.notes {
+            eprintln!("memmon: {note}");
+        }
+    }
+
+    fn on_note(&mut self, note: &str) {
+        eprintln!("memmon: {note}");
+    }
+}
 
 /// Why the bench ended before all its runs.
 #[derive(Debug)]
@@ -323,7 +340,7 @@ impl Daemon {
             cgroupfs: opts.cgroupfs.clone(),
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
-        let mut rec = Recorder::start(ropts)?;
+        let mut rec = Recorder::start(ropts, Box::new(BenchRecording))?;
         let marks = marks.start(&mut rec, opts.stdout_is_data);
         let pid = rec.root_pid();
         let handle = opts
@@ -918,7 +935,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
         };
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
-        let outcome = match Recorder::start(ropts).and_then(|mut r| {
+        let outcome = match Recorder::start(ropts, Box::new(BenchRecording)).and_then(|mut r| {
             let copier = r.take_command_stdout().map(|mut out| {
                 std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::stderr()))
             });

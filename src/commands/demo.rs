@@ -4,5 +4,11 @@ use crate::cli::DemoArgs;
 use memmon::exit::ExitCode;
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    Ok(memmon::demo::run(args.output, args.interval, args.quiet)?.exit)
+    Ok(memmon::demo::run(
+        args.output,
+        args.interval,
+        Box::new(super::record::Terminal::new(args.quiet)),
+        args.quiet,
+    )?
+    .exit)
 }

@@ -6,6 +6,7 @@ mod bench;
 mod compare;
 mod demo;
 mod export;
+mod live;
 mod mark;
 mod plot;
 mod record;

@@ -1,17 +1,20 @@
 //! `memmon record`: the flags become `RecordOptions` and `MarkOptions`; the recorder runs; with
 //! `--plot`, the finished recording is plotted.
 
+use super::live::LiveLine;
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
+use memmon::analysis::Summary;
 use memmon::exit::ExitCode;
 use memmon::format::{Format, InputSpec};
 use memmon::marks::MarkSetup;
+use memmon::model::sample::Sample;
 use memmon::output;
 use memmon::probe::cgroup::CgroupFs;
 use memmon::probe::ProcFs;
 use memmon::render::plot::{ImageFormat, PlotOptions};
 use memmon::sampler::cgroup::CgroupChoice;
-use memmon::sampler::record::{RecordOptions, Recorder};
+use memmon::sampler::record::{RecordObserver, RecordOptions, RecordStart, Recorder};
 use memmon::sampler::target::TargetSpec;
 use std::path::Path;
 
@@ -108,7 +111,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     let data_on_stdout = opts.output.is_none();
     let marks = MarkSetup::prepare(&mark_options(&args.marks, args.quiet))?;
-    let mut rec = Recorder::start(opts)?;
+    let mut rec = Recorder::start(opts, Box::new(Terminal::new(args.quiet)))?;
     let sources = marks.start(&mut rec, data_on_stdout);
     let outcome = rec.run();
     drop(sources); // stops the marker threads and removes the socket
@@ -167,4 +170,85 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
     }
     output::check_outputs(&outs, sampling.force).map_err(|e| usage(e.to_string()))?;
     Ok(())
+}
+
+/// What a recording shows on the terminal (stderr): where the data goes and what is watched at
+/// the start, the notes on the way, a live status line (on a terminal), the summary at the end;
+/// with `--quiet` only what was done to the output file and the notes the recorder sends with it.
+pub(crate) struct Terminal {
+    quiet: bool,
+    live: LiveLine,
+    samples: u64,
+}
+
+impl Terminal {
+    pub(crate) fn new(quiet: bool) -> Terminal {
+        Terminal {
+            quiet,
+            live: LiveLine::new(quiet),
+            samples: 0,
+        }
+    }
+}
+
+impl Drop for Terminal {
+    /// An error printed after the recording starts on a clean line.
+    fn drop(&mut self) {
+        self.live.clear();
+    }
+}
+
+impl RecordObserver for Terminal {
+    fn on_note(&mut self, note: &str) {
+        self.live.clear();
+        eprintln!("memmon: {note}");
+    }
+
+    fn on_sample(&mut self, s: &Sample) {
+        self.samples += 1;
+        self.live.update(
+            std::time::Instant::now(),
+            s.elapsed_s,
+            s.rss_bytes,
+            self.samples,
+            s.missed_ticks,
+        );
+    }
+
+    fn on_start(&mut self, start: &RecordStart) {
+        // What was done to the file (a repaired --append) is said even with --quiet.
+        for note in start.notes {
+            eprintln!("memmon: {note}");
+        }
+        if !self.quiet {
+            eprintln!("{}", banner(start));
+        }
+    }
+
+    fn on_end(&mut self, summary: &Summary) {
+        self.live.clear();
+        if !self.quiet {
+            eprint!("{}", summary.render());
+        }
+    }
+}
+
+/// One message: where the data goes, then what is watched, how often, from which files.
+fn banner(start: &RecordStart) -> String {
+    let meta = start.meta;
+    format!(
+        "memmon: recording to {}\nmemmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
+        start.destination,
+        meta.target.mode,
+        meta.target.spec,
+        meta.target.pid,
+        meta.target.comm,
+        if meta.children {
+            " and its descendants"
+        } else {
+            " alone"
+        },
+        meta.interval,
+        meta.sources.join(", ")
+    )
 }

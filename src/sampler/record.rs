@@ -16,12 +16,12 @@ use crate::probe::cgroup::CgroupFs;
 use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
-use crate::sampler::live::LiveLine;
 use crate::sampler::signals;
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
 use crate::units::{fmt_bytes, fmt_interval};
 use anyhow::Context;
+use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -117,11 +117,89 @@ impl ControlHandle {
     }
 }
 
+/// What a recording tells whoever runs it, as data: the recorder itself prints none of it
+/// (`commands/record.rs` prints it on the terminal; a benchmark keeps it quiet).
+pub trait RecordObserver {
+    /// The recording has started: the metadata is written.
+    fn on_start(&mut self, _start: &RecordStart) {}
+    /// A note, warning or error on the way, to show the user (without the `memmon: ` prefix);
+    /// those that `--quiet` silences are not sent with it.
+    fn on_note(&mut self, _note: &str) {}
+    /// A sample was taken and written.
+    fn on_sample(&mut self, _sample: &Sample) {}
+    /// The recording has ended and its end record is written.
+    fn on_end(&mut self, _summary: &Summary) {}
+}
+
+/// What the start of a recording is: where the data goes and what is watched.
+pub struct RecordStart<'a> {
+    /// What was done to the output before the start (a repaired `--append`), one line each;
+    /// worth saying even with `--quiet`.
+    pub notes: &'a [String],
+    /// Where the samples go, e.g. `out.csv (CSV; metadata in out.csv.meta.json)`.
+    pub destination: String,
+    /// The metadata written (target, interval, sources).
+    pub meta: &'a Meta,
+}
+
 /// How the recording went.
 pub struct Outcome {
     pub summary: Summary,
     pub exit: ExitCode,
     pub output: Option<PathBuf>,
+    /// The signal that stopped the recording of an attached target, for the caller to act on
+    /// (`exit` is already `ExitCode::Signal` of it); never re-raised by the recorder.
+    pub signal: Option<i32>,
+}
+
+/// What the recording loop does next (`Recorder::run`).
+enum Step {
+    /// Look at the signals and control messages that arrived; `early`: a control message ended
+    /// the last sleep before its deadline.
+    Wake { early: bool },
+    /// Take the sample due on the schedule.
+    Tick,
+    /// Answer one control message (a marker, a benchmark's reset or probe) with a sample of
+    /// its own, then wake again.
+    Control(Control, bool),
+    /// Sleep until the next deadline, a signal, a control message or the target's exit.
+    Sleep,
+    /// The target ended and may come back (a pidfile or a name): wait for it.
+    WaitRestart,
+    /// End the recording.
+    Stop(Stop),
+}
+
+/// Why the recording ends.
+enum Stop {
+    /// A signal to memmon while it watched a process it did not start.
+    Signal(i32),
+    /// `Control::Stop` (a benchmark is done with its daemon).
+    Stopped,
+    Duration,
+    TargetExited,
+    /// The output failed, or the tree could not be read.
+    Failed(anyhow::Error),
+}
+
+/// What `Recorder::run` carries from one step to the next.
+struct RunState {
+    /// The next sample's time on the absolute schedule.
+    deadline: Instant,
+    next_flush: Instant,
+    /// The event of the next scheduled sample: the start, or a restart.
+    event: Option<Event>,
+    /// Control messages not yet answered, in the order they came: a marker that finds the
+    /// target gone waits here, first, for the sample after the restart.
+    queued: VecDeque<Control>,
+    end: EndInfo,
+}
+
+/// How waiting for a restart ended.
+enum Restart {
+    Found(i32),
+    Signal(i32),
+    DurationReached,
 }
 
 /// A target being recorded.
@@ -141,7 +219,6 @@ pub struct Recorder {
     control_rx: mpsc::Receiver<Control>,
     control: ControlHandle,
     summary: SummaryBuilder,
-    live: LiveLine,
     start: Instant,
     samples: u64,
     missed: u64,
@@ -169,12 +246,18 @@ pub struct Recorder {
     exit_peak: Option<u64>,
     /// The memory cgroup read at every tick, if any.
     cgroup: Option<CgroupSource>,
+    /// Told of the start, each sample and the end.
+    observer: Box<dyn RecordObserver + Send>,
 }
 
 impl Recorder {
-    /// Finds or launches the target, opens the output and writes the metadata. Prints the first
-    /// message (output path, target, interval, sources) to stderr.
-    pub fn start(opts: RecordOptions) -> anyhow::Result<Recorder> {
+    /// Finds or launches the target, opens the output and writes the metadata; then tells
+    /// `observer` where the data goes and what is watched (`RecordStart`).
+    pub fn start(
+        opts: RecordOptions,
+        observer: Box<dyn RecordObserver + Send>,
+    ) -> anyhow::Result<Recorder> {
+        let mut observer = observer;
         signals::install();
         let format = opts
             .format
@@ -185,7 +268,7 @@ impl Recorder {
         let (attached, pidfile_stamp) = match &opts.target {
             TargetSpec::Command(_) => (None, None),
             spec => {
-                let r = find_target(&opts, spec)?;
+                let r = find_target(&opts, spec, &mut *observer)?;
                 (Some(r.handle), r.pidfile)
             }
         };
@@ -193,7 +276,7 @@ impl Recorder {
         let gpu = match crate::sampler::gpu::open(&opts.gpu) {
             Ok((gpu, note)) => {
                 if let (Some(note), false) = (note, opts.quiet) {
-                    eprintln!("memmon: {note}");
+                    observer.on_note(&note);
                 }
                 gpu
             }
@@ -209,7 +292,7 @@ impl Recorder {
                     let _ = std::fs::remove_file(p);
                 }
             })?,
-            None => launched_cgroup(&opts).inspect_err(|_| {
+            None => launched_cgroup(&opts, &mut *observer).inspect_err(|_| {
                 if let (Some(p), false) = (out.path(), opts.append) {
                     let _ = std::fs::remove_file(p);
                 }
@@ -282,7 +365,7 @@ impl Recorder {
                 }
                 Err(e) => {
                     if !opts.quiet {
-                        eprintln!("memmon: note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits");
+                        observer.on_note(&format!("note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits"));
                     }
                     format!("unavailable: {e}")
                 }
@@ -295,7 +378,6 @@ impl Recorder {
             }
         }
         let mut rec = Recorder {
-            live: LiveLine::new(opts.quiet),
             opts,
             out,
             tree,
@@ -321,10 +403,16 @@ impl Recorder {
             exit_records,
             exit_peak: None,
             cgroup,
+            observer,
         };
         rec.out.write_meta(&rec.meta).map_err(output_error)?;
-        rec.announce(&rec.meta);
+        rec.announce();
         Ok(rec)
+    }
+
+    /// Tells the observer a note, warning or error to show.
+    fn note(&mut self, text: String) {
+        self.observer.on_note(&text);
     }
 
     /// A handle other threads use to send markers and benchmark requests.
@@ -342,15 +430,9 @@ impl Recorder {
         self.tree.root_pid()
     }
 
-    fn announce(&self, meta: &Meta) {
-        // What was done to the file (a repaired --append) is said even with --quiet.
-        for note in &self.out.notes {
-            eprintln!("memmon: {note}");
-        }
-        if self.opts.quiet {
-            return;
-        }
-        let where_ = match (self.out.path(), self.out.meta_path()) {
+    /// Tells the observer where the data goes and what is watched.
+    fn announce(&mut self) {
+        let destination = match (self.out.path(), self.out.meta_path()) {
             (Some(p), Some(m)) => format!("{} (CSV; metadata in {})", p.display(), m.display()),
             (Some(p), None) if self.out.format() == Format::Csv => {
                 format!("{} (CSV; no metadata sidecar for a device)", p.display())
@@ -366,178 +448,237 @@ impl Recorder {
                 }
             ),
         };
-        // One message: where the data goes, then what is watched, how often, from which files.
-        eprintln!(
-            "memmon: recording to {where_}\nmemmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
-            meta.target.mode,
-            meta.target.spec,
-            meta.target.pid,
-            meta.target.comm,
-            if meta.children {
-                " and its descendants"
-            } else {
-                " alone"
-            },
-            meta.interval,
-            meta.sources.join(", ")
-        );
+        self.observer.on_start(&RecordStart {
+            notes: &self.out.notes,
+            destination,
+            meta: &self.meta,
+        });
     }
 
     /// Runs until the target ends, a signal arrives, the duration is reached or the output
-    /// fails. The summary is printed to stderr (unless quiet) and returned.
+    /// fails. The summary goes to the observer (`on_end`) and is returned.
+    ///
+    /// The loop is a small state machine: each `Step` says what happens next, and each has a
+    /// method that does it and returns the step after.
     pub fn run(mut self) -> anyhow::Result<Outcome> {
-        let interval = self.opts.interval;
-        set_timer_slack(interval);
-        let mut deadline = self.start;
-        let mut next_flush = self.start + Duration::from_millis(500);
-        let mut event = Some(Event::Start);
-        let mut stop_signal: Option<i32> = None;
-        let mut end = EndInfo::default();
-        let mut failure: Option<anyhow::Error> = None;
-        let mut woken_by_control = false;
+        set_timer_slack(self.opts.interval);
+        let mut run = RunState {
+            deadline: self.start,
+            next_flush: self.start + Duration::from_millis(500),
+            event: Some(Event::Start),
+            queued: VecDeque::new(),
+            end: EndInfo::default(),
+        };
+        let mut step = Step::Wake { early: false };
+        let stop = loop {
+            step = match step {
+                Step::Wake { early } => self.wake(&mut run, early),
+                Step::Tick => self.scheduled_tick(&mut run),
+                Step::Control(msg, early) => self.control_step(&mut run, msg, early),
+                Step::Sleep => Step::Wake {
+                    early: self.sleep_until(run.deadline),
+                },
+                Step::WaitRestart => self.wait_restart_step(&mut run),
+                Step::Stop(stop) => break stop,
+            };
+        };
+        self.stop(stop, run)
+    }
 
-        loop {
-            // Signals first: forward to a launched command, or stop.
-            for a in signals::take() {
-                match self.watched {
-                    Watched::Launched { pid } => {
-                        if a.sent_by_process {
-                            // SAFETY: sending a signal to our own, not yet reaped child.
-                            unsafe { libc::kill(pid, a.sig) };
-                        }
-                        // The terminal's Ctrl-C already reached the command; wait for it.
+    /// Looks at what arrived (signals, control messages) and decides what comes next. `early`:
+    /// a control message ended the last sleep before its deadline.
+    fn wake(&mut self, run: &mut RunState, early: bool) -> Step {
+        // Signals first: forward to a launched command, or stop.
+        for a in signals::take() {
+            match self.watched {
+                Watched::Launched { pid } => {
+                    if a.sent_by_process {
+                        // SAFETY: sending a signal to our own, not yet reaped child.
+                        unsafe { libc::kill(pid, a.sig) };
                     }
-                    Watched::Attached => stop_signal = Some(a.sig),
+                    // The terminal's Ctrl-C already reached the command; wait for it.
+                }
+                Watched::Attached => return Step::Stop(Stop::Signal(a.sig)),
+            }
+        }
+        // Control messages: each takes a sample of its own, after the start row.
+        if run.event != Some(Event::Start) {
+            run.queued.extend(self.control_rx.try_iter());
+            if let Some(msg) = run.queued.pop_front() {
+                return Step::Control(msg, early);
+            }
+        }
+        // Woken early by a control message (its sample is taken): keep the schedule.
+        if early && Instant::now() < run.deadline {
+            return Step::Sleep;
+        }
+        Step::Tick
+    }
+
+    /// Answers one control message, then goes back to `wake` for the next.
+    fn control_step(&mut self, run: &mut RunState, msg: Control, early: bool) -> Step {
+        match msg {
+            Control::Stop => return Step::Stop(Stop::Stopped),
+            Control::Event(e) => {
+                let mark = matches!(e, Event::Mark(_));
+                match self.tick(Some(e.clone())) {
+                    Ok(Some(_)) => self.reset_after_mark(mark),
+                    // The target has ended: the marker waits, first in the queue, for the
+                    // first sample after a restart (or is reported at the end).
+                    Ok(None) => {
+                        run.queued.push_front(Control::Event(e));
+                        return self.target_ended(run);
+                    }
+                    Err(err) => return Step::Stop(Stop::Failed(err)),
                 }
             }
-            if stop_signal.is_some() {
-                end.reason = EndReason::Signal;
-                break;
+            Control::ResetPeaks(e, reply) => {
+                let failed = self.reset_peaks();
+                let taken = self.tick(Some(e));
+                let _ = reply.send(failed);
+                if let Err(err) = taken {
+                    return Step::Stop(Stop::Failed(err));
+                }
             }
-            // Control messages: each takes a sample of its own, after the start row.
-            while event != Some(Event::Start) {
-                let Ok(msg) = self.control_rx.try_recv() else {
-                    break;
-                };
-                match msg {
-                    Control::Stop => {
-                        end.reason = EndReason::Stopped;
-                        self.last_pss_read();
-                        return self.finish(end, None, None);
-                    }
-                    Control::Event(e) => {
-                        let mark = matches!(e, Event::Mark(_));
-                        if let Err(e) = self.tick(Some(e)) {
-                            failure = Some(e);
-                        }
-                        self.reset_after_mark(mark);
-                    }
-                    Control::ResetPeaks(e, reply) => {
-                        let failed = self.reset_peaks();
-                        let _ = self.tick(Some(e)).map_err(|e| failure = Some(e));
-                        let _ = reply.send(failed);
-                    }
-                    Control::Probe(e, reply) => {
-                        let mark = matches!(e, Event::Mark(_));
-                        let s = match self.tick(Some(e)) {
-                            Ok(s) => s,
-                            Err(e) => {
-                                failure = Some(e);
-                                None
-                            }
-                        };
+            Control::Probe(e, reply) => {
+                let mark = matches!(e, Event::Mark(_));
+                match self.tick(Some(e)) {
+                    Ok(s) => {
                         self.reset_after_mark(mark);
                         let _ = reply.send(s);
                     }
-                    Control::Watch(tx) => self.watch = Some(tx),
-                }
-            }
-            if failure.is_some() {
-                break;
-            }
-            // Woken early by a control message (its sample is taken): keep the schedule.
-            if woken_by_control && Instant::now() < deadline {
-                woken_by_control = self.sleep_until(deadline);
-                continue;
-            }
-
-            let first = event == Some(Event::Start);
-            match self.tick(event.take()) {
-                Ok(Some(_)) if first => self.reset_at_start(),
-                // The duration's last sample is the one taken at its end (the schedule is cut
-                // to land there): `--duration 3s -i 1s` samples at 0, 1, 2 and 3 s.
-                Ok(Some(_)) if self.duration_reached() => {
-                    end.reason = EndReason::Duration;
-                    break;
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    // The target has ended.
-                    match self.watched {
-                        Watched::Launched { pid } => {
-                            self.reap(pid, &mut end);
-                            end.reason = EndReason::TargetExited;
-                            break;
-                        }
-                        Watched::Attached => {
-                            if self.opts.target.can_restart() && !self.opts.exit_with_target {
-                                match self.wait_for_restart() {
-                                    Some(pid) => {
-                                        self.restarts += 1;
-                                        event = Some(Event::Restart(pid));
-                                        deadline = Instant::now();
-                                        continue;
-                                    }
-                                    None => {
-                                        if let Some(a) = signals::take().first() {
-                                            stop_signal = Some(a.sig);
-                                        }
-                                        end.reason = if stop_signal.is_some() {
-                                            EndReason::Signal
-                                        } else {
-                                            EndReason::Duration
-                                        };
-                                        break;
-                                    }
-                                }
-                            }
-                            end.reason = EndReason::TargetExited;
-                            break;
-                        }
+                    Err(err) => {
+                        let _ = reply.send(None);
+                        return Step::Stop(Stop::Failed(err));
                     }
                 }
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
             }
+            Control::Watch(tx) => self.watch = Some(tx),
+        }
+        Step::Wake { early }
+    }
 
-            let now = Instant::now();
-            if now >= next_flush || interval >= Duration::from_millis(500) {
-                if let Err(e) = self.out.flush() {
-                    failure = Some(output_error(e));
-                    break;
-                }
-                next_flush = now + Duration::from_millis(500);
-            }
-
-            // The next deadline on the absolute schedule; deadlines already past are missed.
-            deadline += interval;
-            if now > deadline {
-                let behind = ((now - deadline).as_nanos() / interval.as_nanos().max(1)) as u64 + 1;
-                self.missed += behind;
-                deadline += interval * behind as u32;
-            }
-            if let Some(limit) = self.opts.duration {
-                deadline = deadline.min(self.start + limit);
-            }
-            woken_by_control = self.sleep_until(deadline);
+    /// Takes the sample due on the schedule (with the pending start or restart event), flushes
+    /// and sets the next deadline.
+    fn scheduled_tick(&mut self, run: &mut RunState) -> Step {
+        let first = run.event == Some(Event::Start);
+        match self.tick(run.event.take()) {
+            Ok(Some(_)) if first => self.reset_at_start(),
+            // The duration's last sample is the one taken at its end (the schedule is cut
+            // to land there): `--duration 3s -i 1s` samples at 0, 1, 2 and 3 s.
+            Ok(Some(_)) if self.duration_reached() => return Step::Stop(Stop::Duration),
+            Ok(Some(_)) => {}
+            Ok(None) => return self.target_ended(run),
+            Err(e) => return Step::Stop(Stop::Failed(e)),
         }
 
-        if let Some(err) = failure {
-            return self.fail(err, end);
+        let interval = self.opts.interval;
+        let now = Instant::now();
+        if now >= run.next_flush || interval >= Duration::from_millis(500) {
+            if let Err(e) = self.out.flush() {
+                return Step::Stop(Stop::Failed(output_error(e)));
+            }
+            run.next_flush = now + Duration::from_millis(500);
         }
-        let exit = match (&self.watched, stop_signal) {
+        // The next deadline on the absolute schedule; deadlines already past are missed.
+        run.deadline += interval;
+        if now > run.deadline {
+            let behind = ((now - run.deadline).as_nanos() / interval.as_nanos().max(1)) as u64 + 1;
+            self.missed += behind;
+            run.deadline += interval * behind as u32;
+        }
+        if let Some(limit) = self.opts.duration {
+            run.deadline = run.deadline.min(self.start + limit);
+        }
+        if run.queued.is_empty() {
+            Step::Sleep
+        } else {
+            // Markers held while the target was away: taken now, then the schedule goes on.
+            Step::Wake { early: true }
+        }
+    }
+
+    /// The target has ended: a launched command is reaped and ends the recording; a target
+    /// found by pidfile or name is waited for, unless `--exit-with-target`.
+    fn target_ended(&mut self, run: &mut RunState) -> Step {
+        match self.watched {
+            Watched::Launched { pid } => {
+                self.reap(pid, &mut run.end);
+                Step::Stop(Stop::TargetExited)
+            }
+            Watched::Attached if self.opts.target.can_restart() && !self.opts.exit_with_target => {
+                Step::WaitRestart
+            }
+            Watched::Attached => Step::Stop(Stop::TargetExited),
+        }
+    }
+
+    /// Waits for the target to come back; its first sample is labelled `restart` and taken at
+    /// once (the schedule starts again from there).
+    fn wait_restart_step(&mut self, run: &mut RunState) -> Step {
+        match self.wait_for_restart() {
+            Restart::Found(pid) => {
+                self.restarts += 1;
+                run.event = Some(Event::Restart(pid));
+                run.deadline = Instant::now();
+                Step::Tick
+            }
+            Restart::Signal(sig) => Step::Stop(Stop::Signal(sig)),
+            Restart::DurationReached => Step::Stop(Stop::Duration),
+        }
+    }
+
+    /// Ends the recording for `stop`: markers still waiting are taken while the target lives,
+    /// the end record is written and the summary made.
+    fn stop(mut self, stop: Stop, mut run: RunState) -> anyhow::Result<Outcome> {
+        let target_lives = !matches!(stop, Stop::TargetExited | Stop::Failed(_));
+        run.queued.extend(self.control_rx.try_iter());
+        if matches!(stop, Stop::Failed(_)) {
+            // The failure is what is reported; no more samples are taken.
+            run.queued.clear();
+        }
+        let mut untaken = Vec::new();
+        for msg in run.queued.drain(..) {
+            // Probes and resets not answered see their reply channel closed: "the recording
+            // has ended". Markers sent without a reply are taken, or said to be lost.
+            if let Control::Event(e) = msg {
+                let taken = target_lives && matches!(self.tick(Some(e.clone())), Ok(Some(_)));
+                if !taken {
+                    untaken.push(e);
+                }
+            }
+        }
+        if !untaken.is_empty() && !self.opts.quiet {
+            let labels: Vec<String> = untaken.iter().map(|e| format!("'{e}'")).collect();
+            self.note(format!(
+                "{} not taken: the target had ended before {}: {}",
+                if untaken.len() == 1 {
+                    "1 marker"
+                } else {
+                    "markers"
+                },
+                if untaken.len() == 1 {
+                    "its sample"
+                } else {
+                    "their samples"
+                },
+                labels.join(", ")
+            ));
+        }
+        let mut end = run.end;
+        let (reason, signal) = match stop {
+            Stop::Failed(err) => return self.fail(err, end),
+            Stop::Stopped => {
+                end.reason = EndReason::Stopped;
+                self.last_pss_read();
+                return self.finish(end, None, None);
+            }
+            Stop::Signal(sig) => (EndReason::Signal, Some(sig)),
+            Stop::Duration => (EndReason::Duration, None),
+            Stop::TargetExited => (EndReason::TargetExited, None),
+        };
+        end.reason = reason;
+        let exit = match (&self.watched, signal) {
             (Watched::Launched { .. }, _) => match (end.exit_code, end.exit_signal) {
                 (Some(c), _) => ExitCode::Passthrough(c),
                 (None, Some(s)) => ExitCode::Signal(s),
@@ -546,13 +687,15 @@ impl Recorder {
             (Watched::Attached, Some(sig)) => ExitCode::Signal(sig),
             (Watched::Attached, None) => ExitCode::Success,
         };
-        if let Some(sig) = stop_signal {
+        if let Some(sig) = signal {
             end.memmon_signal = Some(signals::name(sig));
         }
         if end.reason != EndReason::TargetExited {
             self.last_pss_read();
         }
-        self.finish(end, Some(exit), None)
+        let mut outcome = self.finish(end, Some(exit), None)?;
+        outcome.signal = signal;
+        Ok(outcome)
     }
 
     /// True once `--duration` has passed since the start.
@@ -587,8 +730,7 @@ impl Recorder {
             Some(g) => {
                 let (tick, note) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
                 if let (Some(note), false) = (note, self.opts.quiet) {
-                    self.live.clear();
-                    eprintln!("memmon: {note}");
+                    self.note(note);
                 }
                 tick
             }
@@ -625,8 +767,7 @@ impl Recorder {
         }
         self.samples += 1;
         self.summary.push(&s);
-        self.live
-            .update(now, s.elapsed_s, s.rss_bytes, self.samples, self.missed);
+        self.observer.on_sample(&s);
         Ok(Some(s))
     }
 
@@ -681,11 +822,10 @@ impl Recorder {
                 continue;
             }
             if !self.opts.quiet {
-                self.live.clear();
-                eprintln!(
-                    "memmon: not reading PSS of PID {pid} ({comm}): {}; ticks without it have no PSS",
+                self.note(format!(
+                    "not reading PSS of PID {pid} ({comm}): {}; ticks without it have no PSS",
                     why.unwrap_or_default()
-                );
+                ));
             }
             self.pss_unread.push(PssUnread {
                 pid,
@@ -724,8 +864,7 @@ impl Recorder {
         }
         if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak()) {
             if !self.opts.quiet {
-                self.live.clear();
-                eprintln!("memmon: warning: cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact");
+                self.note(format!("warning: cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact"));
             }
         }
         // A process that left in the meantime needs no reset.
@@ -744,11 +883,10 @@ impl Recorder {
         }
         self.reset_failures += 1;
         if self.reset_failures == 1 && !self.opts.quiet {
-            self.live.clear();
-            eprintln!(
-                "memmon: warning: cannot reset the peak (clear_refs) of {}; per-phase kernel peaks are not exact",
+            self.note(format!(
+                "warning: cannot reset the peak (clear_refs) of {}; per-phase kernel peaks are not exact",
                 failed.join(", ")
-            );
+            ));
         }
     }
 
@@ -760,7 +898,7 @@ impl Recorder {
         }
         if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak_at_start()) {
             if !self.opts.quiet {
-                eprintln!("memmon: warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording");
+                self.note(format!("warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording"));
             }
         }
         let failed: Vec<String> = self
@@ -776,11 +914,10 @@ impl Recorder {
         }
         self.reset_failures += 1;
         if !self.opts.quiet {
-            self.live.clear();
-            eprintln!(
-                "memmon: warning: cannot reset the peak (clear_refs, --reset-peak) of {}; the kernel peak counts only if it rises during the recording",
+            self.note(format!(
+                "warning: cannot reset the peak (clear_refs, --reset-peak) of {}; the kernel peak counts only if it rises during the recording",
                 failed.join(", ")
-            );
+            ));
         }
     }
 
@@ -796,9 +933,9 @@ impl Recorder {
         failed
     }
 
-    /// Waits for a new process behind the pidfile or name. `None` if a signal or the duration
-    /// limit came first.
-    fn wait_for_restart(&mut self) -> Option<i32> {
+    /// Waits for a new process behind the pidfile or name, or for a signal or the duration
+    /// limit.
+    fn wait_for_restart(&mut self) -> Restart {
         let old = self.tree.root().map_or((0, 0), |h| (h.pid, h.start_time));
         // The old process was alive at the previous tick: a `--name` successor started after
         // that (one clock tick of slack), never before.
@@ -806,14 +943,13 @@ impl Recorder {
         let not_before = target::boot_ticks_now(&self.opts.procfs)
             .map_or(0, |now| now.saturating_sub(interval_ticks + 1));
         if !self.opts.quiet {
-            self.live.clear();
-            eprintln!("memmon: the target exited; waiting for it to restart (Ctrl-C to stop)");
+            self.note("the target exited; waiting for it to restart (Ctrl-C to stop)".into());
         }
         self.pidfd = None;
         loop {
             if let Some(limit) = self.opts.duration {
                 if self.start.elapsed() >= limit {
-                    return None;
+                    return Restart::DurationReached;
                 }
             }
             let found = match &self.opts.target {
@@ -833,10 +969,10 @@ impl Recorder {
             if let Some(h) = found {
                 let pid = h.pid;
                 if !self.opts.quiet {
-                    eprintln!(
-                        "memmon: the target restarted as PID {pid} ({}); recording goes on",
+                    self.note(format!(
+                        "the target restarted as PID {pid} ({}); recording goes on",
                         h.comm
-                    );
+                    ));
                 }
                 self.pidfd = open_pidfd(&h);
                 self.exit_peak = self.exit_peak.max(self.tree.exit_peak());
@@ -845,16 +981,12 @@ impl Recorder {
                 if let Some(w) = exits {
                     self.tree.watch_exits(w);
                 }
-                return Some(pid);
+                return Restart::Found(pid);
             }
             let until = Instant::now() + Duration::from_millis(100);
             self.sleep_until(until);
-            let arrived = signals::take();
-            if let Some(a) = arrived.first() {
-                // Put it back for the caller to see.
-                // SAFETY: raising a signal on ourselves.
-                unsafe { libc::raise(a.sig) };
-                return None;
+            if let Some(a) = signals::take().first() {
+                return Restart::Signal(a.sig);
             }
         }
     }
@@ -951,7 +1083,6 @@ impl Recorder {
         exit: Option<ExitCode>,
         err: Option<String>,
     ) -> anyhow::Result<Outcome> {
-        self.live.clear();
         let mut end = self.end_info(end);
         if err.is_some() {
             end.error = err;
@@ -970,13 +1101,12 @@ impl Recorder {
             let kept = self.kept_text(matches!(e, OutputError::Removed(_)));
             return Err(output_error(e)).context(kept);
         }
-        if !self.opts.quiet {
-            eprint!("{}", summary.render());
-        }
+        self.observer.on_end(&summary);
         Ok(Outcome {
             summary,
             exit: exit.unwrap_or(ExitCode::Success),
             output: self.out.path().map(|p| p.to_path_buf()),
+            signal: None,
         })
     }
 
@@ -997,13 +1127,15 @@ impl Recorder {
                 summary: SummaryBuilder::new().finish(None, None, None, None),
                 exit: ExitCode::Success,
                 output: None,
+                signal: None,
             }));
         }
-        self.live.clear();
         end.reason = EndReason::Error;
         let msg = format!("{err:#}");
         if let Watched::Launched { pid } = self.watched {
-            eprintln!("memmon: error: {msg}; recording stopped, waiting for the command to finish");
+            self.note(format!(
+                "error: {msg}; recording stopped, waiting for the command to finish"
+            ));
             self.reap(pid, &mut end);
         }
         // Best effort: record the end (this may fail too on a full disk).
@@ -1059,14 +1191,18 @@ fn samples_text(n: u64) -> String {
     }
 }
 
-fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<target::Resolved> {
+fn find_target(
+    opts: &RecordOptions,
+    spec: &TargetSpec,
+    observer: &mut dyn RecordObserver,
+) -> anyhow::Result<target::Resolved> {
     let mut announced = false;
     loop {
         match target::resolve(&opts.procfs, spec) {
             Ok(mut r) => {
                 if let Some(note) = r.note.take() {
                     if !opts.quiet {
-                        eprintln!("memmon: {note}");
+                        observer.on_note(&note);
                     }
                 }
                 return Ok(r);
@@ -1079,10 +1215,10 @@ fn find_target(opts: &RecordOptions, spec: &TargetSpec) -> anyhow::Result<target
                 | TargetError::PidfileUnreadable(..),
             ) if opts.wait => {
                 if !announced && !opts.quiet {
-                    eprintln!(
-                        "memmon: waiting for the target {} to appear (--wait)",
+                    observer.on_note(&format!(
+                        "waiting for the target {} to appear (--wait)",
                         spec.spec()
-                    );
+                    ));
                     announced = true;
                 }
                 if let Some(a) = signals::take().first() {
@@ -1359,7 +1495,10 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
 
 /// The cgroup of a command memmon launches: `--cgroup PATH` (read, not joined), or a cgroup of
 /// memmon's own (`--own-cgroup`, `--cgroup auto`, or by default where memmon may make one).
-fn launched_cgroup(opts: &RecordOptions) -> anyhow::Result<Option<CgroupSource>> {
+fn launched_cgroup(
+    opts: &RecordOptions,
+    observer: &mut dyn RecordObserver,
+) -> anyhow::Result<Option<CgroupSource>> {
     if let Some(CgroupChoice::Path(p)) = &opts.cgroup {
         let cg = opts
             .cgroupfs
@@ -1382,7 +1521,7 @@ fn launched_cgroup(opts: &RecordOptions) -> anyhow::Result<Option<CgroupSource>>
         )),
         Err(e) => {
             if !opts.quiet {
-                eprintln!("memmon: no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact");
+                observer.on_note(&format!("no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact"));
             }
             Ok(None)
         }

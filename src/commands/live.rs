@@ -2,7 +2,7 @@
 //! missed ticks, redrawn in place on stderr at most 4 times a second — only when stderr is a
 //! terminal and `--quiet` is off. Nothing of it reaches the recording.
 
-use crate::units::{fmt_bytes, fmt_seconds};
+use memmon::units::{fmt_bytes, fmt_seconds};
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
