@@ -3,9 +3,11 @@
 
 Run from the repository root after `cargo build --release`:
 
-    python3 benchmarks/peers.py [--seconds 10] [--summary-gib 1]
+    python3 benchmarks/peers.py [--seconds 10] [--summary-gib 1] [--only accuracy]
 
-Needs psrecord (`pip install psrecord`) for the peer comparison. Prints Markdown tables
+Needs psrecord (`pip install psrecord`) for the peer comparison; `--only accuracy` runs
+benchmarks/accuracy.py (peak accuracy and CPU per sample beside psrecord, mprof, GNU time and
+peak-mem; it needs `cargo build --release --features test-support`). Prints Markdown tables
 (copied into BENCHMARKS.md). CPU time comes from wait4's rusage of each tool's own process.
 """
 
@@ -152,10 +154,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--summary-gib", type=float, default=1.0)
-    ap.add_argument("--only", choices=["one", "tree", "10khz", "summary"])
+    ap.add_argument("--only", choices=["one", "tree", "10khz", "summary", "accuracy"])
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the accuracy table (accuracy.py)")
     a = ap.parse_args()
     if not os.path.exists(MEMMON):
-        sys.exit("build first: cargo build --release")
+        sys.exit("build first: cargo build --release --features test-support")
     with tempfile.TemporaryDirectory() as tmp:
         if a.only in (None, "one"):
             bench_one_process(tmp, a.seconds, 100)
@@ -165,6 +168,11 @@ def main():
             bench_10khz(tmp, a.seconds)
         if a.only in (None, "summary"):
             bench_summary(tmp, a.summary_gib)
+    if a.only in (None, "accuracy"):
+        # Peak accuracy and CPU per sample beside psrecord, mprof, GNU time and peak-mem.
+        sys.stdout.flush()
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "accuracy.py"),
+                        "--rounds", str(a.rounds), "--cpu-seconds", str(a.seconds)], check=True)
 
 
 if __name__ == "__main__":
