@@ -5,6 +5,7 @@ use super::usage;
 use crate::cli::ExportArgs;
 use memmon::exit::{CodedError, ExitCode};
 use memmon::export::{self, server, ExportOptions, Sampler};
+use memmon::probe::cgroup::CgroupFs;
 use memmon::probe::ProcFs;
 use memmon::sampler::record::PssGuard;
 use std::net::{SocketAddr, TcpListener};
@@ -50,6 +51,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             force: args.pss_force,
         }),
         procfs: ProcFs::default(),
+        cgroupfs: CgroupFs::default(),
     };
     let quiet = args.quiet;
     if !quiet {
