@@ -689,7 +689,9 @@ pub struct ExportArgs {
 /proc/PID/clear_refs) after each sample, so the next sample's VmHWM is the exact peak since \
 this one and the window peak misses no spike. Off by default: other tools reading VmHWM of \
 these processes then see the peak since memmon's last sample, not since the process started. \
-Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak."
+Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak. \
+For a cgroup:PATH target the same holds of the cgroup's peak file (v1 memory.max_usage_in_bytes: \
+written 0; v2 memory.peak: reset for memmon's descriptor only, Linux 6.12 and later)."
     )]
     pub reset_peaks: bool,
 

@@ -616,6 +616,136 @@ fn every_dashboard_query_returns_data_and_the_peak_alert_fires_near_the_limit() 
     assert!(rules.to_string().contains("MemmonTargetDown"), "{rules}");
 }
 
+/// The value of `name{target="T",kind="cgroup"}` in a /metrics body, if there.
+fn cgroup_sample(body: &str, name: &str, target: &str) -> Option<f64> {
+    let prefix = format!("{name}{{target=\"{target}\",kind=\"cgroup\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+fn read_bytes(f: &Path) -> u64 {
+    std::fs::read_to_string(f).unwrap().trim().parse().unwrap()
+}
+
+/// A real memory cgroup (v1 here, or v2) with a 400 MiB limit and a workload of 100 MiB, then a
+/// 50 ms spike of 200 MiB: /metrics shows the cgroup's usage and parts within a few % of the
+/// kernel's files, the limit exactly, and the spike in the window peak (through the peak file,
+/// reset every tick with --reset-peaks) but not in the usage. A cgroup target that does not
+/// exist yet is up 0 until it is made, and the exporter serves all along.
+#[test]
+fn a_cgroup_target_exports_its_usage_limit_and_a_50ms_spike_in_the_window_peak() {
+    let Some(base) = crate::cgroup::memory_hierarchy() else {
+        return;
+    };
+    let v1 = base.ends_with("memory");
+    let file = |v1_name: &'static str, v2_name: &'static str| if v1 { v1_name } else { v2_name };
+    let cg = crate::cgroup::TestCgroup::new(&base, "export");
+    std::fs::write(
+        cg.0.join(file("memory.limit_in_bytes", "memory.max")),
+        format!("{}", 400 * MIB),
+    )
+    .unwrap();
+    let later_dir = cg.0.join("later");
+    let exporter = Exporter::start(&[
+        "--target",
+        &format!("svc=cgroup:{}", cg.0.display()),
+        "--target",
+        &format!("later=cgroup:{}", later_dir.display()),
+        "-i",
+        "100ms",
+        "--window",
+        "30s",
+        "--reset-peaks",
+    ]);
+    let body = exporter.metrics();
+    assert!(
+        body.contains("memmon_target_up{target=\"later\",kind=\"cgroup\"} 0"),
+        "{body}"
+    );
+    let go = tempdir();
+    let go_file = go.path().join("spike");
+    let _w = Guard(crate::cgroup::workload_in(
+        &cg.0,
+        &[
+            "alloc:100MiB",
+            &format!("wait-file:{}", go_file.display()),
+            "spike:200MiB:50ms",
+            "hold:120s",
+        ],
+    ));
+    // The later cgroup is made (inside the first: a child of a cgroup is a cgroup).
+    std::fs::create_dir(&later_dir).unwrap();
+    let later = crate::cgroup::TestCgroup(later_dir);
+    let mut body = String::new();
+    let up = wait_for(30.0, || {
+        body = exporter.metrics();
+        cgroup_sample(&body, "memmon_cgroup_anon_bytes", "svc")
+            .is_some_and(|v| v >= (100 * MIB) as f64)
+            && cgroup_sample(&body, "memmon_target_up", "later") == Some(1.0)
+    });
+    assert!(
+        up,
+        "the cgroup's 100 MiB or the later cgroup did not show:\n{body}"
+    );
+    let usage = read_bytes(&cg.0.join(file("memory.usage_in_bytes", "memory.current")));
+    let get =
+        |name| cgroup_sample(&body, name, "svc").unwrap_or_else(|| panic!("no {name}:\n{body}"));
+    let bytes = get("memmon_cgroup_bytes");
+    assert!(
+        (bytes - usage as f64).abs() <= 0.03 * usage as f64,
+        "memmon_cgroup_bytes {bytes} B, the kernel's usage {usage} B: not within 3%"
+    );
+    let anon = get("memmon_cgroup_anon_bytes");
+    assert!(
+        anon >= (100 * MIB) as f64 && anon <= 1.05 * (100 * MIB) as f64,
+        "anon {anon} B for a 100 MiB workload"
+    );
+    assert!(get("memmon_cgroup_working_set_bytes") <= bytes);
+    assert!(get("memmon_cgroup_file_bytes") <= bytes);
+    assert_eq!(get("memmon_cgroup_limit_bytes"), (400 * MIB) as f64);
+    assert_eq!(get("memmon_cgroup_oom_kills_total"), 0.0);
+    assert!(
+        !body.contains("memmon_rss_bytes{target=\"svc\""),
+        "a cgroup target has no RSS:\n{body}"
+    );
+    // The spike: 100 + 200 MiB for 50 ms, between two 100 ms ticks or not.
+    let idle = bytes;
+    std::fs::write(&go_file, "").unwrap();
+    let expected = idle + (200 * MIB) as f64;
+    let seen = wait_for(30.0, || {
+        body = exporter.metrics();
+        cgroup_sample(&body, "memmon_cgroup_window_peak_bytes", "svc")
+            .is_some_and(|v| v >= 0.97 * expected)
+    });
+    let peak = cgroup_sample(&body, "memmon_cgroup_window_peak_bytes", "svc").unwrap();
+    assert!(
+        seen && peak <= 1.03 * expected,
+        "window peak {peak} B, expected {expected} B (usage {idle} B + 200 MiB) within 3%:\n{body}"
+    );
+    // The spike is over: the usage is back, the window still holds it, and the peak file was
+    // reset since (--reset-peaks), so it no longer holds the spike.
+    let back = wait_for(30.0, || {
+        body = exporter.metrics();
+        cgroup_sample(&body, "memmon_cgroup_bytes", "svc").is_some_and(|v| v < 0.8 * expected)
+    });
+    assert!(back, "the usage did not fall back after the spike:\n{body}");
+    assert!(
+        cgroup_sample(&body, "memmon_cgroup_window_peak_bytes", "svc").unwrap() >= 0.97 * expected
+    );
+    eprintln!(
+        "cgroup: usage {bytes} B (kernel {usage} B), anon {anon} B, window peak {peak} B against {expected} B expected"
+    );
+    let peak_file = read_bytes(&cg.0.join(file("memory.max_usage_in_bytes", "memory.peak")));
+    if v1 {
+        assert!(
+            (peak_file as f64) < 0.8 * expected,
+            "memory.max_usage_in_bytes {peak_file} B still holds the spike: not reset"
+        );
+    }
+    drop(later);
+}
+
 /// The value of an unlabelled sample of a /metrics body.
 fn sample(body: &str, name: &str) -> f64 {
     body.lines()

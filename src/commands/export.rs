@@ -61,7 +61,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             memmon::units::fmt_interval(opts.interval),
             memmon::units::fmt_interval(opts.window),
             if opts.reset_peaks {
-                ", resetting VmHWM after each sample (--reset-peaks)"
+                ", resetting VmHWM (and cgroup peak files) after each sample (--reset-peaks)"
             } else {
                 ""
             }

@@ -14,7 +14,7 @@ pub mod metrics;
 pub mod server;
 pub mod window;
 
-use crate::probe::cgroup::{CgroupFs, CgroupReader, CgroupVersion, PeakWatch};
+use crate::probe::cgroup::{CgroupError, CgroupFs, CgroupReader, CgroupVersion, PeakWatch};
 use crate::probe::{ProcFs, ProcHandle};
 use crate::sampler::record::PssGuard;
 use crate::sampler::target::{self, PidfileStamp, TargetSpec};
@@ -262,7 +262,13 @@ impl Follower {
                     });
                 }
                 Err(e) => {
-                    let msg = e.to_string();
+                    // The reader's own message names record's --cgroup: this is a --target.
+                    let msg = match e {
+                        CgroupError::NotFound(given, tried) => format!(
+                            "no memory cgroup '{given}' (looked for its memory files in {tried})"
+                        ),
+                        e => e.to_string(),
+                    };
                     if self.told.as_deref() != Some(msg.as_str()) {
                         notify(&format!(
                             "target {}: not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears",
@@ -885,10 +891,12 @@ mod tests {
             text.contains("memmon_target_up{target=\"svc\",kind=\"cgroup\"} 0"),
             "{text}"
         );
+        let first = told.lock().unwrap()[0].clone();
         assert!(
-            told.lock().unwrap()[0].contains("not found yet"),
-            "{:?}",
-            told
+            first.contains("not found yet")
+                && first.contains("memory/svc")
+                && !first.contains("--cgroup"),
+            "{first}"
         );
 
         // The cgroup appears (looked for again at most once a second: the next lookup is let
