@@ -859,8 +859,14 @@ fn promtool_finds_nothing_to_lint_in_the_metrics_of_a_live_and_a_missing_target(
         &format!("d=pidfile:{}", daemon.pidfile.display()),
         "--target",
         "gone=name:^no-such-process-anywhere$",
+        "--target",
+        "gone-cg=cgroup:/no-such-memmon-cgroup",
+        // The root memory cgroup: readable without root where v1's holds the usage files.
+        "--target",
+        "all=cgroup:/",
         "--pss",
     ]);
+    let v1 = Path::new("/sys/fs/cgroup/memory/memory.usage_in_bytes").exists();
     assert!(wait_for(20.0, || exporter
         .metrics()
         .contains("memmon_pss_bytes{target=\"d\"")));
@@ -888,4 +894,14 @@ fn promtool_finds_nothing_to_lint_in_the_metrics_of_a_live_and_a_missing_target(
         body.contains("memmon_target_up{target=\"gone\",kind=\"name\"} 0"),
         "{body}"
     );
+    assert!(
+        body.contains("memmon_target_up{target=\"gone-cg\",kind=\"cgroup\"} 0"),
+        "{body}"
+    );
+    if v1 {
+        assert!(
+            body.contains("memmon_cgroup_bytes{target=\"all\",kind=\"cgroup\"} "),
+            "{body}"
+        );
+    }
 }
