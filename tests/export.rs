@@ -382,10 +382,7 @@ fn a_restarted_daemon_keeps_its_series_and_a_target_that_never_appears_is_report
 #[test]
 fn bad_targets_and_addresses_are_usage_errors_naming_the_flag() {
     for (args, says) in [
-        (
-            vec!["--target", "svc=cgroup:/sys/fs/cgroup/x"],
-            "not supported",
-        ),
+        (vec!["--target", "svc=port:80"], "unknown kind 'port'"),
         (vec!["--target", "nokind"], "--target"),
         (vec![], "--config"),
         (

@@ -34,6 +34,9 @@ pub const MAX_TARGETS: usize = 256;
 /// A target's name is at most this many bytes.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// How a failed read of a cgroup target is told (and known again, to be told once).
+const UNREADABLE: &str = "cannot read the cgroup: ";
+
 /// A `--name` target that is not found is looked for at most this often (a lookup scans all
 /// of /proc).
 pub const NAME_LOOKUP_EVERY: Duration = Duration::from_secs(1);
@@ -179,6 +182,10 @@ struct Follower {
     cg_window: WindowMax,
     /// A failed reset of the cgroup's peak, told once.
     cg_reset_told: bool,
+    /// The cgroup found was read at least once; one read before was lost since (so finding it
+    /// again is a restart, while a cgroup found but never readable is not).
+    cg_was_read: bool,
+    cg_lost_after_read: bool,
 }
 
 /// A cgroup found and read tick after tick.
@@ -212,7 +219,19 @@ impl Follower {
             cg_stats: None,
             cg_window: WindowMax::new(window),
             cg_reset_told: false,
+            cg_was_read: false,
+            cg_lost_after_read: false,
         }
+    }
+
+    fn cgroup_lost(&mut self, now: Instant) {
+        self.cg = None;
+        self.cg_stats = None;
+        self.next_lookup = now;
+        if self.cg_was_read {
+            self.cg_lost_after_read = true;
+        }
+        self.cg_was_read = false;
     }
 
     /// One tick of a `cgroup:` target: looks the cgroup up while it is not there (at most
@@ -230,9 +249,7 @@ impl Follower {
                         self.name,
                         w.reader.cgroup().dir.display()
                     ));
-                    self.cg = None;
-                    self.cg_stats = None;
-                    self.next_lookup = now;
+                    self.cgroup_lost(now);
                 }
             }
         }
@@ -246,15 +263,18 @@ impl Follower {
                         cg.dir.display(),
                         cg.version.name()
                     );
-                    if self.last_root.is_some() {
+                    if self.cg_lost_after_read {
                         self.restarts += 1;
+                        self.cg_lost_after_read = false;
                         notify(&format!("target {}: the cgroup is back: {what}", self.name));
-                    } else {
+                    } else if !self
+                        .told
+                        .as_deref()
+                        .is_some_and(|t| t.starts_with(UNREADABLE))
+                    {
+                        // (Found again after a failed read: said once, not every second.)
                         notify(&format!("target {}: watching the cgroup {what}", self.name));
                     }
-                    // Marks the target as found once (a later find is a restart).
-                    self.last_root = Some((0, 0));
-                    self.told = None;
                     self.cg = Some(CgroupWatch {
                         reader: CgroupReader::new(cg),
                         watch: None,
@@ -292,16 +312,20 @@ impl Follower {
                     }
                 }
                 self.cg_stats = Some(st);
+                self.cg_was_read = true;
+                self.told = None;
                 self.cg_window.push(now, peak);
             }
             Some(Err(e)) => {
-                notify(&format!(
-                    "target {}: cannot read the cgroup: {e}; looking for it again",
-                    self.name
-                ));
-                self.cg = None;
-                self.cg_stats = None;
-                self.next_lookup = now;
+                let msg = format!("{UNREADABLE}{e}");
+                if self.told.as_deref() != Some(msg.as_str()) {
+                    notify(&format!(
+                        "target {}: {msg}; looking for it again every second",
+                        self.name
+                    ));
+                    self.told = Some(msg);
+                }
+                self.cgroup_lost(now);
                 self.cg_window.expire(now);
             }
             None => self.cg_window.expire(now),
@@ -955,6 +979,34 @@ mod tests {
         let t = target(&shared.lock().unwrap(), "svc").clone();
         assert!(t.up);
         assert_eq!((t.restarts, t.cgroup.unwrap().current), (1, 10 * MIB));
+    }
+
+    #[test]
+    fn a_cgroup_found_but_unreadable_is_told_once_and_counts_no_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        fake_cgroup(&root, 100 * MIB, 100 * MIB, None, 0);
+        std::fs::remove_file(root.join("memory/svc/memory.stat")).unwrap();
+        let told = Arc::new(Mutex::new(Vec::<String>::new()));
+        let t2 = told.clone();
+        let mut s = Sampler::new(
+            cgroup_options(dir.path(), false),
+            Box::new(move |m| t2.lock().unwrap().push(m.to_string())),
+        );
+        let shared = s.shared();
+        for _ in 0..5 {
+            s.followers[0].next_lookup = Instant::now();
+            s.tick();
+        }
+        let t = target(&shared.lock().unwrap(), "svc").clone();
+        assert!(!t.up && t.restarts == 0);
+        let told = told.lock().unwrap().clone();
+        assert_eq!(told.len(), 2, "{told:?}");
+        assert!(told[0].contains("watching the cgroup"), "{told:?}");
+        assert!(
+            told[1].contains("cannot read the cgroup") && told[1].contains("memory.stat"),
+            "{told:?}"
+        );
     }
 
     #[test]
