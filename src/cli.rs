@@ -658,7 +658,8 @@ pub struct BenchArgs {
     after_help = "Example: memmon export --target cuzk=pidfile:/run/cuzk.pid \
 --target db=name:postgres --window 15s\n\
 Metrics: memmon_rss_bytes and its parts, memmon_window_peak_rss_bytes (the largest RSS over \
---window), memmon_target_up, memmon_restarts_total, memmon_missed_ticks_total; every series \
+--window), memmon_target_up, memmon_restarts_total, memmon_missed_ticks_total; for a cgroup:PATH target memmon_cgroup_bytes, its parts, \
+memmon_cgroup_limit_bytes and memmon_cgroup_window_peak_bytes; every series \
 labelled target=\"NAME\" (no PID: a restart keeps its series). README: Monitor a fleet."
 )]
 pub struct ExportArgs {
@@ -666,7 +667,7 @@ pub struct ExportArgs {
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     pub listen: String,
 
-    /// A target as NAME=pid:PID, NAME=pidfile:PATH or NAME=name:REGEX (repeat for more; followed across restarts)
+    /// A target as NAME=pid:PID, NAME=pidfile:PATH, NAME=name:REGEX or NAME=cgroup:PATH (a memory cgroup's directory or path; repeat for more; followed across restarts)
     #[arg(long = "target", value_name = "NAME=KIND:VALUE")]
     pub targets: Vec<String>,
 
@@ -689,7 +690,9 @@ pub struct ExportArgs {
 /proc/PID/clear_refs) after each sample, so the next sample's VmHWM is the exact peak since \
 this one and the window peak misses no spike. Off by default: other tools reading VmHWM of \
 these processes then see the peak since memmon's last sample, not since the process started. \
-Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak."
+Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak. \
+For a cgroup:PATH target the same holds of the cgroup's peak file (v1 memory.max_usage_in_bytes: \
+written 0; v2 memory.peak: reset for memmon's descriptor only, Linux 6.12 and later)."
     )]
     pub reset_peaks: bool,
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The directory under which a test may make a memory cgroup: v1's memory hierarchy, or a v2
 /// hierarchy with the memory controller. `None`, with a message, where the test cannot.
-fn memory_hierarchy() -> Option<PathBuf> {
+pub(crate) fn memory_hierarchy() -> Option<PathBuf> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: making a cgroup needs root");
@@ -29,10 +29,10 @@ fn memory_hierarchy() -> Option<PathBuf> {
 }
 
 /// A cgroup made by a test, removed (after its processes are gone) when dropped.
-struct TestCgroup(PathBuf);
+pub(crate) struct TestCgroup(pub(crate) PathBuf);
 
 impl TestCgroup {
-    fn new(base: &Path, tag: &str) -> TestCgroup {
+    pub(crate) fn new(base: &Path, tag: &str) -> TestCgroup {
         let d = base.join(format!("memmon-test-{tag}-{}", std::process::id()));
         std::fs::create_dir(&d).unwrap();
         TestCgroup(d)
@@ -121,7 +121,7 @@ fn without_its_own_cgroup_a_launched_tree_has_no_cgroup_peak() {
 
 /// Starts `memmon-test workload STEPS` inside the cgroup `dir` (it joins before exec, so every
 /// page it touches is charged there); returns the child.
-fn workload_in(dir: &Path, steps: &[&str]) -> std::process::Child {
+pub(crate) fn workload_in(dir: &Path, steps: &[&str]) -> std::process::Child {
     let procs = dir.join("cgroup.procs");
     let w = workload(steps);
     std::process::Command::new("sh")

@@ -5,6 +5,7 @@ use super::usage;
 use crate::cli::ExportArgs;
 use memmon::exit::{CodedError, ExitCode};
 use memmon::export::{self, server, ExportOptions, Sampler};
+use memmon::probe::cgroup::CgroupFs;
 use memmon::probe::ProcFs;
 use memmon::sampler::record::PssGuard;
 use std::net::{SocketAddr, TcpListener};
@@ -50,6 +51,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             force: args.pss_force,
         }),
         procfs: ProcFs::default(),
+        cgroupfs: CgroupFs::default(),
     };
     let quiet = args.quiet;
     if !quiet {
@@ -59,7 +61,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             memmon::units::fmt_interval(opts.interval),
             memmon::units::fmt_interval(opts.window),
             if opts.reset_peaks {
-                ", resetting VmHWM after each sample (--reset-peaks)"
+                ", resetting VmHWM (and cgroup peak files) after each sample (--reset-peaks)"
             } else {
                 ""
             }

@@ -11,7 +11,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default)]
 pub struct TargetSnapshot {
     pub name: String,
-    /// `pid`, `pidfile` or `name`.
+    /// `pid`, `pidfile`, `name` or `cgroup`.
     pub kind: &'static str,
     /// A process of the target is being watched.
     pub up: bool,
@@ -28,6 +28,11 @@ pub struct TargetSnapshot {
     pub window_peak: Option<u64>,
     pub restarts: u64,
     pub missed_ticks: u64,
+    /// A `cgroup:` target's last reading (while up).
+    pub cgroup: Option<crate::probe::cgroup::CgroupStats>,
+    /// A `cgroup:` target's largest usage over the window (kept while the cgroup is gone,
+    /// until it ages out).
+    pub cgroup_window_peak: Option<u64>,
 }
 
 /// Everything /metrics shows, taken under a short lock from the sampler.
@@ -60,8 +65,21 @@ pub struct Family {
     pub value: fn(&TargetSnapshot) -> Option<f64>,
 }
 
+/// A process tree's figure: only while up, never for a `cgroup:` target (which has no tree).
 fn up_only(t: &TargetSnapshot, v: u64) -> Option<f64> {
-    t.up.then_some(v as f64)
+    (t.up && t.kind != "cgroup").then_some(v as f64)
+}
+
+/// A cgroup's figure from its last reading (while up).
+fn cgroup_only(
+    t: &TargetSnapshot,
+    f: fn(&crate::probe::cgroup::CgroupStats) -> Option<u64>,
+) -> Option<f64> {
+    t.cgroup
+        .as_ref()
+        .filter(|_| t.up)
+        .and_then(f)
+        .map(|v| v as f64)
 }
 
 /// Every per-target metric.
@@ -70,7 +88,7 @@ pub const FAMILIES: &[Family] = &[
         name: "memmon_target_up",
         kind: Kind::Gauge,
         unit: None,
-        help: "1 when a process of the target is found and watched, 0 when none is (not started, exited, pidfile stale, name matching nothing or several unrelated processes).",
+        help: "1 when a process of the target is found and watched (for a cgroup target: the cgroup exists and is read), 0 when none is (not started, exited, pidfile stale, name matching nothing or several unrelated processes, no such cgroup).",
         value: |t| Some(if t.up { 1.0 } else { 0.0 }),
     },
     Family {
@@ -123,6 +141,55 @@ pub const FAMILIES: &[Family] = &[
         value: |t| t.up.then_some(t.pss).flatten().map(|v| v as f64),
     },
     Family {
+        name: "memmon_cgroup_bytes",
+        kind: Kind::Gauge,
+        unit: Some("bytes"),
+        help: "Memory charged to the target's cgroup at the last sample (memory.current, v1 memory.usage_in_bytes): every page counted once, whichever process maps it, page cache and kernel memory included.",
+        value: |t| cgroup_only(t, |c| Some(c.current)),
+    },
+    Family {
+        name: "memmon_cgroup_working_set_bytes",
+        kind: Kind::Gauge,
+        unit: Some("bytes"),
+        help: "Working set of the target's cgroup as Kubernetes computes it: memory.current minus inactive_file (page cache the kernel reclaims first); every page counted once, active page cache included.",
+        value: |t| cgroup_only(t, |c| Some(c.working_set())),
+    },
+    Family {
+        name: "memmon_cgroup_anon_bytes",
+        kind: Kind::Gauge,
+        unit: Some("bytes"),
+        help: "Anonymous part of the cgroup's memory (memory.stat anon, v1 total_rss: heap, stacks, private mappings), every page counted once.",
+        value: |t| cgroup_only(t, |c| Some(c.anon)),
+    },
+    Family {
+        name: "memmon_cgroup_file_bytes",
+        kind: Kind::Gauge,
+        unit: Some("bytes"),
+        help: "File part of the cgroup's memory (memory.stat file, v1 total_cache): page cache, mapped or not, and shmem/tmpfs, every page counted once.",
+        value: |t| cgroup_only(t, |c| Some(c.file)),
+    },
+    Family {
+        name: "memmon_cgroup_limit_bytes",
+        kind: Kind::Gauge,
+        unit: Some("bytes"),
+        help: "The cgroup's memory limit (memory.max, v1 memory.limit_in_bytes), against memmon_cgroup_bytes, which counts every page once, page cache included; absent when the cgroup has no limit.",
+        value: |t| cgroup_only(t, |c| c.limit),
+    },
+    Family {
+        name: "memmon_cgroup_window_peak_bytes",
+        kind: Kind::Gauge,
+        unit: Some("bytes"),
+        help: "Largest memory charged to the cgroup over the last memmon_window_seconds (every page counted once, page cache included), from samples of memory.current every memmon_sample_interval_seconds and raised to the cgroup's peak file (memory.peak, v1 memory.max_usage_in_bytes) where it rose or was reset (--reset-peaks) since the previous sample. The same for every scraper.",
+        value: |t| t.cgroup_window_peak.map(|v| v as f64),
+    },
+    Family {
+        name: "memmon_cgroup_oom_kills_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "Processes of the cgroup killed by the OOM killer since the cgroup was made (memory.events oom_kill, v1 memory.oom_control oom_kill); it starts again from 0 when the cgroup is made again.",
+        value: |t| cgroup_only(t, |c| Some(c.events.oom_kill)),
+    },
+    Family {
         name: "memmon_window_peak_rss_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
@@ -133,7 +200,7 @@ pub const FAMILIES: &[Family] = &[
         name: "memmon_restarts_total",
         kind: Kind::Counter,
         unit: None,
-        help: "Times a new process took over the target (pidfile rewritten, or a new match of the name) after the watched one exited.",
+        help: "Times a new process took over the target (pidfile rewritten, or a new match of the name) after the watched one exited; for a cgroup target, times the cgroup was found again after it was gone.",
         value: |t| Some(t.restarts as f64),
     },
     Family {
@@ -330,6 +397,20 @@ mod tests {
                     ..Default::default()
                 },
                 TargetSnapshot {
+                    name: "svc".into(),
+                    kind: "cgroup",
+                    up: true,
+                    cgroup: Some(crate::probe::cgroup::CgroupStats {
+                        current: 3 << 30,
+                        anon: 2 << 30,
+                        file: 1 << 30,
+                        limit: Some(4 << 30),
+                        ..Default::default()
+                    }),
+                    cgroup_window_peak: Some(5 << 30),
+                    ..Default::default()
+                },
+                TargetSnapshot {
                     name: "we\"ird\\na\nme".into(),
                     kind: "name",
                     up: false,
@@ -367,7 +448,7 @@ mod tests {
         assert!(text.contains("memmon_rss_bytes{target=\"cuzk\",kind=\"pidfile\"} 48318382080\n"));
         assert_eq!(text.matches("memmon_rss_bytes{").count(), 1, "{text}");
         // Its counters are still there.
-        assert_eq!(text.matches("memmon_restarts_total{").count(), 2);
+        assert_eq!(text.matches("memmon_restarts_total{").count(), 3);
         // PSS is off: no family at all.
         assert!(!text.contains("memmon_pss_bytes"));
         assert!(text.contains(

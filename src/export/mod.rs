@@ -4,11 +4,17 @@
 //! the snapshot in the Prometheus or OpenMetrics text format; `server.rs` is the small HTTP
 //! server. The sampler and the server share only a snapshot behind a short lock, so a slow or
 //! stuck scraper cannot delay a sample.
+//!
+//! A `cgroup:PATH` target is a memory cgroup, not a process tree: each tick reads its files
+//! (held open, as [`CgroupReader`] does) and keeps the largest usage over the window, made exact
+//! between samples by the cgroup's peak file (`memory.peak`, v1 `memory.max_usage_in_bytes`)
+//! where it rose or was reset (`--reset-peaks`).
 
 pub mod metrics;
 pub mod server;
 pub mod window;
 
+use crate::probe::cgroup::{CgroupError, CgroupFs, CgroupReader, CgroupVersion, PeakWatch};
 use crate::probe::{ProcFs, ProcHandle};
 use crate::sampler::record::PssGuard;
 use crate::sampler::target::{self, PidfileStamp, TargetSpec};
@@ -28,6 +34,9 @@ pub const MAX_TARGETS: usize = 256;
 /// A target's name is at most this many bytes.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// How a failed read of a cgroup target is told (and known again, to be told once).
+const UNREADABLE: &str = "cannot read the cgroup: ";
+
 /// A `--name` target that is not found is looked for at most this often (a lookup scans all
 /// of /proc).
 pub const NAME_LOOKUP_EVERY: Duration = Duration::from_secs(1);
@@ -39,7 +48,8 @@ pub struct ExportTarget {
     pub spec: TargetSpec,
 }
 
-/// Parses `NAME=pid:PID`, `NAME=pidfile:PATH` or `NAME=name:REGEX`.
+/// Parses `NAME=pid:PID`, `NAME=pidfile:PATH`, `NAME=name:REGEX` or `NAME=cgroup:PATH` (a
+/// cgroup's directory, or its path as /proc/PID/cgroup writes it).
 pub fn parse_target(text: &str) -> Result<ExportTarget, String> {
     let (name, what) = text.split_once('=').ok_or_else(|| {
         format!("'{text}': expected NAME=KIND:VALUE, e.g. cuzk=pidfile:/run/cuzk.pid")
@@ -55,7 +65,7 @@ pub fn parse_target(text: &str) -> Result<ExportTarget, String> {
         ));
     }
     let (kind, value) = what.split_once(':').ok_or_else(|| {
-        format!("'{text}': expected KIND:VALUE after '=' (pid:, pidfile:, name:)")
+        format!("'{text}': expected KIND:VALUE after '=' (pid:, pidfile:, name:, cgroup:)")
     })?;
     if value.is_empty() {
         return Err(format!("'{text}': {kind}: needs a value"));
@@ -72,14 +82,10 @@ pub fn parse_target(text: &str) -> Result<ExportTarget, String> {
         "name" => TargetSpec::Name(
             Regex::new(value).map_err(|e| format!("'{text}': not a valid regex: {e}"))?,
         ),
-        "cgroup" => {
-            return Err(format!(
-                "'{text}': cgroup targets are not supported by export yet (use pid:, pidfile: or name:)"
-            ))
-        }
+        "cgroup" => TargetSpec::Cgroup(value.to_string()),
         other => {
             return Err(format!(
-                "'{text}': unknown kind '{other}' (pid:, pidfile:, name:)"
+                "'{text}': unknown kind '{other}' (pid:, pidfile:, name:, cgroup:)"
             ))
         }
     };
@@ -141,6 +147,8 @@ pub struct ExportOptions {
     pub children: bool,
     pub pss: Option<PssGuard>,
     pub procfs: ProcFs,
+    /// Where `cgroup:` targets are looked up (/sys/fs/cgroup; a fake tree in tests).
+    pub cgroupfs: CgroupFs,
 }
 
 /// Something worth telling the user (a target found, exited, restarted, a read that failed).
@@ -168,6 +176,25 @@ struct Follower {
     hwm: HashMap<(i32, u64), (u64, bool)>,
     pss: Option<u64>,
     pss_next: Instant,
+    /// A `cgroup:` target: the cgroup being read, its last reading and its window of usage.
+    cg: Option<CgroupWatch>,
+    cg_stats: Option<crate::probe::cgroup::CgroupStats>,
+    cg_window: WindowMax,
+    /// A failed reset of the cgroup's peak, told once.
+    cg_reset_told: bool,
+    /// The cgroup found was read at least once; one read before was lost since (so finding it
+    /// again is a restart, while a cgroup found but never readable is not).
+    cg_was_read: bool,
+    cg_lost_after_read: bool,
+}
+
+/// A cgroup found and read tick after tick.
+struct CgroupWatch {
+    reader: CgroupReader,
+    /// v2 after a reset: the descriptor of `memory.peak` the reset holds for.
+    watch: Option<PeakWatch>,
+    /// The peak file at the last reading, and whether it was reset right after.
+    last_peak: Option<(u64, bool)>,
 }
 
 impl Follower {
@@ -188,6 +215,120 @@ impl Follower {
             hwm: HashMap::new(),
             pss: None,
             pss_next: now,
+            cg: None,
+            cg_stats: None,
+            cg_window: WindowMax::new(window),
+            cg_reset_told: false,
+            cg_was_read: false,
+            cg_lost_after_read: false,
+        }
+    }
+
+    fn cgroup_lost(&mut self, now: Instant) {
+        self.cg = None;
+        self.cg_stats = None;
+        self.next_lookup = now;
+        if self.cg_was_read {
+            self.cg_lost_after_read = true;
+        }
+        self.cg_was_read = false;
+    }
+
+    /// One tick of a `cgroup:` target: looks the cgroup up while it is not there (at most
+    /// every [`NAME_LOOKUP_EVERY`]), reads it, and feeds the window with its usage since the
+    /// previous tick.
+    fn tick_cgroup(&mut self, path: &str, opts: &ExportOptions, now: Instant, notify: &Notify) {
+        // Once a second, a cgroup being read is checked to be still there (held files of a
+        // removed cgroup fail on the kernel's file system, but need not elsewhere).
+        if now >= self.next_lookup {
+            if let Some(w) = &self.cg {
+                self.next_lookup = now + NAME_LOOKUP_EVERY;
+                if !w.reader.cgroup().dir.is_dir() {
+                    notify(&format!(
+                        "target {}: the cgroup {} is gone; looking for it again",
+                        self.name,
+                        w.reader.cgroup().dir.display()
+                    ));
+                    self.cgroup_lost(now);
+                }
+            }
+        }
+        if self.cg.is_none() && now >= self.next_lookup {
+            self.next_lookup = now + NAME_LOOKUP_EVERY;
+            match opts.cgroupfs.at(path) {
+                Ok(cg) => {
+                    let what = format!(
+                        "{} at {} ({})",
+                        cg.path,
+                        cg.dir.display(),
+                        cg.version.name()
+                    );
+                    if self.cg_lost_after_read {
+                        self.restarts += 1;
+                        self.cg_lost_after_read = false;
+                        notify(&format!("target {}: the cgroup is back: {what}", self.name));
+                    } else if !self
+                        .told
+                        .as_deref()
+                        .is_some_and(|t| t.starts_with(UNREADABLE))
+                    {
+                        // (Found again after a failed read: said once, not every second.)
+                        notify(&format!("target {}: watching the cgroup {what}", self.name));
+                    }
+                    self.cg = Some(CgroupWatch {
+                        reader: CgroupReader::new(cg),
+                        watch: None,
+                        last_peak: None,
+                    });
+                }
+                Err(e) => {
+                    // The reader's own message names record's --cgroup: this is a --target.
+                    let msg = match e {
+                        CgroupError::NotFound(given, tried) => format!(
+                            "no memory cgroup '{given}' (looked for its memory files in {tried})"
+                        ),
+                        e => e.to_string(),
+                    };
+                    if self.told.as_deref() != Some(msg.as_str()) {
+                        notify(&format!(
+                            "target {}: not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears",
+                            self.name
+                        ));
+                        self.told = Some(msg);
+                    }
+                }
+            }
+        }
+        let peak = self.cg.as_mut().map(|w| w.tick(opts.reset_peaks));
+        match peak {
+            Some(Ok((st, peak, reset_err))) => {
+                if let Some(e) = reset_err {
+                    if !self.cg_reset_told {
+                        notify(&format!(
+                            "target {}: cannot reset the cgroup's peak ({e}); the window peak is the sampled usage, exact only where the peak rises above every earlier one",
+                            self.name
+                        ));
+                        self.cg_reset_told = true;
+                    }
+                }
+                self.cg_stats = Some(st);
+                self.cg_was_read = true;
+                self.told = None;
+                self.cg_window.push(now, peak);
+            }
+            Some(Err(e)) => {
+                let msg = format!("{UNREADABLE}{e}");
+                if self.told.as_deref() != Some(msg.as_str()) {
+                    notify(&format!(
+                        "target {}: {msg}; looking for it again every second",
+                        self.name
+                    ));
+                    self.told = Some(msg);
+                }
+                self.cgroup_lost(now);
+                self.cg_window.expire(now);
+            }
+            None => self.cg_window.expire(now),
         }
     }
 
@@ -203,7 +344,7 @@ impl Follower {
         let procfs = &opts.procfs;
         let found: Option<(ProcHandle, Option<PidfileStamp>)> = match (&self.spec, self.last_root) {
             // A PID once gone is gone; a command is never an export target (parse_target).
-            // A cgroup alone is not an export target kind (parse_target refuses it).
+            // A cgroup target is read by tick_cgroup, never through a process.
             (TargetSpec::Pid(_), Some(_))
             | (TargetSpec::Command(_), _)
             | (TargetSpec::Cgroup(_), Some(_)) => None,
@@ -260,6 +401,10 @@ impl Follower {
 
     /// One tick: samples the tree (finding it first if needed) and feeds the window.
     fn tick(&mut self, opts: &ExportOptions, now: Instant, notify: &Notify) {
+        if let TargetSpec::Cgroup(path) = &self.spec {
+            let path = path.clone();
+            return self.tick_cgroup(&path, opts, now, notify);
+        }
         if self.tree.is_none() {
             self.find(opts, now, notify);
         }
@@ -362,7 +507,8 @@ impl Follower {
         TargetSnapshot {
             name: self.name.clone(),
             kind: self.spec.mode(),
-            up: self.tree.is_some() && self.current.is_some(),
+            up: (self.tree.is_some() && self.current.is_some())
+                || (self.cg.is_some() && self.cg_stats.is_some()),
             rss: c.rss,
             anon: c.anon,
             file: c.file,
@@ -373,7 +519,53 @@ impl Follower {
             window_peak: self.window.max(),
             restarts: self.restarts,
             missed_ticks: self.missed_ticks,
+            cgroup: self.cg.as_ref().and(self.cg_stats),
+            cgroup_window_peak: self.cg_window.max(),
         }
+    }
+}
+
+impl CgroupWatch {
+    /// Reads the cgroup; returns the reading, the largest usage since the previous reading as
+    /// far as it is known, and why the peak could not be reset (with `reset`). The usage now,
+    /// raised to the peak file where that file was reset after the previous reading or rose
+    /// since (then its value was reached since the previous reading).
+    fn tick(
+        &mut self,
+        reset: bool,
+    ) -> Result<
+        (
+            crate::probe::cgroup::CgroupStats,
+            u64,
+            Option<crate::probe::cgroup::CgroupError>,
+        ),
+        crate::probe::cgroup::CgroupError,
+    > {
+        let mut st = self.reader.read()?;
+        if let Some(w) = &mut self.watch {
+            st.peak = w.read().ok();
+        }
+        let mut peak = st.current;
+        if let (Some(p), Some((prev, was_reset))) = (st.peak, self.last_peak) {
+            if was_reset || p > prev {
+                peak = peak.max(p);
+            }
+        }
+        let mut reset_err = None;
+        let mut reset_ok = false;
+        if reset {
+            match self.reader.cgroup().reset_peak() {
+                Ok(w) => {
+                    reset_ok = true;
+                    if self.reader.cgroup().version == CgroupVersion::V2 {
+                        self.watch = Some(w);
+                    }
+                }
+                Err(e) => reset_err = Some(e),
+            }
+        }
+        self.last_peak = st.peak.map(|p| (if reset_ok { 0 } else { p }, reset_ok));
+        Ok((st, peak, reset_err))
     }
 }
 
@@ -518,7 +710,6 @@ mod tests {
             ("a=pid:-3", "not a PID"),
             ("a=name:(", "not a valid regex"),
             ("a=port:80", "unknown kind 'port'"),
-            ("a=cgroup:/sys/fs/cgroup/x", "not supported"),
             ("a\u{7}b=pid:1", "control characters"),
         ] {
             let e = parse_target(bad).unwrap_err();
@@ -581,6 +772,7 @@ mod tests {
             children: false,
             pss: None,
             procfs: ProcFs::new(root),
+            cgroupfs: CgroupFs::new(root.join("no-cgroup-here")),
         }
     }
 
@@ -656,5 +848,213 @@ mod tests {
         let d = target(&snap, "d");
         assert!(d.up);
         assert_eq!((d.restarts, d.rss), (1, 5_000 << 10));
+    }
+
+    /// A fake v1 memory cgroup at ROOT/memory/svc with these readings, in bytes.
+    fn fake_cgroup(root: &Path, usage: u64, max_usage: u64, limit: Option<u64>, oom_kills: u64) {
+        let base = root.join("memory");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("memory.usage_in_bytes"), "1\n").unwrap();
+        let d = base.join("svc");
+        std::fs::create_dir_all(&d).unwrap();
+        for (n, v) in [
+            ("memory.usage_in_bytes", format!("{usage}\n")),
+            (
+                "memory.stat",
+                format!(
+                    "total_rss {}\ntotal_cache {}\ntotal_shmem 0\ntotal_inactive_file {}\n",
+                    usage / 4 * 3,
+                    usage / 4,
+                    usage / 8
+                ),
+            ),
+            ("memory.max_usage_in_bytes", format!("{max_usage}\n")),
+            (
+                "memory.limit_in_bytes",
+                format!("{}\n", limit.unwrap_or(9223372036854771712)),
+            ),
+            (
+                "memory.oom_control",
+                format!("oom_kill_disable 0\nunder_oom 0\noom_kill {oom_kills}\n"),
+            ),
+        ] {
+            std::fs::write(d.join(n), v).unwrap();
+        }
+    }
+
+    fn cgroup_options(dir: &Path, reset: bool) -> ExportOptions {
+        let mut o = options(&dir.join("proc"), &[]);
+        o.targets = vec![parse_target(&format!(
+            "svc=cgroup:{}",
+            dir.join("cg/memory/svc").display()
+        ))
+        .unwrap()];
+        o.cgroupfs = CgroupFs::new(dir.join("cg"));
+        o.reset_peaks = reset;
+        o
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_cgroup_target_is_down_until_made_then_exports_usage_parts_limit_and_a_risen_peak() {
+        let dir = tempfile::tempdir().unwrap();
+        let told = Arc::new(Mutex::new(Vec::<String>::new()));
+        let t2 = told.clone();
+        let mut s = Sampler::new(
+            cgroup_options(dir.path(), false),
+            Box::new(move |m| t2.lock().unwrap().push(m.to_string())),
+        );
+        let shared = s.shared();
+        s.tick();
+        let snap = shared.lock().unwrap().clone();
+        let t = target(&snap, "svc");
+        assert!(!t.up && t.cgroup.is_none() && t.cgroup_window_peak.is_none());
+        let text = metrics::render(&snap, metrics::TextFormat::Prometheus004);
+        assert!(
+            text.contains("memmon_target_up{target=\"svc\",kind=\"cgroup\"} 0"),
+            "{text}"
+        );
+        let first = told.lock().unwrap()[0].clone();
+        assert!(
+            first.contains("not found yet")
+                && first.contains("memory/svc")
+                && !first.contains("--cgroup"),
+            "{first}"
+        );
+
+        // The cgroup appears (looked for again at most once a second: the next lookup is let
+        // through by hand). Its lifetime peak (500 MiB) predates the first reading: not this
+        // window's.
+        let root = dir.path().join("cg");
+        fake_cgroup(&root, 100 * MIB, 500 * MIB, Some(1 << 30), 2);
+        s.followers[0].next_lookup = Instant::now();
+        s.tick();
+        let t = target(&shared.lock().unwrap(), "svc").clone();
+        assert!(t.up);
+        let c = t.cgroup.unwrap();
+        assert_eq!((c.current, c.anon, c.file), (100 * MIB, 75 * MIB, 25 * MIB));
+        assert_eq!(t.cgroup_window_peak, Some(100 * MIB));
+        // Between two ticks usage rose to 700 MiB and fell back: the peak file rose.
+        fake_cgroup(&root, 120 * MIB, 700 * MIB, Some(1 << 30), 3);
+        s.tick();
+        let snap = shared.lock().unwrap().clone();
+        assert_eq!(target(&snap, "svc").cgroup_window_peak, Some(700 * MIB));
+        let text = metrics::render(&snap, metrics::TextFormat::Prometheus004);
+        for (name, v) in [
+            ("memmon_target_up", 1),
+            ("memmon_cgroup_bytes", 120 * MIB),
+            ("memmon_cgroup_working_set_bytes", 105 * MIB),
+            ("memmon_cgroup_anon_bytes", 90 * MIB),
+            ("memmon_cgroup_file_bytes", 30 * MIB),
+            ("memmon_cgroup_limit_bytes", 1 << 30),
+            ("memmon_cgroup_window_peak_bytes", 700 * MIB),
+            ("memmon_cgroup_oom_kills_total", 3),
+        ] {
+            let line = format!("{name}{{target=\"svc\",kind=\"cgroup\"}} {v}\n");
+            assert!(text.contains(&line), "no {line:?} in\n{text}");
+        }
+        // A cgroup has no process tree: no RSS figures.
+        assert!(!text.contains("memmon_rss_bytes{"), "{text}");
+        assert!(!text.contains("memmon_processes{"), "{text}");
+        assert!(!text.contains("memmon_window_peak_rss_bytes{"), "{text}");
+
+        // The limit lifted: its series goes.
+        fake_cgroup(&root, 120 * MIB, 700 * MIB, None, 3);
+        s.tick();
+        let snap = shared.lock().unwrap().clone();
+        let text = metrics::render(&snap, metrics::TextFormat::Prometheus004);
+        assert!(!text.contains("memmon_cgroup_limit_bytes{"), "{text}");
+
+        // The cgroup removed: down, the window keeps its peak; made again: one restart.
+        std::fs::remove_dir_all(root.join("memory/svc")).unwrap();
+        s.followers[0].next_lookup = Instant::now();
+        s.tick();
+        let t = target(&shared.lock().unwrap(), "svc").clone();
+        assert!(!t.up && t.cgroup.is_none());
+        assert_eq!(t.cgroup_window_peak, Some(700 * MIB));
+        fake_cgroup(&root, 10 * MIB, 10 * MIB, None, 0);
+        s.followers[0].next_lookup = Instant::now();
+        s.tick();
+        let t = target(&shared.lock().unwrap(), "svc").clone();
+        assert!(t.up);
+        assert_eq!((t.restarts, t.cgroup.unwrap().current), (1, 10 * MIB));
+    }
+
+    #[test]
+    fn a_cgroup_found_but_unreadable_is_told_once_and_counts_no_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        fake_cgroup(&root, 100 * MIB, 100 * MIB, None, 0);
+        std::fs::remove_file(root.join("memory/svc/memory.stat")).unwrap();
+        let told = Arc::new(Mutex::new(Vec::<String>::new()));
+        let t2 = told.clone();
+        let mut s = Sampler::new(
+            cgroup_options(dir.path(), false),
+            Box::new(move |m| t2.lock().unwrap().push(m.to_string())),
+        );
+        let shared = s.shared();
+        for _ in 0..5 {
+            s.followers[0].next_lookup = Instant::now();
+            s.tick();
+        }
+        let t = target(&shared.lock().unwrap(), "svc").clone();
+        assert!(!t.up && t.restarts == 0);
+        let told = told.lock().unwrap().clone();
+        assert_eq!(told.len(), 2, "{told:?}");
+        assert!(told[0].contains("watching the cgroup"), "{told:?}");
+        assert!(
+            told[1].contains("cannot read the cgroup") && told[1].contains("memory.stat"),
+            "{told:?}"
+        );
+    }
+
+    #[test]
+    fn with_reset_peaks_a_cgroup_s_peak_file_is_reset_each_tick_and_its_next_value_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        fake_cgroup(&root, 100 * MIB, 500 * MIB, None, 0);
+        let mut s = Sampler::new(cgroup_options(dir.path(), true), Box::new(|_| {}));
+        let shared = s.shared();
+        s.tick();
+        let peak_file = root.join("memory/svc/memory.max_usage_in_bytes");
+        // A regular file stands in for the kernel's: the reset's write replaced its first bytes.
+        let reset = |f: &Path| std::fs::read_to_string(f).unwrap().starts_with("0\n");
+        assert!(reset(&peak_file));
+        assert_eq!(
+            target(&shared.lock().unwrap(), "svc").cgroup_window_peak,
+            Some(100 * MIB)
+        );
+        // Since the reset usage went to 300 MiB and back: below the old lifetime peak (500
+        // MiB), so only the reset makes it seen.
+        std::fs::write(&peak_file, format!("{}\n", 300 * MIB)).unwrap();
+        s.tick();
+        assert_eq!(
+            target(&shared.lock().unwrap(), "svc").cgroup_window_peak,
+            Some(300 * MIB)
+        );
+        assert!(reset(&peak_file));
+    }
+
+    #[test]
+    fn without_reset_peaks_a_peak_below_the_lifetime_one_is_not_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cg");
+        fake_cgroup(&root, 100 * MIB, 500 * MIB, None, 0);
+        let mut s = Sampler::new(cgroup_options(dir.path(), false), Box::new(|_| {}));
+        let shared = s.shared();
+        s.tick();
+        fake_cgroup(&root, 110 * MIB, 500 * MIB, None, 0);
+        s.tick();
+        let peak_file = root.join("memory/svc/memory.max_usage_in_bytes");
+        assert_eq!(
+            std::fs::read_to_string(&peak_file).unwrap(),
+            format!("{}\n", 500 * MIB),
+            "no reset without --reset-peaks"
+        );
+        assert_eq!(
+            target(&shared.lock().unwrap(), "svc").cgroup_window_peak,
+            Some(110 * MIB)
+        );
     }
 }
