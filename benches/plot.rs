@@ -3,8 +3,8 @@
 //! Run: `cargo bench --bench plot` (add `-- 1000000` for one size). Results go in BENCHMARKS.md.
 
 use memmon::format::{Format, Output};
-use memmon::render::plot::{self, ImageFormat, PlotOptions};
 use memmon::model::sample::{Event, Sample};
+use memmon::render::plot::{self, ImageFormat, PlotOptions};
 use memmon::units::fmt_bytes;
 use std::path::Path;
 use std::time::Instant;

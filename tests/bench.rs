@@ -3,8 +3,8 @@
 
 use crate::util::*;
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 /// A running test daemon, killed when dropped.

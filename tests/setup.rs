@@ -11,11 +11,26 @@ fn read(name: &str) -> String {
 #[test]
 fn ci_runs_the_test_command_that_readme_gives_first() {
     let readme = read("README.md");
-    let quick: Vec<&str> = readme.lines().skip_while(|l| !l.starts_with("```")).take(4).collect();
-    assert!(quick.iter().any(|l| l.starts_with("cargo run --release -- demo")), "{quick:?}");
-    assert!(quick.iter().any(|l| l.starts_with("./scripts/test")), "{quick:?}");
+    let quick: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("```"))
+        .take(4)
+        .collect();
+    assert!(
+        quick
+            .iter()
+            .any(|l| l.starts_with("cargo run --release -- demo")),
+        "{quick:?}"
+    );
+    assert!(
+        quick.iter().any(|l| l.starts_with("./scripts/test")),
+        "{quick:?}"
+    );
     let ci = read(".ci/run");
-    assert!(ci.lines().any(|l| l.trim() == "exec ./scripts/test"), "{ci}");
+    assert!(
+        ci.lines().any(|l| l.trim() == "exec ./scripts/test"),
+        "{ci}"
+    );
 }
 
 #[test]
@@ -30,7 +45,11 @@ fn every_outside_program_has_a_package_and_is_named_in_the_readme() {
     assert!(rows.len() >= 3);
     for f in &rows {
         assert!(f.len() >= 4, "program, how found, package, used by: {f:?}");
-        assert!(readme.contains(&format!("`{}`", f[2])), "README does not name the package {}", f[2]);
+        assert!(
+            readme.contains(&format!("`{}`", f[2])),
+            "README does not name the package {}",
+            f[2]
+        );
     }
     assert!(readme.contains("tests/outside-programs.txt"));
 }

@@ -24,7 +24,10 @@ pub fn memmon_test_path() -> PathBuf {
 
 /// The arguments that run a workload of known memory (see src/workload.rs).
 pub fn workload(steps: &[&str]) -> Vec<String> {
-    let mut v = vec![memmon_test_path().display().to_string(), "workload".to_string()];
+    let mut v = vec![
+        memmon_test_path().display().to_string(),
+        "workload".to_string(),
+    ];
     v.extend(steps.iter().map(|s| s.to_string()));
     v
 }

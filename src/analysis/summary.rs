@@ -423,7 +423,10 @@ impl SummaryBuilder {
     fn exact_until(&self, meta: Option<&Meta>, end: Option<&EndInfo>) -> Option<f64> {
         let (meta, end) = (meta?, end?);
         let attached = meta.target.mode != "command" && end.rusage_maxrss_bytes.is_none();
-        (attached && end.reason == crate::format::meta::EndReason::TargetExited && !end.target_exit_read && self.samples > 0)
+        (attached
+            && end.reason == crate::format::meta::EndReason::TargetExited
+            && !end.target_exit_read
+            && self.samples > 0)
             .then(|| end.ended_unix_ms.saturating_sub(self.last_unix_ms) as f64 / 1000.0)
     }
 

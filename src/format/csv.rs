@@ -983,7 +983,10 @@ mod tests {
         let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
         let mut f = vec![];
         let err = layout
-            .parse(b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,", &mut f)
+            .parse(
+                b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,",
+                &mut f,
+            )
             .unwrap_err();
         assert!(
             err.0.contains("processes") && err.0.contains("out of range"),
@@ -991,7 +994,10 @@ mod tests {
             err.0
         );
         let err = layout
-            .parse(b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,", &mut f)
+            .parse(
+                b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,",
+                &mut f,
+            )
             .unwrap_err();
         assert!(err.0.contains("top_pid"), "{}", err.0);
         let err = layout
@@ -1051,7 +1057,10 @@ mod tests {
         let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
         let mut f = vec![];
         let err = layout
-            .parse(b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,", &mut f)
+            .parse(
+                b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,",
+                &mut f,
+            )
             .unwrap_err();
         assert!(err.0.contains("rss_bytes"), "{}", err.0);
     }

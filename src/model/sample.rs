@@ -282,7 +282,10 @@ mod tests {
         assert_eq!(s.gpu.device_total_bytes, Some(1018));
         assert_eq!(s.vm_size_bytes, 1019);
         assert_eq!(s.threads, 1020);
-        assert_eq!(s.event, Some(Event::RunEnd(1000 + COLUMNS.len() as u32 - 1)));
+        assert_eq!(
+            s.event,
+            Some(Event::RunEnd(1000 + COLUMNS.len() as u32 - 1))
+        );
         for (i, c) in COLUMNS.iter().enumerate() {
             let v = 1000 + i as u64;
             let got = match c.field {

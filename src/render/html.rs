@@ -103,7 +103,10 @@ impl Collector {
     }
 
     fn finish(self, name: String, file: String, role: Option<Role>, summary: &Summary) -> Series {
-        let (x0, x1) = (self.t.first().copied().unwrap_or(0.0), self.timeline.last_x());
+        let (x0, x1) = (
+            self.t.first().copied().unwrap_or(0.0),
+            self.timeline.last_x(),
+        );
         let keep = keep_indices(&self.t, &self.v, x0, x1, BUCKETS);
         let gpu_keep = if self.gpu_t.is_empty() {
             Vec::new()
@@ -311,7 +314,9 @@ impl Report {
                     (Some(k), Some(source)) => format!(
                         "{} {} ({source} {})",
                         b(k),
-                        esc(&crate::model::peak::exact_within(s.kernel_peak_exact_within_bytes)),
+                        esc(&crate::model::peak::exact_within(
+                            s.kernel_peak_exact_within_bytes
+                        )),
                         s.kernel_peak_scope
                     ),
                     _ => match s.lifetime_peak_rss_bytes {

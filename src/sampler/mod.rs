@@ -4,8 +4,8 @@
 //! recorder prints nothing itself); `signals.rs` turns SIGINT/SIGTERM/SIGHUP into a clean end,
 //! `cgroup.rs` reads a memory cgroup per tick.
 
-pub mod gpu;
 pub mod cgroup;
+pub mod gpu;
 pub mod record;
 pub mod signals;
 pub mod target;

@@ -5,9 +5,9 @@
 //! Protocol: one line per connection, `SIZE_BYTES HOLD_US\n`; the reply is `ok\n` once the
 //! memory is freed again. With `--leak SIZE` the daemon keeps that much more after each request.
 
+use clap::Args;
 use memmon::units::{parse_duration, parse_size};
 use memmon::workload::Block;
-use clap::Args;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
