@@ -867,17 +867,7 @@ impl Recorder {
                 self.note(format!("warning: cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact"));
             }
         }
-        // A process that left in the meantime needs no reset.
-        let failed: Vec<String> = self
-            .tree
-            .each_member()
-            .filter_map(|(h, _)| match h.reset_hwm() {
-                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
-                Err(e) => Some(format!("PID {}: {e}", h.pid)),
-            })
-            .collect();
-        // Every status read before the reset holds the old marks: read them all again.
-        self.tree.invalidate_after_reset();
+        let failed = self.reset_peaks();
         if failed.is_empty() {
             return;
         }
@@ -901,14 +891,7 @@ impl Recorder {
                 self.note(format!("warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording"));
             }
         }
-        let failed: Vec<String> = self
-            .tree
-            .each_member()
-            .filter_map(|(h, _)| match h.reset_hwm() {
-                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
-                Err(e) => Some(format!("PID {}: {e}", h.pid)),
-            })
-            .collect();
+        let failed = self.reset_peaks();
         if failed.is_empty() {
             return;
         }
@@ -921,12 +904,16 @@ impl Recorder {
         }
     }
 
-    /// Resets VmHWM of every process in the tree; returns a message per failure.
+    /// Resets VmHWM of every process in the tree (at a marker, at the start, at a bench run);
+    /// returns a message per failure. A process that left in the meantime needs no reset.
     fn reset_peaks(&mut self) -> Vec<String> {
         let failed = self
             .tree
             .each_member()
-            .filter_map(|(h, _)| h.reset_hwm().err().map(|e| format!("PID {}: {e}", h.pid)))
+            .filter_map(|(h, _)| match h.reset_hwm() {
+                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
+                Err(e) => Some(format!("PID {}: {e}", h.pid)),
+            })
             .collect();
         // Every status read before the reset holds the old marks: read them all again.
         self.tree.invalidate_after_reset();
