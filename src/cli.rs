@@ -497,6 +497,33 @@ pub struct MarkCommandArgs {
     pub socket: Option<PathBuf>,
 }
 
+/// PSS flags, shared by record, bench and export.
+#[derive(Args, Debug, Clone)]
+pub struct PssArgs {
+    /// Also record (or export) PSS (proportional set size) from /proc/PID/smaps_rollup
+    #[arg(
+        long,
+        long_help = "Also read PSS (proportional set size, shared pages divided among their \
+users) from /proc/PID/smaps_rollup. Reading smaps_rollup walks the target's page tables under \
+its memory-map lock: on a 210 GB process one read took 4.5 s of system time and stalled the \
+target. So PSS is read at most every --pss-every (default 10s) and skipped for any process \
+whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
+    )]
+    pub pss: bool,
+
+    /// With --pss: read PSS at most this often
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    pub pss_every: Duration,
+
+    /// With --pss: skip processes whose RSS is above this (reading them stalls them)
+    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE")]
+    pub pss_max_rss: u64,
+
+    /// With --pss: read PSS even of processes above --pss-max-rss
+    #[arg(long)]
+    pub pss_force: bool,
+}
+
 /// The recorder's sampling and output flags, as `record` has them (for `bench`).
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
@@ -524,28 +551,8 @@ pub struct SamplingArgs {
     #[arg(long)]
     pub append: bool,
 
-    /// Also record PSS (proportional set size) from /proc/PID/smaps_rollup
-    #[arg(
-        long,
-        long_help = "Also record PSS (proportional set size, shared pages divided among their \
-users) from /proc/PID/smaps_rollup. Reading smaps_rollup walks the target's page tables under \
-its memory-map lock: on a 210 GB process one read took 4.5 s of system time and stalled the \
-target. So PSS is read at most every --pss-every (default 10s) and skipped for any process \
-whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
-    )]
-    pub pss: bool,
-
-    /// With --pss: read PSS at most this often
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
-    pub pss_every: Duration,
-
-    /// With --pss: skip processes whose RSS is above this (reading them stalls them)
-    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE")]
-    pub pss_max_rss: u64,
-
-    /// With --pss: read PSS even of processes above --pss-max-rss
-    #[arg(long)]
-    pub pss_force: bool,
+    #[command(flatten)]
+    pub pss_args: PssArgs,
 
     /// Also record GPU memory through NVML (libnvidia-ml.so.1); fail if it cannot be read
     #[arg(
@@ -700,21 +707,8 @@ written 0; v2 memory.peak: reset for memmon's descriptor only, Linux 6.12 and la
     #[arg(long)]
     pub no_children: bool,
 
-    /// Also export PSS (proportional set size) from /proc/PID/smaps_rollup, read at most every --pss-every
-    #[arg(long)]
-    pub pss: bool,
-
-    /// With --pss: read PSS at most this often
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
-    pub pss_every: Duration,
-
-    /// With --pss: skip processes whose RSS is above this (reading them stalls them)
-    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE")]
-    pub pss_max_rss: u64,
-
-    /// With --pss: read PSS even of processes above --pss-max-rss
-    #[arg(long)]
-    pub pss_force: bool,
+    #[command(flatten)]
+    pub pss_args: PssArgs,
 
     /// Print no messages about targets found, exited or restarted
     #[arg(short, long)]

@@ -66,7 +66,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         format: s.format.map(Into::into),
         force: s.force,
         append: s.append,
-        pss: pss_guard(s),
+        pss: pss_guard(&s.pss_args),
         gpu: gpu_options(s)?,
         quiet: args.quiet,
         stdout_is_data,

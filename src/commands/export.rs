@@ -7,7 +7,6 @@ use memmon::exit::{CodedError, ExitCode};
 use memmon::export::{self, server, ExportOptions, Sampler};
 use memmon::probe::cgroup::CgroupFs;
 use memmon::probe::ProcFs;
-use memmon::sampler::record::PssGuard;
 use std::net::{SocketAddr, TcpListener};
 
 pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -45,11 +44,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         window: args.window,
         reset_peaks: args.reset_peaks,
         children: !args.no_children,
-        pss: args.pss.then_some(PssGuard {
-            every: args.pss_every,
-            max_rss: args.pss_max_rss,
-            force: args.pss_force,
-        }),
+        pss: super::pss_guard(&args.pss_args),
         procfs: ProcFs::default(),
         cgroupfs: CgroupFs::default(),
     };

@@ -13,7 +13,7 @@ mod record;
 mod report;
 mod summary;
 
-use crate::cli::{Cli, Command, MarkArgs, SamplingArgs};
+use crate::cli::{Cli, Command, MarkArgs, PssArgs, SamplingArgs};
 use memmon::exit::{CodedError, ExitCode};
 
 /// Runs the subcommand.
@@ -102,7 +102,7 @@ fn gpu_options(s: &SamplingArgs) -> anyhow::Result<memmon::sampler::gpu::GpuOpti
     })
 }
 
-fn pss_guard(s: &SamplingArgs) -> Option<memmon::sampler::record::PssGuard> {
+fn pss_guard(s: &PssArgs) -> Option<memmon::sampler::record::PssGuard> {
     s.pss.then_some(memmon::sampler::record::PssGuard {
         every: s.pss_every,
         max_rss: s.pss_max_rss,

@@ -71,7 +71,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         format: sampling.format.map(Into::into),
         force: sampling.force,
         append: sampling.append,
-        pss: pss_guard(sampling),
+        pss: pss_guard(&sampling.pss_args),
         gpu: gpu_options(sampling)?,
         wait: args.wait,
         exit_with_target: args.exit_with_target,
