@@ -535,6 +535,29 @@ fn place_labels<DB: DrawingBackend>(
 }
 
 /// An axis tick without trailing zeros: `0`, `2.5`, `1000`.
+/// The grid, tick labels and axis names of a panel: time since start across, `y_desc` up.
+fn draw_axes<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    t_name: &str,
+    y_desc: &str,
+) -> DrawResult<DB> {
+    chart
+        .configure_mesh()
+        .x_desc(format!("Time since start ({t_name})"))
+        .y_desc(y_desc)
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(246, 246, 246))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .draw()
+}
+
 fn tick(v: f64) -> String {
     let text = format!("{v:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -595,17 +618,7 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..x_max, 0f64..y_top)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("Time since start ({t_name})"))
-        .y_desc(format!("GPU memory ({})", unit.label))
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 15))
-        .light_line_style(RGBColor(246, 246, 246))
-        .bold_line_style(RGBColor(220, 220, 220))
-        .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
-        .draw()?;
+    draw_axes(&mut chart, t_name, &format!("GPU memory ({})", unit.label))?;
     for (ti, t) in traces.iter().enumerate() {
         if t.gpu.1.is_empty() {
             continue;
@@ -695,17 +708,7 @@ fn draw_host<DB: DrawingBackend>(
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..x_max, 0f64..y_top)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("Time since start ({t_name})"))
-        .y_desc(format!("{what} ({})", unit.label))
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 15))
-        .light_line_style(RGBColor(246, 246, 246))
-        .bold_line_style(RGBColor(220, 220, 220))
-        .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
-        .draw()?;
+    draw_axes(&mut chart, t_name, &format!("{what} ({})", unit.label))?;
     let (px_range, _) = chart.plotting_area().get_pixel_range();
     let width_px = (px_range.end - px_range.start).max(1) as usize;
     let points = |xs: &[f64], ys: &[u64]| -> Vec<(f64, f64)> {
