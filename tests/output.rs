@@ -9,11 +9,6 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as StdCommand, Stdio};
 
-fn spawn_workload(steps: &[&str]) -> Child {
-    let argv = workload(steps);
-    StdCommand::new(&argv[0]).args(&argv[1..]).spawn().unwrap()
-}
-
 fn side(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".meta.json");

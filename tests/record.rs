@@ -2,24 +2,8 @@
 
 use crate::util::*;
 use predicates::prelude::*;
-use std::process::{Child, Command as StdCommand, Stdio};
+use std::process::{Child, Command as StdCommand};
 use std::time::Duration;
-
-/// Starts a workload that memmon did not launch (to attach to by PID or name).
-fn spawn_workload(steps: &[&str]) -> Child {
-    let argv = workload(steps);
-    StdCommand::new(&argv[0]).args(&argv[1..]).spawn().unwrap()
-}
-
-/// Starts memmon in the background with its stderr captured.
-fn spawn_memmon(args: &[&str]) -> Child {
-    StdCommand::new(memmon_path())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 fn signal(child: &Child, sig: i32) {
     unsafe { libc::kill(child.id() as i32, sig) };

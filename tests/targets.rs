@@ -5,22 +5,8 @@
 use crate::util::*;
 use predicates::prelude::*;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
-
-fn spawn_workload(steps: &[&str]) -> Child {
-    let argv = workload(steps);
-    Command::new(&argv[0]).args(&argv[1..]).spawn().unwrap()
-}
-
-fn spawn_memmon(args: &[&str]) -> Child {
-    Command::new(memmon_path())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 /// Waits up to `secs` for `child` to exit; its status, or `None` if it is still running.
 fn exited_within(child: &mut Child, secs: f64) -> Option<std::process::ExitStatus> {

@@ -235,3 +235,22 @@ impl Drop for SpikedDaemon {
         let _ = self.child.wait();
     }
 }
+
+/// Starts a workload that memmon did not launch (to attach to by PID or name).
+pub fn spawn_workload(steps: &[&str]) -> std::process::Child {
+    let argv = workload(steps);
+    std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .spawn()
+        .unwrap()
+}
+
+/// Starts memmon in the background with its stdout and stderr captured.
+pub fn spawn_memmon(args: &[&str]) -> std::process::Child {
+    std::process::Command::new(memmon_path())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
