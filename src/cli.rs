@@ -91,16 +91,6 @@ command needs no reset."
     )]
     pub reset_peak: bool,
 
-    #[arg(
-        long,
-        long_help = "Do not read the kernel's exit records (taskstats over netlink). With them (root or \
-CAP_NET_ADMIN), a process that leaves the tree between two samples keeps the peak the kernel \
-reported as it exited; without them its peak is exact only up to the last sample before its exit, \
-and the summary says how long before the exit that was."
-    )]
-    /// Do not read the kernel's exit records (taskstats): peaks at exit are then not seen
-    pub no_taskstats: bool,
-
     #[command(flatten)]
     pub sampling: SamplingArgs,
 
@@ -569,6 +559,17 @@ pub struct SamplingArgs {
     /// Read GPU memory at most this often (NVML calls run on their own thread, off the tick)
     #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
     pub gpu_every: Duration,
+
+    #[arg(
+        long,
+        long_help = "Do not read the kernel's exit records (taskstats over netlink). With them (root or \
+CAP_NET_ADMIN), a process that leaves the tree between two samples keeps the peak the kernel \
+reported as it exited, and so does a child born and gone between two samples: that peak is in the \
+row where it left, so phases and bench runs hold it. Without them a process's peak is exact only up \
+to its last sample, such a child is not seen, and the summary says so."
+    )]
+    /// Do not read the kernel's exit records (taskstats): peaks at exit are then not seen
+    pub no_taskstats: bool,
 }
 
 #[derive(Args, Debug)]
@@ -706,6 +707,10 @@ written 0; v2 memory.peak: reset for memmon's descriptor only, Linux 6.12 and la
     /// Watch each target's process alone, not its descendants
     #[arg(long)]
     pub no_children: bool,
+
+    /// Do not read the kernel's exit records (taskstats): a process that peaks and exits between two samples is then missed
+    #[arg(long)]
+    pub no_taskstats: bool,
 
     #[command(flatten)]
     pub pss_args: PssArgs,

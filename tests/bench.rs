@@ -664,3 +664,61 @@ fn each_run_reports_the_cpu_time_the_daemon_spent_on_it() {
     let i = header.iter().position(|c| c == "daemon_system_s").unwrap();
     assert!((rows[1][i].parse::<f64>().unwrap() - sys(&runs[1])).abs() < 0.006);
 }
+
+#[test]
+fn a_forking_daemons_runs_each_hold_the_peak_of_the_worker_that_served_them() {
+    // Each request is served by a child that maps the size, holds it 5 ms and exits: at -i 1s
+    // the samples see the daemon alone, and only the exit records carry the workers' peaks.
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &["--fork"]);
+    let out = dir.path().join("bench.json");
+    memmon()
+        .args(["bench", "--pidfile"])
+        .arg(&d.pidfile)
+        .args(["-n", "3", "-i", "1s", "--export-json"])
+        .arg(&out)
+        .args(d.client(&["--size", "40MiB,80MiB,120MiB"]))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("≥").not());
+    let report = json(&out);
+    for (r, size) in runs(&report).iter().zip([40 * MIB, 80 * MIB, 120 * MIB]) {
+        let kernel = u(&r["kernel_peak_bytes"]);
+        assert!(
+            kernel >= size && kernel < size + 16 * MIB,
+            "run {}: kernel peak {kernel} for a {size}-byte worker: {r}",
+            r["run"]
+        );
+        assert_eq!(r["peak_source"], "vmhwm", "{r}");
+        assert_eq!(r["kernel_peak_scope"], "largest-process", "{r}");
+        assert!(u(&r["departed"]) >= 1, "{r}");
+    }
+}
+
+#[test]
+fn without_exit_records_a_forking_daemons_run_peaks_are_lower_bounds_and_say_so() {
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &["--fork"]);
+    let out = dir.path().join("bench.json");
+    let done = memmon()
+        .args(["bench", "--no-taskstats", "--pidfile"])
+        .arg(&d.pidfile)
+        .args(["-n", "2", "-i", "1s", "--export-json"])
+        .arg(&out)
+        .args(d.client(&["--size", "60MiB"]))
+        .output()
+        .unwrap();
+    assert!(done.status.success());
+    let table = String::from_utf8_lossy(&done.stdout);
+    assert!(table.contains("≥ "), "{table}");
+    assert!(
+        table.contains("with no exit record read: the peak is the largest VmHWM the samples saw"),
+        "{table}"
+    );
+    assert!(!table.contains("kernel peaks are exact within"), "{table}");
+    for r in runs(&json(&out)) {
+        // The worker's reap is the only sign of it: the daemon's cminflt rose.
+        assert_eq!(r["kernel_peak_scope"], "largest-process-seen", "{r}");
+        assert!(u(&r["departed"]) >= 1, "{r}");
+    }
+}

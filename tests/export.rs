@@ -212,6 +212,11 @@ pub struct TestDaemon {
 
 impl TestDaemon {
     pub fn start(dir: &Path) -> TestDaemon {
+        TestDaemon::start_with(dir, &[])
+    }
+
+    /// With more flags of `memmon-test test-daemon` (`--fork`: a worker process per request).
+    pub fn start_with(dir: &Path, extra: &[&str]) -> TestDaemon {
         let socket = dir.join("d.sock");
         let pidfile = dir.join("d.pid");
         let _ = std::fs::remove_file(&pidfile);
@@ -221,6 +226,7 @@ impl TestDaemon {
             .arg(&socket)
             .arg("--pidfile")
             .arg(&pidfile)
+            .args(extra)
             .spawn()
             .unwrap();
         assert!(
@@ -793,6 +799,43 @@ fn sample(body: &str, name: &str) -> f64 {
         .trim()
         .parse()
         .unwrap()
+}
+
+#[test]
+fn a_worker_that_peaks_and_exits_between_two_samples_is_in_the_window_peak() {
+    // A worker process per request, gone within milliseconds: at 1 s samples only its exit
+    // record tells the exporter of its 300 MiB.
+    let dir = tempdir();
+    let daemon = TestDaemon::start_with(dir.path(), &["--fork"]);
+    let target = format!("d=pidfile:{}", daemon.pidfile.display());
+    let exporter = Exporter::start(&["--target", &target, "-i", "1s", "--window", "60s"]);
+    assert!(wait_for(20.0, || sample_of(
+        &exporter.metrics(),
+        "memmon_target_up"
+    ) == Some(1.0)));
+    daemon.spike("300MiB", "5ms");
+    assert!(
+        wait_for(10.0, || sample_of(
+            &exporter.metrics(),
+            "memmon_window_peak_rss_bytes"
+        )
+        .is_some_and(|v| v >= (300 * MIB) as f64)),
+        "{}",
+        exporter.metrics()
+    );
+    let rss = sample_of(&exporter.metrics(), "memmon_rss_bytes").unwrap();
+    assert!(
+        rss < (100 * MIB) as f64,
+        "the daemon itself stays small: {rss}"
+    );
+}
+
+/// The value of the sample `name{...}` of a /metrics body with one target.
+fn sample_of(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 #[test]

@@ -439,3 +439,55 @@ fn after_a_phase_reset_an_idle_child_does_not_carry_the_last_phases_peak() {
         );
     }
 }
+
+#[test]
+fn each_phase_holds_the_peak_of_a_short_lived_child_that_samples_never_saw() {
+    // At 1 s ticks, the shell's children live a fraction of a tick: their peaks reach the phases
+    // only through their exit records. Phase `a`'s child leaves before the marker that closes
+    // the phase (its record is in that marker's row); phase `b`'s leaves with the shell, after
+    // the last row (its record goes to the phase still open at the end).
+    let dir = tempdir();
+    let out = dir.path().join("forks.csv");
+    // (A pause after each marker line: its sample, and the reset, come first.)
+    let script = r#"echo "phase a"; sleep 0.2; "$0" workload spike:200MiB:30ms; sleep 0.3; echo "phase b"; sleep 0.2; exec "$0" workload spike:100MiB:30ms"#;
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "1s",
+            "--phase-peaks",
+            "--mark-stdout",
+            PHASE_RE,
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--", "sh", "-c", script])
+        .arg(memmon_test_path())
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .assert()
+        .success();
+    let s = summary_json(&out);
+    let phases = s["phases"].as_array().unwrap();
+    let kernel = |i: usize| phases[i]["kernel_peak_rss_bytes"].as_u64().unwrap();
+    assert!(
+        (200 * MIB..230 * MIB).contains(&kernel(0)),
+        "phase a: {}",
+        phases[0]
+    );
+    assert_eq!(phases[0]["kernel_peak_scope"], "largest-process");
+    assert!(
+        (100 * MIB..130 * MIB).contains(&kernel(1)),
+        "phase b, not a's peak: {}",
+        phases[1]
+    );
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| !w.as_str().unwrap().contains("exit record")),
+        "{}",
+        s["warnings"]
+    );
+}

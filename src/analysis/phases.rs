@@ -44,6 +44,9 @@ pub struct Span {
     /// The most processes at one row: above 1, the RSS figures are sums that count a shared
     /// page once per process mapping it.
     pub max_processes: u32,
+    /// Processes that left the tree during the span (the `departed` column of its rows after
+    /// the opening one).
+    pub departed: u64,
     /// The PSS reads in the span (`--pss`), absent when none fell in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<PssReads>,
@@ -83,6 +86,8 @@ struct Open {
     open_top_rss: u64,
     /// The largest VmHWM of the rows after the opening one.
     hwm_after: Option<u64>,
+    /// Processes that left the tree in the rows after the opening one.
+    departed: u64,
     last_elapsed_s: f64,
     last_rss: u64,
     samples: u64,
@@ -110,6 +115,7 @@ impl Open {
             open_hwm: s.hwm_bytes,
             open_top_rss: s.top_rss_bytes,
             hwm_after: None,
+            departed: 0,
             last_elapsed_s: s.elapsed_s,
             last_rss: s.rss_bytes,
             samples: 1,
@@ -135,6 +141,7 @@ impl Open {
         self.last_elapsed_s = s.elapsed_s;
         self.last_rss = s.rss_bytes;
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
+        self.departed += s.departed as u64;
         self.max_processes = self.max_processes.max(s.processes);
         self.pss.push(s);
         if let Some(g) = s.gpu.bytes {
@@ -154,14 +161,26 @@ impl Open {
 
     /// `reset_after_marks`: the recorder reset the high-water marks right after each marker's
     /// sample (`--phase-peaks`), so the opening row's VmHWM belongs to the phase before and
-    /// every later row's to this one.
-    fn close(&self, reset_after_marks: bool, bound_bytes: u64, complete: bool) -> Span {
+    /// every later row's to this one. A span still open when the recording ended (`!complete`)
+    /// also holds the peaks that exit records gave after the last row (`end`).
+    fn close(
+        &self,
+        reset_after_marks: bool,
+        bound_bytes: u64,
+        complete: bool,
+        end: SpanEnd,
+    ) -> Span {
+        let tail = end.exit_peak_after_last_sample.filter(|_| !complete);
+        let hwm_after = match (self.hwm_after, tail) {
+            (Some(h), Some(t)) => Some(h.max(t)),
+            (h, t) => h.or(t),
+        };
         let kernel = match self.kind {
-            Kind::Phase if reset_after_marks => self.hwm_after,
+            Kind::Phase if reset_after_marks => hwm_after,
             // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
             // before or after the one sampled.
             _ if self.open_hwm <= self.open_top_rss.saturating_add(bound_bytes) => {
-                Some(self.open_hwm.max(self.hwm_after.unwrap_or(0)))
+                Some(self.open_hwm.max(hwm_after.unwrap_or(0)))
             }
             _ => None,
         };
@@ -183,7 +202,11 @@ impl Open {
             samples: self.samples,
             peak_rss_bytes: peak,
             peak_source: source,
-            kernel_peak_scope: PeakScope::of_kernel_counter(self.max_processes),
+            kernel_peak_scope: PeakScope::of_kernel_counter(
+                self.max_processes,
+                self.departed,
+                end.exit_records,
+            ),
             sampled_peak_rss_bytes: self.peak_rss,
             sampled_peak_elapsed_s: self.peak_elapsed_s,
             kernel_peak_rss_bytes: kernel,
@@ -191,6 +214,7 @@ impl Open {
             start_rss_bytes: self.start_rss,
             end_rss_bytes: self.last_rss,
             max_processes: self.max_processes,
+            departed: self.departed,
             pss: self.pss.reads(self.start_elapsed_s, self.last_elapsed_s),
             peak_gpu_bytes: self.peak_gpu,
             cgroup_peak_bytes: match (self.kind, self.cgroup_open_peak, self.cgroup_peak_after) {
@@ -203,6 +227,17 @@ impl Open {
             complete,
         }
     }
+}
+
+/// What the end of a recording tells its spans.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpanEnd {
+    /// Every exit record was read (`EndInfo::exit_records_complete`): the peaks of processes
+    /// that left the tree are in the rows.
+    pub exit_records: bool,
+    /// The peak the exit records gave when the target ended, after the last row
+    /// (`EndInfo::exit_peak_after_last_sample_bytes`): it belongs to the spans still open.
+    pub exit_peak_after_last_sample: Option<u64>,
 }
 
 /// Accumulates phases and runs from samples in order.
@@ -291,13 +326,18 @@ impl PhaseBuilder {
     /// The spans so far; open ones end at the last sample. `reset_after_marks`: the recording's
     /// metadata says `phase_peaks`. `bound_bytes`: how far the kernel's counters may be off
     /// (`crate::model::peak::batching_bound_bytes`).
-    pub fn finish(&self, reset_after_marks: bool, bound_bytes: u64) -> Phases {
+    pub fn finish(&self, reset_after_marks: bool, bound_bytes: u64, end: SpanEnd) -> Phases {
         let close = |list: &[(Open, bool)], open: &Option<Open>| -> Vec<Span> {
+            // A span closed by a new session ends before the recording did: no tail for it.
+            let closed = SpanEnd {
+                exit_peak_after_last_sample: None,
+                ..end
+            };
             list.iter()
-                .map(|(o, complete)| o.close(reset_after_marks, bound_bytes, *complete))
+                .map(|(o, complete)| o.close(reset_after_marks, bound_bytes, *complete, closed))
                 .chain(
                     open.iter()
-                        .map(|o| o.close(reset_after_marks, bound_bytes, false)),
+                        .map(|o| o.close(reset_after_marks, bound_bytes, false, end)),
                 )
                 .collect()
         };
@@ -318,19 +358,29 @@ impl Phases {
             }
             let exact = spans
                 .iter()
-                .filter(|s| s.kernel_peak_rss_bytes.is_some())
+                .filter(|s| s.kernel_peak_rss_bytes.is_some() && !s.kernel_peak_scope.is_partial())
+                .count();
+            let partial = spans
+                .iter()
+                .filter(|s| s.kernel_peak_rss_bytes.is_some() && s.kernel_peak_scope.is_partial())
                 .count();
             let _ = writeln!(
                 o,
                 "  {title} ({}; peak: the kernel's (VmHWM, exact within its per-CPU batching) where known and not exceeded by the sampled one, marked *, else sampled)",
                 if exact == spans.len() {
                     "kernel peaks exact for all".to_string()
-                } else if exact == 0 {
+                } else if exact == 0 && partial == 0 {
                     "no exact kernel peaks: record with --phase-peaks".to_string()
                 } else {
                     format!("kernel peaks exact for {exact} of {}", spans.len())
                 }
             );
+            if partial > 0 {
+                let _ = writeln!(
+                    o,
+                    "    ≥: processes left the tree in the {title} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
+                );
+            }
             let processes = spans.iter().map(|s| s.max_processes).max().unwrap_or(0);
             let with_pss = spans.iter().any(|s| s.pss.is_some());
             let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
@@ -363,11 +413,11 @@ impl Phases {
                             fmt_seconds(s.duration_s),
                             if s.complete { "" } else { " (open)" }
                         ),
-                        format!(
-                            "{}{}",
-                            fmt_bytes(s.peak_rss_bytes),
-                            if s.peak_source.is_kernel() { " *" } else { "" }
-                        ),
+                        match (s.peak_source.is_kernel(), s.kernel_peak_scope.is_partial()) {
+                            (true, true) => format!("≥ {} *", fmt_bytes(s.peak_rss_bytes)),
+                            (true, false) => format!("{} *", fmt_bytes(s.peak_rss_bytes)),
+                            _ => fmt_bytes(s.peak_rss_bytes),
+                        },
                         fmt_bytes(s.sampled_peak_rss_bytes),
                         fmt_bytes(s.mean_rss_bytes),
                         fmt_bytes(s.start_rss_bytes),
@@ -478,6 +528,65 @@ mod tests {
         Some(Event::Mark(l.into()))
     }
 
+    /// A phase of a forking daemon: a worker peaked at 900 MiB and left between two samples
+    /// (its exit record's peak is in the row where it left).
+    fn forked_worker_phases() -> PhaseBuilder {
+        let mut b = PhaseBuilder::new();
+        b.push(&s(0.0, 100, 100, mark("serve")));
+        b.push(&Sample {
+            departed: 1,
+            ..s(1.0, 100, 900, None)
+        });
+        b.push(&s(2.0, 100, 100, mark("idle")));
+        b.push(&s(3.0, 100, 100, None));
+        b
+    }
+
+    #[test]
+    fn a_phase_where_a_process_left_is_the_largest_processs_peak_with_exit_records() {
+        let end = SpanEnd {
+            exit_records: true,
+            ..SpanEnd::default()
+        };
+        let p = forked_worker_phases().finish(true, 0, end);
+        let serve = &p.phases[0];
+        assert_eq!(serve.departed, 1);
+        assert_eq!(serve.kernel_peak_rss_bytes, Some(900 * MIB));
+        assert_eq!(serve.kernel_peak_scope, PeakScope::LargestProcess);
+        assert_eq!(p.phases[1].kernel_peak_scope, PeakScope::Process);
+        assert!(
+            p.render().contains("kernel peaks exact for all"),
+            "{}",
+            p.render()
+        );
+    }
+
+    #[test]
+    fn without_exit_records_a_phase_where_a_process_left_is_a_lower_bound() {
+        let p = forked_worker_phases().finish(true, 0, SpanEnd::default());
+        assert_eq!(p.phases[0].kernel_peak_scope, PeakScope::LargestProcessSeen);
+        assert_eq!(p.phases[1].kernel_peak_scope, PeakScope::Process);
+        let text = p.render();
+        assert!(text.contains("kernel peaks exact for 1 of 2"), "{text}");
+        assert!(text.contains("≥ 900.0 MiB *"), "{text}");
+        assert!(text.contains("a lower bound"), "{text}");
+    }
+
+    #[test]
+    fn the_peak_exit_records_gave_after_the_last_row_goes_to_the_spans_still_open() {
+        let end = SpanEnd {
+            exit_records: true,
+            exit_peak_after_last_sample: Some(700 * MIB),
+        };
+        let p = forked_worker_phases().finish(true, 0, end);
+        assert_eq!(p.phases[0].kernel_peak_rss_bytes, Some(900 * MIB), "closed");
+        assert_eq!(
+            p.phases[1].kernel_peak_rss_bytes,
+            Some(700 * MIB),
+            "open at the end"
+        );
+    }
+
     #[test]
     fn each_phase_has_its_gpu_peak_in_its_own_column() {
         let mut b = PhaseBuilder::new();
@@ -491,7 +600,7 @@ mod tests {
         b.push(&row(2.0, Some(1024), mark("prove")));
         b.push(&row(3.0, Some(20480), None));
         b.push(&row(4.0, None, None));
-        let p = b.finish(false, 0);
+        let p = b.finish(false, 0, SpanEnd::default());
         assert_eq!(p.phases[0].peak_gpu_bytes, Some(4096 * MIB));
         assert_eq!(p.phases[1].peak_gpu_bytes, Some(20480 * MIB));
         let text = p.render();
@@ -512,7 +621,7 @@ mod tests {
         b.push(&row(2.0, 1000, Some(120), mark("idle")));
         b.push(&row(3.0, 1000, None, None));
         b.push(&row(4.0, 1000, None, None));
-        let p = b.finish(false, 0);
+        let p = b.finish(false, 0, SpanEnd::default());
         let load = p.phases[0].pss.unwrap();
         assert_eq!(
             (load.largest_bytes, load.reads, load.is_peak),
@@ -538,7 +647,7 @@ mod tests {
         b.push(&s(2.0, 40, 40, None));
         b.push(&s(3.0, 30, 40, mark("prove")));
         b.push(&s(4.0, 30, 40, None));
-        let p = b.finish(false, 0);
+        let p = b.finish(false, 0, SpanEnd::default());
         assert_eq!(p.phases.len(), 2);
         let load = &p.phases[0];
         assert_eq!(
@@ -565,7 +674,7 @@ mod tests {
         b.push(&s(3.0, 50, 200, mark("after")));
         // After the reset, the next phase's hwm starts from the RSS again.
         b.push(&s(4.0, 50, 50, None));
-        let p = b.finish(true, 0);
+        let p = b.finish(true, 0, SpanEnd::default());
         let spike = &p.phases[0];
         assert_eq!(spike.kernel_peak_rss_bytes, Some(200 * MIB));
         assert_eq!(
@@ -584,7 +693,7 @@ mod tests {
         b.push(&s(0.0, 200, 200, Some(Event::Start)));
         b.push(&s(1.0, 50, 200, mark("idle")));
         b.push(&s(2.0, 60, 200, None));
-        let p = b.finish(false, 0);
+        let p = b.finish(false, 0, SpanEnd::default());
         assert_eq!(p.phases[0].kernel_peak_rss_bytes, None);
         assert_eq!(p.phases[0].peak_rss_bytes, 60 * MIB);
     }
@@ -599,10 +708,13 @@ mod tests {
         start.hwm_bytes += 4096;
         b.push(&start);
         b.push(&s(2.0, 50, 90, Some(Event::RunEnd(1))));
-        let p = b.finish(false, 512 * 1024);
+        let p = b.finish(false, 512 * 1024, SpanEnd::default());
         assert_eq!(p.runs[0].kernel_peak_rss_bytes, Some(90 * MIB));
         assert_eq!(p.runs[0].peak_source, PeakSource::Vmhwm);
-        assert_eq!(b.finish(false, 0).runs[0].kernel_peak_rss_bytes, None);
+        assert_eq!(
+            b.finish(false, 0, SpanEnd::default()).runs[0].kernel_peak_rss_bytes,
+            None
+        );
     }
 
     #[test]
@@ -615,7 +727,7 @@ mod tests {
         b.push(&s(4.0, 60, 250, None));
         b.push(&s(5.0, 60, 250, Some(Event::RunStart(2)))); // no reset
         b.push(&s(6.0, 70, 250, None));
-        let p = b.finish(false, 0);
+        let p = b.finish(false, 0, SpanEnd::default());
         assert_eq!(p.runs.len(), 2);
         let one = &p.runs[0];
         assert_eq!(
@@ -635,7 +747,7 @@ mod tests {
         b.push(&s(1.0, 10, 10, mark("a")));
         b.push(&s(0.0, 10, 10, Some(Event::Start)));
         b.push(&s(5.0, 10, 10, None));
-        let p = b.finish(false, 0);
+        let p = b.finish(false, 0, SpanEnd::default());
         assert_eq!(p.phases.len(), 1);
         assert_eq!(p.phases[0].duration_s, 0.0);
         assert!(!p.phases[0].complete);
@@ -655,7 +767,7 @@ mod tests {
         };
         b.push(&tree(0.0, mark("both")));
         b.push(&tree(1.0, None));
-        let p = b.finish(false, 512 * 1024);
+        let p = b.finish(false, 512 * 1024, SpanEnd::default());
         let span = &p.phases[0];
         assert_eq!(span.kernel_peak_rss_bytes, Some(60 * MIB));
         assert_eq!(span.kernel_peak_scope, PeakScope::LargestProcess);
@@ -675,7 +787,7 @@ mod tests {
         let mut b = PhaseBuilder::new();
         b.push(&s(0.0, 50, 50, mark("synthesis")));
         b.push(&s(2.0, 50, 200, mark("gpu prove")));
-        let text = b.finish(true, 0).render();
+        let text = b.finish(true, 0, SpanEnd::default()).render();
         assert!(
             text.contains("phases (kernel peaks exact for 1 of 2"),
             "{text}"
@@ -708,7 +820,7 @@ mod tests {
         ];
         let mut b = PhaseBuilder::new();
         rows.iter().for_each(|r| b.push(r));
-        let p = b.finish(true, 0).phases;
+        let p = b.finish(true, 0, SpanEnd::default()).phases;
         assert_eq!(p[0].cgroup_peak_bytes, Some(300 * MIB));
         assert_eq!(p[1].cgroup_peak_bytes, Some(120 * MIB));
         assert_eq!(p[1].cgroup_sampled_peak_bytes, Some(110 * MIB));
@@ -723,7 +835,7 @@ mod tests {
         ];
         let mut b = PhaseBuilder::new();
         rows.iter().for_each(|r| b.push(r));
-        let ph = b.finish(false, 0);
+        let ph = b.finish(false, 0, SpanEnd::default());
         assert_eq!(ph.phases[0].cgroup_peak_bytes, Some(300 * MIB));
         assert_eq!(ph.phases[1].cgroup_peak_bytes, None);
         let text = ph.render();

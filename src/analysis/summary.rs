@@ -4,7 +4,7 @@
 //! target ended. Built sample by sample in constant memory; the same builder runs inside
 //! `record` and over a file in `summary`, so both print the same numbers.
 
-use super::phases::{PhaseBuilder, Phases};
+use super::phases::{PhaseBuilder, Phases, SpanEnd};
 use super::timeline::Timeline;
 use crate::format::meta::{EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
@@ -37,6 +37,8 @@ pub struct SummaryBuilder {
     max_hwm_later: Option<u64>,
     max_hwm_sum: u64,
     single_process: bool,
+    /// Processes that left the tree over the rows (the `departed` column).
+    departed: u64,
     missed_done: u64,
     missed_session: u64,
     restarts: u64,
@@ -68,6 +70,7 @@ impl Default for SummaryBuilder {
             max_hwm_later: None,
             max_hwm_sum: 0,
             single_process: true,
+            departed: 0,
             missed_done: 0,
             missed_session: 0,
             restarts: 0,
@@ -254,7 +257,8 @@ impl SummaryBuilder {
             self.max_hwm_later = Some(self.max_hwm_later.unwrap_or(0).max(s.hwm_bytes));
         }
         self.max_hwm_sum = self.max_hwm_sum.max(s.hwm_sum_bytes);
-        if s.processes > 1 {
+        self.departed += s.departed as u64;
+        if s.processes > 1 || s.departed > 0 {
             self.single_process = false;
         }
         self.rss_sum += s.rss_bytes as f64;
@@ -312,11 +316,11 @@ impl SummaryBuilder {
         }
         let duration_s = self.timeline.recorded_s();
         let cgroup = end.and_then(|e| e.cgroup.as_ref()).map(CgroupSummary::of);
-        let scope = if self.single_process {
-            PeakScope::Process
-        } else {
-            PeakScope::LargestProcess
-        };
+        let exit_records = end.is_some_and(EndInfo::exit_records_complete);
+        let scope = PeakScope::of_kernel_counter(self.max_processes, self.departed, exit_records);
+        if let Some(w) = self.exit_records_warning(end) {
+            warnings.push(w);
+        }
         let recording_peak = match cgroup.as_ref().filter(|c| c.own) {
             // memmon's own cgroup held the launched tree alone: its peak is the tree's.
             Some(CgroupSummary {
@@ -375,7 +379,12 @@ impl SummaryBuilder {
             kernel_peak_exact_within_bytes: bound,
             kernel_peak_exact_until_s: self.exact_until(meta, end),
             lifetime_peak_rss_bytes: lifetime_peak,
-            tree_hwm_sum_bytes: if self.single_process || self.max_hwm_sum == 0 {
+            // Not a bound when processes left unrecorded: their marks after the last read
+            // are missing from the sum.
+            tree_hwm_sum_bytes: if self.single_process
+                || self.max_hwm_sum == 0
+                || scope.is_partial()
+            {
                 None
             } else {
                 Some(self.max_hwm_sum)
@@ -396,6 +405,7 @@ impl SummaryBuilder {
             pss: self.pss.reads(self.first_elapsed_s, self.last_elapsed_s),
             pss_at_peak_bytes: self.pss_at_peak,
             max_processes: self.max_processes,
+            departed: self.departed,
             missed_ticks: missed,
             restarts: self.restarts,
             interval: meta.map(|m| m.interval.clone()),
@@ -412,12 +422,41 @@ impl SummaryBuilder {
                 meta.map_or(self.phase_peaks, |m| m.phase_peaks)
                     && end.is_none_or(|e| e.peak_reset_failures == 0),
                 bound.unwrap_or_else(crate::model::peak::local_batching_bound_bytes),
+                SpanEnd {
+                    exit_records,
+                    exit_peak_after_last_sample: end
+                        .and_then(|e| e.exit_peak_after_last_sample_bytes),
+                },
             ),
         }
     }
 }
 
 impl SummaryBuilder {
+    /// What the kernel peak lacks when processes left the tree and not every exit record was
+    /// read: a warning saying so, with how to get them all.
+    fn exit_records_warning(&self, end: Option<&EndInfo>) -> Option<String> {
+        if self.departed == 0 {
+            return None;
+        }
+        let how = "memmon reads them as root or with CAP_NET_ADMIN; a cgroup of the tree's own (record -- COMMAND as root, or --cgroup) gives the tree's exact peak, each page once";
+        let lost = end.map_or(0, |e| e.exit_records_lost);
+        let why = match end.and_then(|e| e.exit_records.as_deref()) {
+            Some(crate::format::meta::EXIT_RECORDS_READ) if lost == 0 => return None,
+            Some(crate::format::meta::EXIT_RECORDS_READ) => format!(
+                "the kernel dropped exit records {lost} time{} (their queue was full)",
+                if lost == 1 { "" } else { "s" }
+            ),
+            Some(why) => format!("exit records were not read ({why})"),
+            None => "whether exit records were read is not known (no end record)".into(),
+        };
+        Some(format!(
+            "warning: {} process{} left the tree during the recording and {why}: the kernel peak is the largest VmHWM its samples saw, so a process that peaked after its last sample, or a child born and gone between two samples, may be missing from it ({how})",
+            self.departed,
+            if self.departed == 1 { "" } else { "es" }
+        ))
+    }
+
     /// For an attached target that exited and whose exit record was not read: the seconds
     /// between the last sample and the exit (the end record's time, taken as memmon saw it go).
     fn exact_until(&self, meta: Option<&Meta>, end: Option<&EndInfo>) -> Option<f64> {
@@ -451,7 +490,7 @@ impl SummaryBuilder {
         let reset = meta.is_some_and(|m| m.peak_reset_at_start)
             && end.is_none_or(|e| e.peak_reset_failures == 0);
         let with_source = |hwm: u64| {
-            if rusage > hwm {
+            if rusage >= hwm {
                 (rusage, PeakSource::RuMaxrss)
             } else {
                 (hwm, PeakSource::Vmhwm)
@@ -722,6 +761,8 @@ pub struct Summary {
     /// The most processes the tree had at one tick (above 1, RSS sums count shared pages once
     /// per process that maps them).
     pub max_processes: u32,
+    /// Processes that left the tree during the recording (the `departed` column's sum).
+    pub departed: u64,
     pub missed_ticks: u64,
     pub restarts: u64,
     pub interval: Option<String>,
@@ -835,11 +876,17 @@ impl Summary {
         if let Some(u) = &until {
             exact = u.clone();
         }
+        let at_least = if self.kernel_peak_scope.is_partial() {
+            exact = "a lower bound (see the warning below)".into();
+            "≥ "
+        } else {
+            ""
+        };
         match (self.kernel_peak_rss_bytes, self.kernel_peak_source) {
             (Some(k), Some(source)) => {
                 let _ = writeln!(
                     o,
-                    "  kernel peak   {} ({exact}, {source} {}, {})",
+                    "  kernel peak   {at_least}{} ({exact}, {source} {}, {})",
                     b(k),
                     self.kernel_peak_scope,
                     self.kernel_peak_window
@@ -1091,7 +1138,11 @@ mod tests {
         assert_eq!(sum.peak_rss_bytes, 50 << 20);
         assert_eq!(sum.peak_elapsed_s, 1.0);
         assert_eq!(sum.duration_s, 3.0);
-        assert!(sum.warnings.is_empty(), "{:?}", sum.warnings);
+        assert!(
+            !sum.warnings.iter().any(|w| w.contains("exit record")),
+            "{:?}",
+            sum.warnings
+        );
     }
 
     #[test]
@@ -1151,7 +1202,11 @@ mod tests {
         assert_eq!(sum.kernel_peak_rss_bytes, None);
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::BeforeRecording);
         assert_eq!(sum.lifetime_peak_rss_bytes, Some(800 << 20));
-        assert!(sum.warnings.is_empty(), "{:?}", sum.warnings);
+        assert!(
+            !sum.warnings.iter().any(|w| w.contains("exit record")),
+            "{:?}",
+            sum.warnings
+        );
         let text = sum.render();
         assert!(text.contains("record with --reset-peak"), "{text}");
         assert!(text.contains("lifetime peak 800.0 MiB"), "{text}");
@@ -1220,6 +1275,68 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("exact within"), "{text}");
+    }
+
+    /// A daemon (attached) whose worker peaked at 900 MiB and left between two samples; the
+    /// recording ended by `--duration`.
+    fn forking_daemon(records: &str, lost: u64) -> Summary {
+        let mut b = SummaryBuilder::new();
+        b.push(&s(0.0, 100 << 20, 100 << 20));
+        b.push(&Sample {
+            departed: 1,
+            ..s(1.0, 100 << 20, 900 << 20)
+        });
+        b.push(&s(2.0, 100 << 20, 100 << 20));
+        let end = EndInfo {
+            reason: crate::format::meta::EndReason::Duration,
+            exit_records: Some(records.into()),
+            exit_records_lost: lost,
+            ..EndInfo::default()
+        };
+        b.finish(None, Some(&meta("pid", false)), Some(&end), None)
+    }
+
+    #[test]
+    fn a_worker_that_left_with_its_exit_record_read_is_the_largest_processs_exact_peak() {
+        let sum = forking_daemon("taskstats", 0);
+        assert_eq!(sum.kernel_peak_rss_bytes, Some(900 << 20));
+        assert_eq!(sum.kernel_peak_scope, PeakScope::LargestProcess);
+        assert_eq!(sum.departed, 1);
+        assert!(
+            !sum.warnings.iter().any(|w| w.contains("exit record")),
+            "{:?}",
+            sum.warnings
+        );
+        assert!(sum.render().contains("exact within"), "{}", sum.render());
+    }
+
+    #[test]
+    fn processes_that_left_without_exit_records_make_the_kernel_peak_a_lower_bound() {
+        for (records, lost, why) in [
+            (
+                "off (--no-taskstats)",
+                0,
+                "exit records were not read (off (--no-taskstats))",
+            ),
+            (
+                "taskstats",
+                3,
+                "the kernel dropped exit records 3 times (their queue was full)",
+            ),
+        ] {
+            let sum = forking_daemon(records, lost);
+            assert_eq!(sum.kernel_peak_scope, PeakScope::LargestProcessSeen);
+            assert_eq!(sum.tree_hwm_sum_bytes, None, "not an upper bound then");
+            let text = sum.render();
+            assert!(text.contains("kernel peak   ≥ 900.0 MiB"), "{text}");
+            assert!(!text.contains("exact within"), "{text}");
+            assert!(
+                text.contains(&format!(
+                    "warning: 1 process left the tree during the recording and {why}"
+                )),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct BenchOptions {
     pub pss: Option<PssGuard>,
     /// GPU memory through NVML (`--gpu`, `--no-gpu`, `--gpu-every`), for every run's recorder.
     pub gpu: crate::sampler::gpu::GpuOptions,
+    /// Read the kernel's exit records where memmon may (`--no-taskstats` turns it off): a
+    /// process of the tree that peaks and exits between two samples keeps its peak in its run.
+    pub exit_records: bool,
     pub quiet: bool,
     /// True when stdout carries data (a recording or an export): the table and the client's
     /// output then go to stderr.
@@ -101,6 +104,11 @@ pub struct RunResult {
     /// Most processes in the tree during the run. Above 1, the sampled peak and the RSS before
     /// and after are RSS sums that count a shared page once per process mapping it.
     pub processes: u32,
+    /// Processes that left the tree during the run (exited, or born and gone between two
+    /// samples: seen only with exit records). With every exit record read their peaks are in
+    /// the kernel peak; without, its scope is `largest-process-seen`.
+    #[serde(default)]
+    pub departed: u64,
     /// The PSS reads in the run (`--pss`): shared pages counted once, divided among the
     /// processes that map them.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -296,6 +296,9 @@ struct Daemon {
     cgroup: Option<MemCgroup>,
     spec: TargetSpec,
     hwm_reset_ok: bool,
+    /// The recorder reads the kernel's exit records: a process that leaves the daemon's tree
+    /// keeps its peak in the run it left in.
+    exit_records: bool,
     /// The marker sources (socket, followed log); dropped at the end of the bench.
     _marks: crate::marks::MarkSources,
     _scratch: Option<Scratch>,
@@ -332,7 +335,7 @@ impl Daemon {
             procfs: opts.procfs.clone(),
             phase_peaks: opts.phase_peaks,
             reset_peak: false,
-            exit_records: false,
+            exit_records: opts.exit_records,
             capture_stdout: false,
             env: Vec::new(),
             cgroup: None,
@@ -343,6 +346,7 @@ impl Daemon {
         let mut rec = Recorder::start(ropts, Box::new(BenchRecording))?;
         let marks = marks.start(&mut rec, opts.stdout_is_data);
         let pid = rec.root_pid();
+        let exit_records = rec.reads_exit_records();
         let handle = opts
             .procfs
             .open(pid)
@@ -437,6 +441,7 @@ impl Daemon {
             cgroup,
             spec: spec.clone(),
             hwm_reset_ok: true,
+            exit_records,
             _marks: marks,
             _scratch: scratch,
         })
@@ -591,6 +596,8 @@ impl Daemon {
             .map(|s| s.processes)
             .max()
             .unwrap_or(last.processes);
+        // Departures after the run-start row: those before it left before the reset.
+        let departed = samples.iter().skip(1).map(|s| s.departed as u64).sum();
         // The largest VmHWM over the run's rows: with --phase-peaks the marks are reset at each
         // marker inside the run too, so the last row alone holds only the last phase's peak.
         let kernel = self.hwm_reset_ok.then(|| {
@@ -611,7 +618,7 @@ impl Daemon {
             peak_rss_bytes: peak,
             peak_source: source,
             kernel_peak_bytes: kernel,
-            kernel_peak_scope: PeakScope::of_kernel_counter(processes),
+            kernel_peak_scope: PeakScope::of_kernel_counter(processes, departed, self.exit_records),
             sampled_peak_bytes: sampled,
             samples: samples.len() as u64,
             cgroup_peak_bytes: cgroup_peak,
@@ -619,6 +626,7 @@ impl Daemon {
             rss_after_bytes: Some(last.rss_bytes),
             peak_over_floor_bytes: Some(peak.saturating_sub(first.rss_bytes)),
             processes,
+            departed,
             pss: {
                 let mut t = PssTrack::default();
                 samples.iter().for_each(|s| t.push(s));
@@ -922,7 +930,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             procfs: opts.procfs.clone(),
             phase_peaks: false,
             reset_peak: false,
-            exit_records: false,
+            exit_records: opts.exit_records,
             // When stdout carries data, the command's output goes to stderr instead.
             capture_stdout: opts.stdout_is_data,
             env: env
@@ -990,12 +998,19 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 .as_ref()
                 .filter(|c| c.own)
                 .and_then(|c| c.peak_bytes);
+            // Else the kernel's peak of the largest process: wait4's ru_maxrss, or a VmHWM
+            // above it (an orphan memmon adopted, a child whose exit record was read).
+            let summary = &outcome.summary;
             let (kernel, (peak, source), scope) = match own_cgroup_peak {
                 Some(p) => (Some(p), (p, PeakSource::Cgroup), PeakScope::Tree),
                 None => (
-                    end.rusage_maxrss_bytes,
-                    choose_peak(end.rusage_maxrss_bytes, PeakSource::RuMaxrss, sampled),
-                    outcome.summary.kernel_peak_scope,
+                    summary.kernel_peak_rss_bytes,
+                    choose_peak(
+                        summary.kernel_peak_rss_bytes,
+                        summary.kernel_peak_source.unwrap_or(PeakSource::RuMaxrss),
+                        sampled,
+                    ),
+                    summary.kernel_peak_scope,
                 ),
             };
             let r = RunResult {
@@ -1015,6 +1030,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 rss_after_bytes: None,
                 peak_over_floor_bytes: None,
                 processes: outcome.summary.max_processes,
+                departed: outcome.summary.departed,
                 pss: outcome.summary.pss,
                 peak_gpu_bytes: outcome.summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
                 processes_after: None,

@@ -25,6 +25,16 @@ pub fn cpu_cell(r: &RunResult) -> String {
     }
 }
 
+/// A run's peak: `≥ 3.08 MiB` when it is a lower bound (processes left the tree with no exit
+/// record read), else the number.
+pub fn peak_cell(r: &RunResult) -> String {
+    if r.peak_source.is_kernel() && r.kernel_peak_scope.is_partial() {
+        format!("≥ {}", fmt_bytes(r.peak_rss_bytes))
+    } else {
+        fmt_bytes(r.peak_rss_bytes)
+    }
+}
+
 fn opt_bytes(v: Option<u64>) -> String {
     v.map(fmt_bytes).unwrap_or_else(|| "-".into())
 }
@@ -140,7 +150,7 @@ pub fn render(report: &BenchReport) -> String {
                 r.run,
                 fmt_wall(r.wall_s),
                 exit_text(r),
-                fmt_bytes(r.peak_rss_bytes),
+                peak_cell(r),
                 r.peak_source.key(),
                 fmt_bytes(r.sampled_peak_bytes)
             );
@@ -198,7 +208,11 @@ pub fn render(report: &BenchReport) -> String {
                 );
             }
         }
-        if report.runs.iter().any(|r| r.peak_source.is_kernel()) {
+        if report
+            .runs
+            .iter()
+            .any(|r| r.peak_source.is_kernel() && !r.kernel_peak_scope.is_partial())
+        {
             let _ = writeln!(
                 o,
                 "  note: kernel peaks are {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
@@ -216,6 +230,19 @@ pub fn render(report: &BenchReport) -> String {
             let _ = writeln!(
                 o,
                 "  note: the tree had several processes: a kernel peak is the exact peak of its largest process, a lower bound of the tree's"
+            );
+        }
+        let partial: Vec<String> = report
+            .runs
+            .iter()
+            .filter(|r| r.peak_source.is_kernel() && r.kernel_peak_scope.is_partial())
+            .map(|r| format!("run {} ({} left)", r.run, r.departed))
+            .collect();
+        if !partial.is_empty() {
+            let _ = writeln!(
+                o,
+                "  warning: ≥: processes left the tree during {} with no exit record read: the peak is the largest VmHWM the samples saw, and a process that peaked after its last sample, or a child born and gone between two samples, is not in it (memmon reads exit records as root or with CAP_NET_ADMIN)",
+                partial.join(", ")
             );
         }
     }

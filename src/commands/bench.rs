@@ -68,6 +68,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         append: s.append,
         pss: pss_guard(&s.pss_args),
         gpu: gpu_options(s)?,
+        exit_records: !s.no_taskstats,
         quiet: args.quiet,
         stdout_is_data,
         procfs: ProcFs::default(),

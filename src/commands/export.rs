@@ -45,6 +45,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         reset_peaks: args.reset_peaks,
         children: !args.no_children,
         pss: super::pss_guard(&args.pss_args),
+        exit_records: !args.no_taskstats,
         procfs: ProcFs::default(),
         cgroupfs: CgroupFs::default(),
     };

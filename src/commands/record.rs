@@ -80,7 +80,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         procfs: ProcFs::default(),
         phase_peaks: args.marks.phase_peaks,
         reset_peak: args.reset_peak,
-        exit_records: !args.no_taskstats,
+        exit_records: !args.sampling.no_taskstats,
         capture_stdout: args.marks.mark_stdout.is_some(),
         env: Vec::new(),
         cgroup,

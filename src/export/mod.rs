@@ -15,6 +15,7 @@ pub mod server;
 pub mod window;
 
 use crate::probe::cgroup::{CgroupError, CgroupFs, CgroupReader, CgroupVersion, PeakWatch};
+use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcFs, ProcHandle};
 use crate::sampler::record::PssGuard;
 use crate::sampler::target::{self, PidfileStamp, TargetSpec};
@@ -146,6 +147,10 @@ pub struct ExportOptions {
     pub reset_peaks: bool,
     pub children: bool,
     pub pss: Option<PssGuard>,
+    /// Read the kernel's exit records where memmon may (`--no-taskstats` turns it off): a
+    /// process of a target's tree that peaks and exits between two samples keeps its peak in
+    /// the window.
+    pub exit_records: bool,
     pub procfs: ProcFs,
     /// Where `cgroup:` targets are looked up (/sys/fs/cgroup; a fake tree in tests).
     pub cgroupfs: CgroupFs,
@@ -186,6 +191,11 @@ struct Follower {
     /// again is a restart, while a cgroup found but never readable is not).
     cg_was_read: bool,
     cg_lost_after_read: bool,
+    /// The exit-record watch of this target's trees, kept across restarts; `Err` once the
+    /// kernel refused it (told once, not asked again).
+    exits: Option<Result<ExitWatch, ()>>,
+    /// The marks were reset at the last tick (`--reset-peaks`).
+    reset_last_tick: bool,
 }
 
 /// A cgroup found and read tick after tick.
@@ -221,6 +231,8 @@ impl Follower {
             cg_reset_told: false,
             cg_was_read: false,
             cg_lost_after_read: false,
+            exits: None,
+            reset_last_tick: false,
         }
     }
 
@@ -396,7 +408,21 @@ impl Follower {
         self.hwm.clear();
         self.pss = None;
         self.pss_next = now;
-        self.tree = Some(Tree::new(procfs.clone(), h, opts.children));
+        let mut tree = Tree::new(procfs.clone(), h, opts.children);
+        if opts.exit_records {
+            match self.exits.take() {
+                None => match ExitWatch::open_online() {
+                    Ok(w) => tree.watch_exits(w),
+                    Err(e) => {
+                        notify(&format!("target {}: not reading exit records: {e}; a process that peaks and exits between two samples is missed", self.name));
+                        self.exits = Some(Err(()));
+                    }
+                },
+                Some(Ok(w)) => tree.watch_exits(w),
+                Some(Err(())) => self.exits = Some(Err(())),
+            }
+        }
+        self.tree = Some(tree);
     }
 
     /// One tick: samples the tree (finding it first if needed) and feeds the window.
@@ -420,6 +446,8 @@ impl Follower {
                     self.maybe_read_pss(opts, now);
                 }
                 Ok(None) => {
+                    // Its peak at its exit (and its last children's), after the last sample.
+                    peak = tree.exit_peak_after_last_sample();
                     notify(&format!(
                         "target {}: PID {} exited{}",
                         self.name,
@@ -445,6 +473,9 @@ impl Follower {
     }
 
     fn lost(&mut self, now: Instant) {
+        if let Some(w) = self.tree.as_mut().and_then(Tree::take_exits) {
+            self.exits = Some(Ok(w));
+        }
         self.tree = None;
         self.current = None;
         self.pss = None;
@@ -454,11 +485,17 @@ impl Follower {
 
     /// The largest RSS of the tree since the previous tick, as far as it is known: the sum now,
     /// raised to a process's VmHWM where that mark is known to be from after the previous
-    /// sample (it was reset then, or it rose since). A process's own mark is a lower bound of
-    /// the tree's peak, exact for a single process.
+    /// sample (it was reset then, or it rose since), and to the peak a process that left since
+    /// had at its exit (its exit record) when that is from after the previous sample too. A
+    /// process's own mark is a lower bound of the tree's peak, exact for a single process.
     fn peak_of_tick(&mut self, s: &TreeSample, reset: bool) -> u64 {
         let tree = self.tree.as_mut().expect("sampled a tree");
-        let mut peak = s.rss;
+        // After a reset every exit record read is of a peak since it (`Tree::reset_marks`).
+        let mut peak = s.rss.max(if self.reset_last_tick {
+            s.departed_hwm
+        } else {
+            s.departed_risen_hwm
+        });
         let mut next = HashMap::with_capacity(self.hwm.len());
         for (h, st) in tree.each_member() {
             let key = (h.pid, h.start_time);
@@ -467,12 +504,18 @@ impl Follower {
                     peak = peak.max(st.hwm);
                 }
             }
-            let reset_ok = reset && h.reset_hwm().is_ok();
-            next.insert(key, (st.hwm, reset_ok));
+            next.insert(key, (st.hwm, reset));
         }
         if reset {
-            tree.invalidate_after_reset();
+            for (pid, _) in tree.reset_marks() {
+                for ((p, _), (_, was_reset)) in next.iter_mut() {
+                    if *p == pid {
+                        *was_reset = false;
+                    }
+                }
+            }
         }
+        self.reset_last_tick = reset;
         self.hwm = next;
         peak
     }
@@ -771,6 +814,7 @@ mod tests {
             reset_peaks: false,
             children: false,
             pss: None,
+            exit_records: false,
             procfs: ProcFs::new(root),
             cgroupfs: CgroupFs::new(root.join("no-cgroup-here")),
         }

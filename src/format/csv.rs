@@ -690,6 +690,7 @@ mod tests {
             gpu: Default::default(),
             vm_size_bytes: 50_000_000_000,
             threads: 12,
+            departed: 2,
             cgroup_bytes: Some(50_000_000_000),
             cgroup_file_bytes: Some(3_000_000_000),
             cgroup_limit_bytes: None,
@@ -729,7 +730,7 @@ mod tests {
     }
 
     #[test]
-    fn a_row_is_written_as_before_the_column_table_with_vm_size_and_threads_added() {
+    fn a_row_is_written_as_before_the_column_table_with_vm_size_threads_and_departed_added() {
         let mut buf = Vec::new();
         let mut w = CsvWriter::new(&mut buf, true).unwrap();
         w.write_sample(&sample()).unwrap();
@@ -744,13 +745,13 @@ mod tests {
             String::from_utf8(buf).unwrap(),
             "unix_ms,elapsed_s,rss_bytes,anon_bytes,file_bytes,shmem_bytes,swap_bytes,locked_bytes,\
              pinned_bytes,processes,top_pid,top_rss_bytes,hwm_bytes,hwm_sum_bytes,pss_bytes,\
-             missed_ticks,gpu_bytes,gpu_device_used_bytes,gpu_device_total_bytes,vm_size_bytes,threads,cgroup_bytes,cgroup_anon_bytes,\
+             missed_ticks,gpu_bytes,gpu_device_used_bytes,gpu_device_total_bytes,vm_size_bytes,threads,departed,cgroup_bytes,cgroup_anon_bytes,\
              cgroup_file_bytes,cgroup_kernel_bytes,cgroup_shmem_bytes,cgroup_sock_bytes,\
              cgroup_working_set_bytes,cgroup_limit_bytes,cgroup_peak_bytes,cgroup_oom_events,\
              cgroup_oom_kill_events,cgroup_max_events,cgroup_high_events,event\n\
              1771372328313,12.500000,47696158720,47000000000,600000000,96158720,0,4096,8192,3,4242,\
-             47000000000,48000000000,49000000000,,2,,,,50000000000,12,50000000000,,3000000000,,,,,,51000000000,,1,,,\"mark:synthesis, \"\"phase\"\" 1\"\n\
-             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,,,,0,0,,,,,,,,,,,,,,\n"
+             47000000000,48000000000,49000000000,,2,,,,50000000000,12,2,50000000000,,3000000000,,,,,,51000000000,,1,,,\"mark:synthesis, \"\"phase\"\" 1\"\n\
+             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,,,,0,0,0,,,,,,,,,,,,,,\n"
         );
     }
 
@@ -818,7 +819,7 @@ mod tests {
                 pinned_bytes: sizes[6], processes, top_pid, top_rss_bytes: sizes[7],
                 hwm_bytes: sizes[8], hwm_sum_bytes: sizes[0], pss_bytes: pss,
                 missed_ticks: missed, gpu: Default::default(),
-                vm_size_bytes: sizes[1], threads: processes, event,
+                vm_size_bytes: sizes[1], threads: processes, departed: processes / 2, event,
                 cgroup_bytes: pss.map(|p| p + 1), cgroup_limit_bytes: pss.map(|p| p + 2),
                 ..Sample::default()
             };
@@ -984,7 +985,7 @@ mod tests {
         let mut f = vec![];
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,",
+                b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,0,0,0,,,,,,,,,,,,,,",
                 &mut f,
             )
             .unwrap_err();
@@ -995,14 +996,14 @@ mod tests {
         );
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,",
+                b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,0,0,0,,,,,,,,,,,,,,",
                 &mut f,
             )
             .unwrap_err();
         assert!(err.0.contains("top_pid"), "{}", err.0);
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,restart:99999999999",
+                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,0,,,,,,,,,,,,,,restart:99999999999",
                 &mut f,
             )
             .unwrap_err();
@@ -1020,7 +1021,8 @@ mod tests {
             ("1e300", "1"),
             ("1.0", "18000000000000000000"),
         ] {
-            let line = format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,");
+            let line =
+                format!("{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,0,,,,,,,,,,,,,,");
             let err = layout.parse(line.as_bytes(), &mut f).unwrap_err();
             assert!(
                 err.0.contains("elapsed_s") || err.0.contains("unix_ms"),
@@ -1058,7 +1060,7 @@ mod tests {
         let mut f = vec![];
         let err = layout
             .parse(
-                b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,,,,,,,,,,,,,,",
+                b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,0,0,0,,,,,,,,,,,,,,",
                 &mut f,
             )
             .unwrap_err();

@@ -158,6 +158,15 @@ pub struct EndInfo {
     /// tree: a peak reached after the process's last sample counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_peak_bytes: Option<u64>,
+    /// The largest high-water mark the exit records read when the target ended gave (the
+    /// target's own, and those of processes that left with it), counted since the last reset
+    /// of the marks: reached after the last row, so the last phase and run hold it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_peak_after_last_sample_bytes: Option<u64>,
+    /// Times the kernel dropped exit records because their queue was full: a process of the
+    /// tree that exited then may have peaked unseen, so the kernel peak may miss it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exit_records_lost: u64,
     /// The target's own exit record was read: its kernel peak holds up to its exit.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub target_exit_read: bool,
@@ -166,6 +175,17 @@ pub struct EndInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<CgroupEnd>,
 }
+
+impl EndInfo {
+    /// Every exit record of the tree was read: taskstats was on and the kernel dropped none,
+    /// so each process that left has its peak at its exit in the rows.
+    pub fn exit_records_complete(&self) -> bool {
+        self.exit_records.as_deref() == Some(EXIT_RECORDS_READ) && self.exit_records_lost == 0
+    }
+}
+
+/// `exit_records` when the kernel's exit records were read.
+pub const EXIT_RECORDS_READ: &str = "taskstats";
 
 /// How GPU memory is read, and the GPUs there were at the start.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

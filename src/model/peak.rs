@@ -103,6 +103,11 @@ pub enum PeakScope {
     Process,
     /// The largest single process of a tree: a lower bound of the tree's peak.
     LargestProcess,
+    /// The largest process of a tree as far as its samples saw: processes left the tree and
+    /// not every exit record was read (no taskstats, or the kernel dropped some), so one of
+    /// them may have peaked higher after its last sample, and a child born and gone between
+    /// two samples is not in it. A lower bound of the largest process's peak.
+    LargestProcessSeen,
     /// The whole tree (sum of its processes, or its cgroup).
     Tree,
 }
@@ -113,16 +118,25 @@ impl PeakScope {
         match self {
             PeakScope::Process => "process",
             PeakScope::LargestProcess => "largest-process",
+            PeakScope::LargestProcessSeen => "largest-process-seen",
             PeakScope::Tree => "tree",
         }
     }
 
-    /// The scope of a per-process kernel counter (VmHWM, ru_maxrss) over this many processes.
-    pub fn of_kernel_counter(processes: u32) -> PeakScope {
-        if processes > 1 {
-            PeakScope::LargestProcess
-        } else {
-            PeakScope::Process
+    /// A lower bound of the tree's peak, not the peak of the process or tree it names.
+    pub fn is_partial(self) -> bool {
+        matches!(self, PeakScope::LargestProcessSeen)
+    }
+
+    /// The scope of a per-process kernel counter (VmHWM, ru_maxrss) over rows with at most
+    /// `processes` processes, during which `departed` processes left the tree; `exit_records`:
+    /// every exit record was read (taskstats, none dropped), so each departed process's peak
+    /// at its exit is in the rows.
+    pub fn of_kernel_counter(processes: u32, departed: u64, exit_records: bool) -> PeakScope {
+        match (processes, departed) {
+            (_, d) if d > 0 && !exit_records => PeakScope::LargestProcessSeen,
+            (p, d) if p > 1 || d > 0 => PeakScope::LargestProcess,
+            _ => PeakScope::Process,
         }
     }
 }
@@ -132,6 +146,9 @@ impl fmt::Display for PeakScope {
         f.write_str(match self {
             PeakScope::Process => "of the process",
             PeakScope::LargestProcess => "of the largest process",
+            PeakScope::LargestProcessSeen => {
+                "of the largest process as its samples saw it (processes left with no exit record read)"
+            }
             PeakScope::Tree => "of the tree",
         })
     }

@@ -23,9 +23,10 @@ pub struct Sample {
     /// The process with the largest RSS, and that RSS.
     pub top_pid: i32,
     pub top_rss_bytes: u64,
-    /// Largest VmHWM of any process alive at this tick: that process's exact peak so far.
+    /// Largest VmHWM of a process alive at this tick, or of one that left the tree since the
+    /// previous row as its exit record gave it: that process's exact peak so far.
     pub hwm_bytes: u64,
-    /// Sum of VmHWM over the processes alive at this tick: an upper bound, not a peak.
+    /// Sum of VmHWM over those processes: an upper bound, not a peak.
     pub hwm_sum_bytes: u64,
     /// PSS of the tree, only on ticks where it was read (`--pss`).
     pub pss_bytes: Option<u64>,
@@ -37,6 +38,9 @@ pub struct Sample {
     pub vm_size_bytes: u64,
     /// Threads in the tree (sum of each process's `Threads`).
     pub threads: u32,
+    /// Processes that left the tree since the previous row (exited; or, known from exit
+    /// records only, born and gone in between).
+    pub departed: u32,
     /// The memory cgroup's files at this tick (`record --cgroup`, or memmon's own cgroup of a
     /// launched command); all `None` when no cgroup is recorded. See probe::cgroup::CgroupStats.
     pub cgroup_bytes: Option<u64>,
@@ -190,8 +194,8 @@ macro_rules! for_columns {
             (processes, processes, U32, "count", "processes in the tree"),
             (top_pid, top_pid, I32, "pid", "the process with the largest RSS"),
             (top_rss_bytes, top_rss_bytes, U64, "bytes", "that process's RSS"),
-            (hwm_bytes, hwm_bytes, U64, "bytes", "largest VmHWM of a live process: its exact peak so far"),
-            (hwm_sum_bytes, hwm_sum_bytes, U64, "bytes", "sum of VmHWM of live processes: an upper bound, not a peak"),
+            (hwm_bytes, hwm_bytes, U64, "bytes", "largest VmHWM of a live process, or of one that left since the previous row (its exit record): its exact peak so far"),
+            (hwm_sum_bytes, hwm_sum_bytes, U64, "bytes", "sum of VmHWM of those processes: an upper bound, not a peak"),
             (pss_bytes, pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
             (missed_ticks, missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
             (gpu_bytes, gpu.bytes, OptU64, "bytes", "GPU memory held by the tree's processes (NVML, summed over their PIDs); empty when GPU memory is not read"),
@@ -199,6 +203,7 @@ macro_rules! for_columns {
             (gpu_device_total_bytes, gpu.device_total_bytes, OptU64, "bytes", "total memory of those GPUs; empty as gpu_device_used_bytes"),
             (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used"),
             (threads, threads, U32, "count", "threads in the tree (sum of Threads)"),
+            (departed, departed, U32, "count", "processes that left the tree since the previous row (exited, or born and gone in between: known from exit records)"),
             (cgroup_bytes, cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup"),
             (cgroup_anon_bytes, cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)"),
             (cgroup_file_bytes, cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)"),

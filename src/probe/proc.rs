@@ -102,6 +102,7 @@ impl ProcFs {
             dir_path,
             status,
             statm: OnceCell::new(),
+            stat: OnceCell::new(),
             children: OnceCell::new(),
             others: OtherThreads::default(),
             fake: self.fake,
@@ -154,6 +155,8 @@ pub struct ProcHandle {
     dir_path: PathBuf,
     status: File,
     statm: OnceCell<File>,
+    /// /proc/PID/stat, held once `read_children_minflt` is first called.
+    stat: OnceCell<File>,
     children: OnceCell<File>,
     others: OtherThreads,
     fake: bool,
@@ -196,6 +199,24 @@ impl ProcHandle {
             *slot = parse_u64(word);
         }
         Ok(out)
+    }
+
+    /// The minor page faults of this process's waited-for children (`cminflt`, field 11 of
+    /// /proc/PID/stat): it rises each time the process reaps a child, by the faults of that
+    /// child's whole life (never 0 for a process that touched memory). So a rise tells that a
+    /// child exited, even one born and gone between two samples.
+    pub fn read_children_minflt(&self, buf: &mut Vec<u8>) -> Result<u64, ProcError> {
+        let f = match self.stat.get() {
+            Some(f) => f,
+            None => {
+                let f = open_at(&self.dir, "stat").map_err(|e| self.classify("stat", e))?;
+                self.stat.get_or_init(|| f)
+            }
+        };
+        let n = self.pread(f, buf).map_err(|e| self.classify("stat", e))?;
+        parse_stat_children_minflt(&buf[..n]).ok_or_else(|| {
+            ProcError::Parse(self.dir_path.join("stat"), "malformed stat line".into())
+        })
     }
 
     /// Appends the PIDs of this process's direct children to `out`; `threads` is its thread
@@ -603,6 +624,14 @@ pub fn parse_stat_cpu(buf: &[u8]) -> Option<(String, u64, u64, u64)> {
     Some((comm, start, user, system))
 }
 
+/// Field 11 of /proc/PID/stat, `cminflt`: minor faults of the waited-for children.
+pub fn parse_stat_children_minflt(buf: &[u8]) -> Option<u64> {
+    let close = memchr::memrchr(b')', buf)?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    // Field 3 (state) is the first after ")": field 11 is the 9th.
+    rest.split_ascii_whitespace().nth(8)?.parse().ok()
+}
+
 /// Turns the NUL-separated arguments of /proc/PID/cmdline into one line joined by spaces,
 /// without the padding at its end (PostgreSQL pads its titles with spaces). A character cut at
 /// the end of a bounded read is dropped, not replaced.
@@ -678,12 +707,14 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
     #[test]
     fn stat_start_time_survives_odd_command_names() {
         let line =
-            b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 50";
+            b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 51234 0 0 5 3 0 0 20 0 1 0 987654 1000 50";
         let (comm, start) = parse_stat(line).unwrap();
         assert_eq!(comm, "a b) c)");
         assert_eq!(start, 987654);
         let (_, _, user, system) = parse_stat_cpu(line).unwrap();
         assert_eq!((user, system), (5, 3));
+        assert_eq!(parse_stat_children_minflt(line), Some(51234));
+        assert_eq!(parse_stat_children_minflt(b"1 (x) S 1 1"), None);
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl Recorder {
             match ExitWatch::open_online() {
                 Ok(w) => {
                     tree.watch_exits(w);
-                    "taskstats".to_string()
+                    crate::format::meta::EXIT_RECORDS_READ.to_string()
                 }
                 Err(e) => {
                     if !opts.quiet {
@@ -423,6 +423,11 @@ impl Recorder {
     /// The launched command's stdout pipe, when `capture_stdout` asked for one (taken once).
     pub fn take_command_stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.command_stdout.take()
+    }
+
+    /// True when the kernel's exit records are read (taskstats).
+    pub fn reads_exit_records(&self) -> bool {
+        self.tree.watches_exits()
     }
 
     /// The PID of the watched process (the root of the tree).
@@ -757,6 +762,7 @@ impl Recorder {
             gpu,
             vm_size_bytes: ts.vm_size,
             threads: ts.threads,
+            departed: ts.departed,
             event,
             ..Sample::default()
         };
@@ -905,19 +911,14 @@ impl Recorder {
     }
 
     /// Resets VmHWM of every process in the tree (at a marker, at the start, at a bench run);
-    /// returns a message per failure. A process that left in the meantime needs no reset.
+    /// returns a message per failure. Every status read and exit record queued before the
+    /// reset is kept out of the samples after it (`Tree::reset_marks`).
     fn reset_peaks(&mut self) -> Vec<String> {
-        let failed = self
-            .tree
-            .each_member()
-            .filter_map(|(h, _)| match h.reset_hwm() {
-                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
-                Err(e) => Some(format!("PID {}: {e}", h.pid)),
-            })
-            .collect();
-        // Every status read before the reset holds the old marks: read them all again.
-        self.tree.invalidate_after_reset();
-        failed
+        self.tree
+            .reset_marks()
+            .into_iter()
+            .map(|(pid, e)| format!("PID {pid}: {e}"))
+            .collect()
     }
 
     /// Waits for a new process behind the pidfile or name, or for a signal or the duration
@@ -1059,7 +1060,10 @@ impl Recorder {
         end.pss_unread = self.pss_unread.clone();
         end.gpu = self.gpu.as_ref().map(|g| g.end());
         end.exit_records = Some(self.exit_records.clone());
+        // The watch, and its count, go from tree to tree across restarts.
+        end.exit_records_lost = self.tree.exit_records_lost();
         end.exit_peak_bytes = self.exit_peak.max(self.tree.exit_peak());
+        end.exit_peak_after_last_sample_bytes = self.tree.exit_peak_after_last_sample();
         end.target_exit_read = self.tree.root_exit_peak().is_some();
         end
     }

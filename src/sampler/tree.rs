@@ -16,7 +16,12 @@
 //! With exit records ([`Tree::watch_exits`], taskstats), a member that left since the last
 //! tick gets the high-water mark the kernel reported as it exited, not the last one read: a
 //! process that peaks and exits between two samples keeps its peak. So do children that were
-//! born and exited between two ticks (never members), from their parent's records.
+//! born and exited between two ticks (never members), from their parent's records. Each such
+//! peak is in the sample of the tick that finds the process gone (`TreeSample::departed`,
+//! `hwm_max`), so the phase or run it left in holds it; records queued before a reset of the
+//! marks ([`Tree::reset_marks`]) are kept out of the samples after it. Without exit records
+//! a departure is still counted, and so is a child born and gone unseen where its parent reaped
+//! it (its `cminflt` rose) or it is listed as an exited child: its peak is then not known.
 
 use crate::probe::taskstats::{Exit, ExitWatch};
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
@@ -55,6 +60,15 @@ pub struct TreeSample {
     /// The sum of the members' VmSize (virtual address space) and of their thread counts.
     pub vm_size: u64,
     pub threads: u32,
+    /// Processes that left the tree since the previous sample: members found gone, and
+    /// children born and gone in between (known only from exit records).
+    pub departed: u32,
+    /// The largest VmHWM among those, from exit records queued since the last reset of the
+    /// marks (0 without records); already in `hwm_max`.
+    pub departed_hwm: u64,
+    /// The largest of those marks that rose after the process was last read (or that belong
+    /// to a child never read): a peak reached since the previous sample.
+    pub departed_risen_hwm: u64,
 }
 
 pub use crate::model::process::ProcessRecord;
@@ -72,6 +86,9 @@ struct Member {
     /// When the command line is read again (at a status read), and the gap after that.
     cmdline_next: Instant,
     cmdline_gap: Duration,
+    /// Without exit records: the minor faults of its reaped children (`cminflt`) when last
+    /// read; a rise means it reaped a child.
+    children_minflt: Option<u64>,
 }
 
 impl Member {
@@ -85,6 +102,7 @@ impl Member {
             cmdline: String::new(),
             cmdline_next: now,
             cmdline_gap: CMDLINE_GAP_FIRST,
+            children_minflt: None,
         };
         m.read_cmdline(now, &mut Vec::new());
         m
@@ -142,10 +160,17 @@ pub struct Tree {
     kids: Vec<i32>,
     /// Exit records (taskstats), when memmon may read them.
     exits: Option<ExitWatch>,
+    /// Records taken from the socket and not yet settled. Those before `exit_fresh_from` were
+    /// queued before the last reset of the marks: they name their processes' peaks, but a
+    /// sample after the reset does not count them.
     exit_buf: Vec<Exit>,
-    /// Members found gone in this tick, settled with their exit records before they join
-    /// `departed`.
-    leaving: Vec<ProcessRecord>,
+    exit_fresh_from: usize,
+    /// Members found gone in this tick, with the VmHWM last read of each, settled with their
+    /// exit records before they join `departed`.
+    leaving: Vec<(ProcessRecord, u64)>,
+    /// What the departures settled when the root was found gone add to the recording: the
+    /// largest VmHWM among their records since the last reset (after the last sample).
+    tail_exit_hwm: Option<u64>,
     /// The boot time, seconds since 1970 (to compare a record's start with a member's).
     boot_unix_s: f64,
     /// The largest VmHWM an exit record gave for a process of the tree, and the root's own.
@@ -153,6 +178,17 @@ pub struct Tree {
     root_exit_peak: Option<u64>,
     /// The members changed since the exit records' filter was last set.
     filter_stale: bool,
+    /// Without exit records: children the members reaped since the last sample (each seen as
+    /// a rise of the reaper's `cminflt`), and departures found that no reap has matched yet.
+    /// A reap that no known departure explains is a child born and gone between samples.
+    reaped: u32,
+    unreaped_departures: u64,
+    /// Without exit records: processes known gone that may still be listed as (zombie)
+    /// children until reaped — members that left, and zombies already counted — as
+    /// (PID, start time); those listed in this tick; zombies found this tick not known gone.
+    gone: Vec<(i32, u64)>,
+    gone_now: Vec<(i32, u64)>,
+    zombies_unseen: u32,
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
@@ -175,11 +211,18 @@ impl Tree {
             kids: Vec::new(),
             exits: None,
             exit_buf: Vec::new(),
+            exit_fresh_from: 0,
             leaving: Vec::new(),
+            tail_exit_hwm: None,
             boot_unix_s: 0.0,
             exit_peak: None,
             root_exit_peak: None,
             filter_stale: true,
+            reaped: 0,
+            unreaped_departures: 0,
+            gone: Vec::new(),
+            gone_now: Vec::new(),
+            zombies_unseen: 0,
         };
         t.index.insert(root_pid, 0);
         let mut root = Member::new(root, StatusMem::default(), [0; 7], Instant::now());
@@ -237,6 +280,19 @@ impl Tree {
         self.root_exit_peak
     }
 
+    /// When the root has gone: the largest VmHWM the exit records read then gave (the root's,
+    /// and those of members that left with it), counted since the last reset of the marks. It
+    /// was reached after the last sample, so only the recording's end holds it.
+    pub fn exit_peak_after_last_sample(&self) -> Option<u64> {
+        self.tail_exit_hwm
+    }
+
+    /// Times the kernel dropped exit records because their queue was full: a process of the
+    /// tree that exited then may have left with a peak memmon never saw.
+    pub fn exit_records_lost(&self) -> u64 {
+        self.exits.as_ref().map_or(0, |w| w.overruns)
+    }
+
     /// Reads every member once and returns the sum. Returns `None` when the root is gone (or is
     /// a zombie): the tree has ended. Members that vanish between two reads are dropped quietly.
     pub fn sample(&mut self) -> Result<Option<TreeSample>, ProcError> {
@@ -252,7 +308,8 @@ impl Tree {
             match self.read_member(i, now) {
                 Ok(m) if m.has_mm => i += 1,
                 Ok(_) | Err(ProcError::NoSuchProcess(_)) if i == 0 => {
-                    self.settle_departures(true);
+                    let gone = self.settle_departures(true);
+                    self.tail_exit_hwm = (gone.departed_hwm > 0).then_some(gone.departed_hwm);
                     return Ok(None);
                 }
                 Err(e) if i == 0 => return Err(e),
@@ -270,8 +327,7 @@ impl Tree {
                 j += 1;
             }
         }
-        self.settle_departures(false);
-        let mut s = TreeSample::default();
+        let mut s = self.settle_departures(false);
         for m in &self.members {
             add(&mut s, m.handle.pid, &m.last);
         }
@@ -297,8 +353,37 @@ impl Tree {
         if status.has_mm {
             m.status_at = Some(now);
             m.took_status(status, now, &mut self.buf);
+            if self.exits.is_none() && self.with_children {
+                // Without exit records, the one sign of a child born and gone unseen.
+                if let Ok(f) = m.handle.read_children_minflt(&mut self.buf) {
+                    if m.children_minflt.is_some_and(|before| f > before) {
+                        self.reaped += 1;
+                    }
+                    m.children_minflt = Some(f);
+                }
+            }
         }
         Ok(status)
+    }
+
+    /// Resets the high-water marks of every member (writes `5` to clear_refs), so each
+    /// process's VmHWM counts from now; returns each failure with its PID. A process that left
+    /// in the meantime needs no reset. Exit records queued before the reset are taken first:
+    /// they still name their processes' peaks, but the next sample does not count them, so a
+    /// process that exited before a phase or run began gives it nothing.
+    pub fn reset_marks(&mut self) -> Vec<(i32, ProcError)> {
+        self.take_exit_records();
+        self.exit_fresh_from = self.exit_buf.len();
+        let failed = self
+            .members
+            .iter()
+            .filter_map(|m| match m.handle.reset_hwm() {
+                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
+                Err(e) => Some((m.handle.pid, e)),
+            })
+            .collect();
+        self.invalidate_after_reset();
+        failed
     }
 
     /// Forgets every status read so far, so the next sample reads status for every member:
@@ -359,6 +444,15 @@ impl Tree {
                     self.members.push(Member::new(handle, last, statm, now));
                     self.filter_stale = true;
                 }
+                // A child that exited and is not yet reaped: without exit records, a child
+                // born and gone unseen shows here until its parent reaps it.
+                Ok(_) if self.exits.is_none() => {
+                    let key = (pid, handle.start_time);
+                    if !self.gone.contains(&key) && !self.gone_now.contains(&key) {
+                        self.zombies_unseen += 1;
+                    }
+                    self.gone_now.push(key);
+                }
                 _ => {}
             }
         }
@@ -370,44 +464,84 @@ impl Tree {
         if let Some(moved) = self.members.get(i) {
             self.index.insert(moved.handle.pid, i);
         }
-        self.leaving.push(m.record());
+        self.leaving.push((m.record(), m.last.hwm));
         self.filter_stale = true;
+    }
+
+    /// Takes the exit records queued in the kernel since the last call: those of the tree's
+    /// processes (a member or its thread, a member that left this tick, the root) and of
+    /// their children.
+    fn take_exit_records(&mut self) {
+        let Some(mut w) = self.exits.take() else {
+            return;
+        };
+        let (index, leaving, root) = (&self.index, &self.leaving, self.root_pid as u32);
+        let ours = |p: u32| {
+            p == root
+                || index.contains_key(&(p as i32))
+                || leaving.iter().any(|(r, _)| r.pid as u32 == p)
+        };
+        w.drain(&mut self.exit_buf, |e| {
+            ours(e.tgid.unwrap_or(e.pid)) || ours(e.ppid)
+        });
+        self.exits = Some(w);
     }
 
     /// Moves the members found gone in this tick to `departed`, each with the peak of its exit
     /// record when there is one (and the root's, when `root_gone`); children that exited
-    /// unseen since the last tick join `departed` from their records.
-    fn settle_departures(&mut self, root_gone: bool) {
+    /// unseen since the last tick join `departed` from their records. Returns what the
+    /// departures add to this tick's sample (their count, and the marks of their records).
+    fn settle_departures(&mut self, root_gone: bool) -> TreeSample {
+        self.take_exit_records();
+        let mut s = TreeSample::default();
         let leaving = std::mem::take(&mut self.leaving);
-        self.exit_buf.clear();
-        if let Some(mut w) = self.exits.take() {
-            let root = self.root_pid as u32;
-            let gone =
-                |p: u32| leaving.iter().any(|r| r.pid as u32 == p) || (root_gone && p == root);
-            let index = &self.index;
-            w.drain(&mut self.exit_buf, |e| {
-                let p = e.tgid.unwrap_or(e.pid);
-                gone(p) || gone(e.ppid) || index.contains_key(&(e.ppid as i32))
-            });
-            self.exits = Some(w);
-        }
-        for mut rec in leaving {
-            if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks) {
+        let settled: Vec<i32> = leaving.iter().map(|(r, _)| r.pid).collect();
+        let gone_keys: Vec<(i32, u64)> = leaving
+            .iter()
+            .map(|(r, _)| (r.pid, r.start_time_ticks))
+            .collect();
+        for (mut rec, last_hwm) in leaving {
+            s.departed += 1;
+            let fresh = self.exit_hwm(rec.pid, rec.start_time_ticks, self.exit_fresh_from);
+            if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks, 0) {
                 rec.hwm_bytes = rec.hwm_bytes.max(h);
                 self.exit_peak = self.exit_peak.max(Some(h));
+            }
+            // Alive during the interval: its mark bounds the tree's peak in it.
+            s.hwm_sum += fresh.unwrap_or(last_hwm);
+            if let Some(h) = fresh {
+                s.departed_hwm = s.departed_hwm.max(h);
+                if h > last_hwm {
+                    s.departed_risen_hwm = s.departed_risen_hwm.max(h);
+                }
             }
             self.remember_departed(rec);
         }
         if let Some(&i) = self.index.get(&self.root_pid).filter(|_| root_gone) {
-            let start = self.members[i].handle.start_time;
-            if let Some(h) = self.exit_hwm(self.root_pid, start) {
+            let (start, last_hwm) = {
+                let root = &self.members[i];
+                (root.handle.start_time, root.last.hwm)
+            };
+            if let Some(h) = self.exit_hwm(self.root_pid, start, 0) {
                 let root = &mut self.members[i];
                 root.hwm_peak = root.hwm_peak.max(h);
                 self.exit_peak = self.exit_peak.max(Some(h));
                 self.root_exit_peak = Some(h);
             }
+            if let Some(h) = self.exit_hwm(self.root_pid, start, self.exit_fresh_from) {
+                s.departed_hwm = s.departed_hwm.max(h);
+                if h > last_hwm {
+                    s.departed_risen_hwm = s.departed_risen_hwm.max(h);
+                }
+            }
         }
-        self.settle_unseen_children();
+        self.settle_unseen_children(&settled, &mut s);
+        if self.exits.is_none() {
+            self.count_reaped_unseen(&gone_keys, &mut s);
+        }
+        self.exit_buf.clear();
+        self.exit_fresh_from = 0;
+        s.hwm_max = s.departed_hwm;
         if self.filter_stale && !root_gone {
             if let Some(w) = &mut self.exits {
                 let pids: Vec<u32> = self.members.iter().map(|m| m.handle.pid as u32).collect();
@@ -415,47 +549,81 @@ impl Tree {
             }
             self.filter_stale = false;
         }
+        s
     }
 
     /// Children that were born and exited between two ticks: never members, known from their
     /// leader's exit record (a live process's thread that exited is skipped: the process is a
-    /// member by now, found by this tick's walk).
-    fn settle_unseen_children(&mut self) {
-        let mut unseen: Vec<ProcessRecord> = Vec::new();
-        for e in &self.exit_buf {
+    /// member by now, found by this tick's walk; so are the members `settled` in this tick).
+    /// Each adds to `s` as a departure.
+    fn settle_unseen_children(&mut self, settled: &[i32], s: &mut TreeSample) {
+        let mut unseen: Vec<(ProcessRecord, bool)> = Vec::new();
+        for (k, e) in self.exit_buf.iter().enumerate() {
             let p = e.tgid.unwrap_or(e.pid);
             if e.pid != p
                 || self.index.contains_key(&(p as i32))
                 || p as i32 == self.root_pid
-                || self.departed.iter().any(|d| d.pid == p as i32)
+                || settled.contains(&(p as i32))
+                || unseen.iter().any(|(d, _)| d.pid == p as i32)
             {
                 continue;
             }
             let start_s = (e.btime_s as f64 - self.boot_unix_s).max(0.0);
-            unseen.push(ProcessRecord {
-                pid: p as i32,
-                start_time_ticks: (start_s * clock_ticks_per_s()) as u64,
-                comm: e.comm.clone(),
-                cmdline: String::new(),
-                hwm_bytes: e.hiwater_bytes,
-            });
+            unseen.push((
+                ProcessRecord {
+                    pid: p as i32,
+                    start_time_ticks: (start_s * clock_ticks_per_s()) as u64,
+                    comm: e.comm.clone(),
+                    cmdline: String::new(),
+                    hwm_bytes: e.hiwater_bytes,
+                },
+                k >= self.exit_fresh_from,
+            ));
         }
-        for mut rec in unseen {
-            if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks) {
+        for (mut rec, fresh) in unseen {
+            if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks, 0) {
                 rec.hwm_bytes = h;
             }
             self.exit_peak = self.exit_peak.max(Some(rec.hwm_bytes));
+            s.departed += 1;
+            if fresh {
+                // Never read: its whole life, and so its peak, fell since the last sample.
+                s.departed_hwm = s.departed_hwm.max(rec.hwm_bytes);
+                s.departed_risen_hwm = s.departed_risen_hwm.max(rec.hwm_bytes);
+                s.hwm_sum += rec.hwm_bytes;
+            }
             self.remember_departed(rec);
         }
     }
 
+    /// Without exit records: zombie children that were never members, and reaps since the last
+    /// sample that no departure found explains, are children born and gone between samples;
+    /// each counts as departed (their peaks are not known). A lower bound: a reaper that reaped
+    /// two at once rises once.
+    fn count_reaped_unseen(&mut self, settled: &[(i32, u64)], s: &mut TreeSample) {
+        let zombies = std::mem::take(&mut self.zombies_unseen);
+        s.departed += zombies;
+        self.departed_count += zombies as u64;
+        self.gone = std::mem::take(&mut self.gone_now);
+        self.gone.extend_from_slice(settled);
+        self.unreaped_departures += s.departed as u64;
+        let reaped = std::mem::take(&mut self.reaped) as u64;
+        let explained = reaped.min(self.unreaped_departures);
+        self.unreaped_departures -= explained;
+        let unseen = (reaped - explained) as u32;
+        s.departed += unseen;
+        self.departed_count += unseen as u64;
+    }
+
     /// The largest VmHWM among this tick's exit records of process `pid` started at
-    /// `start_ticks` (clock ticks since boot). A record of its leader must start within 2 s of
-    /// it and one of another thread no earlier: a record of a later process that reused the PID
-    /// is not taken for it.
-    fn exit_hwm(&self, pid: i32, start_ticks: u64) -> Option<u64> {
+    /// `start_ticks` (clock ticks since boot), from record `from` on (`exit_fresh_from`: those
+    /// queued since the last reset). A record of its leader must start within 2 s of it and
+    /// one of another thread no earlier: a record of a later process that reused the PID is not
+    /// taken for it.
+    fn exit_hwm(&self, pid: i32, start_ticks: u64, from: usize) -> Option<u64> {
         let start_unix = self.boot_unix_s + start_ticks as f64 / clock_ticks_per_s();
         self.exit_buf
+            .get(from..)?
             .iter()
             .filter(|e| e.tgid.unwrap_or(e.pid) == pid as u32)
             .filter(|e| {
@@ -597,8 +765,132 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
             // Another process.
             exit(300, 300, 1, start, 800),
         ];
-        assert_eq!(t.exit_hwm(100, 1000), Some(450 << 20));
-        assert_eq!(t.exit_hwm(100, 5000), None, "started 40 s later: not ours");
+        assert_eq!(t.exit_hwm(100, 1000, 0), Some(450 << 20));
+        assert_eq!(
+            t.exit_hwm(100, 5000, 0),
+            None,
+            "started 40 s later: not ours"
+        );
+    }
+
+    #[test]
+    fn a_member_that_leaves_puts_the_peak_of_its_exit_record_in_that_row() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.processes, s.departed, s.hwm_max), (2, 0, 1500 << 10));
+        t.boot_unix_s = 1_700_000_000.0;
+        let start = 1_700_000_000 + (1001.0 / clock_ticks_per_s()) as u64;
+        // 101 rose to 4000 KiB after its last sample and exited.
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        t.exit_buf = vec![Exit {
+            hiwater_bytes: 4000 << 10,
+            ..exit(101, 101, 100, start, 0)
+        }];
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.processes, s.departed), (1, 1));
+        assert_eq!(
+            s.hwm_max,
+            4000 << 10,
+            "the exit record's peak is in the row"
+        );
+        assert_eq!(
+            s.departed_risen_hwm,
+            4000 << 10,
+            "it rose after the last read"
+        );
+        assert_eq!(s.hwm_sum, (1500 + 4000) << 10);
+        // The next row has no departure.
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.departed, s.hwm_max), (0, 1500 << 10));
+        assert_eq!(t.exit_peak(), Some(4000 << 10));
+    }
+
+    #[test]
+    fn an_exit_record_queued_before_a_reset_is_kept_out_of_the_rows_after_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        t.sample().unwrap().unwrap();
+        t.boot_unix_s = 1_700_000_000.0;
+        let start = 1_700_000_000 + (1001.0 / clock_ticks_per_s()) as u64;
+        // 101 exits with a 5000 KiB peak, then a run begins: the marks are reset.
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        t.exit_buf = vec![Exit {
+            hiwater_bytes: 5000 << 10,
+            ..exit(101, 101, 100, start, 0)
+        }];
+        t.reset_marks();
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!(s.departed, 1);
+        assert_eq!(s.hwm_max, 1000 << 10, "a peak from before the reset");
+        assert_eq!(s.departed_hwm, 0);
+        // It is still that process's peak, and the recording's.
+        assert!(t
+            .processes()
+            .iter()
+            .any(|p| p.pid == 101 && p.hwm_bytes == 5000 << 10));
+        assert_eq!(t.exit_peak(), Some(5000 << 10));
+    }
+
+    #[test]
+    fn without_exit_records_a_reaped_child_no_departure_explains_counts_as_departed() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        let set_cminflt = |pid: i32, n: u64| {
+            let path = tmp.path().join(format!("{pid}/stat"));
+            fs::write(
+                &path,
+                format!(
+                    "{pid} (fake{pid}) S 1 1 1 0 -1 0 0 {n} 0 0 0 0 0 0 20 0 1 0 {} 0 0\n",
+                    1000 + pid - 100
+                ),
+            )
+            .unwrap();
+        };
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0);
+        // The root reaps a child born and gone between two samples.
+        set_cminflt(100, 51_200);
+        assert_eq!(t.sample().unwrap().unwrap().departed, 1);
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0);
+        // A member leaves and is reaped: one departure, not two.
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        set_cminflt(100, 60_000);
+        assert_eq!(t.sample().unwrap().unwrap().departed, 1);
+        assert_eq!(t.departed_count(), 2);
+    }
+
+    #[test]
+    fn without_exit_records_an_unseen_zombie_child_counts_once_and_its_reap_adds_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0);
+        // A child appears already exited (a zombie: no memory lines), listed until reaped.
+        fake_proc(tmp.path(), 101, 1001, 0, 0, &[]);
+        fs::write(
+            tmp.path().join("101/status"),
+            "Name:\tfake\nState:\tZ (zombie)\n",
+        )
+        .unwrap();
+        fs::write(tmp.path().join("100/task/100/children"), "101").unwrap();
+        assert_eq!(t.sample().unwrap().unwrap().departed, 1);
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0, "counted once");
+        // Its parent reaps it: the rise of cminflt is that same child.
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        fs::write(tmp.path().join("100/task/100/children"), "").unwrap();
+        fs::write(
+            tmp.path().join("100/stat"),
+            "100 (fake100) S 1 1 1 0 -1 0 0 4000 0 0 0 0 0 0 20 0 1 0 1000 0 0\n",
+        )
+        .unwrap();
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0);
+        assert_eq!(t.departed_count(), 1);
     }
 
     #[test]
@@ -614,7 +906,9 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
             exit(200, 200, 100, 1_700_000_050, 700),
             exit(102, 101, 100, 1_700_000_050, 900),
         ];
-        t.settle_unseen_children();
+        let mut s = TreeSample::default();
+        t.settle_unseen_children(&[], &mut s);
+        assert_eq!((s.departed, s.departed_hwm), (1, 700 << 20));
         let procs = t.processes();
         let gone: Vec<_> = procs.iter().filter(|p| p.pid == 200).collect();
         assert_eq!(gone.len(), 1);

@@ -2,6 +2,8 @@
 //! not apply (no daemon, no cgroup, no `--pss`). `sampled_peak_bytes`, `rss_before_bytes` and
 //! `rss_after_bytes` of a run with `processes` above 1 are RSS sums that count a shared page in
 //! each process; `pss_bytes` (the largest PSS read, a peak when `pss_is_peak`) counts it once.
+//! `departed`: processes that left the tree during the run; where `kernel_peak_scope` is
+//! `largest-process-seen`, no exit record was read for them and the kernel peak is a lower bound.
 //! `daemon_user_s` and `daemon_system_s`: the CPU seconds the daemon's own process (not its
 //! children) used during the run, from /proc/PID/stat in clock ticks (10 ms steps).
 
@@ -12,7 +14,7 @@ pub struct CsvExporter;
 
 const HEADER: &str = "run,started_unix_ms,wall_s,exit_code,exit_signal,peak_rss_bytes,peak_source,\
 kernel_peak_bytes,kernel_peak_scope,sampled_peak_bytes,cgroup_peak_bytes,rss_before_bytes,\
-rss_after_bytes,peak_over_floor_bytes,processes,samples,pss_bytes,pss_reads,pss_is_peak,\
+rss_after_bytes,peak_over_floor_bytes,processes,departed,samples,pss_bytes,pss_reads,pss_is_peak,\
 peak_gpu_bytes,daemon_user_s,daemon_system_s";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -40,6 +42,7 @@ impl Exporter for CsvExporter {
                 opt(r.rss_after_bytes),
                 opt(r.peak_over_floor_bytes),
                 r.processes.to_string(),
+                r.departed.to_string(),
                 r.samples.to_string(),
                 opt(r.pss.map(|p| p.largest_bytes)),
                 opt(r.pss.map(|p| p.reads)),

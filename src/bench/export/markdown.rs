@@ -41,7 +41,7 @@ impl Exporter for MarkdownExporter {
                 "| {} | {} | {exit} | {} | {} | {} | {} | {} | {} |{}{}",
                 r.run,
                 fmt_wall(r.wall_s),
-                fmt_bytes(r.peak_rss_bytes),
+                crate::bench::table::peak_cell(r),
                 r.peak_source.key(),
                 r.peak_over_floor_bytes
                     .map(|b| fmt_bytes_signed(b as i64))

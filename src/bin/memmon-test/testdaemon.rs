@@ -4,6 +4,9 @@
 //!
 //! Protocol: one line per connection, `SIZE_BYTES HOLD_US\n`; the reply is `ok\n` once the
 //! memory is freed again. With `--leak SIZE` the daemon keeps that much more after each request.
+//! With `--fork` each request is served by a child process of its own (as a pre-forking or
+//! process-per-connection server does): it maps the memory, holds it and exits, and the daemon
+//! reaps it before it replies, so the daemon's own memory never moves.
 
 use clap::Args;
 use memmon::units::{parse_duration, parse_size};
@@ -26,6 +29,10 @@ pub struct TestDaemonArgs {
     /// Write the daemon's PID to FILE once it listens
     #[arg(long, value_name = "FILE")]
     pub pidfile: Option<PathBuf>,
+
+    /// Serve each request in a child process that exits when done (reaped before the reply)
+    #[arg(long, conflicts_with = "leak")]
+    pub fork: bool,
 }
 
 #[derive(Args, Debug)]
@@ -76,6 +83,7 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
             continue;
         }
         let reply = match parse_request(&line) {
+            Ok((bytes, hold)) if args.fork => serve_in_child(bytes, hold),
             Ok((bytes, hold)) => match Block::touched(bytes as usize) {
                 Ok(block) => {
                     std::thread::sleep(hold);
@@ -94,6 +102,36 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         let _ = (&conn).write_all(reply.as_bytes());
     }
     Ok(())
+}
+
+/// Forks a child that maps and touches `bytes`, holds them and exits; reaps it; the reply.
+fn serve_in_child(bytes: u64, hold: Duration) -> String {
+    // SAFETY: the daemon is single-threaded, so the child may do anything the parent could.
+    match unsafe { libc::fork() } {
+        0 => {
+            let code = match Block::touched(bytes as usize) {
+                Ok(block) => {
+                    std::thread::sleep(hold);
+                    drop(block);
+                    0
+                }
+                Err(_) => 1,
+            };
+            // SAFETY: ending the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        pid if pid > 0 => {
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                "ok\n".into()
+            } else {
+                format!("error: the worker could not map {bytes} bytes\n")
+            }
+        }
+        _ => format!("error: cannot fork: {}\n", std::io::Error::last_os_error()),
+    }
 }
 
 fn parse_request(line: &str) -> Result<(u64, Duration), String> {
