@@ -1,19 +1,28 @@
 //! Quiet between samples: how often an idle `memmon record` wakes up, and what one sample costs
-//! at 1 Hz against 1 kHz, end to end (the built binary attached to an idle `sleep`).
+//! at 1 Hz against 1 kHz, end to end (the built binary attached to an idle `sleep`), beside the
+//! floor any sampler pays on this machine.
+//!
 //! Wake-ups: voluntary + non-voluntary context switches summed over every thread of memmon
 //! (/proc/PID/task/*/status) over 10 s of a `-i 1s` recording with the marker socket (default)
-//! and a followed log. CPU per sample: the difference in CPU time (wait4's rusage) between a
-//! long and a short recording at the same interval, over the difference in samples taken, so
-//! start-up and the end's summary cancel out; the median of 3 pairs. Beside it, the floor any
-//! sampler pays on this machine: a thread that sleeps to the next deadline and then reads
-//! /proc/PID/status and writes one 100-byte line, at 1 Hz and at 1 kHz (its own CPU time).
-//! Run: `cargo bench --bench wakeups`. Results go in BENCHMARKS.md.
+//! and a followed log.
+//!
+//! CPU per sample: the CPU time of all memmon's threads (the scheduler's own count in
+//! nanoseconds, the first field of /proc/PID/task/TID/schedstat) over a window in the middle of
+//! a recording, divided by the rows written in that window: start-up and the end are outside
+//! it, and what a recorder does between samples counts against its samples. The bare floor is a
+//! thread of the bench itself that sleeps to the next absolute deadline, preads
+//! /proc/PID/status and writes a 100-byte line (its own CPU time, CLOCK_THREAD_CPUTIME_ID, the
+//! same nanosecond count). The four are measured in turn, `ROUNDS` times, and the medians
+//! given: the machine's load moves between rounds, each round's numbers share it.
+//! Run: `cargo bench --bench wakeups` (as root, exit records are read; the `--no-taskstats`
+//! rows show their part). Results go in BENCHMARKS.md.
 
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const MEMMON: &str = env!("CARGO_BIN_EXE_memmon");
+const ROUNDS: usize = 3;
 
 fn idle_target() -> Child {
     Command::new("sleep").arg("100000").spawn().unwrap()
@@ -21,103 +30,100 @@ fn idle_target() -> Child {
 
 /// Context switches summed over every thread of `pid`.
 fn context_switches(pid: u32) -> u64 {
-    let mut total = 0;
+    per_thread(pid, "status", |text| {
+        text.lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum()
+    })
+}
+
+/// CPU time of every thread of `pid` so far, in nanoseconds (schedstat's first field).
+fn cpu_ns(pid: u32) -> u64 {
+    per_thread(pid, "schedstat", |text| {
+        text.split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+/// `f` of /proc/PID/task/*/FILE, summed over the threads.
+fn per_thread(pid: u32, file: &str, f: impl Fn(&str) -> u64) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
-    for task in tasks.flatten() {
-        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
-            continue;
-        };
-        total += status
-            .lines()
-            .filter(|l| l.contains("ctxt_switches:"))
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .sum::<u64>();
-    }
-    total
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join(file)).ok())
+        .map(|text| f(&text))
+        .sum()
 }
 
 /// Rows of a CSV recording (its header and `#` lines not counted).
 fn rows(path: &Path) -> u64 {
     std::fs::read_to_string(path)
-        .unwrap()
+        .unwrap_or_default()
         .lines()
-        .skip(1)
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
         .count() as u64
 }
 
-/// Waits for `child` with wait4; its CPU time (user + system).
-fn wait_cpu(child: Child) -> Duration {
-    let mut status = 0;
-    // SAFETY: zeroed rusage is a valid out-parameter.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting for our own child with valid out-pointers.
-    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-/// Records the idle target at `interval` for `duration`; (CPU time, samples, wake-ups per
-/// second over the middle of the run when `count_wakeups`).
-fn record(
-    dir: &Path,
-    target: u32,
-    interval: &str,
-    duration: Duration,
-    count_wakeups: bool,
-    extra: &[&str],
-) -> (Duration, u64, Option<f64>) {
-    let out = dir.join("r.csv");
+/// A recording of the idle target at `interval`, with the marker socket and `--mark-log`.
+fn start_recording(dir: &Path, target: u32, interval: &str, extra: &[&str]) -> Child {
     let log = dir.join("app.log");
     std::fs::write(&log, "").unwrap();
     // The marker socket in a directory of its own: `memmon mark` clients elsewhere on the
     // machine probe the sockets of the shared default one, and each probe wakes the recorder.
-    let child = Command::new(MEMMON)
+    Command::new(MEMMON)
         .args(["record", "-q", "--force", "-i", interval, "--socket"])
         .arg(dir.join("m.sock"))
         .arg("--pid")
         .arg(target.to_string())
-        .arg("--duration")
-        .arg(format!("{}ms", duration.as_millis()))
         .arg("--mark-log")
         .arg(&log)
         .args(extra)
         .args(["--mark-regex", "phase", "-o"])
-        .arg(&out)
+        .arg(dir.join("r.csv"))
         .spawn()
-        .unwrap();
-    let mut wakeups = None;
-    if count_wakeups {
-        std::thread::sleep(Duration::from_secs(2));
-        let (a, t0) = (context_switches(child.id()), Instant::now());
-        std::thread::sleep(duration - Duration::from_secs(3));
-        let b = context_switches(child.id());
-        wakeups = Some((b - a) as f64 / t0.elapsed().as_secs_f64());
-    }
-    let cpu = wait_cpu(child);
-    (cpu, rows(&out), wakeups)
+        .unwrap()
 }
 
-/// CPU per sample at `interval`: (long - short) CPU over (long - short) samples; median of 3.
-fn per_sample(
+fn stop(mut child: Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+}
+
+/// Wake-ups per second of an idle `-i 1s` recording, over 10 s after 2 s of warm-up.
+fn wakeups_per_s(dir: &Path, target: u32) -> f64 {
+    let child = start_recording(dir, target, "1s", &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    let (a, t0) = (context_switches(child.id()), Instant::now());
+    std::thread::sleep(Duration::from_secs(10));
+    let b = context_switches(child.id());
+    let rate = (b - a) as f64 / t0.elapsed().as_secs_f64();
+    stop(child);
+    rate
+}
+
+/// memmon's CPU µs per sample at `interval`, over `window` after `warm`.
+fn memmon_per_sample(
     dir: &Path,
     target: u32,
     interval: &str,
-    short: Duration,
-    long: Duration,
+    warm: Duration,
+    window: Duration,
     extra: &[&str],
 ) -> f64 {
-    let mut v: Vec<f64> = (0..3)
-        .map(|_| {
-            let (c1, n1, _) = record(dir, target, interval, short, false, extra);
-            let (c2, n2, _) = record(dir, target, interval, long, false, extra);
-            (c2.as_secs_f64() - c1.as_secs_f64()) / (n2 as f64 - n1 as f64) * 1e6
-        })
-        .collect();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[1]
+    let out = dir.join("r.csv");
+    let child = start_recording(dir, target, interval, extra);
+    std::thread::sleep(warm);
+    let (c0, n0) = (cpu_ns(child.id()), rows(&out));
+    std::thread::sleep(window);
+    let (c1, n1) = (cpu_ns(child.id()), rows(&out));
+    stop(child);
+    (c1 - c0) as f64 / 1e3 / (n1 - n0).max(1) as f64
 }
 
 /// CPU time (user + system) of the calling thread.
@@ -132,63 +138,87 @@ fn thread_cpu() -> Duration {
 }
 
 /// The bare floor of a paced sampler: sleep to an absolute deadline, read the target's status,
-/// write a line; CPU µs per tick over `ticks` ticks `every` apart.
-fn bare_paced(dir: &Path, target: u32, every: Duration, ticks: u32) -> f64 {
+/// write a line; CPU µs per tick over `ticks` ticks `every` apart (after two not counted).
+fn bare_per_sample(dir: &Path, target: u32, every: Duration, ticks: u32) -> f64 {
     use std::io::Write;
-    let mut status = std::fs::File::open(format!("/proc/{target}/status")).unwrap();
+    use std::os::unix::fs::FileExt;
+    let status = std::fs::File::open(format!("/proc/{target}/status")).unwrap();
     let mut out = std::fs::File::create(dir.join("bare.csv")).unwrap();
     let mut buf = vec![0u8; 4096];
-    let t0 = thread_cpu();
     let mut next = Instant::now();
-    for _ in 0..ticks {
+    let mut t0 = thread_cpu();
+    for i in 0..ticks + 2 {
+        if i == 2 {
+            t0 = thread_cpu();
+        }
         next += every;
         let now = Instant::now();
         if next > now {
             std::thread::sleep(next - now);
         }
-        // SAFETY: reading into a valid buffer.
-        unsafe {
-            libc::pread(
-                std::os::fd::AsRawFd::as_raw_fd(&status),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-            )
-        };
+        let _ = status.read_at(&mut buf, 0);
         out.write_all(&[b'x'; 100]).unwrap();
     }
-    let _ = &mut status;
     (thread_cpu() - t0).as_secs_f64() * 1e6 / ticks as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
 }
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut target = idle_target();
     let id = target.id();
+    let d = dir.path();
+    let s = Duration::from_secs;
 
-    let (_, _, w) = record(dir.path(), id, "1s", Duration::from_secs(13), true, &[]);
     println!(
         "| idle `record -i 1s`, marker socket + `--mark-log`, all threads | {:.2} wake-ups/s |",
-        w.unwrap()
+        wakeups_per_s(d, id)
     );
-    let s = Duration::from_secs;
-    // Exit records (taskstats, as root) are drained at each tick: their cost grows with the
-    // machine's process exits per tick, so 1 Hz is measured with and without them.
-    for (what, extra) in [
-        ("", &[][..]),
-        (" `--no-taskstats`", &["--no-taskstats"][..]),
-    ] {
-        let hz1 = per_sample(dir.path(), id, "1s", s(2), s(12), extra);
-        let khz = per_sample(dir.path(), id, "1ms", s(1), s(3), extra);
-        println!("| CPU per sample at 1 Hz (`-i 1s`){what} | {hz1:.1} µs |");
-        println!("| CPU per sample at 1 kHz (`-i 1ms`){what} | {khz:.1} µs |");
-        println!("| ratio 1 Hz / 1 kHz{what} | {:.2}x |", hz1 / khz);
+    // (1 Hz, 1 kHz) per round, for memmon with and without exit records, and the bare floor.
+    let mut with = (Vec::new(), Vec::new());
+    let mut without = (Vec::new(), Vec::new());
+    let mut bare = (Vec::new(), Vec::new());
+    for round in 1..=ROUNDS {
+        let no = &["--no-taskstats"][..];
+        with.0
+            .push(memmon_per_sample(d, id, "1s", s(3), s(20), &[]));
+        with.1
+            .push(memmon_per_sample(d, id, "1ms", s(1), s(3), &[]));
+        without
+            .0
+            .push(memmon_per_sample(d, id, "1s", s(3), s(20), no));
+        without
+            .1
+            .push(memmon_per_sample(d, id, "1ms", s(1), s(3), no));
+        bare.0.push(bare_per_sample(d, id, s(1), 20));
+        bare.1
+            .push(bare_per_sample(d, id, Duration::from_millis(1), 3000));
+        eprintln!(
+            "round {round}: memmon {:.1} / {:.1} µs, --no-taskstats {:.1} / {:.1} µs, bare {:.1} / {:.1} µs (1 Hz / 1 kHz)",
+            with.0[round - 1], with.1[round - 1], without.0[round - 1], without.1[round - 1],
+            bare.0[round - 1], bare.1[round - 1]
+        );
     }
-    let bare1 = bare_paced(dir.path(), id, Duration::from_secs(1), 10);
-    let bare1k = bare_paced(dir.path(), id, Duration::from_millis(1), 3000);
-    println!("| bare floor: sleep, read status, write a line, at 1 Hz | {bare1:.1} µs |");
-    println!("| bare floor: the same at 1 kHz | {bare1k:.1} µs |");
-    println!("| bare ratio 1 Hz / 1 kHz | {:.2}x |", bare1 / bare1k);
+    let (b1, bk) = (median(bare.0), median(bare.1));
+    for (what, (hz1, khz)) in [("", with), (" `--no-taskstats`", without)] {
+        let (m1, mk) = (median(hz1), median(khz));
+        println!(
+            "| CPU per sample at 1 Hz (`-i 1s`){what} | {m1:.1} µs ({:.2}x the bare floor) |",
+            m1 / b1
+        );
+        println!(
+            "| CPU per sample at 1 kHz (`-i 1ms`){what} | {mk:.1} µs ({:.2}x the bare floor) |",
+            mk / bk
+        );
+        println!("| ratio 1 Hz / 1 kHz{what} | {:.2}x |", m1 / mk);
+    }
+    println!("| bare floor: sleep, read status, write a line, at 1 Hz | {b1:.1} µs |");
+    println!("| bare floor: the same at 1 kHz | {bk:.1} µs |");
+    println!("| bare ratio 1 Hz / 1 kHz | {:.2}x |", b1 / bk);
     let _ = target.kill();
     let _ = target.wait();
 }

@@ -722,3 +722,30 @@ fn without_exit_records_a_forking_daemons_run_peaks_are_lower_bounds_and_say_so(
         assert!(u(&r["departed"]) >= 1, "{r}");
     }
 }
+
+#[test]
+fn a_bench_waits_for_its_client_without_waking_between_samples() {
+    // The client runs 4 s; the bench waits on its pidfd (and on the recorder's end), so over
+    // the middle of the run only the recorder's 1 s ticks wake memmon (it used to look every
+    // 50 ms).
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut bench = std::process::Command::new(memmon_path())
+        .args(["bench", "-q", "-n", "1", "-i", "1s", "--socket"])
+        .arg(dir.path().join("m.sock"))
+        .arg("--pidfile")
+        .arg(&d.pidfile)
+        .args(["--", "sleep", "4"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (before, t0) = (context_switches(bench.id()), std::time::Instant::now());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let per_s = (context_switches(bench.id()) - before) as f64 / t0.elapsed().as_secs_f64();
+    assert!(bench.wait().unwrap().success());
+    assert!(
+        per_s <= 3.0,
+        "{per_s:.1} wake-ups a second while the client ran"
+    );
+}

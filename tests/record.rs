@@ -837,25 +837,6 @@ ts = [threading.Thread(target=idle) for _ in range(7)] + [threading.Thread(targe
     assert!(names.contains(&"sleep 1.5"), "{names:?}");
 }
 
-/// Context switches (voluntary and not) summed over every thread of `pid`: each is a wake-up.
-fn context_switches(pid: u32) -> u64 {
-    let mut total = 0;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-    {
-        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
-            continue; // a thread that just ended
-        };
-        total += status
-            .lines()
-            .filter(|l| l.contains("ctxt_switches:"))
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .sum::<u64>();
-    }
-    total
-}
-
 #[test]
 fn an_idle_recording_at_1s_wakes_at_most_3_times_a_second_over_all_its_threads() {
     // The marker socket (on by default) and a followed log each have a thread: neither may

@@ -254,3 +254,22 @@ pub fn spawn_memmon(args: &[&str]) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+/// Context switches (voluntary and not) summed over every thread of `pid`: each is a wake-up.
+pub fn context_switches(pid: u32) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // a thread that just ended
+        };
+        total += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}

@@ -16,9 +16,9 @@ use crate::sampler::record::{
     Recorder,
 };
 use crate::sampler::target::{self, shell_words, TargetSpec};
-use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_interval};
+use crate::units::{fmt_bytes_signed, fmt_interval};
 use anyhow::Context;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -178,12 +178,82 @@ fn run_env(run: u32, warmup: Option<u32>) -> Vec<(&'static str, String)> {
     v
 }
 
-/// Runs the client once and waits for it; gives up waiting (and sends it SIGTERM) when `quit`
-/// turns true: the recorder has stopped (a signal, the daemon gone).
+/// The recorder's end, told to the bench's waits: set once when the recorder thread returns
+/// (the daemon died, a signal), it wakes whatever waits on it through an eventfd.
+pub struct Quit {
+    flag: AtomicBool,
+    wake: Option<OwnedFd>,
+}
+
+impl Quit {
+    pub fn new() -> Quit {
+        // SAFETY: eventfd has no memory-safety preconditions.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        Quit {
+            flag: AtomicBool::new(false),
+            // SAFETY: a fresh descriptor owned by nobody else.
+            wake: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+        }
+    }
+
+    pub fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        if let Some(fd) = &self.wake {
+            let one: u64 = 1;
+            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps until `fd` is readable (when given), this is set (unless `set_seen`: it was, and
+    /// the caller acted on it; the eventfd stays readable) or `timeout` passes; true when `fd`
+    /// became readable. A stop signal reaches the recorder, which then ends and sets this.
+    fn wait(&self, fd: Option<RawFd>, set_seen: bool, timeout: Option<Duration>) -> bool {
+        let mut fds = [
+            libc::pollfd {
+                fd: fd.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: match (&self.wake, set_seen) {
+                    (Some(f), false) => f.as_raw_fd(),
+                    _ => -1,
+                },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let tp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: fds and the timeout are valid for the call; negative fds are ignored.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tp, std::ptr::null()) };
+        r > 0 && fds[0].revents != 0
+    }
+}
+
+impl Default for Quit {
+    fn default() -> Self {
+        Quit::new()
+    }
+}
+
+/// Runs the client once and waits for it (on its pidfd: no wake-up until it exits, the
+/// recorder ends or a stop signal comes); gives up waiting (and sends it SIGTERM) when `quit`
+/// is set: the recorder ended (the daemon died, a signal). The bool is true then.
 fn run_client(
     opts: &BenchOptions,
     env: &[(&str, String)],
-    quit: &AtomicBool,
+    quit: &Quit,
 ) -> Result<(ClientEnd, bool), Stop> {
     let mut c = std::process::Command::new(&opts.client[0]);
     c.args(&opts.client[1..])
@@ -202,29 +272,26 @@ fn run_client(
     let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
     let mut quitted = false;
     let end = loop {
-        if let Some(fd) = &pidfd {
-            let mut p = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            let r = unsafe { libc::poll(&mut p, 1, 50) };
-            if r > 0 {
-                break Instant::now();
+        match &pidfd {
+            Some(fd) => {
+                if quit.wait(Some(fd.as_raw_fd()), quitted, None) {
+                    break Instant::now();
+                }
             }
-        } else {
-            match child.try_wait() {
+            None => match child.try_wait() {
                 Ok(Some(_)) => break Instant::now(),
-                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                // No pidfd (before Linux 5.3): look every millisecond.
+                Ok(None) => {
+                    quit.wait(None, quitted, Some(Duration::from_millis(1)));
+                }
                 Err(e) => {
                     return Err(Stop::Error(
                         anyhow::Error::new(e).context("cannot wait for the client"),
                     ))
                 }
-            }
+            },
         }
-        if !quitted && quit.load(Ordering::SeqCst) {
+        if !quitted && quit.is_set() {
             quitted = true;
             // SAFETY: signalling our own child, not yet reaped.
             unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -242,12 +309,12 @@ fn run_client(
     Ok((ce, quitted))
 }
 
-/// Sleeps for the cooldown, waking early when `quit` turns true.
-fn cooldown(opts: &BenchOptions, quit: &AtomicBool) {
+/// Sleeps for the cooldown, waking early when `quit` is set.
+fn cooldown(opts: &BenchOptions, quit: &Quit) {
     let Some(d) = opts.cooldown else { return };
     let until = Instant::now() + d;
-    while Instant::now() < until && !quit.load(Ordering::SeqCst) {
-        std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+    while Instant::now() < until && !quit.is_set() {
+        quit.wait(None, false, Some(until - Instant::now()));
     }
 }
 
@@ -268,7 +335,7 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
             r.run,
             opts.runs,
             super::table::fmt_wall(r.wall_s),
-            fmt_bytes(r.peak_rss_bytes),
+            super::table::peak_cell(r),
             r.peak_source.key()
         ),
     );
@@ -291,7 +358,7 @@ struct Daemon {
     control: ControlHandle,
     samples: mpsc::Receiver<Sample>,
     /// True once the recorder has returned.
-    quit: Arc<AtomicBool>,
+    quit: Arc<Quit>,
     thread: Option<JoinHandle<anyhow::Result<Outcome>>>,
     cgroup: Option<MemCgroup>,
     spec: TargetSpec,
@@ -354,13 +421,13 @@ impl Daemon {
         let control = rec.control();
         let (tx, samples) = mpsc::channel();
         control.send(Control::Watch(tx));
-        let quit = Arc::new(AtomicBool::new(false));
+        let quit = Arc::new(Quit::new());
         let q = quit.clone();
         let thread = std::thread::Builder::new()
             .name("memmon-recorder".into())
             .spawn(move || {
                 let r = rec.run();
-                q.store(true, Ordering::SeqCst);
+                q.set();
                 r
             })
             .context("cannot start the recorder thread")?;
@@ -1056,7 +1123,7 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
             break;
         }
         if i < total {
-            cooldown(opts, &AtomicBool::new(false));
+            cooldown(opts, &Quit::new());
         }
     }
     if let Some(m) = merged {

@@ -89,7 +89,15 @@ pub struct Output {
     pub notes: Vec<String>,
     /// The regular file stdout was redirected to, for messages.
     stdout_file: Option<PathBuf>,
+    /// When the file was last seen to still have a name (`flush` looks every
+    /// [`LINK_CHECK_EVERY`]).
+    link_checked: Option<std::time::Instant>,
 }
+
+/// How often a flush checks that the recording's file still has a name: a deleted output is
+/// noticed within this long, at one `fstat` per check rather than per flush (a flush per
+/// sample at 1 Hz).
+pub const LINK_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Output {
     /// Opens `path` (or stdout for `None`) for a new recording. An existing file (or sidecar)
@@ -161,6 +169,7 @@ impl Output {
             meta: None,
             written: 0,
             flushed: 0,
+            link_checked: None,
             notes,
             stdout_file: None,
         })
@@ -227,6 +236,7 @@ impl Output {
             meta: None,
             written: 0,
             flushed: 0,
+            link_checked: None,
             notes,
             stdout_file: file_path,
         })
@@ -286,17 +296,30 @@ impl Output {
         self.sink.write_sample(s).map_err(|e| self.err(e))
     }
 
-    /// Flushes to the file, and checks that the file still has a name: a recording whose file
-    /// (or directory) was deleted is an error, not hours of writing into nothing.
+    /// Flushes to the file, and checks (at most every [`LINK_CHECK_EVERY`]) that the file still
+    /// has a name: a recording whose file (or directory) was deleted is an error, not hours of
+    /// writing into nothing.
     pub fn flush(&mut self) -> Result<(), OutputError> {
         self.sink.flush().map_err(|e| self.err(e))?;
+        let due = self
+            .link_checked
+            .is_none_or(|t| t.elapsed() >= LINK_CHECK_EVERY);
+        if due {
+            self.check_linked()?;
+        }
+        self.flushed = self.written;
+        Ok(())
+    }
+
+    /// An error when the file has lost its last name (it or its directory was deleted).
+    fn check_linked(&mut self) -> Result<(), OutputError> {
         if let Some(f) = &self.sync_handle {
             use std::os::unix::fs::MetadataExt;
             if f.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0) {
                 return Err(OutputError::Removed(PathBuf::from(self.describe())));
             }
         }
-        self.flushed = self.written;
+        self.link_checked = Some(std::time::Instant::now());
         Ok(())
     }
 
@@ -317,6 +340,7 @@ impl Output {
             }
         }
         self.flush()?;
+        self.check_linked()?;
         if let Some(f) = &self.sync_handle {
             if f.metadata().is_ok_and(|m| m.is_file()) {
                 f.sync_all().map_err(|e| self.err(e))?;

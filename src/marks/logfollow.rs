@@ -2,7 +2,9 @@
 //! is renamed and a new one created, and truncation, as by copytruncate) and turns each line
 //! that matches `--mark-regex` into a marker. A thread sleeps on an inotify watch of the log
 //! (woken by its writes, and by a new file created under its name), and looks once every
-//! `FALLBACK` in case a change came unseen; every `POLL` where inotify cannot watch it.
+//! `FALLBACK` in case a change came unseen; every `POLL` where inotify cannot watch it, or
+//! cannot be trusted to: a log on a network or FUSE file system, which another machine or a
+//! user-space server may change without an event.
 
 use super::{send_mark, MarkPattern, Worker};
 use crate::sampler::record::ControlHandle;
@@ -19,9 +21,36 @@ use std::time::{Duration, Instant};
 /// long after its line was written.
 pub const POLL: Duration = Duration::from_millis(50);
 
-/// With inotify, how often the log is looked at anyway (a rotation to another directory, a
-/// file system that sends no events): one wake-up every 2 s for an idle log.
-pub const FALLBACK: Duration = Duration::from_secs(2);
+/// With inotify, how often the log is looked at anyway, in case a change came without an event:
+/// one wake-up every 30 s for an idle log (a recorder at `-i 1s` wakes once a second for its
+/// samples; this adds 1/30 of a wake-up a second, not 1/2).
+pub const FALLBACK: Duration = Duration::from_secs(30);
+
+/// File systems whose changes inotify does not see whole (made elsewhere: on another NFS or SMB
+/// client, by a FUSE server, on the host of a 9p share): a log on one is polled every `POLL`.
+/// `statfs` magic numbers from the kernel's include/uapi/linux/magic.h and the file systems'.
+const UNWATCHABLE_FS: [i64; 10] = [
+    0x6969,                 // NFS
+    0x517B,                 // SMB
+    0xFF53_4D42_u32 as i64, // CIFS
+    0xFE53_4D42_u32 as i64, // SMB2
+    0x6573_5546,            // FUSE
+    0x0102_1997,            // 9P
+    0x00C3_6400,            // Ceph
+    0x5346_414F,            // AFS
+    0x0BD0_0BD0,            // Lustre
+    0x4750_4653,            // GPFS
+];
+
+/// True when the directory is on a file system of [`UNWATCHABLE_FS`].
+fn on_unwatchable_fs(dir: &std::ffi::CStr) -> bool {
+    // SAFETY: a zeroed statfs is a valid out-parameter; the path is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(dir.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    UNWATCHABLE_FS.contains(&(st.f_type as i64))
+}
 
 /// A line longer than this without a newline is taken as it is (its first MiB).
 const MAX_LINE_BYTES: usize = 1 << 20;
@@ -200,13 +229,17 @@ struct Watch {
 }
 
 impl Watch {
-    /// `None` when inotify is unavailable or the directory does not exist (yet).
+    /// `None` when inotify is unavailable, the directory does not exist (yet) or it is on a
+    /// file system whose changes inotify may not see.
     fn new(path: &Path) -> Option<Watch> {
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
         let dir = CString::new(dir.as_os_str().as_bytes()).ok()?;
+        if on_unwatchable_fs(&dir) {
+            return None;
+        }
         // SAFETY: inotify_init1 has no memory-safety preconditions.
         let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
         if fd < 0 {

@@ -529,10 +529,21 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Parses the memory lines of /proc/PID/status. Lines it does not need are skipped; a value
-/// that is missing stays 0.
+/// that is missing stays 0. It runs at every tick on the root's status (some 1,400 bytes, 56
+/// lines), so lines are found with memchr, a line is looked at only when its first byte can
+/// start a wanted key, and parsing stops at `Threads:` once the memory lines were seen: the
+/// kernel prints the memory lines, then `Threads:`, then the signal, capability and scheduling
+/// lines memmon never reads.
 pub fn parse_status(buf: &[u8]) -> StatusMem {
     let mut m = StatusMem::default();
-    for line in buf.split(|&b| b == b'\n') {
+    let mut start = 0;
+    while start < buf.len() {
+        let end = memchr::memchr(b'\n', &buf[start..]).map_or(buf.len(), |i| start + i);
+        let line = &buf[start..end];
+        start = end + 1;
+        if !matches!(line.first(), Some(b'V' | b'R' | b'T' | b'N')) {
+            continue;
+        }
         let Some(colon) = memchr::memchr(b':', line) else {
             continue;
         };
@@ -552,6 +563,9 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
             b"VmSize" => &mut m.vm_size,
             b"Threads" => {
                 m.threads = u32::try_from(parse_u64(&line[colon + 1..])).unwrap_or(u32::MAX);
+                if m.has_mm {
+                    break;
+                }
                 continue;
             }
             b"Name" => {
@@ -687,6 +701,44 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         assert_eq!(m.vm_size, 8000 * 1024);
         assert_eq!(m.threads, 7);
         assert!(m.has_mm);
+    }
+
+    /// Every line, no shortcut: what `parse_status` must agree with.
+    fn parse_status_every_line(buf: &[u8]) -> StatusMem {
+        let mut m = StatusMem::default();
+        for line in buf.split(|&b| b == b'\n') {
+            let Some((key, value)) = std::str::from_utf8(line)
+                .ok()
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let kb = || parse_u64(value.as_bytes()).saturating_mul(1024);
+            match key {
+                "VmRSS" => (m.rss, m.has_mm) = (kb(), true),
+                "RssAnon" => m.anon = kb(),
+                "RssFile" => m.file = kb(),
+                "RssShmem" => m.shmem = kb(),
+                "VmSwap" => m.swap = kb(),
+                "VmLck" => m.locked = kb(),
+                "VmPin" => m.pinned = kb(),
+                "VmHWM" => m.hwm = kb(),
+                "VmSize" => m.vm_size = kb(),
+                "Threads" => m.threads = parse_u64(value.as_bytes()) as u32,
+                "Name" => m.name_hash = fnv1a(value.as_bytes()),
+                _ => {}
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn the_kernels_own_status_parses_as_every_line_read_would() {
+        // This kernel's layout, read whole and read the short way: the memory lines all come
+        // before `Threads:`, where the parser stops.
+        let text = std::fs::read("/proc/self/status").unwrap();
+        assert_eq!(parse_status(&text), parse_status_every_line(&text));
+        assert!(parse_status(&text).has_mm && parse_status(&text).hwm > 0);
     }
 
     #[test]

@@ -934,6 +934,7 @@ impl Recorder {
             self.note("the target exited; waiting for it to restart (Ctrl-C to stop)".into());
         }
         self.pidfd = None;
+        let mut look = target::LookAgain::new();
         loop {
             if let Some(limit) = self.opts.duration {
                 if self.start.elapsed() >= limit {
@@ -971,7 +972,10 @@ impl Recorder {
                 }
                 return Restart::Found(pid);
             }
-            let until = Instant::now() + Duration::from_millis(100);
+            let mut until = Instant::now() + look.pause();
+            if let Some(limit) = self.opts.duration {
+                until = until.min(self.start + limit);
+            }
             self.sleep_until(until);
             if let Some(a) = signals::take().first() {
                 return Restart::Signal(a.sig);
@@ -1188,6 +1192,7 @@ fn find_target(
     observer: &mut dyn RecordObserver,
 ) -> anyhow::Result<target::Resolved> {
     let mut announced = false;
+    let mut look = target::LookAgain::new();
     loop {
         match target::resolve(&opts.procfs, spec) {
             Ok(mut r) => {
@@ -1218,7 +1223,7 @@ fn find_target(
                         "stopped while waiting for the target",
                     ));
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                signals::sleep(look.pause());
             }
             Err(e) => {
                 let code = match e {

@@ -13,6 +13,10 @@ static SENT_BY_PROCESS: AtomicU64 = AtomicU64::new(0);
 /// The self-pipe: the handler writes to WAKE_WRITE, sleeps poll WAKE_READ; -1 before `install`.
 static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
 static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
+/// Bytes the handler has written to the pipe (counted after each write), and how many of them
+/// `take` has drained: equal means the pipe is empty, so `take` needs no system call.
+static WRITTEN: AtomicU64 = AtomicU64::new(0);
+static DRAINED: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     let bit = 1u64 << (sig as u64 & 63);
@@ -31,6 +35,8 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
             libc::write(fd, [1u8].as_ptr().cast(), 1);
             *libc::__errno_location() = errno;
         }
+        // After the write: a count `take` has seen is of bytes already in the pipe.
+        WRITTEN.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -75,12 +81,17 @@ pub fn wake_fd() -> RawFd {
 /// Takes the signals that arrived since the last call.
 pub fn take() -> Vec<Arrived> {
     // Empty the pipe first: a signal arriving after this is still in the bits below, or wakes
-    // the next sleep (at worst once for nothing).
+    // the next sleep (at worst once for nothing). Every byte counted in `written` is in the pipe
+    // already, so after draining it those are gone; a byte written but not yet counted makes the
+    // next call drain again. When nothing was written since, there is nothing to read: no
+    // system call on the tick's path.
     let fd = wake_fd();
-    if fd >= 0 {
+    let written = WRITTEN.load(Ordering::SeqCst);
+    if fd >= 0 && written != DRAINED.load(Ordering::SeqCst) {
         let mut buf = [0u8; 64];
         // SAFETY: reading into a valid buffer from our own non-blocking pipe.
         while unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        DRAINED.store(written, Ordering::SeqCst);
     }
     let got = RECEIVED.swap(0, Ordering::SeqCst);
     if got == 0 {
@@ -94,6 +105,21 @@ pub fn take() -> Vec<Arrived> {
             sent_by_process: sent & (1 << s) != 0,
         })
         .collect()
+}
+
+/// Sleeps for `d`, or until a stop signal arrives (it stays to be taken by `take`).
+pub fn sleep(d: std::time::Duration) {
+    let ts = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    let mut fds = [libc::pollfd {
+        fd: wake_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: fds and ts are valid for the call; a negative fd is ignored by ppoll.
+    unsafe { libc::ppoll(fds.as_mut_ptr(), 1, &ts, std::ptr::null()) };
 }
 
 pub use crate::model::signal::name;

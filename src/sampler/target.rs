@@ -386,6 +386,37 @@ pub fn name_successor(
     ((h.pid, h.start_time) != old && h.start_time >= not_before).then_some(h)
 }
 
+/// The pauses between looks for a target that is not there (yet), at `--wait` and while waiting
+/// for a restart: 100 ms at first, each twice the last, up to 1 s. A target that comes soon is
+/// found soon; one that is long in coming costs a look a second (for `--name`, a scan of /proc),
+/// not ten. Its VmHWM covers its whole life, so a later first sample loses no peak.
+#[derive(Debug, Clone)]
+pub struct LookAgain {
+    next: std::time::Duration,
+}
+
+impl LookAgain {
+    pub const FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+    pub const MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
+    pub fn new() -> LookAgain {
+        LookAgain { next: Self::FIRST }
+    }
+
+    /// The pause before the next look.
+    pub fn pause(&mut self) -> std::time::Duration {
+        let p = self.next;
+        self.next = (p * 2).min(Self::MAX);
+        p
+    }
+}
+
+impl Default for LookAgain {
+    fn default() -> Self {
+        LookAgain::new()
+    }
+}
+
 /// Clock ticks since boot now (the unit of a process's start time), from `uptime` under the
 /// /proc root; `None` when it cannot be read.
 pub fn boot_ticks_now(procfs: &ProcFs) -> Option<u64> {
