@@ -749,3 +749,32 @@ fn a_bench_waits_for_its_client_without_waking_between_samples() {
         "{per_s:.1} wake-ups a second while the client ran"
     );
 }
+
+#[test]
+fn without_a_daemon_each_run_reports_the_cpu_time_of_its_command() {
+    // A shell counting to 300,000 spends its time in user space; sleep spends next to none.
+    let dir = tempdir();
+    let (out, csv) = (dir.path().join("b.json"), dir.path().join("b.csv"));
+    let busy = r#"if [ "$MEMMON_BENCH_RUN" = 1 ]; then i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; else sleep 0.3; fi"#;
+    memmon()
+        .args(["bench", "-n", "2", "--no-own-cgroup", "--export-json"])
+        .arg(&out)
+        .arg("--export-csv")
+        .arg(&csv)
+        .args(["--", "sh", "-c", busy])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("CPU u/s"));
+    let report = json(&out);
+    let runs = runs(&report);
+    let cpu = |r: &serde_json::Value| {
+        r["command_user_s"].as_f64().unwrap() + r["command_system_s"].as_f64().unwrap()
+    };
+    assert!(cpu(&runs[0]) >= 0.1, "{}", runs[0]);
+    assert!(cpu(&runs[0]) <= 2.0 * runs[0]["wall_s"].as_f64().unwrap() + 0.01);
+    assert!(cpu(&runs[1]) < 0.05, "sleep spent CPU: {}", runs[1]);
+    let (header, rows) = read_csv(&csv);
+    let i = header.iter().position(|c| c == "command_user_s").unwrap();
+    let user: f64 = rows[0][i].parse().unwrap();
+    assert!((user - runs[0]["command_user_s"].as_f64().unwrap()).abs() < 1e-5);
+}

@@ -101,6 +101,12 @@ pub struct RunResult {
     pub daemon_user_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daemon_system_s: Option<f64>,
+    /// Without a daemon: the CPU time, user and system, of the run's command and the
+    /// descendants it waited for, in seconds (wait4's rusage of that child, to the microsecond).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_user_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_system_s: Option<f64>,
     /// Most processes in the tree during the run. Above 1, the sampled peak and the RSS before
     /// and after are RSS sums that count a shared page once per process mapping it.
     pub processes: u32,

@@ -122,9 +122,17 @@ pub fn run_metrics(report: &BenchReport, r: &RunResult) -> String {
     );
     gauge(
         "memmon_bench_run_peak_rss_bytes",
-        "The run's peak RSS: the kernel's exact peak when peak_source is vmhwm or ru-maxrss, else the largest sample.",
+        "The run's peak RSS: the kernel's exact peak when peak_source is vmhwm or ru-maxrss (a lower bound where memmon_bench_run_peak_lower_bound is 1), else the largest sample.",
         &src,
         Some(r.peak_rss_bytes as f64),
+    );
+    gauge(
+        "memmon_bench_run_peak_lower_bound",
+        "1 when processes left the tree during the run with no exit record read: the kernel's peak is the largest VmHWM the samples saw, a lower bound.",
+        "",
+        Some(f64::from(u8::from(
+            r.peak_source.is_kernel() && r.kernel_peak_scope.is_partial(),
+        ))),
     );
     gauge(
         "memmon_bench_run_sampled_peak_bytes",
@@ -143,6 +151,18 @@ pub fn run_metrics(report: &BenchReport, r: &RunResult) -> String {
         "Wall time of the run's client, in seconds.",
         "",
         Some(r.wall_s),
+    );
+    gauge(
+        "memmon_bench_run_cpu_user_seconds",
+        "User CPU time of the run: the daemon's own process (clock ticks of /proc/PID/stat), or without a daemon the command and the descendants it waited for (wait4).",
+        "",
+        r.daemon_user_s.or(r.command_user_s),
+    );
+    gauge(
+        "memmon_bench_run_cpu_system_seconds",
+        "System CPU time of the run, as memmon_bench_run_cpu_user_seconds.",
+        "",
+        r.daemon_system_s.or(r.command_system_s),
     );
     gauge(
         "memmon_bench_run_exit_code",

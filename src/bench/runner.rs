@@ -704,6 +704,8 @@ impl Daemon {
             leftovers: None,
             daemon_user_s: cpu.map(|c| c.0),
             daemon_system_s: cpu.map(|c| c.1),
+            command_user_s: None,
+            command_system_s: None,
         };
         Ok((r, end))
     }
@@ -1104,6 +1106,8 @@ fn bench_command(opts: &BenchOptions, report: &mut BenchReport) -> anyhow::Resul
                 leftovers,
                 daemon_user_s: None,
                 daemon_system_s: None,
+                command_user_s: end.rusage_user_s,
+                command_system_s: end.rusage_system_s,
             };
             progress(opts, &r);
             report.runs.push(r);

@@ -17,10 +17,17 @@ pub fn fmt_wall(secs: f64) -> String {
     }
 }
 
-/// The daemon's CPU time in a run, user / system: `0.12 s / 0.03 s`; `-` without a daemon.
+/// The CPU time of a run, user / system: the daemon's (`0.12 s / 0.03 s`, in clock ticks), or
+/// without a daemon the command's (`0.123 s / 0.031 s`, from wait4); `-` when not known.
 pub fn cpu_cell(r: &RunResult) -> String {
-    match (r.daemon_user_s, r.daemon_system_s) {
-        (Some(u), Some(s)) => format!("{u:.2} s / {s:.2} s"),
+    match (
+        r.daemon_user_s,
+        r.daemon_system_s,
+        r.command_user_s,
+        r.command_system_s,
+    ) {
+        (Some(u), Some(s), _, _) => format!("{u:.2} s / {s:.2} s"),
+        (_, _, Some(u), Some(s)) => format!("{u:.3} s / {s:.3} s"),
         _ => "-".into(),
     }
 }
@@ -128,6 +135,8 @@ pub fn render(report: &BenchReport) -> String {
                 "  {:>11}  {:>11}  {:>11}  {:>15}",
                 "Over floor", "RSS before", "RSS after", "Daemon CPU u/s"
             );
+        } else {
+            head += &format!("  {:>19}", "CPU u/s");
         }
         if cgroup {
             head += &format!("  {:>11}", "Cgroup peak");
@@ -164,6 +173,8 @@ pub fn render(report: &BenchReport) -> String {
                     opt_bytes(r.rss_after_bytes),
                     cpu_cell(r)
                 );
+            } else {
+                line += &format!("  {:>19}", cpu_cell(r));
             }
             if cgroup {
                 line += &format!("  {:>11}", opt_bytes(r.cgroup_peak_bytes));

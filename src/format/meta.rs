@@ -136,6 +136,12 @@ pub struct EndInfo {
     /// including any rise after the last tick.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rusage_maxrss_bytes: Option<u64>,
+    /// For a launched command: the CPU time, user and system, of it and the descendants it
+    /// waited for, in seconds (wait4's rusage on that child, microseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rusage_user_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rusage_system_s: Option<f64>,
     /// The processes seen, largest peak first (bounded), and how many left the tree in all.
     pub processes: Vec<ProcessRecord>,
     pub processes_departed: u64,

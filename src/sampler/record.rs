@@ -1006,6 +1006,9 @@ impl Recorder {
             end.exit_signal = Some(libc::WTERMSIG(status));
         }
         end.rusage_maxrss_bytes = Some(ru.ru_maxrss as u64 * 1024);
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        end.rusage_user_s = Some(secs(ru.ru_utime));
+        end.rusage_system_s = Some(secs(ru.ru_stime));
     }
 
     /// Sleeps until `deadline`, or until the target exits, a signal or a control message

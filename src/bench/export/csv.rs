@@ -5,7 +5,9 @@
 //! `departed`: processes that left the tree during the run; where `kernel_peak_scope` is
 //! `largest-process-seen`, no exit record was read for them and the kernel peak is a lower bound.
 //! `daemon_user_s` and `daemon_system_s`: the CPU seconds the daemon's own process (not its
-//! children) used during the run, from /proc/PID/stat in clock ticks (10 ms steps).
+//! children) used during the run, from /proc/PID/stat in clock ticks (10 ms steps);
+//! `command_user_s` and `command_system_s`, without a daemon: the CPU seconds of the run's
+//! command and the descendants it waited for (wait4, to the microsecond).
 
 use super::Exporter;
 use crate::bench::BenchReport;
@@ -15,7 +17,7 @@ pub struct CsvExporter;
 const HEADER: &str = "run,started_unix_ms,wall_s,exit_code,exit_signal,peak_rss_bytes,peak_source,\
 kernel_peak_bytes,kernel_peak_scope,sampled_peak_bytes,cgroup_peak_bytes,rss_before_bytes,\
 rss_after_bytes,peak_over_floor_bytes,processes,departed,samples,pss_bytes,pss_reads,pss_is_peak,\
-peak_gpu_bytes,daemon_user_s,daemon_system_s";
+peak_gpu_bytes,daemon_user_s,daemon_system_s,command_user_s,command_system_s";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
@@ -50,6 +52,8 @@ impl Exporter for CsvExporter {
                 opt(r.peak_gpu_bytes),
                 opt(r.daemon_user_s.map(|s| format!("{s:.2}"))),
                 opt(r.daemon_system_s.map(|s| format!("{s:.2}"))),
+                opt(r.command_user_s.map(|s| format!("{s:.6}"))),
+                opt(r.command_system_s.map(|s| format!("{s:.6}"))),
             ];
             o.push_str(&fields.join(","));
             o.push('\n');

@@ -20,7 +20,8 @@ impl Exporter for MarkdownExporter {
         let gpu = report.runs.iter().any(|r| r.peak_gpu_bytes.is_some());
         writeln!(
             o,
-            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after | Daemon CPU user / sys |{}{}",
+            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after | {} CPU user / sys |{}{}",
+            if report.daemon.is_some() { "Daemon" } else { "Command" },
             if pss { " PSS |" } else { "" },
             if gpu { " GPU peak |" } else { "" }
         )?;
