@@ -778,3 +778,24 @@ fn without_a_daemon_each_run_reports_the_cpu_time_of_its_command() {
     let user: f64 = rows[0][i].parse().unwrap();
     assert!((user - runs[0]["command_user_s"].as_f64().unwrap()).abs() < 1e-5);
 }
+
+#[test]
+fn a_forking_daemons_run_cpu_time_includes_the_worker_that_served_it() {
+    // The worker touches 400 MiB (~100,000 page faults: tenths of a second of system time) and
+    // exits; the daemon's own process does next to nothing. The run's CPU time is the tree's.
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &["--fork"]);
+    let out = dir.path().join("b.json");
+    memmon()
+        .args(["bench", "--pidfile"])
+        .arg(&d.pidfile)
+        .args(["-n", "1", "-i", "1s", "--export-json"])
+        .arg(&out)
+        .args(d.client(&["--size", "400MiB"]))
+        .assert()
+        .success();
+    let report = json(&out);
+    let r = &runs(&report)[0];
+    let sys = r["daemon_system_s"].as_f64().unwrap();
+    assert!(sys >= 0.02, "the worker's page faults are missing: {r}");
+}

@@ -94,9 +94,11 @@ pub struct RunResult {
     pub rss_after_bytes: Option<u64>,
     /// Peak minus the RSS before the run: what the run itself needed above the idle floor.
     pub peak_over_floor_bytes: Option<u64>,
-    /// CPU time the daemon's own process (all its threads; not its children) used during the
-    /// run, user and system, in seconds: /proc/PID/stat's utime and stime at the run's start and
-    /// end, in clock ticks (10 ms at CLK_TCK 100). `None` without a daemon.
+    /// CPU time the daemon's tree used during the run, user and system, in seconds: each
+    /// process's own (all its threads) and that of the children it reaped (a worker that exited
+    /// during the run counts through its parent), from /proc/PID/stat's utime + cutime and
+    /// stime + cstime at the run's start and end, in clock ticks (10 ms at CLK_TCK 100). `None`
+    /// without a daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daemon_user_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

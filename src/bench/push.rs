@@ -154,7 +154,7 @@ pub fn run_metrics(report: &BenchReport, r: &RunResult) -> String {
     );
     gauge(
         "memmon_bench_run_cpu_user_seconds",
-        "User CPU time of the run: the daemon's own process (clock ticks of /proc/PID/stat), or without a daemon the command and the descendants it waited for (wait4).",
+        "User CPU time of the run: the daemon's tree, each process's own and its reaped children's (clock ticks of /proc/PID/stat), or without a daemon the command and the descendants it waited for (wait4).",
         "",
         r.daemon_user_s.or(r.command_user_s),
     );

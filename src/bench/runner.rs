@@ -10,6 +10,7 @@ use crate::format::meta::{EndInfo, EndReason};
 use crate::format::{Format, InputFormat, InputSpec, Output};
 use crate::model::sample::{Event, Sample};
 use crate::probe::cgroup::{MemCgroup, PeakWatch};
+use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
 use crate::sampler::record::{
     unix_ms_now, Control, ControlHandle, Outcome, RecordObserver, RecordOptions, RecordStart,
@@ -631,14 +632,20 @@ impl Daemon {
             }
             self.hwm_reset_ok = false;
         }
-        let cpu_before = self.handle.cpu_times_s();
+        let cpu_before = self.tree_cpu_ticks();
         let (end, quitted) = run_client(opts, env, &self.quit)?;
         if quitted {
             return Err(self.ended(&label));
         }
+        let hz = clock_ticks_per_s();
         let cpu = cpu_before
-            .zip(self.handle.cpu_times_s())
-            .map(|((u0, s0), (u1, s1))| ((u1 - u0).max(0.0), (s1 - s0).max(0.0)));
+            .zip(self.tree_cpu_ticks())
+            .map(|((u0, s0), (u1, s1))| {
+                (
+                    u1.saturating_sub(u0) as f64 / hz,
+                    s1.saturating_sub(s0) as f64 / hz,
+                )
+            });
         let (tx, rx) = mpsc::channel();
         if !self.control.send(Control::Probe(Event::RunEnd(n), tx)) {
             return Err(self.ended(&label));
@@ -733,6 +740,16 @@ impl Daemon {
             }
         }
         out
+    }
+
+    /// The CPU time of the daemon's tree so far, in clock ticks, as the recorder's tree reads it
+    /// (`Tree::cpu_ticks`); `None` when the recorder has ended.
+    fn tree_cpu_ticks(&self) -> Option<(u64, u64)> {
+        let (tx, rx) = mpsc::channel();
+        if !self.control.send(Control::CpuTicks(tx)) {
+            return None;
+        }
+        rx.recv().ok()
     }
 
     /// True while the daemon runs: the same process (PID and start time), and not a zombie.

@@ -25,6 +25,12 @@ use std::time::{Duration, Instant};
 /// listed again) while the thread count stays the same.
 pub const OTHER_THREADS_EVERY: Duration = Duration::from_millis(100);
 
+/// Clock ticks per second (`CLK_TCK`): the unit of /proc/PID/stat's start time and CPU times.
+pub fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+}
+
 /// Why a /proc read failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcError {
@@ -381,16 +387,14 @@ impl ProcHandle {
         rest.split_ascii_whitespace().nth(1)?.parse().ok()
     }
 
-    /// The CPU time this process has used so far (all its threads; not its children's), user and
-    /// system, in seconds: fields 14 and 15 of /proc/PID/stat, in clock ticks (`CLK_TCK`).
-    /// `None` once it is gone or replaced by another process with its PID.
-    pub fn cpu_times_s(&self) -> Option<(f64, f64)> {
-        let mut buf = Vec::new();
-        self.read_file("stat", &mut buf).ok()?;
-        let (_, start, user, system) = parse_stat_cpu(&buf)?;
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        (start == self.start_time).then(|| (user as f64 / hz, system as f64 / hz))
+    /// The CPU time used so far by this process (all its threads) and by the children it has
+    /// reaped, user and system, in clock ticks (`CLK_TCK`): fields 14 + 16 and 15 + 17 of
+    /// /proc/PID/stat. `None` once it is gone or replaced by another process with its PID.
+    pub fn cpu_ticks_with_reaped(&self, buf: &mut Vec<u8>) -> Option<(u64, u64)> {
+        self.read_file("stat", buf).ok()?;
+        let c = parse_stat_cpu(buf)?;
+        (c.start == self.start_time)
+            .then_some((c.user + c.children_user, c.system + c.children_system))
     }
 
     /// True while this very process (not a successor with the same PID) still exists.
@@ -626,16 +630,34 @@ pub fn parse_stat(buf: &[u8]) -> Option<(String, u64)> {
     Some((comm, start))
 }
 
-/// Parses /proc/PID/stat into (comm, start time, utime, stime), the times in clock ticks.
-pub fn parse_stat_cpu(buf: &[u8]) -> Option<(String, u64, u64, u64)> {
-    let (comm, start) = parse_stat(buf)?;
+/// The CPU fields of /proc/PID/stat, in clock ticks, with the start time that identifies the
+/// process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatCpu {
+    pub start: u64,
+    /// utime, stime: this process's threads.
+    pub user: u64,
+    pub system: u64,
+    /// cutime, cstime: the children it has reaped (and theirs).
+    pub children_user: u64,
+    pub children_system: u64,
+}
+
+/// Parses the CPU fields of /proc/PID/stat: fields 14 to 17 and 22.
+pub fn parse_stat_cpu(buf: &[u8]) -> Option<StatCpu> {
+    let (_, start) = parse_stat(buf)?;
     let close = memchr::memrchr(b')', buf)?;
     let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
-    // Fields 14 and 15 (utime, stime): the 12th and 13th after ")".
+    // Fields 14 to 17 (utime, stime, cutime, cstime): the 12th to 15th after ")".
     let mut f = rest.split_ascii_whitespace().skip(11);
-    let user = f.next()?.parse().ok()?;
-    let system = f.next()?.parse().ok()?;
-    Some((comm, start, user, system))
+    let mut next = || f.next()?.parse::<u64>().ok();
+    Some(StatCpu {
+        start,
+        user: next()?,
+        system: next()?,
+        children_user: next()?,
+        children_system: next()?,
+    })
 }
 
 /// Field 11 of /proc/PID/stat, `cminflt`: minor faults of the waited-for children.
@@ -759,12 +781,13 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
     #[test]
     fn stat_start_time_survives_odd_command_names() {
         let line =
-            b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 51234 0 0 5 3 0 0 20 0 1 0 987654 1000 50";
+            b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 51234 0 0 5 3 7 2 20 0 1 0 987654 1000 50";
         let (comm, start) = parse_stat(line).unwrap();
         assert_eq!(comm, "a b) c)");
         assert_eq!(start, 987654);
-        let (_, _, user, system) = parse_stat_cpu(line).unwrap();
-        assert_eq!((user, system), (5, 3));
+        let c = parse_stat_cpu(line).unwrap();
+        assert_eq!((c.start, c.user, c.system), (987654, 5, 3));
+        assert_eq!((c.children_user, c.children_system), (7, 2));
         assert_eq!(parse_stat_children_minflt(line), Some(51234));
         assert_eq!(parse_stat_children_minflt(b"1 (x) S 1 1"), None);
     }

@@ -13,6 +13,7 @@ use crate::format::meta::{
 use crate::format::{Format, Output, OutputError};
 use crate::model::sample::{Event, Sample, COLUMNS};
 use crate::probe::cgroup::CgroupFs;
+use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
@@ -91,6 +92,8 @@ pub enum Control {
     ResetPeaks(Event, mpsc::Sender<Vec<String>>),
     /// Read every process's VmHWM now; the reply is the sample taken (with the event).
     Probe(Event, mpsc::Sender<Option<Sample>>),
+    /// Reply with the tree's CPU time so far (`Tree::cpu_ticks`), in clock ticks; no sample.
+    CpuTicks(mpsc::Sender<(u64, u64)>),
     /// End the recording as if a signal had arrived (reason `stopped`).
     Stop,
     /// From now on, send a copy of every sample taken to this channel (`bench` reads each
@@ -559,6 +562,9 @@ impl Recorder {
                 }
             }
             Control::Watch(tx) => self.watch = Some(tx),
+            Control::CpuTicks(reply) => {
+                let _ = reply.send(self.tree.cpu_ticks());
+            }
         }
         Step::Wake { early }
     }
@@ -1340,11 +1346,6 @@ fn open_pidfd(h: &ProcHandle) -> Option<OwnedFd> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // The PID might have been reused between opening the handle and the pidfd.
     h.is_alive().then_some(fd)
-}
-
-fn clock_ticks_per_s() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
 
 /// Finer timer slack for short intervals, so a 100 µs schedule is kept.

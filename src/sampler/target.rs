@@ -422,8 +422,7 @@ impl Default for LookAgain {
 pub fn boot_ticks_now(procfs: &ProcFs) -> Option<u64> {
     let text = std::fs::read_to_string(procfs.root().join("uptime")).ok()?;
     let secs: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = crate::probe::proc::clock_ticks_per_s();
     Some((secs * hz) as u64)
 }
 

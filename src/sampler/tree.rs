@@ -23,6 +23,7 @@
 //! a departure is still counted, and so is a child born and gone unseen where its parent reaped
 //! it (its `cminflt` rose) or it is listed as an exited child: its peak is then not known.
 
+use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::taskstats::{Exit, ExitWatch};
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use std::collections::HashMap;
@@ -667,15 +668,23 @@ impl Tree {
         self.departed_count
     }
 
+    /// The CPU time of the tree so far, user and system, in clock ticks: each member's own (all
+    /// its threads) and that of the children it reaped. Between two calls the difference is
+    /// what the tree spent: a member that exited in between is in its reaper's reaped time, by
+    /// its whole life, less what the first call had counted of it; one born in between counts
+    /// whole. A process reaped by one outside the tree (an orphan) is missed.
+    pub fn cpu_ticks(&self) -> (u64, u64) {
+        let mut buf = Vec::new();
+        self.members
+            .iter()
+            .filter_map(|m| m.handle.cpu_ticks_with_reaped(&mut buf))
+            .fold((0, 0), |(u, s), (mu, ms)| (u + mu, s + ms))
+    }
+
     /// Each member's handle with its latest status, for per-process work (PSS, resets).
     pub fn each_member(&self) -> impl Iterator<Item = (&ProcHandle, &StatusMem)> {
         self.members.iter().map(|m| (&m.handle, &m.last))
     }
-}
-
-fn clock_ticks_per_s() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
 
 fn add(s: &mut TreeSample, pid: i32, m: &StatusMem) {

@@ -4,8 +4,8 @@
 //! each process; `pss_bytes` (the largest PSS read, a peak when `pss_is_peak`) counts it once.
 //! `departed`: processes that left the tree during the run; where `kernel_peak_scope` is
 //! `largest-process-seen`, no exit record was read for them and the kernel peak is a lower bound.
-//! `daemon_user_s` and `daemon_system_s`: the CPU seconds the daemon's own process (not its
-//! children) used during the run, from /proc/PID/stat in clock ticks (10 ms steps);
+//! `daemon_user_s` and `daemon_system_s`: the CPU seconds the daemon's tree used during the run
+//! (each process's own and its reaped children's), from /proc/PID/stat in clock ticks (10 ms);
 //! `command_user_s` and `command_system_s`, without a daemon: the CPU seconds of the run's
 //! command and the descendants it waited for (wait4, to the microsecond).
 
