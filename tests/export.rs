@@ -849,20 +849,32 @@ fn stuck_scrapers_fill_the_connection_bound_but_never_stop_the_sampling() {
         "100ms",
     ]);
     let ticks_before = sample(&exporter.metrics(), "memmon_sampler_ticks_total");
-    let t0 = Instant::now();
-    // 24 scrapers that send half a request and stop: 16 hold every slot until their 10 s
-    // deadline, the rest are turned away at once.
-    let stuck: Vec<TcpStream> = (0..24)
-        .map(|_| {
-            let mut s = TcpStream::connect(("127.0.0.1", exporter.port)).unwrap();
-            s.write_all(b"GET /metr").unwrap();
-            s
-        })
-        .collect();
-    let refused = wait_for(10.0, || {
-        http_get(exporter.port, "/metrics", None).is_some_and(|r| r.0 == 503)
+    // Scrapers that send half a request and stop hold a slot each until their 10 s deadline.
+    // They are added until a 25th connection is refused: on a busy machine the handler of the
+    // request just above may still hold its slot for a moment, so a fixed count could leave a
+    // slot that frees up at once.
+    let half = || {
+        let mut s = TcpStream::connect(("127.0.0.1", exporter.port)).unwrap();
+        s.write_all(b"GET /metr").unwrap();
+        s
+    };
+    let mut stuck: Vec<TcpStream> = (0..16).map(|_| half()).collect();
+    // Three refusals 200 ms apart in a row: the slots are the stuck scrapers' alone.
+    let mut refusals = 0;
+    let full = wait_for(10.0, || {
+        if http_get(exporter.port, "/metrics", None).is_some_and(|r| r.0 == 503) {
+            refusals += 1;
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        } else {
+            refusals = 0;
+            if stuck.len() < 48 {
+                stuck.push(half());
+            }
+        }
+        refusals == 3
     });
-    assert!(refused, "a 25th connection was not refused with 503");
+    assert!(full, "connections over the bound were not refused with 503");
+    let t0 = Instant::now();
     // The deadline frees the slots; the exporter answers again, and it sampled all along.
     let mut body = String::new();
     let back = wait_for(40.0, || {
@@ -876,6 +888,10 @@ fn stuck_scrapers_fill_the_connection_bound_but_never_stop_the_sampling() {
         "the exporter did not serve again after the stuck scrapers' deadline"
     );
     let elapsed = t0.elapsed().as_secs_f64();
+    assert!(
+        elapsed >= 3.0,
+        "the bound freed up after {elapsed:.1} s, not at the deadline"
+    );
     let ticks = sample(&body, "memmon_sampler_ticks_total") - ticks_before;
     let missed = body
         .lines()
