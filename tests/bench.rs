@@ -85,6 +85,33 @@ fn tolerance() -> u64 {
     MIB + cpus * 32.max(2 * cpus) * 4096
 }
 
+/// `memmon bench --pidfile D FLAGS --export-json F -- test-client CLIENT...`, which must
+/// succeed: its stdout (the table) and the exported report.
+fn bench_daemon(
+    d: &Daemon,
+    dir: &Path,
+    flags: &[&str],
+    client: &[&str],
+) -> (String, serde_json::Value) {
+    let out = dir.join("bench.json");
+    let done = memmon()
+        .args(["bench", "--pidfile"])
+        .arg(&d.pidfile)
+        .args(flags)
+        .arg("--export-json")
+        .arg(&out)
+        .args(d.client(client))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(
+        done.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    (stdout, json(&out))
+}
+
 #[test]
 fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
     let dir = tempdir();
@@ -671,17 +698,13 @@ fn a_forking_daemons_runs_each_hold_the_peak_of_the_worker_that_served_them() {
     // the samples see the daemon alone, and only the exit records carry the workers' peaks.
     let dir = tempdir();
     let d = Daemon::start(dir.path(), &["--fork"]);
-    let out = dir.path().join("bench.json");
-    memmon()
-        .args(["bench", "--pidfile"])
-        .arg(&d.pidfile)
-        .args(["-n", "3", "-i", "1s", "--export-json"])
-        .arg(&out)
-        .args(d.client(&["--size", "40MiB,80MiB,120MiB"]))
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("≥").not());
-    let report = json(&out);
+    let (table, report) = bench_daemon(
+        &d,
+        dir.path(),
+        &["-n", "3", "-i", "1s"],
+        &["--size", "40MiB,80MiB,120MiB"],
+    );
+    assert!(!table.contains('≥'), "{table}");
     for (r, size) in runs(&report).iter().zip([40 * MIB, 80 * MIB, 120 * MIB]) {
         let kernel = u(&r["kernel_peak_bytes"]);
         assert!(
@@ -699,24 +722,19 @@ fn a_forking_daemons_runs_each_hold_the_peak_of_the_worker_that_served_them() {
 fn without_exit_records_a_forking_daemons_run_peaks_are_lower_bounds_and_say_so() {
     let dir = tempdir();
     let d = Daemon::start(dir.path(), &["--fork"]);
-    let out = dir.path().join("bench.json");
-    let done = memmon()
-        .args(["bench", "--no-taskstats", "--pidfile"])
-        .arg(&d.pidfile)
-        .args(["-n", "2", "-i", "1s", "--export-json"])
-        .arg(&out)
-        .args(d.client(&["--size", "60MiB"]))
-        .output()
-        .unwrap();
-    assert!(done.status.success());
-    let table = String::from_utf8_lossy(&done.stdout);
+    let (table, report) = bench_daemon(
+        &d,
+        dir.path(),
+        &["--no-taskstats", "-n", "2", "-i", "1s"],
+        &["--size", "60MiB"],
+    );
     assert!(table.contains("≥ "), "{table}");
     assert!(
         table.contains("with no exit record read: the peak is the largest VmHWM the samples saw"),
         "{table}"
     );
     assert!(!table.contains("kernel peaks are exact within"), "{table}");
-    for r in runs(&json(&out)) {
+    for r in runs(&report) {
         // The worker's reap is the only sign of it: the daemon's cminflt rose.
         assert_eq!(r["kernel_peak_scope"], "largest-process-seen", "{r}");
         assert!(u(&r["departed"]) >= 1, "{r}");
@@ -785,16 +803,12 @@ fn a_forking_daemons_run_cpu_time_includes_the_worker_that_served_it() {
     // exits; the daemon's own process does next to nothing. The run's CPU time is the tree's.
     let dir = tempdir();
     let d = Daemon::start(dir.path(), &["--fork"]);
-    let out = dir.path().join("b.json");
-    memmon()
-        .args(["bench", "--pidfile"])
-        .arg(&d.pidfile)
-        .args(["-n", "1", "-i", "1s", "--export-json"])
-        .arg(&out)
-        .args(d.client(&["--size", "400MiB"]))
-        .assert()
-        .success();
-    let report = json(&out);
+    let (_, report) = bench_daemon(
+        &d,
+        dir.path(),
+        &["-n", "1", "-i", "1s"],
+        &["--size", "400MiB"],
+    );
     let r = &runs(&report)[0];
     let sys = r["daemon_system_s"].as_f64().unwrap();
     assert!(sys >= 0.02, "the worker's page faults are missing: {r}");
