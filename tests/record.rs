@@ -1155,3 +1155,45 @@ fn a_marker_sent_while_the_target_is_away_is_taken_after_its_restart() {
         "{stderr}"
     );
 }
+
+#[test]
+fn without_exit_records_a_launched_trees_kernel_peak_still_holds_children_and_orphans_that_ended() {
+    // At 1 s ticks both children come and go unseen: one waited for by the shell (in the
+    // shell's own rusage), one orphaned by a subshell and reaped by memmon (its subreaper),
+    // whose rusage memmon takes at the reap. wait4's ru_maxrss then covers both.
+    let dir = tempdir();
+    let out = dir.path().join("tree.csv");
+    let script =
+        r#""$0" workload spike:150MiB:20ms; ( "$0" workload spike:250MiB:20ms & ); sleep 0.6"#;
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "--no-taskstats",
+            "--no-own-cgroup",
+            "-i",
+            "1s",
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--", "sh", "-c", script])
+        .arg(memmon_test_path())
+        .assert()
+        .success();
+    let s = summary_json(&out);
+    let kernel = s["kernel_peak_rss_bytes"].as_u64().unwrap();
+    assert!(
+        kernel >= 250 * MIB,
+        "kernel peak {kernel}: the orphan is missing\n{s}"
+    );
+    assert_eq!(s["kernel_peak_source"], "ru-maxrss");
+    assert_eq!(s["kernel_peak_scope"], "largest-process", "{s}");
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| !w.as_str().unwrap().contains("exit record")),
+        "{s}"
+    );
+}

@@ -317,7 +317,21 @@ impl SummaryBuilder {
         let duration_s = self.timeline.recorded_s();
         let cgroup = end.and_then(|e| e.cgroup.as_ref()).map(CgroupSummary::of);
         let exit_records = end.is_some_and(EndInfo::exit_records_complete);
-        let scope = PeakScope::of_kernel_counter(self.max_processes, self.departed, exit_records);
+        // A launched command's ru_maxrss holds every process of its tree that ended (waited for
+        // in the tree, or reaped by memmon): the recording's kernel peak misses none of them.
+        let rusage = end.is_some_and(|e| e.rusage_maxrss_bytes.is_some());
+        let mut scope =
+            PeakScope::of_kernel_counter(self.max_processes, self.departed, exit_records || rusage);
+        // ru_maxrss above every VmHWM the rows read is a descendant's peak (one never seen at its
+        // peak, or at all): the largest process's, not the command's own.
+        let bound_now = bound.unwrap_or_else(crate::model::peak::local_batching_bound_bytes);
+        if scope == PeakScope::Process
+            && kernel_peak.is_some_and(|(k, src)| {
+                src == PeakSource::RuMaxrss && k > self.max_hwm.saturating_add(bound_now)
+            })
+        {
+            scope = PeakScope::LargestProcess;
+        }
         if let Some(w) = self.exit_records_warning(end) {
             warnings.push(w);
         }
@@ -332,11 +346,8 @@ impl SummaryBuilder {
                 scope: PeakScope::Tree,
             },
             _ => {
-                let (bytes, source) = crate::model::peak::choose_peak(
-                    kernel_peak,
-                    peak.rss_bytes,
-                    bound.unwrap_or_else(crate::model::peak::local_batching_bound_bytes),
-                );
+                let (bytes, source) =
+                    crate::model::peak::choose_peak(kernel_peak, peak.rss_bytes, bound_now);
                 RecordingPeak {
                     bytes,
                     source,
@@ -421,7 +432,7 @@ impl SummaryBuilder {
             spans: self.phases.finish(
                 meta.map_or(self.phase_peaks, |m| m.phase_peaks)
                     && end.is_none_or(|e| e.peak_reset_failures == 0),
-                bound.unwrap_or_else(crate::model::peak::local_batching_bound_bytes),
+                bound_now,
                 SpanEnd {
                     exit_records,
                     exit_peak_after_last_sample: end
@@ -436,7 +447,7 @@ impl SummaryBuilder {
     /// What the kernel peak lacks when processes left the tree and not every exit record was
     /// read: a warning saying so, with how to get them all.
     fn exit_records_warning(&self, end: Option<&EndInfo>) -> Option<String> {
-        if self.departed == 0 {
+        if self.departed == 0 || end.is_some_and(|e| e.rusage_maxrss_bytes.is_some()) {
             return None;
         }
         let how = "memmon reads them as root or with CAP_NET_ADMIN; a cgroup of the tree's own (record -- COMMAND as root, or --cgroup) gives the tree's exact peak, each page once";

@@ -133,7 +133,8 @@ pub struct EndInfo {
     pub restarts: u64,
     /// For a launched command: `ru_maxrss` from wait4 on that very child, in bytes — the
     /// kernel's peak RSS of the largest single process among it and its waited-for children,
-    /// including any rise after the last tick.
+    /// including any rise after the last tick — or, when larger, that of an orphan of its tree
+    /// that memmon (its subreaper) reaped. Every process of the tree that ended is in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rusage_maxrss_bytes: Option<u64>,
     /// For a launched command: the CPU time, user and system, of it and the descendants it

@@ -247,6 +247,10 @@ pub struct Recorder {
     exit_records: String,
     /// The largest peak from exit records of trees before a restart.
     exit_peak: Option<u64>,
+    /// The largest `ru_maxrss` of the launched command's orphans that memmon reaped, and the
+    /// command's own exit (status, rusage) when it was reaped with them.
+    orphans_maxrss: u64,
+    command_exit: Option<(libc::c_int, libc::rusage)>,
     /// The memory cgroup read at every tick, if any.
     cgroup: Option<CgroupSource>,
     /// Told of the start, each sample and the end.
@@ -405,6 +409,8 @@ impl Recorder {
             gpu,
             exit_records,
             exit_peak: None,
+            orphans_maxrss: 0,
+            command_exit: None,
             cgroup,
             observer,
         };
@@ -719,7 +725,7 @@ impl Recorder {
     /// Takes one sample of the tree and writes it. `Ok(None)` when the target has ended.
     fn tick(&mut self, event: Option<Event>) -> anyhow::Result<Option<Sample>> {
         if let Watched::Launched { pid } = self.watched {
-            reap_orphans(pid);
+            self.reap_exited(pid);
         }
         let ts = match self.tree.sample() {
             Ok(Some(ts)) => ts,
@@ -989,29 +995,78 @@ impl Recorder {
         }
     }
 
-    /// Reaps the launched command and reads its exit status and ru_maxrss (its own, from wait4
-    /// on that very child: not RUSAGE_CHILDREN, which is the maximum over all children).
-    fn reap(&mut self, pid: i32, end: &mut EndInfo) {
-        let mut status: libc::c_int = 0;
-        // SAFETY: zeroed rusage is a valid out-parameter.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    /// Reaps memmon's exited children: orphans of the command that were re-parented to memmon
+    /// (its subreaper) and have ended, each with its `ru_maxrss` (the kernel's peak of that
+    /// process, which the command's own rusage lacks: it never waited for them); and the command
+    /// itself once it has exited, whose status and rusage are kept for `reap`. (Waiting for
+    /// "any child" finds the command among the others: it is reaped then, not skipped, or the
+    /// orphans after it would wait for a later tick that never comes.)
+    fn reap_exited(&mut self, command: i32) {
         loop {
-            // SAFETY: waiting for our own child with valid out-pointers.
-            let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-            if r == pid {
-                break;
+            // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: peeking (WNOWAIT) at any exited child, without blocking.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_ALL,
+                    0,
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                )
+            };
+            // SAFETY: waitid filled `info` (si_pid is 0 when no child has exited).
+            let pid = unsafe { info.si_pid() };
+            if r != 0 || pid == 0 {
+                return;
             }
-            if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
+            let mut status = 0;
+            // SAFETY: zeroed rusage is a valid out-parameter.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: reaping that one exited child, with valid out-pointers.
+            if unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) } != pid {
+                return;
             }
-            return;
+            if pid == command {
+                self.command_exit = Some((status, ru));
+            } else {
+                self.orphans_maxrss = self.orphans_maxrss.max(ru.ru_maxrss.max(0) as u64 * 1024);
+            }
         }
+    }
+
+    /// Reaps the launched command (unless `reap_exited` did) and reads its exit status and
+    /// ru_maxrss (its own, from wait4 on that very child: not RUSAGE_CHILDREN, which is the
+    /// maximum over all children).
+    fn reap(&mut self, pid: i32, end: &mut EndInfo) {
+        let (status, ru) = match self.command_exit.take() {
+            Some(done) => done,
+            None => {
+                let mut status: libc::c_int = 0;
+                // SAFETY: zeroed rusage is a valid out-parameter.
+                let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+                loop {
+                    // SAFETY: waiting for our own child with valid out-pointers.
+                    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+                    if r == pid {
+                        break;
+                    }
+                    if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+                    {
+                        continue;
+                    }
+                    return;
+                }
+                (status, ru)
+            }
+        };
         if libc::WIFEXITED(status) {
             end.exit_code = Some(libc::WEXITSTATUS(status));
         } else if libc::WIFSIGNALED(status) {
             end.exit_signal = Some(libc::WTERMSIG(status));
         }
-        end.rusage_maxrss_bytes = Some(ru.ru_maxrss as u64 * 1024);
+        // With the orphans memmon reaped: every process of the tree that has ended is in it.
+        end.rusage_maxrss_bytes =
+            Some((ru.ru_maxrss.max(0) as u64 * 1024).max(self.orphans_maxrss));
         let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         end.rusage_user_s = Some(secs(ru.ru_utime));
         end.rusage_system_s = Some(secs(ru.ru_stime));
@@ -1306,33 +1361,6 @@ fn launch(
                 format!("cannot run '{}': {e}", args[0]),
             ))
         }
-    }
-}
-
-/// Reaps memmon's exited children other than the launched command: orphans of the command
-/// that were re-parented to memmon (its subreaper) and have ended. The command itself is left
-/// for `reap`, which reads its rusage.
-fn reap_orphans(command: i32) {
-    loop {
-        // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: peeking (WNOWAIT) at any exited child, without blocking.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_ALL,
-                0,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        // SAFETY: waitid filled `info` (si_pid is 0 when no child has exited).
-        let pid = unsafe { info.si_pid() };
-        if r != 0 || pid == 0 || pid == command {
-            return;
-        }
-        let mut status = 0;
-        // SAFETY: reaping that one exited child.
-        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     }
 }
 
