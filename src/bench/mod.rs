@@ -1,9 +1,10 @@
 //! `memmon bench`: run a client N times against a long-lived daemon (or run a command N times)
 //! and give each run its wall time and the exact peak memory during that run, with statistics.
 //!
-//! The runner (`runner.rs`) drives a `Recorder` on its own thread and resets the kernel's
-//! high-water marks before each run; `stats.rs` sums the runs up; `table.rs` prints them;
-//! `export/` writes JSON, CSV and Markdown. (The daemon of known memory the tests run is in
+//! The runner (`runner/`: `daemon.rs` against a daemon, `command.rs` for a command) drives a
+//! `Recorder` on its own thread and resets the kernel's high-water marks before each run;
+//! `stats.rs` sums the runs up; `table.rs` prints them; `export/` writes JSON, CSV and Markdown;
+//! `push.rs` sends them to a Pushgateway. (The daemon of known memory the tests run is in
 //! src/bin/memmon-test/.)
 
 pub mod export;

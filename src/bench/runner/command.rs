@@ -1,0 +1,414 @@
+//! `bench -- COMMAND`: each run is launched and recorded on its own (in a memory cgroup of
+//! memmon's own where it may make one); what a run leaves running is ended before the next.
+
+use super::{
+    choose_peak, cooldown, prepare, progress, run_env, say, BenchRecording, ClientEnd, Quit,
+    Scratch, Stop,
+};
+use crate::bench::{BenchOptions, BenchReport, Leftovers, PeakScope, PeakSource, RunResult};
+use crate::exit::{CodedError, ExitCode};
+use crate::format::meta::{EndInfo, EndReason};
+use crate::format::{Format, InputFormat, InputSpec, Output};
+use crate::model::sample::{Event, Sample};
+use crate::sampler::record::{unix_ms_now, RecordOptions, Recorder};
+use crate::sampler::target::TargetSpec;
+use crate::units::fmt_interval;
+use anyhow::Context;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn descends_from(opts: &BenchOptions, mut pid: i32, root: i32) -> bool {
+    for _ in 0..64 {
+        if pid == root {
+            return true;
+        }
+        match opts.procfs.open(pid).ok().and_then(|h| h.ppid()) {
+            Some(pp) if pp > 0 => pid = pp,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// How long a run's leftovers get between SIGTERM and SIGKILL.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+
+/// memmon's live descendants other than itself, with their RSS: in a command bench, once the
+/// client has been reaped, these are what the run left behind (memmon is their subreaper).
+fn descendants(opts: &BenchOptions) -> Vec<(i32, String, u64)> {
+    let me = std::process::id() as i32;
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    for pid in opts.procfs.all_pids().unwrap_or_default() {
+        if pid == me || !descends_from(opts, pid, me) {
+            continue;
+        }
+        let Ok(h) = opts.procfs.open(pid) else {
+            continue;
+        };
+        // A zombie has no memory and only waits to be reaped.
+        if let Some(m) = h.read_status(&mut buf).ok().filter(|m| m.has_mm) {
+            out.push((pid, h.comm.clone(), m.rss));
+        }
+    }
+    out
+}
+
+/// Reaps every exited child of memmon without blocking.
+fn reap_exited() {
+    loop {
+        let mut status = 0;
+        // SAFETY: reaping any exited child; WNOHANG never blocks.
+        if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } <= 0 {
+            return;
+        }
+    }
+}
+
+/// Ends what a run left behind, so that the next run owns only what it starts: the processes
+/// still alive below memmon once the client has exited get SIGTERM, and SIGKILL after
+/// `LEFTOVER_GRACE`; all are reaped. Returns what was found, or `None` when nothing was left.
+fn end_leftovers(opts: &BenchOptions) -> Option<Leftovers> {
+    reap_exited();
+    let found = descendants(opts);
+    if found.is_empty() {
+        return None;
+    }
+    let signal_all = |sig: i32| {
+        for (pid, _, _) in descendants(opts) {
+            // SAFETY: signalling memmon's own descendant.
+            unsafe { libc::kill(pid, sig) };
+        }
+    };
+    signal_all(libc::SIGTERM);
+    let mut deadline = Instant::now() + LEFTOVER_GRACE;
+    let mut killed = false;
+    loop {
+        reap_exited();
+        if descendants(opts).is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            if killed {
+                break; // unkillable (in D state): reported, not waited on forever
+            }
+            signal_all(libc::SIGKILL);
+            killed = true;
+            deadline = Instant::now() + LEFTOVER_GRACE;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let still = descendants(opts).len() as u32;
+    Some(Leftovers {
+        processes: found.len() as u32,
+        rss_bytes: found.iter().map(|f| f.2).sum(),
+        pids: found.iter().map(|f| f.0).collect(),
+        commands: found.iter().map(|f| f.1.clone()).collect(),
+        needed_sigkill: killed,
+        still_alive: still,
+    })
+}
+
+/// A bench of a command: each run is launched and recorded on its own; its exact peak is
+/// wait4's ru_maxrss of that very child. With `-o`, the runs' samples go into one recording,
+/// each run between its `run-start:N` and `run-end:N` rows.
+pub(super) fn bench_command(
+    opts: &BenchOptions,
+    report: &mut BenchReport,
+) -> anyhow::Result<Option<Stop>> {
+    let scratch = Scratch::new()?;
+    let mut merged = match &opts.output {
+        None => None,
+        Some(p) => {
+            let path = (p.as_os_str() != "-").then_some(p.as_path());
+            let format = opts
+                .format
+                .or(path.map(Format::from_path))
+                .unwrap_or(Format::Csv);
+            let out =
+                Output::create(path, format, opts.force, opts.append).map_err(|e| match e {
+                    crate::format::OutputError::Exists(_)
+                    | crate::format::OutputError::CannotAppend(..) => {
+                        CodedError::new(ExitCode::Usage, e.to_string())
+                    }
+                    other => anyhow::Error::new(other),
+                })?;
+            report.recording = Some(out.describe());
+            Some(Merged {
+                out,
+                meta_written: false,
+                offset_s: 0.0,
+                missed: 0,
+                t0: Instant::now(),
+                samples: 0,
+            })
+        }
+    };
+    match &report.recording {
+        Some(r) => say(
+            opts,
+            format!("bench: recording to {r} (run boundaries as run-start:N, run-end:N events)"),
+        ),
+        None => say(
+            opts,
+            "bench: not keeping the time series (-o FILE keeps it)",
+        ),
+    }
+    say(
+        opts,
+        format!(
+            "bench: {} runs{} of: {}; each run's peak from wait4 (ru_maxrss of the command), sampled every {}",
+            opts.runs,
+            if opts.warmup > 0 { format!(" after {} warmup", opts.warmup) } else { String::new() },
+            report.client,
+            fmt_interval(opts.interval)
+        ),
+    );
+    crate::sampler::signals::install();
+    let total = opts.warmup + opts.runs;
+    let mut stop = None;
+    for i in 1..=total {
+        let warm = (i <= opts.warmup).then_some(i);
+        let n = i.saturating_sub(opts.warmup);
+        if let Some(a) = crate::sampler::signals::take().first() {
+            stop = Some(Stop::Signal(a.sig));
+            break;
+        }
+        let env = run_env(n, warm);
+        if let Err(s) = prepare(opts, &env) {
+            stop = Some(s);
+            break;
+        }
+        let file = scratch.0.join(format!("run-{i}.csv"));
+        let ropts = RecordOptions {
+            target: TargetSpec::Command(opts.client.clone()),
+            interval: opts.interval,
+            children: opts.children,
+            output: Some(file.clone()),
+            format: Some(Format::Csv),
+            force: true,
+            append: false,
+            pss: opts.pss.clone(),
+            gpu: opts.gpu.clone(),
+            wait: false,
+            exit_with_target: false,
+            duration: None,
+            quiet: true,
+            procfs: opts.procfs.clone(),
+            phase_peaks: false,
+            reset_peak: false,
+            exit_records: opts.exit_records,
+            // When stdout carries data, the command's output goes to stderr instead.
+            capture_stdout: opts.stdout_is_data,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            cgroup: None,
+            own_cgroup: opts.own_cgroup,
+            cgroupfs: opts.cgroupfs.clone(),
+        };
+        let started_unix_ms = unix_ms_now();
+        let t0 = Instant::now();
+        let outcome = match Recorder::start(ropts, Box::new(BenchRecording)).and_then(|mut r| {
+            let copier = r.take_command_stdout().map(|mut out| {
+                std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::stderr()))
+            });
+            let outcome = r.run();
+            if let Some(c) = copier {
+                let _ = c.join();
+            }
+            outcome
+        }) {
+            Ok(o) => o,
+            Err(e) => {
+                stop = Some(
+                    match e.chain().find_map(|c| c.downcast_ref::<CodedError>()) {
+                        Some(c) => Stop::Failed(format!("cannot run the client: {}", c.message)),
+                        None => Stop::Error(e),
+                    },
+                );
+                break;
+            }
+        };
+        let wall_s = t0.elapsed().as_secs_f64();
+        let what = match warm {
+            Some(k) => format!("warmup run {k}"),
+            None => format!("run {n}"),
+        };
+        // What the run left behind is ended now, before the next run starts.
+        let leftovers = end_leftovers(opts);
+        if let Some(l) = &leftovers {
+            let msg = format!("{what} {}", l.describe());
+            say(opts, format!("bench: {msg}"));
+            report.notes.push(msg);
+        }
+        let end = outcome.summary.end.clone().unwrap_or_default();
+        let ce = ClientEnd {
+            wall_s,
+            code: end.exit_code,
+            signal: end.exit_signal,
+        };
+        if let Some(sig) = ce
+            .signal
+            .filter(|s| [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s))
+        {
+            stop = Some(Stop::Signal(sig));
+            break;
+        }
+        if warm.is_none() {
+            let sampled = outcome.summary.peak_rss_bytes;
+            // In a cgroup of memmon's own, the run's tree had it alone from before its first
+            // instruction: its peak is the tree's exact peak (each page once, page cache in).
+            let own_cgroup_peak = end
+                .cgroup
+                .as_ref()
+                .filter(|c| c.own)
+                .and_then(|c| c.peak_bytes);
+            // Else the kernel's peak of the largest process: wait4's ru_maxrss, or a VmHWM
+            // above it (an orphan memmon adopted, a child whose exit record was read).
+            let summary = &outcome.summary;
+            let (kernel, (peak, source), scope) = match own_cgroup_peak {
+                Some(p) => (Some(p), (p, PeakSource::Cgroup), PeakScope::Tree),
+                None => (
+                    summary.kernel_peak_rss_bytes,
+                    choose_peak(
+                        summary.kernel_peak_rss_bytes,
+                        summary.kernel_peak_source.unwrap_or(PeakSource::RuMaxrss),
+                        sampled,
+                    ),
+                    summary.kernel_peak_scope,
+                ),
+            };
+            let r = RunResult {
+                run: n,
+                started_unix_ms,
+                wall_s,
+                exit_code: ce.code,
+                exit_signal: ce.signal,
+                peak_rss_bytes: peak,
+                peak_source: source,
+                kernel_peak_bytes: kernel,
+                kernel_peak_scope: scope,
+                sampled_peak_bytes: sampled,
+                samples: outcome.summary.samples,
+                cgroup_peak_bytes: own_cgroup_peak,
+                rss_before_bytes: None,
+                rss_after_bytes: None,
+                peak_over_floor_bytes: None,
+                processes: outcome.summary.max_processes,
+                departed: outcome.summary.departed,
+                pss: outcome.summary.pss,
+                peak_gpu_bytes: outcome.summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+                processes_after: None,
+                leftovers,
+                daemon_user_s: None,
+                daemon_system_s: None,
+                command_user_s: end.rusage_user_s,
+                command_system_s: end.rusage_system_s,
+            };
+            progress(opts, &r);
+            report.runs.push(r);
+            if let Some(m) = merged.as_mut() {
+                if let Err(e) = m.add_run(&file, n, t0) {
+                    stop = Some(Stop::Error(e));
+                    break;
+                }
+            }
+        }
+        if !ce.ok() && !opts.ignore_failure {
+            stop = Some(Stop::Failed(format!(
+                "{what}: the command failed with {} ({}); the bench stopped (--ignore-failure to go on)",
+                ce.describe(),
+                report.client
+            )));
+            break;
+        }
+        if i < total {
+            cooldown(opts, &Quit::new());
+        }
+    }
+    if let Some(m) = merged {
+        let reason = match &stop {
+            None => EndReason::Stopped,
+            Some(Stop::Signal(_)) => EndReason::Signal,
+            Some(_) => EndReason::Error,
+        };
+        if let Err(e) = m.finish(reason) {
+            return Ok(Some(stop.unwrap_or(Stop::Error(e))));
+        }
+    }
+    Ok(stop)
+}
+
+/// The one recording of a command bench: each run's samples, moved onto one time line.
+struct Merged {
+    out: Output,
+    meta_written: bool,
+    /// Seconds from the bench's start to the current run's.
+    offset_s: f64,
+    missed: u64,
+    t0: Instant,
+    samples: u64,
+}
+
+impl Merged {
+    fn add_run(&mut self, file: &Path, n: u32, run_t0: Instant) -> anyhow::Result<()> {
+        self.offset_s = run_t0.duration_since(self.t0).as_secs_f64();
+        let mut rows: Vec<Sample> = Vec::new();
+        let spec = InputSpec {
+            format: InputFormat::Auto,
+            columns: None,
+        };
+        let info = crate::format::read_input(file, &spec, |s| rows.push(s.clone()))
+            .with_context(|| format!("cannot read back run {n}'s samples"))?;
+        if !self.meta_written {
+            if let Some(mut meta) = info.meta.clone() {
+                meta.sources.push(format!("memmon bench: one process tree per run; rows between run-start:N and run-end:N; target PID of run {n}"));
+                self.out.write_meta(&meta)?;
+            }
+            self.meta_written = true;
+        }
+        let run_missed = rows.last().map_or(0, |s| s.missed_ticks);
+        let count = rows.len();
+        for (i, mut s) in rows.into_iter().enumerate() {
+            s.elapsed_s += self.offset_s;
+            s.missed_ticks += self.missed;
+            if i == 0 {
+                if n == 1 && self.samples == 0 {
+                    s.event = Some(Event::Start);
+                    self.write(&s)?;
+                }
+                s.event = Some(Event::RunStart(n));
+            } else if matches!(s.event, Some(Event::Start)) {
+                s.event = None;
+            }
+            self.write(&s)?;
+            if i + 1 == count {
+                s.event = Some(Event::RunEnd(n));
+                self.write(&s)?;
+            }
+        }
+        self.missed += run_missed;
+        self.out.flush()?;
+        Ok(())
+    }
+
+    fn write(&mut self, s: &Sample) -> anyhow::Result<()> {
+        self.out.write_sample(s)?;
+        self.samples += 1;
+        Ok(())
+    }
+
+    fn finish(mut self, reason: EndReason) -> anyhow::Result<()> {
+        let end = EndInfo {
+            ended_unix_ms: unix_ms_now(),
+            reason,
+            samples: self.samples,
+            missed_ticks: self.missed,
+            ..EndInfo::default()
+        };
+        self.out.finish(&end)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,337 @@
+//! Runs the benchmark, in one of two ways, each in a file of its own: against a daemon
+//! (`daemon.rs`), one `Recorder` on its own thread for the whole bench, the kernel's high-water
+//! marks (VmHWM, the daemon's own cgroup peak) reset before each run and read back after it, so
+//! each run's peak is exact whatever the interval; without a daemon (`command.rs`), each run
+//! recorded in launch mode, its peak wait4's ru_maxrss of that child (or its own cgroup's).
+//! What both share is here: the run's environment and `--prepare`, the cooldown, the progress
+//! line, the choice between the kernel's and the sampled peak.
+
+mod command;
+mod daemon;
+
+use super::{BenchOptions, BenchReport, PeakSource, RunResult};
+use crate::sampler::record::{RecordObserver, RecordStart};
+use crate::sampler::target::shell_words;
+use crate::units::{fmt_bytes_signed, fmt_interval};
+use anyhow::Context;
+use command::bench_command;
+use daemon::Daemon;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What a bench's recordings show: only what was done to an `--append`ed output (the bench
+/// prints its own progress and table, not the recorder's banner or summary).
+struct BenchRecording;
+
+impl RecordObserver for BenchRecording {
+    fn on_start(&mut self, start: &RecordStart) {
+        for note in start.notes {
+            eprintln!("memmon: {note}");
+        }
+    }
+
+    fn on_note(&mut self, note: &str) {
+        eprintln!("memmon: {note}");
+    }
+}
+
+/// Why the bench ended before all its runs.
+#[derive(Debug)]
+pub enum Stop {
+    /// memmon was asked to stop (Ctrl-C, SIGTERM, SIGHUP).
+    Signal(i32),
+    /// The client failed, or the daemon died or restarted: exit 1 with this message.
+    Failed(String),
+    /// memmon itself failed (the recording could not be written).
+    Error(anyhow::Error),
+}
+
+/// The runs measured, and why the bench stopped early if it did.
+pub struct Done {
+    pub report: BenchReport,
+    pub stop: Option<Stop>,
+}
+
+/// How a client run ended.
+struct ClientEnd {
+    wall_s: f64,
+    code: Option<i32>,
+    signal: Option<i32>,
+}
+
+impl ClientEnd {
+    fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    fn describe(&self) -> String {
+        match (self.code, self.signal) {
+            (Some(c), _) => format!("exit code {c}"),
+            (None, Some(s)) => format!("killed by {}", crate::sampler::signals::name(s)),
+            _ => "an unknown status".into(),
+        }
+    }
+}
+
+/// Runs the whole benchmark. An error here is one before any run (no daemon, a bad output).
+pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
+    let mut report = BenchReport {
+        memmon_version: env!("CARGO_PKG_VERSION").into(),
+        mode: if opts.target.is_some() {
+            "daemon"
+        } else {
+            "command"
+        },
+        daemon: None,
+        client: shell_words(&opts.client),
+        interval: fmt_interval(opts.interval),
+        warmup_runs: opts.warmup,
+        runs_requested: opts.runs,
+        recording: None,
+        runs: Vec::new(),
+        stats: None,
+        leak: None,
+        notes: Vec::new(),
+        complete: false,
+        stopped: None,
+    };
+    let stop = match &opts.target {
+        Some(spec) => Daemon::start(opts, spec, &mut report)?.bench(opts, &mut report),
+        None => bench_command(opts, &mut report)?,
+    };
+    report.complete = stop.is_none() && report.runs.len() == opts.runs as usize;
+    report.stopped = stop.as_ref().map(|s| match s {
+        Stop::Signal(sig) => format!("interrupted by {}", crate::sampler::signals::name(*sig)),
+        Stop::Failed(m) => m.clone(),
+        Stop::Error(e) => format!("{e:#}"),
+    });
+    Ok(Done { report, stop })
+}
+
+fn say(opts: &BenchOptions, msg: impl AsRef<str>) {
+    if !opts.quiet {
+        eprintln!("memmon: {}", msg.as_ref());
+    }
+}
+
+/// A directory for recordings nobody asked to keep; removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> anyhow::Result<Scratch> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!("memmon-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `--prepare` through `sh -c`; a failure stops the bench.
+fn prepare(opts: &BenchOptions, run_env: &[(&str, String)]) -> Result<(), Stop> {
+    let Some(cmd) = &opts.prepare else {
+        return Ok(());
+    };
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c")
+        .arg(cmd)
+        .envs(run_env.iter().map(|(k, v)| (*k, v.as_str())));
+    if opts.stdout_is_data {
+        c.stdout(stderr_stdio());
+    }
+    match c.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(Stop::Failed(format!(
+            "--prepare '{cmd}' failed ({s}); the bench stopped"
+        ))),
+        Err(e) => Err(Stop::Failed(format!("cannot run --prepare '{cmd}': {e}"))),
+    }
+}
+
+fn stderr_stdio() -> std::process::Stdio {
+    match std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+        Ok(fd) => std::process::Stdio::from(fd),
+        Err(_) => std::process::Stdio::null(),
+    }
+}
+
+/// The environment a client run sees: MEMMON_BENCH_RUN=N (0 for a warmup run, which also gets
+/// MEMMON_BENCH_WARMUP=K).
+fn run_env(run: u32, warmup: Option<u32>) -> Vec<(&'static str, String)> {
+    let mut v = vec![("MEMMON_BENCH_RUN", run.to_string())];
+    if let Some(k) = warmup {
+        v.push(("MEMMON_BENCH_WARMUP", k.to_string()));
+    }
+    v
+}
+
+/// The recorder's end, told to the bench's waits: set once when the recorder thread returns
+/// (the daemon died, a signal), it wakes whatever waits on it through an eventfd.
+pub struct Quit {
+    flag: AtomicBool,
+    wake: Option<OwnedFd>,
+}
+
+impl Quit {
+    pub fn new() -> Quit {
+        // SAFETY: eventfd has no memory-safety preconditions.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        Quit {
+            flag: AtomicBool::new(false),
+            // SAFETY: a fresh descriptor owned by nobody else.
+            wake: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+        }
+    }
+
+    pub fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        if let Some(fd) = &self.wake {
+            let one: u64 = 1;
+            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps until `fd` is readable (when given), this is set (unless `set_seen`: it was, and
+    /// the caller acted on it; the eventfd stays readable) or `timeout` passes; true when `fd`
+    /// became readable. A stop signal reaches the recorder, which then ends and sets this.
+    fn wait(&self, fd: Option<RawFd>, set_seen: bool, timeout: Option<Duration>) -> bool {
+        let mut fds = [
+            libc::pollfd {
+                fd: fd.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: match (&self.wake, set_seen) {
+                    (Some(f), false) => f.as_raw_fd(),
+                    _ => -1,
+                },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let tp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: fds and the timeout are valid for the call; negative fds are ignored.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tp, std::ptr::null()) };
+        r > 0 && fds[0].revents != 0
+    }
+}
+
+impl Default for Quit {
+    fn default() -> Self {
+        Quit::new()
+    }
+}
+
+/// Sleeps for the cooldown, waking early when `quit` is set.
+fn cooldown(opts: &BenchOptions, quit: &Quit) {
+    let Some(d) = opts.cooldown else { return };
+    let until = Instant::now() + d;
+    while Instant::now() < until && !quit.is_set() {
+        quit.wait(None, false, Some(until - Instant::now()));
+    }
+}
+
+fn progress(opts: &BenchOptions, r: &RunResult) {
+    let over = r
+        .peak_over_floor_bytes
+        .map(|o| format!(", {} over the floor", fmt_bytes_signed(o as i64)))
+        .unwrap_or_default();
+    let exit = match (r.exit_code, r.exit_signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => crate::sampler::signals::name(s),
+        _ => "exit ?".into(),
+    };
+    say(
+        opts,
+        format!(
+            "run {}/{}: {}, {exit}, peak {} ({}){over}",
+            r.run,
+            opts.runs,
+            super::table::fmt_wall(r.wall_s),
+            super::table::peak_cell(r),
+            r.peak_source.key()
+        ),
+    );
+}
+
+/// The peak to report for a run: the kernel's when it is known for the run and not below the
+/// sampled one by more than the counters' batching (a tree's sampled sum can exceed its largest
+/// process's exact peak), else sampled.
+fn choose_peak(kernel: Option<u64>, source: PeakSource, sampled: u64) -> (u64, PeakSource) {
+    crate::model::peak::choose_peak(
+        kernel.map(|k| (k, source)),
+        sampled,
+        crate::model::peak::local_batching_bound_bytes(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_peak_is_reported_when_it_is_known() {
+        assert_eq!(
+            choose_peak(Some(300), PeakSource::Vmhwm, 100),
+            (300, PeakSource::Vmhwm)
+        );
+    }
+
+    #[test]
+    fn without_a_reset_the_peak_is_sampled_and_says_so() {
+        assert_eq!(
+            choose_peak(None, PeakSource::Vmhwm, 100),
+            (100, PeakSource::Sampled)
+        );
+    }
+
+    #[test]
+    fn a_kernel_peak_one_page_below_a_sample_stays_the_kernel_peak() {
+        // VmHWM and VmRSS are read from per-CPU batched counters: a page apart is not a miss.
+        let page = crate::probe::proc::ProcFs::page_size();
+        assert_eq!(
+            choose_peak(Some(100 * page), PeakSource::Vmhwm, 101 * page),
+            (100 * page, PeakSource::Vmhwm)
+        );
+    }
+
+    #[test]
+    fn a_tree_whose_sampled_sum_exceeds_its_largest_process_reports_the_sum() {
+        let over = crate::model::peak::local_batching_bound_bytes() + 1;
+        assert_eq!(
+            choose_peak(Some(80), PeakSource::RuMaxrss, 80 + over),
+            (80 + over, PeakSource::Sampled)
+        );
+    }
+
+    #[test]
+    fn each_run_gets_its_number_and_warmups_theirs() {
+        assert_eq!(
+            run_env(2, None),
+            vec![("MEMMON_BENCH_RUN", "2".to_string())]
+        );
+        let w = run_env(0, Some(1));
+        assert!(w.contains(&("MEMMON_BENCH_WARMUP", "1".to_string())));
+    }
+}
