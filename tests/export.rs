@@ -823,11 +823,13 @@ fn a_worker_that_peaks_and_exits_between_two_samples_is_in_the_window_peak() {
         "{}",
         exporter.metrics()
     );
-    let rss = sample_of(&exporter.metrics(), "memmon_rss_bytes").unwrap();
+    let body = exporter.metrics();
+    let rss = sample_of(&body, "memmon_rss_bytes").unwrap();
     assert!(
         rss < (100 * MIB) as f64,
         "the daemon itself stays small: {rss}"
     );
+    assert!(body.contains("\nmemmon_exit_records 1\n"), "{body}");
 }
 
 /// The value of the sample `name{...}` of a /metrics body with one target.

@@ -43,6 +43,8 @@ pub struct Snapshot {
     pub window: Duration,
     pub reset_peaks: bool,
     pub pss_enabled: bool,
+    /// The kernel's exit records are read (asked for, and not refused for any target).
+    pub exit_records: bool,
     pub ticks: u64,
     /// Wall time the sampler spent in its ticks, in seconds.
     pub busy_seconds: f64,
@@ -193,7 +195,7 @@ pub const FAMILIES: &[Family] = &[
         name: "memmon_window_peak_rss_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
-        help: "Largest RSS of the tree over the last memmon_window_seconds, from samples every memmon_sample_interval_seconds and raised to the kernel's high-water mark (VmHWM) where that mark rose or was reset (--reset-peaks) since the previous sample. The same for every scraper.",
+        help: "Largest RSS of the tree over the last memmon_window_seconds, from samples every memmon_sample_interval_seconds and raised to the kernel's high-water mark (VmHWM) where that mark rose or was reset (--reset-peaks) since the previous sample, and to the mark a process of the tree had as it exited since then (exit records, memmon_exit_records 1). The same for every scraper.",
         value: |t| t.window_peak.map(|v| v as f64),
     },
     Family {
@@ -330,7 +332,7 @@ pub fn render(s: &Snapshot, f: TextFormat) -> String {
             );
         }
     }
-    let globals: [(&str, Kind, Option<&str>, &str, f64); 5] = [
+    let globals: [(&str, Kind, Option<&str>, &str, f64); 6] = [
         (
             "memmon_sample_interval_seconds",
             Kind::Gauge,
@@ -351,6 +353,13 @@ pub fn render(s: &Snapshot, f: TextFormat) -> String {
             None,
             "1 when the exporter resets the kernel's high-water marks (VmHWM) after each sample (--reset-peaks), which changes what other tools read from VmHWM; 0 when it does not.",
             if s.reset_peaks { 1.0 } else { 0.0 },
+        ),
+        (
+            "memmon_exit_records",
+            Kind::Gauge,
+            None,
+            "1 when the exporter reads the kernel's exit records (taskstats: root or CAP_NET_ADMIN), so a process that peaks and exits between two samples is in memmon_window_peak_rss_bytes; 0 when it does not (--no-taskstats, or refused).",
+            if s.exit_records { 1.0 } else { 0.0 },
         ),
         (
             "memmon_sampler_ticks_total",

@@ -673,6 +673,12 @@ impl Sampler {
             window: self.opts.window,
             reset_peaks: self.opts.reset_peaks,
             pss_enabled: self.opts.pss.is_some(),
+            // Refused for one target is refused for all: the same process asked.
+            exit_records: self.opts.exit_records
+                && !self
+                    .followers
+                    .iter()
+                    .any(|f| matches!(f.exits, Some(Err(())))),
             ticks: self.ticks,
             busy_seconds: self.busy.as_secs_f64(),
         };
