@@ -38,13 +38,20 @@ fn svg_path(p: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Records the demo workload into `output`, telling `observer` of the recording, then plots it.
+/// What the demo made: the recording's outcome, and where its plot is.
+pub struct DemoDone {
+    pub outcome: Outcome,
+    pub plot: Option<PathBuf>,
+}
+
+/// Records the demo workload into `output`, telling `observer` of the recording (and, first, of
+/// what the demo is, unless `quiet`), then plots it.
 pub fn run(
     output: Option<PathBuf>,
     interval: Duration,
-    observer: Box<dyn RecordObserver + Send>,
+    mut observer: Box<dyn RecordObserver + Send>,
     quiet: bool,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<DemoDone> {
     let output = output.unwrap_or_else(|| free_name(Path::new(".")));
     let svg = svg_path(&output);
     let side = crate::format::sidecar_path(&output);
@@ -61,7 +68,7 @@ pub fn run(
     let mut command = vec![exe.display().to_string(), WORKLOAD_ENTRY.to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
     if !quiet {
-        eprintln!("memmon demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");
+        observer.on_note("demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");
     }
     let opts = RecordOptions {
         target: TargetSpec::Command(command),
@@ -88,6 +95,7 @@ pub fn run(
         cgroupfs: crate::probe::cgroup::CgroupFs::default(),
     };
     let outcome = Recorder::start(opts, observer)?.run()?;
+    let mut plotted = None;
     if let Some(p) = &outcome.output {
         let plot = crate::render::plot::PlotOptions::default();
         let svg_format = crate::render::plot::ImageFormat::Svg;
@@ -98,14 +106,10 @@ pub fn run(
             &svg,
             svg_format,
         )?;
-        if !quiet {
-            eprintln!(
-                "memmon demo: the recording is in {}, its plot in {}; read it again with: memmon summary {}",
-                p.display(),
-                svg.display(),
-                p.display()
-            );
-        }
+        plotted = Some(svg);
     }
-    Ok(outcome)
+    Ok(DemoDone {
+        outcome,
+        plot: plotted,
+    })
 }

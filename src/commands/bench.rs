@@ -69,6 +69,9 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         pss: pss_guard(&s.pss_args),
         gpu: gpu_options(s)?,
         exit_records: !s.no_taskstats,
+        say: memmon::bench::Say(std::sync::Arc::new(|line: &str| {
+            eprintln!("memmon: {line}")
+        })),
         quiet: args.quiet,
         stdout_is_data,
         procfs: ProcFs::default(),

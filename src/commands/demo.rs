@@ -4,11 +4,19 @@ use crate::cli::DemoArgs;
 use memmon::exit::ExitCode;
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    Ok(memmon::demo::run(
+    let done = memmon::demo::run(
         args.output,
         args.interval,
         Box::new(super::record::Terminal::new(args.quiet)),
         args.quiet,
-    )?
-    .exit)
+    )?;
+    if let (Some(p), Some(svg), false) = (&done.outcome.output, &done.plot, args.quiet) {
+        eprintln!(
+            "memmon: demo: the recording is in {}, its plot in {}; read it again with: memmon summary {}",
+            p.display(),
+            svg.display(),
+            p.display()
+        );
+    }
+    Ok(done.outcome.exit)
 }

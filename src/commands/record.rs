@@ -113,6 +113,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let marks = MarkSetup::prepare(&mark_options(&args.marks, args.quiet))?;
     let mut rec = Recorder::start(opts, Box::new(Terminal::new(args.quiet)))?;
     let sources = marks.start(&mut rec, data_on_stdout);
+    for note in &sources.notes {
+        eprintln!("memmon: {note}");
+    }
     let outcome = rec.run();
     drop(sources); // stops the marker threads and removes the socket
     let outcome = outcome?;

@@ -116,7 +116,7 @@ impl MarkSetup {
                     Ok(l) => Some(l),
                     Err(e) => {
                         no_socket_warning = Some(format!(
-                            "memmon: warning: no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)"
+                            "warning: no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)"
                         ));
                         None
                     }
@@ -134,34 +134,42 @@ impl MarkSetup {
     }
 
     /// Starts the threads that feed markers to the recorder. `stdout_to_stderr`: the recording
-    /// goes to stdout, so the command's passed-through stdout goes to stderr.
+    /// goes to stdout, so the command's passed-through stdout goes to stderr. What the user
+    /// should know (where to send a marker, which log is followed, a socket that could not be
+    /// made) is in the sources' `notes`, for the caller to show; none with `quiet`.
     pub fn start(self, rec: &mut Recorder, stdout_to_stderr: bool) -> MarkSources {
         let control = rec.control();
-        if let (Some(w), false) = (&self.no_socket_warning, self.quiet) {
-            eprintln!("{w}");
-        }
         let mut sources = MarkSources {
             socket: None,
             log: None,
             relay: None,
+            notes: Vec::new(),
         };
-        if let Some(listener) = self.socket {
+        let mut note = |text: String| {
             if !self.quiet {
-                eprintln!(
-                    "memmon: add a marker with: memmon mark LABEL --socket {}",
-                    listener.path().display()
-                );
+                sources.notes.push(text);
             }
+        };
+        if let Some(w) = &self.no_socket_warning {
+            note(w.clone());
+        }
+        if let Some(listener) = &self.socket {
+            note(format!(
+                "add a marker with: memmon mark LABEL --socket {}",
+                listener.path().display()
+            ));
+        }
+        if let (Some(follower), Some(pattern)) = (&self.log, &self.log_pattern) {
+            note(format!(
+                "following {} for markers (lines matching {})",
+                follower.path().display(),
+                pattern.re.as_str()
+            ));
+        }
+        if let Some(listener) = self.socket {
             sources.socket = Some(listener.serve(control.clone()));
         }
         if let (Some(follower), Some(pattern)) = (self.log, self.log_pattern) {
-            if !self.quiet {
-                eprintln!(
-                    "memmon: following {} for markers (lines matching {})",
-                    follower.path().display(),
-                    pattern.re.as_str()
-                );
-            }
             sources.log = Some(follower.spawn(pattern, control.clone()));
         }
         if let Some(pattern) = self.stdout_pattern {
@@ -183,6 +191,8 @@ pub struct MarkSources {
     socket: Option<socket::Serving>,
     log: Option<logfollow::Following>,
     relay: Option<stdout::Relay>,
+    /// Lines for the user, without the `memmon: ` prefix (see `MarkSetup::start`).
+    pub notes: Vec<String>,
 }
 
 impl Drop for MarkSources {

@@ -210,7 +210,7 @@ pub(super) fn bench_command(
         };
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
-        let outcome = match Recorder::start(ropts, Box::new(BenchRecording)).and_then(|mut r| {
+        let outcome = match Recorder::start(ropts, BenchRecording::of(opts)).and_then(|mut r| {
             let copier = r.take_command_stdout().map(|mut out| {
                 std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::stderr()))
             });

@@ -84,8 +84,11 @@ impl Daemon {
             cgroupfs: opts.cgroupfs.clone(),
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
-        let mut rec = Recorder::start(ropts, Box::new(BenchRecording))?;
+        let mut rec = Recorder::start(ropts, BenchRecording::of(opts))?;
         let marks = marks.start(&mut rec, opts.stdout_is_data);
+        for note in &marks.notes {
+            (opts.say.0)(note);
+        }
         let pid = rec.root_pid();
         let exit_records = rec.reads_exit_records();
         let handle = opts

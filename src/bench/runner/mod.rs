@@ -21,19 +21,26 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// What a bench's recordings show: only what was done to an `--append`ed output (the bench
-/// prints its own progress and table, not the recorder's banner or summary).
-struct BenchRecording;
+/// What a bench's recordings show: only what was done to an `--append`ed output, and the
+/// recorder's notes (the bench says its own progress and table, not the recorder's banner or
+/// summary).
+struct BenchRecording(super::Say);
+
+impl BenchRecording {
+    fn of(opts: &BenchOptions) -> Box<BenchRecording> {
+        Box::new(BenchRecording(opts.say.clone()))
+    }
+}
 
 impl RecordObserver for BenchRecording {
     fn on_start(&mut self, start: &RecordStart) {
         for note in start.notes {
-            eprintln!("memmon: {note}");
+            (self.0 .0)(note);
         }
     }
 
     fn on_note(&mut self, note: &str) {
-        eprintln!("memmon: {note}");
+        (self.0 .0)(note);
     }
 }
 
@@ -110,9 +117,10 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
     Ok(Done { report, stop })
 }
 
+/// Says a progress line, unless `--quiet`.
 fn say(opts: &BenchOptions, msg: impl AsRef<str>) {
     if !opts.quiet {
-        eprintln!("memmon: {}", msg.as_ref());
+        (opts.say.0)(msg.as_ref());
     }
 }
 
