@@ -37,6 +37,14 @@ pub fn tempdir() -> tempfile::TempDir {
 }
 
 /// Reads `summary --json` of a recording.
+/// True when one of `summary --json`'s warnings contains `text`.
+pub fn warns(summary: &serde_json::Value, text: &str) -> bool {
+    summary["warnings"].as_array().is_some_and(|w| {
+        w.iter()
+            .any(|w| w.as_str().is_some_and(|w| w.contains(text)))
+    })
+}
+
 pub fn summary_json(path: &Path) -> serde_json::Value {
     let out = memmon()
         .arg("summary")

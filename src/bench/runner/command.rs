@@ -2,8 +2,8 @@
 //! memmon's own where it may make one); what a run leaves running is ended before the next.
 
 use super::{
-    choose_peak, cooldown, prepare, progress, run_env, say, BenchRecording, ClientEnd, Quit,
-    Scratch, Stop,
+    choose_peak, cooldown, prepare, progress, run_env, say, say_recording, BenchRecording,
+    ClientEnd, Quit, Scratch, Stop,
 };
 use crate::bench::{BenchOptions, BenchReport, Leftovers, PeakScope, PeakSource, RunResult};
 use crate::exit::{CodedError, ExitCode};
@@ -144,16 +144,7 @@ pub(super) fn bench_command(
             })
         }
     };
-    match &report.recording {
-        Some(r) => say(
-            opts,
-            format!("bench: recording to {r} (run boundaries as run-start:N, run-end:N events)"),
-        ),
-        None => say(
-            opts,
-            "bench: not keeping the time series (-o FILE keeps it)",
-        ),
-    }
+    say_recording(opts, report.recording.as_deref());
     say(
         opts,
         format!(

@@ -3,8 +3,8 @@
 //! the marks and the tree's CPU time back (`Control::Probe`, `Control::CpuTicks`).
 
 use super::{
-    choose_peak, cooldown, prepare, progress, run_env, say, stderr_stdio, BenchRecording,
-    ClientEnd, Quit, Scratch, Stop,
+    choose_peak, cooldown, prepare, progress, run_env, say, say_recording, stderr_stdio,
+    BenchRecording, ClientEnd, Quit, Scratch, Stop,
 };
 use crate::analysis::summary::PssTrack;
 use crate::bench::{BenchOptions, BenchReport, DaemonInfo, PeakScope, PeakSource, RunResult};
@@ -120,18 +120,7 @@ impl Daemon {
         } else {
             " alone"
         };
-        match &recording {
-            Some(r) => say(
-                opts,
-                format!(
-                    "bench: recording to {r} (run boundaries as run-start:N, run-end:N events)"
-                ),
-            ),
-            None => say(
-                opts,
-                "bench: not keeping the time series (-o FILE keeps it)",
-            ),
-        }
+        say_recording(opts, recording.as_deref());
         say(
             opts,
             format!(

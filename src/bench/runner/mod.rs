@@ -117,6 +117,20 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
     Ok(Done { report, stop })
 }
 
+/// Says where the bench's time series goes (`-o`), or that it is not kept.
+fn say_recording(opts: &BenchOptions, recording: Option<&str>) {
+    match recording {
+        Some(r) => say(
+            opts,
+            format!("bench: recording to {r} (run boundaries as run-start:N, run-end:N events)"),
+        ),
+        None => say(
+            opts,
+            "bench: not keeping the time series (-o FILE keeps it)",
+        ),
+    }
+}
+
 /// Says a progress line, unless `--quiet`.
 fn say(opts: &BenchOptions, msg: impl AsRef<str>) {
     if !opts.quiet {
