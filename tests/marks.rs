@@ -388,6 +388,28 @@ fn phase_peaks_give_a_spike_between_1s_ticks_its_exact_peak_in_its_phase() {
     );
 }
 
+/// `record -q -i INTERVAL --phase-peaks --mark-stdout PHASE_RE -o OUT -- sh -c SCRIPT
+/// memmon-test`, which must succeed: the script's "phase X" lines are the markers.
+fn record_script_phases(dir: &Path, out: &Path, interval: &str, script: &str) {
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            interval,
+            "--phase-peaks",
+            "--mark-stdout",
+            PHASE_RE,
+            "-o",
+        ])
+        .arg(out)
+        .args(["--", "sh", "-c", script])
+        .arg(memmon_test_path())
+        .env("XDG_RUNTIME_DIR", dir)
+        .assert()
+        .success();
+}
+
 #[test]
 fn after_a_phase_reset_an_idle_child_does_not_carry_the_last_phases_peak() {
     // The launched shell stays small; its child spikes to 300 MiB in phase `load`, then idles
@@ -396,23 +418,7 @@ fn after_a_phase_reset_an_idle_child_does_not_carry_the_last_phases_peak() {
     let dir = tempdir();
     let out = dir.path().join("child-phases.csv");
     let script = r#""$0" workload "say:phase load" spike:300MiB:500ms hold:200ms "say:phase idle" hold:1500ms; exit 0"#;
-    memmon()
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "50ms",
-            "--phase-peaks",
-            "--mark-stdout",
-            PHASE_RE,
-            "-o",
-        ])
-        .arg(&out)
-        .args(["--", "sh", "-c", script])
-        .arg(memmon_test_path())
-        .env("XDG_RUNTIME_DIR", dir.path())
-        .assert()
-        .success();
+    record_script_phases(dir.path(), &out, "50ms", script);
     let (h, rows) = read_csv(&out);
     let col = |name: &str| h.iter().position(|c| c == name).unwrap();
     let (event, hwm, procs) = (col("event"), col("hwm_bytes"), col("processes"));
@@ -450,23 +456,7 @@ fn each_phase_holds_the_peak_of_a_short_lived_child_that_samples_never_saw() {
     let out = dir.path().join("forks.csv");
     // (A pause after each marker line: its sample, and the reset, come first.)
     let script = r#"echo "phase a"; sleep 0.2; "$0" workload spike:200MiB:30ms; sleep 0.3; echo "phase b"; sleep 0.2; exec "$0" workload spike:100MiB:30ms"#;
-    memmon()
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "1s",
-            "--phase-peaks",
-            "--mark-stdout",
-            PHASE_RE,
-            "-o",
-        ])
-        .arg(&out)
-        .args(["--", "sh", "-c", script])
-        .arg(memmon_test_path())
-        .env("XDG_RUNTIME_DIR", dir.path())
-        .assert()
-        .success();
+    record_script_phases(dir.path(), &out, "1s", script);
     let s = summary_json(&out);
     let phases = s["phases"].as_array().unwrap();
     let kernel = |i: usize| phases[i]["kernel_peak_rss_bytes"].as_u64().unwrap();

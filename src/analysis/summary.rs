@@ -332,8 +332,8 @@ impl SummaryBuilder {
         {
             scope = PeakScope::LargestProcess;
         }
-        if let Some(w) = self.exit_records_warning(end) {
-            warnings.push(w);
+        if scope.is_partial() {
+            warnings.push(self.exit_records_warning(end));
         }
         let recording_peak = match cgroup.as_ref().filter(|c| c.own) {
             // memmon's own cgroup held the launched tree alone: its peak is the tree's.
@@ -444,16 +444,12 @@ impl SummaryBuilder {
 }
 
 impl SummaryBuilder {
-    /// What the kernel peak lacks when processes left the tree and not every exit record was
-    /// read: a warning saying so, with how to get them all.
-    fn exit_records_warning(&self, end: Option<&EndInfo>) -> Option<String> {
-        if self.departed == 0 || end.is_some_and(|e| e.rusage_maxrss_bytes.is_some()) {
-            return None;
-        }
+    /// What the kernel peak lacks when its scope is `largest-process-seen` (processes left the
+    /// tree and not every exit record was read): a warning saying why, with how to get them all.
+    fn exit_records_warning(&self, end: Option<&EndInfo>) -> String {
         let how = "memmon reads them as root or with CAP_NET_ADMIN; a cgroup of the tree's own (record -- COMMAND as root, or --cgroup) gives the tree's exact peak, each page once";
         let lost = end.map_or(0, |e| e.exit_records_lost);
         let why = match end.and_then(|e| e.exit_records.as_deref()) {
-            Some(crate::format::meta::EXIT_RECORDS_READ) if lost == 0 => return None,
             Some(crate::format::meta::EXIT_RECORDS_READ) => format!(
                 "the kernel dropped exit records {lost} time{} (their queue was full)",
                 if lost == 1 { "" } else { "s" }
@@ -461,11 +457,11 @@ impl SummaryBuilder {
             Some(why) => format!("exit records were not read ({why})"),
             None => "whether exit records were read is not known (no end record)".into(),
         };
-        Some(format!(
+        format!(
             "warning: {} process{} left the tree during the recording and {why}: the kernel peak is the largest VmHWM its samples saw, so a process that peaked after its last sample, or a child born and gone between two samples, may be missing from it ({how})",
             self.departed,
             if self.departed == 1 { "" } else { "es" }
-        ))
+        )
     }
 
     /// For an attached target that exited and whose exit record was not read: the seconds

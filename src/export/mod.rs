@@ -194,8 +194,8 @@ struct Follower {
     /// The exit-record watch of this target's trees, kept across restarts; `Err` once the
     /// kernel refused it (told once, not asked again).
     exits: Option<Result<ExitWatch, ()>>,
-    /// The marks were reset at the last tick (`--reset-peaks`).
-    reset_last_tick: bool,
+    /// The marks of every member were reset at the last tick (`--reset-peaks`, none refused).
+    reset_held: bool,
 }
 
 /// A cgroup found and read tick after tick.
@@ -232,7 +232,7 @@ impl Follower {
             cg_was_read: false,
             cg_lost_after_read: false,
             exits: None,
-            reset_last_tick: false,
+            reset_held: false,
         }
     }
 
@@ -435,6 +435,7 @@ impl Follower {
             self.find(opts, now, notify);
         }
         let mut peak = None;
+        let reset_held = self.reset_held;
         if let Some(tree) = &mut self.tree {
             match tree.sample() {
                 Ok(Some(s)) => {
@@ -447,7 +448,10 @@ impl Follower {
                 }
                 Ok(None) => {
                     // Its peak at its exit (and its last children's), after the last sample.
-                    peak = tree.exit_peak_after_last_sample();
+                    peak = tree
+                        .departures_after_last_sample()
+                        .map(|d| departed_peak(d, reset_held))
+                        .filter(|&p| p > 0);
                     notify(&format!(
                         "target {}: PID {} exited{}",
                         self.name,
@@ -490,12 +494,7 @@ impl Follower {
     /// process's own mark is a lower bound of the tree's peak, exact for a single process.
     fn peak_of_tick(&mut self, s: &TreeSample, reset: bool) -> u64 {
         let tree = self.tree.as_mut().expect("sampled a tree");
-        // After a reset every exit record read is of a peak since it (`Tree::reset_marks`).
-        let mut peak = s.rss.max(if self.reset_last_tick {
-            s.departed_hwm
-        } else {
-            s.departed_risen_hwm
-        });
+        let mut peak = s.rss.max(departed_peak(s, self.reset_held));
         let mut next = HashMap::with_capacity(self.hwm.len());
         for (h, st) in tree.each_member() {
             let key = (h.pid, h.start_time);
@@ -506,16 +505,15 @@ impl Follower {
             }
             next.insert(key, (st.hwm, reset));
         }
-        if reset {
-            for (pid, _) in tree.reset_marks() {
-                for ((p, _), (_, was_reset)) in next.iter_mut() {
-                    if *p == pid {
-                        *was_reset = false;
-                    }
-                }
-            }
+        let failed: Vec<i32> = if reset {
+            tree.reset_marks().into_iter().map(|(pid, _)| pid).collect()
+        } else {
+            Vec::new()
+        };
+        for ((pid, _), (_, was_reset)) in next.iter_mut() {
+            *was_reset &= !failed.contains(pid);
         }
-        self.reset_last_tick = reset;
+        self.reset_held = reset && failed.is_empty();
         self.hwm = next;
         peak
     }
@@ -704,6 +702,17 @@ impl Sampler {
                 std::thread::sleep(next - now);
             }
         }
+    }
+}
+
+/// The peak that the exit records of a tick's departures give the window: every mark when the
+/// marks of all members were reset at the previous tick (each is then the peak since it), else
+/// only the marks that rose after the process was last read (or of a child never read).
+fn departed_peak(s: &TreeSample, reset_held: bool) -> u64 {
+    if reset_held {
+        s.departed_hwm
+    } else {
+        s.departed_risen_hwm
     }
 }
 

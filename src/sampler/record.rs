@@ -1131,7 +1131,11 @@ impl Recorder {
         // The watch, and its count, go from tree to tree across restarts.
         end.exit_records_lost = self.tree.exit_records_lost();
         end.exit_peak_bytes = self.exit_peak.max(self.tree.exit_peak());
-        end.exit_peak_after_last_sample_bytes = self.tree.exit_peak_after_last_sample();
+        end.exit_peak_after_last_sample_bytes = self
+            .tree
+            .departures_after_last_sample()
+            .map(|d| d.departed_hwm)
+            .filter(|&h| h > 0);
         end.target_exit_read = self.tree.root_exit_peak().is_some();
         end
     }

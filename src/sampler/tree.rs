@@ -169,9 +169,9 @@ pub struct Tree {
     /// Members found gone in this tick, with the VmHWM last read of each, settled with their
     /// exit records before they join `departed`.
     leaving: Vec<(ProcessRecord, u64)>,
-    /// What the departures settled when the root was found gone add to the recording: the
-    /// largest VmHWM among their records since the last reset (after the last sample).
-    tail_exit_hwm: Option<u64>,
+    /// The departures settled when the root was found gone (the root's own exit record among
+    /// them): what the exit records gave after the last sample.
+    tail: Option<TreeSample>,
     /// The boot time, seconds since 1970 (to compare a record's start with a member's).
     boot_unix_s: f64,
     /// The largest VmHWM an exit record gave for a process of the tree, and the root's own.
@@ -214,7 +214,7 @@ impl Tree {
             exit_buf: Vec::new(),
             exit_fresh_from: 0,
             leaving: Vec::new(),
-            tail_exit_hwm: None,
+            tail: None,
             boot_unix_s: 0.0,
             exit_peak: None,
             root_exit_peak: None,
@@ -281,11 +281,12 @@ impl Tree {
         self.root_exit_peak
     }
 
-    /// When the root has gone: the largest VmHWM the exit records read then gave (the root's,
-    /// and those of members that left with it), counted since the last reset of the marks. It
-    /// was reached after the last sample, so only the recording's end holds it.
-    pub fn exit_peak_after_last_sample(&self) -> Option<u64> {
-        self.tail_exit_hwm
+    /// When the root has gone: what the exit records read then gave (the root's, and those of
+    /// members that left with it) as a sample's departures (`departed_hwm`, counted since the
+    /// last reset of the marks; `departed_risen_hwm`). It was reached after the last sample, so
+    /// only the recording's end holds it.
+    pub fn departures_after_last_sample(&self) -> Option<&TreeSample> {
+        self.tail.as_ref()
     }
 
     /// Times the kernel dropped exit records because their queue was full: a process of the
@@ -309,8 +310,7 @@ impl Tree {
             match self.read_member(i, now) {
                 Ok(m) if m.has_mm => i += 1,
                 Ok(_) | Err(ProcError::NoSuchProcess(_)) if i == 0 => {
-                    let gone = self.settle_departures(true);
-                    self.tail_exit_hwm = (gone.departed_hwm > 0).then_some(gone.departed_hwm);
+                    self.tail = Some(self.settle_departures(true));
                     return Ok(None);
                 }
                 Err(e) if i == 0 => return Err(e),
