@@ -117,7 +117,7 @@ fn main() {
         total as f64 / times[0] / 1e9,
         fmt_bytes(max_rss_bytes())
     );
-    for m in [Metric::PeakRss, Metric::TimeAbove] {
+    for m in [Metric::Peak, Metric::TimeAbove] {
         println!("  {}", verdict_sentence(&c, c.delta(m).unwrap()));
     }
 }

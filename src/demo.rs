@@ -93,6 +93,7 @@ pub fn run(
         cgroup: None,
         own_cgroup: None,
         cgroupfs: crate::probe::cgroup::CgroupFs::default(),
+        run_peaks: None,
     };
     let outcome = Recorder::start(opts, observer)?.run()?;
     let mut plotted = None;

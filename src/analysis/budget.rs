@@ -1,21 +1,38 @@
 //! Budgets: `--max-peak SIZE`, `--max-cgroup SIZE` and `--max-gpu SIZE` (summary, bench,
-//! compare) fail when a recording's peak exceeds them, naming which number it was, its source
-//! and by how much.
+//! compare) fail when a peak exceeds them. Each check judges a stated number — the peak as
+//! decided once (`model::peak`), of a named recording or run — and its message names that
+//! number, its source and scope, and whose it is.
+//!
+//! What is judged ([`units`]): a recording with complete bench runs is judged run by run (as
+//! `bench` judges them, and `compare` counts them); any other recording as a whole.
 
-use super::summary::{RecordingPeak, Summary};
-use crate::model::peak::{PeakScope, PeakSource};
+use super::summary::Summary;
+use crate::model::peak::{Peak, PeakScope, PeakSource};
 use crate::units::fmt_bytes;
 use serde::Serialize;
 
 /// The budgets given; `None` is no budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Budgets {
-    /// `--max-peak`: the recording's peak (`Summary::recording_peak`).
+    /// `--max-peak`: the peak (`Peak`: a cgroup's tree peak, else the largest process's kernel
+    /// peak, else the sampled one).
     pub max_peak: Option<u64>,
-    /// `--max-cgroup`: the peak of the recording's memory cgroup.
+    /// `--max-cgroup`: the peak of the memory cgroup recorded.
     pub max_cgroup: Option<u64>,
     /// `--max-gpu`: the largest GPU memory of the tree (`gpu_bytes`, sampled from NVML).
     pub max_gpu: Option<u64>,
+}
+
+/// What one unit (a recording, a bench run) offers the budgets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    /// Whose numbers: `run.csv`, `run.csv#run 3`, `run 3`.
+    pub of: String,
+    pub peak: Option<Peak>,
+    /// The cgroup's exact peak, or its largest sampled usage when its peak file does not cover
+    /// the unit (then not exact).
+    pub cgroup: Option<Peak>,
+    pub gpu_bytes: Option<u64>,
 }
 
 /// One budget held against one number.
@@ -24,38 +41,30 @@ pub struct BudgetCheck {
     /// `--max-peak`, `--max-cgroup` or `--max-gpu`.
     pub flag: &'static str,
     pub budget_bytes: u64,
-    /// The number checked; `None` when the recording has none (then the check fails).
-    pub measured_bytes: Option<u64>,
-    pub source: Option<PeakSource>,
-    pub scope: Option<PeakScope>,
-    /// Whose number: a file, `run 3`.
+    /// The number judged; `None` when the unit has none (then the check fails).
+    pub measured: Option<Peak>,
+    /// Whose number: a file, `FILE#run 3`, `run 3`.
     pub of: String,
     pub over_by_bytes: Option<u64>,
     pub passed: bool,
 }
 
 impl BudgetCheck {
-    fn new(
-        flag: &'static str,
-        budget: u64,
-        measured: Option<RecordingPeak>,
-        of: &str,
-    ) -> BudgetCheck {
+    fn new(flag: &'static str, budget: u64, measured: Option<Peak>, of: &str) -> BudgetCheck {
         let over = measured.map(|m| m.bytes.saturating_sub(budget));
         BudgetCheck {
             flag,
             budget_bytes: budget,
-            measured_bytes: measured.map(|m| m.bytes),
-            source: measured.map(|m| m.source),
-            scope: measured.map(|m| m.scope),
+            measured,
             of: of.to_string(),
             over_by_bytes: over.filter(|&o| o > 0),
             passed: measured.is_some_and(|m| m.bytes <= budget),
         }
     }
 
-    /// `--max-peak 1 GiB exceeded by 200 MiB: peak 1.2 GiB (kernel VmHWM of the largest
-    /// process) of run 3`.
+    /// `--max-peak 1.00 GiB exceeded by 200.0 MiB: judged the peak of run.csv#run 3, 1.20 GiB
+    /// (1288490188 bytes): kernel VmHWM of the largest process, exact within 512.0 KiB; the tree's
+    /// peak is between 1.20 GiB and 1.40 GiB`.
     pub fn describe(&self) -> String {
         let what = match self.flag {
             "--max-cgroup" => "cgroup peak",
@@ -63,23 +72,8 @@ impl BudgetCheck {
             _ => "peak",
         };
         let budget = fmt_bytes(self.budget_bytes);
-        match (self.measured_bytes, self.source, self.scope) {
-            (Some(m), Some(src), Some(scope)) => {
-                let head = match self.over_by_bytes {
-                    Some(o) => format!(
-                        "{} {budget} exceeded by {} ({o} bytes)",
-                        self.flag,
-                        fmt_bytes(o)
-                    ),
-                    None => format!("{} {budget} kept", self.flag),
-                };
-                format!(
-                    "{head}: {what} {} ({m} bytes; {src} {scope}) of {}",
-                    fmt_bytes(m),
-                    self.of
-                )
-            }
-            _ => format!(
+        let Some(m) = &self.measured else {
+            return format!(
                 "{} {budget} cannot be checked: {} has no {what}{}",
                 self.flag,
                 self.of,
@@ -88,8 +82,36 @@ impl BudgetCheck {
                     "--max-gpu" => " (no gpu_bytes values: record with --gpu where NVML is available)",
                     _ => "",
                 }
+            );
+        };
+        let head = match self.over_by_bytes {
+            Some(o) => format!(
+                "{} {budget} exceeded by {} ({o} bytes)",
+                self.flag,
+                fmt_bytes(o)
             ),
-        }
+            None => format!("{} {budget} kept", self.flag),
+        };
+        let words = match self.flag {
+            "--max-gpu" => "sampled GPU memory of the tree (NVML), a lower bound".to_string(),
+            _ => m.describe(Some(self.exact_within())),
+        };
+        let bounds = m
+            .tree_bounds()
+            .map(|b| format!("; the tree's peak is {b}"))
+            .unwrap_or_default();
+        format!(
+            "{head}: judged the {what} of {}, {}{} ({} bytes): {words}{bounds}",
+            self.of,
+            m.at_least(),
+            fmt_bytes(m.bytes),
+            m.bytes
+        )
+    }
+
+    /// The batching bound the kernel's per-process counters are exact within, on this machine.
+    fn exact_within(&self) -> u64 {
+        crate::model::peak::local_batching_bound_bytes()
     }
 }
 
@@ -98,59 +120,132 @@ impl Budgets {
         self.max_peak.is_none() && self.max_cgroup.is_none() && self.max_gpu.is_none()
     }
 
-    /// Checks `peak` against `--max-peak`, `cgroup` against `--max-cgroup` and `gpu` (the
-    /// largest sampled GPU memory of the tree) against `--max-gpu`.
-    pub fn check(
-        &self,
-        peak: Option<RecordingPeak>,
-        cgroup: Option<u64>,
-        gpu: Option<u64>,
-        of: &str,
-    ) -> Vec<BudgetCheck> {
+    /// Holds each budget given against `unit`.
+    pub fn check(&self, unit: &Unit) -> Vec<BudgetCheck> {
         let mut out = Vec::new();
         if let Some(b) = self.max_peak {
-            out.push(BudgetCheck::new("--max-peak", b, peak, of));
+            out.push(BudgetCheck::new("--max-peak", b, unit.peak, &unit.of));
         }
         if let Some(b) = self.max_cgroup {
-            let c = cgroup.map(|bytes| RecordingPeak {
-                bytes,
-                source: PeakSource::Cgroup,
-                scope: PeakScope::Tree,
-            });
-            out.push(BudgetCheck::new("--max-cgroup", b, c, of));
+            out.push(BudgetCheck::new("--max-cgroup", b, unit.cgroup, &unit.of));
         }
         if let Some(b) = self.max_gpu {
-            let g = gpu.map(|bytes| RecordingPeak {
+            let g = unit.gpu_bytes.map(|bytes| Peak {
                 bytes,
                 source: PeakSource::Sampled,
+                counter: PeakSource::Sampled.counter(),
                 scope: PeakScope::Tree,
+                exact: false,
+                tree_low_bytes: None,
+                tree_high_bytes: None,
             });
-            out.push(BudgetCheck::new("--max-gpu", b, g, of));
+            out.push(BudgetCheck::new("--max-gpu", b, g, &unit.of));
         }
         out
     }
 
-    /// The budgets held against one recording's summary.
+    /// The budgets held against one recording's units (`units`).
     pub fn check_summary(&self, s: &Summary, of: &str) -> Vec<BudgetCheck> {
-        let peak = (s.samples > 0 || s.recording_peak.bytes > 0).then_some(s.recording_peak);
-        let cgroup = s.cgroup.as_ref().map(|c| c.top_bytes()).filter(|&b| b > 0);
-        let gpu = s.gpu.as_ref().map(|g| g.peak_gpu_bytes);
-        self.check(peak, cgroup, gpu, of)
+        units(s, of).iter().flat_map(|u| self.check(u)).collect()
     }
+}
+
+/// A cgroup's number for `--max-cgroup`: its exact peak when its peak file covers the span,
+/// else its largest sampled usage (a lower bound).
+pub fn cgroup_peak(
+    exact: Option<u64>,
+    sampled: Option<u64>,
+    holds_tree: bool,
+    v1: bool,
+) -> Option<Peak> {
+    let (bytes, source) = match (exact, sampled) {
+        (Some(p), _) => (p, PeakSource::Cgroup),
+        (None, Some(s)) => (s, PeakSource::Sampled),
+        (None, None) => return None,
+    };
+    Some(Peak {
+        bytes,
+        source,
+        counter: if source == PeakSource::Cgroup {
+            source.counter_of(v1)
+        } else {
+            "memory.current"
+        },
+        scope: if holds_tree {
+            PeakScope::Tree
+        } else {
+            PeakScope::Cgroup
+        },
+        exact: source == PeakSource::Cgroup,
+        tree_low_bytes: None,
+        tree_high_bytes: None,
+    })
+}
+
+/// What the budgets judge of a recording: each complete bench run (`FILE#run N`) when it has
+/// any, else the whole recording.
+pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
+    let runs: Vec<&crate::analysis::span::Span> =
+        s.spans.runs.iter().filter(|r| r.complete).collect();
+    if runs.is_empty() {
+        let cgroup = s.cgroup.as_ref().and_then(|c| {
+            cgroup_peak(
+                c.peak_bytes,
+                Some(c.largest_current_bytes).filter(|&b| b > 0),
+                c.holds_tree,
+                s.facts.cgroup_v1,
+            )
+        });
+        return vec![Unit {
+            of: of.to_string(),
+            peak: (s.samples > 0).then_some(s.peak),
+            cgroup,
+            gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+        }];
+    }
+    runs.iter()
+        .map(|r| Unit {
+            of: format!("{of}#{}", r.label),
+            peak: Some(r.peak),
+            cgroup: cgroup_peak(
+                r.facts.cgroup_peak_bytes,
+                r.cgroup_sampled_peak_bytes,
+                r.facts.cgroup_holds_tree,
+                r.facts.cgroup_v1,
+            ),
+            gpu_bytes: r.peak_gpu_bytes,
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::peak::PeakFacts;
 
     const MIB: u64 = 1 << 20;
 
-    fn peak(bytes: u64, source: PeakSource, scope: PeakScope) -> Option<RecordingPeak> {
-        Some(RecordingPeak {
-            bytes,
-            source,
-            scope,
-        })
+    fn largest_process(bytes: u64) -> Peak {
+        PeakFacts {
+            sampled_peak_rss_bytes: bytes + 200 * MIB,
+            kernel_peak_rss_bytes: Some(bytes),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: 2,
+            exit_records_complete: true,
+            hwm_sum_bytes: bytes + 300 * MIB,
+            exact_within_bytes: 512 << 10,
+            ..PeakFacts::default()
+        }
+        .decide()
+    }
+
+    fn unit(of: &str, peak: Option<Peak>) -> Unit {
+        Unit {
+            of: of.into(),
+            peak,
+            cgroup: None,
+            gpu_bytes: None,
+        }
     }
 
     #[test]
@@ -159,7 +254,10 @@ mod tests {
             max_gpu: Some(64 * 1024 * MIB),
             ..Budgets::default()
         };
-        let over = b.check(None, None, Some(70 * 1024 * MIB), "a.csv");
+        let over = b.check(&Unit {
+            gpu_bytes: Some(70 * 1024 * MIB),
+            ..unit("a.csv", None)
+        });
         assert_eq!(over.len(), 1);
         assert!(!over[0].passed);
         assert_eq!(over[0].over_by_bytes, Some(6 * 1024 * MIB));
@@ -170,67 +268,59 @@ mod tests {
             "{}",
             over[0].describe()
         );
-        let none = b.check(None, None, None, "b.csv");
+        let none = b.check(&unit("b.csv", None));
         assert!(!none[0].passed);
         assert!(
             none[0].describe().contains("b.csv has no GPU peak"),
             "{}",
             none[0].describe()
         );
-        assert!(b.check(None, None, Some(1024), "c.csv")[0].passed);
     }
 
     #[test]
-    fn a_peak_over_the_budget_fails_naming_the_number_its_source_and_the_excess() {
+    fn a_peak_over_the_budget_fails_naming_the_number_its_source_scope_and_bounds() {
         let b = Budgets {
             max_peak: Some(1024 * MIB),
-            max_cgroup: None,
-            max_gpu: None,
+            ..Budgets::default()
         };
-        let c = b.check(
-            peak(1224 * MIB, PeakSource::Vmhwm, PeakScope::LargestProcess),
-            None,
-            None,
-            "run 3",
-        );
+        let c = b.check(&unit("run.csv#run 3", Some(largest_process(1224 * MIB))));
         assert_eq!(c.len(), 1);
         assert!(!c[0].passed);
         assert_eq!(c[0].over_by_bytes, Some(200 * MIB));
         let d = c[0].describe();
         assert!(
-            d.starts_with("--max-peak 1.00 GiB exceeded by 200")
-                && d.contains("kernel VmHWM of the largest process")
-                && d.ends_with("of run 3"),
+            d.starts_with("--max-peak 1.00 GiB exceeded by 200.0 MiB")
+                && d.contains("judged the peak of run.csv#run 3, 1.20 GiB")
+                && d.contains("kernel VmHWM of the largest process, exact within")
+                && d.contains("the tree's peak is between 1.39 GiB and 1.49 GiB"),
             "{d}"
         );
     }
 
     #[test]
-    fn a_peak_at_the_budget_passes_and_a_missing_cgroup_fails() {
+    fn a_v1_cgroup_names_its_own_peak_file_and_a_missing_one_fails() {
         let b = Budgets {
             max_peak: Some(100 * MIB),
             max_cgroup: Some(100 * MIB),
             max_gpu: None,
         };
-        let c = b.check(
-            peak(100 * MIB, PeakSource::Cgroup, PeakScope::Tree),
-            None,
-            None,
-            "a.csv",
-        );
+        let c = b.check(&Unit {
+            cgroup: cgroup_peak(Some(101 * MIB), None, true, true),
+            ..unit("a.csv", Some(largest_process(100 * MIB)))
+        });
         assert!(c[0].passed && c[0].over_by_bytes.is_none());
         assert!(!c[1].passed);
         assert!(
-            c[1].describe().contains("has no cgroup peak"),
+            c[1].describe()
+                .contains("cgroup memory.max_usage_in_bytes of the tree"),
             "{}",
             c[1].describe()
         );
-        let c = b.check(None, Some(101 * MIB), None, "a.csv");
-        assert!(!c[0].passed && !c[1].passed);
+        let missing = b.check(&unit("a.csv", Some(largest_process(1))));
         assert!(
-            c[1].describe().contains("cgroup memory.peak of the tree"),
+            missing[1].describe().contains("has no cgroup peak"),
             "{}",
-            c[1].describe()
+            missing[1].describe()
         );
     }
 }

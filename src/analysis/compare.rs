@@ -32,12 +32,13 @@
 //! `run-end` is left out and named. A recording without bench runs is one run, as is every
 //! file with `--whole-files`.
 
-use crate::analysis::phases::Span;
+use crate::analysis::span::Span;
 use crate::analysis::stats::pct;
 pub use crate::analysis::stats::Stats;
 use crate::analysis::timeline::Timeline;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::ReadInfo;
+use crate::model::peak::{common_basis, Peak, PeakBasis, PeakFacts};
 use crate::model::sample::{Event, Sample};
 use crate::units::{parse_duration, parse_size};
 use serde::ser::SerializeMap;
@@ -46,9 +47,9 @@ use serde::{Serialize, Serializer};
 /// The default `--min-noise`: changes below 1% of the baseline mean are never called a change.
 pub const DEFAULT_MIN_NOISE_PCT: f64 = 1.0;
 
-pub use crate::model::peak::{PeakKind, PeakScope, PeakSource};
+pub use crate::model::peak::{PeakScope, PeakSource};
 
-/// The numbers of one recording that a comparison uses.
+/// The numbers of one recording (or one bench run of it) that a comparison uses.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
     /// The recording, and `#run N` for a bench run of it.
@@ -56,52 +57,43 @@ pub struct Run {
     /// The bench run's number N, for a run that is one bench run of a recording.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
-    /// The peak compared: the kernel's for a single process, reached during the recording
-    /// (`vmhwm`, `ru-maxrss`), else the sampled one (`sampled`; `crate::model::peak::choose_peak`).
-    pub peak_rss_bytes: u64,
-    pub peak_source: PeakSource,
-    pub sampled_peak_rss_bytes: u64,
-    pub kernel_peak_rss_bytes: Option<u64>,
-    pub kernel_peak_scope: PeakScope,
+    /// The run's own peak, decided once (`model::peak`). A comparison holds every run on one
+    /// basis (`Comparison::peak_basis`), which may be a lesser kind than a run's own.
+    pub peak: Peak,
+    #[serde(flatten)]
+    pub facts: PeakFacts,
     pub idle_rss_bytes: u64,
     pub mean_rss_bytes: u64,
     pub duration_s: f64,
     /// Seconds with RSS above `--above`, when it was given.
     pub time_above_s: Option<f64>,
-    /// The GPU peak (largest `gpu_bytes`), when the recording has GPU memory; not per bench run.
+    /// The GPU peak (largest `gpu_bytes`), when the recording has GPU memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_gpu_bytes: Option<u64>,
+    /// The cgroup's number for `--max-cgroup` (its exact peak, else its largest usage).
+    #[serde(skip)]
+    pub cgroup: Option<Peak>,
     pub samples: u64,
     pub warnings: Vec<String>,
-}
-
-/// How far a recording's kernel counters may be off: from its own metadata, else this machine's.
-fn bound(s: &Summary) -> u64 {
-    s.kernel_peak_exact_within_bytes
-        .unwrap_or_else(crate::model::peak::local_batching_bound_bytes)
 }
 
 impl Run {
     /// The run's numbers from its summary (and the time above a level, measured alongside).
     pub fn from_summary(s: &Summary, time_above_s: Option<f64>) -> Run {
-        let kernel = s
-            .kernel_peak_rss_bytes
-            .zip(s.kernel_peak_source)
-            .filter(|_| s.kernel_peak_scope == PeakScope::Process);
-        let (peak, source) = crate::model::peak::choose_peak(kernel, s.peak_rss_bytes, bound(s));
+        let unit = crate::analysis::budget::units(s, "").swap_remove(0);
         Run {
             file: s.file.clone().unwrap_or_default(),
             run: None,
-            peak_rss_bytes: peak,
-            peak_source: source,
-            sampled_peak_rss_bytes: s.peak_rss_bytes,
-            kernel_peak_rss_bytes: s.kernel_peak_rss_bytes,
-            kernel_peak_scope: s.kernel_peak_scope,
+            peak: s.peak,
+            facts: s.facts,
             idle_rss_bytes: s.idle_rss_bytes,
             mean_rss_bytes: s.mean_rss_bytes,
             duration_s: s.duration_s,
             time_above_s,
             peak_gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+            cgroup: unit
+                .cgroup
+                .filter(|_| s.spans.runs.iter().all(|r| !r.complete)),
             samples: s.samples,
             warnings: s.warnings.clone(),
         }
@@ -110,14 +102,6 @@ impl Run {
     /// The numbers of one bench run (`index`: its place among the recording's runs, for a span
     /// without a number) of the recording `s` summarizes (module docs).
     pub fn from_span(s: &Summary, span: &Span, index: usize, time_above_s: Option<f64>) -> Run {
-        // The span's kernel peak is exact only for a single process: for a tree it is the
-        // largest process's, as the whole-file peak of a tree is the sampled one.
-        let kernel = span
-            .kernel_peak_rss_bytes
-            .filter(|_| s.kernel_peak_scope == PeakScope::Process)
-            .map(|k| (k, PeakSource::Vmhwm));
-        let (peak, source) =
-            crate::model::peak::choose_peak(kernel, span.sampled_peak_rss_bytes, bound(s));
         let n = span.run.unwrap_or(index as u32 + 1);
         let mut warnings = s.warnings.clone();
         if !span.complete {
@@ -128,18 +112,37 @@ impl Run {
         Run {
             file: format!("{}#run {n}", s.file.as_deref().unwrap_or_default()),
             run: Some(n),
-            peak_rss_bytes: peak,
-            peak_source: source,
-            sampled_peak_rss_bytes: span.sampled_peak_rss_bytes,
-            kernel_peak_rss_bytes: span.kernel_peak_rss_bytes,
-            kernel_peak_scope: s.kernel_peak_scope,
+            peak: span.peak,
+            facts: span.facts,
             idle_rss_bytes: span.start_rss_bytes,
             mean_rss_bytes: span.mean_rss_bytes,
             duration_s: span.duration_s,
             time_above_s,
             peak_gpu_bytes: span.peak_gpu_bytes,
+            cgroup: crate::analysis::budget::cgroup_peak(
+                span.facts.cgroup_peak_bytes,
+                span.cgroup_sampled_peak_bytes,
+                span.facts.cgroup_holds_tree,
+                span.facts.cgroup_v1,
+            ),
             samples: span.samples,
             warnings,
+        }
+    }
+
+    /// The run's peak on `basis` (a run whose basis is lesser than the comparison's cannot be
+    /// in it: the basis is the best every run has).
+    pub fn peak_on(&self, basis: PeakBasis) -> Peak {
+        self.facts.on_basis(basis).unwrap_or(self.peak)
+    }
+
+    /// What the budgets judge of this run: its peak on the comparison's basis.
+    pub fn unit(&self, basis: PeakBasis) -> crate::analysis::budget::Unit {
+        crate::analysis::budget::Unit {
+            of: self.file.clone(),
+            peak: Some(self.peak_on(basis)),
+            cgroup: self.cgroup,
+            gpu_bytes: self.peak_gpu_bytes,
         }
     }
 }
@@ -200,6 +203,16 @@ impl Measure {
         }
     }
 
+    /// The metadata of the recording's next session (`format::Sink`).
+    pub fn session(&mut self, meta: &crate::format::meta::Meta) {
+        self.summary.session(meta);
+    }
+
+    /// The end record of its current session (`format::Sink`).
+    pub fn session_end(&mut self, end: &crate::format::meta::EndInfo) {
+        self.summary.session_end(end);
+    }
+
     pub fn push(&mut self, s: &Sample) {
         self.summary.push(s);
         if let Some(t) = self.above.as_mut() {
@@ -213,12 +226,7 @@ impl Measure {
     /// The recording's runs, named `file`; `info` is what reading it found besides the samples
     /// (its metadata, how it ended, a truncated last line).
     pub fn finish(self, file: String, info: &ReadInfo) -> Result<Measured, NoSamples> {
-        let summary = self.summary.finish(
-            Some(file.clone()),
-            info.meta.as_ref(),
-            info.end.as_ref(),
-            info.truncated_line,
-        );
+        let summary = Summary::of_read(self.summary, file.clone(), info);
         if summary.samples == 0 {
             return Err(NoSamples);
         }
@@ -259,6 +267,20 @@ impl Measure {
             runs,
             summary,
         })
+    }
+}
+
+impl crate::format::Sink for Measure {
+    fn session(&mut self, meta: &crate::format::meta::Meta) {
+        Measure::session(self, meta)
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        self.push(s)
+    }
+
+    fn session_end(&mut self, end: &crate::format::meta::EndInfo) {
+        Measure::session_end(self, end)
     }
 }
 
@@ -392,7 +414,8 @@ fn fraction_above(a: u64, b: u64, level: u64) -> f64 {
 /// What is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
-    PeakRss,
+    /// The peak, on the comparison's basis (`Comparison::peak_basis`).
+    Peak,
     IdleRss,
     MeanRss,
     Duration,
@@ -403,7 +426,7 @@ pub enum Metric {
 
 impl Metric {
     pub const ALL: [Metric; 6] = [
-        Metric::PeakRss,
+        Metric::Peak,
         Metric::IdleRss,
         Metric::MeanRss,
         Metric::Duration,
@@ -414,7 +437,7 @@ impl Metric {
     /// The key in `--json`, with its unit.
     pub fn key(self) -> &'static str {
         match self {
-            Metric::PeakRss => "peak_rss_bytes",
+            Metric::Peak => "peak_bytes",
             Metric::IdleRss => "idle_rss_bytes",
             Metric::MeanRss => "mean_rss_bytes",
             Metric::Duration => "duration_s",
@@ -426,7 +449,7 @@ impl Metric {
     /// The name in sentences.
     pub fn label(self) -> &'static str {
         match self {
-            Metric::PeakRss => "peak RSS",
+            Metric::Peak => "peak",
             Metric::IdleRss => "idle floor",
             Metric::MeanRss => "mean RSS",
             Metric::Duration => "duration",
@@ -439,13 +462,14 @@ impl Metric {
     pub fn is_bytes(self) -> bool {
         matches!(
             self,
-            Metric::PeakRss | Metric::IdleRss | Metric::MeanRss | Metric::PeakGpu
+            Metric::Peak | Metric::IdleRss | Metric::MeanRss | Metric::PeakGpu
         )
     }
 
-    pub fn value(self, r: &Run) -> Option<f64> {
+    /// The run's value; its peak on `basis`.
+    pub fn value(self, r: &Run, basis: PeakBasis) -> Option<f64> {
         match self {
-            Metric::PeakRss => Some(r.peak_rss_bytes as f64),
+            Metric::Peak => Some(r.peak_on(basis).bytes as f64),
             Metric::IdleRss => Some(r.idle_rss_bytes as f64),
             Metric::MeanRss => Some(r.mean_rss_bytes as f64),
             Metric::Duration => Some(r.duration_s),
@@ -631,11 +655,12 @@ pub struct Side {
 }
 
 impl Side {
-    pub fn new(runs: Vec<Run>) -> Side {
+    /// The side's runs, their peaks held on `basis`.
+    pub fn new(runs: Vec<Run>, basis: PeakBasis) -> Side {
         let stats = Metric::ALL
             .iter()
             .filter_map(|&m| {
-                let values: Option<Vec<f64>> = runs.iter().map(|r| m.value(r)).collect();
+                let values: Option<Vec<f64>> = runs.iter().map(|r| m.value(r, basis)).collect();
                 Some((m, Stats::of(&values?)?))
             })
             .collect();
@@ -648,11 +673,6 @@ impl Side {
 
     pub fn stats(&self, m: Metric) -> Option<&Stats> {
         self.stats.iter().find(|(k, _)| *k == m).map(|(_, s)| s)
-    }
-
-    /// `kernel`, `sampled`, or `mixed` when the runs differ.
-    pub fn peak_source(&self) -> PeakKind {
-        PeakKind::of(self.runs.iter().map(|r| r.peak_source))
     }
 }
 
@@ -669,7 +689,6 @@ impl Serialize for Side {
             }
         }
         let mut m = s.serialize_map(None)?;
-        m.serialize_entry("peak_source", &self.peak_source())?;
         if !self.recordings.is_empty() {
             m.serialize_entry("recordings", &self.recordings)?;
         }
@@ -682,6 +701,9 @@ impl Serialize for Side {
 /// A whole comparison, as printed and as `--json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// The kind of peak every run is held on: the best one all runs of both sides have
+    /// (`model::peak::common_basis`), so a number is never set against one of another kind.
+    pub peak_basis: PeakBasis,
     pub base: Side,
     pub new: Side,
     /// The level of `time_above_s`, when given.
@@ -701,8 +723,9 @@ impl Comparison {
         min_noise_pct: f64,
         gates: &[Gate],
     ) -> Comparison {
-        let base = Side::new(base);
-        let new = Side::new(new);
+        let peak_basis = common_basis(base.iter().chain(&new).map(|r| &r.facts));
+        let base = Side::new(base, peak_basis);
+        let new = Side::new(new, peak_basis);
         let deltas: Vec<Delta> = Metric::ALL
             .iter()
             .filter_map(|&m| {
@@ -720,6 +743,7 @@ impl Comparison {
             .collect();
         let passed = gates.iter().all(|g| g.passed);
         Comparison {
+            peak_basis,
             base,
             new,
             above_bytes,
@@ -728,6 +752,17 @@ impl Comparison {
             gates,
             passed,
         }
+    }
+
+    /// Runs whose own peak is of a better kind than the comparison's basis: their own number is
+    /// not the one compared.
+    pub fn runs_above_basis(&self) -> Vec<&Run> {
+        self.base
+            .runs
+            .iter()
+            .chain(&self.new.runs)
+            .filter(|r| r.facts.basis() < self.peak_basis)
+            .collect()
     }
 
     /// Names the recordings each side's runs came from (for the header and `--json`).
@@ -753,14 +788,19 @@ mod tests {
     }
 
     fn run(peak: u64, duration_s: f64) -> Run {
+        let facts = PeakFacts {
+            sampled_peak_rss_bytes: peak,
+            kernel_peak_rss_bytes: Some(peak),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: 1,
+            ..PeakFacts::default()
+        };
         Run {
             file: "r.csv".into(),
             run: None,
-            peak_rss_bytes: peak,
-            peak_source: PeakSource::Vmhwm,
-            sampled_peak_rss_bytes: peak,
-            kernel_peak_rss_bytes: Some(peak),
-            kernel_peak_scope: PeakScope::Process,
+            peak: facts.decide(),
+            facts,
+            cgroup: None,
             idle_rss_bytes: peak / 2,
             mean_rss_bytes: peak / 2,
             duration_s,
@@ -783,7 +823,7 @@ mod tests {
     fn a_rise_beyond_the_widened_baseline_range_is_a_regression() {
         // Allowance 2 (the new range); band [98 - 2, 102 + 2] = [96, 104]; the new mean 105 is above it.
         let d = Delta::new(
-            Metric::PeakRss,
+            Metric::Peak,
             stats(&[98.0, 102.0]),
             stats(&[104.0, 106.0]),
             0.0,
@@ -799,7 +839,7 @@ mod tests {
     fn a_rise_inside_the_widened_baseline_range_is_noise() {
         // Allowance 4; band [98 - 4, 102 + 4] = [94, 106]; the new mean 104 is inside.
         let d = Delta::new(
-            Metric::PeakRss,
+            Metric::Peak,
             stats(&[98.0, 102.0]),
             stats(&[102.0, 106.0]),
             0.0,
@@ -823,15 +863,15 @@ mod tests {
     fn with_one_run_per_side_the_min_noise_floor_decides() {
         let base = stats(&[100.0 * MIB]);
         assert_eq!(
-            Delta::new(Metric::PeakRss, base, stats(&[100.9 * MIB]), 1.0).verdict,
+            Delta::new(Metric::Peak, base, stats(&[100.9 * MIB]), 1.0).verdict,
             Verdict::WithinNoise
         );
         assert_eq!(
-            Delta::new(Metric::PeakRss, base, stats(&[101.1 * MIB]), 1.0).verdict,
+            Delta::new(Metric::Peak, base, stats(&[101.1 * MIB]), 1.0).verdict,
             Verdict::Regression
         );
         assert_eq!(
-            Delta::new(Metric::PeakRss, base, stats(&[98.9 * MIB]), 1.0).verdict,
+            Delta::new(Metric::Peak, base, stats(&[98.9 * MIB]), 1.0).verdict,
             Verdict::Improvement
         );
     }
@@ -869,14 +909,14 @@ mod tests {
     #[test]
     fn a_gate_fails_only_when_the_change_exceeds_its_limit() {
         let d = Delta::new(
-            Metric::PeakRss,
+            Metric::Peak,
             stats(&[100.0 * MIB]),
             stats(&[110.0 * MIB]),
             1.0,
         );
         let gate = |limit| Gate {
             flag: "--max-peak-increase",
-            metric: Metric::PeakRss,
+            metric: Metric::Peak,
             limit,
         };
         assert!(!gate(Limit::Percent(5.0)).check(&d).passed);
@@ -903,7 +943,7 @@ mod tests {
         let gates = [
             Gate {
                 flag: "--max-peak-increase",
-                metric: Metric::PeakRss,
+                metric: Metric::Peak,
                 limit: Limit::Percent(10.0),
             },
             Gate {
@@ -923,10 +963,7 @@ mod tests {
         assert!(c.gates[0].passed);
         assert!(!c.gates[1].passed);
         assert!(!c.passed);
-        assert_eq!(
-            c.delta(Metric::PeakRss).unwrap().verdict,
-            Verdict::Regression
-        );
+        assert_eq!(c.delta(Metric::Peak).unwrap().verdict, Verdict::Regression);
         assert!(
             c.delta(Metric::TimeAbove).is_none(),
             "no --above, no time-above metric"
@@ -956,7 +993,7 @@ mod tests {
     }
 
     #[test]
-    fn a_single_process_peak_is_the_kernels_and_a_trees_is_sampled() {
+    fn a_single_process_peak_is_the_kernels_and_an_unrisen_trees_is_sampled() {
         let mut s = SummaryBuilder::new();
         for hwm in [80, 120] {
             s.push(&Sample {
@@ -967,8 +1004,8 @@ mod tests {
                 ..Sample::default()
             });
         }
-        let r = Run::from_summary(&s.finish(None, None, None, None), None);
-        assert_eq!((r.peak_rss_bytes, r.peak_source), (120, PeakSource::Vmhwm));
+        let r = Run::from_summary(&s.finish(None, None), None);
+        assert_eq!((r.peak.bytes, r.peak.source), (120, PeakSource::Vmhwm));
         let mut s = SummaryBuilder::new();
         s.push(&Sample {
             rss_bytes: 90,
@@ -977,8 +1014,12 @@ mod tests {
             processes: 2,
             ..Sample::default()
         });
-        let r = Run::from_summary(&s.finish(None, None, None, None), None);
-        assert_eq!((r.peak_rss_bytes, r.peak_source), (90, PeakSource::Sampled));
+        let r = Run::from_summary(&s.finish(None, None), None);
+        // The largest process's VmHWM (70) did not rise: no kernel peak; the sampled sum (90)
+        // is the tree's, a lower bound.
+        assert_eq!((r.peak.bytes, r.peak.source), (90, PeakSource::Sampled));
+        assert_eq!(r.peak.scope, PeakScope::Tree);
+        assert!(!r.peak.exact);
     }
 
     fn bench_sample(t: f64, rss: u64, hwm: u64, processes: u32, event: Option<Event>) -> Sample {
@@ -1015,7 +1056,7 @@ mod tests {
         for s in samples {
             b.push(s);
         }
-        b.finish(Some("base.csv".into()), None, None, None)
+        b.finish(Some("base.csv".into()), None)
     }
 
     #[test]
@@ -1031,17 +1072,11 @@ mod tests {
         assert_eq!(runs.len(), 2);
         let (one, two) = (&runs[0], &runs[1]);
         assert_eq!((one.file.as_str(), one.run), ("base.csv#run 1", Some(1)));
-        assert_eq!(
-            (one.peak_rss_bytes, one.peak_source),
-            (300, PeakSource::Vmhwm)
-        );
-        assert_eq!(one.sampled_peak_rss_bytes, 60);
+        assert_eq!((one.peak.bytes, one.peak.source), (300, PeakSource::Vmhwm));
+        assert_eq!(one.facts.sampled_peak_rss_bytes, 60);
         assert_eq!((one.idle_rss_bytes, one.mean_rss_bytes), (50, 53));
         assert_eq!((one.duration_s, one.samples), (2.0, 3));
-        assert_eq!(
-            (two.peak_rss_bytes, two.peak_source),
-            (200, PeakSource::Vmhwm)
-        );
+        assert_eq!((two.peak.bytes, two.peak.source), (200, PeakSource::Vmhwm));
         assert_eq!((two.idle_rss_bytes, two.duration_s), (40, 2.0));
         assert!(
             !one.warnings.iter().any(|w| w.contains("run-end")),
@@ -1051,11 +1086,31 @@ mod tests {
     }
 
     #[test]
-    fn a_trees_bench_run_peak_is_the_sampled_one() {
+    fn a_trees_bench_run_peak_is_its_largest_processs_with_the_trees_bounds() {
         let sum = summary_of(&two_bench_runs(3));
         let r = Run::from_span(&sum, &sum.spans.runs[0], 0, None);
-        assert_eq!((r.peak_rss_bytes, r.peak_source), (60, PeakSource::Sampled));
-        assert_eq!(r.kernel_peak_scope, PeakScope::LargestProcess);
+        assert_eq!((r.peak.bytes, r.peak.source), (300, PeakSource::Vmhwm));
+        assert_eq!(r.peak.scope, PeakScope::LargestProcess);
+        assert_eq!(r.peak.tree_low_bytes, Some(300));
+    }
+
+    #[test]
+    fn runs_of_unlike_kinds_are_compared_on_the_kind_all_have() {
+        // The baseline's run had a cgroup holding its tree; the candidate's did not: both
+        // sides are held on the largest process's kernel peak.
+        let mut with_cgroup = run(100 << 20, 1.0);
+        with_cgroup.facts.cgroup_peak_bytes = Some(150 << 20);
+        with_cgroup.facts.cgroup_holds_tree = true;
+        with_cgroup.peak = with_cgroup.facts.decide();
+        assert_eq!(with_cgroup.peak.source, PeakSource::Cgroup);
+        let c = Comparison::new(vec![with_cgroup], vec![run(102 << 20, 1.0)], None, 1.0, &[]);
+        assert_eq!(c.peak_basis, PeakBasis::Kernel);
+        let d = c.delta(Metric::Peak).unwrap();
+        assert_eq!(
+            (d.base.mean, d.new.mean),
+            ((100u64 << 20) as f64, (102u64 << 20) as f64)
+        );
+        assert_eq!(c.runs_above_basis().len(), 1);
     }
 
     #[test]
@@ -1110,10 +1165,10 @@ mod tests {
         assert_eq!(base.recording.split, Split::BenchRuns);
         assert_eq!((base.recording.runs, new.runs.len()), (2, 2));
         assert_eq!(new.runs[1].file, "new#run 2");
-        assert_eq!(new.runs[1].peak_rss_bytes, 400);
+        assert_eq!(new.runs[1].peak.bytes, 400);
         assert!(base.runs[0].time_above_s.is_some());
         let c = Comparison::new(base.runs, new.runs, Some(45), 1.0, &[]);
-        let peak = c.delta(Metric::PeakRss).unwrap();
+        let peak = c.delta(Metric::Peak).unwrap();
         assert_eq!((peak.base.mean, peak.new.mean), (250.0, 450.0));
         assert_eq!(peak.verdict, Verdict::Regression);
         // The whole recording as one run, and nothing to compare without samples.
@@ -1132,11 +1187,13 @@ mod tests {
     fn json_has_sides_deltas_and_gates() {
         let c = Comparison::new(vec![run(100, 1.0)], vec![run(200, 1.0)], None, 1.0, &[]);
         let v = serde_json::to_value(&c).unwrap();
-        assert_eq!(v["base"]["peak_source"], "kernel");
-        assert_eq!(v["new"]["stats"]["peak_rss_bytes"]["mean"], 200.0);
-        assert_eq!(v["new"]["stats"]["peak_rss_bytes"]["count"], 1);
-        assert!(v["new"]["stats"]["peak_rss_bytes"].get("n").is_none());
-        assert_eq!(v["deltas"][0]["metric"], "peak_rss_bytes");
+        assert_eq!(v["peak_basis"], "kernel");
+        assert_eq!(v["new"]["runs"][0]["peak"]["source"], "vmhwm");
+        assert_eq!(v["new"]["runs"][0]["sampled_peak_rss_bytes"], 200);
+        assert_eq!(v["new"]["stats"]["peak_bytes"]["mean"], 200.0);
+        assert_eq!(v["new"]["stats"]["peak_bytes"]["count"], 1);
+        assert!(v["new"]["stats"]["peak_bytes"].get("n").is_none());
+        assert_eq!(v["deltas"][0]["metric"], "peak_bytes");
         assert_eq!(v["deltas"][0]["verdict"], "regression");
         assert_eq!(v["passed"], true);
     }

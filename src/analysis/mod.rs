@@ -5,6 +5,7 @@ pub mod budget;
 pub mod compare;
 pub mod gpu;
 pub mod phases;
+pub mod span;
 pub mod stats;
 pub mod summary;
 pub mod timeline;

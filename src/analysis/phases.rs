@@ -1,260 +1,194 @@
-//! Phases and runs of a recording, accumulated sample by sample: a phase runs from a `mark:`
-//! event to the next, a run from `run-start:N` to `run-end:N`. Each gets its duration, sampled
-//! and kernel peak, mean, start and end RSS. Memory grows only with the number of spans.
+//! Phases and runs of a recording, accumulated row by row: a phase runs from a `mark:` event to
+//! the next, a run from `run-start:N` to `run-end:N`. Each is a span (`span.rs`) whose peak is
+//! decided once (`PeakFacts::decide`); phases of one label are also summed up (`LabelStats`:
+//! how many, their durations and peaks), so the time per proof of a batch is one line.
+//!
+//! Memory is bounded whatever the input: the first [`MAX_LISTED`] spans of each kind are kept
+//! one by one, later ones only in the sums by label (at most [`MAX_LABELS`] labels; further
+//! labels are summed as one), and the count of what was not listed is said.
 
-use super::summary::{PssReads, PssTrack};
+use super::span::{SpanAcc, SpanContext, Window};
+use super::stats::{RunningStats, Stats};
 use super::timeline::Timeline;
-use crate::model::peak::{choose_peak, PeakScope, PeakSource};
+use crate::format::meta::{EndInfo, Meta, RunPeaks};
+use crate::model::peak::{PeakBasis, PeakSource};
 use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// One phase or run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Span {
-    /// The marker's label (phases) or `run N` (runs).
-    pub label: String,
-    /// The run's number (runs only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run: Option<u32>,
-    pub start_elapsed_s: f64,
-    pub start_unix_ms: u64,
-    pub end_elapsed_s: f64,
-    pub duration_s: f64,
-    /// Rows from the opening one to the closing one, both included.
-    pub samples: u64,
-    /// The span's peak RSS: the kernel's when it is known and the sampled one does not exceed
-    /// it by more than the counters' batching (`peak_source` `vmhwm`), else the sampled peak
-    /// (`sampled`): `crate::model::peak::choose_peak`, as bench and compare choose.
-    pub peak_rss_bytes: u64,
-    pub peak_source: PeakSource,
-    /// What the kernel peak is the peak of: `process`, or `largest-process` when the span saw
-    /// several processes.
-    pub kernel_peak_scope: PeakScope,
-    /// The largest sampled RSS of the tree in the span, and when.
-    pub sampled_peak_rss_bytes: u64,
-    pub sampled_peak_elapsed_s: f64,
-    /// The kernel's exact peak RSS (largest VmHWM; for a tree, of its largest process) over the
-    /// span; absent when the span did not open with reset high-water marks (see docs/FORMAT.md).
-    pub kernel_peak_rss_bytes: Option<u64>,
-    pub mean_rss_bytes: u64,
-    pub start_rss_bytes: u64,
-    pub end_rss_bytes: u64,
-    /// The most processes at one row: above 1, the RSS figures are sums that count a shared
-    /// page once per process mapping it.
-    pub max_processes: u32,
-    /// Processes that left the tree during the span (the `departed` column of its rows after
-    /// the opening one).
-    pub departed: u64,
-    /// The PSS reads in the span (`--pss`), absent when none fell in it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pss: Option<PssReads>,
-    /// The largest `gpu_bytes` in the span (GPU memory held by the tree), when it has any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peak_gpu_bytes: Option<u64>,
-    /// With a cgroup recorded: the span's exact cgroup peak (each page once, page cache
-    /// included), where the kernel's peak file tells it: reset at the span's opening marker
-    /// (`--phase-peaks`), or risen above its value at the opening row during the span.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cgroup_peak_bytes: Option<u64>,
-    /// With a cgroup recorded: the largest `cgroup_bytes` sampled in the span.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cgroup_sampled_peak_bytes: Option<u64>,
-    /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
-    /// its session) ended first.
-    pub complete: bool,
+pub use super::span::Span;
+
+/// Spans of each kind (phases, runs) kept one by one; later ones are only summed by label.
+pub const MAX_LISTED: usize = 1000;
+
+/// Labels whose phases are summed apart; phases of further labels are summed as one.
+pub const MAX_LABELS: usize = 256;
+
+/// The label the phases of labels beyond [`MAX_LABELS`] are summed under.
+pub const OTHER_LABELS: &str = "(other labels)";
+
+/// How the spans of a session begin their peaks, from the session's metadata.
+#[derive(Debug, Clone, Copy)]
+struct Windows {
+    phase: SpanContext,
+    run: SpanContext,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    Phase,
-    Run(u32),
+impl Windows {
+    /// Without metadata (another tool's file, a CSV without its sidecar): no reset is known,
+    /// but a bench run that opens with its marks settled was reset (schema 1 bench files).
+    fn unknown() -> Windows {
+        let ctx = SpanContext {
+            bound_bytes: crate::model::peak::local_batching_bound_bytes(),
+            ..SpanContext::default()
+        };
+        Windows {
+            phase: ctx,
+            run: SpanContext {
+                kernel: Window::ResetIfSettled,
+                ..ctx
+            },
+        }
+    }
+
+    fn of(meta: &Meta) -> Windows {
+        let ctx = SpanContext {
+            exit_records: meta.exit_records.as_deref()
+                == Some(crate::format::meta::EXIT_RECORDS_READ),
+            cgroup_holds_tree: meta.cgroup_holds_tree(),
+            cgroup_v1: meta.cgroup_v1(),
+            bound_bytes: bound_of(meta),
+            ..SpanContext::default()
+        };
+        let marks = if meta.phase_peaks {
+            Window::AfterOpen
+        } else {
+            Window::IfRises
+        };
+        let (run_kernel, run_cgroup) = match meta.run_peaks {
+            Some(RunPeaks::Launched) => (Window::FromOpen, Window::FromOpen),
+            Some(RunPeaks::ResetAfterStart) => (Window::AfterOpen, Window::AfterOpen),
+            None => (Window::ResetIfSettled, Window::IfRises),
+        };
+        Windows {
+            phase: SpanContext {
+                kernel: marks,
+                cgroup: marks,
+                ..ctx
+            },
+            run: SpanContext {
+                kernel: run_kernel,
+                cgroup: run_cgroup,
+                ..ctx
+            },
+        }
+    }
 }
 
-/// A span still open.
+/// How far the recording machine's counters may be off: from the metadata, else this machine's.
+pub fn bound_of(meta: &Meta) -> u64 {
+    meta.online_cpus
+        .map_or_else(crate::model::peak::local_batching_bound_bytes, |c| {
+            crate::model::peak::batching_bound_bytes(c, meta.page_size_bytes)
+        })
+}
+
+/// A span closed in the session still open, kept until the session's end says all it knows.
 #[derive(Debug, Clone)]
-struct Open {
-    kind: Kind,
+struct Pending {
+    acc: SpanAcc,
     label: String,
-    start_elapsed_s: f64,
-    start_unix_ms: u64,
-    start_rss: u64,
-    /// VmHWM and top RSS at the opening row: equal means no process carried an older peak
-    /// into the span (as right after a reset).
-    open_hwm: u64,
-    open_top_rss: u64,
-    /// The largest VmHWM of the rows after the opening one.
-    hwm_after: Option<u64>,
-    /// Processes that left the tree in the rows after the opening one.
-    departed: u64,
-    last_elapsed_s: f64,
-    last_rss: u64,
-    samples: u64,
-    rss_sum: f64,
-    peak_rss: u64,
-    peak_elapsed_s: f64,
-    max_processes: u32,
-    pss: PssTrack,
-    peak_gpu: Option<u64>,
-    /// The cgroup's peak file at the opening row, the largest after it, and the largest
-    /// sampled usage (all `None` without a cgroup).
-    cgroup_open_peak: Option<u64>,
-    cgroup_peak_after: Option<u64>,
-    cgroup_max: Option<u64>,
+    run: Option<u32>,
+    complete: bool,
+    tail: Option<(u64, PeakSource)>,
 }
 
-impl Open {
-    fn new(kind: Kind, label: String, s: &Sample) -> Open {
-        Open {
-            kind,
-            label,
-            start_elapsed_s: s.elapsed_s,
-            start_unix_ms: s.unix_ms,
-            start_rss: s.rss_bytes,
-            open_hwm: s.hwm_bytes,
-            open_top_rss: s.top_rss_bytes,
-            hwm_after: None,
-            departed: 0,
-            last_elapsed_s: s.elapsed_s,
-            last_rss: s.rss_bytes,
-            samples: 1,
-            rss_sum: s.rss_bytes as f64,
-            peak_rss: s.rss_bytes,
-            peak_elapsed_s: s.elapsed_s,
-            max_processes: s.processes,
-            pss: {
-                let mut t = PssTrack::default();
-                t.push(s);
-                t
-            },
-            peak_gpu: s.gpu.bytes,
-            cgroup_open_peak: s.cgroup_peak_bytes,
-            cgroup_peak_after: None,
-            cgroup_max: s.cgroup_bytes,
-        }
-    }
-
-    fn add(&mut self, s: &Sample) {
-        self.samples += 1;
-        self.rss_sum += s.rss_bytes as f64;
-        self.last_elapsed_s = s.elapsed_s;
-        self.last_rss = s.rss_bytes;
-        self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
-        self.departed += s.departed as u64;
-        self.max_processes = self.max_processes.max(s.processes);
-        self.pss.push(s);
-        if let Some(g) = s.gpu.bytes {
-            self.peak_gpu = Some(self.peak_gpu.unwrap_or(0).max(g));
-        }
-        if let Some(p) = s.cgroup_peak_bytes {
-            self.cgroup_peak_after = Some(self.cgroup_peak_after.map_or(p, |m| m.max(p)));
-        }
-        if let Some(c) = s.cgroup_bytes {
-            self.cgroup_max = Some(self.cgroup_max.map_or(c, |m| m.max(c)));
-        }
-        if s.rss_bytes > self.peak_rss {
-            self.peak_rss = s.rss_bytes;
-            self.peak_elapsed_s = s.elapsed_s;
-        }
-    }
-
-    /// `reset_after_marks`: the recorder reset the high-water marks right after each marker's
-    /// sample (`--phase-peaks`), so the opening row's VmHWM belongs to the phase before and
-    /// every later row's to this one. A span still open when the recording ended (`!complete`)
-    /// also holds the peaks that exit records gave after the last row (`end`).
-    fn close(
-        &self,
-        reset_after_marks: bool,
-        bound_bytes: u64,
-        complete: bool,
-        end: SpanEnd,
-    ) -> Span {
-        let tail = end.exit_peak_after_last_sample.filter(|_| !complete);
-        let hwm_after = match (self.hwm_after, tail) {
-            (Some(h), Some(t)) => Some(h.max(t)),
-            (h, t) => h.or(t),
-        };
-        let kernel = match self.kind {
-            Kind::Phase if reset_after_marks => hwm_after,
-            // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
-            // before or after the one sampled.
-            _ if self.open_hwm <= self.open_top_rss.saturating_add(bound_bytes) => {
-                Some(self.open_hwm.max(hwm_after.unwrap_or(0)))
-            }
-            _ => None,
-        };
-        let (peak, source) = choose_peak(
-            kernel.map(|k| (k, PeakSource::Vmhwm)),
-            self.peak_rss,
-            bound_bytes,
-        );
-        Span {
-            label: self.label.clone(),
-            run: match self.kind {
-                Kind::Run(n) => Some(n),
-                Kind::Phase => None,
-            },
-            start_elapsed_s: self.start_elapsed_s,
-            start_unix_ms: self.start_unix_ms,
-            end_elapsed_s: self.last_elapsed_s,
-            duration_s: self.last_elapsed_s - self.start_elapsed_s,
-            samples: self.samples,
-            peak_rss_bytes: peak,
-            peak_source: source,
-            kernel_peak_scope: PeakScope::of_kernel_counter(
-                self.max_processes,
-                self.departed,
-                end.exit_records,
-            ),
-            sampled_peak_rss_bytes: self.peak_rss,
-            sampled_peak_elapsed_s: self.peak_elapsed_s,
-            kernel_peak_rss_bytes: kernel,
-            mean_rss_bytes: (self.rss_sum / self.samples as f64).round() as u64,
-            start_rss_bytes: self.start_rss,
-            end_rss_bytes: self.last_rss,
-            max_processes: self.max_processes,
-            departed: self.departed,
-            pss: self.pss.reads(self.start_elapsed_s, self.last_elapsed_s),
-            peak_gpu_bytes: self.peak_gpu,
-            cgroup_peak_bytes: match (self.kind, self.cgroup_open_peak, self.cgroup_peak_after) {
-                (Kind::Phase, _, Some(after)) if reset_after_marks => Some(after),
-                // A peak file that rose during the span was set in it: the span's peak.
-                (_, Some(open), Some(after)) if after > open => Some(after),
-                _ => None,
-            },
-            cgroup_sampled_peak_bytes: self.cgroup_max,
-            complete,
-        }
-    }
-}
-
-/// What the end of a recording tells its spans.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SpanEnd {
-    /// Every exit record was read (`EndInfo::exit_records_complete`): the peaks of processes
-    /// that left the tree are in the rows.
-    pub exit_records: bool,
-    /// The peak the exit records gave when the target ended, after the last row
-    /// (`EndInfo::exit_peak_after_last_sample_bytes`): it belongs to the spans still open.
-    pub exit_peak_after_last_sample: Option<u64>,
-}
-
-/// Accumulates phases and runs from samples in order.
+/// The spans of one kind: the first `MAX_LISTED` one by one, the later ones summed by label.
+/// The listed spans of the session still open wait in `pending`, undecided, until its end
+/// record says whether every exit record was read and every reset held.
 #[derive(Debug, Default)]
+struct Listed {
+    spans: Vec<Span>,
+    pending: Vec<Pending>,
+    unlisted: u64,
+    /// The sums of spans beyond the listed ones (phases only).
+    later: LabelSums,
+}
+
+impl Listed {
+    fn len(&self) -> usize {
+        self.spans.len() + self.pending.len()
+    }
+
+    fn push(&mut self, p: Pending, ctx: &SpanContext, sum_later: bool) {
+        if self.len() < MAX_LISTED {
+            self.pending.push(p);
+        } else {
+            self.unlisted += 1;
+            if sum_later {
+                let ctx = SpanContext {
+                    kernel_after_last_row: p.tail,
+                    ..*ctx
+                };
+                self.later
+                    .add(&p.acc.close(p.label, p.run, p.complete, &ctx));
+            }
+        }
+    }
+
+    /// Decides the session's spans under `ctx`, the session's whole context.
+    fn settle(&mut self, ctx: &SpanContext) {
+        for p in self.pending.drain(..) {
+            let ctx = SpanContext {
+                kernel_after_last_row: p.tail,
+                ..*ctx
+            };
+            self.spans
+                .push(p.acc.close(p.label, p.run, p.complete, &ctx));
+        }
+    }
+
+    /// The spans and the sums, with the pending ones decided under `ctx` (a session whose end
+    /// never came) and `open` (a span still open at the last row) added.
+    fn finish(&self, ctx: &SpanContext, open: Option<Pending>) -> (Vec<Span>, u64, LabelSums) {
+        let mut all = Listed {
+            spans: self.spans.clone(),
+            pending: self.pending.clone(),
+            unlisted: self.unlisted,
+            later: self.later.clone(),
+        };
+        if let Some(p) = open {
+            all.push(p, ctx, true);
+        }
+        all.settle(ctx);
+        (all.spans, all.unlisted, all.later)
+    }
+}
+
+/// Accumulates phases and runs from rows in order; each session's metadata (`session`) says
+/// how its spans begin their peaks, its end (`session_end`) what came after its last row.
+#[derive(Debug)]
 pub struct PhaseBuilder {
-    phases: Vec<(Open, bool)>,
-    runs: Vec<(Open, bool)>,
-    phase: Option<Open>,
-    run: Option<Open>,
+    windows: Windows,
+    phase: Option<(SpanAcc, String)>,
+    run: Option<(SpanAcc, u32)>,
+    phases: Listed,
+    runs: Listed,
     timeline: Timeline,
 }
 
-/// The phases and runs of a recording.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Phases {
-    pub phases: Vec<Span>,
-    pub runs: Vec<Span>,
+impl Default for PhaseBuilder {
+    fn default() -> Self {
+        PhaseBuilder {
+            windows: Windows::unknown(),
+            phase: None,
+            run: None,
+            phases: Listed::default(),
+            runs: Listed::default(),
+            timeline: Timeline::new(),
+        }
+    }
 }
 
 impl PhaseBuilder {
@@ -262,252 +196,553 @@ impl PhaseBuilder {
         PhaseBuilder::default()
     }
 
+    /// The next session's metadata, before its first row.
+    pub fn session(&mut self, meta: &Meta) {
+        self.windows = Windows::of(meta);
+    }
+
+    /// From now on, the resets at span boundaries may not have held (a bench run whose reset
+    /// was refused): a mark counts for a span only when it rose in it.
+    pub fn resets_refused(&mut self) {
+        for ctx in [&mut self.windows.phase, &mut self.windows.run] {
+            if ctx.kernel == Window::AfterOpen {
+                ctx.kernel = Window::IfRises;
+            }
+            if ctx.cgroup == Window::AfterOpen {
+                ctx.cgroup = Window::IfRises;
+            }
+        }
+    }
+
+    /// The end record of the session the last rows belong to: the spans still open end with
+    /// the session, holding the peaks the kernel gave after its last row; the session's spans
+    /// are decided knowing whether every exit record was read and every reset held (a refused
+    /// reset leaves marks older than the span: only a mark that rose in it counts then).
+    pub fn session_end(&mut self, end: &EndInfo) {
+        let records = end.exit_records_complete();
+        for ctx in [&mut self.windows.phase, &mut self.windows.run] {
+            ctx.exit_records = records;
+            if end.peak_reset_failures > 0 && ctx.kernel == Window::AfterOpen {
+                ctx.kernel = Window::IfRises;
+            }
+            let refused = end
+                .cgroup
+                .as_ref()
+                .is_some_and(|c| c.peak_reset_failures > 0);
+            if refused && ctx.cgroup == Window::AfterOpen {
+                ctx.cgroup = Window::IfRises;
+            }
+        }
+        let tail = end
+            .exit_peak_after_last_sample_bytes
+            .map(|b| (b, PeakSource::Vmhwm));
+        self.close_phase(false, tail);
+        self.close_run(false, tail);
+        self.phases.settle(&self.windows.phase);
+        self.runs.settle(&self.windows.run);
+    }
+
     pub fn push(&mut self, s: &Sample) {
         if self.timeline.push(s).new_session {
-            // A new session (--append): its clock restarts, so nothing spans it.
-            self.close_phase(false);
-            self.close_run(false);
-            return;
+            // A new session (--append) without an end record before it: its clock restarts,
+            // so nothing spans it.
+            self.close_phase(false, None);
+            self.close_run(false, None);
         }
         match &s.event {
             Some(Event::Mark(label)) => {
-                if let Some(p) = self.phase.as_mut() {
+                if let Some((p, _)) = self.phase.as_mut() {
                     p.add(s);
                 }
-                self.close_phase(true);
-                self.phase = Some(Open::new(Kind::Phase, label.clone(), s));
+                self.close_phase(true, None);
+                self.phase = Some((SpanAcc::open(s), label.clone()));
                 self.add_to_run(s);
-                return;
             }
             Some(Event::RunStart(n)) => {
-                self.close_run(false);
-                self.run = Some(Open::new(Kind::Run(*n), format!("run {n}"), s));
+                self.close_run(false, None);
+                self.run = Some((SpanAcc::open(s), *n));
                 self.add_to_phase(s);
-                return;
             }
             Some(Event::RunEnd(n)) => {
                 self.add_to_phase(s);
-                if self.run.as_ref().is_some_and(|r| r.kind == Kind::Run(*n)) {
+                if self.run.as_ref().is_some_and(|(_, m)| m == n) {
                     self.add_to_run(s);
-                    self.close_run(true);
+                    self.close_run(true, None);
                 }
-                return;
             }
-            _ => {}
+            _ => {
+                self.add_to_phase(s);
+                self.add_to_run(s);
+            }
         }
-        self.add_to_phase(s);
-        self.add_to_run(s);
     }
 
     fn add_to_phase(&mut self, s: &Sample) {
-        if let Some(p) = self.phase.as_mut() {
+        if let Some((p, _)) = self.phase.as_mut() {
             p.add(s);
         }
     }
 
     fn add_to_run(&mut self, s: &Sample) {
-        if let Some(r) = self.run.as_mut() {
+        if let Some((r, _)) = self.run.as_mut() {
             r.add(s);
         }
     }
 
-    fn close_phase(&mut self, complete: bool) {
-        if let Some(p) = self.phase.take() {
-            self.phases.push((p, complete));
-        }
-    }
-
-    fn close_run(&mut self, complete: bool) {
-        if let Some(r) = self.run.take() {
-            self.runs.push((r, complete));
-        }
-    }
-
-    /// The spans so far; open ones end at the last sample. `reset_after_marks`: the recording's
-    /// metadata says `phase_peaks`. `bound_bytes`: how far the kernel's counters may be off
-    /// (`crate::model::peak::batching_bound_bytes`).
-    pub fn finish(&self, reset_after_marks: bool, bound_bytes: u64, end: SpanEnd) -> Phases {
-        let close = |list: &[(Open, bool)], open: &Option<Open>| -> Vec<Span> {
-            // A span closed by a new session ends before the recording did: no tail for it.
-            let closed = SpanEnd {
-                exit_peak_after_last_sample: None,
-                ..end
+    fn close_phase(&mut self, complete: bool, tail: Option<(u64, PeakSource)>) {
+        if let Some((acc, label)) = self.phase.take() {
+            let p = Pending {
+                acc,
+                label,
+                run: None,
+                complete,
+                tail,
             };
-            list.iter()
-                .map(|(o, complete)| o.close(reset_after_marks, bound_bytes, *complete, closed))
-                .chain(
-                    open.iter()
-                        .map(|o| o.close(reset_after_marks, bound_bytes, false, end)),
-                )
-                .collect()
-        };
+            self.phases.push(p, &self.windows.phase, true);
+        }
+    }
+
+    fn close_run(&mut self, complete: bool, tail: Option<(u64, PeakSource)>) {
+        if let Some((acc, n)) = self.run.take() {
+            let p = Pending {
+                acc,
+                label: format!("run {n}"),
+                run: Some(n),
+                complete,
+                tail,
+            };
+            self.runs.push(p, &self.windows.run, false);
+        }
+    }
+
+    /// The spans so far; those still open end at the last row.
+    pub fn finish(&self) -> Phases {
+        let open_phase = self.phase.as_ref().map(|(acc, label)| Pending {
+            acc: acc.clone(),
+            label: label.clone(),
+            run: None,
+            complete: false,
+            tail: None,
+        });
+        let open_run = self.run.as_ref().map(|(acc, n)| Pending {
+            acc: acc.clone(),
+            label: format!("run {n}"),
+            run: Some(*n),
+            complete: false,
+            tail: None,
+        });
+        let (phases, unlisted_phases, later) = self.phases.finish(&self.windows.phase, open_phase);
+        let (runs, unlisted_runs, _) = self.runs.finish(&self.windows.run, open_run);
+        let mut sums = LabelSums::default();
+        phases.iter().for_each(|p| sums.add(p));
+        sums.merge(&later);
         Phases {
-            phases: close(&self.phases, &self.phase),
-            runs: close(&self.runs, &self.run),
+            by_label: sums.finish(),
+            phases,
+            runs,
+            unlisted_phases,
+            unlisted_runs,
         }
     }
 }
 
+/// The span of one bench run from its rows (its `run-start:N` row to its `run-end:N` row) in a
+/// recording whose metadata is `meta`, closed as the summary of that recording closes it: a
+/// run reads the same in bench's table as in `summary` of bench's recording. `resets_held`:
+/// the run's resets were all taken.
+pub fn run_span(meta: &Meta, rows: &[Sample], resets_held: bool) -> Option<Span> {
+    let mut b = PhaseBuilder::new();
+    b.session(meta);
+    if !resets_held {
+        b.resets_refused();
+    }
+    rows.iter().for_each(|s| b.push(s));
+    b.finish().runs.into_iter().next()
+}
+
+/// The phases and runs of a recording.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Phases {
+    /// The first `MAX_LISTED` phases, in order.
+    pub phases: Vec<Span>,
+    /// The first `MAX_LISTED` bench runs, in order.
+    pub runs: Vec<Span>,
+    /// The complete phases summed by label, for labels that came more than once.
+    pub by_label: Vec<LabelStats>,
+    /// Spans beyond the listed ones (phases are in `by_label` all the same).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unlisted_phases: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unlisted_runs: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The complete phases of one label, summed: how many, how long, how high.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LabelStats {
+    pub label: String,
+    pub count: usize,
+    pub duration_s: Stats,
+    /// Their peaks on one basis, the best every one of them has (`model::peak::common_basis`).
+    pub peak_basis: PeakBasis,
+    /// Some of them had several processes (the kernel's peak is then the largest process's).
+    pub tree: bool,
+    pub peak_bytes: Stats,
+    /// How many of those peaks are exact.
+    pub exact: usize,
+}
+
+/// Sums of phases by label (at most `MAX_LABELS` labels, then one for the rest).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct LabelSums {
+    labels: Vec<(String, LabelSum)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct LabelSum {
+    count: usize,
+    duration: RunningStats,
+    /// The peaks on each basis (cgroup, kernel, sampled), of the spans that have it, and how
+    /// many of them are exact.
+    peaks: [RunningStats; 3],
+    exact: [usize; 3],
+    tree: bool,
+}
+
+const BASES: [PeakBasis; 3] = [PeakBasis::Cgroup, PeakBasis::Kernel, PeakBasis::Sampled];
+
+impl LabelSums {
+    /// The sum of `label`'s phases (of the other labels' once `MAX_LABELS` are summed apart).
+    fn of(&mut self, label: &str) -> &mut LabelSum {
+        let i = match self.labels.iter().position(|(l, _)| l == label) {
+            Some(i) => i,
+            None if self.labels.len() < MAX_LABELS => {
+                self.labels.push((label.to_string(), LabelSum::default()));
+                self.labels.len() - 1
+            }
+            None => match self.labels.iter().position(|(l, _)| l == OTHER_LABELS) {
+                Some(i) => i,
+                None => {
+                    self.labels
+                        .push((OTHER_LABELS.to_string(), LabelSum::default()));
+                    self.labels.len() - 1
+                }
+            },
+        };
+        &mut self.labels[i].1
+    }
+
+    fn merge(&mut self, other: &LabelSums) {
+        for (label, o) in &other.labels {
+            let sum = self.of(label);
+            sum.count += o.count;
+            sum.tree |= o.tree;
+            sum.duration.merge(&o.duration);
+            for k in 0..3 {
+                sum.peaks[k].merge(&o.peaks[k]);
+                sum.exact[k] += o.exact[k];
+            }
+        }
+    }
+
+    fn add(&mut self, span: &Span) {
+        if !span.complete {
+            return;
+        }
+        let sum = self.of(&span.label);
+        sum.count += 1;
+        sum.tree |= span.facts.is_tree();
+        sum.duration.push(span.duration_s);
+        for (k, basis) in BASES.iter().enumerate() {
+            if let Some(p) = span.facts.on_basis(*basis) {
+                sum.peaks[k].push(p.bytes as f64);
+                sum.exact[k] += p.exact as usize;
+            }
+        }
+    }
+
+    /// The labels that came more than once, in the order each first came.
+    fn finish(&self) -> Vec<LabelStats> {
+        self.labels
+            .iter()
+            .filter(|(_, s)| s.count > 1)
+            .filter_map(|(label, s)| {
+                let k = (0..3).find(|&k| s.peaks[k].count() == s.count)?;
+                Some(LabelStats {
+                    label: label.clone(),
+                    count: s.count,
+                    duration_s: s.duration.finish()?,
+                    peak_basis: BASES[k],
+                    tree: s.tree,
+                    peak_bytes: s.peaks[k].finish()?,
+                    exact: s.exact[k],
+                })
+            })
+            .collect()
+    }
+}
+
 impl Phases {
-    /// The tables of phases and runs (nothing when there are none), indented for the summary.
+    /// The tables of phases, runs and phases by label (nothing when there are none), indented
+    /// for the summary.
     pub fn render(&self) -> String {
         let mut o = String::new();
-        for (title, spans) in [("phases", &self.phases), ("runs", &self.runs)] {
+        for (title, spans, unlisted) in [
+            ("phases", &self.phases, self.unlisted_phases),
+            ("runs", &self.runs, self.unlisted_runs),
+        ] {
             if spans.is_empty() {
                 continue;
             }
-            let exact = spans
-                .iter()
-                .filter(|s| s.kernel_peak_rss_bytes.is_some() && !s.kernel_peak_scope.is_partial())
-                .count();
-            let partial = spans
-                .iter()
-                .filter(|s| s.kernel_peak_rss_bytes.is_some() && s.kernel_peak_scope.is_partial())
-                .count();
-            let _ = writeln!(
-                o,
-                "  {title} ({}; peak: the kernel's (VmHWM, exact within its per-CPU batching) where known and not exceeded by the sampled one, marked *, else sampled)",
-                if exact == spans.len() {
-                    "kernel peaks exact for all".to_string()
-                } else if exact == 0 && partial == 0 {
-                    "no exact kernel peaks: record with --phase-peaks".to_string()
-                } else {
-                    format!("kernel peaks exact for {exact} of {}", spans.len())
-                }
-            );
-            if partial > 0 {
+            render_spans(&mut o, title, spans);
+            if unlisted > 0 {
                 let _ = writeln!(
                     o,
-                    "    ≥: processes left the tree in the {title} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
-                );
-            }
-            let processes = spans.iter().map(|s| s.max_processes).max().unwrap_or(0);
-            let with_pss = spans.iter().any(|s| s.pss.is_some());
-            let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
-            let with_cgroup = spans.iter().any(|s| s.cgroup_sampled_peak_bytes.is_some());
-            if spans.iter().any(|s| s.cgroup_sampled_peak_bytes.is_some()) {
-                let _ = writeln!(
-                    o,
-                    "    cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the marker (--phase-peaks) or rose in the span, else the largest sampled usage"
-                );
-            }
-            if processes > 1 {
-                let _ = writeln!(
-                    o,
-                    "    sizes are RSS sums over up to {processes} processes, shared pages counted in each{}",
-                    if with_pss {
-                        "; PSS: sum of PSS, each page once (peak where 2+ reads cover the span, else the reads)"
+                    "    and {unlisted} more {title} not listed (the first {MAX_LISTED} are){}",
+                    if title == "phases" {
+                        "; the sums by label below hold them all"
                     } else {
-                        " (record with --pss for a sum that counts them once)"
+                        ""
                     }
                 );
-            }
-            let rows: Vec<Vec<String>> = spans
-                .iter()
-                .map(|s| {
-                    let cells = [
-                        s.label.clone(),
-                        format!("+{}", fmt_seconds(s.start_elapsed_s)),
-                        format!(
-                            "{}{}",
-                            fmt_seconds(s.duration_s),
-                            if s.complete { "" } else { " (open)" }
-                        ),
-                        match (s.peak_source.is_kernel(), s.kernel_peak_scope.is_partial()) {
-                            (true, true) => format!("≥ {} *", fmt_bytes(s.peak_rss_bytes)),
-                            (true, false) => format!("{} *", fmt_bytes(s.peak_rss_bytes)),
-                            _ => fmt_bytes(s.peak_rss_bytes),
-                        },
-                        fmt_bytes(s.sampled_peak_rss_bytes),
-                        fmt_bytes(s.mean_rss_bytes),
-                        fmt_bytes(s.start_rss_bytes),
-                        fmt_bytes(s.end_rss_bytes),
-                    ];
-                    let mut row = cells.to_vec();
-                    if with_cgroup {
-                        row.push(match (s.cgroup_peak_bytes, s.cgroup_sampled_peak_bytes) {
-                            (Some(p), _) => format!("{} *", fmt_bytes(p)),
-                            (None, Some(c)) => format!("{} (sampled)", fmt_bytes(c)),
-                            (None, None) => "-".into(),
-                        });
-                    }
-                    if with_pss {
-                        row.push(match &s.pss {
-                            Some(r) if r.is_peak => {
-                                format!("{} ({} reads)", fmt_bytes(r.largest_bytes), r.reads)
-                            }
-                            Some(r) if r.reads == 1 => format!(
-                                "{} (1 read at +{})",
-                                fmt_bytes(r.largest_bytes),
-                                fmt_seconds(r.first_elapsed_s)
-                            ),
-                            Some(r) => format!(
-                                "{} ({} reads, not a peak)",
-                                fmt_bytes(r.largest_bytes),
-                                r.reads
-                            ),
-                            None => "-".into(),
-                        });
-                    }
-                    if with_gpu {
-                        row.push(s.peak_gpu_bytes.map_or("-".into(), fmt_bytes));
-                    }
-                    row
-                })
-                .collect();
-            let mut head = vec![
-                "label",
-                "start",
-                "duration",
-                "peak",
-                "sampled peak",
-                "mean",
-                "start RSS",
-                "end RSS",
-            ];
-            if with_cgroup {
-                head.push("cgroup peak");
-            }
-            if with_pss {
-                head.push("PSS");
-            }
-            if with_gpu {
-                head.push("GPU peak");
-            }
-            let widths: Vec<usize> = (0..head.len())
-                .map(|i| {
-                    rows.iter()
-                        .map(|r| r[i].chars().count())
-                        .chain([head[i].len()])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            let line = |cells: &[&str]| {
-                let mut l = String::from("   ");
-                for (i, c) in cells.iter().enumerate() {
-                    let pad = widths[i] - c.chars().count();
-                    if i == 0 {
-                        let _ = write!(l, " {c}{}", " ".repeat(pad));
-                    } else {
-                        let _ = write!(l, "  {}{c}", " ".repeat(pad));
-                    }
-                }
-                l.trim_end().to_string()
-            };
-            let _ = writeln!(o, "{}", line(&head));
-            for r in &rows {
-                let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-                let _ = writeln!(o, "{}", line(&cells));
             }
         }
+        render_by_label(&mut o, &self.by_label);
         o
+    }
+}
+
+/// What a table's peak column holds, in words: one line naming the kinds of peak in it.
+fn peak_legend(spans: &[Span]) -> String {
+    let mut kinds: Vec<String> = Vec::new();
+    for s in spans {
+        let what = match s.peak.source {
+            PeakSource::Cgroup => format!("the tree's, from its cgroup ({})", s.peak.counter),
+            PeakSource::Sampled => "sampled (no kernel peak covers it)".to_string(),
+            _ if s.peak.scope == crate::model::peak::PeakScope::Process => {
+                format!("the process's {}", s.peak.counter)
+            }
+            _ => format!("the largest process's {}", s.peak.counter),
+        };
+        if !kinds.contains(&what) {
+            kinds.push(what);
+        }
+    }
+    kinds.join("; ")
+}
+
+fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
+    let exact = spans.iter().filter(|s| s.peak.exact).count();
+    let _ = writeln!(
+        o,
+        "  {title} ({}; peak: {}; * exact)",
+        if exact == spans.len() {
+            "peaks exact for all".to_string()
+        } else if exact == 0 {
+            "no exact peak: record with --phase-peaks, or give the tree a cgroup".to_string()
+        } else {
+            format!("peaks exact for {exact} of {}", spans.len())
+        },
+        peak_legend(spans)
+    );
+    if spans.iter().any(|s| s.peak.scope.is_partial()) {
+        let _ = writeln!(
+            o,
+            "    ≥: processes left the tree in the {title} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
+        );
+    }
+    if spans.iter().any(|s| s.facts.late_boundary) {
+        let _ = writeln!(
+            o,
+            "    (late): a boundary's sample came late, so memory of the span next to it may be counted here: not exact"
+        );
+    }
+    let processes = spans
+        .iter()
+        .map(|s| s.facts.max_processes)
+        .max()
+        .unwrap_or(0);
+    let with_pss = spans.iter().any(|s| s.pss.is_some());
+    let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
+    let with_tree = spans.iter().any(|s| s.peak.tree_low_bytes.is_some());
+    // The cgroup's numbers, where they are not the headline already.
+    let with_cgroup = spans
+        .iter()
+        .any(|s| s.cgroup_sampled_peak_bytes.is_some() && s.peak.source != PeakSource::Cgroup);
+    if with_tree {
+        let _ = writeln!(
+            o,
+            "    tree: the tree's own peak lies within these bounds (at least the sampled sum, at most the sum of the processes' VmHWM)"
+        );
+    }
+    if with_cgroup {
+        let _ = writeln!(
+            o,
+            "    cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the span's start or rose in it, else the largest sampled usage"
+        );
+    }
+    if processes > 1 {
+        let _ = writeln!(
+            o,
+            "    sampled sizes are RSS sums over up to {processes} processes, shared pages counted in each{}",
+            if with_pss {
+                "; PSS: sum of PSS, each page once (peak where a read came at the span's RSS peak)"
+            } else {
+                " (record with --pss for a sum that counts them once)"
+            }
+        );
+    }
+    let mut head = vec!["label", "start", "duration", "peak"];
+    if with_tree {
+        head.push("tree");
+    }
+    head.extend(["sampled peak", "mean", "start RSS", "end RSS"]);
+    if with_cgroup {
+        head.push("cgroup peak");
+    }
+    if with_pss {
+        head.push("PSS");
+    }
+    if with_gpu {
+        head.push("GPU peak");
+    }
+    let rows: Vec<Vec<String>> = spans
+        .iter()
+        .map(|s| {
+            let mut row = vec![
+                s.label.clone(),
+                format!("+{}", fmt_seconds(s.start_elapsed_s)),
+                format!(
+                    "{}{}",
+                    fmt_seconds(s.duration_s),
+                    if s.complete { "" } else { " (open)" }
+                ),
+                format!(
+                    "{}{}",
+                    s.peak.cell(),
+                    if s.facts.late_boundary { " (late)" } else { "" }
+                ),
+            ];
+            if with_tree {
+                row.push(s.peak.tree_bounds().unwrap_or_else(|| "-".into()));
+            }
+            row.extend([
+                fmt_bytes(s.facts.sampled_peak_rss_bytes),
+                fmt_bytes(s.mean_rss_bytes),
+                fmt_bytes(s.start_rss_bytes),
+                fmt_bytes(s.end_rss_bytes),
+            ]);
+            if with_cgroup {
+                row.push(
+                    match (s.facts.cgroup_peak_bytes, s.cgroup_sampled_peak_bytes) {
+                        (Some(p), _) => format!("{} *", fmt_bytes(p)),
+                        (None, Some(c)) => format!("{} (sampled)", fmt_bytes(c)),
+                        (None, None) => "-".into(),
+                    },
+                );
+            }
+            if with_pss {
+                row.push(match &s.pss {
+                    Some(r) if r.is_peak => {
+                        format!("{} ({} reads)", fmt_bytes(r.largest_bytes), r.reads)
+                    }
+                    Some(r) => format!(
+                        "{} at idle ({})",
+                        fmt_bytes(r.largest_bytes),
+                        r.reads_note()
+                    ),
+                    None => "-".into(),
+                });
+            }
+            if with_gpu {
+                row.push(s.peak_gpu_bytes.map_or("-".into(), fmt_bytes));
+            }
+            row
+        })
+        .collect();
+    write_table(o, &head, &rows);
+}
+
+fn render_by_label(o: &mut String, by_label: &[LabelStats]) {
+    if by_label.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "  phases by label (complete phases of labels that came more than once: mean [min, max]; * all exact)"
+    );
+    let head = ["label", "count", "duration", "peak", "peak of"];
+    let rows: Vec<Vec<String>> = by_label
+        .iter()
+        .map(|l| {
+            let d = &l.duration_s;
+            let p = &l.peak_bytes;
+            let b = |v: f64| fmt_bytes(v.round() as u64);
+            vec![
+                l.label.clone(),
+                l.count.to_string(),
+                format!(
+                    "{} [{}, {}]",
+                    fmt_seconds(d.mean),
+                    fmt_seconds(d.min),
+                    fmt_seconds(d.max)
+                ),
+                format!(
+                    "{} [{}, {}]{}",
+                    b(p.mean),
+                    b(p.min),
+                    b(p.max),
+                    if l.exact == l.count { " *" } else { "" }
+                ),
+                match l.peak_basis {
+                    PeakBasis::Cgroup => "tree (cgroup)".into(),
+                    PeakBasis::Kernel if l.tree => "largest process".into(),
+                    PeakBasis::Kernel => "process".into(),
+                    PeakBasis::Sampled => "sampled".into(),
+                },
+            ]
+        })
+        .collect();
+    write_table(o, &head, &rows);
+}
+
+/// A table with a header, columns right-aligned but the first, indented for the summary.
+fn write_table(o: &mut String, head: &[&str], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([head[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[&str]| {
+        let mut l = String::from("   ");
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i] - c.chars().count();
+            if i == 0 {
+                let _ = write!(l, " {c}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(l, "  {}{c}", " ".repeat(pad));
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let _ = writeln!(o, "{}", line(head));
+    for r in rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(o, "{}", line(&cells));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::peak::PeakScope;
 
     const MIB: u64 = 1 << 20;
 
@@ -518,6 +753,7 @@ mod tests {
             rss_bytes: rss_mib * MIB,
             top_rss_bytes: rss_mib * MIB,
             hwm_bytes: hwm_mib * MIB,
+            hwm_sum_bytes: hwm_mib * MIB,
             processes: 1,
             event,
             ..Sample::default()
@@ -528,79 +764,137 @@ mod tests {
         Some(Event::Mark(l.into()))
     }
 
+    /// A recording's metadata: `--phase-peaks` or not, exit records read or not.
+    fn meta(phase_peaks: bool, exit_records: bool) -> Meta {
+        Meta {
+            phase_peaks,
+            exit_records: exit_records.then(|| crate::format::meta::EXIT_RECORDS_READ.into()),
+            ..Meta::example("pid")
+        }
+    }
+
+    /// The phases and runs of `rows` in a session described by `meta` and ended by `end`.
+    fn build(rows: &[Sample], meta: Option<&Meta>, end: Option<&EndInfo>) -> Phases {
+        let mut b = PhaseBuilder::new();
+        if let Some(m) = meta {
+            b.session(m);
+        }
+        rows.iter().for_each(|r| b.push(r));
+        if let Some(e) = end {
+            b.session_end(e);
+        }
+        b.finish()
+    }
+
     /// A phase of a forking daemon: a worker peaked at 900 MiB and left between two samples
     /// (its exit record's peak is in the row where it left).
-    fn forked_worker_phases() -> PhaseBuilder {
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 100, 100, mark("serve")));
-        b.push(&Sample {
-            departed: 1,
-            ..s(1.0, 100, 900, None)
-        });
-        b.push(&s(2.0, 100, 100, mark("idle")));
-        b.push(&s(3.0, 100, 100, None));
-        b
+    fn forked_worker_rows() -> Vec<Sample> {
+        vec![
+            s(0.0, 100, 100, mark("serve")),
+            Sample {
+                departed: 1,
+                ..s(1.0, 100, 900, None)
+            },
+            s(2.0, 100, 100, mark("idle")),
+            s(3.0, 100, 100, None),
+        ]
     }
 
     #[test]
     fn a_phase_where_a_process_left_is_the_largest_processs_peak_with_exit_records() {
-        let end = SpanEnd {
-            exit_records: true,
-            ..SpanEnd::default()
-        };
-        let p = forked_worker_phases().finish(true, 0, end);
+        let p = build(&forked_worker_rows(), Some(&meta(true, true)), None);
         let serve = &p.phases[0];
-        assert_eq!(serve.departed, 1);
-        assert_eq!(serve.kernel_peak_rss_bytes, Some(900 * MIB));
-        assert_eq!(serve.kernel_peak_scope, PeakScope::LargestProcess);
-        assert_eq!(p.phases[1].kernel_peak_scope, PeakScope::Process);
-        assert!(
-            p.render().contains("kernel peaks exact for all"),
-            "{}",
-            p.render()
-        );
+        assert_eq!(serve.facts.departed, 1);
+        assert_eq!(serve.facts.kernel_peak_rss_bytes, Some(900 * MIB));
+        assert_eq!(serve.peak.scope, PeakScope::LargestProcess);
+        assert!(serve.peak.exact);
+        assert_eq!(p.phases[1].peak.scope, PeakScope::Process);
+        assert!(p.render().contains("peaks exact for all"), "{}", p.render());
     }
 
     #[test]
     fn without_exit_records_a_phase_where_a_process_left_is_a_lower_bound() {
-        let p = forked_worker_phases().finish(true, 0, SpanEnd::default());
-        assert_eq!(p.phases[0].kernel_peak_scope, PeakScope::LargestProcessSeen);
-        assert_eq!(p.phases[1].kernel_peak_scope, PeakScope::Process);
+        let p = build(&forked_worker_rows(), Some(&meta(true, false)), None);
+        assert_eq!(p.phases[0].peak.scope, PeakScope::LargestProcessSeen);
+        assert_eq!(p.phases[1].peak.scope, PeakScope::Process);
         let text = p.render();
-        assert!(text.contains("kernel peaks exact for 1 of 2"), "{text}");
-        assert!(text.contains("≥ 900.0 MiB *"), "{text}");
+        assert!(text.contains("peaks exact for 1 of 2"), "{text}");
+        assert!(text.contains("≥ 900.0 MiB"), "{text}");
         assert!(text.contains("a lower bound"), "{text}");
     }
 
     #[test]
-    fn the_peak_exit_records_gave_after_the_last_row_goes_to_the_spans_still_open() {
-        let end = SpanEnd {
-            exit_records: true,
-            exit_peak_after_last_sample: Some(700 * MIB),
+    fn records_lost_by_the_end_make_the_sessions_phases_lower_bounds() {
+        let end = EndInfo {
+            exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
+            exit_records_lost: 2,
+            ..EndInfo::default()
         };
-        let p = forked_worker_phases().finish(true, 0, end);
-        assert_eq!(p.phases[0].kernel_peak_rss_bytes, Some(900 * MIB), "closed");
+        let p = build(&forked_worker_rows(), Some(&meta(true, true)), Some(&end));
+        assert_eq!(p.phases[0].peak.scope, PeakScope::LargestProcessSeen);
+    }
+
+    #[test]
+    fn the_peak_exit_records_gave_after_the_last_row_goes_to_the_spans_still_open() {
+        let end = EndInfo {
+            exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
+            exit_peak_after_last_sample_bytes: Some(700 * MIB),
+            ..EndInfo::default()
+        };
+        let p = build(&forked_worker_rows(), Some(&meta(true, true)), Some(&end));
         assert_eq!(
-            p.phases[1].kernel_peak_rss_bytes,
+            p.phases[0].facts.kernel_peak_rss_bytes,
+            Some(900 * MIB),
+            "closed"
+        );
+        assert_eq!(
+            p.phases[1].facts.kernel_peak_rss_bytes,
             Some(700 * MIB),
             "open at the end"
         );
     }
 
     #[test]
+    fn a_refused_reset_makes_phase_peaks_count_only_where_they_rose() {
+        let rows = [
+            s(0.0, 50, 300, mark("idle")),
+            s(1.0, 50, 300, None),
+            s(2.0, 50, 300, mark("work")),
+            s(3.0, 50, 400, None),
+        ];
+        let exact = build(&rows, Some(&meta(true, true)), None);
+        assert_eq!(exact.phases[0].facts.kernel_peak_rss_bytes, Some(300 * MIB));
+        let end = EndInfo {
+            peak_reset_failures: 1,
+            ..EndInfo::default()
+        };
+        let refused = build(&rows, Some(&meta(true, true)), Some(&end));
+        assert_eq!(refused.phases[0].facts.kernel_peak_rss_bytes, None);
+        assert_eq!(refused.phases[0].peak.source, PeakSource::Sampled);
+        assert_eq!(
+            refused.phases[1].facts.kernel_peak_rss_bytes,
+            Some(400 * MIB)
+        );
+    }
+
+    #[test]
     fn each_phase_has_its_gpu_peak_in_its_own_column() {
-        let mut b = PhaseBuilder::new();
         let row = |t: f64, gpu: Option<u64>, event| {
             let mut r = s(t, 100, 100, event);
             r.gpu.bytes = gpu.map(|g| g * MIB);
             r
         };
-        b.push(&row(0.0, Some(0), mark("load")));
-        b.push(&row(1.0, Some(4096), None));
-        b.push(&row(2.0, Some(1024), mark("prove")));
-        b.push(&row(3.0, Some(20480), None));
-        b.push(&row(4.0, None, None));
-        let p = b.finish(false, 0, SpanEnd::default());
+        let p = build(
+            &[
+                row(0.0, Some(0), mark("load")),
+                row(1.0, Some(4096), None),
+                row(2.0, Some(1024), mark("prove")),
+                row(3.0, Some(20480), None),
+                row(4.0, None, None),
+            ],
+            None,
+            None,
+        );
         assert_eq!(p.phases[0].peak_gpu_bytes, Some(4096 * MIB));
         assert_eq!(p.phases[1].peak_gpu_bytes, Some(20480 * MIB));
         let text = p.render();
@@ -610,44 +904,56 @@ mod tests {
 
     #[test]
     fn each_phase_has_its_pss_reads_and_a_tree_says_its_sums_count_shared_pages() {
-        let mut b = PhaseBuilder::new();
         let row = |t: f64, rss: u64, pss: Option<u64>, event| Sample {
             processes: 9,
             pss_bytes: pss.map(|p| p * MIB),
             ..s(t, rss, rss / 9, event)
         };
-        b.push(&row(0.0, 900, Some(100), mark("load")));
-        b.push(&row(1.0, 1600, Some(300), None));
-        b.push(&row(2.0, 1000, Some(120), mark("idle")));
-        b.push(&row(3.0, 1000, None, None));
-        b.push(&row(4.0, 1000, None, None));
-        let p = b.finish(false, 0, SpanEnd::default());
+        let p = build(
+            &[
+                row(0.0, 900, Some(100), mark("load")),
+                row(1.0, 1600, Some(300), None),
+                row(2.0, 1000, Some(120), mark("idle")),
+                row(3.0, 1000, None, None),
+                row(4.0, 1100, None, None),
+            ],
+            None,
+            None,
+        );
         let load = p.phases[0].pss.unwrap();
         assert_eq!(
             (load.largest_bytes, load.reads, load.is_peak),
             (300 * MIB, 3, true)
         );
+        // Idle's one read came at 1000 MiB, its RSS peak is 1100 MiB: not a read at the peak.
         let idle = p.phases[1].pss.unwrap();
         assert_eq!((idle.reads, idle.is_peak), (1, false));
-        assert_eq!(p.phases[0].max_processes, 9);
+        assert_eq!(p.phases[0].facts.max_processes, 9);
         let text = p.render();
         assert!(
-            text.contains("sizes are RSS sums over up to 9 processes, shared pages counted in each; PSS: sum of PSS, each page once"),
+            text.contains("sampled sizes are RSS sums over up to 9 processes, shared pages counted in each; PSS: sum of PSS, each page once"),
             "{text}"
         );
         assert!(text.contains("300.0 MiB (3 reads)"), "{text}");
-        assert!(text.contains("120.0 MiB (1 read at +2.00 s)"), "{text}");
+        assert!(
+            text.contains("120.0 MiB at idle (1 read at +2.00 s, none at the RSS peak)"),
+            "{text}"
+        );
     }
 
     #[test]
     fn phases_run_from_one_marker_to_the_next_and_share_the_boundary_row() {
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 10, 10, Some(Event::Start)));
-        b.push(&s(1.0, 20, 20, mark("load")));
-        b.push(&s(2.0, 40, 40, None));
-        b.push(&s(3.0, 30, 40, mark("prove")));
-        b.push(&s(4.0, 30, 40, None));
-        let p = b.finish(false, 0, SpanEnd::default());
+        let p = build(
+            &[
+                s(0.0, 10, 10, Some(Event::Start)),
+                s(1.0, 20, 20, mark("load")),
+                s(2.0, 40, 40, None),
+                s(3.0, 30, 40, mark("prove")),
+                s(4.0, 30, 40, None),
+            ],
+            None,
+            None,
+        );
         assert_eq!(p.phases.len(), 2);
         let load = &p.phases[0];
         assert_eq!(
@@ -666,135 +972,226 @@ mod tests {
 
     #[test]
     fn with_resets_after_markers_a_phase_gets_its_own_kernel_peak() {
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 50, 50, Some(Event::Start)));
-        b.push(&s(1.0, 50, 50, mark("spike")));
-        // A 150 MiB spike between ticks: only VmHWM saw it.
-        b.push(&s(2.0, 50, 200, None));
-        b.push(&s(3.0, 50, 200, mark("after")));
-        // After the reset, the next phase's hwm starts from the RSS again.
-        b.push(&s(4.0, 50, 50, None));
-        let p = b.finish(true, 0, SpanEnd::default());
-        let spike = &p.phases[0];
-        assert_eq!(spike.kernel_peak_rss_bytes, Some(200 * MIB));
-        assert_eq!(
-            (spike.peak_rss_bytes, spike.peak_source),
-            (200 * MIB, PeakSource::Vmhwm)
+        let p = build(
+            &[
+                s(0.0, 50, 50, Some(Event::Start)),
+                s(1.0, 50, 50, mark("spike")),
+                // A 150 MiB spike between ticks: only VmHWM saw it.
+                s(2.0, 50, 200, None),
+                s(3.0, 50, 200, mark("after")),
+                // After the reset, the next phase's hwm starts from the RSS again.
+                s(4.0, 50, 50, None),
+            ],
+            Some(&meta(true, true)),
+            None,
         );
-        assert_eq!(spike.sampled_peak_rss_bytes, 50 * MIB);
-        assert_eq!(p.phases[1].kernel_peak_rss_bytes, Some(50 * MIB));
-        // The kernel's peak equals the sampled one: it is the kernel's, as bench reports it.
-        assert_eq!(p.phases[1].peak_source, PeakSource::Vmhwm);
+        let spike = &p.phases[0];
+        assert_eq!(
+            (spike.peak.bytes, spike.peak.source, spike.peak.exact),
+            (200 * MIB, PeakSource::Vmhwm, true)
+        );
+        assert_eq!(spike.facts.sampled_peak_rss_bytes, 50 * MIB);
+        assert_eq!(p.phases[1].facts.kernel_peak_rss_bytes, Some(50 * MIB));
+        assert_eq!(p.phases[1].peak.source, PeakSource::Vmhwm);
     }
 
     #[test]
     fn without_resets_an_older_peak_makes_the_kernel_peak_unknown() {
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 200, 200, Some(Event::Start)));
-        b.push(&s(1.0, 50, 200, mark("idle")));
-        b.push(&s(2.0, 60, 200, None));
-        let p = b.finish(false, 0, SpanEnd::default());
-        assert_eq!(p.phases[0].kernel_peak_rss_bytes, None);
-        assert_eq!(p.phases[0].peak_rss_bytes, 60 * MIB);
-    }
-
-    #[test]
-    fn a_run_start_mark_a_page_above_its_rss_still_counts_as_reset() {
-        // After a reset VmHWM and VmRSS are two reads of per-CPU batched counters: a page
-        // apart is not an older peak.
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 300, 300, Some(Event::Start)));
-        let mut start = s(1.0, 50, 50, Some(Event::RunStart(1)));
-        start.hwm_bytes += 4096;
-        b.push(&start);
-        b.push(&s(2.0, 50, 90, Some(Event::RunEnd(1))));
-        let p = b.finish(false, 512 * 1024, SpanEnd::default());
-        assert_eq!(p.runs[0].kernel_peak_rss_bytes, Some(90 * MIB));
-        assert_eq!(p.runs[0].peak_source, PeakSource::Vmhwm);
+        let p = build(
+            &[
+                s(0.0, 200, 200, Some(Event::Start)),
+                s(1.0, 50, 200, mark("idle")),
+                s(2.0, 60, 200, None),
+            ],
+            Some(&meta(false, true)),
+            None,
+        );
+        assert_eq!(p.phases[0].facts.kernel_peak_rss_bytes, None);
         assert_eq!(
-            b.finish(false, 0, SpanEnd::default()).runs[0].kernel_peak_rss_bytes,
-            None
+            (p.phases[0].peak.bytes, p.phases[0].peak.source),
+            (60 * MIB, PeakSource::Sampled)
         );
     }
 
     #[test]
-    fn runs_span_run_start_to_run_end_and_take_the_kernel_peak_after_a_reset() {
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 300, 300, Some(Event::Start)));
-        b.push(&s(1.0, 50, 50, Some(Event::RunStart(1)))); // reset just before: hwm == rss
-        b.push(&s(2.0, 80, 250, None));
-        b.push(&s(3.0, 60, 250, Some(Event::RunEnd(1))));
-        b.push(&s(4.0, 60, 250, None));
-        b.push(&s(5.0, 60, 250, Some(Event::RunStart(2)))); // no reset
-        b.push(&s(6.0, 70, 250, None));
-        let p = b.finish(false, 0, SpanEnd::default());
+    fn an_old_bench_runs_start_a_page_above_its_rss_still_counts_as_reset() {
+        // Schema 1 bench recordings said nothing of their resets: a run whose opening row has
+        // VmHWM at its RSS (two reads of per-CPU batched counters: a page apart is not an
+        // older peak) was reset before it.
+        let mut start = s(1.0, 50, 50, Some(Event::RunStart(1)));
+        start.hwm_bytes += 4096;
+        let rows = [
+            s(0.0, 300, 300, Some(Event::Start)),
+            start,
+            s(2.0, 50, 90, Some(Event::RunEnd(1))),
+        ];
+        let old = Meta {
+            run_peaks: None,
+            ..meta(false, true)
+        };
+        let p = build(&rows, Some(&old), None);
+        assert_eq!(p.runs[0].facts.kernel_peak_rss_bytes, Some(90 * MIB));
+        let exact_counters = Meta {
+            page_size_bytes: 0,
+            ..old
+        };
+        let mut unrisen = rows.clone();
+        unrisen[2].hwm_bytes = unrisen[1].hwm_bytes;
+        let p = build(&unrisen, Some(&exact_counters), None);
+        assert_eq!(p.runs[0].facts.kernel_peak_rss_bytes, None);
+    }
+
+    #[test]
+    fn bench_runs_reset_after_their_start_row_hold_their_own_peaks() {
+        // The daemon peaked at 300 MiB before run 1; the reset right after run 1's first row
+        // leaves the later rows with the run's own marks.
+        let rows = [
+            s(0.0, 300, 300, Some(Event::Start)),
+            s(1.0, 50, 300, Some(Event::RunStart(1))),
+            s(2.0, 80, 250, None),
+            s(3.0, 60, 250, Some(Event::RunEnd(1))),
+            s(4.0, 60, 250, Some(Event::RunStart(2))),
+            s(5.0, 70, 70, None),
+            s(6.0, 60, 120, Some(Event::RunEnd(2))),
+        ];
+        let bench = Meta {
+            run_peaks: Some(RunPeaks::ResetAfterStart),
+            ..meta(false, true)
+        };
+        let p = build(&rows, Some(&bench), None);
         assert_eq!(p.runs.len(), 2);
         let one = &p.runs[0];
         assert_eq!(
             (one.run, one.duration_s, one.samples, one.complete),
             (Some(1), 2.0, 3, true)
         );
-        assert_eq!(one.kernel_peak_rss_bytes, Some(250 * MIB));
-        assert_eq!(p.runs[1].kernel_peak_rss_bytes, None);
-        assert!(!p.runs[1].complete);
+        assert_eq!(one.facts.kernel_peak_rss_bytes, Some(250 * MIB));
+        assert_eq!(p.runs[1].facts.kernel_peak_rss_bytes, Some(120 * MIB));
         assert!(p.phases.is_empty());
+        assert_eq!(
+            run_span(&bench, &rows[1..4], true).unwrap(),
+            p.runs[0],
+            "bench's own span of a run is the summary's"
+        );
+        assert_eq!(
+            run_span(&bench, &rows[1..4], false)
+                .unwrap()
+                .facts
+                .kernel_peak_rss_bytes,
+            None,
+            "a refused reset: the marks did not rise above the older peak"
+        );
     }
 
     #[test]
     fn a_new_session_closes_what_is_open() {
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 10, 10, Some(Event::Start)));
-        b.push(&s(1.0, 10, 10, mark("a")));
-        b.push(&s(0.0, 10, 10, Some(Event::Start)));
-        b.push(&s(5.0, 10, 10, None));
-        let p = b.finish(false, 0, SpanEnd::default());
+        let p = build(
+            &[
+                s(0.0, 10, 10, Some(Event::Start)),
+                s(1.0, 10, 10, mark("a")),
+                s(0.0, 10, 10, Some(Event::Start)),
+                s(5.0, 10, 10, None),
+            ],
+            None,
+            None,
+        );
         assert_eq!(p.phases.len(), 1);
         assert_eq!(p.phases[0].duration_s, 0.0);
         assert!(!p.phases[0].complete);
     }
 
     #[test]
-    fn a_trees_sampled_sum_above_its_largest_process_is_not_marked_as_the_kernels() {
-        // Two processes of 60 MiB: the tree's sum (120 MiB) is sampled, not the kernel's peak
-        // of its largest process (60 MiB), and the table must not star it.
-        let mut b = PhaseBuilder::new();
+    fn a_trees_peak_is_its_largest_process_whatever_its_sampled_sum() {
+        // Two processes of 60 MiB: the tree's sum (120 MiB) bounds the tree's peak from below;
+        // the peak is the kernel's of its largest process (60 MiB), in every phase alike.
         let tree = |t: f64, event| Sample {
             processes: 2,
             rss_bytes: 120 * MIB,
             top_rss_bytes: 60 * MIB,
             hwm_bytes: 60 * MIB,
+            hwm_sum_bytes: 120 * MIB,
             ..s(t, 0, 0, event)
         };
-        b.push(&tree(0.0, mark("both")));
-        b.push(&tree(1.0, None));
-        let p = b.finish(false, 512 * 1024, SpanEnd::default());
+        let p = build(
+            &[tree(0.0, mark("both")), tree(1.0, None)],
+            Some(&meta(true, true)),
+            None,
+        );
         let span = &p.phases[0];
-        assert_eq!(span.kernel_peak_rss_bytes, Some(60 * MIB));
-        assert_eq!(span.kernel_peak_scope, PeakScope::LargestProcess);
         assert_eq!(
-            (span.peak_rss_bytes, span.peak_source),
-            (120 * MIB, PeakSource::Sampled)
+            (span.peak.bytes, span.peak.source, span.peak.scope),
+            (60 * MIB, PeakSource::Vmhwm, PeakScope::LargestProcess)
+        );
+        assert_eq!(
+            (span.peak.tree_low_bytes, span.peak.tree_high_bytes),
+            (Some(120 * MIB), Some(120 * MIB))
         );
         let text = p.render();
         assert!(
-            text.contains("120.0 MiB") && !text.contains("MiB *"),
+            text.contains("60.00 MiB *") && text.contains("between 120.0 MiB and 120.0 MiB"),
             "{text}"
         );
     }
 
     #[test]
-    fn the_table_names_each_phase_with_units() {
-        let mut b = PhaseBuilder::new();
-        b.push(&s(0.0, 50, 50, mark("synthesis")));
-        b.push(&s(2.0, 50, 200, mark("gpu prove")));
-        let text = b.finish(true, 0, SpanEnd::default()).render();
+    fn phases_of_one_label_sum_up_in_one_line() {
+        let mut rows = Vec::new();
+        for (i, peak) in [100u64, 120, 110].iter().enumerate() {
+            let t = i as f64 * 10.0;
+            rows.push(s(t, 50, 50, mark("synthesis")));
+            rows.push(s(t + 4.0 + i as f64, 50, *peak, mark("idle")));
+        }
+        rows.push(s(40.0, 50, 50, mark("end")));
+        let p = build(&rows, Some(&meta(true, true)), None);
+        let synthesis = p.by_label.iter().find(|l| l.label == "synthesis").unwrap();
+        assert_eq!((synthesis.count, synthesis.exact), (3, 3));
+        assert_eq!(synthesis.peak_basis, PeakBasis::Kernel);
+        assert_eq!(synthesis.peak_bytes.mean, (110 * MIB) as f64);
+        assert_eq!(
+            (synthesis.peak_bytes.min, synthesis.peak_bytes.max),
+            ((100 * MIB) as f64, (120 * MIB) as f64)
+        );
+        assert_eq!(synthesis.duration_s.mean, 5.0);
+        assert!(p.by_label.iter().all(|l| l.label != "end"), "came once");
+        let text = p.render();
+        assert!(text.contains("phases by label"), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.contains("synthesis      3"))
+            .unwrap();
         assert!(
-            text.contains("phases (kernel peaks exact for 1 of 2"),
+            line.contains("5.00 s [4.00 s, 6.00 s]")
+                && line.contains("110.0 MiB [100.0 MiB, 120.0 MiB] *")
+                && line.ends_with("  process"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn spans_beyond_the_listed_ones_are_counted_and_summed_not_kept() {
+        let mut b = PhaseBuilder::new();
+        b.session(&meta(true, true));
+        for i in 0..(MAX_LISTED + 50) {
+            b.push(&s(
+                i as f64,
+                50,
+                60,
+                mark(if i % 2 == 0 { "a" } else { "b" }),
+            ));
+        }
+        let p = b.finish();
+        assert_eq!(p.phases.len(), MAX_LISTED);
+        assert_eq!(p.unlisted_phases, 50);
+        let summed: usize = p.by_label.iter().map(|l| l.count).sum();
+        assert_eq!(
+            summed,
+            MAX_LISTED + 49,
+            "every complete phase, listed or not"
+        );
         assert!(
-            text.contains("synthesis") && text.contains("200.0 MiB *") && text.contains("2.00 s"),
-            "{text}"
+            p.render().contains("and 50 more phases not listed"),
+            "{}",
+            p.render()
         );
     }
 
@@ -818,13 +1215,10 @@ mod tests {
             cg(3.0, 110, 120, None),
             cg(4.0, 100, 120, None),
         ];
-        let mut b = PhaseBuilder::new();
-        rows.iter().for_each(|r| b.push(r));
-        let p = b.finish(true, 0, SpanEnd::default()).phases;
-        assert_eq!(p[0].cgroup_peak_bytes, Some(300 * MIB));
-        assert_eq!(p[1].cgroup_peak_bytes, Some(120 * MIB));
+        let p = build(&rows, Some(&meta(true, true)), None).phases;
+        assert_eq!(p[0].facts.cgroup_peak_bytes, Some(300 * MIB));
+        assert_eq!(p[1].facts.cgroup_peak_bytes, Some(120 * MIB));
         assert_eq!(p[1].cgroup_sampled_peak_bytes, Some(110 * MIB));
-        assert!(p[0].cgroup_peak_bytes > p[0].cgroup_sampled_peak_bytes);
         // Without resets the peak file only grows: phase b's peak is unknown (its file did
         // not rise), and the table shows its sampled usage.
         let rows = [
@@ -833,17 +1227,46 @@ mod tests {
             cg(2.0, 100, 300, mark("b")),
             cg(3.0, 110, 300, None),
         ];
-        let mut b = PhaseBuilder::new();
-        rows.iter().for_each(|r| b.push(r));
-        let ph = b.finish(false, 0, SpanEnd::default());
-        assert_eq!(ph.phases[0].cgroup_peak_bytes, Some(300 * MIB));
-        assert_eq!(ph.phases[1].cgroup_peak_bytes, None);
+        let ph = build(&rows, Some(&meta(false, true)), None);
+        assert_eq!(ph.phases[0].facts.cgroup_peak_bytes, Some(300 * MIB));
+        assert_eq!(ph.phases[1].facts.cgroup_peak_bytes, None);
         let text = ph.render();
         assert!(
             text.contains("cgroup peak")
                 && text.contains("300.0 MiB *")
                 && text.contains("110.0 MiB (sampled)"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cgroup_that_holds_the_tree_is_each_phases_peak() {
+        let rows = [
+            cg(0.0, 100, 100, mark("a")),
+            cg(1.0, 100, 300, None),
+            cg(2.0, 100, 300, mark("b")),
+            cg(3.0, 110, 120, None),
+        ];
+        let m = Meta {
+            cgroup: Some(crate::format::meta::CgroupMeta {
+                path: "/d".into(),
+                version: crate::probe::cgroup::CgroupVersion::V2,
+                own: false,
+                holds_tree: true,
+            }),
+            ..meta(true, true)
+        };
+        let p = build(&rows, Some(&m), None);
+        assert_eq!(
+            (p.phases[0].peak.bytes, p.phases[0].peak.source),
+            (300 * MIB, PeakSource::Cgroup)
+        );
+        assert_eq!(p.phases[0].peak.counter, "memory.peak");
+        assert!(
+            p.render()
+                .contains("the tree's, from its cgroup (memory.peak)"),
+            "{}",
+            p.render()
         );
     }
 }

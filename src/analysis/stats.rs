@@ -50,6 +50,69 @@ impl Stats {
     }
 }
 
+/// [`Stats`] of values fed one at a time, in constant memory (Welford's mean and variance).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunningStats {
+    count: usize,
+    mean: f64,
+    m2: f64,
+    min: f64,
+    max: f64,
+}
+
+impl RunningStats {
+    pub fn push(&mut self, v: f64) {
+        if self.count == 0 {
+            self.min = v;
+            self.max = v;
+        }
+        self.count += 1;
+        let d = v - self.mean;
+        self.mean += d / self.count as f64;
+        self.m2 += d * (v - self.mean);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// These values and `other`'s together (Chan's pairwise update).
+    pub fn merge(&mut self, other: &RunningStats) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *other;
+            return;
+        }
+        let n = (self.count + other.count) as f64;
+        let d = other.mean - self.mean;
+        self.m2 += other.m2 + d * d * self.count as f64 * other.count as f64 / n;
+        self.mean += d * other.count as f64 / n;
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    /// `None` for no values.
+    pub fn finish(&self) -> Option<Stats> {
+        (self.count > 0).then(|| Stats {
+            count: self.count,
+            mean: self.mean,
+            stddev: if self.count > 1 {
+                (self.m2 / (self.count - 1) as f64).sqrt()
+            } else {
+                0.0
+            },
+            min: self.min,
+            max: self.max,
+            spread_pct: pct(self.max - self.min, self.mean),
+        })
+    }
+}
+
 /// `part` in percent of `whole`; `None` when `whole` is 0.
 pub fn pct(part: f64, whole: f64) -> Option<f64> {
     (whole != 0.0).then(|| 100.0 * part / whole)
@@ -58,6 +121,24 @@ pub fn pct(part: f64, whole: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_stats_agree_with_stats_of_the_same_values() {
+        let v = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        let mut r = RunningStats::default();
+        v.iter().for_each(|&x| r.push(x));
+        let (a, b) = (r.finish().unwrap(), Stats::of(&v).unwrap());
+        assert_eq!((a.count, a.min, a.max), (b.count, b.min, b.max));
+        assert!((a.mean - b.mean).abs() < 1e-12 && (a.stddev - b.stddev).abs() < 1e-12);
+        assert_eq!(RunningStats::default().finish(), None);
+        let (mut left, mut right) = (RunningStats::default(), RunningStats::default());
+        v[..3].iter().for_each(|&x| left.push(x));
+        v[3..].iter().for_each(|&x| right.push(x));
+        left.merge(&right);
+        let m = left.finish().unwrap();
+        assert_eq!((m.count, m.min, m.max), (b.count, b.min, b.max));
+        assert!((m.mean - b.mean).abs() < 1e-12 && (m.stddev - b.stddev).abs() < 1e-12);
+    }
 
     #[test]
     fn stats_of_no_values_are_none() {

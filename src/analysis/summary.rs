@@ -1,14 +1,18 @@
-//! The summary of one recording: the sampled peak with its time and process, the kernel's
-//! peak (VmHWM, and wait4's ru_maxrss for a launched command) beside it with a warning when
-//! sampling missed it, the idle floor, duration, samples, missed ticks, restarts and how the
-//! target ended. Built sample by sample in constant memory; the same builder runs inside
-//! `record` and over a file in `summary`, so both print the same numbers.
+//! The summary of one recording: its peak, decided once (`model::peak`) from what the kernel
+//! and the samples say of each session, with its source, scope and, for a tree, the bounds of
+//! the tree's own peak; the sampled peak with its time and process; the cgroup; the idle floor
+//! and how much of it is locked, pinned or shared; duration, samples, missed ticks, restarts,
+//! how the target ended; and the phases and runs (`phases.rs`). Built row by row in constant
+//! memory; the same builder runs inside `record` and over a file in `summary`, so both print the
+//! same numbers. An `--append`ed recording's numbers cover all its sessions.
 
-use super::phases::{PhaseBuilder, Phases, SpanEnd};
+use super::gpu::GpuTrack;
+use super::phases::{PhaseBuilder, Phases};
+use super::span::{HeldPeaks, PssReads, SpanAcc, SpanContext, Window};
 use super::timeline::Timeline;
-use crate::format::meta::{EndInfo, EndReason, Meta};
+use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
-use crate::model::peak::{exact_within, KernelPeakWindow, PeakScope, PeakSource};
+use crate::model::peak::{exact_within, KernelPeakWindow, Peak, PeakFacts, PeakSource};
 use crate::model::process::ProcessRecord;
 use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
@@ -21,166 +25,9 @@ pub const MISSED_PEAK_RATIO: f64 = 0.95;
 /// The idle floor is this percentile of the sampled RSS.
 pub const IDLE_PERCENTILE: f64 = 10.0;
 
-/// Accumulates a summary from samples in order.
-pub struct SummaryBuilder {
-    samples: u64,
-    first_unix_ms: Option<u64>,
-    last_unix_ms: u64,
-    /// The sessions (each `start` event begins one) and the time recorded in them.
-    timeline: Timeline,
-    peak: Option<Sample>,
-    max_top_rss: u64,
-    max_hwm: u64,
-    /// VmHWM at the first sample, and the largest of the rows after it: a mark that never rose
-    /// above its first value may predate the recording.
-    first_hwm: u64,
-    max_hwm_later: Option<u64>,
-    max_hwm_sum: u64,
-    single_process: bool,
-    /// Processes that left the tree over the rows (the `departed` column).
-    departed: u64,
-    missed_done: u64,
-    missed_session: u64,
-    restarts: u64,
-    rss_sum: f64,
-    min_rss: u64,
-    max_processes: u32,
-    first_elapsed_s: f64,
-    last_elapsed_s: f64,
-    pss: PssTrack,
-    /// The PSS read on the row of the sampled peak, if it was read there.
-    pss_at_peak: Option<u64>,
-    hist: LogHistogram,
-    phases: PhaseBuilder,
-    phase_peaks: bool,
-    gpu: crate::analysis::gpu::GpuTrack,
-}
-
-impl Default for SummaryBuilder {
-    fn default() -> Self {
-        SummaryBuilder {
-            samples: 0,
-            first_unix_ms: None,
-            last_unix_ms: 0,
-            timeline: Timeline::new(),
-            peak: None,
-            max_top_rss: 0,
-            max_hwm: 0,
-            first_hwm: 0,
-            max_hwm_later: None,
-            max_hwm_sum: 0,
-            single_process: true,
-            departed: 0,
-            missed_done: 0,
-            missed_session: 0,
-            restarts: 0,
-            rss_sum: 0.0,
-            min_rss: u64::MAX,
-            max_processes: 0,
-            first_elapsed_s: 0.0,
-            last_elapsed_s: 0.0,
-            pss: PssTrack::default(),
-            pss_at_peak: None,
-            hist: LogHistogram::new(),
-            phases: PhaseBuilder::new(),
-            phase_peaks: false,
-            gpu: Default::default(),
-        }
-    }
-}
-
-/// The PSS reads of a recording or span, fed sample by sample (shared with analysis/phases.rs).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PssTrack {
-    reads: u64,
-    first_s: f64,
-    last_s: f64,
-    largest: u64,
-    largest_s: f64,
-}
-
-impl PssTrack {
-    pub fn push(&mut self, s: &Sample) {
-        let Some(p) = s.pss_bytes else {
-            return;
-        };
-        if self.reads == 0 {
-            self.first_s = s.elapsed_s;
-        }
-        if self.reads == 0 || p > self.largest {
-            self.largest = p;
-            self.largest_s = s.elapsed_s;
-        }
-        self.reads += 1;
-        self.last_s = s.elapsed_s;
-    }
-
-    /// What was read over samples from `start_s` to `end_s`; `None` when nothing was.
-    pub fn reads(&self, start_s: f64, end_s: f64) -> Option<PssReads> {
-        if self.reads == 0 {
-            return None;
-        }
-        let midpoint = start_s + (end_s - start_s) / 2.0;
-        Some(PssReads {
-            largest_bytes: self.largest,
-            largest_elapsed_s: self.largest_s,
-            reads: self.reads,
-            first_elapsed_s: self.first_s,
-            last_elapsed_s: self.last_s,
-            is_peak: self.reads >= 2 && self.last_s >= midpoint && self.last_s > self.first_s,
-        })
-    }
-}
-
-/// The PSS reads (`--pss`, rate-limited by `--pss-every`) of a recording or span.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct PssReads {
-    /// The largest PSS sum read, and when.
-    pub largest_bytes: u64,
-    pub largest_elapsed_s: f64,
-    pub reads: u64,
-    pub first_elapsed_s: f64,
-    pub last_elapsed_s: f64,
-    /// At least two reads, the last in the second half: the largest may be called a peak. One
-    /// read, or reads only near the start, say little of the rest of the recording.
-    pub is_peak: bool,
-}
-
-impl PssReads {
-    /// `1.20 GiB peak PSS (12 reads, +0 µs to +2.00 s)` or `300.0 MiB PSS (1 read at +0 µs,
-    /// not a peak)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} {} ({})",
-            fmt_bytes(self.largest_bytes),
-            if self.is_peak {
-                "peak PSS"
-            } else if self.reads == 1 {
-                "PSS"
-            } else {
-                "largest PSS"
-            },
-            self.reads_note()
-        )
-    }
-
-    /// `12 reads, +0 µs to +2.00 s`, `1 read at +0 µs, not a peak`.
-    pub fn reads_note(&self) -> String {
-        let span = format!(
-            "+{} to +{}",
-            fmt_seconds(self.first_elapsed_s),
-            fmt_seconds(self.last_elapsed_s)
-        );
-        match (self.is_peak, self.reads) {
-            (true, n) => format!("{n} reads, {span}"),
-            (false, 1) => format!(
-                "1 read at +{}, not a peak",
-                fmt_seconds(self.first_elapsed_s)
-            ),
-            (false, n) => format!("{n} reads, only {span}, not a peak"),
-        }
-    }
-}
+/// Sessions of an `--append`ed recording summed up one by one; the rows of further sessions
+/// join the last one kept (and its kernel peak is then not known).
+pub const MAX_SESSIONS: usize = 1000;
 
 /// How a process of the tree is named in the summary: its command line after exec (PostgreSQL's
 /// `postgres: checkpointer`), cut to [`PROCESS_NAME_CHARS`]; its command name when it has none.
@@ -214,23 +61,295 @@ pub fn rss_sum_words(processes: u32) -> String {
     }
 }
 
+/// One session's rows and what its metadata and end record say.
+#[derive(Debug, Clone)]
+struct SessionAcc {
+    meta: Option<Meta>,
+    end: Option<EndInfo>,
+    span: SpanAcc,
+    /// Rows of sessions beyond `MAX_SESSIONS` joined this one.
+    merged: bool,
+}
+
+/// What one session says of its peak.
+#[derive(Debug, Clone)]
+struct SessionPeak {
+    facts: PeakFacts,
+    window: KernelPeakWindow,
+    /// The high-water mark that predates the session (when the window is `BeforeRecording`).
+    lifetime: Option<u64>,
+}
+
+impl SessionAcc {
+    fn launched(&self) -> bool {
+        self.meta
+            .as_ref()
+            .is_some_and(|m| m.target.mode == "command")
+            || self
+                .end
+                .as_ref()
+                .is_some_and(|e| e.rusage_maxrss_bytes.is_some())
+    }
+
+    fn cgroup_end(&self) -> Option<&CgroupEnd> {
+        self.end.as_ref().and_then(|e| e.cgroup.as_ref())
+    }
+
+    /// The session's peak facts: the windows of its kernel marks and cgroup peak from its
+    /// metadata (launched, reset at the start, or neither), the peaks its end record gave after
+    /// the last row.
+    fn peak(&self) -> SessionPeak {
+        let meta = self.meta.as_ref();
+        let end = self.end.as_ref();
+        let launched = self.launched();
+        let resets_held = end.is_none_or(|e| e.peak_reset_failures == 0);
+        let reset = meta.is_some_and(|m| m.peak_reset_at_start) && resets_held;
+        let rusage = end.and_then(|e| e.rusage_maxrss_bytes);
+        let exit = end.and_then(|e| e.exit_peak_after_last_sample_bytes.or(e.exit_peak_bytes));
+        let tail = match (rusage, exit) {
+            (Some(r), e) if r >= e.unwrap_or(0) => Some((r, PeakSource::RuMaxrss)),
+            (_, Some(e)) => Some((e, PeakSource::Vmhwm)),
+            _ => None,
+        };
+        let cg = self.cgroup_end();
+        let own = cg.is_some_and(|c| c.own)
+            || meta.and_then(|m| m.cgroup.as_ref()).is_some_and(|c| c.own);
+        let cgroup_reset = reset && cg.is_none_or(|c| c.peak_reset_failures == 0);
+        let bound = meta.map_or_else(
+            crate::model::peak::local_batching_bound_bytes,
+            super::phases::bound_of,
+        );
+        let ctx = SpanContext {
+            kernel: if launched {
+                Window::FromOpen
+            } else if reset {
+                Window::AfterOpen
+            } else {
+                Window::IfRises
+            },
+            cgroup: if own {
+                Window::FromOpen
+            } else if cgroup_reset {
+                Window::AfterOpen
+            } else {
+                Window::IfRises
+            },
+            // A launched command's ru_maxrss holds every process of its tree that ended.
+            exit_records: end.is_some_and(EndInfo::exit_records_complete) || rusage.is_some(),
+            cgroup_holds_tree: own || meta.is_some_and(Meta::cgroup_holds_tree),
+            cgroup_v1: meta.is_some_and(Meta::cgroup_v1)
+                || cg.is_some_and(|c| c.version == crate::probe::cgroup::CgroupVersion::V1),
+            bound_bytes: bound,
+            kernel_after_last_row: tail,
+            // Schema 1 recordings did not keep the last reading apart: their peak was taken
+            // over the recording when it rose in it.
+            cgroup_after_last_row: cg.and_then(|c| {
+                c.final_peak_bytes
+                    .or(c.peak_bytes.filter(|_| c.peak_during_recording))
+            }),
+        };
+        let mut facts = self.span.facts(&ctx);
+        let (open_hwm, after) = self.span.hwm();
+        let rows_hwm = open_hwm.max(after.unwrap_or(0));
+        // ru_maxrss above every VmHWM the rows read is a descendant's peak (one never seen at
+        // its peak, or at all): a process that left unseen, so the peak is the largest
+        // process's, not the command's.
+        if facts.kernel_peak_source == Some(PeakSource::RuMaxrss)
+            && facts.kernel_peak_rss_bytes.unwrap_or(0) > rows_hwm.saturating_add(bound)
+        {
+            facts.departed = facts.departed.max(1);
+        }
+        if self.merged {
+            facts.kernel_peak_rss_bytes = None;
+            facts.kernel_peak_source = None;
+            facts.cgroup_peak_bytes = None;
+        }
+        let window = if rows_hwm == 0 && tail.is_none() {
+            KernelPeakWindow::NotRecorded
+        } else if launched {
+            KernelPeakWindow::Launched
+        } else if reset {
+            KernelPeakWindow::ResetAtStart
+        } else if facts.kernel_peak_rss_bytes.is_some() {
+            KernelPeakWindow::RoseDuringRecording
+        } else {
+            KernelPeakWindow::BeforeRecording
+        };
+        SessionPeak {
+            lifetime: (window == KernelPeakWindow::BeforeRecording).then_some(rows_hwm),
+            facts,
+            window,
+        }
+    }
+
+    /// `pid 4121 (proverd)`: what the session watched.
+    fn target(&self) -> Option<String> {
+        self.meta
+            .as_ref()
+            .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm))
+    }
+}
+
+/// The facts of a recording from those of its sessions: its kernel (or cgroup) peak is known
+/// only when every session's is, and is then the largest.
+fn combine(sessions: &[SessionPeak]) -> PeakFacts {
+    let mut all = sessions.iter().map(|s| &s.facts);
+    let Some(first) = all.next() else {
+        return PeakFacts::default();
+    };
+    let mut f = *first;
+    for s in all {
+        f.sampled_peak_rss_bytes = f.sampled_peak_rss_bytes.max(s.sampled_peak_rss_bytes);
+        match (f.kernel_peak_rss_bytes, s.kernel_peak_rss_bytes) {
+            (Some(a), Some(b)) if b > a => {
+                f.kernel_peak_rss_bytes = Some(b);
+                f.kernel_peak_source = s.kernel_peak_source;
+            }
+            (Some(_), Some(_)) => {}
+            _ => {
+                f.kernel_peak_rss_bytes = None;
+                f.kernel_peak_source = None;
+            }
+        }
+        f.cgroup_peak_bytes = match (f.cgroup_peak_bytes, s.cgroup_peak_bytes) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        f.max_processes = f.max_processes.max(s.max_processes);
+        f.departed += s.departed;
+        f.exit_records_complete &= s.exit_records_complete;
+        f.cgroup_holds_tree &= s.cgroup_holds_tree;
+        f.cgroup_v1 |= s.cgroup_v1;
+        f.hwm_sum_bytes = f.hwm_sum_bytes.max(s.hwm_sum_bytes);
+        f.exact_within_bytes = f.exact_within_bytes.max(s.exact_within_bytes);
+        f.late_boundary |= s.late_boundary;
+    }
+    f
+}
+
+/// Accumulates a summary from a recording in order: each session's metadata (`session`), its
+/// rows (`push`), its end record (`session_end`); see `format::Sink`.
+pub struct SummaryBuilder {
+    samples: u64,
+    first_unix_ms: Option<u64>,
+    last_unix_ms: u64,
+    /// The sessions (each `start` event begins one) and the time recorded in them.
+    timeline: Timeline,
+    /// Every row of the recording, as one span (the sampled peak, PSS, held memory, GPU).
+    all: Option<SpanAcc>,
+    sessions: Vec<SessionAcc>,
+    merged_sessions: u64,
+    /// The metadata of the session whose first row is next.
+    next_meta: Option<Meta>,
+    max_top_rss: u64,
+    missed_done: u64,
+    missed_session: u64,
+    restarts: u64,
+    min_rss: u64,
+    hist: LogHistogram,
+    /// Locked, pinned and shared memory per row, for their share of the idle floor.
+    held_hist: [LogHistogram; 3],
+    phases: PhaseBuilder,
+    gpu: GpuTrack,
+}
+
+impl Default for SummaryBuilder {
+    fn default() -> Self {
+        SummaryBuilder {
+            samples: 0,
+            first_unix_ms: None,
+            last_unix_ms: 0,
+            timeline: Timeline::new(),
+            all: None,
+            sessions: Vec::new(),
+            merged_sessions: 0,
+            next_meta: None,
+            max_top_rss: 0,
+            missed_done: 0,
+            missed_session: 0,
+            restarts: 0,
+            min_rss: u64::MAX,
+            hist: LogHistogram::new(),
+            held_hist: [
+                LogHistogram::new(),
+                LogHistogram::new(),
+                LogHistogram::new(),
+            ],
+            phases: PhaseBuilder::new(),
+            gpu: GpuTrack::default(),
+        }
+    }
+}
+
+impl crate::format::Sink for SummaryBuilder {
+    fn session(&mut self, meta: &Meta) {
+        SummaryBuilder::session(self, meta)
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        self.push(s)
+    }
+
+    fn session_end(&mut self, end: &EndInfo) {
+        SummaryBuilder::session_end(self, end)
+    }
+}
+
 impl SummaryBuilder {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// For a recording made with `--phase-peaks` when no metadata is given to `finish`.
-    pub fn with_phase_peaks(mut self, on: bool) -> Self {
-        self.phase_peaks = on;
-        self
+    /// The metadata of the next session, before its first row.
+    pub fn session(&mut self, meta: &Meta) {
+        self.next_meta = Some(Meta {
+            earlier_sessions: Vec::new(),
+            ..meta.clone()
+        });
+        self.phases.session(meta);
+    }
+
+    /// The end record of the session the last rows belong to.
+    pub fn session_end(&mut self, end: &EndInfo) {
+        // An end with no row of its session after its metadata belongs to no session here.
+        if self.next_meta.is_some() {
+            return;
+        }
+        if let Some(s) = self.sessions.last_mut() {
+            s.end = Some(end.clone());
+        }
+        self.phases.session_end(end);
     }
 
     pub fn push(&mut self, s: &Sample) {
         self.phases.push(s);
         self.gpu.push(s);
-        if self.timeline.push(s).new_session {
-            self.missed_done += self.missed_session;
-            self.missed_session = 0;
+        let first = self.samples == 0;
+        if self.timeline.push(s).new_session || first {
+            if !first {
+                self.missed_done += self.missed_session;
+                self.missed_session = 0;
+            }
+            if self.sessions.len() < MAX_SESSIONS {
+                self.sessions.push(SessionAcc {
+                    meta: self.next_meta.take(),
+                    end: None,
+                    span: SpanAcc::open(s),
+                    merged: false,
+                });
+            } else {
+                self.next_meta = None;
+                self.merged_sessions += 1;
+                let last = self.sessions.last_mut().expect("sessions were kept");
+                last.merged = true;
+                last.span.add(s);
+            }
+        } else if let Some(last) = self.sessions.last_mut() {
+            last.span.add(s);
+        }
+        match self.all.as_mut() {
+            Some(a) => a.add(s),
+            None => self.all = Some(SpanAcc::open(s)),
         }
         if matches!(s.event, Some(Event::Restart(_))) {
             self.restarts += 1;
@@ -239,66 +358,140 @@ impl SummaryBuilder {
         self.first_unix_ms.get_or_insert(s.unix_ms);
         self.last_unix_ms = s.unix_ms;
         self.missed_session = self.missed_session.max(s.missed_ticks);
-        if self.peak.as_ref().is_none_or(|p| s.rss_bytes > p.rss_bytes) {
-            self.peak = Some(s.clone());
-            self.pss_at_peak = s.pss_bytes;
-        }
-        if self.samples == 1 {
-            self.first_elapsed_s = s.elapsed_s;
-        }
-        self.last_elapsed_s = s.elapsed_s;
-        self.max_processes = self.max_processes.max(s.processes);
-        self.pss.push(s);
         self.max_top_rss = self.max_top_rss.max(s.top_rss_bytes);
-        self.max_hwm = self.max_hwm.max(s.hwm_bytes);
-        if self.samples == 1 {
-            self.first_hwm = s.hwm_bytes;
-        } else {
-            self.max_hwm_later = Some(self.max_hwm_later.unwrap_or(0).max(s.hwm_bytes));
-        }
-        self.max_hwm_sum = self.max_hwm_sum.max(s.hwm_sum_bytes);
-        self.departed += s.departed as u64;
-        if s.processes > 1 || s.departed > 0 {
-            self.single_process = false;
-        }
-        self.rss_sum += s.rss_bytes as f64;
         self.min_rss = self.min_rss.min(s.rss_bytes);
         self.hist.add(s.rss_bytes);
+        for (h, v) in self
+            .held_hist
+            .iter_mut()
+            .zip([s.locked_bytes, s.pinned_bytes, s.shmem_bytes])
+        {
+            h.add(v);
+        }
     }
 
-    /// Finishes the summary. `meta` and `end` come from the recording when it has them.
-    pub fn finish(
+    /// The summary of what was pushed; `file`: the recording's name, `truncated_line`: an
+    /// incomplete last line that was skipped.
+    pub fn finish(&self, file: Option<String>, truncated_line: Option<u64>) -> Summary {
+        let peaks: Vec<SessionPeak> = self.sessions.iter().map(SessionAcc::peak).collect();
+        let facts = combine(&peaks);
+        let peak = facts.decide();
+        let last = self.sessions.last();
+        let meta = last.and_then(|s| s.meta.as_ref());
+        let end = last.and_then(|s| s.end.as_ref());
+        let all = self.all.as_ref();
+        let sampled_row = all.map(|a| a.sampled_peak_row()).unwrap_or_default();
+        let window = match peaks.first().map(|p| p.window) {
+            Some(w) if peaks.iter().all(|p| p.window == w) => w,
+            Some(_) => KernelPeakWindow::PerSession,
+            None => KernelPeakWindow::NotRecorded,
+        };
+        let lifetime = peaks.iter().filter_map(|p| p.lifetime).max();
+        let single_process = facts.max_processes <= 1 && facts.departed == 0;
+        let idle = self.hist.percentile(IDLE_PERCENTILE).unwrap_or(0);
+        let mut s = Summary {
+            file,
+            samples: self.samples,
+            duration_s: self.timeline.recorded_s(),
+            first_unix_ms: self.first_unix_ms.unwrap_or(0),
+            last_unix_ms: self.last_unix_ms,
+            peak,
+            facts,
+            sampled_peak_unix_ms: sampled_row.unix_ms,
+            sampled_peak_elapsed_s: sampled_row.elapsed_s,
+            sampled_peak_pid: sampled_row.pid,
+            sampled_peak_processes: sampled_row.processes,
+            kernel_peak_window: window,
+            kernel_peak_exact_until_s: self.exact_until(),
+            lifetime_peak_rss_bytes: lifetime,
+            rusage_maxrss_bytes: self
+                .sessions
+                .iter()
+                .filter_map(|s| s.end.as_ref()?.rusage_maxrss_bytes)
+                .max(),
+            cgroup: {
+                let ends: Vec<&CgroupEnd> = self
+                    .sessions
+                    .iter()
+                    .filter_map(SessionAcc::cgroup_end)
+                    .collect();
+                CgroupSummary::of(&ends, facts.cgroup_peak_bytes, facts.cgroup_holds_tree)
+            },
+            idle_rss_bytes: idle,
+            min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
+            mean_rss_bytes: all.map_or(0, |a| a.mean_rss().round() as u64),
+            held: all.map(|a| a.held()).unwrap_or_default(),
+            held_at_idle: HeldPeaks {
+                locked_bytes: self.held_hist[0].percentile(IDLE_PERCENTILE).unwrap_or(0),
+                pinned_bytes: self.held_hist[1].percentile(IDLE_PERCENTILE).unwrap_or(0),
+                shmem_bytes: self.held_hist[2].percentile(IDLE_PERCENTILE).unwrap_or(0),
+            },
+            pss: all.and_then(|a| a.pss().reads(facts.sampled_peak_rss_bytes)),
+            pss_at_peak_bytes: sampled_row.pss_bytes,
+            missed_ticks: self.missed_done + self.missed_session,
+            restarts: self.restarts,
+            interval: meta.map(|m| m.interval.clone()),
+            target: last.and_then(SessionAcc::target),
+            sessions: if self.sessions.len() > 1 {
+                self.sessions
+                    .iter()
+                    .zip(&peaks)
+                    .map(|(s, p)| SessionSummary {
+                        target: s.target(),
+                        started_unix_ms: s.span.start_unix_ms(),
+                        duration_s: s.span.last_elapsed_s() - s.span.start_elapsed_s(),
+                        samples: s.span.samples(),
+                        peak: p.facts.decide(),
+                        kernel_peak_window: p.window,
+                        ended: s.end.as_ref().map(describe_end),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            ended: end.map(describe_end).unwrap_or_else(|| {
+                "unknown (no end record: the recorder was killed or is still running)".into()
+            }),
+            end: end.cloned(),
+            gpu: self.gpu.finish(meta),
+            truncated_line,
+            warnings: Vec::new(),
+            spans: self.phases.finish(),
+        };
+        s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
+        s
+    }
+
+    /// What the reader must know besides the numbers.
+    fn warnings(
         &self,
-        file: Option<String>,
+        s: &Summary,
         meta: Option<&Meta>,
         end: Option<&EndInfo>,
+        single_process: bool,
         truncated_line: Option<u64>,
-    ) -> Summary {
-        let peak = self.peak.clone().unwrap_or_default();
-        let (window, kernel_peak, lifetime_peak) = self.kernel_peak(meta, end);
-        let bound = meta.and_then(|m| {
-            m.online_cpus
-                .map(|c| crate::model::peak::batching_bound_bytes(c, m.page_size_bytes))
-        });
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
         // The number to hold against the kernel's peak of one process: for a single process
         // its RSS; for a tree, the largest process's RSS.
-        let sampled_one = if self.single_process {
-            peak.rss_bytes
+        let sampled_one = if single_process {
+            s.facts.sampled_peak_rss_bytes
         } else {
             self.max_top_rss
         };
-        let mut warnings = Vec::new();
-        if let Some((kernel_peak, _)) = kernel_peak.filter(|&(k, _)| {
-            self.samples > 0 && (sampled_one as f64) < MISSED_PEAK_RATIO * k as f64
-        }) {
+        if let Some(k) = s
+            .facts
+            .kernel_peak_rss_bytes
+            .filter(|&k| self.samples > 0 && (sampled_one as f64) < MISSED_PEAK_RATIO * k as f64)
+        {
             warnings.push(format!(
                 "warning: the sampled peak ({}) is {:.0}% of the kernel's peak ({}): the interval missed the peak; trust the kernel's number or sample faster",
                 fmt_bytes(sampled_one),
-                100.0 * sampled_one as f64 / kernel_peak as f64,
-                fmt_bytes(kernel_peak)
+                100.0 * sampled_one as f64 / k as f64,
+                fmt_bytes(k)
             ));
         }
-        if meta.is_none() && window == KernelPeakWindow::BeforeRecording {
+        if meta.is_none() && s.kernel_peak_window == KernelPeakWindow::BeforeRecording {
             warnings.push(
                 "note: no metadata: whether memmon launched the target cannot be told, so a high-water mark that never rose above its first value is taken as set before the recording".into(),
             );
@@ -308,145 +501,45 @@ impl SummaryBuilder {
                 "note: line {line} is incomplete (the recorder was stopped while writing it) and was skipped"
             ));
         }
-        let missed = self.missed_done + self.missed_session;
-        if missed > 0 {
+        if s.missed_ticks > 0 {
             warnings.push(format!(
-                "note: {missed} ticks could not be taken on time (the machine or memmon was too busy for the interval)"
+                "note: {} tick{} could not be taken on time (the machine or memmon was too busy for the interval)",
+                s.missed_ticks,
+                if s.missed_ticks == 1 { "" } else { "s" }
             ));
         }
-        let duration_s = self.timeline.recorded_s();
-        let cgroup = end.and_then(|e| e.cgroup.as_ref()).map(CgroupSummary::of);
-        let exit_records = end.is_some_and(EndInfo::exit_records_complete);
-        // A launched command's ru_maxrss holds every process of its tree that ended (waited for
-        // in the tree, or reaped by memmon): the recording's kernel peak misses none of them.
-        let rusage = end.is_some_and(|e| e.rusage_maxrss_bytes.is_some());
-        let mut scope =
-            PeakScope::of_kernel_counter(self.max_processes, self.departed, exit_records || rusage);
-        // ru_maxrss above every VmHWM the rows read is a descendant's peak (one never seen at its
-        // peak, or at all): the largest process's, not the command's own.
-        let bound_now = bound.unwrap_or_else(crate::model::peak::local_batching_bound_bytes);
-        if scope == PeakScope::Process
-            && kernel_peak.is_some_and(|(k, src)| {
-                src == PeakSource::RuMaxrss && k > self.max_hwm.saturating_add(bound_now)
-            })
-        {
-            scope = PeakScope::LargestProcess;
+        if s.facts.kernel_peak_rss_bytes.is_some() && s.facts.kernel_scope().is_partial() {
+            warnings.push(self.exit_records_warning(s.facts.departed, end));
         }
-        if scope.is_partial() {
-            warnings.push(self.exit_records_warning(end));
+        if self.sessions.len() > 1 {
+            warnings.push(format!(
+                "note: {} sessions (--append): every number above covers all of them; the sessions are listed above",
+                self.sessions.len()
+            ));
         }
-        let recording_peak = match cgroup.as_ref().filter(|c| c.own) {
-            // memmon's own cgroup held the launched tree alone: its peak is the tree's.
-            Some(CgroupSummary {
-                peak_bytes: Some(p),
-                ..
-            }) => RecordingPeak {
-                bytes: *p,
-                source: PeakSource::Cgroup,
-                scope: PeakScope::Tree,
-            },
-            _ => {
-                let (bytes, source) =
-                    crate::model::peak::choose_peak(kernel_peak, peak.rss_bytes, bound_now);
-                RecordingPeak {
-                    bytes,
-                    source,
-                    scope: match source {
-                        PeakSource::Sampled if !self.single_process => PeakScope::Tree,
-                        PeakSource::Sampled => PeakScope::Process,
-                        _ => scope,
-                    },
-                }
-            }
-        };
+        if self.merged_sessions > 0 {
+            warnings.push(format!(
+                "note: {} sessions beyond the first {MAX_SESSIONS} were summed into the last one kept; its kernel peak is not known",
+                self.merged_sessions
+            ));
+        }
         let mem_total = meta.and_then(|m| m.mem_total_bytes);
-        if let Some(c) = &cgroup {
+        if let Some(c) = &s.cgroup {
             warnings.extend(c.warnings(mem_total));
-        } else if let Some(t) = mem_total.filter(|&t| near(recording_peak.bytes, t)) {
+        } else if let Some(t) = mem_total.filter(|&t| near(s.peak.bytes, t)) {
             warnings.push(format!(
                 "warning: the peak {} ({}) came within 10% of the machine's memory (MemTotal {})",
-                fmt_bytes(recording_peak.bytes),
-                recording_peak.source,
+                fmt_bytes(s.peak.bytes),
+                s.peak.source,
                 fmt_bytes(t)
             ));
         }
-        Summary {
-            file,
-            samples: self.samples,
-            duration_s,
-            first_unix_ms: self.first_unix_ms.unwrap_or(0),
-            last_unix_ms: self.last_unix_ms,
-            peak_rss_bytes: peak.rss_bytes,
-            peak_unix_ms: peak.unix_ms,
-            peak_elapsed_s: peak.elapsed_s,
-            peak_pid: peak.top_pid,
-            peak_processes: peak.processes,
-            kernel_peak_rss_bytes: kernel_peak.map(|(k, _)| k),
-            kernel_peak_source: kernel_peak.map(|(_, src)| src),
-            kernel_peak_scope: scope,
-            recording_peak,
-            cgroup,
-            kernel_peak_window: window,
-            kernel_peak_exact_within_bytes: bound,
-            kernel_peak_exact_until_s: self.exact_until(meta, end),
-            lifetime_peak_rss_bytes: lifetime_peak,
-            // Not a bound when processes left unrecorded: their marks after the last read
-            // are missing from the sum.
-            tree_hwm_sum_bytes: if self.single_process
-                || self.max_hwm_sum == 0
-                || scope.is_partial()
-            {
-                None
-            } else {
-                Some(self.max_hwm_sum)
-            },
-            rusage_maxrss_bytes: end.and_then(|e| e.rusage_maxrss_bytes),
-            idle_rss_bytes: self.hist.percentile(IDLE_PERCENTILE).unwrap_or(0),
-            min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
-            mean_rss_bytes: if self.samples > 0 {
-                (self.rss_sum / self.samples as f64).round() as u64
-            } else {
-                0
-            },
-            peak_pss_bytes: self
-                .pss
-                .reads(self.first_elapsed_s, self.last_elapsed_s)
-                .filter(|r| r.is_peak)
-                .map(|r| r.largest_bytes),
-            pss: self.pss.reads(self.first_elapsed_s, self.last_elapsed_s),
-            pss_at_peak_bytes: self.pss_at_peak,
-            max_processes: self.max_processes,
-            departed: self.departed,
-            missed_ticks: missed,
-            restarts: self.restarts,
-            interval: meta.map(|m| m.interval.clone()),
-            target: meta
-                .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm)),
-            ended: end.map(describe_end).unwrap_or_else(|| {
-                "unknown (no end record: the recorder was killed or is still running)".into()
-            }),
-            end: end.cloned(),
-            gpu: self.gpu.finish(meta),
-            truncated_line,
-            warnings,
-            spans: self.phases.finish(
-                meta.map_or(self.phase_peaks, |m| m.phase_peaks)
-                    && end.is_none_or(|e| e.peak_reset_failures == 0),
-                bound_now,
-                SpanEnd {
-                    exit_records,
-                    exit_peak_after_last_sample: end
-                        .and_then(|e| e.exit_peak_after_last_sample_bytes),
-                },
-            ),
-        }
+        warnings
     }
-}
 
-impl SummaryBuilder {
     /// What the kernel peak lacks when its scope is `largest-process-seen` (processes left the
     /// tree and not every exit record was read): a warning saying why, with how to get them all.
-    fn exit_records_warning(&self, end: Option<&EndInfo>) -> String {
+    fn exit_records_warning(&self, departed: u64, end: Option<&EndInfo>) -> String {
         let how = "memmon reads them as root or with CAP_NET_ADMIN; a cgroup of the tree's own (record -- COMMAND as root, or --cgroup) gives the tree's exact peak, each page once";
         let lost = end.map_or(0, |e| e.exit_records_lost);
         let why = match end.and_then(|e| e.exit_records.as_deref()) {
@@ -458,71 +551,22 @@ impl SummaryBuilder {
             None => "whether exit records were read is not known (no end record)".into(),
         };
         format!(
-            "warning: {} process{} left the tree during the recording and {why}: the kernel peak is the largest VmHWM its samples saw, so a process that peaked after its last sample, or a child born and gone between two samples, may be missing from it ({how})",
-            self.departed,
-            if self.departed == 1 { "" } else { "es" }
+            "warning: {departed} process{} left the tree during the recording and {why}: the kernel peak is the largest VmHWM its samples saw, so a process that peaked after its last sample, or a child born and gone between two samples, may be missing from it ({how})",
+            if departed == 1 { "" } else { "es" }
         )
     }
 
     /// For an attached target that exited and whose exit record was not read: the seconds
     /// between the last sample and the exit (the end record's time, taken as memmon saw it go).
-    fn exact_until(&self, meta: Option<&Meta>, end: Option<&EndInfo>) -> Option<f64> {
-        let (meta, end) = (meta?, end?);
+    fn exact_until(&self) -> Option<f64> {
+        let last = self.sessions.last()?;
+        let (meta, end) = (last.meta.as_ref()?, last.end.as_ref()?);
         let attached = meta.target.mode != "command" && end.rusage_maxrss_bytes.is_none();
         (attached
-            && end.reason == crate::format::meta::EndReason::TargetExited
+            && end.reason == EndReason::TargetExited
             && !end.target_exit_read
             && self.samples > 0)
-            .then(|| end.ended_unix_ms.saturating_sub(self.last_unix_ms) as f64 / 1000.0)
-    }
-
-    /// The recording's kernel peak (with its source), why it counts, and — when the mark was
-    /// set before the recording — the process's lifetime peak, reported apart.
-    #[allow(clippy::type_complexity)]
-    fn kernel_peak(
-        &self,
-        meta: Option<&Meta>,
-        end: Option<&EndInfo>,
-    ) -> (KernelPeakWindow, Option<(u64, PeakSource)>, Option<u64>) {
-        let rusage = end.and_then(|e| e.rusage_maxrss_bytes).unwrap_or(0);
-        // A peak the kernel's exit records gave (a process that rose after its last sample).
-        let exit = end.and_then(|e| e.exit_peak_bytes).unwrap_or(0);
-        let max_hwm = self.max_hwm.max(exit);
-        let max_hwm_later = match self.max_hwm_later {
-            Some(l) => Some(l.max(exit)),
-            None if exit > 0 => Some(exit),
-            None => None,
-        };
-        let launched = meta.is_some_and(|m| m.target.mode == "command") || rusage > 0;
-        let reset = meta.is_some_and(|m| m.peak_reset_at_start)
-            && end.is_none_or(|e| e.peak_reset_failures == 0);
-        let with_source = |hwm: u64| {
-            if rusage >= hwm {
-                (rusage, PeakSource::RuMaxrss)
-            } else {
-                (hwm, PeakSource::Vmhwm)
-            }
-        };
-        if max_hwm == 0 && rusage == 0 {
-            return (KernelPeakWindow::NotRecorded, None, None);
-        }
-        if launched {
-            return (KernelPeakWindow::Launched, Some(with_source(max_hwm)), None);
-        }
-        match max_hwm_later {
-            // Reset right after the first sample: the later rows hold the recording's marks.
-            Some(later) if reset && later > 0 => (
-                KernelPeakWindow::ResetAtStart,
-                Some((later, PeakSource::Vmhwm)),
-                None,
-            ),
-            Some(later) if later > self.first_hwm => (
-                KernelPeakWindow::RoseDuringRecording,
-                Some((later, PeakSource::Vmhwm)),
-                None,
-            ),
-            _ => (KernelPeakWindow::BeforeRecording, None, Some(max_hwm)),
-        }
+            .then(|| end.ended_unix_ms.saturating_sub(last.span.last_unix_ms()) as f64 / 1000.0)
     }
 }
 
@@ -531,12 +575,17 @@ fn near(v: u64, limit: u64) -> bool {
     limit > 0 && v as f64 >= 0.9 * limit as f64
 }
 
-/// A peak with where it comes from and what it is the peak of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct RecordingPeak {
-    pub bytes: u64,
-    pub source: PeakSource,
-    pub scope: PeakScope,
+/// One session of an `--append`ed recording.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummary {
+    /// `pid 4121 (proverd)`, when the session's metadata is known.
+    pub target: Option<String>,
+    pub started_unix_ms: u64,
+    pub duration_s: f64,
+    pub samples: u64,
+    pub peak: Peak,
+    pub kernel_peak_window: KernelPeakWindow,
+    pub ended: Option<String>,
 }
 
 /// What the summary says of a recording's memory cgroup. Sizes in bytes.
@@ -549,8 +598,8 @@ pub struct CgroupSummary {
     /// The cgroup's peak (each page once, page cache included), when reached during the
     /// recording; `None` when the kernel has no peak file or the peak predates the recording.
     pub peak_bytes: Option<u64>,
-    pub peak_source: PeakSource,
-    pub peak_scope: PeakScope,
+    /// It held the target's tree alone: its peak is the tree's (the headline).
+    pub holds_tree: bool,
     /// The peak file's value when it was set before the recording began (a cgroup memmon did
     /// not make whose peak never rose): the cgroup's lifetime peak, not this recording's.
     pub lifetime_peak_bytes: Option<u64>,
@@ -568,25 +617,42 @@ pub struct CgroupSummary {
 }
 
 impl CgroupSummary {
-    fn of(c: &crate::format::meta::CgroupEnd) -> CgroupSummary {
-        CgroupSummary {
+    /// From the sessions' end records (the last one's cgroup, OOM kills of all) and the
+    /// recording's cgroup peak as decided (`peak`: `None` when some session's is not known).
+    fn of(
+        ends: &[&crate::format::meta::CgroupEnd],
+        peak: Option<u64>,
+        holds_tree: bool,
+    ) -> Option<CgroupSummary> {
+        let c = *ends.last()?;
+        let largest = ends
+            .iter()
+            .max_by_key(|e| e.largest_current_bytes)
+            .copied()
+            .unwrap_or(c);
+        let oom_kills = ends.iter().map(|e| e.events_during.oom_kill).sum();
+        Some(CgroupSummary {
             path: c.path.clone(),
             version: c.version,
             own: c.own,
-            peak_bytes: c.peak_bytes.filter(|_| c.peak_during_recording),
-            peak_source: PeakSource::Cgroup,
-            peak_scope: PeakScope::Tree,
-            lifetime_peak_bytes: c.peak_bytes.filter(|_| !c.peak_during_recording),
+            peak_bytes: peak,
+            holds_tree,
+            lifetime_peak_bytes: c
+                .peak_bytes
+                .filter(|_| peak.is_none() && !c.peak_during_recording),
             peak_counter: c.peak_counter.clone(),
-            largest_current_bytes: c.largest_current_bytes,
-            anon_at_largest_bytes: c.anon_at_largest_bytes,
-            file_at_largest_bytes: c.file_at_largest_bytes,
+            largest_current_bytes: largest.largest_current_bytes,
+            anon_at_largest_bytes: largest.anon_at_largest_bytes,
+            file_at_largest_bytes: largest.file_at_largest_bytes,
             limit_bytes: c.limit_bytes,
-            oom_kills: c.events_during.oom_kill,
+            oom_kills,
             events_during: c.events_during,
-            moved_out: c.moved_out.clone(),
-            error: c.error.clone(),
-        }
+            moved_out: ends
+                .iter()
+                .flat_map(|e| e.moved_out.iter().copied())
+                .collect(),
+            error: ends.iter().find_map(|e| e.error.clone()),
+        })
     }
 
     /// The largest number known of the cgroup: its peak, else its largest sampled usage.
@@ -599,9 +665,10 @@ impl CgroupSummary {
         let top = self.top_bytes();
         if let Some(l) = self.limit_bytes.filter(|&l| near(top, l)) {
             w.push(format!(
-                "warning: the cgroup's peak {} came within 10% of its limit {} (memory.max): {} left; past it the kernel reclaims, then OOM-kills",
+                "warning: the cgroup's peak {} came within 10% of its limit {} ({}): {} left; past it the kernel reclaims, then OOM-kills",
                 fmt_bytes(top),
                 fmt_bytes(l),
+                self.limit_file(),
                 fmt_bytes(l.saturating_sub(top))
             ));
         }
@@ -614,10 +681,14 @@ impl CgroupSummary {
         }
         if self.oom_kills > 0 {
             w.push(format!(
-                "warning: {} OOM kill{} in the cgroup {} during the recording (memory.events oom_kill)",
+                "warning: {} OOM kill{} in the cgroup {} during the recording ({})",
                 self.oom_kills,
                 if self.oom_kills == 1 { "" } else { "s" },
-                self.path
+                self.path,
+                match self.version {
+                    crate::probe::cgroup::CgroupVersion::V1 => "memory.oom_control oom_kill",
+                    crate::probe::cgroup::CgroupVersion::V2 => "memory.events oom_kill",
+                }
             ));
         }
         if !self.moved_out.is_empty() {
@@ -632,20 +703,30 @@ impl CgroupSummary {
         w
     }
 
-    fn render(&self, o: &mut String) {
+    /// The file of the limit: `memory.max`, v1 `memory.limit_in_bytes`.
+    fn limit_file(&self) -> &'static str {
+        match self.version {
+            crate::probe::cgroup::CgroupVersion::V1 => "memory.limit_in_bytes",
+            crate::probe::cgroup::CgroupVersion::V2 => "memory.max",
+        }
+    }
+
+    /// `headline`: the recording's peak is this cgroup's (its line says it all already).
+    fn render(&self, o: &mut String, headline: bool) {
         let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
-        let whose = if self.own {
-            "of the tree, in memmon's own cgroup since the launch"
-        } else {
-            "of the cgroup"
-        };
         match (self.peak_bytes, self.lifetime_peak_bytes) {
+            (Some(_), _) if headline => {}
             (Some(p), _) => {
                 let _ = writeln!(
                     o,
-                    "  cgroup peak   {} (exact, {} {whose}: a cgroup counts each page once; page cache included)",
+                    "  cgroup peak   {} (exact, {} of the cgroup: each page once, page cache included; {})",
                     b(p),
-                    self.peak_counter
+                    self.peak_counter,
+                    if self.holds_tree {
+                        "the tree's"
+                    } else {
+                        "it may hold processes outside the tree, so it is not the tree's peak"
+                    }
                 );
             }
             (None, Some(l)) => {
@@ -659,7 +740,7 @@ impl CgroupSummary {
             (None, None) => {
                 let _ = writeln!(
                     o,
-                    "  cgroup peak   no peak file ({} needs Linux 5.19); largest sampled usage below",
+                    "  cgroup peak   unknown: {} was not read over the whole recording (no peak file before Linux 5.19, or a session without it); largest sampled usage below",
                     self.peak_counter
                 );
             }
@@ -678,9 +759,14 @@ impl CgroupSummary {
         );
         let _ = writeln!(
             o,
-            "  cgroup        {} ({}), limit {}, {} OOM kill{} during the recording",
+            "  cgroup        {} ({}{}), limit {}, {} OOM kill{} during the recording",
             self.path,
             self.version.name(),
+            if self.own {
+                ", memmon's own for the command"
+            } else {
+                ""
+            },
             self.limit_bytes.map_or("none".into(), b),
             self.oom_kills,
             if self.oom_kills == 1 { "" } else { "s" }
@@ -722,58 +808,52 @@ pub struct Summary {
     pub duration_s: f64,
     pub first_unix_ms: u64,
     pub last_unix_ms: u64,
-    /// The largest sampled RSS of the tree, when and where.
-    pub peak_rss_bytes: u64,
-    pub peak_unix_ms: u64,
-    pub peak_elapsed_s: f64,
-    pub peak_pid: i32,
-    pub peak_processes: u32,
-    /// The kernel's peak reached during the recording: VmHWM (or ru_maxrss of a launched
-    /// command, `kernel_peak_source`). For a single process it is that process's peak; for a
-    /// tree, its largest process's. `None` when the kernel cannot tell (`kernel_peak_window`).
-    pub kernel_peak_rss_bytes: Option<u64>,
-    pub kernel_peak_source: Option<PeakSource>,
-    pub kernel_peak_scope: PeakScope,
+    /// The recording's peak, decided once (`model::peak::PeakFacts::decide`) from `facts`: the
+    /// number every budget, comparison and table takes.
+    pub peak: Peak,
+    /// What the kernel and the samples say of the whole recording (all its sessions).
+    #[serde(flatten)]
+    pub facts: PeakFacts,
+    /// When the largest sampled RSS (`sampled_peak_rss_bytes`) was, its largest process, and
+    /// how many processes the tree had then.
+    pub sampled_peak_unix_ms: u64,
+    pub sampled_peak_elapsed_s: f64,
+    pub sampled_peak_pid: i32,
+    pub sampled_peak_processes: u32,
+    /// Why the kernel's peak counts for the recording (launched, reset at the start, risen),
+    /// or why it does not (set before the recording began).
     pub kernel_peak_window: KernelPeakWindow,
-    /// How far the kernel's batched counters may be off (`crate::model::peak::batching_bound_bytes`),
-    /// when the recording says how many CPUs the machine had.
-    pub kernel_peak_exact_within_bytes: Option<u64>,
     /// An attached target that exited without its exit record read (no taskstats): its kernel
     /// peak is exact up to the last sample only, and this is how many seconds before the exit
     /// that sample was (a rise in between is not seen). `None` when the peak holds to the end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_peak_exact_until_s: Option<f64>,
-    /// The recording's peak as budgets (`--max-peak`) check it: the peak of memmon's own
-    /// cgroup for a launched tree, else the kernel's peak unless the sampled one exceeds it.
-    pub recording_peak: RecordingPeak,
-    /// The memory cgroup recorded (`--cgroup`, or memmon's own for a launched command).
-    pub cgroup: Option<CgroupSummary>,
     /// The high-water mark of an attached process that was set before the recording began: its
     /// lifetime peak, not the recording's (never compared, never warned about).
     pub lifetime_peak_rss_bytes: Option<u64>,
-    /// For a tree: the largest sum of the members' VmHWM — an upper bound of the tree's peak.
-    pub tree_hwm_sum_bytes: Option<u64>,
     pub rusage_maxrss_bytes: Option<u64>,
+    /// The memory cgroup recorded (`--cgroup`, or memmon's own for a launched command).
+    pub cgroup: Option<CgroupSummary>,
     /// The 10th percentile of sampled RSS: 90% of samples were at or above it.
     pub idle_rss_bytes: u64,
     pub min_rss_bytes: u64,
     pub mean_rss_bytes: u64,
-    /// The largest PSS sum of the tree read, only when the reads make it a peak (at least two,
-    /// the last in the second half of the recording; see [`PssReads`]).
-    pub peak_pss_bytes: Option<u64>,
-    /// What was read of PSS (`--pss`), peak or not.
+    /// The largest locked (VmLck), pinned (VmPin) and shared (RssShmem) memory sampled...
+    #[serde(flatten)]
+    pub held: HeldPeaks,
+    /// ...and each at idle (its 10th percentile, as the idle floor is RSS's).
+    pub held_at_idle: HeldPeaks,
+    /// What was read of PSS (`--pss`): peak only when a read came at the RSS peak.
     pub pss: Option<PssReads>,
     /// PSS sum of the tree on the row of the sampled RSS peak, when it was read there.
     pub pss_at_peak_bytes: Option<u64>,
-    /// The most processes the tree had at one tick (above 1, RSS sums count shared pages once
-    /// per process that maps them).
-    pub max_processes: u32,
-    /// Processes that left the tree during the recording (the `departed` column's sum).
-    pub departed: u64,
     pub missed_ticks: u64,
     pub restarts: u64,
     pub interval: Option<String>,
+    /// What the last session watched (`sessions` lists each of an `--append`ed recording).
     pub target: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<SessionSummary>,
     pub ended: String,
     pub end: Option<EndInfo>,
     /// GPU memory, when the recording has it (`record --gpu`, or NVML loaded).
@@ -781,22 +861,27 @@ pub struct Summary {
     pub gpu: Option<crate::analysis::gpu::GpuPeak>,
     pub truncated_line: Option<u64>,
     pub warnings: Vec<String>,
-    /// `phases` and `runs` (analysis/phases.rs).
+    /// `phases`, `runs` and `by_label` (analysis/phases.rs).
     #[serde(flatten)]
     pub spans: Phases,
 }
 
 impl Summary {
+    /// The peak PSS, when reads came at the RSS peak.
+    pub fn peak_pss_bytes(&self) -> Option<u64> {
+        self.pss.filter(|r| r.is_peak).map(|r| r.largest_bytes)
+    }
+
     /// For a peak of several processes: `, 9 processes: RSS sum over 9 processes, shared pages
     /// counted in each; PSS sum 300 MiB at that tick (each page once)`.
     fn tree_words(&self) -> String {
-        if self.peak_processes <= 1 {
+        if self.sampled_peak_processes <= 1 {
             return String::new();
         }
         let mut w = format!(
             ", {} processes: {}",
-            self.peak_processes,
-            rss_sum_words(self.peak_processes)
+            self.sampled_peak_processes,
+            rss_sum_words(self.sampled_peak_processes)
         );
         match (self.pss_at_peak_bytes, &self.pss) {
             (Some(p), _) => {
@@ -847,15 +932,10 @@ impl Summary {
         }
     }
 
-    /// The summary of a recording named `file`, from the builder that saw its samples and what
-    /// reading it found besides them (`info`).
+    /// The summary of a recording named `file`, from the builder that saw it (its sessions'
+    /// metadata and ends, streamed by the reader) and what reading it found besides (`info`).
     pub fn of_read(b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {
-        let mut sum = b.finish(
-            Some(file),
-            info.meta.as_ref(),
-            info.end.as_ref(),
-            info.truncated_line,
-        );
+        let mut sum = b.finish(Some(file), info.truncated_line);
         // A file another tool wrote: say how it was read and what it lacks.
         if let Some(source) = &info.source {
             sum.ended = format!("not recorded in {source}");
@@ -865,60 +945,202 @@ impl Summary {
         sum
     }
 
-    /// The kernel peak's lines: the recording's own, or why there is none.
+    /// How exact the kernel's per-process peak is, in words, with its window.
+    fn kernel_exactness(&self) -> String {
+        if self.facts.kernel_scope().is_partial() {
+            return "a lower bound (see the warning below)".into();
+        }
+        match self.kernel_peak_exact_until_s {
+            Some(gap) => {
+                let why = self
+                    .end
+                    .as_ref()
+                    .and_then(|e| e.exit_records.as_deref())
+                    .unwrap_or("not read");
+                format!(
+                    "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {why})",
+                    fmt_seconds(gap)
+                )
+            }
+            None => exact_within(Some(self.facts.exact_within_bytes)),
+        }
+    }
+
+    /// The headline: the recording's peak, what it is, and for a tree its bounds.
+    fn render_peak(&self, o: &mut String) {
+        let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let p = &self.peak;
+        let how = match p.source {
+            PeakSource::Sampled => {
+                let why = match self.kernel_peak_window {
+                    KernelPeakWindow::BeforeRecording => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise; record with --reset-peak for an exact peak from the start",
+                    KernelPeakWindow::NotRecorded => "no kernel high-water mark in this recording",
+                    _ => "the kernel's peak does not cover every session",
+                };
+                format!(
+                    "sampled RSS {}, a lower bound: a spike between two samples is missed ({why})",
+                    p.scope
+                )
+            }
+            PeakSource::Cgroup => format!(
+                "cgroup {} {}, exact: each page once, page cache included ({})",
+                p.counter,
+                p.scope,
+                self.kernel_peak_window_words(true)
+            ),
+            _ => format!(
+                "{} {}, {} ({})",
+                p.source,
+                p.scope,
+                self.kernel_exactness(),
+                self.kernel_peak_window_words(false)
+            ),
+        };
+        let _ = writeln!(o, "  peak          {}{}: {how}", p.at_least(), b(p.bytes));
+        if let Some(bounds) = p.tree_bounds() {
+            let _ = writeln!(
+                o,
+                "  tree peak     {bounds} (at least the {}, at most the sum of the processes' VmHWM{}; give the tree a cgroup of its own for its exact peak)",
+                if p.tree_low_bytes == Some(self.facts.sampled_peak_rss_bytes) {
+                    "RSS sum sampled at one tick"
+                } else {
+                    "largest process's peak, above the RSS sum sampled at one tick"
+                },
+                if p.tree_high_bytes.is_none() {
+                    ": unknown, processes left with no exit record read"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+
+    /// `since the launch of the command`, `reached during the recording`.
+    fn kernel_peak_window_words(&self, cgroup: bool) -> String {
+        if cgroup {
+            return match &self.cgroup {
+                Some(c) if c.own => {
+                    "memmon's own cgroup, holding the tree alone since the launch".into()
+                }
+                _ => "the cgroup holds the tree alone".into(),
+            };
+        }
+        self.kernel_peak_window.to_string()
+    }
+
+    /// The kernel's per-process peak when it is not the headline (a cgroup's is), or why the
+    /// kernel tells none.
     fn render_kernel_peak(&self, o: &mut String) {
         let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
-        let mut exact = exact_within(self.kernel_peak_exact_within_bytes);
-        let until = self.kernel_peak_exact_until_s.map(|gap| {
-            let why = self
-                .end
-                .as_ref()
-                .and_then(|e| e.exit_records.as_deref())
-                .unwrap_or("not read");
-            format!(
-                "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {why})",
-                fmt_seconds(gap)
-            )
-        });
-        if let Some(u) = &until {
-            exact = u.clone();
-        }
-        let at_least = if self.kernel_peak_scope.is_partial() {
-            exact = "a lower bound (see the warning below)".into();
-            "≥ "
-        } else {
-            ""
-        };
-        match (self.kernel_peak_rss_bytes, self.kernel_peak_source) {
+        match (
+            self.facts.kernel_peak_rss_bytes,
+            self.facts.kernel_peak_source,
+        ) {
+            (Some(_), _) if self.peak.source != PeakSource::Cgroup => {}
             (Some(k), Some(source)) => {
+                let scope = self.facts.kernel_scope();
                 let _ = writeln!(
                     o,
-                    "  kernel peak   {at_least}{} ({exact}, {source} {}, {})",
+                    "  kernel peak   {}{} ({}, {source} {scope}, {})",
+                    if scope.is_partial() { "≥ " } else { "" },
                     b(k),
-                    self.kernel_peak_scope,
+                    self.kernel_exactness(),
                     self.kernel_peak_window
                 );
             }
             _ if self.kernel_peak_window == KernelPeakWindow::BeforeRecording => {
-                let _ = writeln!(
-                    o,
-                    "  kernel peak   unknown for this recording: the high-water mark (VmHWM) was set before it began and did not rise; record with --reset-peak for an exact peak from the start"
-                );
                 if let Some(l) = self.lifetime_peak_rss_bytes {
                     let _ = writeln!(
                         o,
                         "  lifetime peak {} (kernel VmHWM {}, since it started, before this recording: not this recording's peak)",
                         b(l),
-                        self.kernel_peak_scope
+                        self.facts.kernel_scope()
                     );
                 }
-                if let Some(u) = &until {
-                    let _ = writeln!(o, "  at exit       {u}");
+                if let Some(gap) = self.kernel_peak_exact_until_s {
+                    let _ = writeln!(
+                        o,
+                        "  at exit       the last sample was {} before the target exited; a rise after it is not seen",
+                        fmt_seconds(gap)
+                    );
                 }
             }
-            _ => {
-                let _ = writeln!(o, "  kernel peak   not in this recording (no VmHWM: a spike between samples would be missed)");
+            _ => {}
+        }
+    }
+
+    /// `512.0 MiB of the 642.0 MiB idle floor is locked (VmLck)`: how much of the floor is
+    /// memory the kernel will not reclaim or a driver holds, and shared memory.
+    fn render_held(&self, o: &mut String) {
+        if self.held.is_empty() {
+            return;
+        }
+        let idle = self.idle_rss_bytes;
+        let mut parts = Vec::new();
+        for (what, counter, peak, at_idle) in [
+            (
+                "locked",
+                "VmLck",
+                self.held.locked_bytes,
+                self.held_at_idle.locked_bytes,
+            ),
+            (
+                "pinned",
+                "VmPin",
+                self.held.pinned_bytes,
+                self.held_at_idle.pinned_bytes,
+            ),
+            (
+                "shared",
+                "RssShmem",
+                self.held.shmem_bytes,
+                self.held_at_idle.shmem_bytes,
+            ),
+        ] {
+            if peak == 0 {
+                continue;
             }
+            parts.push(format!(
+                "{what} ({counter}) peak {}, at idle {} of the {} floor",
+                fmt_bytes(peak),
+                fmt_bytes(at_idle),
+                fmt_bytes(idle)
+            ));
+        }
+        let _ = writeln!(o, "  held memory   {}", parts.join("; "));
+    }
+
+    fn render_sessions(&self, o: &mut String) {
+        if self.sessions.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            o,
+            "  sessions      {} (--append), each with its own clock:",
+            self.sessions.len()
+        );
+        for (i, s) in self.sessions.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "                {}. {} from {}, {}, {} samples, peak {} ({}){}",
+                i + 1,
+                s.target
+                    .as_deref()
+                    .unwrap_or("target unknown (no metadata)"),
+                if s.started_unix_ms > 0 {
+                    fmt_unix_ms(s.started_unix_ms)
+                } else {
+                    "?".into()
+                },
+                fmt_seconds(s.duration_s),
+                s.samples,
+                s.peak.cell(),
+                s.peak.counter,
+                s.ended
+                    .as_deref()
+                    .map(|e| format!("; {e}"))
+                    .unwrap_or_default()
+            );
         }
     }
 
@@ -929,8 +1151,12 @@ impl Summary {
         if let Some(f) = &self.file {
             let _ = writeln!(o, "{f}");
         }
-        if let Some(t) = &self.target {
-            let _ = writeln!(o, "  target        {t}");
+        if self.sessions.is_empty() {
+            if let Some(t) = &self.target {
+                let _ = writeln!(o, "  target        {t}");
+            }
+        } else {
+            self.render_sessions(&mut o);
         }
         if self.samples == 0 {
             let _ = writeln!(o, "  no samples");
@@ -939,22 +1165,23 @@ impl Summary {
             }
             return o;
         }
+        self.render_peak(&mut o);
         // Imported files may lack a clock (unix_ms 0) or a PID (0): print only what is known.
         let _ = writeln!(
             o,
             "  sampled peak  {} at {}{}{}",
-            b(self.peak_rss_bytes),
-            if self.peak_unix_ms > 0 {
+            b(self.facts.sampled_peak_rss_bytes),
+            if self.sampled_peak_unix_ms > 0 {
                 format!(
                     "{} (+{})",
-                    fmt_unix_ms(self.peak_unix_ms),
-                    fmt_seconds(self.peak_elapsed_s)
+                    fmt_unix_ms(self.sampled_peak_unix_ms),
+                    fmt_seconds(self.sampled_peak_elapsed_s)
                 )
             } else {
-                format!("+{} (elapsed)", fmt_seconds(self.peak_elapsed_s))
+                format!("+{} (elapsed)", fmt_seconds(self.sampled_peak_elapsed_s))
             },
-            if self.peak_pid > 0 {
-                format!(", PID {}", self.peak_pid)
+            if self.sampled_peak_pid > 0 {
+                format!(", PID {}", self.sampled_peak_pid)
             } else {
                 String::new()
             },
@@ -962,21 +1189,14 @@ impl Summary {
         );
         self.render_kernel_peak(&mut o);
         if let Some(c) = &self.cgroup {
-            c.render(&mut o);
-        }
-        if let Some(sum) = self.tree_hwm_sum_bytes {
-            let _ = writeln!(
-                o,
-                "  tree bound    {} (sum of the processes' VmHWM: an upper bound of the tree's peak, not exact)",
-                b(sum)
-            );
+            c.render(&mut o, self.peak.source == PeakSource::Cgroup);
         }
         if let Some(r) = &self.pss {
             let what = "sum of PSS: shared pages divided among the processes that map them";
             if r.is_peak {
                 let _ = writeln!(
                     o,
-                    "  peak PSS      {} at +{} ({what}; largest of {} reads, +{} to +{})",
+                    "  peak PSS      {} at +{} ({what}; largest of {} reads, +{} to +{}, one at the RSS peak)",
                     b(r.largest_bytes),
                     fmt_seconds(r.largest_elapsed_s),
                     r.reads,
@@ -986,7 +1206,7 @@ impl Summary {
             } else {
                 let _ = writeln!(
                     o,
-                    "  PSS           {} ({}; {what})",
+                    "  PSS at idle   {} ({}; {what}; not a peak)",
                     b(r.largest_bytes),
                     r.reads_note()
                 );
@@ -1008,10 +1228,10 @@ impl Summary {
         if let Some(g) = &self.gpu {
             o.push_str(&g.render());
         }
-        let sum_note = if self.max_processes > 1 {
+        let sum_note = if self.facts.max_processes > 1 {
             format!(
                 ", RSS sum over up to {} processes, shared pages counted in each",
-                self.max_processes
+                self.facts.max_processes
             )
         } else {
             String::new()
@@ -1021,6 +1241,7 @@ impl Summary {
             "  idle floor    {} (10th percentile of sampled RSS{sum_note})",
             b(self.idle_rss_bytes)
         );
+        self.render_held(&mut o);
         if sum_note.is_empty() {
             let _ = writeln!(o, "  mean RSS      {}", b(self.mean_rss_bytes));
         } else {
@@ -1034,7 +1255,7 @@ impl Summary {
         self.render_processes(&mut o);
         let _ = writeln!(
             o,
-            "  duration      {}{}, {} samples{}, {} missed ticks, {} restarts",
+            "  duration      {}{}, {} sample{}{}, {} missed tick{}, {} restart{}",
             fmt_seconds(self.duration_s),
             if self.first_unix_ms > 0 {
                 format!(" from {}", fmt_unix_ms(self.first_unix_ms))
@@ -1042,12 +1263,15 @@ impl Summary {
                 String::new()
             },
             self.samples,
+            if self.samples == 1 { "" } else { "s" },
             self.interval
                 .as_ref()
                 .map(|i| format!(" every {i}"))
                 .unwrap_or_default(),
             self.missed_ticks,
-            self.restarts
+            if self.missed_ticks == 1 { "" } else { "s" },
+            self.restarts,
+            if self.restarts == 1 { "" } else { "s" }
         );
         let _ = writeln!(o, "  ended         {}", self.ended);
         let _ = writeln!(
@@ -1120,6 +1344,9 @@ impl LogHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::peak::PeakScope;
+
+    const MIB: u64 = 1 << 20;
 
     fn s(elapsed: f64, rss: u64, hwm: u64) -> Sample {
         Sample {
@@ -1135,16 +1362,40 @@ mod tests {
         }
     }
 
-    #[test]
-    fn peak_is_the_largest_sample_with_its_time() {
-        let mut b = SummaryBuilder::new();
-        for (t, rss) in [(0.0, 10), (1.0, 50), (2.0, 30), (3.0, 10)] {
-            b.push(&s(t, rss << 20, 50 << 20));
+    fn meta(mode: &str, reset: bool) -> Meta {
+        Meta {
+            peak_reset_at_start: reset,
+            ..Meta::example(mode)
         }
-        let sum = b.finish(None, Some(&meta("command", false)), None, None);
-        assert_eq!(sum.peak_rss_bytes, 50 << 20);
-        assert_eq!(sum.peak_elapsed_s, 1.0);
+    }
+
+    /// The summary of `rows`, one session described by `meta` and ended by `end`.
+    fn summarize(rows: &[Sample], meta: Option<&Meta>, end: Option<&EndInfo>) -> Summary {
+        let mut b = SummaryBuilder::new();
+        if let Some(m) = meta {
+            b.session(m);
+        }
+        rows.iter().for_each(|r| b.push(r));
+        if let Some(e) = end {
+            b.session_end(e);
+        }
+        b.finish(None, None)
+    }
+
+    #[test]
+    fn the_sampled_peak_is_the_largest_sample_with_its_time() {
+        let rows: Vec<Sample> = [(0.0, 10), (1.0, 50), (2.0, 30), (3.0, 10)]
+            .iter()
+            .map(|&(t, rss)| s(t, rss * MIB, 50 * MIB))
+            .collect();
+        let sum = summarize(&rows, Some(&meta("command", false)), None);
+        assert_eq!(sum.facts.sampled_peak_rss_bytes, 50 * MIB);
+        assert_eq!(sum.sampled_peak_elapsed_s, 1.0);
         assert_eq!(sum.duration_s, 3.0);
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source, sum.peak.scope),
+            (50 * MIB, PeakSource::Vmhwm, PeakScope::Process)
+        );
         assert!(
             !sum.warnings.iter().any(|w| w.contains("exit record")),
             "{:?}",
@@ -1153,13 +1404,17 @@ mod tests {
     }
 
     #[test]
-    fn a_missed_peak_warns_and_the_kernel_peak_is_given() {
-        let mut b = SummaryBuilder::new();
-        b.push(&s(0.0, 100 << 20, 100 << 20));
-        b.push(&s(1.0, 100 << 20, 300 << 20));
-        let sum = b.finish(None, None, None, None);
-        assert_eq!(sum.kernel_peak_rss_bytes, Some(300 << 20));
-        assert_eq!(sum.kernel_peak_source, Some(PeakSource::Vmhwm));
+    fn a_missed_peak_warns_and_the_kernel_peak_is_the_peak() {
+        let sum = summarize(
+            &[s(0.0, 100 * MIB, 100 * MIB), s(1.0, 100 * MIB, 300 * MIB)],
+            None,
+            None,
+        );
+        assert_eq!(sum.facts.kernel_peak_rss_bytes, Some(300 * MIB));
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source),
+            (300 * MIB, PeakSource::Vmhwm)
+        );
         assert_eq!(
             sum.kernel_peak_window,
             KernelPeakWindow::RoseDuringRecording
@@ -1167,48 +1422,17 @@ mod tests {
         assert!(sum.warnings[0].starts_with("warning:"));
     }
 
-    fn meta(mode: &str, reset: bool) -> Meta {
-        Meta {
-            mem_total_bytes: None,
-            format: "memmon-recording".into(),
-            schema_version: 1,
-            memmon_version: "0".into(),
-            host: "h".into(),
-            kernel: "6.1".into(),
-            page_size_bytes: 4096,
-            started_unix_ms: 0,
-            interval_s: 1.0,
-            interval: "1s".into(),
-            target: crate::format::meta::TargetMeta {
-                mode: mode.into(),
-                spec: "1".into(),
-                pid: 1,
-                start_time_ticks: 0,
-                comm: "d".into(),
-                cmdline: "d".into(),
-            },
-            children: true,
-            phase_peaks: false,
-            peak_reset_at_start: reset,
-            online_cpus: Some(2),
-            sources: vec![],
-            columns: vec![],
-            gpu: None,
-            end: None,
-            earlier_sessions: vec![],
-        }
-    }
-
     #[test]
     fn a_high_water_mark_that_predates_an_attached_recording_is_its_lifetime_peak_only() {
-        let mut b = SummaryBuilder::new();
-        for t in 0..5 {
-            b.push(&s(t as f64, 10 << 20, 800 << 20));
-        }
-        let sum = b.finish(None, Some(&meta("pid", false)), None, None);
-        assert_eq!(sum.kernel_peak_rss_bytes, None);
+        let rows: Vec<Sample> = (0..5).map(|t| s(t as f64, 10 * MIB, 800 * MIB)).collect();
+        let sum = summarize(&rows, Some(&meta("pid", false)), None);
+        assert_eq!(sum.facts.kernel_peak_rss_bytes, None);
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::BeforeRecording);
-        assert_eq!(sum.lifetime_peak_rss_bytes, Some(800 << 20));
+        assert_eq!(sum.lifetime_peak_rss_bytes, Some(800 * MIB));
+        assert_eq!(
+            (sum.peak.source, sum.peak.exact),
+            (PeakSource::Sampled, false)
+        );
         assert!(
             !sum.warnings.iter().any(|w| w.contains("exit record")),
             "{:?}",
@@ -1221,14 +1445,15 @@ mod tests {
 
     #[test]
     fn after_a_reset_at_the_start_the_later_rows_hold_the_recordings_peak() {
-        let mut b = SummaryBuilder::new();
-        b.push(&s(0.0, 10 << 20, 800 << 20));
-        b.push(&s(1.0, 10 << 20, 10 << 20));
-        b.push(&s(2.0, 10 << 20, 40 << 20));
-        let sum = b.finish(None, Some(&meta("pid", true)), None, None);
-        assert_eq!(sum.kernel_peak_rss_bytes, Some(40 << 20));
+        let rows = [
+            s(0.0, 10 * MIB, 800 * MIB),
+            s(1.0, 10 * MIB, 10 * MIB),
+            s(2.0, 10 * MIB, 40 * MIB),
+        ];
+        let sum = summarize(&rows, Some(&meta("pid", true)), None);
+        assert_eq!(sum.peak.bytes, 40 * MIB);
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::ResetAtStart);
-        assert_eq!(sum.kernel_peak_exact_within_bytes, Some(512 << 10));
+        assert_eq!(sum.facts.exact_within_bytes, 512 << 10);
         assert!(
             sum.render().contains("exact within 512.0 KiB"),
             "{}",
@@ -1238,35 +1463,48 @@ mod tests {
 
     #[test]
     fn a_launched_commands_high_water_mark_counts_from_its_first_row() {
-        let mut b = SummaryBuilder::new();
-        b.push(&s(0.0, 10 << 20, 90 << 20));
-        b.push(&s(1.0, 10 << 20, 90 << 20));
-        let sum = b.finish(None, Some(&meta("command", false)), None, None);
-        assert_eq!(sum.kernel_peak_rss_bytes, Some(90 << 20));
+        let rows = [s(0.0, 10 * MIB, 90 * MIB), s(1.0, 10 * MIB, 90 * MIB)];
+        let sum = summarize(&rows, Some(&meta("command", false)), None);
+        assert_eq!(sum.facts.kernel_peak_rss_bytes, Some(90 * MIB));
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::Launched);
+    }
+
+    #[test]
+    fn ru_maxrss_above_every_sample_is_a_descendants_peak() {
+        let end = EndInfo {
+            rusage_maxrss_bytes: Some(250 * MIB),
+            ..EndInfo::default()
+        };
+        let rows = [s(0.0, 10 * MIB, 10 * MIB), s(1.0, 10 * MIB, 12 * MIB)];
+        let sum = summarize(&rows, Some(&meta("command", false)), Some(&end));
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source, sum.peak.scope),
+            (250 * MIB, PeakSource::RuMaxrss, PeakScope::LargestProcess)
+        );
     }
 
     /// An attached target that rose from 100 to 200 MiB between samples, then exited 1.5 s
     /// after the last one; `exit_peak`: what its exit record said (None: no record read).
     fn exited_attached(exit_peak: Option<u64>, records: &str) -> Summary {
-        let mut b = SummaryBuilder::new();
-        b.push(&s(0.0, 100 << 20, 100 << 20));
-        b.push(&s(2.0, 200 << 20, 200 << 20));
         let end = EndInfo {
             ended_unix_ms: 1_000_000 + 3_500,
-            reason: crate::format::meta::EndReason::TargetExited,
+            reason: EndReason::TargetExited,
             exit_records: Some(records.into()),
             exit_peak_bytes: exit_peak,
             target_exit_read: exit_peak.is_some(),
             ..EndInfo::default()
         };
-        b.finish(None, Some(&meta("pid", false)), Some(&end), None)
+        summarize(
+            &[s(0.0, 100 * MIB, 100 * MIB), s(2.0, 200 * MIB, 200 * MIB)],
+            Some(&meta("pid", false)),
+            Some(&end),
+        )
     }
 
     #[test]
     fn an_exit_record_makes_the_peak_at_exit_the_kernel_peak() {
-        let sum = exited_attached(Some(400 << 20), "taskstats");
-        assert_eq!(sum.kernel_peak_rss_bytes, Some(400 << 20));
+        let sum = exited_attached(Some(400 * MIB), "taskstats");
+        assert_eq!(sum.peak.bytes, 400 * MIB);
         assert_eq!(sum.kernel_peak_exact_until_s, None);
         assert!(sum.render().contains("exact within"), "{}", sum.render());
     }
@@ -1274,7 +1512,7 @@ mod tests {
     #[test]
     fn without_an_exit_record_the_peak_is_exact_only_up_to_the_last_sample() {
         let sum = exited_attached(None, "off (--no-taskstats)");
-        assert_eq!(sum.kernel_peak_rss_bytes, Some(200 << 20));
+        assert_eq!(sum.facts.kernel_peak_rss_bytes, Some(200 * MIB));
         assert_eq!(sum.kernel_peak_exact_until_s, Some(1.5));
         let text = sum.render();
         assert!(
@@ -1287,34 +1525,51 @@ mod tests {
     /// A daemon (attached) whose worker peaked at 900 MiB and left between two samples; the
     /// recording ended by `--duration`.
     fn forking_daemon(records: &str, lost: u64) -> Summary {
-        let mut b = SummaryBuilder::new();
-        b.push(&s(0.0, 100 << 20, 100 << 20));
-        b.push(&Sample {
-            departed: 1,
-            ..s(1.0, 100 << 20, 900 << 20)
-        });
-        b.push(&s(2.0, 100 << 20, 100 << 20));
         let end = EndInfo {
-            reason: crate::format::meta::EndReason::Duration,
+            reason: EndReason::Duration,
             exit_records: Some(records.into()),
             exit_records_lost: lost,
             ..EndInfo::default()
         };
-        b.finish(None, Some(&meta("pid", false)), Some(&end), None)
+        let left = Sample {
+            departed: 1,
+            hwm_sum_bytes: 1000 * MIB,
+            ..s(1.0, 100 * MIB, 900 * MIB)
+        };
+        summarize(
+            &[
+                s(0.0, 100 * MIB, 100 * MIB),
+                left,
+                s(2.0, 100 * MIB, 100 * MIB),
+            ],
+            Some(&meta("pid", false)),
+            Some(&end),
+        )
     }
 
     #[test]
     fn a_worker_that_left_with_its_exit_record_read_is_the_largest_processs_exact_peak() {
         let sum = forking_daemon("taskstats", 0);
-        assert_eq!(sum.kernel_peak_rss_bytes, Some(900 << 20));
-        assert_eq!(sum.kernel_peak_scope, PeakScope::LargestProcess);
-        assert_eq!(sum.departed, 1);
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.scope, sum.peak.exact),
+            (900 * MIB, PeakScope::LargestProcess, true)
+        );
+        assert_eq!(sum.facts.departed, 1);
+        assert_eq!(
+            (sum.peak.tree_low_bytes, sum.peak.tree_high_bytes),
+            (Some(900 * MIB), Some(1000 * MIB))
+        );
         assert!(
             !sum.warnings.iter().any(|w| w.contains("exit record")),
             "{:?}",
             sum.warnings
         );
-        assert!(sum.render().contains("exact within"), "{}", sum.render());
+        let text = sum.render();
+        assert!(text.contains("exact within"), "{text}");
+        assert!(
+            text.contains("tree peak     between 900.0 MiB and 1000.0 MiB"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -1332,10 +1587,10 @@ mod tests {
             ),
         ] {
             let sum = forking_daemon(records, lost);
-            assert_eq!(sum.kernel_peak_scope, PeakScope::LargestProcessSeen);
-            assert_eq!(sum.tree_hwm_sum_bytes, None, "not an upper bound then");
+            assert_eq!(sum.peak.scope, PeakScope::LargestProcessSeen);
+            assert_eq!(sum.peak.tree_high_bytes, None, "not an upper bound then");
             let text = sum.render();
-            assert!(text.contains("kernel peak   ≥ 900.0 MiB"), "{text}");
+            assert!(text.contains("  peak          ≥ 900.0 MiB"), "{text}");
             assert!(!text.contains("exact within"), "{text}");
             assert!(
                 text.contains(&format!(
@@ -1348,50 +1603,102 @@ mod tests {
 
     #[test]
     fn idle_floor_ignores_a_short_start_up() {
-        let mut b = SummaryBuilder::new();
-        b.push(&s(0.0, 1 << 20, 1 << 20));
+        let mut rows = vec![s(0.0, MIB, MIB)];
         for i in 1..100 {
-            b.push(&s(
+            rows.push(s(
                 i as f64,
-                if i % 10 == 0 { 200 << 20 } else { 45 << 20 },
-                200 << 20,
+                if i % 10 == 0 { 200 * MIB } else { 45 * MIB },
+                200 * MIB,
             ));
         }
-        let sum = b.finish(None, None, None, None);
-        assert_eq!(sum.idle_rss_bytes, 45 << 20);
-        assert_eq!(sum.min_rss_bytes, 1 << 20);
+        let sum = summarize(&rows, None, None);
+        assert_eq!(sum.idle_rss_bytes, 45 * MIB);
+        assert_eq!(sum.min_rss_bytes, MIB);
     }
 
     #[test]
-    fn a_refused_peak_reset_makes_phase_peaks_not_exact() {
-        let mut b = SummaryBuilder::new().with_phase_peaks(true);
-        let mut m = s(1.0, 50 << 20, 300 << 20);
-        m.event = Some(Event::Mark("idle".into()));
-        b.push(&m);
-        b.push(&s(2.0, 50 << 20, 300 << 20));
-        let exact = b.finish(None, None, None, None);
-        assert_eq!(exact.spans.phases[0].kernel_peak_rss_bytes, Some(300 << 20));
-        let end = EndInfo {
-            peak_reset_failures: 1,
-            ..EndInfo::default()
+    fn locked_pinned_and_shared_memory_are_given_with_their_share_of_the_idle_floor() {
+        let row = |t: f64, rss: u64| Sample {
+            locked_bytes: 512 * MIB,
+            shmem_bytes: 128 * MIB,
+            ..s(t, rss * MIB, rss * MIB)
         };
-        let refused = b.finish(None, None, Some(&end), None);
-        assert_eq!(refused.spans.phases[0].kernel_peak_rss_bytes, None);
-        assert_eq!(refused.spans.phases[0].peak_rss_bytes, 50 << 20);
+        let rows: Vec<Sample> = (0..20)
+            .map(|i| row(i as f64, if i == 10 { 1200 } else { 642 }))
+            .collect();
+        let sum = summarize(&rows, Some(&meta("command", false)), None);
+        assert_eq!(sum.held.locked_bytes, 512 * MIB);
+        assert_eq!(sum.held_at_idle.locked_bytes, 512 * MIB);
+        let text = sum.render();
+        assert!(
+            text.contains("held memory   locked (VmLck) peak 512.0 MiB, at idle 512.0 MiB of the 642.0 MiB floor; shared (RssShmem) peak 128.0 MiB"),
+            "{text}"
+        );
+        assert!(!text.contains("pinned"), "{text}");
     }
 
     #[test]
-    fn appended_sessions_add_their_durations() {
+    fn appended_sessions_add_their_durations_and_every_number_covers_them_all() {
         let mut b = SummaryBuilder::new();
-        let mut first = s(0.0, 1, 1);
+        let mut first = s(0.0, 100 * MIB, 112 * MIB);
         first.event = Some(Event::Start);
+        b.session(&meta("command", false));
         b.push(&first);
-        b.push(&s(10.0, 1, 1));
-        let mut again = s(0.0, 1, 1);
+        b.push(&s(10.0, 100 * MIB, 112 * MIB));
+        b.session_end(&EndInfo::default());
+        let mut again = s(0.0, 20 * MIB, 27 * MIB);
         again.event = Some(Event::Start);
+        again.unix_ms += 60_000;
+        b.session(&meta("command", false));
         b.push(&again);
-        b.push(&s(5.0, 1, 1));
-        assert_eq!(b.finish(None, None, None, None).duration_s, 15.0);
+        b.push(&Sample {
+            unix_ms: again.unix_ms + 5000,
+            ..s(5.0, 20 * MIB, 27 * MIB)
+        });
+        b.session_end(&EndInfo::default());
+        let sum = b.finish(None, None);
+        assert_eq!(sum.duration_s, 15.0);
+        assert_eq!(sum.peak.bytes, 112 * MIB, "the first session's peak");
+        assert_eq!(sum.sessions.len(), 2);
+        assert_eq!(sum.sessions[1].peak.bytes, 27 * MIB);
+        let text = sum.render();
+        assert!(text.contains("sessions      2 (--append)"), "{text}");
+        assert!(text.contains("2. command 1 (d)"), "{text}");
+        // One session whose kernel peak is not known makes the recording's unknown.
+        let mut b = SummaryBuilder::new();
+        b.session(&meta("command", false));
+        b.push(&first);
+        b.session(&meta("pid", false));
+        b.push(&again);
+        b.push(&s(5.0, 20 * MIB, 27 * MIB));
+        let sum = b.finish(None, None);
+        assert_eq!(sum.facts.kernel_peak_rss_bytes, None);
+        assert_eq!(sum.kernel_peak_window, KernelPeakWindow::PerSession);
+    }
+
+    #[test]
+    fn a_cgroup_holding_the_tree_alone_is_the_headline_named_by_its_file() {
+        let cg = |t: f64, peak: u64| Sample {
+            cgroup_bytes: Some(100 * MIB),
+            cgroup_peak_bytes: Some(peak * MIB),
+            ..s(t, 90 * MIB, 95 * MIB)
+        };
+        let m = Meta {
+            cgroup: Some(crate::format::meta::CgroupMeta {
+                path: "/memmon-1-0".into(),
+                version: crate::probe::cgroup::CgroupVersion::V1,
+                own: true,
+                holds_tree: true,
+            }),
+            ..meta("command", false)
+        };
+        let sum = summarize(&[cg(0.0, 100), cg(1.0, 140)], Some(&m), None);
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source, sum.peak.counter),
+            (140 * MIB, PeakSource::Cgroup, "memory.max_usage_in_bytes")
+        );
+        let text = sum.render();
+        assert!(text.contains("kernel peak   95.00 MiB"), "{text}");
     }
 
     fn tree_row(elapsed: f64, rss: u64, processes: u32, pss: Option<u64>) -> Sample {
@@ -1403,46 +1710,45 @@ mod tests {
     }
 
     #[test]
-    fn one_pss_read_at_the_start_is_not_a_peak() {
-        let mut b = SummaryBuilder::new();
-        b.push(&tree_row(0.0, 90 << 20, 9, Some(30 << 20)));
-        for t in 1..20 {
-            b.push(&tree_row(t as f64, 900 << 20, 9, None));
-        }
-        let sum = b.finish(None, None, None, None);
-        assert_eq!(sum.peak_pss_bytes, None);
+    fn pss_read_only_at_idle_is_not_a_peak() {
+        let mut rows = vec![tree_row(0.0, 90 * MIB, 9, Some(30 * MIB))];
+        rows.extend((1..20).map(|t| tree_row(t as f64, 900 * MIB, 9, None)));
+        let sum = summarize(&rows, None, None);
+        assert_eq!(sum.peak_pss_bytes(), None);
         let reads = sum.pss.unwrap();
         assert_eq!((reads.reads, reads.is_peak), (1, false));
         let text = sum.render();
         assert!(
-            text.contains(
-                "  PSS           30.00 MiB (31457280 bytes) (1 read at +0 µs, not a peak;"
-            ),
+            text.contains("  PSS at idle   30.00 MiB (31457280 bytes) (1 read at +0 µs, none at the RSS peak;"),
             "{text}"
         );
         assert!(!text.contains("peak PSS"), "{text}");
     }
 
     #[test]
-    fn pss_reads_only_near_the_start_are_not_a_peak_but_covering_reads_are() {
+    fn a_pss_read_at_the_rss_peak_makes_the_largest_read_the_peak_pss() {
         let mut b = SummaryBuilder::new();
-        b.push(&tree_row(0.0, 90 << 20, 9, Some(30 << 20)));
-        b.push(&tree_row(1.0, 90 << 20, 9, Some(31 << 20)));
-        b.push(&tree_row(10.0, 90 << 20, 9, None));
-        assert_eq!(b.finish(None, None, None, None).peak_pss_bytes, None);
-        b.push(&tree_row(10.5, 90 << 20, 9, Some(29 << 20)));
-        let sum = b.finish(None, None, None, None);
-        assert_eq!(sum.peak_pss_bytes, Some(31 << 20));
-        assert!(sum.render().contains("peak PSS      31.00 MiB"));
+        b.push(&tree_row(0.0, 90 * MIB, 9, Some(30 * MIB)));
+        b.push(&tree_row(1.0, 900 * MIB, 9, None));
+        assert_eq!(b.finish(None, None).peak_pss_bytes(), None);
+        b.push(&tree_row(2.0, 890 * MIB, 9, Some(290 * MIB)));
+        let sum = b.finish(None, None);
+        assert_eq!(sum.peak_pss_bytes(), Some(290 * MIB));
+        assert!(
+            sum.render().contains("peak PSS      290.0 MiB"),
+            "{}",
+            sum.render()
+        );
     }
 
     #[test]
     fn a_tree_peak_says_its_rss_sum_counts_shared_pages_in_each_process() {
-        let mut b = SummaryBuilder::new();
-        b.push(&tree_row(0.0, 100 << 20, 9, Some(40 << 20)));
-        b.push(&tree_row(1.0, 1600 << 20, 9, Some(300 << 20)));
-        b.push(&tree_row(2.0, 100 << 20, 9, Some(40 << 20)));
-        let text = b.finish(None, None, None, None).render();
+        let rows = [
+            tree_row(0.0, 100 * MIB, 9, Some(40 * MIB)),
+            tree_row(1.0, 1600 * MIB, 9, Some(300 * MIB)),
+            tree_row(2.0, 100 * MIB, 9, Some(40 * MIB)),
+        ];
+        let text = summarize(&rows, None, None).render();
         let peak = text.lines().find(|l| l.contains("sampled peak")).unwrap();
         assert!(
             peak.contains("9 processes: RSS sum over 9 processes, shared pages counted in each; PSS sum at that tick 300.0 MiB (each page once)"),
@@ -1456,10 +1762,7 @@ mod tests {
 
     #[test]
     fn a_single_process_needs_no_shared_pages_note() {
-        let mut b = SummaryBuilder::new();
-        b.push(&s(0.0, 10 << 20, 10 << 20));
-        assert!(!b
-            .finish(None, None, None, None)
+        assert!(!summarize(&[s(0.0, 10 * MIB, 10 * MIB)], None, None)
             .render()
             .contains("shared pages"));
     }
@@ -1467,8 +1770,6 @@ mod tests {
     #[test]
     fn the_largest_processes_and_unread_pss_come_from_the_end_record() {
         use crate::format::meta::{PssUnread, PssUnreadReason};
-        let mut b = SummaryBuilder::new();
-        b.push(&tree_row(0.0, 100 << 20, 7, None));
         let end = EndInfo {
             processes: (1..=7)
                 .map(|i| ProcessRecord {
@@ -1480,7 +1781,7 @@ mod tests {
                     } else {
                         format!("worker{i} --serve")
                     },
-                    hwm_bytes: (8 - i as u64) << 20,
+                    hwm_bytes: (8 - i as u64) * MIB,
                 })
                 .collect(),
             pss_unread: vec![PssUnread {
@@ -1491,7 +1792,7 @@ mod tests {
             }],
             ..EndInfo::default()
         };
-        let text = b.finish(None, None, Some(&end), None).render();
+        let text = summarize(&[tree_row(0.0, 100 * MIB, 7, None)], None, Some(&end)).render();
         assert!(
             text.contains("the 5 largest by peak (VmHWM, exact per process) of 7 listed"),
             "{text}"

@@ -69,6 +69,9 @@ pub struct BenchOptions {
     /// high-water marks (`--phase-peaks`).
     pub marks: crate::marks::MarkOptions,
     pub phase_peaks: bool,
+    /// Against a daemon: the cgroup to read (`--cgroup auto|PATH`); `None` reads the daemon's
+    /// own cgroup where it holds the daemon's tree alone.
+    pub cgroup: Option<crate::sampler::cgroup::CgroupChoice>,
     /// A command bench (no daemon): run each run in a memory cgroup of memmon's own
     /// (`--own-cgroup`): `None` where memmon may make one.
     pub own_cgroup: Option<bool>,
@@ -76,7 +79,7 @@ pub struct BenchOptions {
     pub budgets: crate::analysis::budget::Budgets,
 }
 
-pub use crate::model::peak::{PeakScope, PeakSource};
+pub use crate::model::peak::{Peak, PeakBasis, PeakFacts, PeakScope, PeakSource};
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]
@@ -89,24 +92,23 @@ pub struct RunResult {
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_signal: Option<i32>,
-    /// The run's peak RSS: the kernel's when it could be reset for the run (`vmhwm`) or the
-    /// command's wait4 (`ru-maxrss`), else `sampled` (`crate::model::peak::choose_peak`).
-    pub peak_rss_bytes: u64,
-    pub peak_source: PeakSource,
-    /// The kernel's peak of the run (VmHWM after a reset, or wait4's ru_maxrss), if known.
-    pub kernel_peak_bytes: Option<u64>,
-    /// `process` (one process: its exact peak) or `largest-process` (a tree: the exact peak of
-    /// its largest process, a lower bound of the tree's).
-    pub kernel_peak_scope: PeakScope,
-    /// The largest RSS of the tree among the run's samples.
-    pub sampled_peak_bytes: u64,
+    /// The run's own peak, decided once (`model::peak`): the tree's exact peak from a cgroup
+    /// that holds it alone, else the kernel's exact peak of the largest process (VmHWM reset
+    /// for the run, or the command's ru_maxrss), else sampled. The table and the statistics
+    /// hold every run on the bench's basis (`BenchReport::peak_basis`).
+    pub peak: Peak,
+    /// What the kernel and the samples say of the run (the same names as `summary --json`).
+    #[serde(flatten)]
+    pub facts: PeakFacts,
     pub samples: u64,
-    /// The peak of the daemon's own cgroup during the run (all its memory: page cache included).
-    pub cgroup_peak_bytes: Option<u64>,
+    /// The largest cgroup usage sampled during the run, when a cgroup is read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_sampled_peak_bytes: Option<u64>,
     /// The daemon's RSS just before and just after the run (`None` without a daemon).
     pub rss_before_bytes: Option<u64>,
     pub rss_after_bytes: Option<u64>,
-    /// Peak minus the RSS before the run: what the run itself needed above the idle floor.
+    /// Peak (on the bench's basis) minus the RSS before the run: what the run itself needed
+    /// above the idle floor.
     pub peak_over_floor_bytes: Option<u64>,
     /// CPU time the daemon's tree used during the run, user and system, in seconds: each
     /// process's own (all its threads) and that of the children it reaped (a worker that exited
@@ -123,18 +125,13 @@ pub struct RunResult {
     pub command_user_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_system_s: Option<f64>,
-    /// Most processes in the tree during the run. Above 1, the sampled peak and the RSS before
-    /// and after are RSS sums that count a shared page once per process mapping it.
-    pub processes: u32,
-    /// Processes that left the tree during the run (exited, or born and gone between two
-    /// samples: seen only with exit records). With every exit record read their peaks are in
-    /// the kernel peak; without, its scope is `largest-process-seen`.
-    #[serde(default)]
-    pub departed: u64,
+    /// The largest locked (VmLck), pinned (VmPin) and shared (RssShmem) memory sampled.
+    #[serde(flatten)]
+    pub held: crate::analysis::span::HeldPeaks,
     /// The PSS reads in the run (`--pss`): shared pages counted once, divided among the
     /// processes that map them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pss: Option<crate::analysis::summary::PssReads>,
+    pub pss: Option<crate::analysis::span::PssReads>,
     /// The largest `gpu_bytes` in the run (GPU memory held by the tree), when GPU memory was
     /// recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -147,6 +144,46 @@ pub struct RunResult {
     /// before the next run (absent when none were left).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leftovers: Option<Leftovers>,
+}
+
+impl RunResult {
+    /// The run's numbers from its span (`analysis::span::Span`): the same as `summary` of the
+    /// bench's recording gives it.
+    pub fn of_span(
+        run: u32,
+        started_unix_ms: u64,
+        wall_s: f64,
+        span: &crate::analysis::span::Span,
+    ) -> RunResult {
+        RunResult {
+            run,
+            started_unix_ms,
+            wall_s,
+            exit_code: None,
+            exit_signal: None,
+            peak: span.peak,
+            facts: span.facts,
+            samples: span.samples,
+            cgroup_sampled_peak_bytes: span.cgroup_sampled_peak_bytes,
+            rss_before_bytes: None,
+            rss_after_bytes: None,
+            peak_over_floor_bytes: None,
+            daemon_user_s: None,
+            daemon_system_s: None,
+            command_user_s: None,
+            command_system_s: None,
+            held: span.held,
+            pss: span.pss,
+            peak_gpu_bytes: span.peak_gpu_bytes,
+            processes_after: None,
+            leftovers: None,
+        }
+    }
+
+    /// The run's peak on `basis` (its own when it has none of that kind).
+    pub fn peak_on(&self, basis: PeakBasis) -> Peak {
+        self.facts.on_basis(basis).unwrap_or(self.peak)
+    }
 }
 
 /// What a run of `bench -- COMMAND` left behind: processes it started that were still alive
@@ -200,7 +237,8 @@ impl Leftovers {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunStats {
     pub wall_s: Stats,
-    pub peak_rss_bytes: ByteStats,
+    /// The runs' peaks on the bench's basis (`BenchReport::peak_basis`).
+    pub peak_bytes: ByteStats,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_over_floor_bytes: Option<ByteStats>,
 }
@@ -232,6 +270,9 @@ pub struct BenchReport {
     pub runs_requested: u32,
     /// The time series with `run-start:N` / `run-end:N` events, when `-o` was given.
     pub recording: Option<String>,
+    /// The kind of peak every run is shown and summed on: the best one all runs have
+    /// (`model::peak::common_basis`).
+    pub peak_basis: PeakBasis,
     pub runs: Vec<RunResult>,
     pub stats: Option<RunStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -244,10 +285,17 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
-    /// Fills in the statistics and the leak check from the runs.
+    /// Fills in the basis, the statistics and the leak check from the runs.
     pub fn finish(&mut self) {
+        self.peak_basis = crate::model::peak::common_basis(self.runs.iter().map(|r| &r.facts));
+        let basis = self.peak_basis;
+        for r in &mut self.runs {
+            r.peak_over_floor_bytes = r
+                .rss_before_bytes
+                .map(|before| r.peak_on(basis).bytes.saturating_sub(before));
+        }
         let walls: Vec<f64> = self.runs.iter().map(|r| r.wall_s).collect();
-        let peaks: Vec<u64> = self.runs.iter().map(|r| r.peak_rss_bytes).collect();
+        let peaks: Vec<u64> = self.runs.iter().map(|r| r.peak_on(basis).bytes).collect();
         let over: Vec<u64> = self
             .runs
             .iter()
@@ -256,7 +304,7 @@ impl BenchReport {
         self.stats = match (Stats::of(&walls), ByteStats::of(&peaks)) {
             (Some(w), Some(p)) => Some(RunStats {
                 wall_s: w,
-                peak_rss_bytes: p,
+                peak_bytes: p,
                 peak_over_floor_bytes: if over.len() == self.runs.len() {
                     ByteStats::of(&over)
                 } else {
@@ -271,5 +319,23 @@ impl BenchReport {
             .filter_map(|r| Some((r.rss_before_bytes?, r.rss_after_bytes?, r.processes_after?)))
             .collect();
         self.leak = stats::leak_check(&pairs);
+    }
+
+    /// What the budgets judge of each run: its peak on the bench's basis (after `finish`).
+    pub fn units(&self) -> Vec<crate::analysis::budget::Unit> {
+        self.runs
+            .iter()
+            .map(|r| crate::analysis::budget::Unit {
+                of: format!("run {}", r.run),
+                peak: Some(r.peak_on(self.peak_basis)),
+                cgroup: crate::analysis::budget::cgroup_peak(
+                    r.facts.cgroup_peak_bytes,
+                    r.cgroup_sampled_peak_bytes,
+                    r.facts.cgroup_holds_tree,
+                    r.facts.cgroup_v1,
+                ),
+                gpu_bytes: r.peak_gpu_bytes,
+            })
+            .collect()
     }
 }

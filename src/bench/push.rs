@@ -116,29 +116,41 @@ pub fn run_metrics(report: &BenchReport, r: &RunResult) -> String {
             );
         }
     };
-    let src = format!(
-        "{{peak_source=\"{}\"}}",
-        escape_label_value(r.peak_source.key())
+    let p = r.peak_on(report.peak_basis);
+    let labels = format!(
+        "{{peak_source=\"{}\",peak_scope=\"{}\"}}",
+        escape_label_value(p.source.key()),
+        escape_label_value(p.scope.key())
     );
     gauge(
-        "memmon_bench_run_peak_rss_bytes",
-        "The run's peak RSS: the kernel's exact peak when peak_source is vmhwm or ru-maxrss (a lower bound where memmon_bench_run_peak_lower_bound is 1), else the largest sample.",
-        &src,
-        Some(r.peak_rss_bytes as f64),
+        "memmon_bench_run_peak_bytes",
+        "The run's peak, on the bench's one basis: the tree's exact peak from its cgroup (peak_source cgroup), else the kernel's exact peak of the largest process (vmhwm, ru-maxrss; peak_scope says of what), else the largest sample (sampled).",
+        &labels,
+        Some(p.bytes as f64),
     );
     gauge(
-        "memmon_bench_run_peak_lower_bound",
-        "1 when processes left the tree during the run with no exit record read: the kernel's peak is the largest VmHWM the samples saw, a lower bound.",
+        "memmon_bench_run_peak_exact",
+        "1 when the run's peak is exact for its scope; 0 for a lower bound (sampled, or processes left the tree with no exit record read).",
         "",
-        Some(f64::from(u8::from(
-            r.peak_source.is_kernel() && r.kernel_peak_scope.is_partial(),
-        ))),
+        Some(f64::from(u8::from(p.exact))),
+    );
+    gauge(
+        "memmon_bench_run_tree_peak_low_bytes",
+        "For a tree whose peak is its largest process's: the tree's peak is at least this much.",
+        "",
+        p.tree_low_bytes.map(|v| v as f64),
+    );
+    gauge(
+        "memmon_bench_run_tree_peak_high_bytes",
+        "For a tree whose peak is its largest process's: the tree's peak is at most this much (the sum of its processes' VmHWM).",
+        "",
+        p.tree_high_bytes.map(|v| v as f64),
     );
     gauge(
         "memmon_bench_run_sampled_peak_bytes",
         "The largest RSS among the run's samples.",
         "",
-        Some(r.sampled_peak_bytes as f64),
+        Some(r.facts.sampled_peak_rss_bytes as f64),
     );
     gauge(
         "memmon_bench_run_peak_over_floor_bytes",

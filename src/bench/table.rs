@@ -1,8 +1,9 @@
 //! The benchmark's table for the terminal, hyperfine-like: one line per run (time, exit status,
-//! peak with its source, sampled peak, peak over the idle floor, RSS before and after), then the
-//! statistics.
+//! peak on the bench's one basis with its source and, for a tree, the tree's bounds, sampled
+//! peak, peak over the idle floor, RSS before and after, held memory), then the statistics and
+//! notes saying what the peak is.
 
-use super::{BenchReport, RunResult};
+use super::{BenchReport, PeakBasis, RunResult};
 use crate::units::{fmt_bytes, fmt_bytes_signed};
 use std::fmt::Write as _;
 
@@ -32,13 +33,20 @@ pub fn cpu_cell(r: &RunResult) -> String {
     }
 }
 
-/// A run's peak: `≥ 3.08 MiB` when it is a lower bound (processes left the tree with no exit
-/// record read), else the number.
-pub fn peak_cell(r: &RunResult) -> String {
-    if r.peak_source.is_kernel() && r.kernel_peak_scope.is_partial() {
-        format!("≥ {}", fmt_bytes(r.peak_rss_bytes))
-    } else {
-        fmt_bytes(r.peak_rss_bytes)
+/// A run's peak on the bench's basis: `1.21 GiB *` (exact), `≥ 3.08 MiB` (a lower bound:
+/// processes left the tree with no exit record read), `1.40 GiB` (sampled).
+pub fn peak_cell(report: &BenchReport, r: &RunResult) -> String {
+    r.peak_on(report.peak_basis).cell()
+}
+
+/// The tree's bounds of a run whose peak is its largest process's: `1.21–1.41 GiB`,
+/// `≥ 1.21 GiB`; `-` when the peak is the tree's own (or of a single process).
+pub fn tree_cell(report: &BenchReport, r: &RunResult) -> String {
+    let p = r.peak_on(report.peak_basis);
+    match (p.tree_low_bytes, p.tree_high_bytes) {
+        (Some(l), Some(h)) => format!("{}–{}", fmt_bytes(l), fmt_bytes(h)),
+        (Some(l), None) => format!("≥ {}", fmt_bytes(l)),
+        _ => "-".into(),
     }
 }
 
@@ -54,8 +62,7 @@ fn exit_text(r: &RunResult) -> String {
     }
 }
 
-/// A run's PSS: the largest read, `*` when the reads do not make it a peak (one read, or
-/// reads only near the run's start).
+/// A run's PSS: the largest read, `*` when no read came at the run's RSS peak.
 pub fn pss_cell(r: &RunResult) -> String {
     match &r.pss {
         Some(p) if p.is_peak => fmt_bytes(p.largest_bytes),
@@ -67,29 +74,32 @@ pub fn pss_cell(r: &RunResult) -> String {
 /// For runs of several processes: which columns are RSS sums that count a shared page in each
 /// process, and which count it once.
 pub fn shared_pages_note(report: &BenchReport) -> Option<String> {
-    let most = report.runs.iter().map(|r| r.processes).max().unwrap_or(0);
+    let most = report
+        .runs
+        .iter()
+        .map(|r| r.facts.max_processes)
+        .max()
+        .unwrap_or(0);
     if most <= 1 {
         return None;
     }
     let mut once = Vec::new();
     if report.runs.iter().any(|r| r.pss.is_some()) {
-        once.push("PSS (sum of PSS; * where fewer than 2 reads cover the run: not a peak)");
+        once.push("PSS (sum of PSS; * where no read came at the run's RSS peak)");
     }
-    if report.runs.iter().any(|r| r.cgroup_peak_bytes.is_some()) {
-        once.push(if report.daemon.is_some() {
-            "Cgroup peak (the daemon's own cgroup)"
-        } else {
-            "Cgroup peak (each run's tree in a cgroup of memmon's own: its exact peak)"
-        });
-    }
-    let sampled_peak = report
+    if report.peak_basis == PeakBasis::Cgroup {
+        once.push("Peak (the tree's cgroup)");
+    } else if report
         .runs
         .iter()
-        .any(|r| r.peak_source == super::PeakSource::Sampled);
+        .any(|r| r.facts.cgroup_peak_bytes.is_some())
+    {
+        once.push("Cgroup peak");
+    }
     Some(format!(
         "Sampled{}{}: RSS sums over up to {most} processes, shared pages counted in each{}",
-        if sampled_peak {
-            ", Peak where sampled"
+        if report.peak_basis == PeakBasis::Sampled {
+            ", Peak"
         } else {
             ""
         },
@@ -104,6 +114,83 @@ pub fn shared_pages_note(report: &BenchReport) -> Option<String> {
             format!("; counted once: {}", once.join(", "))
         }
     ))
+}
+
+/// A kind of held memory: its column's header and a run's value.
+pub type HeldColumn = (&'static str, fn(&RunResult) -> u64);
+
+/// The kinds of held memory any run had.
+pub fn held_columns(report: &BenchReport) -> Vec<HeldColumn> {
+    let all: [HeldColumn; 3] = [
+        ("Locked", |r| r.held.locked_bytes),
+        ("Pinned", |r| r.held.pinned_bytes),
+        ("Shared", |r| r.held.shmem_bytes),
+    ];
+    all.into_iter()
+        .filter(|(_, get)| report.runs.iter().any(|r| get(r) > 0))
+        .collect()
+}
+
+/// The notes under the table: what the peak column holds, how exact, what it lacks.
+pub fn notes(report: &BenchReport) -> Vec<String> {
+    let mut o = Vec::new();
+    if report.runs.is_empty() {
+        return o;
+    }
+    let basis = report.peak_basis;
+    let peaks: Vec<_> = report.runs.iter().map(|r| r.peak_on(basis)).collect();
+    o.push(format!(
+        "note: Peak is {}{}; * exact",
+        basis.describe(),
+        match basis {
+            PeakBasis::Kernel if peaks.iter().any(|p| p.exact) => format!(
+                ", {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
+                crate::model::peak::exact_within(Some(
+                    crate::model::peak::local_batching_bound_bytes()
+                )),
+                crate::model::peak::online_cpus()
+            ),
+            PeakBasis::Cgroup => ", each page once, page cache included".into(),
+            _ => String::new(),
+        }
+    ));
+    let above: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|r| r.facts.basis() < basis)
+        .map(|r| r.run.to_string())
+        .collect();
+    if !above.is_empty() {
+        o.push(format!(
+            "note: run{} {} also had {}, which not every run has: every run is shown on the basis all share",
+            if above.len() == 1 { "" } else { "s" },
+            above.join(", "),
+            report.runs.iter().find(|r| r.facts.basis() < basis).map_or("", |r| r.facts.basis().describe())
+        ));
+    }
+    if peaks
+        .iter()
+        .any(|p| p.scope == crate::model::peak::PeakScope::LargestProcess)
+    {
+        o.push(
+            "note: the tree had several processes: Peak is the exact peak of its largest process, the same kind in every run; Tree bounds the tree's own peak (a cgroup of the daemon's own gives it exactly: --cgroup)"
+                .into(),
+        );
+    }
+    let partial: Vec<String> = report
+        .runs
+        .iter()
+        .zip(&peaks)
+        .filter(|(_, p)| p.scope.is_partial())
+        .map(|(r, _)| format!("run {} ({} left)", r.run, r.facts.departed))
+        .collect();
+    if !partial.is_empty() {
+        o.push(format!(
+            "warning: ≥: processes left the tree during {} with no exit record read: the peak is the largest VmHWM the samples saw, and a process that peaked after its last sample, or a child born and gone between two samples, is not in it (memmon reads exit records as root or with CAP_NET_ADMIN)",
+            partial.join(", ")
+        ));
+    }
+    o
 }
 
 /// The whole table, ending with a newline.
@@ -124,138 +211,7 @@ pub fn render(report: &BenchReport) -> String {
     if report.runs.is_empty() {
         let _ = writeln!(o, "  no run was measured");
     } else {
-        let daemon = report.daemon.is_some();
-        let cgroup = report.runs.iter().any(|r| r.cgroup_peak_bytes.is_some());
-        let mut head = format!(
-            "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}  {:>11}",
-            "Run", "Time", "Exit", "Peak", "Source", "Sampled"
-        );
-        if daemon {
-            head += &format!(
-                "  {:>11}  {:>11}  {:>11}  {:>15}",
-                "Over floor", "RSS before", "RSS after", "Daemon CPU u/s"
-            );
-        } else {
-            head += &format!("  {:>19}", "CPU u/s");
-        }
-        if cgroup {
-            head += &format!("  {:>11}", "Cgroup peak");
-        }
-        let pss = report.runs.iter().any(|r| r.pss.is_some());
-        if pss {
-            head += &format!("  {:>11}", "PSS");
-        }
-        let gpu = report.runs.iter().any(|r| r.peak_gpu_bytes.is_some());
-        if gpu {
-            head += &format!("  {:>11}", "GPU peak");
-        }
-        if let Some(note) = shared_pages_note(report) {
-            let _ = writeln!(o, "  {note}");
-        }
-        let _ = writeln!(o, "{head}");
-        for r in &report.runs {
-            let mut line = format!(
-                "  {:>4}  {:>11}  {:>7}  {:>11}  {:<7}  {:>11}",
-                r.run,
-                fmt_wall(r.wall_s),
-                exit_text(r),
-                peak_cell(r),
-                r.peak_source.key(),
-                fmt_bytes(r.sampled_peak_bytes)
-            );
-            if daemon {
-                line += &format!(
-                    "  {:>11}  {:>11}  {:>11}  {:>15}",
-                    r.peak_over_floor_bytes
-                        .map(|b| fmt_bytes_signed(b as i64))
-                        .unwrap_or_else(|| "-".into()),
-                    opt_bytes(r.rss_before_bytes),
-                    opt_bytes(r.rss_after_bytes),
-                    cpu_cell(r)
-                );
-            } else {
-                line += &format!("  {:>19}", cpu_cell(r));
-            }
-            if cgroup {
-                line += &format!("  {:>11}", opt_bytes(r.cgroup_peak_bytes));
-            }
-            if pss {
-                line += &format!("  {:>11}", pss_cell(r));
-            }
-            if gpu {
-                line += &format!("  {:>11}", opt_bytes(r.peak_gpu_bytes));
-            }
-            let _ = writeln!(o, "{line}");
-        }
-        if let Some(st) = &report.stats {
-            let _ = writeln!(o);
-            let w = &st.wall_s;
-            let _ = writeln!(
-                o,
-                "  Time        mean {} ± {}   [min {}, max {}]",
-                fmt_wall(w.mean),
-                fmt_wall(w.stddev),
-                fmt_wall(w.min),
-                fmt_wall(w.max)
-            );
-            let b = fmt_bytes;
-            let p = &st.peak_rss_bytes;
-            let _ = writeln!(
-                o,
-                "  Peak        mean {} ± {}   [min {}, max {}]",
-                b(p.mean),
-                b(p.stddev),
-                b(p.min),
-                b(p.max)
-            );
-            if let Some(f) = &st.peak_over_floor_bytes {
-                let _ = writeln!(
-                    o,
-                    "  Over floor  mean {} ± {}   [min {}, max {}]",
-                    b(f.mean),
-                    b(f.stddev),
-                    b(f.min),
-                    b(f.max)
-                );
-            }
-        }
-        if report
-            .runs
-            .iter()
-            .any(|r| r.peak_source.is_kernel() && !r.kernel_peak_scope.is_partial())
-        {
-            let _ = writeln!(
-                o,
-                "  note: kernel peaks are {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
-                crate::model::peak::exact_within(Some(
-                    crate::model::peak::local_batching_bound_bytes()
-                )),
-                crate::model::peak::online_cpus()
-            );
-        }
-        if report
-            .runs
-            .iter()
-            .any(|r| r.kernel_peak_scope == crate::model::peak::PeakScope::LargestProcess)
-        {
-            let _ = writeln!(
-                o,
-                "  note: the tree had several processes: a kernel peak is the exact peak of its largest process, a lower bound of the tree's"
-            );
-        }
-        let partial: Vec<String> = report
-            .runs
-            .iter()
-            .filter(|r| r.peak_source.is_kernel() && r.kernel_peak_scope.is_partial())
-            .map(|r| format!("run {} ({} left)", r.run, r.departed))
-            .collect();
-        if !partial.is_empty() {
-            let _ = writeln!(
-                o,
-                "  warning: ≥: processes left the tree during {} with no exit record read: the peak is the largest VmHWM the samples saw, and a process that peaked after its last sample, or a child born and gone between two samples, is not in it (memmon reads exit records as root or with CAP_NET_ADMIN)",
-                partial.join(", ")
-            );
-        }
+        render_runs(&mut o, report);
     }
     if let Some(l) = &report.leak {
         let _ = writeln!(o, "  {}", l.message);
@@ -267,6 +223,147 @@ pub fn render(report: &BenchReport) -> String {
         let _ = writeln!(o, "  stopped: {s}");
     }
     o
+}
+
+/// One column of the runs' table: its header and each run's cell. The terminal table and the
+/// Markdown export are drawn from the same columns.
+pub struct Column<'a> {
+    pub head: &'static str,
+    pub cell: Box<dyn Fn(&RunResult) -> String + 'a>,
+}
+
+fn column<'a>(head: &'static str, cell: impl Fn(&RunResult) -> String + 'a) -> Column<'a> {
+    Column {
+        head,
+        cell: Box::new(cell),
+    }
+}
+
+/// The runs' columns, those that say nothing for this bench (no tree, no cgroup, no PSS, no
+/// GPU, no held memory) left out.
+pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
+    let basis = report.peak_basis;
+    let mut c = vec![
+        column("Run", |r| r.run.to_string()),
+        column("Time", |r| fmt_wall(r.wall_s)),
+        column("Exit", exit_text),
+        column("Peak", move |r| r.peak_on(basis).cell()),
+        column("Source", move |r| r.peak_on(basis).source.key().to_string()),
+    ];
+    if report.runs.iter().any(|r| tree_cell(report, r) != "-") {
+        c.push(column("Tree", move |r| tree_cell(report, r)));
+    }
+    c.push(column("Sampled", |r| {
+        fmt_bytes(r.facts.sampled_peak_rss_bytes)
+    }));
+    if report.daemon.is_some() {
+        c.push(column("Over floor", |r| {
+            r.peak_over_floor_bytes
+                .map(|b| fmt_bytes_signed(b as i64))
+                .unwrap_or_else(|| "-".into())
+        }));
+        c.push(column("RSS before", |r| opt_bytes(r.rss_before_bytes)));
+        c.push(column("RSS after", |r| opt_bytes(r.rss_after_bytes)));
+        c.push(column("Daemon CPU u/s", cpu_cell));
+    } else {
+        c.push(column("CPU u/s", cpu_cell));
+    }
+    if basis != PeakBasis::Cgroup
+        && report
+            .runs
+            .iter()
+            .any(|r| r.facts.cgroup_peak_bytes.is_some())
+    {
+        c.push(column("Cgroup peak", |r| {
+            opt_bytes(r.facts.cgroup_peak_bytes)
+        }));
+    }
+    for (head, get) in held_columns(report) {
+        c.push(column(head, move |r| fmt_bytes(get(r))));
+    }
+    if report.runs.iter().any(|r| r.pss.is_some()) {
+        c.push(column("PSS", pss_cell));
+    }
+    if report.runs.iter().any(|r| r.peak_gpu_bytes.is_some()) {
+        c.push(column("GPU peak", |r| opt_bytes(r.peak_gpu_bytes)));
+    }
+    c
+}
+
+fn render_runs(o: &mut String, report: &BenchReport) {
+    let cols = columns(report);
+    let cells: Vec<Vec<String>> = report
+        .runs
+        .iter()
+        .map(|r| cols.iter().map(|c| (c.cell)(r)).collect())
+        .collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            cells
+                .iter()
+                .map(|row| row[i].chars().count())
+                .chain([c.head.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // Right-aligned but for Source (words).
+    let line = |row: Vec<&str>| {
+        let mut l = String::from(" ");
+        for (i, cell) in row.iter().enumerate() {
+            let pad = " ".repeat(widths[i] - cell.chars().count());
+            if cols[i].head == "Source" {
+                l += &format!(" {cell}{pad} ");
+            } else {
+                l += &format!(" {pad}{cell} ");
+            }
+        }
+        l.trim_end().to_string()
+    };
+    if let Some(note) = shared_pages_note(report) {
+        let _ = writeln!(o, "  {note}");
+    }
+    let _ = writeln!(o, "{}", line(cols.iter().map(|c| c.head).collect()));
+    for row in &cells {
+        let _ = writeln!(o, "{}", line(row.iter().map(String::as_str).collect()));
+    }
+    if let Some(st) = &report.stats {
+        let _ = writeln!(o);
+        let w = &st.wall_s;
+        let _ = writeln!(
+            o,
+            "  Time        mean {} ± {}   [min {}, max {}]",
+            fmt_wall(w.mean),
+            fmt_wall(w.stddev),
+            fmt_wall(w.min),
+            fmt_wall(w.max)
+        );
+        let b = fmt_bytes;
+        let p = &st.peak_bytes;
+        let _ = writeln!(
+            o,
+            "  Peak        mean {} ± {}   [min {}, max {}]",
+            b(p.mean),
+            b(p.stddev),
+            b(p.min),
+            b(p.max)
+        );
+        if let Some(f) = &st.peak_over_floor_bytes {
+            let _ = writeln!(
+                o,
+                "  Over floor  mean {} ± {}   [min {}, max {}]",
+                b(f.mean),
+                b(f.stddev),
+                b(f.min),
+                b(f.max)
+            );
+        }
+    }
+    for n in notes(report) {
+        let _ = writeln!(o, "  {n}");
+    }
 }
 
 #[cfg(test)]

@@ -26,9 +26,9 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--mark-stdout applies to `memmon record -- COMMAND` only; against a daemon use --mark-log or `memmon mark`",
         ));
     }
-    if args.cgroup.cgroup.is_some() {
+    if target.is_none() && args.cgroup.cgroup.is_some() {
         return Err(usage(
-            "--cgroup applies to `memmon record`; a command bench runs each run in a cgroup of memmon's own (--own-cgroup)",
+            "--cgroup applies to a bench against a daemon (--pid, --pidfile, --name); a command bench runs each run in a cgroup of memmon's own (--own-cgroup)",
         ));
     }
     if target.is_some() && args.cgroup.own_cgroup {
@@ -79,6 +79,11 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         marks: mark_options(&args.marks, args.quiet),
         phase_peaks: args.marks.phase_peaks,
         own_cgroup: args.cgroup.own(),
+        cgroup: args
+            .cgroup
+            .cgroup
+            .as_deref()
+            .map(memmon::sampler::cgroup::CgroupChoice::parse),
         budgets: args.budgets.budgets(),
     })
 }
@@ -125,29 +130,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let checks: Vec<_> = report
-        .runs
+        .units()
         .iter()
-        .flat_map(|r| {
-            let peak = memmon::analysis::summary::RecordingPeak {
-                bytes: r.peak_rss_bytes,
-                source: r.peak_source,
-                scope: if r.peak_source == memmon::model::peak::PeakSource::Cgroup {
-                    memmon::model::peak::PeakScope::Tree
-                } else if r.peak_source.is_kernel() {
-                    r.kernel_peak_scope
-                } else if r.processes > 1 {
-                    memmon::model::peak::PeakScope::Tree
-                } else {
-                    memmon::model::peak::PeakScope::Process
-                },
-            };
-            opts.budgets.check(
-                Some(peak),
-                r.cgroup_peak_bytes,
-                r.peak_gpu_bytes,
-                &format!("run {}", r.run),
-            )
-        })
+        .flat_map(|u| opts.budgets.check(u))
         .collect();
     if !super::report_budgets(&checks) && done.stop.is_none() {
         return Ok(ExitCode::Failure);

@@ -14,11 +14,7 @@ use std::io::Write;
 fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
     let (base, new) = compare_table::split_sides(&args.base, &args.new).map_err(usage)?;
     let gates = [
-        (
-            "--max-peak-increase",
-            Metric::PeakRss,
-            args.max_peak_increase,
-        ),
+        ("--max-peak-increase", Metric::Peak, args.max_peak_increase),
         (
             "--max-idle-increase",
             Metric::IdleRss,
@@ -81,17 +77,18 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    // Budgets hold for every candidate recording (a bench recording: for all its runs).
+    // Budgets hold for every candidate run, on the number the comparison holds them on (a
+    // bench recording: each of its runs), as the gates do.
     let budgets = args.budgets.budgets();
-    let mut checks = Vec::new();
-    if !budgets.is_empty() {
-        let (_, new) = compare_table::split_sides(&args.base, &args.new).map_err(usage)?;
-        for f in &new {
-            let s = super::summary::summarize(f, &args.input.spec())
-                .map_err(|e| usage(e.to_string()))?;
-            checks.extend(budgets.check_summary(&s, &f.display().to_string()));
-        }
-    }
+    let checks: Vec<_> = if budgets.is_empty() {
+        Vec::new()
+    } else {
+        c.new
+            .runs
+            .iter()
+            .flat_map(|r| budgets.check(&r.unit(c.peak_basis)))
+            .collect()
+    };
     let budgets_kept = super::report_budgets(&checks);
     Ok(if c.passed && budgets_kept {
         ExitCode::Success

@@ -22,11 +22,7 @@ use std::path::Path;
 fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
     let attached = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
         .map_err(usage)?;
-    let cgroup = match args.cgroup.cgroup.as_deref() {
-        None => None,
-        Some("auto") => Some(CgroupChoice::Auto),
-        Some(p) => Some(CgroupChoice::Path(p.to_string())),
-    };
+    let cgroup = args.cgroup.cgroup.as_deref().map(CgroupChoice::parse);
     let target = match (attached, args.command.is_empty()) {
         (Some(t), true) => t,
         (None, false) => TargetSpec::Command(args.command.clone()),
@@ -86,6 +82,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         cgroup,
         own_cgroup: args.cgroup.own(),
         cgroupfs: CgroupFs::default(),
+        run_peaks: None,
     })
 }
 

@@ -4,7 +4,7 @@ use crate::cli::SummaryArgs;
 use anyhow::Context;
 use memmon::analysis::{Summary, SummaryBuilder};
 use memmon::exit::{CodedError, ExitCode};
-use memmon::format::read_input;
+use memmon::format::read_input_into;
 use std::io::Write;
 
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
@@ -93,6 +93,6 @@ pub(super) fn summarize(
     spec: &memmon::format::InputSpec,
 ) -> Result<Summary, memmon::format::ReadError> {
     let mut b = SummaryBuilder::new();
-    read_input(file, spec, |s| b.push(s))
+    read_input_into(file, spec, &mut b)
         .map(|info| Summary::of_read(b, file.display().to_string(), &info))
 }

@@ -204,7 +204,7 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>) {
 fn read_case(data: &[u8], spec: &InputSpec, path: &Path) -> Result<usize, ReadError> {
     let input = input::from_reader(path, Box::new(std::io::Cursor::new(data.to_vec())), false)?;
     let mut n = 0usize;
-    let info = read_from(input, spec, |s| {
+    let info = read_from(input, spec, &mut |s: &crate::model::sample::Sample| {
         assert!(s.elapsed_s.is_finite() && s.elapsed_s >= 0.0, "{s:?}");
         assert!(s.unix_ms <= super::MAX_UNIX_MS);
         n += 1;

@@ -6,7 +6,9 @@ use crate::probe::cgroup::{CgroupEvents, CgroupVersion};
 use serde::{Deserialize, Serialize};
 
 /// The schema version of recordings written by this memmon (docs/FORMAT.md).
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `run_peaks` and `cgroup` in the metadata (bench runs reset after their run-start row; the
+/// cgroup recorded and whether it holds the tree alone). Schema 1 files read as before.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
@@ -32,6 +34,18 @@ pub struct Meta {
     /// sample (`record --reset-peak`), so its kernel peak is the recording's from its start.
     #[serde(default)]
     pub peak_reset_at_start: bool,
+    /// How the peaks of bench runs (`run-start:N` to `run-end:N`) begin; absent outside bench
+    /// recordings, and in bench recordings of schema 1 (whose runs are told by their rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_peaks: Option<RunPeaks>,
+    /// How the peaks of processes at their exit are read, as at the start: `taskstats` (the
+    /// kernel's exit records), or why not; absent in schema 1 recordings (the end record says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_records: Option<String>,
+    /// The memory cgroup read at every tick, as it was at the start; absent without one (and
+    /// in schema 1 recordings, where only the end record tells of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupMeta>,
     /// CPUs online on the recording machine: they bound how far the kernel's batched RSS
     /// counters may be off (`crate::model::peak::batching_bound_bytes`). Absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +68,49 @@ pub struct Meta {
     /// in the file, oldest first; this object itself is the latest session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier_sessions: Vec<Meta>,
+}
+
+/// How a bench recording's runs begin their peaks.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunPeaks {
+    /// Each run is a command of its own, launched at its `run-start` row: its marks (and the
+    /// cgroup memmon made for it) begin with it.
+    Launched,
+    /// The high-water marks of the daemon's tree, and its cgroup's peak, were reset right after
+    /// each `run-start` row was read: the rows after it hold the run's own peaks.
+    ResetAfterStart,
+}
+
+/// The memory cgroup a recording reads, as it was at the start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CgroupMeta {
+    pub path: String,
+    pub version: CgroupVersion,
+    /// memmon made it for the command it launched.
+    pub own: bool,
+    /// It held the target's tree and nothing else when the recording began (memmon's own, or a
+    /// daemon's own cgroup checked: no process in it outside the tree): its peak is the tree's.
+    pub holds_tree: bool,
+}
+
+impl Meta {
+    /// The recording's cgroup holds the tree alone. Schema 1 recordings did not say; memmon's
+    /// own cgroup was named in their sources.
+    pub fn cgroup_holds_tree(&self) -> bool {
+        match &self.cgroup {
+            Some(c) => c.holds_tree,
+            None => self.sources.iter().any(|s| s.contains("memmon's own")),
+        }
+    }
+
+    /// The recording's cgroup is v1 (its peak file is memory.max_usage_in_bytes).
+    pub fn cgroup_v1(&self) -> bool {
+        match &self.cgroup {
+            Some(c) => c.version == CgroupVersion::V1,
+            None => self.sources.iter().any(|s| s.starts_with("cgroup v1")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -243,6 +300,10 @@ pub struct CgroupEnd {
     /// The largest peak read (`memory.peak`, v1 `memory.max_usage_in_bytes`) over the
     /// recording, including the reading after the end; `None` where the kernel has no peak file.
     pub peak_bytes: Option<u64>,
+    /// The peak file read at the very end, after the last row (a rise after the last tick is
+    /// in it); absent in schema 1 recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_peak_bytes: Option<u64>,
     /// The file the peak was read from.
     pub peak_counter: String,
     /// False for a cgroup memmon did not make whose peak never rose above its value at the
@@ -321,6 +382,44 @@ pub fn bounded_text(text: String) -> String {
 }
 
 impl Meta {
+    /// A recording's metadata for the tests: target `mode` (`command`, `pid`...), 2 CPUs and
+    /// 4 KiB pages (a 512 KiB batching bound), nothing reset, exit records read.
+    #[cfg(test)]
+    pub fn example(mode: &str) -> Meta {
+        Meta {
+            format: "memmon-recording".into(),
+            schema_version: SCHEMA_VERSION,
+            memmon_version: "0".into(),
+            host: "h".into(),
+            kernel: "6.1".into(),
+            page_size_bytes: 4096,
+            started_unix_ms: 0,
+            interval_s: 1.0,
+            interval: "1s".into(),
+            target: TargetMeta {
+                mode: mode.into(),
+                spec: "1".into(),
+                pid: 1,
+                start_time_ticks: 0,
+                comm: "d".into(),
+                cmdline: "d".into(),
+            },
+            children: true,
+            phase_peaks: false,
+            peak_reset_at_start: false,
+            run_peaks: None,
+            exit_records: Some(EXIT_RECORDS_READ.into()),
+            cgroup: None,
+            online_cpus: Some(2),
+            mem_total_bytes: None,
+            sources: vec![],
+            columns: vec![],
+            gpu: None,
+            end: None,
+            earlier_sessions: vec![],
+        }
+    }
+
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("metadata serializes")
     }

@@ -11,7 +11,7 @@ pub mod jsonl;
 pub mod many;
 pub mod meta;
 
-use crate::model::sample::Sample;
+use crate::model::sample::{Event, Sample};
 use meta::{EndInfo, Meta};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -510,15 +510,64 @@ pub struct InputSpec {
     pub columns: Option<String>,
 }
 
-/// Streams any supported input file as samples: memmon recordings, and (see `import/`) the
+/// What a reader hands a recording to, in the file's order: each session's metadata before
+/// the session's first row (when the recording has it), the rows, and each session's end record
+/// after its last row (when it has one). A closure over samples is a sink that takes the rows
+/// alone.
+pub trait Sink {
+    /// A session begins (the recording's first, or one `--append` added): its metadata.
+    fn session(&mut self, _meta: &Meta) {}
+    fn sample(&mut self, s: &Sample);
+    /// The session that the last rows belong to has ended: its end record.
+    fn session_end(&mut self, _end: &EndInfo) {}
+}
+
+impl<F: FnMut(&Sample)> Sink for F {
+    fn sample(&mut self, s: &Sample) {
+        self(s)
+    }
+}
+
+/// A sink that also hands every sample to a closure (the plot draws what the summary reads).
+pub struct Tee<'a, S: Sink, F: FnMut(&Sample)> {
+    pub sink: &'a mut S,
+    pub on_sample: F,
+}
+
+impl<S: Sink, F: FnMut(&Sample)> Sink for Tee<'_, S, F> {
+    fn session(&mut self, meta: &Meta) {
+        self.sink.session(meta);
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        self.sink.sample(s);
+        (self.on_sample)(s);
+    }
+
+    fn session_end(&mut self, end: &EndInfo) {
+        self.sink.session_end(end);
+    }
+}
+
+/// Streams any supported input file into `sink`: memmon recordings, and (see `import/`) the
 /// files other tools write. Every reader of recordings (summary, compare, plot, report) goes
 /// through here.
 pub fn read_input(
     path: &Path,
     spec: &InputSpec,
-    on_sample: impl FnMut(&Sample),
+    mut on_sample: impl FnMut(&Sample),
 ) -> Result<ReadInfo, ReadError> {
-    import::read(path, spec, on_sample)
+    import::read(path, spec, &mut on_sample)
+}
+
+/// `read_input` into a sink that also takes each session's metadata and end record (the
+/// summary, which needs them to know when the kernel's marks were reset).
+pub fn read_input_into(
+    path: &Path,
+    spec: &InputSpec,
+    sink: &mut impl Sink,
+) -> Result<ReadInfo, ReadError> {
+    import::read(path, spec, sink)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -601,14 +650,17 @@ pub struct ReadInfo {
 /// Streams a memmon recording (CSV or JSON Lines, told apart by content), calling `on_sample`
 /// for each sample in order. Memory use does not grow with the file. For CSV, the sidecar
 /// `FILE.meta.json` is read when present. `-` is stdin; gzip and zstd are decompressed.
-pub fn read_recording(path: &Path, on_sample: impl FnMut(&Sample)) -> Result<ReadInfo, ReadError> {
-    read_recording_from(input::open(path)?, on_sample)
+pub fn read_recording(
+    path: &Path,
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    read_recording_from(input::open(path)?, &mut on_sample)
 }
 
 /// `read_recording` on an input already opened (and recognised) by `import::read`.
 pub fn read_recording_from(
     input: input::Input,
-    mut on_sample: impl FnMut(&Sample),
+    sink: &mut impl Sink,
 ) -> Result<ReadInfo, ReadError> {
     let path = input.path.clone();
     let io_err = |e| ReadError::Io(path.clone(), e);
@@ -664,22 +716,22 @@ pub fn read_recording_from(
         let layout = csv::CsvLayout::from_header(header.trim_ascii_end())
             .map_err(|m| malformed(header_line, m))?;
         let body_at_bytes = body_at as u64;
-        let sidecar = input::sidecar_for(&input);
+        // The sidecar first: its sessions' metadata goes to the sink before their rows.
+        if let Some(side) = input::sidecar_for(&input) {
+            read_sidecar(&side, &mut info)?;
+        }
+        let mut sessions = CsvSessions::new(info.meta.as_ref(), sink);
         let mut head = input.head;
         head.drain(..body_at);
         let mut body: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(input.rest));
-        let end =
-            csv::read_body(&mut body, &layout, header_line, &mut on_sample).map_err(
-                |e| match e {
-                    csv::BodyError::Io(e) => io_err(e),
-                    csv::BodyError::Row(line, msg) => malformed(line, msg),
-                },
-            )?;
+        let end = csv::read_body(&mut body, &layout, header_line, &mut |s| sessions.row(s))
+            .map_err(|e| match e {
+                csv::BodyError::Io(e) => io_err(e),
+                csv::BodyError::Row(line, msg) => malformed(line, msg),
+            })?;
+        sessions.finish();
         info.bytes = body_at_bytes + end.bytes;
         info.truncated_line = end.truncated_line;
-        if let Some(side) = sidecar {
-            read_sidecar(&side, &mut info)?;
-        }
         return Ok(info);
     }
 
@@ -698,13 +750,17 @@ pub fn read_recording_from(
                 return true;
             }
             match jsonl::parse_line(line) {
-                Ok(jsonl::Line::Sample(s)) => on_sample(&s),
+                Ok(jsonl::Line::Sample(s)) => sink.sample(&s),
                 Ok(jsonl::Line::Meta(m)) => {
+                    sink.session(&m);
                     if info.meta.is_none() {
                         info.meta = Some(*m)
                     }
                 }
-                Ok(jsonl::Line::End(e)) => info.end = Some(*e),
+                Ok(jsonl::Line::End(e)) => {
+                    sink.session_end(&e);
+                    info.end = Some(*e)
+                }
                 Err(e) => {
                     result = Err(malformed(line_no, e.0));
                     return false;
@@ -716,6 +772,69 @@ pub fn read_recording_from(
     info.bytes = lines.map_err(|e| e.into_read_error(&path))?;
     result?;
     Ok(info)
+}
+
+/// Hands a CSV recording's sessions to a sink around its rows: the sidecar holds every
+/// session's metadata (the earlier ones of an `--append`ed file, then the latest), each with
+/// its end; a session begins at the first row and at each later `start` row.
+struct CsvSessions<'a, S: Sink> {
+    sink: &'a mut S,
+    /// The sessions' metadata and ends, oldest first; `next` is the one the next session takes.
+    sessions: Vec<(Meta, Option<EndInfo>)>,
+    next: usize,
+    rows: u64,
+}
+
+impl<'a, S: Sink> CsvSessions<'a, S> {
+    fn new(meta: Option<&Meta>, sink: &'a mut S) -> Self {
+        let sessions = meta.map_or_else(Vec::new, |m| {
+            let mut all: Vec<(Meta, Option<EndInfo>)> = m
+                .earlier_sessions
+                .iter()
+                .map(|e| (e.clone(), e.end.clone()))
+                .collect();
+            let latest = Meta {
+                earlier_sessions: Vec::new(),
+                ..m.clone()
+            };
+            all.push((latest, m.end.clone()));
+            all
+        });
+        CsvSessions {
+            sink,
+            sessions,
+            next: 0,
+            rows: 0,
+        }
+    }
+
+    fn row(&mut self, s: &Sample) {
+        let begins = self.rows == 0 || matches!(s.event, Some(Event::Start));
+        if begins {
+            if self.rows > 0 {
+                self.end_session();
+            }
+            if let Some((meta, _)) = self.sessions.get(self.next) {
+                self.sink.session(meta);
+            }
+            self.next += 1;
+        }
+        self.rows += 1;
+        self.sink.sample(s);
+    }
+
+    /// The end of the session the last rows belong to, when the sidecar has it.
+    fn end_session(&mut self) {
+        if let Some((_, Some(end))) = self.next.checked_sub(1).and_then(|i| self.sessions.get(i)) {
+            self.sink.session_end(end);
+        }
+    }
+
+    fn finish(mut self) {
+        if self.rows > 0 {
+            self.end_session();
+        }
+    }
 }
 
 /// Reads a CSV recording's metadata sidecar, when there is one. A sidecar that is there but

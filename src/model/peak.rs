@@ -1,6 +1,8 @@
-//! The one vocabulary of peaks: which number is reported (`PeakSource`), over what scope
-//! (`PeakScope`), how exact the kernel's counters are (`batching_bound_bytes`), and which
-//! number a peak is when the kernel's and the sampled one are both known (`choose_peak`).
+//! The one vocabulary of peaks and the one decision of "the peak": what is known of a span (a
+//! recording, a session, a run, a phase) goes in as [`PeakFacts`], and [`PeakFacts::decide`]
+//! gives the [`Peak`] every table, file, comparison and gate reports, with its source, its
+//! scope and, for a tree, the bounds of the tree's own peak. [`PeakBasis`] is the kind of
+//! number several spans are compared on (`common_basis`): the best kind all of them have.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -35,6 +37,14 @@ impl PeakSource {
         }
     }
 
+    /// `counter`, with the cgroup's file of its version (v1: `memory.max_usage_in_bytes`).
+    pub fn counter_of(self, cgroup_v1: bool) -> &'static str {
+        match self {
+            PeakSource::Cgroup if cgroup_v1 => "memory.max_usage_in_bytes",
+            other => other.counter(),
+        }
+    }
+
     /// The word used in JSON and in tables.
     pub fn key(self) -> &'static str {
         match self {
@@ -51,46 +61,8 @@ impl fmt::Display for PeakSource {
         f.write_str(match self {
             PeakSource::Vmhwm => "kernel VmHWM",
             PeakSource::RuMaxrss => "wait4 ru_maxrss",
-            PeakSource::Cgroup => "cgroup memory.peak",
+            PeakSource::Cgroup => "cgroup peak",
             PeakSource::Sampled => "sampled",
-        })
-    }
-}
-
-/// The peaks of several runs together: all the kernel's, all sampled, or some of each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PeakKind {
-    Kernel,
-    Sampled,
-    Mixed,
-}
-
-impl PeakKind {
-    /// The kind of these sources together.
-    pub fn of(sources: impl IntoIterator<Item = PeakSource>) -> PeakKind {
-        let (mut kernel, mut sampled) = (false, false);
-        for s in sources {
-            if s.is_kernel() {
-                kernel = true;
-            } else {
-                sampled = true;
-            }
-        }
-        match (kernel, sampled) {
-            (true, true) => PeakKind::Mixed,
-            (true, false) => PeakKind::Kernel,
-            _ => PeakKind::Sampled,
-        }
-    }
-}
-
-impl fmt::Display for PeakKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PeakKind::Kernel => "kernel",
-            PeakKind::Sampled => "sampled",
-            PeakKind::Mixed => "mixed",
         })
     }
 }
@@ -110,6 +82,8 @@ pub enum PeakScope {
     LargestProcessSeen,
     /// The whole tree (sum of its processes, or its cgroup).
     Tree,
+    /// A memory cgroup that may hold processes outside the tree.
+    Cgroup,
 }
 
 impl PeakScope {
@@ -120,6 +94,7 @@ impl PeakScope {
             PeakScope::LargestProcess => "largest-process",
             PeakScope::LargestProcessSeen => "largest-process-seen",
             PeakScope::Tree => "tree",
+            PeakScope::Cgroup => "cgroup",
         }
     }
 
@@ -150,6 +125,7 @@ impl fmt::Display for PeakScope {
                 "of the largest process as its samples saw it (processes left with no exit record read)"
             }
             PeakScope::Tree => "of the tree",
+            PeakScope::Cgroup => "of the cgroup, which may hold processes outside the tree",
         })
     }
 }
@@ -171,6 +147,8 @@ pub enum KernelPeakWindow {
     BeforeRecording,
     /// No high-water mark in the recording (imported from another tool).
     NotRecorded,
+    /// The sessions of an `--append`ed recording differ: each has its own (see `sessions`).
+    PerSession,
 }
 
 impl fmt::Display for KernelPeakWindow {
@@ -181,6 +159,280 @@ impl fmt::Display for KernelPeakWindow {
             KernelPeakWindow::RoseDuringRecording => "reached during the recording",
             KernelPeakWindow::BeforeRecording => "set before the recording began",
             KernelPeakWindow::NotRecorded => "not recorded",
+            KernelPeakWindow::PerSession => "over every session, each in its own way",
+        })
+    }
+}
+
+/// What is known of one span's peak (a recording, a session, a bench run, a phase): the
+/// inputs of the one decision, [`PeakFacts::decide`]. Sizes in bytes. Serialized (flattened)
+/// into every JSON that reports a span, under the same names everywhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PeakFacts {
+    /// The largest RSS of the tree sampled in the span: a sum over its processes at one tick
+    /// (shared pages counted in each), which a spike between two ticks escapes.
+    pub sampled_peak_rss_bytes: u64,
+    /// The exact peak of the span's largest single process (VmHWM, its exit record, or wait4's
+    /// ru_maxrss), when the kernel's marks covered the span (reset at its start, a launched
+    /// command, or risen during it); `None` when they did not.
+    pub kernel_peak_rss_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_peak_source: Option<PeakSource>,
+    /// The most processes at one tick, and how many left the tree during the span.
+    pub max_processes: u32,
+    pub departed: u64,
+    /// Every exit record was read (taskstats, none dropped): each process that left has its
+    /// peak at its exit in the rows.
+    pub exit_records_complete: bool,
+    /// The memory cgroup's exact peak over the span (each page once, page cache included),
+    /// when its peak file covered the span (reset at its start, made for it, or risen during it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_peak_bytes: Option<u64>,
+    /// The cgroup holds the tree and nothing else (memmon's own for a launched command, or a
+    /// daemon's own cgroup checked at the start): its peak is the tree's.
+    pub cgroup_holds_tree: bool,
+    /// The cgroup is v1 (its peak file is memory.max_usage_in_bytes, not memory.peak).
+    #[serde(skip)]
+    pub cgroup_v1: bool,
+    /// The largest sum of the processes' VmHWM at one tick (those that left since the tick
+    /// before included, at their exit): with every exit record read, an upper bound of the
+    /// tree's peak.
+    pub hwm_sum_bytes: u64,
+    /// How far one process's kernel counters may be off (`batching_bound_bytes`).
+    pub exact_within_bytes: u64,
+    /// A boundary of the span was taken late (a marker's sample came after the program's
+    /// phase had moved on): memory of the next span may be in this one, or this span's in the
+    /// one before. The span's peak is then not exact.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub late_boundary: bool,
+}
+
+/// The peak a span reports, decided once from its [`PeakFacts`]: the number, where it comes
+/// from, what it is the peak of, and, for a tree whose exact peak is not known, the bounds of
+/// the tree's peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Peak {
+    pub bytes: u64,
+    pub source: PeakSource,
+    /// The kernel's name of the number (`VmHWM`, `ru_maxrss`, `memory.peak`,
+    /// `memory.max_usage_in_bytes`, or `sampled`).
+    pub counter: &'static str,
+    pub scope: PeakScope,
+    /// The number is the peak of what `scope` names (within the counters' batching for
+    /// VmHWM and ru_maxrss): a kernel's counter over the whole span, no process missing.
+    pub exact: bool,
+    /// For a tree whose headline is not the tree's own peak: the tree's peak is at least
+    /// `tree_low_bytes` (what was sampled, or the largest process's peak) and at most
+    /// `tree_high_bytes` (the sum of the processes' high-water marks), when that is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_low_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_high_bytes: Option<u64>,
+}
+
+/// The kind of number spans are compared on: the best one every span has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PeakBasis {
+    /// The tree's exact peak from a cgroup that holds it alone.
+    Cgroup,
+    /// The exact peak of the largest process (the process itself, for one).
+    Kernel,
+    /// The largest sampled RSS.
+    Sampled,
+}
+
+impl PeakBasis {
+    /// `the cgroup's exact peak of the tree`, `the kernel's exact peak of the largest process`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PeakBasis::Cgroup => "the tree's exact peak (its cgroup's)",
+            PeakBasis::Kernel => {
+                "the kernel's exact peak of the process (or of a tree's largest process: VmHWM, ru_maxrss)"
+            }
+            PeakBasis::Sampled => "the largest sampled RSS",
+        }
+    }
+}
+
+impl PeakFacts {
+    /// The tree had more than one process, or processes left it during the span.
+    pub fn is_tree(&self) -> bool {
+        self.max_processes > 1 || self.departed > 0
+    }
+
+    /// What the kernel's per-process counter is the peak of over this span.
+    pub fn kernel_scope(&self) -> PeakScope {
+        PeakScope::of_kernel_counter(
+            self.max_processes,
+            self.departed,
+            self.exit_records_complete,
+        )
+    }
+
+    /// The cgroup's peak, when it is the tree's exact peak over the span.
+    fn tree_cgroup_peak(&self) -> Option<u64> {
+        self.cgroup_peak_bytes.filter(|_| self.cgroup_holds_tree)
+    }
+
+    /// The one decision of a span's peak. In order:
+    /// 1. a cgroup that holds the tree alone and whose peak file covered the span: its peak is
+    ///    the tree's exact peak (each page once, page cache included);
+    /// 2. else the kernel's exact peak of the largest process (of the process, for one), and
+    ///    for a tree the bounds of the tree's peak: at least the larger of it and the sampled
+    ///    sum, at most the sum of the high-water marks (when every process that left has its
+    ///    exit record); a sampled sum above it never replaces it, so the headline is of one
+    ///    kind whatever the sampling caught;
+    /// 3. else the sampled peak, a lower bound (never exact).
+    ///
+    /// A span with a late boundary is never exact.
+    pub fn decide(&self) -> Peak {
+        let tree = self.is_tree();
+        let high =
+            (tree && (self.departed == 0 || self.exit_records_complete) && self.hwm_sum_bytes > 0)
+                .then_some(self.hwm_sum_bytes);
+        if let Some(c) = self.tree_cgroup_peak() {
+            return Peak {
+                bytes: c,
+                source: PeakSource::Cgroup,
+                counter: PeakSource::Cgroup.counter_of(self.cgroup_v1),
+                scope: PeakScope::Tree,
+                exact: !self.late_boundary,
+                tree_low_bytes: None,
+                tree_high_bytes: None,
+            };
+        }
+        match (self.kernel_peak_rss_bytes, self.kernel_peak_source) {
+            (Some(k), source) if k > 0 => {
+                let source = source.unwrap_or(PeakSource::Vmhwm);
+                let scope = self.kernel_scope();
+                let low = k.max(self.sampled_peak_rss_bytes);
+                Peak {
+                    bytes: k,
+                    source,
+                    counter: source.counter(),
+                    scope,
+                    exact: !scope.is_partial() && !self.late_boundary,
+                    tree_low_bytes: tree.then_some(low),
+                    tree_high_bytes: high.map(|h| h.max(low)),
+                }
+            }
+            _ => Peak {
+                bytes: self.sampled_peak_rss_bytes,
+                source: PeakSource::Sampled,
+                counter: PeakSource::Sampled.counter(),
+                scope: if tree {
+                    PeakScope::Tree
+                } else {
+                    PeakScope::Process
+                },
+                exact: false,
+                tree_low_bytes: tree.then_some(self.sampled_peak_rss_bytes),
+                tree_high_bytes: high.map(|h| h.max(self.sampled_peak_rss_bytes)),
+            },
+        }
+    }
+
+    /// The basis of this span's own headline.
+    pub fn basis(&self) -> PeakBasis {
+        if self.tree_cgroup_peak().is_some() {
+            PeakBasis::Cgroup
+        } else if self.kernel_peak_rss_bytes.is_some_and(|k| k > 0) {
+            PeakBasis::Kernel
+        } else {
+            PeakBasis::Sampled
+        }
+    }
+
+    /// The span's peak on `basis` (`None` when the span has no such number): the headline when
+    /// `basis` is the span's own, else the number of that kind, labelled as it is.
+    pub fn on_basis(&self, basis: PeakBasis) -> Option<Peak> {
+        if basis == self.basis() {
+            return Some(self.decide());
+        }
+        let without_cgroup = PeakFacts {
+            cgroup_holds_tree: false,
+            ..*self
+        };
+        match basis {
+            PeakBasis::Cgroup => None,
+            PeakBasis::Kernel => self
+                .kernel_peak_rss_bytes
+                .filter(|&k| k > 0)
+                .map(|_| without_cgroup.decide()),
+            PeakBasis::Sampled => Some(
+                PeakFacts {
+                    kernel_peak_rss_bytes: None,
+                    kernel_peak_source: None,
+                    ..without_cgroup
+                }
+                .decide(),
+            ),
+        }
+    }
+}
+
+/// The best basis every one of `spans` has: their cgroup's tree peak when all have one, else the
+/// kernel's peak of the largest process when all have one, else the sampled peak. Comparing and
+/// summing runs on one basis keeps a number of one kind from being set against another.
+pub fn common_basis<'a>(spans: impl IntoIterator<Item = &'a PeakFacts>) -> PeakBasis {
+    spans
+        .into_iter()
+        .map(|f| f.basis())
+        .max()
+        .unwrap_or(PeakBasis::Sampled)
+}
+
+impl Peak {
+    /// `≥ ` when the number is a lower bound of what its scope names (processes left unseen).
+    pub fn at_least(&self) -> &'static str {
+        if self.scope.is_partial() {
+            "≥ "
+        } else {
+            ""
+        }
+    }
+
+    /// `1.21 GiB` with `≥ ` for a lower bound and ` *` when exact: a table's cell.
+    pub fn cell(&self) -> String {
+        format!(
+            "{}{}{}",
+            self.at_least(),
+            crate::units::fmt_bytes(self.bytes),
+            if self.exact { " *" } else { "" }
+        )
+    }
+
+    /// `kernel VmHWM of the largest process, exact within 512.0 KiB` — what the number is, in
+    /// words (`bound_bytes`: the batching bound the exactness is stated within).
+    pub fn describe(&self, bound_bytes: Option<u64>) -> String {
+        let what = match self.source {
+            PeakSource::Cgroup => format!("cgroup {} {}", self.counter, self.scope),
+            PeakSource::Sampled => format!("sampled RSS {}", self.scope),
+            _ => format!("{} {}", self.source, self.scope),
+        };
+        let how = match (self.exact, self.source) {
+            (true, PeakSource::Cgroup) => "exact, each page once, page cache included".to_string(),
+            (true, _) => exact_within(bound_bytes),
+            (false, PeakSource::Sampled) => {
+                "a lower bound: a spike between two samples is missed".into()
+            }
+            (false, _) if self.scope.is_partial() => {
+                "a lower bound: processes left with no exit record read".into()
+            }
+            (false, _) => "not exact: a boundary was taken late".into(),
+        };
+        format!("{what}, {how}")
+    }
+
+    /// `tree between 1.21 GiB and 1.41 GiB (sampled sum ..., sum of VmHWM)`: the tree's bounds,
+    /// when this headline is not the tree's own peak.
+    pub fn tree_bounds(&self) -> Option<String> {
+        let low = self.tree_low_bytes?;
+        let b = crate::units::fmt_bytes;
+        Some(match self.tree_high_bytes {
+            Some(h) => format!("between {} and {}", b(low), b(h)),
+            None => format!("at least {}", b(low)),
         })
     }
 }
@@ -224,21 +476,6 @@ pub fn exact_within(bound_bytes: Option<u64>) -> String {
     }
 }
 
-/// The peak to report when the kernel's (`kernel`, with its source) and the sampled one are
-/// known: the kernel's unless the sampled one exceeds it by more than the batching bound (a
-/// tree's sampled sum above its largest process's peak), then the sampled one. A kernel number
-/// a page or two below a sample is the batching of the counters, not a missed peak.
-pub fn choose_peak(
-    kernel: Option<(u64, PeakSource)>,
-    sampled: u64,
-    bound_bytes: u64,
-) -> (u64, PeakSource) {
-    match kernel {
-        Some((k, source)) if k > 0 && k.saturating_add(bound_bytes) >= sampled => (k, source),
-        _ => (sampled, PeakSource::Sampled),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,31 +490,113 @@ mod tests {
         assert_eq!(batching_bound_bytes(0, 4096), 64 * 4 * KIB);
     }
 
-    #[test]
-    fn a_kernel_peak_one_page_below_a_sample_is_kept() {
-        let bound = batching_bound_bytes(2, 4096);
-        assert_eq!(
-            choose_peak(Some((100 * KIB, PeakSource::Vmhwm)), 104 * KIB, bound),
-            (100 * KIB, PeakSource::Vmhwm)
-        );
+    /// A daemon of 1.21 GiB with a 200 MiB helper per run, as the issue measured it.
+    fn daemon_with_helper(sampled_saw_helper: bool) -> PeakFacts {
+        let gib = 1u64 << 30;
+        PeakFacts {
+            sampled_peak_rss_bytes: if sampled_saw_helper {
+                1410 << 20
+            } else {
+                1210 << 20
+            },
+            kernel_peak_rss_bytes: Some(1210 << 20),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: if sampled_saw_helper { 2 } else { 1 },
+            departed: 1,
+            exit_records_complete: true,
+            hwm_sum_bytes: gib + (410 << 20),
+            exact_within_bytes: 512 * KIB,
+            ..PeakFacts::default()
+        }
     }
 
     #[test]
-    fn a_sample_beyond_the_bound_wins_and_says_sampled() {
-        let bound = batching_bound_bytes(2, 4096);
+    fn a_trees_headline_is_its_largest_process_whatever_the_samples_caught() {
+        let seen = daemon_with_helper(true).decide();
+        let unseen = daemon_with_helper(false).decide();
+        for p in [seen, unseen] {
+            assert_eq!(
+                (p.bytes, p.source, p.scope),
+                (1210 << 20, PeakSource::Vmhwm, PeakScope::LargestProcess)
+            );
+            assert!(p.exact);
+            assert_eq!(p.tree_high_bytes, Some((1u64 << 30) + (410 << 20)));
+        }
+        assert_eq!(seen.tree_low_bytes, Some(1410 << 20));
+        assert_eq!(unseen.tree_low_bytes, Some(1210 << 20));
+    }
+
+    #[test]
+    fn a_cgroup_that_holds_the_tree_is_the_headline_and_one_that_does_not_is_not() {
+        let mut f = daemon_with_helper(true);
+        f.cgroup_peak_bytes = Some(1420 << 20);
+        f.cgroup_v1 = true;
         assert_eq!(
-            choose_peak(
-                Some((100 * KIB, PeakSource::Vmhwm)),
-                100 * KIB + bound + 1,
-                bound
-            ),
-            (100 * KIB + bound + 1, PeakSource::Sampled)
+            f.decide().source,
+            PeakSource::Vmhwm,
+            "not known to hold the tree alone"
         );
-        assert_eq!(choose_peak(None, 7, bound), (7, PeakSource::Sampled));
+        f.cgroup_holds_tree = true;
+        let p = f.decide();
         assert_eq!(
-            choose_peak(Some((0, PeakSource::Vmhwm)), 7, bound),
-            (7, PeakSource::Sampled)
+            (p.bytes, p.source, p.scope, p.exact),
+            (1420 << 20, PeakSource::Cgroup, PeakScope::Tree, true)
         );
+        assert_eq!(p.counter, "memory.max_usage_in_bytes");
+        assert_eq!(p.tree_low_bytes, None);
+        assert_eq!(f.basis(), PeakBasis::Cgroup);
+        assert_eq!(f.on_basis(PeakBasis::Kernel).unwrap().bytes, 1210 << 20);
+    }
+
+    #[test]
+    fn without_the_kernels_peak_the_sampled_one_is_a_lower_bound_never_exact() {
+        let f = PeakFacts {
+            sampled_peak_rss_bytes: 7,
+            max_processes: 1,
+            ..PeakFacts::default()
+        };
+        let p = f.decide();
+        assert_eq!(
+            (p.bytes, p.source, p.scope, p.exact),
+            (7, PeakSource::Sampled, PeakScope::Process, false)
+        );
+        assert_eq!(p.counter, "sampled");
+    }
+
+    #[test]
+    fn processes_gone_without_exit_records_make_a_lower_bound_and_no_upper_bound() {
+        let f = PeakFacts {
+            exit_records_complete: false,
+            ..daemon_with_helper(false)
+        };
+        let p = f.decide();
+        assert_eq!(p.scope, PeakScope::LargestProcessSeen);
+        assert!(!p.exact);
+        assert_eq!(p.tree_high_bytes, None);
+        assert_eq!(p.at_least(), "≥ ");
+    }
+
+    #[test]
+    fn a_late_boundary_is_never_exact() {
+        let f = PeakFacts {
+            late_boundary: true,
+            ..daemon_with_helper(false)
+        };
+        assert!(!f.decide().exact);
+    }
+
+    #[test]
+    fn the_common_basis_is_the_best_all_spans_have() {
+        let mut cg = daemon_with_helper(false);
+        cg.cgroup_peak_bytes = Some(1);
+        cg.cgroup_holds_tree = true;
+        let k = daemon_with_helper(true);
+        let sampled = PeakFacts::default();
+        assert_eq!(common_basis([&cg, &cg]), PeakBasis::Cgroup);
+        assert_eq!(common_basis([&cg, &k]), PeakBasis::Kernel);
+        assert_eq!(common_basis([&cg, &k, &sampled]), PeakBasis::Sampled);
+        assert_eq!(k.on_basis(PeakBasis::Sampled).unwrap().bytes, 1410 << 20);
+        assert_eq!(cg.on_basis(PeakBasis::Cgroup).unwrap().bytes, 1);
     }
 
     #[test]

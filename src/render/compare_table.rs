@@ -8,8 +8,7 @@ use crate::analysis::compare::{
     Verdict,
 };
 use crate::exit::{CodedError, ExitCode};
-use crate::format::{read_input, InputSpec, ReadError};
-use crate::model::peak::PeakKind;
+use crate::format::{InputSpec, ReadError};
 use crate::model::sample::Sample;
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_seconds};
 use std::fmt::Write as _;
@@ -85,10 +84,14 @@ pub fn measure_file(
     mut on_sample: impl FnMut(&Sample),
 ) -> Result<Measured, ReadError> {
     let mut m = Measure::new(above, whole_file);
-    let info = read_input(path, spec, |s| {
-        m.push(s);
-        on_sample(s);
-    })?;
+    let info = crate::format::read_input_into(
+        path,
+        spec,
+        &mut crate::format::Tee {
+            sink: &mut m,
+            on_sample: &mut on_sample,
+        },
+    )?;
     m.finish(path.display().to_string(), &info)
         .map_err(|e| ReadError::Malformed {
             path: path.to_path_buf(),
@@ -230,23 +233,28 @@ pub fn gate_sentence(d: &Delta, g: &GateResult) -> String {
     )
 }
 
+/// What the peak compared is, and which runs had a better kind than the one all share.
 fn source_line(c: &Comparison) -> String {
-    let words = |s: &Side| {
-        match s.peak_source() {
-        PeakKind::Kernel => "the kernel's peak (VmHWM or ru_maxrss, exact within its per-CPU batching) of the single process recorded, reached during the recording",
-        PeakKind::Sampled => "the sampled peak (a process tree, an attached process whose high-water mark predates the recording, or no kernel peak in the recording)",
-        PeakKind::Mixed => "mixed: the kernel's in some runs, sampled in others",
+    let mut line = format!(
+        "peak is {} on both sides: the best kind every run has",
+        c.peak_basis.describe()
+    );
+    let above = c.runs_above_basis();
+    if !above.is_empty() {
+        let names: Vec<String> = above
+            .iter()
+            .take(5)
+            .map(|r| display_name(&r.file))
+            .collect();
+        let _ = write!(
+            line,
+            " ({}{} also had {}, not compared: a number of one kind is never set against another)",
+            names.join(", "),
+            if above.len() > 5 { ", …" } else { "" },
+            above[0].facts.basis().describe()
+        );
     }
-    };
-    if c.base.peak_source() == c.new.peak_source() {
-        format!("peak RSS is {} on both sides", words(&c.base))
-    } else {
-        format!(
-            "peak RSS is, in the baseline, {}; in the candidate, {} — not like for like",
-            words(&c.base),
-            words(&c.new)
-        )
-    }
+    line
 }
 
 fn runs_text(n: usize) -> String {
@@ -345,8 +353,8 @@ pub fn render(c: &Comparison) -> String {
                 o,
                 "  {side}  {name}{}  peak {} ({}), {} {}, {}",
                 " ".repeat(width - name.chars().count()),
-                fmt_bytes(r.peak_rss_bytes),
-                r.peak_source.key(),
+                r.peak_on(c.peak_basis).cell(),
+                r.peak_on(c.peak_basis).source.key(),
                 // A bench run's idle floor is its RSS at run-start (analysis/compare.rs).
                 if r.run.is_some() {
                     "floor at start"
@@ -461,17 +469,23 @@ fn display_name(file: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::compare::{PeakScope, PeakSource, Stats};
+    use crate::analysis::compare::{PeakSource, Stats};
+    use crate::model::peak::{PeakBasis, PeakFacts};
 
     fn run(file: &str, peak: u64) -> Run {
+        let facts = PeakFacts {
+            sampled_peak_rss_bytes: peak,
+            kernel_peak_rss_bytes: Some(peak),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: 1,
+            ..PeakFacts::default()
+        };
         Run {
             file: file.into(),
             run: None,
-            peak_rss_bytes: peak,
-            peak_source: PeakSource::Vmhwm,
-            sampled_peak_rss_bytes: peak,
-            kernel_peak_rss_bytes: Some(peak),
-            kernel_peak_scope: PeakScope::Process,
+            peak: facts.decide(),
+            facts,
+            cgroup: None,
             idle_rss_bytes: 1 << 20,
             mean_rss_bytes: peak / 2,
             duration_s: 2.0,
@@ -492,8 +506,13 @@ mod tests {
             1.0,
             &[],
         );
-        let s = verdict_sentence(&c, c.delta(Metric::PeakRss).unwrap());
-        assert!(s.starts_with("peak RSS rose 11.8% (+1.18 GiB): a regression beyond the run-to-run spread of 0.4%"), "{s}");
+        let s = verdict_sentence(&c, c.delta(Metric::Peak).unwrap());
+        assert!(
+            s.starts_with(
+                "peak rose 11.8% (+1.18 GiB): a regression beyond the run-to-run spread of 0.4%"
+            ),
+            "{s}"
+        );
     }
 
     fn recording(file: &str, split: Split, runs: usize, incomplete: &[u32]) -> Recording {
@@ -535,7 +554,7 @@ mod tests {
 
     #[test]
     fn a_side_of_several_recordings_names_each_ones_runs() {
-        let mut side = Side::new(vec![run("a", 1); 4]);
+        let mut side = Side::new(vec![run("a", 1); 4], PeakBasis::Kernel);
         side.recordings = vec![
             recording("a.csv", Split::BenchRuns, 3, &[]),
             recording("b.csv", Split::WholeFile, 1, &[]),
@@ -569,7 +588,7 @@ mod tests {
     #[test]
     fn changes_print_with_sign_and_unit() {
         assert_eq!(
-            fmt_change(Metric::PeakRss, -((1u64 << 20) as f64)),
+            fmt_change(Metric::Peak, -((1u64 << 20) as f64)),
             "-1.00 MiB"
         );
         assert_eq!(fmt_change(Metric::Duration, 1.5), "+1.50 s");
@@ -588,12 +607,12 @@ mod tests {
         );
         let text = render(&c);
         for word in [
-            "peak RSS",
+            "  peak ",
             "idle floor",
             "mean RSS",
             "duration",
             "within noise",
-            "kernel's peak (VmHWM or ru_maxrss",
+            "peak is the kernel's exact peak of the process (or of a tree's largest process: VmHWM, ru_maxrss) on both sides",
         ] {
             assert!(text.contains(word), "{word} missing in:\n{text}");
         }

@@ -55,11 +55,9 @@ pub struct Series {
     /// How many samples the recording has, and how many points are embedded.
     pub samples: u64,
     pub kept: usize,
-    pub peak_rss_bytes: u64,
-    pub kernel_peak_rss_bytes: Option<u64>,
-    pub kernel_peak_scope: crate::model::peak::PeakScope,
-    pub kernel_peak_source: Option<crate::model::peak::PeakSource>,
-    pub kernel_peak_exact_within_bytes: Option<u64>,
+    /// The recording's peak, as `summary` decides it, and its largest sampled RSS.
+    pub peak: crate::model::peak::Peak,
+    pub sampled_peak_rss_bytes: u64,
     pub lifetime_peak_rss_bytes: Option<u64>,
     /// `[seconds, label]` of marks, restarts and benchmark runs.
     pub events: Vec<(f64, String)>,
@@ -121,11 +119,8 @@ impl Collector {
             v: keep.iter().map(|&i| self.v[i]).collect(),
             samples: summary.samples,
             kept: keep.len(),
-            peak_rss_bytes: summary.peak_rss_bytes,
-            kernel_peak_rss_bytes: summary.kernel_peak_rss_bytes,
-            kernel_peak_scope: summary.kernel_peak_scope,
-            kernel_peak_source: summary.kernel_peak_source,
-            kernel_peak_exact_within_bytes: summary.kernel_peak_exact_within_bytes,
+            peak: summary.peak,
+            sampled_peak_rss_bytes: summary.facts.sampled_peak_rss_bytes,
             lifetime_peak_rss_bytes: summary.lifetime_peak_rss_bytes,
             events: self.events,
             events_dropped: self.events_dropped,
@@ -299,33 +294,40 @@ impl Report {
         };
         let mut rows: Vec<(&str, SummaryCell)> = vec![
             (
-                "peak RSS (sampled)",
+                "peak",
                 Box::new(|s| {
                     format!(
-                        "{} at +{}",
-                        b(s.peak_rss_bytes),
-                        esc(&fmt_seconds(s.peak_elapsed_s))
+                        "{}{} ({})",
+                        esc(s.peak.at_least()),
+                        b(s.peak.bytes),
+                        esc(&s.peak.describe(Some(s.facts.exact_within_bytes)))
                     )
                 }),
             ),
             (
-                "kernel peak (VmHWM)",
-                Box::new(|s| match (s.kernel_peak_rss_bytes, s.kernel_peak_source) {
-                    (Some(k), Some(source)) => format!(
-                        "{} {} ({source} {})",
-                        b(k),
-                        esc(&crate::model::peak::exact_within(
-                            s.kernel_peak_exact_within_bytes
-                        )),
-                        s.kernel_peak_scope
-                    ),
-                    _ => match s.lifetime_peak_rss_bytes {
-                        Some(l) => format!(
-                            "unknown for the recording (lifetime peak {}, set before it began)",
-                            b(l)
-                        ),
-                        None => "not recorded".into(),
-                    },
+                "tree peak",
+                Box::new(|s| {
+                    s.peak
+                        .tree_bounds()
+                        .map(|t| esc(&t))
+                        .unwrap_or_else(|| "-".into())
+                }),
+            ),
+            (
+                "sampled peak",
+                Box::new(|s| {
+                    format!(
+                        "{} at +{}",
+                        b(s.facts.sampled_peak_rss_bytes),
+                        esc(&fmt_seconds(s.sampled_peak_elapsed_s))
+                    )
+                }),
+            ),
+            (
+                "lifetime peak",
+                Box::new(|s| match s.lifetime_peak_rss_bytes {
+                    Some(l) => format!("{} (set before the recording began)", b(l)),
+                    None => "-".into(),
                 }),
             ),
             (
@@ -462,15 +464,13 @@ impl Report {
         }
         let _ = write!(
             o,
-            "</ul>\n<p class=\"note\">Peak RSS is the kernel's peak (VmHWM or ru_maxrss) reached during the recording where it is of a single process, \
-             else the sampled peak (baseline: {}; candidate: {}). A change is a regression or an improvement only when the \
+            "</ul>\n<p class=\"note\">Peak is {} on both sides, the best kind every run has. A change is a regression or an improvement only when the \
              candidate's mean lies outside the baseline's [min, max] widened by the candidate's own range (at least {}% of \
              the baseline mean).</p>\n</section>\n",
-            c.base.peak_source(),
-            c.new.peak_source(),
+            esc(c.peak_basis.describe()),
             c.min_noise_pct
         );
-        if c.delta(Metric::PeakRss).is_none() {
+        if c.delta(Metric::Peak).is_none() {
             o.push_str("<p class=\"note\">No peak to compare.</p>\n");
         }
     }
@@ -526,7 +526,7 @@ mod tests {
             c.push(&s);
             b.push(&s);
         }
-        (c, b.finish(None, None, None, None))
+        (c, b.finish(None, None))
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use super::decimate;
 use crate::analysis::timeline::Timeline;
 use crate::analysis::{Summary, SummaryBuilder};
-use crate::format::{read_input, InputSpec, ReadError};
+use crate::format::{InputSpec, ReadError};
 use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use plotters::coord::Shift;
@@ -267,8 +267,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
     let mut events = Vec::new();
     let mut peak_index = 0;
     let mut gpu = (Vec::new(), Vec::new());
-    let info = read_input(path, spec, |s| {
-        builder.push(s);
+    let on_sample = |s: &Sample| {
         let x = timeline.push(s).x;
         if s.rss_bytes > rss.get(peak_index).copied().unwrap_or(0) {
             peak_index = rss.len();
@@ -297,16 +296,19 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
                 }
             }
         }
-    })?;
+    };
+    let info = crate::format::read_input_into(
+        path,
+        spec,
+        &mut crate::format::Tee {
+            sink: &mut builder,
+            on_sample,
+        },
+    )?;
     if xs.is_empty() {
         return Err(PlotError::NoSamples(path.to_path_buf()));
     }
-    let summary = builder.finish(
-        Some(path.display().to_string()),
-        info.meta.as_ref(),
-        info.end.as_ref(),
-        info.truncated_line,
-    );
+    let summary = Summary::of_read(builder, path.display().to_string(), &info);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -677,8 +679,8 @@ fn draw_host<DB: DrawingBackend>(
     let mut y_max = 0u64;
     for t in traces {
         y_max = y_max
-            .max(t.summary.peak_rss_bytes)
-            .max(t.summary.kernel_peak_rss_bytes.unwrap_or(0));
+            .max(t.summary.facts.sampled_peak_rss_bytes)
+            .max(t.summary.peak.bytes);
         if let Some(p) = &t.parts {
             y_max = y_max.max(p[2].iter().copied().max().unwrap_or(0));
         }
@@ -760,12 +762,15 @@ fn draw_host<DB: DrawingBackend>(
             String::new()
         };
         let s = &t.summary;
-        if let (Some(kernel), Some(source)) = (s.kernel_peak_rss_bytes, s.kernel_peak_source) {
+        // The recording's peak where the kernel (or its cgroup) knows it: the line every
+        // sample stays under.
+        if s.peak.source != crate::model::peak::PeakSource::Sampled {
+            let kernel = s.peak.bytes;
             let k = y_of(kernel);
-            let scope = if s.kernel_peak_scope == crate::model::peak::PeakScope::Process {
+            let scope = if s.peak.scope == crate::model::peak::PeakScope::Process {
                 String::new()
             } else {
-                format!(" {}", s.kernel_peak_scope)
+                format!(" {}", s.peak.scope)
             };
             chart.draw_series(DashedLineSeries::new(
                 [(0.0, k), (x_max, k)],
@@ -775,8 +780,8 @@ fn draw_host<DB: DrawingBackend>(
             ))?;
             labels.push(Label {
                 text: format!(
-                    "{prefix}kernel peak{scope} ({}) {}",
-                    source.counter(),
+                    "{prefix}peak{scope} ({}) {}",
+                    s.peak.counter,
                     fmt_bytes(kernel)
                 ),
                 at: chart.backend_coord(&(x_max, k)),
@@ -909,8 +914,8 @@ fn draw_host<DB: DrawingBackend>(
             0,
             Label {
                 text: format!(
-                    "{prefix}peak {} at {}",
-                    fmt_bytes(t.summary.peak_rss_bytes),
+                    "{prefix}sampled peak {} at {}",
+                    fmt_bytes(t.summary.facts.sampled_peak_rss_bytes),
                     fmt_seconds(t.xs[t.peak_index])
                 ),
                 at: (if left { px + 8 } else { px - 8 }, py - 2),

@@ -17,6 +17,19 @@ pub enum CgroupChoice {
     Auto,
     /// A cgroup named by its directory or its path (`--cgroup PATH`).
     Path(String),
+    /// The target's own memory cgroup when it holds only the target's tree, else none (`bench`
+    /// against a daemon, by default).
+    AutoIfAlone,
+}
+
+impl CgroupChoice {
+    /// `--cgroup auto` or `--cgroup PATH`.
+    pub fn parse(text: &str) -> CgroupChoice {
+        match text {
+            "auto" => CgroupChoice::Auto,
+            p => CgroupChoice::Path(p.to_string()),
+        }
+    }
 }
 
 /// A cgroup being read tick after tick.
@@ -38,21 +51,23 @@ pub struct CgroupSource {
     reset_failures: u64,
     /// The first read error, kept for the end record; later ones are not repeated.
     pub error: Option<String>,
+    /// It held the target's tree and nothing else when the recording began.
+    holds_tree: bool,
 }
 
 impl CgroupSource {
-    /// Reads an existing cgroup.
-    pub fn existing(cg: MemCgroup) -> CgroupSource {
-        CgroupSource::new(cg, None)
+    /// Reads an existing cgroup; `holds_tree`: it was checked to hold the target's tree alone.
+    pub fn existing(cg: MemCgroup, holds_tree: bool) -> CgroupSource {
+        CgroupSource::new(cg, None, holds_tree)
     }
 
     /// Reads the cgroup memmon made for the command it launches; removes it at `finish`.
     pub fn own(own: OwnCgroup) -> CgroupSource {
         let cg = own.cgroup().clone();
-        CgroupSource::new(cg, Some(own))
+        CgroupSource::new(cg, Some(own), true)
     }
 
-    fn new(cg: MemCgroup, own: Option<OwnCgroup>) -> CgroupSource {
+    fn new(cg: MemCgroup, own: Option<OwnCgroup>, holds_tree: bool) -> CgroupSource {
         CgroupSource {
             reader: CgroupReader::new(cg),
             own,
@@ -65,6 +80,7 @@ impl CgroupSource {
             resets: 0,
             reset_failures: 0,
             error: None,
+            holds_tree,
         }
     }
 
@@ -74,6 +90,11 @@ impl CgroupSource {
 
     pub fn is_own(&self) -> bool {
         self.own.is_some()
+    }
+
+    /// Its peak is the tree's: memmon's own cgroup, or one checked to hold the tree alone.
+    pub fn holds_tree(&self) -> bool {
+        self.holds_tree
     }
 
     /// The descriptor of the own cgroup's `cgroup.procs`, for the launched child to join.
@@ -138,7 +159,7 @@ impl CgroupSource {
     /// summary needs.
     pub fn finish(&mut self, mem_total: Option<u64>) -> CgroupEnd {
         // The final peak: a rise after the last tick is in it.
-        self.tick();
+        let final_peak = self.tick().and_then(|st| st.peak);
         let mut moved_out = Vec::new();
         let mut remove_error = None;
         if let Some(own) = &mut self.own {
@@ -167,6 +188,7 @@ impl CgroupSource {
             version: cg.version,
             own: self.own.is_some(),
             peak_bytes: self.peak_max,
+            final_peak_bytes: final_peak,
             peak_counter: cg
                 .peak_file()
                 .file_name()

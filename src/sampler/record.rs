@@ -76,6 +76,8 @@ pub struct RecordOptions {
     pub env: Vec<(String, String)>,
     /// A memory cgroup to read at every tick (`--cgroup PATH|auto`).
     pub cgroup: Option<CgroupChoice>,
+    /// How the caller begins each bench run's peaks (`bench` sets it; written in the metadata).
+    pub run_peaks: Option<crate::format::meta::RunPeaks>,
     /// Launch the command in a memory cgroup of memmon's own (`--own-cgroup`): `None` where
     /// memmon may make one, `Some(true)` or an error, `Some(false)` never.
     pub own_cgroup: Option<bool>,
@@ -87,8 +89,10 @@ pub struct RecordOptions {
 pub enum Control {
     /// Take a sample now, labelled with this event.
     Event(Event),
-    /// Reset the high-water marks of every process of the tree (writes `5` to clear_refs),
-    /// then take a sample labelled with the event; the reply tells which resets failed.
+    /// Take a sample labelled with the event, then reset the high-water marks of every
+    /// process of the tree (writes `5` to clear_refs) and the cgroup's peak: the rows after it
+    /// hold what came after (as a marker's with `--phase-peaks`). The reply tells which resets
+    /// failed.
     ResetPeaks(Event, mpsc::Sender<Vec<String>>),
     /// Read every process's VmHWM now; the reply is the sample taken (with the event).
     Probe(Event, mpsc::Sender<Option<Sample>>),
@@ -360,7 +364,6 @@ impl Recorder {
             // The baseline of the counters (OOM kills during the recording are those after it).
             c.tick();
         }
-        let phase_peaks = opts.phase_peaks;
         let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
         let exit_records = if !opts.exit_records {
             "off (--no-taskstats)".to_string()
@@ -384,6 +387,9 @@ impl Recorder {
                 tree.adopt_orphans_of(me);
             }
         }
+        meta.exit_records = Some(exit_records.clone());
+        let mut summary = SummaryBuilder::new();
+        summary.session(&meta);
         let mut rec = Recorder {
             opts,
             out,
@@ -392,7 +398,7 @@ impl Recorder {
             watched,
             control_rx,
             control,
-            summary: SummaryBuilder::new().with_phase_peaks(phase_peaks),
+            summary,
             start: Instant::now(),
             samples: 0,
             missed: 0,
@@ -437,6 +443,11 @@ impl Recorder {
     /// True when the kernel's exit records are read (taskstats).
     pub fn reads_exit_records(&self) -> bool {
         self.tree.watches_exits()
+    }
+
+    /// The metadata written at the start.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
     }
 
     /// The PID of the watched process (the root of the tree).
@@ -547,11 +558,21 @@ impl Recorder {
                 }
             }
             Control::ResetPeaks(e, reply) => {
-                let failed = self.reset_peaks();
-                let taken = self.tick(Some(e));
+                let taken = self.tick(Some(e.clone()));
+                let mut failed = Vec::new();
+                if let Some(Err(err)) = self.cgroup.as_mut().map(|c| c.reset_peak()) {
+                    failed.push(format!("the cgroup's peak: {err}"));
+                }
+                failed.extend(self.reset_peaks());
+                if !failed.is_empty() {
+                    self.reset_failures += 1;
+                }
                 let _ = reply.send(failed);
-                if let Err(err) = taken {
-                    return Step::Stop(Stop::Failed(err));
+                match taken {
+                    Ok(Some(_)) => {}
+                    // The target has ended: its row is not taken; the caller sees it gone.
+                    Ok(None) => return self.target_ended(run),
+                    Err(err) => return Step::Stop(Stop::Failed(err)),
                 }
             }
             Control::Probe(e, reply) => {
@@ -1151,13 +1172,12 @@ impl Recorder {
             end.error = err;
         }
         let finished = self.out.finish(&end);
+        self.summary.session_end(&end);
         let summary = self.summary.finish(
             self.out
                 .path()
                 .map(|p| p.display().to_string())
                 .or(Some("stdout".into())),
-            Some(&self.meta),
-            Some(&end),
             None,
         );
         if let Err(e) = finished {
@@ -1187,7 +1207,7 @@ impl Recorder {
             }
             let outcome = self.finish(end, Some(ExitCode::Success), None);
             return outcome.or(Ok(Outcome {
-                summary: SummaryBuilder::new().finish(None, None, None, None),
+                summary: SummaryBuilder::new().finish(None, None),
                 exit: ExitCode::Success,
                 output: None,
                 signal: None,
@@ -1469,6 +1489,14 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
         children: opts.children,
         phase_peaks: opts.phase_peaks,
         peak_reset_at_start: opts.reset_peak && !matches!(opts.target, TargetSpec::Command(_)),
+        run_peaks: opts.run_peaks,
+        exit_records: None,
+        cgroup: cgroup.map(|c| crate::format::meta::CgroupMeta {
+            path: c.cgroup().path.clone(),
+            version: c.cgroup().version,
+            own: c.is_own(),
+            holds_tree: c.holds_tree(),
+        }),
         online_cpus: Some(crate::model::peak::online_cpus()),
         mem_total_bytes: crate::sampler::cgroup::mem_total_bytes(),
         sources,
@@ -1493,7 +1521,26 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
         None => Ok(None),
         Some(CgroupChoice::Path(p)) => {
             let cg = opts.cgroupfs.at(p).map_err(|e| usage(e.to_string()))?;
-            Ok(Some(CgroupSource::existing(cg)))
+            // Its peak is the tree's when it holds the tree and nothing else (or when the
+            // cgroup is itself the target: `record --cgroup PATH` alone).
+            let alone = matches!(opts.target, TargetSpec::Cgroup(_))
+                || !cg.is_root()
+                    && cg
+                        .foreign_process(&opts.procfs, h.pid)
+                        .is_ok_and(|other| other.is_none())
+                    && cg.procs().is_ok_and(|p| p.contains(&h.pid));
+            Ok(Some(CgroupSource::existing(cg, alone)))
+        }
+        Some(CgroupChoice::AutoIfAlone) => {
+            let alone = opts
+                .cgroupfs
+                .of_pid(opts.procfs.root(), h.pid)
+                .filter(|cg| !cg.is_root())
+                .filter(|cg| {
+                    cg.foreign_process(&opts.procfs, h.pid)
+                        .is_ok_and(|other| other.is_none())
+                });
+            Ok(alone.map(|cg| CgroupSource::existing(cg, true)))
         }
         Some(CgroupChoice::Auto) => {
             let cg = opts
@@ -1520,7 +1567,7 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
                     cg.path, h.pid, cg.path
                 )));
             }
-            Ok(Some(CgroupSource::existing(cg)))
+            Ok(Some(CgroupSource::existing(cg, true)))
         }
     }
 }
@@ -1536,7 +1583,8 @@ fn launched_cgroup(
             .cgroupfs
             .at(p)
             .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
-        return Ok(Some(CgroupSource::existing(cg)));
+        // Read, not joined: the command's tree is not in it.
+        return Ok(Some(CgroupSource::existing(cg, false)));
     }
     let wanted = opts.own_cgroup.or(opts.cgroup.as_ref().map(|_| true));
     if wanted == Some(false) {

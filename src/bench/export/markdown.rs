@@ -1,10 +1,10 @@
-//! The Markdown export: the runs as a table (sizes in binary units, the exact bytes in the JSON
-//! and CSV exports), then the statistics and the leak check.
+//! The Markdown export: the terminal table's columns (`table::columns`; sizes in binary units,
+//! the exact bytes in the JSON and CSV exports), the statistics, and the terminal table's notes.
 
 use super::Exporter;
-use crate::bench::table::{cpu_cell, fmt_wall, pss_cell, shared_pages_note};
+use crate::bench::table::{columns, fmt_wall, notes, shared_pages_note};
 use crate::bench::BenchReport;
-use crate::units::{fmt_bytes, fmt_bytes_signed};
+use crate::units::fmt_bytes;
 use std::fmt::Write as _;
 
 pub struct MarkdownExporter;
@@ -12,54 +12,32 @@ pub struct MarkdownExporter;
 impl Exporter for MarkdownExporter {
     fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
         let mut o = String::new();
-        let opt = |v: Option<u64>| v.map(fmt_bytes).unwrap_or_else(|| "–".into());
         if let Some(note) = shared_pages_note(report) {
             writeln!(o, "{note}\n")?;
         }
-        let pss = report.runs.iter().any(|r| r.pss.is_some());
-        let gpu = report.runs.iter().any(|r| r.peak_gpu_bytes.is_some());
+        // The terminal table's columns, as a Markdown table.
+        let cols = columns(report);
+        let cell = |text: String| text.replace('|', "\\|");
         writeln!(
             o,
-            "| Run | Time | Exit | Peak | Source | Over floor | RSS before | RSS after | {} CPU user / sys |{}{}",
-            if report.daemon.is_some() { "Daemon" } else { "Command" },
-            if pss { " PSS |" } else { "" },
-            if gpu { " GPU peak |" } else { "" }
+            "| {} |",
+            cols.iter().map(|c| c.head).collect::<Vec<_>>().join(" | ")
         )?;
         writeln!(
             o,
-            "|---:|---:|---:|---:|:---|---:|---:|---:|---:|{}{}",
-            if pss { "---:|" } else { "" },
-            if gpu { "---:|" } else { "" }
+            "|{}",
+            cols.iter()
+                .map(|c| if c.head == "Source" { ":---|" } else { "---:|" })
+                .collect::<String>()
         )?;
         for r in &report.runs {
-            let exit = match (r.exit_code, r.exit_signal) {
-                (Some(c), _) => c.to_string(),
-                (None, Some(s)) => crate::sampler::signals::name(s),
-                _ => "?".into(),
-            };
             writeln!(
                 o,
-                "| {} | {} | {exit} | {} | {} | {} | {} | {} | {} |{}{}",
-                r.run,
-                fmt_wall(r.wall_s),
-                crate::bench::table::peak_cell(r),
-                r.peak_source.key(),
-                r.peak_over_floor_bytes
-                    .map(|b| fmt_bytes_signed(b as i64))
-                    .unwrap_or_else(|| "–".into()),
-                opt(r.rss_before_bytes),
-                opt(r.rss_after_bytes),
-                cpu_cell(r),
-                if pss {
-                    format!(" {} |", pss_cell(r))
-                } else {
-                    String::new()
-                },
-                match r.peak_gpu_bytes {
-                    Some(g) if gpu => format!(" {} |", fmt_bytes(g)),
-                    _ if gpu => " – |".into(),
-                    _ => String::new(),
-                }
+                "| {} |",
+                cols.iter()
+                    .map(|c| cell((c.cell)(r)))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
             )?;
         }
         if let Some(st) = &report.stats {
@@ -76,7 +54,7 @@ impl Exporter for MarkdownExporter {
                 fmt_wall(w.min),
                 fmt_wall(w.max)
             )?;
-            let p = &st.peak_rss_bytes;
+            let p = &st.peak_bytes;
             writeln!(
                 o,
                 "| Peak | {} ± {} | {} | {} |",
@@ -96,8 +74,22 @@ impl Exporter for MarkdownExporter {
                 )?;
             }
         }
+        // The terminal table's notes.
+        let notes = notes(report);
+        if !notes.is_empty() || report.leak.is_some() || !report.notes.is_empty() {
+            writeln!(o)?;
+        }
+        for n in &notes {
+            writeln!(o, "- {n}")?;
+        }
         if let Some(l) = &report.leak {
-            writeln!(o, "\n{}", l.message)?;
+            writeln!(o, "- {}", l.message)?;
+        }
+        for n in &report.notes {
+            writeln!(o, "- note: {n}")?;
+        }
+        if let Some(s) = &report.stopped {
+            writeln!(o, "- stopped: {s}")?;
         }
         Ok(o.into_bytes())
     }

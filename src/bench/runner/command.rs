@@ -2,10 +2,10 @@
 //! memmon's own where it may make one); what a run leaves running is ended before the next.
 
 use super::{
-    choose_peak, cooldown, prepare, progress, run_env, say, say_recording, BenchRecording,
-    ClientEnd, Quit, Scratch, Stop,
+    cooldown, prepare, progress, run_env, say, say_recording, BenchRecording, ClientEnd, Quit,
+    Scratch, Stop,
 };
-use crate::bench::{BenchOptions, BenchReport, Leftovers, PeakScope, PeakSource, RunResult};
+use crate::bench::{BenchOptions, BenchReport, Leftovers, RunResult};
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::{Format, InputFormat, InputSpec, Output};
@@ -198,6 +198,7 @@ pub(super) fn bench_command(
             cgroup: None,
             own_cgroup: opts.own_cgroup,
             cgroupfs: opts.cgroupfs.clone(),
+            run_peaks: None,
         };
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
@@ -248,55 +249,33 @@ pub(super) fn bench_command(
             break;
         }
         if warm.is_none() {
-            let sampled = outcome.summary.peak_rss_bytes;
-            // In a cgroup of memmon's own, the run's tree had it alone from before its first
-            // instruction: its peak is the tree's exact peak (each page once, page cache in).
-            let own_cgroup_peak = end
-                .cgroup
-                .as_ref()
-                .filter(|c| c.own)
-                .and_then(|c| c.peak_bytes);
-            // Else the kernel's peak of the largest process: wait4's ru_maxrss, or a VmHWM
-            // above it (an orphan memmon adopted, a child whose exit record was read).
+            // The run's peak as its recording's summary decided it: the tree's exact peak in a
+            // cgroup memmon made for the run (it had the tree alone from before its first
+            // instruction), else the kernel's peak of its largest process (wait4's ru_maxrss,
+            // or a VmHWM above it: an orphan memmon adopted, a child whose exit record was read).
             let summary = &outcome.summary;
-            let (kernel, (peak, source), scope) = match own_cgroup_peak {
-                Some(p) => (Some(p), (p, PeakSource::Cgroup), PeakScope::Tree),
-                None => (
-                    summary.kernel_peak_rss_bytes,
-                    choose_peak(
-                        summary.kernel_peak_rss_bytes,
-                        summary.kernel_peak_source.unwrap_or(PeakSource::RuMaxrss),
-                        sampled,
-                    ),
-                    summary.kernel_peak_scope,
-                ),
-            };
             let r = RunResult {
                 run: n,
                 started_unix_ms,
                 wall_s,
                 exit_code: ce.code,
                 exit_signal: ce.signal,
-                peak_rss_bytes: peak,
-                peak_source: source,
-                kernel_peak_bytes: kernel,
-                kernel_peak_scope: scope,
-                sampled_peak_bytes: sampled,
-                samples: outcome.summary.samples,
-                cgroup_peak_bytes: own_cgroup_peak,
+                peak: summary.peak,
+                facts: summary.facts,
+                samples: summary.samples,
+                cgroup_sampled_peak_bytes: summary.cgroup.as_ref().map(|c| c.largest_current_bytes),
                 rss_before_bytes: None,
                 rss_after_bytes: None,
                 peak_over_floor_bytes: None,
-                processes: outcome.summary.max_processes,
-                departed: outcome.summary.departed,
-                pss: outcome.summary.pss,
-                peak_gpu_bytes: outcome.summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
-                processes_after: None,
-                leftovers,
                 daemon_user_s: None,
                 daemon_system_s: None,
                 command_user_s: end.rusage_user_s,
                 command_system_s: end.rusage_system_s,
+                held: summary.held,
+                pss: summary.pss,
+                peak_gpu_bytes: summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+                processes_after: None,
+                leftovers,
             };
             progress(opts, &r);
             report.runs.push(r);
@@ -355,6 +334,7 @@ impl Merged {
             .with_context(|| format!("cannot read back run {n}'s samples"))?;
         if !self.meta_written {
             if let Some(mut meta) = info.meta.clone() {
+                meta.run_peaks = Some(crate::format::meta::RunPeaks::Launched);
                 meta.sources.push(format!("memmon bench: one process tree per run; rows between run-start:N and run-end:N; target PID of run {n}"));
                 self.out.write_meta(&meta)?;
             }

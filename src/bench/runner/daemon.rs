@@ -3,18 +3,17 @@
 //! the marks and the tree's CPU time back (`Control::Probe`, `Control::CpuTicks`).
 
 use super::{
-    choose_peak, cooldown, prepare, progress, run_env, say, say_recording, stderr_stdio,
-    BenchRecording, ClientEnd, Quit, Scratch, Stop,
+    cooldown, prepare, progress, run_env, say, say_recording, stderr_stdio, BenchRecording,
+    ClientEnd, Quit, Scratch, Stop,
 };
-use crate::analysis::summary::PssTrack;
-use crate::bench::{BenchOptions, BenchReport, DaemonInfo, PeakScope, PeakSource, RunResult};
-use crate::exit::ExitCode;
-use crate::format::meta::EndReason;
+use crate::bench::{BenchOptions, BenchReport, DaemonInfo, RunResult};
+use crate::exit::{CodedError, ExitCode};
+use crate::format::meta::{EndReason, Meta, RunPeaks};
 use crate::format::Format;
 use crate::model::sample::{Event, Sample};
-use crate::probe::cgroup::{MemCgroup, PeakWatch};
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
+use crate::sampler::cgroup::CgroupChoice;
 use crate::sampler::record::{
     unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
 };
@@ -34,12 +33,10 @@ pub(super) struct Daemon {
     /// True once the recorder has returned.
     quit: Arc<Quit>,
     thread: Option<JoinHandle<anyhow::Result<Outcome>>>,
-    cgroup: Option<MemCgroup>,
+    /// The recording's metadata: how its runs' spans are closed (`analysis::phases::run_span`).
+    meta: Meta,
     spec: TargetSpec,
     hwm_reset_ok: bool,
-    /// The recorder reads the kernel's exit records: a process that leaves the daemon's tree
-    /// keeps its peak in the run it left in.
-    exit_records: bool,
     /// The marker sources (socket, followed log); dropped at the end of the bench.
     _marks: crate::marks::MarkSources,
     _scratch: Option<Scratch>,
@@ -59,6 +56,9 @@ impl Daemon {
                 (Some(s.0.join("series.jsonl")), Some(Format::Jsonl), Some(s))
             }
         };
+        // The daemon's own cgroup, when it holds its tree alone: its peak is the tree's exact
+        // peak, reset with the marks at each run. Given (`--cgroup`), it must hold the tree.
+        let cgroup = Some(opts.cgroup.clone().unwrap_or(CgroupChoice::AutoIfAlone));
         let ropts = RecordOptions {
             target: spec.clone(),
             interval: opts.interval,
@@ -75,13 +75,16 @@ impl Daemon {
             quiet: true,
             procfs: opts.procfs.clone(),
             phase_peaks: opts.phase_peaks,
-            reset_peak: false,
+            // The whole recording's peak is then exact from its start, whatever the daemon
+            // reached before the bench.
+            reset_peak: true,
             exit_records: opts.exit_records,
             capture_stdout: false,
             env: Vec::new(),
-            cgroup: None,
+            cgroup,
             own_cgroup: Some(false),
             cgroupfs: opts.cgroupfs.clone(),
+            run_peaks: Some(RunPeaks::ResetAfterStart),
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         let mut rec = Recorder::start(ropts, BenchRecording::of(opts))?;
@@ -90,7 +93,20 @@ impl Daemon {
             (opts.say.0)(note);
         }
         let pid = rec.root_pid();
-        let exit_records = rec.reads_exit_records();
+        let meta = rec.meta().clone();
+        if let (Some(CgroupChoice::Path(p)), Some(c)) = (&opts.cgroup, &meta.cgroup) {
+            if !c.holds_tree {
+                rec.control().send(Control::Stop);
+                let _ = rec.run();
+                return Err(CodedError::new(
+                    ExitCode::Usage,
+                    format!(
+                        "--cgroup {p}: the cgroup {} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)",
+                        c.path
+                    ),
+                ));
+            }
+        }
         let handle = opts
             .procfs
             .open(pid)
@@ -139,31 +155,32 @@ impl Daemon {
                 report.client
             ),
         );
-        let cgroup = match own_cgroup(opts, &handle) {
-            Ok(cg) => {
-                say(
-                    opts,
-                    format!(
-                        "bench: the daemon has its own cgroup {} ({}): its peak is read per run",
-                        cg.path,
-                        cg.version.name()
-                    ),
-                );
-                Some(cg)
-            }
-            Err(why) => {
+        match meta.cgroup.as_ref().filter(|c| c.holds_tree) {
+            Some(cg) => say(
+                opts,
+                format!(
+                    "bench: the daemon's own cgroup {} ({}) holds its tree: each run's peak is the tree's exact peak, reset per run",
+                    cg.path,
+                    cg.version.name()
+                ),
+            ),
+            None => {
+                let why = rec_cgroup_note(&meta);
                 report.notes.push(format!("no cgroup peak: {why}"));
                 say(opts, format!("bench: no cgroup peak: {why}"));
-                None
             }
-        };
+        }
         report.recording = recording;
         report.daemon = Some(DaemonInfo {
             pid,
             comm: handle.comm.clone(),
             spec: format!("{} {}", spec.mode(), spec.spec()),
             children: opts.children,
-            cgroup: cgroup.as_ref().map(|c| c.path.clone()),
+            cgroup: meta
+                .cgroup
+                .as_ref()
+                .filter(|c| c.holds_tree)
+                .map(|c| c.path.clone()),
         });
         Ok(Daemon {
             handle,
@@ -171,10 +188,9 @@ impl Daemon {
             samples,
             quit,
             thread: Some(thread),
-            cgroup,
+            meta,
             spec: spec.clone(),
             hwm_reset_ok: true,
-            exit_records,
             _marks: marks,
             _scratch: scratch,
         })
@@ -254,7 +270,8 @@ impl Daemon {
         None
     }
 
-    /// One measured run: reset, run the client, read back.
+    /// One measured run: a row and a reset, the client, a row read back; the run's span
+    /// closed as the summary of the recording closes it.
     fn one_run(
         &mut self,
         opts: &BenchOptions,
@@ -262,17 +279,6 @@ impl Daemon {
         env: &[(&str, String)],
     ) -> Result<(RunResult, ClientEnd), Stop> {
         let label = format!("run {n}");
-        // The cgroup first, so the reset sample of VmHWM is taken after both.
-        let mut watch: Option<PeakWatch> = None;
-        if let Some(cg) = &self.cgroup {
-            match cg.reset_peak() {
-                Ok(w) => watch = Some(w),
-                Err(e) => {
-                    say(opts, format!("bench: no cgroup peak from now on: {e}"));
-                    self.cgroup = None;
-                }
-            }
-        }
         let (tx, rx) = mpsc::channel();
         let started_unix_ms = unix_ms_now();
         if !self
@@ -285,12 +291,13 @@ impl Daemon {
             Ok(f) => f,
             Err(_) => return Err(self.ended(&label)),
         };
-        if !failed.is_empty() {
+        let resets_held = failed.is_empty();
+        if !resets_held {
             if self.hwm_reset_ok {
                 say(
                     opts,
                     format!(
-                        "bench: cannot reset VmHWM ({}); reporting sampled peaks",
+                        "bench: cannot reset the peaks ({}); a run's peak then counts only where it rose above what came before",
                         failed.join("; ")
                     ),
                 );
@@ -322,63 +329,19 @@ impl Daemon {
         if !self.alive() {
             return Err(self.ended(&label));
         }
-        let cgroup_peak = watch.as_mut().and_then(|w| w.read().ok());
         let samples = self.run_samples(n);
-        let first = samples.first().cloned().unwrap_or_else(|| last.clone());
-        let sampled = samples
-            .iter()
-            .map(|s| s.rss_bytes)
-            .max()
-            .unwrap_or(last.rss_bytes);
-        let processes = samples
-            .iter()
-            .map(|s| s.processes)
-            .max()
-            .unwrap_or(last.processes);
-        // Departures after the run-start row: those before it left before the reset.
-        let departed = samples.iter().skip(1).map(|s| s.departed as u64).sum();
-        // The largest VmHWM over the run's rows: with --phase-peaks the marks are reset at each
-        // marker inside the run too, so the last row alone holds only the last phase's peak.
-        let kernel = self.hwm_reset_ok.then(|| {
-            samples
-                .iter()
-                .map(|s| s.hwm_bytes)
-                .max()
-                .unwrap_or(0)
-                .max(last.hwm_bytes)
-        });
-        let (peak, source) = choose_peak(kernel, PeakSource::Vmhwm, sampled);
-        let r = RunResult {
-            run: n,
-            started_unix_ms,
-            wall_s: end.wall_s,
-            exit_code: end.code,
-            exit_signal: end.signal,
-            peak_rss_bytes: peak,
-            peak_source: source,
-            kernel_peak_bytes: kernel,
-            kernel_peak_scope: PeakScope::of_kernel_counter(processes, departed, self.exit_records),
-            sampled_peak_bytes: sampled,
-            samples: samples.len() as u64,
-            cgroup_peak_bytes: cgroup_peak,
-            rss_before_bytes: Some(first.rss_bytes),
-            rss_after_bytes: Some(last.rss_bytes),
-            peak_over_floor_bytes: Some(peak.saturating_sub(first.rss_bytes)),
-            processes,
-            departed,
-            pss: {
-                let mut t = PssTrack::default();
-                samples.iter().for_each(|s| t.push(s));
-                t.reads(first.elapsed_s, last.elapsed_s)
-            },
-            peak_gpu_bytes: samples.iter().filter_map(|s| s.gpu.bytes).max(),
-            processes_after: Some(last.processes),
-            leftovers: None,
-            daemon_user_s: cpu.map(|c| c.0),
-            daemon_system_s: cpu.map(|c| c.1),
-            command_user_s: None,
-            command_system_s: None,
+        let Some(span) = crate::analysis::phases::run_span(&self.meta, &samples, resets_held)
+        else {
+            return Err(self.ended(&label));
         };
+        let mut r = RunResult::of_span(n, started_unix_ms, end.wall_s, &span);
+        r.exit_code = end.code;
+        r.exit_signal = end.signal;
+        r.rss_before_bytes = Some(span.start_rss_bytes);
+        r.rss_after_bytes = Some(last.rss_bytes);
+        r.processes_after = Some(last.processes);
+        r.daemon_user_s = cpu.map(|c| c.0);
+        r.daemon_system_s = cpu.map(|c| c.1);
         Ok((r, end))
     }
 
@@ -476,32 +439,15 @@ impl Daemon {
     }
 }
 
-/// The daemon's memory cgroup, if it is its own: not the root, and every process in it (and in
-/// the cgroups below) is the daemon or one of its descendants.
-fn own_cgroup(opts: &BenchOptions, daemon: &ProcHandle) -> Result<MemCgroup, String> {
-    let cg = opts
-        .cgroupfs
-        .of_pid(opts.procfs.root(), daemon.pid)
-        .ok_or_else(|| "the daemon's memory cgroup was not found".to_string())?;
-    if cg.is_root() {
-        return Err("the daemon is in the root cgroup".into());
+/// Why a daemon bench reads no cgroup peak, from the recording's metadata.
+fn rec_cgroup_note(meta: &Meta) -> String {
+    match &meta.cgroup {
+        Some(c) => format!(
+            "the cgroup {} does not hold the daemon's tree alone (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its tree's exact peak)",
+            c.path
+        ),
+        None => "the daemon's memory cgroup is the root, or holds processes outside its tree (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its tree's exact peak)".into(),
     }
-    if let Some(other) = cg
-        .foreign_process(&opts.procfs, daemon.pid)
-        .map_err(|e| e.to_string())?
-    {
-        return Err(format!(
-            "the daemon's cgroup {} also holds PID {other}, which is not the daemon's (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its cgroup peak)",
-            cg.path
-        ));
-    }
-    if !cg.peak_file().exists() {
-        return Err(format!(
-            "{} does not exist (cgroup v2 memory.peak needs Linux 5.19)",
-            cg.peak_file().display()
-        ));
-    }
-    Ok(cg)
 }
 
 /// Runs the client once and waits for it (on its pidfd: no wake-up until it exits, the

@@ -9,7 +9,7 @@
 mod command;
 mod daemon;
 
-use super::{BenchOptions, BenchReport, PeakSource, RunResult};
+use super::{BenchOptions, BenchReport, RunResult};
 use crate::sampler::record::{RecordObserver, RecordStart};
 use crate::sampler::target::shell_words;
 use crate::units::{fmt_bytes_signed, fmt_interval};
@@ -97,6 +97,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
         warmup_runs: opts.warmup,
         runs_requested: opts.runs,
         recording: None,
+        peak_basis: crate::model::peak::PeakBasis::Sampled,
         runs: Vec::new(),
         stats: None,
         leak: None,
@@ -276,8 +277,13 @@ fn cooldown(opts: &BenchOptions, quit: &Quit) {
 
 fn progress(opts: &BenchOptions, r: &RunResult) {
     let over = r
-        .peak_over_floor_bytes
-        .map(|o| format!(", {} over the floor", fmt_bytes_signed(o as i64)))
+        .rss_before_bytes
+        .map(|b| {
+            format!(
+                ", {} over the floor",
+                fmt_bytes_signed(r.peak.bytes as i64 - b as i64)
+            )
+        })
         .unwrap_or_default();
     let exit = match (r.exit_code, r.exit_signal) {
         (Some(c), _) => format!("exit {c}"),
@@ -287,65 +293,20 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
     say(
         opts,
         format!(
-            "run {}/{}: {}, {exit}, peak {} ({}){over}",
+            "run {}/{}: {}, {exit}, peak {} ({} {}){over}",
             r.run,
             opts.runs,
             super::table::fmt_wall(r.wall_s),
-            super::table::peak_cell(r),
-            r.peak_source.key()
+            r.peak.cell(),
+            r.peak.counter,
+            r.peak.scope
         ),
     );
-}
-
-/// The peak to report for a run: the kernel's when it is known for the run and not below the
-/// sampled one by more than the counters' batching (a tree's sampled sum can exceed its largest
-/// process's exact peak), else sampled.
-fn choose_peak(kernel: Option<u64>, source: PeakSource, sampled: u64) -> (u64, PeakSource) {
-    crate::model::peak::choose_peak(
-        kernel.map(|k| (k, source)),
-        sampled,
-        crate::model::peak::local_batching_bound_bytes(),
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_kernel_peak_is_reported_when_it_is_known() {
-        assert_eq!(
-            choose_peak(Some(300), PeakSource::Vmhwm, 100),
-            (300, PeakSource::Vmhwm)
-        );
-    }
-
-    #[test]
-    fn without_a_reset_the_peak_is_sampled_and_says_so() {
-        assert_eq!(
-            choose_peak(None, PeakSource::Vmhwm, 100),
-            (100, PeakSource::Sampled)
-        );
-    }
-
-    #[test]
-    fn a_kernel_peak_one_page_below_a_sample_stays_the_kernel_peak() {
-        // VmHWM and VmRSS are read from per-CPU batched counters: a page apart is not a miss.
-        let page = crate::probe::proc::ProcFs::page_size();
-        assert_eq!(
-            choose_peak(Some(100 * page), PeakSource::Vmhwm, 101 * page),
-            (100 * page, PeakSource::Vmhwm)
-        );
-    }
-
-    #[test]
-    fn a_tree_whose_sampled_sum_exceeds_its_largest_process_reports_the_sum() {
-        let over = crate::model::peak::local_batching_bound_bytes() + 1;
-        assert_eq!(
-            choose_peak(Some(80), PeakSource::RuMaxrss, 80 + over),
-            (80 + over, PeakSource::Sampled)
-        );
-    }
 
     #[test]
     fn each_run_gets_its_number_and_warmups_theirs() {

@@ -11,7 +11,9 @@ pub mod mprof;
 pub mod psrecord;
 
 use super::input::{self, Input, MAX_LINE_BYTES};
-use super::{csv::CsvLayout, read_recording_from, InputFormat, InputSpec, ReadError, ReadInfo};
+use super::{
+    csv::CsvLayout, read_recording_from, InputFormat, InputSpec, ReadError, ReadInfo, Sink,
+};
 use crate::model::sample::Sample;
 use std::path::Path;
 
@@ -69,23 +71,20 @@ pub const COLUMNS_EXAMPLE: &str = "--columns unix_ms,rss_kb";
 
 /// Reads a file that is not (or may not be) a memmon recording: `spec.format` names the
 /// importer, or `Auto` recognises the file by content.
-pub fn read(
-    path: &Path,
-    spec: &InputSpec,
-    on_sample: impl FnMut(&Sample),
-) -> Result<ReadInfo, ReadError> {
-    read_from(input::open(path)?, spec, on_sample)
+pub fn read(path: &Path, spec: &InputSpec, sink: &mut impl Sink) -> Result<ReadInfo, ReadError> {
+    read_from(input::open(path)?, spec, sink)
 }
 
 /// `read` on an input already opened.
 pub fn read_from(
     input: Input,
     spec: &InputSpec,
-    on_sample: impl FnMut(&Sample),
+    sink: &mut impl Sink,
 ) -> Result<ReadInfo, ReadError> {
+    let on_sample = |s: &Sample| sink.sample(s);
     let path = &input.path.clone();
     let kind = match spec.format {
-        InputFormat::Memmon => return read_recording_from(input, on_sample),
+        InputFormat::Memmon => return read_recording_from(input, sink),
         InputFormat::Psrecord => return psrecord::read_from(input, on_sample),
         InputFormat::Mprof => return mprof::read_from(input, on_sample),
         InputFormat::Columns => {
@@ -117,7 +116,7 @@ pub fn read_from(
         },
     };
     match kind {
-        Kind::Memmon => read_recording_from(input, on_sample),
+        Kind::Memmon => read_recording_from(input, sink),
         Kind::PsrecordPlain | Kind::PsrecordCsv => psrecord::read_from(input, on_sample),
         Kind::Mprof => mprof::read_from(input, on_sample),
         // `--columns` without `--input-format` already selects `Columns` (cli::InputArgs::spec).

@@ -1,0 +1,648 @@
+//! One span of a recording — a session, a bench run, a phase — accumulated row by row in
+//! constant memory ([`SpanAcc`]), and what its rows say of its peak ([`PeakFacts`], decided
+//! once by `model::peak`). The summary, the phases and runs, and bench's runner all close their
+//! spans here, so a run reads the same in bench's table as in `summary` of bench's recording.
+//!
+//! Whether the kernel's high-water marks cover a span depends on when they were last reset
+//! ([`Window`]): a mark can only be trusted for a span when it began with it, was reset at its
+//! opening row, or rose during it.
+
+use crate::model::peak::{Peak, PeakFacts, PeakSource};
+use crate::model::sample::Sample;
+use crate::units::{fmt_bytes, fmt_seconds};
+use serde::Serialize;
+
+/// A PSS read is taken as the span's peak when it was read at a tick whose RSS was at least this
+/// share of the span's largest sampled RSS.
+pub const PSS_COVERS_PEAK: f64 = 0.95;
+
+/// When the kernel's marks (VmHWM, the cgroup's peak file) last began before a span, as the
+/// recording tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// They began, or were reset, before the opening row was read (a launched command; a
+    /// cgroup memmon made): every row of the span counts.
+    FromOpen,
+    /// They were reset right after the opening row was read (markers with `--phase-peaks`,
+    /// bench runs, `--reset-peak` at a session's first row): the opening row's marks close the
+    /// span before; the rows after it hold this span's.
+    AfterOpen,
+    /// No reset is known: a mark that rose above its value at the opening row was set during
+    /// the span; one that did not may be older, and tells nothing of it.
+    IfRises,
+    /// Bench recordings made before memmon wrote when it reset (schema 1): reset right before
+    /// the opening row when, there, the largest VmHWM is the largest RSS within the counters'
+    /// batching (as right after a reset), else as `IfRises`.
+    ResetIfSettled,
+}
+
+/// What the recording says of a span that its rows do not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpanContext {
+    pub kernel: Window,
+    pub cgroup: Window,
+    /// Every exit record was read (`EndInfo::exit_records_complete`).
+    pub exit_records: bool,
+    /// The cgroup recorded holds the tree alone (`CgroupEnd::holds_tree`).
+    pub cgroup_holds_tree: bool,
+    pub cgroup_v1: bool,
+    /// How far one process's counters may be off (`model::peak::batching_bound_bytes`).
+    pub bound_bytes: u64,
+    /// A peak the kernel gave after the span's last row (the exit records read when the target
+    /// ended, or wait4's ru_maxrss of a launched command), which belongs to it.
+    pub kernel_after_last_row: Option<(u64, PeakSource)>,
+    /// The cgroup's peak file read after the span's last row (at the recording's end).
+    pub cgroup_after_last_row: Option<u64>,
+}
+
+impl Default for SpanContext {
+    fn default() -> Self {
+        SpanContext {
+            kernel: Window::IfRises,
+            cgroup: Window::IfRises,
+            exit_records: false,
+            cgroup_holds_tree: false,
+            cgroup_v1: false,
+            bound_bytes: 0,
+            kernel_after_last_row: None,
+            cgroup_after_last_row: None,
+        }
+    }
+}
+
+/// The PSS reads of a span, fed row by row.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PssTrack {
+    reads: u64,
+    first_s: f64,
+    last_s: f64,
+    largest: u64,
+    largest_s: f64,
+    /// The largest RSS of a row where PSS was read.
+    max_rss_at_read: u64,
+}
+
+impl PssTrack {
+    pub fn push(&mut self, s: &Sample) {
+        let Some(p) = s.pss_bytes else {
+            return;
+        };
+        if self.reads == 0 {
+            self.first_s = s.elapsed_s;
+        }
+        if self.reads == 0 || p > self.largest {
+            self.largest = p;
+            self.largest_s = s.elapsed_s;
+        }
+        self.max_rss_at_read = self.max_rss_at_read.max(s.rss_bytes);
+        self.reads += 1;
+        self.last_s = s.elapsed_s;
+    }
+
+    /// What was read in a span whose largest sampled RSS is `sampled_peak`; `None` when nothing
+    /// was.
+    pub fn reads(&self, sampled_peak: u64) -> Option<PssReads> {
+        if self.reads == 0 {
+            return None;
+        }
+        Some(PssReads {
+            largest_bytes: self.largest,
+            largest_elapsed_s: self.largest_s,
+            reads: self.reads,
+            first_elapsed_s: self.first_s,
+            last_elapsed_s: self.last_s,
+            is_peak: self.max_rss_at_read as f64 >= PSS_COVERS_PEAK * sampled_peak as f64,
+        })
+    }
+}
+
+/// The PSS reads (`--pss`) of a recording or span.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PssReads {
+    /// The largest PSS sum read, and when.
+    pub largest_bytes: u64,
+    pub largest_elapsed_s: f64,
+    pub reads: u64,
+    pub first_elapsed_s: f64,
+    pub last_elapsed_s: f64,
+    /// A read was taken at a tick whose RSS was within 5% of the span's largest sampled RSS (a
+    /// read at the RSS peak): the largest read may be called the peak PSS. Reads only at lower
+    /// RSS (at idle) say nothing of the PSS at the peak.
+    pub is_peak: bool,
+}
+
+impl PssReads {
+    /// `1.20 GiB peak PSS (12 reads, +0 µs to +2.00 s)` or `300.0 MiB PSS at idle (4 reads, ...)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} ({})",
+            fmt_bytes(self.largest_bytes),
+            if self.is_peak {
+                "peak PSS"
+            } else {
+                "PSS at idle"
+            },
+            self.reads_note()
+        )
+    }
+
+    /// `12 reads, +0 µs to +2.00 s`, `1 read at +0 µs, none at the RSS peak`.
+    pub fn reads_note(&self) -> String {
+        let reads = if self.reads == 1 {
+            format!("1 read at +{}", fmt_seconds(self.first_elapsed_s))
+        } else {
+            format!(
+                "{} reads, +{} to +{}",
+                self.reads,
+                fmt_seconds(self.first_elapsed_s),
+                fmt_seconds(self.last_elapsed_s)
+            )
+        };
+        if self.is_peak {
+            reads
+        } else {
+            format!("{reads}, none at the RSS peak")
+        }
+    }
+}
+
+/// The largest locked, pinned and shared memory sampled in a span: a GPU prover's pinned
+/// parameters, a shared mapping counted in each process that maps it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HeldPeaks {
+    /// VmLck: mlock'd memory (never swapped, never reclaimed).
+    pub locked_bytes: u64,
+    /// VmPin: memory pinned long-term (by a driver, for DMA).
+    pub pinned_bytes: u64,
+    /// RssShmem: resident shared memory (tmpfs, memfd, shared anonymous mappings).
+    pub shmem_bytes: u64,
+}
+
+impl HeldPeaks {
+    fn push(&mut self, s: &Sample) {
+        self.locked_bytes = self.locked_bytes.max(s.locked_bytes);
+        self.pinned_bytes = self.pinned_bytes.max(s.pinned_bytes);
+        self.shmem_bytes = self.shmem_bytes.max(s.shmem_bytes);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == HeldPeaks::default()
+    }
+}
+
+/// The rows of one span, accumulated in constant memory.
+#[derive(Debug, Clone)]
+pub struct SpanAcc {
+    start_elapsed_s: f64,
+    start_unix_ms: u64,
+    start_rss: u64,
+    /// The opening row's largest VmHWM and largest RSS, and its cgroup peak file.
+    open_hwm: u64,
+    open_top_rss: u64,
+    open_cgroup_peak: Option<u64>,
+    /// The largest VmHWM and cgroup peak of the rows after the opening one.
+    hwm_after: Option<u64>,
+    cgroup_peak_after: Option<u64>,
+    /// Processes that left the tree in the rows after the opening one.
+    departed: u64,
+    last_elapsed_s: f64,
+    last_unix_ms: u64,
+    last_rss: u64,
+    samples: u64,
+    rss_sum: f64,
+    /// The row with the largest RSS (the first of equals).
+    peak_rss: u64,
+    peak_elapsed_s: f64,
+    peak_unix_ms: u64,
+    peak_pid: i32,
+    peak_processes: u32,
+    pss_at_peak: Option<u64>,
+    max_processes: u32,
+    hwm_sum_max: u64,
+    pss: PssTrack,
+    peak_gpu: Option<u64>,
+    /// The largest cgroup usage sampled.
+    cgroup_max: Option<u64>,
+    held: HeldPeaks,
+    late_boundary: bool,
+}
+
+impl SpanAcc {
+    /// A span opened by row `s` (which belongs to it).
+    pub fn open(s: &Sample) -> SpanAcc {
+        let mut pss = PssTrack::default();
+        pss.push(s);
+        let mut held = HeldPeaks::default();
+        held.push(s);
+        SpanAcc {
+            start_elapsed_s: s.elapsed_s,
+            start_unix_ms: s.unix_ms,
+            start_rss: s.rss_bytes,
+            open_hwm: s.hwm_bytes,
+            open_top_rss: s.top_rss_bytes,
+            open_cgroup_peak: s.cgroup_peak_bytes,
+            hwm_after: None,
+            cgroup_peak_after: None,
+            departed: 0,
+            last_elapsed_s: s.elapsed_s,
+            last_unix_ms: s.unix_ms,
+            last_rss: s.rss_bytes,
+            samples: 1,
+            rss_sum: s.rss_bytes as f64,
+            peak_rss: s.rss_bytes,
+            peak_elapsed_s: s.elapsed_s,
+            peak_unix_ms: s.unix_ms,
+            peak_pid: s.top_pid,
+            peak_processes: s.processes,
+            pss_at_peak: s.pss_bytes,
+            max_processes: s.processes,
+            hwm_sum_max: s.hwm_sum_bytes,
+            pss,
+            peak_gpu: s.gpu.bytes,
+            cgroup_max: s.cgroup_bytes,
+            held,
+            late_boundary: false,
+        }
+    }
+
+    /// The next row of the span.
+    pub fn add(&mut self, s: &Sample) {
+        self.samples += 1;
+        self.rss_sum += s.rss_bytes as f64;
+        self.last_elapsed_s = s.elapsed_s;
+        self.last_unix_ms = s.unix_ms;
+        self.last_rss = s.rss_bytes;
+        self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
+        self.departed += s.departed as u64;
+        self.max_processes = self.max_processes.max(s.processes);
+        self.hwm_sum_max = self.hwm_sum_max.max(s.hwm_sum_bytes);
+        self.pss.push(s);
+        self.held.push(s);
+        if let Some(g) = s.gpu.bytes {
+            self.peak_gpu = Some(self.peak_gpu.unwrap_or(0).max(g));
+        }
+        if let Some(p) = s.cgroup_peak_bytes {
+            self.cgroup_peak_after = Some(self.cgroup_peak_after.map_or(p, |m| m.max(p)));
+        }
+        if let Some(c) = s.cgroup_bytes {
+            self.cgroup_max = Some(self.cgroup_max.map_or(c, |m| m.max(c)));
+        }
+        if s.rss_bytes > self.peak_rss {
+            self.peak_rss = s.rss_bytes;
+            self.peak_elapsed_s = s.elapsed_s;
+            self.peak_unix_ms = s.unix_ms;
+            self.peak_pid = s.top_pid;
+            self.peak_processes = s.processes;
+            self.pss_at_peak = s.pss_bytes;
+        }
+    }
+
+    /// A boundary of the span was taken late (see `PeakFacts::late_boundary`).
+    pub fn mark_late(&mut self) {
+        self.late_boundary = true;
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    pub fn start_unix_ms(&self) -> u64 {
+        self.start_unix_ms
+    }
+
+    pub fn start_elapsed_s(&self) -> f64 {
+        self.start_elapsed_s
+    }
+
+    pub fn last_elapsed_s(&self) -> f64 {
+        self.last_elapsed_s
+    }
+
+    pub fn last_unix_ms(&self) -> u64 {
+        self.last_unix_ms
+    }
+
+    /// The largest VmHWM of the opening row, and of the rows after it (`None`: no row after).
+    pub fn hwm(&self) -> (u64, Option<u64>) {
+        (self.open_hwm, self.hwm_after)
+    }
+
+    /// The kernel's exact peak of the span's largest process under `window`, with `tail` (a
+    /// peak the kernel gave after the last row) taken as one more row; `None` when the marks
+    /// do not cover the span.
+    fn kernel_peak(&self, window: Window, bound_bytes: u64, tail: Option<u64>) -> Option<u64> {
+        let after = match (self.hwm_after, tail) {
+            (Some(h), Some(t)) => Some(h.max(t)),
+            (h, t) => h.or(t),
+        };
+        match window {
+            Window::FromOpen => Some(self.open_hwm.max(after.unwrap_or(0))),
+            Window::AfterOpen => after,
+            Window::IfRises => after.filter(|&a| a > self.open_hwm),
+            // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
+            // before or after the one sampled.
+            Window::ResetIfSettled
+                if self.open_hwm <= self.open_top_rss.saturating_add(bound_bytes) =>
+            {
+                Some(self.open_hwm.max(after.unwrap_or(0)))
+            }
+            Window::ResetIfSettled => after.filter(|&a| a > self.open_hwm),
+        }
+    }
+
+    /// The cgroup's exact peak over the span under `window`, with `tail` (the peak file read
+    /// after the last row) taken as one more row.
+    fn cgroup_peak(&self, window: Window, tail: Option<u64>) -> Option<u64> {
+        let after = match (self.cgroup_peak_after, tail) {
+            (Some(a), Some(t)) => Some(a.max(t)),
+            (a, t) => a.or(t),
+        };
+        match window {
+            Window::FromOpen => match (self.open_cgroup_peak, after) {
+                (None, None) => None,
+                (o, a) => Some(o.unwrap_or(0).max(a.unwrap_or(0))),
+            },
+            Window::AfterOpen => after,
+            Window::IfRises | Window::ResetIfSettled => match (self.open_cgroup_peak, after) {
+                // A peak file that rose during the span was set in it: the span's peak.
+                (Some(open), Some(a)) if a > open => Some(a),
+                _ => None,
+            },
+        }
+    }
+
+    /// What the span's rows, and `ctx`, say of its peak.
+    pub fn facts(&self, ctx: &SpanContext) -> PeakFacts {
+        let tail = ctx.kernel_after_last_row;
+        let rows = self.kernel_peak(ctx.kernel, ctx.bound_bytes, None);
+        let kernel = self
+            .kernel_peak(ctx.kernel, ctx.bound_bytes, tail.map(|t| t.0))
+            .filter(|&k| k > 0)
+            .map(|k| match tail {
+                // The peak after the last row is the span's (ties go to it: wait4's ru_maxrss
+                // covers the whole command, the rows only its ticks).
+                Some((t, source)) if t == k && rows.is_none_or(|r| t >= r) => (k, source),
+                _ => (k, PeakSource::Vmhwm),
+            });
+        PeakFacts {
+            sampled_peak_rss_bytes: self.peak_rss,
+            kernel_peak_rss_bytes: kernel.map(|k| k.0),
+            kernel_peak_source: kernel.map(|k| k.1),
+            max_processes: self.max_processes,
+            departed: self.departed,
+            exit_records_complete: ctx.exit_records,
+            cgroup_peak_bytes: self.cgroup_peak(ctx.cgroup, ctx.cgroup_after_last_row),
+            cgroup_holds_tree: ctx.cgroup_holds_tree,
+            cgroup_v1: ctx.cgroup_v1,
+            hwm_sum_bytes: self.hwm_sum_max,
+            exact_within_bytes: ctx.bound_bytes,
+            late_boundary: self.late_boundary,
+        }
+    }
+
+    /// The span, closed: `label`, its run number (runs only), `complete` when its closing row
+    /// came (else the recording or its session ended first).
+    pub fn close(
+        &self,
+        label: String,
+        run: Option<u32>,
+        complete: bool,
+        ctx: &SpanContext,
+    ) -> Span {
+        let facts = self.facts(ctx);
+        Span {
+            label,
+            run,
+            start_elapsed_s: self.start_elapsed_s,
+            start_unix_ms: self.start_unix_ms,
+            end_elapsed_s: self.last_elapsed_s,
+            duration_s: self.last_elapsed_s - self.start_elapsed_s,
+            samples: self.samples,
+            peak: facts.decide(),
+            facts,
+            sampled_peak_elapsed_s: self.peak_elapsed_s,
+            mean_rss_bytes: (self.rss_sum / self.samples as f64).round() as u64,
+            start_rss_bytes: self.start_rss,
+            end_rss_bytes: self.last_rss,
+            held: self.held,
+            pss: self.pss.reads(self.peak_rss),
+            peak_gpu_bytes: self.peak_gpu,
+            cgroup_sampled_peak_bytes: self.cgroup_max,
+            complete,
+        }
+    }
+
+    /// The row of the largest RSS: when, which process was largest, how many processes.
+    pub fn sampled_peak_row(&self) -> SampledPeakRow {
+        SampledPeakRow {
+            unix_ms: self.peak_unix_ms,
+            elapsed_s: self.peak_elapsed_s,
+            pid: self.peak_pid,
+            processes: self.peak_processes,
+            pss_bytes: self.pss_at_peak,
+        }
+    }
+
+    pub fn pss(&self) -> &PssTrack {
+        &self.pss
+    }
+
+    pub fn held(&self) -> HeldPeaks {
+        self.held
+    }
+
+    pub fn peak_gpu(&self) -> Option<u64> {
+        self.peak_gpu
+    }
+
+    pub fn cgroup_max(&self) -> Option<u64> {
+        self.cgroup_max
+    }
+
+    pub fn mean_rss(&self) -> f64 {
+        self.rss_sum / self.samples as f64
+    }
+}
+
+/// Where and when a span's largest sampled RSS was.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SampledPeakRow {
+    pub unix_ms: u64,
+    pub elapsed_s: f64,
+    pub pid: i32,
+    pub processes: u32,
+    pub pss_bytes: Option<u64>,
+}
+
+/// One phase or run, closed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Span {
+    /// The marker's label (phases) or `run N` (runs).
+    pub label: String,
+    /// The run's number (runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
+    pub start_elapsed_s: f64,
+    pub start_unix_ms: u64,
+    pub end_elapsed_s: f64,
+    pub duration_s: f64,
+    /// Rows from the opening one to the closing one, both included.
+    pub samples: u64,
+    /// The span's peak, decided once (`model::peak::PeakFacts::decide`) from `facts`.
+    pub peak: Peak,
+    #[serde(flatten)]
+    pub facts: PeakFacts,
+    /// When the largest sampled RSS (`sampled_peak_rss_bytes`) was.
+    pub sampled_peak_elapsed_s: f64,
+    pub mean_rss_bytes: u64,
+    pub start_rss_bytes: u64,
+    pub end_rss_bytes: u64,
+    /// The largest locked, pinned and shared memory sampled.
+    #[serde(flatten)]
+    pub held: HeldPeaks,
+    /// The PSS reads in the span (`--pss`), absent when none fell in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pss: Option<PssReads>,
+    /// The largest `gpu_bytes` in the span (GPU memory held by the tree), when it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gpu_bytes: Option<u64>,
+    /// With a cgroup recorded: the largest `cgroup_bytes` sampled in the span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_sampled_peak_bytes: Option<u64>,
+    /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
+    /// its session) ended first.
+    pub complete: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::peak::PeakScope;
+
+    const MIB: u64 = 1 << 20;
+
+    fn row(rss: u64, hwm: u64) -> Sample {
+        Sample {
+            rss_bytes: rss * MIB,
+            top_rss_bytes: rss * MIB,
+            hwm_bytes: hwm * MIB,
+            hwm_sum_bytes: hwm * MIB,
+            processes: 1,
+            ..Sample::default()
+        }
+    }
+
+    fn span(rows: &[Sample]) -> SpanAcc {
+        let mut a = SpanAcc::open(&rows[0]);
+        rows[1..].iter().for_each(|r| a.add(r));
+        a
+    }
+
+    fn kernel(rows: &[Sample], window: Window) -> Option<u64> {
+        let ctx = SpanContext {
+            kernel: window,
+            ..SpanContext::default()
+        };
+        span(rows)
+            .facts(&ctx)
+            .kernel_peak_rss_bytes
+            .map(|k| k / MIB)
+    }
+
+    #[test]
+    fn each_window_reads_the_marks_it_covers() {
+        // Opened at 50 MiB with an older mark of 300 MiB; the span itself reached 120 MiB.
+        let older = [row(50, 300), row(60, 300), row(50, 300)];
+        assert_eq!(kernel(&older, Window::IfRises), None);
+        assert_eq!(kernel(&older, Window::ResetIfSettled), None);
+        // Reset right after the opening row: the later rows hold the span's own peak.
+        let reset_after = [row(50, 300), row(120, 120), row(50, 120)];
+        assert_eq!(kernel(&reset_after, Window::AfterOpen), Some(120));
+        // Reset right before it: the opening row counts too.
+        let reset_before = [row(50, 50), row(120, 120)];
+        assert_eq!(kernel(&reset_before, Window::FromOpen), Some(120));
+        assert_eq!(kernel(&reset_before, Window::ResetIfSettled), Some(120));
+        // A mark that rose during the span was set in it.
+        let rose = [row(50, 300), row(400, 400)];
+        assert_eq!(kernel(&rose, Window::IfRises), Some(400));
+    }
+
+    #[test]
+    fn a_peak_after_the_last_row_raises_a_known_kernel_peak_only() {
+        let rows = [row(50, 50), row(60, 60)];
+        let ctx = SpanContext {
+            kernel: Window::FromOpen,
+            kernel_after_last_row: Some((90 * MIB, PeakSource::RuMaxrss)),
+            ..SpanContext::default()
+        };
+        let f = span(&rows).facts(&ctx);
+        assert_eq!(f.kernel_peak_rss_bytes, Some(90 * MIB));
+        assert_eq!(f.kernel_peak_source, Some(PeakSource::RuMaxrss));
+        let unknown = SpanContext {
+            kernel: Window::IfRises,
+            ..ctx
+        };
+        let older = [row(50, 300), row(60, 300)];
+        assert_eq!(span(&older).facts(&unknown).kernel_peak_rss_bytes, None);
+    }
+
+    #[test]
+    fn the_cgroup_peak_counts_from_its_reset_or_when_it_rose() {
+        let cg = |peak: u64| Sample {
+            cgroup_bytes: Some(10 * MIB),
+            cgroup_peak_bytes: Some(peak * MIB),
+            ..row(10, 10)
+        };
+        let ctx = |w| SpanContext {
+            cgroup: w,
+            cgroup_holds_tree: true,
+            ..SpanContext::default()
+        };
+        let flat = span(&[cg(300), cg(300)]);
+        assert_eq!(flat.facts(&ctx(Window::IfRises)).cgroup_peak_bytes, None);
+        assert_eq!(
+            flat.facts(&ctx(Window::FromOpen)).cgroup_peak_bytes,
+            Some(300 * MIB)
+        );
+        let after = span(&[cg(300), cg(40), cg(45)]);
+        let f = after.facts(&ctx(Window::AfterOpen));
+        assert_eq!(f.cgroup_peak_bytes, Some(45 * MIB));
+        let p = f.decide();
+        assert_eq!((p.source, p.scope), (PeakSource::Cgroup, PeakScope::Tree));
+    }
+
+    #[test]
+    fn peak_pss_needs_a_read_at_the_rss_peak() {
+        let with_pss = |rss: u64, pss: Option<u64>| Sample {
+            pss_bytes: pss.map(|p| p * MIB),
+            ..row(rss, rss)
+        };
+        let idle_reads = span(&[
+            with_pss(100, Some(40)),
+            with_pss(900, None),
+            with_pss(100, Some(41)),
+        ]);
+        let r = idle_reads.pss().reads(900 * MIB).unwrap();
+        assert!(!r.is_peak);
+        assert!(r.describe().contains("PSS at idle"), "{}", r.describe());
+        let at_peak = span(&[with_pss(100, Some(40)), with_pss(900, Some(300))]);
+        let r = at_peak.pss().reads(900 * MIB).unwrap();
+        assert!(r.is_peak);
+        assert_eq!(r.largest_bytes, 300 * MIB);
+    }
+
+    #[test]
+    fn held_memory_is_the_largest_of_each_part() {
+        let mut a = row(600, 600);
+        a.locked_bytes = 512 * MIB;
+        a.shmem_bytes = 128 * MIB;
+        let mut b = row(700, 700);
+        b.locked_bytes = 512 * MIB;
+        b.pinned_bytes = 4 * MIB;
+        let h = span(&[a, b]).held();
+        assert_eq!(
+            (h.locked_bytes, h.pinned_bytes, h.shmem_bytes),
+            (512 * MIB, 4 * MIB, 128 * MIB)
+        );
+    }
+}
