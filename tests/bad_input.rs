@@ -145,7 +145,7 @@ fn rows_after_long_lines_below_the_cap_are_all_read() {
     .unwrap();
     let s = crate::util::summary_json(&p);
     assert_eq!(s["samples"], 60_000, "{s}");
-    assert_eq!(s["peak_rss_bytes"], 1000u64 << 20);
+    assert_eq!(s["sampled_peak_rss_bytes"], 1000u64 << 20);
 }
 
 #[test]
@@ -221,7 +221,10 @@ fn stdin_and_a_fifo_are_read_like_the_file() {
     );
     let piped: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(piped["samples"], plain["samples"]);
-    assert_eq!(piped["peak_rss_bytes"], plain["peak_rss_bytes"]);
+    assert_eq!(
+        piped["sampled_peak_rss_bytes"],
+        plain["sampled_peak_rss_bytes"]
+    );
 
     let fifo = dir.path().join("run.fifo");
     let c = std::ffi::CString::new(fifo.as_os_str().to_str().unwrap()).unwrap();

@@ -125,18 +125,15 @@ fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
         .args(d.client(&["--size", "40MiB,80MiB,120MiB"]))
         .assert()
         .success()
-        .stdout(
-            predicate::str::contains("vmhwm")
-                .and(predicate::str::contains("kernel peaks are exact within")),
-        );
+        .stdout(predicate::str::contains("vmhwm").and(predicate::str::contains("* exact within")));
     let report = json(&out);
     assert_eq!(report["complete"], true);
     let runs = runs(&report);
     assert_eq!(runs.len(), 3);
     for (r, size) in runs.iter().zip([40 * MIB, 80 * MIB, 120 * MIB]) {
-        assert_eq!(r["peak_source"], "vmhwm", "{r}");
+        assert_eq!(r["peak"]["source"], "vmhwm", "{r}");
         assert_eq!(r["exit_code"], 0);
-        let (peak, before) = (u(&r["peak_rss_bytes"]), u(&r["rss_before_bytes"]));
+        let (peak, before) = (u(&r["peak"]["bytes"]), u(&r["rss_before_bytes"]));
         let want = before + size;
         assert!(
             peak.abs_diff(want) <= tolerance(),
@@ -147,14 +144,8 @@ fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
         assert!(r["rss_after_bytes"].is_u64());
     }
     let stats = &report["stats"];
-    assert_eq!(
-        u(&stats["peak_rss_bytes"]["min"]),
-        u(&runs[0]["peak_rss_bytes"])
-    );
-    assert_eq!(
-        u(&stats["peak_rss_bytes"]["max"]),
-        u(&runs[2]["peak_rss_bytes"])
-    );
+    assert_eq!(u(&stats["peak_bytes"]["min"]), u(&runs[0]["peak"]["bytes"]));
+    assert_eq!(u(&stats["peak_bytes"]["max"]), u(&runs[2]["peak"]["bytes"]));
     assert!(stats["wall_s"]["stddev"].is_f64());
     // One Stats for bench and compare: the same names (analysis/stats.rs).
     assert_eq!(stats["wall_s"]["count"], 3);
@@ -312,9 +303,9 @@ fn without_a_daemon_each_run_peak_comes_from_wait4() {
     let runs = runs(&report);
     assert_eq!(runs.len(), 3);
     for r in runs {
-        assert_eq!(r["peak_source"], "ru-maxrss", "{r}");
-        assert!(u(&r["peak_rss_bytes"]) >= 64 * MIB, "{r}");
-        assert_eq!(r["peak_rss_bytes"], r["kernel_peak_bytes"]);
+        assert_eq!(r["peak"]["source"], "ru-maxrss", "{r}");
+        assert!(u(&r["peak"]["bytes"]) >= 64 * MIB, "{r}");
+        assert_eq!(r["peak"]["bytes"], r["kernel_peak_rss_bytes"]);
         assert!(r["rss_before_bytes"].is_null());
     }
     let md = std::fs::read_to_string(md).unwrap();
@@ -387,9 +378,9 @@ fn phases_inside_a_run_get_exact_peaks_and_the_run_keeps_its_own() {
     let run = &runs(&report)[0];
     let floor = u(&run["rss_before_bytes"]);
     // The run's peak is the big phase's, although the marks were reset after it.
-    assert_eq!(run["peak_source"], "vmhwm");
+    assert_eq!(run["peak"]["source"], "vmhwm");
     assert!(
-        u(&run["peak_rss_bytes"]).abs_diff(floor + 80 * MIB) <= tolerance(),
+        u(&run["peak"]["bytes"]).abs_diff(floor + 80 * MIB) <= tolerance(),
         "{run}"
     );
     let summary = summary_json(&series);
@@ -399,7 +390,7 @@ fn phases_inside_a_run_get_exact_peaks_and_the_run_keeps_its_own() {
             .iter()
             .find(|p| p["label"] == label)
             .unwrap_or_else(|| panic!("no phase {label}: {phases:?}"));
-        u(&p["peak_rss_bytes"])
+        u(&p["peak"]["bytes"])
     };
     assert!(peak("big").abs_diff(floor + 80 * MIB) <= tolerance());
     assert!(peak("small").abs_diff(floor + 20 * MIB) <= tolerance());
@@ -454,21 +445,15 @@ fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
     assert_eq!((spans.len(), compared.len()), (2, 2));
     for i in 0..2 {
         // One word for one number: the kernel's VmHWM of the run, in all three.
-        assert_eq!(exported[i]["peak_source"], "vmhwm", "{}", exported[i]);
+        assert_eq!(exported[i]["peak"]["source"], "vmhwm", "{}", exported[i]);
         assert_eq!(
-            spans[i]["peak_source"], exported[i]["peak_source"],
+            spans[i]["peak"]["source"], exported[i]["peak"]["source"],
             "{}",
             spans[i]
         );
-        assert_eq!(compared[i]["peak_source"], exported[i]["peak_source"]);
-        assert_eq!(
-            spans[i]["kernel_peak_scope"],
-            exported[i]["kernel_peak_scope"]
-        );
-        assert_eq!(
-            compared[i]["kernel_peak_scope"],
-            exported[i]["kernel_peak_scope"]
-        );
+        assert_eq!(compared[i]["peak"]["source"], exported[i]["peak"]["source"]);
+        assert_eq!(spans[i]["peak"]["scope"], exported[i]["peak"]["scope"]);
+        assert_eq!(compared[i]["peak"]["scope"], exported[i]["peak"]["scope"]);
     }
     // The summary's run table marks the kernel's peaks, and only those, with *.
     memmon()
@@ -507,13 +492,13 @@ fn a_run_s_orphan_is_ended_and_not_billed_to_the_next_run() {
     let runs = runs(&report);
     assert_eq!(runs.len(), 2, "{stderr}");
     // Run 1 owns its orphan: the tree's sampled peak holds its 60 MiB.
-    assert!(u(&runs[0]["peak_rss_bytes"]) >= 60 * MIB, "{}", runs[0]);
+    assert!(u(&runs[0]["peak"]["bytes"]) >= 60 * MIB, "{}", runs[0]);
     let left = &runs[0]["leftovers"];
     assert_eq!(u(&left["processes"]), 1, "{left}");
     assert!(u(&left["rss_bytes"]) >= 60 * MIB, "{left}");
     let orphan = left["pids"][0].as_i64().unwrap() as i32;
     // Run 2 started nothing but its 5 MiB: its peak is not inflated by run 1's orphan.
-    let peak2 = u(&runs[1]["peak_rss_bytes"]);
+    let peak2 = u(&runs[1]["peak"]["bytes"]);
     assert!(peak2 < 30 * MIB, "run 2's peak {peak2} B: {}", runs[1]);
     assert!(runs[1]["leftovers"].is_null(), "{}", runs[1]);
     // The orphan is gone (ended and reaped), not running on after the bench.
@@ -654,7 +639,7 @@ fn a_child_idle_in_the_next_run_does_not_give_it_the_last_runs_peak() {
     );
     let report = json(&out);
     let runs = runs(&report);
-    let kernel = |i: usize| u(&runs[i]["kernel_peak_bytes"]);
+    let kernel = |i: usize| u(&runs[i]["kernel_peak_rss_bytes"]);
     assert!(kernel(0) >= 300 * MIB, "run 1: {}", runs[0]);
     assert!(
         kernel(1) < 100 * MIB,
@@ -706,14 +691,14 @@ fn a_forking_daemons_runs_each_hold_the_peak_of_the_worker_that_served_them() {
     );
     assert!(!table.contains('≥'), "{table}");
     for (r, size) in runs(&report).iter().zip([40 * MIB, 80 * MIB, 120 * MIB]) {
-        let kernel = u(&r["kernel_peak_bytes"]);
+        let kernel = u(&r["kernel_peak_rss_bytes"]);
         assert!(
             kernel >= size && kernel < size + 16 * MIB,
             "run {}: kernel peak {kernel} for a {size}-byte worker: {r}",
             r["run"]
         );
-        assert_eq!(r["peak_source"], "vmhwm", "{r}");
-        assert_eq!(r["kernel_peak_scope"], "largest-process", "{r}");
+        assert_eq!(r["peak"]["source"], "vmhwm", "{r}");
+        assert_eq!(r["peak"]["scope"], "largest-process", "{r}");
         assert!(u(&r["departed"]) >= 1, "{r}");
     }
 }
@@ -733,10 +718,10 @@ fn without_exit_records_a_forking_daemons_run_peaks_are_lower_bounds_and_say_so(
         table.contains("with no exit record read: the peak is the largest VmHWM the samples saw"),
         "{table}"
     );
-    assert!(!table.contains("kernel peaks are exact within"), "{table}");
+    assert!(!table.contains("exact within"), "{table}");
     for r in runs(&report) {
         // The worker's reap is the only sign of it: the daemon's cminflt rose.
-        assert_eq!(r["kernel_peak_scope"], "largest-process-seen", "{r}");
+        assert_eq!(r["peak"]["scope"], "largest-process-seen", "{r}");
         assert!(u(&r["departed"]) >= 1, "{r}");
     }
 }

@@ -27,8 +27,9 @@ fn fixture() -> &'static Fixture {
         let children: Vec<_> = jobs
             .iter()
             .map(|(path, alloc)| {
+                // No cgroup of its own, root or not: the peak compared is the process's VmHWM.
                 std::process::Command::new(memmon_path())
-                    .args(["record", "-q", "-i", "50ms", "-o"])
+                    .args(["record", "-q", "--no-own-cgroup", "-i", "50ms", "-o"])
                     .arg(path)
                     .arg("--")
                     .args(workload(&[alloc, "hold:600ms"]))
@@ -74,7 +75,7 @@ fn a_peak_regression_beyond_its_gate_exits_1_and_names_the_limit() {
         Some(1),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    assert!(stdout.contains("peak RSS rose"), "{stdout}");
+    assert!(stdout.contains("peak rose"), "{stdout}");
     assert!(
         stdout.contains("a regression beyond the run-to-run spread"),
         "{stdout}"
@@ -84,7 +85,7 @@ fn a_peak_regression_beyond_its_gate_exits_1_and_names_the_limit() {
         "{stdout}"
     );
     assert!(
-        stderr.contains("gate failed: --max-peak-increase 10%: peak RSS changed by +"),
+        stderr.contains("gate failed: --max-peak-increase 10%: peak changed by +"),
         "{stderr}"
     );
     assert!(stderr.contains("limit +10%"), "{stderr}");
@@ -123,7 +124,7 @@ fn the_same_workload_on_both_sides_is_within_noise_and_passes_its_gate() {
     );
     let peak = stdout
         .lines()
-        .find(|l| l.starts_with("peak RSS ") && l.contains(':'))
+        .find(|l| l.starts_with("peak ") && !l.starts_with("peak is") && l.contains(':'))
         .unwrap();
     assert!(peak.contains("within noise"), "{peak}");
     assert!(
@@ -138,7 +139,7 @@ fn a_lower_peak_is_called_an_improvement() {
     let out = compare(&[], &f.large, &f.small[..2]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("peak RSS fell"), "{stdout}");
+    assert!(stdout.contains("peak fell"), "{stdout}");
     assert!(stdout.contains("an improvement beyond"), "{stdout}");
 }
 
@@ -166,7 +167,7 @@ fn the_peak_compared_is_the_kernels_for_a_single_process() {
     let f = fixture();
     let out = compare(&[], &f.small[..2], &f.large);
     assert!(
-        text(&out.stdout).contains("kernel's peak (VmHWM or ru_maxrss"),
+        text(&out.stdout).contains("peak is the kernel's peak of the process"),
         "{}",
         text(&out.stdout)
     );
@@ -184,9 +185,9 @@ fn json_has_per_side_stats_deltas_verdicts_and_gates() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for side in ["base", "new"] {
         assert_eq!(v[side]["runs"].as_array().unwrap().len(), 2);
-        assert_eq!(v[side]["peak_source"], "kernel");
+        assert_eq!(v["peak_basis"], "kernel");
         for key in [
-            "peak_rss_bytes",
+            "peak_bytes",
             "idle_rss_bytes",
             "mean_rss_bytes",
             "duration_s",
@@ -206,7 +207,7 @@ fn json_has_per_side_stats_deltas_verdicts_and_gates() {
         }
     }
     let peak = &v["deltas"][0];
-    assert_eq!(peak["metric"], "peak_rss_bytes");
+    assert_eq!(peak["metric"], "peak_bytes");
     assert_eq!(peak["verdict"], "regression");
     let change = peak["change"].as_f64().unwrap();
     assert!(
@@ -384,10 +385,10 @@ fn a_bench_recording_counts_as_one_run_per_bench_run_with_its_own_kernel_peak() 
                 r["file"].as_str().unwrap(),
                 format!("{}#run {}", path.display(), i + 1)
             );
-            assert_eq!(r["peak_source"], "vmhwm", "{r}");
+            assert_eq!(r["peak"]["source"], "vmhwm", "{r}");
             // The idle floor of a bench run is the daemon's RSS at its start.
             let (peak, floor) = (
-                r["peak_rss_bytes"].as_u64().unwrap(),
+                r["peak"]["bytes"].as_u64().unwrap(),
                 r["idle_rss_bytes"].as_u64().unwrap(),
             );
             assert!(
@@ -436,7 +437,7 @@ fn bench_runs_of_twice_the_memory_are_a_regression_that_fails_the_gate() {
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     let peak = stdout
         .lines()
-        .find(|l| l.starts_with("peak RSS rose"))
+        .find(|l| l.starts_with("peak rose"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(
         peak.contains("a regression beyond the run-to-run spread"),
@@ -496,7 +497,7 @@ fn two_idle_attached_recordings_of_a_daemon_whose_old_peak_grew_pass_a_2pct_gate
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for side in ["base", "new"] {
-        assert_eq!(v[side]["peak_source"], "sampled", "{v}");
+        assert_eq!(v["peak_basis"], "sampled", "{v}");
         assert_eq!(
             v[side]["runs"][0]["kernel_peak_rss_bytes"],
             serde_json::Value::Null

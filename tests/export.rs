@@ -475,7 +475,7 @@ fn bench_push_lands_each_run_in_the_pushgateway_and_in_prometheus() {
         let line = text
             .lines()
             .find(|l| {
-                l.starts_with("memmon_bench_run_peak_rss_bytes{")
+                l.starts_with("memmon_bench_run_peak_bytes{")
                     && l.contains(&format!("run=\"{run}\""))
             })
             .unwrap_or_else(|| panic!("no run {run} in the Pushgateway:\n{text}"));
@@ -498,7 +498,7 @@ fn bench_push_lands_each_run_in_the_pushgateway_and_in_prometheus() {
         );
     }
     assert_eq!(
-        prom.query("memmon_bench_run_peak_rss_bytes{job=\"memmon_bench\",peak_source=\"vmhwm\"}")
+        prom.query("memmon_bench_run_peak_bytes{job=\"memmon_bench\",peak_source=\"vmhwm\"}")
             .len(),
         3
     );

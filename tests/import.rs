@@ -33,38 +33,38 @@ fn summary_with(args: &[&str], file: &str) -> serde_json::Value {
 fn a_psrecord_plain_log_gives_its_peak_rounded_to_whole_pages() {
     let s = summary_json(&data("psrecord_plain.txt"));
     // The largest "Real (MB)" is 63.211 MiB = 66281717.76 bytes: 16182 pages of 4 KiB.
-    assert_eq!(s["peak_rss_bytes"], 16182 * 4096);
-    assert_eq!(s["peak_elapsed_s"], 0.402);
+    assert_eq!(s["sampled_peak_rss_bytes"], 16182 * 4096);
+    assert_eq!(s["sampled_peak_elapsed_s"], 0.402);
     assert_eq!(s["samples"], 18);
     // No kernel peak in the file: null, and the window says why.
     assert_eq!(s["kernel_peak_rss_bytes"], serde_json::Value::Null);
     assert_eq!(s["kernel_peak_window"], "not-recorded");
-    assert_eq!(s["peak_unix_ms"], 0);
+    assert_eq!(s["sampled_peak_unix_ms"], 0);
 }
 
 #[test]
 fn a_psrecord_plain_log_with_children_gives_the_tree_peak() {
     let s = summary_json(&data("psrecord_children.txt"));
     // 98.578 MiB = 103366737.9 bytes: 25236 pages.
-    assert_eq!(s["peak_rss_bytes"], 25236 * 4096);
+    assert_eq!(s["sampled_peak_rss_bytes"], 25236 * 4096);
 }
 
 #[test]
 fn a_psrecord_csv_log_gives_its_exact_peak_and_process_count() {
     let s = summary_json(&data("psrecord_children.csv"));
     // mem_real 98.59375 MiB is exactly 103383040 bytes; nproc 3.
-    assert_eq!(s["peak_rss_bytes"], 103_383_040u64);
-    assert_eq!(s["peak_processes"], 3);
-    assert_eq!(s["tree_hwm_sum_bytes"], serde_json::Value::Null);
+    assert_eq!(s["sampled_peak_rss_bytes"], 103_383_040u64);
+    assert_eq!(s["sampled_peak_processes"], 3);
+    assert_eq!(s["peak"]["tree_high_bytes"], serde_json::Value::Null);
 }
 
 #[test]
 fn an_mprof_file_gives_its_peak_and_wall_clock_time() {
     let s = summary_json(&data("mprof_alloc.dat"));
     // MEM 63.257812 MiB: 63.2578125 MiB printed with 6 decimals = 66330624 bytes.
-    assert_eq!(s["peak_rss_bytes"], 66_330_624u64);
+    assert_eq!(s["sampled_peak_rss_bytes"], 66_330_624u64);
     // Its timestamp 1795980241.5771 s.
-    assert_eq!(s["peak_unix_ms"], 1_795_980_241_577u64);
+    assert_eq!(s["sampled_peak_unix_ms"], 1_795_980_241_577u64);
     assert_eq!(s["first_unix_ms"], 1_795_980_241_174u64);
 }
 
@@ -72,15 +72,15 @@ fn an_mprof_file_gives_its_peak_and_wall_clock_time() {
 fn an_mprof_file_with_include_children_gives_the_summed_peak() {
     let s = summary_json(&data("mprof_children.dat"));
     // MEM 96.929688 MiB (already the tree's sum with -C) = 101638144 bytes.
-    assert_eq!(s["peak_rss_bytes"], 101_638_144u64);
+    assert_eq!(s["sampled_peak_rss_bytes"], 101_638_144u64);
 }
 
 #[test]
 fn an_mprof_multiprocess_file_keeps_the_main_process_and_reports_children() {
     let s = summary_json(&data("mprof_multiprocess.dat"));
     // MEM 43.726562 MiB = 45850624 bytes; the child's CHLD 53.183594 MiB = 55767040 bytes.
-    assert_eq!(s["peak_rss_bytes"], 45_850_624u64);
-    assert_eq!(s["peak_processes"], 2);
+    assert_eq!(s["sampled_peak_rss_bytes"], 45_850_624u64);
+    assert_eq!(s["sampled_peak_processes"], 2);
     let notes = s["warnings"].to_string();
     assert!(notes.contains("PID 12619"), "{notes}");
     assert!(
@@ -93,15 +93,15 @@ fn an_mprof_multiprocess_file_keeps_the_main_process_and_reports_children() {
 fn a_hand_rolled_csv_reads_with_declared_columns() {
     let s = summary_with(&["--columns", "unix_ms,rss_kb,-"], "monitor.csv");
     // VmRSS 64932 kB (KiB) at 1795980270688 ms.
-    assert_eq!(s["peak_rss_bytes"], 64932 * 1024);
-    assert_eq!(s["peak_unix_ms"], 1_795_980_270_688u64);
+    assert_eq!(s["sampled_peak_rss_bytes"], 64932 * 1024);
+    assert_eq!(s["sampled_peak_unix_ms"], 1_795_980_270_688u64);
     assert_eq!(s["samples"], 17);
 }
 
 #[test]
 fn the_input_format_can_be_forced() {
     let s = summary_with(&["--input-format", "psrecord"], "psrecord_children.csv");
-    assert_eq!(s["peak_rss_bytes"], 103_383_040u64);
+    assert_eq!(s["sampled_peak_rss_bytes"], 103_383_040u64);
     let s = summary_with(
         &[
             "--input-format",
@@ -112,7 +112,7 @@ fn the_input_format_can_be_forced() {
         "monitor.csv",
     );
     // The third column, 0.06 GiB, read as declared: 64424509.44 bytes.
-    assert_eq!(s["peak_rss_bytes"], 64_424_509u64);
+    assert_eq!(s["sampled_peak_rss_bytes"], 64_424_509u64);
 }
 
 #[test]
@@ -187,7 +187,7 @@ fn the_summary_of_an_import_claims_no_kernel_peak_and_no_clock() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("kernel peak   not in this recording"),
+        text.contains("a lower bound: a spike between two samples is missed (no kernel high-water mark in this recording)"),
         "{text}"
     );
     assert!(text.contains("at +402 ms (elapsed)"), "{text}");

@@ -46,9 +46,10 @@ fn uses(word: &str) -> regex::Regex {
     .unwrap()
 }
 
-/// What the analysis may take from `format/`: the data a reader hands over (the metadata and
-/// `ReadInfo`), never a reader, a writer or an input to open.
-const ANALYSIS_MAY_USE_FROM_FORMAT: [&str; 2] = ["meta", "ReadInfo"];
+/// What the analysis may take from `format/`: the data a reader hands over (the metadata,
+/// `ReadInfo`, and `Sink`, the trait a reader hands it through), never a reader, a writer or an
+/// input to open.
+const ANALYSIS_MAY_USE_FROM_FORMAT: [&str; 3] = ["meta", "ReadInfo", "Sink"];
 
 /// Why a line of `analysis/` breaks its purity (pure functions over samples: no I/O, no
 /// threads), or `None`. It may not name `std::fs`, `std::io`, `std::net`, `std::os`,

@@ -215,7 +215,7 @@ fn two_reports_compare_baseline_and_candidate() {
     let html = std::fs::read_to_string(page).unwrap();
     assert!(html.contains("Comparison: candidate against baseline"));
     assert!(
-        html.contains("peak RSS rose") || html.contains("peak RSS fell"),
+        html.contains("peak rose") || html.contains("peak fell"),
         "no verdict sentence"
     );
 }

@@ -16,9 +16,10 @@ fn json_has_the_documented_keys() {
     let dir = tempdir();
     let s = summary_json(&recording(dir.path()));
     for key in [
-        "peak_rss_bytes",
-        "peak_unix_ms",
-        "peak_elapsed_s",
+        "peak",
+        "sampled_peak_rss_bytes",
+        "sampled_peak_unix_ms",
+        "sampled_peak_elapsed_s",
         "kernel_peak_rss_bytes",
         "idle_rss_bytes",
         "samples",
@@ -156,7 +157,7 @@ fn a_recording_from_before_the_peak_window_keys_still_summarizes_and_says_what_i
         "{s}"
     );
     assert_eq!(s["kernel_peak_window"], "launched");
-    assert_eq!(s["kernel_peak_exact_within_bytes"], serde_json::Value::Null);
+    assert_eq!(s["exact_within_bytes"], serde_json::Value::Null);
     memmon()
         .arg("summary")
         .arg(&out)

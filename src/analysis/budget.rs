@@ -33,6 +33,8 @@ pub struct Unit {
     /// the unit (then not exact).
     pub cgroup: Option<Peak>,
     pub gpu_bytes: Option<u64>,
+    /// How far the kernel's per-process counters may be off, where the recording says.
+    pub exact_within_bytes: Option<u64>,
 }
 
 /// One budget held against one number.
@@ -47,18 +49,21 @@ pub struct BudgetCheck {
     pub of: String,
     pub over_by_bytes: Option<u64>,
     pub passed: bool,
+    #[serde(skip)]
+    exact_within_bytes: Option<u64>,
 }
 
 impl BudgetCheck {
-    fn new(flag: &'static str, budget: u64, measured: Option<Peak>, of: &str) -> BudgetCheck {
+    fn new(flag: &'static str, budget: u64, measured: Option<Peak>, unit: &Unit) -> BudgetCheck {
         let over = measured.map(|m| m.bytes.saturating_sub(budget));
         BudgetCheck {
             flag,
             budget_bytes: budget,
             measured,
-            of: of.to_string(),
+            of: unit.of.clone(),
             over_by_bytes: over.filter(|&o| o > 0),
             passed: measured.is_some_and(|m| m.bytes <= budget),
+            exact_within_bytes: unit.exact_within_bytes,
         }
     }
 
@@ -94,7 +99,7 @@ impl BudgetCheck {
         };
         let words = match self.flag {
             "--max-gpu" => "sampled GPU memory of the tree (NVML), a lower bound".to_string(),
-            _ => m.describe(Some(self.exact_within())),
+            _ => m.describe(self.exact_within_bytes),
         };
         let bounds = m
             .tree_bounds()
@@ -108,11 +113,6 @@ impl BudgetCheck {
             m.bytes
         )
     }
-
-    /// The batching bound the kernel's per-process counters are exact within, on this machine.
-    fn exact_within(&self) -> u64 {
-        crate::model::peak::local_batching_bound_bytes()
-    }
 }
 
 impl Budgets {
@@ -124,10 +124,10 @@ impl Budgets {
     pub fn check(&self, unit: &Unit) -> Vec<BudgetCheck> {
         let mut out = Vec::new();
         if let Some(b) = self.max_peak {
-            out.push(BudgetCheck::new("--max-peak", b, unit.peak, &unit.of));
+            out.push(BudgetCheck::new("--max-peak", b, unit.peak, unit));
         }
         if let Some(b) = self.max_cgroup {
-            out.push(BudgetCheck::new("--max-cgroup", b, unit.cgroup, &unit.of));
+            out.push(BudgetCheck::new("--max-cgroup", b, unit.cgroup, unit));
         }
         if let Some(b) = self.max_gpu {
             let g = unit.gpu_bytes.map(|bytes| Peak {
@@ -139,7 +139,7 @@ impl Budgets {
                 tree_low_bytes: None,
                 tree_high_bytes: None,
             });
-            out.push(BudgetCheck::new("--max-gpu", b, g, &unit.of));
+            out.push(BudgetCheck::new("--max-gpu", b, g, unit));
         }
         out
     }
@@ -201,6 +201,7 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
             peak: (s.samples > 0).then_some(s.peak),
             cgroup,
             gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+            exact_within_bytes: s.facts.exact_within_bytes,
         }];
     }
     runs.iter()
@@ -214,6 +215,7 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
                 r.facts.cgroup_v1,
             ),
             gpu_bytes: r.peak_gpu_bytes,
+            exact_within_bytes: r.facts.exact_within_bytes,
         })
         .collect()
 }
@@ -233,7 +235,7 @@ mod tests {
             max_processes: 2,
             exit_records_complete: true,
             hwm_sum_bytes: bytes + 300 * MIB,
-            exact_within_bytes: 512 << 10,
+            exact_within_bytes: Some(512 << 10),
             ..PeakFacts::default()
         }
         .decide()
@@ -245,6 +247,7 @@ mod tests {
             peak,
             cgroup: None,
             gpu_bytes: None,
+            exact_within_bytes: Some(512 << 10),
         }
     }
 

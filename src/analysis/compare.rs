@@ -143,6 +143,7 @@ impl Run {
             peak: Some(self.peak_on(basis)),
             cgroup: self.cgroup,
             gpu_bytes: self.peak_gpu_bytes,
+            exact_within_bytes: self.facts.exact_within_bytes,
         }
     }
 }

@@ -59,6 +59,7 @@ impl Windows {
             cgroup_holds_tree: meta.cgroup_holds_tree(),
             cgroup_v1: meta.cgroup_v1(),
             bound_bytes: bound_of(meta),
+            bound_known: meta.online_cpus.is_some(),
             ..SpanContext::default()
         };
         let marks = if meta.phase_peaks {

@@ -46,8 +46,10 @@ pub struct SpanContext {
     /// The cgroup recorded holds the tree alone (`CgroupEnd::holds_tree`).
     pub cgroup_holds_tree: bool,
     pub cgroup_v1: bool,
-    /// How far one process's counters may be off (`model::peak::batching_bound_bytes`).
+    /// How far one process's counters may be off (`model::peak::batching_bound_bytes`), and
+    /// whether the recording says it (else this machine's is taken for the heuristics).
     pub bound_bytes: u64,
+    pub bound_known: bool,
     /// A peak the kernel gave after the span's last row (the exit records read when the target
     /// ended, or wait4's ru_maxrss of a launched command), which belongs to it.
     pub kernel_after_last_row: Option<(u64, PeakSource)>,
@@ -64,6 +66,7 @@ impl Default for SpanContext {
             cgroup_holds_tree: false,
             cgroup_v1: false,
             bound_bytes: 0,
+            bound_known: false,
             kernel_after_last_row: None,
             cgroup_after_last_row: None,
         }
@@ -395,7 +398,7 @@ impl SpanAcc {
             cgroup_holds_tree: ctx.cgroup_holds_tree,
             cgroup_v1: ctx.cgroup_v1,
             hwm_sum_bytes: self.hwm_sum_max,
-            exact_within_bytes: ctx.bound_bytes,
+            exact_within_bytes: ctx.bound_known.then_some(ctx.bound_bytes),
             late_boundary: self.late_boundary,
         }
     }

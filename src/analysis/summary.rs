@@ -140,6 +140,7 @@ impl SessionAcc {
             cgroup_v1: meta.is_some_and(Meta::cgroup_v1)
                 || cg.is_some_and(|c| c.version == crate::probe::cgroup::CgroupVersion::V1),
             bound_bytes: bound,
+            bound_known: meta.is_some_and(|m| m.online_cpus.is_some()),
             kernel_after_last_row: tail,
             // Schema 1 recordings did not keep the last reading apart: their peak was taken
             // over the recording when it rose in it.
@@ -221,7 +222,10 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
         f.cgroup_holds_tree &= s.cgroup_holds_tree;
         f.cgroup_v1 |= s.cgroup_v1;
         f.hwm_sum_bytes = f.hwm_sum_bytes.max(s.hwm_sum_bytes);
-        f.exact_within_bytes = f.exact_within_bytes.max(s.exact_within_bytes);
+        f.exact_within_bytes = match (f.exact_within_bytes, s.exact_within_bytes) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
         f.late_boundary |= s.late_boundary;
     }
     f
@@ -241,6 +245,8 @@ pub struct SummaryBuilder {
     merged_sessions: u64,
     /// The metadata of the session whose first row is next.
     next_meta: Option<Meta>,
+    /// A session that ended without a row, when there is no other.
+    rowless: Option<(Meta, EndInfo)>,
     max_top_rss: u64,
     missed_done: u64,
     missed_session: u64,
@@ -264,6 +270,7 @@ impl Default for SummaryBuilder {
             sessions: Vec::new(),
             merged_sessions: 0,
             next_meta: None,
+            rowless: None,
             max_top_rss: 0,
             missed_done: 0,
             missed_session: 0,
@@ -311,8 +318,12 @@ impl SummaryBuilder {
 
     /// The end record of the session the last rows belong to.
     pub fn session_end(&mut self, end: &EndInfo) {
-        // An end with no row of its session after its metadata belongs to no session here.
-        if self.next_meta.is_some() {
+        // A session whose metadata came but no row: kept when the recording has no other (its
+        // end still says how the target ended).
+        if let Some(meta) = self.next_meta.take() {
+            if self.sessions.is_empty() {
+                self.rowless = Some((meta, end.clone()));
+            }
             return;
         }
         if let Some(s) = self.sessions.last_mut() {
@@ -377,8 +388,9 @@ impl SummaryBuilder {
         let facts = combine(&peaks);
         let peak = facts.decide();
         let last = self.sessions.last();
-        let meta = last.and_then(|s| s.meta.as_ref());
-        let end = last.and_then(|s| s.end.as_ref());
+        let rowless = self.rowless.as_ref().filter(|_| last.is_none());
+        let meta = last.and_then(|s| s.meta.as_ref()).or(rowless.map(|r| &r.0));
+        let end = last.and_then(|s| s.end.as_ref()).or(rowless.map(|r| &r.1));
         let all = self.all.as_ref();
         let sampled_row = all.map(|a| a.sampled_peak_row()).unwrap_or_default();
         let window = match peaks.first().map(|p| p.window) {
@@ -427,11 +439,16 @@ impl SummaryBuilder {
                 shmem_bytes: self.held_hist[2].percentile(IDLE_PERCENTILE).unwrap_or(0),
             },
             pss: all.and_then(|a| a.pss().reads(facts.sampled_peak_rss_bytes)),
+            peak_pss_bytes: all
+                .and_then(|a| a.pss().reads(facts.sampled_peak_rss_bytes))
+                .filter(|r| r.is_peak)
+                .map(|r| r.largest_bytes),
             pss_at_peak_bytes: sampled_row.pss_bytes,
             missed_ticks: self.missed_done + self.missed_session,
             restarts: self.restarts,
             interval: meta.map(|m| m.interval.clone()),
-            target: last.and_then(SessionAcc::target),
+            target: meta
+                .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm)),
             sessions: if self.sessions.len() > 1 {
                 self.sessions
                     .iter()
@@ -510,6 +527,15 @@ impl SummaryBuilder {
         }
         if s.facts.kernel_peak_rss_bytes.is_some() && s.facts.kernel_scope().is_partial() {
             warnings.push(self.exit_records_warning(s.facts.departed, end));
+        }
+        if let (PeakSource::Cgroup, Some(k)) = (s.peak.source, s.facts.kernel_peak_rss_bytes) {
+            let bound = s.facts.exact_within_bytes.unwrap_or(0);
+            if k > s.peak.bytes.saturating_add(bound) {
+                warnings.push(format!(
+                    "note: the cgroup's peak is {} below the largest process's VmHWM: a cgroup is charged for the pages first touched in it, so pages already in the page cache (a binary, libraries) count in RSS but not in it",
+                    fmt_bytes(k - s.peak.bytes)
+                ));
+            }
         }
         if self.sessions.len() > 1 {
             warnings.push(format!(
@@ -843,8 +869,10 @@ pub struct Summary {
     pub held: HeldPeaks,
     /// ...and each at idle (its 10th percentile, as the idle floor is RSS's).
     pub held_at_idle: HeldPeaks,
-    /// What was read of PSS (`--pss`): peak only when a read came at the RSS peak.
+    /// What was read of PSS (`--pss`): peak only when a read came at the RSS peak...
     pub pss: Option<PssReads>,
+    /// ...and then its largest read, the peak PSS.
+    pub peak_pss_bytes: Option<u64>,
     /// PSS sum of the tree on the row of the sampled RSS peak, when it was read there.
     pub pss_at_peak_bytes: Option<u64>,
     pub missed_ticks: u64,
@@ -867,11 +895,6 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The peak PSS, when reads came at the RSS peak.
-    pub fn peak_pss_bytes(&self) -> Option<u64> {
-        self.pss.filter(|r| r.is_peak).map(|r| r.largest_bytes)
-    }
-
     /// For a peak of several processes: `, 9 processes: RSS sum over 9 processes, shared pages
     /// counted in each; PSS sum 300 MiB at that tick (each page once)`.
     fn tree_words(&self) -> String {
@@ -962,7 +985,7 @@ impl Summary {
                     fmt_seconds(gap)
                 )
             }
-            None => exact_within(Some(self.facts.exact_within_bytes)),
+            None => exact_within(self.facts.exact_within_bytes),
         }
     }
 
@@ -1057,12 +1080,8 @@ impl Summary {
                         self.facts.kernel_scope()
                     );
                 }
-                if let Some(gap) = self.kernel_peak_exact_until_s {
-                    let _ = writeln!(
-                        o,
-                        "  at exit       the last sample was {} before the target exited; a rise after it is not seen",
-                        fmt_seconds(gap)
-                    );
+                if self.kernel_peak_exact_until_s.is_some() {
+                    let _ = writeln!(o, "  at exit       {}", self.kernel_exactness());
                 }
             }
             _ => {}
@@ -1453,7 +1472,7 @@ mod tests {
         let sum = summarize(&rows, Some(&meta("pid", true)), None);
         assert_eq!(sum.peak.bytes, 40 * MIB);
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::ResetAtStart);
-        assert_eq!(sum.facts.exact_within_bytes, 512 << 10);
+        assert_eq!(sum.facts.exact_within_bytes, Some(512 << 10));
         assert!(
             sum.render().contains("exact within 512.0 KiB"),
             "{}",
@@ -1714,7 +1733,7 @@ mod tests {
         let mut rows = vec![tree_row(0.0, 90 * MIB, 9, Some(30 * MIB))];
         rows.extend((1..20).map(|t| tree_row(t as f64, 900 * MIB, 9, None)));
         let sum = summarize(&rows, None, None);
-        assert_eq!(sum.peak_pss_bytes(), None);
+        assert_eq!(sum.peak_pss_bytes, None);
         let reads = sum.pss.unwrap();
         assert_eq!((reads.reads, reads.is_peak), (1, false));
         let text = sum.render();
@@ -1730,10 +1749,10 @@ mod tests {
         let mut b = SummaryBuilder::new();
         b.push(&tree_row(0.0, 90 * MIB, 9, Some(30 * MIB)));
         b.push(&tree_row(1.0, 900 * MIB, 9, None));
-        assert_eq!(b.finish(None, None).peak_pss_bytes(), None);
+        assert_eq!(b.finish(None, None).peak_pss_bytes, None);
         b.push(&tree_row(2.0, 890 * MIB, 9, Some(290 * MIB)));
         let sum = b.finish(None, None);
-        assert_eq!(sum.peak_pss_bytes(), Some(290 * MIB));
+        assert_eq!(sum.peak_pss_bytes, Some(290 * MIB));
         assert!(
             sum.render().contains("peak PSS      290.0 MiB"),
             "{}",

@@ -335,6 +335,7 @@ impl BenchReport {
                     r.facts.cgroup_v1,
                 ),
                 gpu_bytes: r.peak_gpu_bytes,
+                exact_within_bytes: r.facts.exact_within_bytes,
             })
             .collect()
     }

@@ -139,18 +139,18 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
     }
     let basis = report.peak_basis;
     let peaks: Vec<_> = report.runs.iter().map(|r| r.peak_on(basis)).collect();
+    let exact = peaks.iter().any(|p| p.exact);
     o.push(format!(
-        "note: Peak is {}{}; * exact",
+        "note: Peak is {}{}",
         basis.describe(),
         match basis {
-            PeakBasis::Kernel if peaks.iter().any(|p| p.exact) => format!(
-                ", {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
-                crate::model::peak::exact_within(Some(
-                    crate::model::peak::local_batching_bound_bytes()
-                )),
+            PeakBasis::Kernel if exact => format!(
+                "; * exact within {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
+                crate::units::fmt_bytes(crate::model::peak::local_batching_bound_bytes()),
                 crate::model::peak::online_cpus()
             ),
-            PeakBasis::Cgroup => ", each page once, page cache included".into(),
+            PeakBasis::Cgroup if exact => "; * exact, each page once, page cache included".into(),
+            PeakBasis::Sampled => "; a lower bound: a spike between two samples is missed".into(),
             _ => String::new(),
         }
     ));

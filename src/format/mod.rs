@@ -831,9 +831,15 @@ impl<'a, S: Sink> CsvSessions<'a, S> {
     }
 
     fn finish(mut self) {
-        if self.rows > 0 {
-            self.end_session();
+        if self.rows == 0 {
+            // A session with no row still has its metadata and end (a command that ended
+            // before its first sample).
+            if let Some((meta, _)) = self.sessions.first() {
+                self.sink.session(meta);
+                self.next = 1;
+            }
         }
+        self.end_session();
     }
 }
 

@@ -198,8 +198,9 @@ pub struct PeakFacts {
     /// before included, at their exit): with every exit record read, an upper bound of the
     /// tree's peak.
     pub hwm_sum_bytes: u64,
-    /// How far one process's kernel counters may be off (`batching_bound_bytes`).
-    pub exact_within_bytes: u64,
+    /// How far one process's kernel counters may be off (`batching_bound_bytes` of the
+    /// recording machine); `None` when the recording does not say how many CPUs it had.
+    pub exact_within_bytes: Option<u64>,
     /// A boundary of the span was taken late (a marker's sample came after the program's
     /// phase had moved on): memory of the next span may be in this one, or this span's in the
     /// one before. The span's peak is then not exact.
@@ -246,9 +247,9 @@ impl PeakBasis {
     /// `the cgroup's exact peak of the tree`, `the kernel's exact peak of the largest process`.
     pub fn describe(self) -> &'static str {
         match self {
-            PeakBasis::Cgroup => "the tree's exact peak (its cgroup's)",
+            PeakBasis::Cgroup => "the tree's peak (its cgroup's)",
             PeakBasis::Kernel => {
-                "the kernel's exact peak of the process (or of a tree's largest process: VmHWM, ru_maxrss)"
+                "the kernel's peak of the process (or of a tree's largest process: VmHWM, ru_maxrss)"
             }
             PeakBasis::Sampled => "the largest sampled RSS",
         }
@@ -505,7 +506,7 @@ mod tests {
             departed: 1,
             exit_records_complete: true,
             hwm_sum_bytes: gib + (410 << 20),
-            exact_within_bytes: 512 * KIB,
+            exact_within_bytes: Some(512 * KIB),
             ..PeakFacts::default()
         }
     }

@@ -612,7 +612,7 @@ mod tests {
             "mean RSS",
             "duration",
             "within noise",
-            "peak is the kernel's exact peak of the process (or of a tree's largest process: VmHWM, ru_maxrss) on both sides",
+            "peak is the kernel's peak of the process (or of a tree's largest process: VmHWM, ru_maxrss) on both sides",
         ] {
             assert!(text.contains(word), "{word} missing in:\n{text}");
         }

@@ -300,7 +300,7 @@ impl Report {
                         "{}{} ({})",
                         esc(s.peak.at_least()),
                         b(s.peak.bytes),
-                        esc(&s.peak.describe(Some(s.facts.exact_within_bytes)))
+                        esc(&s.peak.describe(s.facts.exact_within_bytes))
                     )
                 }),
             ),
