@@ -17,9 +17,33 @@ pub struct Block {
     len: usize,
 }
 
+// SAFETY: a Block owns its mapping alone; moving it to another thread moves that ownership.
+unsafe impl Send for Block {}
+
 impl Block {
     /// Maps `len` bytes (nothing resident yet).
     pub fn map(len: usize) -> std::io::Result<Block> {
+        Block::map_with(len, libc::MAP_PRIVATE)
+    }
+
+    /// Maps `len` bytes shared (`MAP_SHARED`: resident pages count as RssShmem) and writes
+    /// every page.
+    pub fn shared_touched(len: usize) -> std::io::Result<Block> {
+        let mut b = Block::map_with(len, libc::MAP_SHARED)?;
+        b.touch(0, b.len);
+        Ok(b)
+    }
+
+    /// Locks the whole block in memory (`mlock`: VmLck).
+    pub fn lock(&self) -> std::io::Result<()> {
+        // SAFETY: locking exactly what we mapped.
+        if unsafe { libc::mlock(self.ptr, self.len) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn map_with(len: usize, kind: libc::c_int) -> std::io::Result<Block> {
         let len = len.max(1);
         // SAFETY: an anonymous private mapping with no address hint.
         let ptr = unsafe {
@@ -27,7 +51,7 @@ impl Block {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                kind | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )

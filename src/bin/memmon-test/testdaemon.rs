@@ -7,6 +7,12 @@
 //! With `--fork` each request is served by a child process of its own (as a pre-forking or
 //! process-per-connection server does): it maps the memory, holds it and exits, and the daemon
 //! reaps it before it replies, so the daemon's own memory never moves.
+//!
+//! Shaped like a GPU prover: `--locked SIZE` keeps that much mlock'd from the start (its
+//! parameters), `--shared SIZE` a shared mapping, `--threads N` serves each request's SIZE as N
+//! partitions allocated at once by N threads, and `--helper SIZE` starts, with each request, a
+//! helper process that maps and touches SIZE for the hold time and exits (reaped before the
+//! reply): a process that lives and dies between two samples.
 
 use clap::Args;
 use memmon::units::{parse_duration, parse_size};
@@ -33,6 +39,22 @@ pub struct TestDaemonArgs {
     /// Serve each request in a child process that exits when done (reaped before the reply)
     #[arg(long, conflicts_with = "leak")]
     pub fork: bool,
+
+    /// Keep this much mlock'd from the start (VmLck: a prover's parameters)
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub locked: Option<u64>,
+
+    /// Keep a shared mapping of this much from the start (RssShmem)
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    pub shared: Option<u64>,
+
+    /// Serve each request as this many partitions, allocated at once by as many threads
+    #[arg(long, default_value_t = 1, value_name = "N", conflicts_with = "fork")]
+    pub threads: usize,
+
+    /// With each request, a helper process that maps and touches SIZE for the hold time and exits
+    #[arg(long, value_parser = size, value_name = "SIZE", conflicts_with = "fork")]
+    pub helper: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -73,6 +95,19 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         memmon::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
             .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
     }
+    // Held for the daemon's whole life.
+    let _params = match args.locked {
+        Some(n) => {
+            let b = Block::touched(n as usize).context("cannot map --locked")?;
+            b.lock().context("cannot mlock --locked (RLIMIT_MEMLOCK: `ulimit -l`)")?;
+            Some(b)
+        }
+        None => None,
+    };
+    let _shared = match args.shared {
+        Some(n) => Some(Block::shared_touched(n as usize).context("cannot map --shared")?),
+        None => None,
+    };
     let mut leaked: Vec<Block> = Vec::new();
     let mut line = String::new();
     for conn in listener.incoming() {
@@ -84,10 +119,8 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         }
         let reply = match parse_request(&line) {
             Ok((bytes, hold)) if args.fork => serve_in_child(bytes, hold),
-            Ok((bytes, hold)) => match Block::touched(bytes as usize) {
-                Ok(block) => {
-                    std::thread::sleep(hold);
-                    drop(block);
+            Ok((bytes, hold)) => match serve(bytes, hold, args) {
+                Ok(()) => {
                     if let Some(l) = args.leak {
                         if let Ok(b) = Block::touched(l as usize) {
                             leaked.push(b);
@@ -95,13 +128,64 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
                     }
                     "ok\n".to_string()
                 }
-                Err(e) => format!("error: cannot map {bytes} bytes: {e}\n"),
+                Err(e) => format!("error: cannot serve {bytes} bytes: {e}\n"),
             },
             Err(e) => format!("error: {e}\n"),
         };
         let _ = (&conn).write_all(reply.as_bytes());
     }
     Ok(())
+}
+
+/// Serves one request in the daemon itself: its helper started (`--helper`), `bytes` mapped and
+/// touched as `--threads` partitions at once, held, freed; the helper reaped.
+fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<()> {
+    let helper = match args.helper {
+        // SAFETY: forked before any thread of this request starts; the child only maps,
+        // touches, sleeps and exits.
+        Some(h) => match unsafe { libc::fork() } {
+            0 => {
+                let code = match Block::touched(h as usize) {
+                    Ok(_block) => {
+                        std::thread::sleep(hold);
+                        0
+                    }
+                    Err(_) => 1,
+                };
+                // SAFETY: ending the child without running the parent's exit handlers.
+                unsafe { libc::_exit(code) }
+            }
+            pid if pid > 0 => Some(pid),
+            _ => return Err(std::io::Error::last_os_error()),
+        },
+        None => None,
+    };
+    let n = args.threads.max(1) as u64;
+    let part = bytes / n;
+    let partitions: Vec<std::io::Result<Block>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let len = if i + 1 == n { bytes - part * (n - 1) } else { part };
+                s.spawn(move || Block::touched(len as usize))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a partition thread panicked"))
+            .collect()
+    });
+    let partitions: std::io::Result<Vec<Block>> = partitions.into_iter().collect();
+    if partitions.is_ok() {
+        std::thread::sleep(hold);
+    }
+    // Freed before the reply.
+    let served = partitions.map(drop);
+    if let Some(pid) = helper {
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+    served
 }
 
 /// Forks a child that maps and touches `bytes`, holds them and exits; reaps it; the reply.
