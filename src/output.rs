@@ -1038,13 +1038,9 @@ fn write_to_stream(file: File, fill: impl FnOnce(&mut File) -> io::Result<()>) -
 /// Opens a descriptor alias (`/dev/stdout`, `/dev/fd/N`) for writing: what it names, at its
 /// end, never blocking on a FIFO without a reader.
 pub fn open_alias(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .append(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)?;
-    Ok(file)
+    let flags =
+        OFlags::WRONLY | OFlags::APPEND | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    Ok(File::from(rfs::open(path, flags, Mode::empty())?))
 }
 
 /// Writes `bytes` as the whole content of `path` (see `Place::write_whole`): an existing path

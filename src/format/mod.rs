@@ -135,8 +135,8 @@ pub struct Output {
 /// sample at 1 Hz).
 pub const LINK_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The largest sidecar read (its sessions' metadata): far above any real one.
-const SIDECAR_MAX_BYTES: u64 = 64 << 20;
+/// The largest sidecar read before appending: the readers' cap.
+const SIDECAR_MAX_BYTES: u64 = input::MAX_SIDECAR_BYTES;
 
 /// What is at a new recording's sidecar name.
 enum SidecarState {
@@ -612,12 +612,9 @@ impl Output {
 /// stdout's regular file opened again for reading and writing through /proc/self/fd/1 (the
 /// same file whatever its name is now), checked to be the same file, and locked.
 fn reopen_stdout(handle: &File) -> Result<File, OpenError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let again = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open("/proc/self/fd/1")?;
+    use rustix::fs::{open, Mode, OFlags};
+    let flags = OFlags::RDWR | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let again = File::from(open("/proc/self/fd/1", flags, Mode::empty())?);
     if FileId::of_file(&again)? != FileId::of_file(handle)? {
         return Err(OpenError::Unstable);
     }
