@@ -1298,3 +1298,49 @@ fn a_sidecar_given_as_a_recording_names_its_recording() {
         .code(2)
         .stderr(predicate::str::contains("is not there"));
 }
+
+#[test]
+fn a_sidecar_swapped_for_a_link_to_a_fifo_mid_recording_is_replaced_at_the_end_not_opened() {
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
+    let dir = tempdir();
+    let out = dir.path().join("run.csv");
+    let fifo = dir.path().join("trap");
+    mkfifo(&fifo);
+    let mut rec = StdCommand::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "20ms",
+            "--pid",
+            &target.id().to_string(),
+            "-o",
+        ])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(30.0, || side(&out).exists()));
+    // No reader: following the link at the end would block memmon in open() for good.
+    std::fs::remove_file(side(&out)).unwrap();
+    symlink(&fifo, side(&out)).unwrap();
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
+    let mut status = None;
+    wait_for(60.0, || {
+        status = rec.try_wait().unwrap();
+        status.is_some()
+    });
+    let status = status.unwrap_or_else(|| {
+        let _ = rec.kill();
+        panic!("memmon hung writing its sidecar at the end")
+    });
+    target.kill().unwrap();
+    let _ = target.wait();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut rec.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(std::fs::symlink_metadata(side(&out)).unwrap().is_file());
+    let s = summary_json(&out);
+    assert!(s["ended"].as_str().unwrap().contains("SIGTERM"), "{s}");
+}
