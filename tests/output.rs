@@ -1344,3 +1344,29 @@ fn a_sidecar_swapped_for_a_link_to_a_fifo_mid_recording_is_replaced_at_the_end_n
     let s = summary_json(&out);
     assert!(s["ended"].as_str().unwrap().contains("SIGTERM"), "{s}");
 }
+
+#[test]
+fn append_refuses_another_users_recording_in_a_shared_directory() {
+    if !is_root() {
+        eprintln!("skipped: planting as another user needs root");
+        return;
+    }
+    let dir = tempdir();
+    let shared = shared_dir(dir.path());
+    let out = shared.join("run.csv");
+    record_workload(&out, &["-q", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    std::os::unix::fs::lchown(&out, Some(NOBODY), Some(NOBODY)).unwrap();
+    let before = std::fs::read(&out).unwrap();
+    record_workload(&out, &["-q", "--append"], &["hold:10ms"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is a recording of user 65534"));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    // Its own (root's) recording there is appended to.
+    std::os::unix::fs::lchown(&out, Some(0), Some(0)).unwrap();
+    record_workload(&out, &["-q", "--append", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+}
