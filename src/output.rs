@@ -1,18 +1,135 @@
-//! Every file memmon creates goes through here, under one rule: an existing path is refused
-//! unless `--force`, checked before any work starts (`check_outputs`), and nothing is ever
-//! written through a symlink planted at the final name. A new file is created with
-//! `O_CREAT|O_EXCL|O_NOFOLLOW`; a whole file written at once (sidecar, plot, report, export)
-//! goes to a randomly named temporary file created exclusively in the same directory, is
-//! fsynced, then renamed over the path (a reader never sees half of it, and a symlink at the
-//! path is replaced, not followed). `-` (stdout) and character devices (`/dev/null`) are
-//! written as they are, never refused.
+//! Every file memmon writes goes through here. A path is resolved once into a directory
+//! descriptor and a name (`Place`); every later step (create, open, rename, remove) is relative
+//! to that descriptor, and what is at the name is judged by `fstat` of what was opened, never by
+//! a `stat` before the open:
+//! - nothing: a new file, created with `O_CREAT|O_EXCL|O_NOFOLLOW`;
+//! - a regular file or a symlink: refused unless `--force`, which replaces it by a rename (a
+//!   symlink is replaced, never followed; a file another process holds the lock of is refused,
+//!   naming that process);
+//! - a FIFO or a character device at the name itself (never behind a symlink): written as it
+//!   is, opened with `O_NONBLOCK` so that a FIFO with no reader is an error after
+//!   [`READER_WAIT`] and a stop signal ends the wait; one that another user made in a directory
+//!   others can write is refused unless `--force`;
+//! - a directory, a block device, a socket: refused.
+//!
+//! The walk to the directory follows a symlink only where no one but root and this user could
+//! have made it: a link owned by someone else, in a directory someone else can write, is
+//! refused (`dir -> /victim` planted in /tmp). A whole file (sidecar, plot, report, export) is
+//! written to a new temporary file in the same directory, fsynced, and renamed over the name.
+//! A recording is locked (`flock`) for its whole session. `-` is stdout; `/dev/stdout`,
+//! `/dev/fd/N` and `/proc/self/fd/N` name descriptors memmon already has.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use rustix::fs::{self as rfs, AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// Why an output cannot be written.
+/// How long a FIFO given as an output is waited on for a reader before that is an error.
+pub const READER_WAIT: Duration = Duration::from_secs(10);
+
+/// Symlinks followed in one walk to a directory before it is a loop (the kernel's own limit).
+const MAX_LINKS: u32 = 40;
+
+/// How many times a name that changes kind while it is opened is looked at again.
+const TRIES: u32 = 16;
+
+/// Why an output was not opened (each says what is at the path; the caller names the path).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("it already exists: pass --force to overwrite it")]
+    Exists,
+    #[error("it is a directory, not a file")]
+    Directory,
+    #[error("it is a symbolic link, which memmon never writes through")]
+    Symlink,
+    #[error("it is a {0}: memmon writes regular files, FIFOs and character devices only")]
+    Special(&'static str),
+    #[error("it is a {kind} owned by user {owner}, in a directory others can write: it may have been put there to catch memmon's output (pass --force to write to it anyway)")]
+    Planted { kind: &'static str, owner: u32 },
+    #[error("it is a recording of user {owner}, in a directory others can write: memmon appends only to a recording of its own user or root's (chown it, or use another file)")]
+    NotOwn { owner: u32 },
+    #[error("{link} is a symbolic link of user {owner} (to {}) in a directory others can write: memmon does not follow it; give the real path", target.display())]
+    Link {
+        link: PathBuf,
+        owner: u32,
+        target: PathBuf,
+    },
+    #[error("{0}: {1}")]
+    Dir(PathBuf, io::Error),
+    #[error("it is a FIFO and no reader opened it within {} s: start its reader first", READER_WAIT.as_secs())]
+    NoReader,
+    #[error("{} arrived while waiting for a reader of the FIFO", crate::sampler::signals::name(*.0))]
+    Interrupted(i32),
+    #[error("{}", locked_text(.0))]
+    Locked(Option<(i32, String)>),
+    #[error("it kept changing (between a file and something else) while memmon opened it")]
+    Unstable,
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+fn locked_text(holder: &Option<(i32, String)>) -> String {
+    match holder {
+        Some((pid, comm)) => format!(
+            "another process is writing it: PID {pid} ({comm}) holds its lock; stop that one first or use another file"
+        ),
+        None => "another process is writing it (it holds its lock); stop that one first or use another file".into(),
+    }
+}
+
+impl OpenError {
+    /// Whether memmon refused what is at the path (bad input, exit 2) rather than failed to
+    /// write (exit 1).
+    pub fn is_refusal(&self) -> bool {
+        !matches!(
+            self,
+            OpenError::Io(_)
+                | OpenError::Dir(..)
+                | OpenError::NoReader
+                | OpenError::Interrupted(_)
+                | OpenError::Unstable
+        )
+    }
+
+    /// The signal that ended a wait for a FIFO's reader.
+    pub fn signal(&self) -> Option<i32> {
+        match self {
+            OpenError::Interrupted(sig) => Some(*sig),
+            _ => None,
+        }
+    }
+}
+
+impl From<Errno> for OpenError {
+    fn from(e: Errno) -> OpenError {
+        OpenError::Io(e.into())
+    }
+}
+
+impl From<OpenError> for io::Error {
+    fn from(e: OpenError) -> io::Error {
+        match e {
+            OpenError::Io(e) => e,
+            e => {
+                let kind = match &e {
+                    OpenError::Exists => io::ErrorKind::AlreadyExists,
+                    _ if e.is_refusal() => io::ErrorKind::PermissionDenied,
+                    _ => io::ErrorKind::Other,
+                };
+                io::Error::new(kind, e)
+            }
+        }
+    }
+}
+
+/// Why an output cannot be written, found before any work starts.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputCheckError {
     #[error("{path} ({flag}) already exists: pass --force to overwrite it")]
@@ -25,6 +142,12 @@ pub enum OutputCheckError {
         first: String,
         second: String,
     },
+    #[error("{path} ({flag}): {why}")]
+    Refused {
+        path: PathBuf,
+        flag: String,
+        why: OpenError,
+    },
 }
 
 /// `-`: stdout.
@@ -32,10 +155,12 @@ pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// An existing character device or FIFO (`/dev/null`, a named pipe): written as it is, with no
-/// sidecar and no exclusive creation.
+/// A FIFO or character device at the name itself (a symlink to one is not), or a descriptor
+/// memmon already has (`/dev/stdout`): written as it is, with no sidecar. A hint for choosing
+/// what to check; the open decides again on what it opened.
 pub fn is_stream(path: &Path) -> bool {
-    let device = std::fs::metadata(path).is_ok_and(|m| {
+    let device = std::fs::symlink_metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
         let t = m.file_type();
         t.is_char_device() || t.is_fifo()
     });
@@ -44,7 +169,7 @@ pub fn is_stream(path: &Path) -> bool {
 
 /// `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`: names of descriptors memmon
 /// already has, written through as they are (never unlinked or replaced, even with --force).
-fn is_descriptor_alias(path: &Path) -> bool {
+pub fn is_descriptor_alias(path: &Path) -> bool {
     let abs = crate::format::absolute(path);
     ["/dev/stdout", "/dev/stderr"]
         .iter()
@@ -56,31 +181,53 @@ fn is_descriptor_alias(path: &Path) -> bool {
 
 /// Checks, before any work starts, that each `(path, flag)` may be written: a path that
 /// exists is refused without `force` (a symlink counts as existing, dangling or not), a
-/// directory always, and two outputs naming one file are an error. Stdout and streams pass.
+/// directory, a block device or a socket always, a directory reached through a symlink
+/// someone else could have planted always, and two outputs naming one file are an error.
+/// Stdout and streams pass (they are judged when opened); so does a directory that cannot be
+/// opened (creating the file then says why, exit 1).
 pub fn check_outputs(outputs: &[(&Path, &str)], force: bool) -> Result<(), OutputCheckError> {
-    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
+    let mut seen: Vec<((FileId, OsString), &str)> = Vec::new();
     for &(path, flag) in outputs {
-        if is_stdout(path) || is_stream(path) {
+        if is_stdout(path) || is_descriptor_alias(path) {
             continue;
         }
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if m.is_dir() {
+        let refused = |why: OpenError| OutputCheckError::Refused {
+            path: crate::format::absolute(path),
+            flag: flag.to_string(),
+            why,
+        };
+        let place = match Place::resolve(path) {
+            Ok(p) => p,
+            Err(OpenError::Directory) => {
                 return Err(OutputCheckError::Directory {
                     path: path.to_path_buf(),
                     flag: flag.to_string(),
-                });
+                })
             }
-            if !force {
-                return Err(OutputCheckError::Exists {
-                    path: crate::format::absolute(path),
+            Err(e) if e.is_refusal() => return Err(refused(e)),
+            Err(_) => continue,
+        };
+        match place.at() {
+            Ok(At::Stream(_)) => continue,
+            Ok(At::Directory) => {
+                return Err(OutputCheckError::Directory {
+                    path: path.to_path_buf(),
                     flag: flag.to_string(),
-                });
+                })
             }
+            Ok(At::Other(kind)) => return Err(refused(OpenError::Special(kind))),
+            Ok(At::Regular(_) | At::Link) if !force => {
+                return Err(OutputCheckError::Exists {
+                    path: place.abs.clone(),
+                    flag: flag.to_string(),
+                })
+            }
+            _ => {}
         }
-        let key = identity(path);
+        let key = (place.dir.id, place.name.clone());
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
             return Err(OutputCheckError::Same {
-                path: key,
+                path: place.dir.path.join(&place.name),
                 first: first.to_string(),
                 second: flag.to_string(),
             });
@@ -90,119 +237,830 @@ pub fn check_outputs(outputs: &[(&Path, &str)], force: bool) -> Result<(), Outpu
     Ok(())
 }
 
-/// The canonical parent directory joined with the file name: two spellings of one output
-/// (`./a.csv`, `dir/../a.csv`, via a symlinked directory) compare equal.
-fn identity(path: &Path) -> PathBuf {
-    let abs = crate::format::absolute(path);
-    match (abs.parent(), abs.file_name()) {
-        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
-            .unwrap_or_else(|_| parent.to_path_buf())
-            .join(name),
-        _ => abs,
-    }
+/// A file's identity: device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
 }
 
-/// Opens `path` for a file written as it goes (a recording): a new file created with
-/// `O_EXCL|O_NOFOLLOW` (mode 0644 less the umask). With `force` an existing entry (file or
-/// symlink, never what a symlink points to) is unlinked first; a file planted in between makes
-/// the exclusive open fail rather than be followed. A character device or FIFO is opened for
-/// writing as it is.
-pub fn create_streaming(path: &Path, force: bool) -> io::Result<File> {
-    if is_stream(path) {
-        return OpenOptions::new().write(true).open(path);
-    }
-    match open_exclusive(path) {
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && force => {
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-                return Err(io::Error::other("it is a directory"));
-            }
-            std::fs::remove_file(path)?;
-            open_exclusive(path)
+impl FileId {
+    fn of(st: &rfs::Stat) -> FileId {
+        FileId {
+            dev: st.st_dev,
+            ino: st.st_ino,
         }
-        other => other,
+    }
+
+    /// The identity of an open file.
+    pub fn of_file(f: &File) -> io::Result<FileId> {
+        Ok(FileId::of(&rfs::fstat(f)?))
     }
 }
 
-fn open_exclusive(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .mode(0o644)
-        .open(path)
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
 }
 
-/// Writes `bytes` as the whole content of `path`: to a temporary file with a random name,
-/// created exclusively in the same directory, fsynced, then renamed over `path` (so a symlink
-/// at `path` is replaced, not followed, and a reader sees the old file or the new, never half).
-/// An existing `path` is refused unless `force`. A character device or FIFO is written as it is.
+/// Root and the user memmon runs as: whoever else made a file may have planted it.
+fn trusted(uid: u32) -> bool {
+    uid == 0 || uid == euid()
+}
+
+/// Whether a user other than root and this one can add, rename or remove entries of the
+/// directory `st` (the world, a group other than root's, or an owner other than these).
+fn others_can_write(st: &rfs::Stat) -> bool {
+    let mode = st.st_mode;
+    mode & 0o002 != 0
+        || (mode & 0o020 != 0 && st.st_gid != 0)
+        || (mode & 0o200 != 0 && !trusted(st.st_uid))
+}
+
+/// A directory opened once by a safe walk; names in it are created, replaced and removed
+/// relative to its descriptor, so a directory renamed or swapped for a link later does not
+/// redirect them.
+#[derive(Debug)]
+struct Dir {
+    fd: OwnedFd,
+    /// The directory as the walk found it (symlinks followed), for messages.
+    path: PathBuf,
+    /// Whether others can write it (`others_can_write`).
+    shared: bool,
+    id: FileId,
+}
+
+fn path_flags() -> OFlags {
+    OFlags::PATH | OFlags::CLOEXEC
+}
+
+fn components(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Dir {
+    /// Walks to `path` one component at a time, never letting the kernel follow a symlink: a
+    /// symlink is read and followed by the walk only when root or this user owns it, or no one
+    /// else can write the directory it is in.
+    fn open(path: &Path) -> Result<Dir, OpenError> {
+        let root = || {
+            rfs::openat(
+                rfs::CWD,
+                "/",
+                path_flags() | OFlags::DIRECTORY,
+                Mode::empty(),
+            )
+            .map_err(|e| OpenError::Dir("/".into(), e.into()))
+        };
+        let (mut cur, mut shown) = if path.is_absolute() {
+            (root()?, PathBuf::from("/"))
+        } else {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            let fd = rfs::openat(
+                rfs::CWD,
+                ".",
+                path_flags() | OFlags::DIRECTORY,
+                Mode::empty(),
+            )
+            .map_err(|e| OpenError::Dir(cwd.clone(), e.into()))?;
+            (fd, cwd)
+        };
+        let mut todo = components(path);
+        let mut links = 0;
+        while let Some(c) = todo.pop_front() {
+            if c == ".." {
+                cur = rfs::openat(&cur, "..", path_flags() | OFlags::DIRECTORY, Mode::empty())
+                    .map_err(|e| OpenError::Dir(shown.clone(), e.into()))?;
+                shown.pop();
+                continue;
+            }
+            let here = shown.join(&c);
+            let fd = rfs::openat(
+                &cur,
+                c.as_os_str(),
+                path_flags() | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )
+            .map_err(|e| OpenError::Dir(here.clone(), e.into()))?;
+            let st = rfs::fstat(&fd).map_err(|e| OpenError::Dir(here.clone(), e.into()))?;
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    cur = fd;
+                    shown = here;
+                }
+                FileType::Symlink => {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(OpenError::Dir(here, Errno::LOOP.into()));
+                    }
+                    // Read through the descriptor: the link judged is the link followed.
+                    let target = rfs::readlinkat(&fd, "", Vec::new())
+                        .map_err(|e| OpenError::Dir(here.clone(), e.into()))?;
+                    let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                    let holder =
+                        rfs::fstat(&cur).map_err(|e| OpenError::Dir(shown.clone(), e.into()))?;
+                    if !trusted(st.st_uid) && others_can_write(&holder) {
+                        return Err(OpenError::Link {
+                            link: here,
+                            owner: st.st_uid,
+                            target,
+                        });
+                    }
+                    let mut next = components(&target);
+                    next.extend(todo);
+                    todo = next;
+                    if target.is_absolute() {
+                        cur = root()?;
+                        shown = PathBuf::from("/");
+                    }
+                }
+                _ => return Err(OpenError::Dir(here, Errno::NOTDIR.into())),
+            }
+        }
+        // A readable descriptor where allowed, so that renames can be fsynced.
+        let fd = match rfs::openat(
+            &cur,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(_) => cur,
+        };
+        let st = rfs::fstat(&fd).map_err(|e| OpenError::Dir(shown.clone(), e.into()))?;
+        Ok(Dir {
+            fd,
+            path: shown,
+            shared: others_can_write(&st),
+            id: FileId::of(&st),
+        })
+    }
+
+    fn sync(&self) {
+        let _ = rfs::fsync(&self.fd);
+    }
+}
+
+/// What is at a name, as `lstat` sees it: a hint for which open to try.
+#[derive(Debug)]
+pub enum At {
+    Nothing,
+    Regular(FileId),
+    Link,
+    /// A FIFO or a character device.
+    Stream(FileId),
+    Directory,
+    /// A block device or a socket.
+    Other(&'static str),
+}
+
+/// An output path resolved: its directory, opened once, and its name in it.
+#[derive(Debug, Clone)]
+pub struct Place {
+    dir: Arc<Dir>,
+    name: OsString,
+    abs: PathBuf,
+}
+
+/// A file opened for writing, and what it is.
+#[derive(Debug)]
+pub struct Opened {
+    pub file: File,
+    /// A FIFO or a character device (no sidecar, no lock, nothing to remove).
+    pub stream: bool,
+    /// Created (or put in place by `--force`) by this open; false for an existing recording
+    /// opened for `--append`, and for a stream.
+    pub created: bool,
+    pub id: FileId,
+}
+
+impl Place {
+    /// Resolves `path`: its directory walked to and opened (see `Dir::open`), its last
+    /// component kept as a name.
+    pub fn resolve(path: &Path) -> Result<Place, OpenError> {
+        let abs = crate::format::absolute(path);
+        let name = abs.file_name().ok_or(OpenError::Directory)?.to_os_string();
+        let parent = abs.parent().unwrap_or(Path::new("/"));
+        let dir = Dir::open(parent)?;
+        Ok(Place {
+            dir: Arc::new(dir),
+            name,
+            abs,
+        })
+    }
+
+    /// The path as given (made absolute), for messages.
+    pub fn path(&self) -> &Path {
+        &self.abs
+    }
+
+    /// Another name in the same directory (a recording's sidecar).
+    pub fn sibling(&self, name: &OsStr) -> Place {
+        Place {
+            dir: self.dir.clone(),
+            name: name.to_os_string(),
+            abs: self.abs.with_file_name(name),
+        }
+    }
+
+    /// What is at the name now (`lstat`): a hint, never the decision to write.
+    pub fn at(&self) -> Result<At, OpenError> {
+        let st = match rfs::statat(
+            &self.dir.fd,
+            self.name.as_os_str(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return Ok(At::Nothing),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => At::Regular(FileId::of(&st)),
+            FileType::Symlink => At::Link,
+            FileType::Fifo | FileType::CharacterDevice => At::Stream(FileId::of(&st)),
+            FileType::Directory => At::Directory,
+            FileType::BlockDevice => At::Other("block device"),
+            FileType::Socket => At::Other("socket"),
+            FileType::Unknown => At::Other("file of unknown kind"),
+        })
+    }
+
+    /// Opens a recording's file, new: created exclusively; with `force` an existing file or
+    /// symlink is replaced by a new file (renamed over it); a FIFO or character device is
+    /// opened as it is (see `open_stream`). The new file is locked for the session.
+    pub fn create_recording(&self, force: bool) -> Result<Opened, OpenError> {
+        for _ in 0..TRIES {
+            match self.at()? {
+                At::Nothing => {
+                    if let Some(file) = self.create_new()? {
+                        return self.locked(file, true);
+                    }
+                }
+                At::Stream(_) => {
+                    if let Some(file) = self.open_stream(force)? {
+                        return stream(file);
+                    }
+                }
+                At::Regular(_) | At::Link if force => {
+                    if let At::Regular(id) = self.at()? {
+                        self.check_unlocked(id)?;
+                    }
+                    // Locked before it has the name: no one can take it in between.
+                    let tmp = self.create_temp()?;
+                    lock(&tmp.file)?;
+                    self.rename_into_place(&tmp.name, true)?;
+                    return self.locked(tmp.kept(), true);
+                }
+                At::Regular(_) | At::Link => return Err(OpenError::Exists),
+                At::Directory => return Err(OpenError::Directory),
+                At::Other(kind) => return Err(OpenError::Special(kind)),
+            }
+        }
+        Err(OpenError::Unstable)
+    }
+
+    /// Opens a recording for `--append`: an existing regular file (never through a symlink)
+    /// read-write and locked for the session, with its offset at 0 (the caller checks its
+    /// header, then sets `O_APPEND`); none there: a new one; a FIFO or device: as it is.
+    pub fn open_append(&self) -> Result<Opened, OpenError> {
+        for _ in 0..TRIES {
+            match self.at()? {
+                At::Nothing => {
+                    if let Some(file) = self.create_new()? {
+                        return self.locked(file, true);
+                    }
+                }
+                At::Stream(_) => {
+                    if let Some(file) = self.open_stream(false)? {
+                        return stream(file);
+                    }
+                }
+                At::Regular(_) => {
+                    let flags = OFlags::RDWR
+                        | OFlags::NOFOLLOW
+                        | OFlags::NONBLOCK
+                        | OFlags::NOCTTY
+                        | OFlags::CLOEXEC;
+                    let fd = match rfs::openat(
+                        &self.dir.fd,
+                        self.name.as_os_str(),
+                        flags,
+                        Mode::empty(),
+                    ) {
+                        Ok(fd) => fd,
+                        Err(Errno::NOENT | Errno::LOOP | Errno::NXIO) => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let st = rfs::fstat(&fd)?;
+                    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+                        continue;
+                    }
+                    if self.dir.shared && !trusted(st.st_uid) {
+                        return Err(OpenError::NotOwn { owner: st.st_uid });
+                    }
+                    rfs::fcntl_setfl(&fd, rfs::fcntl_getfl(&fd)? - OFlags::NONBLOCK)?;
+                    return self.locked(File::from(fd), false);
+                }
+                At::Link => return Err(OpenError::Symlink),
+                At::Directory => return Err(OpenError::Directory),
+                At::Other(kind) => return Err(OpenError::Special(kind)),
+            }
+        }
+        Err(OpenError::Unstable)
+    }
+
+    fn locked(&self, file: File, created: bool) -> Result<Opened, OpenError> {
+        lock(&file)?;
+        let id = FileId::of_file(&file)?;
+        Ok(Opened {
+            file,
+            stream: false,
+            created,
+            id,
+        })
+    }
+
+    /// Writes a whole file: `fill` writes a new temporary file in the same directory, which is
+    /// fsynced (with `sync`) and renamed over the name; an existing entry is refused unless
+    /// `replace`. With `streams`, a FIFO or character device at the name is written as it is
+    /// (`fill` then writes into memory first); without, it counts as an existing entry. Returns
+    /// the identity of the file put in place (`None` for a stream).
+    pub fn write_whole(
+        &self,
+        replace: bool,
+        sync: bool,
+        streams: bool,
+        fill: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> Result<Option<FileId>, OpenError> {
+        let mut fill = Some(fill);
+        for _ in 0..TRIES {
+            let at = self.at()?;
+            match at {
+                At::Stream(_) if streams => {
+                    if let Some(file) = self.open_stream(replace)? {
+                        let fill = fill.take().expect("filled once");
+                        write_to_stream(file, fill)?;
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                At::Directory => return Err(OpenError::Directory),
+                At::Other(kind) => return Err(OpenError::Special(kind)),
+                At::Nothing => {}
+                At::Regular(_) | At::Link | At::Stream(_) if !replace => {
+                    return Err(OpenError::Exists)
+                }
+                At::Regular(id) => self.check_unlocked(id)?,
+                At::Link | At::Stream(_) => {}
+            }
+            let mut tmp = self.create_temp()?;
+            (fill.take().expect("filled once"))(&mut tmp.file)?;
+            if sync {
+                tmp.file.sync_all()?;
+            }
+            let id = FileId::of_file(&tmp.file)?;
+            self.rename_into_place(&tmp.name, replace)?;
+            tmp.kept();
+            if sync {
+                self.dir.sync();
+            }
+            return Ok(Some(id));
+        }
+        Err(OpenError::Unstable)
+    }
+
+    /// Reads the regular file at the name (never through a symlink, never blocking on a FIFO),
+    /// up to `max` bytes; `None` when there is nothing there.
+    pub fn read_regular(&self, max: u64) -> Result<Option<Vec<u8>>, OpenError> {
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let fd = match rfs::openat(&self.dir.fd, self.name.as_os_str(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(OpenError::Symlink),
+            Err(e) => return Err(e.into()),
+        };
+        let st = rfs::fstat(&fd)?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => {}
+            FileType::Directory => return Err(OpenError::Directory),
+            FileType::Fifo => return Err(OpenError::Special("FIFO")),
+            FileType::CharacterDevice => return Err(OpenError::Special("character device")),
+            _ => return Err(OpenError::Special("special file")),
+        }
+        let mut bytes = Vec::new();
+        File::from(fd)
+            .take(max.saturating_add(1))
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > max {
+            return Err(OpenError::Io(io::Error::other(format!(
+                "it is larger than {max} bytes"
+            ))));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Removes the name if it is still the file `id` (what memmon created), never another.
+    pub fn remove_if(&self, id: FileId) -> bool {
+        match rfs::statat(
+            &self.dir.fd,
+            self.name.as_os_str(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st) if FileId::of(&st) == id => {
+                rfs::unlinkat(&self.dir.fd, self.name.as_os_str(), AtFlags::empty()).is_ok()
+            }
+            _ => false,
+        }
+    }
+
+    fn create_new(&self) -> Result<Option<File>, OpenError> {
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::EXCL
+            | OFlags::NOFOLLOW
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        match rfs::openat(
+            &self.dir.fd,
+            self.name.as_os_str(),
+            flags,
+            Mode::from_raw_mode(0o644),
+        ) {
+            Ok(fd) => Ok(Some(File::from(fd))),
+            Err(Errno::EXIST) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A new file with a random name next to the name (`.NAME.RANDOM.tmp.EXT`: a writer that
+    /// picks a format by the extension still can), created exclusively; removed when dropped
+    /// unless kept.
+    fn create_temp(&self) -> Result<Temp, OpenError> {
+        let shown: String = self.name.to_string_lossy().chars().take(100).collect();
+        let ext = Path::new(&self.name)
+            .extension()
+            .map(|e| {
+                format!(
+                    ".{}",
+                    e.to_string_lossy().chars().take(16).collect::<String>()
+                )
+            })
+            .unwrap_or_default();
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::EXCL
+            | OFlags::NOFOLLOW
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        for _ in 0..64 {
+            let name = OsString::from(format!(".{shown}.{:016x}.tmp{ext}", random()));
+            match rfs::openat(
+                &self.dir.fd,
+                name.as_os_str(),
+                flags,
+                Mode::from_raw_mode(0o644),
+            ) {
+                Ok(fd) => {
+                    let file = File::from(fd);
+                    let id = FileId::of_file(&file)?;
+                    return Ok(Temp {
+                        place: self.sibling(&name),
+                        name,
+                        file,
+                        id,
+                        keep: false,
+                    });
+                }
+                Err(Errno::EXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(OpenError::Io(io::Error::other(
+            "no free temporary name in its directory after 64 tries",
+        )))
+    }
+
+    /// Renames `tmp` (a name in the same directory) to the name: over whatever is there with
+    /// `replace` (a symlink is replaced, not followed), else only if nothing is.
+    fn rename_into_place(&self, tmp: &OsStr, replace: bool) -> Result<(), OpenError> {
+        let d = &self.dir.fd;
+        let name = self.name.as_os_str();
+        let r = if replace {
+            rfs::renameat(d, tmp, d, name)
+        } else {
+            match rfs::renameat_with(d, tmp, d, name, RenameFlags::NOREPLACE) {
+                // A filesystem without renameat2's flags: a link fails on an existing name too.
+                Err(Errno::INVAL | Errno::NOSYS) => rfs::linkat(d, tmp, d, name, AtFlags::empty())
+                    .and_then(|_| rfs::unlinkat(d, tmp, AtFlags::empty())),
+                r => r,
+            }
+        };
+        match r {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(OpenError::Exists),
+            Err(Errno::ISDIR | Errno::NOTEMPTY) => Err(OpenError::Directory),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens the FIFO or character device at the name for writing, without following a
+    /// symlink and without blocking: a FIFO with no reader is opened again every 100 ms until
+    /// one comes, for at most `READER_WAIT`, and a stop signal ends the wait. What was opened
+    /// decides (`fstat`): `None` when it is no longer a FIFO or device (the caller looks
+    /// again). One that a user other than root and this one made, in a directory others can
+    /// write, is refused unless `force`.
+    fn open_stream(&self, force: bool) -> Result<Option<File>, OpenError> {
+        let flags =
+            OFlags::WRONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let started = Instant::now();
+        loop {
+            match rfs::openat(&self.dir.fd, self.name.as_os_str(), flags, Mode::empty()) {
+                Ok(fd) => {
+                    let st = rfs::fstat(&fd)?;
+                    let Some(kind) = stream_kind(&st) else {
+                        return Ok(None);
+                    };
+                    self.check_planted(&st, kind, force)?;
+                    return Ok(Some(File::from(fd)));
+                }
+                // A FIFO with no reader (a device with no driver behind it says so too).
+                Err(Errno::NXIO) => {
+                    let st = match rfs::statat(
+                        &self.dir.fd,
+                        self.name.as_os_str(),
+                        AtFlags::SYMLINK_NOFOLLOW,
+                    ) {
+                        Ok(st) => st,
+                        Err(Errno::NOENT) => return Ok(None),
+                        Err(e) => return Err(e.into()),
+                    };
+                    match stream_kind(&st) {
+                        Some("FIFO") => self.check_planted(&st, "FIFO", force)?,
+                        Some(_) => return Err(Errno::NXIO.into()),
+                        None => return Ok(None),
+                    }
+                    if started.elapsed() >= READER_WAIT {
+                        return Err(OpenError::NoReader);
+                    }
+                    if let Some(sig) = wait_for_signal(Duration::from_millis(100)) {
+                        return Err(OpenError::Interrupted(sig));
+                    }
+                }
+                Err(Errno::NOENT | Errno::LOOP | Errno::ISDIR) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn check_planted(
+        &self,
+        st: &rfs::Stat,
+        kind: &'static str,
+        force: bool,
+    ) -> Result<(), OpenError> {
+        if self.dir.shared && !trusted(st.st_uid) && !force {
+            return Err(OpenError::Planted {
+                kind,
+                owner: st.st_uid,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses to replace a file whose lock another process holds (a recording in progress).
+    fn check_unlocked(&self, id: FileId) -> Result<(), OpenError> {
+        match lock_holder(id) {
+            Some(holder) if holder.0 != std::process::id() as i32 => {
+                Err(OpenError::Locked(Some(holder)))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn stream(file: File) -> Result<Opened, OpenError> {
+    let id = FileId::of_file(&file)?;
+    Ok(Opened {
+        file,
+        stream: true,
+        created: false,
+        id,
+    })
+}
+
+fn stream_kind(st: &rfs::Stat) -> Option<&'static str> {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Fifo => Some("FIFO"),
+        FileType::CharacterDevice => Some("character device"),
+        _ => None,
+    }
+}
+
+/// A temporary file of ours, removed when dropped unless kept.
+struct Temp {
+    place: Place,
+    name: OsString,
+    file: File,
+    id: FileId,
+    keep: bool,
+}
+
+impl Temp {
+    /// Keeps it (renamed into place): its file.
+    fn kept(mut self) -> File {
+        self.keep = true;
+        self.file.try_clone().expect("a descriptor to spare")
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        if !self.keep {
+            self.place.remove_if(self.id);
+        }
+    }
+}
+
+/// A random number for temporary names (`O_EXCL` makes them safe; this makes them unlikely to
+/// be taken).
+fn random() -> u64 {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((nanos, std::process::id()))
+}
+
+/// Takes the exclusive lock of a recording (`flock`, for the session: it lives as long as the
+/// file's descriptor). Held by another: refused, naming the holder. A filesystem without locks
+/// is written without.
+fn lock(file: &File) -> Result<(), OpenError> {
+    match rfs::flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(()),
+        Err(Errno::WOULDBLOCK) => Err(OpenError::Locked(
+            FileId::of_file(file).ok().and_then(lock_holder),
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Takes the lock of an existing recording (stdout redirected to a file).
+pub fn lock_file(file: &File) -> Result<(), OpenError> {
+    lock(file)
+}
+
+/// The process holding a `flock` write lock on the file `id`, and its command name, from
+/// /proc/locks (`1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF`).
+pub fn lock_holder(id: FileId) -> Option<(i32, String)> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = format!(
+        "{:02x}:{:02x}:{}",
+        rfs::major(id.dev),
+        rfs::minor(id.dev),
+        id.ino
+    );
+    text.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[1] != "FLOCK" || f[3] != "WRITE" || f[5] != dev {
+            return None;
+        }
+        let pid: i32 = f[4].parse().ok()?;
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_else(|_| "gone".into());
+        Some((pid, comm))
+    })
+}
+
+/// The stop signals' pipe (`sampler::signals`), readable while a signal waits to be taken;
+/// `None` before the handlers are installed (a signal then ends memmon by itself).
+fn signal_fd() -> Option<BorrowedFd<'static>> {
+    let fd = crate::sampler::signals::wake_fd();
+    // SAFETY: once created the pipe is never closed: its read end is valid for the process's
+    // whole life.
+    (fd >= 0).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+/// Sleeps for `d`, cut short by a stop signal: the signal (taken), if one came.
+fn wait_for_signal(d: Duration) -> Option<i32> {
+    let Some(sig_fd) = signal_fd() else {
+        std::thread::sleep(d);
+        return None;
+    };
+    let mut fds = [rustix::event::PollFd::new(
+        &sig_fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let ts = rustix::event::Timespec {
+        tv_sec: d.as_secs() as _,
+        tv_nsec: d.subsec_nanos() as _,
+    };
+    match rustix::event::poll(&mut fds, Some(&ts)) {
+        Ok(n) if n > 0 => crate::sampler::signals::take().first().map(|a| a.sig),
+        _ => None,
+    }
+}
+
+/// A file memmon writes as it goes: a regular file, or a FIFO or device opened without
+/// blocking, whose writes wait (in `poll`) while its reader is not reading, and give up when a
+/// stop signal arrives: a stalled reader never makes memmon deaf to signals.
+#[derive(Debug)]
+pub struct OutFile {
+    file: File,
+}
+
+impl OutFile {
+    pub fn new(file: File) -> OutFile {
+        OutFile { file }
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Write for OutFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match (&self.file).write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_writable(&self.file)?,
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Waits until `file` takes more bytes; an error when a stop signal comes first (the signal
+/// is left for the recorder to take).
+fn wait_writable(file: &File) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let sig_fd = signal_fd();
+    let mut fds = vec![PollFd::new(file, PollFlags::OUT)];
+    if let Some(s) = &sig_fd {
+        fds.push(PollFd::new(s, PollFlags::IN));
+    }
+    loop {
+        match poll(&mut fds, None) {
+            Ok(_) => break,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if fds.get(1).is_some_and(|f| !f.revents().is_empty()) {
+        return Err(io::Error::other(
+            "a stop signal arrived while its reader was not reading",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes what `fill` makes to a FIFO or device, through memory (`fill` wants a file).
+fn write_to_stream(file: File, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
+    let mem = rfs::memfd_create("memmon-output", rfs::MemfdFlags::CLOEXEC)?;
+    let mut mem = File::from(mem);
+    fill(&mut mem)?;
+    mem.rewind()?;
+    let mut out = OutFile::new(file);
+    io::copy(&mut mem, &mut out)?;
+    Ok(())
+}
+
+/// Opens a descriptor alias (`/dev/stdout`, `/dev/fd/N`) for writing: what it names, at its
+/// end, never blocking on a FIFO without a reader.
+pub fn open_alias(path: &Path) -> io::Result<File> {
+    let flags =
+        OFlags::WRONLY | OFlags::APPEND | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    Ok(File::from(rfs::open(path, flags, Mode::empty())?))
+}
+
+/// Writes `bytes` as the whole content of `path` (see `Place::write_whole`): an existing path
+/// is refused unless `force`; a FIFO or character device at the name is written as it is.
 pub fn write_whole(path: &Path, bytes: &[u8], force: bool) -> io::Result<()> {
-    write_whole_synced(path, bytes, force, true)
+    write_via(path, force, |f| f.write_all(bytes))
 }
 
-/// `write_whole`, with the fsyncs only if `sync`: a file rewritten later with them (the
-/// sidecar at a recording's start, before its first sample) skips their milliseconds.
-pub fn write_whole_synced(path: &Path, bytes: &[u8], force: bool, sync: bool) -> io::Result<()> {
-    if is_stream(path) {
-        return OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(bytes));
-    }
-    write_via_synced(path, force, sync, |tmp| tmp.as_file_mut().write_all(bytes))
-}
-
-/// Like `write_whole`, for a writer that wants a path: `fill` writes the temporary file (a
-/// fresh, empty file only we created) by its path or handle, which is then renamed over `path`.
+/// Like `write_whole`, for a writer that wants a file: `fill` writes a fresh, empty file only
+/// memmon created, which is then renamed over `path`.
 pub fn write_via(
     path: &Path,
     force: bool,
-    fill: impl FnOnce(&mut tempfile::NamedTempFile) -> io::Result<()>,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
-    write_via_synced(path, force, true, fill)
-}
-
-fn write_via_synced(
-    path: &Path,
-    force: bool,
-    sync: bool,
-    fill: impl FnOnce(&mut tempfile::NamedTempFile) -> io::Result<()>,
-) -> io::Result<()> {
-    if !force && std::fs::symlink_metadata(path).is_ok() {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "it already exists (pass --force to overwrite it)",
-        ));
+    if is_descriptor_alias(path) {
+        let file = open_alias(path)?;
+        return write_to_stream(file, fill);
     }
-    let abs = crate::format::absolute(path);
-    let dir = abs.parent().unwrap_or(Path::new("/"));
-    let name = abs
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        // Ends in the path's own extension: writers that pick a format by it still can.
-        .suffix(&match abs.extension() {
-            Some(e) => format!(".tmp.{}", e.to_string_lossy()),
-            None => ".tmp".to_string(),
-        })
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)?;
-    fill(&mut tmp)?;
-    if sync {
-        tmp.as_file().sync_all()?;
-    }
-    if force {
-        tmp.persist(&abs).map_err(|e| e.error)?;
-    } else {
-        // No replacing: a file that appeared since the check is not clobbered.
-        tmp.persist_noclobber(&abs).map_err(|e| e.error)?;
-    }
-    // The rename itself reaches the disk with the directory.
-    if let (true, Ok(d)) = (sync, File::open(dir)) {
-        let _ = d.sync_all();
-    }
+    Place::resolve(path)?.write_whole(force, true, true, fill)?;
     Ok(())
 }
 
@@ -219,7 +1077,11 @@ mod tests {
         let out = dir.path().join("out.svg");
         symlink(&victim, &out).unwrap();
         assert!(write_whole(&out, b"new", false).is_err());
-        assert!(create_streaming(&out, false).is_err());
+        let place = Place::resolve(&out).unwrap();
+        assert!(matches!(
+            place.create_recording(false),
+            Err(OpenError::Exists)
+        ));
         write_whole(&out, b"new", true).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "new");
@@ -227,16 +1089,51 @@ mod tests {
     }
 
     #[test]
-    fn a_forced_streaming_create_unlinks_a_symlink_not_its_target() {
+    fn a_forced_recording_replaces_a_symlink_not_its_target() {
         let dir = tempfile::tempdir().unwrap();
         let victim = dir.path().join("victim");
         std::fs::write(&victim, "precious").unwrap();
         let out = dir.path().join("run.csv");
         symlink(&victim, &out).unwrap();
-        let mut f = create_streaming(&out, true).unwrap();
+        let mut f = Place::resolve(&out)
+            .unwrap()
+            .create_recording(true)
+            .unwrap()
+            .file;
         f.write_all(b"rows").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "rows");
+        // And no temporary file is left.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_symlink_to_a_fifo_is_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rfs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let out = dir.path().join("run.csv");
+        symlink(&fifo, &out).unwrap();
+        // Nothing reads the FIFO: following the link would block (or wait READER_WAIT).
+        let t = Instant::now();
+        let place = Place::resolve(&out).unwrap();
+        assert!(matches!(
+            place.create_recording(false),
+            Err(OpenError::Exists)
+        ));
+        assert!(matches!(place.open_append(), Err(OpenError::Symlink)));
+        assert!(matches!(
+            place.write_whole(false, false, true, |f| f.write_all(b"x")),
+            Err(OpenError::Exists)
+        ));
+        assert!(t.elapsed() < READER_WAIT);
     }
 
     #[test]
@@ -245,8 +1142,39 @@ mod tests {
         let out = dir.path().join("a.json");
         write_whole(&out, b"1", false).unwrap();
         write_whole(&out, b"2", true).unwrap();
+        let failed = write_via(&out, true, |_| Err(io::Error::other("disk full")));
+        assert!(failed.is_err());
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "2");
+    }
+
+    #[test]
+    fn a_directory_reached_through_a_trusted_symlink_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        symlink("real", dir.path().join("via")).unwrap();
+        let out = dir.path().join("via/../via/x.csv");
+        write_whole(&out, b"x", false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("real/x.csv")).unwrap(),
+            "x"
+        );
+    }
+
+    #[test]
+    fn the_lock_holder_is_found_in_proc_locks() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.csv");
+        let first = Place::resolve(&out)
+            .unwrap()
+            .create_recording(false)
+            .unwrap();
+        let holder = lock_holder(first.id).unwrap();
+        assert_eq!(holder.0, std::process::id() as i32);
+        // A second open of the same file (another description) cannot take the lock.
+        let again = File::open(&out).unwrap();
+        assert!(matches!(lock(&again), Err(OpenError::Locked(Some(_)))));
     }
 
     #[test]

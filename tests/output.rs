@@ -612,3 +612,761 @@ fn a_disk_that_fills_mid_recording_is_not_said_to_keep_more_than_it_holds() {
         "claims {claimed}, the file holds {in_file}"
     );
 }
+
+// ---- The attacks of issue 18: someone else can write the output directory. ----
+
+/// Flips the name `dir/name` between two files (hard links of `a` and of `b`, renamed over
+/// it) until stopped: what a user who can write the directory does to race a `stat` before an
+/// `open`.
+struct Flipper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Flipper {
+    fn start(dir: &Path, name: &str, a: &Path, b: &Path) -> Flipper {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (dir, name, a, b) = (
+            dir.to_path_buf(),
+            name.to_string(),
+            a.to_path_buf(),
+            b.to_path_buf(),
+        );
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let target = dir.join(&name);
+            let mut flips = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                for (i, src) in [&a, &b].into_iter().enumerate() {
+                    let tmp = dir.join(format!(".flip-{name}-{i}"));
+                    let _ = std::fs::remove_file(&tmp);
+                    if std::fs::hard_link(src, &tmp).is_ok()
+                        && std::fs::rename(&tmp, &target).is_ok()
+                    {
+                        flips += 1;
+                    }
+                }
+            }
+            flips
+        });
+        Flipper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops flipping: how many flips there were.
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+/// A "device" for the flip: a character device like /dev/null (1:3) where mknod is allowed
+/// (root), else a FIFO whose reader, on a thread of its own, throws away what comes (both are
+/// what memmon writes as a stream). The reader stops when the returned flag is set.
+fn stream_node(path: &Path) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if is_root() {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::from_raw_mode(0o666),
+            rustix::fs::makedev(1, 3),
+        )
+        .unwrap();
+    } else {
+        mkfifo(path);
+        let mut reader = FifoReader::open(path);
+        let flag = stop.clone();
+        std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if reader.drain().is_empty() {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        });
+    }
+    stop
+}
+
+/// The victim: a 0600 file with its content and modification time, to check it untouched.
+struct Victim {
+    path: PathBuf,
+    mtime: std::time::SystemTime,
+}
+
+impl Victim {
+    const TEXT: &'static str = "root:$6$precious:19000:0:99999:7:::\n";
+
+    fn new(path: PathBuf) -> Victim {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&path, Victim::TEXT).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        Victim { path, mtime }
+    }
+
+    fn assert_untouched(&self, what: &str) {
+        assert_eq!(
+            std::fs::read_to_string(&self.path).unwrap(),
+            Victim::TEXT,
+            "{what}: the victim's content changed"
+        );
+        let m = std::fs::metadata(&self.path).unwrap();
+        assert_eq!(
+            m.modified().unwrap(),
+            self.mtime,
+            "{what}: the victim was written"
+        );
+    }
+}
+
+#[test]
+fn a_name_flipped_between_a_device_and_a_private_file_never_gets_memmons_bytes() {
+    let dir = tempdir();
+    let d = dir.path();
+    let victim = Victim::new(d.join("victim"));
+    let node = d.join("null");
+    let reader = stream_node(&node);
+    let rec = d.join("rec.csv");
+    record_workload(&rec, &["-q", "-i", "20ms"], &["alloc:4MiB", "hold:150ms"])
+        .assert()
+        .success();
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:300s"]);
+    let pid = target.id().to_string();
+    let out = d.join("out.svg");
+    let side_rec = d.join("side.csv");
+    let flip_out = Flipper::start(d, "out.svg", &victim.path, &node);
+    let flip_side = Flipper::start(d, "side.csv.meta.json", &victim.path, &node);
+    let runs: Vec<(&str, Vec<String>)> = {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let o = out.display().to_string();
+        let r = rec.display().to_string();
+        let sr = side_rec.display().to_string();
+        let record = s(&[
+            "record",
+            "-q",
+            "-i",
+            "20ms",
+            "--duration",
+            "100ms",
+            "--format",
+            "csv",
+            "--pid",
+            &pid,
+            "-o",
+        ]);
+        vec![
+            ("record", [record.clone(), s(&[&o])].concat()),
+            (
+                "record --force",
+                [record.clone(), s(&[&o, "--force"])].concat(),
+            ),
+            ("sidecar", [record.clone(), s(&[&sr])].concat()),
+            ("sidecar --force", [record, s(&[&sr, "--force"])].concat()),
+            ("plot", s(&["plot", &r, "-o", &o])),
+            ("plot --force", s(&["plot", &r, "-o", &o, "--force"])),
+            ("report", s(&["report", &r, "-o", &o])),
+            ("report --force", s(&["report", &r, "-o", &o, "--force"])),
+            (
+                "bench export",
+                s(&["bench", "-q", "-n", "1", "--export-json", &o, "--", "true"]),
+            ),
+            (
+                "bench export --force",
+                s(&[
+                    "bench",
+                    "-q",
+                    "-n",
+                    "1",
+                    "--force",
+                    "--export-json",
+                    &o,
+                    "--",
+                    "true",
+                ]),
+            ),
+        ]
+    };
+    let mut outcomes = std::collections::BTreeMap::new();
+    for round in 0..3 {
+        for (what, args) in &runs {
+            let _ = std::fs::remove_file(&side_rec);
+            let done = memmon()
+                .args(args)
+                .timeout(std::time::Duration::from_secs(120))
+                .output()
+                .unwrap();
+            let code = done.status.code();
+            assert!(
+                matches!(code, Some(0..=2)),
+                "{what} (round {round}): {code:?}: {}",
+                stderr_of(&done)
+            );
+            *outcomes.entry((*what, code)).or_insert(0) += 1;
+            victim.assert_untouched(what);
+        }
+    }
+    let flips = flip_out.stop() + flip_side.stop();
+    reader.store(true, std::sync::atomic::Ordering::Relaxed);
+    target.kill().unwrap();
+    let _ = target.wait();
+    victim.assert_untouched("after all runs");
+    assert!(flips > 100, "the names hardly flipped ({flips})");
+    eprintln!("outcomes (what, exit code) -> runs: {outcomes:?}; {flips} flips");
+}
+
+#[test]
+fn a_planted_symlink_to_a_fifo_or_device_is_never_written_through() {
+    let dir = tempdir();
+    let d = dir.path();
+    let fifo = d.join("catch");
+    mkfifo(&fifo);
+    // The attacker reads: any byte that reaches the FIFO is theirs.
+    let mut attacker = FifoReader::open(&fifo);
+    let rec = d.join("rec.csv");
+    record_workload(&rec, &["-q", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    let plant = |name: &str, to: &Path| {
+        let p = d.join(name);
+        let _ = std::fs::remove_file(&p);
+        symlink(to, &p).unwrap();
+        p
+    };
+    let p = |p: &Path| p.display().to_string();
+    // Without --force every planted link is refused as an existing file, at once.
+    let cases: Vec<(PathBuf, Vec<String>)> = vec![
+        (
+            plant("run.csv", &fifo),
+            vec![
+                "record".into(),
+                "-q".into(),
+                "-o".into(),
+                p(&d.join("run.csv")),
+            ],
+        ),
+        (
+            plant("p.svg", &fifo),
+            vec!["plot".into(), p(&rec), "-o".into(), p(&d.join("p.svg"))],
+        ),
+        (
+            plant("r.html", &fifo),
+            vec!["report".into(), p(&rec), "-o".into(), p(&d.join("r.html"))],
+        ),
+        (
+            plant("b.json", &fifo),
+            vec![
+                "bench".into(),
+                "-q".into(),
+                "-n".into(),
+                "1".into(),
+                "--export-json".into(),
+                p(&d.join("b.json")),
+            ],
+        ),
+    ];
+    for (link, args) in &cases {
+        let mut cmd = memmon();
+        cmd.args(args);
+        if args[0] == "record" {
+            cmd.arg("--").args(workload(&["hold:10ms"]));
+        } else if args[0] == "bench" {
+            cmd.args(["--", "true"]);
+        }
+        let done = cmd
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(
+            done.status.code(),
+            Some(2),
+            "{}: {}",
+            args[0],
+            stderr_of(&done)
+        );
+        assert!(
+            stderr_of(&done).contains("already exists"),
+            "{}",
+            stderr_of(&done)
+        );
+        assert!(std::fs::symlink_metadata(link).unwrap().is_symlink());
+    }
+    // The sidecar's name, planted: refused too, before the recording is made.
+    plant("s.csv.meta.json", &fifo);
+    record_workload(&d.join("s.csv"), &["-q"], &["hold:10ms"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("s.csv.meta.json"));
+    // With --force each link is replaced by a file of memmon's, never followed.
+    for (link, args) in &cases {
+        let mut cmd = memmon();
+        cmd.args(args).arg("--force");
+        if args[0] == "record" {
+            cmd.arg("--").args(workload(&["hold:50ms"]));
+        } else if args[0] == "bench" {
+            cmd.args(["--", "true"]);
+        }
+        let done = cmd
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{}: {}", args[0], stderr_of(&done));
+        assert!(
+            std::fs::symlink_metadata(link).unwrap().is_file(),
+            "{}",
+            link.display()
+        );
+    }
+    record_workload(&d.join("s.csv"), &["-q", "--force"], &["hold:50ms"])
+        .assert()
+        .success();
+    assert!(std::fs::symlink_metadata(side(&d.join("s.csv")))
+        .unwrap()
+        .is_file());
+    assert_eq!(attacker.drain(), b"", "bytes reached the planted FIFO");
+    // A link to a device: /dev/full would fail every write if it were followed.
+    let full = plant("full.csv", Path::new("/dev/full"));
+    record_workload(&full, &["-q"], &["hold:10ms"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already exists"));
+    record_workload(&full, &["-q", "--force", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    assert!(summary_json(&full)["samples"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn a_fifo_with_no_reader_is_an_error_after_a_bounded_wait_and_a_signal_ends_the_wait() {
+    let dir = tempdir();
+    let fifo = dir.path().join("out.fifo");
+    mkfifo(&fifo);
+    let ran = dir.path().join("ran");
+    let cmd = format!("touch {}", ran.display());
+    // No reader ever: an error after the wait, and the command is never launched.
+    let done = memmon()
+        .args(["record", "-q", "-o"])
+        .arg(&fifo)
+        .args(["--", "sh", "-c", &cmd])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(1), "{}", stderr_of(&done));
+    assert!(
+        stderr_of(&done).contains("no reader opened it within 10 s"),
+        "{}",
+        stderr_of(&done)
+    );
+    assert!(!ran.exists());
+    // SIGTERM while it waits ends memmon with 128+15, not the end of the wait (exit 1).
+    let mut rec = StdCommand::new(memmon_path())
+        .args(["record", "-q", "-o"])
+        .arg(&fifo)
+        .args(["--", "sh", "-c", &cmd])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
+    let status = {
+        let mut status = None;
+        wait_for(60.0, || {
+            status = rec.try_wait().unwrap();
+            status.is_some()
+        });
+        status.expect("memmon did not end after SIGTERM")
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut rec.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("SIGTERM arrived while waiting for a reader"),
+        "{err}"
+    );
+    assert!(!ran.exists());
+    // With a reader, the recording goes through the FIFO.
+    let mut reader = FifoReader::open(&fifo);
+    record_workload(&fifo, &["-q", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    let text = String::from_utf8(reader.drain()).unwrap();
+    assert!(text.starts_with("unix_ms,"), "{text}");
+    assert!(!side(&fifo).exists());
+}
+
+#[test]
+fn append_locks_the_recording_and_a_second_writer_is_refused_naming_the_first() {
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
+    let dir = tempdir();
+    let out = dir.path().join("run.csv");
+    let pid = target.id().to_string();
+    let mut first = StdCommand::new(memmon_path())
+        .args(["record", "-q", "-i", "20ms", "--pid", &pid, "-o"])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    assert!(wait_for(30.0, || std::fs::metadata(&out)
+        .is_ok_and(|m| m.len() > 400)));
+    let holder = format!("PID {} (memmon)", first.id());
+    for extra in [&["--append"][..], &["--force"][..]] {
+        let done = memmon()
+            .args([
+                "record",
+                "-q",
+                "-i",
+                "20ms",
+                "--duration",
+                "200ms",
+                "--pid",
+                &pid,
+                "-o",
+            ])
+            .arg(&out)
+            .args(extra)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = stderr_of(&done);
+        assert_eq!(done.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains("another process is writing it") && err.contains(&holder),
+            "{err}"
+        );
+    }
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    assert!(first.wait().unwrap().code() == Some(143));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        text.matches("unix_ms,").count(),
+        1,
+        "one header, one writer"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(side(&out)).unwrap()).unwrap();
+    assert!(m["earlier_sessions"].is_null(), "{m}");
+    // Once the first is done, appending works.
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "20ms",
+            "--duration",
+            "200ms",
+            "--pid",
+            &pid,
+            "--append",
+            "-o",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    target.kill().unwrap();
+    let _ = target.wait();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(side(&out)).unwrap()).unwrap();
+    assert_eq!(m["earlier_sessions"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn append_onto_a_file_that_is_not_a_recording_changes_nothing() {
+    let dir = tempdir();
+    let cases: [(&str, &[u8]); 5] = [
+        ("notes.csv", b"first line\nsecond line, cut"),
+        ("one-line.csv", b"just one line with no newline"),
+        ("one-line-nl.csv", b"a single line\n"),
+        ("json.jsonl", b"{\"not\": \"memmon\"}\n{\"x\": 1"),
+        (
+            "old-header.csv",
+            b"unix_ms,elapsed_s,rss_bytes\n1,0.0,5\n12",
+        ),
+    ];
+    for (name, bytes) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let done = record_workload(&p, &["-q", "--append"], &["hold:10ms"])
+            .output()
+            .unwrap();
+        let err = stderr_of(&done);
+        assert_eq!(done.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains("cannot append to") && err.contains("left as it is"),
+            "{name}: {err}"
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), bytes, "{name} was changed");
+        assert!(!side(&p).exists(), "{name}: a sidecar was written");
+    }
+    // An empty file is a recording yet to start: it takes one.
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "").unwrap();
+    record_workload(&empty, &["-q", "--append", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    assert!(summary_json(&empty)["samples"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn a_deleted_recordings_orphan_sidecar_does_not_need_force() {
+    let dir = tempdir();
+    let out = dir.path().join("run.csv");
+    record_workload(&out, &["-q", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    std::fs::remove_file(&out).unwrap();
+    assert!(side(&out).exists());
+    record_workload(&out, &["-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("replacing").and(predicate::str::contains(
+                "the metadata of a recording that is no longer there",
+            )),
+        );
+    assert!(summary_json(&out)["samples"].as_u64().unwrap() >= 2);
+    // A file at the sidecar's name that is not memmon's metadata is still refused.
+    std::fs::remove_file(&out).unwrap();
+    std::fs::write(side(&out), "{\"mine\": true}\n").unwrap();
+    record_workload(&out, &["-q"], &["hold:10ms"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("run.csv.meta.json"));
+    assert_eq!(
+        std::fs::read_to_string(side(&out)).unwrap(),
+        "{\"mine\": true}\n"
+    );
+}
+
+#[test]
+fn a_recording_deleted_while_recording_takes_its_sidecar_with_it() {
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
+    let dir = tempdir();
+    let out = dir.path().join("gone.csv");
+    let (code, err) = record_then_delete(&target, &out, &out);
+    assert_eq!(code, 1, "{err}");
+    assert!(!side(&out).exists(), "an orphan sidecar was left");
+    // The next run with the same -o needs no --force.
+    memmon()
+        .args(["record", "-q", "-i", "20ms", "--duration", "200ms", "--pid"])
+        .arg(target.id().to_string())
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    target.kill().unwrap();
+    let _ = target.wait();
+}
+
+#[test]
+fn a_full_disk_at_the_start_leaves_no_empty_recording() {
+    let Some(disk) = TinyDisk::mount() else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    // Fill it to the last block.
+    let filler = disk.0.path().join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    while std::io::Write::write_all(&mut f, &[0u8; 4096]).is_ok() {}
+    drop(f);
+    for name in ["run.csv", "run.jsonl"] {
+        let out = disk.0.path().join(name);
+        let done = record_workload(&out, &["-q"], &["hold:10ms"])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = stderr_of(&done);
+        assert_eq!(done.status.code(), Some(1), "{err}");
+        assert!(err.contains("No space left on device"), "{err}");
+        assert!(err.contains(&format!("removed {}", out.display())), "{err}");
+        assert!(!out.exists(), "{name}: an empty recording was left");
+        assert!(!side(&out).exists());
+    }
+    let left: Vec<_> = std::fs::read_dir(disk.0.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the filler is left: {left:?}");
+}
+
+/// A directory others can write, as /tmp is (1777), made in a temp dir.
+fn shared_dir(parent: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = parent.join("tmp");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    shared
+}
+
+/// The user `nobody` (65534): another user, for what root's tests plant.
+const NOBODY: u32 = 65534;
+
+#[test]
+fn a_directory_link_planted_by_another_user_is_not_followed() {
+    if !is_root() {
+        eprintln!("skipped: planting as another user needs root");
+        return;
+    }
+    let dir = tempdir();
+    let shared = shared_dir(dir.path());
+    let victim = dir.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    let link = shared.join("dir");
+    symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(NOBODY), Some(NOBODY)).unwrap();
+    let out = link.join("run.csv");
+    for args in [&["-q"][..], &["-q", "--force"][..]] {
+        record_workload(&out, args, &["hold:10ms"])
+            .assert()
+            .code(2)
+            .stderr(
+                predicate::str::contains("is a symbolic link of user 65534")
+                    .and(predicate::str::contains("does not follow it")),
+            );
+    }
+    memmon()
+        .args(["plot", "x.csv", "-o"])
+        .arg(link.join("p.svg"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("does not follow it"));
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+    // The same link made by root (or by the user memmon runs as) is followed.
+    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+    record_workload(&out, &["-q", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    assert!(victim.join("run.csv").exists());
+}
+
+#[test]
+fn a_fifo_planted_by_another_user_in_a_shared_directory_is_refused_without_force() {
+    if !is_root() {
+        eprintln!("skipped: planting as another user needs root");
+        return;
+    }
+    let dir = tempdir();
+    let shared = shared_dir(dir.path());
+    let fifo = shared.join("run.csv");
+    mkfifo(&fifo);
+    std::os::unix::fs::lchown(&fifo, Some(NOBODY), Some(NOBODY)).unwrap();
+    let mut attacker = FifoReader::open(&fifo);
+    record_workload(&fifo, &["-q"], &["hold:10ms"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "is a FIFO owned by user 65534, in a directory others can write",
+        ));
+    assert_eq!(attacker.drain(), b"");
+    // --force: the user says it is meant.
+    record_workload(&fifo, &["-q", "--force", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    assert!(String::from_utf8(attacker.drain())
+        .unwrap()
+        .starts_with("unix_ms,"));
+}
+
+#[test]
+fn a_sidecar_given_as_a_recording_names_its_recording() {
+    let dir = tempdir();
+    let out = dir.path().join("run.csv");
+    record_workload(&out, &["-q", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    for cmd in ["summary", "plot"] {
+        let mut c = memmon();
+        c.arg(cmd).arg(side(&out));
+        if cmd == "plot" {
+            c.arg("-o").arg(dir.path().join("p.svg"));
+        }
+        c.assert().code(2).stderr(predicate::str::contains(format!(
+            "{} is the metadata sidecar of the recording {}, not a recording: give {}",
+            side(&out).display(),
+            out.display(),
+            out.display()
+        )));
+    }
+    std::fs::remove_file(&out).unwrap();
+    memmon()
+        .arg("summary")
+        .arg(side(&out))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not there"));
+}
+
+#[test]
+fn a_sidecar_swapped_for_a_link_to_a_fifo_mid_recording_is_replaced_at_the_end_not_opened() {
+    let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
+    let dir = tempdir();
+    let out = dir.path().join("run.csv");
+    let fifo = dir.path().join("trap");
+    mkfifo(&fifo);
+    let mut rec = StdCommand::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "20ms",
+            "--pid",
+            &target.id().to_string(),
+            "-o",
+        ])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(30.0, || side(&out).exists()));
+    // No reader: following the link at the end would block memmon in open() for good.
+    std::fs::remove_file(side(&out)).unwrap();
+    symlink(&fifo, side(&out)).unwrap();
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
+    let mut status = None;
+    wait_for(60.0, || {
+        status = rec.try_wait().unwrap();
+        status.is_some()
+    });
+    let status = status.unwrap_or_else(|| {
+        let _ = rec.kill();
+        panic!("memmon hung writing its sidecar at the end")
+    });
+    target.kill().unwrap();
+    let _ = target.wait();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut rec.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(std::fs::symlink_metadata(side(&out)).unwrap().is_file());
+    let s = summary_json(&out);
+    assert!(s["ended"].as_str().unwrap().contains("SIGTERM"), "{s}");
+}
+
+#[test]
+fn append_refuses_another_users_recording_in_a_shared_directory() {
+    if !is_root() {
+        eprintln!("skipped: planting as another user needs root");
+        return;
+    }
+    let dir = tempdir();
+    let shared = shared_dir(dir.path());
+    let out = shared.join("run.csv");
+    record_workload(&out, &["-q", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    std::os::unix::fs::lchown(&out, Some(NOBODY), Some(NOBODY)).unwrap();
+    let before = std::fs::read(&out).unwrap();
+    record_workload(&out, &["-q", "--append"], &["hold:10ms"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is a recording of user 65534"));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    // Its own (root's) recording there is appended to.
+    std::os::unix::fs::lchown(&out, Some(0), Some(0)).unwrap();
+    record_workload(&out, &["-q", "--append", "-i", "20ms"], &["hold:100ms"])
+        .assert()
+        .success();
+}

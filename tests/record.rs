@@ -373,7 +373,10 @@ fn a_bad_pidfile_is_a_clear_error() {
         .args(["record", "--pidfile", garbage.to_str().unwrap()])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("not-a-pid").and(predicate::str::contains("not a PID")));
+        .stderr(
+            predicate::str::contains("garbage.pid")
+                .and(predicate::str::contains("not a number (not shown)")),
+        );
 }
 
 #[test]

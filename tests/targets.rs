@@ -312,3 +312,69 @@ fn an_unrelated_process_that_reuses_a_stale_pidfile_s_pid_is_not_a_restart() {
     assert!(text.contains(&format!(",restart:{pid}\n")), "{stderr}");
     assert_eq!(summary_json(&out)["restarts"], 1);
 }
+
+#[test]
+fn a_pidfile_linked_to_a_secret_file_never_echoes_its_content() {
+    let dir = tempdir();
+    let secret = dir.path().join("shadow");
+    std::fs::write(&secret, "root:$6$s3cr3tSalt$hash:19000:0:99999:7:::\n").unwrap();
+    let pidfile = dir.path().join("d.pid");
+    std::os::unix::fs::symlink(&secret, &pidfile).unwrap();
+    let no_secret = || {
+        predicate::str::contains("s3cr3t")
+            .not()
+            .and(predicate::str::contains("root:").not())
+    };
+    memmon()
+        .args(["record", "--pidfile"])
+        .arg(&pidfile)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("d.pid does not start with a PID")
+                .and(predicate::str::contains("not shown"))
+                .and(no_secret()),
+        );
+    // export's log says the same, as plainly.
+    let mut export = std::process::Command::new(memmon_path())
+        .args(["export", "--listen", "127.0.0.1:0", "--target"])
+        .arg(format!("d=pidfile:{}", pidfile.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = export.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut seen = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains("not found yet") {
+                break;
+            }
+        }
+        seen
+    });
+    assert!(
+        wait_for(30.0, || reader.is_finished()),
+        "export logged nothing about the target"
+    );
+    export.kill().unwrap();
+    let _ = export.wait();
+    let log = reader.join().unwrap();
+    assert!(log.contains("does not start with a PID"), "{log}");
+    assert!(no_secret().eval(log.as_str()), "{log}");
+    // A pidfile whose first line is a number that is not a PID is named as it is.
+    std::fs::remove_file(&pidfile).unwrap();
+    std::fs::write(&pidfile, "-3\n").unwrap();
+    memmon()
+        .args(["record", "--pidfile"])
+        .arg(&pidfile)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "its first line is -3, not a PID above 0",
+        ));
+}

@@ -281,3 +281,54 @@ pub fn context_switches(pid: u32) -> u64 {
     }
     total
 }
+
+/// Whether the tests run as root (some attacks need a second user or a device node to stage).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no failure mode and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Makes a FIFO at `path` (mode 0600).
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+        0,
+        "mkfifo {}",
+        path.display()
+    );
+}
+
+/// Opens the FIFO at `path` for reading without blocking: a reader is there (writers' opens
+/// succeed) until it is dropped; `drain` reads what came.
+pub struct FifoReader(std::fs::File);
+
+impl FifoReader {
+    pub fn open(path: &Path) -> FifoReader {
+        use std::os::unix::fs::OpenOptionsExt;
+        FifoReader(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .unwrap(),
+        )
+    }
+
+    /// The bytes waiting in the FIFO now.
+    pub fn drain(&mut self) -> Vec<u8> {
+        use std::io::Read;
+        let mut all = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("reading the FIFO: {e}"),
+            }
+        }
+        all
+    }
+}

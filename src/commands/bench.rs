@@ -161,7 +161,8 @@ fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyho
     if let (Some(o), false) = (&opts.output, opts.append) {
         outs.push((o, "-o"));
         let csv = opts.format.unwrap_or_else(|| Format::from_path(o)) == Format::Csv;
-        if let (Some(side), true) = (&side, csv && !memmon::output::is_stream(o)) {
+        let orphan = memmon::format::sidecar_is_orphan(o);
+        if let (Some(side), true) = (&side, csv && !memmon::output::is_stream(o) && !orphan) {
             outs.push((side, "-o's metadata sidecar"));
         }
     }

@@ -156,7 +156,8 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
     let mut outs: Vec<(&Path, &str)> = Vec::new();
     if !sampling.append {
         outs.push((o, "-o"));
-        if format == Format::Csv && !stream {
+        // An orphan sidecar (its recording deleted) is replaced without --force.
+        if format == Format::Csv && !stream && !memmon::format::sidecar_is_orphan(o) {
             outs.push((&side, "-o's metadata sidecar"));
         }
     }

@@ -12,10 +12,10 @@ pub mod many;
 pub mod meta;
 
 use crate::model::sample::{Event, Sample};
+use crate::output::{At, FileId, OpenError, OutFile, Place};
 use meta::{EndInfo, Meta};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// A line that could not be parsed, and why.
@@ -54,30 +54,65 @@ pub enum OutputError {
     Check(#[from] crate::output::OutputCheckError),
     #[error("cannot append to {0}: {1}")]
     CannotAppend(PathBuf, String),
-    #[error("cannot create {0}: {1}")]
-    Create(PathBuf, io::Error),
+    /// Opening (or creating) the file failed or was refused; the verb says which.
+    #[error("cannot {1} {0}: {2}")]
+    Open(PathBuf, &'static str, OpenError),
     #[error("cannot write {0}")]
     Write(String, #[source] io::Error),
+    /// Nothing of the recording could be written (a full disk at the start): the file memmon
+    /// had created for it was removed, not left empty to look like a recording.
+    #[error("cannot write {0}: {1}; removed {2}, which memmon had created and could write no recording to")]
+    Unwritten(String, io::Error, String),
     /// The file's last link is gone (it or its directory was deleted): what is written goes
     /// into an inode nobody can open again.
     #[error("{0} was deleted while recording (the file or its directory was removed): nothing written to it can be read back")]
     Removed(PathBuf),
 }
 
+impl OutputError {
+    /// The exit code this error ends memmon with: 2 for what memmon refused (an existing file,
+    /// one another process is writing, a planted link or FIFO), 128+N when signal N ended a
+    /// wait for a FIFO's reader, 1 for the rest (the file could not be written).
+    pub fn exit_code(&self) -> crate::exit::ExitCode {
+        use crate::exit::ExitCode;
+        match self {
+            OutputError::Exists(_) | OutputError::Check(_) | OutputError::CannotAppend(..) => {
+                ExitCode::Usage
+            }
+            OutputError::Open(_, _, e) => match e.signal() {
+                Some(sig) => ExitCode::Signal(sig),
+                None if e.is_refusal() => ExitCode::Usage,
+                None => ExitCode::Failure,
+            },
+            _ => ExitCode::Failure,
+        }
+    }
+}
+
 /// The destination of a recording.
 pub struct Output {
     /// `None` for stdout.
     path: Option<PathBuf>,
+    /// Where the file is (its directory opened once); `None` for stdout and a descriptor name.
+    place: Option<Place>,
+    /// The file memmon created for this recording (not one appended to, not a stream): what
+    /// `discard` may remove.
+    created: Option<FileId>,
     format: Format,
     sink: Box<dyn RowSink + Send>,
     /// A second handle on the file (also on stdout when it is a regular file), to fsync it and
     /// to notice that it was deleted.
     sync_handle: Option<File>,
+    /// stdout's file opened again: the holder of its lock for the session.
+    _lock: Option<File>,
     /// Where a CSV recording's metadata goes: `FILE.meta.json`, also for stdout redirected to
     /// a regular file; `None` for a pipe, a terminal or a device.
-    sidecar: Option<PathBuf>,
-    /// Whether the sidecar may replace an existing file (--force, --append, or ours already).
+    sidecar: Option<Place>,
+    /// Whether the sidecar may replace an existing file (--force, --append, an orphan, or ours
+    /// already).
     sidecar_replace: bool,
+    /// The sidecar memmon last put in place.
+    sidecar_id: Option<FileId>,
     /// With --append: the metadata of the sessions already in the file, oldest first.
     earlier_sessions: Vec<Meta>,
     meta: Option<Meta>,
@@ -85,7 +120,8 @@ pub struct Output {
     /// successful flush).
     written: u64,
     flushed: u64,
-    /// What the user should know about how the output was opened (a repaired --append).
+    /// What the user should know about how the output was opened (a repaired --append, an
+    /// orphan sidecar replaced).
     pub notes: Vec<String>,
     /// The regular file stdout was redirected to, for messages.
     stdout_file: Option<PathBuf>,
@@ -99,10 +135,65 @@ pub struct Output {
 /// sample at 1 Hz).
 pub const LINK_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The largest sidecar read before appending: the readers' cap.
+const SIDECAR_MAX_BYTES: u64 = input::MAX_SIDECAR_BYTES;
+
+/// What is at a new recording's sidecar name.
+enum SidecarState {
+    Free,
+    /// A memmon sidecar whose recording is gone (deleted): nothing to keep, replaced.
+    Orphan,
+    Taken,
+}
+
+fn sidecar_state(recording: &Place, side: &Place) -> SidecarState {
+    match side.at() {
+        Ok(At::Nothing) => SidecarState::Free,
+        _ if matches!(recording.at(), Ok(At::Nothing)) && is_memmon_sidecar(side) => {
+            SidecarState::Orphan
+        }
+        _ => SidecarState::Taken,
+    }
+}
+
+/// A regular file holding a memmon recording's metadata (`"format": "memmon-recording"`).
+fn is_memmon_sidecar(side: &Place) -> bool {
+    side.read_regular(SIDECAR_MAX_BYTES)
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["format"] == "memmon-recording")
+}
+
+/// Whether `recording`'s sidecar is an orphan: a memmon sidecar whose recording is not there
+/// (it was deleted). A new recording of that name replaces it without `--force`.
+pub fn sidecar_is_orphan(recording: &Path) -> bool {
+    let Ok(place) = Place::resolve(recording) else {
+        return false;
+    };
+    let side = place.sibling(&sidecar_name(&place));
+    matches!(sidecar_state(&place, &side), SidecarState::Orphan)
+}
+
+fn sidecar_name(place: &Place) -> std::ffi::OsString {
+    let mut name = place.path().file_name().unwrap_or_default().to_os_string();
+    name.push(".meta.json");
+    name
+}
+
+fn orphan_note(side: &Place) -> String {
+    format!(
+        "replacing {}: the metadata of a recording that is no longer there",
+        side.path().display()
+    )
+}
+
 impl Output {
     /// Opens `path` (or stdout for `None`) for a new recording. An existing file (or sidecar)
     /// is refused unless `force` (replaced, never followed if a symlink) or `append` (same
-    /// format, same CSV header; an incomplete last line is cut off and said so).
+    /// format, same CSV header, checked before a byte changes; an incomplete last line of a
+    /// recording is cut off and said so). The file is locked for the session: a second writer
+    /// is refused, naming the first.
     pub fn create(
         path: Option<&Path>,
         format: Format,
@@ -113,59 +204,121 @@ impl Output {
             return Self::stdout(format, force, append);
         };
         let path = absolute(path);
-        let stream = crate::output::is_stream(&path);
-        let sidecar = (format == Format::Csv && !stream).then(|| sidecar_path(&path));
-        let exists = std::fs::symlink_metadata(&path).is_ok();
-        // The earlier sessions' metadata first: an unreadable sidecar refuses before the file
-        // is touched.
-        let earlier_sessions = match (&sidecar, append) {
-            (Some(s), true) => earlier_sessions(s)?,
-            _ => Vec::new(),
+        let verb = if append { "append to" } else { "create" };
+        let cannot = |e: OpenError| match e {
+            OpenError::Exists => OutputError::Exists(path.clone()),
+            e => OutputError::Open(path.clone(), verb, e),
         };
+        if crate::output::is_descriptor_alias(&path) {
+            let file = crate::output::open_alias(&path).map_err(|e| cannot(e.into()))?;
+            return Self::finish_open(
+                Some(path.clone()),
+                None,
+                None,
+                format,
+                file,
+                true,
+                Vec::new(),
+            );
+        }
+        let place = Place::resolve(&path).map_err(cannot)?;
+        let side = (format == Format::Csv).then(|| place.sibling(&sidecar_name(&place)));
         let mut notes = Vec::new();
-        let mut write_header = true;
-        let file = if exists && append && !stream {
-            write_header = prepare_append(&path, format, &mut notes)?;
-            OpenOptions::new()
-                .append(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&path)
-        } else {
-            let mut outs: Vec<(&Path, &str)> = vec![(&path, "-o")];
-            if let Some(s) = &sidecar {
-                if !append {
-                    outs.push((s, "the recording's metadata sidecar"));
+        let rec_at = place.at().map_err(cannot)?;
+        // Before anything is created: a new recording's sidecar name must be free, or hold
+        // the metadata of a recording that is gone.
+        let mut sidecar_replace = force;
+        if let (Some(s), false, false) = (&side, force, matches!(rec_at, At::Stream(_))) {
+            if append && !matches!(rec_at, At::Nothing) {
+                sidecar_replace = true; // the recording's own: its sessions are read below
+            } else {
+                match sidecar_state(&place, s) {
+                    SidecarState::Free => {}
+                    SidecarState::Orphan => {
+                        sidecar_replace = true;
+                        notes.push(orphan_note(s));
+                    }
+                    SidecarState::Taken => {
+                        return Err(OutputError::Check(
+                            crate::output::OutputCheckError::Exists {
+                                path: s.path().to_path_buf(),
+                                flag: "the recording's metadata sidecar".into(),
+                            },
+                        ))
+                    }
                 }
             }
-            crate::output::check_outputs(&outs, force).map_err(|e| match e {
-                crate::output::OutputCheckError::Exists { path: p, .. } if p == path => {
-                    OutputError::Exists(p)
-                }
-                e => OutputError::Check(e),
-            })?;
-            crate::output::create_streaming(&path, force)
         }
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => OutputError::Exists(path.clone()),
-            _ => OutputError::Create(path.clone(), e),
-        })?;
+        let opened = if append {
+            place.open_append()
+        } else {
+            place.create_recording(force)
+        }
+        .map_err(cannot)?;
+        let mut earlier_sessions = Vec::new();
+        let mut write_header = true;
+        if !opened.created && !opened.stream {
+            // --append onto an existing file: checked before a byte of it changes.
+            let plan = check_append(&opened.file, &path, format)?;
+            if let Some(s) = &side {
+                earlier_sessions = read_earlier_sessions(s)?;
+            }
+            write_header = plan.apply(&opened.file, &path, &mut notes)?;
+            use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+            fcntl_getfl(&opened.file)
+                .and_then(|fl| fcntl_setfl(&opened.file, fl | OFlags::APPEND))
+                .map_err(|e| cannot(e.into()))?;
+        }
+        let created = opened.created.then_some(opened.id);
+        let sidecar = side.filter(|_| !opened.stream);
+        let mut out = Self::finish_open(
+            Some(path),
+            Some(place),
+            sidecar,
+            format,
+            opened.file,
+            write_header,
+            notes,
+        )?;
+        out.created = created;
+        out.sidecar_replace = sidecar_replace || append;
+        out.earlier_sessions = earlier_sessions;
+        Ok(out)
+    }
+
+    /// The writer over an opened file.
+    fn finish_open(
+        path: Option<PathBuf>,
+        place: Option<Place>,
+        sidecar: Option<Place>,
+        format: Format,
+        file: File,
+        write_header: bool,
+        notes: Vec<String>,
+    ) -> Result<Output, OutputError> {
+        let shown = path
+            .as_ref()
+            .map_or_else(|| "stdout".into(), |p| p.display().to_string());
         let sync_handle = file.try_clone().ok();
-        let out = BufWriter::with_capacity(64 * 1024, file);
+        let out = BufWriter::with_capacity(64 * 1024, OutFile::new(file));
         let sink: Box<dyn RowSink + Send> = match format {
             Format::Csv => Box::new(
-                csv::CsvWriter::new(out, write_header)
-                    .map_err(|e| OutputError::Write(path.display().to_string(), e))?,
+                csv::CsvWriter::new(out, write_header).map_err(|e| OutputError::Write(shown, e))?,
             ),
             Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
         };
         Ok(Output {
-            path: Some(path),
+            path,
+            place,
+            created: None,
             format,
             sink,
             sync_handle,
+            _lock: None,
             sidecar,
-            sidecar_replace: force || append,
-            earlier_sessions,
+            sidecar_replace: false,
+            sidecar_id: None,
+            earlier_sessions: Vec::new(),
             meta: None,
             written: 0,
             flushed: 0,
@@ -176,7 +329,8 @@ impl Output {
     }
 
     /// Stdout. When it is a regular file (`> run.csv`), a CSV recording's metadata goes to the
-    /// sidecar next to that file, where `summary` looks for it.
+    /// sidecar next to that file, where `summary` looks for it, and the file is locked for the
+    /// session as `-o` is.
     fn stdout(format: Format, force: bool, append: bool) -> Result<Output, OutputError> {
         use std::os::fd::AsFd;
         let handle = io::stdout()
@@ -189,33 +343,66 @@ impl Output {
             .as_ref()
             .and_then(|_| std::fs::read_link("/proc/self/fd/1").ok())
             .filter(|p| p.is_absolute() && p.exists());
-        let sidecar = match (format, &file_path) {
-            (Format::Csv, Some(p)) => Some(sidecar_path(p)),
+        let shown = |p: &Path| format!("stdout ({})", p.display());
+        let side = match (format, &file_path) {
+            (Format::Csv, Some(p)) => {
+                let s = sidecar_path(p);
+                Some(Place::resolve(&s).map_err(|e| OutputError::Open(s, "create", e))?)
+            }
             _ => None,
         };
         // `>>`: the shell appends; the sidecar keeps the earlier sessions as --append does.
         let appending = handle.as_ref().is_some_and(|f| {
-            use std::os::fd::AsRawFd;
-            // SAFETY: F_GETFL on a descriptor we own.
-            let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
-            fl >= 0 && fl & libc::O_APPEND != 0
+            rustix::fs::fcntl_getfl(f).is_ok_and(|fl| fl.contains(rustix::fs::OFlags::APPEND))
         }) || append;
         let nonempty = handle
             .as_ref()
             .is_some_and(|f| f.metadata().is_ok_and(|m| m.len() > 0));
-        if let (Some(s), false) = (&sidecar, appending) {
-            crate::output::check_outputs(&[(s, "the metadata sidecar of stdout's file")], force)?;
-        }
-        let earlier_sessions = match &sidecar {
-            Some(s) if appending => earlier_sessions(s)?,
-            _ => Vec::new(),
+        // The file opened again through /proc/self/fd/1 (the same file, whatever its name
+        // now): to read its head before appending, and to hold its lock.
+        let must_read = appending && nonempty;
+        let again = match (&handle, &file_path) {
+            (Some(h), Some(p)) => match reopen_stdout(h) {
+                Ok(f) => Some(f),
+                // Not readable (a write-only file), and nothing to read: the lock on stdout's
+                // own descriptor then.
+                Err(OpenError::Io(_)) if !must_read => {
+                    crate::output::lock_file(h)
+                        .map_err(|e| OutputError::Open(shown(p).into(), "write", e))?;
+                    None
+                }
+                Err(e) => return Err(OutputError::Open(shown(p).into(), "write", e)),
+            },
+            _ => None,
         };
+        if let (Some(s), false, false) = (&side, appending, force) {
+            if !matches!(s.at(), Ok(At::Nothing)) {
+                return Err(OutputError::Check(
+                    crate::output::OutputCheckError::Exists {
+                        path: s.path().to_path_buf(),
+                        flag: "the metadata sidecar of stdout's file".into(),
+                    },
+                ));
+            }
+        }
         // `>> run.csv` onto a recording: checked and repaired as --append does.
         let mut notes = Vec::new();
-        let write_header = match (&file_path, appending && nonempty) {
-            (Some(p), true) => prepare_append(p, format, &mut notes)?,
-            (None, true) => false,
-            (_, false) => true,
+        let mut earlier_sessions = Vec::new();
+        let write_header = match (&file_path, &again, must_read) {
+            (Some(p), Some(f), true) => {
+                let plan = check_append(f, p, format)?;
+                if let Some(s) = &side {
+                    earlier_sessions = read_earlier_sessions(s)?;
+                }
+                plan.apply(f, p, &mut notes)?
+            }
+            (_, _, true) => false,
+            (_, _, false) => {
+                if let (Some(s), true) = (&side, appending) {
+                    earlier_sessions = read_earlier_sessions(s)?;
+                }
+                true
+            }
         };
         let out = BufWriter::with_capacity(64 * 1024, io::stdout());
         let sink: Box<dyn RowSink + Send> = match format {
@@ -227,11 +414,15 @@ impl Output {
         };
         Ok(Output {
             path: None,
+            place: None,
+            created: None,
             format,
             sink,
             sync_handle: handle,
-            sidecar,
+            _lock: again,
+            sidecar: side,
             sidecar_replace: force || appending,
+            sidecar_id: None,
             earlier_sessions,
             meta: None,
             written: 0,
@@ -263,7 +454,7 @@ impl Output {
     /// Where the metadata of a CSV recording goes: `FILE.meta.json` (also for stdout
     /// redirected to a regular file; none for a pipe or a device).
     pub fn meta_path(&self) -> Option<PathBuf> {
-        self.sidecar.clone()
+        self.sidecar.as_ref().map(|s| s.path().to_path_buf())
     }
 
     /// Samples known to be in the file: those written before the last successful flush.
@@ -271,9 +462,38 @@ impl Output {
         self.flushed
     }
 
+    /// Removes what memmon created for a recording that is not going to happen (the command
+    /// could not be launched): the file and its sidecar, if the names are still memmon's
+    /// files. An existing recording (`--append`), a stream or stdout is left as it is.
+    /// Returns whether the file was removed.
+    pub fn discard(&mut self) -> bool {
+        let (Some(place), Some(id)) = (&self.place, self.created.take()) else {
+            return false;
+        };
+        if let (Some(s), Some(sid)) = (&self.sidecar, self.sidecar_id.take()) {
+            s.remove_if(sid);
+        }
+        place.remove_if(id)
+    }
+
     /// Writes the metadata: a sidecar for CSV, the first record for JSON Lines. The CSV
-    /// header is flushed too, so that a recorder killed at once leaves a readable file.
+    /// header is flushed too, so that a recorder killed at once leaves a readable file. When
+    /// none of it can be written (a full disk), a file memmon created is removed again.
     pub fn write_meta(&mut self, meta: &Meta) -> Result<(), OutputError> {
+        match self.write_meta_once(meta) {
+            Err(OutputError::Write(what, e)) if self.created.is_some() => {
+                let shown = self.describe();
+                if self.discard() {
+                    Err(OutputError::Unwritten(what, e, shown))
+                } else {
+                    Err(OutputError::Write(what, e))
+                }
+            }
+            r => r,
+        }
+    }
+
+    fn write_meta_once(&mut self, meta: &Meta) -> Result<(), OutputError> {
         let mut meta = meta.clone();
         meta.earlier_sessions = std::mem::take(&mut self.earlier_sessions);
         self.meta = Some(meta);
@@ -311,11 +531,16 @@ impl Output {
         Ok(())
     }
 
-    /// An error when the file has lost its last name (it or its directory was deleted).
+    /// An error when the file has lost its last name (it or its directory was deleted); the
+    /// sidecar memmon wrote for it goes too (it would describe a recording that is gone).
     fn check_linked(&mut self) -> Result<(), OutputError> {
         if let Some(f) = &self.sync_handle {
             use std::os::unix::fs::MetadataExt;
             if f.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0) {
+                if let (Some(s), Some(sid)) = (&self.sidecar, self.sidecar_id.take()) {
+                    s.remove_if(sid);
+                }
+                self.sidecar = None;
                 return Err(OutputError::Removed(PathBuf::from(self.describe())));
             }
         }
@@ -352,18 +577,29 @@ impl Output {
         Ok(())
     }
 
-    /// Writes the sidecar whole (random temporary name created exclusively in the same
-    /// directory, fsynced, renamed over): never through a planted symlink, never half.
+    /// Writes the sidecar whole (random temporary name created exclusively in the recording's
+    /// directory, fsynced, renamed over): never through a planted symlink, never to a FIFO or
+    /// device, never half.
     fn write_sidecar(&mut self) -> Result<(), OutputError> {
-        let (Some(side), Some(meta)) = (self.meta_path(), &self.meta) else {
+        let (Some(side), Some(meta)) = (&self.sidecar, &self.meta) else {
             return Ok(());
         };
         let text = serde_json::to_string_pretty(meta).expect("serializes") + "\n";
         // fsynced at the end (the start's copy is replaced then; its fsync would only delay
         // the first sample).
         let sync = meta.end.is_some();
-        crate::output::write_whole_synced(&side, text.as_bytes(), self.sidecar_replace, sync)
-            .map_err(|e| OutputError::Write(side.display().to_string(), e))?;
+        let id = side
+            .write_whole(self.sidecar_replace, sync, false, |f| {
+                f.write_all(text.as_bytes())
+            })
+            .map_err(|e| match e {
+                OpenError::Exists => OutputError::Check(crate::output::OutputCheckError::Exists {
+                    path: side.path().to_path_buf(),
+                    flag: "the recording's metadata sidecar".into(),
+                }),
+                e => OutputError::Write(side.path().display().to_string(), e.into()),
+            })?;
+        self.sidecar_id = id;
         self.sidecar_replace = true;
         Ok(())
     }
@@ -373,27 +609,109 @@ impl Output {
     }
 }
 
-/// Before appending to `path`: checks that it is a recording of `format` (CSV with this
-/// memmon's header), and cuts off an incomplete last line (what a SIGKILL or a full disk
-/// leaves), saying so in `notes`. Returns whether a CSV header must still be written.
-fn prepare_append(
-    path: &Path,
-    format: Format,
-    notes: &mut Vec<String>,
-) -> Result<bool, OutputError> {
-    use std::io::{Seek, SeekFrom};
-    let refuse = |why: String| OutputError::CannotAppend(path.to_path_buf(), why);
-    let meta = std::fs::symlink_metadata(path).map_err(|e| OutputError::Create(path.into(), e))?;
-    if !meta.is_file() {
-        return Err(refuse("it is not a regular file".into()));
+/// stdout's regular file opened again for reading and writing through /proc/self/fd/1 (the
+/// same file whatever its name is now), checked to be the same file, and locked.
+fn reopen_stdout(handle: &File) -> Result<File, OpenError> {
+    use rustix::fs::{open, Mode, OFlags};
+    let flags = OFlags::RDWR | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let again = File::from(open("/proc/self/fd/1", flags, Mode::empty())?);
+    if FileId::of_file(&again)? != FileId::of_file(handle)? {
+        return Err(OpenError::Unstable);
     }
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| OutputError::Create(path.into(), e))?;
-    let len = meta.len();
+    crate::output::lock_file(&again)?;
+    Ok(again)
+}
+
+/// What appending to an existing recording takes: a header still to write (an empty file),
+/// and an incomplete last line to cut (`keep` bytes of `len` kept).
+struct AppendPlan {
+    header: bool,
+    cut: Option<(u64, u64)>,
+}
+
+impl AppendPlan {
+    /// Cuts the incomplete last line off, saying so in `notes`; whether a CSV header must
+    /// still be written.
+    fn apply(&self, f: &File, path: &Path, notes: &mut Vec<String>) -> Result<bool, OutputError> {
+        if let Some((keep, len)) = self.cut {
+            f.set_len(keep)
+                .map_err(|e| OutputError::Write(path.display().to_string(), e))?;
+            notes.push(format!(
+                "{} ended in an incomplete line ({} bytes with no newline, what a killed recorder or a full disk leaves): cut it off before appending",
+                path.display(),
+                len - keep
+            ));
+        }
+        Ok(self.header)
+    }
+}
+
+/// Before appending to `f`: checks, changing nothing, that it is a recording of `format` (its
+/// first line a whole line: this memmon's CSV header, or a JSON Lines metadata record), and
+/// finds an incomplete last line to cut (what a SIGKILL or a full disk leaves). An empty file
+/// takes a header. Anything else is refused and left as it is.
+fn check_append(f: &File, path: &Path, format: Format) -> Result<AppendPlan, OutputError> {
+    use std::os::unix::fs::FileExt;
+    let refuse = |why: String| OutputError::CannotAppend(path.to_path_buf(), why);
+    let io_err = |e: io::Error| OutputError::Open(path.to_path_buf(), "append to", e.into());
+    let len = f.metadata().map_err(io_err)?.len();
+    if len == 0 {
+        return Ok(AppendPlan {
+            header: true,
+            cut: None,
+        });
+    }
+    // The first line, read at its offset (the file's own offset is left alone).
+    let mut head = vec![0u8; (len as usize).min(1 << 20)];
+    let mut got = 0;
+    while got < head.len() {
+        match f.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    head.truncate(got);
+    let Some(end) = memchr::memchr(b'\n', &head) else {
+        return Err(refuse(format!(
+            "its first {} bytes hold no complete line: not a memmon recording (left as it is)",
+            head.len()
+        )));
+    };
+    let first = head[..end].strip_suffix(b"\r").unwrap_or(&head[..end]);
+    let name = |f: Format| match f {
+        Format::Csv => "CSV",
+        Format::Jsonl => "JSON Lines",
+    };
+    let found = if first.first() == Some(&b'{') {
+        if !matches!(jsonl::parse_line(first), Ok(jsonl::Line::Meta(_))) {
+            return Err(refuse(
+                "its first line is not a JSON Lines recording's metadata record: not a memmon recording (left as it is)".into(),
+            ));
+        }
+        Format::Jsonl
+    } else if first.trim_ascii_end() == csv::header().as_bytes() {
+        Format::Csv
+    } else if csv::CsvLayout::from_header(first.trim_ascii_end()).is_ok() {
+        if format == Format::Csv {
+            return Err(refuse(
+                "its header differs from this memmon's columns (left as it is)".into(),
+            ));
+        }
+        Format::Csv
+    } else {
+        return Err(refuse(
+            "its first line is neither a memmon CSV header nor a JSON Lines metadata record: not a memmon recording (left as it is)".into(),
+        ));
+    };
+    if found != format {
+        return Err(refuse(format!(
+            "it is a {} recording and this one is {} (name the format with --format, or use another file)",
+            name(found),
+            name(format)
+        )));
+    }
     // The end of the last complete line: search back from the end.
     let mut keep = 0u64;
     let mut pos = len;
@@ -401,75 +719,35 @@ fn prepare_append(
     while pos > 0 {
         let n = (pos as usize).min(buf.len());
         pos -= n as u64;
-        f.seek(SeekFrom::Start(pos))
-            .and_then(|_| f.read_exact(&mut buf[..n]))
-            .map_err(|e| OutputError::Create(path.into(), e))?;
+        f.read_exact_at(&mut buf[..n], pos).map_err(io_err)?;
         if let Some(i) = memchr::memrchr(b'\n', &buf[..n]) {
             keep = pos + i as u64 + 1;
             break;
         }
     }
-    if keep < len {
-        f.set_len(keep)
-            .map_err(|e| OutputError::Create(path.into(), e))?;
-        notes.push(format!(
-            "{} ended in an incomplete line ({} bytes with no newline, what a killed recorder or a full disk leaves): cut it off before appending",
-            path.display(),
-            len - keep
-        ));
-    }
-    if keep == 0 {
-        return Ok(true);
-    }
-    let mut head = Vec::new();
-    f.seek(SeekFrom::Start(0))
-        .and_then(|_| {
-            io::BufRead::read_until(
-                &mut io::BufReader::new(&mut f).take(1 << 20),
-                b'\n',
-                &mut head,
-            )
-        })
-        .map_err(|e| OutputError::Create(path.into(), e))?;
-    let found = if head.first() == Some(&b'{') {
-        Format::Jsonl
-    } else {
-        Format::Csv
-    };
-    if found != format {
-        let name = |f: Format| match f {
-            Format::Csv => "CSV",
-            Format::Jsonl => "JSON Lines",
-        };
-        return Err(refuse(format!(
-            "it is a {} recording and this one is {} (name the format with --format, or use another file)",
-            name(found),
-            name(format)
-        )));
-    }
-    if format == Format::Csv && head.trim_ascii_end() != csv::header().as_bytes() {
-        return Err(refuse(
-            "its header differs from this memmon's columns".into(),
-        ));
-    }
-    Ok(false)
+    Ok(AppendPlan {
+        header: false,
+        cut: (keep < len).then_some((keep, len)),
+    })
 }
 
 /// The sessions recorded in a CSV recording's sidecar before this one, oldest first (the
 /// sidecar's own session last, its `earlier_sessions` before it). A missing sidecar is none;
-/// an unreadable one is refused rather than replaced.
-fn earlier_sessions(side: &Path) -> Result<Vec<Meta>, OutputError> {
-    let text = match std::fs::read_to_string(side) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(OutputError::Create(side.to_path_buf(), e)),
+/// one that cannot be read (a symlink, a FIFO, not valid) is refused rather than replaced.
+fn read_earlier_sessions(side: &Place) -> Result<Vec<Meta>, OutputError> {
+    let refuse = |why: String| OutputError::CannotAppend(side.path().to_path_buf(), why);
+    let text = match side.read_regular(SIDECAR_MAX_BYTES) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) if e.is_refusal() => return Err(refuse(format!("{e}; it is not read"))),
+        Err(e) => return Err(OutputError::Open(side.path().to_path_buf(), "read", e)),
     };
-    let mut last: Meta = serde_json::from_str(&text).map_err(|e| {
-        OutputError::CannotAppend(
-            side.to_path_buf(),
-            format!("its metadata is not valid ({e}); it would be lost"),
-        )
-    })?;
+    parse_sessions(&text).map_err(refuse)
+}
+
+fn parse_sessions(text: &[u8]) -> Result<Vec<Meta>, String> {
+    let mut last: Meta = serde_json::from_slice(text)
+        .map_err(|e| format!("its metadata is not valid ({e}); it would be lost"))?;
     let mut all = std::mem::take(&mut last.earlier_sessions);
     all.push(last);
     Ok(all)
@@ -591,9 +869,63 @@ pub enum ReadError {
     /// Not empty, but nothing in it except blank lines.
     #[error("{0} holds only blank lines ({1} bytes): no header and no samples")]
     Blank(PathBuf, u64),
+    /// A CSV recording's metadata sidecar (`run.csv.meta.json`) given as a recording.
+    #[error("{}", sidecar_text(path, recording.as_deref(), *there))]
+    Sidecar {
+        path: PathBuf,
+        /// The recording it belongs to, from its name (`run.csv` for `run.csv.meta.json`).
+        recording: Option<PathBuf>,
+        /// Whether that recording is there.
+        there: bool,
+    },
+}
+
+fn sidecar_text(path: &Path, recording: Option<&Path>, there: bool) -> String {
+    match (recording, there) {
+        (Some(r), true) => format!(
+            "{} is the metadata sidecar of the recording {}, not a recording: give {} (memmon reads the sidecar with it)",
+            path.display(),
+            r.display(),
+            r.display()
+        ),
+        (Some(r), false) => format!(
+            "{} is the metadata sidecar of the recording {}, not a recording, and {} is not there (deleted?): the samples are in the recording",
+            path.display(),
+            r.display(),
+            r.display()
+        ),
+        (None, _) => format!(
+            "{} is a recording's metadata sidecar (memmon names it RECORDING.meta.json), not a recording: give the recording",
+            path.display()
+        ),
+    }
+}
+
+/// Whether a file that starts with `{` is a sidecar (one pretty-printed JSON object whose
+/// first line is a lone `{`, naming memmon's format) rather than JSON Lines (one object a line).
+fn is_sidecar_head(head: &[u8]) -> bool {
+    let first = memchr::memchr(b'\n', head).map_or(head, |k| &head[..k]);
+    first.trim_ascii() == b"{" && memchr::memmem::find(head, b"\"memmon-recording\"").is_some()
 }
 
 impl ReadError {
+    /// A recording's metadata sidecar given as a recording: names the recording it belongs to.
+    pub fn sidecar(path: &Path) -> ReadError {
+        let recording = path
+            .to_str()
+            .and_then(|p| p.strip_suffix(".meta.json"))
+            .filter(|r| !r.is_empty())
+            .map(PathBuf::from);
+        let there = recording
+            .as_deref()
+            .is_some_and(|r| std::fs::symlink_metadata(r).is_ok());
+        ReadError::Sidecar {
+            path: path.to_path_buf(),
+            recording,
+            there,
+        }
+    }
+
     /// `Empty` for a file of no bytes, `Blank` for one of only blank lines.
     pub fn empty(path: &Path, bytes: u64) -> ReadError {
         if bytes == 0 {
@@ -735,6 +1067,9 @@ pub fn read_recording_from(
         return Ok(info);
     }
 
+    if is_sidecar_head(&head[pos..]) {
+        return Err(ReadError::sidecar(&path));
+    }
     info.format = Some(Format::Jsonl);
     let mut result: Result<(), ReadError> = Ok(());
     let mut reader = input.into_reader();
@@ -1052,7 +1387,7 @@ mod tests {
         let info = read_recording(&p, |_| {}).unwrap();
         assert!(info.meta.unwrap().earlier_sessions.is_empty());
         // Appending turns it into the first of the earlier sessions.
-        let sessions = earlier_sessions(&sidecar_path(&p)).unwrap();
+        let sessions = parse_sessions(&std::fs::read(sidecar_path(&p)).unwrap()).unwrap();
         assert_eq!(sessions.len(), 1);
         assert_eq!(sessions[0].interval, "100ms");
     }

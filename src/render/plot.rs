@@ -385,10 +385,8 @@ pub fn draw(
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
             // Encoded into a fresh temporary file of our own, renamed over `out` when complete.
-            crate::output::write_via(out, opts.force, |tmp| {
-                write_png(tmp.as_file_mut(), &rgb, size)
-            })
-            .map_err(|e| PlotError::Write(out.to_path_buf(), e))
+            crate::output::write_via(out, opts.force, |tmp| write_png(tmp, &rgb, size))
+                .map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
     }
 }

@@ -293,20 +293,16 @@ impl Recorder {
             }
             Err(e) => return Err(CodedError::new(ExitCode::Usage, format!("--gpu: {e}"))),
         };
-        let out = Output::create(opts.output.as_deref(), format, opts.force, opts.append)
+        let mut out = Output::create(opts.output.as_deref(), format, opts.force, opts.append)
             .map_err(output_error)?;
 
         let mut command_stdout = None;
         let mut cgroup = match &attached {
             Some(h) => attached_cgroup(&opts, h).inspect_err(|_| {
-                if let (Some(p), false) = (out.path(), opts.append) {
-                    let _ = std::fs::remove_file(p);
-                }
+                out.discard();
             })?,
             None => launched_cgroup(&opts, &mut *observer).inspect_err(|_| {
-                if let (Some(p), false) = (out.path(), opts.append) {
-                    let _ = std::fs::remove_file(p);
-                }
+                out.discard();
             })?,
         };
         let (handle, watched) = match (attached, &opts.target) {
@@ -319,9 +315,7 @@ impl Recorder {
                         Ok(launched) => launched,
                         Err(e) => {
                             // Nothing was recorded: leave no empty file behind (unless appending).
-                            if let (Some(p), false) = (out.path(), opts.append) {
-                                let _ = std::fs::remove_file(p);
-                            }
+                            out.discard();
                             return Err(e);
                         }
                     };
@@ -1415,11 +1409,9 @@ pub fn unix_ms_now() -> u64 {
 }
 
 fn output_error(e: OutputError) -> anyhow::Error {
-    match e {
-        OutputError::Exists(_) | OutputError::Check(_) | OutputError::CannotAppend(..) => {
-            CodedError::new(ExitCode::Usage, e.to_string())
-        }
-        other => anyhow::Error::new(other),
+    match e.exit_code() {
+        ExitCode::Failure => anyhow::Error::new(e),
+        code => CodedError::new(code, e.to_string()),
     }
 }
 

@@ -74,7 +74,9 @@ pub enum TargetError {
     Proc(#[from] ProcError),
     #[error("cannot read pidfile {0}: {1} (--pidfile)")]
     PidfileUnreadable(PathBuf, std::io::Error),
-    #[error("pidfile {0} holds '{1}', not a PID (--pidfile)")]
+    /// What the first line holds is shown only when it is a number (`-3`, `0`): a pidfile may
+    /// be a link to a file memmon can read and its user cannot (`/etc/shadow`).
+    #[error("pidfile {0} does not start with a PID: {1} (--pidfile)")]
     PidfileGarbage(PathBuf, String),
     #[error("pidfile {0} names PID {1}, but no such process runs (a stale pidfile?) (--pidfile)")]
     PidfileStale(PathBuf, i32),
@@ -339,10 +341,27 @@ pub fn read_pidfile_stamped(path: &Path) -> Result<PidfileRead, TargetError> {
     let first = text.lines().next().unwrap_or("").trim();
     match first.parse::<i32>() {
         Ok(pid) if pid > 0 => Ok(PidfileRead { pid, stamp }),
-        _ => {
-            let shown: String = first.chars().take(40).collect();
-            Err(TargetError::PidfileGarbage(path.to_path_buf(), shown))
-        }
+        _ => Err(TargetError::PidfileGarbage(
+            path.to_path_buf(),
+            not_a_pid(first),
+        )),
+    }
+}
+
+/// What a pidfile's first line that is not a PID holds, said without its content unless it is
+/// a number: the file may be one memmon's user can read and the daemon's user cannot (a
+/// pidfile planted as a link to `/etc/shadow`), and the message goes to terminals and logs.
+fn not_a_pid(first: &str) -> String {
+    let number = first.strip_prefix(['-', '+']).unwrap_or(first);
+    if !number.is_empty() && number.len() <= 20 && number.bytes().all(|b| b.is_ascii_digit()) {
+        format!("its first line is {first}, not a PID above 0")
+    } else if first.is_empty() {
+        "its first line is blank".to_string()
+    } else {
+        format!(
+            "its first line is {} characters of text, not a number (not shown)",
+            first.chars().count()
+        )
     }
 }
 
@@ -720,9 +739,17 @@ mod tests {
         assert_eq!(read_pidfile(&p).unwrap(), 4242);
         std::fs::write(&p, "banana").unwrap();
         let e = read_pidfile(&p).unwrap_err().to_string();
-        assert!(e.contains("banana") && e.contains("not a PID"), "{e}");
+        assert!(
+            e.contains("6 characters of text") && !e.contains("banana"),
+            "{e}"
+        );
         std::fs::write(&p, "-3").unwrap();
-        assert!(read_pidfile(&p).is_err());
+        let e = read_pidfile(&p).unwrap_err().to_string();
+        assert!(e.contains("first line is -3, not a PID"), "{e}");
+        // Nothing of a file that is not a pidfile is echoed (a link to /etc/shadow).
+        std::fs::write(&p, "root:$6$salt$hash:19000:0:99999:7:::\n").unwrap();
+        let e = read_pidfile(&p).unwrap_err().to_string();
+        assert!(!e.contains("root") && !e.contains("$6$"), "{e}");
         let missing = dir.path().join("none.pid");
         assert!(read_pidfile(&missing)
             .unwrap_err()
