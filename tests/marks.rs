@@ -476,3 +476,66 @@ fn each_phase_holds_the_peak_of_a_short_lived_child_that_samples_never_saw() {
     );
     assert!(!warns(&s, "exit record"), "{}", s["warnings"]);
 }
+
+#[test]
+fn with_pss_a_log_marker_is_read_on_time_and_no_phase_is_exact_with_the_next_ones_memory() {
+    // PSS is read every 20 ms, on its own thread: the marker of phase `next`, written 30 ms
+    // before its 60 MiB, must close phase `idle` on time. A boundary read late (over 5 ms after
+    // the log line was written) is allowed, but then `idle` is not called exact.
+    let dir = tempdir();
+    let out = dir.path().join("log-phases.csv");
+    let log = dir.path().join("app.log");
+    std::fs::write(&log, "").unwrap();
+    let script = format!(
+        r#"echo "phase load" >> {log}; sleep 0.2; "$0" workload alloc:100MiB hold:300ms; echo "phase idle" >> {log}; sleep 0.4; echo "phase next" >> {log}; sleep 0.03; exec "$0" workload alloc:60MiB hold:300ms"#,
+        log = log.display()
+    );
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "--no-own-cgroup",
+            "-i",
+            "1s",
+            "--phase-peaks",
+        ])
+        .args(["--pss", "--pss-every", "20ms", "--mark-log"])
+        .arg(&log)
+        .args(["--mark-regex", PHASE_RE])
+        .args(["-o", out.to_str().unwrap(), "--", "sh", "-c", &script])
+        .arg(memmon_test_path())
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .assert()
+        .success();
+    let s = summary_json(&out);
+    let phases = s["phases"].as_array().unwrap();
+    let labels: Vec<&str> = phases
+        .iter()
+        .map(|p| p["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["load", "idle", "next"], "{s}");
+    // Every marker's row says how late it was read.
+    let (head, rows) = read_csv(&out);
+    let lag = head.iter().position(|h| h == "event_lag_us").unwrap();
+    let event = head.iter().position(|h| h == "event").unwrap();
+    let marks: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[event].starts_with("mark:"))
+        .collect();
+    assert_eq!(marks.len(), 3);
+    assert!(
+        marks.iter().all(|r| r[lag].parse::<u64>().is_ok()),
+        "{marks:?}"
+    );
+    let idle = &phases[1];
+    let peak = idle["peak"]["bytes"].as_u64().unwrap();
+    assert!(
+        idle["peak"]["exact"] == false || peak < 20 * MIB,
+        "phase idle is called exact with the next phase's memory: {idle}"
+    );
+    assert!(
+        phases[0]["peak"]["bytes"].as_u64().unwrap() >= 100 * MIB,
+        "{}",
+        phases[0]
+    );
+}

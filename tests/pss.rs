@@ -17,26 +17,48 @@ fn summary_text(path: &std::path::Path) -> String {
 }
 
 #[test]
-fn one_pss_read_at_the_start_is_not_called_a_peak() {
+fn one_pss_read_at_idle_is_not_called_a_peak() {
     let dir = tempdir();
     let out = dir.path().join("short.csv");
-    // --pss-every is 10 s by default: a launched command of half a second gets one read, at
-    // its first sample (its end cannot be read: it has exited).
+    // --pss-every is 10 s by default, and a new RSS high asks for a read at most every tenth of
+    // it: a command of under a second gets one read, at its first sample, before its 40 MiB.
     record_workload(
         &out,
         &["-i", "50ms", "--pss"],
-        &["alloc:20MiB", "hold:500ms"],
+        &["hold:400ms", "alloc:40MiB", "hold:300ms"],
     )
     .assert()
     .success();
     let text = summary_text(&out);
     assert!(text.contains("(1 read at +"), "{text}");
-    assert!(text.contains("not a peak"), "{text}");
+    assert!(text.contains("PSS at idle"), "{text}");
     assert!(!text.contains("peak PSS"), "{text}");
     let json = summary_json(&out);
     assert!(json["peak_pss_bytes"].is_null(), "{json}");
     assert_eq!(json["pss"]["reads"], 1);
     assert_eq!(json["pss"]["is_peak"], false);
+}
+
+#[test]
+fn a_new_rss_high_is_read_so_the_largest_pss_is_the_peaks() {
+    let dir = tempdir();
+    let out = dir.path().join("high.csv");
+    // A read at the first sample, then the 100 MiB: a new high, more than 5% above, 200 ms (a
+    // tenth of --pss-every) after the first read: read at once, without waiting 2 s.
+    record_workload(
+        &out,
+        &["-i", "50ms", "--pss", "--pss-every", "2s"],
+        &["hold:300ms", "alloc:100MiB", "hold:1000ms"],
+    )
+    .assert()
+    .success();
+    let json = summary_json(&out);
+    assert_eq!(json["pss"]["is_peak"], true, "{json}");
+    assert!(
+        json["peak_pss_bytes"].as_u64().unwrap() >= 100 * MIB,
+        "{json}"
+    );
+    assert!(summary_text(&out).contains("peak PSS"));
 }
 
 #[test]

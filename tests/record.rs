@@ -1198,3 +1198,51 @@ fn without_exit_records_a_launched_trees_kernel_peak_still_holds_children_and_or
     assert_eq!(s["peak"]["scope"], "largest-process", "{s}");
     assert!(!warns(&s, "exit record"), "{s}");
 }
+
+#[test]
+fn a_command_shorter_than_an_interval_still_has_its_duration_and_kernel_peak() {
+    // `true` ends long before the first 5 s tick: no row may catch it, but wait4 has its peak
+    // and memmon saw it start and end.
+    let dir = tempdir();
+    let out = dir.path().join("short.csv");
+    memmon()
+        .args(["record", "-q", "-i", "5s", "--no-own-cgroup", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .assert()
+        .success();
+    let s = summary_json(&out);
+    let duration = s["duration_s"].as_f64().unwrap();
+    assert!(duration > 0.0 && duration < 5.0, "{s}");
+    assert!(s["kernel_peak_rss_bytes"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["peak"]["source"], "ru-maxrss", "{s}");
+    let text = memmon().arg("summary").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("  peak          ") && text.contains("wait4 ru_maxrss"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_launched_commands_first_row_is_not_its_idle_floor() {
+    // The first row comes as the program has just loaded; its idle floor is the floor it then
+    // holds (20 MiB touched and held), not that start-up row.
+    let dir = tempdir();
+    let out = dir.path().join("floor.csv");
+    record_workload(
+        &out,
+        &["-q", "-i", "50ms", "--no-own-cgroup"],
+        &["alloc:20MiB", "hold:500ms"],
+    )
+    .assert()
+    .success();
+    let s = summary_json(&out);
+    assert!(
+        s["idle_rss_bytes"].as_u64().unwrap() >= 20 * MIB,
+        "idle floor {} of {s}",
+        s["idle_rss_bytes"]
+    );
+    let meta = std::fs::read_to_string(dir.path().join("floor.csv.meta.json")).unwrap();
+    assert!(meta.contains("\"command_wall_s\""), "{meta}");
+}

@@ -25,6 +25,10 @@ pub const MAX_LISTED: usize = 1000;
 /// Labels whose phases are summed apart; phases of further labels are summed as one.
 pub const MAX_LABELS: usize = 256;
 
+/// A span boundary read more than this long after its event (`event_lag_us`) is late: the
+/// span is not called exact.
+pub const LATE_EVENT_US: u64 = 5_000;
+
 /// The label the phases of labels beyond [`MAX_LABELS`] are summed under.
 pub const OTHER_LABELS: &str = "(other labels)";
 
@@ -250,24 +254,42 @@ impl PhaseBuilder {
             self.close_phase(false, None);
             self.close_run(false, None);
         }
+        // A boundary read late: the spans on both sides of it may hold each other's memory.
+        let late = s.event_lag_us.is_some_and(|l| l > LATE_EVENT_US);
         match &s.event {
             Some(Event::Mark(label)) => {
                 if let Some((p, _)) = self.phase.as_mut() {
                     p.add(s);
+                    if late {
+                        p.mark_late();
+                    }
                 }
                 self.close_phase(true, None);
-                self.phase = Some((SpanAcc::open(s), label.clone()));
+                let mut opened = SpanAcc::open(s);
+                if late {
+                    opened.mark_late();
+                }
+                self.phase = Some((opened, label.clone()));
                 self.add_to_run(s);
             }
             Some(Event::RunStart(n)) => {
                 self.close_run(false, None);
-                self.run = Some((SpanAcc::open(s), *n));
+                let mut opened = SpanAcc::open(s);
+                if late {
+                    opened.mark_late();
+                }
+                self.run = Some((opened, *n));
                 self.add_to_phase(s);
             }
             Some(Event::RunEnd(n)) => {
                 self.add_to_phase(s);
                 if self.run.as_ref().is_some_and(|(_, m)| m == n) {
                     self.add_to_run(s);
+                    if late {
+                        if let Some((r, _)) = self.run.as_mut() {
+                            r.mark_late();
+                        }
+                    }
                     self.close_run(true, None);
                 }
             }
@@ -1194,6 +1216,35 @@ mod tests {
             "{}",
             p.render()
         );
+    }
+
+    #[test]
+    fn a_marker_read_late_leaves_both_phases_beside_it_not_exact() {
+        let late = Sample {
+            event_lag_us: Some(LATE_EVENT_US + 1),
+            ..s(2.0, 50, 90, mark("b"))
+        };
+        let on_time = Sample {
+            event_lag_us: Some(LATE_EVENT_US),
+            ..s(4.0, 50, 60, mark("c"))
+        };
+        let p = build(
+            &[
+                s(0.0, 50, 50, mark("a")),
+                s(1.0, 50, 90, None),
+                late,
+                s(3.0, 50, 60, None),
+                on_time,
+                s(5.0, 50, 55, None),
+            ],
+            Some(&meta(true, true)),
+            None,
+        );
+        let exact: Vec<bool> = p.phases.iter().map(|p| p.peak.exact).collect();
+        assert_eq!(exact, [false, false, true]);
+        assert!(p.phases[0].facts.late_boundary && p.phases[1].facts.late_boundary);
+        let text = p.render();
+        assert!(text.contains("(late)"), "{text}");
     }
 
     /// A row with the cgroup columns: usage and the peak file.

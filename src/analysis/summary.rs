@@ -248,6 +248,8 @@ pub struct SummaryBuilder {
     /// A session that ended without a row, when there is no other.
     rowless: Option<(Meta, EndInfo)>,
     max_top_rss: u64,
+    /// The first row of the last launched session, kept out of the idle floor.
+    first_launched_rss: Option<u64>,
     missed_done: u64,
     missed_session: u64,
     restarts: u64,
@@ -272,6 +274,7 @@ impl Default for SummaryBuilder {
             next_meta: None,
             rowless: None,
             max_top_rss: 0,
+            first_launched_rss: None,
             missed_done: 0,
             missed_session: 0,
             restarts: 0,
@@ -371,7 +374,20 @@ impl SummaryBuilder {
         self.missed_session = self.missed_session.max(s.missed_ticks);
         self.max_top_rss = self.max_top_rss.max(s.top_rss_bytes);
         self.min_rss = self.min_rss.min(s.rss_bytes);
-        self.hist.add(s.rss_bytes);
+        // A launched command's first row is its start-up (the program just loaded, its libraries
+        // not yet): not part of its idle floor.
+        let start_up = self.sessions.last().is_some_and(|last| {
+            last.span.samples() == 1
+                && last
+                    .meta
+                    .as_ref()
+                    .is_some_and(|m| m.target.mode == "command")
+        });
+        if start_up {
+            self.first_launched_rss = Some(s.rss_bytes);
+        } else {
+            self.hist.add(s.rss_bytes);
+        }
         for (h, v) in self
             .held_hist
             .iter_mut()
@@ -384,7 +400,24 @@ impl SummaryBuilder {
     /// The summary of what was pushed; `file`: the recording's name, `truncated_line`: an
     /// incomplete last line that was skipped.
     pub fn finish(&self, file: Option<String>, truncated_line: Option<u64>) -> Summary {
-        let peaks: Vec<SessionPeak> = self.sessions.iter().map(SessionAcc::peak).collect();
+        let mut peaks: Vec<SessionPeak> = self.sessions.iter().map(SessionAcc::peak).collect();
+        // A launched command that ended before its first sample: wait4 still gave its peak.
+        if let Some((meta, end)) = self.rowless.as_ref().filter(|_| peaks.is_empty()) {
+            if let Some(r) = end.rusage_maxrss_bytes {
+                peaks.push(SessionPeak {
+                    facts: PeakFacts {
+                        kernel_peak_rss_bytes: Some(r),
+                        kernel_peak_source: Some(PeakSource::RuMaxrss),
+                        max_processes: 1,
+                        exit_records_complete: true,
+                        exact_within_bytes: meta.online_cpus.map(|_| super::phases::bound_of(meta)),
+                        ..PeakFacts::default()
+                    },
+                    window: KernelPeakWindow::Launched,
+                    lifetime: None,
+                });
+            }
+        }
         let facts = combine(&peaks);
         let peak = facts.decide();
         let last = self.sessions.last();
@@ -400,11 +433,16 @@ impl SummaryBuilder {
         };
         let lifetime = peaks.iter().filter_map(|p| p.lifetime).max();
         let single_process = facts.max_processes <= 1 && facts.departed == 0;
-        let idle = self.hist.percentile(IDLE_PERCENTILE).unwrap_or(0);
+        // A recording of one launched row: that row is all there is.
+        let idle = self
+            .hist
+            .percentile(IDLE_PERCENTILE)
+            .or(self.first_launched_rss)
+            .unwrap_or(0);
         let mut s = Summary {
             file,
             samples: self.samples,
-            duration_s: self.timeline.recorded_s(),
+            duration_s: self.duration_s(),
             first_unix_ms: self.first_unix_ms.unwrap_or(0),
             last_unix_ms: self.last_unix_ms,
             peak,
@@ -477,6 +515,30 @@ impl SummaryBuilder {
         };
         s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
         s
+    }
+
+    /// Seconds recorded: each session's span of rows, or a launched command's wall time from
+    /// its start to its exit when its end record has it (a command shorter than an interval
+    /// has its duration all the same).
+    fn duration_s(&self) -> f64 {
+        if self.sessions.is_empty() {
+            return self
+                .rowless
+                .as_ref()
+                .and_then(|(_, e)| e.command_wall_s)
+                .unwrap_or(0.0);
+        }
+        self.sessions
+            .iter()
+            .map(|s| {
+                let rows = s.span.last_elapsed_s() - s.span.start_elapsed_s();
+                s.end
+                    .as_ref()
+                    .and_then(|e| e.command_wall_s)
+                    .filter(|_| !s.merged)
+                    .map_or(rows, |w| w.max(rows))
+            })
+            .sum()
     }
 
     /// What the reader must know besides the numbers.
@@ -1178,7 +1240,18 @@ impl Summary {
             self.render_sessions(&mut o);
         }
         if self.samples == 0 {
-            let _ = writeln!(o, "  no samples");
+            if self.facts.kernel_peak_rss_bytes.is_some() {
+                // A command that ended before its first sample: wait4 told its peak.
+                self.render_peak(&mut o);
+                let _ = writeln!(
+                    o,
+                    "  duration      {} (the command ended before its first sample)",
+                    fmt_seconds(self.duration_s)
+                );
+                let _ = writeln!(o, "  ended         {}", self.ended);
+            } else {
+                let _ = writeln!(o, "  no samples");
+            }
             for w in &self.warnings {
                 let _ = writeln!(o, "  {w}");
             }

@@ -200,6 +200,10 @@ pub struct EndInfo {
     pub rusage_user_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rusage_system_s: Option<f64>,
+    /// For a launched command: seconds from its start to its exit (as memmon reaped it): its
+    /// duration even when it ended before a second sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_wall_s: Option<f64>,
     /// The processes seen, largest peak first (bounded), and how many left the tree in all.
     pub processes: Vec<ProcessRecord>,
     pub processes_departed: u64,

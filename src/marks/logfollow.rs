@@ -6,7 +6,7 @@
 //! cannot be trusted to: a log on a network or FUSE file system, which another machine or a
 //! user-space server may change without an event.
 
-use super::{send_mark, MarkPattern, Worker};
+use super::{send_mark_at, MarkPattern, Worker};
 use crate::sampler::record::ControlHandle;
 use std::ffi::CString;
 use std::fs::File;
@@ -67,6 +67,8 @@ pub struct LogFollower {
     id: (u64, u64),
     pos: u64,
     partial: Vec<u8>,
+    /// The file's modification time when it was last read: when its newest lines were written.
+    written: Option<std::time::SystemTime>,
 }
 
 impl LogFollower {
@@ -79,6 +81,7 @@ impl LogFollower {
             id: (0, 0),
             pos: 0,
             partial: Vec::new(),
+            written: None,
         };
         if f.open_current() {
             if let Some(file) = f.file.as_mut() {
@@ -129,7 +132,11 @@ impl LogFollower {
         let Some(mut file) = self.file.take() else {
             return;
         };
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let meta = file.metadata().ok();
+        let size = meta.as_ref().map_or(0, |m| m.len());
+        // When the lines read now were written (the last of them): their markers' lag counts
+        // from it.
+        self.written = meta.and_then(|m| m.modified().ok());
         if size < self.pos {
             // Truncated in place (copytruncate): what follows is new.
             self.pos = 0;
@@ -188,7 +195,8 @@ impl LogFollower {
                 self.poll(&mut lines);
                 for line in lines.drain(..) {
                     if let Some(label) = pattern.label(&line) {
-                        if !send_mark(&control, label) {
+                        let at = self.written.unwrap_or_else(std::time::SystemTime::now);
+                        if !send_mark_at(&control, label, at) {
                             return;
                         }
                     }

@@ -278,6 +278,15 @@ pub(crate) fn send_mark(control: &ControlHandle, label: String) -> bool {
     control.send(Control::Event(Event::Mark(label)))
 }
 
+/// `send_mark` for a marker written at `at` (a log line): its row's lag counts from then.
+pub(crate) fn send_mark_at(
+    control: &ControlHandle,
+    label: String,
+    at: std::time::SystemTime,
+) -> bool {
+    control.send_at(Control::Event(Event::Mark(label)), at)
+}
+
 /// What a worker thread waits on: a flag, and an eventfd that becomes readable when the flag is
 /// set, so the thread sleeps in `poll` on its own input and this descriptor (no timeout to look
 /// at the flag: an idle recorder has no thread waking up for nothing).

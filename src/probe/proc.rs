@@ -323,6 +323,17 @@ impl ProcHandle {
         })
     }
 
+    /// What another thread needs to read this process's PSS: a descriptor of its own on the
+    /// process's /proc directory (a reused PID cannot be read in its place).
+    pub fn pss_source(&self) -> io::Result<PssSource> {
+        Ok(PssSource {
+            pid: self.pid,
+            comm: self.comm.clone(),
+            dir: self.dir.try_clone()?,
+            dir_path: self.dir_path.clone(),
+        })
+    }
+
     /// Resets the kernel's high-water mark (VmHWM) to the current RSS by writing `5` to
     /// /proc/PID/clear_refs — the only value that does not touch page reclaim state.
     pub fn reset_hwm(&self) -> Result<(), ProcError> {
@@ -397,6 +408,15 @@ impl ProcHandle {
             .then_some((c.user + c.children_user, c.system + c.children_system))
     }
 
+    /// The kernel has finished loading the process's program (exec): its code is mapped
+    /// (`startcode`, field 26 of /proc/PID/stat, is set at the end of the ELF loader; it reads
+    /// 0 before, and 1 when the reader may not see it). False once the process is gone.
+    pub fn exec_done(&self) -> bool {
+        let mut buf = Vec::new();
+        self.read_file("stat", &mut buf).is_ok()
+            && parse_stat_startcode(&buf).is_some_and(|c| c != 0)
+    }
+
     /// True while this very process (not a successor with the same PID) still exists.
     pub fn is_alive(&self) -> bool {
         let mut buf = Vec::new();
@@ -456,6 +476,27 @@ impl ProcHandle {
 
     fn classify(&self, rel: &str, e: io::Error) -> ProcError {
         classify(self.pid, &self.dir_path, rel, e)
+    }
+}
+
+/// One process's PSS, read on whatever thread holds this (`ProcHandle::pss_source`).
+#[derive(Debug)]
+pub struct PssSource {
+    pub pid: i32,
+    pub comm: String,
+    dir: OwnedFd,
+    dir_path: PathBuf,
+}
+
+impl PssSource {
+    /// Proportional set size from /proc/PID/smaps_rollup, in bytes (see `ProcHandle::read_pss`).
+    pub fn read(&self, buf: &mut Vec<u8>) -> Result<u64, ProcError> {
+        let rel = "smaps_rollup";
+        open_at(&self.dir, rel)
+            .and_then(|mut f| read_all(&mut f, buf))
+            .map_err(|e| classify(self.pid, &self.dir_path, rel, e))?;
+        find_kb(buf, b"Pss:")
+            .ok_or_else(|| ProcError::Parse(self.dir_path.join(rel), "no Pss line".into()))
     }
 }
 
@@ -658,6 +699,15 @@ pub fn parse_stat_cpu(buf: &[u8]) -> Option<StatCpu> {
         children_user: next()?,
         children_system: next()?,
     })
+}
+
+/// Field 26 of /proc/PID/stat, `startcode`: where the program's code begins (0 while exec has
+/// not mapped it yet).
+pub fn parse_stat_startcode(buf: &[u8]) -> Option<u64> {
+    let close = memchr::memrchr(b')', buf)?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    // Field 3 (state) is the first after ")": field 26 is the 24th.
+    rest.split_ascii_whitespace().nth(23)?.parse().ok()
 }
 
 /// Field 11 of /proc/PID/stat, `cminflt`: minor faults of the waited-for children.

@@ -8,7 +8,7 @@
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::{
-    ColumnMeta, EndInfo, EndReason, Meta, PssUnread, PssUnreadReason, TargetMeta, SCHEMA_VERSION,
+    ColumnMeta, EndInfo, EndReason, Meta, PssUnread, TargetMeta, SCHEMA_VERSION,
 };
 use crate::format::{Format, Output, OutputError};
 use crate::model::sample::{Event, Sample, COLUMNS};
@@ -28,6 +28,9 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long the first sample of a launched command waits for exec to load its program.
+const EXEC_WAIT: Duration = Duration::from_millis(200);
 
 /// PSS is read from smaps_rollup, which walks the page tables under the target's mmap lock.
 #[derive(Debug, Clone)]
@@ -98,6 +101,8 @@ pub enum Control {
     Probe(Event, mpsc::Sender<Option<Sample>>),
     /// Reply with the tree's CPU time so far (`Tree::cpu_ticks`), in clock ticks; no sample.
     CpuTicks(mpsc::Sender<(u64, u64)>),
+    /// A read of the tree's PSS ended (`sampler/pss.rs`): a row takes its sum now.
+    PssDone(crate::sampler::pss::PssRead),
     /// End the recording as if a signal had arrived (reason `stopped`).
     Stop,
     /// From now on, send a copy of every sample taken to this channel (`bench` reads each
@@ -105,16 +110,30 @@ pub enum Control {
     Watch(mpsc::Sender<Sample>),
 }
 
+/// A control message and when what it stands for happened (its `event_lag_us` counts from
+/// there).
+#[derive(Debug)]
+pub struct Stamped {
+    msg: Control,
+    origin: SystemTime,
+}
+
 /// Sends control messages to a recorder, waking it from its sleep.
 #[derive(Clone)]
 pub struct ControlHandle {
-    tx: mpsc::Sender<Control>,
+    tx: mpsc::Sender<Stamped>,
     wake: Arc<OwnedFd>,
 }
 
 impl ControlHandle {
+    /// Sends `msg`, which happened now.
     pub fn send(&self, msg: Control) -> bool {
-        if self.tx.send(msg).is_err() {
+        self.send_at(msg, SystemTime::now())
+    }
+
+    /// Sends `msg`, which happened at `origin` (a log line's write time).
+    pub fn send_at(&self, msg: Control, origin: SystemTime) -> bool {
+        if self.tx.send(Stamped { msg, origin }).is_err() {
             return false;
         }
         let one: u64 = 1;
@@ -168,7 +187,7 @@ enum Step {
     Tick,
     /// Answer one control message (a marker, a benchmark's reset or probe) with a sample of
     /// its own, then wake again.
-    Control(Control, bool),
+    Control(Stamped, bool),
     /// Sleep until the next deadline, a signal, a control message or the target's exit.
     Sleep,
     /// The target ended and may come back (a pidfile or a name): wait for it.
@@ -198,7 +217,7 @@ struct RunState {
     event: Option<Event>,
     /// Control messages not yet answered, in the order they came: a marker that finds the
     /// target gone waits here, first, for the sample after the restart.
-    queued: VecDeque<Control>,
+    queued: VecDeque<Stamped>,
     end: EndInfo,
 }
 
@@ -223,19 +242,22 @@ pub struct Recorder {
     tree: Tree,
     pidfd: Option<OwnedFd>,
     watched: Watched,
-    control_rx: mpsc::Receiver<Control>,
+    control_rx: mpsc::Receiver<Stamped>,
     control: ControlHandle,
     summary: SummaryBuilder,
     start: Instant,
     samples: u64,
     missed: u64,
     restarts: u64,
-    pss_next: Instant,
-    /// When PSS was last read (for the read at the end).
-    pss_last: Option<Instant>,
+    /// The thread that reads PSS, and when to ask it (`--pss`).
+    pss: Option<(
+        crate::sampler::pss::PssThread,
+        crate::sampler::pss::PssSchedule,
+    )>,
+    /// A PSS sum read and not yet on a row.
+    pss_ready: Option<u64>,
     /// Processes whose PSS was not read, and why (written in the end record).
     pss_unread: Vec<PssUnread>,
-    status_buf: Vec<u8>,
     command_stdout: Option<std::process::ChildStdout>,
     /// Peak resets refused at markers with `phase_peaks` (then phase peaks are not exact).
     reset_failures: u64,
@@ -254,7 +276,11 @@ pub struct Recorder {
     /// The largest `ru_maxrss` of the launched command's orphans that memmon reaped, and the
     /// command's own exit (status, rusage) when it was reaped with them.
     orphans_maxrss: u64,
-    command_exit: Option<(libc::c_int, libc::rusage)>,
+    command_exit: Option<(libc::c_int, libc::rusage, Instant)>,
+    /// When the launched command was started, and when it exited as a thread waiting on it
+    /// saw (its wall time; the reap may come later).
+    launched_at: Option<Instant>,
+    exited_at: Arc<std::sync::OnceLock<Instant>>,
     /// The memory cgroup read at every tick, if any.
     cgroup: Option<CgroupSource>,
     /// Told of the start, each sample and the end.
@@ -305,6 +331,9 @@ impl Recorder {
                 out.discard();
             })?,
         };
+        let mut launched_at = None;
+        let exited_at = Arc::new(std::sync::OnceLock::new());
+        let launch_time = Instant::now();
         let (handle, watched) = match (attached, &opts.target) {
             (Some(h), _) => (h, Watched::Attached),
             (None, TargetSpec::Command(args)) => {
@@ -324,6 +353,14 @@ impl Recorder {
                     .procfs
                     .open(pid)
                     .with_context(|| format!("cannot read the launched command (PID {pid})"))?;
+                // The first sample comes once exec has loaded the program (spawn returns when
+                // exec has begun, while the new image may still be a page of stack).
+                watch_exit(pid, exited_at.clone());
+                let until = Instant::now() + EXEC_WAIT;
+                while exited_at.get().is_none() && !h.exec_done() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                launched_at = Some(launch_time);
                 (h, Watched::Launched { pid })
             }
             _ => unreachable!(),
@@ -382,6 +419,17 @@ impl Recorder {
             }
         }
         meta.exit_records = Some(exit_records.clone());
+        let pss = match &opts.pss {
+            Some(guard) => {
+                let back = control.clone();
+                let thread = crate::sampler::pss::PssThread::start(move |read| {
+                    back.send(Control::PssDone(read));
+                })
+                .context("cannot start the PSS thread")?;
+                Some((thread, crate::sampler::pss::PssSchedule::new(guard.every)))
+            }
+            None => None,
+        };
         let mut summary = SummaryBuilder::new();
         summary.session(&meta);
         let mut rec = Recorder {
@@ -397,10 +445,9 @@ impl Recorder {
             samples: 0,
             missed: 0,
             restarts: 0,
-            pss_next: Instant::now(),
-            pss_last: None,
+            pss,
+            pss_ready: None,
             pss_unread: Vec::new(),
-            status_buf: Vec::new(),
             command_stdout,
             reset_failures: 0,
             watch: None,
@@ -411,6 +458,8 @@ impl Recorder {
             exit_peak: None,
             orphans_maxrss: 0,
             command_exit: None,
+            launched_at,
+            exited_at,
             cgroup,
             observer,
         };
@@ -535,24 +584,28 @@ impl Recorder {
     }
 
     /// Answers one control message, then goes back to `wake` for the next.
-    fn control_step(&mut self, run: &mut RunState, msg: Control, early: bool) -> Step {
-        match msg {
+    fn control_step(&mut self, run: &mut RunState, stamped: Stamped, early: bool) -> Step {
+        let origin = Some(stamped.origin);
+        match stamped.msg {
             Control::Stop => return Step::Stop(Stop::Stopped),
             Control::Event(e) => {
                 let mark = matches!(e, Event::Mark(_));
-                match self.tick(Some(e.clone())) {
+                match self.tick_at(Some(e.clone()), origin) {
                     Ok(Some(_)) => self.reset_after_mark(mark),
                     // The target has ended: the marker waits, first in the queue, for the
                     // first sample after a restart (or is reported at the end).
                     Ok(None) => {
-                        run.queued.push_front(Control::Event(e));
+                        run.queued.push_front(Stamped {
+                            msg: Control::Event(e),
+                            origin: stamped.origin,
+                        });
                         return self.target_ended(run);
                     }
                     Err(err) => return Step::Stop(Stop::Failed(err)),
                 }
             }
             Control::ResetPeaks(e, reply) => {
-                let taken = self.tick(Some(e.clone()));
+                let taken = self.tick_at(Some(e.clone()), origin);
                 let mut failed = Vec::new();
                 if let Some(Err(err)) = self.cgroup.as_mut().map(|c| c.reset_peak()) {
                     failed.push(format!("the cgroup's peak: {err}"));
@@ -571,7 +624,7 @@ impl Recorder {
             }
             Control::Probe(e, reply) => {
                 let mark = matches!(e, Event::Mark(_));
-                match self.tick(Some(e)) {
+                match self.tick_at(Some(e), origin) {
                     Ok(s) => {
                         self.reset_after_mark(mark);
                         let _ = reply.send(s);
@@ -579,6 +632,19 @@ impl Recorder {
                     Err(err) => {
                         let _ = reply.send(None);
                         return Step::Stop(Stop::Failed(err));
+                    }
+                }
+            }
+            Control::PssDone(read) => {
+                if let Some((thread, _)) = self.pss.as_mut() {
+                    thread.done();
+                }
+                self.pss_read(read);
+                if self.pss_ready.is_some() {
+                    match self.tick(None) {
+                        Ok(Some(_)) => {}
+                        Ok(None) => return self.target_ended(run),
+                        Err(err) => return Step::Stop(Stop::Failed(err)),
                     }
                 }
             }
@@ -670,11 +736,15 @@ impl Recorder {
             run.queued.clear();
         }
         let mut untaken = Vec::new();
-        for msg in run.queued.drain(..) {
+        for stamped in run.queued.drain(..) {
             // Probes and resets not answered see their reply channel closed: "the recording
             // has ended". Markers sent without a reply are taken, or said to be lost.
-            if let Control::Event(e) = msg {
-                let taken = target_lives && matches!(self.tick(Some(e.clone())), Ok(Some(_)));
+            if let Control::Event(e) = stamped.msg {
+                let taken = target_lives
+                    && matches!(
+                        self.tick_at(Some(e.clone()), Some(stamped.origin)),
+                        Ok(Some(_))
+                    );
                 if !taken {
                     untaken.push(e);
                 }
@@ -739,6 +809,16 @@ impl Recorder {
 
     /// Takes one sample of the tree and writes it. `Ok(None)` when the target has ended.
     fn tick(&mut self, event: Option<Event>) -> anyhow::Result<Option<Sample>> {
+        self.tick_at(event, None)
+    }
+
+    /// `tick` for an event that happened at `origin`: the row says how long after it it was
+    /// read (`event_lag_us`).
+    fn tick_at(
+        &mut self,
+        event: Option<Event>,
+        origin: Option<SystemTime>,
+    ) -> anyhow::Result<Option<Sample>> {
         if let Watched::Launched { pid } = self.watched {
             self.reap_exited(pid);
         }
@@ -757,7 +837,7 @@ impl Recorder {
             Err(e) => return Err(e.into()),
         };
         let now = Instant::now();
-        let pss_bytes = self.maybe_read_pss(now);
+        let pss_bytes = self.pss_ready.take();
         let gpu = match &mut self.gpu {
             Some(g) => {
                 let (tick, note) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
@@ -790,6 +870,11 @@ impl Recorder {
             vm_size_bytes: ts.vm_size,
             threads: ts.threads,
             departed: ts.departed,
+            event_lag_us: origin.filter(|_| event.is_some()).map(|o| {
+                SystemTime::now()
+                    .duration_since(o)
+                    .map_or(0, |d| d.as_micros() as u64)
+            }),
             event,
             ..Sample::default()
         };
@@ -801,90 +886,69 @@ impl Recorder {
         self.samples += 1;
         self.summary.push(&s);
         self.observer.on_sample(&s);
+        self.maybe_ask_pss(now, s.rss_bytes);
         Ok(Some(s))
     }
 
-    /// Reads the tree's PSS when `--pss-every` has passed since the last read (the first read
-    /// is at the first sample). `None` when not due, or when a member could not be read: a sum
-    /// missing a process would look like a drop. Each unread process is noted for the end record.
-    fn maybe_read_pss(&mut self, now: Instant) -> Option<u64> {
-        let guard = self.opts.pss.as_ref()?;
-        if now < self.pss_next {
-            return None;
+    /// After a row whose tree RSS is `rss`: asks the PSS thread for a read when one is due
+    /// (`sampler::pss::PssSchedule`) and none is under way.
+    fn maybe_ask_pss(&mut self, now: Instant, rss: u64) {
+        let (Some(guard), Some((thread, schedule))) = (self.opts.pss.as_ref(), self.pss.as_mut())
+        else {
+            return;
+        };
+        if thread.busy() || !schedule.due(now, rss) {
+            return;
         }
-        self.pss_next = now + guard.every;
-        self.pss_last = Some(now);
-        let mut total = 0u64;
-        let mut unread: Vec<(i32, String, PssUnreadReason, Option<String>)> = Vec::new();
-        for (h, st) in self.tree.each_member() {
-            if st.rss > guard.max_rss && !guard.force {
-                let why = format!(
-                    "its RSS {} is over --pss-max-rss {}; reading smaps_rollup would stall it (--pss-force to read anyway)",
-                    fmt_bytes(st.rss),
-                    fmt_bytes(guard.max_rss)
-                );
-                unread.push((
-                    h.pid,
-                    h.comm.clone(),
-                    PssUnreadReason::OverMaxRss,
-                    Some(why),
-                ));
-                continue;
-            }
-            match h.read_pss(&mut self.status_buf) {
-                Ok(p) => total += p,
-                // It left the tree since its status was read: its pages are no longer there.
-                Err(ProcError::NoSuchProcess(_)) => {}
-                Err(e) => {
-                    let reason = match &e {
-                        ProcError::PermissionDenied(_) => PssUnreadReason::Refused,
-                        _ => PssUnreadReason::Failed,
-                    };
-                    unread.push((h.pid, h.comm.clone(), reason, Some(e.to_string())));
-                }
-            }
-        }
-        let complete = unread.is_empty();
-        for (pid, comm, reason, why) in unread {
-            if let Some(u) = self
+        schedule.asked(now, rss);
+        thread.ask(self.tree.each_member(), guard);
+    }
+
+    /// A read of the tree's PSS has ended: the processes it could not read are noted (once
+    /// each, then counted), and a complete sum goes on the next row.
+    fn pss_read(&mut self, read: crate::sampler::pss::PssRead) {
+        for u in read.unread {
+            if let Some(known) = self
                 .pss_unread
                 .iter_mut()
-                .find(|u| u.pid == pid && u.reason == reason)
+                .find(|k| k.pid == u.pid && k.reason == u.reason)
             {
-                u.reads += 1;
+                known.reads += 1;
                 continue;
             }
             if !self.opts.quiet {
                 self.note(format!(
-                    "not reading PSS of PID {pid} ({comm}): {}; ticks without it have no PSS",
-                    why.unwrap_or_default()
+                    "not reading PSS of PID {} ({}): {}; ticks without it have no PSS",
+                    u.pid, u.comm, u.why
                 ));
             }
             self.pss_unread.push(PssUnread {
-                pid,
-                comm,
-                reason,
+                pid: u.pid,
+                comm: u.comm,
+                reason: u.reason,
                 reads: 1,
             });
         }
-        complete.then_some(total)
+        self.pss_ready = read.total;
     }
 
-    /// With `--pss`, when the recording stops while the target lives: one more sample with a
-    /// PSS read, unless one was read within the last interval, so the PSS reads cover the end
-    /// and not only the start of a recording shorter than `--pss-every`.
+    /// With `--pss`, when the recording stops while the target lives: one more row with a PSS
+    /// read (on this thread: the recording is ending), unless one was asked for within the last
+    /// interval, so the PSS reads cover the end and not only the start of a recording shorter
+    /// than `--pss-every`.
     fn last_pss_read(&mut self) {
-        if self.opts.pss.is_none() || self.samples == 0 {
+        let Some(guard) = self.opts.pss.clone() else {
+            return;
+        };
+        if self.samples == 0 {
             return;
         }
-        let now = Instant::now();
-        if self
-            .pss_last
-            .is_some_and(|t| now.duration_since(t) < self.opts.interval)
-        {
+        let recent = self.pss.as_ref().and_then(|(_, s)| s.last_asked());
+        if recent.is_some_and(|t| t.elapsed() < self.opts.interval) {
             return;
         }
-        self.pss_next = now;
+        let read = crate::sampler::pss::read_now(self.tree.each_member(), &guard);
+        self.pss_read(read);
         // Best effort: the target may have just gone, or the output failed (reported by finish).
         let _ = self.tick(None);
     }
@@ -1042,7 +1106,7 @@ impl Recorder {
                 return;
             }
             if pid == command {
-                self.command_exit = Some((status, ru));
+                self.command_exit = Some((status, ru, Instant::now()));
             } else {
                 self.orphans_maxrss = self.orphans_maxrss.max(ru.ru_maxrss.max(0) as u64 * 1024);
             }
@@ -1053,7 +1117,7 @@ impl Recorder {
     /// ru_maxrss (its own, from wait4 on that very child: not RUSAGE_CHILDREN, which is the
     /// maximum over all children).
     fn reap(&mut self, pid: i32, end: &mut EndInfo) {
-        let (status, ru) = match self.command_exit.take() {
+        let (status, ru, ended) = match self.command_exit.take() {
             Some(done) => done,
             None => {
                 let mut status: libc::c_int = 0;
@@ -1071,9 +1135,13 @@ impl Recorder {
                     }
                     return;
                 }
-                (status, ru)
+                (status, ru, Instant::now())
             }
         };
+        let ended = self.exited_at.get().copied().unwrap_or(ended);
+        end.command_wall_s = self
+            .launched_at
+            .map(|t| ended.duration_since(t).as_secs_f64());
         if libc::WIFEXITED(status) {
             end.exit_code = Some(libc::WEXITSTATUS(status));
         } else if libc::WIFSIGNALED(status) {
@@ -1380,6 +1448,34 @@ fn launch(
             ))
         }
     }
+}
+
+/// Notes when the launched command `pid` exits, on a thread that waits for it without reaping
+/// it (`WNOWAIT`: the recorder reaps it, for its rusage); nothing is noted when the recorder
+/// reaps it first.
+fn watch_exit(pid: i32, at: Arc<std::sync::OnceLock<Instant>>) {
+    let _ = std::thread::Builder::new()
+        .name("memmon-exit".into())
+        .spawn(move || loop {
+            // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: waiting, without reaping, for our own child.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            if r == 0 {
+                let _ = at.set(Instant::now());
+                return;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return;
+            }
+        });
 }
 
 fn open_pidfd(h: &ProcHandle) -> Option<OwnedFd> {
