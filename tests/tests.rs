@@ -13,6 +13,7 @@ mod import;
 mod layout;
 mod marks;
 mod output;
+mod peak;
 mod plot;
 mod pss;
 mod record;

@@ -58,8 +58,9 @@ pub struct Sample {
     pub cgroup_oom_kill_events: Option<u64>,
     pub cgroup_max_events: Option<u64>,
     pub cgroup_high_events: Option<u64>,
-    /// On a row taken for an event (a marker, a bench run's boundary): microseconds from the
-    /// event to this row's reading (from the marker's arrival, or its log line's last write).
+    /// On a row taken for a marker that did not wait for its row (a followed log, a command's
+    /// stdout): microseconds from the marker (its arrival, or its log line's last write) to
+    /// this row's reading.
     pub event_lag_us: Option<u64>,
     pub event: Option<Event>,
 }
@@ -220,7 +221,7 @@ macro_rules! for_columns {
             (cgroup_oom_kill_events, cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)"),
             (cgroup_max_events, cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)"),
             (cgroup_high_events, cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)"),
-            (event_lag_us, event_lag_us, OptU64, "µs", "on an event's row: from the event (a marker's arrival, or its log line's last write) to this reading; empty elsewhere"),
+            (event_lag_us, event_lag_us, OptU64, "µs", "on the row of a marker that did not wait for it (--mark-log, --mark-stdout): from the marker's arrival, or its log line's last write, to this reading; empty elsewhere"),
             (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
         }
     };

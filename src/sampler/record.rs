@@ -604,8 +604,10 @@ impl Recorder {
                     Err(err) => return Step::Stop(Stop::Failed(err)),
                 }
             }
+            // A reset or a probe is answered with its row: whoever asked waited for it, so
+            // nothing it did could fall on the wrong side of it (no lag to tell).
             Control::ResetPeaks(e, reply) => {
-                let taken = self.tick_at(Some(e.clone()), origin);
+                let taken = self.tick(Some(e.clone()));
                 let mut failed = Vec::new();
                 if let Some(Err(err)) = self.cgroup.as_mut().map(|c| c.reset_peak()) {
                     failed.push(format!("the cgroup's peak: {err}"));
@@ -624,7 +626,7 @@ impl Recorder {
             }
             Control::Probe(e, reply) => {
                 let mark = matches!(e, Event::Mark(_));
-                match self.tick_at(Some(e), origin) {
+                match self.tick(Some(e)) {
                     Ok(s) => {
                         self.reset_after_mark(mark);
                         let _ = reply.send(s);

@@ -91,11 +91,7 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&args.socket);
     let listener = UnixListener::bind(&args.socket)
         .with_context(|| format!("cannot listen on {} (--socket)", args.socket.display()))?;
-    if let Some(p) = &args.pidfile {
-        memmon::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
-            .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
-    }
-    // Held for the daemon's whole life.
+    // Held for the daemon's whole life; mapped before the pidfile says the daemon is ready.
     let _params = match args.locked {
         Some(n) => {
             let b = Block::touched(n as usize).context("cannot map --locked")?;
@@ -109,6 +105,10 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         Some(n) => Some(Block::shared_touched(n as usize).context("cannot map --shared")?),
         None => None,
     };
+    if let Some(p) = &args.pidfile {
+        memmon::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
+            .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
+    }
     let mut leaked: Vec<Block> = Vec::new();
     let mut line = String::new();
     for conn in listener.incoming() {

@@ -1,0 +1,252 @@
+//! One answer: a daemon shaped like a GPU prover (mlock'd parameters, a shared mapping,
+//! partitions allocated by threads, a helper process per request that lives and dies between
+//! two samples), benched again and again: its peak has one source in every run, budgets give
+//! one exit code, a 10% change fails a 2% gate while a rerun passes, and the bench's recording
+//! says the same as the bench.
+
+use crate::util::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+/// The test daemon started as a prover: 64 MiB locked, 32 MiB shared, 4 partition threads and
+/// a 60 MiB helper per request; in the cgroup `cgroup` when given.
+struct Prover {
+    child: Child,
+    socket: PathBuf,
+    pidfile: PathBuf,
+}
+
+impl Prover {
+    fn start(dir: &Path, cgroup: Option<&Path>) -> Prover {
+        let socket = dir.join("prover.sock");
+        let pidfile = dir.join("prover.pid");
+        let daemon = [
+            memmon_test_path().display().to_string(),
+            "test-daemon".into(),
+            "--socket".into(),
+            socket.display().to_string(),
+            "--pidfile".into(),
+            pidfile.display().to_string(),
+            "--locked".into(),
+            "64MiB".into(),
+            "--shared".into(),
+            "32MiB".into(),
+            "--threads".into(),
+            "4".into(),
+            "--helper".into(),
+            "60MiB".into(),
+        ];
+        let child = match cgroup {
+            // It joins the cgroup before exec: every page it touches is charged there.
+            Some(cg) => Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "echo $$ > {} && exec \"$@\"",
+                    cg.join("cgroup.procs").display()
+                ))
+                .arg("sh")
+                .args(&daemon)
+                .spawn()
+                .unwrap(),
+            None => Command::new(&daemon[0]).args(&daemon[1..]).spawn().unwrap(),
+        };
+        assert!(
+            wait_for(10.0, || pidfile.exists()),
+            "the test prover did not start"
+        );
+        Prover {
+            child,
+            socket,
+            pidfile,
+        }
+    }
+
+    /// One proof of `size` outside any bench (a peak before the bench).
+    fn prove(&self, size: &str) {
+        let ok = Command::new(memmon_test_path())
+            .args(["test-client", "--socket"])
+            .arg(&self.socket)
+            .args(["--size", size, "--hold", "150ms"])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// `memmon bench --pidfile P FLAGS -- test-client --size SIZE --hold 150ms`: its exit code,
+    /// stderr, and the JSON export.
+    fn bench(&self, dir: &Path, flags: &[&str], size: &str) -> (Option<i32>, String, serde_json::Value) {
+        let json = dir.join(format!("bench-{}.json", unique()));
+        let out = memmon()
+            .args(["bench", "-q", "--pidfile"])
+            .arg(&self.pidfile)
+            .args(flags)
+            .arg("--export-json")
+            .arg(&json)
+            .arg("--")
+            .arg(memmon_test_path())
+            .args(["test-client", "--socket"])
+            .arg(&self.socket)
+            .args(["--size", size, "--hold", "150ms"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let report = std::fs::read_to_string(&json)
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap_or_else(|e| panic!("no export ({e}): {stderr}"));
+        (out.status.code(), stderr, report)
+    }
+}
+
+impl Drop for Prover {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn runs(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+    report["runs"].as_array().unwrap()
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn a_provers_runs_peak_is_of_one_kind_and_a_budget_gives_one_exit_code() {
+    let dir = tempdir();
+    let p = Prover::start(dir.path(), None);
+    // The daemon's own peak: 96 MiB held + 100 MiB of partitions; with its helper the tree
+    // reaches 60 MiB more, for 150 ms, between two 1 s samples (or on one).
+    let mut codes = Vec::new();
+    let mut daemon_peaks = Vec::new();
+    for _ in 0..5 {
+        let (code, stderr, report) = p.bench(dir.path(), &["-n", "2", "-i", "1s", "--max-peak", "230MiB"], "100MiB");
+        codes.push(code);
+        for r in runs(&report) {
+            assert_eq!(r["peak"]["source"], "vmhwm", "{r}");
+            assert_eq!(r["peak"]["scope"], "largest-process", "{r}");
+            assert_eq!(r["peak"]["exact"], true, "{r}");
+            let peak = u(&r["peak"]["bytes"]);
+            let high = u(&r["peak"]["tree_high_bytes"]);
+            assert!(high >= peak + 60 * MIB, "the helper is in the tree's upper bound: {r}");
+            daemon_peaks.push(peak);
+        }
+        assert!(stderr.contains("--max-peak 230.0 MiB kept"), "{stderr}");
+    }
+    assert!(codes.iter().all(|c| *c == Some(0)), "{codes:?}");
+    let (lo, hi) = (daemon_peaks.iter().min().unwrap(), daemon_peaks.iter().max().unwrap());
+    assert!(hi - lo < 4 * MIB, "one workload, one number: {daemon_peaks:?}");
+    assert!(*lo >= 196 * MIB, "{daemon_peaks:?}");
+}
+
+#[test]
+fn in_a_cgroup_of_its_own_a_provers_run_peak_is_its_trees_with_the_helper() {
+    let Some(base) = crate::cgroup::memory_hierarchy() else {
+        return;
+    };
+    let cg = crate::cgroup::TestCgroup::new(&base, "prover");
+    let dir = tempdir();
+    let p = Prover::start(dir.path(), Some(&cg.0));
+    let (code, stderr, report) = p.bench(dir.path(), &["-n", "3", "-i", "1s"], "100MiB");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(report["daemon"]["cgroup"].is_string(), "{report}");
+    for r in runs(&report) {
+        assert_eq!(r["peak"]["source"], "cgroup", "{r}");
+        assert_eq!(r["peak"]["scope"], "tree", "{r}");
+        // Partitions and helper at once, each page once: at least 100 + 60 MiB above the
+        // parameters and shared mapping, which were charged when the daemon started.
+        let peak = u(&r["peak"]["bytes"]);
+        assert!(peak >= 96 * MIB + 160 * MIB, "{r}");
+        assert!(peak > u(&r["kernel_peak_rss_bytes"]), "{r}");
+    }
+    drop(p);
+}
+
+/// `memmon compare BASE -- NEW --max-peak-increase 2%`: its exit code and stdout.
+fn compare_2pct(base: &Path, new: &Path) -> (Option<i32>, String) {
+    let out = memmon()
+        .args(["compare", "--max-peak-increase", "2%"])
+        .arg(base)
+        .arg("--")
+        .arg(new)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[test]
+fn a_10pct_bigger_proof_fails_a_2pct_gate_a_rerun_passes_and_the_recordings_say_what_bench_said() {
+    let dir = tempdir();
+    let p = Prover::start(dir.path(), None);
+    let rec = |name: &str| dir.path().join(name);
+    let mut reports = Vec::new();
+    for (name, size) in [("base.csv", "100MiB"), ("rerun.csv", "100MiB"), ("more.csv", "120MiB")] {
+        let out = rec(name);
+        let (code, stderr, report) =
+            p.bench(dir.path(), &["-n", "3", "-i", "1s", "-o", out.to_str().unwrap()], size);
+        assert_eq!(code, Some(0), "{stderr}");
+        reports.push((out, report));
+    }
+    // The change: partitions of 120 MiB instead of 100, about +10% of the daemon's peak.
+    let (code, text) = compare_2pct(&reports[0].0, &reports[2].0);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("gate failed: --max-peak-increase 2%"), "{text}");
+    let (code, text) = compare_2pct(&reports[0].0, &reports[1].0);
+    assert_eq!(code, Some(0), "{text}");
+    // Each run of a recording reads in `summary` as it did in the bench's own table.
+    for (out, report) in &reports {
+        let s = summary_json(out);
+        let spans = s["runs"].as_array().unwrap();
+        let exported = runs(report);
+        assert_eq!(spans.len(), exported.len());
+        for (span, run) in spans.iter().zip(exported) {
+            assert_eq!(span["peak"], run["peak"], "{span}\n{run}");
+        }
+    }
+}
+
+#[test]
+fn a_bench_recording_of_a_daemon_that_peaked_higher_before_holds_each_runs_exact_peak() {
+    let dir = tempdir();
+    let p = Prover::start(dir.path(), None);
+    // A big proof before the bench: the daemon's VmHWM holds it from then on.
+    p.prove("300MiB");
+    let out = dir.path().join("after.csv");
+    let (code, stderr, report) =
+        p.bench(dir.path(), &["-n", "2", "-i", "1s", "-o", out.to_str().unwrap()], "50MiB");
+    assert_eq!(code, Some(0), "{stderr}");
+    let run_peak = u(&runs(&report)[0]["peak"]["bytes"]);
+    assert!(run_peak < 200 * MIB, "the run's own peak, not the earlier one: {run_peak}");
+    let s = summary_json(&out);
+    for r in s["runs"].as_array().unwrap() {
+        assert_eq!(r["peak"]["exact"], true, "{r}");
+        assert_eq!(r["peak"]["source"], "vmhwm", "{r}");
+    }
+    // The bench reset the marks at its start: the recording's own peak is exact too, and it
+    // is not the 300 MiB from before.
+    assert_eq!(s["kernel_peak_window"], "reset-at-start", "{s}");
+    assert!(u(&s["peak"]["bytes"]) < 200 * MIB, "{s}");
+    // A budget the runs exceeded fails, naming the run; one they kept passes.
+    let budget = |size: u64| {
+        memmon()
+            .args(["summary", "--max-peak", &format!("{}B", size)])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let over = budget(run_peak - 10 * MIB);
+    assert_eq!(over.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&over.stderr);
+    assert!(err.contains("exceeded") && err.contains("#run 1"), "{err}");
+    assert_eq!(budget(run_peak + 20 * MIB).status.code(), Some(0));
+}
