@@ -109,6 +109,18 @@ command needs no reset."
     #[command(flatten)]
     pub marks: MarkArgs,
 
+    /// A launched command's stdout lines matching REGEX are markers (the lines still pass through)
+    #[arg(
+        long,
+        value_name = "REGEX",
+        help_heading = "Markers",
+        long_help = "A launched command's stdout lines matching REGEX are markers, labelled by the \
+regex's (?P<label>...) group or else the whole match; every line is still passed through \
+unchanged (to stderr when the recording goes to stdout). The command's stdout becomes a pipe: \
+programs that buffer a pipe (C stdio) should flush each line, e.g. run under `stdbuf -oL`."
+    )]
+    pub mark_stdout: Option<String>,
+
     #[command(flatten)]
     pub cgroup: CgroupArgs,
 
@@ -155,6 +167,44 @@ one is an error."
 }
 
 impl CgroupArgs {
+    /// `--own-cgroup` as the core takes it: `None` where memmon may make one.
+    pub fn own(&self) -> Option<bool> {
+        match (self.own_cgroup, self.no_own_cgroup) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// Bench's cgroups: against a daemon, the daemon's own (its tree's exact peak, reset per run);
+/// without one, a cgroup memmon makes for each run of the command.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Cgroups")]
+pub struct BenchCgroupArgs {
+    /// Against a daemon: read this cgroup (PATH, or auto: the daemon's own), which must hold the daemon's tree alone
+    #[arg(
+        long,
+        value_name = "PATH|auto",
+        long_help = "Against a daemon (--pid, --pidfile, --name): read this memory cgroup every tick \
+and reset its peak with the high-water marks at each run, so each run's peak is the tree's exact \
+peak (each page once, page cache included): PATH (/system.slice/proverd.service or its directory) \
+or auto, the daemon's own. Refused, with the reason, when the cgroup holds a process outside the \
+daemon's tree. Without this flag memmon reads the daemon's own cgroup when it holds the tree \
+alone (a systemd service, a container), and says so."
+    )]
+    pub cgroup: Option<String>,
+
+    /// Without a daemon: run each run of the command in a memory cgroup of memmon's own (default: where memmon may make one)
+    #[arg(long, overrides_with = "no_own_cgroup")]
+    pub own_cgroup: bool,
+
+    /// Without a daemon: do not run the command in a cgroup of memmon's own
+    #[arg(long, overrides_with = "own_cgroup")]
+    pub no_own_cgroup: bool,
+}
+
+impl BenchCgroupArgs {
     /// `--own-cgroup` as the core takes it: `None` where memmon may make one.
     pub fn own(&self) -> Option<bool> {
         match (self.own_cgroup, self.no_own_cgroup) {
@@ -449,17 +499,6 @@ pub struct MarkArgs {
     #[arg(long, value_name = "REGEX", requires = "mark_log")]
     pub mark_regex: Option<String>,
 
-    /// A launched command's stdout lines matching REGEX are markers (the lines still pass through)
-    #[arg(
-        long,
-        value_name = "REGEX",
-        long_help = "A launched command's stdout lines matching REGEX are markers, labelled by the \
-regex's (?P<label>...) group or else the whole match; every line is still passed through \
-unchanged (to stderr when the recording goes to stdout). The command's stdout becomes a pipe: \
-programs that buffer a pipe (C stdio) should flush each line, e.g. run under `stdbuf -oL`."
-    )]
-    pub mark_stdout: Option<String>,
-
     /// The Unix socket `memmon mark` talks to (default: $XDG_RUNTIME_DIR/memmon-PID.sock)
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
@@ -574,12 +613,14 @@ to its last sample, such a child is not seen, and the summary says so."
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Before each run memmon resets the daemon's high-water marks (VmHWM through \
-/proc/PID/clear_refs; its own cgroup's memory.peak or memory.max_usage_in_bytes when it has one) \
-and reads them after it, so each run's peak is the kernel's exact peak whatever the interval. \
-Where a reset is refused, the peak is the sampled one, labelled 'sampled'. Without a daemon, each \
-run of the command is recorded and its peak is its tree's exact peak from a memory cgroup memmon \
-makes for the run (where it may: --own-cgroup), else wait4's ru_maxrss of that run's process. The client \
+    after_help = "At each run's start memmon resets the daemon's high-water marks (VmHWM through \
+/proc/PID/clear_refs; the peak of its own cgroup, when it holds the daemon's tree alone) and \
+reads them at its end, so each run's peak is the kernel's exact peak whatever the interval: the \
+tree's, from its cgroup, else the exact peak of its largest process (the table then bounds the \
+tree's). Every run is shown on the one kind all runs have. Where a reset is refused, a run's peak \
+counts only where it rose. Without a daemon, each run of the command is recorded and its peak is \
+its tree's exact peak from a memory cgroup memmon makes for the run (where it may: --own-cgroup), \
+else wait4's ru_maxrss of that run's process. The client \
 gets MEMMON_BENCH_RUN=N (0 in warmup runs). Exit codes: 0 all runs done; 1 a client failed or the \
 daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written)."
 )]
@@ -648,9 +689,9 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub marks: MarkArgs,
 
-    /// Without a daemon: run each run of the command in a memory cgroup of memmon's own
+    /// The cgroup whose peak is each run's: the daemon's own, or one memmon makes per run
     #[command(flatten)]
-    pub cgroup: CgroupArgs,
+    pub cgroup: BenchCgroupArgs,
 
     /// Budgets of every run's peak: --max-peak, --max-cgroup
     #[command(flatten)]

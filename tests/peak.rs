@@ -74,7 +74,12 @@ impl Prover {
 
     /// `memmon bench --pidfile P FLAGS -- test-client --size SIZE --hold 150ms`: its exit code,
     /// stderr, and the JSON export.
-    fn bench(&self, dir: &Path, flags: &[&str], size: &str) -> (Option<i32>, String, serde_json::Value) {
+    fn bench(
+        &self,
+        dir: &Path,
+        flags: &[&str],
+        size: &str,
+    ) -> (Option<i32>, String, serde_json::Value) {
         let json = dir.join(format!("bench-{}.json", unique()));
         let out = memmon()
             .args(["bench", "-q", "--pidfile"])
@@ -127,7 +132,11 @@ fn a_provers_runs_peak_is_of_one_kind_and_a_budget_gives_one_exit_code() {
     let mut codes = Vec::new();
     let mut daemon_peaks = Vec::new();
     for _ in 0..5 {
-        let (code, stderr, report) = p.bench(dir.path(), &["-n", "2", "-i", "1s", "--max-peak", "230MiB"], "100MiB");
+        let (code, stderr, report) = p.bench(
+            dir.path(),
+            &["-n", "2", "-i", "1s", "--max-peak", "230MiB"],
+            "100MiB",
+        );
         codes.push(code);
         for r in runs(&report) {
             assert_eq!(r["peak"]["source"], "vmhwm", "{r}");
@@ -135,14 +144,23 @@ fn a_provers_runs_peak_is_of_one_kind_and_a_budget_gives_one_exit_code() {
             assert_eq!(r["peak"]["exact"], true, "{r}");
             let peak = u(&r["peak"]["bytes"]);
             let high = u(&r["peak"]["tree_high_bytes"]);
-            assert!(high >= peak + 60 * MIB, "the helper is in the tree's upper bound: {r}");
+            assert!(
+                high >= peak + 60 * MIB,
+                "the helper is in the tree's upper bound: {r}"
+            );
             daemon_peaks.push(peak);
         }
         assert!(stderr.contains("--max-peak 230.0 MiB kept"), "{stderr}");
     }
     assert!(codes.iter().all(|c| *c == Some(0)), "{codes:?}");
-    let (lo, hi) = (daemon_peaks.iter().min().unwrap(), daemon_peaks.iter().max().unwrap());
-    assert!(hi - lo < 4 * MIB, "one workload, one number: {daemon_peaks:?}");
+    let (lo, hi) = (
+        daemon_peaks.iter().min().unwrap(),
+        daemon_peaks.iter().max().unwrap(),
+    );
+    assert!(
+        hi - lo < 4 * MIB,
+        "one workload, one number: {daemon_peaks:?}"
+    );
     assert!(*lo >= 196 * MIB, "{daemon_peaks:?}");
 }
 
@@ -190,17 +208,27 @@ fn a_10pct_bigger_proof_fails_a_2pct_gate_a_rerun_passes_and_the_recordings_say_
     let p = Prover::start(dir.path(), None);
     let rec = |name: &str| dir.path().join(name);
     let mut reports = Vec::new();
-    for (name, size) in [("base.csv", "100MiB"), ("rerun.csv", "100MiB"), ("more.csv", "120MiB")] {
+    for (name, size) in [
+        ("base.csv", "100MiB"),
+        ("rerun.csv", "100MiB"),
+        ("more.csv", "120MiB"),
+    ] {
         let out = rec(name);
-        let (code, stderr, report) =
-            p.bench(dir.path(), &["-n", "3", "-i", "1s", "-o", out.to_str().unwrap()], size);
+        let (code, stderr, report) = p.bench(
+            dir.path(),
+            &["-n", "3", "-i", "1s", "-o", out.to_str().unwrap()],
+            size,
+        );
         assert_eq!(code, Some(0), "{stderr}");
         reports.push((out, report));
     }
     // The change: partitions of 120 MiB instead of 100, about +10% of the daemon's peak.
     let (code, text) = compare_2pct(&reports[0].0, &reports[2].0);
     assert_eq!(code, Some(1), "{text}");
-    assert!(text.contains("gate failed: --max-peak-increase 2%"), "{text}");
+    assert!(
+        text.contains("gate failed: --max-peak-increase 2%"),
+        "{text}"
+    );
     let (code, text) = compare_2pct(&reports[0].0, &reports[1].0);
     assert_eq!(code, Some(0), "{text}");
     // Each run of a recording reads in `summary` as it did in the bench's own table.
@@ -222,11 +250,17 @@ fn a_bench_recording_of_a_daemon_that_peaked_higher_before_holds_each_runs_exact
     // A big proof before the bench: the daemon's VmHWM holds it from then on.
     p.prove("300MiB");
     let out = dir.path().join("after.csv");
-    let (code, stderr, report) =
-        p.bench(dir.path(), &["-n", "2", "-i", "1s", "-o", out.to_str().unwrap()], "50MiB");
+    let (code, stderr, report) = p.bench(
+        dir.path(),
+        &["-n", "2", "-i", "1s", "-o", out.to_str().unwrap()],
+        "50MiB",
+    );
     assert_eq!(code, Some(0), "{stderr}");
     let run_peak = u(&runs(&report)[0]["peak"]["bytes"]);
-    assert!(run_peak < 200 * MIB, "the run's own peak, not the earlier one: {run_peak}");
+    assert!(
+        run_peak < 200 * MIB,
+        "the run's own peak, not the earlier one: {run_peak}"
+    );
     let s = summary_json(&out);
     for r in s["runs"].as_array().unwrap() {
         assert_eq!(r["peak"]["exact"], true, "{r}");
@@ -249,4 +283,52 @@ fn a_bench_recording_of_a_daemon_that_peaked_higher_before_holds_each_runs_exact
     let err = String::from_utf8_lossy(&over.stderr);
     assert!(err.contains("exceeded") && err.contains("#run 1"), "{err}");
     assert_eq!(budget(run_peak + 20 * MIB).status.code(), Some(0));
+}
+
+#[test]
+fn a_cgroup_that_holds_more_than_the_daemons_tree_is_refused_with_the_reason() {
+    let Some(base) = crate::cgroup::memory_hierarchy() else {
+        return;
+    };
+    let cg = crate::cgroup::TestCgroup::new(&base, "shared-cg");
+    let dir = tempdir();
+    let p = Prover::start(dir.path(), Some(&cg.0));
+    // Another process in the same cgroup: its peak is no longer the daemon's tree's.
+    let mut other = crate::cgroup::workload_in(&cg.0, &["hold:30s"]);
+    assert!(wait_for(5.0, || std::fs::read_to_string(
+        cg.0.join("cgroup.procs")
+    )
+    .is_ok_and(|t| t.lines().count() >= 2)));
+    let out = memmon()
+        .args(["bench", "-q", "-n", "1", "--cgroup"])
+        .arg(&cg.0)
+        .arg("--pidfile")
+        .arg(&p.pidfile)
+        .arg("--")
+        .arg("true")
+        .output()
+        .unwrap();
+    let _ = other.kill();
+    let _ = other.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("does not hold the daemon's tree alone"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bench_help_lists_only_flags_a_bench_takes() {
+    let help = memmon().args(["bench", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(!help.contains("--mark-stdout"), "{help}");
+    assert!(
+        help.contains("Against a daemon") && help.contains("Without a daemon"),
+        "{help}"
+    );
+    memmon()
+        .args(["bench", "--mark-stdout", "x", "--", "true"])
+        .assert()
+        .code(2);
 }

@@ -21,11 +21,6 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--mark-log and --phase-peaks apply to a bench against a daemon (--pid, --pidfile, --name)",
         ));
     }
-    if args.marks.mark_stdout.is_some() {
-        return Err(usage(
-            "--mark-stdout applies to `memmon record -- COMMAND` only; against a daemon use --mark-log or `memmon mark`",
-        ));
-    }
     if target.is_none() && args.cgroup.cgroup.is_some() {
         return Err(usage(
             "--cgroup applies to a bench against a daemon (--pid, --pidfile, --name); a command bench runs each run in a cgroup of memmon's own (--own-cgroup)",
@@ -76,7 +71,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         stdout_is_data,
         procfs: ProcFs::default(),
         cgroupfs: CgroupFs::default(),
-        marks: mark_options(&args.marks, args.quiet),
+        marks: mark_options(&args.marks, None, args.quiet),
         phase_peaks: args.marks.phase_peaks,
         own_cgroup: args.cgroup.own(),
         cgroup: args

@@ -77,7 +77,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         phase_peaks: args.marks.phase_peaks,
         reset_peak: args.reset_peak,
         exit_records: !args.sampling.no_taskstats,
-        capture_stdout: args.marks.mark_stdout.is_some(),
+        capture_stdout: args.mark_stdout.is_some(),
         env: Vec::new(),
         cgroup,
         own_cgroup: args.cgroup.own(),
@@ -101,13 +101,17 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if let Some(o) = &opts.output {
         check_outputs(o, &args, plot_to.as_ref().map(|(p, _)| p.as_path()))?;
     }
-    if args.marks.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
+    if args.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
         return Err(usage(
             "--mark-stdout applies to a launched command (-- COMMAND) only",
         ));
     }
     let data_on_stdout = opts.output.is_none();
-    let marks = MarkSetup::prepare(&mark_options(&args.marks, args.quiet))?;
+    let marks = MarkSetup::prepare(&mark_options(
+        &args.marks,
+        args.mark_stdout.as_ref(),
+        args.quiet,
+    ))?;
     let mut rec = Recorder::start(opts, Box::new(Terminal::new(args.quiet)))?;
     let sources = marks.start(&mut rec, data_on_stdout);
     for note in &sources.notes {
