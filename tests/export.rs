@@ -867,8 +867,7 @@ impl Drippers {
                 for c in conns.iter_mut() {
                     let mut drain = [0u8; 256];
                     let alive = c.as_mut().is_some_and(|s| {
-                        !matches!(s.read(&mut drain), Ok(_))
-                            && s.write(&req[at % req.len()..][..1]).is_ok()
+                        s.read(&mut drain).is_err() && s.write(&req[at % req.len()..][..1]).is_ok()
                     });
                     if !alive {
                         rc.fetch_add(1, Ordering::SeqCst);
@@ -970,12 +969,15 @@ fn listening_beyond_loopback_warns_that_metrics_are_unauthenticated_and_wait_is_
     }
     let said = said.join("\n");
     assert!(
-        said.contains(&format!("warning: listening on 0.0.0.0:{port}, beyond loopback"))
-            && said.contains("no authentication"),
+        said.contains(&format!(
+            "warning: listening on 0.0.0.0:{port}, beyond loopback"
+        )) && said.contains("no authentication"),
         "{said}"
     );
     assert!(
-        said.contains("target gone: not found yet: no process matches name:^no-such-process-anywhere$;"),
+        said.contains(
+            "target gone: not found yet: no process matches name:^no-such-process-anywhere$;"
+        ),
         "{said}"
     );
     assert!(!said.contains("--wait"), "{said}");
@@ -990,8 +992,15 @@ fn listening_beyond_loopback_warns_that_metrics_are_unauthenticated_and_wait_is_
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let _guard2 = Guard(child);
-    let first = std::io::BufReader::new(stderr).lines().next().unwrap().unwrap();
-    assert!(first.starts_with("memmon export: serving http://127.0.0.1:"), "{first}");
+    let first = std::io::BufReader::new(stderr)
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert!(
+        first.starts_with("memmon export: serving http://127.0.0.1:"),
+        "{first}"
+    );
 }
 
 #[test]

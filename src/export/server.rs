@@ -65,7 +65,11 @@ pub fn serve(
             .map_or(-1, |d| millis_until(d, now));
         fds.clear();
         fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
-        fds.extend(conns.iter().map(|c| pollfd(c.stream.as_raw_fd(), c.events())));
+        fds.extend(
+            conns
+                .iter()
+                .map(|c| pollfd(c.stream.as_raw_fd(), c.events())),
+        );
         // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the whole call.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if r < 0 {
@@ -168,10 +172,8 @@ fn evict_one(conns: &mut Vec<Conn>) -> bool {
 
 fn transient(e: &std::io::Error) -> bool {
     use std::io::ErrorKind::*;
-    matches!(
-        e.kind(),
-        ConnectionAborted | ConnectionReset | Interrupted
-    ) || matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ENOMEM))
+    matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted)
+        || matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ENOMEM))
 }
 
 fn out_of_descriptors(e: &std::io::Error) -> bool {
@@ -385,7 +387,13 @@ fn answer(head: Result<Head, HeadError>, shared: &Mutex<Snapshot>) -> Vec<u8> {
 }
 
 fn error_reply(status: u16, body: &str) -> Vec<u8> {
-    reply(status, "text/plain; charset=utf-8", &[], body.as_bytes(), false)
+    reply(
+        status,
+        "text/plain; charset=utf-8",
+        &[],
+        body.as_bytes(),
+        false,
+    )
 }
 
 fn reason(status: u16) -> &'static str {

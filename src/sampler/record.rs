@@ -25,6 +25,7 @@ use anyhow::Context;
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -92,6 +93,10 @@ pub enum Control {
     ResetPeaks(Event, mpsc::Sender<Vec<String>>),
     /// Read every process's VmHWM now; the reply is the sample taken (with the event).
     Probe(Event, mpsc::Sender<Option<Sample>>),
+    /// A `Probe` for an asker that waits a bounded time (`memmon mark`): taken only if the
+    /// recorder clears `wanted` first; an asker that gives up clears it, so a marker is either
+    /// taken and answered or never taken (not taken late, after its asker has said it failed).
+    ProbeIfWanted(Event, Arc<AtomicBool>, mpsc::Sender<Option<Sample>>),
     /// Reply with the tree's CPU time so far (`Tree::cpu_ticks`), in clock ticks; no sample.
     CpuTicks(mpsc::Sender<(u64, u64)>),
     /// End the recording as if a signal had arrived (reason `stopped`).
@@ -565,6 +570,11 @@ impl Recorder {
                         let _ = reply.send(None);
                         return Step::Stop(Stop::Failed(err));
                     }
+                }
+            }
+            Control::ProbeIfWanted(e, wanted, reply) => {
+                if wanted.swap(false, Ordering::SeqCst) {
+                    return self.control_step(run, Control::Probe(e, reply), early);
                 }
             }
             Control::Watch(tx) => self.watch = Some(tx),
