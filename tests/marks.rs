@@ -1,6 +1,7 @@
 //! Tests of markers and phases against real processes: `memmon mark` over the recorder's
 //! socket, `--mark-log` across rotation and truncation, `--mark-stdout`, `--phase-peaks`.
 
+use crate::export::Guard;
 use crate::util::*;
 use predicates::prelude::*;
 use std::io::Write;
@@ -523,8 +524,8 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
     let pidfile = dir.path().join("d.pid");
     let out = dir.path().join("away.csv");
     let sock = dir.path().join("away.sock");
-    let mut first = spawn_workload(&["hold:60s"]);
-    std::fs::write(&pidfile, format!("{}\n", first.id())).unwrap();
+    let mut first = Guard(spawn_workload(&["hold:60s"]));
+    std::fs::write(&pidfile, format!("{}\n", first.0.id())).unwrap();
     let mut rec = spawn_memmon(&[
         "record",
         "-i",
@@ -539,6 +540,8 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
     // The recorder's notes, line by line.
     let (tx, notes) = std::sync::mpsc::channel();
     let stderr = rec.stderr.take().unwrap();
+    // Killed if the test fails half-way.
+    let mut rec = Guard(rec);
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr)
             .lines()
@@ -554,8 +557,8 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
             .unwrap_or_else(|| panic!("the recorder never said '{what}'"))
     };
     assert!(wait_for(10.0, || sock.exists()));
-    first.kill().unwrap();
-    let _ = first.wait();
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
     said("waiting for it to restart");
     // The recorder waits for the target: the marker is not taken in time, and says so.
     memmon()
@@ -563,25 +566,25 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("the marker was not taken"));
-    let mut second = spawn_workload(&["hold:60s"]);
+    let second = Guard(spawn_workload(&["hold:60s"]));
+    let second_pid = second.0.id();
     let tmp = dir.path().join("d.pid.new");
-    std::fs::write(&tmp, format!("{}\n", second.id())).unwrap();
+    std::fs::write(&tmp, format!("{second_pid}\n")).unwrap();
     std::fs::rename(&tmp, &pidfile).unwrap();
     said("the target restarted");
     memmon()
         .args(["mark", "after", "--socket", sock.to_str().unwrap()])
         .assert()
         .success();
-    unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
-    let _ = rec.wait();
-    let _ = second.kill();
-    let _ = second.wait();
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGTERM) };
+    let _ = rec.0.wait();
+    drop(second);
     // The withdrawn marker did not land after the restart.
     assert_eq!(
         events(&out),
         [
             "start".to_string(),
-            format!("restart:{}", second.id()),
+            format!("restart:{second_pid}"),
             "mark:after".into()
         ]
     );

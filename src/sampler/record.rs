@@ -1320,7 +1320,8 @@ fn find_target(
 
 /// Launches the command with stdin, stdout and stderr passed through (stdout to memmon's stderr
 /// when the data goes to stdout), or its stdout to a pipe returned here when `pipe_stdout`.
-/// It gets SIGTERM if memmon dies.
+/// It gets SIGTERM if memmon dies (its descendants, in memmon's own cgroup, are killed by that
+/// cgroup's watcher; see `probe::cgroup::OwnCgroup`).
 fn launch(
     args: &[String],
     env: &[(String, String)],
@@ -1343,10 +1344,15 @@ fn launch(
     // re-parented to memmon instead of init, so it stays in the watched tree.
     // SAFETY: PR_SET_CHILD_SUBREAPER takes a plain integer.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    let memmon = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and write are async-signal-safe and touch no memory of the parent.
     unsafe {
         cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            // memmon died before the prctl: no signal will come, so do not start.
+            if libc::getppid() != memmon {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             // Into memmon's own cgroup before exec: "0" is the writing process itself.
             if let Some(fd) = join_cgroup {
                 if libc::write(fd, b"0\n".as_ptr() as *const _, 2) != 2 {
@@ -1554,6 +1560,12 @@ fn launched_cgroup(
     }
     static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if n == 0 {
+        // Once a process, even with --quiet: it may have killed processes.
+        if let Some(note) = crate::sampler::cgroup::swept_note(&opts.cgroupfs.sweep_stale_own()) {
+            observer.on_note(&note);
+        }
+    }
     let name = format!("memmon-{}-{n}", std::process::id());
     match opts.cgroupfs.create_own(&name) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),
