@@ -944,33 +944,52 @@ fn slow_clients_dripping_a_byte_at_a_time_never_get_a_scrape_refused_nor_stop_th
     );
 }
 
-#[test]
-fn listening_beyond_loopback_warns_that_metrics_are_unauthenticated_and_wait_is_not_suggested() {
+/// The lines of `stderr` up to the first that `last` accepts (at most 30 s of them).
+fn lines_until(stderr: std::process::ChildStderr, last: impl Fn(&str) -> bool) -> String {
     use std::io::BufRead;
-    let port = free_port();
-    let mut child = Command::new(memmon_path())
-        .args(["export", "--listen", &format!("0.0.0.0:{port}")])
-        .args(["--target", "gone=name:^no-such-process-anywhere$"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let _guard = Guard(child);
-    // Lines until the target's first report (the warning comes first, at the start).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let until = Instant::now() + Duration::from_secs(30);
     let mut said = Vec::new();
-    for line in std::io::BufReader::new(stderr).lines() {
-        let line = line.unwrap();
-        let done = line.contains("target gone:");
+    while let Ok(line) = rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        let done = last(&line);
         said.push(line);
         if done {
             break;
         }
     }
-    let said = said.join("\n");
+    said.join("\n")
+}
+
+#[test]
+fn listening_beyond_loopback_warns_that_metrics_are_unauthenticated_and_wait_is_not_suggested() {
+    let export = |listen: &str| {
+        let mut child = Command::new(memmon_path())
+            .args(["export", "--listen", listen])
+            .args(["--target", "gone=name:^no-such-process-anywhere$"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let guard = Guard(child);
+        // Up to the target's first report (the warning comes before, at the start).
+        (lines_until(stderr, |l| l.contains("target gone:")), guard)
+    };
+    let port = free_port();
+    let (said, _exporter) = export(&format!("0.0.0.0:{port}"));
     assert!(
         said.contains(&format!(
-            "warning: listening on 0.0.0.0:{port}, beyond loopback"
+            "memmon export: warning: listening on 0.0.0.0:{port}, beyond loopback"
         )) && said.contains("no authentication"),
         "{said}"
     );
@@ -982,25 +1001,12 @@ fn listening_beyond_loopback_warns_that_metrics_are_unauthenticated_and_wait_is_
     );
     assert!(!said.contains("--wait"), "{said}");
     // On loopback: no warning.
-    let port = free_port();
-    let mut child = Command::new(memmon_path())
-        .args(["export", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--target", "gone=name:^no-such-process-anywhere$"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let _guard2 = Guard(child);
-    let first = std::io::BufReader::new(stderr)
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
+    let (said, _exporter) = export(&format!("127.0.0.1:{}", free_port()));
     assert!(
-        first.starts_with("memmon export: serving http://127.0.0.1:"),
-        "{first}"
+        said.contains("memmon export: serving http://127.0.0.1:") && said.contains("target gone:"),
+        "{said}"
     );
+    assert!(!said.contains("warning"), "{said}");
 }
 
 #[test]

@@ -551,10 +551,15 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
         }
     });
     let said = |what: &str| {
-        notes
-            .iter()
-            .find(|l| l.contains(what))
-            .unwrap_or_else(|| panic!("the recorder never said '{what}'"))
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while let Ok(line) =
+            notes.recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
+        {
+            if line.contains(what) {
+                return;
+            }
+        }
+        panic!("the recorder did not say '{what}' within 30 s");
     };
     assert!(wait_for(10.0, || sock.exists()));
     first.0.kill().unwrap();
