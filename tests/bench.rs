@@ -798,3 +798,76 @@ fn a_forking_daemons_run_cpu_time_includes_the_worker_that_served_it() {
     let sys = r["daemon_system_s"].as_f64().unwrap();
     assert!(sys >= 0.02, "the worker's page faults are missing: {r}");
 }
+
+#[test]
+fn a_bench_killed_with_sigkill_leaves_no_client_process_and_its_scratch_goes_at_the_next_bench() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempdir();
+    let token = format!("bench-sigkill-{}", std::process::id());
+    let bench = std::process::Command::new(memmon_path())
+        .args(["bench", "-n", "3", "-q", "-i", "100ms", "--"])
+        .args(["sh", "-c", "sleep 300 & sleep 300"])
+        .env("TMPDIR", tmp.path())
+        .env("MEMMON_TEST_TOKEN", &token)
+        .spawn()
+        .unwrap();
+    // Killed if the test fails half-way.
+    let mut bench = crate::export::Guard(bench);
+    let scratch = || -> Vec<PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("memmon-bench-")
+            })
+            .collect()
+    };
+    let sleeps = || {
+        processes_with_env("MEMMON_TEST_TOKEN", &token)
+            .into_iter()
+            .filter(|&p| cmdline(p).starts_with("sleep 300"))
+            .count()
+    };
+    assert!(
+        wait_for(30.0, || sleeps() == 2 && scratch().len() == 1),
+        "run 1 never started"
+    );
+    let dir = scratch().remove(0);
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode,
+        0o700,
+        "{}: the runs' recordings are private",
+        dir.display()
+    );
+    let cg =
+        crate::cgroup::memory_hierarchy().map(|b| b.join(format!("memmon-{}-0", bench.0.id())));
+    bench.0.kill().unwrap();
+    let _ = bench.0.wait();
+    if let Some(cg) = &cg {
+        // Run 1's cgroup and the client's two children, killed and removed by its watcher.
+        let clean = wait_for(30.0, || {
+            !cg.exists() && processes_with_env("MEMMON_TEST_TOKEN", &token).is_empty()
+        });
+        assert!(
+            clean,
+            "cgroup {} exists: {}; processes: {:?}",
+            cg.display(),
+            cg.exists(),
+            processes_with_env("MEMMON_TEST_TOKEN", &token)
+        );
+    }
+    // The killed bench could not remove its scratch directory; the next bench does.
+    assert!(dir.exists());
+    memmon()
+        .args(["bench", "-n", "1", "-q", "--", "true"])
+        .env("TMPDIR", tmp.path())
+        .assert()
+        .success();
+    assert!(!dir.exists(), "{} outlived the next bench", dir.display());
+    assert!(scratch().is_empty(), "{:?}", scratch());
+}

@@ -3,6 +3,7 @@
 //! Tests that make a real cgroup need root and a memory controller; where there is none they
 //! say so and return (this development machine has v1's: they run here).
 
+use crate::export::Guard;
 use crate::util::*;
 use std::path::{Path, PathBuf};
 
@@ -539,4 +540,86 @@ fn an_attached_cgroup_s_older_peak_is_its_lifetime_peak_unless_reset_at_the_star
     assert!(plain["cgroup"]["lifetime_peak_bytes"].as_u64().unwrap() >= 100 * MIB);
     let p = reset["cgroup"]["peak_bytes"].as_u64().unwrap();
     assert!((10 * MIB..50 * MIB).contains(&p), "{:#}", reset["cgroup"]);
+}
+
+/// `memmon record -- sh -c 'sleep 300 & sleep 300'` with `MEMMON_TEST_TOKEN=token` (which every
+/// process it starts inherits), once the shell and both sleeps are in memmon's own cgroup.
+fn record_a_shell_with_two_children(base: &Path, token: &str) -> (Guard, PathBuf) {
+    let d = tempdir();
+    let rec = std::process::Command::new(memmon_path())
+        .args(["record", "-q", "-i", "100ms", "-o"])
+        .arg(d.path().join("killed.csv"))
+        .args(["--", "sh", "-c", "sleep 300 & sleep 300"])
+        .env("MEMMON_TEST_TOKEN", token)
+        .spawn()
+        .unwrap();
+    // Killed if the test fails half-way.
+    let rec = Guard(rec);
+    let cg = base.join(format!("memmon-{}-0", rec.0.id()));
+    assert!(
+        wait_for(30.0, || std::fs::read_to_string(cg.join("cgroup.procs"))
+            .is_ok_and(|p| p.lines().count() == 3)),
+        "the shell and its two children never were in {}",
+        cg.display()
+    );
+    (rec, cg)
+}
+
+fn left_behind(cg: &Path, token: &str) -> String {
+    let procs: Vec<String> = processes_with_env("MEMMON_TEST_TOKEN", token)
+        .into_iter()
+        .map(|p| format!("{p} ({})", cmdline(p)))
+        .collect();
+    format!(
+        "cgroup {} exists: {}; processes: {procs:?}",
+        cg.display(),
+        cg.exists()
+    )
+}
+
+#[test]
+fn a_recorder_killed_with_sigkill_leaves_neither_its_cgroup_nor_a_process_of_its_command() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let token = format!("sigkill-{}", std::process::id());
+    let (mut rec, cg) = record_a_shell_with_two_children(&base, &token);
+    rec.0.kill().unwrap();
+    let _ = rec.0.wait();
+    // Its watcher kills what is in the cgroup and removes it; the shell's orphans go with it.
+    let clean = wait_for(30.0, || {
+        !cg.exists() && processes_with_env("MEMMON_TEST_TOKEN", &token).is_empty()
+    });
+    assert!(clean, "{}", left_behind(&cg, &token));
+}
+
+#[test]
+fn a_cgroup_left_when_memmon_and_its_watcher_die_is_swept_by_the_next_memmon() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let token = format!("sweep-{}", std::process::id());
+    let (mut rec, cg) = record_a_shell_with_two_children(&base, &token);
+    // Its watcher killed first, then memmon: nothing is left to clean up.
+    let watcher = processes_with_env("MEMMON_TEST_TOKEN", &token)
+        .into_iter()
+        .find(|&p| cmdline(p).contains("memmon-cgroup-reaper"))
+        .expect("no watcher of memmon's cgroup");
+    // SAFETY: signalling a process this test started (through memmon).
+    unsafe { libc::kill(watcher, libc::SIGKILL) };
+    rec.0.kill().unwrap();
+    let _ = rec.0.wait();
+    // The next memmon that makes a cgroup of its own sweeps the stale one (this one, or any
+    // test's running meanwhile), killing the sleeps left in it.
+    let d = tempdir();
+    memmon()
+        .args(["record", "-q", "-i", "100ms", "--own-cgroup", "-o"])
+        .arg(d.path().join("next.csv"))
+        .args(["--", "true"])
+        .assert()
+        .success();
+    let clean = wait_for(30.0, || {
+        !cg.exists() && processes_with_env("MEMMON_TEST_TOKEN", &token).is_empty()
+    });
+    assert!(clean, "{}", left_behind(&cg, &token));
 }

@@ -840,8 +840,63 @@ fn sample_of(body: &str, name: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// `n` slow clients that each send a byte of a request every 300 ms (reconnecting when the
+/// exporter closes them, as a slowloris tool does), until dropped.
+struct Drippers {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    reconnects: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drippers {
+    fn start(port: u16, n: usize) -> Drippers {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reconnects = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let connect = move || {
+            let s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            s.set_nonblocking(true).ok()?;
+            Some(s)
+        };
+        let mut conns: Vec<Option<TcpStream>> = (0..n).map(|_| connect()).collect();
+        let (st, rc) = (stop.clone(), reconnects.clone());
+        let thread = std::thread::spawn(move || {
+            let req = b"GET /metrics HTTP/1.1\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+            let mut at = 0;
+            while !st.load(Ordering::SeqCst) {
+                for c in conns.iter_mut() {
+                    let mut drain = [0u8; 256];
+                    let alive = c.as_mut().is_some_and(|s| {
+                        s.read(&mut drain).is_err() && s.write(&req[at % req.len()..][..1]).is_ok()
+                    });
+                    if !alive {
+                        rc.fetch_add(1, Ordering::SeqCst);
+                        *c = connect();
+                    }
+                }
+                at += 1;
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        Drippers {
+            stop,
+            reconnects,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Drippers {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[test]
-fn stuck_scrapers_fill_the_connection_bound_but_never_stop_the_sampling() {
+fn slow_clients_dripping_a_byte_at_a_time_never_get_a_scrape_refused_nor_stop_the_sampling() {
     let dir = tempdir();
     let daemon = TestDaemon::start(dir.path());
     let exporter = Exporter::start(&[
@@ -851,49 +906,31 @@ fn stuck_scrapers_fill_the_connection_bound_but_never_stop_the_sampling() {
         "100ms",
     ]);
     let ticks_before = sample(&exporter.metrics(), "memmon_sampler_ticks_total");
-    // Scrapers that send half a request and stop hold a slot each until their 10 s deadline.
-    // They are added until a 25th connection is refused: on a busy machine the handler of the
-    // request just above may still hold its slot for a moment, so a fixed count could leave a
-    // slot that frees up at once.
-    let half = || {
-        let mut s = TcpStream::connect(("127.0.0.1", exporter.port)).unwrap();
-        s.write_all(b"GET /metr").unwrap();
-        s
-    };
-    let mut stuck: Vec<TcpStream> = (0..16).map(|_| half()).collect();
-    // Three refusals 200 ms apart in a row: the slots are the stuck scrapers' alone.
-    let mut refusals = 0;
-    let full = wait_for(10.0, || {
-        if http_get(exporter.port, "/metrics", None).is_some_and(|r| r.0 == 503) {
-            refusals += 1;
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        } else {
-            refusals = 0;
-            if stuck.len() < 48 {
-                stuck.push(half());
-            }
-        }
-        refusals == 3
-    });
-    assert!(full, "connections over the bound were not refused with 503");
     let t0 = Instant::now();
-    // The deadline frees the slots; the exporter answers again, and it sampled all along.
-    let mut body = String::new();
-    let back = wait_for(40.0, || {
-        http_get(exporter.port, "/metrics", None).is_some_and(|r| {
-            body = r.1;
-            r.0 == 200
-        })
-    });
-    assert!(
-        back,
-        "the exporter did not serve again after the stuck scrapers' deadline"
-    );
+    // 16 slow clients (the old bound: they made 33 of 40 scrapes get 503), then 200 (over the
+    // bound of 64: each new client closes the one that has waited longest for its head).
+    for n in [16, 200] {
+        let drippers = Drippers::start(exporter.port, n);
+        std::thread::sleep(Duration::from_secs(1));
+        let mut statuses = Vec::new();
+        for _ in 0..40 {
+            statuses.push(http_get(exporter.port, "/metrics", None).map(|r| r.0));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let ok = statuses.iter().filter(|s| **s == Some(200)).count();
+        assert_eq!(ok, 40, "{n} slow clients: {statuses:?}");
+        if n == 200 {
+            // The slow clients were there: those over the bound were closed (and came back).
+            assert!(
+                drippers
+                    .reconnects
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    > 0
+            );
+        }
+    }
     let elapsed = t0.elapsed().as_secs_f64();
-    assert!(
-        elapsed >= 3.0,
-        "the bound freed up after {elapsed:.1} s, not at the deadline"
-    );
+    let body = exporter.metrics();
     let ticks = sample(&body, "memmon_sampler_ticks_total") - ticks_before;
     let missed = body
         .lines()
@@ -903,9 +940,73 @@ fn stuck_scrapers_fill_the_connection_bound_but_never_stop_the_sampling() {
         .unwrap();
     assert!(
         ticks + missed >= elapsed / 0.1 * 0.8 && ticks >= 20.0,
-        "{ticks} ticks and {missed} missed in {elapsed:.1} s of stuck scrapers"
+        "{ticks} ticks and {missed} missed in {elapsed:.1} s of slow clients"
     );
-    drop(stuck);
+}
+
+/// The lines of `stderr` up to the first that `last` accepts (at most 30 s of them).
+fn lines_until(stderr: std::process::ChildStderr, last: impl Fn(&str) -> bool) -> String {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut said = Vec::new();
+    while let Ok(line) = rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        let done = last(&line);
+        said.push(line);
+        if done {
+            break;
+        }
+    }
+    said.join("\n")
+}
+
+#[test]
+fn listening_beyond_loopback_warns_that_metrics_are_unauthenticated_and_wait_is_not_suggested() {
+    let export = |listen: &str| {
+        let mut child = Command::new(memmon_path())
+            .args(["export", "--listen", listen])
+            .args(["--target", "gone=name:^no-such-process-anywhere$"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let guard = Guard(child);
+        // Up to the target's first report (the warning comes before, at the start).
+        (lines_until(stderr, |l| l.contains("target gone:")), guard)
+    };
+    let port = free_port();
+    let (said, _exporter) = export(&format!("0.0.0.0:{port}"));
+    assert!(
+        said.contains(&format!(
+            "memmon export: warning: listening on 0.0.0.0:{port}, beyond loopback"
+        )) && said.contains("no authentication"),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "target gone: not found yet: no process matches name:^no-such-process-anywhere$;"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("--wait"), "{said}");
+    // On loopback: no warning.
+    let (said, _exporter) = export(&format!("127.0.0.1:{}", free_port()));
+    assert!(
+        said.contains("memmon export: serving http://127.0.0.1:") && said.contains("target gone:"),
+        "{said}"
+    );
+    assert!(!said.contains("warning"), "{said}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Tests of markers and phases against real processes: `memmon mark` over the recorder's
 //! socket, `--mark-log` across rotation and truncation, `--mark-stdout`, `--phase-peaks`.
 
+use crate::export::Guard;
 use crate::util::*;
 use predicates::prelude::*;
 use std::io::Write;
@@ -538,4 +539,154 @@ fn with_pss_a_log_marker_is_read_on_time_and_no_phase_is_exact_with_the_next_one
         "{}",
         phases[0]
     );
+}
+
+#[test]
+fn a_client_dripping_its_request_delays_no_other_marker_and_is_closed_at_its_deadline() {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let dir = tempdir();
+    let sock = dir.path().join("drip.sock");
+    let mut r = Recording::start(dir.path(), "drip", &["--socket", sock.to_str().unwrap()]);
+    // A client that sends its request a byte every 300 ms: a per-read timeout never ends it.
+    let drip_sock = sock.clone();
+    let dripper = std::thread::spawn(move || {
+        let mut s = UnixStream::connect(&drip_sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let req = br#"{"mark":"dripped aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}"#;
+        for b in req {
+            if s.write_all(&[*b]).is_err() {
+                return true;
+            }
+            let mut buf = [0u8; 64];
+            if matches!(s.read(&mut buf), Ok(0)) {
+                return true; // closed by the recorder, at its deadline
+            }
+        }
+        false
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // Meanwhile a marker is taken and answered (it waited 15 s behind the dripper, then failed).
+    r.mark(&["while dripping", "--socket", sock.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "marker 'while dripping' taken at +",
+        ));
+    // The dripper's 120 bytes would take 36 s: it is closed long before they are sent.
+    assert!(
+        dripper.join().unwrap(),
+        "the dripping client was never closed"
+    );
+    r.stop();
+    assert_eq!(events(&r.out), ["start", "mark:while dripping"]);
+}
+
+#[test]
+fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
+    use std::io::BufRead;
+    let dir = tempdir();
+    let pidfile = dir.path().join("d.pid");
+    let out = dir.path().join("away.csv");
+    let sock = dir.path().join("away.sock");
+    let mut first = Guard(spawn_workload(&["hold:60s"]));
+    std::fs::write(&pidfile, format!("{}\n", first.0.id())).unwrap();
+    let mut rec = spawn_memmon(&[
+        "record",
+        "-i",
+        "100ms",
+        "--pidfile",
+        pidfile.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--socket",
+        sock.to_str().unwrap(),
+    ]);
+    // The recorder's notes, line by line.
+    let (tx, notes) = std::sync::mpsc::channel();
+    let stderr = rec.stderr.take().unwrap();
+    // Killed if the test fails half-way.
+    let mut rec = Guard(rec);
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let said = |what: &str| {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while let Ok(line) =
+            notes.recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
+        {
+            if line.contains(what) {
+                return;
+            }
+        }
+        panic!("the recorder did not say '{what}' within 30 s");
+    };
+    assert!(wait_for(10.0, || sock.exists()));
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
+    said("waiting for it to restart");
+    // The recorder waits for the target: the marker is not taken in time, and says so.
+    memmon()
+        .args(["mark", "late", "--socket", sock.to_str().unwrap()])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("the marker was not taken"));
+    let second = Guard(spawn_workload(&["hold:60s"]));
+    let second_pid = second.0.id();
+    let tmp = dir.path().join("d.pid.new");
+    std::fs::write(&tmp, format!("{second_pid}\n")).unwrap();
+    std::fs::rename(&tmp, &pidfile).unwrap();
+    said("the target restarted");
+    memmon()
+        .args(["mark", "after", "--socket", sock.to_str().unwrap()])
+        .assert()
+        .success();
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGTERM) };
+    let _ = rec.0.wait();
+    drop(second);
+    // The withdrawn marker did not land after the restart.
+    assert_eq!(
+        events(&out),
+        [
+            "start".to_string(),
+            format!("restart:{second_pid}"),
+            "mark:after".into()
+        ]
+    );
+}
+
+#[test]
+fn a_user_refused_by_the_socket_is_told_permission_denied_not_that_no_recorder_listens() {
+    if !Path::new("/usr/bin/setpriv").exists() || unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root and setpriv to run memmon mark as nobody");
+        return;
+    }
+    let dir = tempdir();
+    let sock = dir.path().join("rec.sock");
+    let r = Recording::start(dir.path(), "deny", &["--socket", sock.to_str().unwrap()]);
+    // The directory is open to all, the socket (0600) only to its owner.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = StdCommand::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(memmon_path())
+        .args(["mark", "x", "--socket", sock.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot connect to {}: permission denied",
+            sock.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("no recorder is listening"), "{err}");
+    drop(r);
 }

@@ -332,3 +332,30 @@ impl FifoReader {
         all
     }
 }
+
+/// The PIDs of the live processes whose environment holds `KEY=VALUE` (a test's token, passed
+/// to what it starts: every descendant inherits it). Root reads every process's environment.
+pub fn processes_with_env(key: &str, value: &str) -> Vec<i32> {
+    let entry = format!("{key}={value}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        // A zombie's environment reads empty: it has ended, only its parent has yet to reap it.
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == entry.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The command line of `pid`, its arguments joined by spaces (empty once it is gone).
+pub fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .unwrap_or_default()
+}

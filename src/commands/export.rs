@@ -38,6 +38,12 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         )
     })?;
     let bound = listener.local_addr()?;
+    if !bound.ip().is_loopback() {
+        // Said even with --quiet: it is about who can read the endpoint, not about targets.
+        eprintln!(
+            "memmon export: warning: listening on {bound}, beyond loopback: /metrics has no authentication and no encryption; whoever reaches this port reads the targets' names and memory. Use --listen 127.0.0.1:PORT, or put a firewall or an authenticating proxy in front"
+        );
+    }
     let opts = ExportOptions {
         targets,
         interval: args.interval,

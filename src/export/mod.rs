@@ -375,7 +375,7 @@ impl Follower {
                     Some((r.handle, r.pidfile))
                 }
                 Err(e) => {
-                    let msg = e.to_string();
+                    let msg = not_found_yet(&e);
                     if self.told.as_deref() != Some(msg.as_str()) {
                         notify(&format!(
                             "target {}: not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears",
@@ -708,6 +708,25 @@ impl Sampler {
 /// The peak that the exit records of a tick's departures give the window: every mark when the
 /// marks of all members were reset at the previous tick (each is then the peak since it), else
 /// only the marks that rose after the process was last read (or of a child never read).
+/// Why a target is not found yet, in the exporter's words: `record`'s advice to add `--wait`
+/// does not apply (the exporter keeps looking by itself).
+fn not_found_yet(e: &target::TargetError) -> String {
+    match e {
+        target::TargetError::NoMatch(re) => format!("no process matches name:{re}"),
+        target::TargetError::PidfileEmpty(p) => {
+            format!("pidfile {} is empty (still being written?)", p.display())
+        }
+        // The flags `record` names are --target kinds here (`pid:`, `pidfile:`).
+        other => {
+            let msg = other.to_string();
+            [" (--pid)", " (--pidfile)", " (--name)"]
+                .iter()
+                .find_map(|f| msg.strip_suffix(f))
+                .map_or_else(|| msg.clone(), str::to_string)
+        }
+    }
+}
+
 fn departed_peak(s: &TreeSample, reset_held: bool) -> u64 {
     if reset_held {
         s.departed_hwm
@@ -773,6 +792,19 @@ mod tests {
             let e = parse_target(bad).unwrap_err();
             assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_target_not_found_yet_is_told_without_record_s_flags() {
+        let e = target::TargetError::NoMatch("^cuzk$".into());
+        assert_eq!(not_found_yet(&e), "no process matches name:^cuzk$");
+        let e = target::TargetError::PidfileEmpty("/run/c.pid".into());
+        assert_eq!(
+            not_found_yet(&e),
+            "pidfile /run/c.pid is empty (still being written?)"
+        );
+        let e = target::TargetError::NoSuchPid(42);
+        assert_eq!(not_found_yet(&e), "no process with PID 42");
     }
 
     #[test]

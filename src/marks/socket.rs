@@ -1,25 +1,37 @@
 //! The marker socket: a running recorder listens on a Unix socket (mode 0600, in
 //! $XDG_RUNTIME_DIR or a private 0700 temp dir) and `memmon mark LABEL` asks it for a marker.
 //! One JSON line each way: `{"mark":"LABEL"}` and the reply with the sample's time.
+//!
+//! Each client is answered on a thread of its own (a client that sends its request a byte at a
+//! time delays nobody else), its whole request due within [`REQUEST_TIMEOUT`] of its connection.
+//! A marker is either taken and answered, or not taken: the recorder takes it only if it gets
+//! to it within [`SAMPLE_TIMEOUT`] and its client is still connected (`ProbeIfWanted`: whoever
+//! of the recorder and this side claims the request first decides), so a client told it failed
+//! never sees its marker land later. `memmon mark` waits [`REPLY_TIMEOUT`], well past both.
 
 use super::{clean_label, Worker};
-use crate::model::sample::Event;
+use crate::model::sample::{Event, Sample};
 use crate::sampler::record::{Control, ControlHandle};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
-/// How long a client may take to send its request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long the listener waits for the recorder to take the sample.
-const SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long `memmon mark` waits for the reply.
-pub const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a client may take to send its whole request, from its connection.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a marker waits for the recorder to take its sample; not taken after that.
+pub const SAMPLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `memmon mark` waits for the reply: the two above and a sample's time, with room.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Clients answered at once; one more is told to try again.
+const MAX_CLIENTS: usize = 32;
+/// The longest request line read.
+const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
@@ -33,6 +45,8 @@ pub enum SocketError {
     Create(PathBuf, std::io::Error),
     #[error("no recorder is listening on {0}: {1}")]
     Connect(PathBuf, std::io::Error),
+    #[error("cannot connect to {0}: permission denied (a recorder's socket is mode 0600, in a private directory: send markers as the user who runs the recorder, or as root)")]
+    Denied(PathBuf),
     #[error("no reply from the recorder on {0}: {1}")]
     NoReply(PathBuf, String),
 }
@@ -188,18 +202,34 @@ impl Listener {
         &self.file.path
     }
 
-    /// Answers requests on a thread until the returned value is dropped, which removes the
-    /// socket file.
+    /// Answers requests until the returned value is dropped, which removes the socket file:
+    /// a thread accepts, and each client is answered on a thread of its own.
     pub fn serve(self, control: ControlHandle) -> Serving {
         let Listener { listener, file } = self;
         let worker = Worker::spawn("memmon-socket", move |stop| {
+            let active = Arc::new(AtomicUsize::new(0));
             // Sleeps until a client connects or the recording ends: no periodic wake-up.
             while !stop.is_set() {
                 if !stop.wait(listener.as_raw_fd(), None) {
                     continue;
                 }
                 while let Ok((stream, _)) = listener.accept() {
-                    answer(stream, &control);
+                    let accepted = Instant::now();
+                    if active.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+                        active.fetch_sub(1, Ordering::SeqCst);
+                        busy(stream);
+                        continue;
+                    }
+                    let (control, done) = (control.clone(), active.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("memmon-mark".into())
+                        .spawn(move || {
+                            answer(stream, accepted, &control);
+                            done.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    if spawned.is_err() {
+                        active.fetch_sub(1, Ordering::SeqCst);
+                    }
                 }
             }
         });
@@ -216,25 +246,63 @@ pub struct Serving {
     _file: SocketFile,
 }
 
-/// Reads one request, has the recorder take the marker's sample, and replies.
-fn answer(stream: UnixStream, control: &ControlHandle) {
+/// Too many clients at once: told so at once, without reading the request.
+fn busy(stream: UnixStream) {
+    let _ = stream.set_nonblocking(true);
+    write_reply(
+        &stream,
+        &failure(format!(
+            "the recorder is answering {MAX_CLIENTS} other marker requests; try again (the marker was not taken)"
+        )),
+    );
+}
+
+/// Reads one request (whole within `REQUEST_TIMEOUT` of `accepted`), has the recorder take the
+/// marker's sample, and replies.
+fn answer(stream: UnixStream, accepted: Instant, control: &ControlHandle) {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
     let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
-    let mut line = String::new();
-    let mut reader = BufReader::new((&stream).take(64 * 1024));
-    match reader.read_line(&mut line) {
-        Ok(0) => return, // a liveness check by `memmon mark`
-        Ok(_) => {}
-        Err(_) => return,
-    }
+    let Some(line) = read_request(&stream, accepted + REQUEST_TIMEOUT) else {
+        return; // a liveness check by `memmon mark`, or a client too slow: nothing taken
+    };
     let reply = match serde_json::from_str::<Request>(line.trim_end()) {
         Err(e) => failure(format!("not a marker request: {e}")),
-        Ok(req) => take_marker(&req.mark, control),
+        Ok(req) => take_marker(&req.mark, control, &stream),
     };
-    let mut text = serde_json::to_string(&reply).expect("a reply serializes");
+    write_reply(&stream, &reply);
+}
+
+/// The request's line, read until `deadline` (not a timeout per read: a client that sends a
+/// byte now and then gets no more time); `None` when the client closes, is too slow or too long.
+fn read_request(mut stream: &UnixStream, deadline: Instant) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = memchr::memchr(b'\n', &buf) {
+            buf.truncate(end);
+            return String::from_utf8(buf).ok();
+        }
+        if buf.len() > MAX_REQUEST_BYTES {
+            return None;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        stream.set_read_timeout(Some(left)).ok()?;
+        match stream.read(&mut chunk) {
+            Ok(0) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn write_reply(mut stream: &UnixStream, reply: &Reply) {
+    let mut text = serde_json::to_string(reply).expect("a reply serializes");
     text.push('\n');
-    let _ = (&stream).write_all(text.as_bytes());
+    let _ = stream.write_all(text.as_bytes());
 }
 
 fn failure(msg: String) -> Reply {
@@ -245,43 +313,92 @@ fn failure(msg: String) -> Reply {
     }
 }
 
-fn take_marker(label: &str, control: &ControlHandle) -> Reply {
+/// Asks the recorder for the marker's sample and waits for it: until `SAMPLE_TIMEOUT`, or until
+/// the client hangs up. Then the request is withdrawn unless the recorder has claimed it first,
+/// in which case its sample is waited for (a tick's time).
+fn take_marker(label: &str, control: &ControlHandle, client: &UnixStream) -> Reply {
     let label = clean_label(label);
     if label.is_empty() {
         return failure("the label is empty".into());
     }
+    let wanted = Arc::new(AtomicBool::new(true));
     let (tx, rx) = mpsc::channel();
-    if !control.send(Control::Probe(Event::Mark(label.clone()), tx)) {
+    let asked = Control::ProbeIfWanted(Event::Mark(label.clone()), wanted.clone(), tx);
+    if !control.send(asked) {
         return failure("the recording has ended".into());
     }
-    match rx.recv_timeout(SAMPLE_TIMEOUT) {
-        Ok(Some(s)) => Reply {
-            ok: true,
-            label,
-            elapsed_s: s.elapsed_s,
-            unix_ms: s.unix_ms,
-            rss_bytes: s.rss_bytes,
-            error: None,
-        },
-        Ok(None) => failure("the target has ended: no sample could be taken".into()),
-        Err(mpsc::RecvTimeoutError::Disconnected) => failure("the recording has ended".into()),
-        Err(mpsc::RecvTimeoutError::Timeout) => failure(format!(
-            "the recorder did not take the sample within {} s (it may be waiting for the target to restart; the marker will be taken when it resumes)",
-            SAMPLE_TIMEOUT.as_secs()
+    let taken = |s: Sample| Reply {
+        ok: true,
+        label: label.clone(),
+        elapsed_s: s.elapsed_s,
+        unix_ms: s.unix_ms,
+        rss_bytes: s.rss_bytes,
+        error: None,
+    };
+    let answered = |r: Result<Option<Sample>, mpsc::RecvTimeoutError>| match r {
+        Ok(Some(s)) => Some(taken(s)),
+        Ok(None) => Some(failure(
+            "the target has ended: no sample could be taken (the marker was not taken)".into(),
         )),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Some(failure(
+            "the recording has ended (the marker was not taken)".into(),
+        )),
+        Err(mpsc::RecvTimeoutError::Timeout) => None,
+    };
+    let give_up = Instant::now() + SAMPLE_TIMEOUT;
+    // Looks at the client every 100 ms while the marker waits (a tick's time, normally).
+    let client_left = loop {
+        let left = give_up.saturating_duration_since(Instant::now());
+        if let Some(reply) = answered(rx.recv_timeout(left.min(Duration::from_millis(100)))) {
+            return reply;
+        }
+        let gone = hung_up(client);
+        if gone || Instant::now() >= give_up {
+            break gone;
+        }
+    };
+    if wanted.swap(false, Ordering::SeqCst) {
+        // Withdrawn before the recorder got to it: it never will.
+        return failure(if client_left {
+            "the client hung up before the sample was taken (the marker was not taken)".into()
+        } else {
+            format!(
+                "the recorder did not get to the marker within {} s (it may be waiting for the target to restart); the marker was not taken",
+                SAMPLE_TIMEOUT.as_secs()
+            )
+        });
     }
+    // The recorder claimed it first: its sample is being taken.
+    answered(rx.recv_timeout(REPLY_TIMEOUT)).unwrap_or_else(|| {
+        failure(format!(
+            "the recorder took up the marker but gave no sample within {} s; the marker may be in the recording",
+            REPLY_TIMEOUT.as_secs()
+        ))
+    })
 }
 
-/// Sends a marker to the recorder listening on `path` and waits for its reply.
+/// True once the client has closed its end (not merely shut down its writing).
+fn hung_up(client: &UnixStream) -> bool {
+    let mut fd = libc::pollfd {
+        fd: client.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    let r = unsafe { libc::poll(&mut fd, 1, 0) };
+    r > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// Sends a marker to the recorder listening on `path` and waits for its reply (at most
+/// `REPLY_TIMEOUT`, the whole reply).
 pub fn send(path: &Path, label: &str) -> Result<Reply, SocketError> {
-    let stream =
-        UnixStream::connect(path).map_err(|e| SocketError::Connect(path.to_path_buf(), e))?;
+    let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => SocketError::Denied(path.to_path_buf()),
+        _ => SocketError::Connect(path.to_path_buf(), e),
+    })?;
     let no_reply = |e: std::io::Error| SocketError::NoReply(path.to_path_buf(), e.to_string());
     stream
         .set_write_timeout(Some(REQUEST_TIMEOUT))
-        .map_err(no_reply)?;
-    stream
-        .set_read_timeout(Some(REPLY_TIMEOUT))
         .map_err(no_reply)?;
     let mut text = serde_json::to_string(&Request {
         mark: label.to_string(),
@@ -289,16 +406,40 @@ pub fn send(path: &Path, label: &str) -> Result<Reply, SocketError> {
     .expect("a request serializes");
     text.push('\n');
     (&stream).write_all(text.as_bytes()).map_err(no_reply)?;
-    let mut line = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut line)
-        .map_err(no_reply)?;
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while memchr::memchr(b'\n', &line).is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(SocketError::NoReply(
+                path.to_path_buf(),
+                format!(
+                    "none within {} s; the marker may have been taken: look for it in the recording before sending it again",
+                    REPLY_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+        stream.set_read_timeout(Some(left)).map_err(no_reply)?;
+        match (&stream).read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => line.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(no_reply(e)),
+        }
+    }
     if line.is_empty() {
         return Err(SocketError::NoReply(
             path.to_path_buf(),
             "the connection was closed".into(),
         ));
     }
+    let line = String::from_utf8_lossy(&line);
     serde_json::from_str(line.trim_end())
         .map_err(|e| SocketError::NoReply(path.to_path_buf(), format!("an unreadable reply: {e}")))
 }

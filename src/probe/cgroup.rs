@@ -1,7 +1,9 @@
 //! Reader of a memory cgroup: where a process's is (v2 `memory.peak`, or v1
 //! `memory.max_usage_in_bytes`), whether it holds only the watched tree, its peak reset per run,
 //! one reading of its memory files per tick ([`CgroupReader`]), and a cgroup of memmon's own for
-//! a command it launches ([`OwnCgroup`]).
+//! a command it launches ([`OwnCgroup`]): emptied and removed by a watcher outside memmon if
+//! memmon is killed, and swept at a later start if even that failed
+//! ([`CgroupFs::sweep_stale_own`]).
 //!
 //! Built over a root path (default /sys/fs/cgroup) so tests point it at a fake tree. Layouts:
 //! pure v2 (`ROOT/cgroup.controllers`), hybrid v1 with the memory controller at `ROOT/memory` and
@@ -27,6 +29,8 @@ pub enum CgroupError {
     NotFound(String, String),
     #[error("cannot make {0}: {1}")]
     Create(PathBuf, io::Error),
+    #[error("cannot remove {0}: {1}")]
+    Remove(PathBuf, io::Error),
     #[error("no memory controller is mounted under {0} (neither v1 memory/ nor a v2 hierarchy)")]
     NoMemoryController(PathBuf),
 }
@@ -532,6 +536,7 @@ impl CgroupFs {
                 let _ = std::fs::remove_dir(&dir);
                 CgroupError::Io(procs_path.clone(), e)
             })?;
+        let reaper = Reaper::watch(&dir);
         Ok(OwnCgroup {
             cg: MemCgroup {
                 version,
@@ -541,7 +546,201 @@ impl CgroupFs {
             parent_procs: base.join("cgroup.procs"),
             procs: Some(procs),
             removed: false,
+            reaper: reaper.ok(),
         })
+    }
+
+    /// Removes the cgroups of memmon's own (`memmon-PID-N`, where [`CgroupFs::create_own`]
+    /// makes them) whose memmon is no longer running: left when its watcher died with it (or
+    /// gave up). What still runs in one is killed (memmon's death orphaned it), then the cgroup
+    /// is removed. A cgroup whose PID runs is kept, even if that PID was reused: it is swept once
+    /// that process is gone. (A memmon in another PID namespace sharing this hierarchy would
+    /// look gone: containers get a cgroup namespace of their own, so their memmons' cgroups
+    /// are not at this top.)
+    pub fn sweep_stale_own(&self) -> Vec<Swept> {
+        let mut out = Vec::new();
+        for base in [self.v1_base(), self.v2_base()].into_iter().flatten() {
+            let Ok(entries) = std::fs::read_dir(&base) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Some(pid) = e.file_name().to_str().and_then(own_cgroup_pid) else {
+                    continue;
+                };
+                // Only a directory this user may remove (root, or a delegated hierarchy's owner).
+                let mine = std::fs::symlink_metadata(e.path()).is_ok_and(|m| {
+                    // SAFETY: geteuid has no preconditions.
+                    let me = unsafe { libc::geteuid() };
+                    m.is_dir() && (me == 0 || std::os::unix::fs::MetadataExt::uid(&m) == me)
+                });
+                if !mine || pid_runs(pid) {
+                    continue;
+                }
+                let dir = e.path();
+                let (killed, result) = kill_and_remove(&dir, std::time::Duration::from_secs(2));
+                out.push(Swept {
+                    dir,
+                    pid,
+                    killed,
+                    error: result.err().map(|e| e.to_string()),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// A cgroup of memmon's own that a memmon no longer running left, swept at a later start.
+#[derive(Debug)]
+pub struct Swept {
+    pub dir: PathBuf,
+    /// The memmon that made it.
+    pub pid: i32,
+    /// Processes that were still in it, killed.
+    pub killed: usize,
+    /// Why it could not be removed (then it is tried again at the next start).
+    pub error: Option<String>,
+}
+
+/// The PID in the name of a cgroup of memmon's own, `memmon-PID-N`.
+fn own_cgroup_pid(name: &str) -> Option<i32> {
+    let (pid, n) = name.strip_prefix("memmon-")?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(n))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
+/// True while a process `pid` exists (ours or not).
+fn pid_runs(pid: i32) -> bool {
+    // SAFETY: signal 0 checks the process exists and sends nothing.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Kills every process in the cgroup `dir` (v2: `cgroup.kill`, Linux ≥ 5.14, which also stops
+/// forks; else each PID of `cgroup.procs`, again until none is left), then removes it. Returns
+/// how many processes were killed.
+fn kill_and_remove(dir: &Path, patience: std::time::Duration) -> (usize, Result<(), CgroupError>) {
+    let kill_file = dir.join("cgroup.kill");
+    if kill_file.exists() {
+        let _ = std::fs::write(&kill_file, "1");
+    }
+    let mut killed = std::collections::HashSet::new();
+    let until = std::time::Instant::now() + patience;
+    loop {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs
+            .split_ascii_whitespace()
+            .filter_map(|w| w.parse::<i32>().ok())
+        {
+            // SAFETY: kill takes plain integers.
+            if pid > 0 && unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                killed.insert(pid);
+            }
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return (killed.len(), Ok(())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return (killed.len(), Ok(())),
+            // Busy while the killed processes exit.
+            Err(e)
+                if std::time::Instant::now() < until && e.raw_os_error() == Some(libc::EBUSY) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return (killed.len(), Err(CgroupError::Remove(dir.to_path_buf(), e))),
+        }
+    }
+}
+
+/// A watcher of a cgroup of memmon's own that outlives memmon: a `sh` reading a pipe whose only
+/// writer is memmon. At a normal end memmon writes `done` and the watcher exits; if memmon dies
+/// any other way (SIGKILL too) the pipe closes unsaid, and the watcher kills everything in the
+/// cgroup (`cgroup.kill`, or each PID of `cgroup.procs` until none is left) and removes it. A
+/// shell, not a fork of memmon: a fork of a threaded process may run only async-signal-safe
+/// code, and an exec'd `sh` holds none of memmon's memory. It is in a process group of its own
+/// (Ctrl-C is memmon's to handle) and ignores the stop signals, so it outlives memmon.
+///
+/// It is started, and waited for, by a thread of its own: a child of that thread is not in the
+/// main thread's `children` file, where the recorder finds the orphans it adopts (memmon is the
+/// launched command's subreaper), so the watcher is never taken for one.
+#[derive(Debug)]
+struct Reaper {
+    /// The pipe's write end (close-on-exec: no launched command holds it).
+    said: Option<File>,
+    /// Waits for the watcher; ends once it has exited and is reaped.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The watcher's script; `$1` is the cgroup's directory.
+const REAPER_SCRIPT: &str = r#"trap '' INT TERM HUP QUIT PIPE
+IFS= read -r said
+[ "$said" = done ] && exit 0
+cd /
+[ -e "$1/cgroup.kill" ] && echo 1 > "$1/cgroup.kill"
+i=0
+while [ -d "$1" ] && [ "$i" -lt 500 ]; do
+    pids=$(cat "$1/cgroup.procs" 2>/dev/null)
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    rmdir "$1" 2>/dev/null || sleep 0.02 2>/dev/null || sleep 1
+    i=$((i + 1))
+done
+"#;
+
+impl Reaper {
+    fn watch(dir: &Path) -> io::Result<Reaper> {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::process::CommandExt;
+        let mut fds = [-1; 2];
+        // SAFETY: pipe2 fills two descriptors on success.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: two fresh descriptors, each owned once here.
+        let (read, write) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                File::from_raw_fd(fds[1]),
+            )
+        };
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(REAPER_SCRIPT)
+            .arg("memmon-cgroup-reaper")
+            .arg(dir)
+            .stdin(read)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0);
+        let (tx, started) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("memmon-cgroup-watch".into())
+            .spawn(move || match cmd.spawn() {
+                Ok(mut child) => {
+                    let _ = tx.send(Ok(()));
+                    let _ = child.wait();
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            })?;
+        started
+            .recv()
+            .unwrap_or_else(|_| Err(io::Error::other("the watcher's thread ended")))?;
+        Ok(Reaper {
+            said: Some(write),
+            thread: Some(thread),
+        })
+    }
+
+    /// memmon is done with the cgroup: the watcher exits (and is reaped) without a kill.
+    fn dismiss(&mut self) {
+        if let Some(mut w) = self.said.take() {
+            let _ = w.write_all(b"done\n");
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -579,6 +778,9 @@ pub struct OwnCgroup {
     /// fork and exec, so it is in the cgroup before its first allocation.
     procs: Option<File>,
     removed: bool,
+    /// The watcher that empties and removes the cgroup if memmon dies first (none where no
+    /// `sh` could be run).
+    reaper: Option<Reaper>,
 }
 
 impl OwnCgroup {
@@ -596,6 +798,16 @@ impl OwnCgroup {
     /// moved out. A process exiting right then may keep the directory busy a moment: retried
     /// for up to a second.
     pub fn remove(&mut self) -> Result<Vec<i32>, CgroupError> {
+        let r = self.move_out_and_remove();
+        // Removed or not, memmon is done with it: its watcher goes (what could not be removed
+        // is swept by a later start).
+        if let Some(mut w) = self.reaper.take() {
+            w.dismiss();
+        }
+        r
+    }
+
+    fn move_out_and_remove(&mut self) -> Result<Vec<i32>, CgroupError> {
         if self.removed {
             return Ok(Vec::new());
         }
@@ -622,10 +834,10 @@ impl OwnCgroup {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                Err(e) => return Err(CgroupError::Io(self.cg.dir.clone(), e)),
+                Err(e) => return Err(CgroupError::Remove(self.cg.dir.clone(), e)),
             }
         }
-        Err(CgroupError::Io(
+        Err(CgroupError::Remove(
             self.cg.dir.clone(),
             io::Error::from_raw_os_error(libc::EBUSY),
         ))
@@ -932,6 +1144,68 @@ mod tests {
         let e = fs.create_own("memmon-test-1").unwrap_err().to_string();
         assert!(e.contains("memory/memmon-test-1/cgroup.procs"), "{e}");
         assert!(!t.path().join("memory/memmon-test-1").exists());
+    }
+
+    #[test]
+    fn stale_own_cgroups_are_swept_killing_what_is_left_and_live_or_foreign_ones_are_kept() {
+        use std::os::unix::process::ExitStatusExt;
+        let (t, fs) = fake_hybrid();
+        let mem = t.path().join("memory");
+        write(&mem, &[("memory.usage_in_bytes", "1\n")]);
+        // A PID above pid_max never runs: the memmon that made these cgroups is gone.
+        let pid_max: i32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = pid_max + 1;
+        mkdir(&mem.join(format!("memmon-{gone}-0")));
+        // A process left in one (a fake directory keeps its files: it is not removed).
+        let mut left = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        write(
+            &mem.join(format!("memmon-{gone}-1")),
+            &[("cgroup.procs", &format!("{}\n", left.id()))],
+        );
+        let live = mem.join(format!("memmon-{}-0", std::process::id()));
+        mkdir(&live);
+        let foreign = mem.join(format!("memmon-test-x-{gone}"));
+        mkdir(&foreign);
+        let mut swept = fs.sweep_stale_own();
+        swept.sort_by(|a, b| a.dir.cmp(&b.dir));
+        assert_eq!(swept.len(), 2, "{swept:?}");
+        assert_eq!(
+            (swept[0].pid, swept[0].killed, swept[0].error.is_none()),
+            (gone, 0, true)
+        );
+        assert!(!swept[0].dir.exists());
+        assert_eq!((swept[1].pid, swept[1].killed), (gone, 1));
+        assert!(
+            swept[1].error.as_deref().is_some_and(
+                |e| e.starts_with("cannot remove") && e.contains(&format!("memmon-{gone}-1"))
+            ),
+            "{swept:?}"
+        );
+        assert_eq!(left.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert!(live.exists() && foreign.exists());
+    }
+
+    #[test]
+    fn own_cgroup_names_carry_the_pid_of_the_memmon_that_made_them() {
+        assert_eq!(own_cgroup_pid("memmon-4242-0"), Some(4242));
+        assert_eq!(own_cgroup_pid("memmon-4242-17"), Some(4242));
+        for other in [
+            "memmon-test-x-1",
+            "memmon-4242",
+            "memmon--0",
+            "memmon-42-",
+            "memmon-4x-0",
+            "other-1-0",
+        ] {
+            assert_eq!(own_cgroup_pid(other), None, "{other}");
+        }
     }
 
     #[test]

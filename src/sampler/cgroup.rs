@@ -7,7 +7,7 @@ use crate::format::meta::CgroupEnd;
 use crate::model::sample::Sample;
 use crate::probe::cgroup::{
     CgroupError, CgroupEvents, CgroupReader, CgroupStats, CgroupVersion, MemCgroup, OwnCgroup,
-    PeakWatch,
+    PeakWatch, Swept,
 };
 
 /// Which cgroup `record` reads.
@@ -229,6 +229,32 @@ pub fn fill(s: &mut Sample, st: Option<&CgroupStats>) {
     s.cgroup_high_events = Some(st.events.high);
 }
 
+/// What a sweep of stale cgroups of memmon's own did, in one line for the user; `None` when
+/// there was nothing to sweep.
+pub fn swept_note(swept: &[Swept]) -> Option<String> {
+    if swept.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = swept
+        .iter()
+        .map(|s| {
+            let what = match (s.killed, &s.error) {
+                (0, None) => "removed".to_string(),
+                (1, None) => "1 process left in it killed, removed".to_string(),
+                (k, None) => format!("{k} processes left in it killed, removed"),
+                (k, Some(e)) => format!("{k} processes killed, not removed: {e}"),
+            };
+            format!("{} (memmon PID {}: {what})", s.dir.display(), s.pid)
+        })
+        .collect();
+    Some(format!(
+        "swept what killed memmons left: {} memory cgroup{} of memmon's own: {}",
+        swept.len(),
+        if swept.len() == 1 { "" } else { "s" },
+        each.join("; ")
+    ))
+}
+
 /// MemTotal of /proc/meminfo, in bytes.
 pub fn mem_total_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -236,4 +262,34 @@ pub fn mem_total_bytes() -> Option<u64> {
         .find_map(|l| l.strip_prefix("MemTotal:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_is_told_in_one_line_naming_each_cgroup_and_what_was_killed() {
+        assert_eq!(swept_note(&[]), None);
+        let swept = [
+            Swept {
+                dir: "/sys/fs/cgroup/memory/memmon-41-0".into(),
+                pid: 41,
+                killed: 2,
+                error: None,
+            },
+            Swept {
+                dir: "/sys/fs/cgroup/memory/memmon-43-1".into(),
+                pid: 43,
+                killed: 0,
+                error: Some("busy".into()),
+            },
+        ];
+        assert_eq!(
+            swept_note(&swept).unwrap(),
+            "swept what killed memmons left: 2 memory cgroups of memmon's own: \
+             /sys/fs/cgroup/memory/memmon-41-0 (memmon PID 41: 2 processes left in it killed, removed); \
+             /sys/fs/cgroup/memory/memmon-43-1 (memmon PID 43: 0 processes killed, not removed: busy)"
+        );
+    }
 }

@@ -25,6 +25,7 @@ use anyhow::Context;
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -99,6 +100,10 @@ pub enum Control {
     ResetPeaks(Event, mpsc::Sender<Vec<String>>),
     /// Read every process's VmHWM now; the reply is the sample taken (with the event).
     Probe(Event, mpsc::Sender<Option<Sample>>),
+    /// A `Probe` for an asker that waits a bounded time (`memmon mark`): taken only if the
+    /// recorder clears `wanted` first; an asker that gives up clears it, so a marker is either
+    /// taken and answered or never taken (not taken late, after its asker has said it failed).
+    ProbeIfWanted(Event, Arc<AtomicBool>, mpsc::Sender<Option<Sample>>),
     /// Reply with the tree's CPU time so far (`Tree::cpu_ticks`), in clock ticks; no sample.
     CpuTicks(mpsc::Sender<(u64, u64)>),
     /// A read of the tree's PSS ended (`sampler/pss.rs`): a row takes its sum now.
@@ -648,6 +653,15 @@ impl Recorder {
                         Ok(None) => return self.target_ended(run),
                         Err(err) => return Step::Stop(Stop::Failed(err)),
                     }
+                }
+            }
+            Control::ProbeIfWanted(e, wanted, reply) => {
+                if wanted.swap(false, Ordering::SeqCst) {
+                    let probe = Stamped {
+                        msg: Control::Probe(e, reply),
+                        origin: stamped.origin,
+                    };
+                    return self.control_step(run, probe, early);
                 }
             }
             Control::Watch(tx) => self.watch = Some(tx),
@@ -1394,7 +1408,8 @@ fn find_target(
 
 /// Launches the command with stdin, stdout and stderr passed through (stdout to memmon's stderr
 /// when the data goes to stdout), or its stdout to a pipe returned here when `pipe_stdout`.
-/// It gets SIGTERM if memmon dies.
+/// It gets SIGTERM if memmon dies (its descendants, in memmon's own cgroup, are killed by that
+/// cgroup's watcher; see `probe::cgroup::OwnCgroup`).
 fn launch(
     args: &[String],
     env: &[(String, String)],
@@ -1417,10 +1432,15 @@ fn launch(
     // re-parented to memmon instead of init, so it stays in the watched tree.
     // SAFETY: PR_SET_CHILD_SUBREAPER takes a plain integer.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    let memmon = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and write are async-signal-safe and touch no memory of the parent.
     unsafe {
         cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            // memmon died before the prctl: no signal will come, so do not start.
+            if libc::getppid() != memmon {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             // Into memmon's own cgroup before exec: "0" is the writing process itself.
             if let Some(fd) = join_cgroup {
                 if libc::write(fd, b"0\n".as_ptr() as *const _, 2) != 2 {
@@ -1682,6 +1702,12 @@ fn launched_cgroup(
     }
     static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if n == 0 {
+        // Once a process, even with --quiet: it may have killed processes.
+        if let Some(note) = crate::sampler::cgroup::swept_note(&opts.cgroupfs.sweep_stale_own()) {
+            observer.on_note(&note);
+        }
+    }
     let name = format!("memmon-{}-{n}", std::process::id());
     match opts.cgroupfs.create_own(&name) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),

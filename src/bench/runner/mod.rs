@@ -140,16 +140,60 @@ fn say(opts: &BenchOptions, msg: impl AsRef<str>) {
 }
 
 /// A directory for recordings nobody asked to keep; removed when dropped.
+/// A private directory (0700) for the runs' recordings, `memmon-bench-PID-NANOS` in the temp
+/// directory, removed at the end; one a bench killed before its end left is removed by the
+/// next bench (its PID no longer running).
 struct Scratch(PathBuf);
 
 impl Scratch {
     fn new() -> anyhow::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        let tmp = std::env::temp_dir();
+        remove_stale_scratch(&tmp);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!("memmon-bench-{}-{nanos}", std::process::id()));
-        std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let dir = tmp.join(format!("memmon-bench-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         Ok(Scratch(dir))
+    }
+}
+
+/// Removes the scratch directories in `tmp` of benches no longer running: ours (same owner),
+/// whose PID is gone. (A PID reused since is kept until that process is gone too.)
+fn remove_stale_scratch(tmp: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("memmon-bench-"))
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(pid, nanos)| nanos.bytes().all(|b| b.is_ascii_digit()).then_some(pid))
+            .and_then(|pid| pid.parse::<i32>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        let path = e.path();
+        // Only a real directory (not a link to one) of ours.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me) {
+            continue;
+        }
+        // SAFETY: signal 0 checks the process exists and sends nothing.
+        let runs = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !runs {
+            let _ = std::fs::remove_dir_all(&path);
+        }
     }
 }
 
