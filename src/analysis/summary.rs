@@ -104,7 +104,11 @@ impl SessionAcc {
         let launched = self.launched();
         let resets_held = end.is_none_or(|e| e.peak_reset_failures == 0);
         let reset = meta.is_some_and(|m| m.peak_reset_at_start) && resets_held;
-        let rusage = end.and_then(|e| e.rusage_maxrss_bytes);
+        let bound = meta.map_or_else(
+            crate::model::peak::local_batching_bound_bytes,
+            super::phases::bound_of,
+        );
+        let rusage = end.and_then(rusage_peak(bound));
         let exit = end.and_then(|e| e.exit_peak_after_last_sample_bytes.or(e.exit_peak_bytes));
         let tail = match (rusage, exit) {
             (Some(r), e) if r >= e.unwrap_or(0) => Some((r, PeakSource::RuMaxrss)),
@@ -115,10 +119,6 @@ impl SessionAcc {
         let own = cg.is_some_and(|c| c.own)
             || meta.and_then(|m| m.cgroup.as_ref()).is_some_and(|c| c.own);
         let cgroup_reset = reset && cg.is_none_or(|c| c.peak_reset_failures == 0);
-        let bound = meta.map_or_else(
-            crate::model::peak::local_batching_bound_bytes,
-            super::phases::bound_of,
-        );
         let ctx = SpanContext {
             kernel: if launched {
                 Window::FromOpen
@@ -188,6 +188,18 @@ impl SessionAcc {
         self.meta
             .as_ref()
             .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm))
+    }
+}
+
+/// A launched command's `ru_maxrss` when it says something of the command's tree: above
+/// memmon's own RSS when it forked the command (exec keeps the fork's mark in it), by more than
+/// the counters' batching. Below that it may be memmon's, not the tree's.
+fn rusage_peak(bound: u64) -> impl Fn(&EndInfo) -> Option<u64> {
+    move |e| {
+        e.rusage_maxrss_bytes.filter(|&r| {
+            e.launcher_rss_bytes
+                .is_none_or(|l| r > l.saturating_add(bound))
+        })
     }
 }
 
@@ -403,11 +415,17 @@ impl SummaryBuilder {
         let mut peaks: Vec<SessionPeak> = self.sessions.iter().map(SessionAcc::peak).collect();
         // A launched command that ended before its first sample: wait4 still gave its peak.
         if let Some((meta, end)) = self.rowless.as_ref().filter(|_| peaks.is_empty()) {
-            if let Some(r) = end.rusage_maxrss_bytes {
+            let rusage =
+                rusage_peak(super::phases::bound_of(meta))(end).map(|r| (r, PeakSource::RuMaxrss));
+            let exit = end
+                .exit_peak_bytes
+                .filter(|_| end.exit_records_complete())
+                .map(|e| (e, PeakSource::Vmhwm));
+            if let Some((r, source)) = rusage.into_iter().chain(exit).max_by_key(|p| p.0) {
                 peaks.push(SessionPeak {
                     facts: PeakFacts {
                         kernel_peak_rss_bytes: Some(r),
-                        kernel_peak_source: Some(PeakSource::RuMaxrss),
+                        kernel_peak_source: Some(source),
                         max_processes: 1,
                         exit_records_complete: true,
                         exact_within_bytes: meta.online_cpus.map(|_| super::phases::bound_of(meta)),

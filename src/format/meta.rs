@@ -200,6 +200,13 @@ pub struct EndInfo {
     pub rusage_user_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rusage_system_s: Option<f64>,
+    /// For a launched command: memmon's own RSS when it started the command. The command is
+    /// forked from memmon, and exec keeps the forked copy's high-water mark (memmon's
+    /// anonymous pages, and what the copy touched before exec) in `ru_maxrss`; so a
+    /// `rusage_maxrss_bytes` not above this (within the counters' batching) may be memmon's,
+    /// not the command's, and is not taken as its peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher_rss_bytes: Option<u64>,
     /// For a launched command: seconds from its start to its exit (as memmon reaped it): its
     /// duration even when it ended before a second sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -633,6 +633,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The value of `key` (e.g. `Pss:`) in a `key   N kB` file, in bytes.
+/// A `KEY: N kB` line of a status file (`VmRSS:`), in bytes.
+pub fn status_bytes(buf: &[u8], key: &[u8]) -> Option<u64> {
+    find_kb(buf, key)
+}
+
 fn find_kb(buf: &[u8], key: &[u8]) -> Option<u64> {
     let at = memchr::memmem::find(buf, key)?;
     let rest = &buf[at + key.len()..];

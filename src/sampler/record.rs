@@ -286,6 +286,8 @@ pub struct Recorder {
     /// saw (its wall time; the reap may come later).
     launched_at: Option<Instant>,
     exited_at: Arc<std::sync::OnceLock<Instant>>,
+    /// memmon's own RSS when it launched the command (`EndInfo::launcher_rss_bytes`).
+    launcher_rss: Option<u64>,
     /// The memory cgroup read at every tick, if any.
     cgroup: Option<CgroupSource>,
     /// Told of the start, each sample and the end.
@@ -336,8 +338,24 @@ impl Recorder {
                 out.discard();
             })?,
         };
+        // The kernel's exit records are read from before a launch: a command that ends at once
+        // (before its first row) still has its record. Until the tree is known they are kept
+        // for memmon's children (the command, and the orphans memmon adopts).
+        let exit_watch = opts.exit_records.then(|| {
+            ExitWatch::open_online().map(|mut w| {
+                if attached.is_none() {
+                    w.keep_only(&[std::process::id()]);
+                }
+                w
+            })
+        });
         let mut launched_at = None;
         let exited_at = Arc::new(std::sync::OnceLock::new());
+        // memmon's own RSS as it forks the command: exec keeps the mark of the forked copy (its
+        // anonymous pages, and what it touches before exec) in ru_maxrss.
+        let launcher_rss = std::fs::read("/proc/self/status")
+            .ok()
+            .and_then(|s| crate::probe::proc::status_bytes(&s, b"VmRSS:"));
         let launch_time = Instant::now();
         let (handle, watched) = match (attached, &opts.target) {
             (Some(h), _) => (h, Watched::Attached),
@@ -401,20 +419,17 @@ impl Recorder {
             c.tick();
         }
         let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
-        let exit_records = if !opts.exit_records {
-            "off (--no-taskstats)".to_string()
-        } else {
-            match ExitWatch::open_online() {
-                Ok(w) => {
-                    tree.watch_exits(w);
-                    crate::format::meta::EXIT_RECORDS_READ.to_string()
+        let exit_records = match exit_watch {
+            None => "off (--no-taskstats)".to_string(),
+            Some(Ok(w)) => {
+                tree.watch_exits(w);
+                crate::format::meta::EXIT_RECORDS_READ.to_string()
+            }
+            Some(Err(e)) => {
+                if !opts.quiet {
+                    observer.on_note(&format!("note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits"));
                 }
-                Err(e) => {
-                    if !opts.quiet {
-                        observer.on_note(&format!("note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits"));
-                    }
-                    format!("unavailable: {e}")
-                }
+                format!("unavailable: {e}")
             }
         };
         if matches!(watched, Watched::Launched { .. }) {
@@ -465,6 +480,7 @@ impl Recorder {
             command_exit: None,
             launched_at,
             exited_at,
+            launcher_rss,
             cgroup,
             observer,
         };
@@ -1155,6 +1171,7 @@ impl Recorder {
             }
         };
         let ended = self.exited_at.get().copied().unwrap_or(ended);
+        end.launcher_rss_bytes = self.launcher_rss;
         end.command_wall_s = self
             .launched_at
             .map(|t| ended.duration_since(t).as_secs_f64());
