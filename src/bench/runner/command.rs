@@ -148,10 +148,15 @@ pub(super) fn bench_command(
     say(
         opts,
         format!(
-            "bench: {} runs{} of: {}; each run's peak from wait4 (ru_maxrss of the command), sampled every {}",
+            "bench: {} runs{} of: {}; each run's peak {}, sampled every {}",
             opts.runs,
             if opts.warmup > 0 { format!(" after {} warmup", opts.warmup) } else { String::new() },
             report.client,
+            match opts.own_cgroup {
+                Some(false) => "the kernel's of its largest process (exit records, wait4's ru_maxrss)",
+                Some(true) => "its tree's, from a memory cgroup memmon makes for the run",
+                None => "its tree's from a memory cgroup memmon makes for the run where it may, else the kernel's of its largest process",
+            },
             fmt_interval(opts.interval)
         ),
     );
