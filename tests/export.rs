@@ -530,13 +530,15 @@ fn bench_push_to_nothing_fails_naming_the_flag_after_writing_the_results() {
             "--pid",
             "1",
             "--push",
-            "https://gw:9091",
+            "ftp://gw:9091",
             "--",
             "true",
         ])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("only http://"));
+        .stderr(predicates::str::contains(
+            "give the Pushgateway's http:// or https:// URL",
+        ));
 }
 
 /// The docs' dashboard, scrape config and alert rules, run for real: every panel query of

@@ -2,13 +2,12 @@
 //! benchmark history lands in the Prometheus that scrapes it. One group per run, replaced by a
 //! PUT: job `memmon_bench`, grouping labels `instance` (this host's name), `bench` (the
 //! bench's name, `--push-name`, by default the client program's file name) and `run` (1..N).
-//! A plain HTTP/1.0 client on std (the Pushgateway is an `http://` URL, usually on the LAN).
+//! The HTTP client is `ureq` (http:// and https://, timeouts, IPv6 hosts).
 
 use super::{BenchReport, RunResult};
 use crate::export::metrics::escape_label_value;
+use base64::Engine as _;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// The Pushgateway job of every bench push.
@@ -16,10 +15,10 @@ pub const JOB: &str = "memmon_bench";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
-    #[error("--push '{0}': only http://HOST:PORT[/PATH] URLs are supported")]
+    #[error("--push '{0}': give the Pushgateway's http:// or https:// URL, HOST[:PORT][/PATH], without user info")]
     BadUrl(String),
     #[error("--push {url}: {err}")]
-    Io { url: String, err: std::io::Error },
+    Http { url: String, err: String },
     #[error("--push {url}: the Pushgateway answered {status}: {body}")]
     Refused {
         url: String,
@@ -28,64 +27,64 @@ pub enum PushError {
     },
 }
 
-/// A parsed `http://host:port/prefix`.
+/// A parsed `--push` URL: `http://host:port/prefix` (`https://` too).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushUrl {
-    pub host: String,
-    pub port: u16,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// The host and port as written in a URL (an IPv6 address in brackets); port 9091 when
+    /// none was given.
+    pub authority: String,
     pub prefix: String,
 }
 
 impl PushUrl {
     pub fn parse(url: &str) -> Result<PushUrl, PushError> {
         let bad = || PushError::BadUrl(url.to_string());
-        let rest = url.strip_prefix("http://").ok_or_else(bad)?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
+        let uri: ureq::http::Uri = url.parse().map_err(|_| bad())?;
+        let scheme = match uri.scheme_str() {
+            Some(s @ ("http" | "https")) => s.to_string(),
+            _ => return Err(bad()),
         };
-        if authority.is_empty() || authority.contains('@') {
+        let auth = uri.authority().ok_or_else(bad)?;
+        let text = auth.as_str();
+        // After the host (an IPv6 address in brackets), at most `:PORT` with a numeric port.
+        let after_host = match text.strip_prefix('[') {
+            Some(v6) => v6.split_once(']').map(|(_, rest)| rest).ok_or_else(bad)?,
+            None => text.find(':').map_or("", |i| &text[i..]),
+        };
+        let port = match after_host.strip_prefix(':') {
+            Some(p) => Some(p.parse::<u16>().map_err(|_| bad())?),
+            None if after_host.is_empty() => None,
+            None => return Err(bad()),
+        };
+        if text.contains('@') || auth.host().is_empty() {
             return Err(bad());
         }
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-                (h, p.parse().map_err(|_| bad())?)
-            }
-            _ => (authority, 9091),
+        // A port left out is the Pushgateway's own, 9091.
+        let authority = match port {
+            Some(_) => text.to_string(),
+            None => format!("{text}:9091"),
         };
+        if uri.query().is_some() {
+            return Err(bad());
+        }
         Ok(PushUrl {
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
-            port,
-            prefix: path.trim_end_matches('/').to_string(),
+            scheme,
+            authority,
+            prefix: uri.path().trim_end_matches('/').to_string(),
         })
+    }
+
+    /// The URL of one group's path below the prefix.
+    fn at(&self, path: &str) -> String {
+        format!("{}://{}{}{path}", self.scheme, self.authority, self.prefix)
     }
 }
 
 /// URL-safe base64 (RFC 4648 §5) with padding, as the Pushgateway's `label@base64` takes it.
 pub fn base64url(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        out.push(A[(n >> 18) as usize & 63] as char);
-        out.push(A[(n >> 12) as usize & 63] as char);
-        out.push(if c.len() > 1 {
-            A[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if c.len() > 2 {
-            A[n as usize & 63] as char
-        } else {
-            '='
-        });
-    }
-    out
+    base64::engine::general_purpose::URL_SAFE.encode(data)
 }
 
 /// The group path of one run: `/metrics/job/memmon_bench/instance@base64/../bench@base64/../run/N`.
@@ -206,52 +205,43 @@ pub fn push(
     report: &BenchReport,
 ) -> Result<usize, PushError> {
     let u = PushUrl::parse(url)?;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(Duration::from_secs(10)))
+        .timeout_global(Some(Duration::from_secs(30)))
+        .http_status_as_error(false)
+        .build()
+        .into();
     for r in &report.runs {
-        let path = format!("{}{}", u.prefix, group_path(instance, bench, r.run));
-        put(&u, url, &path, run_metrics(report, r).as_bytes())?;
+        let to = u.at(&group_path(instance, bench, r.run));
+        put(&agent, url, &to, run_metrics(report, r))?;
     }
     Ok(report.runs.len())
 }
 
-fn put(u: &PushUrl, url: &str, path: &str, body: &[u8]) -> Result<(), PushError> {
-    let io = |err| PushError::Io {
+fn put(agent: &ureq::Agent, url: &str, to: &str, body: String) -> Result<(), PushError> {
+    let http = |err: ureq::Error| PushError::Http {
         url: url.to_string(),
-        err,
+        err: err.to_string(),
     };
-    let addr = (u.host.as_str(), u.port)
-        .to_socket_addrs()
-        .map_err(io)?
-        .next()
-        .ok_or_else(|| io(std::io::Error::other("no address for the host")))?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(io)?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(io)?;
-    s.set_write_timeout(Some(Duration::from_secs(30)))
-        .map_err(io)?;
-    let head = format!(
-        "PUT {path} HTTP/1.0\r\nHost: {}:{}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\n\r\n",
-        u.host,
-        u.port,
-        body.len()
-    );
-    s.write_all(head.as_bytes()).map_err(io)?;
-    s.write_all(body).map_err(io)?;
-    let mut reply = Vec::new();
-    s.take(64 * 1024).read_to_end(&mut reply).map_err(io)?;
-    let text = String::from_utf8_lossy(&reply);
-    let status = text.split(' ').nth(1).unwrap_or("").to_string();
-    if status.starts_with('2') {
+    let mut reply = agent
+        .put(to)
+        .header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        .send(body)
+        .map_err(http)?;
+    let status = reply.status();
+    if status.is_success() {
         return Ok(());
     }
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
+    let body = reply
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024)
+        .read_to_string()
+        .unwrap_or_default();
     Err(PushError::Refused {
         url: url.to_string(),
-        status: if status.is_empty() {
-            "nothing".into()
-        } else {
-            status
-        },
-        body: body.chars().take(300).collect(),
+        status: status.to_string(),
+        body: body.trim().chars().take(300).collect(),
     })
 }
 
@@ -260,30 +250,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_parse_to_host_port_and_prefix() {
+    fn urls_parse_to_scheme_authority_and_prefix() {
+        let url = |scheme: &str, authority: &str, prefix: &str| PushUrl {
+            scheme: scheme.into(),
+            authority: authority.into(),
+            prefix: prefix.into(),
+        };
         assert_eq!(
             PushUrl::parse("http://127.0.0.1:9091").unwrap(),
-            PushUrl {
-                host: "127.0.0.1".into(),
-                port: 9091,
-                prefix: String::new()
-            }
+            url("http", "127.0.0.1:9091", "")
         );
         assert_eq!(
             PushUrl::parse("http://gw/base/").unwrap(),
-            PushUrl {
-                host: "gw".into(),
-                port: 9091,
-                prefix: "/base".into()
-            }
+            url("http", "gw:9091", "/base")
         );
-        assert_eq!(PushUrl::parse("http://[::1]:9092").unwrap().host, "::1");
+        assert_eq!(
+            PushUrl::parse("https://gw.example:443/x").unwrap(),
+            url("https", "gw.example:443", "/x")
+        );
+        // An IPv6 address keeps its brackets, in the URL and in the Host header.
+        let v6 = PushUrl::parse("http://[::1]/").unwrap();
+        assert_eq!(v6, url("http", "[::1]:9091", ""));
+        assert_eq!(v6.at("/metrics/job/j"), "http://[::1]:9091/metrics/job/j");
         for bad in [
-            "https://gw:9091",
+            "ftp://gw:9091",
             "gw:9091",
             "http://",
             "http://gw:port",
             "http://u@gw",
+            "http://gw/?a=1",
         ] {
             let e = PushUrl::parse(bad).unwrap_err().to_string();
             assert!(e.contains("--push") && e.contains(bad), "{e}");

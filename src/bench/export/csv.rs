@@ -14,85 +14,163 @@
 
 use super::Exporter;
 use crate::bench::{BenchReport, RunResult};
+use serde::Serialize;
 
 pub struct CsvExporter;
 
-fn opt<T: ToString>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_default()
+/// One run's row: each field a column (its name with its unit), empty where it has no value.
+/// Written by the `csv` crate, which quotes what needs quoting.
+#[derive(Serialize)]
+struct Row {
+    run: u32,
+    started_unix_ms: u64,
+    wall_s: String,
+    exit_code: Option<i32>,
+    exit_signal: Option<i32>,
+    peak_bytes: u64,
+    peak_source: &'static str,
+    peak_scope: &'static str,
+    peak_exact: bool,
+    tree_peak_low_bytes: Option<u64>,
+    tree_peak_high_bytes: Option<u64>,
+    kernel_peak_rss_bytes: Option<u64>,
+    sampled_peak_rss_bytes: u64,
+    cgroup_peak_bytes: Option<u64>,
+    rss_before_bytes: Option<u64>,
+    rss_after_bytes: Option<u64>,
+    peak_over_floor_bytes: Option<u64>,
+    max_processes: u32,
+    departed: u64,
+    samples: u64,
+    locked_bytes: u64,
+    pinned_bytes: u64,
+    shmem_bytes: u64,
+    pss_bytes: Option<u64>,
+    pss_reads: Option<u64>,
+    pss_is_peak: Option<bool>,
+    peak_gpu_bytes: Option<u64>,
+    daemon_user_s: Option<String>,
+    daemon_system_s: Option<String>,
+    command_user_s: Option<String>,
+    command_system_s: Option<String>,
 }
 
-/// The columns, each declared once: its name (with its unit) and its value of a run, given the
-/// report (whose basis the peak columns are on).
-type Cell = fn(&BenchReport, &RunResult) -> String;
-
-const COLUMNS: &[(&str, Cell)] = &[
-    ("run", |_, r| r.run.to_string()),
-    ("started_unix_ms", |_, r| r.started_unix_ms.to_string()),
-    ("wall_s", |_, r| format!("{:.6}", r.wall_s)),
-    ("exit_code", |_, r| opt(r.exit_code)),
-    ("exit_signal", |_, r| opt(r.exit_signal)),
-    ("peak_bytes", |b, r| {
-        r.peak_on(b.peak_basis).bytes.to_string()
-    }),
-    ("peak_source", |b, r| {
-        r.peak_on(b.peak_basis).source.key().into()
-    }),
-    ("peak_scope", |b, r| {
-        r.peak_on(b.peak_basis).scope.key().into()
-    }),
-    ("peak_exact", |b, r| {
-        r.peak_on(b.peak_basis).exact.to_string()
-    }),
-    ("tree_peak_low_bytes", |b, r| {
-        opt(r.peak_on(b.peak_basis).tree_low_bytes)
-    }),
-    ("tree_peak_high_bytes", |b, r| {
-        opt(r.peak_on(b.peak_basis).tree_high_bytes)
-    }),
-    ("kernel_peak_rss_bytes", |_, r| {
-        opt(r.facts.kernel_peak_rss_bytes)
-    }),
-    ("sampled_peak_rss_bytes", |_, r| {
-        r.facts.sampled_peak_rss_bytes.to_string()
-    }),
-    ("cgroup_peak_bytes", |_, r| opt(r.facts.cgroup_peak_bytes)),
-    ("rss_before_bytes", |_, r| opt(r.rss_before_bytes)),
-    ("rss_after_bytes", |_, r| opt(r.rss_after_bytes)),
-    ("peak_over_floor_bytes", |_, r| opt(r.peak_over_floor_bytes)),
-    ("max_processes", |_, r| r.facts.max_processes.to_string()),
-    ("departed", |_, r| r.facts.departed.to_string()),
-    ("samples", |_, r| r.samples.to_string()),
-    ("locked_bytes", |_, r| r.held.locked_bytes.to_string()),
-    ("pinned_bytes", |_, r| r.held.pinned_bytes.to_string()),
-    ("shmem_bytes", |_, r| r.held.shmem_bytes.to_string()),
-    ("pss_bytes", |_, r| opt(r.pss.map(|p| p.largest_bytes))),
-    ("pss_reads", |_, r| opt(r.pss.map(|p| p.reads))),
-    ("pss_is_peak", |_, r| opt(r.pss.map(|p| p.is_peak))),
-    ("peak_gpu_bytes", |_, r| opt(r.peak_gpu_bytes)),
-    ("daemon_user_s", |_, r| {
-        opt(r.daemon_user_s.map(|s| format!("{s:.2}")))
-    }),
-    ("daemon_system_s", |_, r| {
-        opt(r.daemon_system_s.map(|s| format!("{s:.2}")))
-    }),
-    ("command_user_s", |_, r| {
-        opt(r.command_user_s.map(|s| format!("{s:.6}")))
-    }),
-    ("command_system_s", |_, r| {
-        opt(r.command_system_s.map(|s| format!("{s:.6}")))
-    }),
-];
+impl Row {
+    /// `r` as the report shows it: its peak on the bench's basis.
+    fn of(report: &BenchReport, r: &RunResult) -> Row {
+        let p = r.peak_on(report.peak_basis);
+        let secs = |v: Option<f64>, decimals: usize| v.map(|s| format!("{s:.decimals$}"));
+        Row {
+            run: r.run,
+            started_unix_ms: r.started_unix_ms,
+            wall_s: format!("{:.6}", r.wall_s),
+            exit_code: r.exit_code,
+            exit_signal: r.exit_signal,
+            peak_bytes: p.bytes,
+            peak_source: p.source.key(),
+            peak_scope: p.scope.key(),
+            peak_exact: p.exact,
+            tree_peak_low_bytes: p.tree_low_bytes,
+            tree_peak_high_bytes: p.tree_high_bytes,
+            kernel_peak_rss_bytes: r.facts.kernel_peak_rss_bytes,
+            sampled_peak_rss_bytes: r.facts.sampled_peak_rss_bytes,
+            cgroup_peak_bytes: r.facts.cgroup_peak_bytes,
+            rss_before_bytes: r.rss_before_bytes,
+            rss_after_bytes: r.rss_after_bytes,
+            peak_over_floor_bytes: r.peak_over_floor_bytes,
+            max_processes: r.facts.max_processes,
+            departed: r.facts.departed,
+            samples: r.samples,
+            locked_bytes: r.held.locked_bytes,
+            pinned_bytes: r.held.pinned_bytes,
+            shmem_bytes: r.held.shmem_bytes,
+            pss_bytes: r.pss.map(|p| p.largest_bytes),
+            pss_reads: r.pss.map(|p| p.reads),
+            pss_is_peak: r.pss.map(|p| p.is_peak),
+            peak_gpu_bytes: r.peak_gpu_bytes,
+            daemon_user_s: secs(r.daemon_user_s, 2),
+            daemon_system_s: secs(r.daemon_system_s, 2),
+            command_user_s: secs(r.command_user_s, 6),
+            command_system_s: secs(r.command_system_s, 6),
+        }
+    }
+}
 
 impl Exporter for CsvExporter {
     fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
-        let mut o: String = COLUMNS.iter().map(|c| c.0).collect::<Vec<_>>().join(",");
-        o.push('\n');
-        for r in &report.runs {
-            // No value holds a comma, a quote or a line break (numbers and fixed words).
-            let row: Vec<String> = COLUMNS.iter().map(|c| (c.1)(report, r)).collect();
-            o.push_str(&row.join(","));
-            o.push('\n');
+        let mut w = csv::Writer::from_writer(Vec::new());
+        if report.runs.is_empty() {
+            // No row to take the header from: the header alone.
+            w.serialize(Row::of(report, &empty_run()))?;
+            let text = String::from_utf8(w.into_inner()?)?;
+            let header = text.lines().next().unwrap_or_default();
+            return Ok(format!("{header}\n").into_bytes());
         }
-        Ok(o.into_bytes())
+        for r in &report.runs {
+            w.serialize(Row::of(report, r))?;
+        }
+        Ok(w.into_inner()?)
+    }
+}
+
+/// A run with nothing in it, for the header of an export with no run.
+fn empty_run() -> RunResult {
+    RunResult::of_span(
+        0,
+        0,
+        0.0,
+        &crate::analysis::span::SpanAcc::open(&Default::default()).close(
+            String::new(),
+            None,
+            false,
+            &Default::default(),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(runs: Vec<RunResult>) -> BenchReport {
+        BenchReport {
+            memmon_version: "0".into(),
+            mode: "command",
+            daemon: None,
+            client: "c".into(),
+            interval: "1s".into(),
+            warmup_runs: 0,
+            runs_requested: 1,
+            recording: None,
+            peak_basis: crate::model::peak::PeakBasis::Sampled,
+            runs,
+            stats: None,
+            leak: None,
+            notes: vec![],
+            complete: true,
+            stopped: None,
+        }
+    }
+
+    #[test]
+    fn every_run_is_a_row_under_one_header_and_no_run_is_the_header_alone() {
+        let mut r = empty_run();
+        r.run = 1;
+        r.wall_s = 1.5;
+        r.command_user_s = Some(0.25);
+        let text = String::from_utf8(CsvExporter.serialize(&report(vec![r])).unwrap()).unwrap();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let head = reader.headers().unwrap().clone();
+        assert_eq!(&head[0], "run");
+        assert!(head.iter().any(|h| h == "peak_bytes"));
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 1);
+        let cell = |name: &str| rows[0][head.iter().position(|h| h == name).unwrap()].to_string();
+        assert_eq!(cell("wall_s"), "1.500000");
+        assert_eq!(cell("command_user_s"), "0.250000");
+        assert_eq!(cell("exit_code"), "");
+        let none = String::from_utf8(CsvExporter.serialize(&report(vec![])).unwrap()).unwrap();
+        assert_eq!(none.lines().count(), 1);
+        assert_eq!(none.trim_end(), head.iter().collect::<Vec<_>>().join(","));
     }
 }
