@@ -994,6 +994,47 @@ fn without_exit_records_the_summary_says_the_peak_is_exact_only_up_to_the_last_s
 }
 
 #[test]
+fn without_exit_records_each_child_that_leaves_is_counted_once() {
+    // 20 children live 500 ms each, then wait 500 ms as zombies before their parent reaps them
+    // together: each is seen alive, then exited (a zombie its parent still lists), then reaped
+    // (a rise of the parent's cminflt): three signs of one departure each.
+    let dir = tempdir();
+    let out = dir.path().join("forks.csv");
+    record_workload(
+        &out,
+        &["-q", "--no-taskstats", "-i", "10ms"],
+        &["forks:20:500ms:20", "hold:300ms"],
+    )
+    .assert()
+    .success();
+    let departed: u64 = column(&out, "departed").iter().sum();
+    assert_eq!(departed, 20);
+    assert_eq!(summary_json(&out)["end"]["processes_departed"], 20);
+}
+
+#[test]
+fn without_exit_records_children_born_and_gone_between_ticks_are_never_overcounted() {
+    // 300 children that exit at once, each reaped before the next is forked, most between two
+    // ticks: counted from the reaps seen (a reaper that reaped several between two reads
+    // rises once), so at least one and never more than there were.
+    let dir = tempdir();
+    let out = dir.path().join("forks.csv");
+    record_workload(
+        &out,
+        &["-q", "--no-taskstats", "-i", "5ms"],
+        &["forks:300:0s:1", "forks:30:5ms:10", "hold:300ms"],
+    )
+    .assert()
+    .success();
+    let departed: u64 = column(&out, "departed").iter().sum();
+    assert!(
+        (1..=330).contains(&departed),
+        "{departed} departures of 330 processes"
+    );
+    assert_eq!(summary_json(&out)["end"]["processes_departed"], departed);
+}
+
+#[test]
 fn each_sample_has_the_trees_virtual_size_and_thread_count() {
     // Three single-threaded processes (the workload and two children) at some ticks.
     let dir = tempdir();

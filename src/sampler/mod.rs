@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod gpu;
+pub mod reaps;
 pub mod record;
 pub mod signals;
 pub mod target;

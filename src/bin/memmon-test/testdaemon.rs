@@ -99,7 +99,8 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
     let _params = match args.locked {
         Some(n) => {
             let b = Block::touched(n as usize).context("cannot map --locked")?;
-            b.lock().context("cannot mlock --locked (RLIMIT_MEMLOCK: `ulimit -l`)")?;
+            b.lock()
+                .context("cannot mlock --locked (RLIMIT_MEMLOCK: `ulimit -l`)")?;
             Some(b)
         }
         None => None,
@@ -165,7 +166,11 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
     let partitions: Vec<std::io::Result<Block>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
-                let len = if i + 1 == n { bytes - part * (n - 1) } else { part };
+                let len = if i + 1 == n {
+                    bytes - part * (n - 1)
+                } else {
+                    part
+                };
                 s.spawn(move || Block::touched(len as usize))
             })
             .collect();
