@@ -1239,3 +1239,55 @@ fn without_exit_records_a_launched_trees_kernel_peak_still_holds_children_and_or
     assert_eq!(s["peak"]["scope"], "largest-process", "{s}");
     assert!(!warns(&s, "exit record"), "{s}");
 }
+
+/// A stderr whose reader has gone: a pipe with its read end closed (`2>&1 | head -3` once
+/// head has exited). Every write to it fails with EPIPE.
+fn stderr_nobody_reads() -> std::process::Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two descriptors; both are ours to close or own.
+    unsafe {
+        assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0);
+        libc::close(fds[0]);
+        std::process::Stdio::from(OwnedFd::from_raw_fd(fds[1]))
+    }
+}
+
+#[test]
+fn the_demo_with_no_one_reading_its_stderr_finishes_and_writes_its_plot() {
+    let dir = tempdir();
+    let out = dir.path().join("demo.csv");
+    let status = StdCommand::new(memmon_path())
+        .args(["demo", "-i", "100ms", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr_nobody_reads())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "not a panic (101)");
+    assert!(rows_in(&out) > 10);
+    assert!(meta(&out)["end"]["reason"].is_string());
+    let svg = std::fs::read_to_string(dir.path().join("demo.svg")).unwrap();
+    assert!(svg.contains("<svg"));
+}
+
+#[test]
+fn a_recording_with_stderr_closed_writes_its_data_sidecar_and_plot() {
+    // `2>&-`: the shell closes stderr before memmon starts.
+    let dir = tempdir();
+    let out = dir.path().join("run.csv");
+    let plot = dir.path().join("run.svg");
+    let status = StdCommand::new("sh")
+        .arg("-c")
+        .arg(r#"exec "$0" record -i 20ms -o "$1" --plot "$2" -- "$3" workload alloc:20MiB hold:200ms 2>&-"#)
+        .arg(memmon_path())
+        .arg(&out)
+        .arg(&plot)
+        .arg(memmon_test_path())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(rows_in(&out) > 1);
+    assert!(meta(&out)["end"]["reason"].is_string());
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+}

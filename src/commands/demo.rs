@@ -1,5 +1,6 @@
 //! `memmon demo`: records the built-in workload and plots it (`memmon::demo`).
 
+use super::stderr::errln;
 use crate::cli::DemoArgs;
 use memmon::exit::ExitCode;
 
@@ -11,7 +12,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         args.quiet,
     )?;
     if let (Some(p), Some(svg), false) = (&done.outcome.output, &done.plot, args.quiet) {
-        eprintln!(
+        errln!(
             "memmon: demo: the recording is in {}, its plot in {}; read it again with: memmon summary {}",
             p.display(),
             svg.display(),

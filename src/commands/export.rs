@@ -1,6 +1,7 @@
 //! `memmon export`: the targets from --target and --config, the sampler on a thread of its
 //! own, the HTTP server on this one.
 
+use super::stderr::errln;
 use super::usage;
 use crate::cli::ExportArgs;
 use memmon::exit::{CodedError, ExitCode};
@@ -51,7 +52,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     };
     let quiet = args.quiet;
     if !quiet {
-        eprintln!(
+        errln!(
             "memmon export: serving http://{bound}/metrics: {} target(s), a sample every {}, window peak over {}{}",
             opts.targets.len(),
             memmon::units::fmt_interval(opts.interval),
@@ -67,7 +68,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         opts,
         Box::new(move |m| {
             if !quiet {
-                eprintln!("memmon export: {m}");
+                errln!("memmon export: {m}");
             }
         }),
     );

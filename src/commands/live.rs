@@ -3,7 +3,7 @@
 //! terminal and `--quiet` is off. Nothing of it reaches the recording.
 
 use memmon::units::{fmt_bytes, fmt_seconds};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 const REFRESH: Duration = Duration::from_millis(250);
@@ -44,16 +44,14 @@ impl LiveLine {
             samples,
             missed
         );
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(line.as_bytes());
-        let _ = err.flush();
+        super::stderr::write_bytes(line.as_bytes());
         self.drawn = true;
     }
 
     /// Erases the line, so the next message starts on a clean line.
     pub fn clear(&mut self) {
         if self.drawn {
-            let _ = std::io::stderr().write_all(b"\r\x1b[K");
+            super::stderr::write_bytes(b"\r\x1b[K");
             self.drawn = false;
         }
     }

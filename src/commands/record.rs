@@ -2,6 +2,7 @@
 //! `--plot`, the finished recording is plotted.
 
 use super::live::LiveLine;
+use super::stderr::{errln, errprint};
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
 use memmon::analysis::Summary;
@@ -111,7 +112,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let mut rec = Recorder::start(opts, Box::new(Terminal::new(args.quiet)))?;
     let sources = marks.start(&mut rec, data_on_stdout);
     for note in &sources.notes {
-        eprintln!("memmon: {note}");
+        errln!("memmon: {note}");
     }
     let outcome = rec.run();
     drop(sources); // stops the marker threads and removes the socket
@@ -129,7 +130,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         )
         .map_err(super::plot::plot_error)?;
         if !args.quiet {
-            eprintln!(
+            errln!(
                 "memmon: plot written to {}",
                 memmon::format::absolute(&plot).display()
             );
@@ -202,7 +203,7 @@ impl Drop for Terminal {
 impl RecordObserver for Terminal {
     fn on_note(&mut self, note: &str) {
         self.live.clear();
-        eprintln!("memmon: {note}");
+        errln!("memmon: {note}");
     }
 
     fn on_sample(&mut self, s: &Sample) {
@@ -219,17 +220,17 @@ impl RecordObserver for Terminal {
     fn on_start(&mut self, start: &RecordStart) {
         // What was done to the file (a repaired --append) is said even with --quiet.
         for note in start.notes {
-            eprintln!("memmon: {note}");
+            errln!("memmon: {note}");
         }
         if !self.quiet {
-            eprintln!("{}", banner(start));
+            errln!("{}", banner(start));
         }
     }
 
     fn on_end(&mut self, summary: &Summary) {
         self.live.clear();
         if !self.quiet {
-            eprint!("{}", summary.render());
+            errprint!("{}", summary.render());
         }
     }
 }
