@@ -1291,3 +1291,37 @@ fn a_recording_with_stderr_closed_writes_its_data_sidecar_and_plot() {
     assert!(meta(&out)["end"]["reason"].is_string());
     assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
 }
+
+#[test]
+fn rows_on_the_terminal_get_no_live_status_line_among_them() {
+    // No -o: the rows go to stdout, the same terminal as stderr.
+    let mut args: Vec<String> = ["record", "-i", "50ms", "--"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(workload(&["alloc:10MiB", "hold:1s"]));
+    let screen = on_a_terminal(&args);
+    assert!(screen.contains("unix_ms,elapsed_s,rss_bytes"), "{screen}");
+    assert!(
+        !screen.contains("\x1b[K"),
+        "a live line among the rows:\n{screen:?}"
+    );
+    // Every row on a line of its own, whole.
+    let rows: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .collect();
+    assert!(rows.len() > 5, "{screen}");
+    let columns = screen
+        .lines()
+        .find(|l| l.starts_with("unix_ms,"))
+        .unwrap()
+        .trim_end()
+        .split(',')
+        .count();
+    assert!(
+        rows.iter()
+            .all(|r| r.trim_end().split(',').count() == columns),
+        "{screen}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The live status line of `record`: elapsed time, current RSS, peak so far, samples and
 //! missed ticks, redrawn in place on stderr at most 4 times a second — only when stderr is a
-//! terminal and `--quiet` is off. Nothing of it reaches the recording.
+//! terminal, `--quiet` is off, and the data is not going to that same terminal (stdout, no
+//! `-o`: the line would be drawn into the rows). Nothing of it reaches the recording.
 
 use memmon::units::{fmt_bytes, fmt_seconds};
 use std::io::IsTerminal;
@@ -16,9 +17,12 @@ pub struct LiveLine {
 }
 
 impl LiveLine {
-    pub fn new(quiet: bool) -> LiveLine {
+    /// `data_on_stdout`: the recording goes to stdout (no `-o`).
+    pub fn new(quiet: bool, data_on_stdout: bool) -> LiveLine {
         LiveLine {
-            enabled: !quiet && std::io::stderr().is_terminal(),
+            enabled: !quiet
+                && std::io::stderr().is_terminal()
+                && !(data_on_stdout && stdout_is_stderrs_terminal()),
             last_draw: None,
             peak: 0,
             drawn: false,
@@ -54,5 +58,18 @@ impl LiveLine {
             super::stderr::write_bytes(b"\r\x1b[K");
             self.drawn = false;
         }
+    }
+}
+
+/// Whether stdout is the terminal stderr is (the same device).
+fn stdout_is_stderrs_terminal() -> bool {
+    let (out, err) = (std::io::stdout(), std::io::stderr());
+    if !out.is_terminal() {
+        return false;
+    }
+    match (rustix::fs::fstat(&out), rustix::fs::fstat(&err)) {
+        (Ok(o), Ok(e)) => o.st_rdev == e.st_rdev,
+        // Not known: the data is on a terminal, so no line.
+        _ => true,
     }
 }

@@ -109,7 +109,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     let data_on_stdout = opts.output.is_none();
     let marks = MarkSetup::prepare(&mark_options(&args.marks, args.quiet))?;
-    let mut rec = Recorder::start(opts, Box::new(Terminal::new(args.quiet)))?;
+    let terminal = Terminal::new(args.quiet, data_on_stdout);
+    let mut rec = Recorder::start(opts, Box::new(terminal))?;
     let sources = marks.start(&mut rec, data_on_stdout);
     for note in &sources.notes {
         errln!("memmon: {note}");
@@ -184,10 +185,11 @@ pub(crate) struct Terminal {
 }
 
 impl Terminal {
-    pub(crate) fn new(quiet: bool) -> Terminal {
+    /// `data_on_stdout`: the recording goes to stdout (no `-o`).
+    pub(crate) fn new(quiet: bool, data_on_stdout: bool) -> Terminal {
         Terminal {
             quiet,
-            live: LiveLine::new(quiet),
+            live: LiveLine::new(quiet, data_on_stdout),
             samples: 0,
         }
     }
