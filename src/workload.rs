@@ -5,7 +5,8 @@
 //! free), `hold:2s`, `wait-file:PATH` (until it exists), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
-//! time: a known count of short-lived processes), `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
+//! time: a known count of short-lived processes), `undumpable` (its /proc files become root's,
+//! as a setuid program's are), `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
 
 use crate::units::{parse_duration, parse_size};
@@ -197,6 +198,12 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                     }
                 }
             }
+            "undumpable" => {
+                // SAFETY: PR_SET_DUMPABLE takes a plain integer.
+                if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) } != 0 {
+                    return Err(format!("step '{step}': {}", std::io::Error::last_os_error()));
+                }
+            }
             "wait-children" => {
                 for mut k in kids.drain(..) {
                     let _ = k.wait();
@@ -208,7 +215,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, wait-file, say, free, free-all, children, forks, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {

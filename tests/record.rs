@@ -1059,27 +1059,95 @@ fn each_sample_has_the_trees_virtual_size_and_thread_count() {
     }
 }
 
-#[test]
-fn an_unprivileged_recorder_is_refused_exit_records_and_says_so() {
-    // Registering for exit records needs CAP_NET_ADMIN: as root, memmon runs as nobody through
-    // setpriv (which drops every capability); as another user, as that user.
-    let dir = tempdir();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let out = dir.path().join("u.csv");
-    // SAFETY: geteuid has no preconditions.
-    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+/// memmon without privileges: as root, run as nobody through setpriv (which drops every
+/// capability); as another user, as that user. Its outputs need a directory anyone may write.
+fn unprivileged_memmon() -> StdCommand {
+    if is_root() {
         let mut c = StdCommand::new(outside_program("setpriv"));
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(memmon_path());
         c
     } else {
         StdCommand::new(memmon_path())
+    }
+}
+
+/// A temporary directory anyone may write (for [`unprivileged_memmon`]'s outputs).
+fn tempdir_for_anyone() -> tempfile::TempDir {
+    let dir = tempdir();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_refused_reset_peak_says_why_and_what_would_make_it_work() {
+    // A target whose clear_refs memmon may not write: undumpable, its /proc files are root's
+    // (as a setuid program's are), and memmon runs without privileges.
+    let dir = tempdir_for_anyone();
+    let out = dir.path().join("r.csv");
+    let mut w = spawn_workload(&["undumpable", "spike:100MiB:10ms", "hold:60s"]);
+    let status = format!("/proc/{}/status", w.id());
+    let hwm_kib = || {
+        std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0)
     };
-    let done = cmd
+    assert!(
+        wait_for(30.0, || hwm_kib() >= 100 * 1024),
+        "the spike did not happen"
+    );
+    let done = unprivileged_memmon()
+        .args([
+            "record",
+            "--reset-peak",
+            "--duration",
+            "1s",
+            "-i",
+            "100ms",
+            "--pid",
+        ])
+        .arg(w.id().to_string())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = w.kill();
+    let _ = w.wait();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot reset the peak (clear_refs, --reset-peak)")
+            && stderr.contains("permission denied on /proc/"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("resetting it was refused")
+            && stderr.contains("run memmon as the target's user or as root"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("record with --reset-peak"), "{stderr}");
+    // What summary prints later says the same.
+    let again = memmon().arg("summary").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&again.stdout).into_owned()
+        + &String::from_utf8_lossy(&again.stderr);
+    assert!(text.contains("resetting it was refused"), "{text}");
+}
+
+#[test]
+fn an_unprivileged_recorder_is_refused_exit_records_and_says_so() {
+    // Registering for exit records needs CAP_NET_ADMIN.
+    let dir = tempdir_for_anyone();
+    let out = dir.path().join("u.csv");
+    let done = unprivileged_memmon()
         .args([
             "record",
             "-i",

@@ -996,6 +996,7 @@ impl Summary {
         let how = match p.source {
             PeakSource::Sampled => {
                 let why = match self.kernel_peak_window {
+                    KernelPeakWindow::BeforeRecording if self.end.as_ref().is_some_and(|e| e.peak_reset_failures > 0) => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise, and resetting it was refused: only the target's owner and root may write /proc/PID/clear_refs (only root, for a process that is not dumpable, such as a setuid program); run memmon as the target's user or as root for an exact peak from the start",
                     KernelPeakWindow::BeforeRecording => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise; record with --reset-peak for an exact peak from the start",
                     KernelPeakWindow::NotRecorded => "no kernel high-water mark in this recording",
                     _ => "the kernel's peak does not cover every session",
@@ -1460,6 +1461,25 @@ mod tests {
         let text = sum.render();
         assert!(text.contains("record with --reset-peak"), "{text}");
         assert!(text.contains("lifetime peak 800.0 MiB"), "{text}");
+    }
+
+    #[test]
+    fn a_refused_reset_says_why_and_what_would_make_it_work_not_to_reset() {
+        let rows: Vec<Sample> = (0..5).map(|t| s(t as f64, 10 * MIB, 800 * MIB)).collect();
+        let m = meta("pid", true);
+        let end = EndInfo {
+            peak_reset_failures: 1,
+            ..EndInfo::default()
+        };
+        let sum = summarize(&rows, Some(&m), Some(&end));
+        assert_eq!(sum.kernel_peak_window, KernelPeakWindow::BeforeRecording);
+        let text = sum.render();
+        assert!(!text.contains("--reset-peak"), "{text}");
+        assert!(
+            text.contains("resetting it was refused")
+                && text.contains("run memmon as the target's user or as root"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub fn clock_ticks_per_s() -> f64 {
 pub enum ProcError {
     #[error("no process with PID {0}")]
     NoSuchProcess(i32),
-    #[error("permission denied reading {0} (run as the target's owner or root)")]
+    #[error("permission denied on {0} (run as the target's owner or root)")]
     PermissionDenied(PathBuf),
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, io::Error),
