@@ -798,3 +798,17 @@ fn a_forking_daemons_run_cpu_time_includes_the_worker_that_served_it() {
     let sys = r["daemon_system_s"].as_f64().unwrap();
     assert!(sys >= 0.02, "the worker's page faults are missing: {r}");
 }
+
+#[test]
+fn a_single_run_is_one_run_not_one_runs() {
+    let out = memmon()
+        .args(["bench", "-n", "1", "-i", "50ms", "--"])
+        .args(workload(&["alloc:5MiB", "hold:100ms"]))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("bench: 1 run of:"), "{text}");
+    assert!(text.contains("Benchmark: 1 of 1 run of"), "{text}");
+    assert!(!text.contains("1 runs"), "{text}");
+}

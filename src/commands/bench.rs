@@ -123,7 +123,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let n = memmon::bench::push::push(url, &name, &host, &report)?;
         if !opts.quiet {
             errln!(
-                "memmon: pushed {n} run(s) to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
+                "memmon: pushed {} to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
+                memmon::units::count(n, "run"),
                 memmon::bench::push::JOB
             );
         }
@@ -140,10 +141,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         None => Ok(ExitCode::Success),
         Some(runner::Stop::Signal(sig)) => {
             errln!(
-                "memmon: bench interrupted by {} after {} of {} runs; the runs measured are kept",
+                "memmon: bench interrupted by {} after {} of {}; the runs measured are kept",
                 memmon::sampler::signals::name(sig),
                 report.runs.len(),
-                report.runs_requested
+                memmon::units::count(report.runs_requested, "run")
             );
             Ok(ExitCode::Signal(sig))
         }

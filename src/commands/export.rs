@@ -53,8 +53,8 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let quiet = args.quiet;
     if !quiet {
         errln!(
-            "memmon export: serving http://{bound}/metrics: {} target(s), a sample every {}, window peak over {}{}",
-            opts.targets.len(),
+            "memmon export: serving http://{bound}/metrics: {}, a sample every {}, window peak over {}{}",
+            memmon::units::count(opts.targets.len(), "target"),
             memmon::units::fmt_interval(opts.interval),
             memmon::units::fmt_interval(opts.window),
             if opts.reset_peaks {

@@ -3,7 +3,7 @@
 //! terminal, `--quiet` is off, and the data is not going to that same terminal (stdout, no
 //! `-o`: the line would be drawn into the rows). Nothing of it reaches the recording.
 
-use memmon::units::{fmt_bytes, fmt_seconds};
+use memmon::units::{count, fmt_bytes, fmt_seconds};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
@@ -41,11 +41,11 @@ impl LiveLine {
         }
         self.last_draw = Some(now);
         let line = format!(
-            "\r\x1b[Kmemmon: {}  RSS {}  peak {}  {} samples  {} missed",
+            "\r\x1b[Kmemmon: {}  RSS {}  peak {}  {}  {} missed",
             fmt_seconds(elapsed_s),
             fmt_bytes(rss),
             fmt_bytes(self.peak),
-            samples,
+            count(samples, "sample"),
             missed
         );
         super::stderr::write_bytes(line.as_bytes());

@@ -44,9 +44,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         memmon::output::write_whole(&output, html.as_bytes(), args.force)
             .with_context(|| format!("cannot write {}", output.display()))?;
         errln!(
-            "memmon: wrote the report of {} recording{} to {} ({})",
-            report.series.len(),
-            if report.series.len() == 1 { "" } else { "s" },
+            "memmon: wrote the report of {} to {} ({})",
+            memmon::units::count(report.series.len(), "recording"),
             output.display(),
             fmt_bytes(html.len() as u64)
         );

@@ -12,7 +12,7 @@ use crate::format::{Format, InputFormat, InputSpec, Output};
 use crate::model::sample::{Event, Sample};
 use crate::sampler::record::{unix_ms_now, RecordOptions, Recorder};
 use crate::sampler::target::TargetSpec;
-use crate::units::fmt_interval;
+use crate::units::{count, fmt_interval};
 use anyhow::Context;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -163,9 +163,9 @@ pub(super) fn bench_command(
     say(
         opts,
         format!(
-            "bench: {} runs{} of: {}; each run's peak from wait4 (ru_maxrss of the command), sampled every {}",
-            opts.runs,
-            if opts.warmup > 0 { format!(" after {} warmup", opts.warmup) } else { String::new() },
+            "bench: {}{} of: {}; each run's peak from wait4 (ru_maxrss of the command), sampled every {}",
+            count(opts.runs, "run"),
+            if opts.warmup > 0 { format!(" after {}", count(opts.warmup, "warmup run")) } else { String::new() },
             report.client,
             fmt_interval(opts.interval)
         ),
