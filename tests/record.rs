@@ -1393,3 +1393,53 @@ fn rows_on_the_terminal_get_no_live_status_line_among_them() {
         "{screen}"
     );
 }
+
+#[test]
+fn the_banner_says_where_what_and_how_often_and_verbose_adds_what_is_read() {
+    let dir = tempdir();
+    let out = dir.path().join("b.csv");
+    let run = |flags: &[&str]| {
+        let o = record_workload(&out, flags, &["hold:100ms"])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let stderr = run(&["-i", "20ms"]);
+    let line = |prefix: &str| {
+        stderr
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line in\n{stderr}"))
+            .to_string()
+    };
+    assert!(line("memmon: recording to ").contains(out.to_str().unwrap()));
+    let target = line("memmon: target command ");
+    assert!(
+        target.ends_with("and its descendants, every 20ms") && target.chars().count() < 250,
+        "{target}"
+    );
+    assert!(!stderr.contains("/proc/PID/status"), "{stderr}");
+    // The sources are in the sidecar, and -v says them, a line each.
+    let verbose = run(&["-v", "--force", "-i", "20ms"]);
+    let sources: Vec<String> = meta(&out)["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert!(sources
+        .iter()
+        .any(|s| s.starts_with("/proc/PID/status (VmRSS")));
+    for s in &sources {
+        assert!(
+            verbose.contains(&format!("memmon: reading {s}\n")),
+            "{s}\n{verbose}"
+        );
+    }
+    // -q stays quiet, and says so when asked for both.
+    assert!(run(&["-q", "--force"]).is_empty());
+    record_workload(&out, &["-q", "-v", "--force"], &["hold:100ms"])
+        .assert()
+        .code(2);
+}

@@ -8,7 +8,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let done = memmon::demo::run(
         args.output,
         args.interval,
-        Box::new(super::record::Terminal::new(args.quiet, false)),
+        Box::new(super::record::Terminal::new(args.quiet, false, false)),
         args.quiet,
     )?;
     if let (Some(p), Some(svg), false) = (&done.outcome.output, &done.plot, args.quiet) {

@@ -109,7 +109,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     let data_on_stdout = opts.output.is_none();
     let marks = MarkSetup::prepare(&mark_options(&args.marks, args.quiet))?;
-    let terminal = Terminal::new(args.quiet, data_on_stdout);
+    let terminal = Terminal::new(args.quiet, args.verbose, data_on_stdout);
     let mut rec = Recorder::start(opts, Box::new(terminal))?;
     let sources = marks.start(&mut rec, data_on_stdout);
     for note in &sources.notes {
@@ -180,15 +180,18 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
 /// with `--quiet` only what was done to the output file and the notes the recorder sends with it.
 pub(crate) struct Terminal {
     quiet: bool,
+    verbose: bool,
     live: LiveLine,
     samples: u64,
 }
 
 impl Terminal {
-    /// `data_on_stdout`: the recording goes to stdout (no `-o`).
-    pub(crate) fn new(quiet: bool, data_on_stdout: bool) -> Terminal {
+    /// `verbose`: the banner names the sources read; `data_on_stdout`: the recording goes to
+    /// stdout (no `-o`).
+    pub(crate) fn new(quiet: bool, verbose: bool, data_on_stdout: bool) -> Terminal {
         Terminal {
             quiet,
+            verbose,
             live: LiveLine::new(quiet, data_on_stdout),
             samples: 0,
         }
@@ -225,7 +228,7 @@ impl RecordObserver for Terminal {
             errln!("memmon: {note}");
         }
         if !self.quiet {
-            errln!("{}", banner(start));
+            errln!("{}", banner(start, self.verbose));
         }
     }
 
@@ -237,14 +240,16 @@ impl RecordObserver for Terminal {
     }
 }
 
-/// One message: where the data goes, then what is watched, how often, from which files.
-fn banner(start: &RecordStart) -> String {
+/// One message: where the data goes, then what is watched and how often (a long command line
+/// cut short: the summary and the metadata have it whole); with `verbose`, a line per source
+/// read (the metadata's `sources`).
+fn banner(start: &RecordStart, verbose: bool) -> String {
     let meta = start.meta;
-    format!(
-        "memmon: recording to {}\nmemmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
+    let mut text = format!(
+        "memmon: recording to {}\nmemmon: target {} {}: PID {} ({}){}, every {}",
         start.destination,
         meta.target.mode,
-        meta.target.spec,
+        cut(&meta.target.spec, SPEC_SHOWN),
         meta.target.pid,
         meta.target.comm,
         if meta.children {
@@ -253,6 +258,23 @@ fn banner(start: &RecordStart) -> String {
             " alone"
         },
         meta.interval,
-        meta.sources.join(", ")
-    )
+    );
+    if verbose {
+        for s in &meta.sources {
+            text.push_str("\nmemmon: reading ");
+            text.push_str(s);
+        }
+    }
+    text
+}
+
+/// The most characters of a target's spec the banner shows.
+const SPEC_SHOWN: usize = 80;
+
+/// `text` cut to `max` characters, ending in `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max.saturating_sub(1)) {
+        Some((at, _)) if text.chars().count() > max => format!("{}…", &text[..at]),
+        _ => text.to_string(),
+    }
 }
