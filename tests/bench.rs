@@ -743,12 +743,14 @@ fn a_bench_waits_for_its_client_without_waking_between_samples() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let (before, t0) = (context_switches(bench.id()), std::time::Instant::now());
+    let (before, t0) = (wake_ups(bench.id()), std::time::Instant::now());
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let per_s = (context_switches(bench.id()) - before) as f64 / t0.elapsed().as_secs_f64();
+    let per_s = (wake_ups(bench.id()) - before) as f64 / t0.elapsed().as_secs_f64();
     assert!(bench.wait().unwrap().success());
+    // About 1 a second; looking every 50 ms was 20. Preemptions on a busy machine are not
+    // counted (wake_ups), and a late tick on one does not add wake-ups.
     assert!(
-        per_s <= 3.0,
+        per_s <= 5.0,
         "{per_s:.1} wake-ups a second while the client ran"
     );
 }
