@@ -511,8 +511,11 @@ impl Tree {
 
     /// Removes the members at `left` (ascending indices), keeping the others in their order.
     fn remove(&mut self, left: &[usize]) {
-        if left.is_empty() {
+        let Some(&first) = left.first() else {
             return;
+        };
+        for &i in left {
+            self.index.remove(&self.members[i].handle.pid);
         }
         let mut k = 0;
         let mut at = 0;
@@ -524,8 +527,8 @@ impl Tree {
             at += 1;
             keep
         });
-        self.index.clear();
-        for (i, m) in self.members.iter().enumerate() {
+        // Only those after the first removed moved.
+        for (i, m) in self.members.iter().enumerate().skip(first) {
             self.index.insert(m.handle.pid, i);
         }
         self.filter_stale = true;
