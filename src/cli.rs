@@ -102,6 +102,10 @@ command needs no reset."
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// Also say what is read, from which files and how often (kept in the metadata's `sources`)
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+
     /// When the recording ends, plot it to FILE (.svg or .png); needs -o FILE
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,

@@ -1,11 +1,14 @@
 //! The memmon binary: parse the command line and dispatch to `commands/`, which runs the
 //! subcommand, prints any error once to stderr with its whole context chain, and gives the
-//! documented exit code (see `exit.rs`).
+//! documented exit code (see `exit.rs`). Messages go to stderr through `commands::stderr` only:
+//! a closed stderr is not an error.
+#![deny(clippy::print_stderr)]
 
 mod cli;
 mod commands;
 
 use clap::Parser;
+use commands::stderr::errln;
 use memmon::exit::ExitCode;
 
 fn main() {
@@ -23,7 +26,7 @@ fn main() {
         match memmon::workload::run(&steps) {
             Ok(code) => std::process::exit(code),
             Err(msg) => {
-                eprintln!("memmon: error: {msg}");
+                errln!("memmon: error: {msg}");
                 std::process::exit(ExitCode::Usage.code());
             }
         }

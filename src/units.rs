@@ -1,5 +1,6 @@
-//! Human forms of durations and sizes: parsing what people type (`250ms`, `8GiB`) and printing
-//! numbers with their unit stated. GiB is 2^30 bytes, GB is 10^9 bytes; nothing is guessed.
+//! Human forms of durations, sizes and counts: parsing what people type (`250ms`, `8GiB`) and
+//! printing numbers with their unit stated (`1 sample`, `2 samples`). GiB is 2^30 bytes, GB is
+//! 10^9 bytes; nothing is guessed.
 
 use std::time::Duration;
 
@@ -184,6 +185,33 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// A count and its noun, the noun plural unless the count is exactly 1: `1 sample`,
+/// `2 samples`, `0 processes`. Every count memmon prints before a noun goes through here.
+pub fn count<N: Copy + std::fmt::Display + TryInto<u64>>(n: N, noun: &str) -> String {
+    format!("{n} {}", plural(n, noun))
+}
+
+/// `noun` as count `n` takes it: as given for exactly 1, else its plural (`sample` → `samples`,
+/// `process` → `processes`, `entry` → `entries`; the last word of a phrase: `missed tick` →
+/// `missed ticks`), for a count printed apart from its noun (`1 of 3 runs`).
+pub fn plural<N: TryInto<u64>>(n: N, noun: &str) -> String {
+    if n.try_into().is_ok_and(|n| n == 1) {
+        return noun.to_string();
+    }
+    let consonant_y = noun.strip_suffix('y').is_some_and(|stem| {
+        stem.chars()
+            .last()
+            .is_some_and(|c| !"aeiou".contains(c.to_ascii_lowercase()))
+    });
+    if consonant_y {
+        format!("{}ies", &noun[..noun.len() - 1])
+    } else if ["s", "x", "ch", "sh"].iter().any(|e| noun.ends_with(e)) {
+        format!("{noun}es")
+    } else {
+        format!("{noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +269,21 @@ mod tests {
         assert_eq!(fmt_interval(Duration::from_micros(100)), "100us");
         assert_eq!(fmt_interval(Duration::from_millis(1500)), "1500ms");
         assert_eq!(fmt_interval(Duration::from_secs(1)), "1s");
+    }
+
+    #[test]
+    fn a_count_of_exactly_one_takes_the_singular() {
+        assert_eq!(count(1u64, "sample"), "1 sample");
+        assert_eq!(count(0u32, "sample"), "0 samples");
+        assert_eq!(count(2usize, "file"), "2 files");
+        assert_eq!(count(1i32, "process"), "1 process");
+        assert_eq!(count(3u64, "process"), "3 processes");
+        assert_eq!(count(5u64, "entry"), "5 entries");
+        assert_eq!(count(5u64, "day"), "5 days");
+        assert_eq!(count(1u64, "missed tick"), "1 missed tick");
+        assert_eq!(count(9u64, "missed tick"), "9 missed ticks");
+        assert_eq!(count(2u64, "CPU"), "2 CPUs");
+        assert_eq!(count(-1i64, "run"), "-1 runs");
+        assert_eq!(plural(4u64, "OOM kill"), "OOM kills");
     }
 }

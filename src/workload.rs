@@ -4,7 +4,9 @@
 //! `mlock:64MiB` (allocate, touch and mlock: VmLck), `spike:200MiB:20ms` (allocate, touch, hold,
 //! free), `hold:2s`, `wait-file:PATH` (until it exists), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
-//! `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
+//! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
+//! time: a known count of short-lived processes), `undumpable` (its /proc files become root's,
+//! as a setuid program's are), `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
 
 use crate::units::{parse_duration, parse_size};
@@ -174,6 +176,34 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                     kids.push(child);
                 }
             }
+            // `forks:N:LIFE:BATCH`: forks N children (no exec) that each sleep LIFE and exit,
+            // BATCH at a time; each batch is reaped once its children have waited as zombies
+            // for LIFE more (at once when LIFE is 0). Exactly N processes come and go.
+            "forks" => {
+                let count: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                let life = dur(2)?;
+                let batch: usize = parts.get(3).and_then(|c| c.parse().ok()).filter(|&b| b > 0).ok_or(format!("step '{step}' needs a batch size over 0"))?;
+                let mut forked = 0;
+                while forked < count {
+                    let n = batch.min(count - forked);
+                    let mut pids = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        pids.push(fork_child(life)?);
+                    }
+                    forked += n;
+                    std::thread::sleep(life * 2);
+                    for pid in pids {
+                        // SAFETY: waiting for our own child; a null status pointer is allowed.
+                        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                    }
+                }
+            }
+            "undumpable" => {
+                // SAFETY: PR_SET_DUMPABLE takes a plain integer.
+                if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) } != 0 {
+                    return Err(format!("step '{step}': {}", std::io::Error::last_os_error()));
+                }
+            }
             "wait-children" => {
                 for mut k in kids.drain(..) {
                     let _ = k.wait();
@@ -185,13 +215,33 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, wait-file, say, free, free-all, children, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {
         let _ = k.wait();
     }
     Ok(0)
+}
+
+/// Forks a child that sleeps `life` and exits; returns its PID.
+fn fork_child(life: Duration) -> Result<libc::pid_t, String> {
+    let ts = libc::timespec {
+        tv_sec: life.as_secs() as libc::time_t,
+        tv_nsec: life.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: the child calls only async-signal-safe functions (nanosleep, _exit).
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("cannot fork: {}", std::io::Error::last_os_error())),
+        0 => unsafe {
+            // SAFETY: as above; `ts` was built before the fork.
+            if life > Duration::ZERO {
+                libc::nanosleep(&ts, std::ptr::null_mut());
+            }
+            libc::_exit(0)
+        },
+        pid => Ok(pid),
+    }
 }
 
 fn map_error(e: std::io::Error) -> String {

@@ -743,12 +743,14 @@ fn a_bench_waits_for_its_client_without_waking_between_samples() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let (before, t0) = (context_switches(bench.id()), std::time::Instant::now());
+    let (before, t0) = (wake_ups(bench.id()), std::time::Instant::now());
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let per_s = (context_switches(bench.id()) - before) as f64 / t0.elapsed().as_secs_f64();
+    let per_s = (wake_ups(bench.id()) - before) as f64 / t0.elapsed().as_secs_f64();
     assert!(bench.wait().unwrap().success());
+    // About 1 a second; looking every 50 ms was 20. Preemptions on a busy machine are not
+    // counted (wake_ups), and a late tick on one does not add wake-ups.
     assert!(
-        per_s <= 3.0,
+        per_s <= 5.0,
         "{per_s:.1} wake-ups a second while the client ran"
     );
 }
@@ -870,4 +872,18 @@ fn a_bench_killed_with_sigkill_leaves_no_client_process_and_its_scratch_goes_at_
         .success();
     assert!(!dir.exists(), "{} outlived the next bench", dir.display());
     assert!(scratch().is_empty(), "{:?}", scratch());
+}
+
+#[test]
+fn a_single_run_is_one_run_not_one_runs() {
+    let out = memmon()
+        .args(["bench", "-n", "1", "-i", "50ms", "--"])
+        .args(workload(&["alloc:5MiB", "hold:100ms"]))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("bench: 1 run of:"), "{text}");
+    assert!(text.contains("Benchmark: 1 of 1 run of"), "{text}");
+    assert!(!text.contains("1 runs"), "{text}");
 }

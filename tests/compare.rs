@@ -504,3 +504,16 @@ fn two_idle_attached_recordings_of_a_daemon_whose_old_peak_grew_pass_a_2pct_gate
         );
     }
 }
+
+#[test]
+fn one_file_without_a_separator_is_one_file_not_one_files() {
+    let f = fixture();
+    memmon()
+        .arg("compare")
+        .arg(&f.small[0])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "1 file and no `--`: give BASE NEW",
+        ));
+}

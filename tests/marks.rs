@@ -62,7 +62,7 @@ impl Recording {
         };
         // The output file appears once the socket is bound and the log is opened.
         assert!(
-            wait_for(10.0, || r.out.exists()),
+            wait_for(30.0, || r.out.exists()),
             "the recorder did not start"
         );
         r
@@ -122,9 +122,18 @@ fn append(path: &Path, text: &str) {
         .unwrap();
 }
 
-/// Longer than a few polls of the log follower (50 ms).
-fn let_it_poll() {
-    std::thread::sleep(Duration::from_millis(300));
+/// Waits until the recording holds `n` markers (rows are flushed at least every second): the
+/// follower has read the log up to them, however busy the machine.
+fn wait_for_marks(out: &Path, n: usize) {
+    let marks = || {
+        std::fs::read_to_string(out)
+            .map_or(0, |t| t.lines().filter(|l| l.contains(",mark:")).count())
+    };
+    assert!(
+        wait_for(30.0, || marks() >= n),
+        "{} of {n} markers came",
+        marks()
+    );
 }
 
 #[test]
@@ -146,13 +155,13 @@ fn a_followed_log_gives_markers_in_order_across_rotation_and_truncation() {
         ],
     );
     append(&log, "INFO nothing to see\nINFO phase one started\n");
-    let_it_poll();
+    wait_for_marks(&r.out, 1);
     // Rotation: the log is renamed and a new one created.
     std::fs::rename(&log, dir.path().join("daemon.log.1")).unwrap();
     append(&log, "INFO phase two started\n");
-    let_it_poll();
+    wait_for_marks(&r.out, 2);
     append(&log, "INFO phase three started, a longer line\n");
-    let_it_poll();
+    wait_for_marks(&r.out, 3);
     // Truncation in place (copytruncate).
     std::fs::OpenOptions::new()
         .write(true)
@@ -160,7 +169,7 @@ fn a_followed_log_gives_markers_in_order_across_rotation_and_truncation() {
         .open(&log)
         .unwrap();
     append(&log, "phase four\n");
-    let_it_poll();
+    wait_for_marks(&r.out, 4);
     let out = r.stop();
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("following"),

@@ -971,7 +971,8 @@ fn a_fifo_with_no_reader_is_an_error_after_a_bounded_wait_and_a_signal_ends_the_
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Once memmon handles SIGTERM (its wait for a reader follows at once).
+    assert!(wait_for(30.0, || catches(rec.id(), libc::SIGTERM)));
     // SAFETY: signalling a child we spawned.
     unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
     let status = {

@@ -69,7 +69,17 @@ fn stopping_a_recording_reads_pss_once_more_so_the_reads_cover_it() {
     let mut target = StdCommand::new(&argv[0]).args(&argv[1..]).spawn().unwrap();
     let pid = target.id().to_string();
     let rec = StdCommand::new(memmon_path())
-        .args(["record", "--pid", &pid, "-i", "100ms", "--pss", "-o"])
+        .args([
+            "record",
+            "--pid",
+            &pid,
+            "-i",
+            "100ms",
+            "--pss",
+            "--pss-every",
+            "1h",
+            "-o",
+        ])
         .arg(&out)
         .stderr(Stdio::piped())
         .spawn()

@@ -26,7 +26,7 @@ fn stderr_of(child: Child) -> String {
 fn a_postmaster_pid_file_names_the_daemon_on_its_first_line() {
     let dir = tempdir();
     let mut daemon = spawn_workload(&["alloc:12MiB", "hold:30s"]);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_rss(daemon.id(), 12 * MIB);
     let pidfile = dir.path().join("postmaster.pid");
     std::fs::write(
         &pidfile,
@@ -63,7 +63,7 @@ fn an_empty_pidfile_is_waited_on_with_wait() {
     let pidfile = dir.path().join("d.pid");
     std::fs::write(&pidfile, "").unwrap();
     let out = dir.path().join("w.csv");
-    let rec = spawn_memmon(&[
+    let rec = Running::spawn(&[
         "record",
         "--wait",
         "-i",
@@ -75,16 +75,18 @@ fn an_empty_pidfile_is_waited_on_with_wait() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        rec.wait_for_stderr("waiting for the target", 30.0),
+        "{}",
+        rec.stderr()
+    );
     let mut daemon = spawn_workload(&["alloc:12MiB", "hold:30s"]);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_rss(daemon.id(), 12 * MIB);
     std::fs::write(&pidfile, format!("{}\n", daemon.id())).unwrap();
-    let done = rec.wait_with_output().unwrap();
+    let (status, stderr) = rec.finish();
     daemon.kill().unwrap();
     let _ = daemon.wait();
-    let stderr = String::from_utf8_lossy(&done.stderr);
-    assert!(done.status.success(), "{stderr}");
-    assert!(stderr.contains("waiting for the target"), "{stderr}");
+    assert!(status.success(), "{stderr}");
     assert!(column(&out, "rss_bytes").iter().all(|&r| r >= 12 * MIB));
 }
 

@@ -263,8 +263,109 @@ pub fn spawn_memmon(args: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
-/// Context switches (voluntary and not) summed over every thread of `pid`: each is a wake-up.
-pub fn context_switches(pid: u32) -> u64 {
+/// memmon running in the background, its stderr collected as it comes: a test waits for what
+/// memmon says (`wait_for_stderr`) before it acts, rather than sleeping and hoping a busy
+/// machine was quick enough. Its stdout goes nowhere.
+pub struct Running {
+    child: std::process::Child,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn spawn(args: &[&str]) -> Running {
+        let mut child = std::process::Command::new(memmon_path())
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (mut pipe, into) = (child.stderr.take().unwrap(), stderr.clone());
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Running {
+            child,
+            stderr,
+            reader: Some(reader),
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `secs` for memmon to have said `text` on stderr.
+    pub fn wait_for_stderr(&self, text: &str, secs: f64) -> bool {
+        wait_for(secs, || self.stderr.lock().unwrap().contains(text))
+    }
+
+    /// What memmon said so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: signalling a child we spawned and have not reaped.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Waits for memmon to end: its exit status and all it said.
+    pub fn finish(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.wait().unwrap();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        (status, self.stderr())
+    }
+}
+
+/// The resident size of process `pid` (VmRSS), in bytes; 0 once it is gone.
+pub fn rss_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Whether process `pid` has a handler for signal `sig` (SigCgt of its status): memmon is far
+/// enough in its start to take the signal as a request to stop.
+pub fn catches(pid: u32, sig: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
+/// Waits until process `pid` holds at least `bytes` (a workload that has touched its memory).
+pub fn wait_for_rss(pid: u32, bytes: u64) {
+    assert!(
+        wait_for(30.0, || rss_of(pid) >= bytes),
+        "PID {pid} never reached {bytes} bytes resident"
+    );
+}
+
+/// Wake-ups of `pid`: its voluntary context switches (a thread going to sleep, to be woken
+/// later), summed over every thread. Preemptions (nonvoluntary switches) are left out: they count
+/// how busy the machine is, not how often memmon wakes.
+pub fn wake_ups(pid: u32) -> u64 {
     let mut total = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
@@ -275,7 +376,7 @@ pub fn context_switches(pid: u32) -> u64 {
         };
         total += status
             .lines()
-            .filter(|l| l.contains("ctxt_switches:"))
+            .filter(|l| l.starts_with("voluntary_ctxt_switches:"))
             .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
             .sum::<u64>();
     }

@@ -91,9 +91,10 @@ impl BudgetCheck {
         };
         let head = match self.over_by_bytes {
             Some(o) => format!(
-                "{} {budget} exceeded by {} ({o} bytes)",
+                "{} {budget} exceeded by {} ({})",
                 self.flag,
-                fmt_bytes(o)
+                fmt_bytes(o),
+                crate::units::count(o, "byte")
             ),
             None => format!("{} {budget} kept", self.flag),
         };

@@ -105,9 +105,9 @@ impl GpuPeak {
         }
         if self.rows_without > 0 {
             o.push_str(&format!(
-                "  GPU unread    {} of {} rows have no GPU value (no reading yet, or a failed or stale one)\n",
+                "  GPU unread    {} of {} without a GPU value (no reading yet, or a failed or stale one)\n",
                 self.rows_without,
-                self.rows + self.rows_without
+                crate::units::count(self.rows + self.rows_without, "row")
             ));
         }
         o
@@ -167,7 +167,7 @@ mod tests {
             text.contains("GPU peak      20.00 GiB (21474836480 bytes) at +2.00 s"),
             "{text}"
         );
-        assert!(text.contains("1 of 4 rows have no GPU value"), "{text}");
+        assert!(text.contains("1 of 4 rows without a GPU value"), "{text}");
     }
 
     #[test]

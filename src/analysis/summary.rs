@@ -15,7 +15,7 @@ use crate::format::ReadInfo;
 use crate::model::peak::{exact_within, KernelPeakWindow, Peak, PeakFacts, PeakSource};
 use crate::model::process::ProcessRecord;
 use crate::model::sample::{Event, Sample};
-use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
+use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -600,9 +600,8 @@ impl SummaryBuilder {
         }
         if s.missed_ticks > 0 {
             warnings.push(format!(
-                "note: {} tick{} could not be taken on time (the machine or memmon was too busy for the interval)",
-                s.missed_ticks,
-                if s.missed_ticks == 1 { "" } else { "s" }
+                "note: {} could not be taken on time (the machine or memmon was too busy for the interval)",
+                count(s.missed_ticks, "tick")
             ));
         }
         if s.facts.kernel_peak_rss_bytes.is_some() && s.facts.kernel_scope().is_partial() {
@@ -619,14 +618,14 @@ impl SummaryBuilder {
         }
         if self.sessions.len() > 1 {
             warnings.push(format!(
-                "note: {} sessions (--append): every number above covers all of them; the sessions are listed above",
-                self.sessions.len()
+                "note: {} (--append): every number above covers all of them; the sessions are listed above",
+                count(self.sessions.len(), "session")
             ));
         }
         if self.merged_sessions > 0 {
             warnings.push(format!(
-                "note: {} sessions beyond the first {MAX_SESSIONS} were summed into the last one kept; its kernel peak is not known",
-                self.merged_sessions
+                "note: {} beyond the first {MAX_SESSIONS} were summed into the last one kept; its kernel peak is not known",
+                count(self.merged_sessions, "session")
             ));
         }
         let mem_total = meta.and_then(|m| m.mem_total_bytes);
@@ -650,15 +649,15 @@ impl SummaryBuilder {
         let lost = end.map_or(0, |e| e.exit_records_lost);
         let why = match end.and_then(|e| e.exit_records.as_deref()) {
             Some(crate::format::meta::EXIT_RECORDS_READ) => format!(
-                "the kernel dropped exit records {lost} time{} (their queue was full)",
-                if lost == 1 { "" } else { "s" }
+                "the kernel dropped exit records {} (their queue was full)",
+                count(lost, "time")
             ),
             Some(why) => format!("exit records were not read ({why})"),
             None => "whether exit records were read is not known (no end record)".into(),
         };
         format!(
-            "warning: {departed} process{} left the tree during the recording and {why}: the kernel peak is the largest VmHWM its samples saw, so a process that peaked after its last sample, or a child born and gone between two samples, may be missing from it ({how})",
-            if departed == 1 { "" } else { "es" }
+            "warning: {} left the tree during the recording and {why}: the kernel peak is the largest VmHWM its samples saw, so a process that peaked after its last sample, or a child born and gone between two samples, may be missing from it ({how})",
+            count(departed, "process")
         )
     }
 
@@ -787,9 +786,8 @@ impl CgroupSummary {
         }
         if self.oom_kills > 0 {
             w.push(format!(
-                "warning: {} OOM kill{} in the cgroup {} during the recording ({})",
-                self.oom_kills,
-                if self.oom_kills == 1 { "" } else { "s" },
+                "warning: {} in the cgroup {} during the recording ({})",
+                count(self.oom_kills, "OOM kill"),
                 self.path,
                 match self.version {
                     crate::probe::cgroup::CgroupVersion::V1 => "memory.oom_control oom_kill",
@@ -819,7 +817,7 @@ impl CgroupSummary {
 
     /// `headline`: the recording's peak is this cgroup's (its line says it all already).
     fn render(&self, o: &mut String, headline: bool) {
-        let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let b = |v: u64| format!("{} ({})", fmt_bytes(v), count(v, "byte"));
         match (self.peak_bytes, self.lifetime_peak_bytes) {
             (Some(_), _) if headline => {}
             (Some(p), _) => {
@@ -865,7 +863,7 @@ impl CgroupSummary {
         );
         let _ = writeln!(
             o,
-            "  cgroup        {} ({}{}), limit {}, {} OOM kill{} during the recording",
+            "  cgroup        {} ({}{}), limit {}, {} during the recording",
             self.path,
             self.version.name(),
             if self.own {
@@ -874,8 +872,7 @@ impl CgroupSummary {
                 ""
             },
             self.limit_bytes.map_or("none".into(), b),
-            self.oom_kills,
-            if self.oom_kills == 1 { "" } else { "s" }
+            count(self.oom_kills, "OOM kill")
         );
     }
 }
@@ -1026,11 +1023,11 @@ impl Summary {
             let name = process_name(p);
             let _ = writeln!(
                 o,
-                "                {name}{}  PID {:>7}  peak {:>10} ({} bytes)",
+                "                {name}{}  PID {:>7}  peak {:>10} ({})",
                 " ".repeat(name_w - name.chars().count()),
                 p.pid,
                 fmt_bytes(p.hwm_bytes),
-                p.hwm_bytes
+                count(p.hwm_bytes, "byte")
             );
         }
     }
@@ -1071,11 +1068,12 @@ impl Summary {
 
     /// The headline: the recording's peak, what it is, and for a tree its bounds.
     fn render_peak(&self, o: &mut String) {
-        let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let b = |v: u64| format!("{} ({})", fmt_bytes(v), count(v, "byte"));
         let p = &self.peak;
         let how = match p.source {
             PeakSource::Sampled => {
                 let why = match self.kernel_peak_window {
+                    KernelPeakWindow::BeforeRecording if self.end.as_ref().is_some_and(|e| e.peak_reset_failures > 0) => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise, and resetting it was refused: only the target's owner and root may write /proc/PID/clear_refs (only root, for a process that is not dumpable, such as a setuid program); run memmon as the target's user or as root for an exact peak from the start",
                     KernelPeakWindow::BeforeRecording => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise; record with --reset-peak for an exact peak from the start",
                     KernelPeakWindow::NotRecorded => "no kernel high-water mark in this recording",
                     _ => "the kernel's peak does not cover every session",
@@ -1134,7 +1132,7 @@ impl Summary {
     /// The kernel's per-process peak when it is not the headline (a cgroup's is), or why the
     /// kernel tells none.
     fn render_kernel_peak(&self, o: &mut String) {
-        let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let b = |v: u64| format!("{} ({})", fmt_bytes(v), count(v, "byte"));
         match (
             self.facts.kernel_peak_rss_bytes,
             self.facts.kernel_peak_source,
@@ -1221,7 +1219,7 @@ impl Summary {
         for (i, s) in self.sessions.iter().enumerate() {
             let _ = writeln!(
                 o,
-                "                {}. {} from {}, {}, {} samples, peak {} ({}){}",
+                "                {}. {} from {}, {}, {}, peak {} ({}){}",
                 i + 1,
                 s.target
                     .as_deref()
@@ -1232,7 +1230,7 @@ impl Summary {
                     "?".into()
                 },
                 fmt_seconds(s.duration_s),
-                s.samples,
+                count(s.samples, "sample"),
                 s.peak.cell(),
                 s.peak.counter,
                 s.ended
@@ -1246,7 +1244,7 @@ impl Summary {
     /// The human-readable summary. Sizes in binary units (GiB = 2^30 bytes) with exact bytes.
     pub fn render(&self) -> String {
         let mut o = String::new();
-        let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let b = |v: u64| format!("{} ({})", fmt_bytes(v), count(v, "byte"));
         if let Some(f) = &self.file {
             let _ = writeln!(o, "{f}");
         }
@@ -1306,10 +1304,10 @@ impl Summary {
             if r.is_peak {
                 let _ = writeln!(
                     o,
-                    "  peak PSS      {} at +{} ({what}; largest of {} reads, +{} to +{}, one at the RSS peak)",
+                    "  peak PSS      {} at +{} ({what}; largest of {}, +{} to +{}, one at the RSS peak)",
                     b(r.largest_bytes),
                     fmt_seconds(r.largest_elapsed_s),
-                    r.reads,
+                    count(r.reads, "read"),
                     fmt_seconds(r.first_elapsed_s),
                     fmt_seconds(r.last_elapsed_s)
                 );
@@ -1326,12 +1324,11 @@ impl Summary {
             for u in &end.pss_unread {
                 let _ = writeln!(
                     o,
-                    "  PSS unread    PID {} ({}): {}, missing from {} read{}; those ticks have no PSS",
+                    "  PSS unread    PID {} ({}): {}, missing from {}; those ticks have no PSS",
                     u.pid,
                     u.comm,
                     u.reason.describe(),
-                    u.reads,
-                    if u.reads == 1 { "" } else { "s" }
+                    count(u.reads, "read")
                 );
             }
         }
@@ -1365,23 +1362,20 @@ impl Summary {
         self.render_processes(&mut o);
         let _ = writeln!(
             o,
-            "  duration      {}{}, {} sample{}{}, {} missed tick{}, {} restart{}",
+            "  duration      {}{}, {}{}, {}, {}",
             fmt_seconds(self.duration_s),
             if self.first_unix_ms > 0 {
                 format!(" from {}", fmt_unix_ms(self.first_unix_ms))
             } else {
                 String::new()
             },
-            self.samples,
-            if self.samples == 1 { "" } else { "s" },
+            count(self.samples, "sample"),
             self.interval
                 .as_ref()
                 .map(|i| format!(" every {i}"))
                 .unwrap_or_default(),
-            self.missed_ticks,
-            if self.missed_ticks == 1 { "" } else { "s" },
-            self.restarts,
-            if self.restarts == 1 { "" } else { "s" }
+            count(self.missed_ticks, "missed tick"),
+            count(self.restarts, "restart")
         );
         let _ = writeln!(o, "  ended         {}", self.ended);
         let _ = writeln!(
@@ -1551,6 +1545,25 @@ mod tests {
         let text = sum.render();
         assert!(text.contains("record with --reset-peak"), "{text}");
         assert!(text.contains("lifetime peak 800.0 MiB"), "{text}");
+    }
+
+    #[test]
+    fn a_refused_reset_says_why_and_what_would_make_it_work_not_to_reset() {
+        let rows: Vec<Sample> = (0..5).map(|t| s(t as f64, 10 * MIB, 800 * MIB)).collect();
+        let m = meta("pid", true);
+        let end = EndInfo {
+            peak_reset_failures: 1,
+            ..EndInfo::default()
+        };
+        let sum = summarize(&rows, Some(&m), Some(&end));
+        assert_eq!(sum.kernel_peak_window, KernelPeakWindow::BeforeRecording);
+        let text = sum.render();
+        assert!(!text.contains("--reset-peak"), "{text}");
+        assert!(
+            text.contains("resetting it was refused")
+                && text.contains("run memmon as the target's user or as root"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -225,9 +225,8 @@ impl Leftovers {
             String::new()
         };
         format!(
-            "left {} process{} behind ({list}{more}; RSS {} in all): {how} before the next run{stuck}",
-            self.processes,
-            if self.processes == 1 { "" } else { "es" },
+            "left {} behind ({list}{more}; RSS {} in all): {how} before the next run{stuck}",
+            crate::units::count(self.processes, "process"),
             crate::units::fmt_bytes(self.rss_bytes)
         )
     }

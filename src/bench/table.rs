@@ -145,9 +145,9 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
         basis.describe(),
         match basis {
             PeakBasis::Kernel if exact => format!(
-                "; * exact within {} (the kernel counts RSS in per-CPU batches; {} CPUs)",
+                "; * exact within {} (the kernel counts RSS in per-CPU batches; {})",
                 crate::units::fmt_bytes(crate::model::peak::local_batching_bound_bytes()),
-                crate::model::peak::online_cpus()
+                crate::units::count(crate::model::peak::online_cpus(), "CPU")
             ),
             PeakBasis::Cgroup if exact => "; * exact, each page once, page cache included".into(),
             PeakBasis::Sampled => "; a lower bound: a spike between two samples is missed".into(),
@@ -162,8 +162,8 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
         .collect();
     if !above.is_empty() {
         o.push(format!(
-            "note: run{} {} also had {}, which not every run has: every run is shown on the basis all share",
-            if above.len() == 1 { "" } else { "s" },
+            "note: {} {} also had {}, which not every run has: every run is shown on the basis all share",
+            crate::units::plural(above.len(), "run"),
             above.join(", "),
             report.runs.iter().find(|r| r.facts.basis() < basis).map_or("", |r| r.facts.basis().describe())
         ));
@@ -202,9 +202,9 @@ pub fn render(report: &BenchReport) -> String {
     };
     let _ = writeln!(
         o,
-        "Benchmark: {} of {} runs of {}{against}, interval {}",
+        "Benchmark: {} of {} of {}{against}, interval {}",
         report.runs.len(),
-        report.runs_requested,
+        crate::units::count(report.runs_requested, "run"),
         report.client,
         report.interval
     );

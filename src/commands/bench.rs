@@ -1,6 +1,7 @@
 //! `memmon bench`: the flags become `BenchOptions` (and the export targets); the runner runs;
 //! the table goes to stdout (stderr when stdout carries data), then the exports are written.
 
+use super::stderr::{errln, errprint};
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::BenchArgs;
 use memmon::bench::{export, runner, table, BenchOptions};
@@ -64,9 +65,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         pss: pss_guard(&s.pss_args),
         gpu: gpu_options(s)?,
         exit_records: !s.no_taskstats,
-        say: memmon::bench::Say(std::sync::Arc::new(|line: &str| {
-            eprintln!("memmon: {line}")
-        })),
+        say: memmon::bench::Say(std::sync::Arc::new(|line: &str| errln!("memmon: {line}"))),
         quiet: args.quiet,
         stdout_is_data,
         procfs: ProcFs::default(),
@@ -96,7 +95,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 
     let table = table::render(&report);
     if opts.stdout_is_data {
-        eprint!("{table}");
+        errprint!("{table}");
     } else {
         let mut out = std::io::stdout().lock();
         out.write_all(table.as_bytes())
@@ -118,8 +117,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_default();
         let n = memmon::bench::push::push(url, &name, &host, &report)?;
         if !opts.quiet {
-            eprintln!(
-                "memmon: pushed {n} run(s) to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
+            errln!(
+                "memmon: pushed {} to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
+                memmon::units::count(n, "run"),
                 memmon::bench::push::JOB
             );
         }
@@ -135,11 +135,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     match done.stop {
         None => Ok(ExitCode::Success),
         Some(runner::Stop::Signal(sig)) => {
-            eprintln!(
-                "memmon: bench interrupted by {} after {} of {} runs; the runs measured are kept",
+            errln!(
+                "memmon: bench interrupted by {} after {} of {}; the runs measured are kept",
                 memmon::sampler::signals::name(sig),
                 report.runs.len(),
-                report.runs_requested
+                memmon::units::count(report.runs_requested, "run")
             );
             Ok(ExitCode::Signal(sig))
         }

@@ -1,6 +1,7 @@
 //! `memmon compare`: the flags become `CompareOptions` (sides, gates, noise floor); the
 //! comparison is printed as a table or `--json`; a failed gate exits 1.
 
+use super::stderr::errln;
 use super::usage;
 use crate::cli::CompareArgs;
 use anyhow::Context;
@@ -71,7 +72,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     out.flush().context("cannot write to stdout")?;
     for g in c.gates.iter().filter(|g| !g.passed) {
         if let Some(d) = c.delta(g.metric) {
-            eprintln!(
+            errln!(
                 "memmon: gate failed: {}",
                 compare_table::gate_sentence(d, g)
             );

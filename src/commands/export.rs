@@ -1,6 +1,7 @@
 //! `memmon export`: the targets from --target and --config, the sampler on a thread of its
 //! own, the HTTP server on this one.
 
+use super::stderr::errln;
 use super::usage;
 use crate::cli::ExportArgs;
 use memmon::exit::{CodedError, ExitCode};
@@ -40,7 +41,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let bound = listener.local_addr()?;
     if !bound.ip().is_loopback() {
         // Said even with --quiet: it is about who can read the endpoint, not about targets.
-        eprintln!(
+        errln!(
             "memmon export: warning: listening on {bound}, beyond loopback: /metrics has no authentication and no encryption; whoever reaches this port reads the targets' names and memory. Use --listen 127.0.0.1:PORT, or put a firewall or an authenticating proxy in front"
         );
     }
@@ -57,9 +58,9 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     };
     let quiet = args.quiet;
     if !quiet {
-        eprintln!(
-            "memmon export: serving http://{bound}/metrics: {} target(s), a sample every {}, window peak over {}{}",
-            opts.targets.len(),
+        errln!(
+            "memmon export: serving http://{bound}/metrics: {}, a sample every {}, window peak over {}{}",
+            memmon::units::count(opts.targets.len(), "target"),
             memmon::units::fmt_interval(opts.interval),
             memmon::units::fmt_interval(opts.window),
             if opts.reset_peaks {
@@ -73,7 +74,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
         opts,
         Box::new(move |m| {
             if !quiet {
-                eprintln!("memmon export: {m}");
+                errln!("memmon export: {m}");
             }
         }),
     );

@@ -1,9 +1,10 @@
 //! The live status line of `record`: elapsed time, current RSS, peak so far, samples and
 //! missed ticks, redrawn in place on stderr at most 4 times a second — only when stderr is a
-//! terminal and `--quiet` is off. Nothing of it reaches the recording.
+//! terminal, `--quiet` is off, and the data is not going to that same terminal (stdout, no
+//! `-o`: the line would be drawn into the rows). Nothing of it reaches the recording.
 
-use memmon::units::{fmt_bytes, fmt_seconds};
-use std::io::{IsTerminal, Write};
+use memmon::units::{count, fmt_bytes, fmt_seconds};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 const REFRESH: Duration = Duration::from_millis(250);
@@ -16,9 +17,12 @@ pub struct LiveLine {
 }
 
 impl LiveLine {
-    pub fn new(quiet: bool) -> LiveLine {
+    /// `data_on_stdout`: the recording goes to stdout (no `-o`).
+    pub fn new(quiet: bool, data_on_stdout: bool) -> LiveLine {
         LiveLine {
-            enabled: !quiet && std::io::stderr().is_terminal(),
+            enabled: !quiet
+                && std::io::stderr().is_terminal()
+                && !(data_on_stdout && stdout_is_stderrs_terminal()),
             last_draw: None,
             peak: 0,
             drawn: false,
@@ -37,24 +41,35 @@ impl LiveLine {
         }
         self.last_draw = Some(now);
         let line = format!(
-            "\r\x1b[Kmemmon: {}  RSS {}  peak {}  {} samples  {} missed",
+            "\r\x1b[Kmemmon: {}  RSS {}  peak {}  {}  {} missed",
             fmt_seconds(elapsed_s),
             fmt_bytes(rss),
             fmt_bytes(self.peak),
-            samples,
+            count(samples, "sample"),
             missed
         );
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(line.as_bytes());
-        let _ = err.flush();
+        super::stderr::write_bytes(line.as_bytes());
         self.drawn = true;
     }
 
     /// Erases the line, so the next message starts on a clean line.
     pub fn clear(&mut self) {
         if self.drawn {
-            let _ = std::io::stderr().write_all(b"\r\x1b[K");
+            super::stderr::write_bytes(b"\r\x1b[K");
             self.drawn = false;
         }
+    }
+}
+
+/// Whether stdout is the terminal stderr is (the same device).
+fn stdout_is_stderrs_terminal() -> bool {
+    let (out, err) = (std::io::stdout(), std::io::stderr());
+    if !out.is_terminal() {
+        return false;
+    }
+    match (rustix::fs::fstat(&out), rustix::fs::fstat(&err)) {
+        (Ok(o), Ok(e)) => o.st_rdev == e.st_rdev,
+        // Not known: the data is on a terminal, so no line.
+        _ => true,
     }
 }

@@ -11,10 +11,12 @@ mod mark;
 mod plot;
 mod record;
 mod report;
+pub(crate) mod stderr;
 mod summary;
 
 use crate::cli::{Cli, Command, MarkArgs, PssArgs, SamplingArgs};
 use memmon::exit::{CodedError, ExitCode};
+use stderr::errln;
 
 /// Runs the subcommand.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -39,7 +41,7 @@ pub fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
         Ok(code) => code,
         Err(err) if is_broken_pipe(&err) => ExitCode::Success,
         Err(err) => {
-            eprintln!("memmon: error: {err:#}");
+            errln!("memmon: error: {err:#}");
             // `downcast_ref` also finds a `CodedError` given as context; `chain` the ones inside.
             err.downcast_ref::<CodedError>()
                 .or_else(|| err.chain().find_map(|c| c.downcast_ref::<CodedError>()))
@@ -63,7 +65,7 @@ fn report_budgets(checks: &[memmon::analysis::budget::BudgetCheck]) -> bool {
         } else {
             "budget exceeded"
         };
-        eprintln!("memmon: {verdict}: {}", c.describe());
+        errln!("memmon: {verdict}: {}", c.describe());
     }
     checks.iter().all(|c| c.passed)
 }

@@ -1,5 +1,6 @@
 //! `memmon plot`: the flags become `PlotOptions`; the recordings are drawn to one image.
 
+use super::stderr::errln;
 use crate::cli::PlotArgs;
 use memmon::exit::{CodedError, ExitCode};
 use memmon::render::plot::{ImageFormat, PlotError, PlotOptions};
@@ -33,7 +34,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args).map_err(plot_error)?;
     memmon::render::plot::plot_files(&args.files, &args.input.spec(), &opts, &args.output, format)
         .map_err(plot_error)?;
-    eprintln!(
+    errln!(
         "memmon plot: wrote {}",
         memmon::format::absolute(&args.output).display()
     );

@@ -2,6 +2,7 @@
 //! `--plot`, the finished recording is plotted.
 
 use super::live::LiveLine;
+use super::stderr::{errln, errprint};
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
 use memmon::analysis::Summary;
@@ -112,10 +113,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         args.mark_stdout.as_ref(),
         args.quiet,
     ))?;
-    let mut rec = Recorder::start(opts, Box::new(Terminal::new(args.quiet)))?;
+    let terminal = Terminal::new(args.quiet, args.verbose, data_on_stdout);
+    let mut rec = Recorder::start(opts, Box::new(terminal))?;
     let sources = marks.start(&mut rec, data_on_stdout);
     for note in &sources.notes {
-        eprintln!("memmon: {note}");
+        errln!("memmon: {note}");
     }
     let outcome = rec.run();
     drop(sources); // stops the marker threads and removes the socket
@@ -133,7 +135,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         )
         .map_err(super::plot::plot_error)?;
         if !args.quiet {
-            eprintln!(
+            errln!(
                 "memmon: plot written to {}",
                 memmon::format::absolute(&plot).display()
             );
@@ -182,15 +184,19 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
 /// with `--quiet` only what was done to the output file and the notes the recorder sends with it.
 pub(crate) struct Terminal {
     quiet: bool,
+    verbose: bool,
     live: LiveLine,
     samples: u64,
 }
 
 impl Terminal {
-    pub(crate) fn new(quiet: bool) -> Terminal {
+    /// `verbose`: the banner names the sources read; `data_on_stdout`: the recording goes to
+    /// stdout (no `-o`).
+    pub(crate) fn new(quiet: bool, verbose: bool, data_on_stdout: bool) -> Terminal {
         Terminal {
             quiet,
-            live: LiveLine::new(quiet),
+            verbose,
+            live: LiveLine::new(quiet, data_on_stdout),
             samples: 0,
         }
     }
@@ -206,7 +212,7 @@ impl Drop for Terminal {
 impl RecordObserver for Terminal {
     fn on_note(&mut self, note: &str) {
         self.live.clear();
-        eprintln!("memmon: {note}");
+        errln!("memmon: {note}");
     }
 
     fn on_sample(&mut self, s: &Sample) {
@@ -223,29 +229,31 @@ impl RecordObserver for Terminal {
     fn on_start(&mut self, start: &RecordStart) {
         // What was done to the file (a repaired --append) is said even with --quiet.
         for note in start.notes {
-            eprintln!("memmon: {note}");
+            errln!("memmon: {note}");
         }
         if !self.quiet {
-            eprintln!("{}", banner(start));
+            errln!("{}", banner(start, self.verbose));
         }
     }
 
     fn on_end(&mut self, summary: &Summary) {
         self.live.clear();
         if !self.quiet {
-            eprint!("{}", summary.render());
+            errprint!("{}", summary.render());
         }
     }
 }
 
-/// One message: where the data goes, then what is watched, how often, from which files.
-fn banner(start: &RecordStart) -> String {
+/// One message: where the data goes, then what is watched and how often (a long command line
+/// cut short: the summary and the metadata have it whole); with `verbose`, a line per source
+/// read (the metadata's `sources`).
+fn banner(start: &RecordStart, verbose: bool) -> String {
     let meta = start.meta;
-    format!(
-        "memmon: recording to {}\nmemmon: target {} {}: PID {} ({}){}; interval {}; reading {}",
+    let mut text = format!(
+        "memmon: recording to {}\nmemmon: target {} {}: PID {} ({}){}, every {}",
         start.destination,
         meta.target.mode,
-        meta.target.spec,
+        cut(&meta.target.spec, SPEC_SHOWN),
         meta.target.pid,
         meta.target.comm,
         if meta.children {
@@ -254,6 +262,23 @@ fn banner(start: &RecordStart) -> String {
             " alone"
         },
         meta.interval,
-        meta.sources.join(", ")
-    )
+    );
+    if verbose {
+        for s in &meta.sources {
+            text.push_str("\nmemmon: reading ");
+            text.push_str(s);
+        }
+    }
+    text
+}
+
+/// The most characters of a target's spec the banner shows.
+const SPEC_SHOWN: usize = 80;
+
+/// `text` cut to `max` characters, ending in `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max.saturating_sub(1)) {
+        Some((at, _)) if text.chars().count() > max => format!("{}…", &text[..at]),
+        _ => text.to_string(),
+    }
 }

@@ -1,6 +1,7 @@
 //! `memmon report`: builds the report (`render::html`) of the recordings and writes the page to
 //! `-o FILE` or stdout.
 
+use super::stderr::errln;
 use super::usage;
 use crate::cli::ReportArgs;
 use anyhow::Context;
@@ -42,10 +43,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     } else {
         memmon::output::write_whole(&output, html.as_bytes(), args.force)
             .with_context(|| format!("cannot write {}", output.display()))?;
-        eprintln!(
-            "memmon: wrote the report of {} recording{} to {} ({})",
-            report.series.len(),
-            if report.series.len() == 1 { "" } else { "s" },
+        errln!(
+            "memmon: wrote the report of {} to {} ({})",
+            memmon::units::count(report.series.len(), "recording"),
             output.display(),
             fmt_bytes(html.len() as u64)
         );

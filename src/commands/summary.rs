@@ -1,5 +1,6 @@
 //! `memmon summary`: each recording's summary, as text or `--json`.
 
+use super::stderr::errln;
 use crate::cli::SummaryArgs;
 use anyhow::Context;
 use memmon::analysis::{Summary, SummaryBuilder};
@@ -76,7 +77,7 @@ fn check_gpu_budget(all: &[Summary], budget: Option<u64>) -> anyhow::Result<Exit
             ));
         };
         if let Some(msg) = memmon::analysis::gpu::over_budget(g, budget) {
-            eprintln!("memmon: budget exceeded: {file}: {msg}");
+            errln!("memmon: budget exceeded: {file}: {msg}");
             over = true;
         }
     }

@@ -637,9 +637,9 @@ impl AppendPlan {
             f.set_len(keep)
                 .map_err(|e| OutputError::Write(path.display().to_string(), e))?;
             notes.push(format!(
-                "{} ended in an incomplete line ({} bytes with no newline, what a killed recorder or a full disk leaves): cut it off before appending",
+                "{} ended in an incomplete line ({} with no newline, what a killed recorder or a full disk leaves): cut it off before appending",
                 path.display(),
-                len - keep
+                crate::units::count(len - keep, "byte")
             ));
         }
         Ok(self.header)

@@ -36,7 +36,7 @@ pub fn clock_ticks_per_s() -> f64 {
 pub enum ProcError {
     #[error("no process with PID {0}")]
     NoSuchProcess(i32),
-    #[error("permission denied reading {0} (run as the target's owner or root)")]
+    #[error("permission denied on {0} (run as the target's owner or root)")]
     PermissionDenied(PathBuf),
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, io::Error),
@@ -125,6 +125,14 @@ impl ProcFs {
         Ok(handle)
     }
 
+    /// The start time of process `pid` (clock ticks since boot), `None` when there is none.
+    pub fn start_time(&self, pid: i32) -> Option<u64> {
+        let mut buf = Vec::with_capacity(512);
+        let mut f = File::open(self.root.join(format!("{pid}/stat"))).ok()?;
+        read_all(&mut f, &mut buf).ok()?;
+        parse_stat(&buf).map(|(_, start)| start)
+    }
+
     /// Lists every PID under the root (used once to resolve `--name`, never per tick).
     pub fn all_pids(&self) -> Result<Vec<i32>, ProcError> {
         let entries =
@@ -161,7 +169,7 @@ pub struct ProcHandle {
     dir_path: PathBuf,
     status: File,
     statm: OnceCell<File>,
-    /// /proc/PID/stat, held once `read_children_minflt` is first called.
+    /// /proc/PID/stat, held once `read_parent_and_children_minflt` is first called.
     stat: OnceCell<File>,
     children: OnceCell<File>,
     others: OtherThreads,
@@ -207,11 +215,14 @@ impl ProcHandle {
         Ok(out)
     }
 
-    /// The minor page faults of this process's waited-for children (`cminflt`, field 11 of
-    /// /proc/PID/stat): it rises each time the process reaps a child, by the faults of that
-    /// child's whole life (never 0 for a process that touched memory). So a rise tells that a
-    /// child exited, even one born and gone between two samples.
-    pub fn read_children_minflt(&self, buf: &mut Vec<u8>) -> Result<u64, ProcError> {
+    /// The parent PID (field 4 of /proc/PID/stat) and the minor page faults of this process's
+    /// waited-for children (`cminflt`, field 11): it rises each time the process reaps a child,
+    /// by the faults of that child's whole life (never 0 for a process that touched memory). So
+    /// a rise tells that a child exited, even one born and gone between two samples.
+    pub fn read_parent_and_children_minflt(
+        &self,
+        buf: &mut Vec<u8>,
+    ) -> Result<(i32, u64), ProcError> {
         let f = match self.stat.get() {
             Some(f) => f,
             None => {
@@ -715,12 +726,15 @@ pub fn parse_stat_startcode(buf: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(23)?.parse().ok()
 }
 
-/// Field 11 of /proc/PID/stat, `cminflt`: minor faults of the waited-for children.
-pub fn parse_stat_children_minflt(buf: &[u8]) -> Option<u64> {
+/// Fields 4 and 11 of /proc/PID/stat: the parent PID and `cminflt`, the minor faults of the
+/// waited-for children.
+pub fn parse_stat_children_minflt(buf: &[u8]) -> Option<(i32, u64)> {
     let close = memchr::memrchr(b')', buf)?;
     let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
-    // Field 3 (state) is the first after ")": field 11 is the 9th.
-    rest.split_ascii_whitespace().nth(8)?.parse().ok()
+    // Field 3 (state) is the first after ")": field 4 is the 2nd, field 11 the 9th.
+    let mut fields = rest.split_ascii_whitespace();
+    let ppid = fields.nth(1)?.parse().ok()?;
+    Some((ppid, fields.nth(6)?.parse().ok()?))
 }
 
 /// Turns the NUL-separated arguments of /proc/PID/cmdline into one line joined by spaces,
@@ -843,7 +857,7 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
         let c = parse_stat_cpu(line).unwrap();
         assert_eq!((c.start, c.user, c.system), (987654, 5, 3));
         assert_eq!((c.children_user, c.children_system), (7, 2));
-        assert_eq!(parse_stat_children_minflt(line), Some(51234));
+        assert_eq!(parse_stat_children_minflt(line), Some((1, 51234)));
         assert_eq!(parse_stat_children_minflt(b"1 (x) S 1 1"), None);
     }
 

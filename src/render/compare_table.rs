@@ -53,7 +53,8 @@ pub fn split_sides(
         (_, 0) if files.len() == 2 => Ok((vec![files[0].clone()], vec![files[1].clone()])),
         (0, _) => Err("give the baseline's recordings before `--`".into()),
         (n, 0) => Err(format!(
-            "{n} files and no `--`: give BASE NEW, or BASE... -- NEW... to compare several runs per side"
+            "{} and no `--`: give BASE NEW, or BASE... -- NEW... to compare several runs per side",
+            crate::units::count(n, "file")
         )),
         _ => Ok((files.to_vec(), new.to_vec())),
     }
@@ -258,11 +259,7 @@ fn source_line(c: &Comparison) -> String {
 }
 
 fn runs_text(n: usize) -> String {
-    if n == 1 {
-        "1 run".to_string()
-    } else {
-        format!("{n} runs")
-    }
+    crate::units::count(n, "run")
 }
 
 /// "baseline: 3 runs from base.csv (bench runs)": how many runs came from which recording.

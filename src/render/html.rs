@@ -230,11 +230,10 @@ impl Report {
         );
         let _ = write!(
             o,
-            "<header>\n<h1>{title}</h1>\n<p class=\"meta\">Written by memmon {} from {} recording{}. \
+            "<header>\n<h1>{title}</h1>\n<p class=\"meta\">Written by memmon {} from {}. \
              Sizes in binary units (1 GiB = 2<sup>30</sup> bytes); time since each recording started.</p>\n</header>\n",
             env!("CARGO_PKG_VERSION"),
-            self.series.len(),
-            if self.series.len() == 1 { "" } else { "s" }
+            crate::units::count(self.series.len(), "recording")
         );
         o.push_str(
             "<section id=\"chart-section\">\n<h2>RSS over time</h2>\n<div class=\"toolbar\">\
@@ -345,7 +344,11 @@ impl Report {
                         .as_ref()
                         .map(|i| format!(" every {}", esc(i)))
                         .unwrap_or_default();
-                    format!("{}{every}, {} missed ticks", s.samples, s.missed_ticks)
+                    format!(
+                        "{}{every}, {}",
+                        s.samples,
+                        crate::units::count(s.missed_ticks, "missed tick")
+                    )
                 }),
             ),
             (

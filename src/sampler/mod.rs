@@ -7,6 +7,7 @@
 pub mod cgroup;
 pub mod gpu;
 pub mod pss;
+pub mod reaps;
 pub mod record;
 pub mod signals;
 pub mod target;

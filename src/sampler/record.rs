@@ -1362,11 +1362,7 @@ impl Recorder {
 
 /// `1 sample`, `12 samples`.
 fn samples_text(n: u64) -> String {
-    if n == 1 {
-        "1 sample".to_string()
-    } else {
-        format!("{n} samples")
-    }
+    crate::units::count(n, "sample")
 }
 
 fn find_target(

@@ -176,9 +176,9 @@ pub fn cgroup_top(
         .filter(|h| !descends(procfs, h.pid, top.pid))
         .count();
     let note = format!(
-        "recording the cgroup {} ({} processes): its files count all of them; the RSS columns follow PID {} ({}) and its descendants{}",
+        "recording the cgroup {} ({}): its files count all of them; the RSS columns follow PID {} ({}) and its descendants{}",
         cg.path,
-        count,
+        crate::units::count(count, "process"),
         top.pid,
         top.comm,
         if outside > 0 {
@@ -359,8 +359,8 @@ fn not_a_pid(first: &str) -> String {
         "its first line is blank".to_string()
     } else {
         format!(
-            "its first line is {} characters of text, not a number (not shown)",
-            first.chars().count()
+            "its first line is {} of text, not a number (not shown)",
+            crate::units::count(first.chars().count(), "character")
         )
     }
 }
@@ -491,7 +491,8 @@ pub fn find_by_name(procfs: &ProcFs, re: &Regex) -> Result<Option<Resolved>, Tar
         let count = matches.len();
         let (h, cmd, _) = matches.swap_remove(tops[0]);
         let note = format!(
-            "--name matched {count} processes of one tree; watching its top, PID {} ({cmd}), with its descendants",
+            "--name matched {} of one tree; watching its top, PID {} ({cmd}), with its descendants",
+            crate::units::count(count, "process"),
             h.pid
         );
         return Ok(Some(Resolved {

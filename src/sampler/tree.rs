@@ -20,12 +20,17 @@
 //! peak is in the sample of the tick that finds the process gone (`TreeSample::departed`,
 //! `hwm_max`), so the phase or run it left in holds it; records queued before a reset of the
 //! marks ([`Tree::reset_marks`]) are kept out of the samples after it. Without exit records
-//! a departure is still counted, and so is a child born and gone unseen where its parent reaped
-//! it (its `cminflt` rose) or it is listed as an exited child: its peak is then not known.
+//! each departure is still counted once (`reaps.rs`), and so is a child born and gone unseen
+//! where its parent reaped it (its `cminflt` rose) or it is listed as an exited child: its peak
+//! is then not known.
+//!
+//! Members are kept in the order they were found, so a parent is read before its children in
+//! every tick (`reaps.rs` relies on it).
 
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::taskstats::{Exit, ExitWatch};
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
+use crate::sampler::reaps::{Reaper, Reaps};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -61,8 +66,9 @@ pub struct TreeSample {
     /// The sum of the members' VmSize (virtual address space) and of their thread counts.
     pub vm_size: u64,
     pub threads: u32,
-    /// Processes that left the tree since the previous sample: members found gone, and
-    /// children born and gone in between (known only from exit records).
+    /// Processes that left the tree since the previous sample, each counted once: members
+    /// found gone, and children born and gone in between (from exit records; without them,
+    /// those a reap or an exited child listed shows: a lower bound).
     pub departed: u32,
     /// The largest VmHWM among those, from exit records queued since the last reset of the
     /// marks (0 without records); already in `hwm_max`.
@@ -88,12 +94,22 @@ struct Member {
     cmdline_next: Instant,
     cmdline_gap: Duration,
     /// Without exit records: the minor faults of its reaped children (`cminflt`) when last
-    /// read; a rise means it reaped a child.
+    /// read (a rise means it reaped a child), and the tick of that read ([`Reaps::now`]).
     children_minflt: Option<u64>,
+    reaps_read_at: u64,
+    /// Its parent: the process whose children list named it, then the parent PID read with
+    /// `cminflt` (it changes when the parent leaves first and it is re-parented).
+    parent: i32,
 }
 
 impl Member {
-    fn new(handle: ProcHandle, last: StatusMem, statm: [u64; 7], now: Instant) -> Member {
+    fn new(
+        handle: ProcHandle,
+        parent: i32,
+        last: StatusMem,
+        statm: [u64; 7],
+        now: Instant,
+    ) -> Member {
         let mut m = Member {
             handle,
             last,
@@ -104,6 +120,8 @@ impl Member {
             cmdline_next: now,
             cmdline_gap: CMDLINE_GAP_FIRST,
             children_minflt: None,
+            reaps_read_at: 0,
+            parent,
         };
         m.read_cmdline(now, &mut Vec::new());
         m
@@ -179,17 +197,9 @@ pub struct Tree {
     root_exit_peak: Option<u64>,
     /// The members changed since the exit records' filter was last set.
     filter_stale: bool,
-    /// Without exit records: children the members reaped since the last sample (each seen as
-    /// a rise of the reaper's `cminflt`), and departures found that no reap has matched yet.
-    /// A reap that no known departure explains is a child born and gone between samples.
-    reaped: u32,
-    unreaped_departures: u64,
-    /// Without exit records: processes known gone that may still be listed as (zombie)
-    /// children until reaped — members that left, and zombies already counted — as
-    /// (PID, start time); those listed in this tick; zombies found this tick not known gone.
-    gone: Vec<(i32, u64)>,
-    gone_now: Vec<(i32, u64)>,
-    zombies_unseen: u32,
+    /// Without exit records: the departures, each counted once, and the children born and
+    /// gone unseen (reaps seen in `cminflt`, exited children listed).
+    reaps: Reaps,
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
@@ -219,14 +229,10 @@ impl Tree {
             exit_peak: None,
             root_exit_peak: None,
             filter_stale: true,
-            reaped: 0,
-            unreaped_departures: 0,
-            gone: Vec::new(),
-            gone_now: Vec::new(),
-            zombies_unseen: 0,
+            reaps: Reaps::default(),
         };
         t.index.insert(root_pid, 0);
-        let mut root = Member::new(root, StatusMem::default(), [0; 7], Instant::now());
+        let mut root = Member::new(root, 0, StatusMem::default(), [0; 7], Instant::now());
         root.status_at = None;
         t.members.push(root);
         t
@@ -303,21 +309,31 @@ impl Tree {
 
     /// [`Tree::sample`] at a given time (tests move the clock forward).
     fn sample_at(&mut self, now: Instant) -> Result<Option<TreeSample>, ProcError> {
+        self.reaps.tick();
         // First the members already known, so a PID that was reused since the last tick is seen
         // as gone before the children lists are read again.
-        let mut i = 0;
-        while i < self.members.len() {
+        let mut left = Vec::new();
+        for i in 0..self.members.len() {
             match self.read_member(i, now) {
-                Ok(m) if m.has_mm => i += 1,
+                Ok(m) if m.has_mm => {}
                 Ok(_) | Err(ProcError::NoSuchProcess(_)) if i == 0 => {
                     self.tail = Some(self.settle_departures(true));
                     return Ok(None);
                 }
                 Err(e) if i == 0 => return Err(e),
-                // A child that exited, became a zombie or cannot be read any more.
-                Ok(_) | Err(_) => self.remove(i),
+                // A child that exited: reaped already (gone from /proc), or not yet.
+                Err(ProcError::NoSuchProcess(_)) => {
+                    self.leave(i, true);
+                    left.push(i);
+                }
+                // A zombie, or a process that cannot be read any more.
+                Ok(_) | Err(_) => {
+                    self.leave(i, false);
+                    left.push(i);
+                }
             }
         }
+        self.remove(&left);
         // Then new children, read as they are found (the list grows while it is walked), and
         // orphans re-parented to the adopter.
         if self.with_children {
@@ -356,11 +372,12 @@ impl Tree {
             m.took_status(status, now, &mut self.buf);
             if self.exits.is_none() && self.with_children {
                 // Without exit records, the one sign of a child born and gone unseen.
-                if let Ok(f) = m.handle.read_children_minflt(&mut self.buf) {
-                    if m.children_minflt.is_some_and(|before| f > before) {
-                        self.reaped += 1;
-                    }
+                if let Ok((ppid, f)) = m.handle.read_parent_and_children_minflt(&mut self.buf) {
+                    let rose = m.children_minflt.is_some_and(|before| f > before);
                     m.children_minflt = Some(f);
+                    m.reaps_read_at = self.reaps.now();
+                    m.parent = ppid;
+                    self.reaps.reaper_read(m.handle.pid, rose);
                 }
             }
         }
@@ -409,7 +426,8 @@ impl Tree {
         {
             return;
         }
-        self.add_new_kids(now);
+        let parent = adopter.pid;
+        self.add_new_kids(parent, now);
     }
 
     /// Adds the children of member `i` that are not members yet, each read once on the spot.
@@ -423,11 +441,13 @@ impl Tree {
         {
             return;
         }
-        self.add_new_kids(now);
+        let parent = self.members[i].handle.pid;
+        self.add_new_kids(parent, now);
     }
 
-    /// Adds the processes in `self.kids` that are not members yet, each read once on the spot.
-    fn add_new_kids(&mut self, now: Instant) {
+    /// Adds the processes in `self.kids` (children of `parent`) that are not members yet, each
+    /// read once on the spot.
+    fn add_new_kids(&mut self, parent: i32, now: Instant) {
         for k in 0..self.kids.len() {
             let pid = self.kids[k];
             if self.index.contains_key(&pid) {
@@ -442,30 +462,75 @@ impl Tree {
             match handle.read_status(&mut self.buf) {
                 Ok(last) if last.has_mm => {
                     self.index.insert(pid, self.members.len());
-                    self.members.push(Member::new(handle, last, statm, now));
+                    self.members
+                        .push(Member::new(handle, parent, last, statm, now));
                     self.filter_stale = true;
                 }
                 // A child that exited and is not yet reaped: without exit records, a child
-                // born and gone unseen shows here until its parent reaps it.
+                // born and gone unseen shows here until its parent reaps it (a member that
+                // left shows here too, and is known).
                 Ok(_) if self.exits.is_none() => {
-                    let key = (pid, handle.start_time);
-                    if !self.gone.contains(&key) && !self.gone_now.contains(&key) {
-                        self.zombies_unseen += 1;
-                    }
-                    self.gone_now.push(key);
+                    let reaper = self.reaper_of(parent);
+                    self.reaps
+                        .exited_child_listed(pid, handle.start_time, reaper);
                 }
                 _ => {}
             }
         }
     }
 
-    fn remove(&mut self, i: usize) {
-        let m = self.members.swap_remove(i);
-        self.index.remove(&m.handle.pid);
-        if let Some(moved) = self.members.get(i) {
-            self.index.insert(moved.handle.pid, i);
+    /// Who reaps a child of `parent`, as far as the tree can tell.
+    fn reaper_of(&self, parent: i32) -> Reaper {
+        if self.adopter.as_ref().is_some_and(|a| a.pid == parent) {
+            Reaper::Outside
+        } else {
+            Reaper::Member(parent)
         }
+    }
+
+    /// Member `i` was found gone in this tick: `reaped` when /proc no longer has it. It joins
+    /// `leaving` (and, without exit records, the departures waiting for their reap); the
+    /// caller removes it from the members.
+    fn leave(&mut self, i: usize, reaped: bool) {
+        let m = &self.members[i];
         self.leaving.push((m.record(), m.last.hwm));
+        if self.exits.is_none() && self.with_children {
+            // A zombie's parent is read now: it may have been re-parented since the last read.
+            let parent = if reaped {
+                m.parent
+            } else {
+                m.handle
+                    .read_parent_and_children_minflt(&mut self.buf)
+                    .map_or(m.parent, |(p, _)| p)
+            };
+            let (pid, start) = (m.handle.pid, m.handle.start_time);
+            let reaper = self.reaper_of(parent);
+            self.reaps.member_left(pid, start, reaper, reaped);
+        }
+    }
+
+    /// Removes the members at `left` (ascending indices), keeping the others in their order.
+    fn remove(&mut self, left: &[usize]) {
+        let Some(&first) = left.first() else {
+            return;
+        };
+        for &i in left {
+            self.index.remove(&self.members[i].handle.pid);
+        }
+        let mut k = 0;
+        let mut at = 0;
+        self.members.retain(|_| {
+            let keep = left.get(k) != Some(&at);
+            if !keep {
+                k += 1;
+            }
+            at += 1;
+            keep
+        });
+        // Only those after the first removed moved.
+        for (i, m) in self.members.iter().enumerate().skip(first) {
+            self.index.insert(m.handle.pid, i);
+        }
         self.filter_stale = true;
     }
 
@@ -497,10 +562,6 @@ impl Tree {
         let mut s = TreeSample::default();
         let leaving = std::mem::take(&mut self.leaving);
         let settled: Vec<i32> = leaving.iter().map(|(r, _)| r.pid).collect();
-        let gone_keys: Vec<(i32, u64)> = leaving
-            .iter()
-            .map(|(r, _)| (r.pid, r.start_time_ticks))
-            .collect();
         for (mut rec, last_hwm) in leaving {
             s.departed += 1;
             let fresh = self.exit_hwm(rec.pid, rec.start_time_ticks, self.exit_fresh_from);
@@ -538,7 +599,9 @@ impl Tree {
         }
         self.settle_unseen_children(&settled, &mut s);
         if self.exits.is_none() {
-            self.count_reaped_unseen(&gone_keys, &mut s);
+            let unseen = self.settle_reaps();
+            s.departed += unseen;
+            self.departed_count += unseen as u64;
         }
         self.exit_buf.clear();
         self.exit_fresh_from = 0;
@@ -597,23 +660,23 @@ impl Tree {
         }
     }
 
-    /// Without exit records: zombie children that were never members, and reaps since the last
-    /// sample that no departure found explains, are children born and gone between samples;
-    /// each counts as departed (their peaks are not known). A lower bound: a reaper that reaped
-    /// two at once rises once.
-    fn count_reaped_unseen(&mut self, settled: &[(i32, u64)], s: &mut TreeSample) {
-        let zombies = std::mem::take(&mut self.zombies_unseen);
-        s.departed += zombies;
-        self.departed_count += zombies as u64;
-        self.gone = std::mem::take(&mut self.gone_now);
-        self.gone.extend_from_slice(settled);
-        self.unreaped_departures += s.departed as u64;
-        let reaped = std::mem::take(&mut self.reaped) as u64;
-        let explained = reaped.min(self.unreaped_departures);
-        self.unreaped_departures -= explained;
-        let unseen = (reaped - explained) as u32;
-        s.departed += unseen;
-        self.departed_count += unseen as u64;
+    /// Without exit records: the exited children that were never members, and the reaps since
+    /// the last sample that no departure explains, are children born and gone between samples
+    /// (their peaks are not known); returns how many. A lower bound (`reaps.rs`).
+    fn settle_reaps(&mut self) -> u32 {
+        let oldest_read = self
+            .members
+            .iter()
+            .filter(|m| m.children_minflt.is_some())
+            .map(|m| m.reaps_read_at)
+            .min()
+            .unwrap_or_else(|| self.reaps.now());
+        let (procfs, index) = (&self.procfs, &self.index);
+        self.reaps.settle(
+            |pid, start| procfs.start_time(pid) == Some(start),
+            |pid| index.contains_key(&pid),
+            oldest_read,
+        )
     }
 
     /// The largest VmHWM among this tick's exit records of process `pid` started at
@@ -900,6 +963,90 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         .unwrap();
         assert_eq!(t.sample().unwrap().unwrap().departed, 0);
         assert_eq!(t.departed_count(), 1);
+    }
+
+    /// Sets `cminflt` (field 11 of stat) of fake process `pid` started at `start`.
+    fn set_cminflt(root: &Path, pid: i32, start: u64, n: u64) {
+        fs::write(
+            root.join(format!("{pid}/stat")),
+            format!("{pid} (fake{pid}) S 1 1 1 0 -1 0 0 {n} 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
+        )
+        .unwrap();
+    }
+
+    /// Makes fake process `pid` a zombie: its status has no memory lines.
+    fn make_zombie(root: &Path, pid: i32) {
+        fs::write(
+            root.join(format!("{pid}/status")),
+            "Name:\tfake\nState:\tZ (zombie)\nThreads:\t1\n",
+        )
+        .unwrap();
+        fs::write(root.join(format!("{pid}/statm")), "0 0 0 0 0 0 0\n").unwrap();
+    }
+
+    #[test]
+    fn without_exit_records_a_member_that_waits_as_a_zombie_counts_once() {
+        // Seen alive, then exited and still listed by its parent, then reaped (the parent's
+        // cminflt rises): one departure.
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        assert_eq!(t.sample().unwrap().unwrap().processes, 2);
+        make_zombie(tmp.path(), 101);
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.processes, s.departed), (1, 1));
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0, "still listed");
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        fs::write(tmp.path().join("100/task/100/children"), "").unwrap();
+        set_cminflt(tmp.path(), 100, 1000, 4000);
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0, "its reap");
+        assert_eq!(t.departed_count(), 1);
+        // A rise with no departure behind it is a child born and gone unseen.
+        set_cminflt(tmp.path(), 100, 1000, 9000);
+        assert_eq!(t.sample().unwrap().unwrap().departed, 1);
+        assert_eq!(t.departed_count(), 2);
+    }
+
+    #[test]
+    fn without_exit_records_a_grandchild_reaped_by_its_parent_counts_once() {
+        // 102 is 101's child; 101 reaps it (101's statm moved, so its status and cminflt are
+        // read at once). 102 is found gone at the tick its reap shows.
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 300, &[102]);
+        fake_proc(tmp.path(), 102, 1002, 50, 50, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        t.sample().unwrap().unwrap();
+        // 101's first cminflt read (its statm moves).
+        fs::write(tmp.path().join("101/statm"), "100 60 10 1 0 50 0\n").unwrap();
+        assert_eq!(t.sample().unwrap().unwrap().departed, 0);
+        fs::remove_dir_all(tmp.path().join("102")).unwrap();
+        fs::write(tmp.path().join("101/task/101/children"), "").unwrap();
+        set_cminflt(tmp.path(), 101, 1001, 700);
+        fs::write(tmp.path().join("101/statm"), "100 70 10 1 0 50 0\n").unwrap();
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.processes, s.departed), (2, 1));
+        assert_eq!(t.departed_count(), 1);
+    }
+
+    #[test]
+    fn members_keep_the_order_they_were_found_in_so_a_parent_is_read_before_its_children() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101, 102]);
+        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        fake_proc(tmp.path(), 102, 1002, 200, 300, &[103]);
+        fake_proc(tmp.path(), 103, 1003, 200, 300, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        t.sample().unwrap().unwrap();
+        let order = |t: &Tree| t.each_member().map(|(h, _)| h.pid).collect::<Vec<_>>();
+        assert_eq!(order(&t), [100, 101, 102, 103]);
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        t.sample().unwrap().unwrap();
+        assert_eq!(order(&t), [100, 102, 103]);
+        // The index follows: 103 is still found (not taken for new).
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.processes, s.departed), (3, 0));
     }
 
     #[test]

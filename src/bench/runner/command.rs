@@ -12,10 +12,25 @@ use crate::format::{Format, InputFormat, InputSpec, Output};
 use crate::model::sample::{Event, Sample};
 use crate::sampler::record::{unix_ms_now, RecordOptions, Recorder};
 use crate::sampler::target::TargetSpec;
-use crate::units::fmt_interval;
+use crate::units::{count, fmt_interval};
 use anyhow::Context;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// Copies the command's stdout to `to` until it ends; once `to` fails (a closed stderr), keeps
+/// reading without writing, so the command never blocks on a full pipe nor dies of EPIPE.
+fn copy_draining(from: &mut impl std::io::Read, to: &mut impl std::io::Write) {
+    let mut buf = [0u8; 8192];
+    let mut writing = true;
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => writing = writing && to.write_all(&buf[..n]).is_ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
 
 fn descends_from(opts: &BenchOptions, mut pid: i32, root: i32) -> bool {
     for _ in 0..64 {
@@ -148,9 +163,9 @@ pub(super) fn bench_command(
     say(
         opts,
         format!(
-            "bench: {} runs{} of: {}; each run's peak {}, sampled every {}",
-            opts.runs,
-            if opts.warmup > 0 { format!(" after {} warmup", opts.warmup) } else { String::new() },
+            "bench: {}{} of: {}; each run's peak {}, sampled every {}",
+            count(opts.runs, "run"),
+            if opts.warmup > 0 { format!(" after {}", count(opts.warmup, "warmup run")) } else { String::new() },
             report.client,
             match opts.own_cgroup {
                 Some(false) => "the kernel's of its largest process (exit records, wait4's ru_maxrss)",
@@ -209,7 +224,7 @@ pub(super) fn bench_command(
         let t0 = Instant::now();
         let outcome = match Recorder::start(ropts, BenchRecording::of(opts)).and_then(|mut r| {
             let copier = r.take_command_stdout().map(|mut out| {
-                std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::stderr()))
+                std::thread::spawn(move || copy_draining(&mut out, &mut std::io::stderr()))
             });
             let outcome = r.run();
             if let Some(c) = copier {

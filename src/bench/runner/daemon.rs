@@ -18,7 +18,7 @@ use crate::sampler::record::{
     unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
 };
 use crate::sampler::target::{self, TargetSpec};
-use crate::units::fmt_interval;
+use crate::units::{count, fmt_interval};
 use anyhow::Context;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{mpsc, Arc};
@@ -140,15 +140,15 @@ impl Daemon {
         say(
             opts,
             format!(
-                "bench: daemon {} {}: PID {} ({}){children}; interval {}; {} runs{} of: {}",
+                "bench: daemon {} {}: PID {} ({}){children}; interval {}; {}{} of: {}",
                 spec.mode(),
                 spec.spec(),
                 pid,
                 handle.comm,
                 fmt_interval(opts.interval),
-                opts.runs,
+                count(opts.runs, "run"),
                 if opts.warmup > 0 {
-                    format!(" after {} warmup", opts.warmup)
+                    format!(" after {}", count(opts.warmup, "warmup run"))
                 } else {
                     String::new()
                 },
@@ -248,10 +248,10 @@ impl Daemon {
                     report.runs.push(r);
                     if !end.ok() && !opts.ignore_failure {
                         return Some(Stop::Failed(format!(
-                            "run {n}: the client failed with {} ({}); the bench stopped after {n} of {} runs (--ignore-failure to go on)",
+                            "run {n}: the client failed with {} ({}); the bench stopped after {n} of {} (--ignore-failure to go on)",
                             end.describe(),
                             report.client,
-                            opts.runs
+                            count(opts.runs, "run")
                         )));
                     }
                 }

@@ -279,7 +279,8 @@ pub fn read_from(
     if max_decimals > 0 {
         let step = rss_unit as f64 / 10f64.powi(max_decimals as i32);
         info.notes.push(format!(
-            "the RSS column has {max_decimals} decimals: each value is within ±{} of the RSS it was printed from",
+            "the RSS column has {}: each value is within ±{} of the RSS it was printed from",
+            crate::units::count(max_decimals, "decimal"),
             crate::units::fmt_bytes((step / 2.0).round() as u64)
         ));
     }

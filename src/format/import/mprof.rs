@@ -141,9 +141,9 @@ pub fn read_from(
             .map(|(pid, b)| format!("PID {pid} {} ({b} bytes)", fmt_bytes(*b)))
             .collect();
         info.notes.push(format!(
-            "CHLD lines for {} child process(es) (mprof run --multiprocess), not added to RSS since MEM may already include them; \
+            "CHLD lines for {} (mprof run --multiprocess), not added to RSS since MEM may already include them; \
              their peaks: {}; the largest MEM plus CHLD at one tick was {} ({} bytes): the tree's peak if mprof ran without --include-children",
-            st.child_peaks.len(),
+            crate::units::count(st.child_peaks.len(), "child process"),
             peaks.join(", "),
             fmt_bytes(st.max_with_children),
             st.max_with_children
@@ -151,8 +151,8 @@ pub fn read_from(
     }
     if st.funcs > 0 {
         info.notes.push(format!(
-            "{} FUNC lines (function timings) were skipped",
-            st.funcs
+            "{} (function timings) skipped",
+            crate::units::count(st.funcs, "FUNC line")
         ));
     }
     Ok(info)
@@ -161,8 +161,12 @@ pub fn read_from(
 /// Splits exactly `N` space-separated fields, or says what the line should hold.
 fn fields<'a, const N: usize>(rest: &'a str, form: &str) -> Result<[&'a str; N], String> {
     let v: Vec<&str> = rest.split_whitespace().collect();
-    v.try_into()
-        .map_err(|v: Vec<&str>| format!("expected {form}, found {} fields after the tag", v.len()))
+    v.try_into().map_err(|v: Vec<&str>| {
+        format!(
+            "expected {form}, found {} after the tag",
+            crate::units::count(v.len(), "field")
+        )
+    })
 }
 
 /// A unix timestamp in seconds, to ten-thousandths of a second (mprof's resolution).
@@ -217,7 +221,10 @@ mod tests {
     fn func_lines_are_skipped_and_counted() {
         let (v, info) = read_text("MEM 1.0 10.0\nFUNC __main__.f 1.0 10.0 2.0 11.0 1\n").unwrap();
         assert_eq!(v.len(), 1);
-        assert!(info.notes.iter().any(|n| n.starts_with("1 FUNC lines")));
+        assert!(info
+            .notes
+            .iter()
+            .any(|n| n.starts_with("1 FUNC line (function timings) skipped")));
     }
 
     #[test]
