@@ -184,6 +184,13 @@ impl RunResult {
     pub fn peak_on(&self, basis: PeakBasis) -> Peak {
         self.facts.on_basis(basis).unwrap_or(self.peak)
     }
+
+    /// `peak_on`, unless nothing is known of it: a command over before its first sample, with
+    /// no kernel peak (its sampled "peak" would read 0 B).
+    pub fn known_peak(&self, basis: PeakBasis) -> Option<Peak> {
+        let p = self.peak_on(basis);
+        (p.source != PeakSource::Sampled || self.samples > 0).then_some(p)
+    }
 }
 
 /// What a run of `bench -- COMMAND` left behind: processes it started that were still alive

@@ -36,7 +36,8 @@ pub fn cpu_cell(r: &RunResult) -> String {
 /// A run's peak on the bench's basis: `1.21 GiB *` (exact), `≥ 3.08 MiB` (a lower bound:
 /// processes left the tree with no exit record read), `1.40 GiB` (sampled).
 pub fn peak_cell(report: &BenchReport, r: &RunResult) -> String {
-    r.peak_on(report.peak_basis).cell()
+    r.known_peak(report.peak_basis)
+        .map_or_else(|| "-".into(), |p| p.cell())
 }
 
 /// The tree's bounds of a run whose peak is its largest process's: `1.21–1.41 GiB`,
@@ -247,7 +248,7 @@ pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
         column("Run", |r| r.run.to_string()),
         column("Time", |r| fmt_wall(r.wall_s)),
         column("Exit", exit_text),
-        column("Peak", move |r| r.peak_on(basis).cell()),
+        column("Peak", move |r| peak_cell(report, r)),
         column("Source", move |r| r.peak_on(basis).source.key().to_string()),
     ];
     if report.runs.iter().any(|r| tree_cell(report, r) != "-") {

@@ -337,13 +337,14 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
     say(
         opts,
         format!(
-            "run {}/{}: {}, {exit}, peak {} ({} {}){over}",
+            "run {}/{}: {}, {exit}, {}{over}",
             r.run,
             opts.runs,
             super::table::fmt_wall(r.wall_s),
-            r.peak.cell(),
-            r.peak.counter,
-            r.peak.scope
+            match r.known_peak(r.facts.basis()) {
+                Some(p) => format!("peak {} ({} {})", p.cell(), p.counter, p.scope),
+                None => "no peak known (it ended before its first sample)".into(),
+            }
         ),
     );
 }
