@@ -1,6 +1,7 @@
 //! Opening what a reader is given: a file, `-` (stdin), a pipe or a FIFO, plain or compressed
-//! with gzip or zstd (told by the first bytes, not the name), and the size caps every reader of
-//! outside input keeps (docs/FORMAT.md, "Size caps").
+//! with gzip or zstd (told by the first bytes, not the name; every member or frame is read,
+//! `zstd.rs` caps a zstd frame's window), and the size caps every reader of outside input keeps
+//! (docs/FORMAT.md, "Reading: inputs, compression and size caps").
 
 use super::ReadError;
 use std::io::{self, Read};
@@ -29,7 +30,11 @@ impl Compression {
     fn of(magic: &[u8]) -> Option<Compression> {
         if magic.starts_with(&[0x1f, 0x8b]) {
             Some(Compression::Gzip)
-        } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+            || (magic.len() == 4 && magic[0] & 0xf0 == 0x50 && magic[1..] == [0x2a, 0x4d, 0x18])
+        {
+            // A zstd frame, or a skippable frame (magic 0x184D2A50 to 0x184D2A5F), which is
+            // how `pzstd` output begins.
             Some(Compression::Zstd)
         } else {
             None
@@ -96,14 +101,9 @@ pub fn from_reader(
     let mut rest: Box<dyn Read + Send> = match compression {
         None => Box::new(joined),
         Some(Compression::Gzip) => Box::new(flate2::read::MultiGzDecoder::new(joined)),
-        Some(Compression::Zstd) => Box::new(
-            ruzstd::decoding::StreamingDecoder::new(joined).map_err(|e| {
-                io_err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("not a readable zstd stream: {e}"),
-                ))
-            })?,
-        ),
+        Some(Compression::Zstd) => {
+            Box::new(super::zstd::ZstdReader::new(joined, path).map_err(io_err)?)
+        }
     };
     let mut head = Vec::with_capacity(HEAD_BYTES);
     read_up_to(&mut rest, &mut head, HEAD_BYTES).map_err(io_err)?;

@@ -10,6 +10,7 @@ pub mod input;
 pub mod jsonl;
 pub mod many;
 pub mod meta;
+pub mod zstd;
 
 use crate::model::sample::Sample;
 use meta::{EndInfo, Meta};
