@@ -121,6 +121,33 @@ pub fn from_reader(
     })
 }
 
+/// Refuses an input whose lines end in a carriage return alone (classic Mac OS line ends, what
+/// some spreadsheets still export): read as LF lines it would be one long first line and no
+/// rows. Told by a CR followed by anything but LF before the first LF.
+pub fn refuse_cr_line_ends(input: &Input) -> Result<(), ReadError> {
+    let head = &input.head;
+    let first_line = &head[..memchr::memchr(b'\n', head).unwrap_or(head.len())];
+    // A CR inside the first line (a CRLF line's CR ends it; one at the end of what was read
+    // may be the first half of a CRLF).
+    match memchr::memchr(b'\r', first_line) {
+        Some(cr) if cr + 1 < first_line.len() => {}
+        _ => return Ok(()),
+    }
+    let shown = if input.stdin {
+        "FILE".to_string()
+    } else {
+        input.path.display().to_string()
+    };
+    Err(ReadError::Malformed {
+        path: input.path.clone(),
+        line: 1,
+        msg: format!(
+            "its lines end in a carriage return alone (CR, the line end of classic Mac OS), not \
+             LF or CRLF: convert it first, e.g. `tr '\\r' '\\n' < {shown} > converted.csv`"
+        ),
+    })
+}
+
 /// Reads until `buf` holds `n` bytes or the input ends.
 fn read_up_to(r: &mut dyn Read, buf: &mut Vec<u8>, n: usize) -> io::Result<()> {
     let start = buf.len();

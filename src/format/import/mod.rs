@@ -84,6 +84,7 @@ pub fn read_from(
     on_sample: impl FnMut(&Sample),
 ) -> Result<ReadInfo, ReadError> {
     let path = &input.path.clone();
+    input::refuse_cr_line_ends(&input)?;
     let kind = match spec.format {
         InputFormat::Memmon => return read_recording_from(input, on_sample),
         InputFormat::Psrecord => return psrecord::read_from(input, on_sample),
