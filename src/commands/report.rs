@@ -33,6 +33,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             message: "cannot write a report".into(),
         })
     })?;
+    for note in report.series.iter().filter_map(|s| s.events_note.as_ref()) {
+        eprintln!("memmon: {note}");
+    }
     let html = report.to_html();
     if to_stdout {
         let mut out = std::io::stdout().lock();
