@@ -326,6 +326,34 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Cut or damaged anywhere, a stream of several frames decodes to something or to an
+        /// error, never a panic; whole, to its data.
+        #[test]
+        fn a_cut_or_damaged_stream_never_panics(
+            cut in 0usize..4000,
+            flips in proptest::collection::vec((0usize..4000, 1u8..=255), 0..4),
+        ) {
+            let data: Vec<u8> = (0..30_000u32).flat_map(|i| format!("{i},{}\n", i % 97).into_bytes()).collect();
+            let mut z = zstd::encode_all(&data[..10_000], 3).unwrap();
+            z.extend_from_slice(&[0x5a, 0x2a, 0x4d, 0x18, 2, 0, 0, 0, 7, 7]);
+            z.extend(zstd::encode_all(&data[10_000..], 3).unwrap());
+            let cut = cut.min(z.len());
+            let mut damaged = z[..z.len() - cut].to_vec();
+            for (at, x) in flips {
+                let n = damaged.len();
+                if n > 0 {
+                    damaged[at % n] ^= x;
+                }
+            }
+            let out = decode(&damaged);
+            if damaged == z {
+                proptest::prop_assert_eq!(out.unwrap(), data);
+            }
+        }
+    }
+
     #[test]
     fn a_single_segment_header_declares_its_content_size() {
         // FHD 0x20: single segment, a 1-byte content size.
