@@ -261,8 +261,7 @@ fn gzip_and_zstd_recordings_read_as_the_plain_one_with_its_sidecar() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&data).unwrap();
     std::fs::write(dir.path().join("run.csv.gz"), gz.finish().unwrap()).unwrap();
-    let zst =
-        ruzstd::encoding::compress_to_vec(&data[..], ruzstd::encoding::CompressionLevel::Fastest);
+    let zst = zstd::encode_all(&data[..], 1).unwrap();
     std::fs::write(dir.path().join("run.csv.zst"), &zst).unwrap();
     // Recognised by its first bytes, whatever the name.
     std::fs::write(dir.path().join("renamed.txt"), &zst).unwrap();
@@ -306,4 +305,64 @@ fn gzip_and_zstd_recordings_read_as_the_plain_one_with_its_sidecar() {
         std::fs::write(&p, &whole[..whole.len() / 2]).unwrap();
         all_refuse(&p, &format!("cannot read {}", p.display()));
     }
+}
+
+/// A zstd frame of `data` at level 1.
+fn zstd_frame(data: &[u8]) -> Vec<u8> {
+    zstd::encode_all(data, 1).unwrap()
+}
+
+#[test]
+fn a_zstd_file_of_several_frames_is_read_to_its_last_frame() {
+    // What `cat a.zst b.zst` and `zstd` of several inputs make: frames one after another.
+    let dir = tempdir();
+    let data = recording(290_000, &[], 0);
+    let plain = dir.path().join("run.csv");
+    std::fs::write(&plain, &data).unwrap();
+    let cut = data.len() / 3;
+    let cut = cut + data[cut..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let mut multi = zstd_frame(&data[..cut]);
+    multi.extend(zstd_frame(&data[cut..]));
+    let p = dir.path().join("multi.csv.zst");
+    std::fs::write(&p, &multi).unwrap();
+    let (got, want) = (
+        crate::util::summary_json(&p),
+        crate::util::summary_json(&plain),
+    );
+    assert_eq!(got["samples"], 290_000, "{got}");
+    assert_eq!(got["duration_s"], want["duration_s"]);
+    // The largest row of `recording`, 1000 MiB, is in the last frame's part too.
+    assert!(got.to_string().contains("1048576000"), "{got}");
+}
+
+#[test]
+fn a_pzstd_file_which_begins_with_a_skippable_frame_is_read_whole() {
+    // pzstd writes each part as a skippable frame (magic 0x184D2A50, 4 bytes of length) holding
+    // the compressed size of the zstd frame that follows it.
+    let dir = tempdir();
+    let data = recording(100_000, &[], 0);
+    let mut pz = Vec::new();
+    let mut parts = 0;
+    for part in data.chunks(1 << 20) {
+        let frame = zstd_frame(part);
+        pz.extend_from_slice(&[0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0]);
+        pz.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        pz.extend_from_slice(&frame);
+        parts += 1;
+    }
+    assert!(parts > 2, "several parts");
+    let p = dir.path().join("run.csv.zst");
+    std::fs::write(&p, &pz).unwrap();
+    assert_eq!(crate::util::summary_json(&p)["samples"], 100_000);
+    // Trailing bytes that are no frame are damage, said with their offset, not ignored.
+    pz.extend_from_slice(b"garbage");
+    std::fs::write(&p, &pz).unwrap();
+    all_refuse(
+        &p,
+        &format!(
+            "cannot read {}: compressed byte {}: what follows is not a zstd frame",
+            p.display(),
+            pz.len() - 7
+        ),
+    );
 }

@@ -5,6 +5,7 @@ mod util;
 
 mod bad_input;
 mod bench;
+mod bounds;
 mod cgroup;
 mod compare;
 mod export;

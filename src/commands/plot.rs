@@ -32,8 +32,17 @@ pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
     memmon::output::check_outputs(&[(&args.output, "--output")], args.force)
         .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
     let opts = options(&args).map_err(plot_error)?;
-    memmon::render::plot::plot_files(&args.files, &args.input.spec(), &opts, &args.output, format)
-        .map_err(plot_error)?;
+    let notes = memmon::render::plot::plot_files(
+        &args.files,
+        &args.input.spec(),
+        &opts,
+        &args.output,
+        format,
+    )
+    .map_err(plot_error)?;
+    for note in notes {
+        errln!("memmon plot: {note}");
+    }
     errln!(
         "memmon plot: wrote {}",
         memmon::format::absolute(&args.output).display()

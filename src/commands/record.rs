@@ -123,7 +123,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     drop(sources); // stops the marker threads and removes the socket
     let outcome = outcome?;
     if let (Some((plot, format)), Some(recording)) = (plot_to, &outcome.output) {
-        memmon::render::plot::plot_files(
+        let notes = memmon::render::plot::plot_files(
             std::slice::from_ref(recording),
             &InputSpec::default(),
             &PlotOptions {
@@ -135,6 +135,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         )
         .map_err(super::plot::plot_error)?;
         if !args.quiet {
+            for note in notes {
+                errln!("memmon: plot: {note}");
+            }
             errln!(
                 "memmon: plot written to {}",
                 memmon::format::absolute(&plot).display()

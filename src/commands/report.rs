@@ -34,6 +34,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             message: "cannot write a report".into(),
         })
     })?;
+    for note in report.series.iter().filter_map(|s| s.events_note.as_ref()) {
+        errln!("memmon report: {note}");
+    }
     let html = report.to_html();
     if to_stdout {
         let mut out = std::io::stdout().lock();

@@ -456,18 +456,63 @@ struct Parsed {
     tail_incomplete: bool,
 }
 
-/// The sizes the body reader works with: chunks handed to the parsing threads, and the longest
-/// line accepted.
+/// The sizes the body reader works with: chunks handed to the parsing threads (bytes read at a
+/// time, and the most lines in one chunk), and the longest line accepted.
 #[derive(Clone, Copy)]
 struct Sizes {
     chunk: usize,
+    max_lines: usize,
     max_line: usize,
 }
 
+/// Chunks of 256 KiB read at a time, of at most 2048 lines: a parsed chunk holds a `Sample` (448
+/// bytes) per line, so however short the rows (`1,0,5` is a row) a parsed chunk holds under
+/// 1 MiB. Each parsing thread (at most four) has at most three chunks queued or in hand as text
+/// and three parsed, so what is in flight stays under 8 MiB a thread (a line of up to the 1 MiB
+/// cap makes a chunk longer), whatever the file's length. memmon's own rows (100 to 300 bytes)
+/// fill a chunk with fewer lines.
 const SIZES: Sizes = Sizes {
-    chunk: 1 << 20,
+    chunk: 256 << 10,
+    max_lines: 2048,
     max_line: super::input::MAX_LINE_BYTES,
 };
+
+/// `chunk` as it is when it holds at most `max_lines` lines, else cut into pieces of
+/// `max_lines` lines (the last piece keeps the chunk's incomplete tail).
+fn split_lines(chunk: Chunk, max_lines: usize) -> Vec<Chunk> {
+    if chunk.overlong {
+        return vec![chunk];
+    }
+    let mut cuts = Vec::new();
+    for (n, i) in memchr::memchr_iter(b'\n', &chunk.data).enumerate() {
+        if (n + 1) % max_lines == 0 {
+            cuts.push(i + 1);
+        }
+    }
+    // A cut at the very end (after the chunk's last newline) would leave an empty last piece.
+    if cuts.last() == Some(&chunk.data.len()) {
+        cuts.pop();
+    }
+    if cuts.is_empty() {
+        return vec![chunk];
+    }
+    let mut pieces = Vec::with_capacity(cuts.len() + 1);
+    let mut start = 0;
+    for cut in cuts {
+        pieces.push(Chunk {
+            data: chunk.data[start..cut].to_vec(),
+            tail_incomplete: false,
+            overlong: false,
+        });
+        start = cut;
+    }
+    pieces.push(Chunk {
+        data: chunk.data[start..].to_vec(),
+        tail_incomplete: chunk.tail_incomplete,
+        overlong: false,
+    });
+    pieces
+}
 
 /// Reads the rows of a CSV recording after its header, in order, calling `on_sample` for each.
 /// Parsing is most of the work, so chunks of whole lines are parsed on a few threads while this
@@ -574,10 +619,23 @@ fn read_body_sized(
                         }
                     }
                 };
-                if jobs[sent % workers].send(chunk).is_err() || last {
+                // A chunk of many short lines becomes pieces of at most `max_lines` lines:
+                // each parsed piece holds a `Sample` per line, far larger than its text.
+                let mut pieces = split_lines(chunk, sizes.max_lines).into_iter().peekable();
+                let mut stopped = false;
+                while let Some(piece) = pieces.next() {
+                    if jobs[sent % workers].send(piece).is_err() {
+                        stopped = true;
+                        break;
+                    }
+                    sent += 1;
+                    if pieces.peek().is_none() && last {
+                        stopped = true;
+                    }
+                }
+                if stopped {
                     break;
                 }
-                sent += 1;
             }
             Ok(total)
         });
@@ -923,13 +981,14 @@ mod tests {
         fn the_parallel_reader_reads_what_the_sequential_one_reads(
             labels in proptest::collection::vec((0usize..700, 0u8..40), 0..60),
             chunk in 1usize..300,
+            max_lines in 1usize..20,
             max_line in 60usize..500,
             cut in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..50],
         ) {
             let data = body(&labels, cut);
             let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
             let seq = read_sequential(&data, &layout, max_line);
-            let par = read_parallel(&data, &layout, Sizes { chunk, max_line });
+            let par = read_parallel(&data, &layout, Sizes { chunk, max_lines, max_line });
             proptest::prop_assert_eq!(&par.1, &seq.1);
             proptest::prop_assert_eq!(par.0.len(), seq.0.len());
             proptest::prop_assert!(par.0 == seq.0);
@@ -947,6 +1006,7 @@ mod tests {
         let layout = CsvLayout::from_header(header().as_bytes()).unwrap();
         let sizes = Sizes {
             chunk: 100,
+            max_lines: 8192,
             max_line: 1000,
         };
         let (samples, end) = read_parallel(&data, &layout, sizes);
@@ -970,6 +1030,7 @@ mod tests {
             &layout,
             Sizes {
                 chunk: 64,
+                max_lines: 8192,
                 max_line: 1000,
             },
         );

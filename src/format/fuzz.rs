@@ -191,10 +191,7 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>) {
             *data = gz.finish().unwrap();
         }
         11 => {
-            *data = ruzstd::encoding::compress_to_vec(
-                &data[..],
-                ruzstd::encoding::CompressionLevel::Fastest,
-            );
+            *data = zstd::encode_all(&data[..], 1).unwrap();
         }
         _ => {}
     }

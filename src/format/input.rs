@@ -1,6 +1,7 @@
 //! Opening what a reader is given: a file, `-` (stdin), a pipe or a FIFO, plain or compressed
-//! with gzip or zstd (told by the first bytes, not the name), and the size caps every reader of
-//! outside input keeps (docs/FORMAT.md, "Size caps").
+//! with gzip or zstd (told by the first bytes, not the name; every member or frame is read,
+//! `zstd.rs` caps a zstd frame's window), and the size caps every reader of outside input keeps
+//! (docs/FORMAT.md, "Reading: inputs, compression and size caps").
 
 use super::ReadError;
 use std::io::{self, Read};
@@ -29,7 +30,11 @@ impl Compression {
     fn of(magic: &[u8]) -> Option<Compression> {
         if magic.starts_with(&[0x1f, 0x8b]) {
             Some(Compression::Gzip)
-        } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+            || (magic.len() == 4 && magic[0] & 0xf0 == 0x50 && magic[1..] == [0x2a, 0x4d, 0x18])
+        {
+            // A zstd frame, or a skippable frame (magic 0x184D2A50 to 0x184D2A5F), which is
+            // how `pzstd` output begins.
             Some(Compression::Zstd)
         } else {
             None
@@ -96,14 +101,9 @@ pub fn from_reader(
     let mut rest: Box<dyn Read + Send> = match compression {
         None => Box::new(joined),
         Some(Compression::Gzip) => Box::new(flate2::read::MultiGzDecoder::new(joined)),
-        Some(Compression::Zstd) => Box::new(
-            ruzstd::decoding::StreamingDecoder::new(joined).map_err(|e| {
-                io_err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("not a readable zstd stream: {e}"),
-                ))
-            })?,
-        ),
+        Some(Compression::Zstd) => {
+            Box::new(super::zstd::ZstdReader::new(joined, path).map_err(io_err)?)
+        }
     };
     let mut head = Vec::with_capacity(HEAD_BYTES);
     read_up_to(&mut rest, &mut head, HEAD_BYTES).map_err(io_err)?;
@@ -118,6 +118,33 @@ pub fn from_reader(
         rest,
         compression,
         stdin,
+    })
+}
+
+/// Refuses an input whose lines end in a carriage return alone (classic Mac OS line ends, what
+/// some spreadsheets still export): read as LF lines it would be one long first line and no
+/// rows. Told by a CR followed by anything but LF before the first LF.
+pub fn refuse_cr_line_ends(input: &Input) -> Result<(), ReadError> {
+    let head = &input.head;
+    let first_line = &head[..memchr::memchr(b'\n', head).unwrap_or(head.len())];
+    // A CR inside the first line (a CRLF line's CR ends it; one at the end of what was read
+    // may be the first half of a CRLF).
+    match memchr::memchr(b'\r', first_line) {
+        Some(cr) if cr + 1 < first_line.len() => {}
+        _ => return Ok(()),
+    }
+    let shown = if input.stdin {
+        "FILE".to_string()
+    } else {
+        input.path.display().to_string()
+    };
+    Err(ReadError::Malformed {
+        path: input.path.clone(),
+        line: 1,
+        msg: format!(
+            "its lines end in a carriage return alone (CR, the line end of classic Mac OS), not \
+             LF or CRLF: convert it first, e.g. `tr '\\r' '\\n' < {shown} > converted.csv`"
+        ),
     })
 }
 

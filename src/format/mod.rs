@@ -10,6 +10,7 @@ pub mod input;
 pub mod jsonl;
 pub mod many;
 pub mod meta;
+pub mod zstd;
 
 use crate::model::sample::{Event, Sample};
 use crate::output::{At, FileId, OpenError, OutFile, Place};

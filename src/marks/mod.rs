@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Labels longer than this (in characters) are cut.
-pub const MAX_LABEL_CHARS: usize = 200;
+/// Labels longer than this (in characters) are cut (readers cut longer ones too).
+pub const MAX_LABEL_CHARS: usize = crate::model::sample::MAX_LABEL_CHARS;
 
 /// A regex that turns lines into marker labels: its `(?P<label>...)` group when it has one,
 /// else the whole match.

@@ -91,8 +91,14 @@ impl fmt::Display for Event {
     }
 }
 
+/// The longest marker label, in characters: what the marker sources write at most
+/// (`marks::clean_label`), and what a reader keeps of a longer one (`Event::parse` cuts it), so
+/// no reader holds more than this per event whatever a file says.
+pub const MAX_LABEL_CHARS: usize = 200;
+
 impl Event {
-    /// Parses the text written by `Display`.
+    /// Parses the text written by `Display`. A marker's label longer than [`MAX_LABEL_CHARS`]
+    /// characters (not one memmon wrote) is cut to that many.
     pub fn parse(text: &str) -> Result<Event, String> {
         let (kind, arg) = match text.split_once(':') {
             Some((k, a)) => (k, Some(a)),
@@ -109,7 +115,13 @@ impl Event {
         match kind {
             "start" => Ok(Event::Start),
             "restart" => Ok(Event::Restart(number(arg, i32::MAX as i64)? as i32)),
-            "mark" => Ok(Event::Mark(arg.unwrap_or("").to_string())),
+            "mark" => {
+                let label = arg.unwrap_or("");
+                Ok(Event::Mark(match label.char_indices().nth(MAX_LABEL_CHARS) {
+                    Some((cut, _)) => label[..cut].to_string(),
+                    None => label.to_string(),
+                }))
+            }
             "run-start" => Ok(Event::RunStart(number(arg, u32::MAX as i64)? as u32)),
             "run-end" => Ok(Event::RunEnd(number(arg, u32::MAX as i64)? as u32)),
             _ => Err(format!(
@@ -256,6 +268,23 @@ mod tests {
             assert_eq!(Event::parse(&e.to_string()).unwrap(), e);
         }
         assert!(Event::parse("explode").is_err());
+    }
+
+    #[test]
+    fn a_label_longer_than_memmon_writes_is_cut_when_read() {
+        let long = format!("mark:{}", "é".repeat(1 << 19));
+        let Event::Mark(label) = Event::parse(&long).unwrap() else {
+            panic!("a mark");
+        };
+        assert_eq!(label, "é".repeat(MAX_LABEL_CHARS));
+        let Event::Mark(label) = Event::parse(&format!("mark:{}", "x".repeat(200))).unwrap() else {
+            panic!("a mark");
+        };
+        assert_eq!(
+            label.len(),
+            200,
+            "a label of the most memmon writes is kept whole"
+        );
     }
 
     #[test]

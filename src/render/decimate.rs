@@ -1,5 +1,7 @@
 //! Peak-preserving decimation: a series of any length reduced to at most four points per pixel
 //! column (its first, last, lowest and highest), so a long recording draws fast and no spike is lost.
+//! [`Stream`] does the same while a file is read, before its length is known, in memory that
+//! does not grow with it.
 
 /// The indices of the points to draw when `xs` (with values `ys`) spans `width` pixel columns
 /// over `[x0, x1]`. For every run of consecutive points that fall in one pixel column it keeps
@@ -80,6 +82,181 @@ fn push_run(keep: &mut Vec<usize>, first: usize, lo: usize, hi: usize, last: usi
     }
 }
 
+/// Time buckets a [`Stream`] keeps: at most four points each, so at most 65,536 points (24
+/// bytes each: 1.5 MiB) per series, whatever its length.
+pub const STREAM_BUCKETS: usize = 16384;
+
+/// One point of a series: its index (the sample's place in the file), x and value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Point {
+    i: u64,
+    x: f64,
+    y: u64,
+}
+
+/// The first, lowest, highest and last points that fell in one bucket (the lowest and highest
+/// are the first of their value).
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    first: Point,
+    lo: Point,
+    hi: Point,
+    last: Point,
+}
+
+impl Bucket {
+    fn new(p: Point) -> Bucket {
+        Bucket {
+            first: p,
+            lo: p,
+            hi: p,
+            last: p,
+        }
+    }
+
+    fn add(&mut self, p: Point) {
+        if p.y < self.lo.y {
+            self.lo = p;
+        }
+        if p.y > self.hi.y {
+            self.hi = p;
+        }
+        self.last = p;
+    }
+
+    /// The bucket of both `a`'s points and `b`'s, `a`'s coming first.
+    fn merge(a: Bucket, b: Bucket) -> Bucket {
+        Bucket {
+            first: a.first,
+            lo: if b.lo.y < a.lo.y { b.lo } else { a.lo },
+            hi: if b.hi.y > a.hi.y { b.hi } else { a.hi },
+            last: b.last,
+        }
+    }
+}
+
+/// A series decimated while it is read: points in non-decreasing x go into time buckets of
+/// equal width from the first point's x, each keeping its first, lowest, highest and last
+/// point. When a point falls past the last of [`STREAM_BUCKETS`] buckets, neighbouring buckets
+/// are merged in pairs and the width doubles; so at the end the buckets are at most
+/// `2 * span / STREAM_BUCKETS` wide, and the memory held is at most `STREAM_BUCKETS` buckets
+/// whatever the series' length. Every bucket's extremes are kept, and with them the series'
+/// first and last points and its highest and lowest (the first of each value).
+/// [`keep_indices`] then reduces the points to the pixel columns of a drawing.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    buckets: Vec<Option<Bucket>>,
+    origin: f64,
+    /// A power of two (so doubling it keeps each point's bucket the half of its old one).
+    width: f64,
+    seen: u64,
+}
+
+impl Default for Stream {
+    fn default() -> Self {
+        Stream::new()
+    }
+}
+
+impl Stream {
+    pub fn new() -> Stream {
+        Stream {
+            buckets: Vec::new(),
+            origin: 0.0,
+            // 2^-30 s, about a nanosecond: finer than any recording's interval.
+            width: 1.0 / (1u64 << 30) as f64,
+            seen: 0,
+        }
+    }
+
+    /// Adds the next point. Points whose x goes back go to the bucket of their x (or the first).
+    pub fn push(&mut self, x: f64, y: u64) {
+        if self.seen == 0 {
+            self.origin = x;
+        }
+        let p = Point { i: self.seen, x, y };
+        self.seen += 1;
+        let mut b = self.bucket_of(x);
+        while b >= STREAM_BUCKETS {
+            self.halve();
+            b = self.bucket_of(x);
+        }
+        if b >= self.buckets.len() {
+            self.buckets.resize(b + 1, None);
+        }
+        match &mut self.buckets[b] {
+            Some(bucket) => bucket.add(p),
+            slot => *slot = Some(Bucket::new(p)),
+        }
+    }
+
+    /// The bucket of `x` (as a float: it may be far past the last).
+    fn bucket_of(&self, x: f64) -> usize {
+        let b = ((x - self.origin) / self.width).floor();
+        if b.is_nan() || b < 0.0 {
+            0
+        } else if b >= usize::MAX as f64 {
+            usize::MAX
+        } else {
+            b as usize
+        }
+    }
+
+    /// Doubles the width: buckets 2k and 2k+1 become bucket k.
+    fn halve(&mut self) {
+        let n = self.buckets.len().div_ceil(2);
+        for k in 0..n {
+            let a = self.buckets[2 * k];
+            let b = self.buckets.get(2 * k + 1).copied().flatten();
+            self.buckets[k] = match (a, b) {
+                (Some(a), Some(b)) => Some(Bucket::merge(a, b)),
+                (a, b) => a.or(b),
+            };
+        }
+        self.buckets.truncate(n);
+        self.width *= 2.0;
+    }
+
+    /// How many points were pushed.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// The width of a bucket now, in x.
+    pub fn bucket_width(&self) -> f64 {
+        self.width
+    }
+
+    /// The highest value pushed (0 when none).
+    pub fn max(&self) -> u64 {
+        self.buckets
+            .iter()
+            .flatten()
+            .map(|b| b.hi.y)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The points kept, in the order they were pushed: their x and their values.
+    pub fn points(&self) -> (Vec<f64>, Vec<u64>) {
+        let mut xs = Vec::with_capacity(4 * self.buckets.len());
+        let mut ys = Vec::with_capacity(4 * self.buckets.len());
+        for b in self.buckets.iter().flatten() {
+            let mut four = [b.first, b.lo, b.hi, b.last];
+            four.sort_by_key(|p| p.i);
+            let mut prev = None;
+            for p in four {
+                if prev != Some(p.i) {
+                    xs.push(p.x);
+                    ys.push(p.y);
+                    prev = Some(p.i);
+                }
+            }
+        }
+        (xs, ys)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +291,69 @@ mod tests {
         let min_i = (0..100).min_by_key(|&i| ys[i]).unwrap();
         assert!(keep.contains(&max_i) && keep.contains(&min_i));
         assert!(keep.len() <= 4);
+    }
+
+    #[test]
+    fn a_streamed_series_keeps_its_spike_in_bounded_memory() {
+        let mut st = Stream::new();
+        let n = 1_000_000u64;
+        for i in 0..n {
+            let y = if i == 765_432 { 200 << 30 } else { 45 << 30 };
+            st.push(i as f64 * 0.001, y);
+        }
+        assert_eq!(st.seen(), n);
+        assert!(st.buckets.len() <= STREAM_BUCKETS);
+        let (xs, ys) = st.points();
+        assert!(xs.len() <= 4 * STREAM_BUCKETS, "{}", xs.len());
+        assert_eq!(st.max(), 200 << 30);
+        let at = ys.iter().position(|&y| y == 200 << 30).unwrap();
+        assert_eq!(xs[at], 765_432.0 * 0.001);
+        assert_eq!(xs[0], 0.0);
+        assert_eq!(*xs.last().unwrap(), (n - 1) as f64 * 0.001);
+        // The buckets are at most 2 * span / STREAM_BUCKETS wide.
+        assert!(st.bucket_width() <= 2.0 * 1000.0 / STREAM_BUCKETS as f64);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever the series, every bucket of the stream's final width keeps its lowest and
+        /// highest value, its first and last point, and the points come in their order.
+        #[test]
+        fn a_stream_keeps_every_buckets_extremes(
+            steps in prop::collection::vec((0.0f64..50.0, 0u64..1_000_000), 1..5000),
+            scale in prop::sample::select(vec![1e-6, 1e-3, 1.0, 1e4]),
+        ) {
+            let mut st = Stream::new();
+            let mut x = 0.0;
+            let mut pts = Vec::with_capacity(steps.len());
+            for (dx, y) in &steps {
+                x += dx * scale;
+                st.push(x, *y);
+                pts.push((x, *y));
+            }
+            let (xs, ys) = st.points();
+            prop_assert!(xs.len() <= 4 * STREAM_BUCKETS);
+            prop_assert!(xs.windows(2).all(|w| w[0] <= w[1]), "in order");
+            prop_assert_eq!((xs[0], ys[0]), pts[0]);
+            prop_assert_eq!((*xs.last().unwrap(), *ys.last().unwrap()), *pts.last().unwrap());
+            let bucket = |x: f64| ((x - pts[0].0) / st.bucket_width()).floor() as usize;
+            let mut want = std::collections::BTreeMap::new();
+            for &(x, y) in &pts {
+                let e = want.entry(bucket(x)).or_insert((y, y));
+                e.0 = e.0.min(y);
+                e.1 = e.1.max(y);
+            }
+            let all: std::collections::HashSet<(u64, u64)> =
+                pts.iter().map(|&(x, y)| (x.to_bits(), y)).collect();
+            let mut got = std::collections::BTreeMap::new();
+            for (&x, &y) in xs.iter().zip(&ys) {
+                prop_assert!(all.contains(&(x.to_bits(), y)), "a kept point is a point of the series");
+                let e = got.entry(bucket(x)).or_insert((y, y));
+                e.0 = e.0.min(y);
+                e.1 = e.1.max(y);
+            }
+            prop_assert_eq!(got, want);
+        }
     }
 
     proptest! {

@@ -16,7 +16,8 @@ use crate::model::sample::{Event, Sample};
 use crate::render::compare_table::{
     fmt_change, fmt_value, measure_file, metric_label, verdict_sentence,
 };
-use crate::render::decimate::keep_indices;
+use crate::render::decimate::{keep_indices, Stream};
+use crate::render::events::Events;
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -24,9 +25,6 @@ use std::path::{Path, PathBuf};
 
 /// Time buckets per series in the embedded data (each keeps at most four points).
 pub const BUCKETS: usize = 2000;
-
-/// Events (marks, restarts, runs) kept per series; more are dropped with a note.
-pub const MAX_EVENTS: usize = 1000;
 
 const SCRIPT: &str = include_str!("report.js");
 const STYLE: &str = include_str!("report.css");
@@ -59,9 +57,13 @@ pub struct Series {
     pub peak: crate::model::peak::Peak,
     pub sampled_peak_rss_bytes: u64,
     pub lifetime_peak_rss_bytes: Option<u64>,
-    /// `[seconds, label]` of marks, restarts and benchmark runs.
+    /// `[seconds, label]` of marks, restarts and benchmark runs: at most
+    /// `events::MAX_EVENTS`, spread over the recording when it holds more.
     pub events: Vec<(f64, String)>,
-    pub events_dropped: u64,
+    /// How many events the recording holds, and, when some were left out, a sentence saying so.
+    pub events_seen: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_note: Option<String>,
     /// GPU memory held by the tree (`gpu_bytes`), at the rows that have it (decimated as `t`,
     /// `v`); empty when the recording has none. Drawn in a panel of its own.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -70,62 +72,61 @@ pub struct Series {
     pub gpu_v: Vec<u64>,
 }
 
-/// Collects a recording's RSS over time, one sample at a time.
+/// Collects a recording's RSS over time, one sample at a time, in memory that does not grow
+/// with it: the series decimated as they come (`decimate::Stream`), at most
+/// `events::MAX_EVENTS` events.
 #[derive(Default)]
 struct Collector {
-    t: Vec<f64>,
-    v: Vec<u64>,
+    rss: Stream,
+    gpu: Stream,
     timeline: Timeline,
-    events: Vec<(f64, String)>,
-    events_dropped: u64,
-    gpu_t: Vec<f64>,
-    gpu_v: Vec<u64>,
+    events: Events,
 }
 
 impl Collector {
     fn push(&mut self, s: &Sample) {
         let t = self.timeline.push(s).x;
-        self.t.push(t);
-        self.v.push(s.rss_bytes);
+        self.rss.push(t, s.rss_bytes);
         if let Some(g) = s.gpu.bytes {
-            self.gpu_t.push(t);
-            self.gpu_v.push(g);
+            self.gpu.push(t, g);
         }
         match &s.event {
             None | Some(Event::Start) => {}
-            Some(e) if self.events.len() < MAX_EVENTS => {
-                self.events.push((round_ms(t), e.to_string()))
-            }
-            Some(_) => self.events_dropped += 1,
+            Some(e) => self.events.push(round_ms(t), e),
         }
     }
 
     fn finish(self, name: String, file: String, role: Option<Role>, summary: &Summary) -> Series {
-        let (x0, x1) = (
-            self.t.first().copied().unwrap_or(0.0),
-            self.timeline.last_x(),
-        );
-        let keep = keep_indices(&self.t, &self.v, x0, x1, BUCKETS);
-        let gpu_keep = if self.gpu_t.is_empty() {
+        let events_note = self.events.note(&name);
+        let (t, v) = self.rss.points();
+        let (x0, x1) = (t.first().copied().unwrap_or(0.0), self.timeline.last_x());
+        let keep = keep_indices(&t, &v, x0, x1, BUCKETS);
+        let (gpu_t, gpu_v) = self.gpu.points();
+        let gpu_keep = if gpu_t.is_empty() {
             Vec::new()
         } else {
-            keep_indices(&self.gpu_t, &self.gpu_v, x0, x1, BUCKETS)
+            keep_indices(&gpu_t, &gpu_v, x0, x1, BUCKETS)
         };
         Series {
             name,
             file,
             role,
-            t: keep.iter().map(|&i| round_ms(self.t[i])).collect(),
-            v: keep.iter().map(|&i| self.v[i]).collect(),
+            t: keep.iter().map(|&i| round_ms(t[i])).collect(),
+            v: keep.iter().map(|&i| v[i]).collect(),
             samples: summary.samples,
             kept: keep.len(),
             peak: summary.peak,
             sampled_peak_rss_bytes: summary.facts.sampled_peak_rss_bytes,
             lifetime_peak_rss_bytes: summary.lifetime_peak_rss_bytes,
-            events: self.events,
-            events_dropped: self.events_dropped,
-            gpu_t: gpu_keep.iter().map(|&i| round_ms(self.gpu_t[i])).collect(),
-            gpu_v: gpu_keep.iter().map(|&i| self.gpu_v[i]).collect(),
+            events: self
+                .events
+                .iter()
+                .map(|(x, e)| (x, e.to_string()))
+                .collect(),
+            events_seen: self.events.seen(),
+            events_note,
+            gpu_t: gpu_keep.iter().map(|&i| round_ms(gpu_t[i])).collect(),
+            gpu_v: gpu_keep.iter().map(|&i| gpu_v[i]).collect(),
         }
     }
 }
@@ -557,8 +558,9 @@ mod tests {
                 ..Sample::default()
             });
         }
-        assert_eq!(c.t, vec![0.0, 5.0, 5.0, 6.0]);
-        assert_eq!(c.events, vec![(6.0, "mark:x".to_string())]);
+        assert_eq!(c.rss.points().0, vec![0.0, 5.0, 5.0, 6.0]);
+        let events: Vec<(f64, String)> = c.events.iter().map(|(x, e)| (x, e.to_string())).collect();
+        assert_eq!(events, vec![(6.0, "mark:x".to_string())]);
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Rendering recordings for people: plots (`plot.rs`, with the peak-preserving decimation in
 //! `decimate.rs`), the comparison table (`compare_table.rs`) and the HTML report (`html.rs`).
+//! Plot and report hold a bounded amount per recording, whatever its length: its series
+//! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 
 pub mod compare_table;
 pub mod decimate;
+pub mod events;
 pub mod html;
 pub mod plot;

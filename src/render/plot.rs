@@ -1,13 +1,16 @@
 //! `memmon plot`: draws recordings as memory over time, to SVG or PNG from one drawing code,
 //! with the sampled peak, the kernel's peak, the idle floor and the events marked on it.
 //!
-//! Each file is read once into compact columns (8 bytes per sample per series, plus the time)
-//! and its summary is built on the way, so the numbers printed on the plot are the ones
-//! `memmon summary` prints. Lines are decimated per pixel column (`decimate.rs`): a
-//! day-long recording draws in a fraction of a second and no spike is lost. The text is laid
-//! out with DejaVu Sans compiled into the binary, so no system font is needed.
+//! Each file is read once, its series decimated as they are read (`decimate::Stream`: at most
+//! 16,384 time buckets of four points per series) and its events thinned to at most
+//! `events::MAX_EVENTS`, so memory does not grow with the file; its summary is built on the
+//! way, so the numbers printed on the plot are the ones `memmon summary` prints. The lines are
+//! then reduced to four points per pixel column (`decimate::keep_indices`): a day-long
+//! recording draws in a fraction of a second and no spike is lost. The text is laid out with
+//! DejaVu Sans compiled into the binary, so no system font is needed.
 
 use super::decimate;
+use super::events::Events;
 use crate::analysis::timeline::Timeline;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::{InputSpec, ReadError};
@@ -215,85 +218,102 @@ impl PlotOptions {
     }
 }
 
-/// One extra series of a recording: its values and, for a sparse column (PSS), its own times.
-struct Series {
-    column: SizeColumn,
-    xs: Option<Vec<f64>>,
+/// A series as drawn: the points kept of it (x on the recording's timeline, value).
+#[derive(Debug, Clone, Default)]
+struct Line {
+    xs: Vec<f64>,
     ys: Vec<u64>,
 }
 
-/// One recording, read for drawing.
+impl Line {
+    fn of(stream: &decimate::Stream) -> Line {
+        let (xs, ys) = stream.points();
+        Line { xs, ys }
+    }
+
+    fn max(&self) -> u64 {
+        self.ys.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// One extra series of a recording (a sparse column, PSS, only at the rows that have it).
+struct Series {
+    column: SizeColumn,
+    line: Line,
+}
+
+/// One recording, read for drawing: each series decimated as it was read
+/// (`decimate::Stream`), its events thinned to at most `events::MAX_EVENTS`, so a trace holds
+/// a bounded amount whatever the recording's length.
 pub struct Trace {
     /// The name in the legend: the file's name.
     pub name: String,
-    /// Seconds on the recording's timeline (`analysis::timeline`), one per sample.
-    xs: Vec<f64>,
-    rss: Vec<u64>,
+    /// RSS at the points kept.
+    rss: Line,
+    /// The x of the last sample: the recording's span on its timeline.
+    span_s: f64,
     /// anon, anon + file, anon + file + shmem: the tops of the stacked areas.
-    parts: Option<[Vec<u64>; 3]>,
+    parts: Option<[Line; 3]>,
     series: Vec<Series>,
-    /// GPU memory held by the tree (`gpu_bytes`), at the rows that have it: time, bytes.
-    gpu: (Vec<f64>, Vec<u64>),
-    events: Vec<(f64, Event)>,
-    /// The first sample with the largest RSS (the summary's peak).
-    peak_index: usize,
+    /// GPU memory held by the tree (`gpu_bytes`), at the rows that have it.
+    gpu: Line,
+    events: Events,
+    /// The first sample with the largest RSS (the summary's peak): its x and RSS.
+    peak: (f64, u64),
     pub summary: Summary,
 }
 
 impl Trace {
-    /// The x of each sample: seconds on the recording's timeline.
+    /// The x of each RSS point drawn (seconds on the recording's timeline): the first and the
+    /// last sample's among them.
     pub fn xs(&self) -> &[f64] {
-        &self.xs
+        &self.rss.xs
+    }
+
+    /// What the plot left out of this recording, for the user (`None` when nothing).
+    pub fn note(&self) -> Option<String> {
+        self.events.note(&self.name)
     }
 }
 
-/// Reads a recording for drawing with `opts`, building its summary on the way.
+/// Reads a recording for drawing with `opts`, building its summary on the way. What is kept
+/// does not grow with the recording (`Trace`).
 pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, PlotError> {
     let mut builder = SummaryBuilder::new();
     // x: seconds on the recording's timeline (sessions of an --append'ed one included).
     let mut timeline = Timeline::new();
-    let mut xs = Vec::new();
-    let mut rss = Vec::new();
-    let mut parts = opts.parts.then(|| [Vec::new(), Vec::new(), Vec::new()]);
-    let mut series: Vec<Series> = opts
+    let mut rss = decimate::Stream::new();
+    let mut parts = opts.parts.then(<[decimate::Stream; 3]>::default);
+    let mut series: Vec<(SizeColumn, decimate::Stream)> = opts
         .series
         .iter()
-        .map(|&column| Series {
-            column,
-            xs: (column == SizeColumn::Pss).then(Vec::new),
-            ys: Vec::new(),
-        })
+        .map(|&column| (column, decimate::Stream::new()))
         .collect();
-    let mut events = Vec::new();
-    let mut peak_index = 0;
-    let mut gpu = (Vec::new(), Vec::new());
+    let mut events = Events::default();
+    let mut peak: Option<(f64, u64)> = None;
+    let mut gpu = decimate::Stream::new();
     let on_sample = |s: &Sample| {
         let x = timeline.push(s).x;
-        if s.rss_bytes > rss.get(peak_index).copied().unwrap_or(0) {
-            peak_index = rss.len();
+        if peak.is_none_or(|(_, p)| s.rss_bytes > p) {
+            peak = Some((x, s.rss_bytes));
         }
         if let Some(ev) = &s.event {
-            if !(xs.is_empty() && *ev == Event::Start) {
-                events.push((x, ev.clone()));
+            if !(rss.seen() == 0 && *ev == Event::Start) {
+                events.push(x, ev);
             }
         }
-        xs.push(x);
-        rss.push(s.rss_bytes);
+        rss.push(x, s.rss_bytes);
         if let Some(g) = s.gpu.bytes {
-            gpu.0.push(x);
-            gpu.1.push(g);
+            gpu.push(x, g);
         }
         if let Some([anon, file, shmem]) = &mut parts {
-            anon.push(s.anon_bytes);
-            file.push(s.anon_bytes + s.file_bytes);
-            shmem.push(s.anon_bytes + s.file_bytes + s.shmem_bytes);
+            anon.push(x, s.anon_bytes);
+            file.push(x, s.anon_bytes + s.file_bytes);
+            shmem.push(x, s.anon_bytes + s.file_bytes + s.shmem_bytes);
         }
-        for se in &mut series {
-            if let Some(v) = se.column.value(s) {
-                se.ys.push(v);
-                if let Some(sx) = &mut se.xs {
-                    sx.push(x);
-                }
+        for (column, stream) in &mut series {
+            if let Some(v) = column.value(s) {
+                stream.push(x, v);
             }
         }
     };
@@ -305,9 +325,9 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
             on_sample,
         },
     )?;
-    if xs.is_empty() {
+    let Some(peak) = peak else {
         return Err(PlotError::NoSamples(path.to_path_buf()));
-    }
+    };
     let summary = Summary::of_read(builder, path.display().to_string(), &info);
     let name = path
         .file_name()
@@ -315,25 +335,32 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         .unwrap_or_else(|| path.display().to_string());
     Ok(Trace {
         name,
-        xs,
-        rss,
-        parts,
-        series,
-        gpu,
+        rss: Line::of(&rss),
+        span_s: timeline.last_x(),
+        parts: parts.map(|p| p.each_ref().map(Line::of)),
+        series: series
+            .iter()
+            .map(|(column, stream)| Series {
+                column: *column,
+                line: Line::of(stream),
+            })
+            .collect(),
+        gpu: Line::of(&gpu),
         events,
-        peak_index,
+        peak,
         summary,
     })
 }
 
-/// Reads `files` and draws them, overlaid, into `out`.
+/// Reads `files` and draws them, overlaid, into `out`. Returns what the user should know of
+/// what was left out (events past `events::MAX_EVENTS` of a recording), a line each.
 pub fn plot_files(
     files: &[PathBuf],
     spec: &InputSpec,
     opts: &PlotOptions,
     out: &Path,
     format: ImageFormat,
-) -> Result<(), PlotError> {
+) -> Result<Vec<String>, PlotError> {
     let mut traces = files
         .iter()
         .map(|f| load(f, spec, opts))
@@ -347,13 +374,14 @@ pub fn plot_files(
     let has_pss = |t: &Trace| {
         t.series
             .iter()
-            .any(|s| s.column == SizeColumn::Pss && !s.ys.is_empty())
+            .any(|s| s.column == SizeColumn::Pss && !s.line.ys.is_empty())
     };
     if opts.series.contains(&SizeColumn::Pss) && !traces.iter().any(has_pss) {
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         return Err(PlotError::NoPss(names.join(", ")));
     }
-    draw(&traces, opts, out, format)
+    draw(&traces, opts, out, format)?;
+    Ok(traces.iter().filter_map(Trace::note).collect())
 }
 
 /// Draws `traces` into `out` (SVG or PNG: the same drawing code on two backends).
@@ -408,6 +436,15 @@ fn register_font() {
         // The bytes are DejaVu Sans from the `dejavu` crate: a valid font, so this cannot fail.
         let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
     });
+}
+
+/// The longest recording's span on its timeline (seconds; at least a millisecond).
+fn span_of(traces: &[Trace]) -> f64 {
+    traces
+        .iter()
+        .map(|t| t.span_s)
+        .fold(0.0, f64::max)
+        .max(1e-3)
 }
 
 /// A binary size unit for the y axis.
@@ -585,7 +622,7 @@ fn draw_on<DB: DrawingBackend>(
     vector: bool,
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
-    if !traces.iter().any(|t| !t.gpu.1.is_empty()) {
+    if !traces.iter().any(|t| !t.gpu.ys.is_empty()) {
         return draw_host(root, traces, opts, vector);
     }
     let (_, h) = root.dim_in_pixel();
@@ -598,19 +635,10 @@ fn draw_on<DB: DrawingBackend>(
 /// The GPU panel: each recording's `gpu_bytes` over the same time axis as the host panel.
 fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace]) -> DrawResult<DB> {
     let several = traces.len() > 1;
-    let span_s = traces
-        .iter()
-        .filter_map(|t| t.xs.last().copied())
-        .fold(0.0, f64::max)
-        .max(1e-3);
+    let span_s = span_of(traces);
     let (t_scale, t_name) = time_unit(span_s);
     let x_max = span_s / t_scale;
-    let y_max = traces
-        .iter()
-        .flat_map(|t| t.gpu.1.iter().copied())
-        .max()
-        .unwrap_or(0)
-        .max(1);
+    let y_max = traces.iter().map(|t| t.gpu.max()).max().unwrap_or(0).max(1);
     let unit = SizeUnit::for_max(y_max);
     let y_top = (y_max.max(1024) as f64 / unit.bytes) * 1.15;
     let mut chart = ChartBuilder::on(area)
@@ -619,12 +647,14 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..x_max, 0f64..y_top)?;
     draw_axes(&mut chart, t_name, &format!("GPU memory ({})", unit.label))?;
+    let (px_range, _) = chart.plotting_area().get_pixel_range();
+    let width_px = (px_range.end - px_range.start).max(1) as usize;
     for (ti, t) in traces.iter().enumerate() {
-        if t.gpu.1.is_empty() {
+        if t.gpu.ys.is_empty() {
             continue;
         }
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
-        let peak = t.gpu.1.iter().copied().max().unwrap_or(0);
+        let peak = t.gpu.max();
         let label = format!(
             "{}GPU memory of the tree (NVML, sampled), peak {}",
             if several {
@@ -635,8 +665,9 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
             fmt_bytes(peak)
         );
         // A step line: a GPU value holds until the next reading.
-        let mut pts = Vec::with_capacity(t.gpu.1.len() * 2);
-        for (i, (&x, &y)) in t.gpu.0.iter().zip(&t.gpu.1).enumerate() {
+        let keep = decimate::keep_indices(&t.gpu.xs, &t.gpu.ys, 0.0, span_s, width_px);
+        let mut pts = Vec::with_capacity(keep.len() * 2);
+        for (i, (x, y)) in keep.iter().map(|&k| (t.gpu.xs[k], t.gpu.ys[k])).enumerate() {
             let y = y as f64 / unit.bytes;
             if i > 0 {
                 pts.push((x / t_scale, pts.last().map_or(y, |p: &(f64, f64)| p.1)));
@@ -669,21 +700,17 @@ fn draw_host<DB: DrawingBackend>(
     vector: bool,
 ) -> DrawResult<DB> {
     let several = traces.len() > 1;
-    let span_s = traces
-        .iter()
-        .filter_map(|t| t.xs.last().copied())
-        .fold(0.0, f64::max)
-        .max(1e-3);
+    let span_s = span_of(traces);
     let mut y_max = 0u64;
     for t in traces {
         y_max = y_max
             .max(t.summary.facts.sampled_peak_rss_bytes)
             .max(t.summary.peak.bytes);
         if let Some(p) = &t.parts {
-            y_max = y_max.max(p[2].iter().copied().max().unwrap_or(0));
+            y_max = y_max.max(p[2].max());
         }
         for s in &t.series {
-            y_max = y_max.max(s.ys.iter().copied().max().unwrap_or(0));
+            y_max = y_max.max(s.line.max());
         }
     }
     let unit = SizeUnit::for_max(y_max.max(1));
@@ -711,10 +738,10 @@ fn draw_host<DB: DrawingBackend>(
     draw_axes(&mut chart, t_name, &format!("{what} ({})", unit.label))?;
     let (px_range, _) = chart.plotting_area().get_pixel_range();
     let width_px = (px_range.end - px_range.start).max(1) as usize;
-    let points = |xs: &[f64], ys: &[u64]| -> Vec<(f64, f64)> {
-        decimate::keep_indices(xs, ys, 0.0, span_s, width_px)
+    let points = |line: &Line| -> Vec<(f64, f64)> {
+        decimate::keep_indices(&line.xs, &line.ys, 0.0, span_s, width_px)
             .into_iter()
-            .map(|i| (xs[i] / t_scale, y_of(ys[i])))
+            .map(|i| (line.xs[i] / t_scale, y_of(line.ys[i])))
             .collect()
     };
 
@@ -738,11 +765,7 @@ fn draw_host<DB: DrawingBackend>(
                     .to_string(),
             };
             chart
-                .draw_series(AreaSeries::new(
-                    points(&t.xs, &parts[k]),
-                    0.0,
-                    color.filled(),
-                ))?
+                .draw_series(AreaSeries::new(points(&parts[k]), 0.0, color.filled()))?
                 .label(label)
                 .legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled())
@@ -819,7 +842,7 @@ fn draw_host<DB: DrawingBackend>(
         } else {
             RGBColor(90, 90, 90)
         };
-        for (x, ev) in &t.events {
+        for (x, ev) in t.events.iter() {
             let x = x / t_scale;
             chart.draw_series(LineSeries::new(
                 [(x, 0.0), (x, y_top)],
@@ -865,14 +888,13 @@ fn draw_host<DB: DrawingBackend>(
             "RSS (sampled)".to_string()
         };
         chart
-            .draw_series(strokes(points(&t.xs, &t.rss), color.to_rgba(), 2))?
+            .draw_series(strokes(points(&t.rss), color.to_rgba(), 2))?
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
         for (si, s) in t.series.iter().enumerate() {
-            if s.ys.is_empty() {
+            if s.line.ys.is_empty() {
                 continue;
             }
-            let xs = s.xs.as_deref().unwrap_or(&t.xs);
             let color = if several {
                 color.mix(0.9)
             } else {
@@ -885,7 +907,7 @@ fn draw_host<DB: DrawingBackend>(
                 s.column.label().to_string()
             };
             chart
-                .draw_series(strokes(points(xs, &s.ys), color, width))?
+                .draw_series(strokes(points(&s.line), color, width))?
                 .label(label)
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 18, y)], color.stroke_width(width))
@@ -896,8 +918,8 @@ fn draw_host<DB: DrawingBackend>(
     // The sampled peak of each file: a dot and its value and time. Its label is placed first.
     for (ti, t) in traces.iter().enumerate().rev() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
-        let x = t.xs[t.peak_index] / t_scale;
-        let y = y_of(t.rss[t.peak_index]);
+        let x = t.peak.0 / t_scale;
+        let y = y_of(t.peak.1);
         let prefix = if several {
             format!("{}: ", t.name)
         } else {
@@ -914,7 +936,7 @@ fn draw_host<DB: DrawingBackend>(
                 text: format!(
                     "{prefix}sampled peak {} at {}",
                     fmt_bytes(t.summary.facts.sampled_peak_rss_bytes),
-                    fmt_seconds(t.xs[t.peak_index])
+                    fmt_seconds(t.peak.0)
                 ),
                 at: (if left { px + 8 } else { px - 8 }, py - 2),
                 left,
@@ -925,8 +947,34 @@ fn draw_host<DB: DrawingBackend>(
             },
         );
     }
+    // Events left out are said on the image too, at the top left.
+    let (xr, yr) = chart.plotting_area().get_pixel_range();
+    for (ti, t) in traces.iter().enumerate() {
+        if t.events.dropped() == 0 {
+            continue;
+        }
+        labels.push(Label {
+            text: format!(
+                "{}{} of {} events drawn (one in {}, spread over the recording)",
+                if several {
+                    format!("{}: ", t.name)
+                } else {
+                    String::new()
+                },
+                t.events.seen() - t.events.dropped(),
+                t.events.seen(),
+                t.events.stride()
+            ),
+            at: (xr.start + 4, yr.start + 4 + 18 * (ti as i32 + 1)),
+            left: true,
+            color: RGBColor(90, 90, 90),
+            size: 12,
+            rows: 8,
+            optional: false,
+        });
+    }
     labels.extend(event_labels);
-    place_labels(root, chart.plotting_area().get_pixel_range(), &labels)?;
+    place_labels(root, (xr, yr), &labels)?;
 
     chart
         .configure_series_labels()

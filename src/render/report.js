@@ -411,9 +411,11 @@
   });
   var samples = 0, kept = 0;
   series.forEach(function (s) { samples += s.data.samples; kept += s.data.kept; });
-  document.getElementById('decimation-note').textContent = kept < samples
+  var notes = [kept < samples
     ? 'Drawn from ' + kept + ' of ' + samples + ' samples: each of ~2000 time buckets per recording keeps its first, lowest, highest and last sample, so no peak is lost.'
-    : 'All ' + samples + ' samples are drawn.';
+    : 'All ' + samples + ' samples are drawn.'];
+  series.forEach(function (s) { if (s.data.events_note) notes.push(s.data.events_note + '.'); });
+  document.getElementById('decimation-note').textContent = notes.join(' ');
 
   resize();
   draw();

@@ -83,6 +83,7 @@ pub fn read_from(
 ) -> Result<ReadInfo, ReadError> {
     let on_sample = |s: &Sample| sink.sample(s);
     let path = &input.path.clone();
+    input::refuse_cr_line_ends(&input)?;
     let kind = match spec.format {
         InputFormat::Memmon => return read_recording_from(input, sink),
         InputFormat::Psrecord => return psrecord::read_from(input, on_sample),
