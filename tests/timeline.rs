@@ -54,12 +54,118 @@ fn plot_and_report_put_an_appended_recording_on_the_same_time_axis() {
         "plot ends at {plot_last} s, the report at {report_last} s"
     );
     // Both leave the gap between the sessions in: the last sample lies past the time recorded
-    // in the sessions plus the gap (the summary's duration leaves the gap out).
+    // in the sessions plus the gap (the summary's duration leaves the gap out). A session of a
+    // launched command lasts as long as the command, up to an interval past its last sample.
     assert!(
-        plot_last >= recorded_s + gap_s - 0.05,
+        plot_last >= recorded_s + gap_s - 2.0 * 0.05 - 0.05,
         "last sample at {plot_last} s; {recorded_s} s recorded, {gap_s} s between the sessions"
     );
     // And the axis never goes back.
     assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
     assert!(trace.xs().windows(2).all(|w| w[0] <= w[1]));
+}
+
+/// The x pixel coordinates of each `<polyline>` drawn in `stroke` with `stroke-width="2"` at
+/// full opacity: the RSS lines of a one-file plot (the legend's sample is one of them).
+fn svg_lines(svg: &str, stroke: &str) -> Vec<Vec<f64>> {
+    let head = format!(
+        "<polyline fill=\"none\" opacity=\"1\" stroke=\"{stroke}\" stroke-width=\"2\" points=\""
+    );
+    svg.match_indices(&head)
+        .map(|(at, _)| {
+            let rest = &svg[at + head.len()..];
+            let points = &rest[..rest.find('"').unwrap()];
+            points
+                .split_whitespace()
+                .map(|p| p.split(',').next().unwrap().parse().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn an_appended_recording_over_budget_fails_and_is_drawn_with_its_gap() {
+    let dir = tempdir();
+    let rec = dir.path().join("two.csv");
+    // The first session holds 96 MiB, the second 8 MiB: the second's peak alone is under the
+    // budget, the recording's is not.
+    record_workload(
+        &rec,
+        &["-q", "-i", "50ms", "--append"],
+        &["alloc:96MiB", "hold:300ms"],
+    )
+    .assert()
+    .success();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    record_workload(
+        &rec,
+        &["-q", "-i", "50ms", "--append"],
+        &["alloc:8MiB", "hold:300ms"],
+    )
+    .assert()
+    .success();
+
+    let r = memmon()
+        .args(["summary", "--max-peak", "50MiB"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{out}{err}");
+    assert!(err.contains("--max-peak 50.00 MiB exceeded"), "{err}");
+    assert!(
+        out.contains("2 (--append)") && out.contains("every number above covers all"),
+        "{out}"
+    );
+    let s = summary_json(&rec);
+    assert_eq!(s["sessions"].as_array().unwrap().len(), 2, "{s:#}");
+    assert!(s["peak"]["bytes"].as_u64().unwrap() >= 96 << 20, "{s:#}");
+
+    // The report does not join the last point of the first session to the first of the next.
+    let html = dir.path().join("two.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&rec)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&html).unwrap();
+    let t = report_times(&html);
+    let open = "<script type=\"application/json\" id=\"memmon-data\">";
+    let start = html.find(open).unwrap() + open.len();
+    let len = html[start..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&html[start..start + len]).unwrap();
+    let breaks: Vec<usize> = data["series"][0]["breaks"]
+        .as_array()
+        .expect("the report marks where the second session begins")
+        .iter()
+        .map(|b| b.as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(breaks.len(), 1, "{breaks:?}");
+    let b = breaks[0];
+    assert!(
+        t[b] - t[b - 1] >= 1.9,
+        "the break lies at the gap: {:?}",
+        &t[b - 1..=b]
+    );
+
+    // The plot draws two lines of RSS, the second starting right of where the first ends.
+    let svg = dir.path().join("two.svg");
+    memmon()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&rec)
+        .assert()
+        .success();
+    let lines = svg_lines(&std::fs::read_to_string(&svg).unwrap(), "#1F77B4");
+    // Without the legend's short sample: the lines of more than two points.
+    let lines: Vec<&Vec<f64>> = lines.iter().filter(|l| l.len() > 2).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let first_end = lines[0].iter().cloned().fold(f64::MIN, f64::max);
+    let second_start = lines[1].iter().cloned().fold(f64::MAX, f64::min);
+    assert!(
+        second_start > first_end + 100.0,
+        "{first_end} then {second_start}"
+    );
 }

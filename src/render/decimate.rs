@@ -1,7 +1,9 @@
 //! Peak-preserving decimation: a series of any length reduced to at most four points per pixel
 //! column (its first, last, lowest and highest), so a long recording draws fast and no spike is lost.
 //! [`Stream`] does the same while a file is read, before its length is known, in memory that
-//! does not grow with it.
+//! does not grow with it. A series can be cut ([`Stream::cut`]: an `--append`ed recording's
+//! next session begins), and the points then come in segments ([`Points::cuts`]) that are drawn
+//! apart, so the time between sessions shows as a gap, not as a line.
 
 /// The indices of the points to draw when `xs` (with values `ys`) spans `width` pixel columns
 /// over `[x0, x1]`. For every run of consecutive points that fall in one pixel column it keeps
@@ -42,6 +44,52 @@ pub fn keep_indices(xs: &[f64], ys: &[u64], x0: f64, x1: f64, width: usize) -> V
     }
     push_run(&mut keep, first, lo, hi, n - 1);
     keep
+}
+
+/// The points kept of a series, in order, and where each segment after the first begins.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Points {
+    pub xs: Vec<f64>,
+    pub ys: Vec<u64>,
+    /// Indices into `xs` where a new segment begins (none is 0, all are increasing): a line
+    /// is drawn through the points of each segment, not from one segment to the next.
+    pub cuts: Vec<usize>,
+}
+
+impl Points {
+    /// The highest value (0 when none).
+    pub fn max(&self) -> u64 {
+        self.ys.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The segments, each as the range of its indices.
+    pub fn segments(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let starts = std::iter::once(0).chain(self.cuts.iter().copied());
+        let ends = self
+            .cuts
+            .iter()
+            .copied()
+            .chain(std::iter::once(self.xs.len()));
+        starts.zip(ends).filter(|(a, b)| a < b).map(|(a, b)| a..b)
+    }
+
+    /// The points to draw over `width` pixel columns of `[x0, x1]` ([`keep_indices`]), with
+    /// the cuts moved to the kept points: a segment begins at its first kept point.
+    pub fn keep(&self, x0: f64, x1: f64, width: usize) -> Points {
+        let keep = keep_indices(&self.xs, &self.ys, x0, x1, width);
+        let mut cuts = Vec::with_capacity(self.cuts.len());
+        for &c in &self.cuts {
+            let at = keep.partition_point(|&i| i < c);
+            if at > 0 && at < keep.len() && cuts.last() != Some(&at) {
+                cuts.push(at);
+            }
+        }
+        Points {
+            xs: keep.iter().map(|&i| self.xs[i]).collect(),
+            ys: keep.iter().map(|&i| self.ys[i]).collect(),
+            cuts,
+        }
+    }
 }
 
 /// Which of `width` pixel columns over `[x0, x1]` an x falls in.
@@ -85,6 +133,10 @@ fn push_run(keep: &mut Vec<usize>, first: usize, lo: usize, hi: usize, last: usi
 /// Time buckets a [`Stream`] keeps: at most four points each, so at most 65,536 points (24
 /// bytes each: 1.5 MiB) per series, whatever its length.
 pub const STREAM_BUCKETS: usize = 16384;
+
+/// Cuts a [`Stream`] remembers; later ones are not drawn apart (an `--append`ed recording
+/// with more sessions than this is joined after its 4096th).
+pub const MAX_CUTS: usize = 4096;
 
 /// One point of a series: its index (the sample's place in the file), x and value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,6 +202,8 @@ pub struct Stream {
     /// A power of two (so doubling it keeps each point's bucket the half of its old one).
     width: f64,
     seen: u64,
+    /// The index of each point that begins a new segment.
+    cuts: Vec<u64>,
 }
 
 impl Default for Stream {
@@ -166,6 +220,14 @@ impl Stream {
             // 2^-30 s, about a nanosecond: finer than any recording's interval.
             width: 1.0 / (1u64 << 30) as f64,
             seen: 0,
+            cuts: Vec::new(),
+        }
+    }
+
+    /// The next point begins a new segment: it is not joined to the one before.
+    pub fn cut(&mut self) {
+        if self.seen > 0 && self.cuts.last() != Some(&self.seen) && self.cuts.len() < MAX_CUTS {
+            self.cuts.push(self.seen);
         }
     }
 
@@ -237,23 +299,36 @@ impl Stream {
             .unwrap_or(0)
     }
 
-    /// The points kept, in the order they were pushed: their x and their values.
-    pub fn points(&self) -> (Vec<f64>, Vec<u64>) {
-        let mut xs = Vec::with_capacity(4 * self.buckets.len());
-        let mut ys = Vec::with_capacity(4 * self.buckets.len());
+    /// The points kept, in the order they were pushed, and where each segment begins: a
+    /// bucket that holds the end of one segment and the start of the next is split there.
+    pub fn points(&self) -> Points {
+        let mut out = Points {
+            xs: Vec::with_capacity(4 * self.buckets.len()),
+            ys: Vec::with_capacity(4 * self.buckets.len()),
+            cuts: Vec::new(),
+        };
+        let mut next_cut = self.cuts.iter().peekable();
         for b in self.buckets.iter().flatten() {
             let mut four = [b.first, b.lo, b.hi, b.last];
             four.sort_by_key(|p| p.i);
             let mut prev = None;
             for p in four {
-                if prev != Some(p.i) {
-                    xs.push(p.x);
-                    ys.push(p.y);
-                    prev = Some(p.i);
+                if prev == Some(p.i) {
+                    continue;
                 }
+                let mut cut = false;
+                while next_cut.next_if(|&&c| c <= p.i).is_some() {
+                    cut = true;
+                }
+                if cut && !out.xs.is_empty() {
+                    out.cuts.push(out.xs.len());
+                }
+                out.xs.push(p.x);
+                out.ys.push(p.y);
+                prev = Some(p.i);
             }
         }
-        (xs, ys)
+        out
     }
 }
 
@@ -303,7 +378,8 @@ mod tests {
         }
         assert_eq!(st.seen(), n);
         assert!(st.buckets.len() <= STREAM_BUCKETS);
-        let (xs, ys) = st.points();
+        let Points { xs, ys, cuts } = st.points();
+        assert!(cuts.is_empty());
         assert!(xs.len() <= 4 * STREAM_BUCKETS, "{}", xs.len());
         assert_eq!(st.max(), 200 << 30);
         let at = ys.iter().position(|&y| y == 200 << 30).unwrap();
@@ -312,6 +388,57 @@ mod tests {
         assert_eq!(*xs.last().unwrap(), (n - 1) as f64 * 0.001);
         // The buckets are at most 2 * span / STREAM_BUCKETS wide.
         assert!(st.bucket_width() <= 2.0 * 1000.0 / STREAM_BUCKETS as f64);
+    }
+
+    #[test]
+    fn a_cut_series_comes_in_segments_split_where_the_cut_was() {
+        // Two sessions of 200,000 points each, an hour apart: buckets merge, and the one
+        // holding the end of the first and the start of the second is split between them.
+        let mut st = Stream::new();
+        for i in 0..200_000u64 {
+            st.push(i as f64 * 0.01, 10 + i % 7);
+        }
+        st.cut();
+        for i in 0..200_000u64 {
+            st.push(5600.0 + i as f64 * 0.01, 20 + i % 5);
+        }
+        let p = st.points();
+        assert_eq!(p.cuts.len(), 1);
+        let c = p.cuts[0];
+        assert!(
+            p.xs[..c].iter().all(|&x| x < 2000.0),
+            "first segment: first session"
+        );
+        assert!(
+            p.xs[c..].iter().all(|&x| x >= 5600.0),
+            "second segment: second session"
+        );
+        assert_eq!(p.xs[c], 5600.0);
+        let segs: Vec<_> = p.segments().collect();
+        assert_eq!(segs, vec![0..c, c..p.xs.len()]);
+
+        // Reduced to pixel columns, the cut moves with the points.
+        let k = p.keep(0.0, 7600.0, 500);
+        assert_eq!(k.cuts.len(), 1);
+        let c = k.cuts[0];
+        assert!(
+            k.xs[c - 1] < 2000.0 && k.xs[c] >= 5600.0,
+            "{:?}",
+            &k.xs[c - 1..=c]
+        );
+    }
+
+    #[test]
+    fn cuts_before_any_point_or_repeated_make_no_empty_segment() {
+        let mut st = Stream::new();
+        st.cut();
+        st.push(0.0, 1);
+        st.cut();
+        st.cut();
+        st.push(1.0, 2);
+        let p = st.points();
+        assert_eq!(p.cuts, vec![1]);
+        assert_eq!(p.segments().count(), 2);
     }
 
     proptest! {
@@ -331,7 +458,7 @@ mod tests {
                 st.push(x, *y);
                 pts.push((x, *y));
             }
-            let (xs, ys) = st.points();
+            let Points { xs, ys, .. } = st.points();
             prop_assert!(xs.len() <= 4 * STREAM_BUCKETS);
             prop_assert!(xs.windows(2).all(|w| w[0] <= w[1]), "in order");
             prop_assert_eq!((xs[0], ys[0]), pts[0]);

@@ -16,7 +16,7 @@ use crate::model::sample::{Event, Sample};
 use crate::render::compare_table::{
     fmt_change, fmt_value, measure_file, metric_label, verdict_sentence,
 };
-use crate::render::decimate::{keep_indices, Stream};
+use crate::render::decimate::Stream;
 use crate::render::events::Events;
 use crate::units::{fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
@@ -50,6 +50,10 @@ pub struct Series {
     /// bytes at those times.
     pub t: Vec<f64>,
     pub v: Vec<u64>,
+    /// Indices into `t` where a later session of an `--append`ed recording begins: the chart
+    /// does not join a point to the one before it there (the time between is a gap).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaks: Vec<usize>,
     /// How many samples the recording has, and how many points are embedded.
     pub samples: u64,
     pub kept: usize,
@@ -70,6 +74,8 @@ pub struct Series {
     pub gpu_t: Vec<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpu_v: Vec<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_breaks: Vec<usize>,
 }
 
 /// Collects a recording's RSS over time, one sample at a time, in memory that does not grow
@@ -85,7 +91,12 @@ struct Collector {
 
 impl Collector {
     fn push(&mut self, s: &Sample) {
-        let t = self.timeline.push(s).x;
+        let place = self.timeline.push(s);
+        if place.new_session {
+            self.rss.cut();
+            self.gpu.cut();
+        }
+        let t = place.x;
         self.rss.push(t, s.rss_bytes);
         if let Some(g) = s.gpu.bytes {
             self.gpu.push(t, g);
@@ -98,23 +109,22 @@ impl Collector {
 
     fn finish(self, name: String, file: String, role: Option<Role>, summary: &Summary) -> Series {
         let events_note = self.events.note(&name);
-        let (t, v) = self.rss.points();
-        let (x0, x1) = (t.first().copied().unwrap_or(0.0), self.timeline.last_x());
-        let keep = keep_indices(&t, &v, x0, x1, BUCKETS);
-        let (gpu_t, gpu_v) = self.gpu.points();
-        let gpu_keep = if gpu_t.is_empty() {
-            Vec::new()
-        } else {
-            keep_indices(&gpu_t, &gpu_v, x0, x1, BUCKETS)
-        };
+        let rss = self.rss.points();
+        let (x0, x1) = (
+            rss.xs.first().copied().unwrap_or(0.0),
+            self.timeline.last_x(),
+        );
+        let rss = rss.keep(x0, x1, BUCKETS);
+        let gpu = self.gpu.points().keep(x0, x1, BUCKETS);
         Series {
             name,
             file,
             role,
-            t: keep.iter().map(|&i| round_ms(t[i])).collect(),
-            v: keep.iter().map(|&i| v[i]).collect(),
+            t: rss.xs.iter().map(|&x| round_ms(x)).collect(),
+            v: rss.ys,
+            breaks: rss.cuts,
             samples: summary.samples,
-            kept: keep.len(),
+            kept: rss.xs.len(),
             peak: summary.peak,
             sampled_peak_rss_bytes: summary.facts.sampled_peak_rss_bytes,
             lifetime_peak_rss_bytes: summary.lifetime_peak_rss_bytes,
@@ -125,8 +135,9 @@ impl Collector {
                 .collect(),
             events_seen: self.events.seen(),
             events_note,
-            gpu_t: gpu_keep.iter().map(|&i| round_ms(gpu_t[i])).collect(),
-            gpu_v: gpu_keep.iter().map(|&i| gpu_v[i]).collect(),
+            gpu_t: gpu.xs.iter().map(|&x| round_ms(x)).collect(),
+            gpu_v: gpu.ys,
+            gpu_breaks: gpu.cuts,
         }
     }
 }
@@ -558,7 +569,13 @@ mod tests {
                 ..Sample::default()
             });
         }
-        assert_eq!(c.rss.points().0, vec![0.0, 5.0, 5.0, 6.0]);
+        let p = c.rss.points();
+        assert_eq!(p.xs, vec![0.0, 5.0, 5.0, 6.0]);
+        assert_eq!(
+            p.cuts,
+            vec![2],
+            "the second session is not joined to the first"
+        );
         let events: Vec<(f64, String)> = c.events.iter().map(|(x, e)| (x, e.to_string())).collect();
         assert_eq!(events, vec![(6.0, "mark:x".to_string())]);
     }

@@ -218,23 +218,9 @@ impl PlotOptions {
     }
 }
 
-/// A series as drawn: the points kept of it (x on the recording's timeline, value).
-#[derive(Debug, Clone, Default)]
-struct Line {
-    xs: Vec<f64>,
-    ys: Vec<u64>,
-}
-
-impl Line {
-    fn of(stream: &decimate::Stream) -> Line {
-        let (xs, ys) = stream.points();
-        Line { xs, ys }
-    }
-
-    fn max(&self) -> u64 {
-        self.ys.iter().copied().max().unwrap_or(0)
-    }
-}
+/// A series as drawn: the points kept of it (x on the recording's timeline, value), in
+/// segments, one per session of an `--append`ed recording.
+type Line = decimate::Points;
 
 /// One extra series of a recording (a sparse column, PSS, only at the rows that have it).
 struct Series {
@@ -293,7 +279,19 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
     let mut peak: Option<(f64, u64)> = None;
     let mut gpu = decimate::Stream::new();
     let on_sample = |s: &Sample| {
-        let x = timeline.push(s).x;
+        let place = timeline.push(s);
+        let x = place.x;
+        if place.new_session {
+            // The time between two sessions is drawn as a gap.
+            rss.cut();
+            gpu.cut();
+            for stream in parts.iter_mut().flatten() {
+                stream.cut();
+            }
+            for (_, stream) in &mut series {
+                stream.cut();
+            }
+        }
         if peak.is_none_or(|(_, p)| s.rss_bytes > p) {
             peak = Some((x, s.rss_bytes));
         }
@@ -335,17 +333,17 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         .unwrap_or_else(|| path.display().to_string());
     Ok(Trace {
         name,
-        rss: Line::of(&rss),
+        rss: rss.points(),
         span_s: timeline.last_x(),
-        parts: parts.map(|p| p.each_ref().map(Line::of)),
+        parts: parts.map(|p| p.each_ref().map(decimate::Stream::points)),
         series: series
             .iter()
             .map(|(column, stream)| Series {
                 column: *column,
-                line: Line::of(stream),
+                line: stream.points(),
             })
             .collect(),
-        gpu: Line::of(&gpu),
+        gpu: gpu.points(),
         events,
         peak,
         summary,
@@ -664,21 +662,21 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
             },
             fmt_bytes(peak)
         );
-        // A step line: a GPU value holds until the next reading.
-        let keep = decimate::keep_indices(&t.gpu.xs, &t.gpu.ys, 0.0, span_s, width_px);
-        let mut pts = Vec::with_capacity(keep.len() * 2);
-        for (i, (x, y)) in keep.iter().map(|&k| (t.gpu.xs[k], t.gpu.ys[k])).enumerate() {
-            let y = y as f64 / unit.bytes;
-            if i > 0 {
-                pts.push((x / t_scale, pts.last().map_or(y, |p: &(f64, f64)| p.1)));
+        // A step line per session: a GPU value holds until the next reading.
+        let kept = t.gpu.keep(0.0, span_s, width_px);
+        let steps = kept.segments().map(|seg| {
+            let mut pts: Vec<(f64, f64)> = Vec::with_capacity(seg.len() * 2);
+            for i in seg {
+                let (x, y) = (kept.xs[i] / t_scale, kept.ys[i] as f64 / unit.bytes);
+                if let Some(&(_, before)) = pts.last() {
+                    pts.push((x, before));
+                }
+                pts.push((x, y));
             }
-            pts.push((x / t_scale, y));
-        }
+            PathElement::new(pts, color.stroke_width(2))
+        });
         chart
-            .draw_series(std::iter::once(PathElement::new(
-                pts,
-                color.stroke_width(2),
-            )))?
+            .draw_series(steps)?
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
     }
@@ -738,10 +736,14 @@ fn draw_host<DB: DrawingBackend>(
     draw_axes(&mut chart, t_name, &format!("{what} ({})", unit.label))?;
     let (px_range, _) = chart.plotting_area().get_pixel_range();
     let width_px = (px_range.end - px_range.start).max(1) as usize;
-    let points = |line: &Line| -> Vec<(f64, f64)> {
-        decimate::keep_indices(&line.xs, &line.ys, 0.0, span_s, width_px)
-            .into_iter()
-            .map(|i| (line.xs[i] / t_scale, y_of(line.ys[i])))
+    // Each series as its segments (one per session), reduced to the pixel columns.
+    let segments = |line: &Line| -> Vec<Vec<(f64, f64)>> {
+        let kept = line.keep(0.0, span_s, width_px);
+        kept.segments()
+            .map(|seg| {
+                seg.map(|i| (kept.xs[i] / t_scale, y_of(kept.ys[i])))
+                    .collect()
+            })
             .collect()
     };
 
@@ -765,7 +767,13 @@ fn draw_host<DB: DrawingBackend>(
                     .to_string(),
             };
             chart
-                .draw_series(AreaSeries::new(points(&parts[k]), 0.0, color.filled()))?
+                .draw_series(segments(&parts[k]).into_iter().map(|mut seg| {
+                    // The area under the segment: down to 0 at its ends.
+                    if let (Some(&(x0, _)), Some(&(x1, _))) = (seg.first(), seg.last()) {
+                        seg.extend([(x1, 0.0), (x0, 0.0)]);
+                    }
+                    Polygon::new(seg, color.filled())
+                }))?
                 .label(label)
                 .legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled())
@@ -866,19 +874,22 @@ fn draw_host<DB: DrawingBackend>(
     // series, drawing values that are not there.
     let (_, py_range) = chart.plotting_area().get_pixel_range();
     let one_px = y_top / (py_range.end - py_range.start).max(1) as f64;
-    let strokes = |pts: Vec<(f64, f64)>, color: RGBAColor, width: u32| {
-        if vector {
-            return vec![PathElement::new(pts, color.stroke_width(width))];
-        }
-        (0..width)
-            .map(|k| {
+    let strokes = |segments: Vec<Vec<(f64, f64)>>, color: RGBAColor, width: u32| {
+        let mut paths = Vec::new();
+        for pts in segments {
+            if vector {
+                paths.push(PathElement::new(pts, color.stroke_width(width)));
+                continue;
+            }
+            for k in 0..width {
                 let shifted: Vec<(f64, f64)> = pts
                     .iter()
                     .map(|&(x, y)| (x, y - k as f64 * one_px))
                     .collect();
-                PathElement::new(shifted, color.stroke_width(1))
-            })
-            .collect()
+                paths.push(PathElement::new(shifted, color.stroke_width(1)));
+            }
+        }
+        paths
     };
     for (ti, t) in traces.iter().enumerate() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
@@ -888,7 +899,7 @@ fn draw_host<DB: DrawingBackend>(
             "RSS (sampled)".to_string()
         };
         chart
-            .draw_series(strokes(points(&t.rss), color.to_rgba(), 2))?
+            .draw_series(strokes(segments(&t.rss), color.to_rgba(), 2))?
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
         for (si, s) in t.series.iter().enumerate() {
@@ -907,7 +918,7 @@ fn draw_host<DB: DrawingBackend>(
                 s.column.label().to_string()
             };
             chart
-                .draw_series(strokes(points(&s.line), color, width))?
+                .draw_series(strokes(segments(&s.line), color, width))?
                 .label(label)
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 18, y)], color.stroke_width(width))

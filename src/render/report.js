@@ -22,6 +22,13 @@
     return { data: s, color: palette[k % palette.length], visible: true, dashed: s.role === 'new' };
   });
 
+  // The indices where a series' line restarts (a new session), as a lookup.
+  function breakSet(breaks) {
+    var set = {};
+    (breaks || []).forEach(function (i) { set[i] = true; });
+    return set;
+  }
+
   function countRole(role, upto) {
     var n = 0;
     for (var j = 0; j < upto; j++) if (DATA.series[j].role === role) n++;
@@ -163,14 +170,15 @@
     drawnSeries = 0;
     series.forEach(function (s) {
       if (!s.visible || !s.data.t.length) return;
-      var tt = s.data.t, vv = s.data.v, r = visibleRange(tt);
+      var tt = s.data.t, vv = s.data.v, r = visibleRange(tt), cut = breakSet(s.data.breaks);
       ctx.strokeStyle = s.color;
       ctx.lineWidth = 1.6;
       ctx.setLineDash(s.dashed ? [6, 3] : []);
       ctx.beginPath();
       for (var i = r[0]; i < r[1]; i++) {
         var x = xToPx(tt[i]), yy = yToPx(vv[i]);
-        if (i === r[0]) ctx.moveTo(x, yy); else ctx.lineTo(x, yy);
+        // A later session of an appended recording starts apart: the time between is a gap.
+        if (i === r[0] || cut[i]) ctx.moveTo(x, yy); else ctx.lineTo(x, yy);
       }
       if (r[1] - r[0] === 1) ctx.arc(xToPx(tt[r[0]]), yToPx(vv[r[0]]), 2, 0, 2 * Math.PI);
       ctx.stroke();
@@ -251,7 +259,7 @@
     series.forEach(function (s) {
       var tt = s.data.gpu_t, vv = s.data.gpu_v;
       if (!s.visible || !tt || !tt.length) return;
-      var r = visibleRange(tt);
+      var r = visibleRange(tt), cut = breakSet(s.data.gpu_breaks);
       g.strokeStyle = s.color;
       g.lineWidth = 1.6;
       g.setLineDash(s.dashed ? [6, 3] : []);
@@ -259,7 +267,7 @@
       for (var i = r[0]; i < r[1]; i++) {
         var x = gx(tt[i]), y = gy(vv[i]);
         // A step: a GPU value holds until the next reading.
-        if (i === r[0]) g.moveTo(x, y); else { g.lineTo(x, gy(vv[i - 1])); g.lineTo(x, y); }
+        if (i === r[0] || cut[i]) g.moveTo(x, y); else { g.lineTo(x, gy(vv[i - 1])); g.lineTo(x, y); }
       }
       g.stroke();
       drawn++;
