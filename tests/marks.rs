@@ -699,3 +699,102 @@ fn a_user_refused_by_the_socket_is_told_permission_denied_not_that_no_recorder_l
     assert!(!err.contains("no recorder is listening"), "{err}");
     drop(r);
 }
+
+#[test]
+fn five_proofs_read_as_one_line_by_label_in_summary_json_and_report() {
+    // Five "proofs" of 40 MiB each between idle phases: the time and peak per proof are one
+    // line of the summary's phases by label, and the report shows the same table.
+    let dir = tempdir();
+    let out = dir.path().join("proofs.csv");
+    let mut steps = vec!["alloc:8MiB"];
+    for _ in 0..5 {
+        steps.extend(["say:phase prove", "alloc:40MiB", "hold:150ms", "free"]);
+        steps.extend(["say:phase idle", "hold:150ms"]);
+    }
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "--no-own-cgroup",
+            "-i",
+            "50ms",
+            "--phase-peaks",
+        ])
+        .args(["--mark-stdout", PHASE_RE, "-o", out.to_str().unwrap()])
+        .arg("--")
+        .args(workload(&steps))
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .assert()
+        .success();
+
+    let s = summary_json(&out);
+    let by_label = s["by_label"].as_array().unwrap();
+    let prove = by_label
+        .iter()
+        .find(|l| l["label"] == "prove")
+        .expect("prove by label");
+    assert_eq!(prove["count"], 5, "{prove:#}");
+    assert_eq!(
+        prove["exact"], 5,
+        "every proof's peak is the kernel's: {prove:#}"
+    );
+    let (min, max) = (
+        prove["peak_bytes"]["min"].as_f64().unwrap(),
+        prove["peak_bytes"]["max"].as_f64().unwrap(),
+    );
+    assert!(
+        min >= (48 * MIB) as f64 && max < (60 * MIB) as f64,
+        "{prove:#}"
+    );
+    let d = prove["duration_s"]["mean"].as_f64().unwrap();
+    // A proof holds 150 ms; its markers may each come a few ms late.
+    assert!(d >= 0.12, "{prove:#}");
+    let idle = by_label
+        .iter()
+        .find(|l| l["label"] == "idle")
+        .expect("idle by label");
+    assert!(
+        idle["peak_bytes"]["max"].as_f64().unwrap() < min,
+        "{idle:#}"
+    );
+
+    // The summary's text and the report hold the same row.
+    let text = memmon().arg("summary").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let row = text
+        .lines()
+        .skip_while(|l| !l.contains("phases by label"))
+        .find(|l| l.trim_start().starts_with("prove "))
+        .unwrap_or_else(|| panic!("no prove row by label:\n{text}"))
+        .to_string();
+    let cells: Vec<&str> = row
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let html = dir.path().join("proofs.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&out)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        html.contains("<h3>phases by label"),
+        "no table by label in the report"
+    );
+    let cell_html: String = cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let class = if i == 0 { "" } else { " class=\"num\"" };
+            format!("<td{class}>{c}</td>")
+        })
+        .collect();
+    assert!(html.contains(&cell_html), "the report lacks {cell_html}");
+    assert!(
+        html.contains("<h3>phases ("),
+        "no phases table in the report"
+    );
+}

@@ -13,9 +13,9 @@ use super::timeline::Timeline;
 use crate::format::meta::{EndInfo, Meta, RunPeaks};
 use crate::model::peak::{PeakBasis, PeakSource};
 use crate::model::sample::{Event, Sample};
+use crate::render::table::Table;
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
-use std::fmt::Write as _;
 
 pub use super::span::Span;
 
@@ -509,10 +509,10 @@ impl LabelSums {
 }
 
 impl Phases {
-    /// The tables of phases, runs and phases by label (nothing when there are none), indented
-    /// for the summary.
-    pub fn render(&self) -> String {
-        let mut o = String::new();
+    /// The tables of phases, runs and phases by label (none when there are none): what the
+    /// summary prints and the report shows.
+    pub fn tables(&self) -> Vec<Table> {
+        let mut tables = Vec::new();
         for (title, spans, unlisted) in [
             ("phases", &self.phases, self.unlisted_phases),
             ("runs", &self.runs, self.unlisted_runs),
@@ -520,20 +520,29 @@ impl Phases {
             if spans.is_empty() {
                 continue;
             }
-            render_spans(&mut o, title, spans);
+            let mut t = spans_table(title, spans);
             if unlisted > 0 {
-                let _ = writeln!(
-                    o,
-                    "    and {unlisted} more {title} not listed (the first {MAX_LISTED} are){}",
+                t.footer.push(format!(
+                    "and {unlisted} more {title} not listed (the first {MAX_LISTED} are){}",
                     if title == "phases" {
                         "; the sums by label below hold them all"
                     } else {
                         ""
                     }
-                );
+                ));
             }
+            tables.push(t);
         }
-        render_by_label(&mut o, &self.by_label);
+        tables.extend(by_label_table(&self.by_label));
+        tables
+    }
+
+    /// The tables, indented for the summary.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        for t in self.tables() {
+            t.write_text(&mut o);
+        }
         o
     }
 }
@@ -557,11 +566,11 @@ fn peak_legend(spans: &[Span]) -> String {
     kinds.join("; ")
 }
 
-fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
+fn spans_table(title: &str, spans: &[Span]) -> Table {
     let exact = spans.iter().filter(|s| s.peak.exact).count();
-    let _ = writeln!(
-        o,
-        "  {title} ({}; peak: {}; * exact)",
+    let mut notes = Vec::new();
+    let title = format!(
+        "{title} ({}; peak: {}; * exact)",
         if exact == spans.len() {
             "peaks exact for all".to_string()
         } else if exact == 0 {
@@ -572,15 +581,13 @@ fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
         peak_legend(spans)
     );
     if spans.iter().any(|s| s.peak.scope.is_partial()) {
-        let _ = writeln!(
-            o,
-            "    ≥: processes left the tree in the {title} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
-        );
+        notes.push(format!(
+            "≥: processes left the tree in the {title} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
+        ));
     }
     if spans.iter().any(|s| s.facts.late_boundary) {
-        let _ = writeln!(
-            o,
-            "    (late): a boundary's sample came late, so memory of the span next to it may be counted here: not exact"
+        notes.push(
+            "(late): a boundary's sample came late, so memory of the span next to it may be counted here: not exact".into(),
         );
     }
     let processes = spans
@@ -596,27 +603,24 @@ fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
         .iter()
         .any(|s| s.cgroup_sampled_peak_bytes.is_some() && s.peak.source != PeakSource::Cgroup);
     if with_tree {
-        let _ = writeln!(
-            o,
-            "    tree: the tree's own peak lies within these bounds (at least the sampled sum, at most the sum of the processes' VmHWM)"
+        notes.push(
+            "tree: the tree's own peak lies within these bounds (at least the sampled sum, at most the sum of the processes' VmHWM)".into(),
         );
     }
     if with_cgroup {
-        let _ = writeln!(
-            o,
-            "    cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the span's start or rose in it, else the largest sampled usage"
+        notes.push(
+            "cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the span's start or rose in it, else the largest sampled usage".into(),
         );
     }
     if processes > 1 {
-        let _ = writeln!(
-            o,
-            "    sampled sizes are RSS sums over up to {processes} processes, shared pages counted in each{}",
+        notes.push(format!(
+            "sampled sizes are RSS sums over up to {processes} processes, shared pages counted in each{}",
             if with_pss {
                 "; PSS: sum of PSS, each page once (peak where a read came at the span's RSS peak)"
             } else {
                 " (record with --pss for a sum that counts them once)"
             }
-        );
+        ));
     }
     let mut head = vec!["label", "start", "duration", "peak"];
     if with_tree {
@@ -686,17 +690,19 @@ fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
             row
         })
         .collect();
-    write_table(o, &head, &rows);
+    Table {
+        title,
+        notes,
+        head: head.into_iter().map(String::from).collect(),
+        rows,
+        footer: Vec::new(),
+    }
 }
 
-fn render_by_label(o: &mut String, by_label: &[LabelStats]) {
+fn by_label_table(by_label: &[LabelStats]) -> Option<Table> {
     if by_label.is_empty() {
-        return;
+        return None;
     }
-    let _ = writeln!(
-        o,
-        "  phases by label (complete phases of labels that came more than once: mean [min, max]; * all exact)"
-    );
     let head = ["label", "count", "duration", "peak", "peak of"];
     let rows: Vec<Vec<String>> = by_label
         .iter()
@@ -729,37 +735,13 @@ fn render_by_label(o: &mut String, by_label: &[LabelStats]) {
             ]
         })
         .collect();
-    write_table(o, &head, &rows);
-}
-
-/// A table with a header, columns right-aligned but the first, indented for the summary.
-fn write_table(o: &mut String, head: &[&str], rows: &[Vec<String>]) {
-    let widths: Vec<usize> = (0..head.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].chars().count())
-                .chain([head[i].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[&str]| {
-        let mut l = String::from("   ");
-        for (i, c) in cells.iter().enumerate() {
-            let pad = widths[i] - c.chars().count();
-            if i == 0 {
-                let _ = write!(l, " {c}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(l, "  {}{c}", " ".repeat(pad));
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let _ = writeln!(o, "{}", line(head));
-    for r in rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        let _ = writeln!(o, "{}", line(&cells));
-    }
+    Some(Table {
+        title: "phases by label (complete phases of labels that came more than once: mean [min, max]; * all exact)".into(),
+        notes: Vec::new(),
+        head: head.into_iter().map(String::from).collect(),
+        rows,
+        footer: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use crate::format::ReadInfo;
 use crate::model::peak::{exact_within, KernelPeakWindow, Peak, PeakFacts, PeakSource};
 use crate::model::process::ProcessRecord;
 use crate::model::sample::{Event, Sample};
+use crate::render::table::Table;
 use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -999,37 +1000,37 @@ impl Summary {
         w
     }
 
-    /// The largest processes of a tree by their peak (VmHWM), from the end record.
-    fn render_processes(&self, o: &mut String) {
-        let Some(end) = &self.end else {
-            return;
-        };
+    /// The largest processes of a tree by their peak (VmHWM), from the end record: a table
+    /// for the summary and the report (none for a single process).
+    pub fn processes_table(&self) -> Option<Table> {
+        let end = self.end.as_ref()?;
         if end.processes.len() < 2 {
-            return;
+            return None;
         }
         let shown = &end.processes[..end.processes.len().min(PROCESSES_SHOWN)];
-        let _ = writeln!(
-            o,
-            "  processes     the {} largest by peak (VmHWM, exact per process) of {} listed:",
-            shown.len(),
-            end.processes.len()
-        );
-        let name_w = shown
-            .iter()
-            .map(|p| process_name(p).chars().count())
-            .max()
-            .unwrap_or(0);
-        for p in shown {
-            let name = process_name(p);
-            let _ = writeln!(
-                o,
-                "                {name}{}  PID {:>7}  peak {:>10} ({})",
-                " ".repeat(name_w - name.chars().count()),
-                p.pid,
-                fmt_bytes(p.hwm_bytes),
-                count(p.hwm_bytes, "byte")
-            );
-        }
+        Some(Table {
+            title: format!(
+                "processes: the {} largest by peak (VmHWM, exact per process) of {} listed",
+                shown.len(),
+                end.processes.len()
+            ),
+            notes: Vec::new(),
+            head: ["process", "PID", "peak", "bytes"]
+                .map(String::from)
+                .to_vec(),
+            rows: shown
+                .iter()
+                .map(|p| {
+                    vec![
+                        process_name(p),
+                        p.pid.to_string(),
+                        fmt_bytes(p.hwm_bytes),
+                        p.hwm_bytes.to_string(),
+                    ]
+                })
+                .collect(),
+            footer: Vec::new(),
+        })
     }
 
     /// The summary of a recording named `file`, from the builder that saw it (its sessions'
@@ -1166,11 +1167,12 @@ impl Summary {
         }
     }
 
-    /// `512.0 MiB of the 642.0 MiB idle floor is locked (VmLck)`: how much of the floor is
-    /// memory the kernel will not reclaim or a driver holds, and shared memory.
-    fn render_held(&self, o: &mut String) {
+    /// `locked (VmLck) peak 512.0 MiB, at idle 512.0 MiB of the 642.0 MiB floor`: how much of
+    /// the idle floor is memory the kernel will not reclaim (locked) or a driver holds (pinned),
+    /// and shared memory; `None` when the recording held none.
+    pub fn held_words(&self) -> Option<String> {
         if self.held.is_empty() {
-            return;
+            return None;
         }
         let idle = self.idle_rss_bytes;
         let mut parts = Vec::new();
@@ -1204,7 +1206,7 @@ impl Summary {
                 fmt_bytes(idle)
             ));
         }
-        let _ = writeln!(o, "  held memory   {}", parts.join("; "));
+        Some(parts.join("; "))
     }
 
     fn render_sessions(&self, o: &mut String) {
@@ -1348,7 +1350,9 @@ impl Summary {
             "  idle floor    {} (10th percentile of sampled RSS{sum_note})",
             b(self.idle_rss_bytes)
         );
-        self.render_held(&mut o);
+        if let Some(held) = self.held_words() {
+            let _ = writeln!(o, "  held memory   {held}");
+        }
         if sum_note.is_empty() {
             let _ = writeln!(o, "  mean RSS      {}", b(self.mean_rss_bytes));
         } else {
@@ -1359,7 +1363,9 @@ impl Summary {
                 &sum_note[2..]
             );
         }
-        self.render_processes(&mut o);
+        if let Some(t) = self.processes_table() {
+            t.write_text(&mut o);
+        }
         let _ = writeln!(
             o,
             "  duration      {}{}, {}{}, {}, {}",
@@ -1921,11 +1927,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("worker1          PID     101  peak   7.00 MiB (7340032 bytes)"),
+            text.contains("    worker1          101  7.00 MiB  7340032\n"),
             "{text}"
         );
         assert!(
-            text.contains("worker2 --serve  PID     102  peak   6.00 MiB (6291456 bytes)"),
+            text.contains("    worker2 --serve  102  6.00 MiB  6291456\n"),
             "{text}"
         );
         assert!(text.contains("worker5"), "{text}");

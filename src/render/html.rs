@@ -268,6 +268,7 @@ impl Report {
             );
         }
         self.write_summaries(&mut o);
+        self.write_tables(&mut o);
         self.write_comparison(&mut o);
         let data = serde_json::json!({ "title": self.title, "series": self.series });
         // `<` escaped so that no string in the data can close the script element.
@@ -279,6 +280,31 @@ impl Report {
             "<script type=\"application/json\" id=\"memmon-data\">{data}</script>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n"
         );
         o
+    }
+
+    /// Each recording's runs, phases, phases by label and largest processes: the tables
+    /// `memmon summary` prints, with the same columns.
+    fn write_tables(&self, o: &mut String) {
+        for (series, summary) in self.series.iter().zip(&self.summaries) {
+            let tables: Vec<_> = summary
+                .spans
+                .tables()
+                .into_iter()
+                .chain(summary.processes_table())
+                .collect();
+            if tables.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                o,
+                "<section class=\"tables\">\n<h2>{}: runs, phases and processes</h2>",
+                esc(&series.name)
+            );
+            for t in tables {
+                t.write_html(o);
+            }
+            o.push_str("</section>\n");
+        }
     }
 
     fn write_summaries(&self, o: &mut String) {
@@ -344,6 +370,10 @@ impl Report {
             (
                 "idle floor (10th percentile)",
                 Box::new(|s| b(s.idle_rss_bytes)),
+            ),
+            (
+                "held memory",
+                Box::new(|s| esc(s.held_words().as_deref().unwrap_or("none"))),
             ),
             ("mean RSS", Box::new(|s| b(s.mean_rss_bytes))),
             ("duration", Box::new(|s| esc(&fmt_seconds(s.duration_s)))),

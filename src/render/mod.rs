@@ -1,5 +1,6 @@
 //! Rendering recordings for people: plots (`plot.rs`, with the peak-preserving decimation in
-//! `decimate.rs`), the comparison table (`compare_table.rs`) and the HTML report (`html.rs`).
+//! `decimate.rs`), the comparison table (`compare_table.rs`), the HTML report (`html.rs`) and
+//! the summary's tables as data, written as text or HTML (`table.rs`).
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 
@@ -8,3 +9,4 @@ pub mod decimate;
 pub mod events;
 pub mod html;
 pub mod plot;
+pub mod table;

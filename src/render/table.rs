@@ -1,0 +1,125 @@
+//! A table of a summary (phases, runs, phases by label, a tree's largest processes) as data: its
+//! title, the notes that say what its columns hold, its cells. `memmon summary` writes it as
+//! text ([`Table::write_text`]) and `memmon report` as HTML ([`Table::write_html`]), so the two
+//! show the same columns and the same words.
+
+use super::html::esc;
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Table {
+    /// `phases (peaks exact for all; peak: …; * exact)`.
+    pub title: String,
+    /// What the columns hold, a sentence each, before the table.
+    pub notes: Vec<String>,
+    pub head: Vec<String>,
+    /// One cell per column of `head`.
+    pub rows: Vec<Vec<String>>,
+    /// What the table leaves out, after it (`and 12 more phases not listed …`).
+    pub footer: Vec<String>,
+}
+
+impl Table {
+    /// The table as the summary prints it: the title indented two spaces, notes and rows
+    /// four, the columns right-aligned but the first.
+    pub fn write_text(&self, o: &mut String) {
+        let _ = writeln!(o, "  {}", self.title);
+        for n in &self.notes {
+            let _ = writeln!(o, "    {n}");
+        }
+        let widths: Vec<usize> = (0..self.head.len())
+            .map(|i| {
+                self.rows
+                    .iter()
+                    .map(|r| r[i].chars().count())
+                    .chain([self.head[i].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: &[String]| {
+            let mut l = String::from("   ");
+            for (i, c) in cells.iter().enumerate() {
+                let pad = widths[i] - c.chars().count();
+                if i == 0 {
+                    let _ = write!(l, " {c}{}", " ".repeat(pad));
+                } else {
+                    let _ = write!(l, "  {}{c}", " ".repeat(pad));
+                }
+            }
+            l.trim_end().to_string()
+        };
+        let _ = writeln!(o, "{}", line(&self.head));
+        for r in &self.rows {
+            let _ = writeln!(o, "{}", line(r));
+        }
+        for f in &self.footer {
+            let _ = writeln!(o, "    {f}");
+        }
+    }
+
+    /// The table as the report shows it: a heading, the notes, a `<table>` whose cells but the
+    /// first column's are right-aligned (class `num`), the footer. Every text is escaped.
+    pub fn write_html(&self, o: &mut String) {
+        let _ = writeln!(o, "<h3>{}</h3>", esc(&self.title));
+        for n in &self.notes {
+            let _ = writeln!(o, "<p class=\"note\">{}</p>", esc(n));
+        }
+        o.push_str("<div class=\"scroll\"><table class=\"spans\">\n<thead><tr>");
+        for h in &self.head {
+            let _ = write!(o, "<th>{}</th>", esc(h));
+        }
+        o.push_str("</tr></thead>\n<tbody>\n");
+        for r in &self.rows {
+            o.push_str("<tr>");
+            for (i, c) in r.iter().enumerate() {
+                let class = if i == 0 { "" } else { " class=\"num\"" };
+                let _ = write!(o, "<td{class}>{}</td>", esc(c));
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</tbody></table></div>\n");
+        for f in &self.footer {
+            let _ = writeln!(o, "<p class=\"note\">{}</p>", esc(f));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        Table {
+            title: "phases (* exact)".into(),
+            notes: vec!["tree: bounds".into()],
+            head: vec!["label".into(), "peak".into()],
+            rows: vec![
+                vec!["prove".into(), "1.00 GiB *".into()],
+                vec!["<idle>".into(), "12.0 MiB".into()],
+            ],
+            footer: vec!["and 3 more phases not listed".into()],
+        }
+    }
+
+    #[test]
+    fn text_aligns_columns_under_the_title() {
+        let mut o = String::new();
+        table().write_text(&mut o);
+        assert_eq!(
+            o,
+            "  phases (* exact)\n    tree: bounds\n    label         peak\n    prove   1.00 GiB *\n    <idle>    12.0 MiB\n    and 3 more phases not listed\n"
+        );
+    }
+
+    #[test]
+    fn html_has_the_same_cells_escaped() {
+        let mut o = String::new();
+        table().write_html(&mut o);
+        assert!(o.contains("<h3>phases (* exact)</h3>"));
+        assert!(o.contains("<th>label</th><th>peak</th>"));
+        assert!(o.contains("<td>&lt;idle&gt;</td><td class=\"num\">12.0 MiB</td>"));
+        assert!(o.contains("<p class=\"note\">and 3 more phases not listed</p>"));
+        assert!(!o.contains("<idle>"));
+    }
+}
