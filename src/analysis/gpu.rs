@@ -143,7 +143,7 @@ mod tests {
                 bytes: gpu,
                 device_used_bytes: used,
                 device_total_bytes: used.map(|_| 141 * GIB),
-                gpus: Vec::new(),
+                ..GpuTick::default()
             },
             ..Sample::default()
         }

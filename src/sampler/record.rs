@@ -856,9 +856,9 @@ impl Recorder {
         let pss_bytes = self.pss_ready.take();
         let gpu = match &mut self.gpu {
             Some(g) => {
-                let (tick, note) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
-                if let (Some(note), false) = (note, self.opts.quiet) {
-                    self.note(note);
+                let (tick, notes) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
+                if !self.opts.quiet {
+                    notes.into_iter().for_each(|n| self.note(n));
                 }
                 tick
             }
@@ -1225,7 +1225,7 @@ impl Recorder {
         end.processes_departed = self.tree.departed_count();
         end.peak_reset_failures = self.reset_failures;
         end.pss_unread = self.pss_unread.clone();
-        end.gpu = self.gpu.as_ref().map(|g| g.end());
+        end.gpu = self.gpu.as_mut().map(|g| g.end());
         end.exit_records = Some(self.exit_records.clone());
         // The watch, and its count, go from tree to tree across restarts.
         end.exit_records_lost = self.tree.exit_records_lost();
