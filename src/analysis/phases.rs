@@ -85,6 +85,13 @@ impl Windows {
             run: SpanContext {
                 kernel: run_kernel,
                 cgroup: run_cgroup,
+                // A run's command launched for it starts its GPU marks; a daemon's are never
+                // reset (NVML cannot reset a running process's).
+                gpu: if meta.run_peaks == Some(RunPeaks::Launched) {
+                    Window::FromOpen
+                } else {
+                    Window::IfRises
+                },
                 ..ctx
             },
         }
@@ -590,6 +597,7 @@ fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
         .unwrap_or(0);
     let with_pss = spans.iter().any(|s| s.pss.is_some());
     let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
+    let with_gpu_kernel = spans.iter().any(|s| s.gpu_kernel.window.is_some());
     let with_tree = spans.iter().any(|s| s.peak.tree_low_bytes.is_some());
     // The cgroup's numbers, where they are not the headline already.
     let with_cgroup = spans
@@ -606,6 +614,9 @@ fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
             o,
             "    cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the span's start or rose in it, else the largest sampled usage"
         );
+    }
+    if with_gpu_kernel {
+        let _ = writeln!(o, "    {}", crate::analysis::gpu::GpuKernelPeak::legend());
     }
     if processes > 1 {
         let _ = writeln!(
@@ -631,6 +642,9 @@ fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
     }
     if with_gpu {
         head.push("GPU peak");
+    }
+    if with_gpu_kernel {
+        head.push("GPU kernel peak");
     }
     let rows: Vec<Vec<String>> = spans
         .iter()
@@ -682,6 +696,9 @@ fn render_spans(o: &mut String, title: &str, spans: &[Span]) {
             }
             if with_gpu {
                 row.push(s.peak_gpu_bytes.map_or("-".into(), fmt_bytes));
+            }
+            if with_gpu_kernel {
+                row.push(s.gpu_kernel.cell());
             }
             row
         })

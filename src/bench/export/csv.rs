@@ -69,6 +69,7 @@ const COLUMNS: &[(&str, Cell)] = &[
     ("pss_reads", |_, r| opt(r.pss.map(|p| p.reads))),
     ("pss_is_peak", |_, r| opt(r.pss.map(|p| p.is_peak))),
     ("peak_gpu_bytes", |_, r| opt(r.peak_gpu_bytes)),
+    ("gpu_kernel_peak_bytes", |_, r| opt(r.gpu_kernel.bytes)),
     ("daemon_user_s", |_, r| {
         opt(r.daemon_user_s.map(|s| format!("{s:.2}")))
     }),
