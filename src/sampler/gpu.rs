@@ -724,6 +724,22 @@ impl GpuTracker {
         }
     }
 
+    /// The tree's processes that mapped NVIDIA device files at the latest reading.
+    pub fn nvidia_pids(&self) -> Vec<i32> {
+        self.poller
+            .latest()
+            .and_then(|r| {
+                r.result.as_ref().ok().map(|s| {
+                    s.nvidia_maps
+                        .iter()
+                        .filter(|(_, b)| b.is_some_and(|b| b > 0))
+                        .map(|(p, _)| *p as i32)
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
+    }
+
     /// The tick's GPU columns for the tree's PIDs (`pids`). The second value: what to tell the
     /// user, once per change (a failure, then a recovery) or once each (a note).
     pub fn tick(

@@ -261,6 +261,9 @@ pub struct Recorder {
     )>,
     /// A PSS sum read and not yet on a row.
     pss_ready: Option<u64>,
+    /// With GPU memory read: the resident bytes of the tree's NVIDIA device-file mappings, read
+    /// with that PSS.
+    nvidia_rss_ready: Option<u64>,
     /// Processes whose PSS was not read, and why (written in the end record).
     pss_unread: Vec<PssUnread>,
     command_stdout: Option<std::process::ChildStdout>,
@@ -452,6 +455,7 @@ impl Recorder {
             restarts: 0,
             pss,
             pss_ready: None,
+            nvidia_rss_ready: None,
             pss_unread: Vec::new(),
             command_stdout,
             reset_failures: 0,
@@ -854,6 +858,7 @@ impl Recorder {
         };
         let now = Instant::now();
         let pss_bytes = self.pss_ready.take();
+        let nvidia_mapped_rss_bytes = self.nvidia_rss_ready.take();
         let gpu = match &mut self.gpu {
             Some(g) => {
                 let (tick, notes) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
@@ -883,6 +888,7 @@ impl Recorder {
             pss_bytes,
             missed_ticks: self.missed,
             gpu,
+            nvidia_mapped_rss_bytes,
             vm_size_bytes: ts.vm_size,
             threads: ts.threads,
             departed: ts.departed,
@@ -917,7 +923,12 @@ impl Recorder {
             return;
         }
         schedule.asked(now, rss);
-        thread.ask(self.tree.each_member(), guard);
+        let nvidia = self
+            .gpu
+            .as_ref()
+            .map(|g| g.nvidia_pids())
+            .unwrap_or_default();
+        thread.ask(self.tree.each_member(), guard, &nvidia);
     }
 
     /// A read of the tree's PSS has ended: the processes it could not read are noted (once
@@ -946,6 +957,17 @@ impl Recorder {
             });
         }
         self.pss_ready = read.total;
+        // The NVIDIA mappings' resident bytes go on the same row, when GPU memory is read.
+        self.nvidia_rss_ready = read.nvidia_rss.filter(|_| self.gpu.is_some());
+    }
+
+    /// The tree's processes that map NVIDIA device files (their PSS read also gives those
+    /// mappings' resident bytes).
+    fn nvidia_pids(&self) -> Vec<i32> {
+        self.gpu
+            .as_ref()
+            .map(|g| g.nvidia_pids())
+            .unwrap_or_default()
     }
 
     /// With `--pss`, when the recording stops while the target lives: one more row with a PSS
@@ -963,7 +985,8 @@ impl Recorder {
         if recent.is_some_and(|t| t.elapsed() < self.opts.interval) {
             return;
         }
-        let read = crate::sampler::pss::read_now(self.tree.each_member(), &guard);
+        let nvidia = self.nvidia_pids();
+        let read = crate::sampler::pss::read_now(self.tree.each_member(), &guard, &nvidia);
         self.pss_read(read);
         // Best effort: the target may have just gone, or the output failed (reported by finish).
         let _ = self.tick(None);
