@@ -724,20 +724,25 @@ impl GpuTracker {
         }
     }
 
-    /// The tree's processes that mapped NVIDIA device files at the latest reading.
-    pub fn nvidia_pids(&self) -> Vec<i32> {
-        self.poller
-            .latest()
-            .and_then(|r| {
-                r.result.as_ref().ok().map(|s| {
-                    s.nvidia_maps
-                        .iter()
-                        .filter(|(_, b)| b.is_some_and(|b| b > 0))
-                        .map(|(p, _)| *p as i32)
-                        .collect()
-                })
-            })
-            .unwrap_or_default()
+    /// The tree's processes that mapped NVIDIA device files at the latest reading; `None`
+    /// when that is not known of every one of the tree's GPU processes (no reading yet, or one
+    /// not read yet).
+    pub fn nvidia_pids(&self) -> Option<Vec<i32>> {
+        let r = self.poller.latest()?;
+        let snap = r.result.as_ref().ok()?;
+        let mut out = Vec::new();
+        for p in snap
+            .processes
+            .iter()
+            .filter(|p| self.members.binary_search(&p.pid).is_ok())
+        {
+            match snap.nvidia_maps.iter().find(|(pid, _)| *pid == p.pid)?.1 {
+                Some(b) if b > 0 && !out.contains(&(p.pid as i32)) => out.push(p.pid as i32),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+        Some(out)
     }
 
     /// The tick's GPU columns for the tree's PIDs (`pids`). The second value: what to tell the

@@ -264,6 +264,9 @@ pub struct Recorder {
     /// With GPU memory read: the resident bytes of the tree's NVIDIA device-file mappings, read
     /// with that PSS.
     nvidia_rss_ready: Option<u64>,
+    /// The PSS read under way was asked knowing which of the tree's processes map NVIDIA
+    /// device files.
+    nvidia_asked_known: bool,
     /// Processes whose PSS was not read, and why (written in the end record).
     pss_unread: Vec<PssUnread>,
     command_stdout: Option<std::process::ChildStdout>,
@@ -456,6 +459,7 @@ impl Recorder {
             pss,
             pss_ready: None,
             nvidia_rss_ready: None,
+            nvidia_asked_known: false,
             pss_unread: Vec::new(),
             command_stdout,
             reset_failures: 0,
@@ -923,12 +927,9 @@ impl Recorder {
             return;
         }
         schedule.asked(now, rss);
-        let nvidia = self
-            .gpu
-            .as_ref()
-            .map(|g| g.nvidia_pids())
-            .unwrap_or_default();
-        thread.ask(self.tree.each_member(), guard, &nvidia);
+        let known = self.gpu.as_ref().and_then(|g| g.nvidia_pids());
+        self.nvidia_asked_known = known.is_some();
+        thread.ask(self.tree.each_member(), guard, &known.unwrap_or_default());
     }
 
     /// A read of the tree's PSS has ended: the processes it could not read are noted (once
@@ -957,17 +958,19 @@ impl Recorder {
             });
         }
         self.pss_ready = read.total;
-        // The NVIDIA mappings' resident bytes go on the same row, when GPU memory is read.
-        self.nvidia_rss_ready = read.nvidia_rss.filter(|_| self.gpu.is_some());
+        // The NVIDIA mappings' resident bytes go on the same row, when GPU memory is read and
+        // the read was asked knowing which processes map them.
+        self.nvidia_rss_ready = read
+            .nvidia_rss
+            .filter(|_| self.gpu.is_some() && self.nvidia_asked_known);
     }
 
     /// The tree's processes that map NVIDIA device files (their PSS read also gives those
-    /// mappings' resident bytes).
-    fn nvidia_pids(&self) -> Vec<i32> {
-        self.gpu
-            .as_ref()
-            .map(|g| g.nvidia_pids())
-            .unwrap_or_default()
+    /// mappings' resident bytes), noting whether they are known.
+    fn nvidia_pids(&mut self) -> Vec<i32> {
+        let known = self.gpu.as_ref().and_then(|g| g.nvidia_pids());
+        self.nvidia_asked_known = known.is_some();
+        known.unwrap_or_default()
     }
 
     /// With `--pss`, when the recording stops while the target lives: one more row with a PSS
