@@ -6,9 +6,12 @@
 //! PIDs, and its /proc shows no host PID (`NSpid` in /proc/PID/status lists a process's PID in
 //! the namespace of that /proc and in the namespaces below it, never above): there the host's
 //! /proc, mounted into the container (`--gpu-host-proc`), maps them: `NSpid` of a host PID there
-//! lists its PID at each level, memmon's level included. Without it, NVML's PIDs are taken as
-//! memmon's only when every one of them is a process here (a driver that translates); else they
-//! cannot be attributed, and memmon says so.
+//! lists its PID at each level, memmon's level included (and the start time in both /procs
+//! tells that it is the same process). Without it, NVML's PIDs are taken as memmon's only when
+//! every one of them is a process here (a driver that translates); else they cannot be
+//! attributed, and memmon says so. With it, a reading's PIDs are taken as host PIDs or as
+//! memmon's own, whichever places more of them (a driver that translates gives PIDs that are no
+//! host process of memmon's namespace).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -66,17 +69,43 @@ impl PidView {
 
     /// Where NVML's `pid` is in memmon's namespace.
     pub fn local(&self, pid: u32) -> Local {
+        self.place(&[pid])[0]
+    }
+
+    /// Where each of one reading's NVML PIDs is in memmon's namespace. In a container, the
+    /// driver either gives host PIDs (most) or translates them into the caller's namespace
+    /// (some recent ones): a reading's PIDs are taken the way that places more of them here.
+    pub fn place(&self, pids: &[u32]) -> Vec<Local> {
         match self {
-            PidView::Host => Local::Pid(pid),
-            PidView::Child { .. } if pid == 0 => Local::NotOurs,
-            PidView::Child { proc_root } => {
-                if proc_root.join(pid.to_string()).exists() {
-                    Local::Pid(pid)
+            PidView::Host => pids.iter().map(|&p| Local::Pid(p)).collect(),
+            PidView::Child { proc_root } => pids
+                .iter()
+                .map(|&p| match p {
+                    0 => Local::NotOurs,
+                    p if proc_root.join(p.to_string()).exists() => Local::Pid(p),
+                    _ => Local::Unknown,
+                })
+                .collect(),
+            PidView::Mapped(h) => {
+                let mapped: Vec<Local> = pids.iter().map(|&p| h.local(p)).collect();
+                let here = |p: u32| p != 0 && h.own_root.join(p.to_string()).exists();
+                let as_host = mapped.iter().filter(|l| matches!(l, Local::Pid(_))).count();
+                let as_own = pids.iter().filter(|&&p| here(p)).count();
+                if as_own > as_host {
+                    // A driver that translates: its PIDs are already memmon's.
+                    pids.iter()
+                        .map(|&p| {
+                            if here(p) {
+                                Local::Pid(p)
+                            } else {
+                                Local::NotOurs
+                            }
+                        })
+                        .collect()
                 } else {
-                    Local::Unknown
+                    mapped
                 }
             }
-            PidView::Mapped(h) => h.local(pid),
         }
     }
 
@@ -86,7 +115,7 @@ impl PidView {
             PidView::Host => "the host's PID namespace: NVML's PIDs are memmon's".into(),
             PidView::Child { .. } => "a PID namespace other than the host's (a container), no host /proc given: NVML's PIDs are used only when every one is a process here (a driver that translates them)".into(),
             PidView::Mapped(h) => format!(
-                "a PID namespace other than the host's (a container): NVML's host PIDs mapped through NSpid in {} (level {})",
+                "a PID namespace other than the host's (a container): NVML's host PIDs mapped through NSpid in {} (level {}), or taken as memmon's where the driver translates them",
                 h.root.display(),
                 h.level
             ),
@@ -233,6 +262,15 @@ mod tests {
         assert_eq!(h.local(6000), Local::NotOurs);
         assert_eq!(h.local(800), Local::NotOurs);
         assert_eq!(h.local(4242), Local::NotOurs, "gone");
+        let view = PidView::Mapped(h);
+        // A driver giving host PIDs: the daemon is placed, the others are not ours.
+        assert_eq!(
+            view.place(&[5100, 6000, 800]),
+            [Local::Pid(12), Local::NotOurs, Local::NotOurs]
+        );
+        // A driver translating PIDs into memmon's namespace gives 12 (and 3): as host PIDs
+        // they are nothing of memmon's; as its own, both are processes here.
+        assert_eq!(view.place(&[12, 3]), [Local::Pid(12), Local::Pid(3)]);
         let err = HostProc::open(own.path(), own.path(), 7, ours).unwrap_err();
         assert!(err.contains("memmon is not among its processes"), "{err}");
     }

@@ -185,8 +185,11 @@ impl ReadState {
             ..GpuSnapshot::default()
         };
         let mut running = HashMap::new();
-        for p in listed {
-            let pid = match self.view.local(p.pid) {
+        let places = self
+            .view
+            .place(&listed.iter().map(|p| p.pid).collect::<Vec<_>>());
+        for (p, place) in listed.into_iter().zip(places) {
+            let pid = match place {
                 Local::Pid(pid) => pid,
                 Local::NotOurs => continue,
                 Local::Unknown => {
