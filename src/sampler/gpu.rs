@@ -610,10 +610,12 @@ fn accounting_maxima(
             }
         }
     }
+    // The final records of processes that left, or of tree processes no longer listed (ended
+    // after the tree was last read: the recording's end).
     for a in snapshot
         .accounting
         .iter()
-        .filter(|a| departed.contains(&a.pid) && !pids.contains(&a.pid))
+        .filter(|a| departed.contains(&a.pid) || pids.contains(&a.pid))
     {
         if !counted.insert((a.device, a.pid)) {
             continue;
