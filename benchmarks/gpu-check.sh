@@ -31,7 +31,7 @@
 set -uo pipefail
 # The whole check under one limit (each part has its own too).
 if [ -z "${GPU_CHECK_LIMITED:-}" ]; then
-  GPU_CHECK_LIMITED=1 exec timeout 580 "$0" "$@"
+  GPU_CHECK_LIMITED=1 exec timeout 580 bash "$0" "$@"
 fi
 MEMMON=${1:?usage: sudo benchmarks/gpu-check.sh MEMMON_BINARY [OUTDIR]}
 OUT=${2:-$(mktemp -d /tmp/memmon-gpu-check.XXXXXX)}
