@@ -184,6 +184,17 @@ impl ReadState {
             process_call: source.process_call(),
             ..GpuSnapshot::default()
         };
+        // The tree's PIDs, for the accounting records and the mappings read: only the tree's
+        // processes are asked about (a shared GPU server runs many others), but all of them
+        // before the first tick has said which are the tree's.
+        let tree: HashSet<u32> = self
+            .shared
+            .tree
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
         let mut running = HashMap::new();
         let places = self
             .view
@@ -197,7 +208,7 @@ impl ReadState {
                     continue;
                 }
             };
-            if accounting_on.contains(&p.device) {
+            if accounting_on.contains(&p.device) && (tree.is_empty() || tree.contains(&pid)) {
                 running.insert((p.device, p.pid), pid);
                 // An accounting call that fails leaves the process without a record: its GPU
                 // peak is then unknown, not smaller.
@@ -247,14 +258,6 @@ impl ReadState {
             })
             .collect();
         snap.accounting.extend(ended);
-        let tree: HashSet<u32> = self
-            .shared
-            .tree
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .copied()
-            .collect();
         let mut seen = HashSet::new();
         for p in &snap.processes {
             if tree.contains(&p.pid) && seen.insert(p.pid) {
