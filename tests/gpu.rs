@@ -367,9 +367,11 @@ fn a_hung_gpu_driver_call_never_delays_the_rss_ticks() {
     assert!(wait_for(30.0, || !samples(&out).is_empty()));
     // From now on every call into the driver takes 60 s.
     nvml.set(&two_gpus(&d.pid(), GIB, "off", "hang_ms 60000\n"));
-    let hung_from = Instant::now();
+    let hung_at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     let o = child.wait_with_output().unwrap();
-    let hung_for = hung_from.elapsed().as_secs_f64();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // memmon ended at its --duration (its last reading waited a few seconds at most), not
     // after the hung call.
@@ -379,15 +381,15 @@ fn a_hung_gpu_driver_call_never_delays_the_rss_ticks() {
         started.elapsed()
     );
     let s = samples(&out);
-    // The recording's time when the driver hung (its last row is at about its end).
-    let t_hung = s.last().unwrap()["elapsed_s"].as_f64().unwrap() - hung_for;
+    let last_ms = s.last().unwrap()["unix_ms"].as_u64().unwrap();
     assert!(
-        hung_for > 1.0,
-        "the hang began too late to test: {hung_for} s before the end"
+        last_ms > hung_at_ms + 1000,
+        "the hang began too late to test: {} ms before the last row",
+        last_ms.saturating_sub(hung_at_ms)
     );
     let after: Vec<_> = s
         .iter()
-        .filter(|v| v["elapsed_s"].as_f64().unwrap() > t_hung + 0.2)
+        .filter(|v| v["unix_ms"].as_u64().unwrap() > hung_at_ms + 200)
         .collect();
     // Over a second of 50 ms ticks after the driver hung: RSS rows kept coming (20 expected;
     // a tick waiting on the driver would give none).
@@ -645,7 +647,7 @@ fn a_launched_commands_gpu_kernel_peak_counts_a_child_that_ended_during_the_reco
         .arg(&out)
         .arg("--")
         .args(workload(&[
-            "children:1:1MiB:1500ms",
+            "children:1:1MiB:5s",
             &format!("wait-file:{}", go.display()),
             "wait-children",
             "hold:1s",
@@ -656,7 +658,7 @@ fn a_launched_commands_gpu_kernel_peak_counts_a_child_that_ended_during_the_reco
     assert!(wait_for(30.0, || {
         child = processes_with_env("MEMMON_GPU_TEST", &token)
             .into_iter()
-            .find(|p| cmdline(*p).contains("hold:1500ms"));
+            .find(|p| cmdline(*p).contains("hold:5s"));
         child.is_some()
     }));
     let child = child.unwrap();
@@ -970,7 +972,7 @@ fn the_host_memory_a_gpu_process_maps_from_nvidia_device_files_is_its_own_column
         &nvml,
         &pid,
         &out,
-        "1500ms",
+        "3s",
         &["--gpu", "--pss", "--pss-every", "200ms"],
     );
     let _ = p.kill();
@@ -1011,7 +1013,7 @@ fn memmon_in_a_container_maps_the_drivers_host_pids_through_the_hosts_proc() {
             .arg(format!(
                 "mount --bind /proc {host} && mount -t proc proc /proc || exit 1; \
                  {w} workload hold:30s & \
-                 exec {m} record --gpu --pid $! -i 100ms --gpu-every 100ms --duration 2500ms {flags} -o {out}",
+                 exec {m} record --gpu --pid $! -i 100ms --gpu-every 100ms --duration 6s {flags} -o {out}",
                 host = host.display(),
                 w = memmon_test_path().display(),
                 m = memmon_path().display(),
@@ -1031,14 +1033,14 @@ fn memmon_in_a_container_maps_the_drivers_host_pids_through_the_hosts_proc() {
         // unshare.
         let mut host_pid = None;
         assert!(wait_for(30.0, || {
-            host_pid = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-                let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-                let status = std::fs::read_to_string(e.path().join("status")).ok()?;
-                let nspid = status.lines().find(|l| l.starts_with("NSpid:"))?;
-                (nspid.split_whitespace().count() == 3
-                    && cmdline(pid).contains("workload hold:30s")
-                    && descends_from(pid, child.id() as i32))
-                .then_some(pid)
+            host_pid = descendants(child.id() as i32).into_iter().find(|&pid| {
+                let nspid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .unwrap_or_default()
+                    .lines()
+                    .find(|l| l.starts_with("NSpid:"))
+                    .map(|l| l.split_whitespace().count());
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                nspid == Some(3) && comm.trim() == "memmon-test"
             });
             host_pid.is_some()
         }));
@@ -1076,25 +1078,23 @@ fn memmon_in_a_container_maps_the_drivers_host_pids_through_the_hosts_proc() {
     }
 }
 
-/// Whether `pid` descends from `ancestor`.
-fn descends_from(pid: i32, ancestor: i32) -> bool {
-    let ppid_of = |p: i32| -> Option<i32> {
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        stat[stat.rfind(')')? + 2..]
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    let mut p = pid;
-    for _ in 0..8 {
-        match ppid_of(p) {
-            Some(a) if a == ancestor => return true,
-            Some(q) if q > 1 => p = q,
-            _ => return false,
+/// The descendants of `pid`, through the children files of its threads.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for k in kids.split_whitespace().filter_map(|k| k.parse().ok()) {
+                out.push(k);
+                next.push(k);
+            }
         }
     }
-    false
+    out
 }
 
 #[test]
