@@ -587,7 +587,7 @@ pub struct SamplingArgs {
     #[arg(
         long,
         conflicts_with = "no_gpu",
-        long_help = "Record the GPU memory of the watched tree through NVIDIA's NVML (libnvidia-ml.so.1, loaded at run time): per tick gpu_bytes, the device memory held by the tree's processes (summed over their PIDs), and the used and total memory of the GPUs they use. Without --gpu this is done whenever NVML loads; with --gpu, memmon exits 2 when it cannot."
+        long_help = "Record the GPU memory of the watched tree through NVIDIA's NVML (libnvidia-ml.so.1, loaded at run time): per tick gpu_bytes, the device memory held by the tree's processes (summed over their PIDs), the used and total memory of the GPUs they use, gpu_hwm_bytes (the GPU's own high-water mark of the tree's processes, where NVML accounting is on: `nvidia-smi -am 1`) and nvidia_mapped_bytes (their mappings of /dev/nvidia*: CUDA's pinned host buffers). Without --gpu this is done whenever NVML loads; with --gpu, memmon exits 2 when it cannot."
     )]
     pub gpu: bool,
 
