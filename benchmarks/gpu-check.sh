@@ -5,7 +5,7 @@
 #
 # Everything runs on GPU 0 (nvidia-smi's index). NVML accounting mode is turned on there for the
 # check (nvidia-smi -am 1) and put back as it was at the end. Five parts, each under a timeout
-# (the whole under 10 minutes; about 4 on an idle H200):
+# (the whole under 10 minutes; about 4 expected, not yet timed on a GPU):
 #
 #   A. two PyTorch processes share the GPU (3 and 5 GiB): memmon's gpu_bytes of each (two
 #      `record --pid` at once) against `nvidia-smi --query-compute-apps=pid,used_memory`, and
