@@ -591,7 +591,7 @@ pub struct SamplingArgs {
     #[arg(
         long,
         conflicts_with = "no_gpu",
-        long_help = "Record the GPU memory of the watched tree through NVIDIA's NVML (libnvidia-ml.so.1, loaded at run time): per tick gpu_bytes, the device memory held by the tree's processes (summed over their PIDs), and the used and total memory of the GPUs they use. Without --gpu this is done whenever NVML loads; with --gpu, memmon exits 2 when it cannot."
+        long_help = "Record the GPU memory of the watched tree through NVIDIA's NVML (libnvidia-ml.so.1, loaded at run time): per tick gpu_bytes, the device memory held by the tree's processes (summed over their PIDs), the used and total memory of the GPUs they use, gpu_hwm_bytes (the GPU's own high-water mark of the tree's processes, where NVML accounting is on: `nvidia-smi -am 1`) and nvidia_mapped_bytes (their mappings of /dev/nvidia*: CUDA's pinned host buffers). Without --gpu this is done whenever NVML loads; with --gpu, memmon exits 2 when it cannot."
     )]
     pub gpu: bool,
 
@@ -602,6 +602,24 @@ pub struct SamplingArgs {
     /// Read GPU memory at most this often (NVML calls run on their own thread, off the tick)
     #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
     pub gpu_every: Duration,
+
+    /// Give up on NVML when it has not started and given a first reading within this
+    #[arg(
+        long,
+        default_value = "30s",
+        value_parser = duration,
+        value_name = "DURATION",
+        long_help = "Give up on NVML when it has not started and given a first reading within DURATION (a hung driver): with --gpu memmon exits 2, else it records without GPU memory and says why. Starting NVML takes seconds per GPU where the GPUs are not kept initialised (persistence mode off)."
+    )]
+    pub gpu_timeout: Duration,
+
+    /// The host's /proc, mounted into the container memmon runs in: maps NVML's host PIDs to the container's
+    #[arg(
+        long,
+        value_name = "DIR",
+        long_help = "The host's /proc as mounted into the container memmon runs in (e.g. `-v /proc:/host/proc:ro`, then --gpu-host-proc /host/proc). NVML gives the host's PIDs; memmon in a container sees its own namespace's, and maps one to the other through NSpid in DIR/PID/status. Without it, in a container, memmon uses NVML's PIDs only when every one is a process of its namespace (a driver that translates them), and otherwise says the GPU memory cannot be attributed."
+    )]
+    pub gpu_host_proc: Option<std::path::PathBuf>,
 
     #[arg(
         long,

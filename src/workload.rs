@@ -2,7 +2,7 @@
 //! (src/bin/memmon-test/) or the demo's child (`demo::WORKLOAD_ENTRY`) runs
 //! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
 //! `mlock:64MiB` (allocate, touch and mlock: VmLck), `spike:200MiB:20ms` (allocate, touch, hold,
-//! free), `hold:2s`, `wait-file:PATH` (until it exists), `free` (the latest
+//! free), `hold:2s`, `map-file:PATH:8MiB` (map a file shared and touch it), `wait-file:PATH` (until it exists), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
 //! time: a known count of short-lived processes), `undumpable` (its /proc files become root's,
@@ -62,6 +62,33 @@ impl Block {
             return Err(std::io::Error::last_os_error());
         }
         Ok(Block { ptr, len })
+    }
+
+    /// Maps the first `len` bytes of the file at `path` shared (read and write) and writes every
+    /// page: as a driver's device file is mapped (the tests' stand-in for `/dev/nvidia0`).
+    pub fn file_touched(path: &std::path::Path, len: usize) -> std::io::Result<Block> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        let len = len.max(1);
+        // SAFETY: a shared mapping of a file we opened for reading and writing, no address hint.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut b = Block { ptr, len };
+        b.touch(0, len);
+        Ok(b)
     }
 
     /// Maps `len` bytes and writes every page: `len` bytes resident (in whole pages).
@@ -149,6 +176,14 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 drop(b);
             }
             "hold" => std::thread::sleep(dur(1)?),
+            // Maps a file shared and writes every page: `map-file:/dev/nvidia0:8MiB`.
+            "map-file" => {
+                let path = parts.get(1).ok_or(format!("step '{step}' needs a path"))?;
+                blocks.push(
+                    Block::file_touched(std::path::Path::new(path), size(2)?)
+                        .map_err(|e| format!("step '{step}': {e}"))?,
+                );
+            }
             // Waits until a file exists (a test's go-ahead): `wait-file:/tmp/go`.
             "wait-file" => {
                 let path = std::path::Path::new(&step[10..]);
@@ -215,7 +250,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, ramp, spike, hold, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, ramp, spike, hold, map-file, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {

@@ -1,11 +1,193 @@
 //! GPU memory of a recording: the largest `gpu_bytes` (device memory held by the tree's
-//! processes) and when, the device memory of its GPUs at that tick and at most, and the budget
-//! check of `summary --max-gpu`. Fed sample by sample, beside the RSS summary.
+//! processes, sampled) and when, the device memory of its GPUs at that tick and at most, the
+//! GPU's own peak where NVML accounting kept it (`gpu_hwm_bytes`: the GPU kernel peak, per
+//! recording, run and phase), and the budget check of `summary --max-gpu`. Fed sample by sample,
+//! beside the RSS summary.
+//!
+//! The GPU's high-water mark is a process's `maxMemoryUsage`, which NVML cannot reset while the
+//! process runs (`nvmlDeviceClearAccountingPids` clears ended processes' records only). So a
+//! span's GPU kernel peak is known when its processes' marks began with it (a launched command,
+//! its first span) or rose during it; a mark that did not rise was set before the span, and
+//! then only the sampled peak is the span's.
 
-use crate::format::meta::Meta;
+use super::span::Window;
+use crate::format::meta::{EndInfo, Meta};
+use crate::model::peak::PeakScope;
 use crate::model::sample::Sample;
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
+
+/// How a span's GPU kernel peak was known, or why it was not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuKernelWindow {
+    /// The span began with its processes (a launched command): their marks are the span's.
+    Launched,
+    /// The largest mark rose during the span: it was set in it.
+    RoseDuringSpan,
+    /// The marks did not rise: they were set before the span (NVML cannot reset a running
+    /// process's), and the span's own GPU peak is not known from them.
+    SetBefore,
+}
+
+/// A span's GPU kernel peak: the GPU's exact high-water mark (NVML accounting
+/// `maxMemoryUsage`) of its largest process on one GPU, how it was known, and what bounds it.
+/// Serialized flattened into every JSON that reports a span, beside `peak_gpu_bytes` (the
+/// sampled one). Every field absent: no accounting in the span.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GpuKernelPeak {
+    /// The exact GPU peak, when the marks covered the span.
+    #[serde(
+        rename = "gpu_kernel_peak_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bytes: Option<u64>,
+    /// `tree`: one process on one GPU held all the tree's GPU memory, so this is the tree's
+    /// exact GPU peak; `largest-process`: the peak of the largest of several, a lower bound of
+    /// the tree's.
+    #[serde(
+        rename = "gpu_kernel_peak_scope",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scope: Option<PeakScope>,
+    #[serde(
+        rename = "gpu_kernel_peak_window",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub window: Option<GpuKernelWindow>,
+    /// The largest sum of the processes' marks: an upper bound of the tree's GPU peak.
+    #[serde(rename = "gpu_hwm_sum_bytes", skip_serializing_if = "Option::is_none")]
+    pub sum_bytes: Option<u64>,
+    /// With `set-before`: the mark that predates the span (the largest process's GPU peak
+    /// since it started).
+    #[serde(
+        rename = "gpu_lifetime_peak_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lifetime_bytes: Option<u64>,
+}
+
+impl GpuKernelPeak {
+    /// A cell of a table: `20.00 GiB`, `>= 20.00 GiB` (the largest of several processes),
+    /// `set before`, or `-` (no accounting).
+    pub fn cell(&self) -> String {
+        match (self.bytes, self.window) {
+            (Some(b), _) if self.scope == Some(PeakScope::Tree) => fmt_bytes(b),
+            (Some(b), _) => format!(">= {}", fmt_bytes(b)),
+            (None, Some(GpuKernelWindow::SetBefore)) => "set before".into(),
+            _ => "-".into(),
+        }
+    }
+
+    /// The legend of a table's `GPU kernel peak` column.
+    pub fn legend() -> &'static str {
+        "GPU kernel peak: NVML accounting's maxMemoryUsage, exact where it began with the span or rose in it (>= : the largest of several processes, a lower bound of the tree's; set before: it did not rise, and NVML cannot reset it for a running process)"
+    }
+}
+
+/// The accounting marks of a span's rows (`gpu_hwm_bytes`, `gpu_hwm_sum_bytes`), row by row.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuHwmAcc {
+    /// The opening row's mark (`None`: it had none).
+    open: Option<u64>,
+    /// The largest mark of the rows after it.
+    after: Option<u64>,
+    sum_max: Option<u64>,
+    /// Every mark equalled its row's sum: one process on one GPU held GPU memory.
+    single: bool,
+    rows: u64,
+}
+
+impl GpuHwmAcc {
+    /// Opened at `s`, the span's first row.
+    pub fn open(s: &Sample) -> GpuHwmAcc {
+        let mut a = GpuHwmAcc {
+            open: s.gpu.hwm_bytes,
+            after: None,
+            sum_max: None,
+            single: true,
+            rows: 0,
+        };
+        a.note(s);
+        a
+    }
+
+    fn note(&mut self, s: &Sample) {
+        if let Some(h) = s.gpu.hwm_bytes {
+            let sum = s.gpu.hwm_sum_bytes.unwrap_or(h);
+            self.sum_max = Some(self.sum_max.unwrap_or(0).max(sum));
+            self.single &= sum == h;
+            self.rows += 1;
+        }
+    }
+
+    /// The next row of the span.
+    pub fn add(&mut self, s: &Sample) {
+        if let Some(h) = s.gpu.hwm_bytes {
+            self.after = Some(self.after.unwrap_or(0).max(h));
+        }
+        self.note(s);
+    }
+
+    /// The span's GPU kernel peak: `window` says whether the marks began with the span
+    /// (`FromOpen`) or may predate it (any other: NVML has no reset); `tail` is a mark read after
+    /// the span's last row (the recording's end record).
+    pub fn decide(&self, window: Window, tail: Option<u64>) -> GpuKernelPeak {
+        if self.rows == 0 && tail.is_none() {
+            return GpuKernelPeak::default();
+        }
+        let after = match (self.after, tail) {
+            (Some(a), Some(t)) => Some(a.max(t)),
+            (a, t) => a.or(t),
+        };
+        let sum_bytes = match (self.sum_max, tail) {
+            (Some(s), Some(t)) => Some(s.max(t)),
+            (s, t) => s.or(t),
+        };
+        let scope = if self.single {
+            PeakScope::Tree
+        } else {
+            PeakScope::LargestProcess
+        };
+        let (bytes, window, lifetime) = match (window, self.open, after) {
+            (Window::FromOpen, open, after) => (
+                Some(open.unwrap_or(0).max(after.unwrap_or(0))),
+                Some(GpuKernelWindow::Launched),
+                None,
+            ),
+            (_, Some(o), Some(a)) if a > o => {
+                (Some(a), Some(GpuKernelWindow::RoseDuringSpan), None)
+            }
+            (_, Some(o), a) => (
+                None,
+                Some(GpuKernelWindow::SetBefore),
+                Some(o.max(a.unwrap_or(0))),
+            ),
+            // No mark at the opening row: whether a later one rose is not known.
+            (_, None, _) => (None, None, None),
+        };
+        GpuKernelPeak {
+            bytes,
+            scope: bytes.map(|_| scope),
+            window,
+            sum_bytes,
+            lifetime_bytes: lifetime,
+        }
+    }
+}
+
+/// Whether NVML accounting gave marks in a recording's rows that have GPU values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuAccounting {
+    /// Every such row has a mark.
+    On,
+    /// Some rows have none (accounting off on a GPU the tree used, a process without a record,
+    /// or turned on during the recording).
+    Partial,
+    /// None has: the GPU peak is sampled only.
+    Off,
+}
 
 /// The GPU lines of a summary. Present only when some row has a `gpu_bytes` value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -31,6 +213,29 @@ pub struct GpuPeak {
     /// The GPUs of the recording (`index uuid model`), from its metadata.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<String>,
+    /// The GPU kernel peak (NVML accounting), beside the sampled one.
+    #[serde(flatten)]
+    pub kernel: GpuKernelPeak,
+    /// Whether accounting gave marks (`off`: the GPU peak is sampled only).
+    pub accounting: Option<GpuAccounting>,
+    /// How the per-process list was read (the NVML call and its element layout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_call: Option<String>,
+    /// The largest `nvidia_mapped_bytes` (host memory the tree maps from NVIDIA's device
+    /// files: CUDA's pinned buffers), and of `nvidia_mapped_rss_bytes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_nvidia_mapped_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_nvidia_mapped_rss_bytes: Option<u64>,
+}
+
+/// One session's GPU marks: whether it launched its command, its rows' marks, and the mark read
+/// after its last row.
+#[derive(Debug, Clone, Copy)]
+struct SessionMarks {
+    launched: bool,
+    acc: Option<GpuHwmAcc>,
+    tail: Option<u64>,
 }
 
 /// Accumulates a `GpuPeak`.
@@ -40,15 +245,64 @@ pub struct GpuTrack {
     max_device_used: Option<u64>,
     rows: u64,
     rows_without: u64,
+    /// Rows with a GPU value and a mark.
+    rows_marked: u64,
+    sessions: Vec<SessionMarks>,
+    max_mapped: Option<u64>,
+    max_mapped_rss: Option<u64>,
+    process_call: Option<String>,
+}
+
+fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 impl GpuTrack {
+    /// The metadata of the next session, before its first row.
+    pub fn session(&mut self, meta: &Meta) {
+        self.sessions.push(SessionMarks {
+            launched: meta.target.mode == "command",
+            acc: None,
+            tail: None,
+        });
+    }
+
+    /// The end record of the session the last rows belong to.
+    pub fn session_end(&mut self, end: &EndInfo) {
+        let g = end.gpu.as_ref();
+        if let (Some(s), Some(g)) = (self.sessions.last_mut(), g) {
+            s.tail = g.hwm_after_last_row_bytes;
+        }
+        if let Some(c) = g.and_then(|g| g.process_call.clone()) {
+            self.process_call = Some(c);
+        }
+    }
+
     pub fn push(&mut self, s: &Sample) {
+        if self.sessions.is_empty() {
+            // A recording without metadata (imported): its marks may predate it.
+            self.sessions.push(SessionMarks {
+                launched: false,
+                acc: None,
+                tail: None,
+            });
+        }
+        let last = self.sessions.last_mut().expect("a session");
+        match &mut last.acc {
+            Some(a) => a.add(s),
+            None => last.acc = Some(GpuHwmAcc::open(s)),
+        }
+        self.max_mapped = max_opt(self.max_mapped, s.gpu.nvidia_mapped_bytes);
+        self.max_mapped_rss = max_opt(self.max_mapped_rss, s.nvidia_mapped_rss_bytes);
         let Some(b) = s.gpu.bytes else {
             self.rows_without += 1;
             return;
         };
         self.rows += 1;
+        self.rows_marked += s.gpu.hwm_bytes.is_some() as u64;
         if let Some(u) = s.gpu.device_used_bytes {
             self.max_device_used = Some(self.max_device_used.unwrap_or(0).max(u));
         }
@@ -64,12 +318,59 @@ impl GpuTrack {
         }
     }
 
+    /// The recording's GPU kernel peak from its sessions': known only when every session's is
+    /// (then the largest).
+    fn kernel(&self) -> GpuKernelPeak {
+        let mut all = self.sessions.iter().filter_map(|s| {
+            let window = if s.launched {
+                Window::FromOpen
+            } else {
+                Window::IfRises
+            };
+            let k = s.acc?.decide(window, s.tail);
+            (k != GpuKernelPeak::default()).then_some(k)
+        });
+        let Some(mut k) = all.next() else {
+            return GpuKernelPeak::default();
+        };
+        for s in all {
+            k.bytes = match (k.bytes, s.bytes) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+            if k.window != s.window {
+                k.window = k.window.filter(|_| k.bytes.is_some()).or(s.window);
+            }
+            if s.scope == Some(PeakScope::LargestProcess) {
+                k.scope = Some(PeakScope::LargestProcess);
+            }
+            k.sum_bytes = max_opt(k.sum_bytes, s.sum_bytes);
+            k.lifetime_bytes = max_opt(k.lifetime_bytes, s.lifetime_bytes);
+        }
+        if k.bytes.is_none() {
+            k.scope = None;
+        }
+        k
+    }
+
     /// `None` when no row had a GPU value (GPU memory not recorded).
     pub fn finish(&self, meta: Option<&Meta>) -> Option<GpuPeak> {
         let mut p = self.peak.clone()?;
         p.max_device_used_bytes = self.max_device_used;
         p.rows = self.rows;
         p.rows_without = self.rows_without;
+        p.kernel = self.kernel();
+        p.accounting = Some(match self.rows_marked {
+            0 if p.kernel.window.is_none() => GpuAccounting::Off,
+            n if n == self.rows => GpuAccounting::On,
+            _ => GpuAccounting::Partial,
+        });
+        p.process_call = self.process_call.clone().or_else(|| {
+            meta.and_then(|m| m.gpu.as_ref())
+                .and_then(|g| g.process_call.clone())
+        });
+        p.max_nvidia_mapped_bytes = self.max_mapped;
+        p.max_nvidia_mapped_rss_bytes = self.max_mapped_rss;
         if let Some(g) = meta.and_then(|m| m.gpu.as_ref()) {
             p.every = Some(g.every.clone());
             p.gpus = g
@@ -101,6 +402,61 @@ impl GpuPeak {
                 b(u),
                 b(t),
                 b(self.max_device_used_bytes.unwrap_or(u))
+            ));
+        }
+        let every = self
+            .every
+            .as_ref()
+            .map(|e| format!(" every {e}"))
+            .unwrap_or_default();
+        let k = &self.kernel;
+        match (k.bytes, k.window) {
+            (Some(bytes), window) => o.push_str(&format!(
+                "  GPU kernel peak {} (NVML accounting maxMemoryUsage, {}{}){}\n",
+                b(bytes),
+                match k.scope {
+                    Some(PeakScope::Tree) => "the tree's exact GPU peak: one process on one GPU held it".to_string(),
+                    _ => format!(
+                        "of the largest process on one GPU: the tree's GPU peak is at least this{}",
+                        k.sum_bytes
+                            .map(|s| format!(" and at most {} (the sum of the processes' marks)", fmt_bytes(s)))
+                            .unwrap_or_default()
+                    ),
+                },
+                match window {
+                    Some(GpuKernelWindow::Launched) => "; since the command started",
+                    Some(GpuKernelWindow::RoseDuringSpan) => "; reached during the recording",
+                    _ => "",
+                },
+                if bytes > self.peak_gpu_bytes {
+                    format!(
+                        "; {} above the sampled peak: a spike between two readings",
+                        fmt_bytes(bytes - self.peak_gpu_bytes)
+                    )
+                } else {
+                    String::new()
+                }
+            )),
+            (None, Some(GpuKernelWindow::SetBefore)) => o.push_str(&format!(
+                "  GPU kernel peak not known for the recording: the processes' maxMemoryUsage{} was set before it began and did not rise (NVML cannot reset it for a running process); the GPU peak above is sampled{every}\n",
+                k.lifetime_bytes
+                    .map(|l| format!(" ({})", fmt_bytes(l)))
+                    .unwrap_or_default()
+            )),
+            (None, _) if self.accounting == Some(GpuAccounting::Off) => o.push_str(&format!(
+                "  GPU peak is sampled{every}: a GPU allocation spike between two readings is missed. For the GPU's exact peak, turn on NVML accounting (as root: nvidia-smi -am 1; no cost to the GPU) before the GPU processes start\n"
+            )),
+            (None, _) => o.push_str(
+                "  GPU kernel peak not known: some rows have no accounting mark (accounting off on a GPU the tree used, or a process without a record)\n",
+            ),
+        }
+        if let Some(m) = self.max_nvidia_mapped_bytes.filter(|&m| m > 0) {
+            o.push_str(&format!(
+                "  NVIDIA maps   {} mapped from /dev/nvidia* at most (CUDA's pinned host buffers among them){}\n",
+                b(m),
+                self.max_nvidia_mapped_rss_bytes
+                    .map(|r| format!("; {} of it resident at most (read with PSS)", fmt_bytes(r)))
+                    .unwrap_or_default()
             ));
         }
         if self.rows_without > 0 {
@@ -143,7 +499,7 @@ mod tests {
                 bytes: gpu,
                 device_used_bytes: used,
                 device_total_bytes: used.map(|_| 141 * GIB),
-                gpus: Vec::new(),
+                ..GpuTick::default()
             },
             ..Sample::default()
         }
@@ -168,6 +524,115 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("1 of 4 rows without a GPU value"), "{text}");
+    }
+
+    fn marked(t: f64, gpu: u64, hwm: Option<u64>, sum: Option<u64>) -> Sample {
+        let mut s = row(t, Some(gpu), Some(gpu + GIB));
+        s.gpu.hwm_bytes = hwm;
+        s.gpu.hwm_sum_bytes = sum.or(hwm);
+        s
+    }
+
+    fn decide(rows: &[Sample], window: Window, tail: Option<u64>) -> GpuKernelPeak {
+        let mut a = GpuHwmAcc::open(&rows[0]);
+        rows[1..].iter().for_each(|r| a.add(r));
+        a.decide(window, tail)
+    }
+
+    #[test]
+    fn a_launched_spans_gpu_kernel_peak_is_its_largest_mark_a_spike_included() {
+        // Sampled at 4 and 6 GiB; the driver's mark says a 12 GiB spike came between readings.
+        let rows = [
+            marked(0.0, 0, Some(0), None),
+            marked(1.0, 4 * GIB, Some(12 * GIB), None),
+            marked(2.0, 6 * GIB, Some(12 * GIB), None),
+        ];
+        let k = decide(&rows, Window::FromOpen, None);
+        assert_eq!(k.bytes, Some(12 * GIB));
+        assert_eq!(k.window, Some(GpuKernelWindow::Launched));
+        assert_eq!(k.scope, Some(PeakScope::Tree));
+        assert_eq!(k.cell(), "12.00 GiB");
+        // A mark read after the last row (the end record's) belongs to the span.
+        let k = decide(&rows, Window::FromOpen, Some(14 * GIB));
+        assert_eq!(k.bytes, Some(14 * GIB));
+    }
+
+    #[test]
+    fn a_mark_that_predates_the_span_counts_only_when_it_rises() {
+        let rose = [
+            marked(0.0, GIB, Some(10 * GIB), None),
+            marked(1.0, 2 * GIB, Some(20 * GIB), None),
+        ];
+        let k = decide(&rose, Window::IfRises, None);
+        assert_eq!(
+            (k.bytes, k.window),
+            (Some(20 * GIB), Some(GpuKernelWindow::RoseDuringSpan))
+        );
+        let flat = [
+            marked(0.0, GIB, Some(30 * GIB), None),
+            marked(1.0, 9 * GIB, Some(30 * GIB), None),
+        ];
+        let k = decide(&flat, Window::IfRises, None);
+        assert_eq!(k.bytes, None);
+        assert_eq!(k.window, Some(GpuKernelWindow::SetBefore));
+        assert_eq!(k.lifetime_bytes, Some(30 * GIB));
+        assert_eq!(k.cell(), "set before");
+        // No mark at the opening row: nothing can be said.
+        let unopened = [
+            marked(0.0, GIB, None, None),
+            marked(1.0, GIB, Some(5 * GIB), None),
+        ];
+        assert_eq!(decide(&unopened, Window::IfRises, None).window, None);
+    }
+
+    #[test]
+    fn several_gpu_processes_give_the_largest_ones_peak_and_the_sum_bounds_the_trees() {
+        let rows = [
+            marked(0.0, 0, Some(0), Some(0)),
+            marked(1.0, 7 * GIB, Some(4 * GIB), Some(7 * GIB)),
+        ];
+        let k = decide(&rows, Window::FromOpen, None);
+        assert_eq!(k.bytes, Some(4 * GIB));
+        assert_eq!(k.scope, Some(PeakScope::LargestProcess));
+        assert_eq!(k.sum_bytes, Some(7 * GIB));
+        assert_eq!(k.cell(), ">= 4.00 GiB");
+    }
+
+    #[test]
+    fn without_accounting_the_summary_says_the_gpu_peak_is_sampled_and_how_to_turn_it_on() {
+        let mut t = GpuTrack::default();
+        t.push(&row(0.0, Some(4 * GIB), Some(10 * GIB)));
+        let p = t.finish(None).unwrap();
+        assert_eq!(p.accounting, Some(GpuAccounting::Off));
+        assert_eq!(p.kernel, GpuKernelPeak::default());
+        let text = p.render();
+        assert!(text.contains("nvidia-smi -am 1"), "{text}");
+        assert!(text.contains("GPU peak is sampled"), "{text}");
+    }
+
+    #[test]
+    fn with_accounting_the_summary_shows_the_kernel_peak_beside_the_sampled_one() {
+        let mut t = GpuTrack::default();
+        for r in [
+            marked(0.0, 0, Some(0), None),
+            marked(1.0, 4 * GIB, Some(12 * GIB), None),
+        ] {
+            t.push(&r);
+        }
+        let p = t.finish(None).unwrap();
+        assert_eq!(p.accounting, Some(GpuAccounting::On));
+        // Attached (no metadata): a mark that rose during the recording.
+        assert_eq!(p.kernel.bytes, Some(12 * GIB));
+        let text = p.render();
+        assert!(
+            text.contains("GPU kernel peak 12.00 GiB (12884901888 bytes)"),
+            "{text}"
+        );
+        assert!(text.contains("8.00 GiB above the sampled peak"), "{text}");
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["gpu_kernel_peak_bytes"], 12 * GIB);
+        assert_eq!(json["gpu_kernel_peak_window"], "rose-during-span");
+        assert_eq!(json["accounting"], "on");
     }
 
     #[test]

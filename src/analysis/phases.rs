@@ -85,6 +85,13 @@ impl Windows {
             run: SpanContext {
                 kernel: run_kernel,
                 cgroup: run_cgroup,
+                // A run's command launched for it starts its GPU marks; a daemon's are never
+                // reset (NVML cannot reset a running process's).
+                gpu: if meta.run_peaks == Some(RunPeaks::Launched) {
+                    Window::FromOpen
+                } else {
+                    Window::IfRises
+                },
                 ..ctx
             },
         }
@@ -597,6 +604,7 @@ fn spans_table(title: &str, spans: &[Span]) -> Table {
         .unwrap_or(0);
     let with_pss = spans.iter().any(|s| s.pss.is_some());
     let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
+    let with_gpu_kernel = spans.iter().any(|s| s.gpu_kernel.window.is_some());
     let with_tree = spans.iter().any(|s| s.peak.tree_low_bytes.is_some());
     // The cgroup's numbers, where they are not the headline already.
     let with_cgroup = spans
@@ -611,6 +619,9 @@ fn spans_table(title: &str, spans: &[Span]) -> Table {
         notes.push(
             "cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the span's start or rose in it, else the largest sampled usage".into(),
         );
+    }
+    if with_gpu_kernel {
+        notes.push(crate::analysis::gpu::GpuKernelPeak::legend().to_string());
     }
     if processes > 1 {
         notes.push(format!(
@@ -635,6 +646,9 @@ fn spans_table(title: &str, spans: &[Span]) -> Table {
     }
     if with_gpu {
         head.push("GPU peak");
+    }
+    if with_gpu_kernel {
+        head.push("GPU kernel peak");
     }
     let rows: Vec<Vec<String>> = spans
         .iter()
@@ -686,6 +700,9 @@ fn spans_table(title: &str, spans: &[Span]) -> Table {
             }
             if with_gpu {
                 row.push(s.peak_gpu_bytes.map_or("-".into(), fmt_bytes));
+            }
+            if with_gpu_kernel {
+                row.push(s.gpu_kernel.cell());
             }
             row
         })

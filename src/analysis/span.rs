@@ -7,6 +7,7 @@
 //! ([`Window`]): a mark can only be trusted for a span when it began with it, was reset at its
 //! opening row, or rose during it.
 
+use super::gpu::{GpuHwmAcc, GpuKernelPeak};
 use crate::model::peak::{Peak, PeakFacts, PeakSource};
 use crate::model::sample::Sample;
 use crate::units::{fmt_bytes, fmt_seconds};
@@ -55,6 +56,11 @@ pub struct SpanContext {
     pub kernel_after_last_row: Option<(u64, PeakSource)>,
     /// The cgroup's peak file read after the span's last row (at the recording's end).
     pub cgroup_after_last_row: Option<u64>,
+    /// Whether the GPU's accounting marks (`gpu_hwm_bytes`) began with the span (`FromOpen`: a
+    /// launched command's first span) or may predate it (`IfRises`: NVML has no reset).
+    pub gpu: Window,
+    /// The accounting mark read after the span's last row (the recording's end record).
+    pub gpu_after_last_row: Option<u64>,
 }
 
 impl Default for SpanContext {
@@ -69,6 +75,8 @@ impl Default for SpanContext {
             bound_known: false,
             kernel_after_last_row: None,
             cgroup_after_last_row: None,
+            gpu: Window::IfRises,
+            gpu_after_last_row: None,
         }
     }
 }
@@ -224,6 +232,8 @@ pub struct SpanAcc {
     hwm_sum_max: u64,
     pss: PssTrack,
     peak_gpu: Option<u64>,
+    /// The GPU's accounting marks (`gpu_hwm_bytes`).
+    gpu_hwm: GpuHwmAcc,
     /// The largest cgroup usage sampled.
     cgroup_max: Option<u64>,
     held: HeldPeaks,
@@ -262,6 +272,7 @@ impl SpanAcc {
             hwm_sum_max: s.hwm_sum_bytes,
             pss,
             peak_gpu: s.gpu.bytes,
+            gpu_hwm: GpuHwmAcc::open(s),
             cgroup_max: s.cgroup_bytes,
             held,
             late_boundary: false,
@@ -284,6 +295,7 @@ impl SpanAcc {
         if let Some(g) = s.gpu.bytes {
             self.peak_gpu = Some(self.peak_gpu.unwrap_or(0).max(g));
         }
+        self.gpu_hwm.add(s);
         if let Some(p) = s.cgroup_peak_bytes {
             self.cgroup_peak_after = Some(self.cgroup_peak_after.map_or(p, |m| m.max(p)));
         }
@@ -430,6 +442,7 @@ impl SpanAcc {
             held: self.held,
             pss: self.pss.reads(self.peak_rss),
             peak_gpu_bytes: self.peak_gpu,
+            gpu_kernel: self.gpu_hwm.decide(ctx.gpu, ctx.gpu_after_last_row),
             cgroup_sampled_peak_bytes: self.cgroup_max,
             complete,
         }
@@ -509,6 +522,10 @@ pub struct Span {
     /// The largest `gpu_bytes` in the span (GPU memory held by the tree), when it has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_gpu_bytes: Option<u64>,
+    /// The GPU's own peak in the span (NVML accounting), beside the sampled one: never part of
+    /// `peak`, which is host memory's.
+    #[serde(flatten)]
+    pub gpu_kernel: GpuKernelPeak,
     /// With a cgroup recorded: the largest `cgroup_bytes` sampled in the span.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup_sampled_peak_bytes: Option<u64>,

@@ -149,6 +149,14 @@ impl SessionAcc {
                 c.final_peak_bytes
                     .or(c.peak_bytes.filter(|_| c.peak_during_recording))
             }),
+            gpu: if launched {
+                Window::FromOpen
+            } else {
+                Window::IfRises
+            },
+            gpu_after_last_row: end
+                .and_then(|e| e.gpu.as_ref())
+                .and_then(|g| g.hwm_after_last_row_bytes),
         };
         let mut facts = self.span.facts(&ctx);
         let (open_hwm, after) = self.span.hwm();
@@ -330,6 +338,7 @@ impl SummaryBuilder {
             ..meta.clone()
         });
         self.phases.session(meta);
+        self.gpu.session(meta);
     }
 
     /// The end record of the session the last rows belong to.
@@ -346,6 +355,7 @@ impl SummaryBuilder {
             s.end = Some(end.clone());
         }
         self.phases.session_end(end);
+        self.gpu.session_end(end);
     }
 
     pub fn push(&mut self, s: &Sample) {

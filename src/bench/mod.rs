@@ -136,6 +136,10 @@ pub struct RunResult {
     /// recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_gpu_bytes: Option<u64>,
+    /// The run's GPU kernel peak (NVML accounting), beside the sampled one: exact where the
+    /// run launched its command (a command bench) or the mark rose during it.
+    #[serde(flatten)]
+    pub gpu_kernel: crate::analysis::gpu::GpuKernelPeak,
     /// Processes in the daemon's tree right after the run (`None` without a daemon); the leak
     /// check compares RSS after runs only while this stays the same.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,6 +179,7 @@ impl RunResult {
             held: span.held,
             pss: span.pss,
             peak_gpu_bytes: span.peak_gpu_bytes,
+            gpu_kernel: span.gpu_kernel,
             processes_after: None,
             leftovers: None,
         }

@@ -288,6 +288,9 @@ pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
     if report.runs.iter().any(|r| r.peak_gpu_bytes.is_some()) {
         c.push(column("GPU peak", |r| opt_bytes(r.peak_gpu_bytes)));
     }
+    if report.runs.iter().any(|r| r.gpu_kernel.window.is_some()) {
+        c.push(column("GPU kernel peak", |r| r.gpu_kernel.cell()));
+    }
     c
 }
 

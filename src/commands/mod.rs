@@ -92,11 +92,15 @@ fn mark_options(
 }
 
 /// The PSS settings, when `--pss` is on.
-/// `--gpu`, `--no-gpu`, `--gpu-every` as the recorder's options (record and bench).
+/// `--gpu`, `--no-gpu`, `--gpu-every`, `--gpu-timeout`, `--gpu-host-proc` as the recorder's
+/// options (record and bench).
 fn gpu_options(s: &SamplingArgs) -> anyhow::Result<memmon::sampler::gpu::GpuOptions> {
     use memmon::sampler::gpu::{GpuMode, GpuOptions};
     if s.gpu_every.is_zero() {
         return Err(usage("--gpu-every must be above 0"));
+    }
+    if s.gpu_timeout.is_zero() {
+        return Err(usage("--gpu-timeout must be above 0"));
     }
     Ok(GpuOptions {
         mode: match (s.gpu, s.no_gpu) {
@@ -105,6 +109,8 @@ fn gpu_options(s: &SamplingArgs) -> anyhow::Result<memmon::sampler::gpu::GpuOpti
             (false, false) => GpuMode::Auto,
         },
         every: s.gpu_every,
+        timeout: s.gpu_timeout,
+        host_proc: s.gpu_host_proc.clone(),
     })
 }
 

@@ -271,6 +271,16 @@ pub struct GpuMeta {
     pub every_s: f64,
     pub every: String,
     pub devices: Vec<GpuDeviceMeta>,
+    /// The driver's version, where NVML says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    /// How the per-process list is read: the NVML call and its element layout (at the start;
+    /// the end record has the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_call: Option<String>,
+    /// How NVML's PIDs are matched with memmon's (the host's PID namespace, or a container's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -281,6 +291,9 @@ pub struct GpuDeviceMeta {
     /// The model, e.g. `NVIDIA H200`.
     pub name: String,
     pub total_bytes: u64,
+    /// NVML accounting mode at the start (`nvidia-smi -am 1`): absent where not supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<bool>,
 }
 
 /// The GPU reading thread at the end of a recording.
@@ -296,6 +309,17 @@ pub struct GpuEnd {
     /// The distinct failures (at most 8).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// What was told of empty GPU numbers (a size NVML does not give, a process without an
+    /// accounting record...), at most 8.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// How the last reading read the per-process list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_call: Option<String>,
+    /// With NVML accounting on: the largest `maxMemoryUsage` of the tree's processes (those of
+    /// the last row and those that had left) read after the last row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwm_after_last_row_bytes: Option<u64>,
 }
 
 /// What a recording's memory cgroup showed, read at its end. Sizes in bytes.

@@ -1,5 +1,7 @@
 //! GPU memory at one tick: what the watched tree holds on the GPUs (NVML's per-process used
-//! memory, summed over the tree's PIDs) and the used and total memory of the GPUs it uses.
+//! memory, summed over the tree's PIDs), the used and total memory of the GPUs it uses, the
+//! GPU's high-water marks of the tree's processes (NVML accounting), and the host memory they
+//! map from NVIDIA's device files.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,4 +32,14 @@ pub struct GpuTick {
     pub device_total_bytes: Option<u64>,
     /// Each GPU the tree uses.
     pub gpus: Vec<GpuUse>,
+    /// The largest NVML accounting `maxMemoryUsage` of a tree process on one GPU (running, or
+    /// ended since the previous row): its exact GPU peak so far. `None` when accounting is off
+    /// on a GPU the tree uses, or a tree process has no record; `Some(0)` when the tree uses no
+    /// GPU and accounting is on.
+    pub hwm_bytes: Option<u64>,
+    /// The sum of those maxima: an upper bound of the tree's GPU peak, not a peak.
+    pub hwm_sum_bytes: Option<u64>,
+    /// The bytes the tree's GPU processes map from NVIDIA's device files (/proc/PID/maps),
+    /// read at the GPU reading.
+    pub nvidia_mapped_bytes: Option<u64>,
 }

@@ -34,6 +34,9 @@ pub struct Sample {
     pub missed_ticks: u64,
     /// GPU memory of the tree and of the GPUs it uses (all `None` when GPU memory is not read).
     pub gpu: crate::model::gpu::GpuTick,
+    /// With `--pss` and GPU memory read, on ticks where PSS was read: the resident part of the
+    /// tree's GPU processes' mappings of NVIDIA device files (smaps).
+    pub nvidia_mapped_rss_bytes: Option<u64>,
     /// Sum of VmSize over the tree: virtual address space mapped, not memory used.
     pub vm_size_bytes: u64,
     /// Threads in the tree (sum of each process's `Threads`).
@@ -217,6 +220,10 @@ macro_rules! for_columns {
             (gpu_bytes, gpu.bytes, OptU64, "bytes", "GPU memory held by the tree's processes (NVML, summed over their PIDs); empty when GPU memory is not read"),
             (gpu_device_used_bytes, gpu.device_used_bytes, OptU64, "bytes", "used memory of the GPUs the tree uses (every process's); empty when it uses none or GPU memory is not read"),
             (gpu_device_total_bytes, gpu.device_total_bytes, OptU64, "bytes", "total memory of those GPUs; empty as gpu_device_used_bytes"),
+            (gpu_hwm_bytes, gpu.hwm_bytes, OptU64, "bytes", "largest NVML accounting maxMemoryUsage of a tree process on one GPU, running or ended since the previous row: its exact GPU peak so far; empty when accounting is off or a tree process has no record"),
+            (gpu_hwm_sum_bytes, gpu.hwm_sum_bytes, OptU64, "bytes", "sum of those maxima: an upper bound of the tree's GPU peak, not a peak; empty as gpu_hwm_bytes"),
+            (nvidia_mapped_bytes, gpu.nvidia_mapped_bytes, OptU64, "bytes", "size of the tree's GPU processes' mappings of NVIDIA device files (/dev/nvidia*, from /proc/PID/maps), read with each GPU reading: where CUDA's pinned host buffers live; empty when GPU memory is not read"),
+            (nvidia_mapped_rss_bytes, nvidia_mapped_rss_bytes, OptU64, "bytes", "resident part of those mappings (Rss in /proc/PID/smaps), read with PSS (--pss) on its ticks; empty elsewhere"),
             (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used"),
             (threads, threads, U32, "count", "threads in the tree (sum of Threads)"),
             (departed, departed, U32, "count", "processes that left the tree since the previous row (exited, or born and gone in between: known from exit records)"),
@@ -319,8 +326,11 @@ mod tests {
         assert_eq!(s.missed_ticks, 1015);
         assert_eq!(s.gpu.bytes, Some(1016));
         assert_eq!(s.gpu.device_total_bytes, Some(1018));
-        assert_eq!(s.vm_size_bytes, 1019);
-        assert_eq!(s.threads, 1020);
+        assert_eq!(s.gpu.hwm_bytes, Some(1019));
+        assert_eq!(s.gpu.nvidia_mapped_bytes, Some(1021));
+        assert_eq!(s.nvidia_mapped_rss_bytes, Some(1022));
+        assert_eq!(s.vm_size_bytes, 1023);
+        assert_eq!(s.threads, 1024);
         assert_eq!(
             s.event,
             Some(Event::RunEnd(1000 + COLUMNS.len() as u32 - 1))

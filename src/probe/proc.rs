@@ -509,6 +509,52 @@ impl PssSource {
         find_kb(buf, b"Pss:")
             .ok_or_else(|| ProcError::Parse(self.dir_path.join(rel), "no Pss line".into()))
     }
+
+    /// PSS and the resident bytes of the process's mappings of NVIDIA device files, in one
+    /// read of /proc/PID/smaps (the page walk of `read`, with a line per mapping): for a process
+    /// holding GPU memory, whose pinned host buffers are such mappings. The PSS is the sum of
+    /// the mappings' (each rounded down to a kB by the kernel: at most 1 KiB less per mapping
+    /// than smaps_rollup's).
+    pub fn read_with_nvidia(&self, buf: &mut Vec<u8>) -> Result<(u64, u64), ProcError> {
+        let rel = "smaps";
+        open_at(&self.dir, rel)
+            .and_then(|mut f| read_all(&mut f, buf))
+            .map_err(|e| classify(self.pid, &self.dir_path, rel, e))?;
+        let text = String::from_utf8_lossy(buf);
+        smaps_pss_and_nvidia_rss(&text)
+            .ok_or_else(|| ProcError::Parse(self.dir_path.join(rel), "no Pss line".into()))
+    }
+}
+
+/// The sum of `Pss:` over every mapping of a /proc/PID/smaps text, and of `Rss:` over the
+/// mappings of NVIDIA device files (`/dev/nvidia*`), in bytes; `None` without a Pss line (a
+/// process with no mappings left: a zombie).
+pub fn smaps_pss_and_nvidia_rss(smaps: &str) -> Option<(u64, u64)> {
+    let (mut pss, mut nvidia, mut seen) = (0u64, 0u64, false);
+    let mut in_nvidia = false;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(first) = fields.next() else {
+            continue;
+        };
+        let kb = || -> u64 {
+            line.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        match first {
+            "Pss:" => {
+                pss += kb() * 1024;
+                seen = true;
+            }
+            "Rss:" if in_nvidia => nvidia += kb() * 1024,
+            f if f.ends_with(':') => {}
+            // A mapping's first line: `start-end perms offset dev inode path`.
+            _ => in_nvidia = crate::probe::gpu::is_nvidia_mapping(line),
+        }
+    }
+    seen.then_some((pss, nvidia))
 }
 
 fn classify(pid: i32, dir_path: &Path, rel: &str, e: io::Error) -> ProcError {
@@ -773,6 +819,29 @@ pub fn parse_pid_list(buf: &[u8], out: &mut Vec<i32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn smaps_gives_pss_of_every_mapping_and_rss_of_the_nvidia_ones() {
+        let smaps = "\
+00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/python3
+Size:                328 kB
+Rss:                 300 kB
+Pss:                 150 kB
+Pss_Anon:             99 kB
+7f0000000000-7f0100000000 rw-s 00000000 00:05 1041 /dev/nvidiactl
+Size:            4194304 kB
+Rss:             4194304 kB
+Pss:             4194304 kB
+7f0200000000-7f0300000000 rw-p 00000000 00:00 0
+Rss:                 64 kB
+Pss:                 32 kB
+";
+        assert_eq!(
+            smaps_pss_and_nvidia_rss(smaps),
+            Some(((150 + 4_194_304 + 32) * 1024, 4_194_304 * 1024))
+        );
+        assert_eq!(smaps_pss_and_nvidia_rss(""), None);
+    }
 
     const STATUS: &str = "Name:\tprover\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t 9000 kB\n\
 VmSize:\t 8000 kB\nVmLck:\t      16 kB\nVmPin:\t       8 kB\nVmHWM:\t    5000 kB\nVmRSS:\t    4000 kB\n\

@@ -35,11 +35,15 @@ pub struct Unread {
 pub struct PssRead {
     pub total: Option<u64>,
     pub unread: Vec<Unread>,
+    /// The resident bytes of the NVIDIA device-file mappings of the processes asked for
+    /// (`ask`'s `nvidia`), read in the same walk; `None` when one of them was not read.
+    pub nvidia_rss: Option<u64>,
 }
 
-/// One process of a read: its source, or why it is skipped before reading.
+/// One process of a read: its source (and whether its NVIDIA mappings are read too), or why it
+/// is skipped before reading.
 enum Item {
-    Read(PssSource),
+    Read(PssSource, bool),
     Skipped(Unread),
 }
 
@@ -48,6 +52,7 @@ enum Item {
 fn items<'a>(
     members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
     guard: &PssGuard,
+    nvidia: &[i32],
 ) -> Vec<Item> {
     members
         .map(|(h, st)| {
@@ -64,7 +69,7 @@ fn items<'a>(
                 });
             }
             match h.pss_source() {
-                Ok(src) => Item::Read(src),
+                Ok(src) => Item::Read(src, nvidia.contains(&h.pid)),
                 Err(e) => Item::Skipped(Unread {
                     pid: h.pid,
                     comm: h.comm.clone(),
@@ -80,12 +85,23 @@ fn items<'a>(
 fn read(items: Vec<Item>) -> PssRead {
     let mut buf = Vec::new();
     let mut total = 0u64;
+    let mut nvidia_rss = Some(0u64);
     let mut unread = Vec::new();
     for item in items {
         match item {
-            Item::Skipped(u) => unread.push(u),
-            Item::Read(src) => match src.read(&mut buf) {
-                Ok(p) => total += p,
+            Item::Skipped(u) => {
+                nvidia_rss = None;
+                unread.push(u)
+            }
+            Item::Read(src, with_nvidia) => match if with_nvidia {
+                src.read_with_nvidia(&mut buf)
+            } else {
+                src.read(&mut buf).map(|p| (p, 0))
+            } {
+                Ok((p, n)) => {
+                    total += p;
+                    nvidia_rss = nvidia_rss.map(|r| r + n);
+                }
                 Err(ProcError::NoSuchProcess(_)) => {}
                 Err(e) => unread.push(Unread {
                     pid: src.pid,
@@ -101,16 +117,19 @@ fn read(items: Vec<Item>) -> PssRead {
     }
     PssRead {
         total: unread.is_empty().then_some(total),
+        nvidia_rss: nvidia_rss.filter(|_| unread.is_empty()),
         unread,
     }
 }
 
-/// Reads the tree's PSS now, on the calling thread (the recording's last read, at its end).
+/// Reads the tree's PSS now, on the calling thread (the recording's last read, at its end);
+/// with the resident bytes of the NVIDIA device-file mappings of the processes `nvidia`.
 pub fn read_now<'a>(
     members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
     guard: &PssGuard,
+    nvidia: &[i32],
 ) -> PssRead {
-    read(items(members, guard))
+    read(items(members, guard, nvidia))
 }
 
 /// The thread that reads PSS; `done` is called on it with each read's result (the recorder
@@ -143,14 +162,16 @@ impl PssThread {
         self.busy
     }
 
-    /// Starts a read of the members on the thread.
+    /// Starts a read of the members on the thread; for the processes `nvidia` (those holding
+    /// GPU memory), the resident bytes of their NVIDIA device-file mappings too.
     pub fn ask<'a>(
         &mut self,
         members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
         guard: &PssGuard,
+        nvidia: &[i32],
     ) {
         if let Some(tx) = &self.jobs {
-            self.busy = tx.send(items(members, guard)).is_ok();
+            self.busy = tx.send(items(members, guard, nvidia)).is_ok();
         }
     }
 
@@ -264,9 +285,9 @@ mod tests {
             max_rss,
             force: false,
         };
-        let ok = read_now([(&h, &small)].into_iter(), &guard(4 << 20));
+        let ok = read_now([(&h, &small)].into_iter(), &guard(4 << 20), &[]);
         assert_eq!(ok.total, Some(1 << 20));
-        let over = read_now([(&h, &small)].into_iter(), &guard(1 << 20));
+        let over = read_now([(&h, &small)].into_iter(), &guard(1 << 20), &[]);
         assert_eq!(over.total, None);
         assert_eq!(over.unread[0].reason, PssUnreadReason::OverMaxRss);
     }

@@ -261,6 +261,12 @@ pub struct Recorder {
     )>,
     /// A PSS sum read and not yet on a row.
     pss_ready: Option<u64>,
+    /// With GPU memory read: the resident bytes of the tree's NVIDIA device-file mappings, read
+    /// with that PSS.
+    nvidia_rss_ready: Option<u64>,
+    /// The PSS read under way was asked knowing which of the tree's processes map NVIDIA
+    /// device files.
+    nvidia_asked_known: bool,
     /// Processes whose PSS was not read, and why (written in the end record).
     pss_unread: Vec<PssUnread>,
     command_stdout: Option<std::process::ChildStdout>,
@@ -467,6 +473,8 @@ impl Recorder {
             restarts: 0,
             pss,
             pss_ready: None,
+            nvidia_rss_ready: None,
+            nvidia_asked_known: false,
             pss_unread: Vec::new(),
             command_stdout,
             reset_failures: 0,
@@ -870,11 +878,12 @@ impl Recorder {
         };
         let now = Instant::now();
         let pss_bytes = self.pss_ready.take();
+        let nvidia_mapped_rss_bytes = self.nvidia_rss_ready.take();
         let gpu = match &mut self.gpu {
             Some(g) => {
-                let (tick, note) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
-                if let (Some(note), false) = (note, self.opts.quiet) {
-                    self.note(note);
+                let (tick, notes) = g.tick(self.tree.each_member().map(|(h, _)| h.pid), now);
+                if !self.opts.quiet {
+                    notes.into_iter().for_each(|n| self.note(n));
                 }
                 tick
             }
@@ -899,6 +908,7 @@ impl Recorder {
             pss_bytes,
             missed_ticks: self.missed,
             gpu,
+            nvidia_mapped_rss_bytes,
             vm_size_bytes: ts.vm_size,
             threads: ts.threads,
             departed: ts.departed,
@@ -933,7 +943,9 @@ impl Recorder {
             return;
         }
         schedule.asked(now, rss);
-        thread.ask(self.tree.each_member(), guard);
+        let known = self.gpu.as_ref().and_then(|g| g.nvidia_pids());
+        self.nvidia_asked_known = known.is_some();
+        thread.ask(self.tree.each_member(), guard, &known.unwrap_or_default());
     }
 
     /// A read of the tree's PSS has ended: the processes it could not read are noted (once
@@ -962,6 +974,19 @@ impl Recorder {
             });
         }
         self.pss_ready = read.total;
+        // The NVIDIA mappings' resident bytes go on the same row, when GPU memory is read and
+        // the read was asked knowing which processes map them.
+        self.nvidia_rss_ready = read
+            .nvidia_rss
+            .filter(|_| self.gpu.is_some() && self.nvidia_asked_known);
+    }
+
+    /// The tree's processes that map NVIDIA device files (their PSS read also gives those
+    /// mappings' resident bytes), noting whether they are known.
+    fn nvidia_pids(&mut self) -> Vec<i32> {
+        let known = self.gpu.as_ref().and_then(|g| g.nvidia_pids());
+        self.nvidia_asked_known = known.is_some();
+        known.unwrap_or_default()
     }
 
     /// With `--pss`, when the recording stops while the target lives: one more row with a PSS
@@ -979,7 +1004,8 @@ impl Recorder {
         if recent.is_some_and(|t| t.elapsed() < self.opts.interval) {
             return;
         }
-        let read = crate::sampler::pss::read_now(self.tree.each_member(), &guard);
+        let nvidia = self.nvidia_pids();
+        let read = crate::sampler::pss::read_now(self.tree.each_member(), &guard, &nvidia);
         self.pss_read(read);
         // Best effort: the target may have just gone, or the output failed (reported by finish).
         let _ = self.tick(None);
@@ -1242,7 +1268,7 @@ impl Recorder {
         end.processes_departed = self.tree.departed_count();
         end.peak_reset_failures = self.reset_failures;
         end.pss_unread = self.pss_unread.clone();
-        end.gpu = self.gpu.as_ref().map(|g| g.end());
+        end.gpu = self.gpu.as_mut().map(|g| g.end());
         end.exit_records = Some(self.exit_records.clone());
         // The watch, and its count, go from tree to tree across restarts.
         end.exit_records_lost = self.tree.exit_records_lost();

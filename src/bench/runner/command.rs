@@ -294,6 +294,7 @@ pub(super) fn bench_command(
                 held: summary.held,
                 pss: summary.pss,
                 peak_gpu_bytes: summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+                gpu_kernel: summary.gpu.as_ref().map(|g| g.kernel).unwrap_or_default(),
                 processes_after: None,
                 leftovers,
             };
