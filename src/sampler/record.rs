@@ -68,7 +68,7 @@ pub struct RecordOptions {
     /// rows carry that phase's exact peak (`--phase-peaks`; recorded in the metadata).
     pub phase_peaks: bool,
     /// Reset the high-water marks of an attached target right after the first sample, so its
-    /// kernel peak is the recording's from the start (`--reset-peak`; recorded in the metadata).
+    /// kernel peak is the recording's from the start (`--reset-peaks`; recorded in the metadata).
     pub reset_peak: bool,
     /// Read the kernel's exit records (taskstats) where memmon may, so a process that leaves
     /// the tree between two samples keeps the peak it had at its exit.
@@ -1069,7 +1069,7 @@ impl Recorder {
         }
         if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak_at_start()) {
             if !self.opts.quiet {
-                self.note(format!("warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording"));
+                self.note(format!("warning: cannot reset the cgroup's peak (--reset-peaks): {e}; its peak counts only if it rises during the recording"));
             }
         }
         let failed = self.reset_peaks();
@@ -1079,7 +1079,7 @@ impl Recorder {
         self.reset_failures += 1;
         if !self.opts.quiet {
             self.note(format!(
-                "warning: cannot reset the peak (clear_refs, --reset-peak) of {}; the kernel peak counts only if it rises during the recording",
+                "warning: cannot reset the peak (clear_refs, --reset-peaks) of {}; the kernel peak counts only if it rises during the recording",
                 failed.join(", ")
             ));
         }
