@@ -2,7 +2,6 @@
 //! writes the recording to a file it names, and prints the summary — memmon's main job on a
 //! workload whose memory is known.
 
-use crate::probe::ProcFs;
 use crate::sampler::record::{Outcome, RecordObserver, RecordOptions, Recorder};
 use crate::sampler::target::TargetSpec;
 use std::path::{Path, PathBuf};
@@ -62,8 +61,7 @@ pub fn run(
             (&svg, "the demo's plot"),
         ],
         false,
-    )
-    .map_err(|e| crate::exit::CodedError::new(crate::exit::ExitCode::Usage, e.to_string()))?;
+    )?;
     let exe = std::env::current_exe()?;
     let mut command = vec![exe.display().to_string(), WORKLOAD_ENTRY.to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
@@ -71,29 +69,10 @@ pub fn run(
         observer.on_note("demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");
     }
     let opts = RecordOptions {
-        target: TargetSpec::Command(command),
         interval,
-        children: true,
-        output: Some(output),
-        format: None,
-        force: false,
-        append: false,
-        pss: None,
-        gpu: Default::default(),
-        wait: false,
-        exit_with_target: false,
-        duration: None,
+        output: crate::output::Dest::File(output),
         quiet,
-        procfs: ProcFs::default(),
-        phase_peaks: false,
-        reset_peak: false,
-        exit_records: true,
-        capture_stdout: false,
-        env: Vec::new(),
-        cgroup: None,
-        own_cgroup: None,
-        cgroupfs: crate::probe::cgroup::CgroupFs::default(),
-        run_peaks: None,
+        ..RecordOptions::new(TargetSpec::Command(command))
     };
     let outcome = Recorder::start(opts, observer)?.run()?;
     let mut plotted = None;

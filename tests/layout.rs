@@ -2,7 +2,9 @@
 //! The command line (`src/main.rs`, `src/cli.rs`, `src/commands/`) and the test helper binary
 //! (`src/bin/`) are the only code that may use clap or the clap structs; the analysis never
 //! imports the sampler, the commands or the command line, and does no I/O and starts no threads
-//! of its own (it takes samples: `impure`). And the shipped binary carries no test helpers.
+//! of its own (it takes samples: `impure`); exit codes are chosen in `commands/` only (the core
+//! says what kind of failure an error is, `exit::Class`, never which code it ends with). And the
+//! shipped binary carries no test helpers.
 
 use crate::util::*;
 use predicates::prelude::*;
@@ -82,6 +84,7 @@ fn violations(src: &Path) -> Vec<String> {
         .map(|w| (w, uses(w)))
         .collect();
     let sampler = uses("sampler");
+    let exit_code = regex::Regex::new(r"\bExitCode\b|process::exit\b").unwrap();
     let mut found = Vec::new();
     for file in rust_files(src) {
         let rel = file
@@ -94,7 +97,15 @@ fn violations(src: &Path) -> Vec<String> {
             || rel.starts_with("commands/")
             || rel.starts_with("bin/");
         let analysis = rel.starts_with("analysis/");
+        // The tests' helper binary (`bin/`) is a program of its own.
+        let chooses_exit =
+            rel == "main.rs" || rel.starts_with("commands/") || rel.starts_with("bin/");
         for (n, line) in code_lines(&file) {
+            if !chooses_exit && exit_code.is_match(&line) {
+                found.push(format!(
+                    "src/{rel}:{n}: an exit code chosen outside commands/ (give the error a class: exit::Class)"
+                ));
+            }
             if !command_line {
                 for (word, re) in &core_may_not {
                     if re.is_match(&line) {
@@ -144,11 +155,20 @@ fn the_layout_check_catches_a_core_file_using_clap_or_the_cli_and_an_analysis_us
     );
     write("analysis/summary.rs", "use crate::sampler::signals;\n");
     write("record.rs", "fn f(a: &crate::cli::RecordArgs) {}\n");
+    write(
+        "commands/exit.rs",
+        "fn f() -> ExitCode { ExitCode::Usage }\n",
+    );
+    write(
+        "format/out.rs",
+        "// ExitCode in a comment is fine\nfn f() { std::process::exit(2) }\n",
+    );
     let found = violations(src);
-    assert_eq!(found.len(), 3, "{found:#?}");
+    assert_eq!(found.len(), 4, "{found:#?}");
     assert!(found[0].starts_with("src/analysis/summary.rs:1: the analysis imports the sampler"));
     assert!(found[1].starts_with("src/format/mod.rs:2: the core uses `clap`"));
-    assert!(found[2].starts_with("src/record.rs:1: the core uses `cli`"));
+    assert!(found[2].starts_with("src/format/out.rs:2: an exit code chosen outside commands/"));
+    assert!(found[3].starts_with("src/record.rs:1: the core uses `cli`"));
 }
 
 #[test]

@@ -708,7 +708,7 @@ fn an_attached_daemons_older_peak_is_its_lifetime_peak_not_the_recordings() {
     );
     memmon().arg("summary").arg(&out).assert().success().stdout(
         predicate::str::contains("lifetime peak")
-            .and(predicate::str::contains("--reset-peak"))
+            .and(predicate::str::contains("--reset-peaks"))
             .and(predicate::str::contains("exact within").not())
             .and(predicate::str::contains("missed the peak").not()),
     );
@@ -719,9 +719,9 @@ fn with_reset_peak_an_attached_daemons_kernel_peak_is_exact_from_the_start() {
     let dir = tempdir();
     let d = SpikedDaemon::start(dir.path(), "200MiB");
     let out = dir.path().join("reset.csv");
-    d.record(&out, "1s", &["--reset-peak"])
+    d.record(&out, "1s", &["--reset-peaks"])
         .stderr(predicate::str::contains(
-            "from the start of the recording (--reset-peak)",
+            "from the start of the recording (--reset-peaks)",
         ));
     assert_eq!(meta(&out)["peak_reset_at_start"], true);
     // The reset is real: the kernel's own mark dropped to the idle RSS.
@@ -742,7 +742,7 @@ fn with_reset_peak_an_attached_daemons_kernel_peak_is_exact_from_the_start() {
     );
     assert_eq!(s["lifetime_peak_rss_bytes"], serde_json::Value::Null);
     memmon().arg("summary").arg(&out).assert().success().stdout(
-        predicate::str::contains("exact within").and(predicate::str::contains("--reset-peak")),
+        predicate::str::contains("exact within").and(predicate::str::contains("--reset-peaks")),
     );
 }
 
@@ -1120,7 +1120,7 @@ fn a_refused_reset_peak_says_why_and_what_would_make_it_work() {
     let done = unprivileged_memmon()
         .args([
             "record",
-            "--reset-peak",
+            "--reset-peaks",
             "--duration",
             "1s",
             "-i",
@@ -1137,7 +1137,7 @@ fn a_refused_reset_peak_says_why_and_what_would_make_it_work() {
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert!(done.status.success(), "{stderr}");
     assert!(
-        stderr.contains("cannot reset the peak (clear_refs, --reset-peak)")
+        stderr.contains("cannot reset the peak (clear_refs, --reset-peaks)")
             && stderr.contains("permission denied on /proc/"),
         "{stderr}"
     );
@@ -1146,7 +1146,7 @@ fn a_refused_reset_peak_says_why_and_what_would_make_it_work() {
             && stderr.contains("run memmon as the target's user or as root"),
         "{stderr}"
     );
-    assert!(!stderr.contains("record with --reset-peak"), "{stderr}");
+    assert!(!stderr.contains("record with --reset-peaks"), "{stderr}");
     // What summary prints later says the same.
     let again = memmon().arg("summary").arg(&out).output().unwrap();
     let text = String::from_utf8_lossy(&again.stdout).into_owned()

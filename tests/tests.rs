@@ -8,6 +8,7 @@ mod bench;
 mod bounds;
 mod cgroup;
 mod compare;
+mod exit_codes;
 mod export;
 mod gpu;
 mod import;

@@ -25,7 +25,7 @@ pub enum Window {
     /// cgroup memmon made): every row of the span counts.
     FromOpen,
     /// They were reset right after the opening row was read (markers with `--phase-peaks`,
-    /// bench runs, `--reset-peak` at a session's first row): the opening row's marks close the
+    /// bench runs, `--reset-peaks` at a session's first row): the opening row's marks close the
     /// span before; the rows after it hold this span's.
     AfterOpen,
     /// No reset is known: a mark that rose above its value at the opening row was set during

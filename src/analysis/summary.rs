@@ -1088,7 +1088,7 @@ mod tests {
             sum.warnings
         );
         let text = sum.render();
-        assert!(text.contains("record with --reset-peak"), "{text}");
+        assert!(text.contains("record with --reset-peaks"), "{text}");
         assert!(text.contains("lifetime peak 800.0 MiB"), "{text}");
     }
 
@@ -1103,7 +1103,7 @@ mod tests {
         let sum = summarize(&rows, Some(&m), Some(&end));
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::BeforeRecording);
         let text = sum.render();
-        assert!(!text.contains("--reset-peak"), "{text}");
+        assert!(!text.contains("--reset-peaks"), "{text}");
         assert!(
             text.contains("resetting it was refused")
                 && text.contains("run memmon as the target's user or as root"),

@@ -13,13 +13,13 @@ pub mod runner;
 pub mod stats;
 pub mod table;
 
+use crate::output::Dest;
 use crate::probe::cgroup::CgroupFs;
 use crate::probe::ProcFs;
 use crate::sampler::record::PssGuard;
 use crate::sampler::target::TargetSpec;
 use serde::Serialize;
 use stats::{ByteStats, LeakCheck, Stats};
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where the bench's progress and notes go, one line each without the `memmon: ` prefix
@@ -46,8 +46,8 @@ pub struct BenchOptions {
     pub ignore_failure: bool,
     pub interval: Duration,
     pub children: bool,
-    /// Where the time series goes: `None` for nowhere, `-` for stdout.
-    pub output: Option<PathBuf>,
+    /// Where the time series goes: `None` for nowhere.
+    pub output: Option<Dest>,
     pub format: Option<crate::format::Format>,
     pub force: bool,
     pub append: bool,
@@ -80,6 +80,23 @@ pub struct BenchOptions {
 }
 
 pub use crate::model::peak::{Peak, PeakBasis, PeakFacts, PeakScope, PeakSource};
+
+/// Why a bench cannot be run as asked (beside the recorder's, the target's and the output's
+/// errors), with its class (`exit::Class`).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// `--cgroup PATH` holds more than the daemon's tree, or not the daemon.
+    #[error("--cgroup {given}: the cgroup {cgroup} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)")]
+    CgroupNotAlone { given: String, cgroup: String },
+}
+
+impl BenchError {
+    pub fn class(&self) -> crate::exit::Class {
+        match self {
+            BenchError::CgroupNotAlone { .. } => crate::exit::Class::Usage,
+        }
+    }
+}
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]

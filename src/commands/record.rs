@@ -1,18 +1,16 @@
 //! `memmon record`: the flags become `RecordOptions` and `MarkOptions`; the recorder runs; with
 //! `--plot`, the finished recording is plotted.
 
+use super::exit::ExitCode;
 use super::live::LiveLine;
 use super::stderr::{errln, errprint};
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
 use memmon::analysis::Summary;
-use memmon::exit::ExitCode;
 use memmon::format::{Format, InputSpec};
 use memmon::marks::MarkSetup;
 use memmon::model::sample::Sample;
-use memmon::output;
-use memmon::probe::cgroup::CgroupFs;
-use memmon::probe::ProcFs;
+use memmon::output::{self, Dest};
 use memmon::render::plot::{ImageFormat, PlotOptions};
 use memmon::sampler::cgroup::CgroupChoice;
 use memmon::sampler::record::{RecordObserver, RecordOptions, RecordStart, Recorder};
@@ -21,8 +19,7 @@ use std::path::Path;
 
 /// The recorder's options from the command line; errors are usage errors (exit 2).
 fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
-    let attached = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
-        .map_err(usage)?;
+    let attached = args.target.spec();
     let cgroup = args.cgroup.cgroup.as_deref().map(CgroupChoice::parse);
     let target = match (attached, args.command.is_empty()) {
         (Some(t), true) => t,
@@ -52,19 +49,15 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         ));
     }
     let sampling = &args.sampling;
-    if sampling.interval.is_zero() {
-        return Err(usage("--interval must be above 0"));
-    }
     if (args.wait || args.exit_with_target) && !target.can_restart() {
         return Err(usage(
             "--wait and --exit-with-target apply to --pidfile and --name only",
         ));
     }
     Ok(RecordOptions {
-        target,
         interval: sampling.interval,
         children: !sampling.no_children,
-        output: sampling.output.clone().filter(|p| p.as_os_str() != "-"),
+        output: sampling.output.clone().unwrap_or(Dest::Stdout),
         format: sampling.format.map(Into::into),
         force: sampling.force,
         append: sampling.append,
@@ -74,23 +67,20 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         exit_with_target: args.exit_with_target,
         duration: args.duration,
         quiet: args.quiet,
-        procfs: ProcFs::default(),
         phase_peaks: args.marks.phase_peaks,
-        reset_peak: args.reset_peak,
+        reset_peak: args.reset_peaks,
         exit_records: !args.sampling.no_taskstats,
         capture_stdout: args.mark_stdout.is_some(),
-        env: Vec::new(),
         cgroup,
         own_cgroup: args.cgroup.own(),
-        cgroupfs: CgroupFs::default(),
-        run_peaks: None,
+        ..RecordOptions::new(target)
     })
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
     let plot_to = match &args.plot {
-        Some(_) if opts.output.is_none() => return Err(usage(
+        Some(_) if opts.output.is_stdout() => return Err(usage(
             "--plot needs the recording in a file: add -o FILE (the recording is going to stdout)",
         )),
         Some(p) => Some((
@@ -99,7 +89,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         )),
         None => None,
     };
-    if let Some(o) = &opts.output {
+    if let Some(o) = opts.output.file() {
         check_outputs(o, &args, plot_to.as_ref().map(|(p, _)| p.as_path()))?;
     }
     if args.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
@@ -107,7 +97,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             "--mark-stdout applies to a launched command (-- COMMAND) only",
         ));
     }
-    let data_on_stdout = opts.output.is_none();
+    let data_on_stdout = opts.output.is_stdout();
     let marks = MarkSetup::prepare(&mark_options(
         &args.marks,
         args.mark_stdout.as_ref(),
@@ -144,7 +134,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(outcome.exit)
+    Ok(outcome.exit.into())
 }
 
 /// Every output is checked before anything starts: none may exist without --force (with
@@ -174,11 +164,11 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
         if let Err(e @ output::OutputCheckError::Same { .. }) =
             output::check_outputs(&[(o, "-o"), (p, "--plot")], true)
         {
-            return Err(usage(e.to_string()));
+            return Err(e.into());
         }
         outs.push((p, "--plot"));
     }
-    output::check_outputs(&outs, sampling.force).map_err(|e| usage(e.to_string()))?;
+    output::check_outputs(&outs, sampling.force)?;
     Ok(())
 }
 

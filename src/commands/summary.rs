@@ -1,10 +1,11 @@
 //! `memmon summary`: each recording's summary, as text or `--json`.
 
+use super::exit::ExitCode;
 use super::stderr::errln;
+use super::usage;
 use crate::cli::SummaryArgs;
 use anyhow::Context;
 use memmon::analysis::{Summary, SummaryBuilder};
-use memmon::exit::{CodedError, ExitCode};
 use memmon::format::read_input_into;
 use std::io::Write;
 
@@ -18,14 +19,9 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     };
     let mut all = Vec::new();
     for f in &args.files {
-        // An input that is missing, unreadable or malformed exits 2, as in compare, plot and
-        // report.
-        let s = summarize(f, &spec).map_err(|e| {
-            anyhow::Error::new(e).context(CodedError {
-                code: ExitCode::Usage,
-                message: "cannot summarize".into(),
-            })
-        })?;
+        // An input that is missing, unreadable or malformed exits 2 (`ReadError::class`), as
+        // in compare, plot and report.
+        let s = summarize(f, &spec).context("cannot summarize")?;
         all.push(s);
     }
     let mut out = std::io::stdout().lock();
@@ -69,12 +65,9 @@ fn check_gpu_budget(all: &[Summary], budget: Option<u64>) -> anyhow::Result<Exit
     for s in all {
         let file = s.file.as_deref().unwrap_or("the recording");
         let Some(g) = &s.gpu else {
-            return Err(CodedError::new(
-                ExitCode::Usage,
-                format!(
-                    "--max-gpu: {file} has no GPU memory (no gpu_bytes values; record with --gpu)"
-                ),
-            ));
+            return Err(usage(format!(
+                "--max-gpu: {file} has no GPU memory (no gpu_bytes values; record with --gpu)"
+            )));
         };
         if let Some(msg) = memmon::analysis::gpu::over_budget(g, budget) {
             errln!("memmon: budget exceeded: {file}: {msg}");

@@ -51,7 +51,7 @@ impl Format {
 pub enum OutputError {
     #[error("{0} already exists: pass --force to overwrite it or --append to add to it")]
     Exists(PathBuf),
-    #[error("{0}")]
+    #[error(transparent)]
     Check(#[from] crate::output::OutputCheckError),
     #[error("cannot append to {0}: {1}")]
     CannotAppend(PathBuf, String),
@@ -71,21 +71,21 @@ pub enum OutputError {
 }
 
 impl OutputError {
-    /// The exit code this error ends memmon with: 2 for what memmon refused (an existing file,
-    /// one another process is writing, a planted link or FIFO), 128+N when signal N ended a
-    /// wait for a FIFO's reader, 1 for the rest (the file could not be written).
-    pub fn exit_code(&self) -> crate::exit::ExitCode {
-        use crate::exit::ExitCode;
+    /// What memmon refused (an existing file, one another process is writing, a planted link
+    /// or FIFO) is `Usage`; a signal that ended a wait for a FIFO's reader, `Signal`; the rest
+    /// (the file could not be written) `Failure`. The same from record, bench and demo.
+    pub fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
         match self {
             OutputError::Exists(_) | OutputError::Check(_) | OutputError::CannotAppend(..) => {
-                ExitCode::Usage
+                Class::Usage
             }
             OutputError::Open(_, _, e) => match e.signal() {
-                Some(sig) => ExitCode::Signal(sig),
-                None if e.is_refusal() => ExitCode::Usage,
-                None => ExitCode::Failure,
+                Some(sig) => Class::Signal(sig),
+                None if e.is_refusal() => Class::Usage,
+                None => Class::Failure,
             },
-            _ => ExitCode::Failure,
+            _ => Class::Failure,
         }
     }
 }
@@ -910,6 +910,13 @@ fn is_sidecar_head(head: &[u8]) -> bool {
 }
 
 impl ReadError {
+    /// Always `Usage`: an input recording that is missing, unreadable, malformed or
+    /// unrecognised is bad input, never a failed gate or budget (exit 1), so a CI job cannot
+    /// take a broken file for a regression. The same in summary, compare, plot and report.
+    pub fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+
     /// A recording's metadata sidecar given as a recording: names the recording it belongs to.
     pub fn sidecar(path: &Path) -> ReadError {
         let recording = path

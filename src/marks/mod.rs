@@ -6,7 +6,7 @@ pub mod logfollow;
 pub mod socket;
 pub mod stdout;
 
-use crate::exit::{CodedError, ExitCode};
+use crate::exit::Class;
 use crate::model::sample::Event;
 use crate::sampler::record::{Control, ControlHandle, Recorder};
 use regex::Regex;
@@ -19,6 +19,45 @@ use std::time::Duration;
 
 /// Labels longer than this (in characters) are cut (readers cut longer ones too).
 pub const MAX_LABEL_CHARS: usize = crate::model::sample::MAX_LABEL_CHARS;
+
+/// Why markers cannot be taken or sent, each with its class (`exit::Class`).
+#[derive(Debug, thiserror::Error)]
+pub enum MarkError {
+    /// A marker flag is wrong (a regex that does not compile, `--mark-log` alone).
+    #[error("{0}")]
+    Flag(String),
+    /// `--socket PATH` cannot be made the recording's socket.
+    #[error("--socket")]
+    Bind(#[source] socket::SocketError),
+    #[error("the marker's label is empty")]
+    EmptyLabel,
+    #[error("no running recorder found (looked for memmon-PID.sock in {dirs}); start `memmon record`, or give --socket PATH")]
+    NoRecorder { dirs: String },
+    #[error("several recorders are running ({list}); choose one with --socket PATH")]
+    SeveralRecorders { list: String },
+    /// The recorder's socket could not be reached, or did not answer.
+    #[error(transparent)]
+    Send(socket::SocketError),
+    #[error("the recorder on {} did not take the marker: {reason}", path.display())]
+    NotTaken { path: PathBuf, reason: String },
+}
+
+impl MarkError {
+    /// No recorder to send to is `NoTarget`; a marker sent and not taken, or no answer,
+    /// `Failure`; the rest is bad input.
+    pub fn class(&self) -> Class {
+        match self {
+            MarkError::NoRecorder { .. } | MarkError::Send(socket::SocketError::Connect(..)) => {
+                Class::NoTarget
+            }
+            MarkError::Send(_) | MarkError::NotTaken { .. } => Class::Failure,
+            MarkError::Flag(_)
+            | MarkError::Bind(_)
+            | MarkError::EmptyLabel
+            | MarkError::SeveralRecorders { .. } => Class::Usage,
+        }
+    }
+}
 
 /// A regex that turns lines into marker labels: its `(?P<label>...)` group when it has one,
 /// else the whole match.
@@ -88,8 +127,8 @@ pub struct MarkOptions {
 
 impl MarkSetup {
     /// Compiles the regexes, binds the socket and opens the log at its end. Errors name the flag.
-    pub fn prepare(o: &MarkOptions) -> anyhow::Result<MarkSetup> {
-        let usage = |m: String| CodedError::new(ExitCode::Usage, m);
+    pub fn prepare(o: &MarkOptions) -> Result<MarkSetup, MarkError> {
+        let usage = MarkError::Flag;
         let log_pattern = match (&o.mark_log, &o.mark_regex) {
             (Some(_), Some(re)) => Some(MarkPattern::new("--mark-regex", re).map_err(usage)?),
             (Some(_), None) => return Err(usage("--mark-log needs --mark-regex REGEX".into())),
@@ -109,9 +148,7 @@ impl MarkSetup {
             None
         } else {
             match &o.socket {
-                Some(path) => Some(
-                    socket::Listener::bind(path).map_err(|e| usage(format!("--socket: {e}")))?,
-                ),
+                Some(path) => Some(socket::Listener::bind(path).map_err(MarkError::Bind)?),
                 None => match socket::default_path().and_then(|p| socket::Listener::bind(&p)) {
                     Ok(l) => Some(l),
                     Err(e) => {
@@ -213,13 +250,10 @@ impl Drop for MarkSources {
 pub fn request_mark(
     label: &str,
     socket_path: Option<&std::path::Path>,
-) -> anyhow::Result<(PathBuf, socket::Reply)> {
+) -> Result<(PathBuf, socket::Reply), MarkError> {
     let label = clean_label(label);
     if label.is_empty() {
-        return Err(CodedError::new(
-            ExitCode::Usage,
-            "the marker's label is empty",
-        ));
+        return Err(MarkError::EmptyLabel);
     }
     let path = match socket_path {
         Some(p) => p.to_path_buf(),
@@ -231,44 +265,29 @@ pub fn request_mark(
                         .iter()
                         .map(|d| d.display().to_string())
                         .collect();
-                    return Err(CodedError::new(
-                        ExitCode::NoTarget,
-                        format!(
-                            "no running recorder found (looked for memmon-PID.sock in {}); start `memmon record`, or give --socket PATH",
-                            dirs.join(" and ")
-                        ),
-                    ));
+                    return Err(MarkError::NoRecorder {
+                        dirs: dirs.join(" and "),
+                    });
                 }
                 1 => found.remove(0),
                 _ => {
                     let list: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
-                    return Err(CodedError::new(
-                        ExitCode::Usage,
-                        format!(
-                            "several recorders are running ({}); choose one with --socket PATH",
-                            list.join(", ")
-                        ),
-                    ));
+                    return Err(MarkError::SeveralRecorders {
+                        list: list.join(", "),
+                    });
                 }
             }
         }
     };
-    let reply = match socket::send(&path, &label) {
-        Ok(r) => r,
-        Err(e @ socket::SocketError::Connect(..)) => {
-            return Err(CodedError::new(ExitCode::NoTarget, e.to_string()))
-        }
-        Err(e) => return Err(CodedError::new(ExitCode::Failure, e.to_string())),
-    };
+    let reply = socket::send(&path, &label).map_err(MarkError::Send)?;
     if !reply.ok {
-        return Err(CodedError::new(
-            ExitCode::Failure,
-            format!(
-                "the recorder on {} did not take the marker: {}",
-                path.display(),
-                reply.error.as_deref().unwrap_or("no reason given")
-            ),
-        ));
+        return Err(MarkError::NotTaken {
+            reason: reply
+                .error
+                .clone()
+                .unwrap_or_else(|| "no reason given".into()),
+            path,
+        });
     }
     Ok((path, reply))
 }

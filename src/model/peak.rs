@@ -136,7 +136,7 @@ impl fmt::Display for PeakScope {
 pub enum KernelPeakWindow {
     /// The recording launched the command: its high-water mark began with the recording.
     Launched,
-    /// The high-water marks were reset at the first sample (`record --reset-peak`).
+    /// The high-water marks were reset at the first sample (`record --reset-peaks`).
     ResetAtStart,
     /// Attached to a running process whose high-water mark rose above its value at the first
     /// sample: the mark was set during the recording.
@@ -155,7 +155,7 @@ impl fmt::Display for KernelPeakWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             KernelPeakWindow::Launched => "since the launch of the command",
-            KernelPeakWindow::ResetAtStart => "from the start of the recording (--reset-peak)",
+            KernelPeakWindow::ResetAtStart => "from the start of the recording (--reset-peaks)",
             KernelPeakWindow::RoseDuringRecording => "reached during the recording",
             KernelPeakWindow::BeforeRecording => "set before the recording began",
             KernelPeakWindow::NotRecorded => "not recorded",

@@ -160,9 +160,13 @@ pub enum PlotError {
 }
 
 impl PlotError {
-    /// Whether the error is in what the user gave (a flag, a file): exit code 2, not 1.
-    pub fn is_input_error(&self) -> bool {
-        !matches!(self, PlotError::Draw(..) | PlotError::Write(..))
+    /// What the user gave (a flag, a recording) is at fault: `Usage`; the plot could not be
+    /// drawn or written: `Failure`.
+    pub fn class(&self) -> crate::exit::Class {
+        match self {
+            PlotError::Draw(..) | PlotError::Write(..) => crate::exit::Class::Failure,
+            _ => crate::exit::Class::Usage,
+        }
     }
 }
 
@@ -1073,7 +1077,7 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with("--series bogus:"), "{msg}");
         assert!(msg.contains("locked_bytes"), "{msg}");
-        assert!(err.is_input_error());
+        assert_eq!(err.class(), crate::exit::Class::Usage);
     }
 
     #[test]

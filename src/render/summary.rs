@@ -105,7 +105,7 @@ impl Summary {
             PeakSource::Sampled => {
                 let why = match self.kernel_peak_window {
                     KernelPeakWindow::BeforeRecording if self.end.as_ref().is_some_and(|e| e.peak_reset_failures > 0) => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise, and resetting it was refused: only the target's owner and root may write /proc/PID/clear_refs (only root, for a process that is not dumpable, such as a setuid program); run memmon as the target's user or as root for an exact peak from the start",
-                    KernelPeakWindow::BeforeRecording => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise; record with --reset-peak for an exact peak from the start",
+                    KernelPeakWindow::BeforeRecording => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise; record with --reset-peaks for an exact peak from the start",
                     KernelPeakWindow::NotRecorded => "no kernel high-water mark in this recording",
                     _ => "the kernel's peak does not cover every session",
                 };

@@ -146,7 +146,7 @@ impl CgroupSource {
         }
     }
 
-    /// Resets the peak at the start of the recording (`--reset-peak`): the peaks read before
+    /// Resets the peak at the start of the recording (`--reset-peaks`): the peaks read before
     /// are not the recording's, and are forgotten.
     pub fn reset_peak_at_start(&mut self) -> Result<(), CgroupError> {
         self.reset_peak()?;

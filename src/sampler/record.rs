@@ -6,7 +6,7 @@
 //! waits for the restart).
 
 use crate::analysis::{Summary, SummaryBuilder};
-use crate::exit::{CodedError, ExitCode};
+use crate::exit::Ending;
 use crate::format::meta::{
     ColumnMeta, EndInfo, EndReason, Meta, PssUnread, TargetMeta, SCHEMA_VERSION,
 };
@@ -17,6 +17,7 @@ use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
+use crate::sampler::error::RecordError;
 use crate::sampler::signals;
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
@@ -48,8 +49,7 @@ pub struct RecordOptions {
     pub target: TargetSpec,
     pub interval: Duration,
     pub children: bool,
-    /// `None` means stdout.
-    pub output: Option<PathBuf>,
+    pub output: crate::output::Dest,
     pub format: Option<Format>,
     pub force: bool,
     pub append: bool,
@@ -68,7 +68,7 @@ pub struct RecordOptions {
     /// rows carry that phase's exact peak (`--phase-peaks`; recorded in the metadata).
     pub phase_peaks: bool,
     /// Reset the high-water marks of an attached target right after the first sample, so its
-    /// kernel peak is the recording's from the start (`--reset-peak`; recorded in the metadata).
+    /// kernel peak is the recording's from the start (`--reset-peaks`; recorded in the metadata).
     pub reset_peak: bool,
     /// Read the kernel's exit records (taskstats) where memmon may, so a process that leaves
     /// the tree between two samples keeps the peak it had at its exit.
@@ -86,6 +86,40 @@ pub struct RecordOptions {
     /// memmon may make one, `Some(true)` or an error, `Some(false)` never.
     pub own_cgroup: Option<bool>,
     pub cgroupfs: CgroupFs,
+}
+
+impl RecordOptions {
+    /// A recording of `target` as `memmon record` makes it when given no other flag: every
+    /// second, its descendants too, to stdout, with exit records where memmon may read them;
+    /// no GPU, no PSS, no cgroup but one of memmon's own for a launched command where it may.
+    /// Callers set what differs: `RecordOptions { interval, ..RecordOptions::new(target) }`.
+    pub fn new(target: TargetSpec) -> RecordOptions {
+        RecordOptions {
+            target,
+            interval: Duration::from_secs(1),
+            children: true,
+            output: crate::output::Dest::Stdout,
+            format: None,
+            force: false,
+            append: false,
+            pss: None,
+            gpu: crate::sampler::gpu::GpuOptions::default(),
+            wait: false,
+            exit_with_target: false,
+            duration: None,
+            quiet: false,
+            procfs: ProcFs::default(),
+            phase_peaks: false,
+            reset_peak: false,
+            exit_records: true,
+            capture_stdout: false,
+            env: Vec::new(),
+            cgroup: None,
+            run_peaks: None,
+            own_cgroup: None,
+            cgroupfs: CgroupFs::default(),
+        }
+    }
 }
 
 /// Messages other threads send to a running recorder (markers, benchmark runs).
@@ -176,10 +210,11 @@ pub struct RecordStart<'a> {
 /// How the recording went.
 pub struct Outcome {
     pub summary: Summary,
-    pub exit: ExitCode,
+    /// How it ended: what memmon's exit code is chosen from (`commands::exit`).
+    pub exit: Ending,
     pub output: Option<PathBuf>,
-    /// The signal that stopped the recording of an attached target, for the caller to act on
-    /// (`exit` is already `ExitCode::Signal` of it); never re-raised by the recorder.
+    /// The signal that stopped the recording, for the caller to act on (for an attached
+    /// target `exit` is already `Ending::Signal` of it); never re-raised by the recorder.
     pub signal: Option<i32>,
 }
 
@@ -311,7 +346,7 @@ impl Recorder {
         signals::install();
         let format = opts
             .format
-            .or_else(|| opts.output.as_deref().map(Format::from_path))
+            .or_else(|| opts.output.file().map(Format::from_path))
             .unwrap_or(Format::Csv);
 
         // Attach: find the target before creating anything, so a wrong PID leaves no file.
@@ -330,10 +365,9 @@ impl Recorder {
                 }
                 gpu
             }
-            Err(e) => return Err(CodedError::new(ExitCode::Usage, format!("--gpu: {e}"))),
+            Err(e) => return Err(RecordError::Gpu(e).into()),
         };
-        let mut out = Output::create(opts.output.as_deref(), format, opts.force, opts.append)
-            .map_err(output_error)?;
+        let mut out = Output::create(opts.output.file(), format, opts.force, opts.append)?;
 
         let mut command_stdout = None;
         let mut cgroup = match &attached {
@@ -492,7 +526,7 @@ impl Recorder {
             cgroup,
             observer,
         };
-        rec.out.write_meta(&rec.meta).map_err(output_error)?;
+        rec.out.write_meta(&rec.meta)?;
         rec.announce();
         Ok(rec)
     }
@@ -714,7 +748,7 @@ impl Recorder {
         let now = Instant::now();
         if now >= run.next_flush || interval >= Duration::from_millis(500) {
             if let Err(e) = self.out.flush() {
-                return Step::Stop(Stop::Failed(output_error(e)));
+                return Step::Stop(Stop::Failed(e.into()));
             }
             run.next_flush = now + Duration::from_millis(500);
         }
@@ -822,12 +856,12 @@ impl Recorder {
         end.reason = reason;
         let exit = match (&self.watched, signal) {
             (Watched::Launched { .. }, _) => match (end.exit_code, end.exit_signal) {
-                (Some(c), _) => ExitCode::Passthrough(c),
-                (None, Some(s)) => ExitCode::Signal(s),
-                _ => ExitCode::Success,
+                (Some(c), _) => Ending::CommandExited(c),
+                (None, Some(s)) => Ending::CommandKilled(s),
+                _ => Ending::Done,
             },
-            (Watched::Attached, Some(sig)) => ExitCode::Signal(sig),
-            (Watched::Attached, None) => ExitCode::Success,
+            (Watched::Attached, Some(sig)) => Ending::Signal(sig),
+            (Watched::Attached, None) => Ending::Done,
         };
         if let Some(sig) = signal {
             end.memmon_signal = Some(signals::name(sig));
@@ -865,15 +899,7 @@ impl Recorder {
         let ts = match self.tree.sample() {
             Ok(Some(ts)) => ts,
             Ok(None) => return Ok(None),
-            Err(ProcError::PermissionDenied(p)) => {
-                return Err(CodedError::new(
-                    ExitCode::NoTarget,
-                    format!(
-                        "permission denied reading {} (run memmon as the target's owner or root)",
-                        p.display()
-                    ),
-                ))
-            }
+            Err(ProcError::PermissionDenied(p)) => return Err(RecordError::Unreadable(p).into()),
             Err(e) => return Err(e.into()),
         };
         let now = Instant::now();
@@ -921,7 +947,7 @@ impl Recorder {
             ..Sample::default()
         };
         crate::sampler::cgroup::fill(&mut s, cgroup.as_ref());
-        self.out.write_sample(&s).map_err(output_error)?;
+        self.out.write_sample(&s)?;
         if let Some(w) = &self.watch {
             let _ = w.send(s.clone());
         }
@@ -1043,7 +1069,7 @@ impl Recorder {
         }
         if let Some(Err(e)) = self.cgroup.as_mut().map(|c| c.reset_peak_at_start()) {
             if !self.opts.quiet {
-                self.note(format!("warning: cannot reset the cgroup's peak (--reset-peak): {e}; its peak counts only if it rises during the recording"));
+                self.note(format!("warning: cannot reset the cgroup's peak (--reset-peaks): {e}; its peak counts only if it rises during the recording"));
             }
         }
         let failed = self.reset_peaks();
@@ -1053,7 +1079,7 @@ impl Recorder {
         self.reset_failures += 1;
         if !self.opts.quiet {
             self.note(format!(
-                "warning: cannot reset the peak (clear_refs, --reset-peak) of {}; the kernel peak counts only if it rises during the recording",
+                "warning: cannot reset the peak (clear_refs, --reset-peaks) of {}; the kernel peak counts only if it rises during the recording",
                 failed.join(", ")
             ));
         }
@@ -1285,7 +1311,7 @@ impl Recorder {
     fn finish(
         mut self,
         end: EndInfo,
-        exit: Option<ExitCode>,
+        exit: Option<Ending>,
         err: Option<String>,
     ) -> anyhow::Result<Outcome> {
         let mut end = self.end_info(end);
@@ -1303,12 +1329,12 @@ impl Recorder {
         );
         if let Err(e) = finished {
             let kept = self.kept_text(matches!(e, OutputError::Removed(_)));
-            return Err(output_error(e)).context(kept);
+            return Err(anyhow::Error::new(e)).context(kept);
         }
         self.observer.on_end(&summary);
         Ok(Outcome {
             summary,
-            exit: exit.unwrap_or(ExitCode::Success),
+            exit: exit.unwrap_or(Ending::Done),
             output: self.out.path().map(|p| p.to_path_buf()),
             signal: None,
         })
@@ -1326,10 +1352,10 @@ impl Recorder {
             if let Watched::Launched { pid } = self.watched {
                 self.reap(pid, &mut end);
             }
-            let outcome = self.finish(end, Some(ExitCode::Success), None);
+            let outcome = self.finish(end, Some(Ending::Done), None);
             return outcome.or(Ok(Outcome {
                 summary: SummaryBuilder::new().finish(None, None),
-                exit: ExitCode::Success,
+                exit: Ending::Done,
                 output: None,
                 signal: None,
             }));
@@ -1423,24 +1449,11 @@ fn find_target(
                     announced = true;
                 }
                 if let Some(a) = signals::take().first() {
-                    return Err(CodedError::new(
-                        ExitCode::Signal(a.sig),
-                        "stopped while waiting for the target",
-                    ));
+                    return Err(RecordError::Interrupted(a.sig).into());
                 }
                 signals::sleep(look.pause());
             }
-            Err(e) => {
-                let code = match e {
-                    TargetError::PidfileGarbage(..)
-                    | TargetError::PidfileNotRegular(..)
-                    | TargetError::PidfileTooLarge(..)
-                    | TargetError::KernelThread { .. }
-                    | TargetError::Thread { .. } => ExitCode::Usage,
-                    _ => ExitCode::NoTarget,
-                };
-                return Err(CodedError::new(code, e.to_string()));
-            }
+            Err(e) => return Err(RecordError::Target(e).into()),
         }
     }
 }
@@ -1497,17 +1510,11 @@ fn launch(
             std::mem::forget(child);
             Ok((pid, stdout))
         }
-        Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            Err(CodedError::new(
-                ExitCode::Passthrough(code),
-                format!("cannot run '{}': {e}", args[0]),
-            ))
+        Err(source) => Err(RecordError::Launch {
+            program: args[0].clone(),
+            source,
         }
+        .into()),
     }
 }
 
@@ -1563,13 +1570,6 @@ pub fn unix_ms_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-fn output_error(e: OutputError) -> anyhow::Error {
-    match e.exit_code() {
-        ExitCode::Failure => anyhow::Error::new(e),
-        code => CodedError::new(code, e.to_string()),
-    }
 }
 
 fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource>) -> Meta {
@@ -1665,11 +1665,11 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
 /// The cgroup of an attached target to read: `--cgroup PATH`, or with `--cgroup auto` its own
 /// memory cgroup when that holds only its tree (else a usage error saying why).
 fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Option<CgroupSource>> {
-    let usage = |m: String| CodedError::new(ExitCode::Usage, m);
+    let auto = |m: String| RecordError::CgroupAuto(m);
     match &opts.cgroup {
         None => Ok(None),
         Some(CgroupChoice::Path(p)) => {
-            let cg = opts.cgroupfs.at(p).map_err(|e| usage(e.to_string()))?;
+            let cg = opts.cgroupfs.at(p).map_err(RecordError::Cgroup)?;
             // Its peak is the tree's when it holds the tree and nothing else (or when the
             // cgroup is itself the target: `record --cgroup PATH` alone).
             let alone = matches!(opts.target, TargetSpec::Cgroup(_))
@@ -1695,26 +1695,21 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
             let cg = opts
                 .cgroupfs
                 .of_pid(opts.procfs.root(), h.pid)
-                .ok_or_else(|| {
-                    usage(format!(
-                        "--cgroup auto: the memory cgroup of PID {} was not found",
-                        h.pid
-                    ))
-                })?;
+                .ok_or_else(|| auto(format!("the memory cgroup of PID {} was not found", h.pid)))?;
             if cg.is_root() {
-                return Err(usage(format!(
-                    "--cgroup auto: PID {} is in the root cgroup, which holds the whole machine (give --cgroup PATH, or run the target in a cgroup of its own, e.g. systemd-run --scope)",
+                return Err(auto(format!(
+                    "PID {} is in the root cgroup, which holds the whole machine (give --cgroup PATH, or run the target in a cgroup of its own, e.g. systemd-run --scope)",
                     h.pid
-                )));
+                )).into());
             }
             if let Some(other) = cg
                 .foreign_process(&opts.procfs, h.pid)
-                .map_err(|e| usage(e.to_string()))?
+                .map_err(RecordError::Cgroup)?
             {
-                return Err(usage(format!(
-                    "--cgroup auto: the cgroup {} of PID {} also holds PID {other}, which is not in its tree (give --cgroup {} to record the whole cgroup anyway)",
+                return Err(auto(format!(
+                    "the cgroup {} of PID {} also holds PID {other}, which is not in its tree (give --cgroup {} to record the whole cgroup anyway)",
                     cg.path, h.pid, cg.path
-                )));
+                )).into());
             }
             Ok(Some(CgroupSource::existing(cg, true)))
         }
@@ -1728,10 +1723,7 @@ fn launched_cgroup(
     observer: &mut dyn RecordObserver,
 ) -> anyhow::Result<Option<CgroupSource>> {
     if let Some(CgroupChoice::Path(p)) = &opts.cgroup {
-        let cg = opts
-            .cgroupfs
-            .at(p)
-            .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
+        let cg = opts.cgroupfs.at(p).map_err(RecordError::Cgroup)?;
         // Read, not joined: the command's tree is not in it.
         return Ok(Some(CgroupSource::existing(cg, false)));
     }
@@ -1750,10 +1742,7 @@ fn launched_cgroup(
     let name = format!("memmon-{}-{n}", std::process::id());
     match opts.cgroupfs.create_own(&name) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),
-        Err(e) if wanted == Some(true) => Err(CodedError::new(
-            ExitCode::Failure,
-            format!("--own-cgroup: cannot make a memory cgroup for the command: {e}"),
-        )),
+        Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e).into()),
         Err(e) => {
             if !opts.quiet {
                 observer.on_note(&format!("no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact"));

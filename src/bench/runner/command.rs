@@ -6,10 +6,11 @@ use super::{
     Scratch, Stop,
 };
 use crate::bench::{BenchOptions, BenchReport, Leftovers, RunResult};
-use crate::exit::{CodedError, ExitCode};
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::{Format, InputFormat, InputSpec, Output};
 use crate::model::sample::{Event, Sample};
+use crate::output::Dest;
+use crate::sampler::error::RecordError;
 use crate::sampler::record::{unix_ms_now, RecordOptions, Recorder};
 use crate::sampler::target::TargetSpec;
 use crate::units::{count, fmt_interval};
@@ -134,20 +135,13 @@ pub(super) fn bench_command(
     let scratch = Scratch::new()?;
     let mut merged = match &opts.output {
         None => None,
-        Some(p) => {
-            let path = (p.as_os_str() != "-").then_some(p.as_path());
+        Some(dest) => {
+            let path = dest.file();
             let format = opts
                 .format
                 .or(path.map(Format::from_path))
                 .unwrap_or(Format::Csv);
-            let out =
-                Output::create(path, format, opts.force, opts.append).map_err(|e| match e {
-                    crate::format::OutputError::Exists(_)
-                    | crate::format::OutputError::CannotAppend(..) => {
-                        CodedError::new(ExitCode::Usage, e.to_string())
-                    }
-                    other => anyhow::Error::new(other),
-                })?;
+            let out = Output::create(path, format, opts.force, opts.append)?;
             report.recording = Some(out.describe());
             Some(Merged {
                 out,
@@ -192,22 +186,15 @@ pub(super) fn bench_command(
         }
         let file = scratch.0.join(format!("run-{i}.csv"));
         let ropts = RecordOptions {
-            target: TargetSpec::Command(opts.client.clone()),
             interval: opts.interval,
             children: opts.children,
-            output: Some(file.clone()),
+            output: Dest::File(file.clone()),
             format: Some(Format::Csv),
             force: true,
-            append: false,
             pss: opts.pss.clone(),
             gpu: opts.gpu.clone(),
-            wait: false,
-            exit_with_target: false,
-            duration: None,
             quiet: true,
             procfs: opts.procfs.clone(),
-            phase_peaks: false,
-            reset_peak: false,
             exit_records: opts.exit_records,
             // When stdout carries data, the command's output goes to stderr instead.
             capture_stdout: opts.stdout_is_data,
@@ -215,10 +202,9 @@ pub(super) fn bench_command(
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
-            cgroup: None,
             own_cgroup: opts.own_cgroup,
             cgroupfs: opts.cgroupfs.clone(),
-            run_peaks: None,
+            ..RecordOptions::new(TargetSpec::Command(opts.client.clone()))
         };
         let started_unix_ms = unix_ms_now();
         let t0 = Instant::now();
@@ -234,12 +220,16 @@ pub(super) fn bench_command(
         }) {
             Ok(o) => o,
             Err(e) => {
-                stop = Some(
-                    match e.chain().find_map(|c| c.downcast_ref::<CodedError>()) {
-                        Some(c) => Stop::Failed(format!("cannot run the client: {}", c.message)),
-                        None => Stop::Error(e),
-                    },
-                );
+                // A client that cannot be run fails the bench as a failing client does; any
+                // other error keeps its class.
+                let launch = e
+                    .downcast_ref::<RecordError>()
+                    .is_some_and(|r| matches!(r, RecordError::Launch { .. }));
+                stop = Some(if launch {
+                    Stop::Failed(format!("cannot run the client: {e:#}"))
+                } else {
+                    Stop::Error(e)
+                });
                 break;
             }
         };

@@ -7,10 +7,11 @@ use super::{
     ClientEnd, Quit, Scratch, Stop,
 };
 use crate::bench::{BenchOptions, BenchReport, DaemonInfo, RunResult};
-use crate::exit::{CodedError, ExitCode};
+use crate::exit::Ending;
 use crate::format::meta::{EndReason, Meta, RunPeaks};
 use crate::format::Format;
 use crate::model::sample::{Event, Sample};
+use crate::output::Dest;
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
 use crate::sampler::cgroup::CgroupChoice;
@@ -49,18 +50,20 @@ impl Daemon {
         report: &mut BenchReport,
     ) -> anyhow::Result<Daemon> {
         let (output, format, scratch) = match &opts.output {
-            Some(p) if p.as_os_str() == "-" => (None, opts.format, None),
-            Some(p) => (Some(p.clone()), opts.format, None),
+            Some(dest) => (dest.clone(), opts.format, None),
             None => {
                 let s = Scratch::new()?;
-                (Some(s.0.join("series.jsonl")), Some(Format::Jsonl), Some(s))
+                (
+                    Dest::File(s.0.join("series.jsonl")),
+                    Some(Format::Jsonl),
+                    Some(s),
+                )
             }
         };
         // The daemon's own cgroup, when it holds its tree alone: its peak is the tree's exact
         // peak, reset with the marks at each run. Given (`--cgroup`), it must hold the tree.
         let cgroup = Some(opts.cgroup.clone().unwrap_or(CgroupChoice::AutoIfAlone));
         let ropts = RecordOptions {
-            target: spec.clone(),
             interval: opts.interval,
             children: opts.children,
             output,
@@ -69,9 +72,7 @@ impl Daemon {
             append: opts.append,
             pss: opts.pss.clone(),
             gpu: opts.gpu.clone(),
-            wait: false,
             exit_with_target: true,
-            duration: None,
             quiet: true,
             procfs: opts.procfs.clone(),
             phase_peaks: opts.phase_peaks,
@@ -79,12 +80,11 @@ impl Daemon {
             // reached before the bench.
             reset_peak: true,
             exit_records: opts.exit_records,
-            capture_stdout: false,
-            env: Vec::new(),
             cgroup,
             own_cgroup: Some(false),
             cgroupfs: opts.cgroupfs.clone(),
             run_peaks: Some(RunPeaks::ResetAfterStart),
+            ..RecordOptions::new(spec.clone())
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         let mut rec = Recorder::start(ropts, BenchRecording::of(opts))?;
@@ -98,13 +98,11 @@ impl Daemon {
             if !c.holds_tree {
                 rec.control().send(Control::Stop);
                 let _ = rec.run();
-                return Err(CodedError::new(
-                    ExitCode::Usage,
-                    format!(
-                        "--cgroup {p}: the cgroup {} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)",
-                        c.path
-                    ),
-                ));
+                return Err(crate::bench::BenchError::CgroupNotAlone {
+                    given: p.clone(),
+                    cgroup: c.path.clone(),
+                }
+                .into());
             }
         }
         let handle = opts
@@ -127,8 +125,8 @@ impl Daemon {
 
         let recording = match (&opts.output, scratch.is_some()) {
             (_, true) => None,
-            (Some(p), _) if p.as_os_str() == "-" => Some("stdout".to_string()),
-            (Some(p), _) => Some(crate::format::absolute(p).display().to_string()),
+            (Some(Dest::Stdout), _) => Some("stdout".to_string()),
+            (Some(Dest::File(p)), _) => Some(crate::format::absolute(p).display().to_string()),
             (None, _) => None,
         };
         let children = if opts.children {
@@ -401,7 +399,7 @@ impl Daemon {
         self.control.send(Control::Stop);
         let outcome = self.join();
         if let Ok(o) = &outcome {
-            if let ExitCode::Signal(sig) = o.exit {
+            if let Ending::Signal(sig) = o.exit {
                 return Stop::Signal(sig);
             }
             gone |= o
