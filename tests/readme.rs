@@ -288,9 +288,27 @@ fn scratch() -> &'static Path {
     DIR.get_or_init(tempdir).path()
 }
 
-fn root_or_skip(what: &str) -> bool {
+/// What a README example was made with, and so what its check needs here.
+#[derive(Clone, Copy)]
+enum Needs {
+    Nothing,
+    /// Exit records (taskstats): root.
+    Root,
+    /// memmon's own cgroup for a launched command: root and a memory controller.
+    OwnCgroup,
+}
+
+/// Whether a check that `needs` can run here; says why not on stderr.
+fn can_run(what: &str, needs: Needs) -> bool {
+    if matches!(needs, Needs::Nothing) {
+        return true;
+    }
     if !is_root() {
-        eprintln!("skipped {what}: README's example was made as root (memmon's own cgroup, exit records), and so is its check");
+        eprintln!("skipped {what}: README's example was made as root (exit records, memmon's own cgroup), and so is its check");
+        return false;
+    }
+    if matches!(needs, Needs::OwnCgroup) && crate::cgroup::memory_hierarchy().is_none() {
+        eprintln!("skipped {what}: README's example was made in a memory cgroup of memmon's own");
         return false;
     }
     true
@@ -740,8 +758,12 @@ fn cgroup_bench() -> Option<&'static CgroupBench> {
 
 /// Today's output for a README block kind; `None` when it cannot be made here (skipped).
 fn today(kind: &str) -> Option<String> {
-    let needs_root = !matches!(kind, "summary attached" | "summary gpu");
-    if needs_root && !root_or_skip(kind) {
+    let needs = match kind {
+        "summary attached" | "summary gpu" => Needs::Nothing,
+        "summary bench-recording" | "bench prover" => Needs::Root,
+        _ => Needs::OwnCgroup,
+    };
+    if !can_run(kind, needs) {
         return None;
     }
     Some(match kind {
@@ -809,7 +831,7 @@ fn message_shape(s: &str) -> String {
 
 #[test]
 fn readmes_budget_message_is_todays() {
-    if !root_or_skip("stderr budget") {
+    if !can_run("stderr budget", Needs::OwnCgroup) {
         return;
     }
     let now: Vec<String> = launched()
@@ -937,7 +959,7 @@ fn json_drift(kind: &str, roots: &[&Value]) -> Vec<String> {
 
 #[test]
 fn every_json_key_readme_names_is_in_todays_json_where_readme_says() {
-    if !root_or_skip("json") {
+    if !can_run("json", Needs::OwnCgroup) {
         return;
     }
     let prover = prover_bench();
@@ -969,7 +991,7 @@ fn every_json_key_readme_names_is_in_todays_json_where_readme_says() {
 
 #[test]
 fn every_pushed_metric_readme_names_is_in_a_real_push() {
-    if !root_or_skip("push-metrics") {
+    if !can_run("push-metrics", Needs::Root) {
         return;
     }
     let pushed = &prover_bench().pushed;
@@ -1237,8 +1259,7 @@ fn every_flag_readme_gives_memmon_is_in_the_subcommands_help() {
         .chain(&test_helps)
         .flat_map(|(_, f)| f.iter())
         .collect();
-    let mut words = prose.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'));
-    while let Some(w) = words.next() {
+    for w in prose.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
         if let Some(name) = w.strip_prefix("--") {
             // `--export-*` stands for the flags it begins.
             let known = match w.strip_suffix('-') {
