@@ -272,6 +272,52 @@ fn the_recording_marks_where_each_run_starts_and_ends() {
 }
 
 #[test]
+fn benchs_warmup_markers_wait_for_their_rows_and_are_never_late() {
+    // Sent without waiting, a warmup marker reached its row after the client had started (8 ms
+    // on a busy machine), and summary called the warmup phase late, not exact. Taken like a
+    // run's boundary, its row comes first: no lag is recorded, whatever the machine's load.
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &[]);
+    let rec = dir.path().join("warm.csv");
+    memmon()
+        .args(["bench", "-q", "--pidfile"])
+        .arg(&d.pidfile)
+        .args(["-n", "1", "--warmup", "2", "-i", "1s", "-o"])
+        .arg(&rec)
+        .args(d.client(&["--size", "8MiB", "--hold", "20ms"]))
+        .assert()
+        .success();
+    let (h, rows) = read_csv(&rec);
+    let (ev, lag) = (
+        h.iter().position(|c| c == "event").unwrap(),
+        h.iter().position(|c| c == "event_lag_us").unwrap(),
+    );
+    let marks: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r[ev].starts_with("mark:"))
+        .map(|r| (r[ev].as_str(), r[lag].as_str()))
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            ("mark:warmup:1", ""),
+            ("mark:warmup:2", ""),
+            ("mark:runs", "")
+        ]
+    );
+    let s = summary_json(&rec);
+    assert!(
+        s["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p.get("late_boundary").is_none()),
+        "{}",
+        s["phases"]
+    );
+}
+
+#[test]
 fn a_daemon_that_is_not_there_is_exit_3() {
     let dir = tempdir();
     memmon()

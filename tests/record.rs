@@ -721,7 +721,7 @@ fn with_reset_peak_an_attached_daemons_kernel_peak_is_exact_from_the_start() {
     let out = dir.path().join("reset.csv");
     d.record(&out, "1s", &["--reset-peaks"])
         .stderr(predicate::str::contains(
-            "from the start of the recording (--reset-peaks)",
+            "since its reset at the start of the recording",
         ));
     assert_eq!(meta(&out)["peak_reset_at_start"], true);
     // The reset is real: the kernel's own mark dropped to the idle RSS.

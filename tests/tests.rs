@@ -18,6 +18,7 @@ mod output;
 mod peak;
 mod plot;
 mod pss;
+mod readme;
 mod record;
 mod report;
 mod servers;

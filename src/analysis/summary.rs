@@ -591,8 +591,17 @@ impl SummaryBuilder {
             .kernel_peak_rss_bytes
             .filter(|&k| self.samples > 0 && (sampled_one as f64) < MISSED_PEAK_RATIO * k as f64)
         {
+            // For a tree the number held is not the `sampled peak` line's (a sum): say whose.
+            let (whose, kernels) = if single_process {
+                ("the sampled peak", "the kernel's peak")
+            } else {
+                (
+                    "the largest process's sampled peak",
+                    "the kernel's peak of the largest process",
+                )
+            };
             warnings.push(format!(
-                "warning: the sampled peak ({}) is {:.0}% of the kernel's peak ({}): the interval missed the peak; trust the kernel's number or sample faster",
+                "warning: {whose} ({}) is {:.0}% of {kernels} ({}): the interval missed the peak; trust the kernel's number or sample faster",
                 fmt_bytes(sampled_one),
                 100.0 * sampled_one as f64 / k as f64,
                 fmt_bytes(k)
@@ -1069,6 +1078,28 @@ mod tests {
             KernelPeakWindow::RoseDuringRecording
         );
         assert!(sum.warnings[0].starts_with("warning:"));
+    }
+
+    #[test]
+    fn a_trees_missed_peak_warning_names_the_largest_process_not_the_sampled_sum() {
+        // Two processes: the sum reached 150 MiB, the largest process 100 MiB at a tick and
+        // 200 MiB by its VmHWM. The warning holds 100 against 200, and says so.
+        let tick = |t: f64, top: u64, hwm: u64| Sample {
+            rss_bytes: 150 * MIB,
+            top_rss_bytes: top * MIB,
+            processes: 2,
+            ..s(t, 150 * MIB, hwm * MIB)
+        };
+        let sum = summarize(
+            &[tick(0.0, 100, 100), tick(1.0, 100, 200)],
+            Some(&meta("command", false)),
+            None,
+        );
+        let w = &sum.warnings[0];
+        assert!(
+            w.starts_with("warning: the largest process's sampled peak (100.0 MiB) is 50% of the kernel's peak of the largest process (200.0 MiB)"),
+            "{w}"
+        );
     }
 
     #[test]

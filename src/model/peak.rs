@@ -155,7 +155,7 @@ impl fmt::Display for KernelPeakWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             KernelPeakWindow::Launched => "since the launch of the command",
-            KernelPeakWindow::ResetAtStart => "from the start of the recording (--reset-peaks)",
+            KernelPeakWindow::ResetAtStart => "since its reset at the start of the recording",
             KernelPeakWindow::RoseDuringRecording => "reached during the recording",
             KernelPeakWindow::BeforeRecording => "set before the recording began",
             KernelPeakWindow::NotRecorded => "not recorded",

@@ -211,8 +211,9 @@ impl Daemon {
             if let Err(s) = prepare(opts, &run_env(0, Some(k))) {
                 return Some(s);
             }
-            self.control
-                .send(Control::Event(Event::Mark(format!("warmup:{k}"))));
+            if !self.mark(format!("warmup:{k}")) {
+                return Some(self.ended(&format!("warmup run {k}")));
+            }
             let (end, quitted) = match run_client(opts, &run_env(0, Some(k)), &self.quit) {
                 Ok(r) => r,
                 Err(s) => return Some(s),
@@ -232,8 +233,9 @@ impl Daemon {
         if opts.warmup > 0 {
             // The warmup phase ends where the measured runs begin: a marker opens the phase
             // `runs`, so the last `warmup:K` phase does not run on over the measured runs.
-            self.control
-                .send(Control::Event(Event::Mark("runs".into())));
+            if !self.mark("runs".into()) {
+                return Some(self.ended("run 1"));
+            }
         }
         for n in 1..=opts.runs {
             let env = run_env(n, None);
@@ -266,6 +268,15 @@ impl Daemon {
             }
         }
         None
+    }
+
+    /// Takes a marker's row and waits for it, as a run's boundaries do: the client starts after
+    /// the row, so nothing it does lands on the wrong side of the marker (no lag to tell: the
+    /// phase is never late). False when the recorder has ended.
+    fn mark(&self, label: String) -> bool {
+        let (tx, rx) = mpsc::channel();
+        self.control.send(Control::Probe(Event::Mark(label), tx))
+            && matches!(rx.recv(), Ok(Some(_)))
     }
 
     /// One measured run: a row and a reset, the client, a row read back; the run's span
