@@ -22,5 +22,6 @@ pub mod output;
 pub mod probe;
 pub mod render;
 pub mod sampler;
+pub mod sys;
 pub mod units;
 pub mod workload;
