@@ -6,6 +6,7 @@ use std::process::{Child, Command as StdCommand};
 use std::time::Duration;
 
 fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill takes plain integers and touches no memory.
     unsafe { libc::kill(child.id() as i32, sig) };
 }
 
