@@ -7,8 +7,9 @@
 //! `sampler/record.rs` schedules ticks and hands each sample to a *format* writer (`format/`);
 //! the format's reader (or an importer, `format/import/`) streams it back into the *analysis*
 //! (`analysis/`), which `render/` prints, plots and reports. `bench/` drives a recorder per run,
-//! `marks/` feeds it markers. docs/ARCHITECTURE.md has the module map and where to add a column,
-//! a subcommand or an importer.
+//! `marks/` feeds it markers. `sys/` is the system layer (rustix, signal-hook, the few raw libc
+//! calls). docs/ARCHITECTURE.md has the module map and where to add a column, a subcommand or
+//! an importer.
 
 pub mod analysis;
 pub mod bench;
@@ -22,5 +23,6 @@ pub mod output;
 pub mod probe;
 pub mod render;
 pub mod sampler;
+pub mod sys;
 pub mod units;
 pub mod workload;

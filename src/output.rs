@@ -66,7 +66,7 @@ pub enum OpenError {
     Dir(PathBuf, io::Error),
     #[error("it is a FIFO and no reader opened it within {} s: start its reader first", READER_WAIT.as_secs())]
     NoReader,
-    #[error("{} arrived while waiting for a reader of the FIFO", crate::sampler::signals::name(*.0))]
+    #[error("{} arrived while waiting for a reader of the FIFO", crate::model::signal::name(*.0))]
     Interrupted(i32),
     #[error("{}", locked_text(.0))]
     Locked(Option<(i32, String)>),
@@ -985,13 +985,10 @@ pub fn lock_holder(id: FileId) -> Option<(i32, String)> {
     })
 }
 
-/// The stop signals' pipe (`sampler::signals`), readable while a signal waits to be taken;
+/// The stop signals' socket (`sys::signals`), readable while a signal waits to be taken;
 /// `None` before the handlers are installed (a signal then ends memmon by itself).
 fn signal_fd() -> Option<BorrowedFd<'static>> {
-    let fd = crate::sampler::signals::wake_fd();
-    // SAFETY: once created the pipe is never closed: its read end is valid for the process's
-    // whole life.
-    (fd >= 0).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
+    crate::sys::signals::wake_fd()
 }
 
 /// Sleeps for `d`, cut short by a stop signal: the signal (taken), if one came.
@@ -1000,17 +997,15 @@ fn wait_for_signal(d: Duration) -> Option<i32> {
         std::thread::sleep(d);
         return None;
     };
-    let mut fds = [rustix::event::PollFd::new(
-        &sig_fd,
-        rustix::event::PollFlags::IN,
-    )];
-    let ts = rustix::event::Timespec {
-        tv_sec: d.as_secs() as _,
-        tv_nsec: d.subsec_nanos() as _,
-    };
-    match rustix::event::poll(&mut fds, Some(&ts)) {
-        Ok(n) if n > 0 => crate::sampler::signals::take().first().map(|a| a.sig),
-        _ => None,
+    match crate::sys::wait_ready([Some(sig_fd)], Some(d)) {
+        Ok([true]) => crate::sys::signals::take().first().map(|a| a.sig),
+        Ok(_) => None,
+        // `poll` on a valid descriptor fails only without memory for its table: the wait still
+        // lasts its time.
+        Err(_) => {
+            std::thread::sleep(d);
+            None
+        }
     }
 }
 

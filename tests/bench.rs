@@ -590,6 +590,7 @@ fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
     let dir = tempdir();
     let fifo = dir.path().join("requests");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     // A daemon (bash, its builtins fork nothing) that starts one more 8 MiB worker, which stays,
     // at each request: its RSS after each run rises, but so does its number of processes.
@@ -616,6 +617,7 @@ fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
         .args(["--", "sh", "-c", &client])
         .output()
         .unwrap();
+    // SAFETY: kill takes plain integers and touches no memory.
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let _ = daemon.wait();
     let stderr = String::from_utf8_lossy(&result.stderr);

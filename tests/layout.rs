@@ -326,3 +326,63 @@ fn the_shipped_binary_has_no_test_helpers() {
         .unwrap();
     assert_eq!(out.status.code(), Some(7));
 }
+
+/// Calls of `libc` functions outside `sys/raw.rs` and outside test modules, as `FILE:LINE`
+/// (docs/ARCHITECTURE.md, "The system layer": the only hand-written libc calls are there).
+/// Constants, types and the status macros (`libc::WIFEXITED`: upper case) are not calls.
+fn libc_calls(src: &Path) -> Vec<String> {
+    let call = regex::Regex::new(r"\blibc::[a-z_][a-z0-9_]*\s*\(").unwrap();
+    let mut out = Vec::new();
+    for path in rust_files(src) {
+        let rel = path
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == "sys/raw.rs" {
+            continue;
+        }
+        let lines = code_lines(&path);
+        let mut cfg_test = false;
+        for (n, line) in lines {
+            let t = line.trim();
+            if cfg_test && (t.starts_with("mod ") || t.starts_with("pub(crate) mod ")) {
+                break;
+            }
+            cfg_test = t == "#[cfg(test)]";
+            if call.is_match(&line) {
+                out.push(format!("src/{rel}:{n}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn libc_is_called_only_in_the_system_layers_raw_file() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = libc_calls(&src);
+    assert!(
+        found.is_empty(),
+        "libc called outside src/sys/raw.rs: {found:#?}"
+    );
+}
+
+#[test]
+fn the_libc_check_catches_a_call_but_not_a_constant_a_test_or_the_raw_file() {
+    let dir = tempdir();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("sys")).unwrap();
+    let write = |p: &str, text: &str| std::fs::write(src.join(p), text).unwrap();
+    write(
+        "sys/raw.rs",
+        "fn f() { unsafe { libc::wait4(1, p, 0, r) }; }\n",
+    );
+    write(
+        "probe.rs",
+        "const E: i32 = libc::EPERM;\nfn s(x: libc::c_int) -> bool { libc::WIFEXITED(x) }\n\
+         // libc::kill(1, 0) in a comment is fine\nfn k() { unsafe { libc::kill(1, 0) }; }\n\
+         #[cfg(test)]\nmod tests {\n    fn t() { unsafe { libc::getpid() }; }\n}\n",
+    );
+    assert_eq!(libc_calls(src), ["src/probe.rs:4"]);
+}

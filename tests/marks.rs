@@ -86,6 +86,7 @@ impl Recording {
     /// Ends the recording with SIGTERM; returns the recorder's output.
     fn stop(&mut self) -> Output {
         let rec = self.rec.take().unwrap();
+        // SAFETY: kill takes plain integers and touches no memory.
         unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
         rec.wait_with_output().unwrap()
     }
@@ -656,6 +657,7 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
         .args(["mark", "after", "--socket", sock.to_str().unwrap()])
         .assert()
         .success();
+    // SAFETY: kill takes plain integers and touches no memory.
     unsafe { libc::kill(rec.0.id() as i32, libc::SIGTERM) };
     let _ = rec.0.wait();
     drop(second);
@@ -672,6 +674,7 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
 
 #[test]
 fn a_user_refused_by_the_socket_is_told_permission_denied_not_that_no_recorder_listens() {
+    // SAFETY: geteuid has no preconditions.
     if !Path::new("/usr/bin/setpriv").exists() || unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root and setpriv to run memmon mark as nobody");
         return;

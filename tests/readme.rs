@@ -1030,7 +1030,8 @@ fn every_pushed_metric_readme_names_is_in_a_real_push() {
 #[test]
 fn readmes_exit_codes_are_those_of_src_commands_exit_rs() {
     let src =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands/exit.rs")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands/exit.rs"))
+            .unwrap();
     let body = &src[src
         .find("pub fn code(self)")
         .expect("ExitCode::code in src/commands/exit.rs")..];

@@ -19,6 +19,7 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // SAFETY: kill takes plain integers and touches no memory.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let end = Instant::now() + Duration::from_secs(20);
         while Instant::now() < end {
@@ -52,6 +53,7 @@ impl Recorder {
     /// Stops it with SIGINT and returns what it printed.
     fn stop(mut self) -> Output {
         let child = self.child.take().unwrap();
+        // SAFETY: kill takes plain integers and touches no memory.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         child.wait_with_output().unwrap()
     }

@@ -142,7 +142,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(runner::Stop::Signal(sig)) => {
             errln!(
                 "memmon: bench interrupted by {} after {} of {}; the runs measured are kept",
-                memmon::sampler::signals::name(sig),
+                memmon::model::signal::name(sig),
                 report.runs.len(),
                 memmon::units::count(report.runs_requested, "run")
             );

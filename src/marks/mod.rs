@@ -9,8 +9,9 @@ pub mod stdout;
 use crate::exit::Class;
 use crate::model::sample::Event;
 use crate::sampler::record::{Control, ControlHandle, Recorder};
+use crate::sys::{self, Waker};
 use regex::Regex;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -306,23 +307,23 @@ pub(crate) fn send_mark_at(
     control.send_at(Control::Event(Event::Mark(label)), at)
 }
 
-/// What a worker thread waits on: a flag, and an eventfd that becomes readable when the flag is
-/// set, so the thread sleeps in `poll` on its own input and this descriptor (no timeout to look
-/// at the flag: an idle recorder has no thread waking up for nothing).
+/// What a worker thread waits on: a flag, and a waker woken when the flag is set, so the thread
+/// sleeps in `poll` on its own input and the waker (no timeout to look at the flag: an idle
+/// recorder has no thread waking up for nothing).
 pub(crate) struct Stop {
     flag: std::sync::atomic::AtomicBool,
     /// `None` when no eventfd could be made (then `wait` falls back to its timeout).
-    fd: Option<OwnedFd>,
+    waker: Option<Waker>,
 }
+
+/// How long a wait without a timeout lasts when it cannot be woken (no eventfd).
+const WAIT_WITHOUT_WAKER: Duration = Duration::from_millis(100);
 
 impl Stop {
     fn new() -> Stop {
-        // SAFETY: eventfd has no memory-safety preconditions.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         Stop {
             flag: std::sync::atomic::AtomicBool::new(false),
-            // SAFETY: a fresh descriptor owned by nobody else.
-            fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+            waker: Waker::new().ok(),
         }
     }
 
@@ -332,37 +333,29 @@ impl Stop {
 
     fn set(&self) {
         self.flag.store(true, Ordering::SeqCst);
-        if let Some(fd) = &self.fd {
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        if let Some(w) = &self.waker {
+            w.wake();
         }
     }
 
-    /// Waits until `fd` is readable, the stop is set, or `timeout` (`None`: no timeout, unless
-    /// there is no stop descriptor, then 100 ms). True when `fd` is readable.
-    pub(crate) fn wait(&self, fd: RawFd, timeout: Option<Duration>) -> bool {
-        let stop_fd = self.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+    /// Waits until `fd` (when given) is readable, the stop is set, or `timeout` (`None`: no
+    /// timeout, unless there is no waker, then 100 ms). True when `fd` is readable.
+    pub(crate) fn wait(&self, fd: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> bool {
+        let stop_fd = self.waker.as_ref().map(|w| w.as_fd());
         let timeout = match (timeout, stop_fd) {
-            (Some(t), _) => t.as_millis().min(i32::MAX as u128) as i32,
-            (None, -1) => 100,
-            (None, _) => -1,
+            (Some(t), _) => Some(t),
+            (None, None) => Some(WAIT_WITHOUT_WAKER),
+            (None, Some(_)) => None,
         };
-        let mut fds = [
-            libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop_fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two valid pollfds for the call; a negative fd is ignored by poll.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
-        r > 0 && fds[0].revents != 0
+        match sys::wait_ready([fd, stop_fd], timeout) {
+            Ok([ready, _]) => ready,
+            // `poll` on valid descriptors fails only without memory for its table: this wait
+            // lasts as a timeout would (100 ms at most), then the caller looks at the stop.
+            Err(_) => {
+                std::thread::sleep(timeout.unwrap_or(WAIT_WITHOUT_WAKER));
+                false
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use crate::model::sample::{Event, Sample};
 use crate::sampler::record::{Control, ControlHandle};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -75,8 +75,7 @@ pub struct Reply {
 }
 
 fn uid() -> u32 {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
 /// The directories where recorders put their sockets by default: $XDG_RUNTIME_DIR (when set to
@@ -181,11 +180,9 @@ impl Listener {
         let create = |e: std::io::Error| SocketError::Create(path.to_path_buf(), e);
         // Created 0600 by the umask, not chmod'ed after: a chmod by path would follow a symlink
         // swapped in between. (Only the marker setup runs now: no other thread creates files.)
-        // SAFETY: umask has no preconditions.
-        let old_mask = unsafe { libc::umask(0o177) };
+        let old_mask = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
         let bound = UnixListener::bind(path);
-        // SAFETY: as above.
-        unsafe { libc::umask(old_mask) };
+        rustix::process::umask(old_mask);
         let listener = bound.map_err(create)?;
         let ino = std::fs::symlink_metadata(path)
             .map(|m| m.ino())
@@ -210,7 +207,7 @@ impl Listener {
             let active = Arc::new(AtomicUsize::new(0));
             // Sleeps until a client connects or the recording ends: no periodic wake-up.
             while !stop.is_set() {
-                if !stop.wait(listener.as_raw_fd(), None) {
+                if !stop.wait(Some(listener.as_fd()), None) {
                     continue;
                 }
                 while let Ok((stream, _)) = listener.accept() {
@@ -379,14 +376,11 @@ fn take_marker(label: &str, control: &ControlHandle, client: &UnixStream) -> Rep
 
 /// True once the client has closed its end (not merely shut down its writing).
 fn hung_up(client: &UnixStream) -> bool {
-    let mut fd = libc::pollfd {
-        fd: client.as_raw_fd(),
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no timeout.
-    let r = unsafe { libc::poll(&mut fd, 1, 0) };
-    r > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR) != 0
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds = [PollFd::new(client, PollFlags::empty())];
+    // A poll that fails (no memory for its table) tells nothing: the client is taken as there.
+    matches!(crate::sys::poll(&mut fds, Some(Duration::ZERO)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
 /// Sends a marker to the recorder listening on `path` and waits for its reply (at most

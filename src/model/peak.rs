@@ -455,13 +455,7 @@ pub fn batching_bound_bytes(online_cpus: u64, page_size_bytes: u64) -> u64 {
 
 /// The CPUs online on this machine (1 if the kernel will not say).
 pub fn online_cpus() -> u64 {
-    // SAFETY: sysconf takes no pointers.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n > 0 {
-        n as u64
-    } else {
-        1
-    }
+    crate::sys::raw::cpus_online().unwrap_or(1)
 }
 
 /// `batching_bound_bytes` of this machine.

@@ -98,7 +98,7 @@ impl CgroupSource {
     }
 
     /// The descriptor of the own cgroup's `cgroup.procs`, for the launched child to join.
-    pub fn procs_fd(&self) -> Option<std::os::fd::RawFd> {
+    pub fn procs_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.own.as_ref().and_then(|o| o.procs_fd())
     }
 

@@ -18,13 +18,13 @@ use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcError, ProcFs, ProcHandle};
 use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
 use crate::sampler::error::RecordError;
-use crate::sampler::signals;
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
+use crate::sys::{self, raw, signals, Waker};
 use crate::units::{fmt_bytes, fmt_interval};
 use anyhow::Context;
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -161,7 +161,7 @@ pub struct Stamped {
 #[derive(Clone)]
 pub struct ControlHandle {
     tx: mpsc::Sender<Stamped>,
-    wake: Arc<OwnedFd>,
+    wake: Arc<Waker>,
 }
 
 impl ControlHandle {
@@ -175,9 +175,7 @@ impl ControlHandle {
         if self.tx.send(Stamped { msg, origin }).is_err() {
             return false;
         }
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a valid u64 to an eventfd we own.
-        unsafe { libc::write(self.wake.as_raw_fd(), &one as *const u64 as *const _, 8) };
+        self.wake.wake();
         true
     }
 }
@@ -343,7 +341,7 @@ impl Recorder {
         observer: Box<dyn RecordObserver + Send>,
     ) -> anyhow::Result<Recorder> {
         let mut observer = observer;
-        signals::install();
+        signals::install().context("cannot install the handlers of the stop signals")?;
         let format = opts
             .format
             .or_else(|| opts.output.file().map(Format::from_path))
@@ -384,7 +382,9 @@ impl Recorder {
         let exit_watch = opts.exit_records.then(|| {
             ExitWatch::open_online().map(|mut w| {
                 if attached.is_none() {
-                    w.keep_only(&[std::process::id()]);
+                    // Refused, no filter is attached: every record comes and is sorted out at
+                    // the tick (the tree's own filter is tried once the tree is known).
+                    let _refused = w.keep_only(&[std::process::id()]);
                 }
                 w
             })
@@ -430,13 +430,7 @@ impl Recorder {
         };
 
         let (tx, control_rx) = mpsc::channel();
-        // SAFETY: eventfd has no memory-safety preconditions.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if efd < 0 {
-            return Err(std::io::Error::last_os_error()).context("cannot create an eventfd");
-        }
-        // SAFETY: efd is a fresh descriptor owned by nobody else.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let wake = Arc::new(Waker::new().context("cannot create an eventfd")?);
         let control = ControlHandle { tx, wake };
 
         let pidfd = open_pidfd(&handle);
@@ -592,7 +586,11 @@ impl Recorder {
     /// The loop is a small state machine: each `Step` says what happens next, and each has a
     /// method that does it and returns the step after.
     pub fn run(mut self) -> anyhow::Result<Outcome> {
-        set_timer_slack(self.opts.interval);
+        if let Err(e) = set_timer_slack(self.opts.interval) {
+            self.note(format!(
+                "cannot set a finer timer slack (prctl: {e}): ticks may come up to 50 µs late"
+            ));
+        }
         let mut run = RunState {
             deadline: self.start,
             next_flush: self.start + Duration::from_millis(500),
@@ -624,8 +622,9 @@ impl Recorder {
             match self.watched {
                 Watched::Launched { pid } => {
                     if a.sent_by_process {
-                        // SAFETY: sending a signal to our own, not yet reaped child.
-                        unsafe { libc::kill(pid, a.sig) };
+                        // Our own child, not yet reaped. Failing, it has ended (ESRCH):
+                        // the next tick sees it gone.
+                        let _ = sys::kill(pid, a.sig);
                     }
                     // The terminal's Ctrl-C already reached the command; wait for it.
                 }
@@ -864,7 +863,7 @@ impl Recorder {
             (Watched::Attached, None) => Ending::Done,
         };
         if let Some(sig) = signal {
-            end.memmon_signal = Some(signals::name(sig));
+            end.memmon_signal = Some(crate::model::signal::name(sig));
         }
         if end.reason != EndReason::TargetExited {
             self.last_pss_read();
@@ -1166,29 +1165,12 @@ impl Recorder {
     /// orphans after it would wait for a later tick that never comes.)
     fn reap_exited(&mut self, command: i32) {
         loop {
-            // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            // SAFETY: peeking (WNOWAIT) at any exited child, without blocking.
-            let r = unsafe {
-                libc::waitid(
-                    libc::P_ALL,
-                    0,
-                    &mut info,
-                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-                )
+            let Ok(Some(pid)) = raw::exited_child() else {
+                return;
             };
-            // SAFETY: waitid filled `info` (si_pid is 0 when no child has exited).
-            let pid = unsafe { info.si_pid() };
-            if r != 0 || pid == 0 {
+            let Ok(Some(raw::Reaped { status, rusage: ru })) = raw::wait4(pid, true) else {
                 return;
-            }
-            let mut status = 0;
-            // SAFETY: zeroed rusage is a valid out-parameter.
-            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: reaping that one exited child, with valid out-pointers.
-            if unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) } != pid {
-                return;
-            }
+            };
             if pid == command {
                 self.command_exit = Some((status, ru, Instant::now()));
             } else {
@@ -1203,24 +1185,13 @@ impl Recorder {
     fn reap(&mut self, pid: i32, end: &mut EndInfo) {
         let (status, ru, ended) = match self.command_exit.take() {
             Some(done) => done,
-            None => {
-                let mut status: libc::c_int = 0;
-                // SAFETY: zeroed rusage is a valid out-parameter.
-                let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-                loop {
-                    // SAFETY: waiting for our own child with valid out-pointers.
-                    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-                    if r == pid {
-                        break;
-                    }
-                    if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-                    {
-                        continue;
-                    }
-                    return;
+            None => loop {
+                match raw::wait4(pid, false) {
+                    Ok(Some(r)) => break (r.status, r.rusage, Instant::now()),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    _ => return,
                 }
-                (status, ru, Instant::now())
-            }
+            },
         };
         let ended = self.exited_at.get().copied().unwrap_or(ended);
         end.launcher_rss_bytes = self.launcher_rss;
@@ -1248,37 +1219,26 @@ impl Recorder {
             return false;
         }
         let left = deadline - now;
-        let ts = libc::timespec {
-            tv_sec: left.as_secs() as libc::time_t,
-            tv_nsec: left.subsec_nanos() as libc::c_long,
-        };
-        let mut fds = [
-            libc::pollfd {
-                fd: self.control.wake.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+        let fds = [
+            Some(self.control.wake.as_fd()),
+            self.pidfd.as_ref().map(|f| f.as_fd()),
             // A stop signal ends the sleep whenever it came and whichever thread it hit.
-            libc::pollfd {
-                fd: signals::wake_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            signals::wake_fd(),
         ];
-        // SAFETY: fds and ts are valid for the call; a negative fd is ignored by ppoll.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
-        if r > 0 && fds[0].revents & libc::POLLIN != 0 {
-            let mut v: u64 = 0;
-            // SAFETY: reading 8 bytes into a valid u64 from our eventfd.
-            unsafe { libc::read(fds[0].fd, &mut v as *mut u64 as *mut _, 8) };
-            return fds[1].revents == 0;
+        match sys::wait_ready(fds, Some(left)) {
+            Ok([control, exited, _]) => {
+                if control && self.control.wake.reset() {
+                    return !exited;
+                }
+                false
+            }
+            // `poll` on valid descriptors fails only without memory for its table: the sleep
+            // still lasts until the deadline, deaf to messages until then.
+            Err(_) => {
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                false
+            }
         }
-        false
     }
 
     fn end_info(&mut self, mut end: EndInfo) -> EndInfo {
@@ -1467,7 +1427,7 @@ fn launch(
     env: &[(String, String)],
     data_on_stdout: bool,
     pipe_stdout: bool,
-    join_cgroup: Option<RawFd>,
+    join_cgroup: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> anyhow::Result<(i32, Option<std::process::ChildStdout>)> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&args[0]);
@@ -1482,21 +1442,29 @@ fn launch(
     }
     // memmon becomes the subreaper of what it launches: a descendant whose parent exits is
     // re-parented to memmon instead of init, so it stays in the watched tree.
-    // SAFETY: PR_SET_CHILD_SUBREAPER takes a plain integer.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
-    let memmon = std::process::id() as libc::pid_t;
-    // SAFETY: prctl, getppid and write are async-signal-safe and touch no memory of the parent.
+    // (rustix passes the PID as prctl's flag: any one sets it.)
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .context("cannot become the subreaper of the launched command (prctl)")?;
+    let memmon = rustix::process::getpid();
+    // The child's own descriptor of `cgroup.procs` (close-on-exec), kept by `cmd` until spawned.
+    let join_cgroup = join_cgroup
+        .map(|fd| fd.try_clone_to_owned())
+        .transpose()
+        .context("cannot duplicate the descriptor of the cgroup's cgroup.procs")?;
+    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
+    // calls may be made: it makes three system calls through rustix (prctl, getppid, write),
+    // which neither allocate nor take a lock, and builds errors from codes (no allocation).
     unsafe {
         cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))?;
             // memmon died before the prctl: no signal will come, so do not start.
-            if libc::getppid() != memmon {
+            if rustix::process::getppid() != Some(memmon) {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             // Into memmon's own cgroup before exec: "0" is the writing process itself.
-            if let Some(fd) = join_cgroup {
-                if libc::write(fd, b"0\n".as_ptr() as *const _, 2) != 2 {
-                    return Err(std::io::Error::last_os_error());
+            if let Some(fd) = &join_cgroup {
+                if rustix::io::write(fd, b"0\n")? != 2 {
+                    return Err(std::io::Error::from_raw_os_error(libc::EIO));
                 }
             }
             Ok(())
@@ -1524,45 +1492,37 @@ fn launch(
 fn watch_exit(pid: i32, at: Arc<std::sync::OnceLock<Instant>>) {
     let _ = std::thread::Builder::new()
         .name("memmon-exit".into())
-        .spawn(move || loop {
-            // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            // SAFETY: waiting, without reaping, for our own child.
-            let r = unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    pid as libc::id_t,
-                    &mut info,
-                    libc::WEXITED | libc::WNOWAIT,
-                )
-            };
-            if r == 0 {
-                let _ = at.set(Instant::now());
-                return;
-            }
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return;
+        .spawn(move || {
+            use rustix::process::{waitid, WaitId, WaitIdOptions};
+            let Some(p) = sys::pid(pid) else { return };
+            loop {
+                match waitid(
+                    WaitId::Pid(p),
+                    WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+                ) {
+                    Ok(_) => {
+                        let _ = at.set(Instant::now());
+                        return;
+                    }
+                    Err(rustix::io::Errno::INTR) => continue,
+                    // ECHILD: the recorder reaped it first.
+                    Err(_) => return,
+                }
             }
         });
 }
 
 fn open_pidfd(h: &ProcHandle) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags, no pointers.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, h.pid, 0) } as RawFd;
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fd is a fresh descriptor owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = sys::pidfd_open(h.pid).ok()?;
     // The PID might have been reused between opening the handle and the pidfd.
     h.is_alive().then_some(fd)
 }
 
 /// Finer timer slack for short intervals, so a 100 µs schedule is kept.
-fn set_timer_slack(interval: Duration) {
-    let slack_ns = (interval.as_nanos() / 20).clamp(1_000, 50_000) as libc::c_ulong;
-    // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns) };
+fn set_timer_slack(interval: Duration) -> std::io::Result<()> {
+    let slack_ns = (interval.as_nanos() / 20).clamp(1_000, 50_000) as u64;
+    rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(slack_ns))?;
+    Ok(())
 }
 
 pub fn unix_ms_now() -> u64 {

@@ -607,11 +607,12 @@ impl Tree {
         self.exit_fresh_from = 0;
         s.hwm_max = s.departed_hwm;
         if self.filter_stale && !root_gone {
+            self.filter_stale = false;
             if let Some(w) = &mut self.exits {
                 let pids: Vec<u32> = self.members.iter().map(|m| m.handle.pid as u32).collect();
-                w.keep_only(&pids);
+                // Refused: every record comes meanwhile (sorted out here); tried again next tick.
+                self.filter_stale = w.keep_only(&pids).is_err();
             }
-            self.filter_stale = false;
         }
         s
     }

@@ -72,13 +72,9 @@ fn descendants(opts: &BenchOptions) -> Vec<(i32, String, u64)> {
 
 /// Reaps every exited child of memmon without blocking.
 fn reap_exited() {
-    loop {
-        let mut status = 0;
-        // SAFETY: reaping any exited child; WNOHANG never blocks.
-        if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } <= 0 {
-            return;
-        }
-    }
+    use rustix::process::{waitpid, WaitOptions};
+    // Ends when none has exited (`None`) or there is no child left (ECHILD).
+    while let Ok(Some(_)) = waitpid(None, WaitOptions::NOHANG) {}
 }
 
 /// Ends what a run left behind, so that the next run owns only what it starts: the processes
@@ -92,8 +88,8 @@ fn end_leftovers(opts: &BenchOptions) -> Option<Leftovers> {
     }
     let signal_all = |sig: i32| {
         for (pid, _, _) in descendants(opts) {
-            // SAFETY: signalling memmon's own descendant.
-            unsafe { libc::kill(pid, sig) };
+            // One that has exited since it was listed is gone (ESRCH): nothing to end.
+            let _ = crate::sys::kill(pid, sig);
         }
     };
     signal_all(libc::SIGTERM);
@@ -169,13 +165,13 @@ pub(super) fn bench_command(
             fmt_interval(opts.interval)
         ),
     );
-    crate::sampler::signals::install();
+    crate::sys::signals::install().context("cannot install the handlers of the stop signals")?;
     let total = opts.warmup + opts.runs;
     let mut stop = None;
     for i in 1..=total {
         let warm = (i <= opts.warmup).then_some(i);
         let n = i.saturating_sub(opts.warmup);
-        if let Some(a) = crate::sampler::signals::take().first() {
+        if let Some(a) = crate::sys::signals::take().first() {
             stop = Some(Stop::Signal(a.sig));
             break;
         }

@@ -21,7 +21,7 @@ use crate::sampler::record::{
 use crate::sampler::target::{self, TargetSpec};
 use crate::units::{count, fmt_interval};
 use anyhow::Context;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -478,15 +478,13 @@ fn run_client(
         .spawn()
         .map_err(|e| Stop::Failed(format!("cannot run the client '{}': {e}", opts.client[0])))?;
     let pid = child.id() as i32;
-    // SAFETY: pidfd_open takes a pid and flags, no pointers.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    // SAFETY: a fresh descriptor owned by nobody else.
-    let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
+    // None before Linux 5.3 (ENOSYS): then `try_wait` looks every millisecond.
+    let pidfd = crate::sys::pidfd_open(pid).ok();
     let mut quitted = false;
     let end = loop {
         match &pidfd {
             Some(fd) => {
-                if quit.wait(Some(fd.as_raw_fd()), quitted, None) {
+                if quit.wait(Some(fd.as_fd()), quitted, None) {
                     break Instant::now();
                 }
             }
@@ -505,8 +503,8 @@ fn run_client(
         }
         if !quitted && quit.is_set() {
             quitted = true;
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+            // Our own child, not yet reaped: the signal cannot miss it (a zombie takes it too).
+            let _ = crate::sys::kill(pid, libc::SIGTERM);
         }
     };
     let status = child

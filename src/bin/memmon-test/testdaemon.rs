@@ -15,6 +15,7 @@
 //! reply): a process that lives and dies between two samples.
 
 use clap::Args;
+use memmon::sys::raw::{self, Forked};
 use memmon::units::{parse_duration, parse_size};
 use memmon::workload::Block;
 use std::io::{BufRead, BufReader, Write};
@@ -144,8 +145,8 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
     let helper = match args.helper {
         // SAFETY: forked before any thread of this request starts; the child only maps,
         // touches, sleeps and exits.
-        Some(h) => match unsafe { libc::fork() } {
-            0 => {
+        Some(h) => match unsafe { raw::fork() }? {
+            Forked::Child => {
                 let code = match Block::touched(h as usize) {
                     Ok(_block) => {
                         std::thread::sleep(hold);
@@ -153,11 +154,9 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
                     }
                     Err(_) => 1,
                 };
-                // SAFETY: ending the child without running the parent's exit handlers.
-                unsafe { libc::_exit(code) }
+                raw::exit_now(code)
             }
-            pid if pid > 0 => Some(pid),
-            _ => return Err(std::io::Error::last_os_error()),
+            Forked::Parent { child } => Some(child),
         },
         None => None,
     };
@@ -186,9 +185,7 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
     // Freed before the reply.
     let served = partitions.map(drop);
     if let Some(pid) = helper {
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        memmon::sys::wait_child(pid)?;
     }
     served
 }
@@ -196,8 +193,8 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
 /// Forks a child that maps and touches `bytes`, holds them and exits; reaps it; the reply.
 fn serve_in_child(bytes: u64, hold: Duration) -> String {
     // SAFETY: the daemon is single-threaded, so the child may do anything the parent could.
-    match unsafe { libc::fork() } {
-        0 => {
+    match unsafe { raw::fork() } {
+        Ok(Forked::Child) => {
             let code = match Block::touched(bytes as usize) {
                 Ok(block) => {
                     std::thread::sleep(hold);
@@ -206,20 +203,14 @@ fn serve_in_child(bytes: u64, hold: Duration) -> String {
                 }
                 Err(_) => 1,
             };
-            // SAFETY: ending the child without running the parent's exit handlers.
-            unsafe { libc::_exit(code) }
+            raw::exit_now(code)
         }
-        pid if pid > 0 => {
-            let mut status = 0;
-            // SAFETY: waiting for our own child.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-                "ok\n".into()
-            } else {
-                format!("error: the worker could not map {bytes} bytes\n")
-            }
-        }
-        _ => format!("error: cannot fork: {}\n", std::io::Error::last_os_error()),
+        Ok(Forked::Parent { child }) => match memmon::sys::wait_child(child) {
+            Ok(status) if status.exit_status() == Some(0) => "ok\n".into(),
+            Ok(_) => format!("error: the worker could not map {bytes} bytes\n"),
+            Err(e) => format!("error: cannot wait for the worker: {e}\n"),
+        },
+        Err(e) => format!("error: cannot fork: {e}\n"),
     }
 }
 
