@@ -139,6 +139,8 @@ pub fn mark(label: &str) -> bool {
 /// Marks the start of phase `label` and returns once the recorder has taken its row, so nothing
 /// this thread does after it can fall in the phase before (at the cost of a sample's time,
 /// typically under a millisecond; at most about 30 s). Sent in order with [`mark`]'s markers.
+/// With no recorder known it returns at once, as cheaply as `mark` (`Err(NoRecorder)`); the
+/// first call, and one after [`RETRY_AFTER`], waits for a look for a recorder.
 pub fn mark_and_wait(label: &str) -> Result<(), MarkError> {
     process_marker().mark_and_wait(label)
 }
@@ -250,6 +252,15 @@ impl Marker {
 
     /// [`mark_and_wait`] through this `Marker`.
     pub fn mark_and_wait(&self, label: &str) -> Result<(), MarkError> {
+        let inner = &*self.inner;
+        match inner.state.load(Ordering::Acquire) {
+            // No recorder, as cheap as `mark`: no look before its time.
+            ABSENT if inner.ms_now() < inner.retry_at_ms.load(Ordering::Relaxed) => {
+                return Err(MarkError::NoRecorder)
+            }
+            OFF => return Err(MarkError::Off),
+            _ => {}
+        }
         let (tx, rx) = mpsc::sync_channel(1);
         self.enqueue(label, Some(tx))?;
         rx.recv_timeout(wire::ROW_REPLY_TIMEOUT + Duration::from_secs(10))
@@ -415,10 +426,10 @@ fn send_all(inner: &Inner) {
             None => {
                 let absent = inner.state.load(Ordering::Acquire) == ABSENT;
                 let too_soon = inner.ms_now() < inner.retry_at_ms.load(Ordering::Relaxed);
-                // A marker made just as the last look found nothing: it waits for no new look
-                // (unless its caller waits for it).
-                if absent && too_soon && p.waiter.is_none() {
+                // A marker made just as the last look found nothing: no new look for it.
+                if absent && too_soon {
                     inner.counts.no_recorder.fetch_add(1, Ordering::Relaxed);
+                    outcome(p, Err(MarkError::NoRecorder));
                     continue;
                 }
                 inner.state.store(SEARCHING, Ordering::Release);

@@ -176,6 +176,9 @@ fn mark_and_wait_asks_for_the_row_and_returns_the_recorders_refusal() {
 
     let m = Marker::to_socket(dir.path().join("nobody.sock"));
     assert_eq!(m.mark_and_wait("x"), Err(MarkError::NoRecorder));
+    // Right after a look found nothing: no new look (so no wait), as with `mark`.
+    assert_eq!(m.mark_and_wait("y"), Err(MarkError::NoRecorder));
+    assert_eq!(m.stats().no_recorder, 1, "{:?}", m.stats());
 }
 
 #[test]
