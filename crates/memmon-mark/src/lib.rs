@@ -1,11 +1,12 @@
-//! Phase markers for [memmon](https://github.com/) from a program's own code.
+//! Phase markers for memmon (this repository's recorder of memory) from a program's own code.
 //!
 //! `memmon_mark::mark("synthesis")` tells the memmon recorder watching this process that the
 //! phase `synthesis` begins now: the recording gets a `mark:synthesis` row, and the phase lasts
 //! until the next marker (`memmon summary` gives each phase its peak). It never blocks and never
-//! fails: when no recorder listens it costs a load and a clock read (a few nanoseconds; see
+//! fails: when no recorder listens it costs a load and a read of the coarse clock (about 6 ns;
 //! BENCHMARKS.md), and looks for one again at most every [`RETRY_AFTER`]; when one listens, the
-//! label is queued and a thread of its own sends it, in order, over memmon's marker socket.
+//! label is queued (about 0.2 µs) and a thread of its own sends it, in order, over memmon's
+//! marker socket (the protocol: docs/FORMAT.md, "The marker socket").
 //!
 //! ```no_run
 //! memmon_mark::mark("synthesis");
@@ -21,14 +22,19 @@
 //! none of which launched this process, markers go nowhere: set `MEMMON_SOCKET`.
 //!
 //! **When a marker lands.** Its row is taken when the recorder gets to it, a little after the
-//! call (typically well under a millisecond); the row's `event_lag_us` says how long after the
-//! call, and a phase whose boundary came more than 5 ms late is not called exact. For a
-//! boundary the program waits for, use [`mark_and_wait`] (it returns once the row is taken).
+//! call (a median of 0.4 ms on a loaded 2-core machine, sometimes over 5 ms); the row's
+//! `event_lag_us` says how long after the call, and a phase whose boundary came more than 5 ms
+//! late is not called exact. For a boundary the program waits for, use [`mark_and_wait`] (it
+//! returns once the row is taken). A program about to exit should end with `mark_and_wait`,
+//! whose row is taken after every marker before it: a marker the recorder has queued but not
+//! taken when its target exits is lost ([`flush`] only waits until markers reach the recorder).
 //!
 //! **What can be lost.** At most [`QUEUE_CAPACITY`] markers wait to be sent; more in a burst
 //! are dropped and counted ([`Stats::queue_full`]). Markers made while no recorder listens are
 //! dropped (nothing records them). A process forked from the one that made the first marker
 //! sends none ([`Stats::forked`]): the recorder watches the whole tree, mark from the parent.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod discover;
 #[cfg(feature = "tracing")]
@@ -145,8 +151,9 @@ pub fn mark_and_wait(label: &str) -> Result<(), MarkError> {
     process_marker().mark_and_wait(label)
 }
 
-/// Waits until every marker made so far has been sent (or dropped), at most `timeout`; true when
-/// they have. For the end of a program, whose last markers would otherwise be lost with it.
+/// Waits until every marker made so far has been answered by the recorder (or dropped), at most
+/// `timeout`; true when they have. The recorder may not have taken their rows yet: a program
+/// about to exit ends with [`mark_and_wait`] for that.
 pub fn flush(timeout: Duration) -> bool {
     process_marker().flush(timeout)
 }
