@@ -249,7 +249,7 @@ fn the_python_example_in_format_md_puts_its_marker_in_the_recording() {
         wait_for(30.0, || socket.exists() && out.exists()),
         "the recorder did not start"
     );
-    let py = Command::new("python3")
+    let py = Command::new(outside_program("python3"))
         .arg("-c")
         .arg(python_example())
         .env("MEMMON_SOCKET", &socket)
