@@ -284,3 +284,62 @@ fn the_python_example_in_format_md_puts_its_marker_in_the_recording() {
     let elapsed: f64 = row[t].parse().unwrap();
     assert!((elapsed - reply["elapsed_s"].as_f64().unwrap()).abs() < 1e-5);
 }
+
+#[test]
+fn a_queued_marker_is_answered_at_once_and_a_time_not_yet_come_counts_from_its_arrival() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempdir();
+    let target = Guard(spawn_workload(&["hold:60s"]));
+    let socket = dir.path().join("rec.sock");
+    let out = dir.path().join("rec.csv");
+    let mut rec = Guard(
+        Command::new(memmon_path())
+            .args([
+                "record",
+                "-q",
+                "-i",
+                "1s",
+                "--pid",
+                &target.0.id().to_string(),
+            ])
+            .arg("--socket")
+            .arg(&socket)
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        wait_for(30.0, || socket.exists() && out.exists()),
+        "the recorder did not start"
+    );
+    let ask = |request: &str| -> String {
+        let s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        (&s).write_all(request.as_bytes()).unwrap();
+        let mut reply = String::new();
+        BufReader::new(&s).read_line(&mut reply).unwrap();
+        reply
+    };
+    // The largest time there is: out of any clock's range.
+    assert_eq!(
+        ask("{\"mark\":\"future\",\"at_unix_us\":18446744073709551615}\n"),
+        "{\"ok\":true,\"label\":\"future\",\"queued\":true}\n"
+    );
+    assert!(ask("{\"mark\":\" \",\"at_unix_us\":1}\n").contains("\"error\":\"the label is empty\""));
+    // SAFETY: signalling the recorder this test started.
+    unsafe { libc::kill(rec.0.id() as i32, libc::SIGTERM) };
+    rec.0.wait().unwrap();
+    let (h, rows) = read_csv(&out);
+    let (e, lag) = (
+        h.iter().position(|c| c == "event").unwrap(),
+        h.iter().position(|c| c == "event_lag_us").unwrap(),
+    );
+    let marks: Vec<&Vec<String>> = rows.iter().filter(|r| r[e].starts_with("mark:")).collect();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert_eq!(marks[0][e], "mark:future");
+    let lag: u64 = marks[0][lag].parse().unwrap();
+    assert!(
+        lag < 10_000_000,
+        "lag {lag} µs: not counted from the arrival"
+    );
+}
