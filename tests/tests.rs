@@ -13,6 +13,7 @@ mod export;
 mod gpu;
 mod import;
 mod layout;
+mod mark_crate;
 mod marks;
 mod output;
 mod peak;

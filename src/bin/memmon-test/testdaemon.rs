@@ -13,6 +13,12 @@
 //! partitions allocated at once by N threads, and `--helper SIZE` starts, with each request, a
 //! helper process that maps and touches SIZE for the hold time and exits (reaped before the
 //! reply): a process that lives and dies between two samples.
+//!
+//! With `--phases` the daemon marks its phases through `memmon_mark::MarkLayer`, as a Rust
+//! daemon would from its `tracing` spans: each request is a span `proof` holding a span
+//! `synthesis` (SIZE, served as above) and a span `gpu` (SIZE/2 mapped, touched, held, freed),
+//! so the markers are `proof`, `synthesis`, `proof`, `gpu`, `proof`, `idle`. `--phases-wait`
+//! has each boundary wait for its row (`MarkLayer::wait_for_row`).
 
 use clap::Args;
 use memmon::sys::raw::{self, Forked};
@@ -56,6 +62,15 @@ pub struct TestDaemonArgs {
     /// With each request, a helper process that maps and touches SIZE for the hold time and exits
     #[arg(long, value_parser = size, value_name = "SIZE", conflicts_with = "fork")]
     pub helper: Option<u64>,
+
+    /// Mark each request's phases (proof, synthesis, gpu, then idle) through memmon-mark's
+    /// tracing layer
+    #[arg(long, conflicts_with = "fork")]
+    pub phases: bool,
+
+    /// With --phases: each phase boundary waits until memmon has taken its row
+    #[arg(long, requires = "phases")]
+    pub phases_wait: bool,
 }
 
 #[derive(Args, Debug)]
@@ -106,6 +121,16 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         Some(n) => Some(Block::shared_touched(n as usize).context("cannot map --shared")?),
         None => None,
     };
+    if args.phases {
+        use tracing_subscriber::layer::SubscriberExt;
+        let layer = memmon_mark::MarkLayer::new()
+            .span("proof")
+            .span("synthesis")
+            .span("gpu")
+            .wait_for_row(args.phases_wait);
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .context("cannot install the tracing layer (--phases)")?;
+    }
     if let Some(p) = &args.pidfile {
         memmon::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
             .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
@@ -121,7 +146,7 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         }
         let reply = match parse_request(&line) {
             Ok((bytes, hold)) if args.fork => serve_in_child(bytes, hold),
-            Ok((bytes, hold)) => match serve(bytes, hold, args) {
+            Ok((bytes, hold)) => match serve_request(bytes, hold, args) {
                 Ok(()) => {
                     if let Some(l) = args.leak {
                         if let Ok(b) = Block::touched(l as usize) {
@@ -137,6 +162,21 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         let _ = (&conn).write_all(reply.as_bytes());
     }
     Ok(())
+}
+
+/// Serves one request: in its phases' spans with `--phases`.
+fn serve_request(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<()> {
+    if !args.phases {
+        return serve(bytes, hold, args);
+    }
+    let _proof = tracing::info_span!("proof").entered();
+    tracing::info_span!("synthesis").in_scope(|| serve(bytes, hold, args))?;
+    tracing::info_span!("gpu").in_scope(|| {
+        let block = Block::touched((bytes / 2) as usize)?;
+        std::thread::sleep(hold);
+        drop(block);
+        Ok(())
+    })
 }
 
 /// Serves one request in the daemon itself: its helper started (`--helper`), `bytes` mapped and
