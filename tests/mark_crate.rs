@@ -343,3 +343,35 @@ fn a_queued_marker_is_answered_at_once_and_a_time_not_yet_come_counts_from_its_a
         "lag {lag} µs: not counted from the arrival"
     );
 }
+
+#[test]
+fn a_launched_command_is_told_its_recorders_socket_and_the_python_example_needs_no_flag() {
+    // `record -- python3 -c EXAMPLE`, nothing set by hand: the command finds its recorder in
+    // MEMMON_SOCKET, whatever other recorders listen.
+    let dir = tempdir();
+    let out = dir.path().join("py.csv");
+    let o = memmon()
+        .args(["record", "-q", "-i", "100ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(outside_program("python3"))
+        .arg("-c")
+        .arg(python_example())
+        .env("XDG_RUNTIME_DIR", dir.path())
+        .env_remove("MEMMON_SOCKET")
+        .output()
+        .unwrap();
+    let reply = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{reply}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let reply: serde_json::Value = serde_json::from_str(reply.trim()).unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert!(
+        events(&out).iter().any(|e| e == "mark:synthesis"),
+        "{:?}",
+        events(&out)
+    );
+}

@@ -78,7 +78,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let opts = options(&args)?;
+    let mut opts = options(&args)?;
     let plot_to = match &args.plot {
         Some(_) if opts.output.is_stdout() => return Err(usage(
             "--plot needs the recording in a file: add -o FILE (the recording is going to stdout)",
@@ -103,6 +103,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         args.mark_stdout.as_ref(),
         args.quiet,
     ))?;
+    if let (TargetSpec::Command(_), Some(path)) = (&opts.target, marks.socket_path()) {
+        // The command's own markers (memmon-mark, or the protocol by hand) find this recorder.
+        opts.env
+            .push(("MEMMON_SOCKET".into(), path.display().to_string()));
+    }
     let terminal = Terminal::new(args.quiet, args.verbose, data_on_stdout);
     let mut rec = Recorder::start(opts, Box::new(terminal))?;
     let sources = marks.start(&mut rec, data_on_stdout);

@@ -127,6 +127,13 @@ pub struct MarkOptions {
 }
 
 impl MarkSetup {
+    /// The marker socket's path, when there is one: what a launched command is told in
+    /// `MEMMON_SOCKET`, so that markers from its own code (the `memmon-mark` crate, or any
+    /// program that speaks the protocol) reach this recorder.
+    pub fn socket_path(&self) -> Option<&std::path::Path> {
+        self.socket.as_ref().map(|l| l.path())
+    }
+
     /// Compiles the regexes, binds the socket and opens the log at its end. Errors name the flag.
     pub fn prepare(o: &MarkOptions) -> Result<MarkSetup, MarkError> {
         let usage = MarkError::Flag;
