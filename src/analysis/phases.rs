@@ -714,7 +714,7 @@ mod tests {
         );
         assert!(text.contains("300.0 MiB (3 reads)"), "{text}");
         assert!(
-            text.contains("120.0 MiB at idle (1 read at +2.00 s, none at the RSS peak)"),
+            text.contains("120.0 MiB not at the peak (1 read at +2.00 s, none at the RSS peak)"),
             "{text}"
         );
     }

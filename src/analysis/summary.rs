@@ -1425,6 +1425,25 @@ mod tests {
     }
 
     #[test]
+    fn a_pss_read_above_the_idle_floor_that_missed_the_peak_is_neither() {
+        // Idle at 100 MiB, a read during a rise to 500 MiB, the peak at 900 MiB unread.
+        let mut rows: Vec<Sample> = (0..18)
+            .map(|t| tree_row(t as f64, 100 * MIB, 9, None))
+            .collect();
+        rows.push(tree_row(18.0, 500 * MIB, 9, Some(200 * MIB)));
+        rows.push(tree_row(19.0, 900 * MIB, 9, None));
+        let text = summarize(&rows, None, None).render();
+        assert!(
+            text.contains("  PSS read      200.0 MiB (209715200 bytes) (the largest of 1 read at +18.00 s, none at the RSS peak, at RSS up to 500.0 MiB;"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("PSS at idle") && !text.contains("peak PSS"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_pss_read_at_the_rss_peak_makes_the_largest_read_the_peak_pss() {
         let mut b = SummaryBuilder::new();
         b.push(&tree_row(0.0, 90 * MIB, 9, Some(30 * MIB)));

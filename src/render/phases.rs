@@ -218,7 +218,7 @@ impl SpanColumns {
                     format!("{} ({} reads)", fmt_bytes(r.largest_bytes), r.reads)
                 }
                 Some(r) => format!(
-                    "{} at idle ({})",
+                    "{} not at the peak ({})",
                     fmt_bytes(r.largest_bytes),
                     r.reads_note()
                 ),

@@ -370,12 +370,21 @@ impl Summary {
                     fmt_seconds(r.first_elapsed_s),
                     fmt_seconds(r.last_elapsed_s)
                 );
-            } else {
+            } else if r.at_idle(self.idle_rss_bytes) {
                 let _ = writeln!(
                     o,
                     "  PSS at idle   {} ({}; {what}; not a peak)",
                     bytes(r.largest_bytes),
                     r.reads_note()
+                );
+            } else {
+                // Above the idle floor yet below the peak: neither.
+                let _ = writeln!(
+                    o,
+                    "  PSS read      {} (the largest of {}, at RSS up to {}; {what}; not a peak)",
+                    bytes(r.largest_bytes),
+                    r.reads_note(),
+                    fmt_bytes(r.max_rss_at_read_bytes)
                 );
             }
         }
