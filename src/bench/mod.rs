@@ -362,7 +362,7 @@ impl BenchReport {
                     r.facts.cgroup_holds_tree,
                     r.facts.cgroup_v1,
                 ),
-                gpu_bytes: r.peak_gpu_bytes,
+                gpu: crate::analysis::gpu::budget_peak(r.peak_gpu_bytes, &r.gpu_kernel),
                 exact_within_bytes: r.facts.exact_within_bytes,
             })
             .collect()

@@ -19,6 +19,9 @@ pub enum PeakSource {
     Cgroup,
     /// The largest RSS among the samples: a spike between two ticks is missed.
     Sampled,
+    /// NVML accounting's `maxMemoryUsage` of a process on a GPU: the driver's own GPU peak
+    /// (GPU budgets only; never a host peak).
+    NvmlAccounting,
 }
 
 impl PeakSource {
@@ -34,6 +37,7 @@ impl PeakSource {
             PeakSource::RuMaxrss => "ru_maxrss",
             PeakSource::Cgroup => "memory.peak",
             PeakSource::Sampled => "sampled",
+            PeakSource::NvmlAccounting => "maxMemoryUsage",
         }
     }
 
@@ -52,6 +56,7 @@ impl PeakSource {
             PeakSource::RuMaxrss => "ru-maxrss",
             PeakSource::Cgroup => "cgroup",
             PeakSource::Sampled => "sampled",
+            PeakSource::NvmlAccounting => "nvml-accounting",
         }
     }
 }
@@ -63,6 +68,7 @@ impl fmt::Display for PeakSource {
             PeakSource::RuMaxrss => "wait4 ru_maxrss",
             PeakSource::Cgroup => "cgroup peak",
             PeakSource::Sampled => "sampled",
+            PeakSource::NvmlAccounting => "NVML accounting",
         })
     }
 }
@@ -410,10 +416,17 @@ impl Peak {
         let what = match self.source {
             PeakSource::Cgroup => format!("cgroup {} {}", self.counter, self.scope),
             PeakSource::Sampled => format!("sampled RSS {}", self.scope),
+            PeakSource::NvmlAccounting => {
+                format!("NVML accounting {} {}", self.counter, self.scope)
+            }
             _ => format!("{} {}", self.source, self.scope),
         };
         let how = match (self.exact, self.source) {
             (true, PeakSource::Cgroup) => "exact, each page once, page cache included".to_string(),
+            (true, PeakSource::NvmlAccounting) => "exact: the driver's own mark".to_string(),
+            (false, PeakSource::NvmlAccounting) => {
+                "a lower bound of the tree's: several processes held GPU memory".into()
+            }
             (true, _) => exact_within(bound_bytes),
             (false, PeakSource::Sampled) => {
                 "a lower bound: a spike between two samples is missed".into()

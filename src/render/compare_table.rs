@@ -475,6 +475,7 @@ mod tests {
             peak: facts.decide(),
             facts,
             cgroup: None,
+            gpu: None,
             idle_rss_bytes: 1 << 20,
             mean_rss_bytes: peak / 2,
             duration_s: 2.0,
