@@ -21,6 +21,7 @@ pub mod model;
 pub mod output;
 pub mod probe;
 pub mod render;
+pub mod reporter;
 pub mod sampler;
 pub mod units;
 pub mod workload;

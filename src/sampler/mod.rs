@@ -6,9 +6,13 @@
 
 pub mod cgroup;
 pub mod gpu;
+pub mod launch;
 pub mod pss;
 pub mod reaps;
 pub mod record;
+pub mod schedule;
 pub mod signals;
+pub mod sink;
 pub mod target;
 pub mod tree;
+pub mod watch;

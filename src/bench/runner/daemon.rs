@@ -3,20 +3,21 @@
 //! the marks and the tree's CPU time back (`Control::Probe`, `Control::CpuTicks`).
 
 use super::{
-    cooldown, prepare, progress, run_env, say, say_recording, stderr_stdio, BenchRecording,
-    ClientEnd, Quit, Scratch, Stop,
+    cooldown, prepare, progress, recorder_report, run_env, say, say_recording, stderr_stdio,
+    ClientEnd, Quit, Stop,
 };
 use crate::bench::{BenchOptions, BenchReport, DaemonInfo, RunResult};
 use crate::exit::{CodedError, ExitCode};
-use crate::format::meta::{EndReason, Meta, RunPeaks};
-use crate::format::Format;
+use crate::format::meta::{EndInfo, EndReason, Meta, RunPeaks};
+use crate::format::OutputError;
 use crate::model::sample::{Event, Sample};
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
 use crate::sampler::cgroup::CgroupChoice;
 use crate::sampler::record::{
-    unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
+    file_sink, unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
 };
+use crate::sampler::sink::{Nowhere, SampleSink};
 use crate::sampler::target::{self, TargetSpec};
 use crate::units::{count, fmt_interval};
 use anyhow::Context;
@@ -39,7 +40,6 @@ pub(super) struct Daemon {
     hwm_reset_ok: bool,
     /// The marker sources (socket, followed log); dropped at the end of the bench.
     _marks: crate::marks::MarkSources,
-    _scratch: Option<Scratch>,
 }
 
 impl Daemon {
@@ -48,14 +48,7 @@ impl Daemon {
         spec: &TargetSpec,
         report: &mut BenchReport,
     ) -> anyhow::Result<Daemon> {
-        let (output, format, scratch) = match &opts.output {
-            Some(p) if p.as_os_str() == "-" => (None, opts.format, None),
-            Some(p) => (Some(p.clone()), opts.format, None),
-            None => {
-                let s = Scratch::new()?;
-                (Some(s.0.join("series.jsonl")), Some(Format::Jsonl), Some(s))
-            }
-        };
+        let output = opts.output.clone().filter(|p| p.as_os_str() != "-");
         // The daemon's own cgroup, when it holds its tree alone: its peak is the tree's exact
         // peak, reset with the marks at each run. Given (`--cgroup`), it must hold the tree.
         let cgroup = Some(opts.cgroup.clone().unwrap_or(CgroupChoice::AutoIfAlone));
@@ -64,7 +57,7 @@ impl Daemon {
             interval: opts.interval,
             children: opts.children,
             output,
-            format,
+            format: opts.format,
             force: opts.force,
             append: opts.append,
             pss: opts.pss.clone(),
@@ -72,7 +65,6 @@ impl Daemon {
             wait: false,
             exit_with_target: true,
             duration: None,
-            quiet: true,
             procfs: opts.procfs.clone(),
             phase_peaks: opts.phase_peaks,
             // The whole recording's peak is then exact from its start, whatever the daemon
@@ -87,11 +79,23 @@ impl Daemon {
             run_peaks: Some(RunPeaks::ResetAfterStart),
         };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
-        let mut rec = Recorder::start(ropts, BenchRecording::of(opts))?;
-        let marks = marks.start(&mut rec, opts.stdout_is_data);
-        for note in &marks.notes {
-            (opts.say.0)(note);
-        }
+        // The samples of each run come back on `samples`; the time series is kept with -o.
+        let (tx, samples) = mpsc::channel();
+        let keep = opts.output.is_some();
+        let make_sink = move |o: &RecordOptions| -> anyhow::Result<Box<dyn SampleSink>> {
+            let inner = if keep {
+                file_sink(o)?
+            } else {
+                Box::new(Nowhere)
+            };
+            Ok(Box::new(Runs {
+                inner,
+                tx,
+                inside: false,
+            }))
+        };
+        let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))?;
+        let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
         let pid = rec.root_pid();
         let meta = rec.meta().clone();
         if let (Some(CgroupChoice::Path(p)), Some(c)) = (&opts.cgroup, &meta.cgroup) {
@@ -112,8 +116,6 @@ impl Daemon {
             .open(pid)
             .with_context(|| format!("cannot read the daemon (PID {pid})"))?;
         let control = rec.control();
-        let (tx, samples) = mpsc::channel();
-        control.send(Control::Watch(tx));
         let quit = Arc::new(Quit::new());
         let q = quit.clone();
         let thread = std::thread::Builder::new()
@@ -125,11 +127,10 @@ impl Daemon {
             })
             .context("cannot start the recorder thread")?;
 
-        let recording = match (&opts.output, scratch.is_some()) {
-            (_, true) => None,
-            (Some(p), _) if p.as_os_str() == "-" => Some("stdout".to_string()),
-            (Some(p), _) => Some(crate::format::absolute(p).display().to_string()),
-            (None, _) => None,
+        let recording = match &opts.output {
+            Some(p) if p.as_os_str() == "-" => Some("stdout".to_string()),
+            Some(p) => Some(crate::format::absolute(p).display().to_string()),
+            None => None,
         };
         let children = if opts.children {
             " and its descendants"
@@ -192,7 +193,6 @@ impl Daemon {
             spec: spec.clone(),
             hwm_reset_ok: true,
             _marks: marks,
-            _scratch: scratch,
         })
     }
 
@@ -346,8 +346,8 @@ impl Daemon {
     }
 
     /// The samples of run `n`, from its `run-start:N` to its `run-end:N`, both included. Every
-    /// sample up to the run-end one is already in the channel: the recorder sends it before it
-    /// replies to the probe.
+    /// sample up to the run-end one is already in the channel: the recorder hands it to its
+    /// sink before it replies to the probe.
     fn run_samples(&self, n: u32) -> Vec<Sample> {
         let mut out = Vec::new();
         let mut inside = false;
@@ -510,4 +510,67 @@ fn run_client(
         signal: status.signal(),
     };
     Ok((ce, quitted))
+}
+
+/// The daemon recorder's sink: the time series (`-o`, or nowhere), and the samples of each
+/// run, from its `run-start:N` row to its `run-end:N` row, sent to the bench as they are taken.
+struct Runs {
+    inner: Box<dyn SampleSink>,
+    tx: mpsc::Sender<Sample>,
+    inside: bool,
+}
+
+impl SampleSink for Runs {
+    fn start(&mut self, meta: &Meta) -> Result<(), OutputError> {
+        self.inner.start(meta)
+    }
+
+    fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
+        self.inner.sample(s)?;
+        match s.event {
+            Some(Event::RunStart(_)) => self.inside = true,
+            Some(Event::RunEnd(_)) => {
+                let _ = self.tx.send(s.clone());
+                self.inside = false;
+                return Ok(());
+            }
+            _ => {}
+        }
+        if self.inside {
+            let _ = self.tx.send(s.clone());
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), OutputError> {
+        self.inner.flush()
+    }
+
+    fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError> {
+        self.inner.finish(end)
+    }
+
+    fn destination(&self) -> String {
+        self.inner.destination()
+    }
+
+    fn path(&self) -> Option<&std::path::Path> {
+        self.inner.path()
+    }
+
+    fn on_stdout(&self) -> bool {
+        self.inner.on_stdout()
+    }
+
+    fn kept(&self, samples: u64, removed: bool) -> String {
+        self.inner.kept(samples, removed)
+    }
+
+    fn discard(&mut self) {
+        self.inner.discard()
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        self.inner.take_notes()
+    }
 }
