@@ -306,3 +306,65 @@ fn the_shipped_binary_has_no_test_helpers() {
         .unwrap();
     assert_eq!(out.status.code(), Some(7));
 }
+
+/// The lines under `dirs` (relative to `src`) that fill one of `columns` by name: a struct
+/// literal's field or an assignment (`rss_bytes: ...`, `s.rss_bytes = ...`, `+=`).
+fn filling_lines(src: &Path, dirs: &[&str], columns: &[&str]) -> Vec<String> {
+    let fills =
+        regex::Regex::new(&format!(r"\b({})\s*(:[^:]|[+]?=[^=])", columns.join("|"))).unwrap();
+    let mut found = Vec::new();
+    for dir in dirs {
+        for p in rust_files(&src.join(dir)) {
+            let rel = p.strip_prefix(src).unwrap().display().to_string();
+            // Unit tests spell rows out.
+            let code: String = std::fs::read_to_string(&p).unwrap();
+            let code = code.split("#[cfg(test)]").next().unwrap().to_string();
+            for (n, line) in code.lines().enumerate() {
+                let line = line.split("//").next().unwrap_or("");
+                if let Some(m) = fills.find(line) {
+                    found.push(format!("src/{rel}:{}: `{}`", n + 1, m.as_str().trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A /proc/PID/status column is declared once: its line in the column table routes the
+/// members' values into it (`sum(F)` in `for_columns!`, summed by code generated from that
+/// line); no code of the sampling path (the probes, the engine, the exporter) copies it by hand
+/// on the way to a recording or to /metrics. (The high-water marks are also the tree's own:
+/// departures raise them.)
+#[test]
+fn a_status_column_is_named_only_where_it_is_declared() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let status: Vec<&str> = memmon::model::sample::COLUMNS
+        .iter()
+        // (`threads` is also every thread count's name.)
+        .filter(|c| c.source.starts_with("sum(") && !c.name.starts_with("hwm"))
+        .filter(|c| c.name.ends_with("_bytes"))
+        .map(|c| c.name)
+        .collect();
+    assert!(
+        status.contains(&"rss_bytes") && status.len() >= 8,
+        "{status:?}"
+    );
+    let found = filling_lines(&src, &["sampler", "export", "probe"], &status);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check sees a hand copy.
+    let dir = tempdir();
+    std::fs::create_dir_all(dir.path().join("sampler")).unwrap();
+    std::fs::write(
+        dir.path().join("sampler/copy.rs"),
+        "fn f(t: &T) -> Sample {\n    Sample { rss_bytes: t.rss, ..Default::default() }\n}\nfn g(s: &mut Sample) { s.anon_bytes += 1; if s.rss_bytes == 0 {} }\n",
+    )
+    .unwrap();
+    let found = filling_lines(dir.path(), &["sampler"], &status);
+    assert_eq!(
+        found,
+        [
+            "src/sampler/copy.rs:2: `rss_bytes:`",
+            "src/sampler/copy.rs:4: `anon_bytes +=`"
+        ]
+    );
+}

@@ -315,32 +315,18 @@ impl Watch {
         };
         let now = Instant::now();
         self.last_alive = Some(now);
+        // The tree filled its columns; the engine fills the tick's own, then the sources'.
         let mut s = Sample {
             unix_ms: unix_ms_now(),
             elapsed_s: now.duration_since(self.start).as_secs_f64(),
-            rss_bytes: ts.rss,
-            anon_bytes: ts.anon,
-            file_bytes: ts.file,
-            shmem_bytes: ts.shmem,
-            swap_bytes: ts.swap,
-            locked_bytes: ts.locked,
-            pinned_bytes: ts.pinned,
-            processes: ts.processes,
-            top_pid: ts.top_pid,
-            top_rss_bytes: ts.top_rss,
-            hwm_bytes: ts.hwm_max,
-            hwm_sum_bytes: ts.hwm_sum,
             missed_ticks,
-            vm_size_bytes: ts.vm_size,
-            threads: ts.threads,
-            departed: ts.departed,
             event_lag_us: origin.filter(|_| event.is_some()).map(|o| {
                 SystemTime::now()
                     .duration_since(o)
                     .map_or(0, |d| d.as_micros() as u64)
             }),
             event,
-            ..Sample::default()
+            ..ts.sample
         };
         if let Some(p) = &mut self.pss {
             s.pss_bytes = p.ready.take();
