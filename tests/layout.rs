@@ -368,3 +368,36 @@ fn a_status_column_is_named_only_where_it_is_declared() {
         ]
     );
 }
+
+/// Reading is one-directional: `format/read.rs` recognises an input and hands it to one reader,
+/// memmon's own (`format/recording.rs`) or an importer (`format/import/`); no reader calls
+/// another, nor back into the dispatcher.
+#[test]
+fn readers_are_peers_that_never_call_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    let mut check = |p: &Path, bad: &regex::Regex, why: &str| {
+        for (n, line) in code_lines(p) {
+            if bad.is_match(&line) {
+                let rel = p.strip_prefix(&src).unwrap().display();
+                found.push(format!("src/{rel}:{n}: {why}"));
+            }
+        }
+    };
+    let importer_calls =
+        regex::Regex::new(r"\b(recording::|read_recording|read::read_from|read_input)").unwrap();
+    for p in rust_files(&src.join("format/import")) {
+        check(
+            &p,
+            &importer_calls,
+            "an importer calls memmon's reader or the dispatcher",
+        );
+    }
+    let recording_calls = regex::Regex::new(r"\b(import::|read::read_from|read_input)").unwrap();
+    check(
+        &src.join("format/recording.rs"),
+        &recording_calls,
+        "memmon's reader calls an importer or the dispatcher",
+    );
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
