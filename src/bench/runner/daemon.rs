@@ -43,41 +43,13 @@ pub(super) struct Daemon {
 }
 
 impl Daemon {
+    /// Starts the bench's one recorder against the daemon, on a thread of its own, with the
+    /// marker sources; says what is measured and how.
     pub(super) fn start(
         opts: &BenchOptions,
         spec: &TargetSpec,
         report: &mut BenchReport,
     ) -> anyhow::Result<Daemon> {
-        let output = opts.output.clone().filter(|p| p.as_os_str() != "-");
-        // The daemon's own cgroup, when it holds its tree alone: its peak is the tree's exact
-        // peak, reset with the marks at each run. Given (`--cgroup`), it must hold the tree.
-        let cgroup = Some(opts.cgroup.clone().unwrap_or(CgroupChoice::AutoIfAlone));
-        let ropts = RecordOptions {
-            target: spec.clone(),
-            interval: opts.interval,
-            children: opts.children,
-            output,
-            format: opts.format,
-            force: opts.force,
-            append: opts.append,
-            pss: opts.pss.clone(),
-            gpu: opts.gpu.clone(),
-            wait: false,
-            exit_with_target: true,
-            duration: None,
-            procfs: opts.procfs.clone(),
-            phase_peaks: opts.phase_peaks,
-            // The whole recording's peak is then exact from its start, whatever the daemon
-            // reached before the bench.
-            reset_peak: true,
-            exit_records: opts.exit_records,
-            capture_stdout: false,
-            env: Vec::new(),
-            cgroup,
-            own_cgroup: Some(false),
-            cgroupfs: opts.cgroupfs.clone(),
-            run_peaks: Some(RunPeaks::ResetAfterStart),
-        };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         // The samples of each run come back on `samples`; the time series is kept with -o.
         let (tx, samples) = mpsc::channel();
@@ -94,22 +66,15 @@ impl Daemon {
                 inside: false,
             }))
         };
+        let ropts = record_options(opts, spec);
         let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))?;
         let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
         let pid = rec.root_pid();
         let meta = rec.meta().clone();
-        if let (Some(CgroupChoice::Path(p)), Some(c)) = (&opts.cgroup, &meta.cgroup) {
-            if !c.holds_tree {
-                rec.control().send(Control::Stop);
-                let _ = rec.run();
-                return Err(CodedError::new(
-                    ExitCode::Usage,
-                    format!(
-                        "--cgroup {p}: the cgroup {} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)",
-                        c.path
-                    ),
-                ));
-            }
+        if let Err(e) = check_cgroup(opts, &meta) {
+            rec.control().send(Control::Stop);
+            let _ = rec.run();
+            return Err(e);
         }
         let handle = opts
             .procfs
@@ -126,7 +91,25 @@ impl Daemon {
                 r
             })
             .context("cannot start the recorder thread")?;
+        let daemon = Daemon {
+            handle,
+            control,
+            samples,
+            quit,
+            thread: Some(thread),
+            meta,
+            spec: spec.clone(),
+            hwm_reset_ok: true,
+            _marks: marks,
+        };
+        daemon.introduce(opts, report);
+        Ok(daemon)
+    }
 
+    /// Says where the time series goes, what is measured and how each run's peak is taken,
+    /// and puts the daemon in the report.
+    fn introduce(&self, opts: &BenchOptions, report: &mut BenchReport) {
+        let (spec, pid, meta) = (&self.spec, self.handle.pid, &self.meta);
         let recording = match &opts.output {
             Some(p) if p.as_os_str() == "-" => Some("stdout".to_string()),
             Some(p) => Some(crate::format::absolute(p).display().to_string()),
@@ -145,7 +128,7 @@ impl Daemon {
                 spec.mode(),
                 spec.spec(),
                 pid,
-                handle.comm,
+                self.handle.comm,
                 fmt_interval(opts.interval),
                 count(opts.runs, "run"),
                 if opts.warmup > 0 {
@@ -166,7 +149,7 @@ impl Daemon {
                 ),
             ),
             None => {
-                let why = rec_cgroup_note(&meta);
+                let why = rec_cgroup_note(meta);
                 report.notes.push(format!("no cgroup peak: {why}"));
                 say(opts, format!("bench: no cgroup peak: {why}"));
             }
@@ -174,7 +157,7 @@ impl Daemon {
         report.recording = recording;
         report.daemon = Some(DaemonInfo {
             pid,
-            comm: handle.comm.clone(),
+            comm: self.handle.comm.clone(),
             spec: format!("{} {}", spec.mode(), spec.spec()),
             children: opts.children,
             cgroup: meta
@@ -183,17 +166,6 @@ impl Daemon {
                 .filter(|c| c.holds_tree)
                 .map(|c| c.path.clone()),
         });
-        Ok(Daemon {
-            handle,
-            control,
-            samples,
-            quit,
-            thread: Some(thread),
-            meta,
-            spec: spec.clone(),
-            hwm_reset_ok: true,
-            _marks: marks,
-        })
     }
 
     pub(super) fn bench(mut self, opts: &BenchOptions, report: &mut BenchReport) -> Option<Stop> {
@@ -437,6 +409,57 @@ impl Daemon {
             Ok(_) => Stop::Failed(format!("the recording stopped during {what}")),
         }
     }
+}
+
+/// The recorder of a daemon bench: the daemon followed until it exits (a restart is a new
+/// process: the bench stops), its marks reset at the start and at each run, its own cgroup
+/// read where it holds its tree alone.
+fn record_options(opts: &BenchOptions, spec: &TargetSpec) -> RecordOptions {
+    RecordOptions {
+        target: spec.clone(),
+        interval: opts.interval,
+        children: opts.children,
+        output: opts.output.clone().filter(|p| p.as_os_str() != "-"),
+        format: opts.format,
+        force: opts.force,
+        append: opts.append,
+        pss: opts.pss.clone(),
+        gpu: opts.gpu.clone(),
+        wait: false,
+        exit_with_target: true,
+        duration: None,
+        procfs: opts.procfs.clone(),
+        phase_peaks: opts.phase_peaks,
+        // The whole recording's peak is then exact from its start, whatever the daemon
+        // reached before the bench.
+        reset_peak: true,
+        exit_records: opts.exit_records,
+        capture_stdout: false,
+        env: Vec::new(),
+        // The daemon's own cgroup, when it holds its tree alone: its peak is the tree's exact
+        // peak, reset with the marks at each run. Given (`--cgroup`), it must hold the tree.
+        cgroup: Some(opts.cgroup.clone().unwrap_or(CgroupChoice::AutoIfAlone)),
+        own_cgroup: Some(false),
+        cgroupfs: opts.cgroupfs.clone(),
+        run_peaks: Some(RunPeaks::ResetAfterStart),
+    }
+}
+
+/// A cgroup given with `--cgroup` must hold the daemon's tree alone, or its peak is not the
+/// tree's: a usage error.
+fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
+    if let (Some(CgroupChoice::Path(p)), Some(c)) = (&opts.cgroup, &meta.cgroup) {
+        if !c.holds_tree {
+            return Err(CodedError::new(
+                ExitCode::Usage,
+                format!(
+                    "--cgroup {p}: the cgroup {} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)",
+                    c.path
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Why a daemon bench reads no cgroup peak, from the recording's metadata.
