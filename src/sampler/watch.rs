@@ -4,7 +4,7 @@
 //! those restarts, reads PSS under one guard on a thread of its own (`pss.rs`), and at each tick
 //! reads the tree, the GPU memory and the memory cgroup into one `Sample`.
 //!
-//! Who keeps time and where the samples go is the caller's: `record.rs` (a file, the running
+//! Who keeps time and where the samples go is the caller's: `record/` (a file, the running
 //! summary, a bench's runs; its markers and restarts) and `export/` (a window and a snapshot per
 //! target, every target on one thread) call [`Watch::tick`] on a [`Schedule`], and tests call it
 //! by hand over a fake /proc.
