@@ -313,6 +313,52 @@ fn a_daemon_bench_without_o_writes_no_scratch_file() {
 }
 
 #[test]
+fn a_command_bench_writes_its_runs_into_one_recording_on_one_time_line_as_they_are_taken() {
+    let dir = tempdir();
+    let rec = dir.path().join("runs.csv");
+    memmon()
+        .args([
+            "bench", "-q", "-n", "2", "--warmup", "1", "-i", "20ms", "-o",
+        ])
+        .arg(&rec)
+        .arg("--")
+        .args(workload(&["alloc:8MiB", "hold:100ms"]))
+        .assert()
+        .success();
+    let (h, rows) = read_csv(&rec);
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let (ev, el, missed) = (col("event"), col("elapsed_s"), col("missed_ticks"));
+    let events: Vec<&str> = rows
+        .iter()
+        .map(|r| r[ev].as_str())
+        .filter(|e| !e.is_empty())
+        .collect();
+    // The warmup run is not kept; each measured run opens on its first row and closes on its
+    // last, the recording's start row before the first.
+    assert_eq!(
+        events,
+        [
+            "start",
+            "run-start:1",
+            "run-end:1",
+            "run-start:2",
+            "run-end:2"
+        ]
+    );
+    let num = |r: &Vec<String>, i: usize| r[i].parse::<f64>().unwrap();
+    assert!(
+        rows.windows(2)
+            .all(|w| num(&w[1], el) >= num(&w[0], el) && num(&w[1], missed) >= num(&w[0], missed)),
+        "one time line"
+    );
+    // The first run started after the warmup run: its rows are moved by that much.
+    assert!(num(&rows[0], el) >= 0.1, "{:?}", rows[0]);
+    let s = summary_json(&rec);
+    assert_eq!(s["runs"].as_array().unwrap().len(), 2, "{s}");
+    assert!(s["peak"]["bytes"].as_u64().unwrap() >= 8 * MIB, "{s}");
+}
+
+#[test]
 fn a_daemon_that_is_not_there_is_exit_3() {
     let dir = tempdir();
     memmon()

@@ -695,4 +695,66 @@ mod tests {
         assert_send::<Recorder>();
         assert_send::<ControlHandle>();
     }
+
+    #[test]
+    fn a_recorder_hands_the_metadata_each_sample_and_the_end_to_the_sink_it_is_given() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let opts = RecordOptions {
+            target: TargetSpec::Pid(child.id() as i32),
+            interval: Duration::from_millis(50),
+            children: true,
+            output: None,
+            format: None,
+            force: false,
+            append: false,
+            pss: None,
+            gpu: crate::sampler::gpu::GpuOptions {
+                mode: crate::sampler::gpu::GpuMode::Off,
+                ..Default::default()
+            },
+            wait: false,
+            exit_with_target: false,
+            duration: Some(Duration::from_millis(300)),
+            procfs: ProcFs::default(),
+            phase_peaks: false,
+            reset_peak: false,
+            exit_records: false,
+            capture_stdout: false,
+            env: Vec::new(),
+            cgroup: None,
+            run_peaks: None,
+            own_cgroup: Some(false),
+            cgroupfs: CgroupFs::default(),
+        };
+        let memory = crate::sampler::sink::Memory::new();
+        let sink = memory.clone();
+        let rec = Recorder::start_with(
+            opts,
+            |_| Ok(Box::new(sink)),
+            Reporter::silent(),
+            Box::new(()),
+        );
+        let outcome = rec.unwrap().run();
+        let _ = child.kill();
+        let _ = child.wait();
+        let outcome = outcome.unwrap();
+        let got = memory.recorded();
+        assert_eq!(got.meta.unwrap().target.pid, child.id() as i32);
+        // 0, 50, ..., 300 ms: the last on the duration's end; a loaded machine misses some.
+        let n = got.samples.len();
+        assert!((2..=7).contains(&n), "{n} samples");
+        assert_eq!(got.samples[0].event, Some(Event::Start));
+        assert!(got
+            .samples
+            .iter()
+            .all(|s| s.rss_bytes > 0 && s.processes == 1));
+        let end = got.end.unwrap();
+        assert_eq!(end.reason, crate::format::meta::EndReason::Duration);
+        assert_eq!(end.samples, n as u64);
+        assert_eq!(outcome.summary.samples, n as u64);
+        assert_eq!(outcome.output, None, "no file");
+    }
 }
