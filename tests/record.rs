@@ -1510,3 +1510,71 @@ fn the_banner_says_where_what_and_how_often_and_verbose_adds_what_is_read() {
         .assert()
         .code(2);
 }
+
+/// The engine driven through the library: a recorder hands its samples to the sink it is given
+/// (here memory: the sink tests use), not to a file. (In this binary, not the library's unit
+/// tests: a recorder takes the process's signals, which a unit test there raises.)
+#[test]
+fn a_recorder_hands_the_metadata_each_sample_and_the_end_to_the_sink_it_is_given() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let opts = memmon::sampler::record::RecordOptions {
+        target: memmon::sampler::target::TargetSpec::Pid(child.id() as i32),
+        interval: std::time::Duration::from_millis(50),
+        children: true,
+        output: None,
+        format: None,
+        force: false,
+        append: false,
+        pss: None,
+        gpu: memmon::sampler::gpu::GpuOptions {
+            mode: memmon::sampler::gpu::GpuMode::Off,
+            ..Default::default()
+        },
+        wait: false,
+        exit_with_target: false,
+        duration: Some(std::time::Duration::from_millis(300)),
+        procfs: memmon::probe::ProcFs::default(),
+        phase_peaks: false,
+        reset_peak: false,
+        exit_records: false,
+        capture_stdout: false,
+        env: Vec::new(),
+        cgroup: None,
+        run_peaks: None,
+        own_cgroup: Some(false),
+        cgroupfs: memmon::probe::cgroup::CgroupFs::default(),
+    };
+    let memory = memmon::sampler::sink::Memory::new();
+    let sink = memory.clone();
+    let rec = memmon::sampler::record::Recorder::start_with(
+        opts,
+        |_| Ok(Box::new(sink)),
+        memmon::reporter::Reporter::silent(),
+        Box::new(()),
+    );
+    let outcome = rec.unwrap().run();
+    let _ = child.kill();
+    let _ = child.wait();
+    let outcome = outcome.unwrap();
+    let got = memory.recorded();
+    assert_eq!(got.meta.unwrap().target.pid, child.id() as i32);
+    // 0, 50, ..., 300 ms: the last on the duration's end; a loaded machine misses some.
+    let n = got.samples.len();
+    assert!((2..=7).contains(&n), "{n} samples");
+    assert_eq!(
+        got.samples[0].event,
+        Some(memmon::model::sample::Event::Start)
+    );
+    assert!(got
+        .samples
+        .iter()
+        .all(|s| s.rss_bytes > 0 && s.processes == 1));
+    let end = got.end.unwrap();
+    assert_eq!(end.reason, memmon::format::meta::EndReason::Duration);
+    assert_eq!(end.samples, n as u64);
+    assert_eq!(outcome.summary.samples, n as u64);
+    assert_eq!(outcome.output, None, "no file");
+}
