@@ -272,6 +272,73 @@ fn cgroup_auto_reads_a_cgroup_that_holds_only_the_target() {
     assert!(s["cgroup"]["largest_current_bytes"].as_u64().unwrap() >= 50 * MIB);
 }
 
+/// Waits until PID's VmRSS is at least `bytes`.
+fn wait_rss(pid: u32, bytes: u64) -> bool {
+    wait_for(30.0, || {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+            s.lines().any(|l| {
+                l.starts_with("VmRSS:")
+                    && l.split_whitespace()
+                        .nth(1)
+                        .and_then(|k| k.parse::<u64>().ok())
+                        .is_some_and(|k| k * 1024 >= bytes)
+            })
+        })
+    })
+}
+
+#[test]
+fn a_cgroup_a_target_moved_into_after_it_allocated_is_not_taken_for_its_tree() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    // 50 MiB touched in the test's own cgroup, then the process moved into a new one: the pages
+    // stay charged where they were touched, and the new cgroup's peak never sees them.
+    let mut w = std::process::Command::new(memmon_test_path())
+        .args(["workload", "alloc:50MiB", "hold:30s"])
+        .spawn()
+        .unwrap();
+    let pid = w.id();
+    assert!(wait_rss(pid, 50 * MIB));
+    let cg = TestCgroup::new(&base, "moved");
+    std::fs::write(cg.0.join("cgroup.procs"), pid.to_string()).unwrap();
+    let record = |cgroup: &str, out: &Path| {
+        memmon()
+            .args(["record", "-q", "-i", "100ms", "--duration", "500ms"])
+            .args(["--cgroup", cgroup, "--pid", &pid.to_string(), "-o"])
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let d = tempdir();
+    let auto = record("auto", &d.path().join("auto.csv"));
+    let given = d.path().join("given.csv");
+    let path = cg.0.to_str().unwrap().to_string();
+    let r = record(&path, &given);
+    let _ = w.kill();
+    let _ = w.wait();
+    let err = String::from_utf8_lossy(&auto.stderr);
+    assert_eq!(auto.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--cgroup auto") && err.contains("charged to another cgroup"),
+        "{err}"
+    );
+    // Given by path, it is read, but its peak is not called the tree's, and the summary says why.
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let s = summary_json(&given);
+    assert_eq!(s["cgroup"]["holds_tree"], false, "{s:#}");
+    assert!(
+        s["cgroup"]["not_the_tree"]
+            .as_str()
+            .is_some_and(|w| w.contains("anonymous memory is charged to another cgroup")),
+        "{s:#}"
+    );
+    assert_ne!(s["peak"]["source"], "cgroup", "{s:#}");
+    let text = memmon().arg("summary").arg(&given).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("not the tree's peak: "), "{text}");
+}
+
 #[test]
 fn a_missing_cgroup_path_is_not_found_naming_it() {
     let r = memmon()

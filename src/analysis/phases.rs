@@ -1060,6 +1060,7 @@ mod tests {
                 version: crate::probe::cgroup::CgroupVersion::V2,
                 own: false,
                 holds_tree: true,
+                not_the_tree: None,
             }),
             ..meta(true, true)
         };

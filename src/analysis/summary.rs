@@ -493,7 +493,12 @@ impl SummaryBuilder {
                     .iter()
                     .filter_map(SessionAcc::cgroup_end)
                     .collect();
-                CgroupSummary::of(&ends, facts.cgroup_peak_bytes, facts.cgroup_holds_tree)
+                let why = self
+                    .sessions
+                    .iter()
+                    .filter_map(|s| s.meta.as_ref()?.cgroup.as_ref()?.not_the_tree.clone())
+                    .next();
+                CgroupSummary::of(&ends, facts.cgroup_peak_bytes, facts.cgroup_holds_tree, why)
             },
             idle_rss_bytes: idle,
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
@@ -724,6 +729,8 @@ pub struct CgroupSummary {
     pub peak_bytes: Option<u64>,
     /// It held the target's tree alone: its peak is the tree's (the headline).
     pub holds_tree: bool,
+    /// Why not, where the recorder found out (e.g. memory charged to another cgroup).
+    pub not_the_tree: Option<String>,
     /// The peak file's value when it was set before the recording began (a cgroup memmon did
     /// not make whose peak never rose): the cgroup's lifetime peak, not this recording's.
     pub lifetime_peak_bytes: Option<u64>,
@@ -747,6 +754,7 @@ impl CgroupSummary {
         ends: &[&crate::format::meta::CgroupEnd],
         peak: Option<u64>,
         holds_tree: bool,
+        not_the_tree: Option<String>,
     ) -> Option<CgroupSummary> {
         let c = *ends.last()?;
         let largest = ends
@@ -761,6 +769,7 @@ impl CgroupSummary {
             own: c.own,
             peak_bytes: peak,
             holds_tree,
+            not_the_tree: not_the_tree.filter(|_| !holds_tree),
             lifetime_peak_bytes: c
                 .peak_bytes
                 .filter(|_| peak.is_none() && !c.peak_during_recording),
@@ -1388,6 +1397,7 @@ mod tests {
                 version: crate::probe::cgroup::CgroupVersion::V1,
                 own: true,
                 holds_tree: true,
+                not_the_tree: None,
             }),
             ..meta("command", false)
         };

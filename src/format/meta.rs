@@ -92,6 +92,10 @@ pub struct CgroupMeta {
     /// It held the target's tree and nothing else when the recording began (memmon's own, or a
     /// daemon's own cgroup checked: no process in it outside the tree): its peak is the tree's.
     pub holds_tree: bool,
+    /// Why it does not hold the tree, when memmon found out (processes outside the tree, memory
+    /// the tree holds charged to another cgroup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_the_tree: Option<String>,
 }
 
 impl Meta {

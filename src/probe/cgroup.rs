@@ -751,6 +751,17 @@ impl MemCgroup {
         };
         Ok(self.procs()?.into_iter().find(|&p| !descends(p)))
     }
+
+    /// How much of a process's anonymous memory (`anon_rss`, its RssAnon) this cgroup is not
+    /// charged for, beyond `slack`. A page is charged to the cgroup its process was in when it
+    /// touched the page, and stays charged there when the process moves (v2 never moves
+    /// charges; v1 only with memory.move_charge_at_immigrate): a daemon moved into a cgroup
+    /// after it allocated holds memory that the cgroup's peak never sees. `None` when the
+    /// cgroup's anonymous charge covers it.
+    pub fn uncharged_anon(&self, anon_rss: u64, slack: u64) -> Result<Option<u64>, CgroupError> {
+        let charged = CgroupReader::new(self.clone()).read()?.anon;
+        Ok((charged.saturating_add(slack) < anon_rss).then(|| anon_rss - charged))
+    }
 }
 
 /// A memory cgroup memmon made for a command it launches; removed when dropped (what is left

@@ -463,6 +463,10 @@ impl CgroupSummary {
     /// `headline`: the recording's peak is this cgroup's (its line says it all already).
     pub(crate) fn render(&self, o: &mut String, headline: bool) {
         let b = bytes;
+        let not_tree = match (&self.not_the_tree, self.holds_tree) {
+            (Some(why), false) => format!("; not the tree's peak: {why}"),
+            _ => String::new(),
+        };
         match (self.peak_bytes, self.lifetime_peak_bytes) {
             (Some(_), _) if headline => {}
             (Some(p), _) => {
@@ -471,17 +475,17 @@ impl CgroupSummary {
                     "  cgroup peak   {} (exact, {} of the cgroup: each page once, page cache included; {})",
                     b(p),
                     self.peak_counter,
-                    if self.holds_tree {
-                        "the tree's"
-                    } else {
-                        "it may hold processes outside the tree, so it is not the tree's peak"
+                    match (&self.not_the_tree, self.holds_tree) {
+                        (_, true) => "the tree's".to_string(),
+                        (Some(why), false) => format!("not the tree's peak: {why}"),
+                        (None, false) => "it may hold processes outside the tree, so it is not the tree's peak".to_string(),
                     }
                 );
             }
             (None, Some(l)) => {
                 let _ = writeln!(
                     o,
-                    "  cgroup peak   unknown for this recording: {} ({}) was set before it began and did not rise (the cgroup's lifetime peak)",
+                    "  cgroup peak   unknown for this recording: {} ({}) was set before it began and did not rise (the cgroup's lifetime peak){not_tree}",
                     self.peak_counter,
                     b(l)
                 );
@@ -489,7 +493,7 @@ impl CgroupSummary {
             (None, None) => {
                 let _ = writeln!(
                     o,
-                    "  cgroup peak   unknown: {} was not read over the whole recording (no peak file before Linux 5.19, or a session without it); largest sampled usage below",
+                    "  cgroup peak   unknown: {} was not read over the whole recording (no peak file before Linux 5.19, or a session without it); largest sampled usage below{not_tree}",
                     self.peak_counter
                 );
             }

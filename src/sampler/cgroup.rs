@@ -53,12 +53,17 @@ pub struct CgroupSource {
     pub error: Option<String>,
     /// It held the target's tree and nothing else when the recording began.
     holds_tree: bool,
+    /// Why not, when memmon found out.
+    not_the_tree: Option<String>,
 }
 
 impl CgroupSource {
-    /// Reads an existing cgroup; `holds_tree`: it was checked to hold the target's tree alone.
-    pub fn existing(cg: MemCgroup, holds_tree: bool) -> CgroupSource {
-        CgroupSource::new(cg, None, holds_tree)
+    /// Reads an existing cgroup; `Ok`: it was checked to hold the target's tree alone, `Err`:
+    /// why it does not.
+    pub fn existing(cg: MemCgroup, holds_tree: Result<(), String>) -> CgroupSource {
+        let mut s = CgroupSource::new(cg, None, holds_tree.is_ok());
+        s.not_the_tree = holds_tree.err();
+        s
     }
 
     /// Reads the cgroup memmon made for the command it launches; removes it at `finish`.
@@ -81,6 +86,7 @@ impl CgroupSource {
             reset_failures: 0,
             error: None,
             holds_tree,
+            not_the_tree: None,
         }
     }
 
@@ -95,6 +101,11 @@ impl CgroupSource {
     /// Its peak is the tree's: memmon's own cgroup, or one checked to hold the tree alone.
     pub fn holds_tree(&self) -> bool {
         self.holds_tree
+    }
+
+    /// Why its peak is not the tree's, when memmon found out.
+    pub fn not_the_tree(&self) -> Option<&str> {
+        self.not_the_tree.as_deref()
     }
 
     /// The descriptor of the own cgroup's `cgroup.procs`, for the launched child to join.

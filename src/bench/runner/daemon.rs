@@ -473,8 +473,12 @@ fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
 fn rec_cgroup_note(meta: &Meta) -> String {
     match &meta.cgroup {
         Some(c) => format!(
-            "the cgroup {} does not hold the daemon's tree alone (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its tree's exact peak)",
-            c.path
+            "the cgroup {} does not hold the daemon's tree alone{} (start the daemon in a cgroup of its own, e.g. systemd-run --scope, to get its tree's exact peak)",
+            c.path,
+            c.not_the_tree
+                .as_ref()
+                .map(|why| format!(": {why}"))
+                .unwrap_or_default()
         ),
         None => "the daemon's memory cgroup is the root, or holds processes outside its tree (give the daemon a cgroup of its own, e.g. systemd-run --scope, to get its tree's exact peak)".into(),
     }

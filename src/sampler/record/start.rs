@@ -8,6 +8,7 @@ use crate::analysis::SummaryBuilder;
 use crate::format::meta::{ColumnMeta, Meta, TargetMeta, SCHEMA_VERSION};
 use crate::format::{Format, Output};
 use crate::model::sample::COLUMNS;
+use crate::probe::cgroup::MemCgroup;
 use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcFs, ProcHandle};
 use crate::reporter::Reporter;
@@ -309,6 +310,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
             version: c.cgroup().version,
             own: c.is_own(),
             holds_tree: c.holds_tree(),
+            not_the_tree: c.not_the_tree().map(str::to_string),
         }),
         online_cpus: Some(crate::model::peak::online_cpus()),
         mem_total_bytes: crate::sampler::cgroup::mem_total_bytes(),
@@ -383,24 +385,34 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
             let cg = opts.cgroupfs.at(p).map_err(RecordError::Cgroup)?;
             // Its peak is the tree's when it holds the tree and nothing else (or when the
             // cgroup is itself the target: `record --cgroup PATH` alone).
-            let alone = matches!(opts.target, TargetSpec::Cgroup(_))
-                || !cg.is_root()
-                    && cg
-                        .foreign_process(&opts.procfs, h.pid)
-                        .is_ok_and(|other| other.is_none())
-                    && cg.procs().is_ok_and(|p| p.contains(&h.pid));
+            let alone = if matches!(opts.target, TargetSpec::Cgroup(_)) {
+                Ok(())
+            } else if cg.is_root() {
+                Err("it is the root cgroup, which holds the whole machine".to_string())
+            } else if !cg.procs().is_ok_and(|p| p.contains(&h.pid)) {
+                Err(format!("PID {} is not in it", h.pid))
+            } else {
+                holds_alone(opts, h, &cg)
+            };
             Ok(Some(CgroupSource::existing(cg, alone)))
         }
         Some(CgroupChoice::AutoIfAlone) => {
-            let alone = opts
+            let Some(cg) = opts
                 .cgroupfs
                 .of_pid(opts.procfs.root(), h.pid)
                 .filter(|cg| !cg.is_root())
-                .filter(|cg| {
-                    cg.foreign_process(&opts.procfs, h.pid)
-                        .is_ok_and(|other| other.is_none())
-                });
-            Ok(alone.map(|cg| CgroupSource::existing(cg, true)))
+            else {
+                return Ok(None);
+            };
+            match holds_alone(opts, h, &cg) {
+                Ok(()) => Ok(Some(CgroupSource::existing(cg, Ok(())))),
+                // Memory charged elsewhere is worth saying (the cgroup looks like the daemon's
+                // own); other processes in it are the common case of no cgroup of its own.
+                Err(why) if why.contains("charged") => {
+                    Ok(Some(CgroupSource::existing(cg, Err(why))))
+                }
+                Err(_) => Ok(None),
+            }
         }
         Some(CgroupChoice::Auto) => {
             let cg = opts
@@ -422,8 +434,44 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
                     cg.path, h.pid, cg.path
                 )).into());
             }
-            Ok(Some(CgroupSource::existing(cg, true)))
+            if let Err(why) = holds_alone(opts, h, &cg) {
+                return Err(auto(format!(
+                    "the cgroup {} of PID {}: {why} (give --cgroup {} to record the cgroup anyway)",
+                    cg.path, h.pid, cg.path
+                ))
+                .into());
+            }
+            Ok(Some(CgroupSource::existing(cg, Ok(()))))
         }
+    }
+}
+
+/// Whether an attached target's cgroup holds its tree alone, so that the cgroup's peak is the
+/// tree's: no process in it outside the tree, and the target's anonymous memory charged to it
+/// (memory touched before the target moved in stays charged to its old cgroup).
+fn holds_alone(opts: &RecordOptions, h: &ProcHandle, cg: &MemCgroup) -> Result<(), String> {
+    match cg.foreign_process(&opts.procfs, h.pid) {
+        Ok(None) => {}
+        Ok(Some(other)) => return Err(format!("it also holds PID {other}, outside the tree")),
+        Err(e) => return Err(e.to_string()),
+    }
+    let anon = h
+        .read_status(&mut Vec::new())
+        .map_err(|e| e.to_string())?
+        .anon;
+    // Both counters move in per-CPU batches, and the target may allocate between the reads.
+    let cpus = crate::model::peak::online_cpus();
+    let batch = crate::model::peak::batching_bound_bytes(cpus, crate::probe::ProcFs::page_size());
+    let slack = 4 * batch + anon / 16;
+    match cg.uncharged_anon(anon, slack) {
+        Ok(None) => Ok(()),
+        Ok(Some(missing)) => Err(format!(
+            "{} of PID {}'s {} of anonymous memory is charged to another cgroup (touched before it moved in; cgroups do not move charges), so the cgroup's peak would miss it",
+            fmt_bytes(missing),
+            h.pid,
+            fmt_bytes(anon),
+        )),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -436,7 +484,10 @@ fn launched_cgroup(
     if let Some(CgroupChoice::Path(p)) = &opts.cgroup {
         let cg = opts.cgroupfs.at(p).map_err(RecordError::Cgroup)?;
         // Read, not joined: the command's tree is not in it.
-        return Ok(Some(CgroupSource::existing(cg, false)));
+        return Ok(Some(CgroupSource::existing(
+            cg,
+            Err("it is read, not joined: the command runs outside it".into()),
+        )));
     }
     let wanted = opts.own_cgroup.or(opts.cgroup.as_ref().map(|_| true));
     if wanted == Some(false) {
