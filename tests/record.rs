@@ -596,16 +596,17 @@ fn pss_is_opt_in_and_guarded_by_rss() {
     .success()
     .stderr(predicate::str::contains("not reading PSS"));
     // PSS may be read in the first instants after exec, while the process is still small; never
-    // once it is over the guard.
+    // once it is over the guard. A read's sum goes on the row after the one that asked for it
+    // (the read runs beside the ticks), whose RSS may already be over: judge the sum itself,
+    // which is at most the RSS at the read (under 1 MiB, plus the status counters' batching).
     let (h, rows) = read_csv(&out2);
-    let (rss, pss) = (
-        h.iter().position(|c| c == "rss_bytes").unwrap(),
-        h.iter().position(|c| c == "pss_bytes").unwrap(),
-    );
-    assert!(rows
+    let pss = h.iter().position(|c| c == "pss_bytes").unwrap();
+    let read: Vec<u64> = rows
         .iter()
         .filter(|r| !r[pss].is_empty())
-        .all(|r| r[rss].parse::<u64>().unwrap() <= MIB));
+        .map(|r| r[pss].parse().unwrap())
+        .collect();
+    assert!(read.iter().all(|&p| p < 4 * MIB), "{read:?}");
     assert!(rows.iter().any(|r| r[pss].is_empty()));
 }
 
