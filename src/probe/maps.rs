@@ -417,6 +417,41 @@ Private_Hugetlb:    2048 kB
     }
 
     #[test]
+    fn a_live_threads_stack_is_told_as_one() {
+        use crate::model::anatomy::GroupKind;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .stack_size(3 << 20)
+            .spawn(move || {
+                let here = 0u8;
+                tx.send(std::ptr::addr_of!(here) as u64).unwrap();
+                let _ = done_rx.recv();
+            })
+            .unwrap();
+        let at = rx.recv().unwrap();
+        let me = crate::probe::ProcFs::default()
+            .open(std::process::id() as i32)
+            .unwrap()
+            .pss_source()
+            .unwrap();
+        let p = read(&me, false, &mut Vec::new()).unwrap();
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        let keys = crate::analysis::anatomy::classify(&p.mappings, p.exe.as_deref());
+        let i = p
+            .mappings
+            .iter()
+            .position(|m| m.start <= at && at < m.end)
+            .unwrap();
+        assert_eq!(keys[i].kind, GroupKind::ThreadStacks, "{:?}", p.mappings[i]);
+        assert!(p.mappings[i].size() >= 3 << 20);
+        assert_eq!(keys[i - 1].kind, GroupKind::ThreadStacks, "its guard");
+        let stack = p.mappings.iter().position(|m| m.path == "[stack]").unwrap();
+        assert_eq!(keys[stack].kind, GroupKind::Stack);
+    }
+
+    #[test]
     fn the_live_process_maps_match_its_smaps() {
         let me = crate::probe::ProcFs::default()
             .open(std::process::id() as i32)
