@@ -22,17 +22,6 @@ use serde::Serialize;
 use stats::{ByteStats, LeakCheck, Stats};
 use std::time::Duration;
 
-/// Where the bench's progress and notes go, one line each without the `memmon: ` prefix
-/// (`commands/bench.rs` prints them on stderr): the runner itself prints nothing.
-#[derive(Clone)]
-pub struct Say(pub std::sync::Arc<dyn Fn(&str) + Send + Sync>);
-
-impl std::fmt::Debug for Say {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Say(..)")
-    }
-}
-
 /// Everything `memmon bench` was asked to do.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -57,9 +46,9 @@ pub struct BenchOptions {
     /// Read the kernel's exit records where memmon may (`--no-taskstats` turns it off): a
     /// process of the tree that peaks and exits between two samples keeps its peak in its run.
     pub exit_records: bool,
-    /// Progress lines (unless `quiet`) and the notes said even with it.
-    pub say: Say,
-    pub quiet: bool,
+    /// Where the bench's progress lines and notes go (`commands/bench.rs` shows them on
+    /// stderr): the runner itself prints nothing.
+    pub report: crate::reporter::Reporter,
     /// True when stdout carries data (a recording or an export): the table and the client's
     /// output then go to stderr.
     pub stdout_is_data: bool,

@@ -66,12 +66,11 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         pss: pss_guard(&s.pss_args),
         gpu: gpu_options(s)?,
         exit_records: !s.no_taskstats,
-        say: memmon::bench::Say(std::sync::Arc::new(|line: &str| errln!("memmon: {line}"))),
-        quiet: args.quiet,
+        report: super::stderr::reporter("memmon", args.quiet, false),
         stdout_is_data,
         procfs: ProcFs::default(),
         cgroupfs: CgroupFs::default(),
-        marks: mark_options(&args.marks, None, args.quiet),
+        marks: mark_options(&args.marks, None),
         phase_peaks: args.marks.phase_peaks,
         own_cgroup: args.cgroup.own(),
         cgroup: args
@@ -121,13 +120,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
         let n = memmon::bench::push::push(url, &name, &host, &report)?;
-        if !opts.quiet {
-            errln!(
-                "memmon: pushed {} to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
-                memmon::units::count(n, "run"),
-                memmon::bench::push::JOB
-            );
-        }
+        opts.report.note(&format!(
+            "pushed {} to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
+            memmon::units::count(n, "run"),
+            memmon::bench::push::JOB
+        ));
     }
     let checks: Vec<_> = report
         .units()

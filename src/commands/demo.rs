@@ -20,7 +20,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         output,
         args.interval,
         Box::new(super::record::Terminal::new(args.quiet, false, false)),
-        args.quiet,
+        super::stderr::reporter("memmon", args.quiet, false),
     )?;
     if let (Some(p), Some(svg), false) = (&done.outcome.output, &done.plot, args.quiet) {
         errln!(

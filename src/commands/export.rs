@@ -60,14 +60,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    let sampler = Sampler::new(
-        opts,
-        Box::new(move |m| {
-            if !quiet {
-                errln!("memmon export: {m}");
-            }
-        }),
-    );
+    let sampler = Sampler::new(opts, super::stderr::reporter("memmon export", quiet, false));
     let shared = sampler.shared();
     std::thread::Builder::new()
         .name("memmon-sampler".into())

@@ -85,18 +85,13 @@ fn usage(message: impl Into<String>) -> anyhow::Error {
 }
 
 /// The marker flags as `marks::MarkSetup` takes them.
-fn mark_options(
-    a: &MarkArgs,
-    mark_stdout: Option<&String>,
-    quiet: bool,
-) -> memmon::marks::MarkOptions {
+fn mark_options(a: &MarkArgs, mark_stdout: Option<&String>) -> memmon::marks::MarkOptions {
     memmon::marks::MarkOptions {
         mark_log: a.mark_log.clone(),
         mark_regex: a.mark_regex.clone(),
         mark_stdout: mark_stdout.cloned(),
         socket: a.socket.clone(),
         no_socket: false,
-        quiet,
     }
 }
 

@@ -66,7 +66,6 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         wait: args.wait,
         exit_with_target: args.exit_with_target,
         duration: args.duration,
-        quiet: args.quiet,
         phase_peaks: args.marks.phase_peaks,
         reset_peak: args.reset_peaks,
         exit_records: !args.sampling.no_taskstats,
@@ -98,22 +97,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let data_on_stdout = opts.output.is_stdout();
-    let marks = MarkSetup::prepare(&mark_options(
-        &args.marks,
-        args.mark_stdout.as_ref(),
-        args.quiet,
-    ))?;
+    let marks = MarkSetup::prepare(&mark_options(&args.marks, args.mark_stdout.as_ref()))?;
     if let (TargetSpec::Command(_), Some(path)) = (&opts.target, marks.socket_path()) {
         // The command's own markers (memmon-mark, or the protocol by hand) find this recorder.
         opts.env
             .push(("MEMMON_SOCKET".into(), path.display().to_string()));
     }
+    let report = super::stderr::reporter("memmon", args.quiet, args.verbose);
     let terminal = Terminal::new(args.quiet, args.verbose, data_on_stdout);
-    let mut rec = Recorder::start(opts, Box::new(terminal))?;
-    let sources = marks.start(&mut rec, data_on_stdout);
-    for note in &sources.notes {
-        errln!("memmon: {note}");
-    }
+    let mut rec = Recorder::start(opts, report.clone(), Box::new(terminal))?;
+    let sources = marks.start(&mut rec, data_on_stdout, &report);
     let outcome = rec.run();
     drop(sources); // stops the marker threads and removes the socket
     let outcome = outcome?;
@@ -178,8 +171,8 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
 }
 
 /// What a recording shows on the terminal (stderr): where the data goes and what is watched at
-/// the start, the notes on the way, a live status line (on a terminal), the summary at the end;
-/// with `--quiet` only what was done to the output file and the notes the recorder sends with it.
+/// the start, a live status line (on a terminal), the summary at the end; none of it with
+/// `--quiet`. (The recorder's notes go through the terminal's reporter, `stderr::reporter`.)
 pub(crate) struct Terminal {
     quiet: bool,
     verbose: bool,
@@ -208,11 +201,6 @@ impl Drop for Terminal {
 }
 
 impl RecordObserver for Terminal {
-    fn on_note(&mut self, note: &str) {
-        self.live.clear();
-        errln!("memmon: {note}");
-    }
-
     fn on_sample(&mut self, s: &Sample) {
         self.samples += 1;
         self.live.update(
@@ -225,10 +213,6 @@ impl RecordObserver for Terminal {
     }
 
     fn on_start(&mut self, start: &RecordStart) {
-        // What was done to the file (a repaired --append) is said even with --quiet.
-        for note in start.notes {
-            errln!("memmon: {note}");
-        }
         if !self.quiet {
             errln!("{}", banner(start, self.verbose));
         }

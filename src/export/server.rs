@@ -430,7 +430,10 @@ mod tests {
                 name: "d".into(),
                 kind: "pid",
                 up: true,
-                rss: 4096,
+                tree: Some(crate::model::sample::Sample {
+                    rss_bytes: 4096,
+                    ..Default::default()
+                }),
                 window_peak: Some(8192),
                 ..Default::default()
             }],

@@ -272,7 +272,7 @@ macro_rules! fast_field {
 
 /// `parse_fields`: every column of `for_columns!` in order, straight-line.
 macro_rules! fast_parser {
-    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr, $src:ident $(($from:ident))?),)*) => {
         #[inline(always)]
         fn parse_fields(line: &[u8], p: &mut usize, s: &mut Sample) -> Option<()> {
             $(fast_field!($kind, line, p, s.$($f).+);)*

@@ -8,6 +8,7 @@ pub mod stdout;
 
 use crate::exit::Class;
 use crate::model::sample::Event;
+use crate::reporter::Reporter;
 use crate::sampler::record::{Control, ControlHandle, Recorder};
 use crate::sys::{self, Waker};
 use regex::Regex;
@@ -108,9 +109,8 @@ pub struct MarkSetup {
     log: Option<logfollow::LogFollower>,
     log_pattern: Option<MarkPattern>,
     stdout_pattern: Option<MarkPattern>,
-    /// Why there is no socket, printed after the recorder's first messages.
+    /// Why there is no socket, told after the recorder's first messages.
     no_socket_warning: Option<String>,
-    quiet: bool,
 }
 
 /// The options of `MarkSetup::prepare`, as given on the command line (`--mark-*`, `--socket`).
@@ -123,7 +123,6 @@ pub struct MarkOptions {
     pub socket: Option<PathBuf>,
     /// Create no socket at all.
     pub no_socket: bool,
-    pub quiet: bool,
 }
 
 impl MarkSetup {
@@ -161,7 +160,7 @@ impl MarkSetup {
                     Ok(l) => Some(l),
                     Err(e) => {
                         no_socket_warning = Some(format!(
-                            "warning: no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)"
+                            "no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)"
                         ));
                         None
                     }
@@ -174,38 +173,36 @@ impl MarkSetup {
             log_pattern,
             stdout_pattern,
             no_socket_warning,
-            quiet: o.quiet,
         })
     }
 
     /// Starts the threads that feed markers to the recorder. `stdout_to_stderr`: the recording
     /// goes to stdout, so the command's passed-through stdout goes to stderr. What the user
     /// should know (where to send a marker, which log is followed, a socket that could not be
-    /// made) is in the sources' `notes`, for the caller to show; none with `quiet`.
-    pub fn start(self, rec: &mut Recorder, stdout_to_stderr: bool) -> MarkSources {
+    /// made) goes to `report`.
+    pub fn start(
+        self,
+        rec: &mut Recorder,
+        stdout_to_stderr: bool,
+        report: &Reporter,
+    ) -> MarkSources {
         let control = rec.control();
         let mut sources = MarkSources {
             socket: None,
             log: None,
             relay: None,
-            notes: Vec::new(),
-        };
-        let mut note = |text: String| {
-            if !self.quiet {
-                sources.notes.push(text);
-            }
         };
         if let Some(w) = &self.no_socket_warning {
-            note(w.clone());
+            report.warning(w);
         }
         if let Some(listener) = &self.socket {
-            note(format!(
+            report.note(&format!(
                 "add a marker with: memmon mark LABEL --socket {}",
                 listener.path().display()
             ));
         }
         if let (Some(follower), Some(pattern)) = (&self.log, &self.log_pattern) {
-            note(format!(
+            report.note(&format!(
                 "following {} for markers (lines matching {})",
                 follower.path().display(),
                 pattern.re.as_str()
@@ -236,8 +233,6 @@ pub struct MarkSources {
     socket: Option<socket::Serving>,
     log: Option<logfollow::Following>,
     relay: Option<stdout::Relay>,
-    /// Lines for the user, without the `memmon: ` prefix (see `MarkSetup::start`).
-    pub notes: Vec<String>,
 }
 
 impl Drop for MarkSources {

@@ -10,39 +10,21 @@ mod command;
 mod daemon;
 
 use super::{BenchOptions, BenchReport, RunResult};
-use crate::sampler::record::{RecordObserver, RecordStart};
+use crate::reporter::{Level, Reporter};
 use crate::sampler::target::shell_words;
 use crate::sys::{self, Waker};
 use crate::units::{fmt_bytes_signed, fmt_interval};
-use anyhow::Context;
 use command::bench_command;
 use daemon::Daemon;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// What a bench's recordings show: only what was done to an `--append`ed output, and the
-/// recorder's notes (the bench says its own progress and table, not the recorder's banner or
-/// summary).
-struct BenchRecording(super::Say);
-
-impl BenchRecording {
-    fn of(opts: &BenchOptions) -> Box<BenchRecording> {
-        Box::new(BenchRecording(opts.say.clone()))
-    }
-}
-
-impl RecordObserver for BenchRecording {
-    fn on_start(&mut self, start: &RecordStart) {
-        for note in start.notes {
-            (self.0 .0)(note);
-        }
-    }
-
-    fn on_note(&mut self, note: &str) {
-        (self.0 .0)(note);
-    }
+/// Where a bench's recorders say what they have to say: only what is said even with `-q` (what
+/// was done to an `--append`ed output, a failure); the bench says its own progress and table,
+/// not the recorders' notes, banner or summary.
+fn recorder_report(opts: &BenchOptions) -> Reporter {
+    opts.report.at_least(Level::Notice)
 }
 
 /// Why the bench ended before all its runs.
@@ -133,71 +115,9 @@ fn say_recording(opts: &BenchOptions, recording: Option<&str>) {
     }
 }
 
-/// Says a progress line, unless `--quiet`.
+/// Says a progress line (`-q` silences it).
 fn say(opts: &BenchOptions, msg: impl AsRef<str>) {
-    if !opts.quiet {
-        (opts.say.0)(msg.as_ref());
-    }
-}
-
-/// A directory for recordings nobody asked to keep; removed when dropped.
-/// A private directory (0700) for the runs' recordings, `memmon-bench-PID-NANOS` in the temp
-/// directory, removed at the end; one a bench killed before its end left is removed by the
-/// next bench (its PID no longer running).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> anyhow::Result<Scratch> {
-        use std::os::unix::fs::DirBuilderExt;
-        let tmp = std::env::temp_dir();
-        remove_stale_scratch(&tmp);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = tmp.join(format!("memmon-bench-{}-{nanos}", std::process::id()));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        Ok(Scratch(dir))
-    }
-}
-
-/// Removes the scratch directories in `tmp` of benches no longer running: ours (same owner),
-/// whose PID is gone. (A PID reused since is kept until that process is gone too.)
-fn remove_stale_scratch(tmp: &std::path::Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    let me = sys::euid();
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("memmon-bench-"))
-            .and_then(|n| n.split_once('-'))
-            .and_then(|(pid, nanos)| nanos.bytes().all(|b| b.is_ascii_digit()).then_some(pid))
-            .and_then(|pid| pid.parse::<i32>().ok())
-            .filter(|&p| p > 0)
-        else {
-            continue;
-        };
-        let path = e.path();
-        // Only a real directory (not a link to one) of ours.
-        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me) {
-            continue;
-        }
-        if !sys::process_exists(pid) {
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    opts.report.note(msg.as_ref());
 }
 
 /// Runs `--prepare` through `sh -c`; a failure stops the bench.
