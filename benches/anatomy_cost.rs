@@ -132,9 +132,5 @@ fn main() {
     row("~100 mappings", "partitions:64:64KiB", 200);
     row("10,000 mappings", "partitions:10000:64KiB", 10);
     row("2 GiB in one mapping", "alloc:2GiB", 10);
-    row(
-        "2 GiB in 10,000 mappings",
-        "partitions:10000:208KiB",
-        10,
-    );
+    row("2 GiB in 10,000 mappings", "partitions:10000:208KiB", 10);
 }

@@ -202,7 +202,6 @@ fn named(
 }
 
 /// One group being summed.
-#[derive(Default)]
 struct Acc {
     pids: Vec<i32>,
     mappings: u64,
@@ -217,9 +216,13 @@ struct Acc {
 impl Acc {
     fn new() -> Acc {
         Acc {
+            pids: Vec::new(),
+            mappings: 0,
+            virtual_bytes: 0,
             min: u64::MAX,
+            max: 0,
+            usage: Usage::default(),
             resident: true,
-            ..Acc::default()
         }
     }
 
@@ -655,7 +658,7 @@ mod tests {
         }
     }
 
-    fn find<'a>(groups: &'a [Group], kind: GroupKind) -> Vec<&'a Group> {
+    fn find(groups: &[Group], kind: GroupKind) -> Vec<&Group> {
         groups.iter().filter(|g| g.key.kind == kind).collect()
     }
 

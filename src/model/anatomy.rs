@@ -269,6 +269,15 @@ pub struct AnatomyUnread {
     pub why: String,
 }
 
+/// The row an anatomy was asked at: its time, why, and the tree's RSS there.
+#[derive(Debug, Clone, Copy)]
+pub struct Taken {
+    pub trigger: Trigger,
+    pub unix_ms: u64,
+    pub elapsed_s: f64,
+    pub tree_rss: u64,
+}
+
 /// The tree's mappings at one moment, grouped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anatomy {
@@ -293,6 +302,29 @@ pub struct Anatomy {
 }
 
 impl Anatomy {
+    /// An anatomy asked for at a row (`when`: its time, trigger and tree RSS), of `processes`
+    /// read (`smaps_processes` with smaps) in `read_us`, grouped into `groups`.
+    pub fn new(
+        when: Taken,
+        counts: (u32, u32),
+        read_us: u64,
+        unread: Vec<AnatomyUnread>,
+        groups: Vec<Group>,
+    ) -> Anatomy {
+        Anatomy {
+            unix_ms: when.unix_ms,
+            elapsed_s: when.elapsed_s,
+            trigger: when.trigger,
+            span: None,
+            rss_bytes: when.tree_rss,
+            processes: counts.0,
+            smaps_processes: counts.1,
+            read_us,
+            unread,
+            groups,
+        }
+    }
+
     /// Every group has smaps' numbers (no process's smaps was skipped).
     pub fn resident_known(&self) -> bool {
         self.groups.iter().all(|g| g.resident.is_some())

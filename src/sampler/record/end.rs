@@ -6,6 +6,8 @@ use crate::analysis::SummaryBuilder;
 use crate::exit::Ending;
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::OutputError;
+use crate::model::anatomy::Trigger;
+use crate::sampler::anatomy::Asked;
 use anyhow::Context;
 
 impl Recorder {
@@ -44,6 +46,11 @@ impl Recorder {
             ));
         }
         let mut end = run.end;
+        if !matches!(stop, Stop::Failed(_)) {
+            if let Err(e) = self.last_anatomy(target_lives) {
+                return self.fail(e.into(), end);
+            }
+        }
         let (reason, signal) = match stop {
             Stop::Failed(err) => return self.fail(err, end),
             Stop::Stopped => {
@@ -89,6 +96,30 @@ impl Recorder {
             // finish).
             let _ = self.tick(None);
         }
+    }
+
+    /// With `--anatomy`: the read under way is waited for, and while the target lives one more
+    /// is read now (on this thread: the recording is ending), both into the table.
+    fn last_anatomy(&mut self, target_lives: bool) -> Result<(), OutputError> {
+        let Some(a) = &mut self.anatomy else {
+            return Ok(());
+        };
+        let got = if target_lives && self.samples > 0 && self.watch.is_up() {
+            let rss = self.watch.members().map(|(_, st)| st.rss).sum();
+            let asked = Asked {
+                trigger: Trigger::End,
+                unix_ms: super::unix_ms_now(),
+                elapsed_s: self.watch.start().elapsed().as_secs_f64(),
+                tree_rss: rss,
+            };
+            a.read_now(self.watch.members(), asked)
+        } else {
+            a.wait()
+        };
+        for anatomy in &got {
+            self.sink.anatomy(anatomy)?;
+        }
+        Ok(())
     }
 
     fn end_info(&mut self, mut end: EndInfo) -> EndInfo {
