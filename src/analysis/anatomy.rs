@@ -452,6 +452,64 @@ pub fn at_idle(anatomies: &[Anatomy], idle_rss_bytes: u64, peak: Option<usize>) 
     nearest(peak).or_else(|| nearest(None))
 }
 
+/// Where an anatomy of a growth was taken.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AnatomyAt {
+    pub trigger: crate::model::anatomy::Trigger,
+    pub elapsed_s: f64,
+    pub unix_ms: u64,
+    /// The tree's RSS at the row that asked for it.
+    pub rss_bytes: u64,
+    /// Every process's smaps was read (its groups have resident sizes).
+    pub resident_known: bool,
+}
+
+impl AnatomyAt {
+    fn of(a: &Anatomy) -> AnatomyAt {
+        AnatomyAt {
+            trigger: a.trigger,
+            elapsed_s: a.elapsed_s,
+            unix_ms: a.unix_ms,
+            rss_bytes: a.rss_bytes,
+            resident_known: a.resident_known(),
+        }
+    }
+}
+
+/// What grew between the idle floor and the peak: the anatomy nearest the idle floor against
+/// the one taken at the highest RSS (`summary`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Growth {
+    /// How many anatomies the table holds, and the longest and total time their reads took.
+    pub anatomies: usize,
+    pub longest_read_us: u64,
+    pub total_read_us: u64,
+    pub from: AnatomyAt,
+    pub to: AnatomyAt,
+    /// The groups that changed, largest change first; `measure` says in what.
+    #[serde(flatten)]
+    pub diff: AnatomyDiff,
+}
+
+/// What grew from the anatomy nearest the idle floor (`idle_rss_bytes`) to the one at the
+/// highest RSS; `None` without two anatomies to compare.
+pub fn growth(anatomies: &[Anatomy], idle_rss_bytes: u64) -> Option<Growth> {
+    let peak = at_peak(anatomies)?;
+    let idle = at_idle(anatomies, idle_rss_bytes, Some(peak))?;
+    if idle == peak {
+        return None;
+    }
+    let (from, to) = (&anatomies[idle], &anatomies[peak]);
+    Some(Growth {
+        anatomies: anatomies.len(),
+        longest_read_us: anatomies.iter().map(|a| a.read_us).max().unwrap_or(0),
+        total_read_us: anatomies.iter().map(|a| a.read_us).sum(),
+        from: AnatomyAt::of(from),
+        to: AnatomyAt::of(to),
+        diff: diff(from, to),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -826,5 +884,35 @@ mod tests {
             "only the peak's"
         );
         assert_eq!(at_peak(&[]), None);
+    }
+
+    #[test]
+    fn growth_compares_the_anatomy_nearest_the_idle_floor_with_the_highest() {
+        let mut idle = Layout::new();
+        idle.map(20 * MIB, "rw-p", "[heap]").resident(20 * MIB);
+        let mut peak = Layout::new();
+        peak.map(24 * MIB, "rw-p", "[heap]").resident(24 * MIB);
+        for _ in 0..10 {
+            peak.gap().map(60 * MIB, "rw-p", "").resident(60 * MIB);
+        }
+        let mut list = vec![
+            anatomy(30 * MIB, group(&[process(1, &idle, true)])),
+            anatomy(21 * MIB, group(&[process(1, &idle, true)])),
+            anatomy(625 * MIB, group(&[process(1, &peak, true)])),
+            anatomy(300 * MIB, group(&[process(1, &idle, true)])),
+        ];
+        for (i, a) in list.iter_mut().enumerate() {
+            a.read_us = 100 * (i as u64 + 1);
+        }
+        let g = growth(&list, 20 * MIB).unwrap();
+        assert_eq!((g.from.rss_bytes, g.to.rss_bytes), (21 * MIB, 625 * MIB));
+        assert_eq!(g.diff.measure, Measure::Resident);
+        assert_eq!(g.diff.delta_bytes, 604 * MIB as i64);
+        assert_eq!(
+            (g.anatomies, g.longest_read_us, g.total_read_us),
+            (4, 400, 1000)
+        );
+        // One anatomy: nothing to compare.
+        assert_eq!(growth(&list[2..3], 20 * MIB), None);
     }
 }

@@ -2,9 +2,11 @@
 //! tables as data for the report too (`Summary::processes_table`, `Phases::tables`). The
 //! numbers are decided in `analysis::summary`; this file only says them.
 
+use crate::analysis::anatomy::{GroupChange, Measure};
 use crate::analysis::summary::{
     process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
 };
+use crate::model::anatomy::GroupKind;
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakSource};
 use crate::render::table::Table;
 use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
@@ -13,6 +15,81 @@ use std::fmt::Write as _;
 /// `1.50 GiB (1610612736 bytes)`.
 fn bytes(v: u64) -> String {
     format!("{} ({})", fmt_bytes(v), count(v, "byte"))
+}
+
+/// The most groups `what grew` lists; the rest are summed on one line.
+const ANATOMY_LINES: usize = 8;
+
+/// `+240.0 MiB`, `-4.0 KiB`.
+fn signed(v: i64) -> String {
+    let sign = if v < 0 { "-" } else { "+" };
+    format!("{sign}{}", fmt_bytes(v.unsigned_abs()))
+}
+
+/// `640 µs`, `12.3 ms`.
+fn fmt_us(us: u64) -> String {
+    if us >= 1000 {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    } else {
+        format!("{us} µs")
+    }
+}
+
+/// One group that changed, in words: `10 anonymous mappings of 24.0 MiB (new)`, `heap`.
+fn describe(c: &GroupChange) -> String {
+    let g = c.to.as_ref().or(c.from.as_ref());
+    let n = g.map_or(0, |g| g.mappings);
+    let sizes = g.map_or(String::new(), |g| {
+        if g.min_mapping_bytes == g.max_mapping_bytes {
+            fmt_bytes(g.max_mapping_bytes)
+        } else {
+            format!(
+                "{} to {}",
+                fmt_bytes(g.min_mapping_bytes),
+                fmt_bytes(g.max_mapping_bytes)
+            )
+        }
+    });
+    let mappings = |what: &str| {
+        if n == 1 {
+            format!("1 {what} of {sizes}")
+        } else {
+            format!("{n} {what}s of {sizes}")
+        }
+    };
+    let name = &c.key.name;
+    let rest = if c.key.rest {
+        "smaller ones gathered: "
+    } else {
+        ""
+    };
+    let what = match c.key.kind {
+        GroupKind::Heap => "heap ([heap])".to_string(),
+        GroupKind::Stack => "main thread's stack".to_string(),
+        GroupKind::ThreadStacks => format!("{n} thread stack(s)"),
+        GroupKind::Arenas => format!("{n} malloc arena(s)"),
+        GroupKind::Anon => mappings("anonymous mapping"),
+        GroupKind::Reserved => mappings("no-access reservation"),
+        GroupKind::SharedAnon => mappings("shared anonymous mapping"),
+        GroupKind::Named => format!("[anon:{name}] ({})", mappings("mapping")),
+        GroupKind::Memfd => format!("memfd '{name}' ({})", mappings("mapping")),
+        GroupKind::Shm => format!("shared memory {name} ({})", mappings("mapping")),
+        GroupKind::Sysv => format!("SysV shared memory {name}"),
+        GroupKind::Device => format!("device {name} ({})", mappings("mapping")),
+        GroupKind::HugePages => mappings("huge-page mapping"),
+        GroupKind::Binary => format!("the program {name}"),
+        GroupKind::Library => format!("library {name}"),
+        GroupKind::File => format!("file {name} ({})", mappings("mapping")),
+        GroupKind::Special => name.to_string(),
+    };
+    let tag = if c.new {
+        " (new)"
+    } else if c.gone {
+        " (gone)"
+    } else {
+        ""
+    };
+    format!("{rest}{what}{tag}")
 }
 
 impl Summary {
@@ -297,6 +374,7 @@ impl Summary {
             c.render(&mut o, self.peak.source == PeakSource::Cgroup);
         }
         self.render_pss(&mut o);
+        self.render_anatomy(&mut o);
         if let Some(g) = &self.gpu {
             o.push_str(&g.render());
         }
@@ -310,6 +388,61 @@ impl Summary {
             let _ = writeln!(o, "  {w}");
         }
         o
+    }
+
+    /// What grew between the idle floor and the peak (`record --anatomy`): the groups that
+    /// moved, largest change first, in resident bytes where both anatomies read smaps.
+    fn render_anatomy(&self, o: &mut String) {
+        let Some(g) = &self.anatomy else {
+            return;
+        };
+        let measure = match g.diff.measure {
+            Measure::Resident => "resident (smaps)",
+            Measure::Virtual if g.from.resident_known || g.to.resident_known => {
+                "virtual size (maps; one of the two read without smaps)"
+            }
+            Measure::Virtual => "virtual size (maps; resident sizes need --pss)",
+        };
+        let at = |a: &crate::analysis::anatomy::AnatomyAt| {
+            format!(
+                "+{} (RSS {})",
+                fmt_seconds(a.elapsed_s),
+                fmt_bytes(a.rss_bytes)
+            )
+        };
+        let _ = writeln!(
+            o,
+            "  what grew     {} {measure}, from the anatomy nearest the idle floor at {} to the highest at {}:",
+            signed(g.diff.delta_bytes),
+            at(&g.from),
+            at(&g.to)
+        );
+        let shown = g.diff.changes.len().min(ANATOMY_LINES);
+        for c in &g.diff.changes[..shown] {
+            let _ = writeln!(
+                o,
+                "                {:>11}  {}",
+                signed(c.delta_bytes),
+                describe(c)
+            );
+        }
+        let rest = &g.diff.changes[shown..];
+        if !rest.is_empty() {
+            let sum: i64 = rest.iter().map(|c| c.delta_bytes).sum();
+            let _ = writeln!(
+                o,
+                "                {:>11}  in {} other groups",
+                signed(sum),
+                rest.len()
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  anatomy reads {} taken, the longest {} ({} in all, on a thread of their own)",
+            g.anatomies,
+            fmt_us(g.longest_read_us),
+            fmt_us(g.total_read_us)
+        );
     }
 
     /// A recording without rows: a command that ended before its first sample (wait4 told its
