@@ -7,7 +7,7 @@ use crate::exit::Ending;
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::OutputError;
 use crate::model::anatomy::Trigger;
-use crate::sampler::anatomy::Asked;
+use crate::sampler::anatomy::asked_at;
 use anyhow::Context;
 
 impl Recorder {
@@ -101,20 +101,21 @@ impl Recorder {
     /// With `--anatomy`: the read under way is waited for, and while the target lives one more
     /// is read now (on this thread: the recording is ending), both into the table.
     fn last_anatomy(&mut self, target_lives: bool) -> Result<(), OutputError> {
+        if self.anatomy.is_none() {
+            return Ok(());
+        }
+        // While the target lives, the end anatomy has a row of its own (its RSS is now's).
+        let row = if target_lives && self.samples > 0 && self.watch.is_up() {
+            self.tick(None).ok().flatten()
+        } else {
+            None
+        };
         let Some(a) = &mut self.anatomy else {
             return Ok(());
         };
-        let got = if target_lives && self.samples > 0 && self.watch.is_up() {
-            let rss = self.watch.members().map(|(_, st)| st.rss).sum();
-            let asked = Asked {
-                trigger: Trigger::End,
-                unix_ms: super::unix_ms_now(),
-                elapsed_s: self.watch.start().elapsed().as_secs_f64(),
-                tree_rss: rss,
-            };
-            a.read_now(self.watch.members(), asked)
-        } else {
-            a.wait()
+        let got = match row {
+            Some(s) => a.read_now(self.watch.members(), asked_at(Trigger::End, &s)),
+            None => a.wait(),
         };
         for anatomy in &got {
             self.sink.anatomy(anatomy)?;
