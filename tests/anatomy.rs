@@ -279,3 +279,63 @@ fn an_attached_target_gets_an_end_anatomy_and_without_pss_the_growth_is_virtual(
             "+96.00 MiB  4 anonymous mappings of 24.00 MiB (new)",
         ));
 }
+
+#[test]
+fn compare_shows_which_group_grew_between_the_baseline_and_the_candidate_peaks() {
+    let dir = tempdir();
+    let rec = |n: &str| {
+        let out = dir.path().join(format!("p{n}.csv"));
+        let parts = format!("partitions:{n}:24MiB");
+        record_workload(
+            &out,
+            &[
+                "-i",
+                "50ms",
+                "--pss",
+                "--anatomy",
+                "--anatomy-rise",
+                "0%",
+                "--anatomy-gap",
+                "50ms",
+            ],
+            &["hold:200ms", &parts, "hold:800ms"],
+        )
+        .assert()
+        .success();
+        out
+    };
+    let (base, new) = (rec("4"), rec("6"));
+    memmon()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .assert()
+        .stdout(predicate::str::contains("anatomy at the peak: +4"))
+        .stdout(predicate::str::contains(
+            "resident (smaps), from the baseline's highest anatomy",
+        ))
+        .stdout(predicate::str::contains(
+            "6 anonymous mappings of 24.00 MiB",
+        ));
+    let out = memmon()
+        .args(["compare", "--json"])
+        .arg(&base)
+        .arg(&new)
+        .output()
+        .unwrap();
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &c["anatomy"];
+    assert_eq!(a["measure"], "resident");
+    let part = &a["changes"][0];
+    assert_eq!(part["kind"], "anon");
+    assert_eq!(
+        (
+            part["from"]["mappings"].as_u64(),
+            part["to"]["mappings"].as_u64()
+        ),
+        (Some(4), Some(6))
+    );
+    // Two more partitions (the kernel may merge a small neighbour into one: within 1 MiB).
+    let grew = part["delta_bytes"].as_i64().unwrap() as u64;
+    assert!((48 * MIB - bound()..49 * MIB).contains(&grew), "{a:#}");
+}

@@ -510,6 +510,26 @@ pub fn growth(anatomies: &[Anatomy], idle_rss_bytes: u64) -> Option<Growth> {
     })
 }
 
+/// Which groups differ between a baseline's peak and a candidate's (`compare`): the anatomy
+/// taken at the highest RSS on each side.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PeakVsPeak {
+    pub base: AnatomyAt,
+    pub new: AnatomyAt,
+    #[serde(flatten)]
+    pub diff: AnatomyDiff,
+}
+
+/// The baseline's peak anatomy against the candidate's; `None` when a side has none.
+pub fn peak_vs_peak(base: &[Anatomy], new: &[Anatomy]) -> Option<PeakVsPeak> {
+    let (b, n) = (&base[at_peak(base)?], &new[at_peak(new)?]);
+    Some(PeakVsPeak {
+        base: AnatomyAt::of(b),
+        new: AnatomyAt::of(n),
+        diff: diff(b, n),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,42 @@ fn bytes(v: u64) -> String {
 /// The most groups `what grew` lists; the rest are summed on one line.
 const ANATOMY_LINES: usize = 8;
 
+/// The groups that changed, a line each (at most `ANATOMY_LINES`, the rest summed on one).
+pub fn change_lines(o: &mut String, changes: &[GroupChange]) {
+    let shown = changes.len().min(ANATOMY_LINES);
+    for c in &changes[..shown] {
+        let _ = writeln!(
+            o,
+            "                {:>11}  {}",
+            signed(c.delta_bytes),
+            describe(c)
+        );
+    }
+    let rest = &changes[shown..];
+    if !rest.is_empty() {
+        let sum: i64 = rest.iter().map(|c| c.delta_bytes).sum();
+        let _ = writeln!(
+            o,
+            "                {:>11}  in {} other groups",
+            signed(sum),
+            rest.len()
+        );
+    }
+}
+
+/// What a difference of two anatomies is measured in, in words.
+pub fn measure_words(m: Measure, one_had_smaps: bool) -> &'static str {
+    match m {
+        Measure::Resident => "resident (smaps)",
+        Measure::Virtual if one_had_smaps => {
+            "virtual size (maps; one of the two read without smaps)"
+        }
+        Measure::Virtual => "virtual size (maps; resident sizes need --pss)",
+    }
+}
+
 /// `+240.0 MiB`, `-4.0 KiB`.
-fn signed(v: i64) -> String {
+pub fn signed(v: i64) -> String {
     let sign = if v < 0 { "-" } else { "+" };
     format!("{sign}{}", fmt_bytes(v.unsigned_abs()))
 }
@@ -396,13 +430,7 @@ impl Summary {
         let Some(g) = &self.anatomy else {
             return;
         };
-        let measure = match g.diff.measure {
-            Measure::Resident => "resident (smaps)",
-            Measure::Virtual if g.from.resident_known || g.to.resident_known => {
-                "virtual size (maps; one of the two read without smaps)"
-            }
-            Measure::Virtual => "virtual size (maps; resident sizes need --pss)",
-        };
+        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
         let at = |a: &crate::analysis::anatomy::AnatomyAt| {
             format!(
                 "+{} (RSS {})",
@@ -417,25 +445,10 @@ impl Summary {
             at(&g.from),
             at(&g.to)
         );
-        let shown = g.diff.changes.len().min(ANATOMY_LINES);
-        for c in &g.diff.changes[..shown] {
-            let _ = writeln!(
-                o,
-                "                {:>11}  {}",
-                signed(c.delta_bytes),
-                describe(c)
-            );
+        if g.diff.changes.is_empty() {
+            let _ = writeln!(o, "                no group changed");
         }
-        let rest = &g.diff.changes[shown..];
-        if !rest.is_empty() {
-            let sum: i64 = rest.iter().map(|c| c.delta_bytes).sum();
-            let _ = writeln!(
-                o,
-                "                {:>11}  in {} other groups",
-                signed(sum),
-                rest.len()
-            );
-        }
+        change_lines(o, &g.diff.changes);
         let _ = writeln!(
             o,
             "  anatomy reads {} taken, the longest {} ({} in all, on a thread of their own)",
