@@ -117,8 +117,9 @@ impl Recorder {
             Some(s) => a.read_now(self.watch.members(), asked_at(Trigger::End, &s)),
             None => a.wait(),
         };
-        for anatomy in &got {
-            self.sink.anatomy(anatomy)?;
+        for anatomy in got {
+            self.sink.anatomy(&anatomy)?;
+            self.anatomies.push(anatomy);
         }
         Ok(())
     }
@@ -163,13 +164,16 @@ impl Recorder {
         }
         let finished = self.sink.finish(&end);
         self.summary.session_end(&end);
-        let summary = self.summary.finish(
+        let mut summary = self.summary.finish(
             self.sink
                 .path()
                 .map(|p| p.display().to_string())
                 .or(Some("stdout".into())),
             None,
         );
+        if self.anatomy.is_some() {
+            summary.with_anatomies(&self.anatomies);
+        }
         if let Err(e) = finished {
             let kept = self
                 .sink

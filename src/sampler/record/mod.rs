@@ -277,6 +277,9 @@ pub struct Recorder {
     report: Reporter,
     /// Anatomies of the tree (`--anatomy`), read on a thread of their own.
     anatomy: Option<crate::sampler::anatomy::Anatomies>,
+    /// The anatomies written, for the summary at the end (each at least `--anatomy-rise` above
+    /// the last: a few dozen at most).
+    anatomies: Vec<crate::model::anatomy::Anatomy>,
 }
 
 impl Recorder {
@@ -561,6 +564,7 @@ impl Recorder {
             // The read that ended goes to the table; the next is asked for when due.
             if let Some(got) = a.arrived() {
                 self.sink.anatomy(&got)?;
+                self.anatomies.push(got);
             }
             a.after_row(self.watch.members(), &s);
         }

@@ -142,6 +142,7 @@ impl Recorder {
             observer,
             report,
             anatomy,
+            anatomies: Vec::new(),
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
