@@ -222,6 +222,22 @@ fn the_anatomy_at_the_peak_names_each_known_mapping_and_summary_says_what_grew()
     let grew = s["anatomy"]["delta_bytes"].as_i64().unwrap() as u64;
     assert!(grew >= 328 * MIB - bound && grew < 330 * MIB, "{grew}");
     assert_eq!(s["anatomy"]["changes"][0]["delta_bytes"], 240 * MIB);
+    // The report shows it as a table.
+    let html = dir.path().join("known.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&out)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(html).unwrap();
+    for text in [
+        "what grew between the idle floor and the peak: +",
+        "10 anonymous mappings of 24.00 MiB (new)",
+        "memfd &#39;params&#39; (1 mapping of 32.00 MiB) (new)",
+    ] {
+        assert!(html.contains(text), "{text:?} not in the report");
+    }
 }
 
 #[test]

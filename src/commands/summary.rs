@@ -63,36 +63,6 @@ pub(super) fn summarize(
     let mut b = SummaryBuilder::new();
     let mut s = read_input_into(file, spec, &mut b)
         .map(|info| Summary::of_read(b, file.display().to_string(), &info))?;
-    add_anatomy(&mut s, file)?;
+    s.read_anatomy(file)?;
     Ok(s)
-}
-
-/// Reads the anatomy table the metadata names (`record --anatomy`), next to the recording, into
-/// the summary: what grew between the idle floor and the peak. A table that is not there is
-/// said (the recording is still summarized); one that is there but malformed is an error.
-fn add_anatomy(s: &mut Summary, file: &std::path::Path) -> Result<(), memmon::format::ReadError> {
-    let Some(name) = s.anatomy_table.clone() else {
-        return Ok(());
-    };
-    if file == std::path::Path::new("-") {
-        s.warnings.push(format!(
-            "note: the recording has an anatomy table ({name}), not read for a recording on stdin"
-        ));
-        return Ok(());
-    }
-    // Only a file name: a metadata that names a path elsewhere is not followed.
-    let table = match std::path::Path::new(&name).file_name() {
-        Some(n) => file.with_file_name(n),
-        None => return Ok(()),
-    };
-    if !table.is_file() {
-        s.warnings.push(format!(
-            "note: the anatomy table {} that the metadata names is not there",
-            table.display()
-        ));
-        return Ok(());
-    }
-    let anatomies = memmon::format::anatomy::read(&table)?;
-    s.with_anatomies(&anatomies);
-    Ok(())
 }

@@ -127,6 +127,82 @@ fn describe(c: &GroupChange) -> String {
 }
 
 impl Summary {
+    /// Reads the anatomy table the metadata names (`record --anatomy`), next to the recording
+    /// `file`, into the summary: what grew between the idle floor and the peak. A table that is
+    /// not there is said (the recording is still summarized); one that is malformed is an error.
+    pub fn read_anatomy(&mut self, file: &std::path::Path) -> Result<(), crate::format::ReadError> {
+        let Some(name) = self.anatomy_table.clone() else {
+            return Ok(());
+        };
+        if file == std::path::Path::new("-") {
+            self.warnings.push(format!(
+                "note: the recording has an anatomy table ({name}), not read for a recording on stdin"
+            ));
+            return Ok(());
+        }
+        // Only a file name: a metadata that names a path elsewhere is not followed.
+        let table = match std::path::Path::new(&name).file_name() {
+            Some(n) => file.with_file_name(n),
+            None => return Ok(()),
+        };
+        if !table.is_file() {
+            self.warnings.push(format!(
+                "note: the anatomy table {} that the metadata names is not there",
+                table.display()
+            ));
+            return Ok(());
+        }
+        let anatomies = crate::format::anatomy::read(&table)?;
+        self.with_anatomies(&anatomies);
+        Ok(())
+    }
+
+    /// What grew between the idle floor and the peak as a table (`report`).
+    pub fn anatomy_table(&self) -> Option<Table> {
+        let g = self.anatomy.as_ref()?;
+        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+        let size = |grp: Option<&crate::model::anatomy::Group>| match grp {
+            None => "-".to_string(),
+            Some(grp) => {
+                let b = match g.diff.measure {
+                    Measure::Resident => grp.resident.map_or(0, |r| r.resident_bytes()),
+                    Measure::Virtual => grp.virtual_bytes,
+                };
+                fmt_bytes(b)
+            }
+        };
+        Some(Table {
+            title: format!(
+                "what grew between the idle floor and the peak: {} {measure}",
+                signed(g.diff.delta_bytes)
+            ),
+            notes: vec![format!(
+                "from the anatomy nearest the idle floor at +{} (RSS {}) to the highest at +{} (RSS {})",
+                fmt_seconds(g.from.elapsed_s),
+                fmt_bytes(g.from.rss_bytes),
+                fmt_seconds(g.to.elapsed_s),
+                fmt_bytes(g.to.rss_bytes)
+            )],
+            head: ["change", "group", "at idle", "at the peak"]
+                .map(String::from)
+                .to_vec(),
+            rows: g
+                .diff
+                .changes
+                .iter()
+                .map(|c| {
+                    vec![
+                        signed(c.delta_bytes),
+                        describe(c),
+                        size(c.from.as_ref()),
+                        size(c.to.as_ref()),
+                    ]
+                })
+                .collect(),
+            footer: Vec::new(),
+        })
+    }
+
     /// For a peak of several processes: `, 9 processes: RSS sum over 9 processes, shared pages
     /// counted in each; PSS sum 300 MiB at that tick (each page once)`.
     fn tree_words(&self) -> String {
