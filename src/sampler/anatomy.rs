@@ -31,11 +31,6 @@ pub struct AnatomyOptions {
     pub smaps: Option<PssGuard>,
 }
 
-impl AnatomyOptions {
-    pub const DEFAULT_RISE: f64 = 0.10;
-    pub const DEFAULT_GAP: Duration = Duration::from_secs(5);
-}
-
 /// When the next anatomy is due (module docs).
 #[derive(Debug, Clone)]
 pub struct AnatomySchedule {
