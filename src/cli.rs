@@ -130,6 +130,29 @@ command needs no reset. (`--reset-peak` is an older spelling of this flag.)"
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 
+    /// Also record what the memory is made of (the tree's mappings, grouped) into FILE.anatomy.jsonl; needs -o FILE
+    #[arg(
+        long,
+        help_heading = "Anatomy",
+        long_help = "Also record what the memory is made of: the tree's mappings from \
+/proc/PID/maps (no page-table walk), grouped (heap, stacks, anonymous mappings by size class, files \
+by path, memfds, shared memory, devices, huge pages), into a side file FILE.anatomy.jsonl next to \
+the recording (-o FILE). Taken at the first sample, at each new high of the tree's RSS at least \
+--anatomy-rise above the last one taken (at most one every --anatomy-gap), and at the end, on a \
+thread of its own. Resident sizes per group come from /proc/PID/smaps only with --pss, under its \
+guard (--pss-max-rss, --pss-force): smaps walks every page table. `memmon summary` says what grew \
+between the idle floor and the peak."
+    )]
+    pub anatomy: bool,
+
+    /// With --anatomy: a new high must be this much above the last anatomy's RSS
+    #[arg(long, default_value = "10%", value_parser = percent, value_name = "PERCENT", help_heading = "Anatomy", requires = "anatomy")]
+    pub anatomy_rise: f64,
+
+    /// With --anatomy: at most one anatomy at a new high every this long
+    #[arg(long, default_value = "5s", value_parser = duration, value_name = "DURATION", help_heading = "Anatomy", requires = "anatomy")]
+    pub anatomy_gap: Duration,
+
     #[command(flatten)]
     pub marks: MarkArgs,
 

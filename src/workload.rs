@@ -1,7 +1,9 @@
 //! A workload with known memory, for the demo and the tests: `memmon-test workload STEP...`
 //! (src/bin/memmon-test/) or the demo's child (`demo::WORKLOAD_ENTRY`) runs
 //! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
-//! `mlock:64MiB` (allocate, touch and mlock: VmLck), `spike:200MiB:20ms` (allocate, touch, hold,
+//! `mlock:64MiB` (allocate, touch and mlock: VmLck), `partitions:10:60MiB` (that many separate
+//! anonymous mappings), `memfd:NAME:128MiB`, `heap:64MiB` (small mallocs: the brk heap grows),
+//! `threads:4` (threads that wait), `spike:200MiB:20ms` (allocate, touch, hold,
 //! free), `hold:2s`, `map-file:PATH:8MiB` (map a file shared and touch it), `wait-file:PATH` (until it exists), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
@@ -61,6 +63,39 @@ impl Block {
         Ok(Block { ptr, len })
     }
 
+    /// Maps `len` bytes and writes every page, with an unmapped page on each side: the kernel
+    /// merges adjacent anonymous mappings of the same access, and the gaps keep this one a
+    /// mapping of its own (as buffers placed apart in a long-running daemon's address space
+    /// are), so an anatomy sees it as one mapping of `len` bytes.
+    pub fn apart_touched(len: usize) -> std::io::Result<Block> {
+        let page = page_size();
+        let len = len.max(1).div_ceil(page) * page;
+        let outer = Block::map(len + 2 * page)?;
+        let base = outer.ptr as *mut u8;
+        // `outer` is forgotten: only the middle is unmapped again, by the Block made of it.
+        std::mem::forget(outer);
+        // SAFETY: one page and `len + page` bytes into a mapping of `len + 2 * page` bytes.
+        let (ptr, after) = unsafe { (base.add(page), base.add(page + len)) };
+        // SAFETY: unmapping the first and the last page of the mapping, which nothing uses.
+        unsafe { rustix::mm::munmap(base as *mut c_void, page) }?;
+        // SAFETY: as above.
+        unsafe { rustix::mm::munmap(after as *mut c_void, page) }?;
+        let mut b = Block {
+            ptr: ptr as *mut c_void,
+            len,
+        };
+        b.touch(0, len);
+        Ok(b)
+    }
+
+    /// A memfd named `name` of `len` bytes, mapped shared and every page written: it shows as
+    /// `/memfd:NAME (deleted)` in /proc/PID/maps, its pages as RssShmem.
+    pub fn memfd_touched(name: &str, len: usize) -> std::io::Result<Block> {
+        let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)?;
+        rustix::fs::ftruncate(&fd, len as u64)?;
+        Block::fd_touched(&std::fs::File::from(fd), len)
+    }
+
     /// Maps the first `len` bytes of the file at `path` shared (read and write) and writes every
     /// page: as a driver's device file is mapped (the tests' stand-in for `/dev/nvidia0`).
     pub fn file_touched(path: &std::path::Path, len: usize) -> std::io::Result<Block> {
@@ -68,6 +103,11 @@ impl Block {
             .read(true)
             .write(true)
             .open(path)?;
+        Block::fd_touched(&f, len)
+    }
+
+    /// Maps the first `len` bytes of the open file `f` shared and writes every page.
+    fn fd_touched(f: &std::fs::File, len: usize) -> std::io::Result<Block> {
         let len = len.max(1);
         // SAFETY: a new shared mapping of a file we opened for reading and writing, with no
         // address hint, overlaps no memory in use; only this process writes through it.
@@ -77,7 +117,7 @@ impl Block {
                 len,
                 ProtFlags::READ | ProtFlags::WRITE,
                 MapFlags::SHARED,
-                &f,
+                f,
                 0,
             )
         }?;
@@ -121,6 +161,7 @@ fn page_size() -> usize {
 /// Runs the steps in order; returns the exit code asked for (0 by default).
 pub fn run(steps: &[String]) -> Result<i32, String> {
     let mut blocks: Vec<Block> = Vec::new();
+    let mut heap: Vec<Vec<Box<[u8]>>> = Vec::new();
     let mut kids: Vec<std::process::Child> = Vec::new();
     for step in steps {
         let parts: Vec<&str> = step.split(':').collect();
@@ -151,6 +192,33 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                     ));
                 }
                 blocks.push(b);
+            }
+            // COUNT anonymous mappings of SIZE, each written and kept apart from its
+            // neighbours (`Block::apart_touched`): `partitions:10:60MiB`.
+            "partitions" => {
+                let n: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                let len = size(2)?;
+                for _ in 0..n {
+                    blocks.push(Block::apart_touched(len).map_err(map_error)?);
+                }
+            }
+            // A memfd of SIZE named NAME, mapped and written: `memfd:params:128MiB`.
+            "memfd" => {
+                let name = parts.get(1).filter(|n| !n.is_empty()).ok_or(format!("step '{step}' needs a name"))?;
+                blocks.push(Block::memfd_touched(name, size(2)?).map_err(|e| format!("step '{step}': {e}"))?);
+            }
+            // SIZE of the brk heap in small allocations (see `grow_heap`): `heap:64MiB`.
+            "heap" => heap.push(grow_heap(size(1)?)),
+            // COUNT threads that wait until the workload ends: `threads:4`.
+            "threads" => {
+                let n: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                for _ in 0..n {
+                    std::thread::Builder::new()
+                        .spawn(|| loop {
+                            std::thread::park();
+                        })
+                        .map_err(|e| format!("step '{step}': cannot start a thread: {e}"))?;
+                }
             }
             "ramp" => {
                 let (n, d) = (size(1)?, dur(2)?);
@@ -190,7 +258,10 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             "free" => {
                 blocks.pop();
             }
-            "free-all" => blocks.clear(),
+            "free-all" => {
+                blocks.clear();
+                heap.clear();
+            }
             "children" => {
                 let count: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -243,13 +314,31 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, ramp, spike, hold, map-file, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, ramp, spike, hold, map-file, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {
         let _ = k.wait();
     }
     Ok(0)
+}
+
+/// The size of each of `grow_heap`'s allocations: with malloc's 8-byte header, a chunk of
+/// exactly 1 KiB (glibc on 64 bits).
+pub const HEAP_PIECE_BYTES: usize = 1024 - 8;
+
+/// Allocates `len` bytes of heap in `len / 1 KiB` allocations of `HEAP_PIECE_BYTES`, each
+/// written: small requests that glibc's malloc serves on the main thread from the brk heap
+/// (`[heap]`), which grows by about `len` (chunks of exactly 1 KiB; less by what was free in it
+/// before, more by malloc's top pad, 128 KiB). The list that holds them is allocated first, at
+/// its full size (malloc maps a list this large apart from the heap).
+fn grow_heap(len: usize) -> Vec<Box<[u8]>> {
+    let n = len / 1024;
+    let mut pieces = Vec::with_capacity(n);
+    for _ in 0..n {
+        pieces.push(vec![1u8; HEAP_PIECE_BYTES].into_boxed_slice());
+    }
+    pieces
 }
 
 /// Forks a child that sleeps `life` and exits; returns its PID.

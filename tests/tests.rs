@@ -3,6 +3,7 @@
 
 mod util;
 
+mod anatomy;
 mod bad_input;
 mod bench;
 mod bounds;

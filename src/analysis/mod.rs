@@ -1,6 +1,7 @@
 //! What recordings mean: a streaming summary of one recording (peak, when, the kernel's own
 //! peak beside it, idle floor), built sample by sample so it never holds the whole file.
 
+pub mod anatomy;
 pub mod budget;
 pub mod compare;
 pub mod gpu;

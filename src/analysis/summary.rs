@@ -279,6 +279,8 @@ pub struct SummaryBuilder {
     held_hist: [LogHistogram; 3],
     phases: PhaseBuilder,
     gpu: GpuTrack,
+    /// The anatomy table the latest session with one named (`record --anatomy`).
+    anatomy_table: Option<String>,
 }
 
 impl Default for SummaryBuilder {
@@ -298,6 +300,7 @@ impl Default for SummaryBuilder {
             missed_done: 0,
             missed_session: 0,
             restarts: 0,
+            anatomy_table: None,
             min_rss: u64::MAX,
             hist: LogHistogram::new(),
             held_hist: [
@@ -338,6 +341,9 @@ impl SummaryBuilder {
         });
         self.phases.session(meta);
         self.gpu.session(meta);
+        if let Some(a) = &meta.anatomy {
+            self.anatomy_table = Some(a.file.clone());
+        }
     }
 
     /// The end record of the session the last rows belong to.
@@ -545,6 +551,8 @@ impl SummaryBuilder {
             truncated_line,
             warnings: Vec::new(),
             spans: self.phases.finish(),
+            anatomy_table: self.anatomy_table.clone(),
+            anatomy: None,
         };
         s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
         s
@@ -936,9 +944,29 @@ pub struct Summary {
     /// `phases`, `runs` and `by_label` (analysis/phases.rs).
     #[serde(flatten)]
     pub spans: Phases,
+    /// The anatomy table the metadata names (`record --anatomy`), relative to the recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anatomy_table: Option<String>,
+    /// What grew between the idle floor and the peak, from that table (the caller reads it:
+    /// `Summary::with_anatomies`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anatomy: Option<crate::analysis::anatomy::Growth>,
 }
 
 impl Summary {
+    /// Adds what grew between the idle floor and the peak, from the recording's anatomies; a
+    /// table too short to tell is said.
+    pub fn with_anatomies(&mut self, anatomies: &[crate::model::anatomy::Anatomy]) {
+        self.anatomy = crate::analysis::anatomy::growth(anatomies, self.idle_rss_bytes);
+        if self.anatomy.is_none() {
+            let n = anatomies.len();
+            self.warnings.push(format!(
+                "note: the anatomy table holds {n} anatom{}: nothing to compare the peak with",
+                if n == 1 { "y" } else { "ies" }
+            ));
+        }
+    }
+
     /// The summary of a recording named `file`, from the builder that saw it (its sessions'
     /// metadata and ends, streamed by the reader) and what reading it found besides (`info`).
     pub fn of_read(b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {

@@ -6,8 +6,10 @@ use super::stderr::errln;
 use super::usage;
 use crate::cli::CompareArgs;
 use anyhow::Context;
+use memmon::analysis::anatomy::{peak_vs_peak, PeakVsPeak};
 use memmon::analysis::compare::{Gate, Metric};
 use memmon::render::compare_table::{self, CompareOptions};
+use std::fmt::Write as _;
 use std::io::Write;
 
 /// The comparison's options from the command line: `BASE... -- NEW...` or `BASE NEW`, a gate per
@@ -48,6 +50,48 @@ fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
     })
 }
 
+/// With an anatomy table beside the first recording of each side (`record --anatomy` names it
+/// FILE.anatomy.jsonl): the baseline's peak anatomy against the candidate's.
+fn peak_anatomies(opts: &CompareOptions) -> anyhow::Result<Option<PeakVsPeak>> {
+    let table = |files: &[std::path::PathBuf]| {
+        files
+            .first()
+            .map(|f| memmon::format::anatomy::side_path(f))
+            .filter(|p| p.is_file())
+    };
+    let (Some(b), Some(n)) = (table(&opts.base), table(&opts.new)) else {
+        return Ok(None);
+    };
+    let (b, n) = (
+        memmon::format::anatomy::read(&b)?,
+        memmon::format::anatomy::read(&n)?,
+    );
+    Ok(peak_vs_peak(&b, &n))
+}
+
+/// `which groups grew`: the baseline's peak anatomy against the candidate's.
+fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
+    use memmon::render::summary::{change_lines, measure_words, signed};
+    use memmon::units::{fmt_bytes, fmt_seconds};
+    let measure = measure_words(
+        a.diff.measure,
+        a.base.resident_known || a.new.resident_known,
+    );
+    let _ = writeln!(
+        o,
+        "anatomy at the peak: {} {measure}, from the baseline's highest anatomy (+{}, RSS {}) to the candidate's (+{}, RSS {}):",
+        signed(a.diff.delta_bytes),
+        fmt_seconds(a.base.elapsed_s),
+        fmt_bytes(a.base.rss_bytes),
+        fmt_seconds(a.new.elapsed_s),
+        fmt_bytes(a.new.rss_bytes)
+    );
+    if a.diff.changes.is_empty() {
+        let _ = writeln!(o, "                no group changed");
+    }
+    change_lines(o, &a.diff.changes);
+}
+
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
     let c = compare_table::compare(&opts)?;
@@ -61,10 +105,19 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
             )));
         }
     }
+    let anatomy = peak_anatomies(&opts).context("cannot compare the anatomies")?;
     let text = if args.json {
-        serde_json::to_string_pretty(&c)? + "\n"
+        let mut v = serde_json::to_value(&c)?;
+        if let (Some(a), Some(obj)) = (&anatomy, v.as_object_mut()) {
+            obj.insert("anatomy".into(), serde_json::to_value(a)?);
+        }
+        serde_json::to_string_pretty(&v)? + "\n"
     } else {
-        compare_table::render(&c)
+        let mut text = compare_table::render(&c);
+        if let Some(a) = &anatomy {
+            render_anatomy(&mut text, a);
+        }
+        text
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

@@ -12,6 +12,7 @@ use memmon::marks::MarkSetup;
 use memmon::model::sample::Sample;
 use memmon::output::{self, Dest};
 use memmon::render::plot::{ImageFormat, PlotOptions};
+use memmon::sampler::anatomy::AnatomyOptions;
 use memmon::sampler::cgroup::CgroupChoice;
 use memmon::sampler::record::{RecordObserver, RecordOptions, RecordStart, Recorder};
 use memmon::sampler::target::TargetSpec;
@@ -54,7 +55,9 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
             "--wait and --exit-with-target apply to --pidfile and --name only",
         ));
     }
+    let anatomy = anatomy_options(args)?;
     Ok(RecordOptions {
+        anatomy,
         interval: sampling.interval,
         children: !sampling.no_children,
         output: sampling.output.clone().unwrap_or(Dest::Stdout),
@@ -74,6 +77,26 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         own_cgroup: args.cgroup.own(),
         ..RecordOptions::new(target)
     })
+}
+
+/// `--anatomy` and its flags: a side file needs a recording's file (not stdout or a device).
+fn anatomy_options(args: &RecordArgs) -> anyhow::Result<Option<AnatomyOptions>> {
+    if !args.anatomy {
+        return Ok(None);
+    }
+    match args.sampling.output.as_ref().and_then(Dest::file) {
+        Some(p) if !output::is_stream(p) && !output::is_descriptor_alias(p) => {}
+        _ => {
+            return Err(usage(
+                "--anatomy needs -o FILE: its table goes to a side file next to the recording (FILE.anatomy.jsonl)",
+            ))
+        }
+    }
+    Ok(Some(AnatomyOptions {
+        rise: args.anatomy_rise / 100.0,
+        gap: args.anatomy_gap,
+        smaps: pss_guard(&args.sampling.pss_args),
+    }))
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {

@@ -61,6 +61,8 @@ pub(super) fn summarize(
     spec: &memmon::format::InputSpec,
 ) -> Result<Summary, memmon::format::ReadError> {
     let mut b = SummaryBuilder::new();
-    read_input_into(file, spec, &mut b)
-        .map(|info| Summary::of_read(b, file.display().to_string(), &info))
+    let mut s = read_input_into(file, spec, &mut b)
+        .map(|info| Summary::of_read(b, file.display().to_string(), &info))?;
+    s.read_anatomy(file)?;
+    Ok(s)
 }

@@ -61,6 +61,10 @@ pub struct Meta {
     /// and the GPUs seen at the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuMeta>,
+    /// The anatomy table (`record --anatomy`): its side file and when anatomies are taken;
+    /// absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anatomy: Option<AnatomyMeta>,
     /// Present once the recording has ended cleanly (absent after a crash or SIGKILL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<EndInfo>,
@@ -266,6 +270,22 @@ impl EndInfo {
 /// `exit_records` when the kernel's exit records were read.
 pub const EXIT_RECORDS_READ: &str = "taskstats";
 
+/// A recording's anatomy table (`record --anatomy`; format/anatomy.rs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AnatomyMeta {
+    /// The side file's name, in the recording's directory (`run.csv.anatomy.jsonl`).
+    pub file: String,
+    /// An anatomy is taken at a new high of the tree's RSS at least this fraction above the
+    /// RSS of the last one taken (0.1: 10%)...
+    pub rise: f64,
+    /// ...and at most one such every this many seconds; one at the first row and one at the
+    /// end too.
+    pub gap_s: f64,
+    /// Whether resident sizes are read (/proc/PID/smaps, with `--pss`, under its guard); each
+    /// anatomy says which processes were read without.
+    pub smaps: bool,
+}
+
 /// How GPU memory is read, and the GPUs there were at the start.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GpuMeta {
@@ -454,6 +474,7 @@ impl Meta {
             sources: vec![],
             columns: vec![],
             gpu: None,
+            anatomy: None,
             end: None,
             earlier_sessions: vec![],
         }

@@ -3,6 +3,7 @@
 //! its row parser), and reading: `read.rs` recognises an input (`input.rs` opens it) and hands
 //! it to its reader, memmon's own (`recording.rs`) or another tool's (`import/`).
 
+pub mod anatomy;
 pub mod csv;
 #[cfg(test)]
 mod fuzz;

@@ -2,6 +2,7 @@
 //! columns it is written as; and the one vocabulary of peaks (`peak`: which number, from which
 //! source, over what scope). Everything downstream (format, analysis, render) speaks this model.
 
+pub mod anatomy;
 pub mod gpu;
 pub mod peak;
 pub mod process;

@@ -3,6 +3,7 @@
 
 pub mod cgroup;
 pub mod gpu;
+pub mod maps;
 pub mod pidns;
 pub mod proc;
 pub mod taskstats;

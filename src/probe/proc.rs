@@ -502,6 +502,26 @@ impl PssSource {
             .ok_or_else(|| ProcError::Parse(self.dir_path.join(rel), "no Pss line".into()))
     }
 
+    /// Reads the file `rel` of the process's directory whole into `buf` (cleared first): its
+    /// maps or smaps, for `probe::maps`.
+    pub fn read_file(&self, rel: &str, buf: &mut Vec<u8>) -> Result<(), ProcError> {
+        open_at(&self.dir, rel)
+            .and_then(|mut f| read_all(&mut f, buf))
+            .map_err(|e| classify(self.pid, &self.dir_path, rel, e))
+    }
+
+    /// The path of the process's program (the /proc/PID/exe link); `None` when it has none (a
+    /// kernel thread, a zombie) or it may not be read.
+    pub fn exe(&self) -> Option<String> {
+        let link = rustix::fs::readlinkat(&self.dir, "exe", Vec::new()).ok()?;
+        Some(link.to_string_lossy().into_owned())
+    }
+
+    /// The process's /proc directory, for messages.
+    pub fn dir_path(&self) -> &Path {
+        &self.dir_path
+    }
+
     /// PSS and the resident bytes of the process's mappings of NVIDIA device files, in one
     /// read of /proc/PID/smaps (the page walk of `read`, with a line per mapping): for a process
     /// holding GPU memory, whose pinned host buffers are such mappings. The PSS is the sum of

@@ -189,7 +189,8 @@ impl Report {
             let mut c = Collector::default();
             // A bench recording counts one run per bench run, as in `memmon compare`.
             let m = measure_file(path, spec, above, false, |s| c.push(s))?;
-            let (runs, summary) = (m.runs, m.summary);
+            let (runs, mut summary) = (m.runs, m.summary);
+            summary.read_anatomy(path)?;
             series.push(c.finish(name, path.display().to_string(), *role, &summary));
             summaries.push(summary);
             match role {
@@ -291,13 +292,14 @@ impl Report {
                 .tables()
                 .into_iter()
                 .chain(summary.processes_table())
+                .chain(summary.anatomy_table())
                 .collect();
             if tables.is_empty() {
                 continue;
             }
             let _ = writeln!(
                 o,
-                "<section class=\"tables\">\n<h2>{}: runs, phases and processes</h2>",
+                "<section class=\"tables\">\n<h2>{}: runs, phases, processes and what grew</h2>",
                 esc(&series.name)
             );
             for t in tables {

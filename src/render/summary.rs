@@ -2,9 +2,11 @@
 //! tables as data for the report too (`Summary::processes_table`, `Phases::tables`). The
 //! numbers are decided in `analysis::summary`; this file only says them.
 
+use crate::analysis::anatomy::{GroupChange, Measure};
 use crate::analysis::summary::{
     process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
 };
+use crate::model::anatomy::GroupKind;
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakSource};
 use crate::render::table::Table;
 use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
@@ -15,7 +17,192 @@ fn bytes(v: u64) -> String {
     format!("{} ({})", fmt_bytes(v), count(v, "byte"))
 }
 
+/// The most groups `what grew` lists; the rest are summed on one line.
+const ANATOMY_LINES: usize = 8;
+
+/// The groups that changed, a line each (at most `ANATOMY_LINES`, the rest summed on one).
+pub fn change_lines(o: &mut String, changes: &[GroupChange]) {
+    let shown = changes.len().min(ANATOMY_LINES);
+    for c in &changes[..shown] {
+        let _ = writeln!(
+            o,
+            "                {:>11}  {}",
+            signed(c.delta_bytes),
+            describe(c)
+        );
+    }
+    let rest = &changes[shown..];
+    if !rest.is_empty() {
+        let sum: i64 = rest.iter().map(|c| c.delta_bytes).sum();
+        let _ = writeln!(
+            o,
+            "                {:>11}  in {} other groups",
+            signed(sum),
+            rest.len()
+        );
+    }
+}
+
+/// What a difference of two anatomies is measured in, in words.
+pub fn measure_words(m: Measure, one_had_smaps: bool) -> &'static str {
+    match m {
+        Measure::Resident => "resident (smaps)",
+        Measure::Virtual if one_had_smaps => {
+            "virtual size (maps; one of the two read without smaps)"
+        }
+        Measure::Virtual => "virtual size (maps; resident sizes need --pss)",
+    }
+}
+
+/// `+240.0 MiB`, `-4.0 KiB`.
+pub fn signed(v: i64) -> String {
+    let sign = if v < 0 { "-" } else { "+" };
+    format!("{sign}{}", fmt_bytes(v.unsigned_abs()))
+}
+
+/// `640 µs`, `12.3 ms`.
+fn fmt_us(us: u64) -> String {
+    if us >= 1000 {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    } else {
+        format!("{us} µs")
+    }
+}
+
+/// One group that changed, in words: `10 anonymous mappings of 24.0 MiB (new)`, `heap`.
+fn describe(c: &GroupChange) -> String {
+    let g = c.to.as_ref().or(c.from.as_ref());
+    let n = g.map_or(0, |g| g.mappings);
+    let sizes = g.map_or(String::new(), |g| {
+        if g.min_mapping_bytes == g.max_mapping_bytes {
+            fmt_bytes(g.max_mapping_bytes)
+        } else {
+            format!(
+                "{} to {}",
+                fmt_bytes(g.min_mapping_bytes),
+                fmt_bytes(g.max_mapping_bytes)
+            )
+        }
+    });
+    let mappings = |what: &str| {
+        if n == 1 {
+            format!("1 {what} of {sizes}")
+        } else {
+            format!("{n} {what}s of {sizes}")
+        }
+    };
+    let name = &c.key.name;
+    let rest = if c.key.rest {
+        "smaller ones gathered: "
+    } else {
+        ""
+    };
+    let what = match c.key.kind {
+        GroupKind::Heap => "heap ([heap])".to_string(),
+        GroupKind::Stack => "main thread's stack".to_string(),
+        GroupKind::ThreadStacks => format!("{n} thread stack(s)"),
+        GroupKind::Arenas => format!("{n} malloc arena(s)"),
+        GroupKind::Anon => mappings("anonymous mapping"),
+        GroupKind::Reserved => mappings("no-access reservation"),
+        GroupKind::SharedAnon => mappings("shared anonymous mapping"),
+        GroupKind::Named => format!("[anon:{name}] ({})", mappings("mapping")),
+        GroupKind::Memfd => format!("memfd '{name}' ({})", mappings("mapping")),
+        GroupKind::Shm => format!("shared memory {name} ({})", mappings("mapping")),
+        GroupKind::Sysv => format!("SysV shared memory {name}"),
+        GroupKind::Device => format!("device {name} ({})", mappings("mapping")),
+        GroupKind::HugePages => mappings("huge-page mapping"),
+        GroupKind::Binary => format!("the program {name}"),
+        GroupKind::Library => format!("library {name}"),
+        GroupKind::File => format!("file {name} ({})", mappings("mapping")),
+        GroupKind::Special => name.to_string(),
+    };
+    let tag = if c.new {
+        " (new)"
+    } else if c.gone {
+        " (gone)"
+    } else {
+        ""
+    };
+    format!("{rest}{what}{tag}")
+}
+
 impl Summary {
+    /// Reads the anatomy table the metadata names (`record --anatomy`), next to the recording
+    /// `file`, into the summary: what grew between the idle floor and the peak. A table that is
+    /// not there is said (the recording is still summarized); one that is malformed is an error.
+    pub fn read_anatomy(&mut self, file: &std::path::Path) -> Result<(), crate::format::ReadError> {
+        let Some(name) = self.anatomy_table.clone() else {
+            return Ok(());
+        };
+        if file == std::path::Path::new("-") {
+            self.warnings.push(format!(
+                "note: the recording has an anatomy table ({name}), not read for a recording on stdin"
+            ));
+            return Ok(());
+        }
+        // Only a file name: a metadata that names a path elsewhere is not followed.
+        let table = match std::path::Path::new(&name).file_name() {
+            Some(n) => file.with_file_name(n),
+            None => return Ok(()),
+        };
+        if !table.is_file() {
+            self.warnings.push(format!(
+                "note: the anatomy table {} that the metadata names is not there",
+                table.display()
+            ));
+            return Ok(());
+        }
+        let anatomies = crate::format::anatomy::read(&table)?;
+        self.with_anatomies(&anatomies);
+        Ok(())
+    }
+
+    /// What grew between the idle floor and the peak as a table (`report`).
+    pub fn anatomy_table(&self) -> Option<Table> {
+        let g = self.anatomy.as_ref()?;
+        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+        let size = |grp: Option<&crate::model::anatomy::Group>| match grp {
+            None => "-".to_string(),
+            Some(grp) => {
+                let b = match g.diff.measure {
+                    Measure::Resident => grp.resident.map_or(0, |r| r.resident_bytes()),
+                    Measure::Virtual => grp.virtual_bytes,
+                };
+                fmt_bytes(b)
+            }
+        };
+        Some(Table {
+            title: format!(
+                "what grew between the idle floor and the peak: {} {measure}",
+                signed(g.diff.delta_bytes)
+            ),
+            notes: vec![format!(
+                "from the anatomy nearest the idle floor at +{} (RSS {}) to the highest at +{} (RSS {})",
+                fmt_seconds(g.from.elapsed_s),
+                fmt_bytes(g.from.rss_bytes),
+                fmt_seconds(g.to.elapsed_s),
+                fmt_bytes(g.to.rss_bytes)
+            )],
+            head: ["change", "group", "at idle", "at the peak"]
+                .map(String::from)
+                .to_vec(),
+            rows: g
+                .diff
+                .changes
+                .iter()
+                .map(|c| {
+                    vec![
+                        signed(c.delta_bytes),
+                        describe(c),
+                        size(c.from.as_ref()),
+                        size(c.to.as_ref()),
+                    ]
+                })
+                .collect(),
+            footer: Vec::new(),
+        })
+    }
+
     /// For a peak of several processes: `, 9 processes: RSS sum over 9 processes, shared pages
     /// counted in each; PSS sum 300 MiB at that tick (each page once)`.
     fn tree_words(&self) -> String {
@@ -297,6 +484,7 @@ impl Summary {
             c.render(&mut o, self.peak.source == PeakSource::Cgroup);
         }
         self.render_pss(&mut o);
+        self.render_anatomy(&mut o);
         if let Some(g) = &self.gpu {
             o.push_str(&g.render());
         }
@@ -310,6 +498,40 @@ impl Summary {
             let _ = writeln!(o, "  {w}");
         }
         o
+    }
+
+    /// What grew between the idle floor and the peak (`record --anatomy`): the groups that
+    /// moved, largest change first, in resident bytes where both anatomies read smaps.
+    fn render_anatomy(&self, o: &mut String) {
+        let Some(g) = &self.anatomy else {
+            return;
+        };
+        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+        let at = |a: &crate::analysis::anatomy::AnatomyAt| {
+            format!(
+                "+{} (RSS {})",
+                fmt_seconds(a.elapsed_s),
+                fmt_bytes(a.rss_bytes)
+            )
+        };
+        let _ = writeln!(
+            o,
+            "  what grew     {} {measure}, from the anatomy nearest the idle floor at {} to the highest at {}:",
+            signed(g.diff.delta_bytes),
+            at(&g.from),
+            at(&g.to)
+        );
+        if g.diff.changes.is_empty() {
+            let _ = writeln!(o, "                no group changed");
+        }
+        change_lines(o, &g.diff.changes);
+        let _ = writeln!(
+            o,
+            "  anatomy reads {} taken, the longest {} ({} in all, on a thread of their own)",
+            g.anatomies,
+            fmt_us(g.longest_read_us),
+            fmt_us(g.total_read_us)
+        );
     }
 
     /// A recording without rows: a command that ended before its first sample (wait4 told its

@@ -5,6 +5,7 @@
 //! sink (`sink.rs`); the stop signals come from `sys::signals`; `error.rs` says why a recording
 //! could not start or go on. Nothing here prints: notes go to a `Reporter`.
 
+pub mod anatomy;
 pub mod cgroup;
 pub mod error;
 pub mod gpu;

@@ -3,8 +3,10 @@
 //! caller builds on them (a bench's runs, written into one recording: `bench/runner/`). The
 //! recorder hands each one the metadata, every sample as it is taken, and the end record.
 
+use crate::format::anatomy::AnatomyWriter;
 use crate::format::meta::{EndInfo, Meta};
 use crate::format::{Format, Output, OutputError};
+use crate::model::anatomy::Anatomy;
 use crate::model::sample::Sample;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -16,6 +18,14 @@ pub trait SampleSink: Send {
     /// Makes what was handed over so far durable (every 500 ms, and at the end).
     fn flush(&mut self) -> Result<(), OutputError> {
         Ok(())
+    }
+    /// An anatomy of the tree (`record --anatomy`); sinks without an anatomy table drop it.
+    fn anatomy(&mut self, _a: &Anatomy) -> Result<(), OutputError> {
+        Ok(())
+    }
+    /// The anatomy table anatomies are written to, if any.
+    fn anatomy_path(&self) -> Option<&Path> {
+        None
     }
     /// The recording has ended: its end record.
     fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError>;
@@ -119,6 +129,67 @@ impl SampleSink for Output {
     }
 }
 
+/// A recording's file with its anatomy table beside it (`record --anatomy`).
+pub struct WithAnatomy {
+    pub inner: Box<dyn SampleSink>,
+    pub table: AnatomyWriter,
+}
+
+impl SampleSink for WithAnatomy {
+    fn start(&mut self, meta: &Meta) -> Result<(), OutputError> {
+        self.inner.start(meta)
+    }
+
+    fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
+        self.inner.sample(s)
+    }
+
+    fn flush(&mut self) -> Result<(), OutputError> {
+        self.inner.flush()
+    }
+
+    fn anatomy(&mut self, a: &Anatomy) -> Result<(), OutputError> {
+        self.table.write(a)
+    }
+
+    fn anatomy_path(&self) -> Option<&Path> {
+        Some(self.table.path())
+    }
+
+    fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError> {
+        self.inner.finish(end)
+    }
+
+    fn destination(&self) -> String {
+        format!(
+            "{}; anatomies in {}",
+            self.inner.destination(),
+            self.table.path().display()
+        )
+    }
+
+    fn path(&self) -> Option<&Path> {
+        self.inner.path()
+    }
+
+    fn on_stdout(&self) -> bool {
+        self.inner.on_stdout()
+    }
+
+    fn kept(&self, samples: u64, removed: bool) -> String {
+        self.inner.kept(samples, removed)
+    }
+
+    fn discard(&mut self) {
+        self.inner.discard();
+        self.table.discard();
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        self.inner.take_notes()
+    }
+}
+
 /// A sink that keeps nothing (a bench without `-o`: its runs' numbers come from the
 /// recorder's summary and the bench's own spans).
 pub struct Nowhere;
@@ -146,6 +217,7 @@ impl SampleSink for Nowhere {
 pub struct Recorded {
     pub meta: Option<Meta>,
     pub samples: Vec<Sample>,
+    pub anatomies: Vec<Anatomy>,
     pub end: Option<EndInfo>,
 }
 
@@ -176,6 +248,11 @@ impl SampleSink for Memory {
 
     fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
         self.with(|r| r.samples.push(s.clone()));
+        Ok(())
+    }
+
+    fn anatomy(&mut self, a: &Anatomy) -> Result<(), OutputError> {
+        self.with(|r| r.anatomies.push(a.clone()));
         Ok(())
     }
 

@@ -34,7 +34,8 @@ enum Command {
     },
     /// Run a workload of known memory
     Workload {
-        /// Steps: ramp:SIZE:DUR, alloc:SIZE, mlock:SIZE, spike:SIZE:DUR, hold:DUR, free, free-all,
+        /// Steps: ramp:SIZE:DUR, alloc:SIZE, mlock:SIZE, partitions:N:SIZE, memfd:NAME:SIZE,
+        /// heap:SIZE, threads:N, spike:SIZE:DUR, hold:DUR, map-file:PATH:SIZE, free, free-all,
         /// children:N:SIZE:DUR, wait-children, say:TEXT, exit:CODE
         steps: Vec<String>,
     },

@@ -6,6 +6,8 @@ use crate::analysis::SummaryBuilder;
 use crate::exit::Ending;
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::OutputError;
+use crate::model::anatomy::Trigger;
+use crate::sampler::anatomy::asked_at;
 use anyhow::Context;
 
 impl Recorder {
@@ -44,6 +46,11 @@ impl Recorder {
             ));
         }
         let mut end = run.end;
+        if !matches!(stop, Stop::Failed(_)) {
+            if let Err(e) = self.last_anatomy(target_lives) {
+                return self.fail(e.into(), end);
+            }
+        }
         let (reason, signal) = match stop {
             Stop::Failed(err) => return self.fail(err, end),
             Stop::Stopped => {
@@ -91,6 +98,32 @@ impl Recorder {
         }
     }
 
+    /// With `--anatomy`: the read under way is waited for, and while the target lives one more
+    /// is read now (on this thread: the recording is ending), both into the table.
+    fn last_anatomy(&mut self, target_lives: bool) -> Result<(), OutputError> {
+        if self.anatomy.is_none() {
+            return Ok(());
+        }
+        // While the target lives, the end anatomy has a row of its own (its RSS is now's).
+        let row = if target_lives && self.samples > 0 && self.watch.is_up() {
+            self.tick(None).ok().flatten()
+        } else {
+            None
+        };
+        let Some(a) = &mut self.anatomy else {
+            return Ok(());
+        };
+        let got = match row {
+            Some(s) => a.read_now(self.watch.members(), asked_at(Trigger::End, &s)),
+            None => a.wait(),
+        };
+        for anatomy in got {
+            self.sink.anatomy(&anatomy)?;
+            self.anatomies.push(anatomy);
+        }
+        Ok(())
+    }
+
     fn end_info(&mut self, mut end: EndInfo) -> EndInfo {
         if end.cgroup.is_none() {
             let total = self.meta.mem_total_bytes;
@@ -131,13 +164,16 @@ impl Recorder {
         }
         let finished = self.sink.finish(&end);
         self.summary.session_end(&end);
-        let summary = self.summary.finish(
+        let mut summary = self.summary.finish(
             self.sink
                 .path()
                 .map(|p| p.display().to_string())
                 .or(Some("stdout".into())),
             None,
         );
+        if self.anatomy.is_some() {
+            summary.with_anatomies(&self.anatomies);
+        }
         if let Err(e) = finished {
             let kept = self
                 .sink

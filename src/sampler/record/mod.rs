@@ -79,6 +79,8 @@ pub struct RecordOptions {
     /// memmon may make one, `Some(true)` or an error, `Some(false)` never.
     pub own_cgroup: Option<bool>,
     pub cgroupfs: CgroupFs,
+    /// Anatomies of the tree into a side file (`--anatomy`): when, and whether smaps is read.
+    pub anatomy: Option<crate::sampler::anatomy::AnatomyOptions>,
 }
 
 impl RecordOptions {
@@ -110,6 +112,7 @@ impl RecordOptions {
             run_peaks: None,
             own_cgroup: None,
             cgroupfs: CgroupFs::default(),
+            anatomy: None,
         }
     }
 }
@@ -272,6 +275,11 @@ pub struct Recorder {
     /// Told of the start, each sample and the end.
     observer: Box<dyn RecordObserver + Send>,
     report: Reporter,
+    /// Anatomies of the tree (`--anatomy`), read on a thread of their own.
+    anatomy: Option<crate::sampler::anatomy::Anatomies>,
+    /// The anatomies written, for the summary at the end (each at least `--anatomy-rise` above
+    /// the last: a few dozen at most).
+    anatomies: Vec<crate::model::anatomy::Anatomy>,
 }
 
 impl Recorder {
@@ -552,6 +560,14 @@ impl Recorder {
         self.samples += 1;
         self.summary.push(&s);
         self.observer.on_sample(&s);
+        if let Some(a) = &mut self.anatomy {
+            // The read that ended goes to the table; the next is asked for when due.
+            if let Some(got) = a.arrived() {
+                self.sink.anatomy(&got)?;
+                self.anatomies.push(got);
+            }
+            a.after_row(self.watch.members(), &s);
+        }
         Ok(Some(s))
     }
 

@@ -5,6 +5,7 @@
 
 use super::{Control, ControlHandle, RecordObserver, RecordOptions, Recorder};
 use crate::analysis::SummaryBuilder;
+use crate::format::anatomy::AnatomyWriter;
 use crate::format::meta::{ColumnMeta, Meta, TargetMeta, SCHEMA_VERSION};
 use crate::format::{Format, Output};
 use crate::model::sample::COLUMNS;
@@ -12,12 +13,13 @@ use crate::probe::cgroup::MemCgroup;
 use crate::probe::taskstats::ExitWatch;
 use crate::probe::{ProcFs, ProcHandle};
 use crate::reporter::Reporter;
+use crate::sampler::anatomy::Anatomies;
 use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
 use crate::sampler::error::RecordError;
 use crate::sampler::gpu::GpuTracker;
 use crate::sampler::launch::Launched;
 use crate::sampler::schedule::Schedule;
-use crate::sampler::sink::SampleSink;
+use crate::sampler::sink::{SampleSink, WithAnatomy};
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::watch::{ExitRecords, Watch, WatchOptions};
 use crate::sys::{signals, Waker};
@@ -98,6 +100,23 @@ impl Recorder {
             meta.gpu = Some(g.meta());
         }
         meta.exit_records = Some(watch.exit_records_status());
+        // Anatomies only where the sink keeps them (a file's side table).
+        let anatomy = match (&opts.anatomy, sink.anatomy_path()) {
+            (Some(a), Some(path)) => {
+                meta.anatomy = Some(crate::format::meta::AnatomyMeta {
+                    file: path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    rise: a.rise,
+                    gap_s: a.gap.as_secs_f64(),
+                    smaps: a.smaps.is_some(),
+                });
+                meta.sources.push(anatomy_source(a));
+                Some(Anatomies::start(a.clone()).context("cannot start the anatomy thread")?)
+            }
+            _ => None,
+        };
         let mut cgroup = cgroup;
         if let Some(c) = &mut cgroup {
             // The baseline of the counters (OOM kills during the recording are those after it).
@@ -123,6 +142,8 @@ impl Recorder {
             meta,
             observer,
             report,
+            anatomy,
+            anatomies: Vec::new(),
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
@@ -149,8 +170,43 @@ pub fn file_sink(opts: &RecordOptions) -> anyhow::Result<Box<dyn SampleSink>> {
         .format
         .or_else(|| opts.output.file().map(Format::from_path))
         .unwrap_or(Format::Csv);
-    let out = Output::create(opts.output.file(), format, opts.force, opts.append)?;
-    Ok(Box::new(out))
+    // The anatomy table's name is checked before the recording is created: a refusal leaves
+    // nothing behind.
+    let anatomy = opts.anatomy.as_ref().and(opts.output.file());
+    if let Some(p) = anatomy {
+        AnatomyWriter::check(p, opts.force, opts.append)?;
+    }
+    let mut out = Output::create(opts.output.file(), format, opts.force, opts.append)?;
+    match anatomy {
+        Some(p) => match AnatomyWriter::create(p, opts.force, opts.append) {
+            Ok(table) => Ok(Box::new(WithAnatomy {
+                inner: Box::new(out),
+                table,
+            })),
+            Err(e) => {
+                out.discard();
+                Err(e.into())
+            }
+        },
+        None => Ok(Box::new(out)),
+    }
+}
+
+/// The metadata's line for the anatomies (`--anatomy`).
+fn anatomy_source(a: &crate::sampler::anatomy::AnatomyOptions) -> String {
+    format!(
+        "/proc/PID/maps{} on a thread of its own: at the first row, at each new RSS high {:.0}% above the last one taken (at most every {}), and at the end",
+        match &a.smaps {
+            Some(g) => format!(
+                " and /proc/PID/smaps (resident sizes; not of processes over {}{})",
+                fmt_bytes(g.max_rss),
+                if g.force { ", forced" } else { "" }
+            ),
+            None => " (no smaps: resident sizes only with --pss)".into(),
+        },
+        a.rise * 100.0,
+        fmt_interval(a.gap)
+    )
 }
 
 /// The GPU source (`--gpu`, `--no-gpu`): `None` where none is read; a usage error when `--gpu`
@@ -323,6 +379,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
             })
             .collect(),
         gpu: None,
+        anatomy: None,
         end: None,
         earlier_sessions: Vec::new(),
     }
