@@ -727,6 +727,11 @@ fn compare_gates_the_gpu_peak() {
         out.contains("GPU peak") && out.contains("+4.00 GiB"),
         "{out}"
     );
+    // No accounting on this GPU: both sides on the sampled numbers, and it says so.
+    assert!(
+        out.contains("GPU peak is the sampled GPU memory on both sides, a lower bound"),
+        "{out}"
+    );
     memmon()
         .arg("compare")
         .arg(&base)

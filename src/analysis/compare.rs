@@ -473,14 +473,16 @@ impl Metric {
         )
     }
 
-    /// The run's value; its peak on `basis`.
-    pub fn value(self, r: &Run, basis: PeakBasis) -> Option<f64> {
+    /// The run's value; its peak on `basis`, its GPU peak the driver's exact mark where
+    /// `gpu_exact` (every run has one), else the sampled one.
+    pub fn value(self, r: &Run, basis: PeakBasis, gpu_exact: bool) -> Option<f64> {
         match self {
             Metric::Peak => Some(r.peak_on(basis).bytes as f64),
             Metric::IdleRss => Some(r.idle_rss_bytes as f64),
             Metric::MeanRss => Some(r.mean_rss_bytes as f64),
             Metric::Duration => Some(r.duration_s),
             Metric::TimeAbove => r.time_above_s,
+            Metric::PeakGpu if gpu_exact => r.gpu.map(|g| g.bytes as f64),
             Metric::PeakGpu => r.peak_gpu_bytes.map(|b| b as f64),
         }
     }
@@ -662,12 +664,14 @@ pub struct Side {
 }
 
 impl Side {
-    /// The side's runs, their peaks held on `basis`.
-    pub fn new(runs: Vec<Run>, basis: PeakBasis) -> Side {
+    /// The side's runs, their peaks held on `basis` (and their GPU peaks on the driver's marks
+    /// where `gpu_exact`).
+    pub fn new(runs: Vec<Run>, basis: PeakBasis, gpu_exact: bool) -> Side {
         let stats = Metric::ALL
             .iter()
             .filter_map(|&m| {
-                let values: Option<Vec<f64>> = runs.iter().map(|r| m.value(r, basis)).collect();
+                let values: Option<Vec<f64>> =
+                    runs.iter().map(|r| m.value(r, basis, gpu_exact)).collect();
                 Some((m, Stats::of(&values?)?))
             })
             .collect();
@@ -711,6 +715,10 @@ pub struct Comparison {
     /// The kind of peak every run is held on: the best one all runs of both sides have
     /// (`model::peak::common_basis`), so a number is never set against one of another kind.
     pub peak_basis: PeakBasis,
+    /// The GPU peak compared, where both sides recorded GPU memory: `nvml-accounting` (the
+    /// driver's exact mark of the tree, when every run has one) or `sampled` (a lower bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_peak_basis: Option<&'static str>,
     pub base: Side,
     pub new: Side,
     /// The level of `time_above_s`, when given.
@@ -731,8 +739,15 @@ impl Comparison {
         gates: &[Gate],
     ) -> Comparison {
         let peak_basis = common_basis(base.iter().chain(&new).map(|r| &r.facts));
-        let base = Side::new(base, peak_basis);
-        let new = Side::new(new, peak_basis);
+        // The GPU peak, like the host's, on one kind for every run: the driver's exact mark of
+        // the tree only when every run has it.
+        let gpu_exact = base.iter().chain(&new).all(|r| {
+            r.gpu
+                .is_some_and(|g| g.exact && g.source == PeakSource::NvmlAccounting)
+        });
+        let has_gpu = base.iter().chain(&new).any(|r| r.peak_gpu_bytes.is_some());
+        let base = Side::new(base, peak_basis, gpu_exact);
+        let new = Side::new(new, peak_basis, gpu_exact);
         let deltas: Vec<Delta> = Metric::ALL
             .iter()
             .filter_map(|&m| {
@@ -751,6 +766,11 @@ impl Comparison {
         let passed = gates.iter().all(|g| g.passed);
         Comparison {
             peak_basis,
+            gpu_peak_basis: has_gpu.then_some(if gpu_exact {
+                "nvml-accounting"
+            } else {
+                "sampled"
+            }),
             base,
             new,
             above_bytes,
@@ -792,6 +812,65 @@ mod tests {
 
     fn stats(v: &[f64]) -> Stats {
         Stats::of(v).unwrap()
+    }
+
+    /// A run with GPU memory: `sampled` the largest sampled, `mark` NVML accounting's exact
+    /// mark of the tree (where the driver kept one).
+    fn gpu_run(sampled: u64, mark: Option<u64>) -> Run {
+        let kernel = crate::analysis::gpu::GpuKernelPeak {
+            bytes: mark,
+            scope: mark.map(|_| PeakScope::Tree),
+            ..Default::default()
+        };
+        Run {
+            peak_gpu_bytes: Some(sampled),
+            gpu: crate::analysis::gpu::budget_peak(Some(sampled), &kernel),
+            ..run(100 << 20, 1.0)
+        }
+    }
+
+    #[test]
+    fn the_gpu_peak_is_compared_on_the_drivers_mark_only_when_every_run_has_it() {
+        const GIB: u64 = 1 << 30;
+        // Sampled 8 GiB on both sides; the driver saw 16 GiB, then 20 GiB between samples.
+        let gate = Gate {
+            flag: "--max-gpu-increase",
+            metric: Metric::PeakGpu,
+            limit: Limit::Percent(10.0),
+        };
+        let exact = Comparison::new(
+            vec![gpu_run(8 * GIB, Some(16 * GIB))],
+            vec![gpu_run(8 * GIB, Some(20 * GIB))],
+            None,
+            1.0,
+            std::slice::from_ref(&gate),
+        );
+        assert_eq!(exact.gpu_peak_basis, Some("nvml-accounting"));
+        let d = exact.delta(Metric::PeakGpu).unwrap();
+        assert_eq!(
+            (d.base.mean, d.new.mean),
+            ((16 * GIB) as f64, (20 * GIB) as f64)
+        );
+        assert!(!exact.passed, "+25% fails a 10% gate");
+        // One run without the mark: both sides on the sampled numbers, never one of each kind.
+        let mixed = Comparison::new(
+            vec![gpu_run(8 * GIB, Some(16 * GIB))],
+            vec![gpu_run(8 * GIB, None)],
+            None,
+            1.0,
+            &[gate],
+        );
+        assert_eq!(mixed.gpu_peak_basis, Some("sampled"));
+        let d = mixed.delta(Metric::PeakGpu).unwrap();
+        assert_eq!(
+            (d.base.mean, d.new.mean),
+            ((8 * GIB) as f64, (8 * GIB) as f64)
+        );
+        assert!(mixed.passed);
+        assert_eq!(
+            Comparison::new(vec![run(1, 1.0)], vec![run(1, 1.0)], None, 1.0, &[]).gpu_peak_basis,
+            None
+        );
     }
 
     fn run(peak: u64, duration_s: f64) -> Run {

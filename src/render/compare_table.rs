@@ -247,6 +247,15 @@ fn source_line(c: &Comparison) -> String {
             above[0].facts.basis().describe()
         );
     }
+    match c.gpu_peak_basis {
+        Some("nvml-accounting") => line.push_str(
+            "\nGPU peak is NVML accounting's exact mark of the tree on both sides (every run has one)",
+        ),
+        Some(_) => line.push_str(
+            "\nGPU peak is the sampled GPU memory on both sides, a lower bound (not every run has the driver's exact mark of the tree)",
+        ),
+        None => {}
+    }
     line
 }
 
@@ -544,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_side_of_several_recordings_names_each_ones_runs() {
-        let mut side = Side::new(vec![run("a", 1); 4], PeakBasis::Kernel);
+        let mut side = Side::new(vec![run("a", 1); 4], PeakBasis::Kernel, false);
         side.recordings = vec![
             recording("a.csv", Split::BenchRuns, 3, &[]),
             recording("b.csv", Split::WholeFile, 1, &[]),
