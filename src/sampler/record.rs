@@ -425,6 +425,9 @@ impl Recorder {
             c.tick();
         }
         let mut tree = Tree::new(opts.procfs.clone(), handle, opts.children);
+        if opts.children {
+            meta.sources.insert(1, tree.children_source().into());
+        }
         let exit_records = match exit_watch {
             None => "off (--no-taskstats)".to_string(),
             Some(Ok(w)) => {
@@ -1573,13 +1576,8 @@ fn output_error(e: OutputError) -> anyhow::Error {
 }
 
 fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource>) -> Meta {
+    // How children are found comes second, once the tree says (`start`).
     let mut sources = vec!["/proc/PID/status (VmRSS, RssAnon, RssFile, RssShmem, VmSwap, VmLck, VmPin, VmHWM) every tick".to_string()];
-    if opts.children {
-        sources.push(
-            "/proc/PID/task/TID/children: the main thread's every tick, other threads' every 100 ms and when the thread count changes"
-                .into(),
-        );
-    }
     if let Some(p) = &opts.pss {
         sources.push(format!(
             "/proc/PID/smaps_rollup (Pss) every {}, skipping processes over {}{}",
