@@ -672,7 +672,12 @@ impl Tree {
             }
             self.remember_departed(rec);
         }
-        if let Some(&i) = self.index.get(&self.root_pid).filter(|_| root_gone) {
+        let root = if root_gone {
+            self.index.get(&self.root_pid).copied()
+        } else {
+            None
+        };
+        if let Some(i) = root {
             let (start, last_hwm) = {
                 let root = &self.members[i];
                 (root.handle.start_time, root.last.hwm)
