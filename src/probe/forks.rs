@@ -7,10 +7,11 @@
 //! between; a full queue is counted, and the tree then reads every children file once). A socket
 //! filter (classic BPF, [`ForkWatch::keep_parents`]) drops in the kernel the events of threads and
 //! of processes whose parent is not of the tree, so a busy machine's other forks cost memmon
-//! nothing. Listening needs root (CAP_NET_ADMIN) in the initial PID and user namespaces: the
-//! events name processes by their PIDs there. [`ForkWatch::open`] proves the events reach it (it
-//! starts a thread and waits for that thread's own event) or gives up: the caller then reads the
-//! children files as before. Hand-written netlink: the offsets below are those of `struct
+//! nothing. The kernel sends events only to listeners in the initial PID and user namespaces
+//! (they name processes by their PIDs there); older kernels only to root (CAP_NET_ADMIN), while
+//! Linux 6.18 lets any user listen (measured). [`ForkWatch::open`] proves the events reach it (it
+//! starts a thread, whose creation queues an event before it returns) or gives up: the caller
+//! then reads the children files as before. Hand-written netlink: the offsets below are those of `struct
 //! cn_msg` (include/uapi/linux/connector.h) and `struct proc_event`
 //! (include/uapi/linux/cn_proc.h), and every read is bounded by the length the kernel sent.
 

@@ -1356,6 +1356,32 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     }
 
     #[test]
+    fn a_status_due_by_age_is_read_without_statm_and_gives_the_next_tick_its_statm() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        // statm cannot be read any more: a tick with the status due by age does not need it.
+        let statm = tmp.path().join("101/statm");
+        let kept = fs::read_to_string(&statm).unwrap();
+        fs::remove_file(&statm).unwrap();
+        set_status(tmp.path(), 101, "VmHWM", "900 kB");
+        let s = t.sample_at(t0 + STATUS_MAX_AGE).unwrap().unwrap();
+        assert_eq!((s.processes, s.hwm_max), (2, 1000 << 10));
+        assert_eq!(t.processes()[1].hwm_bytes, 900 << 10);
+        // The next tick compares statm with what that status said: the same, so it is carried
+        // (a status changed since is not read).
+        fs::write(&statm, kept).unwrap();
+        set_status(tmp.path(), 101, "VmHWM", "950 kB");
+        t.sample_at(t0 + STATUS_MAX_AGE + Duration::from_millis(10))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.processes()[1].hwm_bytes, 900 << 10);
+    }
+
+    #[test]
     fn a_process_that_execs_is_named_by_its_new_program() {
         let tmp = tempfile::tempdir().unwrap();
         fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
