@@ -141,6 +141,9 @@ class Sampler:
 
     exact = True
 
+    def supports(self, rate_hz):
+        return True
+
     def samples(self, out, t0_ms, t1_ms, rate_hz):
         return rows_between(out, t0_ms, t1_ms)
 
@@ -207,12 +210,15 @@ class PeakMem(Sampler):
 
     def start(self, pids, interval, out):
         ms = max(1, interval_ns(interval) // 1_000_000)
-        return subprocess.Popen([PEAK_MEM, "-i", str(ms), "--", "sleep", "100000"],
+        return subprocess.Popen([PEAK_MEM, "--interval", str(ms), "--", "sleep", "100000"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
 
+    def supports(self, rate_hz):
+        return rate_hz <= 1000  # its interval is in whole milliseconds
+
     def samples(self, out, t0_ms, t1_ms, rate_hz):
-        return round(min(rate_hz, 1000) * (t1_ms - t0_ms) / 1000)
+        return round(rate_hz * (t1_ms - t0_ms) / 1000)
 
 
 def interval_ns(text):
@@ -324,7 +330,7 @@ def bench_idle(tmp, floors, memmons, peers, rounds, quick):
         for rate, interval in RATES:
             target = idle()
             try:
-                for s in rotate(floors + memmons + peers, r):
+                for s in rotate(floors + memmons + [p for p in peers if p.supports(rate)], r):
                     secs = windows[rate] / (2 if quick else 1)
                     res = s.run(tmp, [target.pid], rate, interval, 2.0, secs)
                     t.add(f"{rate:,} Hz", s.key, s.name, res)
@@ -481,21 +487,21 @@ def bench_export(tmp, memmons, rounds, quick):
     sys.stdout.flush()
 
 
-def bench_read(tmp, memmons, rounds, gib):
-    """`memmon summary` of a generated recording whose header is this memmon's own."""
+def make_recording(tmp, binary, path, gib):
+    """Writes a recording of about `gib` GiB at `path` whose header is `binary`'s own (taken
+    from a short real recording): a 10 Hz daemon's rows. Returns (rows, columns)."""
     header_src = os.path.join(tmp, "header.csv")
     target = idle()
     try:
-        subprocess.run([memmons[0].binary, "record", "-q", "--force", "-i", "10ms", "--duration", "100ms",
+        subprocess.run([binary, "record", "-q", "--force", "-i", "10ms", "--duration", "100ms",
                         "--pid", str(target.pid), "-o", header_src], check=True)
     finally:
         target.kill()
         target.wait()
     with open(header_src) as f:
-        lines = f.read().splitlines()
-    header = lines[0]
+        header = f.readline().rstrip("\n")
     cols = header.split(",")
-    path = os.path.join(tmp, "big.csv")
+    empty_when_off = ("pss_bytes", "event_lag_us", "event")
     size_goal = int(gib * (1 << 30))
     with open(path, "w") as f:
         f.write(header + "\n")
@@ -504,21 +510,28 @@ def bench_read(tmp, memmons, rounds, gib):
             out = []
             for _ in range(100_000):
                 rss = 48_000_000_000 + ((i * 7919) % 100_000) * 1_048_576
-                vals = {"unix_ms": t0 + i * 100, "elapsed_s": f"{i * 0.1:.3f}", "rss_bytes": rss,
+                vals = {"unix_ms": t0 + i * 100, "elapsed_s": f"{i * 0.1:.6f}", "rss_bytes": rss,
                         "anon_bytes": rss - 600_000_000, "file_bytes": 600_000_000, "processes": 11,
                         "top_pid": 4242, "top_rss_bytes": rss - 1_000_000, "hwm_bytes": rss + 5_000_000,
                         "hwm_sum_bytes": rss + 9_000_000, "vm_size_bytes": rss * 2, "threads": 40}
-                out.append(",".join(str(vals.get(c, 0 if c.endswith(("_bytes", "_ticks", "departed")) and
-                                             c != "pss_bytes" and not c.startswith(("gpu", "cgroup", "nvidia"))
-                                             else "")) for c in cols))
+                # Columns of sources that are off (GPU, cgroup) are empty, the others 0.
+                out.append(",".join(str(vals.get(c, "" if c in empty_when_off or c.startswith(
+                    ("gpu", "cgroup", "nvidia")) else 0)) for c in cols))
                 i += 1
             chunk = "\n".join(out) + "\n"
             f.write(chunk)
             written += len(chunk)
-    size = os.path.getsize(path)
-    check = subprocess.run([memmons[0].binary, "summary", "--json", path], capture_output=True)
+    check = subprocess.run([binary, "summary", "--json", path], capture_output=True)
     if check.returncode != 0 or json.loads(check.stdout)["samples"] != i:
         raise SystemExit(f"the generated recording does not read back: {check.stderr.decode()[:500]}")
+    return i, len(cols)
+
+
+def bench_read(tmp, memmons, rounds, gib):
+    """`memmon summary` of a generated recording whose header is this memmon's own."""
+    path = os.path.join(tmp, "big.csv")
+    i, ncols = make_recording(tmp, memmons[0].binary, path, gib)
+    size = os.path.getsize(path)
     subprocess.run(["cat", path], stdout=subprocess.DEVNULL)  # the page cache warm
     times = {}
     for r in range(rounds):
@@ -527,7 +540,7 @@ def bench_read(tmp, memmons, rounds, gib):
             subprocess.run([m.binary, "summary", path], stdout=subprocess.DEVNULL, check=True)
             times.setdefault(m.name, []).append(time.monotonic() - t)
     os.remove(path)
-    print(f"\n### summary of a {size / (1 << 30):.2f} GiB recording ({i:,} rows, {len(cols)} columns), "
+    print(f"\n### summary of a {size / (1 << 30):.2f} GiB recording ({i:,} rows, {ncols} columns), "
           f"page cache warm, {rounds} runs each\n")
     print("| memmon | wall, median (range) | throughput |")
     print("|---|---|---|")
