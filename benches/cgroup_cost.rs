@@ -58,13 +58,15 @@ fn main() {
             return;
         }
     };
-    let fd = own.procs_fd().unwrap();
+    let fd = own.procs_fd().unwrap().try_clone_to_owned().unwrap();
+    // SAFETY: between fork and exec the closure makes one system call (write, through rustix),
+    // which neither allocates nor locks.
     let mut child = unsafe {
         std::process::Command::new("sleep")
             .arg("60")
             .pre_exec(move || {
-                if libc::write(fd, b"0\n".as_ptr() as *const _, 2) != 2 {
-                    return Err(std::io::Error::last_os_error());
+                if rustix::io::write(&fd, b"0\n")? != 2 {
+                    return Err(std::io::Error::from_raw_os_error(libc::EIO));
                 }
                 Ok(())
             })

@@ -58,8 +58,11 @@ fn write_recording(path: &Path, bytes: u64, peak: u64) {
 }
 
 fn max_rss_bytes() -> u64 {
+    // SAFETY: all zeroes is a valid rusage (plain integers).
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    // SAFETY: `ru` is a valid rusage for the kernel to fill.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    assert_eq!(r, 0, "getrusage: {}", std::io::Error::last_os_error());
     ru.ru_maxrss as u64 * 1024
 }
 

@@ -1,10 +1,19 @@
-//! The command line: one clap struct per subcommand, a `///` line per flag. Durations and sizes
-//! take human forms (`250ms`, `8GiB`). The only file of clap structs: `commands/` turns each into
-//! the core's options; the core never sees them.
+//! The command line: one clap struct per subcommand, a `///` line per flag; a group of flags
+//! that several subcommands share is one struct, flattened into each (`TargetArgs`,
+//! `SamplingArgs`, `PssArgs`, `MarkArgs`, `BudgetArgs`, `InputArgs`). Values are parsed here into
+//! their types: durations and sizes from human forms (`250ms`, `8GiB`), an output into a
+//! `Dest` (`-` is stdout), a listen address, export targets, a regex. The only file of clap
+//! structs: `commands/` turns each into the core's options; the core never sees them.
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use memmon::analysis::compare::Limit;
+use memmon::export::ExportTarget;
 use memmon::format::{Format, InputFormat, InputSpec};
+use memmon::output::Dest;
+use memmon::sampler::target::TargetSpec;
+use regex::Regex;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,6 +27,25 @@ fn interval(s: &str) -> Result<Duration, String> {
 
 fn size(s: &str) -> Result<u64, String> {
     memmon::units::parse_size(s)
+}
+
+/// An output: `-` is stdout, anything else a file (`Dest::from` decides).
+fn dest() -> impl TypedValueParser<Value = Dest> {
+    clap::builder::PathBufValueParser::new().map(Dest::from)
+}
+
+fn regex(s: &str) -> Result<Regex, String> {
+    Regex::new(s).map_err(|e| format!("not a valid regex: {e}"))
+}
+
+fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|e| {
+        format!("not an ADDRESS:PORT ({e}); e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464")
+    })
+}
+
+fn export_target(s: &str) -> Result<ExportTarget, String> {
+    memmon::export::parse_target(s)
 }
 
 #[derive(Parser, Debug)]
@@ -58,17 +86,8 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// Watch the process with this PID
-    #[arg(long, value_name = "PID", group = "target")]
-    pub pid: Option<i32>,
-
-    /// Watch the process whose PID is in FILE (re-read when it restarts)
-    #[arg(long, value_name = "FILE", group = "target")]
-    pub pidfile: Option<PathBuf>,
-
-    /// Watch the process whose name or command line matches REGEX (followed across restarts)
-    #[arg(long, value_name = "REGEX", group = "target")]
-    pub name: Option<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
 
     /// With --name or --pidfile: wait for the target to appear instead of failing
     #[arg(long)]
@@ -81,15 +100,16 @@ pub struct RecordArgs {
     /// Reset the kernel's high-water marks at the first sample, so an attached target's kernel peak is exact from the start
     #[arg(
         long,
+        alias = "reset-peak",
         long_help = "Right after the first sample, reset the kernel's high-water mark (VmHWM, by \
 writing 5 to /proc/PID/clear_refs) of every process of the tree, as bench does before each run. \
 Without it, a process memmon attaches to carries the peak of its whole life, which may predate the \
 recording: its kernel peak then counts only if it rises during the recording, and `summary` shows \
 the older one apart as the lifetime peak. With --cgroup, the cgroup's peak (memory.peak, v1 \
 memory.max_usage_in_bytes) is reset too. Needs to be the target's owner or root; a launched \
-command needs no reset."
+command needs no reset. (`--reset-peak` is an older spelling of this flag.)"
     )]
-    pub reset_peak: bool,
+    pub reset_peaks: bool,
 
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -131,6 +151,36 @@ programs that buffer a pipe (C stdio) should flush each line, e.g. run under `st
     /// The command to launch and record, after `--`
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// A running process to watch, by PID, pidfile or name (`record`, and `bench`'s daemon): at most
+/// one of the three.
+#[derive(Args, Debug, Clone, Default)]
+#[group(id = "target", multiple = false)]
+pub struct TargetArgs {
+    /// Watch the process with this PID
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<i32>,
+
+    /// Watch the process whose PID is in FILE (re-read when it restarts)
+    #[arg(long, value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
+
+    /// Watch the process whose name or command line matches REGEX (followed across restarts)
+    #[arg(long, value_name = "REGEX", value_parser = regex)]
+    pub name: Option<Regex>,
+}
+
+impl TargetArgs {
+    /// The process named by `--pid`, `--pidfile` or `--name`; `None` when none is given.
+    pub fn spec(&self) -> Option<TargetSpec> {
+        match (self.pid, &self.pidfile, &self.name) {
+            (Some(pid), _, _) => Some(TargetSpec::Pid(pid)),
+            (_, Some(f), _) => Some(TargetSpec::Pidfile(f.clone())),
+            (_, _, Some(re)) => Some(TargetSpec::Name(re.clone())),
+            (None, None, None) => None,
+        }
+    }
 }
 
 /// Memory cgroups: one to read per tick, and the cgroup of memmon's own for a launched command.
@@ -334,8 +384,8 @@ impl From<FormatArg> for Format {
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Where to write the recording (default: memmon-demo.csv, or the next free name)
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[arg(short, long, value_name = "FILE", value_parser = dest())]
+    pub output: Option<Dest>,
 
     /// Time between samples
     #[arg(short, long, default_value = "50ms", value_parser = interval, value_name = "DURATION")]
@@ -426,8 +476,8 @@ pub struct ReportArgs {
     pub new: Vec<PathBuf>,
 
     /// Where to write the HTML file ('-' for stdout); required
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[arg(short, long, value_name = "FILE", value_parser = dest())]
+    pub output: Option<Dest>,
 
     /// Overwrite an existing output file
     #[arg(long)]
@@ -569,8 +619,8 @@ pub struct SamplingArgs {
     pub no_children: bool,
 
     /// Write the recording to FILE ('-' is stdout; record's default is stdout)
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[arg(short, long, value_name = "FILE", value_parser = dest())]
+    pub output: Option<Dest>,
 
     /// Recording format (default: from the file's extension, .jsonl for JSON Lines, else CSV)
     #[arg(long, value_enum)]
@@ -644,20 +694,15 @@ counts only where it rose. Without a daemon, each run of the command is recorded
 its tree's exact peak from a memory cgroup memmon makes for the run (where it may: --own-cgroup), \
 else wait4's ru_maxrss of that run's process. The client \
 gets MEMMON_BENCH_RUN=N (0 in warmup runs). Exit codes: 0 all runs done; 1 a client failed or the \
-daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written)."
+daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still written).",
+    mut_arg("pid", |a| a.help("The daemon: the process with this PID")),
+    mut_arg("pidfile", |a| a.help("The daemon: the process whose PID is in FILE")),
+    mut_arg("name", |a| a.help("The daemon: the process whose name or command line matches REGEX"))
 )]
 pub struct BenchArgs {
-    /// The daemon: the process with this PID
-    #[arg(long, value_name = "PID", group = "target")]
-    pub pid: Option<i32>,
-
-    /// The daemon: the process whose PID is in FILE
-    #[arg(long, value_name = "FILE", group = "target")]
-    pub pidfile: Option<PathBuf>,
-
-    /// The daemon: the process whose name or command line matches REGEX
-    #[arg(long, value_name = "REGEX", group = "target")]
-    pub name: Option<String>,
+    /// The daemon (none: the client is the command measured)
+    #[command(flatten)]
+    pub daemon: TargetArgs,
 
     /// Measured runs of the client
     #[arg(short = 'n', long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..), value_name = "RUNS")]
@@ -680,16 +725,16 @@ pub struct BenchArgs {
     pub ignore_failure: bool,
 
     /// Write the runs and their statistics as JSON to FILE ('-' is stdout)
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = dest())]
+    pub export_json: Option<Dest>,
 
     /// Write one CSV row per run to FILE ('-' is stdout)
-    #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = dest())]
+    pub export_csv: Option<Dest>,
 
     /// Write the runs and their statistics as a Markdown table to FILE ('-' is stdout)
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = dest())]
+    pub export_markdown: Option<Dest>,
 
     /// Push each run's results to the Prometheus Pushgateway at URL (http://HOST:PORT): job memmon_bench, groups instance/bench/run
     #[arg(long, value_name = "URL")]
@@ -735,12 +780,12 @@ labelled target=\"NAME\" (no PID: a restart keeps its series). README: Monitor a
 )]
 pub struct ExportArgs {
     /// Address to serve /metrics on (loopback by default; another address must be given explicitly)
-    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
-    pub listen: String,
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT", value_parser = listen_addr)]
+    pub listen: SocketAddr,
 
     /// A target as NAME=pid:PID, NAME=pidfile:PATH, NAME=name:REGEX or NAME=cgroup:PATH (a memory cgroup's directory or path; repeat for more; followed across restarts)
-    #[arg(long = "target", value_name = "NAME=KIND:VALUE")]
-    pub targets: Vec<String>,
+    #[arg(long = "target", value_name = "NAME=KIND:VALUE", value_parser = export_target)]
+    pub targets: Vec<ExportTarget>,
 
     /// Read targets from FILE, one NAME=KIND:VALUE a line ('#' starts a comment)
     #[arg(long, value_name = "FILE")]
@@ -781,4 +826,91 @@ written 0; v2 memory.peak: reset for memmon's descriptor only, Linux 6.12 and la
     /// Print no messages about targets found, exited or restarted
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        // Every flag, group, conflict and requirement names things that exist, no two flags
+        // share a name, defaults parse: what clap checks only when a flag is used.
+        Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Command {
+        Cli::try_parse_from(std::iter::once("memmon").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .command
+    }
+
+    #[test]
+    fn an_old_spelling_is_a_hidden_alias_of_the_new_one() {
+        for flag in ["--reset-peaks", "--reset-peak"] {
+            let Command::Record(r) = parse(&["record", "--pid", "1", flag]) else {
+                panic!("not record")
+            };
+            assert!(r.reset_peaks, "{flag}");
+        }
+        let help = Cli::command()
+            .find_subcommand_mut("record")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("--reset-peaks"), "{help}");
+        assert!(!help.contains("--reset-peak "), "{help}");
+    }
+
+    #[test]
+    fn a_dash_output_is_stdout_in_every_subcommand() {
+        let Command::Record(r) = parse(&["record", "-o", "-", "--", "true"]) else {
+            panic!("not record")
+        };
+        assert_eq!(r.sampling.output, Some(Dest::Stdout));
+        let Command::Bench(b) = parse(&["bench", "--export-json", "-", "-o", "r.csv", "--", "x"])
+        else {
+            panic!("not bench")
+        };
+        assert_eq!(b.export_json, Some(Dest::Stdout));
+        assert_eq!(b.sampling.output, Some(Dest::File("r.csv".into())));
+        let Command::Report(r) = parse(&["report", "a.csv", "-o", "-"]) else {
+            panic!("not report")
+        };
+        assert_eq!(r.output, Some(Dest::Stdout));
+    }
+
+    #[test]
+    fn one_target_flag_at_most_and_each_the_same_in_record_and_bench() {
+        for sub in ["record", "bench"] {
+            let e = Cli::try_parse_from(["memmon", sub, "--pid", "1", "--name", "x", "--", "y"])
+                .unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{sub}");
+            let e = Cli::try_parse_from(["memmon", sub, "--name", "(", "--", "y"]).unwrap_err();
+            assert!(e.to_string().contains("not a valid regex"), "{sub}: {e}");
+        }
+        let Command::Bench(b) = parse(&["bench", "--pidfile", "/run/d.pid", "--", "c"]) else {
+            panic!("not bench")
+        };
+        assert!(
+            matches!(b.daemon.spec(), Some(TargetSpec::Pidfile(p)) if p == std::path::Path::new("/run/d.pid"))
+        );
+    }
+
+    #[test]
+    fn export_takes_typed_targets_and_a_socket_address() {
+        let Command::Export(e) = parse(&[
+            "export",
+            "--listen",
+            "[::1]:9464",
+            "--target",
+            "db=name:^postgres$",
+        ]) else {
+            panic!("not export")
+        };
+        assert_eq!(e.listen, "[::1]:9464".parse::<SocketAddr>().unwrap());
+        assert_eq!(e.targets[0].name, "db");
+        assert!(matches!(e.targets[0].spec, TargetSpec::Name(_)));
+    }
 }

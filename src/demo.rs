@@ -2,7 +2,7 @@
 //! writes the recording to a file it names, and prints the summary — memmon's main job on a
 //! workload whose memory is known.
 
-use crate::probe::ProcFs;
+use crate::reporter::Reporter;
 use crate::sampler::record::{Outcome, RecordObserver, RecordOptions, Recorder};
 use crate::sampler::target::TargetSpec;
 use std::path::{Path, PathBuf};
@@ -44,13 +44,13 @@ pub struct DemoDone {
     pub plot: Option<PathBuf>,
 }
 
-/// Records the demo workload into `output`, telling `observer` of the recording (and, first, of
-/// what the demo is, unless `quiet`), then plots it.
+/// Records the demo workload into `output`, telling `observer` of the recording and `report`
+/// (first) what the demo is, then plots it.
 pub fn run(
     output: Option<PathBuf>,
     interval: Duration,
-    mut observer: Box<dyn RecordObserver + Send>,
-    quiet: bool,
+    observer: Box<dyn RecordObserver + Send>,
+    report: Reporter,
 ) -> anyhow::Result<DemoDone> {
     let output = output.unwrap_or_else(|| free_name(Path::new(".")));
     let svg = svg_path(&output);
@@ -62,40 +62,17 @@ pub fn run(
             (&svg, "the demo's plot"),
         ],
         false,
-    )
-    .map_err(|e| crate::exit::CodedError::new(crate::exit::ExitCode::Usage, e.to_string()))?;
+    )?;
     let exe = std::env::current_exe()?;
     let mut command = vec![exe.display().to_string(), WORKLOAD_ENTRY.to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
-    if !quiet {
-        observer.on_note("demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");
-    }
+    report.note("demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");
     let opts = RecordOptions {
-        target: TargetSpec::Command(command),
         interval,
-        children: true,
-        output: Some(output),
-        format: None,
-        force: false,
-        append: false,
-        pss: None,
-        gpu: Default::default(),
-        wait: false,
-        exit_with_target: false,
-        duration: None,
-        quiet,
-        procfs: ProcFs::default(),
-        phase_peaks: false,
-        reset_peak: false,
-        exit_records: true,
-        capture_stdout: false,
-        env: Vec::new(),
-        cgroup: None,
-        own_cgroup: None,
-        cgroupfs: crate::probe::cgroup::CgroupFs::default(),
-        run_peaks: None,
+        output: crate::output::Dest::File(output),
+        ..RecordOptions::new(TargetSpec::Command(command))
     };
-    let outcome = Recorder::start(opts, observer)?.run()?;
+    let outcome = Recorder::start(opts, report, observer)?.run()?;
     let mut plotted = None;
     if let Some(p) = &outcome.output {
         let plot = crate::render::plot::PlotOptions::default();

@@ -1,51 +1,34 @@
-//! memmon's exit codes, documented in README.md ("Exit codes").
+//! What the command line chooses memmon's exit code from, and nothing more: the core says what
+//! kind of failure an error is ([`Class`], given by each area's error type: `class()`) and how a
+//! recording ended ([`Ending`]); `commands::exit` turns those into the codes README.md documents
+//! ("Exit codes"). No core file names an exit code (tests/layout.rs checks).
 
-/// What memmon exits with.
+/// The kind of failure an error is. Each area's error type says which of its variants is which
+/// (`TargetError::class`, `OutputError::class`, `RecordError::class`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitCode {
-    /// Everything worked.
-    Success,
-    /// A run-time failure: the output could not be written, a regression gate failed
-    /// (`compare`), a client failed (`bench`).
-    Failure,
-    /// Bad input: a flag, a value, a malformed recording.
+pub enum Class {
+    /// Bad input: a flag, a value, an output refused, a malformed or unreadable recording.
     Usage,
-    /// The target could not be found or read (no such PID, permission denied, no match).
+    /// The target could not be found or read (no such PID, permission denied, no match, no
+    /// recorder for `memmon mark`).
     NoTarget,
-    /// memmon was stopped by a signal after ending its recording cleanly: 128 + the signal.
+    /// A run-time failure: a file could not be written, a client failed, a daemon went away.
+    Failure,
+    /// This signal arrived while memmon waited (for a target, for a FIFO's reader).
     Signal(i32),
-    /// A launched command's own exit code, passed through.
-    Passthrough(i32),
+    /// The command to launch could not be run: `found` is false when there is no such program.
+    CannotRun { found: bool },
 }
 
-impl ExitCode {
-    pub fn code(self) -> i32 {
-        match self {
-            ExitCode::Success => 0,
-            ExitCode::Failure => 1,
-            ExitCode::Usage => 2,
-            ExitCode::NoTarget => 3,
-            ExitCode::Signal(sig) => 128 + sig,
-            ExitCode::Passthrough(c) => c,
-        }
-    }
-}
-
-/// An error that carries the exit code memmon should end with.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct CodedError {
-    pub code: ExitCode,
-    pub message: String,
-}
-
-impl CodedError {
-    /// The error, already wrapped for `?` in functions returning `anyhow::Result`.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(code: ExitCode, message: impl Into<String>) -> anyhow::Error {
-        anyhow::Error::new(CodedError {
-            code,
-            message: message.into(),
-        })
-    }
+/// How a recording ended, when it ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// As asked (`--duration`, a stop) or as the target ended.
+    Done,
+    /// memmon was stopped by this signal, after ending the recording cleanly.
+    Signal(i32),
+    /// The launched command exited with this code.
+    CommandExited(i32),
+    /// The launched command was killed by this signal.
+    CommandKilled(i32),
 }

@@ -1,15 +1,13 @@
 //! The memmon binary: parse the command line and dispatch to `commands/`, which runs the
-//! subcommand, prints any error once to stderr with its whole context chain, and gives the
-//! documented exit code (see `exit.rs`). Messages go to stderr through `commands::stderr` only:
-//! a closed stderr is not an error.
+//! subcommand, prints any error once to stderr with its whole chain of causes, and chooses the
+//! documented exit code (`commands/exit.rs`). Messages go to stderr through `commands::stderr`
+//! only: a closed stderr is not an error.
 #![deny(clippy::print_stderr)]
 
 mod cli;
 mod commands;
 
 use clap::Parser;
-use commands::stderr::errln;
-use memmon::exit::ExitCode;
 
 fn main() {
     // The demo's workload runs as a child memmon (a real process for the recorder to watch) on
@@ -23,13 +21,7 @@ fn main() {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        match memmon::workload::run(&steps) {
-            Ok(code) => std::process::exit(code),
-            Err(msg) => {
-                errln!("memmon: error: {msg}");
-                std::process::exit(ExitCode::Usage.code());
-            }
-        }
+        std::process::exit(commands::workload(&steps));
     }
     let cli = cli::Cli::parse();
     std::process::exit(commands::exit_code(commands::run(cli)).code());

@@ -16,7 +16,8 @@
 //! have made it: a link owned by someone else, in a directory someone else can write, is
 //! refused (`dir -> /victim` planted in /tmp). A whole file (sidecar, plot, report, export) is
 //! written to a new temporary file in the same directory, fsynced, and renamed over the name.
-//! A recording is locked (`flock`) for its whole session. `-` is stdout; `/dev/stdout`,
+//! A recording is locked (`flock`) for its whole session. Where an output goes is a [`Dest`]:
+//! stdout (`-` on the command line, decided in `Dest::from` only) or a file; `/dev/stdout`,
 //! `/dev/fd/N` and `/proc/self/fd/N` name descriptors memmon already has.
 
 use rustix::fs::{self as rfs, AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags};
@@ -65,7 +66,7 @@ pub enum OpenError {
     Dir(PathBuf, io::Error),
     #[error("it is a FIFO and no reader opened it within {} s: start its reader first", READER_WAIT.as_secs())]
     NoReader,
-    #[error("{} arrived while waiting for a reader of the FIFO", crate::sampler::signals::name(*.0))]
+    #[error("{} arrived while waiting for a reader of the FIFO", crate::model::signal::name(*.0))]
     Interrupted(i32),
     #[error("{}", locked_text(.0))]
     Locked(Option<(i32, String)>),
@@ -129,7 +130,8 @@ impl From<OpenError> for io::Error {
     }
 }
 
-/// Why an output cannot be written, found before any work starts.
+/// Why an output cannot be written, found before any work starts: each is a refusal of what
+/// the user gave (class `Usage`).
 #[derive(Debug, thiserror::Error)]
 pub enum OutputCheckError {
     #[error("{path} ({flag}) already exists: pass --force to overwrite it")]
@@ -150,9 +152,54 @@ pub enum OutputCheckError {
     },
 }
 
-/// `-`: stdout.
-pub fn is_stdout(path: &Path) -> bool {
-    path.as_os_str() == "-"
+impl OutputCheckError {
+    pub fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
+/// Where an output goes: stdout or a file. The command line's `-` becomes `Stdout` here and
+/// nowhere else (`From<PathBuf>`); the rest of memmon asks the `Dest`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Dest {
+    #[default]
+    Stdout,
+    File(PathBuf),
+}
+
+impl Dest {
+    /// The file, or `None` for stdout.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Dest::Stdout => None,
+            Dest::File(p) => Some(p),
+        }
+    }
+
+    pub fn is_stdout(&self) -> bool {
+        matches!(self, Dest::Stdout)
+    }
+}
+
+impl From<PathBuf> for Dest {
+    /// `-` is stdout; any other path a file.
+    fn from(path: PathBuf) -> Dest {
+        if path.as_os_str() == "-" {
+            Dest::Stdout
+        } else {
+            Dest::File(path)
+        }
+    }
+}
+
+impl std::fmt::Display for Dest {
+    /// `stdout`, or the file's path as given.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dest::Stdout => f.write_str("stdout"),
+            Dest::File(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
 /// A FIFO or character device at the name itself (a symlink to one is not), or a descriptor
@@ -183,12 +230,12 @@ pub fn is_descriptor_alias(path: &Path) -> bool {
 /// exists is refused without `force` (a symlink counts as existing, dangling or not), a
 /// directory, a block device or a socket always, a directory reached through a symlink
 /// someone else could have planted always, and two outputs naming one file are an error.
-/// Stdout and streams pass (they are judged when opened); so does a directory that cannot be
-/// opened (creating the file then says why, exit 1).
+/// Streams pass (they are judged when opened); so does a directory that cannot be opened
+/// (creating the file then says why, exit 1). Stdout is no path: callers leave it out.
 pub fn check_outputs(outputs: &[(&Path, &str)], force: bool) -> Result<(), OutputCheckError> {
     let mut seen: Vec<((FileId, OsString), &str)> = Vec::new();
     for &(path, flag) in outputs {
-        if is_stdout(path) || is_descriptor_alias(path) {
+        if is_descriptor_alias(path) {
             continue;
         }
         let refused = |why: OpenError| OutputCheckError::Refused {
@@ -938,13 +985,10 @@ pub fn lock_holder(id: FileId) -> Option<(i32, String)> {
     })
 }
 
-/// The stop signals' pipe (`sampler::signals`), readable while a signal waits to be taken;
+/// The stop signals' socket (`sys::signals`), readable while a signal waits to be taken;
 /// `None` before the handlers are installed (a signal then ends memmon by itself).
 fn signal_fd() -> Option<BorrowedFd<'static>> {
-    let fd = crate::sampler::signals::wake_fd();
-    // SAFETY: once created the pipe is never closed: its read end is valid for the process's
-    // whole life.
-    (fd >= 0).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
+    crate::sys::signals::wake_fd()
 }
 
 /// Sleeps for `d`, cut short by a stop signal: the signal (taken), if one came.
@@ -953,17 +997,15 @@ fn wait_for_signal(d: Duration) -> Option<i32> {
         std::thread::sleep(d);
         return None;
     };
-    let mut fds = [rustix::event::PollFd::new(
-        &sig_fd,
-        rustix::event::PollFlags::IN,
-    )];
-    let ts = rustix::event::Timespec {
-        tv_sec: d.as_secs() as _,
-        tv_nsec: d.subsec_nanos() as _,
-    };
-    match rustix::event::poll(&mut fds, Some(&ts)) {
-        Ok(n) if n > 0 => crate::sampler::signals::take().first().map(|a| a.sig),
-        _ => None,
+    match crate::sys::wait_ready([Some(sig_fd)], Some(d)) {
+        Ok([true]) => crate::sys::signals::take().first().map(|a| a.sig),
+        Ok(_) => None,
+        // `poll` on a valid descriptor fails only without memory for its table: the wait still
+        // lasts its time.
+        Err(_) => {
+            std::thread::sleep(d);
+            None
+        }
     }
 }
 
@@ -1206,10 +1248,17 @@ mod tests {
         check_outputs(&[(Path::new("/dev/stdout"), "-o")], false).unwrap();
         assert!(is_stream(Path::new("/proc/self/fd/1")));
         let null = Path::new("/dev/null");
-        check_outputs(
-            &[(null, "-o"), (null, "--plot"), (Path::new("-"), "x")],
-            false,
-        )
-        .unwrap();
+        check_outputs(&[(null, "-o"), (null, "--plot")], false).unwrap();
+    }
+
+    #[test]
+    fn a_dash_is_stdout_and_any_other_path_a_file() {
+        assert_eq!(Dest::from(PathBuf::from("-")), Dest::Stdout);
+        assert_eq!(Dest::Stdout.to_string(), "stdout");
+        for p in ["./-", "-.csv", "--", "a/-"] {
+            let d = Dest::from(PathBuf::from(p));
+            assert_eq!(d.file(), Some(Path::new(p)), "{p}");
+            assert_eq!(d.to_string(), p);
+        }
     }
 }

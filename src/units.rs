@@ -57,7 +57,9 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
 }
 
 /// Parses a size: plain bytes (`4096`), binary units (`512KiB`, `8GiB`, `1TiB`), decimal units
-/// (`1KB`, `2GB`) or bytes (`10B`). Fractions are allowed (`1.5GiB`).
+/// (`2MB`, `2GB`) or bytes (`10B`). Fractions are allowed (`1.5GiB`). `kB` is refused: memmon
+/// reads it as the kernel writes it in /proc, 1024 bytes (`--columns rss_kb`), which next to
+/// MB = 10^6 is too easy to misread in a budget; `KiB` or plain bytes say which.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t
@@ -75,14 +77,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "MiB" | "M" => 1024.0 * 1024.0,
         "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
         "TiB" | "T" => 1024.0f64.powi(4),
-        "kB" | "KB" => 1e3,
+        "kB" | "KB" | "kb" | "Kb" => {
+            return Err(format!(
+                "'{text}': kB is ambiguous (the kernel's kB, as /proc writes it and memmon reads \
+                 it in --columns rss_kb, is 1024 bytes; SI's is 1000): write {num}KiB, or the bytes"
+            ))
+        }
         "MB" => 1e6,
         "GB" => 1e9,
         "TB" => 1e12,
         other => {
             return Err(format!(
-            "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-        ))
+                "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, MB, GB, TB)"
+            ))
         }
     };
     let bytes = value * mult;
@@ -235,6 +242,15 @@ mod tests {
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
         assert!(parse_size("12 bananas").is_err());
+    }
+
+    #[test]
+    fn kb_is_refused_as_ambiguous_naming_what_to_write() {
+        for bad in ["512kB", "512KB", "512kb"] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(e.contains("1024") && e.contains("512KiB"), "{e}");
+        }
+        assert_eq!(parse_size("512KiB").unwrap(), 512 << 10);
     }
 
     #[test]

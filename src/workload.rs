@@ -9,13 +9,16 @@
 //! as a setuid program's are), `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
 
+use crate::sys::raw::{self, Forked};
 use crate::units::{parse_duration, parse_size};
+use rustix::mm::{MapFlags, ProtFlags};
+use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
 /// An anonymous private mapping; RSS rises by exactly the pages written (`touch`). Also the
 /// memory the bench tests' daemon serves (`src/bin/memmon-test/testdaemon.rs`).
 pub struct Block {
-    ptr: *mut libc::c_void,
+    ptr: *mut c_void,
     len: usize,
 }
 
@@ -25,42 +28,36 @@ unsafe impl Send for Block {}
 impl Block {
     /// Maps `len` bytes (nothing resident yet).
     pub fn map(len: usize) -> std::io::Result<Block> {
-        Block::map_with(len, libc::MAP_PRIVATE)
+        Block::map_with(len, MapFlags::PRIVATE)
     }
 
     /// Maps `len` bytes shared (`MAP_SHARED`: resident pages count as RssShmem) and writes
     /// every page.
     pub fn shared_touched(len: usize) -> std::io::Result<Block> {
-        let mut b = Block::map_with(len, libc::MAP_SHARED)?;
+        let mut b = Block::map_with(len, MapFlags::SHARED)?;
         b.touch(0, b.len);
         Ok(b)
     }
 
     /// Locks the whole block in memory (`mlock`: VmLck).
     pub fn lock(&self) -> std::io::Result<()> {
-        // SAFETY: locking exactly what we mapped.
-        if unsafe { libc::mlock(self.ptr, self.len) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        // SAFETY: locking exactly the pages we mapped, which stay mapped while `self` lives
+        // (munmap unlocks them).
+        unsafe { rustix::mm::mlock(self.ptr, self.len) }?;
         Ok(())
     }
 
-    fn map_with(len: usize, kind: libc::c_int) -> std::io::Result<Block> {
+    fn map_with(len: usize, kind: MapFlags) -> std::io::Result<Block> {
         let len = len.max(1);
-        // SAFETY: an anonymous private mapping with no address hint.
+        // SAFETY: a new anonymous mapping with no address hint overlaps no memory in use.
         let ptr = unsafe {
-            libc::mmap(
+            rustix::mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                kind | libc::MAP_ANONYMOUS,
-                -1,
-                0,
+                ProtFlags::READ | ProtFlags::WRITE,
+                kind,
             )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        }?;
         Ok(Block { ptr, len })
     }
 
@@ -72,20 +69,18 @@ impl Block {
             .write(true)
             .open(path)?;
         let len = len.max(1);
-        // SAFETY: a shared mapping of a file we opened for reading and writing, no address hint.
+        // SAFETY: a new shared mapping of a file we opened for reading and writing, with no
+        // address hint, overlaps no memory in use; only this process writes through it.
         let ptr = unsafe {
-            libc::mmap(
+            rustix::mm::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                std::os::fd::AsRawFd::as_raw_fd(&f),
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &f,
                 0,
             )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        }?;
         let mut b = Block { ptr, len };
         b.touch(0, len);
         Ok(b)
@@ -113,8 +108,9 @@ impl Block {
 
 impl Drop for Block {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what we mapped.
-        unsafe { libc::munmap(self.ptr, self.len) };
+        // SAFETY: unmapping exactly what we mapped; nothing points into it after `self`.
+        // Unmapping a range we mapped fails only with EINVAL, for a range we did not map.
+        unsafe { rustix::mm::munmap(self.ptr, self.len) }.expect("munmap of our own mapping");
     }
 }
 
@@ -149,11 +145,9 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             // as CUDA's pinned host buffers are (docs/FORMAT.md, "Pinned host memory").
             "mlock" => {
                 let b = Block::touched(size(1)?).map_err(map_error)?;
-                // SAFETY: locking exactly the block we mapped; munmap unlocks it.
-                if unsafe { libc::mlock(b.ptr, b.len) } != 0 {
+                if let Err(e) = b.lock() {
                     return Err(format!(
-                        "step '{step}': mlock failed: {} (RLIMIT_MEMLOCK too low? `ulimit -l`)",
-                        std::io::Error::last_os_error()
+                        "step '{step}': mlock failed: {e} (RLIMIT_MEMLOCK too low? `ulimit -l`)"
                     ));
                 }
                 blocks.push(b);
@@ -228,15 +222,14 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                     forked += n;
                     std::thread::sleep(life * 2);
                     for pid in pids {
-                        // SAFETY: waiting for our own child; a null status pointer is allowed.
-                        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                        crate::sys::wait_child(pid).map_err(|e| format!("cannot wait for a child: {e}"))?;
                     }
                 }
             }
             "undumpable" => {
-                // SAFETY: PR_SET_DUMPABLE takes a plain integer.
-                if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) } != 0 {
-                    return Err(format!("step '{step}': {}", std::io::Error::last_os_error()));
+                use rustix::process::{set_dumpable_behavior, DumpableBehavior};
+                if let Err(e) = set_dumpable_behavior(DumpableBehavior::NotDumpable) {
+                    return Err(format!("step '{step}': {e}"));
                 }
             }
             "wait-children" => {
@@ -260,22 +253,18 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
 }
 
 /// Forks a child that sleeps `life` and exits; returns its PID.
-fn fork_child(life: Duration) -> Result<libc::pid_t, String> {
-    let ts = libc::timespec {
-        tv_sec: life.as_secs() as libc::time_t,
-        tv_nsec: life.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: the child calls only async-signal-safe functions (nanosleep, _exit).
-    match unsafe { libc::fork() } {
-        -1 => Err(format!("cannot fork: {}", std::io::Error::last_os_error())),
-        0 => unsafe {
-            // SAFETY: as above; `ts` was built before the fork.
+fn fork_child(life: Duration) -> Result<i32, String> {
+    // SAFETY: the child only sleeps (`thread::sleep` is nanosleep, which neither allocates nor
+    // locks) and ends with _exit: async-signal-safe calls only.
+    match unsafe { raw::fork() } {
+        Err(e) => Err(format!("cannot fork: {e}")),
+        Ok(Forked::Child) => {
             if life > Duration::ZERO {
-                libc::nanosleep(&ts, std::ptr::null_mut());
+                std::thread::sleep(life);
             }
-            libc::_exit(0)
-        },
-        pid => Ok(pid),
+            raw::exit_now(0)
+        }
+        Ok(Forked::Parent { child }) => Ok(child),
     }
 }
 

@@ -228,6 +228,7 @@ fn stdin_and_a_fifo_are_read_like_the_file() {
 
     let fifo = dir.path().join("run.fifo");
     let c = std::ffi::CString::new(fifo.as_os_str().to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     for sub in ["summary", "plot"] {
         let writer = {

@@ -347,6 +347,7 @@ fn a_live_recorders_memory_stays_flat_over_many_markers() {
     }
     let rss_after = status_bytes(rec.id(), "VmRSS:");
     // Every marker was answered under the limit; SIGTERM ends the recording (exit 143).
+    // SAFETY: kill takes plain integers and touches no memory.
     unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
     let ended = rec.wait_with_output().unwrap();
     let _ = target.kill();

@@ -529,7 +529,7 @@ fn an_attached_cgroup_s_older_peak_is_its_lifetime_peak_unless_reset_at_the_star
         summary_json(out)
     };
     let plain = record(&[], &d.path().join("plain.csv"));
-    let reset = record(&["--reset-peak"], &d.path().join("reset.csv"));
+    let reset = record(&["--reset-peaks"], &d.path().join("reset.csv"));
     let _ = w.kill();
     let _ = w.wait();
     assert!(

@@ -528,11 +528,10 @@ fn summary_shows_the_gpu_peak_beside_host_memory_and_max_gpu_is_a_budget() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
+    // The same words as every budget: the flag, the excess, the number judged and what it is.
     assert!(
-        err.contains("GPU peak 20.00 GiB")
-            && err.contains("gpu_bytes")
-            && err.contains("--max-gpu 16.00 GiB")
-            && err.contains("by 4.00 GiB (4294967296 bytes)"),
+        err.contains("budget exceeded: --max-gpu 16.00 GiB exceeded by 4.00 GiB (4294967296 bytes): judged the GPU peak of")
+            && err.contains("20.00 GiB (21474836480 bytes): sampled GPU memory of the tree (NVML), a lower bound"),
         "{err}"
     );
 }
@@ -594,6 +593,29 @@ fn the_gpu_kernel_peak_holds_a_spike_the_samples_missed() {
     assert_eq!(j["gpu"]["accounting"], "on");
     // The GPU peak is never the host peak.
     assert!(j["peak"]["bytes"].as_u64().unwrap() < GIB, "{}", j["peak"]);
+    // A GPU budget judges the driver's exact peak, not the 4 GiB the samples saw: 10 GiB is
+    // exceeded, 30 GiB kept, and the message says which number it judged.
+    let o = memmon()
+        .arg("summary")
+        .arg(&out)
+        .args(["--max-gpu", "10GiB"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--max-gpu 10.00 GiB exceeded by 14.00 GiB")
+            && err.contains(
+                "24.00 GiB (25769803776 bytes): NVML accounting maxMemoryUsage of the tree, exact"
+            ),
+        "{err}"
+    );
+    memmon()
+        .arg("summary")
+        .arg(&out)
+        .args(["--max-gpu", "30GiB"])
+        .assert()
+        .success();
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! The command line (`src/main.rs`, `src/cli.rs`, `src/commands/`) and the test helper binary
 //! (`src/bin/`) are the only code that may use clap or the clap structs; the analysis never
 //! imports the sampler, the commands or the command line, and does no I/O and starts no threads
-//! of its own (it takes samples: `impure`). And the shipped binary carries no test helpers.
+//! of its own (it takes samples: `impure`); exit codes are chosen in `commands/` only (the core
+//! says what kind of failure an error is, `exit::Class`, never which code it ends with). And the
+//! shipped binary carries no test helpers.
 
 use crate::util::*;
 use predicates::prelude::*;
@@ -82,6 +84,7 @@ fn violations(src: &Path) -> Vec<String> {
         .map(|w| (w, uses(w)))
         .collect();
     let sampler = uses("sampler");
+    let exit_code = regex::Regex::new(r"\bExitCode\b|process::exit\b").unwrap();
     let mut found = Vec::new();
     for file in rust_files(src) {
         let rel = file
@@ -94,7 +97,15 @@ fn violations(src: &Path) -> Vec<String> {
             || rel.starts_with("commands/")
             || rel.starts_with("bin/");
         let analysis = rel.starts_with("analysis/");
+        // The tests' helper binary (`bin/`) is a program of its own.
+        let chooses_exit =
+            rel == "main.rs" || rel.starts_with("commands/") || rel.starts_with("bin/");
         for (n, line) in code_lines(&file) {
+            if !chooses_exit && exit_code.is_match(&line) {
+                found.push(format!(
+                    "src/{rel}:{n}: an exit code chosen outside commands/ (give the error a class: exit::Class)"
+                ));
+            }
             if !command_line {
                 for (word, re) in &core_may_not {
                     if re.is_match(&line) {
@@ -144,11 +155,20 @@ fn the_layout_check_catches_a_core_file_using_clap_or_the_cli_and_an_analysis_us
     );
     write("analysis/summary.rs", "use crate::sampler::signals;\n");
     write("record.rs", "fn f(a: &crate::cli::RecordArgs) {}\n");
+    write(
+        "commands/exit.rs",
+        "fn f() -> ExitCode { ExitCode::Usage }\n",
+    );
+    write(
+        "format/out.rs",
+        "// ExitCode in a comment is fine\nfn f() { std::process::exit(2) }\n",
+    );
     let found = violations(src);
-    assert_eq!(found.len(), 3, "{found:#?}");
+    assert_eq!(found.len(), 4, "{found:#?}");
     assert!(found[0].starts_with("src/analysis/summary.rs:1: the analysis imports the sampler"));
     assert!(found[1].starts_with("src/format/mod.rs:2: the core uses `clap`"));
-    assert!(found[2].starts_with("src/record.rs:1: the core uses `cli`"));
+    assert!(found[2].starts_with("src/format/out.rs:2: an exit code chosen outside commands/"));
+    assert!(found[3].starts_with("src/record.rs:1: the core uses `cli`"));
 }
 
 #[test]
@@ -192,10 +212,10 @@ fn the_layout_check_catches_an_analysis_that_opens_files_or_starts_threads() {
     );
 }
 
-/// The core prints nothing itself: the recorder hands its banner, notes, samples and summary to
-/// a `RecordObserver`, the bench its progress to `BenchOptions::say`, the markers their notes to
-/// their caller, the exporter its messages to a `Notify`; the command line shows them. Only
-/// the command line and these may write to the terminal, each for a reason of its own.
+/// The core prints nothing itself: what it has to say (the recorder's, the bench's, the
+/// markers', the exporter's notes and warnings) goes to the one `Reporter` it is handed, and the
+/// recorder's banner, samples and summary to a `RecordObserver`; the command line shows them.
+/// Only the command line and these may write to the terminal, each for a reason of its own.
 const MAY_PRINT: [(&str, &str); 3] = [
     (
         "workload.rs",
@@ -250,7 +270,7 @@ fn the_core_prints_nothing_itself() {
         .into_iter()
         .filter(|f| MAY_PRINT.iter().all(|(m, _)| m != f))
         .collect();
-    assert!(files.iter().any(|f| f == "sampler/record.rs") && files.len() > 40);
+    assert!(files.iter().any(|f| f == "sampler/record/mod.rs") && files.len() > 40);
     let refs: Vec<&str> = files.iter().map(String::as_str).collect();
     let found = printing_lines(&src, &refs);
     assert!(found.is_empty(), "{}", found.join("\n"));
@@ -305,4 +325,159 @@ fn the_shipped_binary_has_no_test_helpers() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(7));
+}
+
+/// Calls of `libc` functions outside `sys/raw.rs` and outside test modules, as `FILE:LINE`
+/// (docs/ARCHITECTURE.md, "The system layer": the only hand-written libc calls are there).
+/// Constants, types and the status macros (`libc::WIFEXITED`: upper case) are not calls.
+fn libc_calls(src: &Path) -> Vec<String> {
+    let call = regex::Regex::new(r"\blibc::[a-z_][a-z0-9_]*\s*\(").unwrap();
+    let mut out = Vec::new();
+    for path in rust_files(src) {
+        let rel = path
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == "sys/raw.rs" {
+            continue;
+        }
+        let lines = code_lines(&path);
+        let mut cfg_test = false;
+        for (n, line) in lines {
+            let t = line.trim();
+            if cfg_test && (t.starts_with("mod ") || t.starts_with("pub(crate) mod ")) {
+                break;
+            }
+            cfg_test = t == "#[cfg(test)]";
+            if call.is_match(&line) {
+                out.push(format!("src/{rel}:{n}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn libc_is_called_only_in_the_system_layers_raw_file() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = libc_calls(&src);
+    assert!(
+        found.is_empty(),
+        "libc called outside src/sys/raw.rs: {found:#?}"
+    );
+}
+
+#[test]
+fn the_libc_check_catches_a_call_but_not_a_constant_a_test_or_the_raw_file() {
+    let dir = tempdir();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("sys")).unwrap();
+    let write = |p: &str, text: &str| std::fs::write(src.join(p), text).unwrap();
+    write(
+        "sys/raw.rs",
+        "fn f() { unsafe { libc::wait4(1, p, 0, r) }; }\n",
+    );
+    write(
+        "probe.rs",
+        "const E: i32 = libc::EPERM;\nfn s(x: libc::c_int) -> bool { libc::WIFEXITED(x) }\n\
+         // libc::kill(1, 0) in a comment is fine\nfn k() { unsafe { libc::kill(1, 0) }; }\n\
+         #[cfg(test)]\nmod tests {\n    fn t() { unsafe { libc::getpid() }; }\n}\n",
+    );
+    assert_eq!(libc_calls(src), ["src/probe.rs:4"]);
+}
+
+/// The lines under `dirs` (relative to `src`) that fill one of `columns` by name: a struct
+/// literal's field or an assignment (`rss_bytes: ...`, `s.rss_bytes = ...`, `+=`).
+fn filling_lines(src: &Path, dirs: &[&str], columns: &[&str]) -> Vec<String> {
+    let fills =
+        regex::Regex::new(&format!(r"\b({})\s*(:[^:]|[+]?=[^=])", columns.join("|"))).unwrap();
+    let mut found = Vec::new();
+    for dir in dirs {
+        for p in rust_files(&src.join(dir)) {
+            let rel = p.strip_prefix(src).unwrap().display().to_string();
+            // Unit tests spell rows out.
+            let code: String = std::fs::read_to_string(&p).unwrap();
+            let code = code.split("#[cfg(test)]").next().unwrap().to_string();
+            for (n, line) in code.lines().enumerate() {
+                let line = line.split("//").next().unwrap_or("");
+                if let Some(m) = fills.find(line) {
+                    found.push(format!("src/{rel}:{}: `{}`", n + 1, m.as_str().trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A /proc/PID/status column is declared once: its line in the column table routes the
+/// members' values into it (`sum(F)` in `for_columns!`, summed by code generated from that
+/// line); no code of the sampling path (the probes, the engine, the exporter) copies it by hand
+/// on the way to a recording or to /metrics. (The high-water marks are also the tree's own:
+/// departures raise them.)
+#[test]
+fn a_status_column_is_named_only_where_it_is_declared() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let status: Vec<&str> = memmon::model::sample::COLUMNS
+        .iter()
+        // (`threads` is also every thread count's name.)
+        .filter(|c| c.source.starts_with("sum(") && !c.name.starts_with("hwm"))
+        .filter(|c| c.name.ends_with("_bytes"))
+        .map(|c| c.name)
+        .collect();
+    assert!(
+        status.contains(&"rss_bytes") && status.len() >= 8,
+        "{status:?}"
+    );
+    let found = filling_lines(&src, &["sampler", "export", "probe"], &status);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check sees a hand copy.
+    let dir = tempdir();
+    std::fs::create_dir_all(dir.path().join("sampler")).unwrap();
+    std::fs::write(
+        dir.path().join("sampler/copy.rs"),
+        "fn f(t: &T) -> Sample {\n    Sample { rss_bytes: t.rss, ..Default::default() }\n}\nfn g(s: &mut Sample) { s.anon_bytes += 1; if s.rss_bytes == 0 {} }\n",
+    )
+    .unwrap();
+    let found = filling_lines(dir.path(), &["sampler"], &status);
+    assert_eq!(
+        found,
+        [
+            "src/sampler/copy.rs:2: `rss_bytes:`",
+            "src/sampler/copy.rs:4: `anon_bytes +=`"
+        ]
+    );
+}
+
+/// Reading is one-directional: `format/read.rs` recognises an input and hands it to one reader,
+/// memmon's own (`format/recording.rs`) or an importer (`format/import/`); no reader calls
+/// another, nor back into the dispatcher.
+#[test]
+fn readers_are_peers_that_never_call_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    let mut check = |p: &Path, bad: &regex::Regex, why: &str| {
+        for (n, line) in code_lines(p) {
+            if bad.is_match(&line) {
+                let rel = p.strip_prefix(&src).unwrap().display();
+                found.push(format!("src/{rel}:{n}: {why}"));
+            }
+        }
+    };
+    let importer_calls =
+        regex::Regex::new(r"\b(recording::|read_recording|read::read_from|read_input)").unwrap();
+    for p in rust_files(&src.join("format/import")) {
+        check(
+            &p,
+            &importer_calls,
+            "an importer calls memmon's reader or the dispatcher",
+        );
+    }
+    let recording_calls = regex::Regex::new(r"\b(import::|read::read_from|read_input)").unwrap();
+    check(
+        &src.join("format/recording.rs"),
+        &recording_calls,
+        "memmon's reader calls an importer or the dispatcher",
+    );
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

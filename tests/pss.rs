@@ -88,6 +88,7 @@ fn stopping_a_recording_reads_pss_once_more_so_the_reads_cover_it() {
     assert!(wait_for(20.0, || std::fs::read_to_string(&out)
         .is_ok_and(|t| t.matches('\n').count() >= 5)));
     std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill takes plain integers and touches no memory.
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
     let printed = rec.wait_with_output().unwrap();
     let _ = target.kill();
@@ -139,6 +140,7 @@ fn processes_over_the_pss_guard_are_listed_as_unread() {
 fn refused_pss_reads_are_said_in_the_summary() {
     // memmon as `nobody` may read a root process's status but not its smaps_rollup. Run by a
     // user other than root, memmon gets the same refusal from PID 1 (root's).
+    // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let dir = tempdir();
     let out = dir.path().join("refused.csv");

@@ -19,6 +19,7 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // SAFETY: kill takes plain integers and touches no memory.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let end = Instant::now() + Duration::from_secs(20);
         while Instant::now() < end {
@@ -52,6 +53,7 @@ impl Recorder {
     /// Stops it with SIGINT and returns what it printed.
     fn stop(mut self) -> Output {
         let child = self.child.take().unwrap();
+        // SAFETY: kill takes plain integers and touches no memory.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         child.wait_with_output().unwrap()
     }
@@ -491,7 +493,23 @@ fn postgres_backends_sharing_buffers_are_summed_once_by_pss() {
         "{text}"
     );
     assert!(text.contains("(each page once)"), "{text}");
-    assert!(text.contains("peak PSS"), "{text}");
+    // Whether a PSS read fell at the RSS peak is up to the scheduler; the summary names the
+    // largest read "peak PSS" only when one did (within 5% of the peak's RSS).
+    let peak_rss = rows.iter().map(|r| r.1).max().unwrap();
+    let read_rss = rows
+        .iter()
+        .filter(|r| r.3.is_some())
+        .map(|r| r.1)
+        .max()
+        .unwrap();
+    if read_rss as f64 >= 0.95 * peak_rss as f64 {
+        assert!(text.contains("peak PSS"), "{text}");
+    } else {
+        assert!(
+            text.contains("PSS read") && text.contains("none at the RSS peak"),
+            "{text}"
+        );
+    }
     assert!(text.contains("postgres"), "{text}");
     assert!(stderr.contains("shared pages counted in each"), "{stderr}");
 }

@@ -79,3 +79,28 @@ fn cargo_run_knows_which_binary_is_memmon() {
         "Cargo.toml has {bins} binaries and no default-run = \"memmon\": README's `cargo run --release -- demo` would fail"
     );
 }
+
+#[test]
+fn cargo_test_at_the_root_tests_every_member_of_the_workspace() {
+    // `./scripts/test` (CI) is `cargo test` at the root, which tests the default members only.
+    let manifest = read("Cargo.toml");
+    let list = |key: &str| -> Vec<String> {
+        let line = manifest
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} = [")))
+            .unwrap_or_else(|| panic!("Cargo.toml has no {key}"));
+        let mut v: Vec<String> = line[line.find('[').unwrap() + 1..line.rfind(']').unwrap()]
+            .split(',')
+            .map(|m| m.trim().trim_matches('"').to_string())
+            .filter(|m| !m.is_empty())
+            .collect();
+        v.sort();
+        v
+    };
+    let members = list("members");
+    assert!(
+        members.contains(&"crates/memmon-mark".to_string()),
+        "{members:?}"
+    );
+    assert_eq!(list("default-members"), members);
+}

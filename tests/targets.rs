@@ -107,12 +107,14 @@ fn a_fifo_as_pidfile_is_refused_and_memmon_does_not_hang_on_it() {
     let dir = tempdir();
     let fifo = dir.path().join("fifo.pid");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let mut rec = spawn_memmon(&["record", "--wait", "--pidfile", fifo.to_str().unwrap()]);
     let status = match exited_within(&mut rec, 10.0) {
         Some(s) => s,
         None => {
             // Still blocked: it must at least stop on SIGTERM.
+            // SAFETY: kill takes plain integers and touches no memory.
             unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
             let s = exited_within(&mut rec, 5.0);
             let _ = rec.kill();
@@ -157,6 +159,7 @@ fn a_thread_id_is_refused_naming_its_process() {
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
     let t = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
         tx.send(unsafe { libc::gettid() }).unwrap();
         let _ = stop_rx.recv();
     });
@@ -251,6 +254,7 @@ fn spawn_with_pid(pid: i32, argv: &[String]) -> Option<i32> {
         )
     };
     if r == 0 {
+        // SAFETY: in the clone3 child, which only execs (argv built before the clone) or _exits.
         unsafe {
             libc::execv(ptrs[0], ptrs.as_ptr());
             libc::_exit(127);
@@ -260,6 +264,7 @@ fn spawn_with_pid(pid: i32, argv: &[String]) -> Option<i32> {
 }
 
 fn reap(pid: i32) {
+    // SAFETY: signalling and reaping our own child: plain integers and a null status pointer.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
         libc::waitpid(pid, std::ptr::null_mut(), 0);

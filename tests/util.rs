@@ -392,8 +392,8 @@ pub fn is_root() -> bool {
 /// Makes a FIFO at `path` (mode 0600).
 pub fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
     assert_eq!(
+        // SAFETY: a valid NUL-terminated path.
         unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
         0,
         "mkfifo {}",

@@ -32,7 +32,9 @@ pub struct Unit {
     /// The cgroup's exact peak, or its largest sampled usage when its peak file does not cover
     /// the unit (then not exact).
     pub cgroup: Option<Peak>,
-    pub gpu_bytes: Option<u64>,
+    /// The GPU peak (`gpu::budget_peak`: the driver's exact mark where it covers the unit,
+    /// else sampled).
+    pub gpu: Option<Peak>,
     /// How far the kernel's per-process counters may be off, where the recording says.
     pub exact_within_bytes: Option<u64>,
 }
@@ -98,8 +100,10 @@ impl BudgetCheck {
             ),
             None => format!("{} {budget} kept", self.flag),
         };
-        let words = match self.flag {
-            "--max-gpu" => "sampled GPU memory of the tree (NVML), a lower bound".to_string(),
+        let words = match (self.flag, m.source) {
+            ("--max-gpu", PeakSource::Sampled) => {
+                "sampled GPU memory of the tree (NVML), a lower bound".to_string()
+            }
             _ => m.describe(self.exact_within_bytes),
         };
         let bounds = m
@@ -131,16 +135,7 @@ impl Budgets {
             out.push(BudgetCheck::new("--max-cgroup", b, unit.cgroup, unit));
         }
         if let Some(b) = self.max_gpu {
-            let g = unit.gpu_bytes.map(|bytes| Peak {
-                bytes,
-                source: PeakSource::Sampled,
-                counter: PeakSource::Sampled.counter(),
-                scope: PeakScope::Tree,
-                exact: false,
-                tree_low_bytes: None,
-                tree_high_bytes: None,
-            });
-            out.push(BudgetCheck::new("--max-gpu", b, g, unit));
+            out.push(BudgetCheck::new("--max-gpu", b, unit.gpu, unit));
         }
         out
     }
@@ -201,7 +196,10 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
             of: of.to_string(),
             peak: (s.samples > 0).then_some(s.peak),
             cgroup,
-            gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+            gpu: s
+                .gpu
+                .as_ref()
+                .and_then(|g| crate::analysis::gpu::budget_peak(Some(g.peak_gpu_bytes), &g.kernel)),
             exact_within_bytes: s.facts.exact_within_bytes,
         }];
     }
@@ -215,7 +213,7 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
                 r.facts.cgroup_holds_tree,
                 r.facts.cgroup_v1,
             ),
-            gpu_bytes: r.peak_gpu_bytes,
+            gpu: crate::analysis::gpu::budget_peak(r.peak_gpu_bytes, &r.gpu_kernel),
             exact_within_bytes: r.facts.exact_within_bytes,
         })
         .collect()
@@ -247,7 +245,7 @@ mod tests {
             of: of.into(),
             peak,
             cgroup: None,
-            gpu_bytes: None,
+            gpu: None,
             exact_within_bytes: Some(512 << 10),
         }
     }
@@ -259,7 +257,10 @@ mod tests {
             ..Budgets::default()
         };
         let over = b.check(&Unit {
-            gpu_bytes: Some(70 * 1024 * MIB),
+            gpu: crate::analysis::gpu::budget_peak(
+                Some(70 * 1024 * MIB),
+                &crate::analysis::gpu::GpuKernelPeak::default(),
+            ),
             ..unit("a.csv", None)
         });
         assert_eq!(over.len(), 1);

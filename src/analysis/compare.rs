@@ -73,6 +73,10 @@ pub struct Run {
     /// The cgroup's number for `--max-cgroup` (its exact peak, else its largest usage).
     #[serde(skip)]
     pub cgroup: Option<Peak>,
+    /// The GPU number for `--max-gpu` (`gpu::budget_peak`: the driver's exact mark where it
+    /// covers the run, else sampled).
+    #[serde(skip)]
+    pub gpu: Option<Peak>,
     pub samples: u64,
     pub warnings: Vec<String>,
 }
@@ -94,6 +98,7 @@ impl Run {
             cgroup: unit
                 .cgroup
                 .filter(|_| s.spans.runs.iter().all(|r| !r.complete)),
+            gpu: unit.gpu,
             samples: s.samples,
             warnings: s.warnings.clone(),
         }
@@ -125,6 +130,7 @@ impl Run {
                 span.facts.cgroup_holds_tree,
                 span.facts.cgroup_v1,
             ),
+            gpu: crate::analysis::gpu::budget_peak(span.peak_gpu_bytes, &span.gpu_kernel),
             samples: span.samples,
             warnings,
         }
@@ -142,7 +148,7 @@ impl Run {
             of: self.file.clone(),
             peak: Some(self.peak_on(basis)),
             cgroup: self.cgroup,
-            gpu_bytes: self.peak_gpu_bytes,
+            gpu: self.gpu,
             exact_within_bytes: self.facts.exact_within_bytes,
         }
     }
@@ -802,6 +808,7 @@ mod tests {
             peak: facts.decide(),
             facts,
             cgroup: None,
+            gpu: None,
             idle_rss_bytes: peak / 2,
             mean_rss_bytes: peak / 2,
             duration_s,

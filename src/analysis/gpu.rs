@@ -12,7 +12,7 @@
 
 use super::span::Window;
 use crate::format::meta::{EndInfo, Meta};
-use crate::model::peak::PeakScope;
+use crate::model::peak::{Peak, PeakScope, PeakSource};
 use crate::model::sample::Sample;
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
@@ -470,19 +470,42 @@ impl GpuPeak {
     }
 }
 
-/// `summary --max-gpu`: the sentence of a budget exceeded, `None` when within it.
-pub fn over_budget(p: &GpuPeak, budget: u64) -> Option<String> {
-    (p.peak_gpu_bytes > budget).then(|| {
-        format!(
-            "GPU peak {} ({} bytes; gpu_bytes, sampled from NVML) is over --max-gpu {} ({} bytes) by {} ({} bytes)",
-            fmt_bytes(p.peak_gpu_bytes),
-            p.peak_gpu_bytes,
-            fmt_bytes(budget),
-            budget,
-            fmt_bytes(p.peak_gpu_bytes - budget),
-            p.peak_gpu_bytes - budget
-        )
-    })
+/// The GPU peak a GPU budget judges, decided as the host's peak is: the driver's exact mark
+/// of the tree (NVML accounting, one process on one GPU held all of it) where it covers the
+/// span; else the larger of the largest process's mark and the sampled sum, a lower bound of
+/// the tree's (with the sum of the marks as its upper bound); else the sampled GPU memory, a
+/// lower bound. `None` without GPU memory.
+pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak> {
+    let sampled_peak = |bytes| Peak {
+        bytes,
+        source: PeakSource::Sampled,
+        counter: PeakSource::Sampled.counter(),
+        scope: PeakScope::Tree,
+        exact: false,
+        tree_low_bytes: None,
+        tree_high_bytes: None,
+    };
+    match (kernel.bytes, kernel.scope) {
+        (Some(k), Some(PeakScope::Tree)) => Some(Peak {
+            bytes: k,
+            source: PeakSource::NvmlAccounting,
+            counter: PeakSource::NvmlAccounting.counter(),
+            scope: PeakScope::Tree,
+            exact: true,
+            tree_low_bytes: None,
+            tree_high_bytes: None,
+        }),
+        (Some(k), _) if k >= sampled.unwrap_or(0) => Some(Peak {
+            bytes: k,
+            source: PeakSource::NvmlAccounting,
+            counter: PeakSource::NvmlAccounting.counter(),
+            scope: PeakScope::LargestProcess,
+            exact: false,
+            tree_low_bytes: Some(k),
+            tree_high_bytes: kernel.sum_bytes,
+        }),
+        _ => sampled.map(sampled_peak),
+    }
 }
 
 #[cfg(test)]
@@ -643,15 +666,33 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_names_the_number_its_source_and_the_excess() {
-        let p = GpuPeak {
-            peak_gpu_bytes: 20 * GIB,
-            ..GpuPeak::default()
+    fn a_gpu_budget_judges_the_drivers_exact_mark_where_it_covers_the_span() {
+        let kernel = |bytes, scope| GpuKernelPeak {
+            bytes: Some(bytes),
+            scope: Some(scope),
+            sum_bytes: Some(30 * GIB),
+            ..GpuKernelPeak::default()
         };
-        assert_eq!(over_budget(&p, 20 * GIB), None);
-        let msg = over_budget(&p, 16 * GIB).unwrap();
-        assert!(msg.contains("GPU peak 20.00 GiB"), "{msg}");
-        assert!(msg.contains("--max-gpu 16.00 GiB"), "{msg}");
-        assert!(msg.contains("by 4.00 GiB (4294967296 bytes)"), "{msg}");
+        let tree = budget_peak(Some(4 * GIB), &kernel(24 * GIB, PeakScope::Tree)).unwrap();
+        assert_eq!(
+            (tree.bytes, tree.source, tree.exact),
+            (24 * GIB, PeakSource::NvmlAccounting, true)
+        );
+        // Several processes: the largest one's mark, a lower bound with the sum above it.
+        let largest =
+            budget_peak(Some(4 * GIB), &kernel(20 * GIB, PeakScope::LargestProcess)).unwrap();
+        assert_eq!((largest.bytes, largest.exact), (20 * GIB, false));
+        assert_eq!(largest.tree_high_bytes, Some(30 * GIB));
+        // A sampled sum above the largest mark is the better lower bound.
+        let sum =
+            budget_peak(Some(25 * GIB), &kernel(20 * GIB, PeakScope::LargestProcess)).unwrap();
+        assert_eq!((sum.bytes, sum.source), (25 * GIB, PeakSource::Sampled));
+        // No accounting: the sampled peak.
+        let sampled = budget_peak(Some(4 * GIB), &GpuKernelPeak::default()).unwrap();
+        assert_eq!(
+            (sampled.bytes, sampled.source, sampled.exact),
+            (4 * GIB, PeakSource::Sampled, false)
+        );
+        assert_eq!(budget_peak(None, &GpuKernelPeak::default()), None);
     }
 }

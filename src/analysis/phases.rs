@@ -13,8 +13,6 @@ use super::timeline::Timeline;
 use crate::format::meta::{EndInfo, Meta, RunPeaks};
 use crate::model::peak::{PeakBasis, PeakSource};
 use crate::model::sample::{Event, Sample};
-use crate::render::table::Table;
-use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
 
 pub use super::span::Span;
@@ -515,252 +513,6 @@ impl LabelSums {
     }
 }
 
-impl Phases {
-    /// The tables of phases, runs and phases by label (none when there are none): what the
-    /// summary prints and the report shows.
-    pub fn tables(&self) -> Vec<Table> {
-        let mut tables = Vec::new();
-        for (title, spans, unlisted) in [
-            ("phases", &self.phases, self.unlisted_phases),
-            ("runs", &self.runs, self.unlisted_runs),
-        ] {
-            if spans.is_empty() {
-                continue;
-            }
-            let mut t = spans_table(title, spans);
-            if unlisted > 0 {
-                t.footer.push(format!(
-                    "and {unlisted} more {title} not listed (the first {MAX_LISTED} are){}",
-                    if title == "phases" {
-                        "; the sums by label below hold them all"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            tables.push(t);
-        }
-        tables.extend(by_label_table(&self.by_label));
-        tables
-    }
-
-    /// The tables, indented for the summary.
-    pub fn render(&self) -> String {
-        let mut o = String::new();
-        for t in self.tables() {
-            t.write_text(&mut o);
-        }
-        o
-    }
-}
-
-/// What a table's peak column holds, in words: one line naming the kinds of peak in it.
-fn peak_legend(spans: &[Span]) -> String {
-    let mut kinds: Vec<String> = Vec::new();
-    for s in spans {
-        let what = match s.peak.source {
-            PeakSource::Cgroup => format!("the tree's, from its cgroup ({})", s.peak.counter),
-            PeakSource::Sampled => "sampled (no kernel peak covers it)".to_string(),
-            _ if s.peak.scope == crate::model::peak::PeakScope::Process => {
-                format!("the process's {}", s.peak.counter)
-            }
-            _ => format!("the largest process's {}", s.peak.counter),
-        };
-        if !kinds.contains(&what) {
-            kinds.push(what);
-        }
-    }
-    kinds.join("; ")
-}
-
-fn spans_table(title: &str, spans: &[Span]) -> Table {
-    let exact = spans.iter().filter(|s| s.peak.exact).count();
-    let mut notes = Vec::new();
-    let title = format!(
-        "{title} ({}; peak: {}; * exact)",
-        if exact == spans.len() {
-            "peaks exact for all".to_string()
-        } else if exact == 0 {
-            "no exact peak: record with --phase-peaks, or give the tree a cgroup".to_string()
-        } else {
-            format!("peaks exact for {exact} of {}", spans.len())
-        },
-        peak_legend(spans)
-    );
-    if spans.iter().any(|s| s.peak.scope.is_partial()) {
-        notes.push(format!(
-            "≥: processes left the tree in the {title} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
-        ));
-    }
-    if spans.iter().any(|s| s.facts.late_boundary) {
-        notes.push(
-            "(late): a boundary's sample came late, so memory of the span next to it may be counted here: not exact".into(),
-        );
-    }
-    let processes = spans
-        .iter()
-        .map(|s| s.facts.max_processes)
-        .max()
-        .unwrap_or(0);
-    let with_pss = spans.iter().any(|s| s.pss.is_some());
-    let with_gpu = spans.iter().any(|s| s.peak_gpu_bytes.is_some());
-    let with_gpu_kernel = spans.iter().any(|s| s.gpu_kernel.window.is_some());
-    let with_tree = spans.iter().any(|s| s.peak.tree_low_bytes.is_some());
-    // The cgroup's numbers, where they are not the headline already.
-    let with_cgroup = spans
-        .iter()
-        .any(|s| s.cgroup_sampled_peak_bytes.is_some() && s.peak.source != PeakSource::Cgroup);
-    if with_tree {
-        notes.push(
-            "tree: the tree's own peak lies within these bounds (at least the sampled sum, at most the sum of the processes' VmHWM)".into(),
-        );
-    }
-    if with_cgroup {
-        notes.push(
-            "cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the span's start or rose in it, else the largest sampled usage".into(),
-        );
-    }
-    if with_gpu_kernel {
-        notes.push(crate::analysis::gpu::GpuKernelPeak::legend().to_string());
-    }
-    if processes > 1 {
-        notes.push(format!(
-            "sampled sizes are RSS sums over up to {processes} processes, shared pages counted in each{}",
-            if with_pss {
-                "; PSS: sum of PSS, each page once (peak where a read came at the span's RSS peak)"
-            } else {
-                " (record with --pss for a sum that counts them once)"
-            }
-        ));
-    }
-    let mut head = vec!["label", "start", "duration", "peak"];
-    if with_tree {
-        head.push("tree");
-    }
-    head.extend(["sampled peak", "mean", "start RSS", "end RSS"]);
-    if with_cgroup {
-        head.push("cgroup peak");
-    }
-    if with_pss {
-        head.push("PSS");
-    }
-    if with_gpu {
-        head.push("GPU peak");
-    }
-    if with_gpu_kernel {
-        head.push("GPU kernel peak");
-    }
-    let rows: Vec<Vec<String>> = spans
-        .iter()
-        .map(|s| {
-            let mut row = vec![
-                s.label.clone(),
-                format!("+{}", fmt_seconds(s.start_elapsed_s)),
-                format!(
-                    "{}{}",
-                    fmt_seconds(s.duration_s),
-                    if s.complete { "" } else { " (open)" }
-                ),
-                format!(
-                    "{}{}",
-                    s.peak.cell(),
-                    if s.facts.late_boundary { " (late)" } else { "" }
-                ),
-            ];
-            if with_tree {
-                row.push(s.peak.tree_bounds().unwrap_or_else(|| "-".into()));
-            }
-            row.extend([
-                fmt_bytes(s.facts.sampled_peak_rss_bytes),
-                fmt_bytes(s.mean_rss_bytes),
-                fmt_bytes(s.start_rss_bytes),
-                fmt_bytes(s.end_rss_bytes),
-            ]);
-            if with_cgroup {
-                row.push(
-                    match (s.facts.cgroup_peak_bytes, s.cgroup_sampled_peak_bytes) {
-                        (Some(p), _) => format!("{} *", fmt_bytes(p)),
-                        (None, Some(c)) => format!("{} (sampled)", fmt_bytes(c)),
-                        (None, None) => "-".into(),
-                    },
-                );
-            }
-            if with_pss {
-                row.push(match &s.pss {
-                    Some(r) if r.is_peak => {
-                        format!("{} ({} reads)", fmt_bytes(r.largest_bytes), r.reads)
-                    }
-                    Some(r) => format!(
-                        "{} at idle ({})",
-                        fmt_bytes(r.largest_bytes),
-                        r.reads_note()
-                    ),
-                    None => "-".into(),
-                });
-            }
-            if with_gpu {
-                row.push(s.peak_gpu_bytes.map_or("-".into(), fmt_bytes));
-            }
-            if with_gpu_kernel {
-                row.push(s.gpu_kernel.cell());
-            }
-            row
-        })
-        .collect();
-    Table {
-        title,
-        notes,
-        head: head.into_iter().map(String::from).collect(),
-        rows,
-        footer: Vec::new(),
-    }
-}
-
-fn by_label_table(by_label: &[LabelStats]) -> Option<Table> {
-    if by_label.is_empty() {
-        return None;
-    }
-    let head = ["label", "count", "duration", "peak", "peak of"];
-    let rows: Vec<Vec<String>> = by_label
-        .iter()
-        .map(|l| {
-            let d = &l.duration_s;
-            let p = &l.peak_bytes;
-            let b = |v: f64| fmt_bytes(v.round() as u64);
-            vec![
-                l.label.clone(),
-                l.count.to_string(),
-                format!(
-                    "{} [{}, {}]",
-                    fmt_seconds(d.mean),
-                    fmt_seconds(d.min),
-                    fmt_seconds(d.max)
-                ),
-                format!(
-                    "{} [{}, {}]{}",
-                    b(p.mean),
-                    b(p.min),
-                    b(p.max),
-                    if l.exact == l.count { " *" } else { "" }
-                ),
-                match l.peak_basis {
-                    PeakBasis::Cgroup => "tree (cgroup)".into(),
-                    PeakBasis::Kernel if l.tree => "largest process".into(),
-                    PeakBasis::Kernel => "process".into(),
-                    PeakBasis::Sampled => "sampled".into(),
-                },
-            ]
-        })
-        .collect();
-    Some(Table {
-        title: "phases by label (complete phases of labels that came more than once: mean [min, max]; * all exact)".into(),
-        notes: Vec::new(),
-        head: head.into_iter().map(String::from).collect(),
-        rows,
-        footer: Vec::new(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -842,6 +594,10 @@ mod tests {
         let text = p.render();
         assert!(text.contains("peaks exact for 1 of 2"), "{text}");
         assert!(text.contains("≥ 900.0 MiB"), "{text}");
+        assert!(
+            text.contains("≥: processes left the tree in the phases so marked"),
+            "the note names the table's kind: {text}"
+        );
         assert!(text.contains("a lower bound"), "{text}");
     }
 
@@ -958,7 +714,7 @@ mod tests {
         );
         assert!(text.contains("300.0 MiB (3 reads)"), "{text}");
         assert!(
-            text.contains("120.0 MiB at idle (1 read at +2.00 s, none at the RSS peak)"),
+            text.contains("120.0 MiB not at the peak (1 read at +2.00 s, none at the RSS peak)"),
             "{text}"
         );
     }

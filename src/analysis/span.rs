@@ -25,7 +25,7 @@ pub enum Window {
     /// cgroup memmon made): every row of the span counts.
     FromOpen,
     /// They were reset right after the opening row was read (markers with `--phase-peaks`,
-    /// bench runs, `--reset-peak` at a session's first row): the opening row's marks close the
+    /// bench runs, `--reset-peaks` at a session's first row): the opening row's marks close the
     /// span before; the rows after it hold this span's.
     AfterOpen,
     /// No reset is known: a mark that rose above its value at the opening row was set during
@@ -123,6 +123,7 @@ impl PssTrack {
             first_elapsed_s: self.first_s,
             last_elapsed_s: self.last_s,
             is_peak: self.max_rss_at_read as f64 >= PSS_COVERS_PEAK * sampled_peak as f64,
+            max_rss_at_read_bytes: self.max_rss_at_read,
         })
     }
 }
@@ -138,12 +139,16 @@ pub struct PssReads {
     pub last_elapsed_s: f64,
     /// A read was taken at a tick whose RSS was within 5% of the span's largest sampled RSS (a
     /// read at the RSS peak): the largest read may be called the peak PSS. Reads only at lower
-    /// RSS (at idle) say nothing of the PSS at the peak.
+    /// RSS say nothing of the PSS at the peak.
     pub is_peak: bool,
+    /// The largest RSS at a tick where PSS was read: reads at or near the idle floor are
+    /// "PSS at idle"; higher ones that still missed the peak are neither.
+    pub max_rss_at_read_bytes: u64,
 }
 
 impl PssReads {
-    /// `1.20 GiB peak PSS (12 reads, +0 µs to +2.00 s)` or `300.0 MiB PSS at idle (4 reads, ...)`.
+    /// `1.20 GiB peak PSS (12 reads, +0 µs to +2.00 s)` or `300.0 MiB PSS, not at the peak
+    /// (4 reads, ..., none at the RSS peak)`.
     pub fn describe(&self) -> String {
         format!(
             "{} {} ({})",
@@ -151,10 +156,16 @@ impl PssReads {
             if self.is_peak {
                 "peak PSS"
             } else {
-                "PSS at idle"
+                "PSS, not at the peak"
             },
             self.reads_note()
         )
+    }
+
+    /// Every read came at a tick whose RSS was within 5% of `idle_floor` (the recording's 10th
+    /// percentile): the largest read is the PSS at idle.
+    pub fn at_idle(&self, idle_floor: u64) -> bool {
+        !self.is_peak && self.max_rss_at_read_bytes as f64 <= 1.05 * idle_floor as f64
     }
 
     /// `12 reads, +0 µs to +2.00 s`, `1 read at +0 µs, none at the RSS peak`.
@@ -644,7 +655,11 @@ mod tests {
         ]);
         let r = idle_reads.pss().reads(900 * MIB).unwrap();
         assert!(!r.is_peak);
-        assert!(r.describe().contains("PSS at idle"), "{}", r.describe());
+        assert!(
+            r.describe().contains("PSS, not at the peak"),
+            "{}",
+            r.describe()
+        );
         let at_peak = span(&[with_pss(100, Some(40)), with_pss(900, Some(300))]);
         let r = at_peak.pss().reads(900 * MIB).unwrap();
         assert!(r.is_peak);

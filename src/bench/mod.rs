@@ -13,25 +13,14 @@ pub mod runner;
 pub mod stats;
 pub mod table;
 
+use crate::output::Dest;
 use crate::probe::cgroup::CgroupFs;
 use crate::probe::ProcFs;
 use crate::sampler::record::PssGuard;
 use crate::sampler::target::TargetSpec;
 use serde::Serialize;
 use stats::{ByteStats, LeakCheck, Stats};
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// Where the bench's progress and notes go, one line each without the `memmon: ` prefix
-/// (`commands/bench.rs` prints them on stderr): the runner itself prints nothing.
-#[derive(Clone)]
-pub struct Say(pub std::sync::Arc<dyn Fn(&str) + Send + Sync>);
-
-impl std::fmt::Debug for Say {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Say(..)")
-    }
-}
 
 /// Everything `memmon bench` was asked to do.
 #[derive(Debug, Clone)]
@@ -46,8 +35,8 @@ pub struct BenchOptions {
     pub ignore_failure: bool,
     pub interval: Duration,
     pub children: bool,
-    /// Where the time series goes: `None` for nowhere, `-` for stdout.
-    pub output: Option<PathBuf>,
+    /// Where the time series goes: `None` for nowhere.
+    pub output: Option<Dest>,
     pub format: Option<crate::format::Format>,
     pub force: bool,
     pub append: bool,
@@ -57,9 +46,9 @@ pub struct BenchOptions {
     /// Read the kernel's exit records where memmon may (`--no-taskstats` turns it off): a
     /// process of the tree that peaks and exits between two samples keeps its peak in its run.
     pub exit_records: bool,
-    /// Progress lines (unless `quiet`) and the notes said even with it.
-    pub say: Say,
-    pub quiet: bool,
+    /// Where the bench's progress lines and notes go (`commands/bench.rs` shows them on
+    /// stderr): the runner itself prints nothing.
+    pub report: crate::reporter::Reporter,
     /// True when stdout carries data (a recording or an export): the table and the client's
     /// output then go to stderr.
     pub stdout_is_data: bool,
@@ -80,6 +69,23 @@ pub struct BenchOptions {
 }
 
 pub use crate::model::peak::{Peak, PeakBasis, PeakFacts, PeakScope, PeakSource};
+
+/// Why a bench cannot be run as asked (beside the recorder's, the target's and the output's
+/// errors), with its class (`exit::Class`).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// `--cgroup PATH` holds more than the daemon's tree, or not the daemon.
+    #[error("--cgroup {given}: the cgroup {cgroup} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)")]
+    CgroupNotAlone { given: String, cgroup: String },
+}
+
+impl BenchError {
+    pub fn class(&self) -> crate::exit::Class {
+        match self {
+            BenchError::CgroupNotAlone { .. } => crate::exit::Class::Usage,
+        }
+    }
+}
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]
@@ -345,7 +351,7 @@ impl BenchReport {
                     r.facts.cgroup_holds_tree,
                     r.facts.cgroup_v1,
                 ),
-                gpu_bytes: r.peak_gpu_bytes,
+                gpu: crate::analysis::gpu::budget_peak(r.peak_gpu_bytes, &r.gpu_kernel),
                 exact_within_bytes: r.facts.exact_within_bytes,
             })
             .collect()

@@ -58,7 +58,7 @@ fn opt_bytes(v: Option<u64>) -> String {
 fn exit_text(r: &RunResult) -> String {
     match (r.exit_code, r.exit_signal) {
         (Some(c), _) => c.to_string(),
-        (None, Some(s)) => crate::sampler::signals::name(s),
+        (None, Some(s)) => crate::model::signal::name(s),
         _ => "?".into(),
     }
 }

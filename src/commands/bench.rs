@@ -1,22 +1,19 @@
 //! `memmon bench`: the flags become `BenchOptions` (and the export targets); the runner runs;
 //! the table goes to stdout (stderr when stdout carries data), then the exports are written.
 
+use super::exit::ExitCode;
 use super::stderr::{errln, errprint};
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::BenchArgs;
 use memmon::bench::{export, runner, table, BenchOptions};
-use memmon::exit::{CodedError, ExitCode};
 use memmon::format::Format;
 use memmon::probe::cgroup::CgroupFs;
 use memmon::probe::ProcFs;
-use memmon::sampler::target::TargetSpec;
 use std::io::Write;
-use std::path::PathBuf;
 
 /// The bench's options from the command line; errors are usage errors (exit 2).
 fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
-    let target = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
-        .map_err(usage)?;
+    let target = args.daemon.spec();
     if target.is_none() && (args.marks.mark_log.is_some() || args.marks.phase_peaks) {
         return Err(usage(
             "--mark-log and --phase-peaks apply to a bench against a daemon (--pid, --pidfile, --name)",
@@ -33,21 +30,25 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         ));
     }
     let s = &args.sampling;
-    if s.interval.is_zero() {
-        return Err(usage("--interval must be above 0"));
+    let on_stdout: Vec<&str> = [
+        (&s.output, "-o"),
+        (&args.export_json, "--export-json"),
+        (&args.export_csv, "--export-csv"),
+        (&args.export_markdown, "--export-markdown"),
+    ]
+    .into_iter()
+    .filter(|(d, _)| d.as_ref().is_some_and(|d| d.is_stdout()))
+    .map(|(_, flag)| flag)
+    .collect();
+    if on_stdout.len() > 1 {
+        let flags: Vec<String> = on_stdout.iter().map(|f| format!("{f} -")).collect();
+        return Err(usage(format!(
+            "{} would {} write to stdout: give all but one of them a file",
+            flags.join(" and "),
+            if flags.len() == 2 { "both" } else { "all" }
+        )));
     }
-    let dash = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    let stdout_is_data = dash(&s.output)
-        || dash(&args.export_json)
-        || dash(&args.export_csv)
-        || dash(&args.export_markdown);
-    if dash(&s.output)
-        && (dash(&args.export_json) || dash(&args.export_csv) || dash(&args.export_markdown))
-    {
-        return Err(usage(
-            "-o - and --export-* - would both write to stdout: give one of them a file",
-        ));
-    }
+    let stdout_is_data = !on_stdout.is_empty();
     Ok(BenchOptions {
         target,
         client: args.client.clone(),
@@ -65,12 +66,11 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         pss: pss_guard(&s.pss_args),
         gpu: gpu_options(s)?,
         exit_records: !s.no_taskstats,
-        say: memmon::bench::Say(std::sync::Arc::new(|line: &str| errln!("memmon: {line}"))),
-        quiet: args.quiet,
+        report: super::stderr::reporter("memmon", args.quiet, false),
         stdout_is_data,
         procfs: ProcFs::default(),
         cgroupfs: CgroupFs::default(),
-        marks: mark_options(&args.marks, None, args.quiet),
+        marks: mark_options(&args.marks, None),
         phase_peaks: args.marks.phase_peaks,
         own_cgroup: args.cgroup.own(),
         cgroup: args
@@ -84,7 +84,11 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
-    let exports = export::targets(&args.export_json, &args.export_csv, &args.export_markdown)?;
+    let exports = export::targets(
+        args.export_json.as_ref(),
+        args.export_csv.as_ref(),
+        args.export_markdown.as_ref(),
+    );
     if let Some(url) = &args.push {
         memmon::bench::push::PushUrl::parse(url).map_err(|e| usage(e.to_string()))?;
     }
@@ -116,13 +120,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
         let n = memmon::bench::push::push(url, &name, &host, &report)?;
-        if !opts.quiet {
-            errln!(
-                "memmon: pushed {} to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
-                memmon::units::count(n, "run"),
-                memmon::bench::push::JOB
-            );
-        }
+        opts.report.note(&format!(
+            "pushed {} to {url} (job {}, instance=\"{host}\", bench=\"{name}\", run=1..{n})",
+            memmon::units::count(n, "run"),
+            memmon::bench::push::JOB
+        ));
     }
     let checks: Vec<_> = report
         .units()
@@ -137,13 +139,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(runner::Stop::Signal(sig)) => {
             errln!(
                 "memmon: bench interrupted by {} after {} of {}; the runs measured are kept",
-                memmon::sampler::signals::name(sig),
+                memmon::model::signal::name(sig),
                 report.runs.len(),
                 memmon::units::count(report.runs_requested, "run")
             );
             Ok(ExitCode::Signal(sig))
         }
-        Some(runner::Stop::Failed(msg)) => Err(CodedError::new(ExitCode::Failure, msg)),
+        Some(runner::Stop::Failed(msg)) => {
+            errln!("memmon: error: {msg}");
+            Ok(ExitCode::Failure)
+        }
         Some(runner::Stop::Error(e)) => Err(e),
     }
 }
@@ -152,8 +157,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 /// two may be one file.
 fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyhow::Result<()> {
     let mut outs = export::paths(exports);
-    let side = opts.output.as_deref().map(memmon::format::sidecar_path);
-    if let (Some(o), false) = (&opts.output, opts.append) {
+    let file = opts.output.as_ref().and_then(|d| d.file());
+    let side = file.map(memmon::format::sidecar_path);
+    if let (Some(o), false) = (file, opts.append) {
         outs.push((o, "-o"));
         let csv = opts.format.unwrap_or_else(|| Format::from_path(o)) == Format::Csv;
         let orphan = memmon::format::sidecar_is_orphan(o);
@@ -161,6 +167,6 @@ fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyho
             outs.push((side, "-o's metadata sidecar"));
         }
     }
-    memmon::output::check_outputs(&outs, opts.force).map_err(|e| usage(e.to_string()))?;
+    memmon::output::check_outputs(&outs, opts.force)?;
     Ok(())
 }

@@ -1,12 +1,12 @@
 //! `memmon compare`: the flags become `CompareOptions` (sides, gates, noise floor); the
 //! comparison is printed as a table or `--json`; a failed gate exits 1.
 
+use super::exit::ExitCode;
 use super::stderr::errln;
 use super::usage;
 use crate::cli::CompareArgs;
 use anyhow::Context;
 use memmon::analysis::compare::{Gate, Metric};
-use memmon::exit::ExitCode;
 use memmon::render::compare_table::{self, CompareOptions};
 use std::io::Write;
 

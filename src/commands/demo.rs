@@ -1,15 +1,26 @@
 //! `memmon demo`: records the built-in workload and plots it (`memmon::demo`).
 
+use super::exit::ExitCode;
 use super::stderr::errln;
+use super::usage;
 use crate::cli::DemoArgs;
-use memmon::exit::ExitCode;
+use memmon::output::Dest;
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let output = match args.output {
+        Some(Dest::Stdout) => {
+            return Err(usage(
+                "the demo writes a recording and its plot beside it: give -o FILE, not -o -",
+            ))
+        }
+        Some(Dest::File(p)) => Some(p),
+        None => None,
+    };
     let done = memmon::demo::run(
-        args.output,
+        output,
         args.interval,
         Box::new(super::record::Terminal::new(args.quiet, false, false)),
-        args.quiet,
+        super::stderr::reporter("memmon", args.quiet, false),
     )?;
     if let (Some(p), Some(svg), false) = (&done.outcome.output, &done.plot, args.quiet) {
         errln!(
@@ -19,5 +30,5 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             p.display()
         );
     }
-    Ok(done.outcome.exit)
+    Ok(done.outcome.exit.into())
 }

@@ -1,23 +1,22 @@
 //! `memmon export`: the targets from --target and --config, the sampler on a thread of its
 //! own, the HTTP server on this one.
 
+use super::exit::ExitCode;
 use super::stderr::errln;
 use super::usage;
 use crate::cli::ExportArgs;
-use memmon::exit::{CodedError, ExitCode};
+use anyhow::Context;
 use memmon::export::{self, server, ExportOptions, Sampler};
 use memmon::probe::cgroup::CgroupFs;
 use memmon::probe::ProcFs;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 
 pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let mut targets = Vec::new();
     if let Some(path) = &args.config {
         targets.extend(export::read_config(path).map_err(usage)?);
     }
-    for t in &args.targets {
-        targets.push(export::parse_target(t).map_err(|e| usage(format!("--target {e}")))?);
-    }
+    targets.extend(args.targets.iter().cloned());
     export::check_targets(&targets).map_err(usage)?;
     if args.window < args.interval {
         return Err(usage(format!(
@@ -26,18 +25,9 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             memmon::units::fmt_interval(args.interval)
         )));
     }
-    let addr: SocketAddr = args.listen.parse().map_err(|e| {
-        usage(format!(
-            "--listen '{}': not an ADDRESS:PORT ({e}); e.g. 127.0.0.1:9464 or 0.0.0.0:9464",
-            args.listen
-        ))
-    })?;
-    let listener = TcpListener::bind(addr).map_err(|e| {
-        CodedError::new(
-            ExitCode::Failure,
-            format!("cannot listen on {addr} (--listen): {e}"),
-        )
-    })?;
+    let addr = args.listen;
+    let listener =
+        TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr} (--listen)"))?;
     let bound = listener.local_addr()?;
     if !bound.ip().is_loopback() {
         // Said even with --quiet: it is about who can read the endpoint, not about targets.
@@ -70,14 +60,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    let sampler = Sampler::new(
-        opts,
-        Box::new(move |m| {
-            if !quiet {
-                errln!("memmon export: {m}");
-            }
-        }),
-    );
+    let sampler = Sampler::new(opts, super::stderr::reporter("memmon export", quiet, false));
     let shared = sampler.shared();
     std::thread::Builder::new()
         .name("memmon-sampler".into())

@@ -13,7 +13,6 @@ pub struct LiveLine {
     enabled: bool,
     last_draw: Option<Instant>,
     peak: u64,
-    drawn: bool,
 }
 
 impl LiveLine {
@@ -25,7 +24,6 @@ impl LiveLine {
                 && !(data_on_stdout && stdout_is_stderrs_terminal()),
             last_draw: None,
             peak: 0,
-            drawn: false,
         }
     }
 
@@ -48,16 +46,13 @@ impl LiveLine {
             count(samples, "sample"),
             missed
         );
-        super::stderr::write_bytes(line.as_bytes());
-        self.drawn = true;
+        super::stderr::write_live(line.as_bytes());
     }
 
-    /// Erases the line, so the next message starts on a clean line.
+    /// Erases the line, so the next message starts on a clean line (every message through
+    /// `stderr` erases it first too).
     pub fn clear(&mut self) {
-        if self.drawn {
-            super::stderr::write_bytes(b"\r\x1b[K");
-            self.drawn = false;
-        }
+        super::stderr::clear_live();
     }
 }
 

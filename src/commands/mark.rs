@@ -1,8 +1,8 @@
 //! `memmon mark LABEL`: sends the marker to the running recorder and says where it landed.
 
+use super::exit::ExitCode;
 use super::stderr::errln;
 use crate::cli::MarkCommandArgs;
-use memmon::exit::ExitCode;
 use memmon::units::{fmt_bytes, fmt_seconds};
 
 pub fn run(args: MarkCommandArgs) -> anyhow::Result<ExitCode> {

@@ -1,10 +1,11 @@
 //! One file per subcommand: the only code that sees the clap structs of `cli.rs`, prints to
-//! the terminal and maps errors to exit codes. Each turns its arguments into the core's options
-//! (`memmon::...`), calls the core, and prints what came back.
+//! the terminal and chooses exit codes (`exit.rs`). Each turns its arguments into the core's
+//! options (`memmon::...`), calls the core, and prints what came back.
 
 mod bench;
 mod compare;
 mod demo;
+pub(crate) mod exit;
 mod export;
 mod live;
 mod mark;
@@ -15,7 +16,7 @@ pub(crate) mod stderr;
 mod summary;
 
 use crate::cli::{Cli, Command, MarkArgs, PssArgs, SamplingArgs};
-use memmon::exit::{CodedError, ExitCode};
+use exit::{ExitCode, UsageError};
 use stderr::errln;
 
 /// Runs the subcommand.
@@ -34,18 +35,26 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// The exit code of a subcommand's result, for every subcommand alike: an error is printed once
-/// to stderr with its whole context chain and exits with the code of the first `CodedError` in
-/// that chain (1 when there is none); a closed stdout (`memmon ... | head`) is a success.
+/// to stderr with its whole chain of causes and exits with the code of its class
+/// (`exit::class_of`); a closed stdout (`memmon ... | head`) is a success.
 pub fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) if is_broken_pipe(&err) => ExitCode::Success,
         Err(err) => {
             errln!("memmon: error: {err:#}");
-            // `downcast_ref` also finds a `CodedError` given as context; `chain` the ones inside.
-            err.downcast_ref::<CodedError>()
-                .or_else(|| err.chain().find_map(|c| c.downcast_ref::<CodedError>()))
-                .map_or(ExitCode::Failure, |c| c.code)
+            exit::class_of(&err).into()
+        }
+    }
+}
+
+/// The demo's workload (a child memmon, `memmon::demo::WORKLOAD_ENTRY`): its exit code.
+pub fn workload(steps: &[String]) -> i32 {
+    match memmon::workload::run(steps) {
+        Ok(code) => code,
+        Err(msg) => {
+            errln!("memmon: error: {msg}");
+            ExitCode::Usage.code()
         }
     }
 }
@@ -72,22 +81,17 @@ fn report_budgets(checks: &[memmon::analysis::budget::BudgetCheck]) -> bool {
 
 /// A usage error (exit 2) with this message.
 fn usage(message: impl Into<String>) -> anyhow::Error {
-    CodedError::new(ExitCode::Usage, message)
+    anyhow::Error::new(UsageError(message.into()))
 }
 
 /// The marker flags as `marks::MarkSetup` takes them.
-fn mark_options(
-    a: &MarkArgs,
-    mark_stdout: Option<&String>,
-    quiet: bool,
-) -> memmon::marks::MarkOptions {
+fn mark_options(a: &MarkArgs, mark_stdout: Option<&String>) -> memmon::marks::MarkOptions {
     memmon::marks::MarkOptions {
         mark_log: a.mark_log.clone(),
         mark_regex: a.mark_regex.clone(),
         mark_stdout: mark_stdout.cloned(),
         socket: a.socket.clone(),
         no_socket: false,
-        quiet,
     }
 }
 

@@ -1,8 +1,8 @@
 //! `memmon plot`: the flags become `PlotOptions`; the recordings are drawn to one image.
 
+use super::exit::ExitCode;
 use super::stderr::errln;
 use crate::cli::PlotArgs;
-use memmon::exit::{CodedError, ExitCode};
 use memmon::render::plot::{ImageFormat, PlotError, PlotOptions};
 
 /// The plot's options from the command line: size, title, and the series asked for.
@@ -29,8 +29,7 @@ fn options(args: &PlotArgs) -> Result<PlotOptions, PlotError> {
 
 pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
     let format = ImageFormat::from_path(&args.output, "--output").map_err(plot_error)?;
-    memmon::output::check_outputs(&[(&args.output, "--output")], args.force)
-        .map_err(|e| CodedError::new(ExitCode::Usage, e.to_string()))?;
+    memmon::output::check_outputs(&[(&args.output, "--output")], args.force)?;
     let opts = options(&args).map_err(plot_error)?;
     let notes = memmon::render::plot::plot_files(
         &args.files,
@@ -50,15 +49,8 @@ pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
-/// Bad flags and unreadable or malformed recordings exit 2; a plot that cannot be written, 1.
+/// The error, said to be the plot's (its class is `PlotError::class`: bad flags and unreadable
+/// or malformed recordings exit 2, a plot that cannot be written 1).
 pub(super) fn plot_error(e: PlotError) -> anyhow::Error {
-    let code = if e.is_input_error() {
-        ExitCode::Usage
-    } else {
-        ExitCode::Failure
-    };
-    anyhow::Error::new(e).context(CodedError {
-        code,
-        message: "cannot plot".into(),
-    })
+    anyhow::Error::new(e).context("cannot plot")
 }

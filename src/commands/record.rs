@@ -1,18 +1,16 @@
 //! `memmon record`: the flags become `RecordOptions` and `MarkOptions`; the recorder runs; with
 //! `--plot`, the finished recording is plotted.
 
+use super::exit::ExitCode;
 use super::live::LiveLine;
 use super::stderr::{errln, errprint};
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::RecordArgs;
 use memmon::analysis::Summary;
-use memmon::exit::ExitCode;
 use memmon::format::{Format, InputSpec};
 use memmon::marks::MarkSetup;
 use memmon::model::sample::Sample;
-use memmon::output;
-use memmon::probe::cgroup::CgroupFs;
-use memmon::probe::ProcFs;
+use memmon::output::{self, Dest};
 use memmon::render::plot::{ImageFormat, PlotOptions};
 use memmon::sampler::cgroup::CgroupChoice;
 use memmon::sampler::record::{RecordObserver, RecordOptions, RecordStart, Recorder};
@@ -21,8 +19,7 @@ use std::path::Path;
 
 /// The recorder's options from the command line; errors are usage errors (exit 2).
 fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
-    let attached = TargetSpec::from_flags(args.pid, args.pidfile.as_deref(), args.name.as_deref())
-        .map_err(usage)?;
+    let attached = args.target.spec();
     let cgroup = args.cgroup.cgroup.as_deref().map(CgroupChoice::parse);
     let target = match (attached, args.command.is_empty()) {
         (Some(t), true) => t,
@@ -52,19 +49,15 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         ));
     }
     let sampling = &args.sampling;
-    if sampling.interval.is_zero() {
-        return Err(usage("--interval must be above 0"));
-    }
     if (args.wait || args.exit_with_target) && !target.can_restart() {
         return Err(usage(
             "--wait and --exit-with-target apply to --pidfile and --name only",
         ));
     }
     Ok(RecordOptions {
-        target,
         interval: sampling.interval,
         children: !sampling.no_children,
-        output: sampling.output.clone().filter(|p| p.as_os_str() != "-"),
+        output: sampling.output.clone().unwrap_or(Dest::Stdout),
         format: sampling.format.map(Into::into),
         force: sampling.force,
         append: sampling.append,
@@ -73,24 +66,20 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
         wait: args.wait,
         exit_with_target: args.exit_with_target,
         duration: args.duration,
-        quiet: args.quiet,
-        procfs: ProcFs::default(),
         phase_peaks: args.marks.phase_peaks,
-        reset_peak: args.reset_peak,
+        reset_peak: args.reset_peaks,
         exit_records: !args.sampling.no_taskstats,
         capture_stdout: args.mark_stdout.is_some(),
-        env: Vec::new(),
         cgroup,
         own_cgroup: args.cgroup.own(),
-        cgroupfs: CgroupFs::default(),
-        run_peaks: None,
+        ..RecordOptions::new(target)
     })
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let opts = options(&args)?;
+    let mut opts = options(&args)?;
     let plot_to = match &args.plot {
-        Some(_) if opts.output.is_none() => return Err(usage(
+        Some(_) if opts.output.is_stdout() => return Err(usage(
             "--plot needs the recording in a file: add -o FILE (the recording is going to stdout)",
         )),
         Some(p) => Some((
@@ -99,7 +88,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         )),
         None => None,
     };
-    if let Some(o) = &opts.output {
+    if let Some(o) = opts.output.file() {
         check_outputs(o, &args, plot_to.as_ref().map(|(p, _)| p.as_path()))?;
     }
     if args.mark_stdout.is_some() && !matches!(opts.target, TargetSpec::Command(_)) {
@@ -107,18 +96,17 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             "--mark-stdout applies to a launched command (-- COMMAND) only",
         ));
     }
-    let data_on_stdout = opts.output.is_none();
-    let marks = MarkSetup::prepare(&mark_options(
-        &args.marks,
-        args.mark_stdout.as_ref(),
-        args.quiet,
-    ))?;
-    let terminal = Terminal::new(args.quiet, args.verbose, data_on_stdout);
-    let mut rec = Recorder::start(opts, Box::new(terminal))?;
-    let sources = marks.start(&mut rec, data_on_stdout);
-    for note in &sources.notes {
-        errln!("memmon: {note}");
+    let data_on_stdout = opts.output.is_stdout();
+    let marks = MarkSetup::prepare(&mark_options(&args.marks, args.mark_stdout.as_ref()))?;
+    if let (TargetSpec::Command(_), Some(path)) = (&opts.target, marks.socket_path()) {
+        // The command's own markers (memmon-mark, or the protocol by hand) find this recorder.
+        opts.env
+            .push(("MEMMON_SOCKET".into(), path.display().to_string()));
     }
+    let report = super::stderr::reporter("memmon", args.quiet, args.verbose);
+    let terminal = Terminal::new(args.quiet, args.verbose, data_on_stdout);
+    let mut rec = Recorder::start(opts, report.clone(), Box::new(terminal))?;
+    let sources = marks.start(&mut rec, data_on_stdout, &report);
     let outcome = rec.run();
     drop(sources); // stops the marker threads and removes the socket
     let outcome = outcome?;
@@ -144,7 +132,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(outcome.exit)
+    Ok(outcome.exit.into())
 }
 
 /// Every output is checked before anything starts: none may exist without --force (with
@@ -174,17 +162,17 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
         if let Err(e @ output::OutputCheckError::Same { .. }) =
             output::check_outputs(&[(o, "-o"), (p, "--plot")], true)
         {
-            return Err(usage(e.to_string()));
+            return Err(e.into());
         }
         outs.push((p, "--plot"));
     }
-    output::check_outputs(&outs, sampling.force).map_err(|e| usage(e.to_string()))?;
+    output::check_outputs(&outs, sampling.force)?;
     Ok(())
 }
 
 /// What a recording shows on the terminal (stderr): where the data goes and what is watched at
-/// the start, the notes on the way, a live status line (on a terminal), the summary at the end;
-/// with `--quiet` only what was done to the output file and the notes the recorder sends with it.
+/// the start, a live status line (on a terminal), the summary at the end; none of it with
+/// `--quiet`. (The recorder's notes go through the terminal's reporter, `stderr::reporter`.)
 pub(crate) struct Terminal {
     quiet: bool,
     verbose: bool,
@@ -213,11 +201,6 @@ impl Drop for Terminal {
 }
 
 impl RecordObserver for Terminal {
-    fn on_note(&mut self, note: &str) {
-        self.live.clear();
-        errln!("memmon: {note}");
-    }
-
     fn on_sample(&mut self, s: &Sample) {
         self.samples += 1;
         self.live.update(
@@ -230,10 +213,6 @@ impl RecordObserver for Terminal {
     }
 
     fn on_start(&mut self, start: &RecordStart) {
-        // What was done to the file (a repaired --append) is said even with --quiet.
-        for note in start.notes {
-            errln!("memmon: {note}");
-        }
         if !self.quiet {
             errln!("{}", banner(start, self.verbose));
         }

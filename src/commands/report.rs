@@ -1,11 +1,12 @@
 //! `memmon report`: builds the report (`render::html`) of the recordings and writes the page to
 //! `-o FILE` or stdout.
 
+use super::exit::ExitCode;
 use super::stderr::errln;
 use super::usage;
 use crate::cli::ReportArgs;
 use anyhow::Context;
-use memmon::exit::{CodedError, ExitCode};
+use memmon::output::Dest;
 use memmon::render::html::Report;
 use memmon::units::fmt_bytes;
 use std::io::Write;
@@ -17,10 +18,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "give the report's file with -o FILE (or -o - for stdout)",
         ));
     };
-    let to_stdout = output.as_os_str() == "-";
-    let output = memmon::format::absolute(output);
-    memmon::output::check_outputs(&[(&output, "-o")], args.force)
-        .map_err(|e| usage(e.to_string()))?;
+    let output = match output {
+        Dest::Stdout => None,
+        Dest::File(p) => Some(memmon::format::absolute(p)),
+    };
+    if let Some(o) = &output {
+        memmon::output::check_outputs(&[(o, "-o")], args.force)?;
+    }
     let report = Report::build(
         &args.files,
         &args.new,
@@ -28,22 +32,12 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         args.above,
         args.title.clone(),
     )
-    .map_err(|e| {
-        anyhow::Error::new(e).context(CodedError {
-            code: ExitCode::Usage,
-            message: "cannot write a report".into(),
-        })
-    })?;
+    .context("cannot write a report")?;
     for note in report.series.iter().filter_map(|s| s.events_note.as_ref()) {
         errln!("memmon report: {note}");
     }
     let html = report.to_html();
-    if to_stdout {
-        let mut out = std::io::stdout().lock();
-        out.write_all(html.as_bytes())
-            .context("cannot write to stdout")?;
-        out.flush().context("cannot write to stdout")?;
-    } else {
+    if let Some(output) = output {
         memmon::output::write_whole(&output, html.as_bytes(), args.force)
             .with_context(|| format!("cannot write {}", output.display()))?;
         errln!(
@@ -52,6 +46,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             output.display(),
             fmt_bytes(html.len() as u64)
         );
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(html.as_bytes())
+            .context("cannot write to stdout")?;
+        out.flush().context("cannot write to stdout")?;
     }
     Ok(ExitCode::Success)
 }

@@ -9,15 +9,57 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Set once a write found stderr closed: later messages are not even tried.
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
+/// Set while `record`'s live status line is drawn (`live.rs`): the next message erases it first,
+/// so it starts on a clean line.
+static LIVE_DRAWN: AtomicBool = AtomicBool::new(false);
+
 /// Writes `args` to stderr whole, or drops it when stderr cannot take it: EPIPE and EBADF mean
 /// no one will read stderr again; any other failure (a full disk under `2>file`) has nowhere
 /// to be told either.
 pub fn write(args: std::fmt::Arguments) {
+    clear_live();
     write_bytes(std::fmt::format(args).as_bytes());
 }
 
-/// [`write`] for bytes already formatted (the live status line).
-pub fn write_bytes(bytes: &[u8]) {
+/// Draws the live status line (bytes that end without a newline); the next message erases it.
+pub fn write_live(bytes: &[u8]) {
+    write_bytes(bytes);
+    LIVE_DRAWN.store(true, Ordering::Relaxed);
+}
+
+/// Erases the live status line when it is drawn.
+pub fn clear_live() {
+    if LIVE_DRAWN.swap(false, Ordering::Relaxed) {
+        write_bytes(b"\r\x1b[K");
+    }
+}
+
+/// The terminal's reporter: the core's messages (`memmon::reporter`) as lines on stderr, each
+/// after `prefix` (`memmon`, `memmon export`), warnings and errors saying so. This is where `-q`
+/// and `--verbose` are decided: `quiet` keeps only what is said even with `-q` (notices and
+/// errors), and details are shown only when `verbose`.
+pub fn reporter(prefix: &'static str, quiet: bool, verbose: bool) -> memmon::reporter::Reporter {
+    use memmon::reporter::Level;
+    memmon::reporter::Reporter::new(move |level, text| {
+        let shown = match level {
+            Level::Detail => verbose && !quiet,
+            Level::Note | Level::Warning => !quiet,
+            Level::Notice | Level::Error => true,
+        };
+        if !shown {
+            return;
+        }
+        let kind = match level {
+            Level::Warning => "warning: ",
+            Level::Error => "error: ",
+            _ => "",
+        };
+        write(format_args!("{prefix}: {kind}{text}\n"));
+    })
+}
+
+/// Writes bytes already formatted.
+fn write_bytes(bytes: &[u8]) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }

@@ -4,6 +4,7 @@
 //! labelled by the target's name only (no PID: a restart must not start a new series), so
 //! their number is bounded by the number of targets times the number of families.
 
+use crate::model::sample::Sample;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -15,13 +16,9 @@ pub struct TargetSnapshot {
     pub kind: &'static str,
     /// A process of the target is being watched.
     pub up: bool,
-    /// The current sums over the target's process tree (only while up).
-    pub rss: u64,
-    pub anon: u64,
-    pub file: u64,
-    pub shmem: u64,
-    pub swap: u64,
-    pub processes: u32,
+    /// The last sample of the target's process tree, as a recording's row holds it (only while
+    /// up): the families below read its columns.
+    pub tree: Option<Sample>,
     /// The tree's PSS at its last read (with `--pss`, while up).
     pub pss: Option<u64>,
     /// The largest RSS over the window (kept after the target exits, until it ages out).
@@ -67,9 +64,13 @@ pub struct Family {
     pub value: fn(&TargetSnapshot) -> Option<f64>,
 }
 
-/// A process tree's figure: only while up, never for a `cgroup:` target (which has no tree).
-fn up_only(t: &TargetSnapshot, v: u64) -> Option<f64> {
-    (t.up && t.kind != "cgroup").then_some(v as f64)
+/// A column of the process tree's last sample: only while up, never for a `cgroup:` target
+/// (which has no tree).
+fn up_only(t: &TargetSnapshot, column: fn(&Sample) -> u64) -> Option<f64> {
+    t.tree
+        .as_ref()
+        .filter(|_| t.up && t.kind != "cgroup")
+        .map(|s| column(s) as f64)
 }
 
 /// A cgroup's figure from its last reading (while up).
@@ -98,42 +99,42 @@ pub const FAMILIES: &[Family] = &[
         kind: Kind::Gauge,
         unit: Some("bytes"),
         help: "Resident set size of the target's process tree at the last sample: VmRSS summed over the processes, so pages shared between processes count once per process.",
-        value: |t| up_only(t, t.rss),
+        value: |t| up_only(t, |s| s.rss_bytes),
     },
     Family {
         name: "memmon_rss_anon_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
         help: "Anonymous part of the RSS (RssAnon: heap, stacks, private mappings), summed over the tree.",
-        value: |t| up_only(t, t.anon),
+        value: |t| up_only(t, |s| s.anon_bytes),
     },
     Family {
         name: "memmon_rss_file_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
         help: "File-backed part of the RSS (RssFile: mapped files and binaries), summed over the tree.",
-        value: |t| up_only(t, t.file),
+        value: |t| up_only(t, |s| s.file_bytes),
     },
     Family {
         name: "memmon_rss_shmem_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
         help: "Shared-memory part of the RSS (RssShmem: shmem, tmpfs, shared anonymous), summed over the tree.",
-        value: |t| up_only(t, t.shmem),
+        value: |t| up_only(t, |s| s.shmem_bytes),
     },
     Family {
         name: "memmon_swap_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
         help: "Swapped-out anonymous memory (VmSwap), summed over the tree.",
-        value: |t| up_only(t, t.swap),
+        value: |t| up_only(t, |s| s.swap_bytes),
     },
     Family {
         name: "memmon_processes",
         kind: Kind::Gauge,
         unit: None,
         help: "Processes in the target's tree (the target and its descendants) at the last sample.",
-        value: |t| up_only(t, t.processes as u64),
+        value: |t| up_only(t, |s| s.processes as u64),
     },
     Family {
         name: "memmon_pss_bytes",
@@ -209,7 +210,7 @@ pub const FAMILIES: &[Family] = &[
         name: "memmon_missed_ticks_total",
         kind: Kind::Counter,
         unit: None,
-        help: "Samples the exporter could not take on time (it woke up more than one interval late), so spikes in that gap were only seen through the kernel's high-water mark.",
+        help: "Samples the exporter could not take on time (their deadline passed before the sample before was done; they are skipped, not taken late, as a recording's missed_ticks counts them), so spikes in that gap were only seen through the kernel's high-water mark.",
         value: |t| Some(t.missed_ticks as f64),
     },
 ];
@@ -397,10 +398,13 @@ mod tests {
                     name: "cuzk".into(),
                     kind: "pidfile",
                     up: true,
-                    rss: 45 << 30,
-                    anon: 44 << 30,
-                    file: 1 << 30,
-                    processes: 3,
+                    tree: Some(Sample {
+                        rss_bytes: 45 << 30,
+                        anon_bytes: 44 << 30,
+                        file_bytes: 1 << 30,
+                        processes: 3,
+                        ..Default::default()
+                    }),
                     window_peak: Some(200 << 30),
                     restarts: 2,
                     ..Default::default()

@@ -1,6 +1,8 @@
-//! `memmon export`: targets followed as `record` follows them, sampled by one thread, served
-//! on /metrics for Prometheus. `sampler` below takes the ticks and keeps, per target, the
-//! current sums and the largest RSS over a sliding window (`window.rs`); `metrics.rs` writes
+//! `memmon export`: targets followed by the engine `record` uses (`sampler/watch.rs`: the same
+//! resolution, restarts, exit records and guarded PSS reads), every target ticked by one thread
+//! on the one schedule (`sampler/schedule.rs`), served on /metrics for Prometheus. This module
+//! is the exporter's sink: per target, the last sample and the largest RSS over a sliding
+//! window (`window.rs`), published as a snapshot; `metrics.rs` writes
 //! the snapshot in the Prometheus or OpenMetrics text format; `server.rs` is the small HTTP
 //! server. The sampler and the server share only a snapshot behind a short lock, so a slow or
 //! stuck scraper cannot delay a sample.
@@ -14,12 +16,14 @@ pub mod metrics;
 pub mod server;
 pub mod window;
 
+use crate::model::sample::Sample;
 use crate::probe::cgroup::{CgroupError, CgroupFs, CgroupReader, CgroupVersion, PeakWatch};
-use crate::probe::taskstats::ExitWatch;
-use crate::probe::{ProcFs, ProcHandle};
-use crate::sampler::record::PssGuard;
-use crate::sampler::target::{self, PidfileStamp, TargetSpec};
-use crate::sampler::tree::{Tree, TreeSample};
+use crate::probe::ProcFs;
+use crate::reporter::Reporter;
+use crate::sampler::pss::PssGuard;
+use crate::sampler::schedule::Schedule;
+use crate::sampler::target::{self, TargetSpec};
+use crate::sampler::watch::{ExitRecords, Found, Tick, Watch, WatchOptions};
 use metrics::{Snapshot, TargetSnapshot};
 use regex::Regex;
 use std::collections::HashMap;
@@ -156,46 +160,40 @@ pub struct ExportOptions {
     pub cgroupfs: CgroupFs,
 }
 
-/// Something worth telling the user (a target found, exited, restarted, a read that failed).
-pub type Notify = Box<dyn Fn(&str) + Send>;
-
 /// One followed target.
 struct Follower {
     name: String,
     spec: TargetSpec,
-    tree: Option<Tree>,
-    /// The last process watched (pid, start time), and the pidfile's stamp when it named it.
-    last_root: Option<(i32, u64)>,
-    pidfile_stamp: Option<PidfileStamp>,
-    /// Boot ticks when the last process was last seen alive (a `--name` successor starts later).
-    last_alive_ticks: u64,
+    /// A process target: the engine that finds and follows it (`sampler/watch.rs`); `None`
+    /// for a `cgroup:` target.
+    watch: Option<Watch>,
     next_lookup: Instant,
     /// The last reason it is not found, told once.
     told: Option<String>,
-    restarts: u64,
-    missed_ticks: u64,
     window: WindowMax,
-    current: Option<TreeSample>,
+    /// The last sample of its tree (while up).
+    current: Option<Sample>,
     /// Per process (pid, start time): its VmHWM at the last sample, and whether it was reset
     /// right after (so the next VmHWM is the peak since that sample).
     hwm: HashMap<(i32, u64), (u64, bool)>,
+    /// The tree's PSS at its last complete read.
     pss: Option<u64>,
-    pss_next: Instant,
     /// A `cgroup:` target: the cgroup being read, its last reading and its window of usage.
     cg: Option<CgroupWatch>,
     cg_stats: Option<crate::probe::cgroup::CgroupStats>,
     cg_window: WindowMax,
+    /// Times the cgroup was found again after it was gone.
+    cg_restarts: u64,
     /// A failed reset of the cgroup's peak, told once.
     cg_reset_told: bool,
     /// The cgroup found was read at least once; one read before was lost since (so finding it
     /// again is a restart, while a cgroup found but never readable is not).
     cg_was_read: bool,
     cg_lost_after_read: bool,
-    /// The exit-record watch of this target's trees, kept across restarts; `Err` once the
-    /// kernel refused it (told once, not asked again).
-    exits: Option<Result<ExitWatch, ()>>,
     /// The marks of every member were reset at the last tick (`--reset-peaks`, none refused).
     reset_held: bool,
+    /// What this target has to say, each line after `target NAME: `.
+    report: Reporter,
 }
 
 /// A cgroup found and read tick after tick.
@@ -208,31 +206,56 @@ struct CgroupWatch {
 }
 
 impl Follower {
-    fn new(t: &ExportTarget, window: Duration, now: Instant) -> Follower {
+    fn new(t: &ExportTarget, opts: &ExportOptions, now: Instant, report: &Reporter) -> Follower {
+        let report = report.prefixed(format!("target {}: ", t.name));
+        let watch = match &t.spec {
+            TargetSpec::Cgroup(_) => None,
+            spec => {
+                let wopts = WatchOptions {
+                    procfs: opts.procfs.clone(),
+                    children: opts.children,
+                    pss: opts.pss.clone(),
+                };
+                let exits = if opts.exit_records {
+                    ExitRecords::Wanted
+                } else {
+                    ExitRecords::Off
+                };
+                match Watch::new(spec.clone(), wopts.clone(), exits, None, report.clone()) {
+                    Ok(w) => Some(w),
+                    // No thread for PSS: the target is watched without it.
+                    Err(e) => {
+                        report.warning(&format!("cannot start a thread to read PSS: {e}"));
+                        let wopts = WatchOptions { pss: None, ..wopts };
+                        let exits = if opts.exit_records {
+                            ExitRecords::Wanted
+                        } else {
+                            ExitRecords::Off
+                        };
+                        Watch::new(spec.clone(), wopts, exits, None, report.clone()).ok()
+                    }
+                }
+            }
+        };
         Follower {
             name: t.name.clone(),
             spec: t.spec.clone(),
-            tree: None,
-            last_root: None,
-            pidfile_stamp: None,
-            last_alive_ticks: 0,
+            watch,
             next_lookup: now,
             told: None,
-            restarts: 0,
-            missed_ticks: 0,
-            window: WindowMax::new(window),
+            window: WindowMax::new(opts.window),
             current: None,
             hwm: HashMap::new(),
             pss: None,
-            pss_next: now,
             cg: None,
             cg_stats: None,
-            cg_window: WindowMax::new(window),
+            cg_window: WindowMax::new(opts.window),
+            cg_restarts: 0,
             cg_reset_told: false,
             cg_was_read: false,
             cg_lost_after_read: false,
-            exits: None,
             reset_held: false,
+            report,
         }
     }
 
@@ -249,14 +272,14 @@ impl Follower {
     /// One tick of a `cgroup:` target: looks the cgroup up while it is not there (at most
     /// every [`NAME_LOOKUP_EVERY`]), reads it, and feeds the window with its usage since the
     /// previous tick.
-    fn tick_cgroup(&mut self, path: &str, opts: &ExportOptions, now: Instant, notify: &Notify) {
+    fn tick_cgroup(&mut self, path: &str, opts: &ExportOptions, now: Instant, report: &Reporter) {
         // Once a second, a cgroup being read is checked to be still there (held files of a
         // removed cgroup fail on the kernel's file system, but need not elsewhere).
         if now >= self.next_lookup {
             if let Some(w) = &self.cg {
                 self.next_lookup = now + NAME_LOOKUP_EVERY;
                 if !w.reader.cgroup().dir.is_dir() {
-                    notify(&format!(
+                    report.note(&format!(
                         "target {}: the cgroup {} is gone; looking for it again",
                         self.name,
                         w.reader.cgroup().dir.display()
@@ -276,16 +299,16 @@ impl Follower {
                         cg.version.name()
                     );
                     if self.cg_lost_after_read {
-                        self.restarts += 1;
+                        self.cg_restarts += 1;
                         self.cg_lost_after_read = false;
-                        notify(&format!("target {}: the cgroup is back: {what}", self.name));
+                        report.note(&format!("target {}: the cgroup is back: {what}", self.name));
                     } else if !self
                         .told
                         .as_deref()
                         .is_some_and(|t| t.starts_with(UNREADABLE))
                     {
                         // (Found again after a failed read: said once, not every second.)
-                        notify(&format!("target {}: watching the cgroup {what}", self.name));
+                        report.note(&format!("target {}: watching the cgroup {what}", self.name));
                     }
                     self.cg = Some(CgroupWatch {
                         reader: CgroupReader::new(cg),
@@ -302,7 +325,7 @@ impl Follower {
                         e => e.to_string(),
                     };
                     if self.told.as_deref() != Some(msg.as_str()) {
-                        notify(&format!(
+                        report.note(&format!(
                             "target {}: not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears",
                             self.name
                         ));
@@ -316,7 +339,7 @@ impl Follower {
             Some(Ok((st, peak, reset_err))) => {
                 if let Some(e) = reset_err {
                     if !self.cg_reset_told {
-                        notify(&format!(
+                        report.note(&format!(
                             "target {}: cannot reset the cgroup's peak ({e}); the window peak is the sampled usage, exact only where the peak rises above every earlier one",
                             self.name
                         ));
@@ -331,7 +354,7 @@ impl Follower {
             Some(Err(e)) => {
                 let msg = format!("{UNREADABLE}{e}");
                 if self.told.as_deref() != Some(msg.as_str()) {
-                    notify(&format!(
+                    report.note(&format!(
                         "target {}: {msg}; looking for it again every second",
                         self.name
                     ));
@@ -344,132 +367,93 @@ impl Follower {
         }
     }
 
-    /// Looks for the target's process: the first time (or while never found) as `record`
-    /// resolves it, after an exit as `record` waits for a restart.
-    fn find(&mut self, opts: &ExportOptions, now: Instant, notify: &Notify) {
+    /// Looks for the target's process (`Watch::look`): the first time (or while never found)
+    /// as `record` resolves it, after an exit as `record` waits for a restart. A `--name`
+    /// target is looked for at most every [`NAME_LOOKUP_EVERY`].
+    fn find(&mut self, now: Instant) {
+        let Some(watch) = &mut self.watch else {
+            return;
+        };
         if now < self.next_lookup {
             return;
         }
         if matches!(self.spec, TargetSpec::Name(_)) {
             self.next_lookup = now + NAME_LOOKUP_EVERY;
         }
-        let procfs = &opts.procfs;
-        let found: Option<(ProcHandle, Option<PidfileStamp>)> = match (&self.spec, self.last_root) {
-            // A PID once gone is gone; a command is never an export target (parse_target).
-            // A cgroup target is read by tick_cgroup, never through a process.
-            (TargetSpec::Pid(_), Some(_))
-            | (TargetSpec::Command(_), _)
-            | (TargetSpec::Cgroup(_), Some(_)) => None,
-            (TargetSpec::Pidfile(path), Some(old)) => {
-                target::pidfile_successor(procfs, path, old, self.pidfile_stamp)
-                    .map(|(h, s)| (h, Some(s)))
-            }
-            (TargetSpec::Name(re), Some(old)) => {
-                target::name_successor(procfs, re, old, self.last_alive_ticks).map(|h| (h, None))
-            }
-            (spec, None) => match target::resolve(procfs, spec) {
-                Ok(r) => {
-                    if let Some(n) = r.note {
-                        notify(&format!("target {}: {n}", self.name));
-                    }
-                    Some((r.handle, r.pidfile))
+        let said = match watch.look() {
+            Ok(Some(Found::First(pid, comm))) => format!("watching PID {pid} ({comm})"),
+            Ok(Some(Found::Restart(pid, comm))) => format!("restarted as PID {pid} ({comm})"),
+            Ok(None) => return,
+            Err(e) => {
+                let msg = not_found_yet(&e);
+                if self.told.as_deref() != Some(msg.as_str()) {
+                    self.report.note(&format!(
+                        "not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears"
+                    ));
+                    self.told = Some(msg);
                 }
-                Err(e) => {
-                    let msg = not_found_yet(&e);
-                    if self.told.as_deref() != Some(msg.as_str()) {
-                        notify(&format!(
-                            "target {}: not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears",
-                            self.name
-                        ));
-                        self.told = Some(msg);
-                    }
-                    None
-                }
-            },
+                return;
+            }
         };
-        let Some((h, stamp)) = found else { return };
-        if self.last_root.is_some() {
-            self.restarts += 1;
-            notify(&format!(
-                "target {}: restarted as PID {} ({})",
-                self.name, h.pid, h.comm
-            ));
-        } else {
-            notify(&format!(
-                "target {}: watching PID {} ({})",
-                self.name, h.pid, h.comm
-            ));
-        }
+        self.report.note(&said);
         self.told = None;
-        self.last_root = Some((h.pid, h.start_time));
-        if stamp.is_some() {
-            self.pidfile_stamp = stamp;
-        }
         self.hwm.clear();
         self.pss = None;
-        self.pss_next = now;
-        let mut tree = Tree::new(procfs.clone(), h, opts.children);
-        if opts.exit_records {
-            match self.exits.take() {
-                None => match ExitWatch::open_online() {
-                    Ok(w) => tree.watch_exits(w),
-                    Err(e) => {
-                        notify(&format!("target {}: not reading exit records: {e}; a process that peaks and exits between two samples is missed", self.name));
-                        self.exits = Some(Err(()));
-                    }
-                },
-                Some(Ok(w)) => tree.watch_exits(w),
-                Some(Err(())) => self.exits = Some(Err(())),
-            }
-        }
-        self.tree = Some(tree);
     }
 
     /// One tick: samples the tree (finding it first if needed) and feeds the window.
-    fn tick(&mut self, opts: &ExportOptions, now: Instant, notify: &Notify) {
+    fn tick(&mut self, opts: &ExportOptions, now: Instant, missed: u64) {
         if let TargetSpec::Cgroup(path) = &self.spec {
-            let path = path.clone();
-            return self.tick_cgroup(&path, opts, now, notify);
+            let (path, report) = (path.clone(), self.report.clone());
+            return self.tick_cgroup(&path, opts, now, &report);
         }
-        if self.tree.is_none() {
-            self.find(opts, now, notify);
+        if !self.watch.as_ref().is_some_and(Watch::is_up) {
+            self.find(now);
         }
-        let mut peak = None;
+        let Some(watch) = self.watch.as_mut().filter(|w| w.is_up()) else {
+            return self.window.expire(now);
+        };
+        // A PSS read that ended since the last tick: its sum goes on this tick's sample, and
+        // an incomplete one clears the last (a partial sum would look like a drop).
+        if watch.pss_arrived() == Some(false) {
+            self.pss = None;
+        }
         let reset_held = self.reset_held;
-        if let Some(tree) = &mut self.tree {
-            match tree.sample() {
-                Ok(Some(s)) => {
-                    peak = Some(self.peak_of_tick(&s, opts.reset_peaks));
-                    self.current = Some(s);
-                    if let Some(t) = target::boot_ticks_now(&opts.procfs) {
-                        self.last_alive_ticks = t;
-                    }
-                    self.maybe_read_pss(opts, now);
+        let peak = match watch.tick(None, None, missed) {
+            Ok(Some(t)) => {
+                if t.sample.pss_bytes.is_some() {
+                    self.pss = t.sample.pss_bytes;
                 }
-                Ok(None) => {
-                    // Its peak at its exit (and its last children's), after the last sample.
-                    peak = tree
-                        .departures_after_last_sample()
-                        .map(|d| departed_peak(d, reset_held))
-                        .filter(|&p| p > 0);
-                    notify(&format!(
-                        "target {}: PID {} exited{}",
-                        self.name,
-                        tree.root_pid(),
-                        if self.spec.can_restart() {
-                            "; waiting for it to restart"
-                        } else {
-                            ""
-                        }
-                    ));
-                    self.lost(now);
-                }
-                Err(e) => {
-                    notify(&format!("target {}: cannot read it: {e}", self.name));
-                    self.lost(now);
-                }
+                let peak = self.peak_of_tick(&t, opts.reset_peaks);
+                self.current = Some(t.sample);
+                Some(peak)
             }
-        }
+            Ok(None) => {
+                // Its peak at its exit (and its last children's), after the last sample.
+                let peak = watch
+                    .tree()
+                    .and_then(|t| t.departures_after_last_sample())
+                    .map(|d| departed_peak(d.departed_hwm, d.departed_risen_hwm, reset_held))
+                    .filter(|&p| p > 0);
+                self.report.note(&format!(
+                    "PID {} exited{}",
+                    watch.root_pid(),
+                    if self.spec.can_restart() {
+                        "; waiting for it to restart"
+                    } else {
+                        ""
+                    }
+                ));
+                self.lost(now);
+                peak
+            }
+            Err(e) => {
+                self.report.note(&format!("cannot read it: {e}"));
+                watch.lose();
+                self.lost(now);
+                None
+            }
+        };
         match peak {
             Some(v) => self.window.push(now, v),
             None => self.window.expire(now),
@@ -477,10 +461,6 @@ impl Follower {
     }
 
     fn lost(&mut self, now: Instant) {
-        if let Some(w) = self.tree.as_mut().and_then(Tree::take_exits) {
-            self.exits = Some(Ok(w));
-        }
-        self.tree = None;
         self.current = None;
         self.pss = None;
         self.hwm.clear();
@@ -492,11 +472,12 @@ impl Follower {
     /// sample (it was reset then, or it rose since), and to the peak a process that left since
     /// had at its exit (its exit record) when that is from after the previous sample too. A
     /// process's own mark is a lower bound of the tree's peak, exact for a single process.
-    fn peak_of_tick(&mut self, s: &TreeSample, reset: bool) -> u64 {
-        let tree = self.tree.as_mut().expect("sampled a tree");
-        let mut peak = s.rss.max(departed_peak(s, self.reset_held));
+    fn peak_of_tick(&mut self, t: &Tick, reset: bool) -> u64 {
+        let watch = self.watch.as_mut().expect("sampled a tree");
+        let departed = departed_peak(t.departed_hwm, t.departed_risen_hwm, self.reset_held);
+        let mut peak = t.sample.rss_bytes.max(departed);
         let mut next = HashMap::with_capacity(self.hwm.len());
-        for (h, st) in tree.each_member() {
+        for (h, st) in watch.members() {
             let key = (h.pid, h.start_time);
             if let Some(&(prev, was_reset)) = self.hwm.get(&key) {
                 if was_reset || st.hwm > prev {
@@ -506,7 +487,11 @@ impl Follower {
             next.insert(key, (st.hwm, reset));
         }
         let failed: Vec<i32> = if reset {
-            tree.reset_marks().into_iter().map(|(pid, _)| pid).collect()
+            watch
+                .reset_marks()
+                .into_iter()
+                .map(|(pid, _)| pid)
+                .collect()
         } else {
             Vec::new()
         };
@@ -518,48 +503,17 @@ impl Follower {
         peak
     }
 
-    fn maybe_read_pss(&mut self, opts: &ExportOptions, now: Instant) {
-        let (Some(guard), Some(tree)) = (&opts.pss, &self.tree) else {
-            return;
-        };
-        if now < self.pss_next {
-            return;
-        }
-        self.pss_next = now + guard.every;
-        let mut buf = Vec::new();
-        let mut sum = 0u64;
-        let mut complete = true;
-        for (h, st) in tree.each_member() {
-            if st.rss > guard.max_rss && !guard.force {
-                complete = false;
-                continue;
-            }
-            match h.read_pss(&mut buf) {
-                Ok(p) => sum += p,
-                Err(_) => complete = false,
-            }
-        }
-        // A partial sum would look like a drop: only a sum over every process is shown.
-        self.pss = complete.then_some(sum);
-    }
-
-    fn snapshot(&self) -> TargetSnapshot {
-        let c = self.current.unwrap_or_default();
+    fn snapshot(&self, missed_ticks: u64) -> TargetSnapshot {
+        let up = self.watch.as_ref().is_some_and(Watch::is_up) && self.current.is_some();
         TargetSnapshot {
             name: self.name.clone(),
             kind: self.spec.mode(),
-            up: (self.tree.is_some() && self.current.is_some())
-                || (self.cg.is_some() && self.cg_stats.is_some()),
-            rss: c.rss,
-            anon: c.anon,
-            file: c.file,
-            shmem: c.shmem,
-            swap: c.swap,
-            processes: c.processes,
+            up: up || (self.cg.is_some() && self.cg_stats.is_some()),
+            tree: self.current.clone().filter(|_| up),
             pss: self.pss,
             window_peak: self.window.max(),
-            restarts: self.restarts,
-            missed_ticks: self.missed_ticks,
+            restarts: self.watch.as_ref().map_or(0, Watch::restarts) + self.cg_restarts,
+            missed_ticks,
             cgroup: self.cg.as_ref().and(self.cg_stats),
             cgroup_window_peak: self.cg_window.max(),
         }
@@ -616,26 +570,27 @@ pub struct Sampler {
     followers: Vec<Follower>,
     shared: Arc<Mutex<Snapshot>>,
     stop: Arc<AtomicBool>,
-    notify: Notify,
+    /// The ticks' deadlines, and the ticks missed (for every target alike).
+    schedule: Schedule,
     ticks: u64,
     busy: Duration,
 }
 
 impl Sampler {
-    pub fn new(opts: ExportOptions, notify: Notify) -> Sampler {
+    pub fn new(opts: ExportOptions, report: Reporter) -> Sampler {
         let now = Instant::now();
         let followers = opts
             .targets
             .iter()
-            .map(|t| Follower::new(t, opts.window, now))
+            .map(|t| Follower::new(t, &opts, now, &report))
             .collect();
         let shared = Arc::new(Mutex::new(Snapshot::default()));
         let s = Sampler {
+            schedule: Schedule::new(now, opts.interval),
             opts,
             followers,
             shared,
             stop: Arc::new(AtomicBool::new(false)),
-            notify,
             ticks: 0,
             busy: Duration::ZERO,
         };
@@ -656,8 +611,9 @@ impl Sampler {
     /// One tick of every target, then a new snapshot.
     pub fn tick(&mut self) {
         let started = Instant::now();
+        let missed = self.schedule.missed();
         for f in &mut self.followers {
-            f.tick(&self.opts, started, &self.notify);
+            f.tick(&self.opts, started, missed);
         }
         self.ticks += 1;
         self.busy += started.elapsed();
@@ -665,8 +621,9 @@ impl Sampler {
     }
 
     fn publish(&self) {
+        let missed = self.schedule.missed();
         let snap = Snapshot {
-            targets: self.followers.iter().map(Follower::snapshot).collect(),
+            targets: self.followers.iter().map(|f| f.snapshot(missed)).collect(),
             interval: self.opts.interval,
             window: self.opts.window,
             reset_peaks: self.opts.reset_peaks,
@@ -676,7 +633,7 @@ impl Sampler {
                 && !self
                     .followers
                     .iter()
-                    .any(|f| matches!(f.exits, Some(Err(())))),
+                    .any(|f| f.watch.as_ref().is_some_and(Watch::exit_records_refused)),
             ticks: self.ticks,
             busy_seconds: self.busy.as_secs_f64(),
         };
@@ -685,29 +642,21 @@ impl Sampler {
         *guard = snap;
     }
 
-    /// Ticks at every interval (absolute deadlines) until the stop flag is set. A wake-up more
-    /// than one interval late counts the ticks it skipped as missed for every target.
+    /// Ticks on the absolute schedule (`sampler/schedule.rs`: a deadline passed while a tick
+    /// ran is missed, for every target) until the stop flag is set.
     pub fn run(mut self) {
-        let interval = self.opts.interval;
-        let mut next = Instant::now();
+        self.schedule = Schedule::new(Instant::now(), self.opts.interval);
         while !self.stop.load(Ordering::Relaxed) {
             self.tick();
+            self.schedule.taken(Instant::now());
             let now = Instant::now();
-            let missed;
-            (next, missed) = schedule(next, now, interval);
-            for f in &mut self.followers {
-                f.missed_ticks += missed;
-            }
-            if next > now {
-                std::thread::sleep(next - now);
+            if self.schedule.due() > now {
+                std::thread::sleep(self.schedule.due() - now);
             }
         }
     }
 }
 
-/// The peak that the exit records of a tick's departures give the window: every mark when the
-/// marks of all members were reset at the previous tick (each is then the peak since it), else
-/// only the marks that rose after the process was last read (or of a child never read).
 /// Why a target is not found yet, in the exporter's words: `record`'s advice to add `--wait`
 /// does not apply (the exporter keeps looking by itself).
 fn not_found_yet(e: &target::TargetError) -> String {
@@ -727,45 +676,20 @@ fn not_found_yet(e: &target::TargetError) -> String {
     }
 }
 
-fn departed_peak(s: &TreeSample, reset_held: bool) -> u64 {
+/// The peak that the exit records of a tick's departures give the window: every mark when the
+/// marks of all members were reset at the previous tick (each is then the peak since it), else
+/// only the marks that rose after the process was last read (or of a child never read).
+fn departed_peak(departed_hwm: u64, departed_risen_hwm: u64, reset_held: bool) -> u64 {
     if reset_held {
-        s.departed_hwm
+        departed_hwm
     } else {
-        s.departed_risen_hwm
-    }
-}
-
-/// The next tick after the one due at `due`, now that the tick is done at `now`, and how many
-/// ticks were missed: none while the sampler keeps up (absolute deadlines, no drift); when it
-/// is more than one interval late, the ticks it slept through, and the schedule restarts now.
-fn schedule(due: Instant, now: Instant, interval: Duration) -> (Instant, u64) {
-    let next = due + interval;
-    if now > next + interval {
-        let late = now.duration_since(next);
-        (now, (late.as_nanos() / interval.as_nanos().max(1)) as u64)
-    } else {
-        (next, 0)
+        departed_risen_hwm
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_keep_absolute_deadlines_and_count_the_ones_slept_through() {
-        let t0 = Instant::now();
-        let i = Duration::from_millis(100);
-        // On time or a little late: the next deadline is the next multiple, nothing missed.
-        assert_eq!(schedule(t0, t0 + Duration::from_millis(3), i), (t0 + i, 0));
-        assert_eq!(
-            schedule(t0, t0 + Duration::from_millis(180), i),
-            (t0 + i, 0)
-        );
-        // Stalled 1 s (a stopped machine, a swap storm): 9 ticks missed, restart from now.
-        let now = t0 + Duration::from_millis(1050);
-        assert_eq!(schedule(t0, now, i), (now, 9));
-    }
 
     #[test]
     fn targets_parse_from_name_kind_and_value() {
@@ -878,7 +802,7 @@ mod tests {
         fake_proc(root, 100, 700, 10_000, 50_000);
         let mut s = Sampler::new(
             options(root, &["d=pid:100", "gone=pid:999"]),
-            Box::new(|_| {}),
+            Reporter::silent(),
         );
         let shared = s.shared();
         s.tick();
@@ -887,7 +811,10 @@ mod tests {
             let d = target(&snap, "d");
             // The mark from before the first sample is not this window's.
             assert!(d.up);
-            assert_eq!((d.rss, d.window_peak), (10_000 << 10, Some(10_000 << 10)));
+            assert_eq!(
+                (d.tree.as_ref().unwrap().rss_bytes, d.window_peak),
+                (10_000 << 10, Some(10_000 << 10))
+            );
             let g = target(&snap, "gone");
             assert!(!g.up && g.window_peak.is_none());
         }
@@ -896,11 +823,65 @@ mod tests {
         s.tick();
         let snap = shared.lock().unwrap().clone();
         let d = target(&snap, "d");
-        assert_eq!((d.rss, d.window_peak), (12_000 << 10, Some(300_000 << 10)));
+        assert_eq!(
+            (d.tree.as_ref().unwrap().rss_bytes, d.window_peak),
+            (12_000 << 10, Some(300_000 << 10))
+        );
         let text = metrics::render(&snap, metrics::TextFormat::Prometheus004);
         assert!(
             text.contains("memmon_target_up{target=\"gone\",kind=\"pid\"} 0"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn pss_is_read_off_the_sampler_under_records_guard_and_an_unread_process_is_told_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fake_proc(root, 100, 700, 10_000, 10_000);
+        std::fs::write(
+            root.join("100/smaps_rollup"),
+            "Rss: 10000 kB\nPss: 6000 kB\n",
+        )
+        .unwrap();
+        let mut o = options(root, &["d=pid:100"]);
+        o.pss = Some(PssGuard {
+            every: Duration::from_millis(1),
+            max_rss: 20_000 << 10,
+            force: false,
+        });
+        let (report, told) = Reporter::collect();
+        let mut s = Sampler::new(o, report);
+        let shared = s.shared();
+        let pss = || target(&shared.lock().unwrap(), "d").pss;
+        // The read is asked at a tick and read on its own thread; a later tick shows it.
+        let until = Instant::now() + Duration::from_secs(30);
+        while pss().is_none() {
+            assert!(Instant::now() < until, "no PSS read");
+            s.tick();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(pss(), Some(6000 << 10));
+        // Over --pss-max-rss: not read, told once with the target's name, and the last sum
+        // goes (a sum without a process would look like a drop).
+        fake_proc(root, 100, 700, 30_000, 30_000);
+        let until = Instant::now() + Duration::from_secs(30);
+        while pss().is_some() {
+            assert!(Instant::now() < until, "the PSS stayed");
+            s.tick();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for _ in 0..20 {
+            s.tick();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let told: Vec<String> = told.lock().unwrap().iter().map(|m| m.1.clone()).collect();
+        let pss_told: Vec<&String> = told.iter().filter(|t| t.contains("PSS")).collect();
+        assert_eq!(pss_told.len(), 1, "{told:?}");
+        assert!(
+            pss_told[0].starts_with("target d: not reading PSS of PID 100")
+                && pss_told[0].contains("--pss-max-rss"),
+            "{told:?}"
         );
     }
 
@@ -913,7 +894,7 @@ mod tests {
         let pidfile = dir.path().join("d.pid");
         std::fs::write(&pidfile, "100\n").unwrap();
         let spec = format!("d=pidfile:{}", pidfile.display());
-        let mut s = Sampler::new(options(&root, &[&spec]), Box::new(|_| {}));
+        let mut s = Sampler::new(options(&root, &[&spec]), Reporter::silent());
         let shared = s.shared();
         s.tick();
         fake_proc(&root, 100, 700, 80_000, 80_000);
@@ -938,7 +919,10 @@ mod tests {
         let snap = shared.lock().unwrap().clone();
         let d = target(&snap, "d");
         assert!(d.up);
-        assert_eq!((d.restarts, d.rss), (1, 5_000 << 10));
+        assert_eq!(
+            (d.restarts, d.tree.as_ref().unwrap().rss_bytes),
+            (1, 5_000 << 10)
+        );
     }
 
     /// A fake v1 memory cgroup at ROOT/memory/svc with these readings, in bytes.
@@ -990,12 +974,8 @@ mod tests {
     #[test]
     fn a_cgroup_target_is_down_until_made_then_exports_usage_parts_limit_and_a_risen_peak() {
         let dir = tempfile::tempdir().unwrap();
-        let told = Arc::new(Mutex::new(Vec::<String>::new()));
-        let t2 = told.clone();
-        let mut s = Sampler::new(
-            cgroup_options(dir.path(), false),
-            Box::new(move |m| t2.lock().unwrap().push(m.to_string())),
-        );
+        let (report, told) = Reporter::collect();
+        let mut s = Sampler::new(cgroup_options(dir.path(), false), report);
         let shared = s.shared();
         s.tick();
         let snap = shared.lock().unwrap().clone();
@@ -1006,7 +986,7 @@ mod tests {
             text.contains("memmon_target_up{target=\"svc\",kind=\"cgroup\"} 0"),
             "{text}"
         );
-        let first = told.lock().unwrap()[0].clone();
+        let first = told.lock().unwrap()[0].1.clone();
         assert!(
             first.contains("not found yet")
                 && first.contains("memory/svc")
@@ -1078,12 +1058,8 @@ mod tests {
         let root = dir.path().join("cg");
         fake_cgroup(&root, 100 * MIB, 100 * MIB, None, 0);
         std::fs::remove_file(root.join("memory/svc/memory.stat")).unwrap();
-        let told = Arc::new(Mutex::new(Vec::<String>::new()));
-        let t2 = told.clone();
-        let mut s = Sampler::new(
-            cgroup_options(dir.path(), false),
-            Box::new(move |m| t2.lock().unwrap().push(m.to_string())),
-        );
+        let (report, told) = Reporter::collect();
+        let mut s = Sampler::new(cgroup_options(dir.path(), false), report);
         let shared = s.shared();
         for _ in 0..5 {
             s.followers[0].next_lookup = Instant::now();
@@ -1091,7 +1067,7 @@ mod tests {
         }
         let t = target(&shared.lock().unwrap(), "svc").clone();
         assert!(!t.up && t.restarts == 0);
-        let told = told.lock().unwrap().clone();
+        let told: Vec<String> = told.lock().unwrap().iter().map(|m| m.1.clone()).collect();
         assert_eq!(told.len(), 2, "{told:?}");
         assert!(told[0].contains("watching the cgroup"), "{told:?}");
         assert!(
@@ -1105,7 +1081,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("cg");
         fake_cgroup(&root, 100 * MIB, 500 * MIB, None, 0);
-        let mut s = Sampler::new(cgroup_options(dir.path(), true), Box::new(|_| {}));
+        let mut s = Sampler::new(cgroup_options(dir.path(), true), Reporter::silent());
         let shared = s.shared();
         s.tick();
         let peak_file = root.join("memory/svc/memory.max_usage_in_bytes");
@@ -1132,7 +1108,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("cg");
         fake_cgroup(&root, 100 * MIB, 500 * MIB, None, 0);
-        let mut s = Sampler::new(cgroup_options(dir.path(), false), Box::new(|_| {}));
+        let mut s = Sampler::new(cgroup_options(dir.path(), false), Reporter::silent());
         let shared = s.shared();
         s.tick();
         fake_cgroup(&root, 110 * MIB, 500 * MIB, None, 0);

@@ -11,9 +11,9 @@
 //! taken under a short lock.
 
 use super::metrics::{render, Snapshot, TextFormat};
+use rustix::event::{PollFd, PollFlags};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,8 @@ pub fn serve(
 ) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let mut conns: Vec<Conn> = Vec::new();
-    let mut fds: Vec<libc::pollfd> = Vec::new();
+    // Which of the listener and the connections (in that order) had events at the last poll.
+    let mut ready: Vec<bool> = Vec::new();
     loop {
         let now = Instant::now();
         // Sleeps until a connection is due, readable or writable, or a new one comes: an idle
@@ -62,26 +63,18 @@ pub fn serve(
             .iter()
             .map(|c| c.deadline)
             .min()
-            .map_or(-1, |d| millis_until(d, now));
-        fds.clear();
-        fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
-        fds.extend(
-            conns
-                .iter()
-                .map(|c| pollfd(c.stream.as_raw_fd(), c.events())),
-        );
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the whole call.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
+            .map(|d| Duration::from_millis(millis_until(d, now) as u64));
+        let mut fds = Vec::with_capacity(conns.len() + 1);
+        fds.push(PollFd::new(&listener, PollFlags::IN));
+        fds.extend(conns.iter().map(|c| PollFd::new(&c.stream, c.events())));
+        // Interrupted by a signal: no events, as after a timeout; the loop goes round.
+        crate::sys::poll(&mut fds, timeout)?;
+        ready.clear();
+        ready.extend(fds.iter().map(|f| !f.revents().is_empty()));
+        drop(fds);
         let now = Instant::now();
-        for (c, fd) in conns.iter_mut().zip(&fds[1..]) {
-            if fd.revents != 0 {
+        for (c, &r) in conns.iter_mut().zip(&ready[1..]) {
+            if r {
                 c.progress(&shared, &limits, now);
             }
         }
@@ -91,17 +84,9 @@ pub fn serve(
             }
         }
         conns.retain(|c| !c.is_closed());
-        if fds[0].revents != 0 {
+        if ready[0] {
             accept_all(&listener, &mut conns, &shared, &limits)?;
         }
-    }
-}
-
-fn pollfd(fd: std::os::fd::RawFd, events: libc::c_short) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
     }
 }
 
@@ -211,10 +196,10 @@ impl Conn {
         matches!(self.state, State::Closed)
     }
 
-    fn events(&self) -> libc::c_short {
+    fn events(&self) -> PollFlags {
         match self.state {
-            State::Writing(..) => libc::POLLOUT,
-            _ => libc::POLLIN,
+            State::Writing(..) => PollFlags::OUT,
+            _ => PollFlags::IN,
         }
     }
 
@@ -445,7 +430,10 @@ mod tests {
                 name: "d".into(),
                 kind: "pid",
                 up: true,
-                rss: 4096,
+                tree: Some(crate::model::sample::Sample {
+                    rss_bytes: 4096,
+                    ..Default::default()
+                }),
                 window_peak: Some(8192),
                 ..Default::default()
             }],

@@ -75,7 +75,7 @@ macro_rules! write_field_of {
 /// `write_row`: every column of `for_columns!` in order, straight-line (no call through the
 /// column table per field: a recorder writes a row at every tick).
 macro_rules! row_writer {
-    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr, $src:ident $(($from:ident))?),)*) => {
         /// Appends the row of `s`, with its newline, to `l`.
         fn write_row(l: &mut Vec<u8>, s: &Sample) {
             let mut ib = itoa::Buffer::new();
@@ -345,7 +345,7 @@ macro_rules! fast_field {
 
 /// `parse_fields`: every column of `for_columns!` in order, straight-line.
 macro_rules! fast_parser {
-    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr, $src:ident $(($from:ident))?),)*) => {
         #[inline(always)]
         fn parse_fields(line: &[u8], p: &mut usize, s: &mut Sample) -> Option<()> {
             $(fast_field!($kind, line, p, s.$($f).+);)*

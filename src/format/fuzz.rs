@@ -6,8 +6,8 @@
 //! `cargo test fuzz` runs a fixed seed and a bounded number of cases; a longer run:
 //! `MEMMON_FUZZ_CASES=1000000 MEMMON_FUZZ_SEED=7 cargo test --release fuzz` (BENCHMARKS.md).
 
-use super::import::read_from;
 use super::input::{self, MAX_LINE_BYTES};
+use super::read::read_from;
 use super::{InputFormat, InputSpec, ReadError};
 use crate::model::sample::{Event, Sample};
 use std::path::Path;

@@ -31,7 +31,7 @@ pub struct Meta {
     #[serde(default)]
     pub phase_peaks: bool,
     /// Whether the high-water marks of an attached target were reset right after the first
-    /// sample (`record --reset-peak`), so its kernel peak is the recording's from its start.
+    /// sample (`record --reset-peaks`), so its kernel peak is the recording's from its start.
     #[serde(default)]
     pub peak_reset_at_start: bool,
     /// How the peaks of bench runs (`run-start:N` to `run-end:N`) begin; absent outside bench

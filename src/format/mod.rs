@@ -1,6 +1,7 @@
-//! Recordings on disk: where they go (a file that is never clobbered, or stdout), how a sample
-//! becomes a line (`csv.rs`, `jsonl.rs`, one file per format with its writer and reader), and
-//! the streaming reader that gives the samples back with the recording's metadata.
+//! Recordings on disk: where they go (`Output` here: a file that is never clobbered, or stdout),
+//! how a sample becomes a line (`csv.rs`, `jsonl.rs`, one file per format with its writer and
+//! its row parser), and reading: `read.rs` recognises an input (`input.rs` opens it) and hands
+//! it to its reader, memmon's own (`recording.rs`) or another tool's (`import/`).
 
 pub mod csv;
 #[cfg(test)]
@@ -10,13 +11,21 @@ pub mod input;
 pub mod jsonl;
 pub mod many;
 pub mod meta;
+pub mod read;
+pub mod recording;
 pub mod zstd;
 
-use crate::model::sample::{Event, Sample};
+pub use read::{
+    check_times, for_each_line, read_input, read_input_into, too_long, InputFormat, InputSpec,
+    LinesError, ReadError, ReadInfo, Sink, Tee, MAX_ELAPSED_S, MAX_UNIX_MS,
+};
+pub use recording::read_recording;
+
+use crate::model::sample::Sample;
 use crate::output::{At, FileId, OpenError, OutFile, Place};
 use meta::{EndInfo, Meta};
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// A line that could not be parsed, and why.
@@ -51,7 +60,7 @@ impl Format {
 pub enum OutputError {
     #[error("{0} already exists: pass --force to overwrite it or --append to add to it")]
     Exists(PathBuf),
-    #[error("{0}")]
+    #[error(transparent)]
     Check(#[from] crate::output::OutputCheckError),
     #[error("cannot append to {0}: {1}")]
     CannotAppend(PathBuf, String),
@@ -71,21 +80,21 @@ pub enum OutputError {
 }
 
 impl OutputError {
-    /// The exit code this error ends memmon with: 2 for what memmon refused (an existing file,
-    /// one another process is writing, a planted link or FIFO), 128+N when signal N ended a
-    /// wait for a FIFO's reader, 1 for the rest (the file could not be written).
-    pub fn exit_code(&self) -> crate::exit::ExitCode {
-        use crate::exit::ExitCode;
+    /// What memmon refused (an existing file, one another process is writing, a planted link
+    /// or FIFO) is `Usage`; a signal that ended a wait for a FIFO's reader, `Signal`; the rest
+    /// (the file could not be written) `Failure`. The same from record, bench and demo.
+    pub fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
         match self {
             OutputError::Exists(_) | OutputError::Check(_) | OutputError::CannotAppend(..) => {
-                ExitCode::Usage
+                Class::Usage
             }
             OutputError::Open(_, _, e) => match e.signal() {
-                Some(sig) => ExitCode::Signal(sig),
-                None if e.is_refusal() => ExitCode::Usage,
-                None => ExitCode::Failure,
+                Some(sig) => Class::Signal(sig),
+                None if e.is_refusal() => Class::Usage,
+                None => Class::Failure,
             },
-            _ => ExitCode::Failure,
+            _ => Class::Failure,
         }
     }
 }
@@ -765,634 +774,11 @@ pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// What kind of file a reader is given: memmon's own recordings, or what people have today.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum InputFormat {
-    /// Recognised by content.
-    #[default]
-    Auto,
-    /// A memmon recording (CSV or JSON Lines).
-    Memmon,
-    /// A psrecord log (plain `--log` text or CSV).
-    Psrecord,
-    /// A memory_profiler `mprof run` .dat file.
-    Mprof,
-    /// A headerless CSV whose columns are declared with `--columns`.
-    Columns,
-}
-
-/// How to read an input file.
-#[derive(Debug, Clone, Default)]
-pub struct InputSpec {
-    pub format: InputFormat,
-    /// For `InputFormat::Columns`: the declared columns, with units (`unix_ms,rss_kb,-`).
-    pub columns: Option<String>,
-}
-
-/// What a reader hands a recording to, in the file's order: each session's metadata before
-/// the session's first row (when the recording has it), the rows, and each session's end record
-/// after its last row (when it has one). A closure over samples is a sink that takes the rows
-/// alone.
-pub trait Sink {
-    /// A session begins (the recording's first, or one `--append` added): its metadata.
-    fn session(&mut self, _meta: &Meta) {}
-    fn sample(&mut self, s: &Sample);
-    /// The session that the last rows belong to has ended: its end record.
-    fn session_end(&mut self, _end: &EndInfo) {}
-}
-
-impl<F: FnMut(&Sample)> Sink for F {
-    fn sample(&mut self, s: &Sample) {
-        self(s)
-    }
-}
-
-/// A sink that also hands every sample to a closure (the plot draws what the summary reads).
-pub struct Tee<'a, S: Sink, F: FnMut(&Sample)> {
-    pub sink: &'a mut S,
-    pub on_sample: F,
-}
-
-impl<S: Sink, F: FnMut(&Sample)> Sink for Tee<'_, S, F> {
-    fn session(&mut self, meta: &Meta) {
-        self.sink.session(meta);
-    }
-
-    fn sample(&mut self, s: &Sample) {
-        self.sink.sample(s);
-        (self.on_sample)(s);
-    }
-
-    fn session_end(&mut self, end: &EndInfo) {
-        self.sink.session_end(end);
-    }
-}
-
-/// Streams any supported input file into `sink`: memmon recordings, and (see `import/`) the
-/// files other tools write. Every reader of recordings (summary, compare, plot, report) goes
-/// through here.
-pub fn read_input(
-    path: &Path,
-    spec: &InputSpec,
-    mut on_sample: impl FnMut(&Sample),
-) -> Result<ReadInfo, ReadError> {
-    import::read(path, spec, &mut on_sample)
-}
-
-/// `read_input` into a sink that also takes each session's metadata and end record (the
-/// summary, which needs them to know when the kernel's marks were reset).
-pub fn read_input_into(
-    path: &Path,
-    spec: &InputSpec,
-    sink: &mut impl Sink,
-) -> Result<ReadInfo, ReadError> {
-    import::read(path, spec, sink)
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// Not a format memmon reads by itself (e.g. a headerless CSV): what to declare.
-    #[error("{0}: {1}")]
-    Unrecognised(PathBuf, String),
-    /// A bad `--columns` declaration.
-    #[error("--columns {0}")]
-    Columns(String),
-    #[error("cannot read {0}: {1}")]
-    Io(PathBuf, io::Error),
-    #[error("{path}:{line}: {msg}")]
-    Malformed {
-        path: PathBuf,
-        line: u64,
-        msg: String,
-    },
-    #[error("{0} is empty: it holds no header and no samples")]
-    Empty(PathBuf),
-    /// Not empty, but nothing in it except blank lines.
-    #[error("{0} holds only blank lines ({1} bytes): no header and no samples")]
-    Blank(PathBuf, u64),
-    /// A CSV recording's metadata sidecar (`run.csv.meta.json`) given as a recording.
-    #[error("{}", sidecar_text(path, recording.as_deref(), *there))]
-    Sidecar {
-        path: PathBuf,
-        /// The recording it belongs to, from its name (`run.csv` for `run.csv.meta.json`).
-        recording: Option<PathBuf>,
-        /// Whether that recording is there.
-        there: bool,
-    },
-}
-
-fn sidecar_text(path: &Path, recording: Option<&Path>, there: bool) -> String {
-    match (recording, there) {
-        (Some(r), true) => format!(
-            "{} is the metadata sidecar of the recording {}, not a recording: give {} (memmon reads the sidecar with it)",
-            path.display(),
-            r.display(),
-            r.display()
-        ),
-        (Some(r), false) => format!(
-            "{} is the metadata sidecar of the recording {}, not a recording, and {} is not there (deleted?): the samples are in the recording",
-            path.display(),
-            r.display(),
-            r.display()
-        ),
-        (None, _) => format!(
-            "{} is a recording's metadata sidecar (memmon names it RECORDING.meta.json), not a recording: give the recording",
-            path.display()
-        ),
-    }
-}
-
-/// Whether a file that starts with `{` is a sidecar (one pretty-printed JSON object whose
-/// first line is a lone `{`, naming memmon's format) rather than JSON Lines (one object a line).
-fn is_sidecar_head(head: &[u8]) -> bool {
-    let first = memchr::memchr(b'\n', head).map_or(head, |k| &head[..k]);
-    first.trim_ascii() == b"{" && memchr::memmem::find(head, b"\"memmon-recording\"").is_some()
-}
-
-impl ReadError {
-    /// A recording's metadata sidecar given as a recording: names the recording it belongs to.
-    pub fn sidecar(path: &Path) -> ReadError {
-        let recording = path
-            .to_str()
-            .and_then(|p| p.strip_suffix(".meta.json"))
-            .filter(|r| !r.is_empty())
-            .map(PathBuf::from);
-        let there = recording
-            .as_deref()
-            .is_some_and(|r| std::fs::symlink_metadata(r).is_ok());
-        ReadError::Sidecar {
-            path: path.to_path_buf(),
-            recording,
-            there,
-        }
-    }
-
-    /// `Empty` for a file of no bytes, `Blank` for one of only blank lines.
-    pub fn empty(path: &Path, bytes: u64) -> ReadError {
-        if bytes == 0 {
-            ReadError::Empty(path.to_path_buf())
-        } else {
-            ReadError::Blank(path.to_path_buf(), bytes)
-        }
-    }
-}
-
-/// The largest `elapsed_s` a reader accepts: 10^10 s (317 years).
-pub const MAX_ELAPSED_S: f64 = 1e10;
-/// The largest `unix_ms` a reader accepts: 10^14 ms (the year 5138).
-pub const MAX_UNIX_MS: u64 = 100_000_000_000_000;
-
-/// Refuses times no recording holds: a non-finite, negative or absurdly large `elapsed_s`, a
-/// `unix_ms` past `MAX_UNIX_MS` (plots and durations would run away on them).
-pub fn check_times(unix_ms: u64, elapsed_s: f64) -> Result<(), String> {
-    if !elapsed_s.is_finite() || elapsed_s < 0.0 {
-        return Err(format!(
-            "elapsed_s is {elapsed_s}: seconds since the start are a finite number, 0 or more"
-        ));
-    }
-    if elapsed_s > MAX_ELAPSED_S {
-        return Err(format!(
-            "elapsed_s is {elapsed_s:.3e} s, past the {MAX_ELAPSED_S:e} s (317 years) a recording can span"
-        ));
-    }
-    if unix_ms > MAX_UNIX_MS {
-        return Err(format!(
-            "unix_ms is {unix_ms}, past {MAX_UNIX_MS} ms (the year 5138): not a wall-clock time"
-        ));
-    }
-    Ok(())
-}
-
-/// What reading a recording found besides its samples.
-#[derive(Debug, Clone, Default)]
-pub struct ReadInfo {
-    pub path: PathBuf,
-    pub format: Option<Format>,
-    pub meta: Option<Meta>,
-    pub end: Option<EndInfo>,
-    /// The line number of an incomplete last line that was skipped (memmon was killed while
-    /// writing it).
-    pub truncated_line: Option<u64>,
-    pub bytes: u64,
-    /// For a file another tool wrote: what it is (`a psrecord log`); `None` for memmon's own.
-    pub source: Option<String>,
-    /// What the importer did that a reader should know: units, rounding, what the file lacks.
-    pub notes: Vec<String>,
-}
-
-/// Streams a memmon recording (CSV or JSON Lines, told apart by content), calling `on_sample`
-/// for each sample in order. Memory use does not grow with the file. For CSV, the sidecar
-/// `FILE.meta.json` is read when present. `-` is stdin; gzip and zstd are decompressed.
-pub fn read_recording(
-    path: &Path,
-    mut on_sample: impl FnMut(&Sample),
-) -> Result<ReadInfo, ReadError> {
-    read_recording_from(input::open(path)?, &mut on_sample)
-}
-
-/// `read_recording` on an input already opened (and recognised) by `import::read`.
-pub fn read_recording_from(
-    input: input::Input,
-    sink: &mut impl Sink,
-) -> Result<ReadInfo, ReadError> {
-    let path = input.path.clone();
-    let io_err = |e| ReadError::Io(path.clone(), e);
-    let mut info = ReadInfo {
-        path: path.clone(),
-        ..ReadInfo::default()
-    };
-    let malformed = |line: u64, msg: String| ReadError::Malformed {
-        path: path.clone(),
-        line,
-        msg,
-    };
-    // Blank lines before the first line that says what the file is.
-    let head = &input.head;
-    let (mut pos, mut blank_lines) = (0, 0u64);
-    while let Some(k) = memchr::memchr(b'\n', &head[pos..]) {
-        if !head[pos..pos + k].trim_ascii().is_empty() {
-            break;
-        }
-        pos += k + 1;
-        blank_lines += 1;
-    }
-    if input.head_is_all && head[pos..].trim_ascii().is_empty() {
-        return Err(ReadError::empty(&path, head.len() as u64));
-    }
-    if pos >= head.len() {
-        return Err(malformed(
-            blank_lines,
-            format!(
-                "the first {} KiB hold only blank lines",
-                input::HEAD_BYTES >> 10
-            ),
-        ));
-    }
-
-    if head[pos] != b'{' {
-        // CSV: the header, then a body (the bulk of most recordings) parsed on several threads.
-        info.format = Some(Format::Csv);
-        let header_line = blank_lines + 1;
-        let (header, body_at) = match memchr::memchr(b'\n', &head[pos..]) {
-            Some(k) => (&head[pos..pos + k], pos + k + 1),
-            None if input.head_is_all => (&head[pos..], head.len()),
-            None => {
-                return Err(malformed(
-                    header_line,
-                    format!(
-                        "the first line is longer than {} KiB: not a recording's header",
-                        input::HEAD_BYTES >> 10
-                    ),
-                ))
-            }
-        };
-        let layout = csv::CsvLayout::from_header(header.trim_ascii_end())
-            .map_err(|m| malformed(header_line, m))?;
-        let body_at_bytes = body_at as u64;
-        // The sidecar first: its sessions' metadata goes to the sink before their rows.
-        if let Some(side) = input::sidecar_for(&input) {
-            read_sidecar(&side, &mut info)?;
-        }
-        let mut sessions = CsvSessions::new(info.meta.as_ref(), sink);
-        let mut head = input.head;
-        head.drain(..body_at);
-        let mut body: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(input.rest));
-        let end = csv::read_body(&mut body, &layout, header_line, &mut |s| sessions.row(s))
-            .map_err(|e| match e {
-                csv::BodyError::Io(e) => io_err(e),
-                csv::BodyError::Row(line, msg) => malformed(line, msg),
-            })?;
-        sessions.finish();
-        info.bytes = body_at_bytes + end.bytes;
-        info.truncated_line = end.truncated_line;
-        return Ok(info);
-    }
-
-    if is_sidecar_head(&head[pos..]) {
-        return Err(ReadError::sidecar(&path));
-    }
-    info.format = Some(Format::Jsonl);
-    let mut result: Result<(), ReadError> = Ok(());
-    let mut reader = input.into_reader();
-    let lines = for_each_line(
-        &mut reader,
-        input::MAX_LINE_BYTES,
-        |line_no, line, complete| {
-            if !complete {
-                info.truncated_line = Some(line_no);
-                return true;
-            }
-            if line.trim_ascii().is_empty() {
-                return true;
-            }
-            match jsonl::parse_line(line) {
-                Ok(jsonl::Line::Sample(s)) => sink.sample(&s),
-                Ok(jsonl::Line::Meta(m)) => {
-                    sink.session(&m);
-                    if info.meta.is_none() {
-                        info.meta = Some(*m)
-                    }
-                }
-                Ok(jsonl::Line::End(e)) => {
-                    sink.session_end(&e);
-                    info.end = Some(*e)
-                }
-                Err(e) => {
-                    result = Err(malformed(line_no, e.0));
-                    return false;
-                }
-            }
-            true
-        },
-    );
-    info.bytes = lines.map_err(|e| e.into_read_error(&path))?;
-    result?;
-    Ok(info)
-}
-
-/// Hands a CSV recording's sessions to a sink around its rows: the sidecar holds every
-/// session's metadata (the earlier ones of an `--append`ed file, then the latest), each with
-/// its end; a session begins at the first row and at each later `start` row.
-struct CsvSessions<'a, S: Sink> {
-    sink: &'a mut S,
-    /// The sessions' metadata and ends, oldest first; `next` is the one the next session takes.
-    sessions: Vec<(Meta, Option<EndInfo>)>,
-    next: usize,
-    rows: u64,
-}
-
-impl<'a, S: Sink> CsvSessions<'a, S> {
-    fn new(meta: Option<&Meta>, sink: &'a mut S) -> Self {
-        let sessions = meta.map_or_else(Vec::new, |m| {
-            let mut all: Vec<(Meta, Option<EndInfo>)> = m
-                .earlier_sessions
-                .iter()
-                .map(|e| (e.clone(), e.end.clone()))
-                .collect();
-            let latest = Meta {
-                earlier_sessions: Vec::new(),
-                ..m.clone()
-            };
-            all.push((latest, m.end.clone()));
-            all
-        });
-        CsvSessions {
-            sink,
-            sessions,
-            next: 0,
-            rows: 0,
-        }
-    }
-
-    fn row(&mut self, s: &Sample) {
-        let begins = self.rows == 0 || matches!(s.event, Some(Event::Start));
-        if begins {
-            if self.rows > 0 {
-                self.end_session();
-            }
-            if let Some((meta, _)) = self.sessions.get(self.next) {
-                self.sink.session(meta);
-            }
-            self.next += 1;
-        }
-        self.rows += 1;
-        self.sink.sample(s);
-    }
-
-    /// The end of the session the last rows belong to, when the sidecar has it.
-    fn end_session(&mut self) {
-        if let Some((_, Some(end))) = self.next.checked_sub(1).and_then(|i| self.sessions.get(i)) {
-            self.sink.session_end(end);
-        }
-    }
-
-    fn finish(mut self) {
-        if self.rows == 0 {
-            // A session with no row still has its metadata and end (a command that ended
-            // before its first sample).
-            if let Some((meta, _)) = self.sessions.first() {
-                self.sink.session(meta);
-                self.next = 1;
-            }
-        }
-        self.end_session();
-    }
-}
-
-/// Reads a CSV recording's metadata sidecar, when there is one. A sidecar that is there but
-/// cannot be read or parsed is always an error (never silently ignored).
-fn read_sidecar(side: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
-    let Some(text) = input::read_sidecar_text(side)? else {
-        return Ok(());
-    };
-    match serde_json::from_str::<Meta>(&text) {
-        Ok(m) => {
-            info.end = m.end.clone();
-            info.meta = Some(m);
-            Ok(())
-        }
-        Err(e) => Err(ReadError::Malformed {
-            path: side.to_path_buf(),
-            line: e.line() as u64,
-            msg: format!("damaged metadata sidecar: {e}"),
-        }),
-    }
-}
-
-/// Why reading lines stopped before the end.
-#[derive(Debug)]
-pub enum LinesError {
-    Io(io::Error),
-    /// This line is longer than the cap.
-    TooLong(u64, usize),
-}
-
-impl LinesError {
-    pub fn into_read_error(self, path: &Path) -> ReadError {
-        match self {
-            LinesError::Io(e) => ReadError::Io(path.to_path_buf(), e),
-            LinesError::TooLong(line, max) => ReadError::Malformed {
-                path: path.to_path_buf(),
-                line,
-                msg: too_long(max),
-            },
-        }
-    }
-}
-
-/// The message for a line past the cap.
-pub fn too_long(max: usize) -> String {
-    format!(
-        "the line is longer than {} (the cap on one line): the file is damaged or not a recording",
-        if max >= 1 << 20 && max % (1 << 20) == 0 {
-            format!("{} MiB", max >> 20)
-        } else {
-            format!("{max} bytes")
-        }
-    )
-}
-
-/// Calls `f(line_number, line, complete)` for each line of `r`, reading 1 MiB at a time;
-/// `complete` is false only for a last line with no newline. `f` returns false to stop.
-/// A line longer than `max_line` bytes (its newline not counted) stops the reading with
-/// `TooLong`, so memory stays bounded whatever the input. Returns the number of bytes read.
-pub fn for_each_line(
-    r: &mut dyn Read,
-    max_line: usize,
-    mut f: impl FnMut(u64, &[u8], bool) -> bool,
-) -> Result<u64, LinesError> {
-    const CHUNK: usize = 1 << 20;
-    let mut buf = vec![0u8; CHUNK.max(max_line + 2)];
-    let mut filled = 0;
-    let mut line_no = 0u64;
-    let mut total = 0u64;
-    loop {
-        let n = match r.read(&mut buf[filled..]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(LinesError::Io(e)),
-        };
-        total += n as u64;
-        if n == 0 {
-            if filled > 0 {
-                line_no += 1;
-                let line = &buf[..filled];
-                f(line_no, line.strip_suffix(b"\r").unwrap_or(line), false);
-            }
-            return Ok(total);
-        }
-        let end = filled + n;
-        let mut start = 0;
-        while let Some(k) = memchr::memchr(b'\n', &buf[start..end]) {
-            line_no += 1;
-            if k > max_line {
-                return Err(LinesError::TooLong(line_no, max_line));
-            }
-            let line = &buf[start..start + k];
-            if !f(line_no, line.strip_suffix(b"\r").unwrap_or(line), true) {
-                return Ok(total);
-            }
-            start += k + 1;
-        }
-        if end - start > max_line {
-            return Err(LinesError::TooLong(line_no + 1, max_line));
-        }
-        buf.copy_within(start..end, 0);
-        filled = end - start;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn lines_split_across_chunks_come_whole() {
-        let text: Vec<u8> = (0..200_000)
-            .flat_map(|i| format!("line {i}\n").into_bytes())
-            .collect();
-        let mut n = 0;
-        for_each_line(&mut &text[..], 100, |no, line, complete| {
-            assert!(complete);
-            assert_eq!(line, format!("line {}", no - 1).as_bytes());
-            n += 1;
-            true
-        })
-        .unwrap();
-        assert_eq!(n, 200_000);
-    }
-
-    #[test]
-    fn a_last_line_without_newline_is_incomplete() {
-        let mut seen = vec![];
-        for_each_line(&mut &b"a\nb\nc"[..], 100, |_, line, complete| {
-            seen.push((line.to_vec(), complete));
-            true
-        })
-        .unwrap();
-        assert_eq!(seen.last().unwrap(), &(b"c".to_vec(), false));
-    }
-
     /// A CSV recording of `rows` samples (several read chunks long when large).
-    fn big_csv(rows: usize) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut w = csv::CsvWriter::new(&mut buf, true).unwrap();
-        for i in 0..rows {
-            let s = Sample {
-                unix_ms: 1_700_000_000_000 + i as u64,
-                elapsed_s: i as f64 / 1000.0,
-                rss_bytes: (i as u64 % 977) << 20,
-                processes: 1,
-                ..Sample::default()
-            };
-            w.write_sample(&s).unwrap();
-        }
-        buf
-    }
-
-    #[test]
-    fn a_large_csv_comes_back_whole_and_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("big.csv");
-        std::fs::write(&p, big_csv(60_000)).unwrap();
-        let mut next = 0u64;
-        let info = read_recording(&p, |s| {
-            assert_eq!(s.unix_ms, 1_700_000_000_000 + next);
-            next += 1;
-        })
-        .unwrap();
-        assert_eq!(next, 60_000);
-        assert_eq!(info.truncated_line, None);
-        assert_eq!(info.bytes, std::fs::metadata(&p).unwrap().len());
-    }
-
-    #[test]
-    fn a_bad_line_deep_in_a_large_csv_is_named_by_its_number() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("bad.csv");
-        let text = String::from_utf8(big_csv(60_000)).unwrap();
-        let mut lines: Vec<&str> = text.lines().collect();
-        lines[45_000] = "1,2,oops";
-        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
-        match read_recording(&p, |_| {}) {
-            Err(ReadError::Malformed { line, .. }) => assert_eq!(line, 45_001),
-            other => panic!("expected a malformed line, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_truncated_large_csv_names_its_incomplete_last_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("cut.csv");
-        let mut data = big_csv(60_000);
-        data.truncate(data.len() - 7);
-        std::fs::write(&p, &data).unwrap();
-        let mut n = 0;
-        let info = read_recording(&p, |_| n += 1).unwrap();
-        assert_eq!(n, 59_999);
-        assert_eq!(info.truncated_line, Some(60_001));
-    }
-
-    #[test]
-    fn a_sidecar_of_one_session_without_earlier_sessions_still_reads() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("old.csv");
-        std::fs::write(&p, csv::header() + "\n").unwrap();
-        // A sidecar as memmon wrote it before `earlier_sessions` existed.
-        let old = r#"{"format":"memmon-recording","schema_version":1,"memmon_version":"0.1.0",
-            "host":"h","kernel":"6.1","page_size_bytes":4096,"started_unix_ms":1,
-            "interval_s":0.1,"interval":"100ms","target":{"mode":"pid","spec":"7","pid":7,
-            "start_time_ticks":1,"comm":"x","cmdline":"x"},"children":true,"sources":[],
-            "columns":[]}"#;
-        std::fs::write(sidecar_path(&p), old).unwrap();
-        let info = read_recording(&p, |_| {}).unwrap();
-        assert!(info.meta.unwrap().earlier_sessions.is_empty());
-        // Appending turns it into the first of the earlier sessions.
-        let sessions = parse_sessions(&std::fs::read(sidecar_path(&p)).unwrap()).unwrap();
-        assert_eq!(sessions.len(), 1);
-        assert_eq!(sessions[0].interval, "100ms");
-    }
-
     #[test]
     fn append_refuses_a_sidecar_it_cannot_read_rather_than_lose_it() {
         let dir = tempfile::tempdir().unwrap();

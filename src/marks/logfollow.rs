@@ -8,10 +8,12 @@
 
 use super::{send_mark_at, MarkPattern, Worker};
 use crate::sampler::record::ControlHandle;
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use rustix::io::Errno;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -42,14 +44,10 @@ const UNWATCHABLE_FS: [i64; 10] = [
     0x4750_4653,            // GPFS
 ];
 
-/// True when the directory is on a file system of [`UNWATCHABLE_FS`].
+/// True when the directory is on a file system of [`UNWATCHABLE_FS`]. (One `statfs` cannot
+/// read, a missing directory, is not: its inotify watch then fails, and the log is polled.)
 fn on_unwatchable_fs(dir: &std::ffi::CStr) -> bool {
-    // SAFETY: a zeroed statfs is a valid out-parameter; the path is NUL-terminated.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(dir.as_ptr(), &mut st) } != 0 {
-        return false;
-    }
-    UNWATCHABLE_FS.contains(&(st.f_type as i64))
+    rustix::fs::statfs(dir).is_ok_and(|st| UNWATCHABLE_FS.contains(&st.f_type))
 }
 
 /// A line longer than this without a newline is taken as it is (its first MiB).
@@ -190,7 +188,7 @@ impl LogFollower {
     pub fn spawn(mut self, pattern: MarkPattern, control: ControlHandle) -> Following {
         let worker = Worker::spawn("memmon-mark-log", move |stop| {
             let mut lines = Vec::new();
-            let watch = Watch::new(&self.path);
+            let mut watch = Watch::new(&self.path);
             while !stop.is_set() {
                 self.poll(&mut lines);
                 for line in lines.drain(..) {
@@ -201,19 +199,24 @@ impl LogFollower {
                         }
                     }
                 }
-                match &watch {
+                let refused = match &watch {
                     Some(w) => {
                         // Woken by another file of the directory: sleep again, to the same end.
                         let until = Instant::now() + FALLBACK;
-                        while stop.wait(w.fd.as_raw_fd(), Some(until - Instant::now().min(until)))
+                        while stop.wait(Some(w.fd.as_fd()), Some(until - Instant::now().min(until)))
                             && !w.take_events()
                             && !stop.is_set()
                         {}
-                        w.watch_file();
+                        w.watch_file().is_err()
                     }
                     None => {
-                        stop.wait(-1, Some(POLL));
+                        stop.wait(None, Some(POLL));
+                        false
                     }
+                };
+                // The kernel refused the file's watch (out of watches, ENOSPC): poll instead.
+                if refused {
+                    watch = None;
                 }
             }
         });
@@ -248,35 +251,35 @@ impl Watch {
         if on_unwatchable_fs(&dir) {
             return None;
         }
-        // SAFETY: inotify_init1 has no memory-safety preconditions.
-        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: a fresh descriptor owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let mask = libc::IN_CREATE | libc::IN_MOVED_TO;
-        // SAFETY: a valid inotify descriptor and a NUL-terminated path.
-        let dir_wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), dir.as_ptr(), mask) };
-        if dir_wd < 0 {
-            return None;
-        }
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
+        let dir_wd = inotify::add_watch(
+            &fd,
+            dir.as_c_str(),
+            WatchFlags::CREATE | WatchFlags::MOVED_TO,
+        )
+        .ok()?;
         let w = Watch {
             fd,
             dir_wd,
             name: path.file_name()?.as_bytes().to_vec(),
             path: CString::new(path.as_os_str().as_bytes()).ok()?,
         };
-        w.watch_file();
+        w.watch_file().ok()?;
         Some(w)
     }
 
     /// Watches the file now at the path (again after a rotation; the kernel returns the same
-    /// watch for the same file). A missing file is watched once its creation is seen.
-    fn watch_file(&self) {
-        let mask = libc::IN_MODIFY | libc::IN_ATTRIB | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF;
-        // SAFETY: a valid inotify descriptor and a NUL-terminated path.
-        unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), self.path.as_ptr(), mask) };
+    /// watch for the same file). A missing file is no error: it is watched once its creation is
+    /// seen.
+    fn watch_file(&self) -> std::io::Result<()> {
+        let mask = WatchFlags::MODIFY
+            | WatchFlags::ATTRIB
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::DELETE_SELF;
+        match inotify::add_watch(&self.fd, self.path.as_c_str(), mask) {
+            Ok(_) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Reads the queued events; true when one concerns the log (a file watch, or the directory
@@ -285,12 +288,14 @@ impl Watch {
         let mut buf = [0u8; 4096];
         let mut ours = false;
         loop {
-            // SAFETY: reading into a valid buffer from our own non-blocking descriptor.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                return ours;
+            match rustix::io::read(&self.fd, &mut buf) {
+                // EAGAIN: no more events queued.
+                Ok(0) | Err(Errno::AGAIN) => return ours,
+                Ok(n) => ours |= events_concern(&buf[..n], self.dir_wd, &self.name),
+                Err(Errno::INTR) => {}
+                // Events that could not be read may be the log's: read the log.
+                Err(_) => return true,
             }
-            ours |= events_concern(&buf[..n as usize], self.dir_wd, &self.name);
         }
     }
 }

@@ -6,11 +6,13 @@ pub mod logfollow;
 pub mod socket;
 pub mod stdout;
 
-use crate::exit::{CodedError, ExitCode};
+use crate::exit::Class;
 use crate::model::sample::Event;
+use crate::reporter::Reporter;
 use crate::sampler::record::{Control, ControlHandle, Recorder};
+use crate::sys::{self, Waker};
 use regex::Regex;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,6 +21,45 @@ use std::time::Duration;
 
 /// Labels longer than this (in characters) are cut (readers cut longer ones too).
 pub const MAX_LABEL_CHARS: usize = crate::model::sample::MAX_LABEL_CHARS;
+
+/// Why markers cannot be taken or sent, each with its class (`exit::Class`).
+#[derive(Debug, thiserror::Error)]
+pub enum MarkError {
+    /// A marker flag is wrong (a regex that does not compile, `--mark-log` alone).
+    #[error("{0}")]
+    Flag(String),
+    /// `--socket PATH` cannot be made the recording's socket.
+    #[error("--socket")]
+    Bind(#[source] socket::SocketError),
+    #[error("the marker's label is empty")]
+    EmptyLabel,
+    #[error("no running recorder found (looked for memmon-PID.sock in {dirs}); start `memmon record`, or give --socket PATH")]
+    NoRecorder { dirs: String },
+    #[error("several recorders are running ({list}); choose one with --socket PATH")]
+    SeveralRecorders { list: String },
+    /// The recorder's socket could not be reached, or did not answer.
+    #[error(transparent)]
+    Send(socket::SocketError),
+    #[error("the recorder on {} did not take the marker: {reason}", path.display())]
+    NotTaken { path: PathBuf, reason: String },
+}
+
+impl MarkError {
+    /// No recorder to send to is `NoTarget`; a marker sent and not taken, or no answer,
+    /// `Failure`; the rest is bad input.
+    pub fn class(&self) -> Class {
+        match self {
+            MarkError::NoRecorder { .. } | MarkError::Send(socket::SocketError::Connect(..)) => {
+                Class::NoTarget
+            }
+            MarkError::Send(_) | MarkError::NotTaken { .. } => Class::Failure,
+            MarkError::Flag(_)
+            | MarkError::Bind(_)
+            | MarkError::EmptyLabel
+            | MarkError::SeveralRecorders { .. } => Class::Usage,
+        }
+    }
+}
 
 /// A regex that turns lines into marker labels: its `(?P<label>...)` group when it has one,
 /// else the whole match.
@@ -68,9 +109,8 @@ pub struct MarkSetup {
     log: Option<logfollow::LogFollower>,
     log_pattern: Option<MarkPattern>,
     stdout_pattern: Option<MarkPattern>,
-    /// Why there is no socket, printed after the recorder's first messages.
+    /// Why there is no socket, told after the recorder's first messages.
     no_socket_warning: Option<String>,
-    quiet: bool,
 }
 
 /// The options of `MarkSetup::prepare`, as given on the command line (`--mark-*`, `--socket`).
@@ -83,13 +123,19 @@ pub struct MarkOptions {
     pub socket: Option<PathBuf>,
     /// Create no socket at all.
     pub no_socket: bool,
-    pub quiet: bool,
 }
 
 impl MarkSetup {
+    /// The marker socket's path, when there is one: what a launched command is told in
+    /// `MEMMON_SOCKET`, so that markers from its own code (the `memmon-mark` crate, or any
+    /// program that speaks the protocol) reach this recorder.
+    pub fn socket_path(&self) -> Option<&std::path::Path> {
+        self.socket.as_ref().map(|l| l.path())
+    }
+
     /// Compiles the regexes, binds the socket and opens the log at its end. Errors name the flag.
-    pub fn prepare(o: &MarkOptions) -> anyhow::Result<MarkSetup> {
-        let usage = |m: String| CodedError::new(ExitCode::Usage, m);
+    pub fn prepare(o: &MarkOptions) -> Result<MarkSetup, MarkError> {
+        let usage = MarkError::Flag;
         let log_pattern = match (&o.mark_log, &o.mark_regex) {
             (Some(_), Some(re)) => Some(MarkPattern::new("--mark-regex", re).map_err(usage)?),
             (Some(_), None) => return Err(usage("--mark-log needs --mark-regex REGEX".into())),
@@ -109,14 +155,12 @@ impl MarkSetup {
             None
         } else {
             match &o.socket {
-                Some(path) => Some(
-                    socket::Listener::bind(path).map_err(|e| usage(format!("--socket: {e}")))?,
-                ),
+                Some(path) => Some(socket::Listener::bind(path).map_err(MarkError::Bind)?),
                 None => match socket::default_path().and_then(|p| socket::Listener::bind(&p)) {
                     Ok(l) => Some(l),
                     Err(e) => {
                         no_socket_warning = Some(format!(
-                            "warning: no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)"
+                            "no marker socket ({e}); `memmon mark` will not reach this recording (give --socket PATH)"
                         ));
                         None
                     }
@@ -129,38 +173,36 @@ impl MarkSetup {
             log_pattern,
             stdout_pattern,
             no_socket_warning,
-            quiet: o.quiet,
         })
     }
 
     /// Starts the threads that feed markers to the recorder. `stdout_to_stderr`: the recording
     /// goes to stdout, so the command's passed-through stdout goes to stderr. What the user
     /// should know (where to send a marker, which log is followed, a socket that could not be
-    /// made) is in the sources' `notes`, for the caller to show; none with `quiet`.
-    pub fn start(self, rec: &mut Recorder, stdout_to_stderr: bool) -> MarkSources {
+    /// made) goes to `report`.
+    pub fn start(
+        self,
+        rec: &mut Recorder,
+        stdout_to_stderr: bool,
+        report: &Reporter,
+    ) -> MarkSources {
         let control = rec.control();
         let mut sources = MarkSources {
             socket: None,
             log: None,
             relay: None,
-            notes: Vec::new(),
-        };
-        let mut note = |text: String| {
-            if !self.quiet {
-                sources.notes.push(text);
-            }
         };
         if let Some(w) = &self.no_socket_warning {
-            note(w.clone());
+            report.warning(w);
         }
         if let Some(listener) = &self.socket {
-            note(format!(
+            report.note(&format!(
                 "add a marker with: memmon mark LABEL --socket {}",
                 listener.path().display()
             ));
         }
         if let (Some(follower), Some(pattern)) = (&self.log, &self.log_pattern) {
-            note(format!(
+            report.note(&format!(
                 "following {} for markers (lines matching {})",
                 follower.path().display(),
                 pattern.re.as_str()
@@ -191,8 +233,6 @@ pub struct MarkSources {
     socket: Option<socket::Serving>,
     log: Option<logfollow::Following>,
     relay: Option<stdout::Relay>,
-    /// Lines for the user, without the `memmon: ` prefix (see `MarkSetup::start`).
-    pub notes: Vec<String>,
 }
 
 impl Drop for MarkSources {
@@ -213,13 +253,10 @@ impl Drop for MarkSources {
 pub fn request_mark(
     label: &str,
     socket_path: Option<&std::path::Path>,
-) -> anyhow::Result<(PathBuf, socket::Reply)> {
+) -> Result<(PathBuf, socket::Reply), MarkError> {
     let label = clean_label(label);
     if label.is_empty() {
-        return Err(CodedError::new(
-            ExitCode::Usage,
-            "the marker's label is empty",
-        ));
+        return Err(MarkError::EmptyLabel);
     }
     let path = match socket_path {
         Some(p) => p.to_path_buf(),
@@ -231,44 +268,29 @@ pub fn request_mark(
                         .iter()
                         .map(|d| d.display().to_string())
                         .collect();
-                    return Err(CodedError::new(
-                        ExitCode::NoTarget,
-                        format!(
-                            "no running recorder found (looked for memmon-PID.sock in {}); start `memmon record`, or give --socket PATH",
-                            dirs.join(" and ")
-                        ),
-                    ));
+                    return Err(MarkError::NoRecorder {
+                        dirs: dirs.join(" and "),
+                    });
                 }
                 1 => found.remove(0),
                 _ => {
                     let list: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
-                    return Err(CodedError::new(
-                        ExitCode::Usage,
-                        format!(
-                            "several recorders are running ({}); choose one with --socket PATH",
-                            list.join(", ")
-                        ),
-                    ));
+                    return Err(MarkError::SeveralRecorders {
+                        list: list.join(", "),
+                    });
                 }
             }
         }
     };
-    let reply = match socket::send(&path, &label) {
-        Ok(r) => r,
-        Err(e @ socket::SocketError::Connect(..)) => {
-            return Err(CodedError::new(ExitCode::NoTarget, e.to_string()))
-        }
-        Err(e) => return Err(CodedError::new(ExitCode::Failure, e.to_string())),
-    };
+    let reply = socket::send(&path, &label).map_err(MarkError::Send)?;
     if !reply.ok {
-        return Err(CodedError::new(
-            ExitCode::Failure,
-            format!(
-                "the recorder on {} did not take the marker: {}",
-                path.display(),
-                reply.error.as_deref().unwrap_or("no reason given")
-            ),
-        ));
+        return Err(MarkError::NotTaken {
+            reason: reply
+                .error
+                .clone()
+                .unwrap_or_else(|| "no reason given".into()),
+            path,
+        });
     }
     Ok((path, reply))
 }
@@ -287,23 +309,23 @@ pub(crate) fn send_mark_at(
     control.send_at(Control::Event(Event::Mark(label)), at)
 }
 
-/// What a worker thread waits on: a flag, and an eventfd that becomes readable when the flag is
-/// set, so the thread sleeps in `poll` on its own input and this descriptor (no timeout to look
-/// at the flag: an idle recorder has no thread waking up for nothing).
+/// What a worker thread waits on: a flag, and a waker woken when the flag is set, so the thread
+/// sleeps in `poll` on its own input and the waker (no timeout to look at the flag: an idle
+/// recorder has no thread waking up for nothing).
 pub(crate) struct Stop {
     flag: std::sync::atomic::AtomicBool,
     /// `None` when no eventfd could be made (then `wait` falls back to its timeout).
-    fd: Option<OwnedFd>,
+    waker: Option<Waker>,
 }
+
+/// How long a wait without a timeout lasts when it cannot be woken (no eventfd).
+const WAIT_WITHOUT_WAKER: Duration = Duration::from_millis(100);
 
 impl Stop {
     fn new() -> Stop {
-        // SAFETY: eventfd has no memory-safety preconditions.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         Stop {
             flag: std::sync::atomic::AtomicBool::new(false),
-            // SAFETY: a fresh descriptor owned by nobody else.
-            fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+            waker: Waker::new().ok(),
         }
     }
 
@@ -313,37 +335,29 @@ impl Stop {
 
     fn set(&self) {
         self.flag.store(true, Ordering::SeqCst);
-        if let Some(fd) = &self.fd {
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        if let Some(w) = &self.waker {
+            w.wake();
         }
     }
 
-    /// Waits until `fd` is readable, the stop is set, or `timeout` (`None`: no timeout, unless
-    /// there is no stop descriptor, then 100 ms). True when `fd` is readable.
-    pub(crate) fn wait(&self, fd: RawFd, timeout: Option<Duration>) -> bool {
-        let stop_fd = self.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+    /// Waits until `fd` (when given) is readable, the stop is set, or `timeout` (`None`: no
+    /// timeout, unless there is no waker, then 100 ms). True when `fd` is readable.
+    pub(crate) fn wait(&self, fd: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> bool {
+        let stop_fd = self.waker.as_ref().map(|w| w.as_fd());
         let timeout = match (timeout, stop_fd) {
-            (Some(t), _) => t.as_millis().min(i32::MAX as u128) as i32,
-            (None, -1) => 100,
-            (None, _) => -1,
+            (Some(t), _) => Some(t),
+            (None, None) => Some(WAIT_WITHOUT_WAKER),
+            (None, Some(_)) => None,
         };
-        let mut fds = [
-            libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop_fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two valid pollfds for the call; a negative fd is ignored by poll.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
-        r > 0 && fds[0].revents != 0
+        match sys::wait_ready([fd, stop_fd], timeout) {
+            Ok([ready, _]) => ready,
+            // `poll` on valid descriptors fails only without memory for its table: this wait
+            // lasts as a timeout would (100 ms at most), then the caller looks at the stop.
+            Err(_) => {
+                std::thread::sleep(timeout.unwrap_or(WAIT_WITHOUT_WAKER));
+                false
+            }
+        }
     }
 }
 

@@ -1,6 +1,10 @@
 //! The marker socket: a running recorder listens on a Unix socket (mode 0600, in
 //! $XDG_RUNTIME_DIR or a private 0700 temp dir) and `memmon mark LABEL` asks it for a marker.
 //! One JSON line each way: `{"mark":"LABEL"}` and the reply with the sample's time.
+//! A request that says when its marker was made (`{"mark":"LABEL","at_unix_us":N}`, what the
+//! `memmon-mark` crate sends from a daemon's own code) does not wait for its row: the marker is
+//! queued like a log line's, stamped with that time (its row's `event_lag_us` counts from it),
+//! and answered at once with `{"ok":true,"label":"LABEL","queued":true}`.
 //!
 //! Each client is answered on a thread of its own (a client that sends its request a byte at a
 //! time delays nobody else), its whole request due within [`REQUEST_TIMEOUT`] of its connection.
@@ -14,7 +18,7 @@ use crate::model::sample::{Event, Sample};
 use crate::sampler::record::{Control, ControlHandle};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -51,10 +55,23 @@ pub enum SocketError {
     NoReply(PathBuf, String),
 }
 
-/// What `memmon mark` sends.
+/// What `memmon mark` (and the `memmon-mark` crate) sends.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {
     pub mark: String,
+    /// When the marker was made, in microseconds since the Unix epoch: the marker is queued
+    /// without waiting for its row, and its row's lag counts from this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_unix_us: Option<u64>,
+}
+
+/// What the recorder answers a request with `at_unix_us`: the marker is queued, in order with
+/// the markers before it; its row is taken as soon as the recorder gets to it.
+#[derive(Debug, Serialize)]
+struct Queued {
+    ok: bool,
+    label: String,
+    queued: bool,
 }
 
 /// What the recorder answers.
@@ -75,8 +92,7 @@ pub struct Reply {
 }
 
 fn uid() -> u32 {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
 /// The directories where recorders put their sockets by default: $XDG_RUNTIME_DIR (when set to
@@ -181,11 +197,9 @@ impl Listener {
         let create = |e: std::io::Error| SocketError::Create(path.to_path_buf(), e);
         // Created 0600 by the umask, not chmod'ed after: a chmod by path would follow a symlink
         // swapped in between. (Only the marker setup runs now: no other thread creates files.)
-        // SAFETY: umask has no preconditions.
-        let old_mask = unsafe { libc::umask(0o177) };
+        let old_mask = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
         let bound = UnixListener::bind(path);
-        // SAFETY: as above.
-        unsafe { libc::umask(old_mask) };
+        rustix::process::umask(old_mask);
         let listener = bound.map_err(create)?;
         let ino = std::fs::symlink_metadata(path)
             .map(|m| m.ino())
@@ -210,7 +224,7 @@ impl Listener {
             let active = Arc::new(AtomicUsize::new(0));
             // Sleeps until a client connects or the recording ends: no periodic wake-up.
             while !stop.is_set() {
-                if !stop.wait(listener.as_raw_fd(), None) {
+                if !stop.wait(Some(listener.as_fd()), None) {
                     continue;
                 }
                 while let Ok((stream, _)) = listener.accept() {
@@ -258,18 +272,48 @@ fn busy(stream: UnixStream) {
 }
 
 /// Reads one request (whole within `REQUEST_TIMEOUT` of `accepted`), has the recorder take the
-/// marker's sample, and replies.
+/// marker's sample (or queues it, for a request that says when it was made), and replies.
 fn answer(stream: UnixStream, accepted: Instant, control: &ControlHandle) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
     let Some(line) = read_request(&stream, accepted + REQUEST_TIMEOUT) else {
         return; // a liveness check by `memmon mark`, or a client too slow: nothing taken
     };
-    let reply = match serde_json::from_str::<Request>(line.trim_end()) {
-        Err(e) => failure(format!("not a marker request: {e}")),
-        Ok(req) => take_marker(&req.mark, control, &stream),
-    };
-    write_reply(&stream, &reply);
+    match serde_json::from_str::<Request>(line.trim_end()) {
+        Err(e) => write_reply(&stream, &failure(format!("not a marker request: {e}"))),
+        Ok(Request {
+            mark,
+            at_unix_us: Some(at),
+        }) => match queue_marker(&mark, at, control) {
+            Ok(queued) => write_reply(&stream, &queued),
+            Err(reply) => write_reply(&stream, &reply),
+        },
+        Ok(req) => write_reply(&stream, &take_marker(&req.mark, control, &stream)),
+    }
+}
+
+/// Queues a marker made at `at_unix_us` (a daemon's own, sent by the `memmon-mark` crate): its
+/// row is taken when the recorder gets to it, after the markers queued before it, and says how
+/// long after `at_unix_us` that was. The client does not wait for the row.
+fn queue_marker(label: &str, at_unix_us: u64, control: &ControlHandle) -> Result<Queued, Reply> {
+    let label = clean_label(label);
+    if label.is_empty() {
+        return Err(failure("the label is empty".into()));
+    }
+    // A time not yet come (or out of range) counts from now: the lag is never made up.
+    let now = std::time::SystemTime::now();
+    let at = std::time::UNIX_EPOCH
+        .checked_add(Duration::from_micros(at_unix_us))
+        .filter(|at| *at <= now)
+        .unwrap_or(now);
+    if !super::send_mark_at(control, label.clone(), at) {
+        return Err(failure("the recording has ended".into()));
+    }
+    Ok(Queued {
+        ok: true,
+        label,
+        queued: true,
+    })
 }
 
 /// The request's line, read until `deadline` (not a timeout per read: a client that sends a
@@ -299,7 +343,7 @@ fn read_request(mut stream: &UnixStream, deadline: Instant) -> Option<String> {
     }
 }
 
-fn write_reply(mut stream: &UnixStream, reply: &Reply) {
+fn write_reply(mut stream: &UnixStream, reply: &impl Serialize) {
     let mut text = serde_json::to_string(reply).expect("a reply serializes");
     text.push('\n');
     let _ = stream.write_all(text.as_bytes());
@@ -379,14 +423,11 @@ fn take_marker(label: &str, control: &ControlHandle, client: &UnixStream) -> Rep
 
 /// True once the client has closed its end (not merely shut down its writing).
 fn hung_up(client: &UnixStream) -> bool {
-    let mut fd = libc::pollfd {
-        fd: client.as_raw_fd(),
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no timeout.
-    let r = unsafe { libc::poll(&mut fd, 1, 0) };
-    r > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR) != 0
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds = [PollFd::new(client, PollFlags::empty())];
+    // A poll that fails (no memory for its table) tells nothing: the client is taken as there.
+    matches!(crate::sys::poll(&mut fds, Some(Duration::ZERO)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
 /// Sends a marker to the recorder listening on `path` and waits for its reply (at most
@@ -402,6 +443,7 @@ pub fn send(path: &Path, label: &str) -> Result<Reply, SocketError> {
         .map_err(no_reply)?;
     let mut text = serde_json::to_string(&Request {
         mark: label.to_string(),
+        at_unix_us: None,
     })
     .expect("a request serializes");
     text.push('\n');

@@ -19,6 +19,9 @@ pub enum PeakSource {
     Cgroup,
     /// The largest RSS among the samples: a spike between two ticks is missed.
     Sampled,
+    /// NVML accounting's `maxMemoryUsage` of a process on a GPU: the driver's own GPU peak
+    /// (GPU budgets only; never a host peak).
+    NvmlAccounting,
 }
 
 impl PeakSource {
@@ -34,6 +37,7 @@ impl PeakSource {
             PeakSource::RuMaxrss => "ru_maxrss",
             PeakSource::Cgroup => "memory.peak",
             PeakSource::Sampled => "sampled",
+            PeakSource::NvmlAccounting => "maxMemoryUsage",
         }
     }
 
@@ -52,6 +56,7 @@ impl PeakSource {
             PeakSource::RuMaxrss => "ru-maxrss",
             PeakSource::Cgroup => "cgroup",
             PeakSource::Sampled => "sampled",
+            PeakSource::NvmlAccounting => "nvml-accounting",
         }
     }
 }
@@ -63,6 +68,7 @@ impl fmt::Display for PeakSource {
             PeakSource::RuMaxrss => "wait4 ru_maxrss",
             PeakSource::Cgroup => "cgroup peak",
             PeakSource::Sampled => "sampled",
+            PeakSource::NvmlAccounting => "NVML accounting",
         })
     }
 }
@@ -136,7 +142,7 @@ impl fmt::Display for PeakScope {
 pub enum KernelPeakWindow {
     /// The recording launched the command: its high-water mark began with the recording.
     Launched,
-    /// The high-water marks were reset at the first sample (`record --reset-peak`).
+    /// The high-water marks were reset at the first sample (`record --reset-peaks`).
     ResetAtStart,
     /// Attached to a running process whose high-water mark rose above its value at the first
     /// sample: the mark was set during the recording.
@@ -155,7 +161,7 @@ impl fmt::Display for KernelPeakWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             KernelPeakWindow::Launched => "since the launch of the command",
-            KernelPeakWindow::ResetAtStart => "from the start of the recording (--reset-peak)",
+            KernelPeakWindow::ResetAtStart => "since its reset at the start of the recording",
             KernelPeakWindow::RoseDuringRecording => "reached during the recording",
             KernelPeakWindow::BeforeRecording => "set before the recording began",
             KernelPeakWindow::NotRecorded => "not recorded",
@@ -410,10 +416,17 @@ impl Peak {
         let what = match self.source {
             PeakSource::Cgroup => format!("cgroup {} {}", self.counter, self.scope),
             PeakSource::Sampled => format!("sampled RSS {}", self.scope),
+            PeakSource::NvmlAccounting => {
+                format!("NVML accounting {} {}", self.counter, self.scope)
+            }
             _ => format!("{} {}", self.source, self.scope),
         };
         let how = match (self.exact, self.source) {
             (true, PeakSource::Cgroup) => "exact, each page once, page cache included".to_string(),
+            (true, PeakSource::NvmlAccounting) => "exact: the driver's own mark".to_string(),
+            (false, PeakSource::NvmlAccounting) => {
+                "a lower bound of the tree's: several processes held GPU memory".into()
+            }
             (true, _) => exact_within(bound_bytes),
             (false, PeakSource::Sampled) => {
                 "a lower bound: a spike between two samples is missed".into()
@@ -455,13 +468,7 @@ pub fn batching_bound_bytes(online_cpus: u64, page_size_bytes: u64) -> u64 {
 
 /// The CPUs online on this machine (1 if the kernel will not say).
 pub fn online_cpus() -> u64 {
-    // SAFETY: sysconf takes no pointers.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n > 0 {
-        n as u64
-    } else {
-        1
-    }
+    crate::sys::raw::cpus_online().unwrap_or(1)
 }
 
 /// `batching_bound_bytes` of this machine.

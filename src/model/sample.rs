@@ -142,6 +142,9 @@ pub struct Column {
     pub name: &'static str,
     pub unit: &'static str,
     pub meaning: &'static str,
+    /// Who fills it while recording (`for_columns!`): `sum(F)` or `max(F)` of the members'
+    /// `probe::StatusMem::F`, `tree`, `tick`, `pss`, `gpu` or `cgroup`.
+    pub source: &'static str,
     pub field: Field,
 }
 
@@ -168,23 +171,15 @@ pub enum Field {
     ),
 }
 
-/// One entry of `COLUMNS`, from a line `(field, Kind, unit, meaning)` of `for_columns!`; the
-/// column is named after the `Sample` field it holds.
+/// One entry of `COLUMNS`, from a line of `for_columns!`: named `name`, held in the `Sample`
+/// field at the path `f.sub...`, filled by `source`.
 macro_rules! column {
-    ($f:ident, $kind:ident, $unit:expr, $meaning:expr) => {
-        Column {
-            name: stringify!($f),
-            unit: $unit,
-            meaning: $meaning,
-            field: Field::$kind(|s| column!(@get $kind s.$f), |s, v| s.$f = v),
-        }
-    };
-    // A column held in a field of a field: `column!(name = field.sub, Kind, unit, meaning)`.
-    ($name:ident = $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr) => {
+    ($name:ident = $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr, $source:expr) => {
         Column {
             name: stringify!($name),
             unit: $unit,
             meaning: $meaning,
+            source: $source,
             field: Field::$kind(|s| column!(@get $kind s.$($f).+), |s, v| s.$($f).+ = v),
         }
     };
@@ -192,65 +187,78 @@ macro_rules! column {
     (@get $kind:ident $e:expr) => { $e };
 }
 
-/// The columns, in CSV order: `(name, field path in Sample, Kind, unit, meaning)`. This list is
-/// the one declaration of the columns; `for_columns!(m)` hands it to the macro `m`, which builds
-/// `COLUMNS` here and the CSV fast-path parser in `format/csv.rs` (straight-line code, no per-field indirection).
-/// To add a column: a field of `Sample`, a line here (an `OptU64` when its source may be off),
-/// its probe, and its row in docs/FORMAT.md. `event` stays last.
+/// The columns, in CSV order: `(name, field path in Sample, Kind, unit, meaning, source)`. This
+/// list is the one declaration of the columns; `for_columns!(m)` hands it to the macro `m`,
+/// which builds `COLUMNS` here, the CSV fast-path parser in `format/csv.rs` (straight-line code,
+/// no per-field indirection) and the tree's sum of its members' /proc/PID/status values in
+/// `sampler/tree.rs`.
+///
+/// The source says who fills the column: `sum(F)` and `max(F)` the tree, as the sum (the
+/// largest) over its members of `probe::StatusMem`'s field `F` (generated from this line: no
+/// other code names the column); `tree` the tree's own logic (counts, the largest process,
+/// departures); `tick` the engine (time, missed ticks, the event); `pss`, `gpu`, `cgroup` those
+/// sources (`sampler/watch.rs`, `sampler/cgroup.rs`, `sampler/gpu.rs`).
+///
+/// To add a /proc/PID/status column: its probe (a `StatusMem` field and its key in
+/// `probe::proc::parse_status`), its field in `Sample` and its line here with `sum(F)` (an
+/// `OptU64` when its source may be off), and its row in docs/FORMAT.md. `event` stays last.
 #[rustfmt::skip]
 macro_rules! for_columns {
     ($m:ident) => {
         $m! {
-            (unix_ms, unix_ms, U64, "ms since 1970-01-01 UTC", "wall-clock time of the tick"),
-            (elapsed_s, elapsed_s, Seconds, "s", "time since the recording started, monotonic clock"),
-            (rss_bytes, rss_bytes, U64, "bytes", "resident set size of the tree (sum of VmRSS)"),
-            (anon_bytes, anon_bytes, U64, "bytes", "anonymous resident memory (sum of RssAnon)"),
-            (file_bytes, file_bytes, U64, "bytes", "file-backed resident memory (sum of RssFile)"),
-            (shmem_bytes, shmem_bytes, U64, "bytes", "shared-memory resident pages (sum of RssShmem)"),
-            (swap_bytes, swap_bytes, U64, "bytes", "swapped-out anonymous memory (sum of VmSwap)"),
-            (locked_bytes, locked_bytes, U64, "bytes", "mlock'd memory (sum of VmLck)"),
-            (pinned_bytes, pinned_bytes, U64, "bytes", "long-term pinned memory (sum of VmPin)"),
-            (processes, processes, U32, "count", "processes in the tree"),
-            (top_pid, top_pid, I32, "pid", "the process with the largest RSS"),
-            (top_rss_bytes, top_rss_bytes, U64, "bytes", "that process's RSS"),
-            (hwm_bytes, hwm_bytes, U64, "bytes", "largest VmHWM of a live process, or of one that left since the previous row (its exit record): its exact peak so far"),
-            (hwm_sum_bytes, hwm_sum_bytes, U64, "bytes", "sum of VmHWM of those processes: an upper bound, not a peak"),
-            (pss_bytes, pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick"),
-            (missed_ticks, missed_ticks, U64, "count", "ticks that could not be taken on time, so far"),
-            (gpu_bytes, gpu.bytes, OptU64, "bytes", "GPU memory held by the tree's processes (NVML, summed over their PIDs); empty when GPU memory is not read"),
-            (gpu_device_used_bytes, gpu.device_used_bytes, OptU64, "bytes", "used memory of the GPUs the tree uses (every process's); empty when it uses none or GPU memory is not read"),
-            (gpu_device_total_bytes, gpu.device_total_bytes, OptU64, "bytes", "total memory of those GPUs; empty as gpu_device_used_bytes"),
-            (gpu_hwm_bytes, gpu.hwm_bytes, OptU64, "bytes", "largest NVML accounting maxMemoryUsage of a tree process on one GPU, running or ended since the previous row: its exact GPU peak so far; empty when accounting is off or a tree process has no record"),
-            (gpu_hwm_sum_bytes, gpu.hwm_sum_bytes, OptU64, "bytes", "sum of those maxima: an upper bound of the tree's GPU peak, not a peak; empty as gpu_hwm_bytes"),
-            (nvidia_mapped_bytes, gpu.nvidia_mapped_bytes, OptU64, "bytes", "size of the tree's GPU processes' mappings of NVIDIA device files (/dev/nvidia*, from /proc/PID/maps), read with each GPU reading: where CUDA's pinned host buffers live; empty when GPU memory is not read"),
-            (nvidia_mapped_rss_bytes, nvidia_mapped_rss_bytes, OptU64, "bytes", "resident part of those mappings (Rss in /proc/PID/smaps), read with PSS (--pss) on its ticks; empty elsewhere"),
-            (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used"),
-            (threads, threads, U32, "count", "threads in the tree (sum of Threads)"),
-            (departed, departed, U32, "count", "processes that left the tree since the previous row (exited, or born and gone in between: known from exit records)"),
-            (cgroup_bytes, cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup"),
-            (cgroup_anon_bytes, cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)"),
-            (cgroup_file_bytes, cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)"),
-            (cgroup_kernel_bytes, cgroup_kernel_bytes, OptU64, "bytes", "kernel of its memory.stat (v1 memory.kmem.usage_in_bytes)"),
-            (cgroup_shmem_bytes, cgroup_shmem_bytes, OptU64, "bytes", "shmem of its memory.stat (v1 total_shmem)"),
-            (cgroup_sock_bytes, cgroup_sock_bytes, OptU64, "bytes", "sock of its memory.stat (v1 memory.kmem.tcp.usage_in_bytes)"),
-            (cgroup_working_set_bytes, cgroup_working_set_bytes, OptU64, "bytes", "working set as Kubernetes computes it: current - inactive_file"),
-            (cgroup_limit_bytes, cgroup_limit_bytes, OptU64, "bytes", "memory.max (v1 memory.limit_in_bytes); empty also when it has no limit"),
-            (cgroup_peak_bytes, cgroup_peak_bytes, OptU64, "bytes", "memory.peak (v1 memory.max_usage_in_bytes) since the cgroup was made or reset (--phase-peaks resets it at markers)"),
-            (cgroup_oom_events, cgroup_oom_events, OptU64, "count", "memory.events oom, since the cgroup was made (v1: 0)"),
-            (cgroup_oom_kill_events, cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)"),
-            (cgroup_max_events, cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)"),
-            (cgroup_high_events, cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)"),
-            (event_lag_us, event_lag_us, OptU64, "µs", "on the row of a marker that did not wait for it (--mark-log, --mark-stdout): from the marker's arrival, or its log line's last write, to this reading; empty elsewhere"),
-            (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N"),
+            (unix_ms, unix_ms, U64, "ms since 1970-01-01 UTC", "wall-clock time of the tick", tick),
+            (elapsed_s, elapsed_s, Seconds, "s", "time since the recording started, monotonic clock", tick),
+            (rss_bytes, rss_bytes, U64, "bytes", "resident set size of the tree (sum of VmRSS)", sum(rss)),
+            (anon_bytes, anon_bytes, U64, "bytes", "anonymous resident memory (sum of RssAnon)", sum(anon)),
+            (file_bytes, file_bytes, U64, "bytes", "file-backed resident memory (sum of RssFile)", sum(file)),
+            (shmem_bytes, shmem_bytes, U64, "bytes", "shared-memory resident pages (sum of RssShmem)", sum(shmem)),
+            (swap_bytes, swap_bytes, U64, "bytes", "swapped-out anonymous memory (sum of VmSwap)", sum(swap)),
+            (locked_bytes, locked_bytes, U64, "bytes", "mlock'd memory (sum of VmLck)", sum(locked)),
+            (pinned_bytes, pinned_bytes, U64, "bytes", "long-term pinned memory (sum of VmPin)", sum(pinned)),
+            (processes, processes, U32, "count", "processes in the tree", tree),
+            (top_pid, top_pid, I32, "pid", "the process with the largest RSS", tree),
+            (top_rss_bytes, top_rss_bytes, U64, "bytes", "that process's RSS", tree),
+            (hwm_bytes, hwm_bytes, U64, "bytes", "largest VmHWM of a live process, or of one that left since the previous row (its exit record): its exact peak so far", max(hwm)),
+            (hwm_sum_bytes, hwm_sum_bytes, U64, "bytes", "sum of VmHWM of those processes: an upper bound, not a peak", sum(hwm)),
+            (pss_bytes, pss_bytes, OptU64, "bytes", "proportional set size of the tree; empty when not read at this tick", pss),
+            (missed_ticks, missed_ticks, U64, "count", "ticks that could not be taken on time, so far", tick),
+            (gpu_bytes, gpu.bytes, OptU64, "bytes", "GPU memory held by the tree's processes (NVML, summed over their PIDs); empty when GPU memory is not read", gpu),
+            (gpu_device_used_bytes, gpu.device_used_bytes, OptU64, "bytes", "used memory of the GPUs the tree uses (every process's); empty when it uses none or GPU memory is not read", gpu),
+            (gpu_device_total_bytes, gpu.device_total_bytes, OptU64, "bytes", "total memory of those GPUs; empty as gpu_device_used_bytes", gpu),
+            (gpu_hwm_bytes, gpu.hwm_bytes, OptU64, "bytes", "largest NVML accounting maxMemoryUsage of a tree process on one GPU, running or ended since the previous row: its exact GPU peak so far; empty when accounting is off or a tree process has no record", gpu),
+            (gpu_hwm_sum_bytes, gpu.hwm_sum_bytes, OptU64, "bytes", "sum of those maxima: an upper bound of the tree's GPU peak, not a peak; empty as gpu_hwm_bytes", gpu),
+            (nvidia_mapped_bytes, gpu.nvidia_mapped_bytes, OptU64, "bytes", "size of the tree's GPU processes' mappings of NVIDIA device files (/dev/nvidia*, from /proc/PID/maps), read with each GPU reading: where CUDA's pinned host buffers live; empty when GPU memory is not read", gpu),
+            (nvidia_mapped_rss_bytes, nvidia_mapped_rss_bytes, OptU64, "bytes", "resident part of those mappings (Rss in /proc/PID/smaps), read with PSS (--pss) on its ticks; empty elsewhere", pss),
+            (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used", sum(vm_size)),
+            (threads, threads, U32, "count", "threads in the tree (sum of Threads)", sum(threads)),
+            (departed, departed, U32, "count", "processes that left the tree since the previous row (exited, or born and gone in between: known from exit records)", tree),
+            (cgroup_bytes, cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup", cgroup),
+            (cgroup_anon_bytes, cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)", cgroup),
+            (cgroup_file_bytes, cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)", cgroup),
+            (cgroup_kernel_bytes, cgroup_kernel_bytes, OptU64, "bytes", "kernel of its memory.stat (v1 memory.kmem.usage_in_bytes)", cgroup),
+            (cgroup_shmem_bytes, cgroup_shmem_bytes, OptU64, "bytes", "shmem of its memory.stat (v1 total_shmem)", cgroup),
+            (cgroup_sock_bytes, cgroup_sock_bytes, OptU64, "bytes", "sock of its memory.stat (v1 memory.kmem.tcp.usage_in_bytes)", cgroup),
+            (cgroup_working_set_bytes, cgroup_working_set_bytes, OptU64, "bytes", "working set as Kubernetes computes it: current - inactive_file", cgroup),
+            (cgroup_limit_bytes, cgroup_limit_bytes, OptU64, "bytes", "memory.max (v1 memory.limit_in_bytes); empty also when it has no limit", cgroup),
+            (cgroup_peak_bytes, cgroup_peak_bytes, OptU64, "bytes", "memory.peak (v1 memory.max_usage_in_bytes) since the cgroup was made or reset (--phase-peaks resets it at markers)", cgroup),
+            (cgroup_oom_events, cgroup_oom_events, OptU64, "count", "memory.events oom, since the cgroup was made (v1: 0)", cgroup),
+            (cgroup_oom_kill_events, cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)", cgroup),
+            (cgroup_max_events, cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)", cgroup),
+            (cgroup_high_events, cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)", cgroup),
+            (event_lag_us, event_lag_us, OptU64, "µs", "on the row of a marker that did not wait for it (--mark-log, --mark-stdout, a socket request with at_unix_us): from the marker's arrival, its log line's last write, or the time the program made it, to this reading; empty elsewhere", tick),
+            (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N", tick),
         }
     };
 }
 pub(crate) use for_columns;
 
 macro_rules! column_table {
-    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr),)*) => {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr, $src:ident $(($from:ident))?),)*) => {
         /// The columns, in CSV order (see `for_columns!`).
-        pub const COLUMNS: &[Column] = &[$(column!($name = $($f).+, $kind, $unit, $meaning)),*];
+        pub const COLUMNS: &[Column] = &[$(column!(
+            $name = $($f).+, $kind, $unit, $meaning,
+            concat!(stringify!($src) $(, "(", stringify!($from), ")")?)
+        )),*];
     };
 }
 for_columns!(column_table);

@@ -1,6 +1,6 @@
 //! Signals as a recording names them: the end of a recording stopped by one, a command killed
-//! by one. Here rather than in `sampler/signals.rs` (which catches them) so that the readers of
-//! recordings need not import the sampler.
+//! by one. Here rather than in `sys/signals.rs` (which catches them) so that the readers of
+//! recordings need not import the system layer.
 
 /// The conventional name of a signal (`SIGTERM`), or `signal N`.
 pub fn name(sig: i32) -> String {

@@ -569,8 +569,7 @@ impl CgroupFs {
                 };
                 // Only a directory this user may remove (root, or a delegated hierarchy's owner).
                 let mine = std::fs::symlink_metadata(e.path()).is_ok_and(|m| {
-                    // SAFETY: geteuid has no preconditions.
-                    let me = unsafe { libc::geteuid() };
+                    let me = crate::sys::euid();
                     m.is_dir() && (me == 0 || std::os::unix::fs::MetadataExt::uid(&m) == me)
                 });
                 if !mine || pid_runs(pid) {
@@ -613,9 +612,7 @@ fn own_cgroup_pid(name: &str) -> Option<i32> {
 
 /// True while a process `pid` exists (ours or not).
 fn pid_runs(pid: i32) -> bool {
-    // SAFETY: signal 0 checks the process exists and sends nothing.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    crate::sys::process_exists(pid)
 }
 
 /// Kills every process in the cgroup `dir` (v2: `cgroup.kill`, Linux ≥ 5.14, which also stops
@@ -634,8 +631,7 @@ fn kill_and_remove(dir: &Path, patience: std::time::Duration) -> (usize, Result<
             .split_ascii_whitespace()
             .filter_map(|w| w.parse::<i32>().ok())
         {
-            // SAFETY: kill takes plain integers.
-            if pid > 0 && unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+            if crate::sys::kill(pid, libc::SIGKILL).is_ok() {
                 killed.insert(pid);
             }
         }
@@ -689,20 +685,9 @@ done
 
 impl Reaper {
     fn watch(dir: &Path) -> io::Result<Reaper> {
-        use std::os::fd::FromRawFd;
         use std::os::unix::process::CommandExt;
-        let mut fds = [-1; 2];
-        // SAFETY: pipe2 fills two descriptors on success.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: two fresh descriptors, each owned once here.
-        let (read, write) = unsafe {
-            (
-                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-                File::from_raw_fd(fds[1]),
-            )
-        };
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let write = File::from(write);
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(REAPER_SCRIPT)
@@ -789,9 +774,9 @@ impl OwnCgroup {
     }
 
     /// The descriptor of `cgroup.procs` to write `0` to in the child (async-signal-safe).
-    pub fn procs_fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.procs.as_ref().map(|f| f.as_raw_fd())
+    pub fn procs_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.procs.as_ref().map(|f| f.as_fd())
     }
 
     /// Moves the processes still in the cgroup to its parent and removes it; returns the PIDs

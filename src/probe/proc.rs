@@ -12,12 +12,11 @@
 //! thread count changed or [`OTHER_THREADS_EVERY`] has passed (see `read_children`), so a
 //! daemon with hundreds of threads costs about what a single-threaded process does.
 
+use rustix::fs::{Mode, OFlags};
 use std::cell::OnceCell;
-use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,8 +26,7 @@ pub const OTHER_THREADS_EVERY: Duration = Duration::from_millis(100);
 
 /// Clock ticks per second (`CLK_TCK`): the unit of /proc/PID/stat's start time and CPU times.
 pub fn clock_ticks_per_s() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+    rustix::param::clock_ticks_per_second().max(1) as f64
 }
 
 /// Why a /proc read failed.
@@ -153,13 +151,7 @@ impl ProcFs {
 
     /// Page size in bytes, for the recording's metadata.
     pub fn page_size() -> u64 {
-        // SAFETY: sysconf has no preconditions.
-        let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if v > 0 {
-            v as u64
-        } else {
-            4096
-        }
+        rustix::param::page_size() as u64
     }
 }
 
@@ -613,25 +605,18 @@ fn open_at(dir: &OwnedFd, rel: &str) -> io::Result<File> {
 }
 
 fn open_at_flags(dir: &OwnedFd, rel: &str, flags: libc::c_int) -> io::Result<File> {
-    let c = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `dir` is a valid directory descriptor; `c` is NUL-terminated.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let flags = OFlags::from_bits_retain(flags as u32) | OFlags::CLOEXEC;
+    Ok(File::from(rustix::fs::openat(
+        dir,
+        rel,
+        flags,
+        Mode::empty(),
+    )?))
 }
 
 /// True when `root` is a mounted proc file system.
 fn is_procfs(root: &Path) -> bool {
-    let Ok(c) = CString::new(root.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a zeroed statfs is a valid out-parameter; `c` is NUL-terminated.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type == libc::PROC_SUPER_MAGIC
+    rustix::fs::statfs(root).is_ok_and(|st| st.f_type == rustix::fs::PROC_SUPER_MAGIC)
 }
 
 /// Reads `f` to its end into `buf` (cleared first). Unlike `Read::read_to_end`, it does not ask
@@ -657,20 +642,8 @@ fn read_all(f: &mut File, buf: &mut Vec<u8>) -> io::Result<()> {
 }
 
 fn open_dir(path: &Path) -> io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by open and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(path, flags, Mode::empty())?)
 }
 
 /// Parses the memory lines of /proc/PID/status. Lines it does not need are skipped; a value

@@ -13,7 +13,8 @@
 //! include/uapi/linux/taskstats.h (checked against TASKSTATS_VERSION 13), and every read is
 //! bounded by the lengths the kernel sent.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use crate::sys::raw;
+use std::os::fd::OwnedFd;
 
 // Generic netlink (include/uapi/linux/genetlink.h, netlink.h).
 const GENL_ID_CTRL: u16 = 0x10;
@@ -62,21 +63,8 @@ mod off {
 /// field, under the kernel's 4,096); beyond, every record is taken and sorted out at the tick.
 pub const FILTER_MAX_PROCESSES: usize = 600;
 
-/// `struct sock_filter` and `struct sock_fprog` (include/uapi/linux/filter.h).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct SockFilter {
-    code: u16,
-    jt: u8,
-    jf: u8,
-    k: u32,
-}
-
-#[repr(C)]
-struct SockFprog {
-    len: u16,
-    filter: *const SockFilter,
-}
+/// One classic BPF instruction (`struct sock_filter`, include/uapi/linux/filter.h).
+type SockFilter = libc::sock_filter;
 
 // Classic BPF opcodes: class | size | mode (linux/bpf_common.h: BPF_LD 0x00, BPF_LDX 0x01,
 // BPF_JMP 0x05, BPF_RET 0x06; BPF_W 0x00, BPF_H 0x08; BPF_IMM 0x00, BPF_ABS 0x20, BPF_IND 0x40;
@@ -156,32 +144,28 @@ impl ExitWatch {
     /// Opens the socket and registers `cpus` (the kernel's list form, as in
     /// /sys/devices/system/cpu/online: `0-3,8`).
     pub fn open(cpus: &str) -> Result<ExitWatch, TaskstatsError> {
-        // SAFETY: socket(2) has no memory-safety preconditions.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_GENERIC,
-            )
+        use rustix::net::{netlink, sockopt, AddressFamily, SocketFlags, SocketType};
+        let fd = rustix::net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            Some(netlink::GENERIC),
+        )
+        .map_err(|e| TaskstatsError::Socket(e.into()))?;
+        // A deep queue: records of a whole interval wait in it. The plain option is capped at
+        // net.core.rmem_max; the forced one (CAP_NET_ADMIN, which registering needs anyway) is
+        // not, and without the capability (EPERM) the capped size stays.
+        let size = 8 << 20;
+        let sized = |what: &str, e: rustix::io::Errno| {
+            TaskstatsError::Io(std::io::Error::new(
+                std::io::Error::from(e).kind(),
+                format!("cannot size the receive queue ({what}): {e}"),
+            ))
         };
-        if fd < 0 {
-            return Err(TaskstatsError::Socket(std::io::Error::last_os_error()));
-        }
-        // SAFETY: a fresh descriptor owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // A deep queue: records of a whole interval wait in it (as root the limit is not capped).
-        let size: libc::c_int = 8 << 20;
-        for opt in [libc::SO_RCVBUF, libc::SO_RCVBUFFORCE] {
-            // SAFETY: a valid int option for our socket.
-            unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&size as *const libc::c_int).cast(),
-                    4,
-                )
-            };
+        sockopt::set_socket_recv_buffer_size(&fd, size).map_err(|e| sized("SO_RCVBUF", e))?;
+        match sockopt::set_socket_recv_buffer_size_force(&fd, size) {
+            Ok(()) | Err(rustix::io::Errno::PERM) => {}
+            Err(e) => return Err(sized("SO_RCVBUFFORCE", e)),
         }
         let mut w = ExitWatch {
             fd,
@@ -208,64 +192,43 @@ impl ExitWatch {
                 )))
             }
         }
-        // From now on, reads never block: records are taken at ticks.
-        // SAFETY: fcntl on our own descriptor.
-        unsafe {
-            let fl = libc::fcntl(w.fd.as_raw_fd(), libc::F_GETFL);
-            libc::fcntl(w.fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
-        }
+        // From now on, reads never block: records are taken at ticks. (A socket left blocking
+        // would stop the sampler at its first tick with no record queued: no watch rather.)
+        let nonblocking = |e: rustix::io::Errno| {
+            TaskstatsError::Io(std::io::Error::new(
+                std::io::Error::from(e).kind(),
+                format!("cannot make the socket non-blocking (fcntl): {e}"),
+            ))
+        };
+        let fl = rustix::fs::fcntl_getfl(&w.fd).map_err(nonblocking)?;
+        rustix::fs::fcntl_setfl(&w.fd, fl | rustix::fs::OFlags::NONBLOCK).map_err(nonblocking)?;
         Ok(w)
     }
 
     /// Registers on the online CPUs of this machine (/sys/devices/system/cpu/online).
     pub fn open_online() -> Result<ExitWatch, TaskstatsError> {
         let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_else(|_| {
-            // SAFETY: sysconf has no preconditions.
-            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1);
+            let n = crate::sys::raw::cpus_configured().unwrap_or(1);
             format!("0-{}", n - 1)
         });
         ExitWatch::open(&cpus)
     }
 
     fn send(&self, msg: &[u8]) -> Result<(), TaskstatsError> {
-        // SAFETY: a zeroed sockaddr_nl addressed to the kernel (pid 0).
-        let mut to: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        to.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        // SAFETY: msg and the address are valid for the call.
-        let r = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&to as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(TaskstatsError::Io(std::io::Error::last_os_error()));
-        }
+        // To the kernel: port 0, no multicast group.
+        let kernel = rustix::net::netlink::SocketAddrNetlink::new(0, 0);
+        rustix::net::sendto(&self.fd, msg, rustix::net::SendFlags::empty(), &kernel)
+            .map_err(|e| TaskstatsError::Io(e.into()))?;
         Ok(())
     }
 
     /// One datagram (blocking until set non-blocking); its length.
     fn recv(&mut self) -> std::io::Result<usize> {
         loop {
-            // SAFETY: reading into our own buffer.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e);
+            match rustix::net::recv(&self.fd, &mut self.buf[..], rustix::net::RecvFlags::empty()) {
+                Ok((n, _)) => return Ok(n),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -318,37 +281,20 @@ impl ExitWatch {
 
     /// From now on, has the kernel queue only the records of `pids` (a thread of one, the
     /// process itself, or a child of one); with more than [`FILTER_MAX_PROCESSES`], every
-    /// record. A failure leaves the last filter (or none): records are sorted out at the tick.
-    pub fn keep_only(&mut self, pids: &[u32]) {
-        let fd = self.fd.as_raw_fd();
+    /// record. Records are sorted out at the tick as well, so a filter is only a saving: when
+    /// the kernel refuses the new one (no memory for it), the last one, which would drop the
+    /// records of processes that joined since, is detached (every record comes) and the
+    /// refusal returned; the caller may try again later.
+    pub fn keep_only(&mut self, pids: &[u32]) -> std::io::Result<()> {
         if pids.len() > FILTER_MAX_PROCESSES {
-            // SAFETY: detaching a filter from our own socket (ENOENT when there is none).
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_DETACH_FILTER,
-                    std::ptr::null(),
-                    0,
-                )
-            };
-            return;
+            return raw::detach_filter(&self.fd);
         }
-        let prog = filter_program(pids);
-        let fprog = SockFprog {
-            len: prog.len() as u16,
-            filter: prog.as_ptr(),
+        let refused = match raw::attach_filter(&self.fd, &filter_program(pids)) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
         };
-        // SAFETY: a valid program for the duration of the call (the kernel copies it).
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                (&fprog as *const SockFprog).cast(),
-                std::mem::size_of::<SockFprog>() as u32,
-            )
-        };
+        raw::detach_filter(&self.fd)?;
+        Err(refused)
     }
 
     /// Takes every record queued since the last call, appending to `out` those `keep` wants.
@@ -620,43 +566,13 @@ pub(crate) mod tests {
     /// pair, it must pass exactly the records of the listed processes.
     #[test]
     fn the_kernel_filter_keeps_the_records_of_the_listed_processes_only() {
-        let mut sv = [0i32; 2];
-        // SAFETY: socketpair fills two descriptors.
-        assert_eq!(
-            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, sv.as_mut_ptr()) },
-            0
-        );
-        // SAFETY: fresh descriptors owned by nobody else.
-        let (a, b) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
-        let prog = filter_program(&[100, 200]);
-        let fprog = SockFprog {
-            len: prog.len() as u16,
-            filter: prog.as_ptr(),
-        };
-        // SAFETY: a valid program for the call.
-        let r = unsafe {
-            libc::setsockopt(
-                b.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                (&fprog as *const SockFprog).cast(),
-                std::mem::size_of::<SockFprog>() as u32,
-            )
-        };
-        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        raw::attach_filter(&b, &filter_program(&[100, 200])).unwrap();
+        b.set_nonblocking(true).unwrap();
         let passes = |msg: Vec<u8>| {
-            // SAFETY: sending a valid buffer; receiving into one without blocking.
-            unsafe { libc::send(a.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+            a.send(&msg).unwrap();
             let mut buf = [0u8; 2048];
-            let n = unsafe {
-                libc::recv(
-                    b.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            n > 0
+            b.recv(&mut buf).is_ok_and(|n| n > 0)
         };
         // The leader of a listed process, with and without the kernel's alignment pad.
         assert!(passes(exit_message(&stats(13, 416, 100, 100, 1, 1), 100)));
@@ -693,6 +609,60 @@ pub(crate) mod tests {
         m.extend_from_slice(&[0u8; 10]);
         m.extend(body);
         m
+    }
+
+    /// Runs a child to its end and drains `w` until its exit record comes (up to 20 s: the
+    /// kernel queues it as the child exits, but a loaded machine may be slow); whether it came.
+    /// Every record drained meanwhile is added to `seen`.
+    fn record_of_a_child_comes(w: &mut ExitWatch, seen: &mut Vec<Exit>) -> bool {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            w.drain(seen, |_| true);
+            if seen.iter().any(|e| e.pid == pid) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// On the kernel itself (root): a filter keeps out the records of other processes, and
+    /// above `FILTER_MAX_PROCESSES` the filter is taken off, so that every record comes.
+    #[test]
+    fn a_filter_keeps_records_out_until_it_is_taken_off() {
+        let mut w = match ExitWatch::open_online() {
+            Ok(w) => w,
+            // Registering needs root (CAP_NET_ADMIN): as another user there is nothing to test.
+            Err(e) => {
+                assert_ne!(
+                    crate::sys::euid(),
+                    0,
+                    "root could not open exit records: {e}"
+                );
+                return;
+            }
+        };
+        // Only PID 1's records (and its children's): this test's child is neither.
+        w.keep_only(&[1]).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let filtered = child.id();
+        child.wait().unwrap();
+        // More processes than a filter holds: no filter, every record.
+        let many: Vec<u32> = (1..=FILTER_MAX_PROCESSES as u32 + 1).collect();
+        w.keep_only(&many).unwrap();
+        let mut seen = Vec::new();
+        assert!(
+            record_of_a_child_comes(&mut w, &mut seen),
+            "no record after the filter was taken off"
+        );
+        // Records are queued in the order of the exits: the first child's would be before.
+        assert!(
+            !seen.iter().any(|e| e.pid == filtered),
+            "the filter let a record through"
+        );
     }
 
     #[test]

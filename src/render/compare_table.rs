@@ -7,7 +7,6 @@ use crate::analysis::compare::{
     Comparison, Delta, Gate, GateResult, Measure, Measured, Metric, Recording, Run, Side, Split,
     Verdict,
 };
-use crate::exit::{CodedError, ExitCode};
 use crate::format::{InputSpec, ReadError};
 use crate::model::sample::Sample;
 use crate::units::{fmt_bytes, fmt_bytes_signed, fmt_seconds};
@@ -114,14 +113,7 @@ pub fn read_runs(
         measure_file(path, spec, above, whole_files, |_| {}).map(|m| (m.recording, m.runs))
     })
     .into_iter()
-    .map(|r| {
-        r.map_err(|e| {
-            anyhow::Error::new(e).context(CodedError {
-                code: ExitCode::Usage,
-                message: "cannot compare".into(),
-            })
-        })
-    })
+    .map(|r| r.map_err(|e| anyhow::Error::new(e).context("cannot compare")))
     .collect()
 }
 
@@ -483,6 +475,7 @@ mod tests {
             peak: facts.decide(),
             facts,
             cgroup: None,
+            gpu: None,
             idle_rss_bytes: 1 << 20,
             mean_rss_bytes: peak / 2,
             duration_s: 2.0,

@@ -323,121 +323,7 @@ impl Report {
             );
         }
         o.push_str("</tr></thead>\n<tbody>\n");
-        let b = |v: u64| {
-            format!(
-                "{} <span class=\"exact\">({v} bytes)</span>",
-                esc(&fmt_bytes(v))
-            )
-        };
-        let mut rows: Vec<(&str, SummaryCell)> = vec![
-            (
-                "peak",
-                Box::new(|s| {
-                    format!(
-                        "{}{} ({})",
-                        esc(s.peak.at_least()),
-                        b(s.peak.bytes),
-                        esc(&s.peak.describe(s.facts.exact_within_bytes))
-                    )
-                }),
-            ),
-            (
-                "tree peak",
-                Box::new(|s| {
-                    s.peak
-                        .tree_bounds()
-                        .map(|t| esc(&t))
-                        .unwrap_or_else(|| "-".into())
-                }),
-            ),
-            (
-                "sampled peak",
-                Box::new(|s| {
-                    format!(
-                        "{} at +{}",
-                        b(s.facts.sampled_peak_rss_bytes),
-                        esc(&fmt_seconds(s.sampled_peak_elapsed_s))
-                    )
-                }),
-            ),
-            (
-                "lifetime peak",
-                Box::new(|s| match s.lifetime_peak_rss_bytes {
-                    Some(l) => format!("{} (set before the recording began)", b(l)),
-                    None => "-".into(),
-                }),
-            ),
-            (
-                "idle floor (10th percentile)",
-                Box::new(|s| b(s.idle_rss_bytes)),
-            ),
-            (
-                "held memory",
-                Box::new(|s| esc(s.held_words().as_deref().unwrap_or("none"))),
-            ),
-            ("mean RSS", Box::new(|s| b(s.mean_rss_bytes))),
-            ("duration", Box::new(|s| esc(&fmt_seconds(s.duration_s)))),
-            ("started", Box::new(|s| esc(&fmt_unix_ms(s.first_unix_ms)))),
-            (
-                "samples",
-                Box::new(|s| {
-                    let every = s
-                        .interval
-                        .as_ref()
-                        .map(|i| format!(" every {}", esc(i)))
-                        .unwrap_or_default();
-                    format!(
-                        "{}{every}, {}",
-                        s.samples,
-                        crate::units::count(s.missed_ticks, "missed tick")
-                    )
-                }),
-            ),
-            (
-                "target",
-                Box::new(|s| esc(s.target.as_deref().unwrap_or("unknown"))),
-            ),
-            ("ended", Box::new(|s| esc(&s.ended))),
-            (
-                "warnings",
-                Box::new(|s| {
-                    if s.warnings.is_empty() {
-                        "none".into()
-                    } else {
-                        s.warnings
-                            .iter()
-                            .map(|w| esc(w))
-                            .collect::<Vec<_>>()
-                            .join("<br>")
-                    }
-                }),
-            ),
-        ];
-        // GPU memory beside host memory, in its own row (never summed with RSS).
-        if self.summaries.iter().any(|s| s.gpu.is_some()) {
-            rows.insert(
-                2,
-                (
-                    "GPU peak (NVML, tree's processes)",
-                    Box::new(|s| match &s.gpu {
-                        Some(g) => format!(
-                            "{} at +{}{}",
-                            b(g.peak_gpu_bytes),
-                            esc(&fmt_seconds(g.peak_elapsed_s)),
-                            match (g.device_used_at_peak_bytes, g.device_total_bytes) {
-                                (Some(u), Some(t)) => format!(
-                                    "; its GPUs {} used of {}",
-                                    esc(&fmt_bytes(u)),
-                                    esc(&fmt_bytes(t))
-                                ),
-                                _ => String::new(),
-                            }
-                        ),
-                        None => "not recorded".into(),
-                    }),
-                ),
-            );
-        }
+        let rows = summary_rows(self.summaries.iter().any(|s| s.gpu.is_some()));
         for (label, cell) in rows.iter() {
             let _ = write!(o, "<tr><th>{label}</th>");
             for s in &self.summaries {
@@ -536,6 +422,129 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| p.display().to_string())
+}
+
+/// A size in a cell: `1.50 GiB (1610612736 bytes)`, the bytes muted.
+fn size_cell(v: u64) -> String {
+    format!(
+        "{} <span class=\"exact\">({v} bytes)</span>",
+        esc(&fmt_bytes(v))
+    )
+}
+
+/// The rows of the summary table: a label and how a recording's cell reads; a GPU row when
+/// some recording has GPU memory.
+fn summary_rows(with_gpu: bool) -> Vec<(&'static str, SummaryCell<'static>)> {
+    let mut rows: Vec<(&str, SummaryCell)> = vec![
+        (
+            "peak",
+            Box::new(|s| {
+                format!(
+                    "{}{} ({})",
+                    esc(s.peak.at_least()),
+                    size_cell(s.peak.bytes),
+                    esc(&s.peak.describe(s.facts.exact_within_bytes))
+                )
+            }),
+        ),
+        (
+            "tree peak",
+            Box::new(|s| {
+                s.peak
+                    .tree_bounds()
+                    .map(|t| esc(&t))
+                    .unwrap_or_else(|| "-".into())
+            }),
+        ),
+        (
+            "sampled peak",
+            Box::new(|s| {
+                format!(
+                    "{} at +{}",
+                    size_cell(s.facts.sampled_peak_rss_bytes),
+                    esc(&fmt_seconds(s.sampled_peak_elapsed_s))
+                )
+            }),
+        ),
+        (
+            "lifetime peak",
+            Box::new(|s| match s.lifetime_peak_rss_bytes {
+                Some(l) => format!("{} (set before the recording began)", size_cell(l)),
+                None => "-".into(),
+            }),
+        ),
+        (
+            "idle floor (10th percentile)",
+            Box::new(|s| size_cell(s.idle_rss_bytes)),
+        ),
+        (
+            "held memory",
+            Box::new(|s| esc(s.held_words().as_deref().unwrap_or("none"))),
+        ),
+        ("mean RSS", Box::new(|s| size_cell(s.mean_rss_bytes))),
+        ("duration", Box::new(|s| esc(&fmt_seconds(s.duration_s)))),
+        ("started", Box::new(|s| esc(&fmt_unix_ms(s.first_unix_ms)))),
+        (
+            "samples",
+            Box::new(|s| {
+                let every = s
+                    .interval
+                    .as_ref()
+                    .map(|i| format!(" every {}", esc(i)))
+                    .unwrap_or_default();
+                format!(
+                    "{}{every}, {}",
+                    s.samples,
+                    crate::units::count(s.missed_ticks, "missed tick")
+                )
+            }),
+        ),
+        (
+            "target",
+            Box::new(|s| esc(s.target.as_deref().unwrap_or("unknown"))),
+        ),
+        ("ended", Box::new(|s| esc(&s.ended))),
+        (
+            "warnings",
+            Box::new(|s| {
+                if s.warnings.is_empty() {
+                    "none".into()
+                } else {
+                    s.warnings
+                        .iter()
+                        .map(|w| esc(w))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
+                }
+            }),
+        ),
+    ];
+    // GPU memory beside host memory, in its own row (never summed with RSS).
+    if with_gpu {
+        rows.insert(
+            2,
+            (
+                "GPU peak (NVML, tree's processes)",
+                Box::new(|s| match &s.gpu {
+                    Some(g) => format!(
+                        "{} at +{}{}",
+                        size_cell(g.peak_gpu_bytes),
+                        esc(&fmt_seconds(g.peak_elapsed_s)),
+                        match (g.device_used_at_peak_bytes, g.device_total_bytes) {
+                            (Some(u), Some(t)) => format!(
+                                "; its GPUs {} used of {}",
+                                esc(&fmt_bytes(u)),
+                                esc(&fmt_bytes(t))
+                            ),
+                            _ => String::new(),
+                        }
+                    ),
+                    None => "not recorded".into(),
+                }),
+            ),
+        );
+    }
+    rows
 }
 
 /// Escapes text for HTML.

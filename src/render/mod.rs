@@ -8,5 +8,7 @@ pub mod compare_table;
 pub mod decimate;
 pub mod events;
 pub mod html;
+pub mod phases;
 pub mod plot;
+pub mod summary;
 pub mod table;

@@ -160,9 +160,13 @@ pub enum PlotError {
 }
 
 impl PlotError {
-    /// Whether the error is in what the user gave (a flag, a file): exit code 2, not 1.
-    pub fn is_input_error(&self) -> bool {
-        !matches!(self, PlotError::Draw(..) | PlotError::Write(..))
+    /// What the user gave (a flag, a recording) is at fault: `Usage`; the plot could not be
+    /// drawn or written: `Failure`.
+    pub fn class(&self) -> crate::exit::Class {
+        match self {
+            PlotError::Draw(..) | PlotError::Write(..) => crate::exit::Class::Failure,
+            _ => crate::exit::Class::Usage,
+        }
     }
 }
 
@@ -572,11 +576,7 @@ fn place_labels<DB: DrawingBackend>(
 /// An axis tick without trailing zeros: `0`, `2.5`, `1000`.
 /// The grid, tick labels and axis names of a panel: time since start across, `y_desc` up.
 fn draw_axes<DB: DrawingBackend>(
-    chart: &mut ChartContext<
-        '_,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut Chart<'_, DB>,
     t_name: &str,
     y_desc: &str,
 ) -> DrawResult<DB> {
@@ -690,6 +690,52 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
     Ok(())
 }
 
+/// The chart type of both panels: seconds (scaled) against sizes (scaled).
+type Chart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// How the host panel maps a recording onto its axes, and whether it shows several files.
+struct HostScale {
+    several: bool,
+    span_s: f64,
+    /// Seconds per x unit, and sizes per y unit.
+    t_scale: f64,
+    unit: SizeUnit,
+    x_max: f64,
+    y_top: f64,
+    /// The plotting area's width, for the decimation.
+    width_px: usize,
+}
+
+impl HostScale {
+    fn y(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.unit.bytes
+    }
+
+    /// `line` as its segments (one per session), reduced to the pixel columns.
+    fn segments(&self, line: &Line) -> Vec<Vec<(f64, f64)>> {
+        let kept = line.keep(0.0, self.span_s, self.width_px);
+        kept.segments()
+            .map(|seg| {
+                seg.map(|i| (kept.xs[i] / self.t_scale, self.y(kept.ys[i])))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `NAME: ` before a label when several files are drawn.
+    fn prefix(&self, t: &Trace) -> String {
+        if self.several {
+            format!("{}: ", t.name)
+        } else {
+            String::new()
+        }
+    }
+}
+
 /// The host panel: RSS, its parts and extra series, peaks, idle floor and events.
 fn draw_host<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -697,7 +743,6 @@ fn draw_host<DB: DrawingBackend>(
     opts: &PlotOptions,
     vector: bool,
 ) -> DrawResult<DB> {
-    let several = traces.len() > 1;
     let span_s = span_of(traces);
     let mut y_max = 0u64;
     for t in traces {
@@ -713,10 +758,8 @@ fn draw_host<DB: DrawingBackend>(
     }
     let unit = SizeUnit::for_max(y_max.max(1));
     let (t_scale, t_name) = time_unit(span_s);
-    let x_max = span_s / t_scale;
     // Headroom above the highest value for the labels.
     let y_top = (y_max.max(1024) as f64 / unit.bytes) * 1.15;
-    let y_of = |b: u64| b as f64 / unit.bytes;
 
     let title = opts.title.clone().unwrap_or_else(|| {
         let names: Vec<&str> = traces.iter().map(|t| t.name.as_str()).collect();
@@ -732,42 +775,57 @@ fn draw_host<DB: DrawingBackend>(
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(0f64..x_max, 0f64..y_top)?;
+        .build_cartesian_2d(0f64..span_s / t_scale, 0f64..y_top)?;
     draw_axes(&mut chart, t_name, &format!("{what} ({})", unit.label))?;
     let (px_range, _) = chart.plotting_area().get_pixel_range();
-    let width_px = (px_range.end - px_range.start).max(1) as usize;
-    // Each series as its segments (one per session), reduced to the pixel columns.
-    let segments = |line: &Line| -> Vec<Vec<(f64, f64)>> {
-        let kept = line.keep(0.0, span_s, width_px);
-        kept.segments()
-            .map(|seg| {
-                seg.map(|i| (kept.xs[i] / t_scale, y_of(kept.ys[i])))
-                    .collect()
-            })
-            .collect()
+    let scale = HostScale {
+        several: traces.len() > 1,
+        span_s,
+        t_scale,
+        unit,
+        x_max: span_s / t_scale,
+        y_top,
+        width_px: (px_range.end - px_range.start).max(1) as usize,
     };
 
-    // Stacked parts first, so the lines are drawn over them.
+    // Stacked parts first, so the lines are drawn over them; labels are placed last, where
+    // there is room: the peak dots' first, the events' last.
+    draw_parts(&mut chart, &scale, traces)?;
+    let mut labels = draw_levels(&mut chart, &scale, traces)?;
+    let event_labels = draw_events(&mut chart, &scale, traces)?;
+    draw_lines(&mut chart, &scale, traces, vector)?;
+    let mut peak_labels = draw_peaks(&mut chart, &scale, traces)?;
+    peak_labels.append(&mut labels);
+    let mut labels = peak_labels;
+    let (xr, yr) = chart.plotting_area().get_pixel_range();
+    labels.extend(events_left_out(traces, &scale, (xr.start, yr.start)));
+    labels.extend(event_labels);
+    place_labels(root, (xr, yr), &labels)?;
+
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()?;
+    Ok(())
+}
+
+/// The stacked areas of anon, file and shmem (`--parts`), a polygon per session.
+fn draw_parts<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    scale: &HostScale,
+    traces: &[Trace],
+) -> DrawResult<DB> {
+    const PARTS: [SizeColumn; 3] = [SizeColumn::Anon, SizeColumn::File, SizeColumn::Shmem];
     for t in traces {
         let Some(parts) = &t.parts else { continue };
         for k in (0..3).rev() {
-            let color = if several {
-                PART_COLORS[k].mix(0.45)
-            } else {
-                PART_COLORS[k].mix(1.0)
-            };
-            let label = match several {
-                true => format!(
-                    "{}: {}",
-                    t.name,
-                    [SizeColumn::Anon, SizeColumn::File, SizeColumn::Shmem][k].label()
-                ),
-                false => [SizeColumn::Anon, SizeColumn::File, SizeColumn::Shmem][k]
-                    .label()
-                    .to_string(),
-            };
+            let color = PART_COLORS[k].mix(if scale.several { 0.45 } else { 1.0 });
+            let label = format!("{}{}", scale.prefix(t), PARTS[k].label());
             chart
-                .draw_series(segments(&parts[k]).into_iter().map(|mut seg| {
+                .draw_series(scale.segments(&parts[k]).into_iter().map(|mut seg| {
                     // The area under the segment: down to 0 at its ends.
                     if let (Some(&(x0, _)), Some(&(x1, _))) = (seg.first(), seg.last()) {
                         seg.extend([(x1, 0.0), (x0, 0.0)]);
@@ -780,29 +838,30 @@ fn draw_host<DB: DrawingBackend>(
                 });
         }
     }
+    Ok(())
+}
 
-    // Horizontal lines: the kernel's peak and the idle floor, labelled at their ends.
+/// Horizontal lines across the panel: the recording's peak where the kernel (or its cgroup)
+/// knows it, the line every sample stays under, and the idle floor. Returns their labels.
+fn draw_levels<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    scale: &HostScale,
+    traces: &[Trace],
+) -> Result<Vec<Label>, DrawingAreaErrorKind<DB::ErrorType>> {
     let mut labels = Vec::new();
     for (ti, t) in traces.iter().enumerate() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
-        let prefix = if several {
-            format!("{}: ", t.name)
-        } else {
-            String::new()
-        };
+        let prefix = scale.prefix(t);
         let s = &t.summary;
-        // The recording's peak where the kernel (or its cgroup) knows it: the line every
-        // sample stays under.
         if s.peak.source != crate::model::peak::PeakSource::Sampled {
-            let kernel = s.peak.bytes;
-            let k = y_of(kernel);
+            let k = scale.y(s.peak.bytes);
             let scope = if s.peak.scope == crate::model::peak::PeakScope::Process {
                 String::new()
             } else {
                 format!(" {}", s.peak.scope)
             };
             chart.draw_series(DashedLineSeries::new(
-                [(0.0, k), (x_max, k)],
+                [(0.0, k), (scale.x_max, k)],
                 7,
                 4,
                 color.mix(0.8).stroke_width(1),
@@ -811,9 +870,9 @@ fn draw_host<DB: DrawingBackend>(
                 text: format!(
                     "{prefix}peak{scope} ({}) {}",
                     s.peak.counter,
-                    fmt_bytes(kernel)
+                    fmt_bytes(s.peak.bytes)
                 ),
-                at: chart.backend_coord(&(x_max, k)),
+                at: chart.backend_coord(&(scale.x_max, k)),
                 left: false,
                 color,
                 size: 13,
@@ -821,9 +880,9 @@ fn draw_host<DB: DrawingBackend>(
                 optional: false,
             });
         }
-        let idle = y_of(s.idle_rss_bytes);
+        let idle = scale.y(s.idle_rss_bytes);
         chart.draw_series(DashedLineSeries::new(
-            [(0.0, idle), (x_max, idle)],
+            [(0.0, idle), (scale.x_max, idle)],
             2,
             3,
             color.mix(0.7).stroke_width(1),
@@ -841,23 +900,30 @@ fn draw_host<DB: DrawingBackend>(
             optional: false,
         });
     }
+    Ok(labels)
+}
 
-    // Events: vertical lines; their labels at the top are placed last, where there is room.
-    let mut event_labels = Vec::new();
+/// Events as vertical lines. Returns their labels, to go at the top where there is room.
+fn draw_events<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    scale: &HostScale,
+    traces: &[Trace],
+) -> Result<Vec<Label>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut labels = Vec::new();
     for (ti, t) in traces.iter().enumerate() {
-        let color = if several {
+        let color = if scale.several {
             LINE_COLORS[ti % LINE_COLORS.len()]
         } else {
             RGBColor(90, 90, 90)
         };
         for (x, ev) in t.events.iter() {
-            let x = x / t_scale;
+            let x = x / scale.t_scale;
             chart.draw_series(LineSeries::new(
-                [(x, 0.0), (x, y_top)],
+                [(x, 0.0), (x, scale.y_top)],
                 color.mix(0.55).stroke_width(1),
             ))?;
-            let (px, top) = chart.backend_coord(&(x, y_top));
-            event_labels.push(Label {
+            let (px, top) = chart.backend_coord(&(x, scale.y_top));
+            labels.push(Label {
                 text: event_label(ev),
                 at: (px + 2, top),
                 left: true,
@@ -868,12 +934,20 @@ fn draw_host<DB: DrawingBackend>(
             });
         }
     }
+    Ok(labels)
+}
 
-    // The lines: RSS of each file, then the extra series. A bitmap gets a wide line as 1-pixel
-    // lines side by side: plotters' wide-line polygons spike at the sharp turns of a decimated
-    // series, drawing values that are not there.
+/// The lines: RSS of each file, then the extra series, a path per session. A bitmap gets a
+/// wide line as 1-pixel lines side by side: plotters' wide-line polygons spike at the sharp
+/// turns of a decimated series, drawing values that are not there.
+fn draw_lines<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    scale: &HostScale,
+    traces: &[Trace],
+    vector: bool,
+) -> DrawResult<DB> {
     let (_, py_range) = chart.plotting_area().get_pixel_range();
-    let one_px = y_top / (py_range.end - py_range.start).max(1) as f64;
+    let one_px = scale.y_top / (py_range.end - py_range.start).max(1) as f64;
     let strokes = |segments: Vec<Vec<(f64, f64)>>, color: RGBAColor, width: u32| {
         let mut paths = Vec::new();
         for pts in segments {
@@ -893,59 +967,58 @@ fn draw_host<DB: DrawingBackend>(
     };
     for (ti, t) in traces.iter().enumerate() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
-        let label = if several {
+        let label = if scale.several {
             format!("{} RSS", t.name)
         } else {
             "RSS (sampled)".to_string()
         };
         chart
-            .draw_series(strokes(segments(&t.rss), color.to_rgba(), 2))?
+            .draw_series(strokes(scale.segments(&t.rss), color.to_rgba(), 2))?
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
         for (si, s) in t.series.iter().enumerate() {
             if s.line.ys.is_empty() {
                 continue;
             }
-            let color = if several {
+            let color = if scale.several {
                 color.mix(0.9)
             } else {
                 EXTRA_COLORS[si % EXTRA_COLORS.len()].mix(1.0)
             };
-            let width = if several { 1 } else { 2 };
-            let label = if several {
-                format!("{}: {}", t.name, s.column.label())
-            } else {
-                s.column.label().to_string()
-            };
+            let width = if scale.several { 1 } else { 2 };
             chart
-                .draw_series(strokes(segments(&s.line), color, width))?
-                .label(label)
+                .draw_series(strokes(scale.segments(&s.line), color, width))?
+                .label(format!("{}{}", scale.prefix(t), s.column.label()))
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 18, y)], color.stroke_width(width))
                 });
         }
     }
+    Ok(())
+}
 
-    // The sampled peak of each file: a dot and its value and time. Its label is placed first.
+/// The sampled peak of each file: a dot. Returns the labels of its value and time, the first
+/// to be placed.
+fn draw_peaks<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    scale: &HostScale,
+    traces: &[Trace],
+) -> Result<Vec<Label>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut labels = Vec::new();
     for (ti, t) in traces.iter().enumerate().rev() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
-        let x = t.peak.0 / t_scale;
-        let y = y_of(t.peak.1);
-        let prefix = if several {
-            format!("{}: ", t.name)
-        } else {
-            String::new()
-        };
+        let (x, y) = (t.peak.0 / scale.t_scale, scale.y(t.peak.1));
         chart
             .plotting_area()
             .draw(&Circle::new((x, y), 4, color.filled()))?;
         let (px, py) = chart.backend_coord(&(x, y));
-        let left = x < 0.6 * x_max;
+        let left = x < 0.6 * scale.x_max;
         labels.insert(
             0,
             Label {
                 text: format!(
-                    "{prefix}sampled peak {} at {}",
+                    "{}sampled peak {} at {}",
+                    scale.prefix(t),
                     fmt_bytes(t.summary.facts.sampled_peak_rss_bytes),
                     fmt_seconds(t.peak.0)
                 ),
@@ -958,43 +1031,32 @@ fn draw_host<DB: DrawingBackend>(
             },
         );
     }
-    // Events left out are said on the image too, at the top left.
-    let (xr, yr) = chart.plotting_area().get_pixel_range();
-    for (ti, t) in traces.iter().enumerate() {
-        if t.events.dropped() == 0 {
-            continue;
-        }
-        labels.push(Label {
+    Ok(labels)
+}
+
+/// For each file with events left out, a line at the top left of the plot saying how many were
+/// drawn (the plot's top-left corner is `corner`, in pixels).
+fn events_left_out(traces: &[Trace], scale: &HostScale, corner: (i32, i32)) -> Vec<Label> {
+    traces
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.events.dropped() > 0)
+        .map(|(ti, t)| Label {
             text: format!(
                 "{}{} of {} events drawn (one in {}, spread over the recording)",
-                if several {
-                    format!("{}: ", t.name)
-                } else {
-                    String::new()
-                },
+                scale.prefix(t),
                 t.events.seen() - t.events.dropped(),
                 t.events.seen(),
                 t.events.stride()
             ),
-            at: (xr.start + 4, yr.start + 4 + 18 * (ti as i32 + 1)),
+            at: (corner.0 + 4, corner.1 + 4 + 18 * (ti as i32 + 1)),
             left: true,
             color: RGBColor(90, 90, 90),
             size: 12,
             rows: 8,
             optional: false,
-        });
-    }
-    labels.extend(event_labels);
-    place_labels(root, (xr, yr), &labels)?;
-
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(180, 180, 180))
-        .draw()?;
-    Ok(())
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -1015,7 +1077,7 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with("--series bogus:"), "{msg}");
         assert!(msg.contains("locked_bytes"), "{msg}");
-        assert!(err.is_input_error());
+        assert_eq!(err.class(), crate::exit::Class::Usage);
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl CgroupSource {
     }
 
     /// The descriptor of the own cgroup's `cgroup.procs`, for the launched child to join.
-    pub fn procs_fd(&self) -> Option<std::os::fd::RawFd> {
+    pub fn procs_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.own.as_ref().and_then(|o| o.procs_fd())
     }
 
@@ -146,7 +146,7 @@ impl CgroupSource {
         }
     }
 
-    /// Resets the peak at the start of the recording (`--reset-peak`): the peaks read before
+    /// Resets the peak at the start of the recording (`--reset-peaks`): the peaks read before
     /// are not the recording's, and are forgotten.
     pub fn reset_peak_at_start(&mut self) -> Result<(), CgroupError> {
         self.reset_peak()?;

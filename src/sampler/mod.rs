@@ -1,14 +1,19 @@
-//! Watching a target over time: `target.rs` finds or launches it, `tree.rs` sums one tick of
-//! its process tree into a `Sample` from the probes, `record.rs` schedules the ticks and hands
-//! each sample to a format writer and its `RecordObserver` (which shows what it is told: the
-//! recorder prints nothing itself); `signals.rs` turns SIGINT/SIGTERM/SIGHUP into a clean end,
-//! `cgroup.rs` reads a memory cgroup per tick; `pss.rs` reads PSS on a thread of its own.
+//! Watching a target over time: the engine. `target.rs` finds what is watched and `launch.rs`
+//! launches it; `watch.rs` follows it (its tree, `tree.rs`; restarts; exit records; PSS,
+//! `pss.rs`; GPU, `gpu.rs`; a memory cgroup, `cgroup.rs`) and reads it into a `Sample` at each
+//! tick of `schedule.rs`; `record/` drives it for `record` and `bench`, handing each sample to a
+//! sink (`sink.rs`); the stop signals come from `sys::signals`; `error.rs` says why a recording
+//! could not start or go on. Nothing here prints: notes go to a `Reporter`.
 
 pub mod cgroup;
+pub mod error;
 pub mod gpu;
+pub mod launch;
 pub mod pss;
 pub mod reaps;
 pub mod record;
-pub mod signals;
+pub mod schedule;
+pub mod sink;
 pub mod target;
 pub mod tree;
+pub mod watch;

@@ -12,10 +12,19 @@
 use crate::format::meta::PssUnreadReason;
 use crate::probe::proc::PssSource;
 use crate::probe::{ProcError, ProcHandle, StatusMem};
-use crate::sampler::record::PssGuard;
 use crate::units::fmt_bytes;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// PSS is read from smaps_rollup, which walks the page tables under the target's mmap lock.
+#[derive(Debug, Clone)]
+pub struct PssGuard {
+    pub every: Duration,
+    /// Processes with more RSS than this are skipped (their PSS read would stall them)...
+    pub max_rss: u64,
+    /// ...unless forced.
+    pub force: bool,
+}
 
 /// A new RSS high this much above the largest RSS a read was asked at asks for another read.
 pub const NEW_HIGH_RATIO: f64 = 1.05;

@@ -46,26 +46,6 @@ impl TargetSpec {
     }
 }
 
-impl TargetSpec {
-    /// The running process named by `--pid`, `--pidfile` or `--name`; `None` when none is
-    /// given. An error names the flag at fault.
-    pub fn from_flags(
-        pid: Option<i32>,
-        pidfile: Option<&Path>,
-        name: Option<&str>,
-    ) -> Result<Option<TargetSpec>, String> {
-        match (pid, pidfile, name) {
-            (Some(pid), None, None) => Ok(Some(TargetSpec::Pid(pid))),
-            (None, Some(f), None) => Ok(Some(TargetSpec::Pidfile(f.to_path_buf()))),
-            (None, None, Some(re)) => Regex::new(re)
-                .map(|r| Some(TargetSpec::Name(r)))
-                .map_err(|e| format!("--name: not a valid regex: {e}")),
-            (None, None, None) => Ok(None),
-            _ => Err("give one of --pid, --pidfile and --name, not several".into()),
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     #[error("no process with PID {0} (--pid)")]
@@ -109,6 +89,23 @@ pub enum TargetError {
         count: usize,
         list: String,
     },
+}
+
+impl TargetError {
+    /// What the pidfile holds, or what the PID is, is bad input (a pidfile that is not one, a
+    /// kernel thread, a thread): `Usage`; a target that is not there or cannot be read:
+    /// `NoTarget`.
+    pub fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
+        match self {
+            TargetError::PidfileGarbage(..)
+            | TargetError::PidfileNotRegular(..)
+            | TargetError::PidfileTooLarge(..)
+            | TargetError::KernelThread { .. }
+            | TargetError::Thread { .. } => Class::Usage,
+            _ => Class::NoTarget,
+        }
+    }
 }
 
 /// Resolves a PID, pidfile or name to one running process.

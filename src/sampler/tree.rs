@@ -27,8 +27,8 @@
 //! tick gets the high-water mark the kernel reported as it exited, not the last one read: a
 //! process that peaks and exits between two samples keeps its peak. So do children that were
 //! born and exited between two ticks (never members), from their parent's records. Each such
-//! peak is in the sample of the tick that finds the process gone (`TreeSample::departed`,
-//! `hwm_max`), so the phase or run it left in holds it; records queued before a reset of the
+//! peak is in the sample of the tick that finds the process gone (its `departed` and
+//! `hwm_bytes` columns), so the phase or run it left in holds it; records queued before a reset of the
 //! marks ([`Tree::reset_marks`]) are kept out of the samples after it. Without exit records
 //! each departure is still counted once (`reaps.rs`), and so is a child born and gone unseen
 //! where its parent reaped it (its `cminflt` rose) or it is listed as an exited child: its peak
@@ -37,6 +37,7 @@
 //! Members are kept in the order they were found, so a parent is read before its children in
 //! every tick (`reaps.rs` relies on it).
 
+use crate::model::sample::{for_columns, Sample};
 use crate::probe::forks::{Fork, ForkWatch};
 use crate::probe::proc::{clock_ticks_per_s, same_statm};
 use crate::probe::taskstats::{Exit, ExitWatch};
@@ -55,37 +56,35 @@ pub const CMDLINE_MAX_BYTES: usize = 256;
 /// process that sets its own title right after its fork was maybe found before it did.
 const CMDLINE_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
-/// One tick of the tree, summed over its members. Sizes in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// One tick of the tree, summed over its members: the columns of a row the tree fills (the
+/// /proc/PID/status sums of the column table, `processes`, the largest process, the high-water
+/// marks, `departed`; the engine fills the others), and what the departures since the previous
+/// sample add to the tree's peak in between. Sizes in bytes.
+///
+/// In `sample`, `hwm_bytes` is the largest VmHWM of a member (or of a process that left since
+/// the previous sample, from its exit record): the exact peak of that one process so far;
+/// `hwm_sum_bytes` the sum of those marks: an upper bound of the tree's RSS so far, never
+/// exact; `departed` the processes that left since the previous sample, each counted once:
+/// members found gone, and children born and gone in between (from exit records; without them,
+/// those a reap or an exited child listed shows: a lower bound).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TreeSample {
-    pub rss: u64,
-    pub anon: u64,
-    pub file: u64,
-    pub shmem: u64,
-    pub swap: u64,
-    pub locked: u64,
-    pub pinned: u64,
-    pub processes: u32,
-    /// The member with the largest RSS, and that RSS.
-    pub top_pid: i32,
-    pub top_rss: u64,
-    /// The largest VmHWM of any member: the exact peak of that one process so far.
-    pub hwm_max: u64,
-    /// The sum of the members' VmHWM: an upper bound of the tree's RSS so far, never exact.
-    pub hwm_sum: u64,
-    /// The sum of the members' VmSize (virtual address space) and of their thread counts.
-    pub vm_size: u64,
-    pub threads: u32,
-    /// Processes that left the tree since the previous sample, each counted once: members
-    /// found gone, and children born and gone in between (from exit records; without them,
-    /// those a reap or an exited child listed shows: a lower bound).
-    pub departed: u32,
-    /// The largest VmHWM among those, from exit records queued since the last reset of the
-    /// marks (0 without records); already in `hwm_max`.
+    pub sample: Sample,
+    /// The largest VmHWM among the departed, from exit records queued since the last reset of
+    /// the marks (0 without records); already in `hwm_bytes`.
     pub departed_hwm: u64,
     /// The largest of those marks that rose after the process was last read (or that belong
     /// to a child never read): a peak reached since the previous sample.
     pub departed_risen_hwm: u64,
+}
+
+/// A tree's tick reads as the row it fills.
+impl std::ops::Deref for TreeSample {
+    type Target = Sample;
+
+    fn deref(&self) -> &Sample {
+        &self.sample
+    }
 }
 
 pub use crate::model::process::ProcessRecord;
@@ -379,7 +378,7 @@ impl Tree {
         }
         let mut s = self.settle_departures(false);
         for m in &self.members {
-            add(&mut s, m.handle.pid, &m.last);
+            add(&mut s.sample, m.handle.pid, &m.last);
         }
         Ok(Some(s))
     }
@@ -656,14 +655,14 @@ impl Tree {
         let leaving = std::mem::take(&mut self.leaving);
         let settled: Vec<i32> = leaving.iter().map(|(r, _)| r.pid).collect();
         for (mut rec, last_hwm) in leaving {
-            s.departed += 1;
+            s.sample.departed += 1;
             let fresh = self.exit_hwm(rec.pid, rec.start_time_ticks, self.exit_fresh_from);
             if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks, 0) {
                 rec.hwm_bytes = rec.hwm_bytes.max(h);
                 self.exit_peak = self.exit_peak.max(Some(h));
             }
             // Alive during the interval: its mark bounds the tree's peak in it.
-            s.hwm_sum += fresh.unwrap_or(last_hwm);
+            s.sample.hwm_sum_bytes += fresh.unwrap_or(last_hwm);
             if let Some(h) = fresh {
                 s.departed_hwm = s.departed_hwm.max(h);
                 if h > last_hwm {
@@ -698,18 +697,19 @@ impl Tree {
         self.settle_unseen_children(&settled, &mut s);
         if self.exits.is_none() {
             let unseen = self.settle_reaps();
-            s.departed += unseen;
+            s.sample.departed += unseen;
             self.departed_count += unseen as u64;
         }
         self.exit_buf.clear();
         self.exit_fresh_from = 0;
-        s.hwm_max = s.departed_hwm;
+        s.sample.hwm_bytes = s.departed_hwm;
         if self.filter_stale && !root_gone {
+            self.filter_stale = false;
             if let Some(w) = &mut self.exits {
                 let pids: Vec<u32> = self.members.iter().map(|m| m.handle.pid as u32).collect();
-                w.keep_only(&pids);
+                // Refused: every record comes meanwhile (sorted out here); tried again next tick.
+                self.filter_stale = w.keep_only(&pids).is_err();
             }
-            self.filter_stale = false;
         }
         s
     }
@@ -747,12 +747,12 @@ impl Tree {
                 rec.hwm_bytes = h;
             }
             self.exit_peak = self.exit_peak.max(Some(rec.hwm_bytes));
-            s.departed += 1;
+            s.sample.departed += 1;
             if fresh {
                 // Never read: its whole life, and so its peak, fell since the last sample.
                 s.departed_hwm = s.departed_hwm.max(rec.hwm_bytes);
                 s.departed_risen_hwm = s.departed_risen_hwm.max(rec.hwm_bytes);
-                s.hwm_sum += rec.hwm_bytes;
+                s.sample.hwm_sum_bytes += rec.hwm_bytes;
             }
             self.remember_departed(rec);
         }
@@ -848,24 +848,38 @@ impl Tree {
     }
 }
 
-fn add(s: &mut TreeSample, pid: i32, m: &StatusMem) {
-    s.rss += m.rss;
-    s.anon += m.anon;
-    s.file += m.file;
-    s.shmem += m.shmem;
-    s.swap += m.swap;
-    s.locked += m.locked;
-    s.pinned += m.pinned;
+/// Adds one member to the row: its /proc/PID/status values into the columns the column table
+/// sums or maxes them into (`add_status`, generated from `for_columns!`), and the tree's own
+/// columns (the count, the largest process).
+fn add(s: &mut Sample, pid: i32, m: &StatusMem) {
+    add_status(s, m);
     s.processes += 1;
-    if m.rss > s.top_rss || s.processes == 1 {
-        s.top_rss = m.rss;
+    if m.rss > s.top_rss_bytes || s.processes == 1 {
+        s.top_rss_bytes = m.rss;
         s.top_pid = pid;
     }
-    s.hwm_max = s.hwm_max.max(m.hwm);
-    s.hwm_sum += m.hwm;
-    s.vm_size = s.vm_size.saturating_add(m.vm_size);
-    s.threads = s.threads.saturating_add(m.threads);
 }
+
+/// `add_status(s, m)`: for each column whose source is `sum(F)` or `max(F)` in `for_columns!`,
+/// the member's `StatusMem::F` added to (or kept the largest in) that column.
+macro_rules! status_sums {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr, $src:ident $(($from:ident))?),)*) => {
+        fn add_status(s: &mut Sample, m: &StatusMem) {
+            $(status_sum!($src $(($from))?, s.$($f).+, m);)*
+        }
+    };
+}
+
+macro_rules! status_sum {
+    (sum($from:ident), $dst:expr, $m:ident) => {
+        $dst = $dst.saturating_add($m.$from)
+    };
+    (max($from:ident), $dst:expr, $m:ident) => {
+        $dst = $dst.max($m.$from)
+    };
+    ($other:ident, $dst:expr, $m:ident) => {};
+}
+for_columns!(status_sums);
 
 #[cfg(test)]
 mod tests {
@@ -952,7 +966,7 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
         let mut t = tree_over(tmp.path(), 100);
         let s = t.sample().unwrap().unwrap();
-        assert_eq!((s.processes, s.departed, s.hwm_max), (2, 0, 1500 << 10));
+        assert_eq!((s.processes, s.departed, s.hwm_bytes), (2, 0, 1500 << 10));
         t.boot_unix_s = 1_700_000_000.0;
         let start = 1_700_000_000 + (1001.0 / clock_ticks_per_s()) as u64;
         // 101 rose to 4000 KiB after its last sample and exited.
@@ -964,7 +978,7 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         let s = t.sample().unwrap().unwrap();
         assert_eq!((s.processes, s.departed), (1, 1));
         assert_eq!(
-            s.hwm_max,
+            s.hwm_bytes,
             4000 << 10,
             "the exit record's peak is in the row"
         );
@@ -973,10 +987,10 @@ VmSwap:\t0 kB\nThreads:\t1\n"
             4000 << 10,
             "it rose after the last read"
         );
-        assert_eq!(s.hwm_sum, (1500 + 4000) << 10);
+        assert_eq!(s.hwm_sum_bytes, (1500 + 4000) << 10);
         // The next row has no departure.
         let s = t.sample().unwrap().unwrap();
-        assert_eq!((s.departed, s.hwm_max), (0, 1500 << 10));
+        assert_eq!((s.departed, s.hwm_bytes), (0, 1500 << 10));
         assert_eq!(t.exit_peak(), Some(4000 << 10));
     }
 
@@ -998,7 +1012,7 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         t.reset_marks();
         let s = t.sample().unwrap().unwrap();
         assert_eq!(s.departed, 1);
-        assert_eq!(s.hwm_max, 1000 << 10, "a peak from before the reset");
+        assert_eq!(s.hwm_bytes, 1000 << 10, "a peak from before the reset");
         assert_eq!(s.departed_hwm, 0);
         // It is still that process's peak, and the recording's.
         assert!(t
@@ -1175,6 +1189,77 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     }
 
     #[test]
+    fn each_status_value_reaches_its_column_through_the_column_table_alone() {
+        // A different value in every number StatusMem holds.
+        let m = StatusMem {
+            rss: 1,
+            anon: 2,
+            file: 3,
+            shmem: 4,
+            swap: 5,
+            locked: 6,
+            pinned: 7,
+            hwm: 8,
+            vm_size: 9,
+            threads: 10,
+            name_hash: 0,
+            has_mm: true,
+        };
+        let value = |f: &str| -> u64 {
+            match f {
+                "rss" => 1,
+                "anon" => 2,
+                "file" => 3,
+                "shmem" => 4,
+                "swap" => 5,
+                "locked" => 6,
+                "pinned" => 7,
+                "hwm" => 8,
+                "vm_size" => 9,
+                "threads" => 10,
+                other => panic!("the column table names StatusMem::{other}, not listed here"),
+            }
+        };
+        let mut s = Sample::default();
+        add(&mut s, 41, &m);
+        add(&mut s, 42, &m);
+        let mut routed = Vec::new();
+        for c in crate::model::sample::COLUMNS {
+            let got = match c.field {
+                crate::model::sample::Field::U64(get, _) => get(&s),
+                crate::model::sample::Field::U32(get, _) => get(&s) as u64,
+                _ => continue,
+            };
+            if let Some(f) = c
+                .source
+                .strip_prefix("sum(")
+                .and_then(|f| f.strip_suffix(')'))
+            {
+                assert_eq!(got, 2 * value(f), "{}", c.name);
+                routed.push(f);
+            } else if let Some(f) = c
+                .source
+                .strip_prefix("max(")
+                .and_then(|f| f.strip_suffix(')'))
+            {
+                assert_eq!(got, value(f), "{}", c.name);
+                routed.push(f);
+            }
+        }
+        // Every number read from status lands in a column (hwm twice: its max and its sum).
+        routed.sort();
+        routed.dedup();
+        assert_eq!(
+            routed,
+            [
+                "anon", "file", "hwm", "locked", "pinned", "rss", "shmem", "swap", "threads",
+                "vm_size"
+            ]
+        );
+        assert_eq!((s.processes, s.top_pid, s.top_rss_bytes), (2, 41, 1));
+    }
+
+    #[test]
     fn sums_a_tree_found_through_children_files() {
         let tmp = tempfile::tempdir().unwrap();
         fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[101, 102]);
@@ -1185,10 +1270,10 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         let mut t = tree_over(tmp.path(), 100);
         let s = t.sample().unwrap().unwrap();
         assert_eq!(s.processes, 4);
-        assert_eq!(s.rss, (1000 + 200 + 300 + 50) * 1024);
+        assert_eq!(s.rss_bytes, (1000 + 200 + 300 + 50) * 1024);
         assert_eq!(s.top_pid, 100);
-        assert_eq!(s.hwm_max, 1500 * 1024);
-        assert_eq!(s.hwm_sum, (1500 + 300 + 300 + 900) * 1024);
+        assert_eq!(s.hwm_bytes, 1500 * 1024);
+        assert_eq!(s.hwm_sum_bytes, (1500 + 300 + 300 + 900) * 1024);
     }
 
     #[test]
@@ -1213,7 +1298,7 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         fs::remove_dir_all(tmp.path().join("101")).unwrap();
         let s = t.sample().unwrap().unwrap();
         assert_eq!(s.processes, 1);
-        assert_eq!(s.rss, 1000 * 1024);
+        assert_eq!(s.rss_bytes, 1000 * 1024);
         // Its peak is remembered.
         let procs = t.processes();
         assert!(procs
@@ -1234,7 +1319,7 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         let s = t.sample().unwrap().unwrap();
         // The old handle fails, the new process is discovered in the same pass.
         assert_eq!(s.processes, 2);
-        assert_eq!(s.rss, (1000 + 700) * 1024);
+        assert_eq!(s.rss_bytes, (1000 + 700) * 1024);
         let procs = t.processes();
         assert!(procs
             .iter()
@@ -1250,17 +1335,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
         fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
         let mut t = tree_over(tmp.path(), 100);
-        assert_eq!(t.sample().unwrap().unwrap().rss, 1200 * 1024);
+        assert_eq!(t.sample().unwrap().unwrap().rss_bytes, 1200 * 1024);
         // The status changes but statm does not: the last status read (under 1 s old) stands.
         let status = tmp.path().join("101/status");
         let text = fs::read_to_string(&status)
             .unwrap()
             .replace("VmRSS:\t200 kB", "VmRSS:\t800 kB");
         fs::write(&status, text).unwrap();
-        assert_eq!(t.sample().unwrap().unwrap().rss, 1200 * 1024);
+        assert_eq!(t.sample().unwrap().unwrap().rss_bytes, 1200 * 1024);
         // statm moves: status is read again.
         fs::write(tmp.path().join("101/statm"), "100 200 10 1 0 50 0\n").unwrap();
-        assert_eq!(t.sample().unwrap().unwrap().rss, 1800 * 1024);
+        assert_eq!(t.sample().unwrap().unwrap().rss_bytes, 1800 * 1024);
     }
 
     #[test]
@@ -1275,7 +1360,7 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         t.adopt_orphans_of(fs.open(1).unwrap());
         let s = t.sample().unwrap().unwrap();
         assert_eq!(s.processes, 2, "the adopter itself is not a member");
-        assert_eq!(s.rss, 1300 * 1024);
+        assert_eq!(s.rss_bytes, 1300 * 1024);
     }
 
     #[test]
@@ -1323,13 +1408,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         // A child that spiked to 300 MiB and is idle at 5 MiB.
         fake_proc(tmp.path(), 101, 1001, 5 * 1024, 300 * 1024, &[]);
         let mut t = tree_over(tmp.path(), 100);
-        assert_eq!(t.sample().unwrap().unwrap().hwm_max, 300 * 1024 * 1024);
+        assert_eq!(t.sample().unwrap().unwrap().hwm_bytes, 300 * 1024 * 1024);
         // clear_refs: the kernel's mark drops to the current RSS; statm does not move.
         set_status(tmp.path(), 101, "VmHWM", "5120 kB");
         t.invalidate_after_reset();
         let s = t.sample().unwrap().unwrap();
-        assert_eq!(s.hwm_max, 5 * 1024 * 1024, "the mark read before the reset");
-        assert_eq!(s.hwm_sum, (1000 + 5 * 1024) * 1024);
+        assert_eq!(
+            s.hwm_bytes,
+            5 * 1024 * 1024,
+            "the mark read before the reset"
+        );
+        assert_eq!(s.hwm_sum_bytes, (1000 + 5 * 1024) * 1024);
         // The record of the process keeps its highest mark over the whole recording.
         let rec = t.processes().into_iter().find(|p| p.pid == 101).unwrap();
         assert_eq!(rec.hwm_bytes, 300 * 1024 * 1024);
@@ -1350,9 +1439,9 @@ VmSwap:\t0 kB\nThreads:\t1\n"
             .sample_at(t0 + Duration::from_millis(10))
             .unwrap()
             .unwrap();
-        assert_eq!(s.hwm_max, 300 * 1024 * 1024);
+        assert_eq!(s.hwm_bytes, 300 * 1024 * 1024);
         let s = t.sample_at(t0 + STATUS_MAX_AGE).unwrap().unwrap();
-        assert_eq!(s.hwm_max, 5 * 1024 * 1024);
+        assert_eq!(s.hwm_bytes, 5 * 1024 * 1024);
     }
 
     #[test]
@@ -1369,7 +1458,7 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         fs::remove_file(&statm).unwrap();
         set_status(tmp.path(), 101, "VmHWM", "900 kB");
         let s = t.sample_at(t0 + STATUS_MAX_AGE).unwrap().unwrap();
-        assert_eq!((s.processes, s.hwm_max), (2, 1000 << 10));
+        assert_eq!((s.processes, s.hwm_bytes), (2, 1000 << 10));
         assert_eq!(t.processes()[1].hwm_bytes, 900 << 10);
         // The next tick compares statm with what that status said: the same, so it is carried
         // (a status changed since is not read).

@@ -1,39 +1,41 @@
 //! Writers of a benchmark's results, one file per format behind one small trait: JSON (the
-//! whole report), CSV (one row per run), Markdown (a table). A path of `-` means stdout.
+//! whole report), CSV (one row per run), Markdown (a table), each to a file or stdout (`Dest`).
 
 mod csv;
 mod json;
 mod markdown;
 
 use super::BenchReport;
+use crate::output::Dest;
 use anyhow::Context;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Turns a report into the bytes of one format.
 pub trait Exporter {
     fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>>;
 }
 
-/// One export asked for: its format, its path, and the flag that asked.
+/// One export asked for: its format, where it goes, and the flag that asked.
 pub struct ExportTarget {
     exporter: Box<dyn Exporter>,
-    path: PathBuf,
+    dest: Dest,
     flag: &'static str,
 }
 
-/// The exports of `--export-json`, `--export-csv`, `--export-markdown`. At most one may be `-`.
+/// The exports of `--export-json`, `--export-csv`, `--export-markdown` (the caller has made
+/// sure at most one output of the bench goes to stdout).
 pub fn targets(
-    json: &Option<PathBuf>,
-    csv: &Option<PathBuf>,
-    markdown: &Option<PathBuf>,
-) -> anyhow::Result<Vec<ExportTarget>> {
+    json: Option<&Dest>,
+    csv: Option<&Dest>,
+    markdown: Option<&Dest>,
+) -> Vec<ExportTarget> {
     let mut out = Vec::new();
-    let mut add = |p: &Option<PathBuf>, exporter: Box<dyn Exporter>, flag: &'static str| {
-        if let Some(path) = p {
+    let mut add = |d: Option<&Dest>, exporter: Box<dyn Exporter>, flag: &'static str| {
+        if let Some(dest) = d {
             out.push(ExportTarget {
                 exporter,
-                path: path.clone(),
+                dest: dest.clone(),
                 flag,
             });
         }
@@ -45,22 +47,15 @@ pub fn targets(
         Box::new(markdown::MarkdownExporter),
         "--export-markdown",
     );
-    if out.iter().filter(|t| is_stdout(&t.path)).count() > 1 {
-        return Err(crate::exit::CodedError::new(
-            crate::exit::ExitCode::Usage,
-            "only one --export-* can write to stdout ('-')",
-        ));
-    }
-    Ok(out)
+    out
 }
 
-fn is_stdout(p: &Path) -> bool {
-    p.as_os_str() == "-"
-}
-
-/// The exports' paths with their flags, for `output::check_outputs` before the bench starts.
+/// The exports' files with their flags, for `output::check_outputs` before the bench starts.
 pub fn paths(targets: &[ExportTarget]) -> Vec<(&Path, &'static str)> {
-    targets.iter().map(|t| (t.path.as_path(), t.flag)).collect()
+    targets
+        .iter()
+        .filter_map(|t| t.dest.file().map(|p| (p, t.flag)))
+        .collect()
 }
 
 /// Writes every export, each file whole (see `output::write_whole`); an existing file was
@@ -72,14 +67,15 @@ pub fn write_all(
 ) -> anyhow::Result<()> {
     for t in targets {
         let bytes = t.exporter.serialize(report)?;
-        if is_stdout(&t.path) {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)
-                .and_then(|_| out.flush())
-                .context("cannot write to stdout")?;
-        } else {
-            crate::output::write_whole(&t.path, &bytes, force)
-                .with_context(|| format!("cannot write {} ({})", t.path.display(), t.flag))?;
+        match &t.dest {
+            Dest::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&bytes)
+                    .and_then(|_| out.flush())
+                    .context("cannot write to stdout")?;
+            }
+            Dest::File(path) => crate::output::write_whole(path, &bytes, force)
+                .with_context(|| format!("cannot write {} ({})", path.display(), t.flag))?,
         }
     }
     Ok(())

@@ -2,19 +2,20 @@
 //! memmon's own where it may make one); what a run leaves running is ended before the next.
 
 use super::{
-    cooldown, prepare, progress, run_env, say, say_recording, BenchRecording, ClientEnd, Quit,
-    Scratch, Stop,
+    cooldown, prepare, progress, recorder_report, run_env, say, say_recording, ClientEnd, Quit,
+    Stop,
 };
 use crate::bench::{BenchOptions, BenchReport, Leftovers, RunResult};
-use crate::exit::{CodedError, ExitCode};
-use crate::format::meta::{EndInfo, EndReason};
-use crate::format::{Format, InputFormat, InputSpec, Output};
+use crate::format::meta::{EndInfo, EndReason, Meta};
+use crate::format::{Format, Output, OutputError};
 use crate::model::sample::{Event, Sample};
-use crate::sampler::record::{unix_ms_now, RecordOptions, Recorder};
+use crate::sampler::error::RecordError;
+use crate::sampler::record::{unix_ms_now, Outcome, RecordOptions, Recorder};
+use crate::sampler::sink::{Nowhere, SampleSink};
 use crate::sampler::target::TargetSpec;
 use crate::units::{count, fmt_interval};
 use anyhow::Context;
-use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Copies the command's stdout to `to` until it ends; once `to` fails (a closed stderr), keeps
@@ -71,13 +72,9 @@ fn descendants(opts: &BenchOptions) -> Vec<(i32, String, u64)> {
 
 /// Reaps every exited child of memmon without blocking.
 fn reap_exited() {
-    loop {
-        let mut status = 0;
-        // SAFETY: reaping any exited child; WNOHANG never blocks.
-        if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } <= 0 {
-            return;
-        }
-    }
+    use rustix::process::{waitpid, WaitOptions};
+    // Ends when none has exited (`None`) or there is no child left (ECHILD).
+    while let Ok(Some(_)) = waitpid(None, WaitOptions::NOHANG) {}
 }
 
 /// Ends what a run left behind, so that the next run owns only what it starts: the processes
@@ -91,8 +88,8 @@ fn end_leftovers(opts: &BenchOptions) -> Option<Leftovers> {
     }
     let signal_all = |sig: i32| {
         for (pid, _, _) in descendants(opts) {
-            // SAFETY: signalling memmon's own descendant.
-            unsafe { libc::kill(pid, sig) };
+            // One that has exited since it was listed is gone (ESRCH): nothing to end.
+            let _ = crate::sys::kill(pid, sig);
         }
     };
     signal_all(libc::SIGTERM);
@@ -125,40 +122,16 @@ fn end_leftovers(opts: &BenchOptions) -> Option<Leftovers> {
 }
 
 /// A bench of a command: each run is launched and recorded on its own; its exact peak is
-/// wait4's ru_maxrss of that very child. With `-o`, the runs' samples go into one recording,
-/// each run between its `run-start:N` and `run-end:N` rows.
+/// wait4's ru_maxrss of that very child. With `-o`, the runs' samples go into one recording as
+/// they are taken, each run between its `run-start:N` and `run-end:N` rows.
 pub(super) fn bench_command(
     opts: &BenchOptions,
     report: &mut BenchReport,
 ) -> anyhow::Result<Option<Stop>> {
-    let scratch = Scratch::new()?;
-    let mut merged = match &opts.output {
-        None => None,
-        Some(p) => {
-            let path = (p.as_os_str() != "-").then_some(p.as_path());
-            let format = opts
-                .format
-                .or(path.map(Format::from_path))
-                .unwrap_or(Format::Csv);
-            let out =
-                Output::create(path, format, opts.force, opts.append).map_err(|e| match e {
-                    crate::format::OutputError::Exists(_)
-                    | crate::format::OutputError::CannotAppend(..) => {
-                        CodedError::new(ExitCode::Usage, e.to_string())
-                    }
-                    other => anyhow::Error::new(other),
-                })?;
-            report.recording = Some(out.describe());
-            Some(Merged {
-                out,
-                meta_written: false,
-                offset_s: 0.0,
-                missed: 0,
-                t0: Instant::now(),
-                samples: 0,
-            })
-        }
-    };
+    let merged = open_merged(opts)?;
+    if let Some(m) = &merged {
+        report.recording = Some(m.lock().unwrap_or_else(|p| p.into_inner()).out.describe());
+    }
     say_recording(opts, report.recording.as_deref());
     say(
         opts,
@@ -175,144 +148,12 @@ pub(super) fn bench_command(
             fmt_interval(opts.interval)
         ),
     );
-    crate::sampler::signals::install();
+    crate::sys::signals::install().context("cannot install the handlers of the stop signals")?;
     let total = opts.warmup + opts.runs;
     let mut stop = None;
     for i in 1..=total {
-        let warm = (i <= opts.warmup).then_some(i);
-        let n = i.saturating_sub(opts.warmup);
-        if let Some(a) = crate::sampler::signals::take().first() {
-            stop = Some(Stop::Signal(a.sig));
-            break;
-        }
-        let env = run_env(n, warm);
-        if let Err(s) = prepare(opts, &env) {
+        if let Some(s) = one_run(opts, report, i, merged.as_ref()) {
             stop = Some(s);
-            break;
-        }
-        let file = scratch.0.join(format!("run-{i}.csv"));
-        let ropts = RecordOptions {
-            target: TargetSpec::Command(opts.client.clone()),
-            interval: opts.interval,
-            children: opts.children,
-            output: Some(file.clone()),
-            format: Some(Format::Csv),
-            force: true,
-            append: false,
-            pss: opts.pss.clone(),
-            gpu: opts.gpu.clone(),
-            wait: false,
-            exit_with_target: false,
-            duration: None,
-            quiet: true,
-            procfs: opts.procfs.clone(),
-            phase_peaks: false,
-            reset_peak: false,
-            exit_records: opts.exit_records,
-            // When stdout carries data, the command's output goes to stderr instead.
-            capture_stdout: opts.stdout_is_data,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-            cgroup: None,
-            own_cgroup: opts.own_cgroup,
-            cgroupfs: opts.cgroupfs.clone(),
-            run_peaks: None,
-        };
-        let started_unix_ms = unix_ms_now();
-        let t0 = Instant::now();
-        let outcome = match Recorder::start(ropts, BenchRecording::of(opts)).and_then(|mut r| {
-            let copier = r.take_command_stdout().map(|mut out| {
-                std::thread::spawn(move || copy_draining(&mut out, &mut std::io::stderr()))
-            });
-            let outcome = r.run();
-            if let Some(c) = copier {
-                let _ = c.join();
-            }
-            outcome
-        }) {
-            Ok(o) => o,
-            Err(e) => {
-                stop = Some(
-                    match e.chain().find_map(|c| c.downcast_ref::<CodedError>()) {
-                        Some(c) => Stop::Failed(format!("cannot run the client: {}", c.message)),
-                        None => Stop::Error(e),
-                    },
-                );
-                break;
-            }
-        };
-        let wall_s = t0.elapsed().as_secs_f64();
-        let what = match warm {
-            Some(k) => format!("warmup run {k}"),
-            None => format!("run {n}"),
-        };
-        // What the run left behind is ended now, before the next run starts.
-        let leftovers = end_leftovers(opts);
-        if let Some(l) = &leftovers {
-            let msg = format!("{what} {}", l.describe());
-            say(opts, format!("bench: {msg}"));
-            report.notes.push(msg);
-        }
-        let end = outcome.summary.end.clone().unwrap_or_default();
-        let ce = ClientEnd {
-            wall_s,
-            code: end.exit_code,
-            signal: end.exit_signal,
-        };
-        if let Some(sig) = ce
-            .signal
-            .filter(|s| [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s))
-        {
-            stop = Some(Stop::Signal(sig));
-            break;
-        }
-        if warm.is_none() {
-            // The run's peak as its recording's summary decided it: the tree's exact peak in a
-            // cgroup memmon made for the run (it had the tree alone from before its first
-            // instruction), else the kernel's peak of its largest process (wait4's ru_maxrss,
-            // or a VmHWM above it: an orphan memmon adopted, a child whose exit record was read).
-            let summary = &outcome.summary;
-            let r = RunResult {
-                run: n,
-                started_unix_ms,
-                wall_s,
-                exit_code: ce.code,
-                exit_signal: ce.signal,
-                peak: summary.peak,
-                facts: summary.facts,
-                samples: summary.samples,
-                cgroup_sampled_peak_bytes: summary.cgroup.as_ref().map(|c| c.largest_current_bytes),
-                rss_before_bytes: None,
-                rss_after_bytes: None,
-                peak_over_floor_bytes: None,
-                daemon_user_s: None,
-                daemon_system_s: None,
-                command_user_s: end.rusage_user_s,
-                command_system_s: end.rusage_system_s,
-                held: summary.held,
-                pss: summary.pss,
-                peak_gpu_bytes: summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
-                gpu_kernel: summary.gpu.as_ref().map(|g| g.kernel).unwrap_or_default(),
-                processes_after: None,
-                leftovers,
-            };
-            progress(opts, &r);
-            report.runs.push(r);
-            if let Some(m) = merged.as_mut() {
-                if let Err(e) = m.add_run(&file, n, t0) {
-                    stop = Some(Stop::Error(e));
-                    break;
-                }
-            }
-        }
-        if !ce.ok() && !opts.ignore_failure {
-            stop = Some(Stop::Failed(format!(
-                "{what}: the command failed with {} ({}); the bench stopped (--ignore-failure to go on)",
-                ce.describe(),
-                report.client
-            )));
             break;
         }
         if i < total {
@@ -325,6 +166,10 @@ pub(super) fn bench_command(
             Some(Stop::Signal(_)) => EndReason::Signal,
             Some(_) => EndReason::Error,
         };
+        let m = Arc::try_unwrap(m)
+            .map_err(|_| anyhow::anyhow!("a run's recorder still holds the bench's recording"))?
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner());
         if let Err(e) = m.finish(reason) {
             return Ok(Some(stop.unwrap_or(Stop::Error(e))));
         }
@@ -332,61 +177,193 @@ pub(super) fn bench_command(
     Ok(stop)
 }
 
+/// The bench's one recording (`-o`), checked before any run.
+fn open_merged(opts: &BenchOptions) -> anyhow::Result<Option<Arc<Mutex<Merged>>>> {
+    let Some(dest) = &opts.output else {
+        return Ok(None);
+    };
+    let path = dest.file();
+    let format = opts
+        .format
+        .or(path.map(Format::from_path))
+        .unwrap_or(Format::Csv);
+    // An existing or refused output is a usage error (`OutputError::class`), as from record.
+    let out = Output::create(path, format, opts.force, opts.append)?;
+    Ok(Some(Arc::new(Mutex::new(Merged {
+        out,
+        meta_written: false,
+        missed: 0,
+        t0: Instant::now(),
+        samples: 0,
+    }))))
+}
+
+/// Run `i` of the bench (the warmup runs first): prepared, recorded, what it left behind ended,
+/// its result kept; the reason to stop, when there is one.
+fn one_run(
+    opts: &BenchOptions,
+    report: &mut BenchReport,
+    i: u32,
+    merged: Option<&Arc<Mutex<Merged>>>,
+) -> Option<Stop> {
+    let warm = (i <= opts.warmup).then_some(i);
+    let n = i.saturating_sub(opts.warmup);
+    if let Some(a) = crate::sys::signals::take().first() {
+        return Some(Stop::Signal(a.sig));
+    }
+    let env = run_env(n, warm);
+    if let Err(s) = prepare(opts, &env) {
+        return Some(s);
+    }
+    let started_unix_ms = unix_ms_now();
+    let t0 = Instant::now();
+    // A measured run's samples go into the bench's recording; a warmup's are not kept.
+    let sink: Box<dyn SampleSink> = match (merged, warm) {
+        (Some(m), None) => Box::new(RunSink::new(m.clone(), n, t0)),
+        _ => Box::new(Nowhere),
+    };
+    let outcome = match record_run(opts, &env, sink) {
+        Ok(o) => o,
+        Err(e) => {
+            // A client that cannot be run fails the bench as a failing client does; any other
+            // error keeps its class.
+            let launch = e
+                .downcast_ref::<RecordError>()
+                .is_some_and(|r| matches!(r, RecordError::Launch { .. }));
+            return Some(if launch {
+                Stop::Failed(format!("cannot run the client: {e:#}"))
+            } else {
+                Stop::Error(e)
+            });
+        }
+    };
+    let wall_s = t0.elapsed().as_secs_f64();
+    let what = match warm {
+        Some(k) => format!("warmup run {k}"),
+        None => format!("run {n}"),
+    };
+    // What the run left behind is ended now, before the next run starts.
+    let leftovers = end_leftovers(opts);
+    if let Some(l) = &leftovers {
+        let msg = format!("{what} {}", l.describe());
+        say(opts, format!("bench: {msg}"));
+        report.notes.push(msg);
+    }
+    let end = outcome.summary.end.clone().unwrap_or_default();
+    let ce = ClientEnd {
+        wall_s,
+        code: end.exit_code,
+        signal: end.exit_signal,
+    };
+    if let Some(sig) = ce
+        .signal
+        .filter(|s| [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s))
+    {
+        return Some(Stop::Signal(sig));
+    }
+    if warm.is_none() {
+        let r = run_result(n, started_unix_ms, &ce, &outcome, leftovers);
+        progress(opts, &r);
+        report.runs.push(r);
+    }
+    if !ce.ok() && !opts.ignore_failure {
+        return Some(Stop::Failed(format!(
+            "{what}: the command failed with {} ({}); the bench stopped (--ignore-failure to go on)",
+            ce.describe(),
+            report.client
+        )));
+    }
+    None
+}
+
+/// Launches and records one run of the command into `sink`, its stdout copied to stderr when
+/// stdout carries data.
+fn record_run(
+    opts: &BenchOptions,
+    env: &[(&str, String)],
+    sink: Box<dyn SampleSink>,
+) -> anyhow::Result<Outcome> {
+    let ropts = RecordOptions {
+        interval: opts.interval,
+        children: opts.children,
+        pss: opts.pss.clone(),
+        gpu: opts.gpu.clone(),
+        procfs: opts.procfs.clone(),
+        exit_records: opts.exit_records,
+        // When stdout carries data, the command's output goes to stderr instead.
+        capture_stdout: opts.stdout_is_data,
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        own_cgroup: opts.own_cgroup,
+        cgroupfs: opts.cgroupfs.clone(),
+        ..RecordOptions::new(TargetSpec::Command(opts.client.clone()))
+    };
+    let mut r = Recorder::start_with(ropts, |_| Ok(sink), recorder_report(opts), Box::new(()))?;
+    let copier = r
+        .take_command_stdout()
+        .map(|mut out| std::thread::spawn(move || copy_draining(&mut out, &mut std::io::stderr())));
+    let outcome = r.run();
+    if let Some(c) = copier {
+        let _ = c.join();
+    }
+    outcome
+}
+
+/// A measured run's result, from its recording's summary: its peak as that summary decided it
+/// (the tree's exact peak in a cgroup memmon made for the run, which had the tree alone from
+/// before its first instruction, else the kernel's peak of its largest process: wait4's
+/// ru_maxrss, or a VmHWM above it: an orphan memmon adopted, a child whose exit record was
+/// read).
+fn run_result(
+    n: u32,
+    started_unix_ms: u64,
+    ce: &ClientEnd,
+    outcome: &Outcome,
+    leftovers: Option<Leftovers>,
+) -> RunResult {
+    let summary = &outcome.summary;
+    let end = summary.end.clone().unwrap_or_default();
+    RunResult {
+        run: n,
+        started_unix_ms,
+        wall_s: ce.wall_s,
+        exit_code: ce.code,
+        exit_signal: ce.signal,
+        peak: summary.peak,
+        facts: summary.facts,
+        samples: summary.samples,
+        cgroup_sampled_peak_bytes: summary.cgroup.as_ref().map(|c| c.largest_current_bytes),
+        rss_before_bytes: None,
+        rss_after_bytes: None,
+        peak_over_floor_bytes: None,
+        daemon_user_s: None,
+        daemon_system_s: None,
+        command_user_s: end.rusage_user_s,
+        command_system_s: end.rusage_system_s,
+        held: summary.held,
+        pss: summary.pss,
+        peak_gpu_bytes: summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
+        gpu_kernel: summary.gpu.as_ref().map(|g| g.kernel).unwrap_or_default(),
+        processes_after: None,
+        leftovers,
+    }
+}
+
 /// The one recording of a command bench: each run's samples, moved onto one time line.
 struct Merged {
     out: Output,
     meta_written: bool,
-    /// Seconds from the bench's start to the current run's.
-    offset_s: f64,
+    /// Ticks missed by the runs before the current one.
     missed: u64,
+    /// The bench's start: a run's rows are moved by its start from here.
     t0: Instant,
     samples: u64,
 }
 
 impl Merged {
-    fn add_run(&mut self, file: &Path, n: u32, run_t0: Instant) -> anyhow::Result<()> {
-        self.offset_s = run_t0.duration_since(self.t0).as_secs_f64();
-        let mut rows: Vec<Sample> = Vec::new();
-        let spec = InputSpec {
-            format: InputFormat::Auto,
-            columns: None,
-        };
-        let info = crate::format::read_input(file, &spec, |s| rows.push(s.clone()))
-            .with_context(|| format!("cannot read back run {n}'s samples"))?;
-        if !self.meta_written {
-            if let Some(mut meta) = info.meta.clone() {
-                meta.run_peaks = Some(crate::format::meta::RunPeaks::Launched);
-                meta.sources.push(format!("memmon bench: one process tree per run; rows between run-start:N and run-end:N; target PID of run {n}"));
-                self.out.write_meta(&meta)?;
-            }
-            self.meta_written = true;
-        }
-        let run_missed = rows.last().map_or(0, |s| s.missed_ticks);
-        let count = rows.len();
-        for (i, mut s) in rows.into_iter().enumerate() {
-            s.elapsed_s += self.offset_s;
-            s.missed_ticks += self.missed;
-            if i == 0 {
-                if n == 1 && self.samples == 0 {
-                    s.event = Some(Event::Start);
-                    self.write(&s)?;
-                }
-                s.event = Some(Event::RunStart(n));
-            } else if matches!(s.event, Some(Event::Start)) {
-                s.event = None;
-            }
-            self.write(&s)?;
-            if i + 1 == count {
-                s.event = Some(Event::RunEnd(n));
-                self.write(&s)?;
-            }
-        }
-        self.missed += run_missed;
-        self.out.flush()?;
-        Ok(())
-    }
-
-    fn write(&mut self, s: &Sample) -> anyhow::Result<()> {
+    fn write(&mut self, s: &Sample) -> Result<(), OutputError> {
         self.out.write_sample(s)?;
         self.samples += 1;
         Ok(())
@@ -402,5 +379,95 @@ impl Merged {
         };
         self.out.finish(&end)?;
         Ok(())
+    }
+}
+
+/// A measured run's sink: its rows go into the bench's recording as they are taken, moved to
+/// the bench's time line (seconds and missed ticks from the bench's start), the first labelled
+/// `run-start:N` (after the recording's `start` row, for the first run), the last repeated as
+/// `run-end:N` at the run's end.
+struct RunSink {
+    merged: Arc<Mutex<Merged>>,
+    n: u32,
+    /// Seconds from the bench's start to the run's.
+    offset_s: f64,
+    /// The run's last row, repeated at its end.
+    last: Option<Sample>,
+}
+
+impl RunSink {
+    fn new(merged: Arc<Mutex<Merged>>, n: u32, run_t0: Instant) -> RunSink {
+        let offset_s = {
+            let m = merged.lock().unwrap_or_else(|p| p.into_inner());
+            run_t0.duration_since(m.t0).as_secs_f64()
+        };
+        RunSink {
+            merged,
+            n,
+            offset_s,
+            last: None,
+        }
+    }
+
+    fn merged(&self) -> std::sync::MutexGuard<'_, Merged> {
+        self.merged.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl SampleSink for RunSink {
+    fn start(&mut self, meta: &Meta) -> Result<(), OutputError> {
+        let n = self.n;
+        let mut m = self.merged();
+        if !m.meta_written {
+            let mut meta = meta.clone();
+            meta.run_peaks = Some(crate::format::meta::RunPeaks::Launched);
+            meta.sources.push(format!("memmon bench: one process tree per run; rows between run-start:N and run-end:N; target PID of run {n}"));
+            m.out.write_meta(&meta)?;
+            m.meta_written = true;
+        }
+        Ok(())
+    }
+
+    fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
+        let first = self.last.is_none();
+        let (n, offset_s) = (self.n, self.offset_s);
+        let mut m = self.merged();
+        let mut s = s.clone();
+        s.elapsed_s += offset_s;
+        s.missed_ticks += m.missed;
+        if first {
+            if n == 1 && m.samples == 0 {
+                s.event = Some(Event::Start);
+                m.write(&s)?;
+            }
+            s.event = Some(Event::RunStart(n));
+        } else if matches!(s.event, Some(Event::Start)) {
+            s.event = None;
+        }
+        m.write(&s)?;
+        drop(m);
+        self.last = Some(s);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), OutputError> {
+        self.merged().out.flush()
+    }
+
+    fn finish(&mut self, _end: &EndInfo) -> Result<(), OutputError> {
+        let n = self.n;
+        let last = self.last.take();
+        let mut m = self.merged();
+        if let Some(mut s) = last {
+            // Its count already holds the runs' before it.
+            m.missed = s.missed_ticks;
+            s.event = Some(Event::RunEnd(n));
+            m.write(&s)?;
+        }
+        m.out.flush()
+    }
+
+    fn destination(&self) -> String {
+        self.merged().out.describe()
     }
 }

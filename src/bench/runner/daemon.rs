@@ -3,24 +3,26 @@
 //! the marks and the tree's CPU time back (`Control::Probe`, `Control::CpuTicks`).
 
 use super::{
-    cooldown, prepare, progress, run_env, say, say_recording, stderr_stdio, BenchRecording,
-    ClientEnd, Quit, Scratch, Stop,
+    cooldown, prepare, progress, recorder_report, run_env, say, say_recording, stderr_stdio,
+    ClientEnd, Quit, Stop,
 };
 use crate::bench::{BenchOptions, BenchReport, DaemonInfo, RunResult};
-use crate::exit::{CodedError, ExitCode};
-use crate::format::meta::{EndReason, Meta, RunPeaks};
-use crate::format::Format;
+use crate::exit::Ending;
+use crate::format::meta::{EndInfo, EndReason, Meta, RunPeaks};
+use crate::format::OutputError;
 use crate::model::sample::{Event, Sample};
+use crate::output::Dest;
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
 use crate::sampler::cgroup::CgroupChoice;
 use crate::sampler::record::{
-    unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
+    file_sink, unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
 };
+use crate::sampler::sink::{Nowhere, SampleSink};
 use crate::sampler::target::{self, TargetSpec};
 use crate::units::{count, fmt_interval};
 use anyhow::Context;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,81 +41,47 @@ pub(super) struct Daemon {
     hwm_reset_ok: bool,
     /// The marker sources (socket, followed log); dropped at the end of the bench.
     _marks: crate::marks::MarkSources,
-    _scratch: Option<Scratch>,
 }
 
 impl Daemon {
+    /// Starts the bench's one recorder against the daemon, on a thread of its own, with the
+    /// marker sources; says what is measured and how.
     pub(super) fn start(
         opts: &BenchOptions,
         spec: &TargetSpec,
         report: &mut BenchReport,
     ) -> anyhow::Result<Daemon> {
-        let (output, format, scratch) = match &opts.output {
-            Some(p) if p.as_os_str() == "-" => (None, opts.format, None),
-            Some(p) => (Some(p.clone()), opts.format, None),
-            None => {
-                let s = Scratch::new()?;
-                (Some(s.0.join("series.jsonl")), Some(Format::Jsonl), Some(s))
-            }
-        };
-        // The daemon's own cgroup, when it holds its tree alone: its peak is the tree's exact
-        // peak, reset with the marks at each run. Given (`--cgroup`), it must hold the tree.
-        let cgroup = Some(opts.cgroup.clone().unwrap_or(CgroupChoice::AutoIfAlone));
-        let ropts = RecordOptions {
-            target: spec.clone(),
-            interval: opts.interval,
-            children: opts.children,
-            output,
-            format,
-            force: opts.force,
-            append: opts.append,
-            pss: opts.pss.clone(),
-            gpu: opts.gpu.clone(),
-            wait: false,
-            exit_with_target: true,
-            duration: None,
-            quiet: true,
-            procfs: opts.procfs.clone(),
-            phase_peaks: opts.phase_peaks,
-            // The whole recording's peak is then exact from its start, whatever the daemon
-            // reached before the bench.
-            reset_peak: true,
-            exit_records: opts.exit_records,
-            capture_stdout: false,
-            env: Vec::new(),
-            cgroup,
-            own_cgroup: Some(false),
-            cgroupfs: opts.cgroupfs.clone(),
-            run_peaks: Some(RunPeaks::ResetAfterStart),
-        };
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
-        let mut rec = Recorder::start(ropts, BenchRecording::of(opts))?;
-        let marks = marks.start(&mut rec, opts.stdout_is_data);
-        for note in &marks.notes {
-            (opts.say.0)(note);
-        }
+        // The samples of each run come back on `samples`; the time series is kept with -o.
+        let (tx, samples) = mpsc::channel();
+        let keep = opts.output.is_some();
+        let make_sink = move |o: &RecordOptions| -> anyhow::Result<Box<dyn SampleSink>> {
+            let inner = if keep {
+                file_sink(o)?
+            } else {
+                Box::new(Nowhere)
+            };
+            Ok(Box::new(Runs {
+                inner,
+                tx,
+                inside: false,
+            }))
+        };
+        let ropts = record_options(opts, spec);
+        let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))?;
+        let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
         let pid = rec.root_pid();
         let meta = rec.meta().clone();
-        if let (Some(CgroupChoice::Path(p)), Some(c)) = (&opts.cgroup, &meta.cgroup) {
-            if !c.holds_tree {
-                rec.control().send(Control::Stop);
-                let _ = rec.run();
-                return Err(CodedError::new(
-                    ExitCode::Usage,
-                    format!(
-                        "--cgroup {p}: the cgroup {} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)",
-                        c.path
-                    ),
-                ));
-            }
+        if let Err(e) = check_cgroup(opts, &meta) {
+            rec.control().send(Control::Stop);
+            let _ = rec.run();
+            return Err(e);
         }
         let handle = opts
             .procfs
             .open(pid)
             .with_context(|| format!("cannot read the daemon (PID {pid})"))?;
         let control = rec.control();
-        let (tx, samples) = mpsc::channel();
-        control.send(Control::Watch(tx));
         let quit = Arc::new(Quit::new());
         let q = quit.clone();
         let thread = std::thread::Builder::new()
@@ -124,12 +92,29 @@ impl Daemon {
                 r
             })
             .context("cannot start the recorder thread")?;
+        let daemon = Daemon {
+            handle,
+            control,
+            samples,
+            quit,
+            thread: Some(thread),
+            meta,
+            spec: spec.clone(),
+            hwm_reset_ok: true,
+            _marks: marks,
+        };
+        daemon.introduce(opts, report);
+        Ok(daemon)
+    }
 
-        let recording = match (&opts.output, scratch.is_some()) {
-            (_, true) => None,
-            (Some(p), _) if p.as_os_str() == "-" => Some("stdout".to_string()),
-            (Some(p), _) => Some(crate::format::absolute(p).display().to_string()),
-            (None, _) => None,
+    /// Says where the time series goes, what is measured and how each run's peak is taken,
+    /// and puts the daemon in the report.
+    fn introduce(&self, opts: &BenchOptions, report: &mut BenchReport) {
+        let (spec, pid, meta) = (&self.spec, self.handle.pid, &self.meta);
+        let recording = match &opts.output {
+            Some(Dest::Stdout) => Some("stdout".to_string()),
+            Some(Dest::File(p)) => Some(crate::format::absolute(p).display().to_string()),
+            None => None,
         };
         let children = if opts.children {
             " and its descendants"
@@ -144,7 +129,7 @@ impl Daemon {
                 spec.mode(),
                 spec.spec(),
                 pid,
-                handle.comm,
+                self.handle.comm,
                 fmt_interval(opts.interval),
                 count(opts.runs, "run"),
                 if opts.warmup > 0 {
@@ -165,7 +150,7 @@ impl Daemon {
                 ),
             ),
             None => {
-                let why = rec_cgroup_note(&meta);
+                let why = rec_cgroup_note(meta);
                 report.notes.push(format!("no cgroup peak: {why}"));
                 say(opts, format!("bench: no cgroup peak: {why}"));
             }
@@ -173,7 +158,7 @@ impl Daemon {
         report.recording = recording;
         report.daemon = Some(DaemonInfo {
             pid,
-            comm: handle.comm.clone(),
+            comm: self.handle.comm.clone(),
             spec: format!("{} {}", spec.mode(), spec.spec()),
             children: opts.children,
             cgroup: meta
@@ -182,18 +167,6 @@ impl Daemon {
                 .filter(|c| c.holds_tree)
                 .map(|c| c.path.clone()),
         });
-        Ok(Daemon {
-            handle,
-            control,
-            samples,
-            quit,
-            thread: Some(thread),
-            meta,
-            spec: spec.clone(),
-            hwm_reset_ok: true,
-            _marks: marks,
-            _scratch: scratch,
-        })
     }
 
     pub(super) fn bench(mut self, opts: &BenchOptions, report: &mut BenchReport) -> Option<Stop> {
@@ -213,8 +186,9 @@ impl Daemon {
             if let Err(s) = prepare(opts, &run_env(0, Some(k))) {
                 return Some(s);
             }
-            self.control
-                .send(Control::Event(Event::Mark(format!("warmup:{k}"))));
+            if !self.mark(format!("warmup:{k}")) {
+                return Some(self.ended(&format!("warmup run {k}")));
+            }
             let (end, quitted) = match run_client(opts, &run_env(0, Some(k)), &self.quit) {
                 Ok(r) => r,
                 Err(s) => return Some(s),
@@ -234,8 +208,9 @@ impl Daemon {
         if opts.warmup > 0 {
             // The warmup phase ends where the measured runs begin: a marker opens the phase
             // `runs`, so the last `warmup:K` phase does not run on over the measured runs.
-            self.control
-                .send(Control::Event(Event::Mark("runs".into())));
+            if !self.mark("runs".into()) {
+                return Some(self.ended("run 1"));
+            }
         }
         for n in 1..=opts.runs {
             let env = run_env(n, None);
@@ -268,6 +243,15 @@ impl Daemon {
             }
         }
         None
+    }
+
+    /// Takes a marker's row and waits for it, as a run's boundaries do: the client starts after
+    /// the row, so nothing it does lands on the wrong side of the marker (no lag to tell: the
+    /// phase is never late). False when the recorder has ended.
+    fn mark(&self, label: String) -> bool {
+        let (tx, rx) = mpsc::channel();
+        self.control.send(Control::Probe(Event::Mark(label), tx))
+            && matches!(rx.recv(), Ok(Some(_)))
     }
 
     /// One measured run: a row and a reset, the client, a row read back; the run's span
@@ -346,8 +330,8 @@ impl Daemon {
     }
 
     /// The samples of run `n`, from its `run-start:N` to its `run-end:N`, both included. Every
-    /// sample up to the run-end one is already in the channel: the recorder sends it before it
-    /// replies to the probe.
+    /// sample up to the run-end one is already in the channel: the recorder hands it to its
+    /// sink before it replies to the probe.
     fn run_samples(&self, n: u32) -> Vec<Sample> {
         let mut out = Vec::new();
         let mut inside = false;
@@ -401,7 +385,7 @@ impl Daemon {
         self.control.send(Control::Stop);
         let outcome = self.join();
         if let Ok(o) = &outcome {
-            if let ExitCode::Signal(sig) = o.exit {
+            if let Ending::Signal(sig) = o.exit {
                 return Stop::Signal(sig);
             }
             gone |= o
@@ -439,6 +423,52 @@ impl Daemon {
     }
 }
 
+/// The recorder of a daemon bench: the daemon followed until it exits (a restart is a new
+/// process: the bench stops), its marks reset at the start and at each run, its own cgroup
+/// read where it holds its tree alone.
+fn record_options(opts: &BenchOptions, spec: &TargetSpec) -> RecordOptions {
+    RecordOptions {
+        interval: opts.interval,
+        children: opts.children,
+        // Without -o the runs' samples go to no file (the sink is `Nowhere`).
+        output: opts.output.clone().unwrap_or(Dest::Stdout),
+        format: opts.format,
+        force: opts.force,
+        append: opts.append,
+        pss: opts.pss.clone(),
+        gpu: opts.gpu.clone(),
+        exit_with_target: true,
+        procfs: opts.procfs.clone(),
+        phase_peaks: opts.phase_peaks,
+        // The whole recording's peak is then exact from its start, whatever the daemon
+        // reached before the bench.
+        reset_peak: true,
+        exit_records: opts.exit_records,
+        // The daemon's own cgroup, when it holds its tree alone: its peak is the tree's exact
+        // peak, reset with the marks at each run. Given (`--cgroup`), it must hold the tree.
+        cgroup: Some(opts.cgroup.clone().unwrap_or(CgroupChoice::AutoIfAlone)),
+        own_cgroup: Some(false),
+        cgroupfs: opts.cgroupfs.clone(),
+        run_peaks: Some(RunPeaks::ResetAfterStart),
+        ..RecordOptions::new(spec.clone())
+    }
+}
+
+/// A cgroup given with `--cgroup` must hold the daemon's tree alone, or its peak is not the
+/// tree's: a usage error.
+fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
+    if let (Some(CgroupChoice::Path(p)), Some(c)) = (&opts.cgroup, &meta.cgroup) {
+        if !c.holds_tree {
+            return Err(crate::bench::BenchError::CgroupNotAlone {
+                given: p.clone(),
+                cgroup: c.path.clone(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Why a daemon bench reads no cgroup peak, from the recording's metadata.
 fn rec_cgroup_note(meta: &Meta) -> String {
     match &meta.cgroup {
@@ -469,15 +499,13 @@ fn run_client(
         .spawn()
         .map_err(|e| Stop::Failed(format!("cannot run the client '{}': {e}", opts.client[0])))?;
     let pid = child.id() as i32;
-    // SAFETY: pidfd_open takes a pid and flags, no pointers.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    // SAFETY: a fresh descriptor owned by nobody else.
-    let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
+    // None before Linux 5.3 (ENOSYS): then `try_wait` looks every millisecond.
+    let pidfd = crate::sys::pidfd_open(pid).ok();
     let mut quitted = false;
     let end = loop {
         match &pidfd {
             Some(fd) => {
-                if quit.wait(Some(fd.as_raw_fd()), quitted, None) {
+                if quit.wait(Some(fd.as_fd()), quitted, None) {
                     break Instant::now();
                 }
             }
@@ -496,8 +524,8 @@ fn run_client(
         }
         if !quitted && quit.is_set() {
             quitted = true;
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+            // Our own child, not yet reaped: the signal cannot miss it (a zombie takes it too).
+            let _ = crate::sys::kill(pid, libc::SIGTERM);
         }
     };
     let status = child
@@ -510,4 +538,67 @@ fn run_client(
         signal: status.signal(),
     };
     Ok((ce, quitted))
+}
+
+/// The daemon recorder's sink: the time series (`-o`, or nowhere), and the samples of each
+/// run, from its `run-start:N` row to its `run-end:N` row, sent to the bench as they are taken.
+struct Runs {
+    inner: Box<dyn SampleSink>,
+    tx: mpsc::Sender<Sample>,
+    inside: bool,
+}
+
+impl SampleSink for Runs {
+    fn start(&mut self, meta: &Meta) -> Result<(), OutputError> {
+        self.inner.start(meta)
+    }
+
+    fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
+        self.inner.sample(s)?;
+        match s.event {
+            Some(Event::RunStart(_)) => self.inside = true,
+            Some(Event::RunEnd(_)) => {
+                let _ = self.tx.send(s.clone());
+                self.inside = false;
+                return Ok(());
+            }
+            _ => {}
+        }
+        if self.inside {
+            let _ = self.tx.send(s.clone());
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), OutputError> {
+        self.inner.flush()
+    }
+
+    fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError> {
+        self.inner.finish(end)
+    }
+
+    fn destination(&self) -> String {
+        self.inner.destination()
+    }
+
+    fn path(&self) -> Option<&std::path::Path> {
+        self.inner.path()
+    }
+
+    fn on_stdout(&self) -> bool {
+        self.inner.on_stdout()
+    }
+
+    fn kept(&self, samples: u64, removed: bool) -> String {
+        self.inner.kept(samples, removed)
+    }
+
+    fn discard(&mut self) {
+        self.inner.discard()
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        self.inner.take_notes()
+    }
 }

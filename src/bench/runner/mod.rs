@@ -10,38 +10,21 @@ mod command;
 mod daemon;
 
 use super::{BenchOptions, BenchReport, RunResult};
-use crate::sampler::record::{RecordObserver, RecordStart};
+use crate::reporter::{Level, Reporter};
 use crate::sampler::target::shell_words;
+use crate::sys::{self, Waker};
 use crate::units::{fmt_bytes_signed, fmt_interval};
-use anyhow::Context;
 use command::bench_command;
 use daemon::Daemon;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// What a bench's recordings show: only what was done to an `--append`ed output, and the
-/// recorder's notes (the bench says its own progress and table, not the recorder's banner or
-/// summary).
-struct BenchRecording(super::Say);
-
-impl BenchRecording {
-    fn of(opts: &BenchOptions) -> Box<BenchRecording> {
-        Box::new(BenchRecording(opts.say.clone()))
-    }
-}
-
-impl RecordObserver for BenchRecording {
-    fn on_start(&mut self, start: &RecordStart) {
-        for note in start.notes {
-            (self.0 .0)(note);
-        }
-    }
-
-    fn on_note(&mut self, note: &str) {
-        (self.0 .0)(note);
-    }
+/// Where a bench's recorders say what they have to say: only what is said even with `-q` (what
+/// was done to an `--append`ed output, a failure); the bench says its own progress and table,
+/// not the recorders' notes, banner or summary.
+fn recorder_report(opts: &BenchOptions) -> Reporter {
+    opts.report.at_least(Level::Notice)
 }
 
 /// Why the bench ended before all its runs.
@@ -76,7 +59,7 @@ impl ClientEnd {
     fn describe(&self) -> String {
         match (self.code, self.signal) {
             (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("killed by {}", crate::sampler::signals::name(s)),
+            (None, Some(s)) => format!("killed by {}", crate::model::signal::name(s)),
             _ => "an unknown status".into(),
         }
     }
@@ -111,7 +94,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
     };
     report.complete = stop.is_none() && report.runs.len() == opts.runs as usize;
     report.stopped = stop.as_ref().map(|s| match s {
-        Stop::Signal(sig) => format!("interrupted by {}", crate::sampler::signals::name(*sig)),
+        Stop::Signal(sig) => format!("interrupted by {}", crate::model::signal::name(*sig)),
         Stop::Failed(m) => m.clone(),
         Stop::Error(e) => format!("{e:#}"),
     });
@@ -132,75 +115,9 @@ fn say_recording(opts: &BenchOptions, recording: Option<&str>) {
     }
 }
 
-/// Says a progress line, unless `--quiet`.
+/// Says a progress line (`-q` silences it).
 fn say(opts: &BenchOptions, msg: impl AsRef<str>) {
-    if !opts.quiet {
-        (opts.say.0)(msg.as_ref());
-    }
-}
-
-/// A directory for recordings nobody asked to keep; removed when dropped.
-/// A private directory (0700) for the runs' recordings, `memmon-bench-PID-NANOS` in the temp
-/// directory, removed at the end; one a bench killed before its end left is removed by the
-/// next bench (its PID no longer running).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> anyhow::Result<Scratch> {
-        use std::os::unix::fs::DirBuilderExt;
-        let tmp = std::env::temp_dir();
-        remove_stale_scratch(&tmp);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = tmp.join(format!("memmon-bench-{}-{nanos}", std::process::id()));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        Ok(Scratch(dir))
-    }
-}
-
-/// Removes the scratch directories in `tmp` of benches no longer running: ours (same owner),
-/// whose PID is gone. (A PID reused since is kept until that process is gone too.)
-fn remove_stale_scratch(tmp: &std::path::Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("memmon-bench-"))
-            .and_then(|n| n.split_once('-'))
-            .and_then(|(pid, nanos)| nanos.bytes().all(|b| b.is_ascii_digit()).then_some(pid))
-            .and_then(|pid| pid.parse::<i32>().ok())
-            .filter(|&p| p > 0)
-        else {
-            continue;
-        };
-        let path = e.path();
-        // Only a real directory (not a link to one) of ours.
-        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me) {
-            continue;
-        }
-        // SAFETY: signal 0 checks the process exists and sends nothing.
-        let runs = unsafe { libc::kill(pid, 0) } == 0
-            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-        if !runs {
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    opts.report.note(msg.as_ref());
 }
 
 /// Runs `--prepare` through `sh -c`; a failure stops the bench.
@@ -242,29 +159,28 @@ fn run_env(run: u32, warmup: Option<u32>) -> Vec<(&'static str, String)> {
 }
 
 /// The recorder's end, told to the bench's waits: set once when the recorder thread returns
-/// (the daemon died, a signal), it wakes whatever waits on it through an eventfd.
+/// (the daemon died, a signal), it wakes whatever waits on it through its waker.
 pub struct Quit {
     flag: AtomicBool,
-    wake: Option<OwnedFd>,
+    /// `None` when no eventfd could be made: waits without a timeout then look every 100 ms.
+    wake: Option<Waker>,
 }
+
+/// How long a wait without a timeout lasts when it cannot be woken (no eventfd).
+const WAIT_WITHOUT_WAKER: Duration = Duration::from_millis(100);
 
 impl Quit {
     pub fn new() -> Quit {
-        // SAFETY: eventfd has no memory-safety preconditions.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         Quit {
             flag: AtomicBool::new(false),
-            // SAFETY: a fresh descriptor owned by nobody else.
-            wake: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+            wake: Waker::new().ok(),
         }
     }
 
     pub fn set(&self) {
         self.flag.store(true, Ordering::SeqCst);
-        if let Some(fd) = &self.wake {
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        if let Some(w) = &self.wake {
+            w.wake();
         }
     }
 
@@ -275,32 +191,24 @@ impl Quit {
     /// Sleeps until `fd` is readable (when given), this is set (unless `set_seen`: it was, and
     /// the caller acted on it; the eventfd stays readable) or `timeout` passes; true when `fd`
     /// became readable. A stop signal reaches the recorder, which then ends and sets this.
-    fn wait(&self, fd: Option<RawFd>, set_seen: bool, timeout: Option<Duration>) -> bool {
-        let mut fds = [
-            libc::pollfd {
-                fd: fd.unwrap_or(-1),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: match (&self.wake, set_seen) {
-                    (Some(f), false) => f.as_raw_fd(),
-                    _ => -1,
-                },
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs() as libc::time_t,
-            tv_nsec: t.subsec_nanos() as libc::c_long,
-        });
-        let tp = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: fds and the timeout are valid for the call; negative fds are ignored.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tp, std::ptr::null()) };
-        r > 0 && fds[0].revents != 0
+    fn wait(&self, fd: Option<BorrowedFd<'_>>, set_seen: bool, timeout: Option<Duration>) -> bool {
+        let quit_fd = match (&self.wake, set_seen) {
+            (Some(w), false) => Some(w.as_fd()),
+            _ => None,
+        };
+        let timeout = match (timeout, &self.wake) {
+            (None, None) => Some(WAIT_WITHOUT_WAKER),
+            (t, _) => t,
+        };
+        match sys::wait_ready([fd, quit_fd], timeout) {
+            Ok([ready, _]) => ready,
+            // `poll` on valid descriptors fails only without memory for its table: this wait
+            // lasts as a timeout would (100 ms at most), then the caller looks again.
+            Err(_) => {
+                std::thread::sleep(timeout.unwrap_or(WAIT_WITHOUT_WAKER));
+                false
+            }
+        }
     }
 }
 
@@ -331,7 +239,7 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
         .unwrap_or_default();
     let exit = match (r.exit_code, r.exit_signal) {
         (Some(c), _) => format!("exit {c}"),
-        (None, Some(s)) => crate::sampler::signals::name(s),
+        (None, Some(s)) => crate::model::signal::name(s),
         _ => "exit ?".into(),
     };
     say(

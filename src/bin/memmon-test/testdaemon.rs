@@ -13,8 +13,15 @@
 //! partitions allocated at once by N threads, and `--helper SIZE` starts, with each request, a
 //! helper process that maps and touches SIZE for the hold time and exits (reaped before the
 //! reply): a process that lives and dies between two samples.
+//!
+//! With `--phases` the daemon marks its phases through `memmon_mark::MarkLayer`, as a Rust
+//! daemon would from its `tracing` spans: each request is a span `proof` holding a span
+//! `synthesis` (SIZE, served as above) and a span `gpu` (SIZE/2 mapped, touched, held, freed),
+//! so the markers are `proof`, `synthesis`, `proof`, `gpu`, `proof`, `idle`. `--phases-wait`
+//! has each boundary wait for its row (`MarkLayer::wait_for_row`).
 
 use clap::Args;
+use memmon::sys::raw::{self, Forked};
 use memmon::units::{parse_duration, parse_size};
 use memmon::workload::Block;
 use std::io::{BufRead, BufReader, Write};
@@ -55,6 +62,15 @@ pub struct TestDaemonArgs {
     /// With each request, a helper process that maps and touches SIZE for the hold time and exits
     #[arg(long, value_parser = size, value_name = "SIZE", conflicts_with = "fork")]
     pub helper: Option<u64>,
+
+    /// Mark each request's phases (proof, synthesis, gpu, then idle) through memmon-mark's
+    /// tracing layer
+    #[arg(long, conflicts_with = "fork")]
+    pub phases: bool,
+
+    /// With --phases: each phase boundary waits until memmon has taken its row
+    #[arg(long, requires = "phases")]
+    pub phases_wait: bool,
 }
 
 #[derive(Args, Debug)]
@@ -105,6 +121,16 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         Some(n) => Some(Block::shared_touched(n as usize).context("cannot map --shared")?),
         None => None,
     };
+    if args.phases {
+        use tracing_subscriber::layer::SubscriberExt;
+        let layer = memmon_mark::MarkLayer::new()
+            .span("proof")
+            .span("synthesis")
+            .span("gpu")
+            .wait_for_row(args.phases_wait);
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .context("cannot install the tracing layer (--phases)")?;
+    }
     if let Some(p) = &args.pidfile {
         memmon::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
             .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
@@ -120,7 +146,7 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         }
         let reply = match parse_request(&line) {
             Ok((bytes, hold)) if args.fork => serve_in_child(bytes, hold),
-            Ok((bytes, hold)) => match serve(bytes, hold, args) {
+            Ok((bytes, hold)) => match serve_request(bytes, hold, args) {
                 Ok(()) => {
                     if let Some(l) = args.leak {
                         if let Ok(b) = Block::touched(l as usize) {
@@ -138,14 +164,29 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Serves one request: in its phases' spans with `--phases`.
+fn serve_request(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<()> {
+    if !args.phases {
+        return serve(bytes, hold, args);
+    }
+    let _proof = tracing::info_span!("proof").entered();
+    tracing::info_span!("synthesis").in_scope(|| serve(bytes, hold, args))?;
+    tracing::info_span!("gpu").in_scope(|| {
+        let block = Block::touched((bytes / 2) as usize)?;
+        std::thread::sleep(hold);
+        drop(block);
+        Ok(())
+    })
+}
+
 /// Serves one request in the daemon itself: its helper started (`--helper`), `bytes` mapped and
 /// touched as `--threads` partitions at once, held, freed; the helper reaped.
 fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<()> {
     let helper = match args.helper {
         // SAFETY: forked before any thread of this request starts; the child only maps,
         // touches, sleeps and exits.
-        Some(h) => match unsafe { libc::fork() } {
-            0 => {
+        Some(h) => match unsafe { raw::fork() }? {
+            Forked::Child => {
                 let code = match Block::touched(h as usize) {
                     Ok(_block) => {
                         std::thread::sleep(hold);
@@ -153,11 +194,9 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
                     }
                     Err(_) => 1,
                 };
-                // SAFETY: ending the child without running the parent's exit handlers.
-                unsafe { libc::_exit(code) }
+                raw::exit_now(code)
             }
-            pid if pid > 0 => Some(pid),
-            _ => return Err(std::io::Error::last_os_error()),
+            Forked::Parent { child } => Some(child),
         },
         None => None,
     };
@@ -186,9 +225,7 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
     // Freed before the reply.
     let served = partitions.map(drop);
     if let Some(pid) = helper {
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        memmon::sys::wait_child(pid)?;
     }
     served
 }
@@ -196,8 +233,8 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
 /// Forks a child that maps and touches `bytes`, holds them and exits; reaps it; the reply.
 fn serve_in_child(bytes: u64, hold: Duration) -> String {
     // SAFETY: the daemon is single-threaded, so the child may do anything the parent could.
-    match unsafe { libc::fork() } {
-        0 => {
+    match unsafe { raw::fork() } {
+        Ok(Forked::Child) => {
             let code = match Block::touched(bytes as usize) {
                 Ok(block) => {
                     std::thread::sleep(hold);
@@ -206,20 +243,14 @@ fn serve_in_child(bytes: u64, hold: Duration) -> String {
                 }
                 Err(_) => 1,
             };
-            // SAFETY: ending the child without running the parent's exit handlers.
-            unsafe { libc::_exit(code) }
+            raw::exit_now(code)
         }
-        pid if pid > 0 => {
-            let mut status = 0;
-            // SAFETY: waiting for our own child.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-                "ok\n".into()
-            } else {
-                format!("error: the worker could not map {bytes} bytes\n")
-            }
-        }
-        _ => format!("error: cannot fork: {}\n", std::io::Error::last_os_error()),
+        Ok(Forked::Parent { child }) => match memmon::sys::wait_child(child) {
+            Ok(status) if status.exit_status() == Some(0) => "ok\n".into(),
+            Ok(_) => format!("error: the worker could not map {bytes} bytes\n"),
+            Err(e) => format!("error: cannot wait for the worker: {e}\n"),
+        },
+        Err(e) => format!("error: cannot fork: {e}\n"),
     }
 }
 

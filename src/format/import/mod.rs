@@ -1,5 +1,7 @@
 //! Importers of the files people have today: psrecord logs, mprof `.dat` files and headerless
-//! CSVs whose columns the user declares. Recognition by content, dispatch, and exact decimals.
+//! CSVs whose columns the user declares, each a reader of its own beside memmon's
+//! (`format/read.rs` recognises a file and hands it to one); what they share: exact decimals
+//! and the line reader that names the line at fault.
 //!
 //! Every importer gives `Sample`s with the fields its source has and 0 in the others: no
 //! importer invents a kernel peak (`hwm_bytes` stays 0), a PID or a wall-clock time it does not
@@ -10,147 +12,14 @@ pub mod columns;
 pub mod mprof;
 pub mod psrecord;
 
-use super::input::{self, Input, MAX_LINE_BYTES};
-use super::{
-    csv::CsvLayout, read_recording_from, InputFormat, InputSpec, ReadError, ReadInfo, Sink,
-};
-use crate::model::sample::Sample;
-use std::path::Path;
-
-/// What the first non-empty line of a file says it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
-    /// A memmon recording (its CSV header or a JSON Lines record).
-    Memmon,
-    /// psrecord's `--log` text: `# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)`.
-    PsrecordPlain,
-    /// psrecord's `--log-format csv`: `elapsed_time,nproc,cpu,mem_real,mem_virtual`.
-    PsrecordCsv,
-    /// memory_profiler's `mprof run` output: `CMDLINE ...`, `MEM <MiB> <unix s>`, ...
-    Mprof,
-    /// The first line starts with a number: data with no header.
-    Headerless,
-    /// A header line that is none of the above (the line is kept for the message).
-    OtherHeader(String),
-}
-
-/// Recognises a file by its first non-empty line.
-pub fn detect(first_line: &str) -> Kind {
-    let line = first_line.trim_start_matches('\u{feff}').trim_end();
-    // A header naming memmon's time column is memmon's, even when damaged (its reader then
-    // says what is missing).
-    let memmon_like = line
-        .split(',')
-        .any(|n| n.trim() == "unix_ms" || n.trim() == "elapsed_s");
-    if line.starts_with('{') || memmon_like || CsvLayout::from_header(line.as_bytes()).is_ok() {
-        return Kind::Memmon;
-    }
-    if psrecord::is_plain_header(line) {
-        return Kind::PsrecordPlain;
-    }
-    if psrecord::is_csv_header(line) {
-        return Kind::PsrecordCsv;
-    }
-    if mprof::is_mprof_line(line) {
-        return Kind::Mprof;
-    }
-    let first_field = line
-        .split(|c: char| c == ',' || c == ';' || c == '\t' || c.is_whitespace())
-        .find(|f| !f.is_empty())
-        .unwrap_or("")
-        .trim_matches('"');
-    if Decimal::parse(first_field).is_ok() || first_field.starts_with('-') {
-        Kind::Headerless
-    } else {
-        Kind::OtherHeader(line.to_string())
-    }
-}
+use super::input::{Input, MAX_LINE_BYTES};
+use super::read::{ReadError, ReadInfo};
 
 /// An example of `--columns` for messages.
 pub const COLUMNS_EXAMPLE: &str = "--columns unix_ms,rss_kb";
 
-/// Reads a file that is not (or may not be) a memmon recording: `spec.format` names the
-/// importer, or `Auto` recognises the file by content.
-pub fn read(path: &Path, spec: &InputSpec, sink: &mut impl Sink) -> Result<ReadInfo, ReadError> {
-    read_from(input::open(path)?, spec, sink)
-}
-
-/// `read` on an input already opened.
-pub fn read_from(
-    input: Input,
-    spec: &InputSpec,
-    sink: &mut impl Sink,
-) -> Result<ReadInfo, ReadError> {
-    let on_sample = |s: &Sample| sink.sample(s);
-    let path = &input.path.clone();
-    input::refuse_cr_line_ends(&input)?;
-    let kind = match spec.format {
-        InputFormat::Memmon => return read_recording_from(input, sink),
-        InputFormat::Psrecord => return psrecord::read_from(input, on_sample),
-        InputFormat::Mprof => return mprof::read_from(input, on_sample),
-        InputFormat::Columns => {
-            let Some(text) = spec.columns.as_deref() else {
-                return Err(ReadError::Columns(format!(
-                    "is missing: --input-format columns needs the columns declared, e.g. {COLUMNS_EXAMPLE}"
-                )));
-            };
-            return columns::read_from(input, text, on_sample);
-        }
-        // A JSON Lines record may be longer (up to the line cap): its `{` says enough.
-        InputFormat::Auto
-            if !input.head_is_all
-                && memchr::memchr(b'\n', &input.head).is_none()
-                && !input.head.trim_ascii_start().starts_with(b"{") =>
-        {
-            return Err(ReadError::Malformed {
-                path: path.clone(),
-                line: 1,
-                msg: format!(
-                    "the first line is longer than {} KiB: not a recording or a file memmon imports",
-                    input::HEAD_BYTES >> 10
-                ),
-            });
-        }
-        InputFormat::Auto => match first_line(&input) {
-            None => return Err(ReadError::empty(path, input.head.len() as u64)),
-            Some(line) => detect(&line),
-        },
-    };
-    match kind {
-        Kind::Memmon => read_recording_from(input, sink),
-        Kind::PsrecordPlain | Kind::PsrecordCsv => psrecord::read_from(input, on_sample),
-        Kind::Mprof => mprof::read_from(input, on_sample),
-        // `--columns` without `--input-format` already selects `Columns` (cli::InputArgs::spec).
-        Kind::Headerless => Err(ReadError::Unrecognised(
-            path.to_path_buf(),
-            format!(
-                "this file has no header; declare its columns with --columns, e.g. \
-                 {COLUMNS_EXAMPLE} (a name with its unit per column, '-' to skip one: memmon never guesses units)"
-            ),
-        )),
-        Kind::OtherHeader(line) => Err(ReadError::Unrecognised(
-            path.to_path_buf(),
-            format!(
-                "its header '{}' is not memmon's, psrecord's or mprof's; declare its columns with \
-                 --columns, e.g. {COLUMNS_EXAMPLE},- (a name with its unit per column, '-' to skip one; \
-                 the header line is then skipped)",
-                shorten(&line, 80)
-            ),
-        )),
-    }
-}
-
-/// The first non-empty line of an input (from its first `input::HEAD_BYTES`), or `None` when
-/// it has none there.
-fn first_line(input: &Input) -> Option<String> {
-    let text = String::from_utf8_lossy(&input.head);
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(String::from)
-}
-
-fn shorten(text: &str, max: usize) -> String {
+/// `text` cut to `max` characters, ending in `...` when cut.
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}...", &text[..i]),
         None => text.to_string(),
@@ -168,29 +37,30 @@ pub(crate) fn each_line(
     let path = input.path.clone();
     let mut reader = input.into_reader();
     let mut result = Ok(());
-    let bytes = super::for_each_line(&mut reader, MAX_LINE_BYTES, |line_no, raw, complete| {
-        let outcome = match std::str::from_utf8(raw) {
-            Ok(line) if line.trim().is_empty() => return true,
-            Ok(line) => f(line_no, line.trim_start_matches('\u{feff}')),
-            Err(_) => Err("the line is not UTF-8 text".to_string()),
-        };
-        match outcome {
-            Ok(()) => true,
-            Err(_) if !complete => {
-                info.truncated_line = Some(line_no);
-                true
+    let bytes =
+        super::read::for_each_line(&mut reader, MAX_LINE_BYTES, |line_no, raw, complete| {
+            let outcome = match std::str::from_utf8(raw) {
+                Ok(line) if line.trim().is_empty() => return true,
+                Ok(line) => f(line_no, line.trim_start_matches('\u{feff}')),
+                Err(_) => Err("the line is not UTF-8 text".to_string()),
+            };
+            match outcome {
+                Ok(()) => true,
+                Err(_) if !complete => {
+                    info.truncated_line = Some(line_no);
+                    true
+                }
+                Err(msg) => {
+                    result = Err(ReadError::Malformed {
+                        path: path.clone(),
+                        line: line_no,
+                        msg,
+                    });
+                    false
+                }
             }
-            Err(msg) => {
-                result = Err(ReadError::Malformed {
-                    path: path.clone(),
-                    line: line_no,
-                    msg,
-                });
-                false
-            }
-        }
-    })
-    .map_err(|e| e.into_read_error(&path))?;
+        })
+        .map_err(|e| e.into_read_error(&path))?;
     info.bytes = bytes;
     result
 }
@@ -374,29 +244,9 @@ mod tests {
         assert_eq!(Decimal::parse("1e30").unwrap().scaled(MIB, 1, 1), None);
     }
 
-    #[test]
-    fn files_are_recognised_by_their_first_line() {
-        assert_eq!(
-            detect("# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)"),
-            Kind::PsrecordPlain
-        );
-        assert_eq!(
-            detect("elapsed_time,nproc,cpu,mem_real,mem_virtual"),
-            Kind::PsrecordCsv
-        );
-        assert_eq!(detect("CMDLINE python3 x.py"), Kind::Mprof);
-        assert_eq!(detect("MEM 0.199219 1795980241.1737"), Kind::Mprof);
-        assert_eq!(detect(&crate::format::csv::header()), Kind::Memmon);
-        assert_eq!(detect("{\"type\":\"meta\"}"), Kind::Memmon);
-        assert_eq!(detect("1771372328313,46578280,44.42"), Kind::Headerless);
-        assert_eq!(detect("1771372328313\t46578280"), Kind::Headerless);
-        assert_eq!(detect("time,rss"), Kind::OtherHeader("time,rss".into()));
-    }
-
     proptest::proptest! {
         #[test]
-        fn any_text_is_recognised_or_refused_without_panic(line in "\\PC{0,120}") {
-            let _ = detect(&line);
+        fn any_number_text_scales_or_is_refused_without_panic(line in "\\PC{0,120}") {
             if let Ok(d) = Decimal::parse(&line) {
                 let _ = d.scaled(MIB, 1, 4096);
                 let _ = d.scaled(1_000_000_000, 1, 1);

@@ -1,0 +1,313 @@
+//! memmon's own recordings, read back: CSV (the header, then a body parsed on several threads:
+//! `csv::read_body`) with its metadata sidecar, or JSON Lines (metadata, rows and end records
+//! in one file). One reader among the importers (`read.rs` hands it the input it recognised);
+//! memory use does not grow with the file.
+
+use super::input;
+use super::meta::{EndInfo, Meta};
+use super::read::{for_each_line, is_sidecar_head, ReadError, ReadInfo, Sink};
+use super::{csv, jsonl, Format};
+use crate::model::sample::{Event, Sample};
+use std::io::{self, Read};
+use std::path::Path;
+
+/// Streams a memmon recording (CSV or JSON Lines, told apart by content), calling `on_sample`
+/// for each sample in order. Memory use does not grow with the file. For CSV, the sidecar
+/// `FILE.meta.json` is read when present. `-` is stdin; gzip and zstd are decompressed.
+pub fn read_recording(
+    path: &Path,
+    mut on_sample: impl FnMut(&Sample),
+) -> Result<ReadInfo, ReadError> {
+    read_from(input::open(path)?, &mut on_sample)
+}
+
+/// `read_recording` on an input already opened (and recognised by `read.rs`).
+pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, ReadError> {
+    let path = input.path.clone();
+    let io_err = |e| ReadError::Io(path.clone(), e);
+    let mut info = ReadInfo {
+        path: path.clone(),
+        ..ReadInfo::default()
+    };
+    let malformed = |line: u64, msg: String| ReadError::Malformed {
+        path: path.clone(),
+        line,
+        msg,
+    };
+    // Blank lines before the first line that says what the file is.
+    let head = &input.head;
+    let (mut pos, mut blank_lines) = (0, 0u64);
+    while let Some(k) = memchr::memchr(b'\n', &head[pos..]) {
+        if !head[pos..pos + k].trim_ascii().is_empty() {
+            break;
+        }
+        pos += k + 1;
+        blank_lines += 1;
+    }
+    if input.head_is_all && head[pos..].trim_ascii().is_empty() {
+        return Err(ReadError::empty(&path, head.len() as u64));
+    }
+    if pos >= head.len() {
+        return Err(malformed(
+            blank_lines,
+            format!(
+                "the first {} KiB hold only blank lines",
+                input::HEAD_BYTES >> 10
+            ),
+        ));
+    }
+
+    if head[pos] != b'{' {
+        // CSV: the header, then a body (the bulk of most recordings) parsed on several threads.
+        info.format = Some(Format::Csv);
+        let header_line = blank_lines + 1;
+        let (header, body_at) = match memchr::memchr(b'\n', &head[pos..]) {
+            Some(k) => (&head[pos..pos + k], pos + k + 1),
+            None if input.head_is_all => (&head[pos..], head.len()),
+            None => {
+                return Err(malformed(
+                    header_line,
+                    format!(
+                        "the first line is longer than {} KiB: not a recording's header",
+                        input::HEAD_BYTES >> 10
+                    ),
+                ))
+            }
+        };
+        let layout = csv::CsvLayout::from_header(header.trim_ascii_end())
+            .map_err(|m| malformed(header_line, m))?;
+        let body_at_bytes = body_at as u64;
+        // The sidecar first: its sessions' metadata goes to the sink before their rows.
+        if let Some(side) = input::sidecar_for(&input) {
+            read_sidecar(&side, &mut info)?;
+        }
+        let mut sessions = CsvSessions::new(info.meta.as_ref(), sink);
+        let mut head = input.head;
+        head.drain(..body_at);
+        let mut body: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(input.rest));
+        let end = csv::read_body(&mut body, &layout, header_line, &mut |s| sessions.row(s))
+            .map_err(|e| match e {
+                csv::BodyError::Io(e) => io_err(e),
+                csv::BodyError::Row(line, msg) => malformed(line, msg),
+            })?;
+        sessions.finish();
+        info.bytes = body_at_bytes + end.bytes;
+        info.truncated_line = end.truncated_line;
+        return Ok(info);
+    }
+
+    if is_sidecar_head(&head[pos..]) {
+        return Err(ReadError::sidecar(&path));
+    }
+    info.format = Some(Format::Jsonl);
+    let mut result: Result<(), ReadError> = Ok(());
+    let mut reader = input.into_reader();
+    let lines = for_each_line(
+        &mut reader,
+        input::MAX_LINE_BYTES,
+        |line_no, line, complete| {
+            if !complete {
+                info.truncated_line = Some(line_no);
+                return true;
+            }
+            if line.trim_ascii().is_empty() {
+                return true;
+            }
+            match jsonl::parse_line(line) {
+                Ok(jsonl::Line::Sample(s)) => sink.sample(&s),
+                Ok(jsonl::Line::Meta(m)) => {
+                    sink.session(&m);
+                    if info.meta.is_none() {
+                        info.meta = Some(*m)
+                    }
+                }
+                Ok(jsonl::Line::End(e)) => {
+                    sink.session_end(&e);
+                    info.end = Some(*e)
+                }
+                Err(e) => {
+                    result = Err(malformed(line_no, e.0));
+                    return false;
+                }
+            }
+            true
+        },
+    );
+    info.bytes = lines.map_err(|e| e.into_read_error(&path))?;
+    result?;
+    Ok(info)
+}
+
+/// Hands a CSV recording's sessions to a sink around its rows: the sidecar holds every
+/// session's metadata (the earlier ones of an `--append`ed file, then the latest), each with
+/// its end; a session begins at the first row and at each later `start` row.
+struct CsvSessions<'a, S: Sink> {
+    sink: &'a mut S,
+    /// The sessions' metadata and ends, oldest first; `next` is the one the next session takes.
+    sessions: Vec<(Meta, Option<EndInfo>)>,
+    next: usize,
+    rows: u64,
+}
+
+impl<'a, S: Sink> CsvSessions<'a, S> {
+    fn new(meta: Option<&Meta>, sink: &'a mut S) -> Self {
+        let sessions = meta.map_or_else(Vec::new, |m| {
+            let mut all: Vec<(Meta, Option<EndInfo>)> = m
+                .earlier_sessions
+                .iter()
+                .map(|e| (e.clone(), e.end.clone()))
+                .collect();
+            let latest = Meta {
+                earlier_sessions: Vec::new(),
+                ..m.clone()
+            };
+            all.push((latest, m.end.clone()));
+            all
+        });
+        CsvSessions {
+            sink,
+            sessions,
+            next: 0,
+            rows: 0,
+        }
+    }
+
+    fn row(&mut self, s: &Sample) {
+        let begins = self.rows == 0 || matches!(s.event, Some(Event::Start));
+        if begins {
+            if self.rows > 0 {
+                self.end_session();
+            }
+            if let Some((meta, _)) = self.sessions.get(self.next) {
+                self.sink.session(meta);
+            }
+            self.next += 1;
+        }
+        self.rows += 1;
+        self.sink.sample(s);
+    }
+
+    /// The end of the session the last rows belong to, when the sidecar has it.
+    fn end_session(&mut self) {
+        if let Some((_, Some(end))) = self.next.checked_sub(1).and_then(|i| self.sessions.get(i)) {
+            self.sink.session_end(end);
+        }
+    }
+
+    fn finish(mut self) {
+        if self.rows == 0 {
+            // A session with no row still has its metadata and end (a command that ended
+            // before its first sample).
+            if let Some((meta, _)) = self.sessions.first() {
+                self.sink.session(meta);
+                self.next = 1;
+            }
+        }
+        self.end_session();
+    }
+}
+
+/// Reads a CSV recording's metadata sidecar, when there is one. A sidecar that is there but
+/// cannot be read or parsed is always an error (never silently ignored).
+fn read_sidecar(side: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
+    let Some(text) = input::read_sidecar_text(side)? else {
+        return Ok(());
+    };
+    match serde_json::from_str::<Meta>(&text) {
+        Ok(m) => {
+            info.end = m.end.clone();
+            info.meta = Some(m);
+            Ok(())
+        }
+        Err(e) => Err(ReadError::Malformed {
+            path: side.to_path_buf(),
+            line: e.line() as u64,
+            msg: format!("damaged metadata sidecar: {e}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::*;
+    use super::*;
+
+    fn big_csv(rows: usize) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = csv::CsvWriter::new(&mut buf, true).unwrap();
+        for i in 0..rows {
+            let s = Sample {
+                unix_ms: 1_700_000_000_000 + i as u64,
+                elapsed_s: i as f64 / 1000.0,
+                rss_bytes: (i as u64 % 977) << 20,
+                processes: 1,
+                ..Sample::default()
+            };
+            w.write_sample(&s).unwrap();
+        }
+        buf
+    }
+
+    #[test]
+    fn a_large_csv_comes_back_whole_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.csv");
+        std::fs::write(&p, big_csv(60_000)).unwrap();
+        let mut next = 0u64;
+        let info = read_recording(&p, |s| {
+            assert_eq!(s.unix_ms, 1_700_000_000_000 + next);
+            next += 1;
+        })
+        .unwrap();
+        assert_eq!(next, 60_000);
+        assert_eq!(info.truncated_line, None);
+        assert_eq!(info.bytes, std::fs::metadata(&p).unwrap().len());
+    }
+
+    #[test]
+    fn a_bad_line_deep_in_a_large_csv_is_named_by_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.csv");
+        let text = String::from_utf8(big_csv(60_000)).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[45_000] = "1,2,oops";
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        match read_recording(&p, |_| {}) {
+            Err(ReadError::Malformed { line, .. }) => assert_eq!(line, 45_001),
+            other => panic!("expected a malformed line, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_truncated_large_csv_names_its_incomplete_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cut.csv");
+        let mut data = big_csv(60_000);
+        data.truncate(data.len() - 7);
+        std::fs::write(&p, &data).unwrap();
+        let mut n = 0;
+        let info = read_recording(&p, |_| n += 1).unwrap();
+        assert_eq!(n, 59_999);
+        assert_eq!(info.truncated_line, Some(60_001));
+    }
+
+    #[test]
+    fn a_sidecar_of_one_session_without_earlier_sessions_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.csv");
+        std::fs::write(&p, csv::header() + "\n").unwrap();
+        // A sidecar as memmon wrote it before `earlier_sessions` existed.
+        let old = r#"{"format":"memmon-recording","schema_version":1,"memmon_version":"0.1.0",
+            "host":"h","kernel":"6.1","page_size_bytes":4096,"started_unix_ms":1,
+            "interval_s":0.1,"interval":"100ms","target":{"mode":"pid","spec":"7","pid":7,
+            "start_time_ticks":1,"comm":"x","cmdline":"x"},"children":true,"sources":[],
+            "columns":[]}"#;
+        std::fs::write(sidecar_path(&p), old).unwrap();
+        let info = read_recording(&p, |_| {}).unwrap();
+        assert!(info.meta.unwrap().earlier_sessions.is_empty());
+        // Appending turns it into the first of the earlier sessions.
+        let sessions = parse_sessions(&std::fs::read(sidecar_path(&p)).unwrap()).unwrap();
+        assert_eq!(sessions.len(), 1);
+        assert_eq!(sessions[0].interval, "100ms");
+    }
+}

@@ -1,0 +1,281 @@
+//! Phases, runs and phases by label as tables (`Phases::tables`): what `memmon summary`
+//! prints after its lines and `memmon report` shows. The spans are decided in
+//! `analysis::phases`; this file only says them.
+
+use crate::analysis::phases::{LabelStats, Phases, MAX_LISTED};
+use crate::analysis::span::Span;
+use crate::model::peak::{PeakBasis, PeakSource};
+use crate::render::table::Table;
+use crate::units::{fmt_bytes, fmt_seconds};
+
+impl Phases {
+    /// The tables of phases, runs and phases by label (none when there are none): what the
+    /// summary prints and the report shows.
+    pub fn tables(&self) -> Vec<Table> {
+        let mut tables = Vec::new();
+        for (title, spans, unlisted) in [
+            ("phases", &self.phases, self.unlisted_phases),
+            ("runs", &self.runs, self.unlisted_runs),
+        ] {
+            if spans.is_empty() {
+                continue;
+            }
+            let mut t = spans_table(title, spans);
+            if unlisted > 0 {
+                t.footer.push(format!(
+                    "and {unlisted} more {title} not listed (the first {MAX_LISTED} are){}",
+                    if title == "phases" {
+                        "; the sums by label below hold them all"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            tables.push(t);
+        }
+        tables.extend(by_label_table(&self.by_label));
+        tables
+    }
+
+    /// The tables, indented for the summary.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        for t in self.tables() {
+            t.write_text(&mut o);
+        }
+        o
+    }
+}
+
+/// What a table's peak column holds, in words: one line naming the kinds of peak in it.
+fn peak_legend(spans: &[Span]) -> String {
+    let mut kinds: Vec<String> = Vec::new();
+    for s in spans {
+        let what = match s.peak.source {
+            PeakSource::Cgroup => format!("the tree's, from its cgroup ({})", s.peak.counter),
+            PeakSource::Sampled => "sampled (no kernel peak covers it)".to_string(),
+            _ if s.peak.scope == crate::model::peak::PeakScope::Process => {
+                format!("the process's {}", s.peak.counter)
+            }
+            _ => format!("the largest process's {}", s.peak.counter),
+        };
+        if !kinds.contains(&what) {
+            kinds.push(what);
+        }
+    }
+    kinds.join("; ")
+}
+
+fn spans_table(kind: &str, spans: &[Span]) -> Table {
+    let exact = spans.iter().filter(|s| s.peak.exact).count();
+    let title = format!(
+        "{kind} ({}; peak: {}; * exact)",
+        if exact == spans.len() {
+            "peaks exact for all".to_string()
+        } else if exact == 0 {
+            "no exact peak: record with --phase-peaks, or give the tree a cgroup".to_string()
+        } else {
+            format!("peaks exact for {exact} of {}", spans.len())
+        },
+        peak_legend(spans)
+    );
+    let columns = SpanColumns::of(spans);
+    Table {
+        title,
+        notes: columns.notes(kind, spans),
+        head: columns.head(),
+        rows: spans.iter().map(|s| columns.row(s)).collect(),
+        footer: Vec::new(),
+    }
+}
+
+/// The columns a table of spans has beyond the ones every table has: those some span has a
+/// value for.
+struct SpanColumns {
+    tree: bool,
+    /// The cgroup's numbers, where they are not the headline already.
+    cgroup: bool,
+    pss: bool,
+    gpu: bool,
+    gpu_kernel: bool,
+    /// The most processes a span's tree had.
+    processes: u32,
+}
+
+impl SpanColumns {
+    fn of(spans: &[Span]) -> SpanColumns {
+        SpanColumns {
+            tree: spans.iter().any(|s| s.peak.tree_low_bytes.is_some()),
+            cgroup: spans.iter().any(|s| {
+                s.cgroup_sampled_peak_bytes.is_some() && s.peak.source != PeakSource::Cgroup
+            }),
+            pss: spans.iter().any(|s| s.pss.is_some()),
+            gpu: spans.iter().any(|s| s.peak_gpu_bytes.is_some()),
+            gpu_kernel: spans.iter().any(|s| s.gpu_kernel.window.is_some()),
+            processes: spans
+                .iter()
+                .map(|s| s.facts.max_processes)
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    /// What the marks and columns of a table of `kind` (phases, runs) mean, a sentence each.
+    fn notes(&self, kind: &str, spans: &[Span]) -> Vec<String> {
+        let mut notes = Vec::new();
+        if spans.iter().any(|s| s.peak.scope.is_partial()) {
+            notes.push(format!(
+                "≥: processes left the tree in the {kind} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
+            ));
+        }
+        if spans.iter().any(|s| s.facts.late_boundary) {
+            notes.push(
+                "(late): a boundary's sample came late, so memory of the span next to it may be counted here: not exact".into(),
+            );
+        }
+        if self.tree {
+            notes.push(
+                "tree: the tree's own peak lies within these bounds (at least the sampled sum, at most the sum of the processes' VmHWM)".into(),
+            );
+        }
+        if self.cgroup {
+            notes.push(
+                "cgroup peak: the cgroup's (each page once, page cache included), exact (*) where its peak file was reset at the span's start or rose in it, else the largest sampled usage".into(),
+            );
+        }
+        if self.gpu_kernel {
+            notes.push(crate::analysis::gpu::GpuKernelPeak::legend().to_string());
+        }
+        if self.processes > 1 {
+            notes.push(format!(
+                "sampled sizes are RSS sums over up to {} processes, shared pages counted in each{}",
+                self.processes,
+                if self.pss {
+                    "; PSS: sum of PSS, each page once (peak where a read came at the span's RSS peak)"
+                } else {
+                    " (record with --pss for a sum that counts them once)"
+                }
+            ));
+        }
+        notes
+    }
+
+    fn head(&self) -> Vec<String> {
+        let mut head = vec!["label", "start", "duration", "peak"];
+        if self.tree {
+            head.push("tree");
+        }
+        head.extend(["sampled peak", "mean", "start RSS", "end RSS"]);
+        for (on, name) in [
+            (self.cgroup, "cgroup peak"),
+            (self.pss, "PSS"),
+            (self.gpu, "GPU peak"),
+            (self.gpu_kernel, "GPU kernel peak"),
+        ] {
+            if on {
+                head.push(name);
+            }
+        }
+        head.into_iter().map(String::from).collect()
+    }
+
+    fn row(&self, s: &Span) -> Vec<String> {
+        let mut row = vec![
+            s.label.clone(),
+            format!("+{}", fmt_seconds(s.start_elapsed_s)),
+            format!(
+                "{}{}",
+                fmt_seconds(s.duration_s),
+                if s.complete { "" } else { " (open)" }
+            ),
+            format!(
+                "{}{}",
+                s.peak.cell(),
+                if s.facts.late_boundary { " (late)" } else { "" }
+            ),
+        ];
+        if self.tree {
+            row.push(s.peak.tree_bounds().unwrap_or_else(|| "-".into()));
+        }
+        row.extend([
+            fmt_bytes(s.facts.sampled_peak_rss_bytes),
+            fmt_bytes(s.mean_rss_bytes),
+            fmt_bytes(s.start_rss_bytes),
+            fmt_bytes(s.end_rss_bytes),
+        ]);
+        if self.cgroup {
+            row.push(
+                match (s.facts.cgroup_peak_bytes, s.cgroup_sampled_peak_bytes) {
+                    (Some(p), _) => format!("{} *", fmt_bytes(p)),
+                    (None, Some(c)) => format!("{} (sampled)", fmt_bytes(c)),
+                    (None, None) => "-".into(),
+                },
+            );
+        }
+        if self.pss {
+            row.push(match &s.pss {
+                Some(r) if r.is_peak => {
+                    format!("{} ({} reads)", fmt_bytes(r.largest_bytes), r.reads)
+                }
+                Some(r) => format!(
+                    "{} not at the peak ({})",
+                    fmt_bytes(r.largest_bytes),
+                    r.reads_note()
+                ),
+                None => "-".into(),
+            });
+        }
+        if self.gpu {
+            row.push(s.peak_gpu_bytes.map_or("-".into(), fmt_bytes));
+        }
+        if self.gpu_kernel {
+            row.push(s.gpu_kernel.cell());
+        }
+        row
+    }
+}
+
+fn by_label_table(by_label: &[LabelStats]) -> Option<Table> {
+    if by_label.is_empty() {
+        return None;
+    }
+    let head = ["label", "count", "duration", "peak", "peak of"];
+    let rows: Vec<Vec<String>> = by_label
+        .iter()
+        .map(|l| {
+            let d = &l.duration_s;
+            let p = &l.peak_bytes;
+            let b = |v: f64| fmt_bytes(v.round() as u64);
+            vec![
+                l.label.clone(),
+                l.count.to_string(),
+                format!(
+                    "{} [{}, {}]",
+                    fmt_seconds(d.mean),
+                    fmt_seconds(d.min),
+                    fmt_seconds(d.max)
+                ),
+                format!(
+                    "{} [{}, {}]{}",
+                    b(p.mean),
+                    b(p.min),
+                    b(p.max),
+                    if l.exact == l.count { " *" } else { "" }
+                ),
+                match l.peak_basis {
+                    PeakBasis::Cgroup => "tree (cgroup)".into(),
+                    PeakBasis::Kernel if l.tree => "largest process".into(),
+                    PeakBasis::Kernel => "process".into(),
+                    PeakBasis::Sampled => "sampled".into(),
+                },
+            ]
+        })
+        .collect();
+    Some(Table {
+        title: "phases by label (complete phases of labels that came more than once: mean [min, max]; * all exact)".into(),
+        notes: Vec::new(),
+        head: head.into_iter().map(String::from).collect(),
+        rows,
+        footer: Vec::new(),
+    })
+}

@@ -1,0 +1,523 @@
+//! The summary as text: what `memmon summary` prints for a recording (`Summary::render`), its
+//! tables as data for the report too (`Summary::processes_table`, `Phases::tables`). The
+//! numbers are decided in `analysis::summary`; this file only says them.
+
+use crate::analysis::summary::{
+    process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
+};
+use crate::model::peak::{exact_within, KernelPeakWindow, PeakSource};
+use crate::render::table::Table;
+use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
+use std::fmt::Write as _;
+
+/// `1.50 GiB (1610612736 bytes)`.
+fn bytes(v: u64) -> String {
+    format!("{} ({})", fmt_bytes(v), count(v, "byte"))
+}
+
+impl Summary {
+    /// For a peak of several processes: `, 9 processes: RSS sum over 9 processes, shared pages
+    /// counted in each; PSS sum 300 MiB at that tick (each page once)`.
+    fn tree_words(&self) -> String {
+        if self.sampled_peak_processes <= 1 {
+            return String::new();
+        }
+        let mut w = format!(
+            ", {} processes: {}",
+            self.sampled_peak_processes,
+            rss_sum_words(self.sampled_peak_processes)
+        );
+        match (self.pss_at_peak_bytes, &self.pss) {
+            (Some(p), _) => {
+                let _ = write!(
+                    w,
+                    "; PSS sum at that tick {} (each page once)",
+                    fmt_bytes(p)
+                );
+            }
+            (None, Some(r)) => {
+                let _ = write!(w, "; {} of the tree (each page once)", r.describe());
+            }
+            (None, None) => w.push_str(" (record with --pss for a sum that counts them once)"),
+        }
+        w
+    }
+
+    /// The largest processes of a tree by their peak (VmHWM), from the end record: a table
+    /// for the summary and the report (none for a single process).
+    pub fn processes_table(&self) -> Option<Table> {
+        let end = self.end.as_ref()?;
+        if end.processes.len() < 2 {
+            return None;
+        }
+        let shown = &end.processes[..end.processes.len().min(PROCESSES_SHOWN)];
+        Some(Table {
+            title: format!(
+                "processes: the {} largest by peak (VmHWM, exact per process) of {} listed",
+                shown.len(),
+                end.processes.len()
+            ),
+            notes: Vec::new(),
+            head: ["process", "PID", "peak", "bytes"]
+                .map(String::from)
+                .to_vec(),
+            rows: shown
+                .iter()
+                .map(|p| {
+                    vec![
+                        process_name(p),
+                        p.pid.to_string(),
+                        fmt_bytes(p.hwm_bytes),
+                        p.hwm_bytes.to_string(),
+                    ]
+                })
+                .collect(),
+            footer: Vec::new(),
+        })
+    }
+
+    /// How exact the kernel's per-process peak is, in words, with its window.
+    fn kernel_exactness(&self) -> String {
+        if self.facts.kernel_scope().is_partial() {
+            return "a lower bound (see the warning below)".into();
+        }
+        match self.kernel_peak_exact_until_s {
+            Some(gap) => {
+                let why = self
+                    .end
+                    .as_ref()
+                    .and_then(|e| e.exit_records.as_deref())
+                    .unwrap_or("not read");
+                format!(
+                    "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {why})",
+                    fmt_seconds(gap)
+                )
+            }
+            None => exact_within(self.facts.exact_within_bytes),
+        }
+    }
+
+    /// The headline: the recording's peak, what it is, and for a tree its bounds.
+    fn render_peak(&self, o: &mut String) {
+        let b = bytes;
+        let p = &self.peak;
+        let how = match p.source {
+            PeakSource::Sampled => {
+                let why = match self.kernel_peak_window {
+                    KernelPeakWindow::BeforeRecording if self.end.as_ref().is_some_and(|e| e.peak_reset_failures > 0) => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise, and resetting it was refused: only the target's owner and root may write /proc/PID/clear_refs (only root, for a process that is not dumpable, such as a setuid program); run memmon as the target's user or as root for an exact peak from the start",
+                    KernelPeakWindow::BeforeRecording => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise; record with --reset-peaks for an exact peak from the start",
+                    KernelPeakWindow::NotRecorded => "no kernel high-water mark in this recording",
+                    _ => "the kernel's peak does not cover every session",
+                };
+                format!(
+                    "sampled RSS {}, a lower bound: a spike between two samples is missed ({why})",
+                    p.scope
+                )
+            }
+            PeakSource::Cgroup => format!(
+                "cgroup {} {}, exact: each page once, page cache included ({})",
+                p.counter,
+                p.scope,
+                self.kernel_peak_window_words(true)
+            ),
+            _ => format!(
+                "{} {}, {} ({})",
+                p.source,
+                p.scope,
+                self.kernel_exactness(),
+                self.kernel_peak_window_words(false)
+            ),
+        };
+        let _ = writeln!(o, "  peak          {}{}: {how}", p.at_least(), b(p.bytes));
+        if let Some(bounds) = p.tree_bounds() {
+            let _ = writeln!(
+                o,
+                "  tree peak     {bounds} (at least the {}, at most the sum of the processes' VmHWM{}; give the tree a cgroup of its own for its exact peak)",
+                if p.tree_low_bytes == Some(self.facts.sampled_peak_rss_bytes) {
+                    "RSS sum sampled at one tick"
+                } else {
+                    "largest process's peak, above the RSS sum sampled at one tick"
+                },
+                if p.tree_high_bytes.is_none() {
+                    ": unknown, processes left with no exit record read"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+
+    /// `since the launch of the command`, `reached during the recording`.
+    fn kernel_peak_window_words(&self, cgroup: bool) -> String {
+        if cgroup {
+            return match &self.cgroup {
+                Some(c) if c.own => {
+                    "memmon's own cgroup, holding the tree alone since the launch".into()
+                }
+                _ => "the cgroup holds the tree alone".into(),
+            };
+        }
+        self.kernel_peak_window.to_string()
+    }
+
+    /// The kernel's per-process peak when it is not the headline (a cgroup's is), or why the
+    /// kernel tells none.
+    fn render_kernel_peak(&self, o: &mut String) {
+        let b = bytes;
+        match (
+            self.facts.kernel_peak_rss_bytes,
+            self.facts.kernel_peak_source,
+        ) {
+            (Some(_), _) if self.peak.source != PeakSource::Cgroup => {}
+            (Some(k), Some(source)) => {
+                let scope = self.facts.kernel_scope();
+                let _ = writeln!(
+                    o,
+                    "  kernel peak   {}{} ({}, {source} {scope}, {})",
+                    if scope.is_partial() { "≥ " } else { "" },
+                    b(k),
+                    self.kernel_exactness(),
+                    self.kernel_peak_window
+                );
+            }
+            _ if self.kernel_peak_window == KernelPeakWindow::BeforeRecording => {
+                if let Some(l) = self.lifetime_peak_rss_bytes {
+                    let _ = writeln!(
+                        o,
+                        "  lifetime peak {} (kernel VmHWM {}, since it started, before this recording: not this recording's peak)",
+                        b(l),
+                        self.facts.kernel_scope()
+                    );
+                }
+                if self.kernel_peak_exact_until_s.is_some() {
+                    let _ = writeln!(o, "  at exit       {}", self.kernel_exactness());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `locked (VmLck) peak 512.0 MiB, at idle 512.0 MiB of the 642.0 MiB floor`: how much of
+    /// the idle floor is memory the kernel will not reclaim (locked) or a driver holds (pinned),
+    /// and shared memory; `None` when the recording held none.
+    pub fn held_words(&self) -> Option<String> {
+        if self.held.is_empty() {
+            return None;
+        }
+        let idle = self.idle_rss_bytes;
+        let mut parts = Vec::new();
+        for (what, counter, peak, at_idle) in [
+            (
+                "locked",
+                "VmLck",
+                self.held.locked_bytes,
+                self.held_at_idle.locked_bytes,
+            ),
+            (
+                "pinned",
+                "VmPin",
+                self.held.pinned_bytes,
+                self.held_at_idle.pinned_bytes,
+            ),
+            (
+                "shared",
+                "RssShmem",
+                self.held.shmem_bytes,
+                self.held_at_idle.shmem_bytes,
+            ),
+        ] {
+            if peak == 0 {
+                continue;
+            }
+            parts.push(format!(
+                "{what} ({counter}) peak {}, at idle {} of the {} floor",
+                fmt_bytes(peak),
+                fmt_bytes(at_idle),
+                fmt_bytes(idle)
+            ));
+        }
+        Some(parts.join("; "))
+    }
+
+    fn render_sessions(&self, o: &mut String) {
+        if self.sessions.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            o,
+            "  sessions      {} (--append), each with its own clock:",
+            self.sessions.len()
+        );
+        for (i, s) in self.sessions.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "                {}. {} from {}, {}, {}, peak {} ({}){}",
+                i + 1,
+                s.target
+                    .as_deref()
+                    .unwrap_or("target unknown (no metadata)"),
+                if s.started_unix_ms > 0 {
+                    fmt_unix_ms(s.started_unix_ms)
+                } else {
+                    "?".into()
+                },
+                fmt_seconds(s.duration_s),
+                count(s.samples, "sample"),
+                s.peak.cell(),
+                s.peak.counter,
+                s.ended
+                    .as_deref()
+                    .map(|e| format!("; {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+
+    /// The human-readable summary. Sizes in binary units (GiB = 2^30 bytes) with exact bytes.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        if let Some(f) = &self.file {
+            let _ = writeln!(o, "{f}");
+        }
+        if self.sessions.is_empty() {
+            if let Some(t) = &self.target {
+                let _ = writeln!(o, "  target        {t}");
+            }
+        } else {
+            self.render_sessions(&mut o);
+        }
+        if self.samples == 0 {
+            self.render_rowless(&mut o);
+            return o;
+        }
+        self.render_peak(&mut o);
+        self.render_sampled_peak(&mut o);
+        self.render_kernel_peak(&mut o);
+        if let Some(c) = &self.cgroup {
+            c.render(&mut o, self.peak.source == PeakSource::Cgroup);
+        }
+        self.render_pss(&mut o);
+        if let Some(g) = &self.gpu {
+            o.push_str(&g.render());
+        }
+        self.render_levels(&mut o);
+        if let Some(t) = self.processes_table() {
+            t.write_text(&mut o);
+        }
+        self.render_duration(&mut o);
+        o.push_str(&self.spans.render());
+        for w in &self.warnings {
+            let _ = writeln!(o, "  {w}");
+        }
+        o
+    }
+
+    /// A recording without rows: a command that ended before its first sample (wait4 told its
+    /// peak), or nothing.
+    fn render_rowless(&self, o: &mut String) {
+        if self.facts.kernel_peak_rss_bytes.is_some() {
+            self.render_peak(o);
+            let _ = writeln!(
+                o,
+                "  duration      {} (the command ended before its first sample)",
+                fmt_seconds(self.duration_s)
+            );
+            let _ = writeln!(o, "  ended         {}", self.ended);
+        } else {
+            let _ = writeln!(o, "  no samples");
+        }
+        for w in &self.warnings {
+            let _ = writeln!(o, "  {w}");
+        }
+    }
+
+    /// The largest sampled RSS: when, which process, and how a tree's sum counts.
+    fn render_sampled_peak(&self, o: &mut String) {
+        // Imported files may lack a clock (unix_ms 0) or a PID (0): print only what is known.
+        let _ = writeln!(
+            o,
+            "  sampled peak  {} at {}{}{}",
+            bytes(self.facts.sampled_peak_rss_bytes),
+            if self.sampled_peak_unix_ms > 0 {
+                format!(
+                    "{} (+{})",
+                    fmt_unix_ms(self.sampled_peak_unix_ms),
+                    fmt_seconds(self.sampled_peak_elapsed_s)
+                )
+            } else {
+                format!("+{} (elapsed)", fmt_seconds(self.sampled_peak_elapsed_s))
+            },
+            if self.sampled_peak_pid > 0 {
+                format!(", PID {}", self.sampled_peak_pid)
+            } else {
+                String::new()
+            },
+            self.tree_words(),
+        );
+    }
+
+    /// PSS: a peak only where a read came at the RSS peak; the processes it could not read.
+    fn render_pss(&self, o: &mut String) {
+        if let Some(r) = &self.pss {
+            let what = "sum of PSS: shared pages divided among the processes that map them";
+            if r.is_peak {
+                let _ = writeln!(
+                    o,
+                    "  peak PSS      {} at +{} ({what}; largest of {}, +{} to +{}, one at the RSS peak)",
+                    bytes(r.largest_bytes),
+                    fmt_seconds(r.largest_elapsed_s),
+                    count(r.reads, "read"),
+                    fmt_seconds(r.first_elapsed_s),
+                    fmt_seconds(r.last_elapsed_s)
+                );
+            } else if r.at_idle(self.idle_rss_bytes) {
+                let _ = writeln!(
+                    o,
+                    "  PSS at idle   {} ({}; {what}; not a peak)",
+                    bytes(r.largest_bytes),
+                    r.reads_note()
+                );
+            } else {
+                // Above the idle floor yet below the peak: neither.
+                let _ = writeln!(
+                    o,
+                    "  PSS read      {} (the largest of {}, at RSS up to {}; {what}; not a peak)",
+                    bytes(r.largest_bytes),
+                    r.reads_note(),
+                    fmt_bytes(r.max_rss_at_read_bytes)
+                );
+            }
+        }
+        if let Some(end) = &self.end {
+            for u in &end.pss_unread {
+                let _ = writeln!(
+                    o,
+                    "  PSS unread    PID {} ({}): {}, missing from {}; those ticks have no PSS",
+                    u.pid,
+                    u.comm,
+                    u.reason.describe(),
+                    count(u.reads, "read")
+                );
+            }
+        }
+    }
+
+    /// The idle floor, the memory held in it, and the mean.
+    fn render_levels(&self, o: &mut String) {
+        let sum_note = if self.facts.max_processes > 1 {
+            format!(
+                ", RSS sum over up to {} processes, shared pages counted in each",
+                self.facts.max_processes
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "  idle floor    {} (10th percentile of sampled RSS{sum_note})",
+            bytes(self.idle_rss_bytes)
+        );
+        if let Some(held) = self.held_words() {
+            let _ = writeln!(o, "  held memory   {held}");
+        }
+        if sum_note.is_empty() {
+            let _ = writeln!(o, "  mean RSS      {}", bytes(self.mean_rss_bytes));
+        } else {
+            let _ = writeln!(
+                o,
+                "  mean RSS      {} ({})",
+                bytes(self.mean_rss_bytes),
+                &sum_note[2..]
+            );
+        }
+    }
+
+    /// How long, how sampled, how it ended, and the units.
+    fn render_duration(&self, o: &mut String) {
+        let _ = writeln!(
+            o,
+            "  duration      {}{}, {}{}, {}, {}",
+            fmt_seconds(self.duration_s),
+            if self.first_unix_ms > 0 {
+                format!(" from {}", fmt_unix_ms(self.first_unix_ms))
+            } else {
+                String::new()
+            },
+            count(self.samples, "sample"),
+            self.interval
+                .as_ref()
+                .map(|i| format!(" every {i}"))
+                .unwrap_or_default(),
+            count(self.missed_ticks, "missed tick"),
+            count(self.restarts, "restart")
+        );
+        let _ = writeln!(o, "  ended         {}", self.ended);
+        let _ = writeln!(
+            o,
+            "  units         KiB, MiB, GiB = 2^10, 2^20, 2^30 bytes; exact bytes in parentheses"
+        );
+    }
+}
+
+impl CgroupSummary {
+    /// `headline`: the recording's peak is this cgroup's (its line says it all already).
+    pub(crate) fn render(&self, o: &mut String, headline: bool) {
+        let b = bytes;
+        match (self.peak_bytes, self.lifetime_peak_bytes) {
+            (Some(_), _) if headline => {}
+            (Some(p), _) => {
+                let _ = writeln!(
+                    o,
+                    "  cgroup peak   {} (exact, {} of the cgroup: each page once, page cache included; {})",
+                    b(p),
+                    self.peak_counter,
+                    if self.holds_tree {
+                        "the tree's"
+                    } else {
+                        "it may hold processes outside the tree, so it is not the tree's peak"
+                    }
+                );
+            }
+            (None, Some(l)) => {
+                let _ = writeln!(
+                    o,
+                    "  cgroup peak   unknown for this recording: {} ({}) was set before it began and did not rise (the cgroup's lifetime peak)",
+                    self.peak_counter,
+                    b(l)
+                );
+            }
+            (None, None) => {
+                let _ = writeln!(
+                    o,
+                    "  cgroup peak   unknown: {} was not read over the whole recording (no peak file before Linux 5.19, or a session without it); largest sampled usage below",
+                    self.peak_counter
+                );
+            }
+        }
+        let _ = writeln!(
+            o,
+            "  cgroup usage  largest sampled {}: anon {}, file (page cache) {}{}",
+            b(self.largest_current_bytes),
+            fmt_bytes(self.anon_at_largest_bytes),
+            fmt_bytes(self.file_at_largest_bytes),
+            if self.file_at_largest_bytes > self.anon_at_largest_bytes {
+                "; mostly page cache, which the kernel reclaims under pressure: not heap"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            o,
+            "  cgroup        {} ({}{}), limit {}, {} during the recording",
+            self.path,
+            self.version.name(),
+            if self.own {
+                ", memmon's own for the command"
+            } else {
+                ""
+            },
+            self.limit_bytes.map_or("none".into(), b),
+            count(self.oom_kills, "OOM kill")
+        );
+    }
+}

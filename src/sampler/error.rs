@@ -1,0 +1,56 @@
+//! Why a recording could not start or go on, each reason with its class (`exit::Class`): the
+//! recorder's errors beside those of its target (`TargetError`) and its output (`OutputError`).
+
+use crate::exit::Class;
+use crate::probe::cgroup::CgroupError;
+use crate::probe::gpu::GpuError;
+use crate::sampler::target::TargetError;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// `--gpu` was given and NVML cannot be read.
+    #[error("--gpu")]
+    Gpu(#[source] GpuError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// A signal arrived while memmon waited for the target to appear (`--wait`).
+    #[error("stopped while waiting for the target")]
+    Interrupted(i32),
+    /// The target's /proc files cannot be read (another user's process).
+    #[error("permission denied reading {} (run memmon as the target's owner or root)", .0.display())]
+    Unreadable(PathBuf),
+    /// The command to launch could not be started.
+    #[error("cannot run '{program}'")]
+    Launch {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--cgroup PATH` names no memory cgroup, or its processes cannot be read.
+    #[error(transparent)]
+    Cgroup(CgroupError),
+    /// `--cgroup auto` cannot be honoured: what is wrong with the target's cgroup.
+    #[error("--cgroup auto: {0}")]
+    CgroupAuto(String),
+    /// `--own-cgroup` was given and memmon cannot make the cgroup.
+    #[error("--own-cgroup: cannot make a memory cgroup for the command")]
+    OwnCgroup(#[source] CgroupError),
+}
+
+impl RecordError {
+    pub fn class(&self) -> Class {
+        match self {
+            RecordError::Gpu(_) | RecordError::Cgroup(_) | RecordError::CgroupAuto(_) => {
+                Class::Usage
+            }
+            RecordError::Target(e) => e.class(),
+            RecordError::Interrupted(sig) => Class::Signal(*sig),
+            RecordError::Unreadable(_) => Class::NoTarget,
+            RecordError::Launch { source, .. } => Class::CannotRun {
+                found: source.kind() != std::io::ErrorKind::NotFound,
+            },
+            RecordError::OwnCgroup(_) => Class::Failure,
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! How a recording ends: the markers still waiting, the last PSS read, the end record, the
+//! summary; and after a failure, what is kept and what is lost.
+
+use super::{Control, Outcome, Recorder, RunState, Stop};
+use crate::analysis::SummaryBuilder;
+use crate::exit::Ending;
+use crate::format::meta::{EndInfo, EndReason};
+use crate::format::OutputError;
+use anyhow::Context;
+
+impl Recorder {
+    /// Ends the recording for `stop`: markers still waiting are taken while the target lives,
+    /// the end record is written and the summary made.
+    pub(super) fn stop(mut self, stop: Stop, mut run: RunState) -> anyhow::Result<Outcome> {
+        let target_lives = !matches!(stop, Stop::TargetExited | Stop::Failed(_));
+        run.queued.extend(self.control_rx.try_iter());
+        if matches!(stop, Stop::Failed(_)) {
+            // The failure is what is reported; no more samples are taken.
+            run.queued.clear();
+        }
+        let mut untaken = Vec::new();
+        for stamped in run.queued.drain(..) {
+            // Probes and resets not answered see their reply channel closed: "the recording
+            // has ended". Markers sent without a reply are taken, or said to be lost.
+            if let Control::Event(e) = stamped.msg {
+                let taken = target_lives
+                    && matches!(
+                        self.tick_at(Some(e.clone()), Some(stamped.origin)),
+                        Ok(Some(_))
+                    );
+                if !taken {
+                    untaken.push(e);
+                }
+            }
+        }
+        if !untaken.is_empty() {
+            let labels: Vec<String> = untaken.iter().map(|e| format!("'{e}'")).collect();
+            let one = untaken.len() == 1;
+            self.report.note(&format!(
+                "{} not taken: the target had ended before {}: {}",
+                if one { "1 marker" } else { "markers" },
+                if one { "its sample" } else { "their samples" },
+                labels.join(", ")
+            ));
+        }
+        let mut end = run.end;
+        let (reason, signal) = match stop {
+            Stop::Failed(err) => return self.fail(err, end),
+            Stop::Stopped => {
+                end.reason = EndReason::Stopped;
+                self.last_pss_read();
+                return self.finish(end, None, None);
+            }
+            Stop::Signal(sig) => (EndReason::Signal, Some(sig)),
+            Stop::Duration => (EndReason::Duration, None),
+            Stop::TargetExited => (EndReason::TargetExited, None),
+        };
+        end.reason = reason;
+        let exit = match (&self.launched, signal) {
+            (Some(_), _) => match (end.exit_code, end.exit_signal) {
+                (Some(c), _) => Ending::CommandExited(c),
+                (None, Some(s)) => Ending::CommandKilled(s),
+                _ => Ending::Done,
+            },
+            (None, Some(sig)) => Ending::Signal(sig),
+            (None, None) => Ending::Done,
+        };
+        if let Some(sig) = signal {
+            end.memmon_signal = Some(crate::model::signal::name(sig));
+        }
+        if end.reason != EndReason::TargetExited {
+            self.last_pss_read();
+        }
+        let mut outcome = self.finish(end, Some(exit), None)?;
+        outcome.signal = signal;
+        Ok(outcome)
+    }
+
+    /// With `--pss`, when the recording stops while the target lives: one more row with a PSS
+    /// read (on this thread: the recording is ending), unless one was asked for within the last
+    /// interval, so the PSS reads cover the end and not only the start of a recording shorter
+    /// than `--pss-every`.
+    fn last_pss_read(&mut self) {
+        if self.samples == 0 {
+            return;
+        }
+        if self.watch.read_pss_now(self.opts.interval) {
+            // Best effort: the target may have just gone, or the output failed (reported by
+            // finish).
+            let _ = self.tick(None);
+        }
+    }
+
+    fn end_info(&mut self, mut end: EndInfo) -> EndInfo {
+        if end.cgroup.is_none() {
+            let total = self.meta.mem_total_bytes;
+            end.cgroup = self.watch.cgroup_mut().map(|c| c.finish(total));
+        }
+        end.ended_unix_ms = super::unix_ms_now();
+        end.samples = self.samples;
+        end.missed_ticks = self.schedule.missed();
+        end.restarts = self.watch.restarts();
+        end.peak_reset_failures = self.reset_failures;
+        end.pss_unread = self.watch.pss_unread();
+        end.gpu = self.watch.gpu_mut().map(|g| g.end());
+        end.exit_records = Some(self.watch.exit_records_status());
+        end.exit_peak_bytes = self.watch.exit_peak();
+        if let Some(tree) = self.watch.tree() {
+            end.processes = tree.processes();
+            end.processes_departed = tree.departed_count();
+            // The watch, and its count, go from tree to tree across restarts.
+            end.exit_records_lost = tree.exit_records_lost();
+            end.exit_peak_after_last_sample_bytes = tree
+                .departures_after_last_sample()
+                .map(|d| d.departed_hwm)
+                .filter(|&h| h > 0);
+            end.target_exit_read = tree.root_exit_peak().is_some();
+        }
+        end
+    }
+
+    pub(super) fn finish(
+        mut self,
+        end: EndInfo,
+        exit: Option<Ending>,
+        err: Option<String>,
+    ) -> anyhow::Result<Outcome> {
+        let mut end = self.end_info(end);
+        if err.is_some() {
+            end.error = err;
+        }
+        let finished = self.sink.finish(&end);
+        self.summary.session_end(&end);
+        let summary = self.summary.finish(
+            self.sink
+                .path()
+                .map(|p| p.display().to_string())
+                .or(Some("stdout".into())),
+            None,
+        );
+        if let Err(e) = finished {
+            let kept = self
+                .sink
+                .kept(self.samples, matches!(e, OutputError::Removed(_)));
+            return Err(anyhow::Error::new(e)).context(kept);
+        }
+        self.observer.on_end(&summary);
+        Ok(Outcome {
+            summary,
+            exit: exit.unwrap_or(Ending::Done),
+            output: self.sink.path().map(|p| p.to_path_buf()),
+            signal: None,
+        })
+    }
+
+    /// Ends after a failure (a full disk, a vanished directory, a closed pipe): keeps what was
+    /// written, and for a launched command waits for it to finish.
+    fn fail(mut self, err: anyhow::Error, mut end: EndInfo) -> anyhow::Result<Outcome> {
+        let broken_pipe = err.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe {
+            end.reason = EndReason::OutputClosed;
+            if let Some(l) = &mut self.launched {
+                l.reap(&mut end);
+            }
+            let outcome = self.finish(end, Some(Ending::Done), None);
+            return outcome.or(Ok(Outcome {
+                summary: SummaryBuilder::new().finish(None, None),
+                exit: Ending::Done,
+                output: None,
+                signal: None,
+            }));
+        }
+        end.reason = EndReason::Error;
+        let msg = format!("{err:#}");
+        if let Some(l) = &mut self.launched {
+            self.report.error(&format!(
+                "{msg}; recording stopped, waiting for the command to finish"
+            ));
+            l.reap(&mut end);
+        }
+        // Best effort: record the end (this may fail too on a full disk).
+        let end = self.end_info(end);
+        let removed = err.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<OutputError>(),
+                Some(OutputError::Removed(_))
+            )
+        });
+        let kept = if removed {
+            self.sink.kept(self.samples, true)
+        } else {
+            let _ = self.sink.finish(&EndInfo {
+                error: Some(msg.clone()),
+                ..end
+            });
+            format!("recording stopped; {}", self.sink.kept(self.samples, false))
+        };
+        let kept = if removed {
+            format!("recording stopped; {kept}")
+        } else {
+            kept
+        };
+        Err(err.context(kept))
+    }
+}

@@ -1,0 +1,469 @@
+//! How a recording is set up, each decision in a function of its own: which process is watched
+//! (found, waited for, or launched), which GPU and cgroup sources are read, where the samples
+//! go, and the metadata that says all of it. Nothing is created before the target is known (a
+//! wrong PID leaves no file), and nothing is left when the command cannot be launched.
+
+use super::{Control, ControlHandle, RecordObserver, RecordOptions, Recorder};
+use crate::analysis::SummaryBuilder;
+use crate::format::meta::{ColumnMeta, Meta, TargetMeta, SCHEMA_VERSION};
+use crate::format::{Format, Output};
+use crate::model::sample::COLUMNS;
+use crate::probe::taskstats::ExitWatch;
+use crate::probe::{ProcFs, ProcHandle};
+use crate::reporter::Reporter;
+use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
+use crate::sampler::error::RecordError;
+use crate::sampler::gpu::GpuTracker;
+use crate::sampler::launch::Launched;
+use crate::sampler::schedule::Schedule;
+use crate::sampler::sink::SampleSink;
+use crate::sampler::target::{self, TargetError, TargetSpec};
+use crate::sampler::watch::{ExitRecords, Watch, WatchOptions};
+use crate::sys::{signals, Waker};
+use crate::units::{fmt_bytes, fmt_interval};
+use anyhow::Context;
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+impl Recorder {
+    /// Finds or launches the target, creates the output (`opts.output`, a file or stdout) and
+    /// writes the metadata; then tells `observer` where the data goes and what is watched
+    /// (`RecordStart`). Notes and warnings go to `report`.
+    pub fn start(
+        opts: RecordOptions,
+        report: Reporter,
+        observer: Box<dyn RecordObserver + Send>,
+    ) -> anyhow::Result<Recorder> {
+        Recorder::start_with(opts, file_sink, report, observer)
+    }
+
+    /// [`Recorder::start`] with the samples going to the sink `make_sink` makes, once the
+    /// target is found (a sink that creates a file creates none for a wrong PID).
+    pub fn start_with(
+        opts: RecordOptions,
+        make_sink: impl FnOnce(&RecordOptions) -> anyhow::Result<Box<dyn SampleSink>>,
+        report: Reporter,
+        observer: Box<dyn RecordObserver + Send>,
+    ) -> anyhow::Result<Recorder> {
+        signals::install().context("cannot install the handlers of the stop signals")?;
+        // Attach: find the target before creating anything, so a wrong PID leaves no file.
+        let attached = match &opts.target {
+            TargetSpec::Command(_) => None,
+            spec => Some(find_target(&opts, spec, &report)?),
+        };
+        // The GPU source before the output: `--gpu` without a driver leaves no file.
+        let gpu = open_gpu(&opts, &report)?;
+        let mut sink = make_sink(&opts)?;
+        let cgroup = match &attached {
+            Some(r) => attached_cgroup(&opts, &r.handle),
+            None => launched_cgroup(&opts, &report),
+        }
+        .inspect_err(|_| sink.discard())?;
+        let exits = open_exit_records(&opts, attached.is_none(), &report);
+        let (control, control_rx) = control_channel()?;
+        let back = control.clone();
+        let wake: Box<dyn Fn() + Send> = Box::new(move || {
+            back.send(Control::PssDone);
+        });
+        let wopts = WatchOptions {
+            procfs: opts.procfs.clone(),
+            children: opts.children,
+            pss: opts.pss.clone(),
+        };
+        let mut watch = Watch::new(
+            opts.target.clone(),
+            wopts,
+            exits,
+            Some(wake),
+            report.clone(),
+        )
+        .context("cannot start the PSS thread")?;
+        let launched = match attached {
+            Some(r) => {
+                watch.follow(r.handle, r.pidfile);
+                None
+            }
+            None => {
+                let l = launch(&opts, &mut watch, sink.as_mut(), cgroup.as_ref())?;
+                Some(l)
+            }
+        };
+        let tree = watch.tree().expect("a followed target has a tree");
+        let root = tree.root().expect("a followed target has a root");
+        let pidfd = super::open_pidfd(root);
+        let mut meta = build_meta(&opts, root, cgroup.as_ref());
+        if opts.children {
+            // How children are found, second: the tree knows whether fork events came.
+            meta.sources.insert(1, tree.children_source().into());
+        }
+        if let Some(g) = &gpu {
+            meta.sources.push(gpu_source(g));
+            meta.gpu = Some(g.meta());
+        }
+        meta.exit_records = Some(watch.exit_records_status());
+        let mut cgroup = cgroup;
+        if let Some(c) = &mut cgroup {
+            // The baseline of the counters (OOM kills during the recording are those after it).
+            c.tick();
+        }
+        let mut watch = watch.with_gpu(gpu).with_cgroup(cgroup);
+        let mut summary = SummaryBuilder::new();
+        summary.session(&meta);
+        let start = Instant::now();
+        watch.set_start(start);
+        let mut rec = Recorder {
+            schedule: Schedule::new(start, opts.interval),
+            opts,
+            sink,
+            watch,
+            pidfd,
+            launched,
+            control_rx,
+            control,
+            summary,
+            samples: 0,
+            reset_failures: 0,
+            meta,
+            observer,
+            report,
+        };
+        rec.sink.start(&rec.meta)?;
+        // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
+        // with -q.
+        for note in &rec.sink.take_notes() {
+            rec.report.notice(note);
+        }
+        rec.announce();
+        Ok(rec)
+    }
+}
+
+/// The channel other threads send control messages on, and the eventfd that wakes the
+/// recorder for each.
+fn control_channel() -> anyhow::Result<(ControlHandle, mpsc::Receiver<super::Stamped>)> {
+    let (tx, control_rx) = mpsc::channel();
+    let wake = Arc::new(Waker::new().context("cannot create an eventfd")?);
+    Ok((ControlHandle { tx, wake }, control_rx))
+}
+
+/// The recording's file, or stdout (`-o`, `--format`, `--force`, `--append`): `record`'s sink.
+pub fn file_sink(opts: &RecordOptions) -> anyhow::Result<Box<dyn SampleSink>> {
+    let format = opts
+        .format
+        .or_else(|| opts.output.file().map(Format::from_path))
+        .unwrap_or(Format::Csv);
+    let out = Output::create(opts.output.file(), format, opts.force, opts.append)?;
+    Ok(Box::new(out))
+}
+
+/// The GPU source (`--gpu`, `--no-gpu`): `None` where none is read; a usage error when `--gpu`
+/// asks for one that is not there.
+fn open_gpu(opts: &RecordOptions, report: &Reporter) -> anyhow::Result<Option<GpuTracker>> {
+    match crate::sampler::gpu::open(&opts.gpu) {
+        Ok((gpu, note)) => {
+            if let Some(note) = note {
+                report.note(&note);
+            }
+            Ok(gpu)
+        }
+        Err(e) => Err(RecordError::Gpu(e).into()),
+    }
+}
+
+/// The metadata's line for the GPU source.
+fn gpu_source(g: &GpuTracker) -> String {
+    format!(
+        "GPU memory through {} ({} GPU(s)) every {}, on its own thread",
+        if g.poller.source == "nvml" {
+            "NVML (libnvidia-ml.so.1)"
+        } else {
+            "the tests' fake GPU source"
+        },
+        g.poller.devices.len(),
+        fmt_interval(g.poller.every())
+    )
+}
+
+/// The kernel's exit records, opened from before a launch: a command that ends at once
+/// (before its first row) still has its record. Until the tree is known they are kept for
+/// memmon's children (the command, and the orphans memmon adopts).
+fn open_exit_records(opts: &RecordOptions, launching: bool, report: &Reporter) -> ExitRecords {
+    if !opts.exit_records {
+        return ExitRecords::Off;
+    }
+    match ExitWatch::open_online() {
+        Ok(mut w) => {
+            if launching {
+                // Refused, no filter is attached: every record comes and is sorted out at the
+                // tick (the tree's own filter is tried once the tree is known).
+                let _refused = w.keep_only(&[std::process::id()]);
+            }
+            ExitRecords::Open(w)
+        }
+        Err(e) => {
+            report.note(&format!("note: not reading exit records: {e}; a process's peak is exact up to its last sample before it exits"));
+            ExitRecords::Refused(e.to_string())
+        }
+    }
+}
+
+/// Launches the command (into memmon's own cgroup, when there is one) and has `watch` follow
+/// it once exec has loaded its program; nothing is left of the output when it cannot start.
+fn launch(
+    opts: &RecordOptions,
+    watch: &mut Watch,
+    sink: &mut dyn SampleSink,
+    cgroup: Option<&CgroupSource>,
+) -> anyhow::Result<Launched> {
+    let TargetSpec::Command(args) = &opts.target else {
+        unreachable!("only a command is launched")
+    };
+    let join = cgroup.and_then(|c| c.procs_fd());
+    let launched = Launched::start(args, &opts.env, sink.on_stdout(), opts.capture_stdout, join)
+        .inspect_err(|_| {
+            // Nothing was recorded: leave no empty file behind (unless appending).
+            sink.discard();
+        })?;
+    let pid = launched.pid;
+    let h = opts
+        .procfs
+        .open(pid)
+        .with_context(|| format!("cannot read the launched command (PID {pid})"))?;
+    launched.wait_exec(&h);
+    watch.follow(h, None);
+    // memmon is the command's subreaper (set in `launch`): its orphans come to memmon.
+    if let (Ok(me), Some(tree)) = (
+        opts.procfs.open(std::process::id() as i32),
+        watch.tree_mut(),
+    ) {
+        tree.adopt_orphans_of(me);
+    }
+    Ok(launched)
+}
+
+/// Finds the process to attach to; with `--wait`, waits for it to appear (a stop signal ends
+/// the wait). The error's exit code says whether the target was wrong (usage) or absent.
+fn find_target(
+    opts: &RecordOptions,
+    spec: &TargetSpec,
+    report: &Reporter,
+) -> anyhow::Result<target::Resolved> {
+    let mut announced = false;
+    let mut look = target::LookAgain::new();
+    loop {
+        match target::resolve(&opts.procfs, spec) {
+            Ok(mut r) => {
+                if let Some(note) = r.note.take() {
+                    report.note(&note);
+                }
+                return Ok(r);
+            }
+            // An empty pidfile is one being written: waited on like a missing one.
+            Err(
+                TargetError::NoMatch(_)
+                | TargetError::PidfileStale(..)
+                | TargetError::PidfileEmpty(..)
+                | TargetError::PidfileUnreadable(..),
+            ) if opts.wait => {
+                if !announced {
+                    report.note(&format!(
+                        "waiting for the target {} to appear (--wait)",
+                        spec.spec()
+                    ));
+                    announced = true;
+                }
+                if let Some(a) = signals::take().first() {
+                    return Err(RecordError::Interrupted(a.sig).into());
+                }
+                signals::sleep(look.pause());
+            }
+            Err(e) => return Err(RecordError::Target(e).into()),
+        }
+    }
+}
+
+fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource>) -> Meta {
+    Meta {
+        format: "memmon-recording".into(),
+        schema_version: SCHEMA_VERSION,
+        memmon_version: env!("CARGO_PKG_VERSION").into(),
+        host: hostname(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        page_size_bytes: ProcFs::page_size(),
+        started_unix_ms: super::unix_ms_now(),
+        interval_s: opts.interval.as_secs_f64(),
+        interval: fmt_interval(opts.interval),
+        target: TargetMeta {
+            mode: opts.target.mode().into(),
+            spec: crate::format::meta::bounded_text(opts.target.spec()),
+            pid: h.pid,
+            start_time_ticks: h.start_time,
+            comm: h.comm.clone(),
+            cmdline: crate::format::meta::bounded_text(h.cmdline()),
+        },
+        children: opts.children,
+        phase_peaks: opts.phase_peaks,
+        peak_reset_at_start: opts.reset_peak && !matches!(opts.target, TargetSpec::Command(_)),
+        run_peaks: opts.run_peaks,
+        exit_records: None,
+        cgroup: cgroup.map(|c| crate::format::meta::CgroupMeta {
+            path: c.cgroup().path.clone(),
+            version: c.cgroup().version,
+            own: c.is_own(),
+            holds_tree: c.holds_tree(),
+        }),
+        online_cpus: Some(crate::model::peak::online_cpus()),
+        mem_total_bytes: crate::sampler::cgroup::mem_total_bytes(),
+        sources: sources(opts, cgroup),
+        columns: COLUMNS
+            .iter()
+            .map(|c| ColumnMeta {
+                name: c.name.into(),
+                unit: c.unit.into(),
+            })
+            .collect(),
+        gpu: None,
+        end: None,
+        earlier_sessions: Vec::new(),
+    }
+}
+
+/// What the recording reads, and how often: the metadata's `sources` (`--verbose` shows them).
+fn sources(opts: &RecordOptions, cgroup: Option<&CgroupSource>) -> Vec<String> {
+    let mut sources = vec!["/proc/PID/status (VmRSS, RssAnon, RssFile, RssShmem, VmSwap, VmLck, VmPin, VmHWM) every tick".to_string()];
+    // How children are found comes second, once the tree says (`Recorder::start_with`).
+    if let Some(p) = &opts.pss {
+        sources.push(format!(
+            "/proc/PID/smaps_rollup (Pss) every {}, skipping processes over {}{}",
+            fmt_interval(p.every),
+            fmt_bytes(p.max_rss),
+            if p.force {
+                " unless forced (forced)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if matches!(opts.target, TargetSpec::Command(_)) {
+        sources.push("wait4 ru_maxrss of the launched command at its exit".into());
+    }
+    if let Some(c) = cgroup {
+        let cg = c.cgroup();
+        let v1 = cg.version == crate::probe::cgroup::CgroupVersion::V1;
+        sources.push(format!(
+            "{} {} ({}{}): {} every tick and at the end",
+            cg.version.name(),
+            cg.path,
+            cg.dir.display(),
+            if c.is_own() {
+                ", memmon's own, made for the launched command and removed after"
+            } else {
+                ""
+            },
+            if v1 {
+                "memory.usage_in_bytes, memory.stat, memory.limit_in_bytes, memory.max_usage_in_bytes, memory.failcnt, memory.oom_control"
+            } else {
+                "memory.current, memory.stat, memory.max, memory.peak, memory.events"
+            }
+        ));
+    }
+    sources
+}
+
+/// The cgroup of an attached target to read: `--cgroup PATH`, or with `--cgroup auto` its own
+/// memory cgroup when that holds only its tree (else a usage error saying why).
+fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Option<CgroupSource>> {
+    let auto = |m: String| RecordError::CgroupAuto(m);
+    match &opts.cgroup {
+        None => Ok(None),
+        Some(CgroupChoice::Path(p)) => {
+            let cg = opts.cgroupfs.at(p).map_err(RecordError::Cgroup)?;
+            // Its peak is the tree's when it holds the tree and nothing else (or when the
+            // cgroup is itself the target: `record --cgroup PATH` alone).
+            let alone = matches!(opts.target, TargetSpec::Cgroup(_))
+                || !cg.is_root()
+                    && cg
+                        .foreign_process(&opts.procfs, h.pid)
+                        .is_ok_and(|other| other.is_none())
+                    && cg.procs().is_ok_and(|p| p.contains(&h.pid));
+            Ok(Some(CgroupSource::existing(cg, alone)))
+        }
+        Some(CgroupChoice::AutoIfAlone) => {
+            let alone = opts
+                .cgroupfs
+                .of_pid(opts.procfs.root(), h.pid)
+                .filter(|cg| !cg.is_root())
+                .filter(|cg| {
+                    cg.foreign_process(&opts.procfs, h.pid)
+                        .is_ok_and(|other| other.is_none())
+                });
+            Ok(alone.map(|cg| CgroupSource::existing(cg, true)))
+        }
+        Some(CgroupChoice::Auto) => {
+            let cg = opts
+                .cgroupfs
+                .of_pid(opts.procfs.root(), h.pid)
+                .ok_or_else(|| auto(format!("the memory cgroup of PID {} was not found", h.pid)))?;
+            if cg.is_root() {
+                return Err(auto(format!(
+                    "PID {} is in the root cgroup, which holds the whole machine (give --cgroup PATH, or run the target in a cgroup of its own, e.g. systemd-run --scope)",
+                    h.pid
+                )).into());
+            }
+            if let Some(other) = cg
+                .foreign_process(&opts.procfs, h.pid)
+                .map_err(RecordError::Cgroup)?
+            {
+                return Err(auto(format!(
+                    "the cgroup {} of PID {} also holds PID {other}, which is not in its tree (give --cgroup {} to record the whole cgroup anyway)",
+                    cg.path, h.pid, cg.path
+                )).into());
+            }
+            Ok(Some(CgroupSource::existing(cg, true)))
+        }
+    }
+}
+
+/// The cgroup of a command memmon launches: `--cgroup PATH` (read, not joined), or a cgroup of
+/// memmon's own (`--own-cgroup`, `--cgroup auto`, or by default where memmon may make one).
+fn launched_cgroup(
+    opts: &RecordOptions,
+    report: &Reporter,
+) -> anyhow::Result<Option<CgroupSource>> {
+    if let Some(CgroupChoice::Path(p)) = &opts.cgroup {
+        let cg = opts.cgroupfs.at(p).map_err(RecordError::Cgroup)?;
+        // Read, not joined: the command's tree is not in it.
+        return Ok(Some(CgroupSource::existing(cg, false)));
+    }
+    let wanted = opts.own_cgroup.or(opts.cgroup.as_ref().map(|_| true));
+    if wanted == Some(false) {
+        return Ok(None);
+    }
+    static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if n == 0 {
+        // Once a process, even with --quiet: it may have killed processes.
+        if let Some(note) = crate::sampler::cgroup::swept_note(&opts.cgroupfs.sweep_stale_own()) {
+            report.notice(&note);
+        }
+    }
+    let name = format!("memmon-{}-{n}", std::process::id());
+    match opts.cgroupfs.create_own(&name) {
+        Ok(own) => Ok(Some(CgroupSource::own(own))),
+        Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e).into()),
+        Err(e) => {
+            report.note(&format!(
+                "no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact"
+            ));
+            Ok(None)
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
