@@ -117,24 +117,13 @@ def bench_10khz(tmp, seconds):
 
 
 def bench_summary(tmp, gib):
-    """`memmon summary` on a generated recording, against sort | tail on the RSS column."""
+    """`memmon summary` on a generated recording, against sort | tail on the RSS column. The
+    recording has this memmon's own header (cost.py's make_recording): a header of another
+    version takes the reader's general path, not the one memmon's own files take."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from cost import make_recording
     path = os.path.join(tmp, "big.csv")
-    target = int(gib * (1 << 30))
-    header = ("unix_ms,elapsed_s,rss_bytes,anon_bytes,file_bytes,shmem_bytes,swap_bytes,locked_bytes,"
-              "pinned_bytes,processes,top_pid,top_rss_bytes,hwm_bytes,hwm_sum_bytes,pss_bytes,missed_ticks,event\n")
-    with open(path, "w") as f:
-        f.write(header)
-        written, i, t0 = len(header), 0, 1771372328313
-        while written < target:
-            lines = []
-            for _ in range(100_000):
-                rss = 48_000_000_000 + ((i * 7919) % 100_000) * 1_048_576
-                lines.append(f"{t0 + i * 100},{i * 0.1:.6f},{rss},{rss - 600_000_000},600000000,0,0,0,0,"
-                             f"11,4242,{rss - 1_000_000},{rss + 5_000_000},{rss + 9_000_000},,0,\n")
-                i += 1
-            chunk = "".join(lines)
-            f.write(chunk)
-            written += len(chunk)
+    i, _ = make_recording(tmp, MEMMON, path, gib)
     size = os.path.getsize(path)
     subprocess.run(["cat", path], stdout=subprocess.DEVNULL)  # warm the page cache
     _, _, memmon_wall = run_measured([MEMMON, "summary", path], stdout=subprocess.DEVNULL)

@@ -32,32 +32,9 @@ impl<W: Write> CsvWriter<W> {
 
 impl<W: Write> RowSink for CsvWriter<W> {
     fn write_sample(&mut self, s: &Sample) -> io::Result<()> {
-        let mut ib = itoa::Buffer::new();
-        let l = &mut self.line;
-        l.clear();
-        for (i, c) in COLUMNS.iter().enumerate() {
-            if i > 0 {
-                l.push(b',');
-            }
-            match c.field {
-                Field::U64(get, _) => l.extend_from_slice(ib.format(get(s)).as_bytes()),
-                Field::U32(get, _) => l.extend_from_slice(ib.format(get(s)).as_bytes()),
-                Field::I32(get, _) => l.extend_from_slice(ib.format(get(s)).as_bytes()),
-                Field::Seconds(get, _) => write!(l, "{:.6}", get(s))?,
-                Field::OptU64(get, _) => {
-                    if let Some(v) = get(s) {
-                        l.extend_from_slice(ib.format(v).as_bytes());
-                    }
-                }
-                Field::Event(get, _) => {
-                    if let Some(e) = get(s) {
-                        write_field(l, &e.to_string());
-                    }
-                }
-            }
-        }
-        l.push(b'\n');
-        self.out.write_all(l)
+        self.line.clear();
+        write_row(&mut self.line, s);
+        self.out.write_all(&self.line)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -67,6 +44,92 @@ impl<W: Write> RowSink for CsvWriter<W> {
     fn get_mut(&mut self) -> &mut dyn Write {
         &mut self.out
     }
+}
+
+/// One field of a row, by its column's kind, and its comma.
+macro_rules! write_field_of {
+    (U64, $l:ident, $ib:ident, $v:expr) => {
+        $l.extend_from_slice($ib.format($v).as_bytes())
+    };
+    (U32, $l:ident, $ib:ident, $v:expr) => {
+        $l.extend_from_slice($ib.format($v).as_bytes())
+    };
+    (I32, $l:ident, $ib:ident, $v:expr) => {
+        $l.extend_from_slice($ib.format($v).as_bytes())
+    };
+    (OptU64, $l:ident, $ib:ident, $v:expr) => {
+        if let Some(v) = $v {
+            $l.extend_from_slice($ib.format(v).as_bytes())
+        }
+    };
+    (Seconds, $l:ident, $ib:ident, $v:expr) => {
+        write_seconds($l, $v)
+    };
+    (Event, $l:ident, $ib:ident, $v:expr) => {
+        if let Some(e) = &$v {
+            write_field($l, &e.to_string())
+        }
+    };
+}
+
+/// `write_row`: every column of `for_columns!` in order, straight-line (no call through the
+/// column table per field: a recorder writes a row at every tick).
+macro_rules! row_writer {
+    ($(($name:ident, $($f:ident).+, $kind:ident, $unit:expr, $meaning:expr, $src:ident $(($from:ident))?),)*) => {
+        /// Appends the row of `s`, with its newline, to `l`.
+        fn write_row(l: &mut Vec<u8>, s: &Sample) {
+            let mut ib = itoa::Buffer::new();
+            $(
+                write_field_of!($kind, l, ib, s.$($f).+);
+                l.push(b',');
+            )*
+            // The comma after the last field becomes the line's end.
+            l.pop();
+            l.push(b'\n');
+        }
+    };
+}
+for_columns!(row_writer);
+
+/// Writes seconds with six decimals, as `format!("{v:.6}")` does (the exact binary value
+/// rounded half to even), without the formatting machinery: a recorder writes one per row.
+fn write_seconds(l: &mut Vec<u8>, v: f64) {
+    // Up to 2^52 / 10^6 the microseconds fit in 53 bits; beyond, or negative, or not finite:
+    // the general formatter (never for a recording's elapsed time).
+    if !(v.is_finite() && (0.0..4.0e9).contains(&v)) {
+        let _ = write!(l, "{v:.6}");
+        return;
+    }
+    let bits = v.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1u64 << 52) - 1);
+    // v = mantissa * 2^exp, exactly; below 2^52, exp < 0.
+    let (mantissa, exp) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), biased - 1075)
+    };
+    let scaled = mantissa as u128 * 1_000_000;
+    let shift = (-exp) as u32;
+    let micros = if shift >= 128 {
+        0 // under 2^-54: rounds to 0
+    } else {
+        let q = scaled >> shift;
+        let r = scaled & ((1u128 << shift) - 1);
+        let half = 1u128 << (shift - 1);
+        if r > half || (r == half && q & 1 == 1) {
+            q + 1
+        } else {
+            q
+        }
+    } as u64;
+    let mut ib = itoa::Buffer::new();
+    l.extend_from_slice(ib.format(micros / 1_000_000).as_bytes());
+    l.push(b'.');
+    let frac = micros % 1_000_000;
+    let digits = ib.format(frac).as_bytes();
+    l.extend(std::iter::repeat_n(b'0', 6 - digits.len()));
+    l.extend_from_slice(digits);
 }
 
 /// Writes a text field, quoted only when it must be; line breaks become spaces.
@@ -119,23 +182,34 @@ impl CsvLayout {
 
     /// Parses one data line (without its newline).
     pub fn parse(&self, line: &[u8], fields: &mut Vec<(usize, usize)>) -> Result<Sample, RowError> {
-        let s = self.parse_unchecked(line, fields)?;
-        super::check_times(s.unix_ms, s.elapsed_s).map_err(RowError)?;
+        let mut s = Sample::default();
+        self.parse_into(line, fields, &mut s)?;
         Ok(s)
     }
 
+    /// [`CsvLayout::parse`] into `s`, which must be `Sample::default()`: a row of this memmon's
+    /// own layout is parsed in place (a `Sample` is some 450 bytes; moving it out of each call
+    /// was a seventh of reading a recording). On an error `s` holds part of the row.
+    pub fn parse_into(
+        &self,
+        line: &[u8],
+        fields: &mut Vec<(usize, usize)>,
+        s: &mut Sample,
+    ) -> Result<(), RowError> {
+        if !(self.canonical && parse_canonical(line, s).is_some()) {
+            // Anything unusual (an error, a quoted event, a sign) takes the general path, which
+            // also words the error.
+            *s = self.parse_unchecked(line, fields)?;
+        }
+        super::check_times(s.unix_ms, s.elapsed_s).map_err(RowError)
+    }
+
+    /// The general path: columns found by name, any order, errors worded.
     fn parse_unchecked(
         &self,
         line: &[u8],
         fields: &mut Vec<(usize, usize)>,
     ) -> Result<Sample, RowError> {
-        if self.canonical {
-            if let Some(s) = parse_canonical(line) {
-                return Ok(s);
-            }
-            // Anything unusual (an error, a quoted event, a sign) takes the general path, which
-            // also words the error.
-        }
         split_fields(line, fields)?;
         if fields.len() != self.fields {
             return Err(RowError(format!(
@@ -212,14 +286,13 @@ impl CsvLayout {
     }
 }
 
-/// Parses a row in this memmon's own column order (`COLUMNS`) in one pass over its bytes;
-/// `None` when the row is anything but plain (then the general parser decides).
-fn parse_canonical(line: &[u8]) -> Option<Sample> {
+/// Parses a row in this memmon's own column order (`COLUMNS`) in one pass over its bytes, into
+/// `s`; `None` when the row is anything but plain (then the general parser decides, and `s`
+/// holds part of the row).
+fn parse_canonical(line: &[u8], s: &mut Sample) -> Option<()> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut p = 0;
-    let mut s = Sample::default();
-    parse_fields(line, &mut p, &mut s)?;
-    Some(s)
+    parse_fields(line, &mut p, s)
 }
 
 /// The next field as an unsigned integer, and its comma; `Some(None)` when empty.
@@ -699,14 +772,14 @@ fn parse_chunk(layout: &CsvLayout, chunk: Chunk, max_line: usize) -> Parsed {
         if line.is_empty() {
             continue;
         }
-        match layout.parse(line, &mut fields) {
-            Ok(s) => samples.push(s),
-            Err(e) => {
-                return Parsed {
-                    samples,
-                    ..error(lines, e.0)
-                }
-            }
+        samples.push(Sample::default());
+        let slot = samples.last_mut().expect("just pushed");
+        if let Err(e) = layout.parse_into(line, &mut fields, slot) {
+            samples.pop();
+            return Parsed {
+                samples,
+                ..error(lines, e.0)
+            };
         }
     }
     if data.len() - start > max_line {
@@ -756,6 +829,51 @@ mod tests {
             cgroup_oom_kill_events: Some(1),
             event: Some(Event::Mark("synthesis, \"phase\" 1".into())),
             ..Sample::default()
+        }
+    }
+
+    fn seconds_text(v: f64) -> String {
+        let mut l = Vec::new();
+        write_seconds(&mut l, v);
+        String::from_utf8(l).unwrap()
+    }
+
+    #[test]
+    fn seconds_are_written_as_the_formatter_writes_them_ties_to_even() {
+        // 0.0078125 s is 7812.5 µs exactly: a tie, to the even 7812.
+        for v in [
+            0.0,
+            5e-324,
+            2.5e-7,
+            5e-7,
+            0.0078125,
+            0.0234375,
+            1.0078125,
+            0.1,
+            1.000_000_5,
+            86_399.999_999_5,
+            3_999_999_999.999_999,
+            4.0e9,
+            1e15,
+            -0.5,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
+            assert_eq!(seconds_text(v), format!("{v:.6}"), "{v:e}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_seconds_are_written_as_the_formatter_writes_them(
+            v in 0.0f64..4.1e9,
+            k in 0u64..1u64 << 40,
+            e in 0i32..60,
+        ) {
+            // Arbitrary values, exact binary fractions (ties among them), and small values.
+            for x in [v, k as f64 / (1u64 << (e % 40)) as f64, v * 2f64.powi(-e)] {
+                proptest::prop_assert_eq!(seconds_text(x), format!("{x:.6}"));
+            }
         }
     }
 

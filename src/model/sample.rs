@@ -189,9 +189,9 @@ macro_rules! column {
 
 /// The columns, in CSV order: `(name, field path in Sample, Kind, unit, meaning, source)`. This
 /// list is the one declaration of the columns; `for_columns!(m)` hands it to the macro `m`,
-/// which builds `COLUMNS` here, the CSV fast-path parser in `format/csv.rs` (straight-line code,
-/// no per-field indirection) and the tree's sum of its members' /proc/PID/status values in
-/// `sampler/tree.rs`.
+/// which builds `COLUMNS` here, the CSV row writer and fast-path parser in `format/csv.rs`
+/// (straight-line code, no per-field indirection) and the tree's sum of its members'
+/// /proc/PID/status values in `sampler/tree.rs`.
 ///
 /// The source says who fills the column: `sum(F)` and `max(F)` the tree, as the sum (the
 /// largest) over its members of `probe::StatusMem`'s field `F` (generated from this line: no

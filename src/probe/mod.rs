@@ -2,6 +2,7 @@
 //! `/sys/fs/cgroup`) so tests point it at a fake tree in a temp dir.
 
 pub mod cgroup;
+pub mod forks;
 pub mod gpu;
 pub mod maps;
 pub mod pidns;

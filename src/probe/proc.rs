@@ -89,6 +89,12 @@ impl ProcFs {
         &self.root
     }
 
+    /// True for the kernel's own /proc (not a tree of files made by a test): its PIDs are
+    /// those of the processes the kernel's events name.
+    pub fn is_real(&self) -> bool {
+        !self.fake
+    }
+
     /// Opens a process: reads its start time and command name, and keeps its directory.
     pub fn open(&self, pid: i32) -> Result<ProcHandle, ProcError> {
         let dir_path = self.root.join(pid.to_string());
@@ -186,6 +192,18 @@ impl ProcHandle {
         Ok(parse_status(&buf[..n]))
     }
 
+    /// Reads the memory lines of /proc/PID/status, and what /proc/PID/statm would say at the
+    /// same moment (see [`statm_of_status`]): one read where a caller compares statm later.
+    pub fn read_status_and_statm(
+        &self,
+        buf: &mut Vec<u8>,
+    ) -> Result<(StatusMem, [u64; 7]), ProcError> {
+        let n = self
+            .pread(&self.status, buf)
+            .map_err(|e| self.classify("status", e))?;
+        Ok(parse_status_and_statm(&buf[..n]))
+    }
+
     /// Reads /proc/PID/statm: the seven page counts (size, resident, shared, text, lib, data,
     /// dirty). Five times cheaper than status; used to tell whether status needs reading.
     pub fn read_statm(&self, buf: &mut Vec<u8>) -> Result<[u64; 7], ProcError> {
@@ -281,6 +299,31 @@ impl ProcHandle {
             // that is not an error.
             if let Ok(n) = self.pread(f, buf) {
                 parse_pid_list(&buf[..n], out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the PIDs of this process's direct children to `out`, from the children file of
+    /// every thread (task/ listed now), each opened, read and closed: for a tree that hears of
+    /// new children from fork events, which reads them once, when it first meets the process.
+    /// Errors when task/ cannot be listed (the process has ended); a thread that ends meanwhile
+    /// is skipped.
+    pub fn read_children_of_every_thread(
+        &self,
+        buf: &mut Vec<u8>,
+        out: &mut Vec<i32>,
+    ) -> Result<(), ProcError> {
+        let task_dir = self.dir_path.join("task");
+        let entries = std::fs::read_dir(&task_dir).map_err(|e| self.classify("task", e))?;
+        for tid in entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        {
+            if let Ok(f) = open_at(&self.dir, &format!("task/{tid}/children")) {
+                if let Ok(n) = self.pread(&f, buf) {
+                    parse_pid_list(&buf[..n], out);
+                }
             }
         }
         Ok(())
@@ -630,7 +673,16 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 /// kernel prints the memory lines, then `Threads:`, then the signal, capability and scheduling
 /// lines memmon never reads.
 pub fn parse_status(buf: &[u8]) -> StatusMem {
+    parse_status_and_statm(buf).0
+}
+
+/// [`parse_status`], and the page counts of /proc/PID/statm that the same text gives, from the
+/// same kernel counters (fs/proc/task_mmu.c): size (`VmSize`), resident (`VmRSS`: anon + file +
+/// shmem), shared (`RssFile` + `RssShmem`) and data (`VmData` + `VmStk`), in pages, at their
+/// places (0, 1, 2 and 5); text, lib and dirty are left 0 (compare with [`same_statm`]).
+pub fn parse_status_and_statm(buf: &[u8]) -> (StatusMem, [u64; 7]) {
     let mut m = StatusMem::default();
+    let (mut data, mut stack) = (0u64, 0u64);
     let mut start = 0;
     while start < buf.len() {
         let end = memchr::memchr(b'\n', &buf[start..]).map_or(buf.len(), |i| start + i);
@@ -656,6 +708,8 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
             b"VmPin" => &mut m.pinned,
             b"VmHWM" => &mut m.hwm,
             b"VmSize" => &mut m.vm_size,
+            b"VmData" => &mut data,
+            b"VmStk" => &mut stack,
             b"Threads" => {
                 m.threads = u32::try_from(parse_u64(&line[colon + 1..])).unwrap_or(u32::MAX);
                 if m.has_mm {
@@ -672,7 +726,25 @@ pub fn parse_status(buf: &[u8]) -> StatusMem {
         // Saturating: a damaged (or fake) 20-digit value must not overflow.
         *slot = parse_u64(&line[colon + 1..]).saturating_mul(1024);
     }
-    m
+    let page = page_bytes();
+    let mut statm = [0u64; 7];
+    statm[0] = m.vm_size / page;
+    statm[1] = m.rss / page;
+    statm[2] = m.file / page + m.shmem / page;
+    statm[5] = data / page + stack / page;
+    (m, statm)
+}
+
+/// Whether two statm readings (or one and [`statm_of_status`]) say the same of the memory:
+/// size, resident, shared and data alike.
+pub fn same_statm(a: &[u64; 7], b: &[u64; 7]) -> bool {
+    [0, 1, 2, 5].iter().all(|&i| a[i] == b[i])
+}
+
+/// The page size in bytes, asked once.
+fn page_bytes() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(ProcFs::page_size)
 }
 
 /// FNV-1a, 64 bits: a cheap fingerprint of a short line.
@@ -812,6 +884,42 @@ pub fn parse_pid_list(buf: &[u8], out: &mut Vec<i32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// statm and status of a real idle process, read back to back: the page counts a status
+    /// read gives are statm's own.
+    #[test]
+    fn a_status_read_gives_what_statm_says() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let fs = ProcFs::default();
+        let h = fs.open(child.id() as i32).unwrap();
+        let mut buf = Vec::new();
+        // A process just started may still be loading: wait for its statm to hold still.
+        let mut last = [u64::MAX; 7];
+        let mut same = 0;
+        for _ in 0..500 {
+            let statm = h.read_statm(&mut buf).unwrap();
+            let (status, from_status) = h.read_status_and_statm(&mut buf).unwrap();
+            let again = h.read_statm(&mut buf).unwrap();
+            if statm == again && statm == last {
+                assert!(
+                    same_statm(&statm, &from_status),
+                    "statm {statm:?}, from status {from_status:?} ({status:?})"
+                );
+                same += 1;
+                if same == 3 {
+                    break;
+                }
+            }
+            last = statm;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(same, 3, "statm never held still");
+    }
 
     #[test]
     fn smaps_gives_pss_of_every_mapping_and_rss_of_the_nvidia_ones() {

@@ -433,12 +433,19 @@ impl Default for LookAgain {
     }
 }
 
-/// Clock ticks since boot now (the unit of a process's start time), from `uptime` under the
-/// /proc root; `None` when it cannot be read.
+/// Clock ticks since boot now (the unit of a process's start time): the boot-time clock that
+/// /proc/uptime shows, or `uptime` under a fake /proc root; `None` when that cannot be read.
 pub fn boot_ticks_now(procfs: &ProcFs) -> Option<u64> {
+    let hz = crate::probe::proc::clock_ticks_per_s();
+    if procfs.is_real() {
+        // The clock /proc/uptime reads (CLOCK_BOOTTIME, a time namespace's offset included),
+        // without opening it: the exporter asks at every tick.
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        let secs = t.tv_sec as f64 + t.tv_nsec as f64 / 1e9;
+        return Some((secs * hz) as u64);
+    }
     let text = std::fs::read_to_string(procfs.root().join("uptime")).ok()?;
     let secs: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
-    let hz = crate::probe::proc::clock_ticks_per_s();
     Some((secs * hz) as u64)
 }
 

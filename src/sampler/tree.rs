@@ -1,6 +1,15 @@
 //! The watched process tree: a root process and, unless `--no-children`, its descendants,
-//! found each tick through /proc/PID/task/TID/children (never by scanning all of /proc).
+//! found through /proc/PID/task/TID/children (never by scanning all of /proc).
 //! `Tree::sample` reads every member's memory once and sums it into a [`TreeSample`].
+//!
+//! New children are found from the kernel's fork events where memmon may hear them (root, in
+//! the initial PID namespace: `probe::forks`): a member's children files (one per thread) are
+//! read once, when the member is found, after the events' filter names it, so a child forked
+//! before that is in a file and one forked after is an event; a tick then reads no children
+//! file at all, whatever the thread count. Where the events are refused, or the kernel dropped
+//! some (a full queue), each member's children files are read as `ProcHandle::read_children`
+//! says: the main thread's at every tick, the other threads' when the thread count changes or
+//! every `OTHER_THREADS_EVERY`.
 //!
 //! The root's /proc/PID/status is read every tick. A descendant's status costs seven times its
 //! statm (BENCHMARKS.md), so for descendants statm is read every tick and status only when statm changed or the
@@ -10,8 +19,9 @@
 //! is read again at the next sample: nothing read before a reset is used after it.
 //!
 //! Each member is named by its command name and its command line, read when it is found, again
-//! when its name changes (an exec) and, less and less often, while it lives (processes that set
-//! their own title after a fork, as PostgreSQL does).
+//! when its name changes (an exec), and once more at the first status read [`CMDLINE_AGAIN_AFTER`]
+//! after it was found (a title set after the fork, as PostgreSQL's processes set theirs); never
+//! at every tick.
 //!
 //! With exit records ([`Tree::watch_exits`], taskstats), a member that left since the last
 //! tick gets the high-water mark the kernel reported as it exited, not the last one read: a
@@ -28,7 +38,8 @@
 //! every tick (`reaps.rs` relies on it).
 
 use crate::model::sample::{for_columns, Sample};
-use crate::probe::proc::clock_ticks_per_s;
+use crate::probe::forks::{Fork, ForkWatch};
+use crate::probe::proc::{clock_ticks_per_s, same_statm};
 use crate::probe::taskstats::{Exit, ExitWatch};
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use crate::sampler::reaps::{Reaper, Reaps};
@@ -41,10 +52,9 @@ pub const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
 /// A command line is kept to at most this many bytes.
 pub const CMDLINE_MAX_BYTES: usize = 256;
 
-/// The first re-read of a command line after it was read at discovery; each later one waits
-/// twice as long, up to [`CMDLINE_GAP_MAX`].
-const CMDLINE_GAP_FIRST: Duration = Duration::from_secs(1);
-const CMDLINE_GAP_MAX: Duration = Duration::from_secs(64);
+/// A command line is read once more this long after it was first read (at a status read): a
+/// process that sets its own title right after its fork was maybe found before it did.
+const CMDLINE_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 /// One tick of the tree, summed over its members: the columns of a row the tree fills (the
 /// /proc/PID/status sums of the column table, `processes`, the largest process, the high-water
@@ -89,9 +99,8 @@ struct Member {
     /// The highest VmHWM read so far (a reset lowers `last.hwm`, not this).
     hwm_peak: u64,
     cmdline: String,
-    /// When the command line is read again (at a status read), and the gap after that.
-    cmdline_next: Instant,
-    cmdline_gap: Duration,
+    /// When the command line is read once more (at a status read); `None` once it was.
+    cmdline_again: Option<Instant>,
     /// Without exit records: the minor faults of its reaped children (`cminflt`) when last
     /// read (a rise means it reaped a child), and the tick of that read ([`Reaps::now`]).
     children_minflt: Option<u64>,
@@ -99,6 +108,8 @@ struct Member {
     /// Its parent: the process whose children list named it, then the parent PID read with
     /// `cminflt` (it changes when the parent leaves first and it is re-parented).
     parent: i32,
+    /// With fork events: its children files were read after the events' filter named it.
+    scanned: bool,
 }
 
 impl Member {
@@ -116,38 +127,40 @@ impl Member {
             status_at: Some(now),
             hwm_peak: last.hwm,
             cmdline: String::new(),
-            cmdline_next: now,
-            cmdline_gap: CMDLINE_GAP_FIRST,
+            cmdline_again: None,
             children_minflt: None,
             reaps_read_at: 0,
             parent,
+            scanned: false,
         };
         m.read_cmdline(now, &mut Vec::new());
         m
     }
 
     /// Takes a fresh status: keeps the peak, and reads the name and command line again when
-    /// the name changed (an exec) or the command line is due.
+    /// the name changed (an exec), or the command line once more when that is due.
     fn took_status(&mut self, status: StatusMem, now: Instant, buf: &mut Vec<u8>) {
         self.hwm_peak = self.hwm_peak.max(status.hwm);
         if status.name_hash != self.last.name_hash {
             if let Ok(comm) = self.handle.read_comm(buf) {
                 self.handle.comm = comm;
             }
-            self.cmdline_gap = CMDLINE_GAP_FIRST;
             self.read_cmdline(now, buf);
-        } else if now >= self.cmdline_next {
-            self.read_cmdline(now, buf);
+        } else if self.cmdline_again.is_some_and(|at| now >= at) {
+            if let Some(c) = self.handle.read_cmdline(buf, CMDLINE_MAX_BYTES) {
+                self.cmdline = c;
+            }
+            self.cmdline_again = None;
         }
         self.last = status;
     }
 
+    /// Reads the command line (at discovery, and after an exec), and once more later.
     fn read_cmdline(&mut self, now: Instant, buf: &mut Vec<u8>) {
         if let Some(c) = self.handle.read_cmdline(buf, CMDLINE_MAX_BYTES) {
             self.cmdline = c;
         }
-        self.cmdline_next = now + self.cmdline_gap;
-        self.cmdline_gap = (self.cmdline_gap * 2).min(CMDLINE_GAP_MAX);
+        self.cmdline_again = Some(now + CMDLINE_AGAIN_AFTER);
     }
 
     fn record(&self) -> ProcessRecord {
@@ -199,6 +212,9 @@ pub struct Tree {
     /// Without exit records: the departures, each counted once, and the children born and
     /// gone unseen (reaps seen in `cminflt`, exited children listed).
     reaps: Reaps,
+    /// The kernel's fork events, when memmon may hear them; `None`: children files every tick.
+    forks: Option<ForkWatch>,
+    fork_buf: Vec<Fork>,
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
@@ -229,7 +245,13 @@ impl Tree {
             root_exit_peak: None,
             filter_stale: true,
             reaps: Reaps::default(),
+            forks: None,
+            fork_buf: Vec::new(),
         };
+        // Fork events name the kernel's PIDs: only over the real /proc.
+        if with_children && t.procfs.is_real() {
+            t.forks = ForkWatch::open().ok();
+        }
         t.index.insert(root_pid, 0);
         let mut root = Member::new(root, 0, StatusMem::default(), [0; 7], Instant::now());
         root.status_at = None;
@@ -274,6 +296,15 @@ impl Tree {
     /// Whether exit records are read.
     pub fn watches_exits(&self) -> bool {
         self.exits.is_some()
+    }
+
+    /// How new children are found, for the recording's `sources`.
+    pub fn children_source(&self) -> &'static str {
+        if self.forks.is_some() {
+            "the kernel's fork events (process events connector) for new children, and each process's /proc/PID/task/TID/children once, when it is found"
+        } else {
+            "/proc/PID/task/TID/children: the main thread's every tick, other threads' every 100 ms and when the thread count changes"
+        }
     }
 
     /// The largest VmHWM the kernel's exit records gave for a process of the tree.
@@ -337,10 +368,12 @@ impl Tree {
         // orphans re-parented to the adopter.
         if self.with_children {
             self.adopt_orphans(now);
-            let mut j = 0;
-            while j < self.members.len() {
-                self.discover_children(j, now);
-                j += 1;
+            if !self.discover_by_forks(now) {
+                let mut j = 0;
+                while j < self.members.len() {
+                    self.discover_children(j, now);
+                    j += 1;
+                }
             }
         }
         let mut s = self.settle_departures(false);
@@ -352,20 +385,21 @@ impl Tree {
 
     /// Reads member `i` and keeps what it read: status for the root; for a descendant, statm
     /// first, and status only when statm moved, the last status read is too old, or the marks
-    /// were reset since.
+    /// were reset since. (When the last status is too old, statm is not read at all: the status
+    /// read gives what statm would, for the next tick to compare with.)
     fn read_member(&mut self, i: usize, now: Instant) -> Result<StatusMem, ProcError> {
         let m = &mut self.members[i];
-        if i != 0 {
+        let fresh = m
+            .status_at
+            .is_some_and(|at| now.duration_since(at) < STATUS_MAX_AGE);
+        if i != 0 && fresh {
             let statm = m.handle.read_statm(&mut self.buf)?;
-            let fresh = m
-                .status_at
-                .is_some_and(|at| now.duration_since(at) < STATUS_MAX_AGE);
-            if statm == m.statm && fresh {
+            if same_statm(&statm, &m.statm) {
                 return Ok(m.last);
             }
-            m.statm = statm;
         }
-        let status = m.handle.read_status(&mut self.buf)?;
+        let (status, statm) = m.handle.read_status_and_statm(&mut self.buf)?;
+        m.statm = statm;
         if status.has_mm {
             m.status_at = Some(now);
             m.took_status(status, now, &mut self.buf);
@@ -429,6 +463,59 @@ impl Tree {
         self.add_new_kids(parent, now);
     }
 
+    /// With fork events: adds the new children they name, then reads the children files of
+    /// every member not read since the events' filter named it (the filter first, so no fork
+    /// falls between the two). Returns false without fork events (or when the kernel refused a
+    /// filter: they are then given up), and the caller reads the children files.
+    fn discover_by_forks(&mut self, now: Instant) -> bool {
+        let Some(w) = self.forks.as_mut() else {
+            return false;
+        };
+        self.fork_buf.clear();
+        if !w.drain(&mut self.fork_buf) {
+            // The kernel dropped events: every member's files are read again.
+            self.members.iter_mut().for_each(|m| m.scanned = false);
+        }
+        let forks = std::mem::take(&mut self.fork_buf);
+        for f in &forks {
+            let (parent, child) = (f.parent as i32, f.child as i32);
+            // A member read in this tick is the process its PID names; a child still its own
+            // (not one re-parented, or a PID since reused) is what the children file would list.
+            if !self.index.contains_key(&parent) || self.index.contains_key(&child) {
+                continue;
+            }
+            self.kids.clear();
+            self.kids.push(child);
+            self.add_new_kids_of(parent, now, true);
+        }
+        self.fork_buf = forks;
+        loop {
+            let unscanned: Vec<usize> = (0..self.members.len())
+                .filter(|&i| !self.members[i].scanned)
+                .collect();
+            if unscanned.is_empty() {
+                return true;
+            }
+            let pids: Vec<u32> = self.members.iter().map(|m| m.handle.pid as u32).collect();
+            if !self.forks.as_mut().is_some_and(|w| w.keep_parents(&pids)) {
+                self.forks = None;
+                return false;
+            }
+            for i in unscanned {
+                self.members[i].scanned = true;
+                self.kids.clear();
+                let m = &self.members[i];
+                if m.handle
+                    .read_children_of_every_thread(&mut self.buf, &mut self.kids)
+                    .is_ok()
+                {
+                    let parent = m.handle.pid;
+                    self.add_new_kids(parent, now);
+                }
+            }
+        }
+    }
+
     /// Adds the children of member `i` that are not members yet, each read once on the spot.
     fn discover_children(&mut self, i: usize, now: Instant) {
         self.kids.clear();
@@ -447,6 +534,12 @@ impl Tree {
     /// Adds the processes in `self.kids` (children of `parent`) that are not members yet, each
     /// read once on the spot.
     fn add_new_kids(&mut self, parent: i32, now: Instant) {
+        self.add_new_kids_of(parent, now, false);
+    }
+
+    /// [`Tree::add_new_kids`]; with `check_parent`, each must be a child of `parent` still (a
+    /// fork event names a PID that may since have been reused).
+    fn add_new_kids_of(&mut self, parent: i32, now: Instant, check_parent: bool) {
         for k in 0..self.kids.len() {
             let pid = self.kids[k];
             if self.index.contains_key(&pid) {
@@ -455,11 +548,11 @@ impl Tree {
             let Ok(handle) = self.procfs.open(pid) else {
                 continue;
             };
-            let Ok(statm) = handle.read_statm(&mut self.buf) else {
+            if check_parent && handle.ppid() != Some(parent) {
                 continue;
-            };
-            match handle.read_status(&mut self.buf) {
-                Ok(last) if last.has_mm => {
+            }
+            match handle.read_status_and_statm(&mut self.buf) {
+                Ok((last, statm)) if last.has_mm => {
                     self.index.insert(pid, self.members.len());
                     self.members
                         .push(Member::new(handle, parent, last, statm, now));
@@ -578,7 +671,12 @@ impl Tree {
             }
             self.remember_departed(rec);
         }
-        if let Some(&i) = self.index.get(&self.root_pid).filter(|_| root_gone) {
+        let root = if root_gone {
+            self.index.get(&self.root_pid).copied()
+        } else {
+            None
+        };
+        if let Some(i) = root {
             let (start, last_hwm) = {
                 let root = &self.members[i];
                 (root.handle.start_time, root.last.hwm)
@@ -802,14 +900,16 @@ mod tests {
         fs::write(
             dir.join("status"),
             format!(
-                "Name:\tfake\nVmHWM:\t{hwm_kb} kB\nVmRSS:\t{rss_kb} kB\nRssAnon:\t{rss_kb} kB\n\
-RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
+                "Name:\tfake\nVmSize:\t400 kB\nVmHWM:\t{hwm_kb} kB\nVmRSS:\t{rss_kb} kB\n\
+RssAnon:\t{rss_kb} kB\nRssFile:\t0 kB\nRssShmem:\t0 kB\nVmData:\t200 kB\nVmStk:\t0 kB\n\
+VmSwap:\t0 kB\nThreads:\t1\n"
             ),
         )
         .unwrap();
         fs::write(
             dir.join("statm"),
-            format!("100 {} 10 1 0 50 0\n", rss_kb / 4),
+            // What the status above says (parse_status_and_statm), with text 1.
+            format!("100 {} 0 1 0 50 0\n", rss_kb / 4),
         )
         .unwrap();
         fs::write(dir.join("cmdline"), format!("fake{pid}\0--flag\0")).unwrap();
@@ -1345,6 +1445,32 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
     }
 
     #[test]
+    fn a_status_due_by_age_is_read_without_statm_and_gives_the_next_tick_its_statm() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        let mut t = tree_over(tmp.path(), 100);
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        // statm cannot be read any more: a tick with the status due by age does not need it.
+        let statm = tmp.path().join("101/statm");
+        let kept = fs::read_to_string(&statm).unwrap();
+        fs::remove_file(&statm).unwrap();
+        set_status(tmp.path(), 101, "VmHWM", "900 kB");
+        let s = t.sample_at(t0 + STATUS_MAX_AGE).unwrap().unwrap();
+        assert_eq!((s.processes, s.hwm_bytes), (2, 1000 << 10));
+        assert_eq!(t.processes()[1].hwm_bytes, 900 << 10);
+        // The next tick compares statm with what that status said: the same, so it is carried
+        // (a status changed since is not read).
+        fs::write(&statm, kept).unwrap();
+        set_status(tmp.path(), 101, "VmHWM", "950 kB");
+        t.sample_at(t0 + STATUS_MAX_AGE + Duration::from_millis(10))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.processes()[1].hwm_bytes, 900 << 10);
+    }
+
+    #[test]
     fn a_process_that_execs_is_named_by_its_new_program() {
         let tmp = tempfile::tempdir().unwrap();
         fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
@@ -1401,10 +1527,21 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
             .unwrap();
         let rec = |t: &Tree| t.processes().into_iter().find(|p| p.pid == 101).unwrap();
         assert_eq!(rec(&t).cmdline, "postgres -D /data");
-        // ...but at the status read once CMDLINE_GAP_FIRST has passed.
-        t.sample_at(t0 + STATUS_MAX_AGE + CMDLINE_GAP_FIRST)
+        // ...but at the status read once CMDLINE_AGAIN_AFTER has passed...
+        t.sample_at(t0 + STATUS_MAX_AGE + CMDLINE_AGAIN_AFTER)
             .unwrap()
             .unwrap();
+        assert_eq!(rec(&t).cmdline, "postgres: checkpointer");
+        // ...and not again while it lives (titles that change with each query are not
+        // followed: a status read would cost an open, a read and a close more).
+        fs::write(
+            tmp.path().join("101/cmdline"),
+            "postgres: checkpointer busy",
+        )
+        .unwrap();
+        for k in 2..6 {
+            t.sample_at(t0 + STATUS_MAX_AGE * 8 * k).unwrap().unwrap();
+        }
         assert_eq!(rec(&t).cmdline, "postgres: checkpointer");
     }
 

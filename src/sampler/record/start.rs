@@ -91,10 +91,14 @@ impl Recorder {
                 Some(l)
             }
         };
-        let root = watch.tree().and_then(|t| t.root());
-        let root = root.expect("a followed target has a root");
+        let tree = watch.tree().expect("a followed target has a tree");
+        let root = tree.root().expect("a followed target has a root");
         let pidfd = super::open_pidfd(root);
         let mut meta = build_meta(&opts, root, cgroup.as_ref());
+        if opts.children {
+            // How children are found, second: the tree knows whether fork events came.
+            meta.sources.insert(1, tree.children_source().into());
+        }
         if let Some(g) = &gpu {
             meta.sources.push(gpu_source(g));
             meta.gpu = Some(g.meta());
@@ -388,12 +392,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
 /// What the recording reads, and how often: the metadata's `sources` (`--verbose` shows them).
 fn sources(opts: &RecordOptions, cgroup: Option<&CgroupSource>) -> Vec<String> {
     let mut sources = vec!["/proc/PID/status (VmRSS, RssAnon, RssFile, RssShmem, VmSwap, VmLck, VmPin, VmHWM) every tick".to_string()];
-    if opts.children {
-        sources.push(
-            "/proc/PID/task/TID/children: the main thread's every tick, other threads' every 100 ms and when the thread count changes"
-                .into(),
-        );
-    }
+    // How children are found comes second, once the tree says (`Recorder::start_with`).
     if let Some(p) = &opts.pss {
         sources.push(format!(
             "/proc/PID/smaps_rollup (Pss) every {}, skipping processes over {}{}",
