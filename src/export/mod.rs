@@ -690,6 +690,7 @@ fn departed_peak(departed_hwm: u64, departed_risen_hwm: u64, reset_held: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::fake::FakeProc;
 
     #[test]
     fn targets_parse_from_name_kind_and_value() {
@@ -759,24 +760,6 @@ mod tests {
         assert!(e.contains("none") && e.contains("--config"), "{e}");
     }
 
-    fn fake_proc(root: &Path, pid: i32, start: u64, rss_kb: u64, hwm_kb: u64) {
-        let dir = root.join(pid.to_string());
-        std::fs::create_dir_all(dir.join("task").join(pid.to_string())).unwrap();
-        std::fs::write(
-            dir.join("stat"),
-            format!("{pid} (fake) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("status"),
-            format!("Name:\tfake\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t1\nVmHWM:\t{hwm_kb} kB\nVmRSS:\t{rss_kb} kB\nRssAnon:\t{rss_kb} kB\nThreads:\t1\n"),
-        )
-        .unwrap();
-        std::fs::write(dir.join("statm"), format!("1 {} 0 0 0 0 0\n", rss_kb / 4)).unwrap();
-        std::fs::write(dir.join("cmdline"), "fake\0").unwrap();
-        std::fs::write(dir.join("task").join(pid.to_string()).join("children"), "").unwrap();
-    }
-
     fn options(root: &Path, targets: &[&str]) -> ExportOptions {
         ExportOptions {
             targets: targets.iter().map(|t| parse_target(t).unwrap()).collect(),
@@ -799,7 +782,11 @@ mod tests {
     fn a_risen_high_water_mark_raises_the_window_peak_and_a_missing_target_is_reported_down() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        fake_proc(root, 100, 700, 10_000, 50_000);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(10_000)
+            .hwm_kb(50_000)
+            .write(root);
         let mut s = Sampler::new(
             options(root, &["d=pid:100", "gone=pid:999"]),
             Reporter::silent(),
@@ -819,7 +806,11 @@ mod tests {
             assert!(!g.up && g.window_peak.is_none());
         }
         // Between two ticks the process rose to 300,000 kB and fell back: VmHWM rose.
-        fake_proc(root, 100, 700, 12_000, 300_000);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(12_000)
+            .hwm_kb(300_000)
+            .write(root);
         s.tick();
         let snap = shared.lock().unwrap().clone();
         let d = target(&snap, "d");
@@ -838,7 +829,11 @@ mod tests {
     fn pss_is_read_off_the_sampler_under_records_guard_and_an_unread_process_is_told_once() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        fake_proc(root, 100, 700, 10_000, 10_000);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(10_000)
+            .hwm_kb(10_000)
+            .write(root);
         std::fs::write(
             root.join("100/smaps_rollup"),
             "Rss: 10000 kB\nPss: 6000 kB\n",
@@ -864,7 +859,11 @@ mod tests {
         assert_eq!(pss(), Some(6000 << 10));
         // Over --pss-max-rss: not read, told once with the target's name, and the last sum
         // goes (a sum without a process would look like a drop).
-        fake_proc(root, 100, 700, 30_000, 30_000);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(30_000)
+            .hwm_kb(30_000)
+            .write(root);
         let until = Instant::now() + Duration::from_secs(30);
         while pss().is_some() {
             assert!(Instant::now() < until, "the PSS stayed");
@@ -889,7 +888,11 @@ mod tests {
     fn a_pidfile_target_that_restarts_counts_one_restart_and_keeps_its_window() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("proc");
-        fake_proc(&root, 100, 700, 10_000, 10_000);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(10_000)
+            .hwm_kb(10_000)
+            .write(&root);
         std::fs::write(root.join("uptime"), "100.0 100.0\n").unwrap();
         let pidfile = dir.path().join("d.pid");
         std::fs::write(&pidfile, "100\n").unwrap();
@@ -897,7 +900,11 @@ mod tests {
         let mut s = Sampler::new(options(&root, &[&spec]), Reporter::silent());
         let shared = s.shared();
         s.tick();
-        fake_proc(&root, 100, 700, 80_000, 80_000);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(80_000)
+            .hwm_kb(80_000)
+            .write(&root);
         s.tick();
         std::fs::remove_dir_all(root.join("100")).unwrap();
         s.tick();
@@ -911,7 +918,11 @@ mod tests {
                 "the peak outlives the process"
             );
         }
-        fake_proc(&root, 200, 990, 5_000, 5_000);
+        FakeProc::new(200)
+            .start(990)
+            .rss_kb(5_000)
+            .hwm_kb(5_000)
+            .write(&root);
         let tmp = dir.path().join("d.pid.tmp");
         std::fs::write(&tmp, "200\n").unwrap();
         std::fs::rename(&tmp, &pidfile).unwrap();

@@ -331,17 +331,13 @@ Private_Hugetlb:    2048 kB
     /// A fake /proc with one process whose maps and smaps are `maps` and `smaps`.
     fn fake_proc(maps: &str, smaps: &str) -> (tempfile::TempDir, PssSource) {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("42");
-        std::fs::create_dir_all(&p).unwrap();
-        std::fs::write(p.join("status"), "Name:\tdaemon\nVmRSS:\t1024 kB\n").unwrap();
-        std::fs::write(
-            p.join("stat"),
-            "42 (daemon) S 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1234 0 0",
-        )
-        .unwrap();
-        std::fs::write(p.join("maps"), maps).unwrap();
-        std::fs::write(p.join("smaps"), smaps).unwrap();
-        std::os::unix::fs::symlink("/usr/bin/daemon", p.join("exe")).unwrap();
+        crate::probe::fake::FakeProc::new(42)
+            .name("daemon")
+            .start(1234)
+            .rss_kb(1024)
+            .mappings(maps, smaps)
+            .exe("/usr/bin/daemon")
+            .write(dir.path());
         let fs = crate::probe::ProcFs::new(dir.path());
         let src = fs.open(42).unwrap().pss_source().unwrap();
         (dir, src)

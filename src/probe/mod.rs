@@ -2,6 +2,8 @@
 //! `/sys/fs/cgroup`) so tests point it at a fake tree in a temp dir.
 
 pub mod cgroup;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod forks;
 pub mod gpu;
 pub mod maps;

@@ -334,27 +334,19 @@ mod tests {
 
     /// A fake /proc/PID with a maps and an smaps of one 8 KiB heap and a 1 MiB anonymous mapping.
     fn fake(root: &std::path::Path, pid: i32, rss_kb: u64) {
-        let dir = root.join(pid.to_string());
-        std::fs::create_dir_all(dir.join("task").join(pid.to_string())).unwrap();
-        std::fs::write(
-            dir.join("stat"),
-            format!("{pid} (fake) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 700 0 0\n"),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("status"),
-            format!("Name:\tfake\nVmRSS:\t{rss_kb} kB\nThreads:\t1\n"),
-        )
-        .unwrap();
         let maps =
             "00600000-00602000 rw-p 00000000 00:00 0                                  [heap]\n\
                     7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n";
-        std::fs::write(dir.join("maps"), maps).unwrap();
         let smaps = "00600000-00602000 rw-p 00000000 00:00 0                                  [heap]\n\
                      Size:                  8 kB\nRss:                   8 kB\nPss:                   8 kB\n\
                      7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n\
                      Size:               1024 kB\nRss:                 512 kB\nPss:                 512 kB\n";
-        std::fs::write(dir.join("smaps"), smaps).unwrap();
+        crate::probe::fake::FakeProc::new(pid)
+            .name("fake")
+            .start(700)
+            .rss_kb(rss_kb)
+            .mappings(maps, smaps)
+            .write(root);
     }
 
     #[test]

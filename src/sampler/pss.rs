@@ -274,15 +274,12 @@ mod tests {
     #[test]
     fn a_process_over_the_guard_is_skipped_and_leaves_no_sum() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("7");
-        std::fs::create_dir_all(&p).unwrap();
-        std::fs::write(p.join("status"), "Name:\tbig\nVmRSS:\t2048 kB\n").unwrap();
-        std::fs::write(
-            p.join("stat"),
-            "7 (big) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1234 0 0",
-        )
-        .unwrap();
-        std::fs::write(p.join("smaps_rollup"), "Rss: 2048 kB\nPss: 1024 kB\n").unwrap();
+        crate::probe::fake::FakeProc::new(7)
+            .name("big")
+            .start(1234)
+            .rss_kb(2048)
+            .pss_kb(1024)
+            .write(dir.path());
         let fs = crate::probe::ProcFs::new(dir.path());
         let h = fs.open(7).unwrap();
         let small = StatusMem {

@@ -564,42 +564,9 @@ pub fn shell_words(words: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::fake::FakeProc;
 
     use std::fs;
-
-    /// A fake /proc/PID: `ppid`, stat `flags`, `tgid`, start time; a user process when `rss_kb`
-    /// is given (a VmRSS line), else memoryless like a kernel thread.
-    fn fake_proc(
-        root: &Path,
-        pid: i32,
-        ppid: i32,
-        flags: u64,
-        tgid: i32,
-        start: u64,
-        rss_kb: Option<u64>,
-    ) {
-        let dir = root.join(pid.to_string());
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(
-            dir.join("stat"),
-            format!("{pid} (fake{pid}) S {ppid} 1 1 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
-        )
-        .unwrap();
-        let rss = rss_kb.map_or(String::new(), |kb| format!("VmRSS:\t{kb} kB\n"));
-        fs::write(
-            dir.join("status"),
-            format!(
-                "Name:\tfake{pid}\nTgid:\t{tgid}\nPid:\t{pid}\nPPid:\t{ppid}\n{rss}Threads:\t1\n"
-            ),
-        )
-        .unwrap();
-        let cmdline = if rss_kb.is_some() {
-            format!("fake{pid}\0--serve\0")
-        } else {
-            String::new()
-        };
-        fs::write(dir.join("cmdline"), cmdline).unwrap();
-    }
 
     #[test]
     fn a_postmaster_pid_names_its_pid_on_line_one() {
@@ -657,10 +624,34 @@ mod tests {
     fn a_kernel_thread_or_a_thread_id_is_not_a_target() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        fake_proc(root, 2, 0, 0x208040, 2, 1, None); // kthreadd
-        fake_proc(root, 57, 2, 0x208040, 57, 5, None); // a kworker
-        fake_proc(root, 100, 1, 0x400100, 100, 700, Some(5000));
-        fake_proc(root, 103, 1, 0x400040, 100, 710, Some(5000)); // a thread of 100
+        FakeProc::new(2)
+            .ppid(0)
+            .flags(0x208040)
+            .tgid(2)
+            .start(1)
+            .memoryless()
+            .write(root); // kthreadd
+        FakeProc::new(57)
+            .ppid(2)
+            .flags(0x208040)
+            .tgid(57)
+            .start(5)
+            .memoryless()
+            .write(root); // a kworker
+        FakeProc::new(100)
+            .ppid(1)
+            .flags(0x400100)
+            .tgid(100)
+            .start(700)
+            .rss_kb(5000)
+            .write(root);
+        FakeProc::new(103)
+            .ppid(1)
+            .flags(0x400040)
+            .tgid(100)
+            .start(710)
+            .rss_kb(5000)
+            .write(root); // a thread of 100
         let procfs = ProcFs::new(root);
         for pid in [2, 57] {
             let e = resolve(&procfs, &TargetSpec::Pid(pid))
@@ -691,7 +682,13 @@ mod tests {
     fn a_stale_pidfile_s_reused_pid_is_not_a_restart_until_the_pidfile_is_rewritten() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("proc");
-        fake_proc(&root, 100, 1, 0x400100, 100, 700, Some(5000));
+        FakeProc::new(100)
+            .ppid(1)
+            .flags(0x400100)
+            .tgid(100)
+            .start(700)
+            .rss_kb(5000)
+            .write(&root);
         let procfs = ProcFs::new(&root);
         let pidfile = dir.path().join("d.pid");
         fs::write(&pidfile, "100\n").unwrap();
@@ -701,7 +698,13 @@ mod tests {
         let old = (100, 700);
         // The daemon dies leaving its pidfile; an unrelated process gets PID 100.
         fs::remove_dir_all(root.join("100")).unwrap();
-        fake_proc(&root, 100, 1, 0x400100, 100, 990, Some(300_000));
+        FakeProc::new(100)
+            .ppid(1)
+            .flags(0x400100)
+            .tgid(100)
+            .start(990)
+            .rss_kb(300_000)
+            .write(&root);
         assert!(pidfile_successor(&procfs, &pidfile, old, r.pidfile).is_none());
         // The daemon restarts as PID 100 again and rewrites its pidfile in place.
         let f = fs::OpenOptions::new().write(true).open(&pidfile).unwrap();
@@ -711,7 +714,13 @@ mod tests {
         assert_eq!((h.pid, h.start_time), (100, 990));
         assert_ne!(Some(stamp), r.pidfile);
         // Or it restarts as PID 200, writing a new pidfile and renaming it over the old one.
-        fake_proc(&root, 200, 1, 0x400100, 200, 995, Some(5000));
+        FakeProc::new(200)
+            .ppid(1)
+            .flags(0x400100)
+            .tgid(200)
+            .start(995)
+            .rss_kb(5000)
+            .write(&root);
         let tmp = dir.path().join("d.pid.tmp");
         fs::write(&tmp, "200\n").unwrap();
         fs::rename(&tmp, &pidfile).unwrap();
@@ -724,12 +733,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         // PID 300 was a child of the old target (started at 700), re-parented when it died.
-        fake_proc(root, 300, 1, 0x400100, 300, 800, Some(5000));
+        FakeProc::new(300)
+            .ppid(1)
+            .flags(0x400100)
+            .tgid(300)
+            .start(800)
+            .rss_kb(5000)
+            .write(root);
         let procfs = ProcFs::new(root);
         let re = Regex::new("fake[0-9]+").unwrap();
         assert!(name_successor(&procfs, &re, (100, 700), 1000).is_none());
         fs::remove_dir_all(root.join("300")).unwrap();
-        fake_proc(root, 400, 1, 0x400100, 400, 1005, Some(5000));
+        FakeProc::new(400)
+            .ppid(1)
+            .flags(0x400100)
+            .tgid(400)
+            .start(1005)
+            .rss_kb(5000)
+            .write(root);
         assert_eq!(
             name_successor(&procfs, &re, (100, 700), 1000).unwrap().pid,
             400

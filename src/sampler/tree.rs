@@ -884,38 +884,10 @@ for_columns!(status_sums);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::fake::FakeProc;
     use crate::probe::proc::OTHER_THREADS_EVERY;
     use std::fs;
     use std::path::Path;
-
-    /// Writes a fake /proc/PID with the given start time, RSS, HWM (kB) and children.
-    fn fake_proc(root: &Path, pid: i32, start: u64, rss_kb: u64, hwm_kb: u64, kids: &[i32]) {
-        let dir = root.join(pid.to_string());
-        fs::create_dir_all(dir.join(format!("task/{pid}"))).unwrap();
-        fs::write(
-            dir.join("stat"),
-            format!("{pid} (fake{pid}) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
-        )
-        .unwrap();
-        fs::write(
-            dir.join("status"),
-            format!(
-                "Name:\tfake\nVmSize:\t400 kB\nVmHWM:\t{hwm_kb} kB\nVmRSS:\t{rss_kb} kB\n\
-RssAnon:\t{rss_kb} kB\nRssFile:\t0 kB\nRssShmem:\t0 kB\nVmData:\t200 kB\nVmStk:\t0 kB\n\
-VmSwap:\t0 kB\nThreads:\t1\n"
-            ),
-        )
-        .unwrap();
-        fs::write(
-            dir.join("statm"),
-            // What the status above says (parse_status_and_statm), with text 1.
-            format!("100 {} 0 1 0 50 0\n", rss_kb / 4),
-        )
-        .unwrap();
-        fs::write(dir.join("cmdline"), format!("fake{pid}\0--flag\0")).unwrap();
-        let list: Vec<String> = kids.iter().map(|k| k.to_string()).collect();
-        fs::write(dir.join(format!("task/{pid}/children")), list.join(" ")).unwrap();
-    }
 
     fn tree_over(root: &Path, pid: i32) -> Tree {
         let fs = ProcFs::new(root);
@@ -937,7 +909,11 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn an_exit_record_counts_for_its_process_and_not_for_a_later_one_with_its_pid() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1500)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         t.sample().unwrap();
         t.boot_unix_s = 1_700_000_000.0;
@@ -962,8 +938,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_member_that_leaves_puts_the_peak_of_its_exit_record_in_that_row() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1500)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         let s = t.sample().unwrap().unwrap();
         assert_eq!((s.processes, s.departed, s.hwm_bytes), (2, 0, 1500 << 10));
@@ -997,8 +982,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn an_exit_record_queued_before_a_reset_is_kept_out_of_the_rows_after_it() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         t.sample().unwrap().unwrap();
         t.boot_unix_s = 1_700_000_000.0;
@@ -1025,8 +1019,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn without_exit_records_a_reaped_child_no_departure_explains_counts_as_departed() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         let set_cminflt = |pid: i32, n: u64| {
             let path = tmp.path().join(format!("{pid}/stat"));
@@ -1054,11 +1057,19 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn without_exit_records_an_unseen_zombie_child_counts_once_and_its_reap_adds_nothing() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         assert_eq!(t.sample().unwrap().unwrap().departed, 0);
         // A child appears already exited (a zombie: no memory lines), listed until reaped.
-        fake_proc(tmp.path(), 101, 1001, 0, 0, &[]);
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(0)
+            .hwm_kb(0)
+            .write(tmp.path());
         fs::write(
             tmp.path().join("101/status"),
             "Name:\tfake\nState:\tZ (zombie)\n",
@@ -1103,8 +1114,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         // Seen alive, then exited and still listed by its parent, then reaped (the parent's
         // cminflt rises): one departure.
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         assert_eq!(t.sample().unwrap().unwrap().processes, 2);
         make_zombie(tmp.path(), 101);
@@ -1127,9 +1147,23 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         // 102 is 101's child; 101 reaps it (101's statm moved, so its status and cminflt are
         // read at once). 102 is found gone at the tick its reap shows.
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[102]);
-        fake_proc(tmp.path(), 102, 1002, 50, 50, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .children(&[102])
+            .write(tmp.path());
+        FakeProc::new(102)
+            .start(1002)
+            .rss_kb(50)
+            .hwm_kb(50)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         t.sample().unwrap().unwrap();
         // 101's first cminflt read (its statm moves).
@@ -1147,10 +1181,28 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn members_keep_the_order_they_were_found_in_so_a_parent_is_read_before_its_children() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101, 102]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
-        fake_proc(tmp.path(), 102, 1002, 200, 300, &[103]);
-        fake_proc(tmp.path(), 103, 1003, 200, 300, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101, 102])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
+        FakeProc::new(102)
+            .start(1002)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .children(&[103])
+            .write(tmp.path());
+        FakeProc::new(103)
+            .start(1003)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         t.sample().unwrap().unwrap();
         let order = |t: &Tree| t.each_member().map(|(h, _)| h.pid).collect::<Vec<_>>();
@@ -1166,8 +1218,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_child_born_and_gone_between_ticks_joins_the_departed_from_its_record() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1500)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         t.sample().unwrap();
         t.boot_unix_s = 1_700_000_000.0;
@@ -1262,11 +1323,33 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn sums_a_tree_found_through_children_files() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[101, 102]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[103]);
-        fake_proc(tmp.path(), 102, 1002, 300, 300, &[]);
-        fake_proc(tmp.path(), 103, 1003, 50, 900, &[]);
-        fake_proc(tmp.path(), 999, 1, 7777, 7777, &[]); // not in the tree
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1500)
+            .children(&[101, 102])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .children(&[103])
+            .write(tmp.path());
+        FakeProc::new(102)
+            .start(1002)
+            .rss_kb(300)
+            .hwm_kb(300)
+            .write(tmp.path());
+        FakeProc::new(103)
+            .start(1003)
+            .rss_kb(50)
+            .hwm_kb(900)
+            .write(tmp.path());
+        FakeProc::new(999)
+            .start(1)
+            .rss_kb(7777)
+            .hwm_kb(7777)
+            .write(tmp.path()); // not in the tree
         let mut t = tree_over(tmp.path(), 100);
         let s = t.sample().unwrap().unwrap();
         assert_eq!(s.processes, 4);
@@ -1279,8 +1362,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn without_children_only_the_root_counts() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1500, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 300, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1500)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(300)
+            .write(tmp.path());
         let fs = ProcFs::new(tmp.path());
         let h = fs.open(100).unwrap();
         let mut t = Tree::new(fs, h, false);
@@ -1290,8 +1382,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_child_vanishing_between_two_reads_is_dropped() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 400, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(400)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         assert_eq!(t.sample().unwrap().unwrap().processes, 2);
         // The child exits: its directory goes away, though the parent's list still names it.
@@ -1309,13 +1410,26 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_reused_pid_is_a_new_process() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 400, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(400)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         t.sample().unwrap().unwrap();
         // PID 101 exits and a new process gets PID 101 (a later start time).
         fs::remove_dir_all(tmp.path().join("101")).unwrap();
-        fake_proc(tmp.path(), 101, 5000, 700, 700, &[]);
+        FakeProc::new(101)
+            .start(5000)
+            .rss_kb(700)
+            .hwm_kb(700)
+            .write(tmp.path());
         let s = t.sample().unwrap().unwrap();
         // The old handle fails, the new process is discovered in the same pass.
         assert_eq!(s.processes, 2);
@@ -1332,8 +1446,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_descendants_status_is_read_again_when_its_statm_moves() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         assert_eq!(t.sample().unwrap().unwrap().rss_bytes, 1200 * 1024);
         // The status changes but statm does not: the last status read (under 1 s old) stands.
@@ -1351,9 +1474,22 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn orphans_reparented_to_the_adopter_stay_in_the_tree() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 1, 1, 5000, 5000, &[100, 300]); // the adopter (memmon)
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
-        fake_proc(tmp.path(), 300, 3000, 300, 300, &[]); // an orphan of the command
+        FakeProc::new(1)
+            .start(1)
+            .rss_kb(5000)
+            .hwm_kb(5000)
+            .children(&[100, 300])
+            .write(tmp.path()); // the adopter (memmon)
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
+        FakeProc::new(300)
+            .start(3000)
+            .rss_kb(300)
+            .hwm_kb(300)
+            .write(tmp.path()); // an orphan of the command
         let fs = ProcFs::new(tmp.path());
         let mut t = Tree::new(fs.clone(), fs.open(100).unwrap(), true);
         assert_eq!(t.sample().unwrap().unwrap().processes, 1);
@@ -1366,7 +1502,11 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn the_root_vanishing_ends_the_tree() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         assert!(t.sample().unwrap().is_some());
         fs::remove_dir_all(tmp.path().join("100")).unwrap();
@@ -1376,11 +1516,19 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_reused_root_pid_is_not_the_root() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         t.sample().unwrap();
         fs::remove_dir_all(tmp.path().join("100")).unwrap();
-        fake_proc(tmp.path(), 100, 9999, 5, 5, &[]);
+        FakeProc::new(100)
+            .start(9999)
+            .rss_kb(5)
+            .hwm_kb(5)
+            .write(tmp.path());
         assert!(t.sample().unwrap().is_none());
     }
 
@@ -1404,9 +1552,18 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn after_a_reset_every_members_status_is_read_again() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
         // A child that spiked to 300 MiB and is idle at 5 MiB.
-        fake_proc(tmp.path(), 101, 1001, 5 * 1024, 300 * 1024, &[]);
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(5 * 1024)
+            .hwm_kb(300 * 1024)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         assert_eq!(t.sample().unwrap().unwrap().hwm_bytes, 300 * 1024 * 1024);
         // clear_refs: the kernel's mark drops to the current RSS; statm does not move.
@@ -1429,8 +1586,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         // The counterpart of the test above: the same change without a reset is seen only
         // once the status is STATUS_MAX_AGE old.
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 5 * 1024, 300 * 1024, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(5 * 1024)
+            .hwm_kb(300 * 1024)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         let t0 = Instant::now();
         t.sample_at(t0).unwrap().unwrap();
@@ -1447,8 +1613,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_status_due_by_age_is_read_without_statm_and_gives_the_next_tick_its_statm() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         let t0 = Instant::now();
         t.sample_at(t0).unwrap().unwrap();
@@ -1473,8 +1648,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_process_that_execs_is_named_by_its_new_program() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         fs::write(
             tmp.path().join("101/cmdline"),
             "sh\0-c\0exec python3 job.py\0",
@@ -1514,8 +1698,17 @@ VmSwap:\t0 kB\nThreads:\t1\n"
         // PostgreSQL forks a backend, which then sets its title in its command line; the name
         // (`postgres`) stays the same.
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
-        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         fs::write(tmp.path().join("101/cmdline"), "postgres\0-D\0/data\0").unwrap();
         let mut t = tree_over(tmp.path(), 100);
         let t0 = Instant::now();
@@ -1548,7 +1741,11 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_command_line_is_kept_to_its_bound() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
         let long = format!("prog\0{}\0", "x".repeat(1000));
         fs::write(tmp.path().join("100/cmdline"), long).unwrap();
         let mut t = tree_over(tmp.path(), 100);
@@ -1576,15 +1773,27 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn children_of_other_threads_are_found_at_once_when_the_thread_count_changes() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
         fake_thread(tmp.path(), 100, 150, &[101], 2);
-        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         let mut t = tree_over(tmp.path(), 100);
         let t0 = Instant::now();
         t.sample_at(t0).unwrap().unwrap();
         assert_eq!(pids(&t), [100, 101]);
         // A new thread that has forked a child: the count moves, task/ is listed again.
-        fake_proc(tmp.path(), 102, 1002, 300, 300, &[]);
+        FakeProc::new(102)
+            .start(1002)
+            .rss_kb(300)
+            .hwm_kb(300)
+            .write(tmp.path());
         fake_thread(tmp.path(), 100, 160, &[102], 3);
         t.sample_at(t0 + Duration::from_millis(1)).unwrap().unwrap();
         assert_eq!(pids(&t), [100, 101, 102]);
@@ -1593,21 +1802,33 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn children_of_other_threads_are_read_again_within_the_rescan_time() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
         fake_thread(tmp.path(), 100, 150, &[], 2);
         let mut t = tree_over(tmp.path(), 100);
         let t0 = Instant::now();
         t.sample_at(t0).unwrap().unwrap();
         // Thread 150 forks; the count stays 2. The main thread's file is read every tick, the
         // others' only once OTHER_THREADS_EVERY has passed.
-        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         fake_thread(tmp.path(), 100, 150, &[101], 2);
         t.sample_at(t0 + Duration::from_millis(1)).unwrap().unwrap();
         assert_eq!(pids(&t), [100]);
         t.sample_at(t0 + OTHER_THREADS_EVERY).unwrap().unwrap();
         assert_eq!(pids(&t), [100, 101]);
         // The main thread forks: found at the next tick.
-        fake_proc(tmp.path(), 102, 1002, 200, 200, &[]);
+        FakeProc::new(102)
+            .start(1002)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         fs::write(tmp.path().join("100/task/100/children"), "102").unwrap();
         t.sample_at(t0 + OTHER_THREADS_EVERY + Duration::from_millis(1))
             .unwrap()
@@ -1618,14 +1839,22 @@ VmSwap:\t0 kB\nThreads:\t1\n"
     #[test]
     fn a_thread_replaced_by_another_with_the_same_count_is_listed_again() {
         let tmp = tempfile::tempdir().unwrap();
-        fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[]);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
         fake_thread(tmp.path(), 100, 150, &[], 2);
         let mut t = tree_over(tmp.path(), 100);
         let t0 = Instant::now();
         t.sample_at(t0).unwrap().unwrap();
         // Thread 150 ends, thread 170 starts and forks: still 2 threads.
         fs::remove_dir_all(tmp.path().join("100/task/150")).unwrap();
-        fake_proc(tmp.path(), 101, 1001, 200, 200, &[]);
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
         fake_thread(tmp.path(), 100, 170, &[101], 2);
         t.sample_at(t0 + OTHER_THREADS_EVERY).unwrap().unwrap();
         assert_eq!(pids(&t), [100, 101]);

@@ -545,33 +545,10 @@ pub fn unix_ms_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::fake::FakeProc;
     use crate::reporter::{Level, Reporter};
     use std::path::Path;
     use std::time::Duration;
-
-    /// A fake /proc/PID: start time, RSS (kB), a smaps_rollup with its PSS (kB), one thread.
-    fn fake_proc(root: &Path, pid: i32, start: u64, rss_kb: u64, pss_kb: u64) {
-        let dir = root.join(pid.to_string());
-        std::fs::create_dir_all(dir.join("task").join(pid.to_string())).unwrap();
-        std::fs::write(
-            dir.join("stat"),
-            format!("{pid} (fake) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("status"),
-            format!("Name:\tfake\nVmHWM:\t{rss_kb} kB\nVmRSS:\t{rss_kb} kB\nRssAnon:\t{rss_kb} kB\nThreads:\t1\n"),
-        )
-        .unwrap();
-        std::fs::write(dir.join("statm"), format!("1 {} 0 0 0 0 0\n", rss_kb / 4)).unwrap();
-        std::fs::write(dir.join("cmdline"), "fake\0").unwrap();
-        std::fs::write(
-            dir.join("smaps_rollup"),
-            format!("Rss: {rss_kb} kB\nPss: {pss_kb} kB\n"),
-        )
-        .unwrap();
-        std::fs::write(dir.join("task").join(pid.to_string()).join("children"), "").unwrap();
-    }
 
     fn watch(root: &Path, spec: &str, pss: Option<PssGuard>, report: Reporter) -> Watch {
         let spec = match spec.split_once(':') {
@@ -602,7 +579,11 @@ mod tests {
     #[test]
     fn a_pss_sum_goes_on_the_row_after_its_read_and_a_process_over_the_guard_is_told_once() {
         let dir = tempfile::tempdir().unwrap();
-        fake_proc(dir.path(), 100, 700, 4096, 1024);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(4096)
+            .pss_kb(1024)
+            .write(dir.path());
         let (report, told) = Reporter::collect();
         let guard = PssGuard {
             every: Duration::from_millis(1),
@@ -624,7 +605,11 @@ mod tests {
         assert!(pss_read(&mut w));
         // Over --pss-max-rss: not read (its page tables would be walked under its lock), told
         // once, then counted; the rows have no PSS (a sum without it would look like a drop).
-        fake_proc(dir.path(), 100, 700, 16384, 1024);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(16384)
+            .pss_kb(1024)
+            .write(dir.path());
         for _ in 0..3 {
             std::thread::sleep(Duration::from_millis(2));
             w.tick(None, None, 0).unwrap().unwrap();
@@ -646,7 +631,11 @@ mod tests {
     fn a_pidfile_target_is_followed_across_a_restart_and_a_pid_once_gone_is_gone() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("proc");
-        fake_proc(&root, 100, 700, 10_000, 0);
+        FakeProc::new(100)
+            .start(700)
+            .rss_kb(10_000)
+            .pss_kb(0)
+            .write(&root);
         let pidfile = dir.path().join("d.pid");
         std::fs::write(&pidfile, "100\n").unwrap();
         let spec = format!("pidfile:{}", pidfile.display());
@@ -667,7 +656,11 @@ mod tests {
         assert!(!w.is_up());
         // The pidfile still names the old process: no restart.
         assert_eq!(w.look().unwrap(), None);
-        fake_proc(&root, 200, 990, 5_000, 0);
+        FakeProc::new(200)
+            .start(990)
+            .rss_kb(5_000)
+            .pss_kb(0)
+            .write(&root);
         std::fs::write(&pidfile, "200\n").unwrap();
         assert!(matches!(w.look(), Ok(Some(Found::Restart(200, _)))));
         assert_eq!(w.restarts(), 1);
@@ -678,7 +671,11 @@ mod tests {
         p.look().unwrap();
         std::fs::remove_dir_all(root.join("200")).unwrap();
         assert!(p.tick(None, None, 0).unwrap().is_none());
-        fake_proc(&root, 200, 5000, 5_000, 0);
+        FakeProc::new(200)
+            .start(5000)
+            .rss_kb(5_000)
+            .pss_kb(0)
+            .write(&root);
         assert_eq!(p.look().unwrap(), None, "a PID reused is another process");
     }
 
