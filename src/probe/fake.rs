@@ -101,12 +101,6 @@ impl FakeProc {
         self
     }
 
-    /// The command line, its arguments separated by NUL.
-    pub(crate) fn cmdline(mut self, cmdline: &str) -> FakeProc {
-        self.cmdline = cmdline.to_string();
-        self
-    }
-
     /// The name in stat and status (default `fake{pid}`).
     pub(crate) fn name(mut self, name: &str) -> FakeProc {
         self.name = Some(name.to_string());
