@@ -638,6 +638,10 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
         panic!("the recorder did not say '{what}' within 30 s");
     };
     assert!(wait_for(10.0, || sock.exists()));
+    // The first row, before the target goes (on a busy machine the socket comes well before it).
+    assert!(wait_for(30.0, || std::fs::read_to_string(&out).is_ok_and(
+        |t| t.lines().any(|l| l.split(',').any(|f| f == "start"))
+    )));
     first.0.kill().unwrap();
     let _ = first.0.wait();
     said("waiting for it to restart");
