@@ -44,6 +44,10 @@ pub struct Sample {
     /// Processes that left the tree since the previous row (exited; or, known from exit
     /// records only, born and gone in between).
     pub departed: u32,
+    /// Major page faults of the tree since the recording began (cumulative, never falling):
+    /// each member's `majflt` (/proc/PID/stat), those that left included (their exit records,
+    /// or their last read).
+    pub major_faults: u64,
     /// The memory cgroup's files at this tick (`record --cgroup`, or memmon's own cgroup of a
     /// launched command); all `None` when no cgroup is recorded. See probe::cgroup::CgroupStats.
     pub cgroup_bytes: Option<u64>,
@@ -232,6 +236,7 @@ macro_rules! for_columns {
             (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used", sum(vm_size)),
             (threads, threads, U32, "count", "threads in the tree (sum of Threads)", sum(threads)),
             (departed, departed, U32, "count", "processes that left the tree since the previous row (exited, or born and gone in between: known from exit records)", tree),
+            (major_faults, major_faults, U64, "count", "major page faults of the tree since the recording began (cumulative, never falling): each process's majflt (/proc/PID/stat) counted from the first row for a process already running then, from its start for one started after; a process that left counts with its exit records' count (taskstats), else its last read", tree),
             (cgroup_bytes, cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup", cgroup),
             (cgroup_anon_bytes, cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)", cgroup),
             (cgroup_file_bytes, cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)", cgroup),

@@ -100,6 +100,10 @@ pub struct Watch {
     exits: ExitState,
     /// The largest peak from exit records of the trees before a restart.
     exit_peak: Option<u64>,
+    /// The major faults of the trees before a restart, and the time since boot (clock
+    /// ticks) when the watch was made: a root started since counts its faults from its birth.
+    faults_before: u64,
+    made_at_ticks: Option<u64>,
     pss: Option<Pss>,
     gpu: Option<GpuTracker>,
     cgroup: Option<CgroupSource>,
@@ -157,6 +161,7 @@ impl Watch {
             }
             None => None,
         };
+        let made_at_ticks = target::boot_ticks_now(&opts.procfs);
         Ok(Watch {
             spec,
             opts,
@@ -174,6 +179,8 @@ impl Watch {
                 ExitRecords::Refused(e) => ExitState::Refused(e),
             },
             exit_peak: None,
+            faults_before: 0,
+            made_at_ticks,
             pss,
             gpu: None,
             cgroup: None,
@@ -218,8 +225,13 @@ impl Watch {
         let kept = self.tree.as_mut().and_then(Tree::take_exits);
         if let Some(old) = &self.tree {
             self.exit_peak = self.exit_peak.max(old.exit_peak());
+            self.faults_before = self.faults_before.saturating_add(old.major_faults());
         }
+        let born_since = self.made_at_ticks.is_some_and(|t| h.start_time >= t);
         let mut tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
+        if born_since {
+            tree.count_faults_from_birth();
+        }
         let watch = match std::mem::replace(&mut self.exits, ExitState::Off) {
             ExitState::Pending(w) => Some(w),
             ExitState::Held => kept,
@@ -326,6 +338,7 @@ impl Watch {
                     .map_or(0, |d| d.as_micros() as u64)
             }),
             event,
+            major_faults: self.faults_before.saturating_add(ts.sample.major_faults),
             ..ts.sample
         };
         if let Some(p) = &mut self.pss {
