@@ -19,6 +19,7 @@ use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use crate::reporter::Reporter;
 use crate::sampler::cgroup::CgroupSource;
 use crate::sampler::gpu::GpuTracker;
+use crate::sampler::psi::PsiSource;
 use crate::sampler::pss::{PssGuard, PssRead, PssSchedule, PssThread};
 use crate::sampler::target::{self, PidfileStamp, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
@@ -107,6 +108,7 @@ pub struct Watch {
     pss: Option<Pss>,
     gpu: Option<GpuTracker>,
     cgroup: Option<CgroupSource>,
+    psi: Option<PsiSource>,
     report: Reporter,
 }
 
@@ -184,6 +186,7 @@ impl Watch {
             pss,
             gpu: None,
             cgroup: None,
+            psi: None,
             report,
         })
     }
@@ -197,6 +200,12 @@ impl Watch {
     /// Reads this memory cgroup into every sample.
     pub fn with_cgroup(mut self, cgroup: Option<CgroupSource>) -> Watch {
         self.cgroup = cgroup;
+        self
+    }
+
+    /// Reads memory pressure (PSI) into every sample.
+    pub fn with_psi(mut self, psi: Option<PsiSource>) -> Watch {
+        self.psi = psi;
         self
     }
 
@@ -353,6 +362,9 @@ impl Watch {
         }
         let cgroup = self.cgroup.as_mut().and_then(|c| c.tick());
         crate::sampler::cgroup::fill(&mut s, cgroup.as_ref());
+        if let Some(p) = &mut self.psi {
+            p.fill(&mut s);
+        }
         self.maybe_ask_pss(now, s.rss_bytes);
         Ok(Some(Tick {
             sample: s,
