@@ -8,7 +8,7 @@
 
 use super::gpu::GpuTrack;
 use super::phases::{PhaseBuilder, Phases};
-use super::span::{HeldPeaks, PssReads, SpanAcc, SpanContext, Window};
+use super::span::{HeldPeaks, MemoryHealth, PssReads, SpanAcc, SpanContext, Window};
 use super::timeline::Timeline;
 use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
@@ -376,7 +376,7 @@ impl SummaryBuilder {
                 self.sessions.push(SessionAcc {
                     meta: self.next_meta.take(),
                     end: None,
-                    span: SpanAcc::open(s),
+                    span: SpanAcc::open_session(s),
                     merged: false,
                 });
             } else {
@@ -391,7 +391,7 @@ impl SummaryBuilder {
         }
         match self.all.as_mut() {
             Some(a) => a.add(s),
-            None => self.all = Some(SpanAcc::open(s)),
+            None => self.all = Some(SpanAcc::open_session(s)),
         }
         if matches!(s.event, Some(Event::Restart(_))) {
             self.restarts += 1;
@@ -510,6 +510,7 @@ impl SummaryBuilder {
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
             mean_rss_bytes: all.map_or(0, |a| a.mean_rss().round() as u64),
             held: all.map(|a| a.held()).unwrap_or_default(),
+            health: all.map(|a| a.health()).unwrap_or_default(),
             held_at_idle: HeldPeaks {
                 locked_bytes: self.held_hist[0].percentile(IDLE_PERCENTILE).unwrap_or(0),
                 pinned_bytes: self.held_hist[1].percentile(IDLE_PERCENTILE).unwrap_or(0),
@@ -921,6 +922,9 @@ pub struct Summary {
     pub held: HeldPeaks,
     /// ...and each at idle (its 10th percentile, as the idle floor is RSS's).
     pub held_at_idle: HeldPeaks,
+    /// Major faults and memory stall over the whole recording (every session's).
+    #[serde(flatten)]
+    pub health: MemoryHealth,
     /// What was read of PSS (`--pss`): peak only when a read came at the RSS peak...
     pub pss: Option<PssReads>,
     /// ...and then its largest read, the peak PSS.
