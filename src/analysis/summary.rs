@@ -281,6 +281,10 @@ pub struct SummaryBuilder {
     gpu: GpuTrack,
     /// The anatomy table the latest session with one named (`record --anatomy`).
     anatomy_table: Option<String>,
+    /// The last row's `major_faults`, and the faults the sessions' end records add after
+    /// their last rows.
+    last_major_faults: u64,
+    faults_after_rows: u64,
 }
 
 impl Default for SummaryBuilder {
@@ -301,6 +305,8 @@ impl Default for SummaryBuilder {
             missed_session: 0,
             restarts: 0,
             anatomy_table: None,
+            last_major_faults: 0,
+            faults_after_rows: 0,
             min_rss: u64::MAX,
             hist: LogHistogram::new(),
             held_hist: [
@@ -359,11 +365,19 @@ impl SummaryBuilder {
         if let Some(s) = self.sessions.last_mut() {
             s.end = Some(end.clone());
         }
+        // Faults the exit records gave after the session's last row (a command that ended
+        // between two ticks): the recording's, in no row.
+        if let Some(f) = end.major_faults {
+            self.faults_after_rows = self
+                .faults_after_rows
+                .saturating_add(f.saturating_sub(self.last_major_faults));
+        }
         self.phases.session_end(end);
         self.gpu.session_end(end);
     }
 
     pub fn push(&mut self, s: &Sample) {
+        self.last_major_faults = s.major_faults;
         self.phases.push(s);
         self.gpu.push(s);
         let first = self.samples == 0;
@@ -510,7 +524,11 @@ impl SummaryBuilder {
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
             mean_rss_bytes: all.map_or(0, |a| a.mean_rss().round() as u64),
             held: all.map(|a| a.held()).unwrap_or_default(),
-            health: all.map(|a| a.health()).unwrap_or_default(),
+            health: {
+                let mut h = all.map(|a| a.health()).unwrap_or_default();
+                h.major_faults = h.major_faults.saturating_add(self.faults_after_rows);
+                h
+            },
             held_at_idle: HeldPeaks {
                 locked_bytes: self.held_hist[0].percentile(IDLE_PERCENTILE).unwrap_or(0),
                 pinned_bytes: self.held_hist[1].percentile(IDLE_PERCENTILE).unwrap_or(0),

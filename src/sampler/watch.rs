@@ -432,6 +432,13 @@ impl Watch {
         matches!(self.exits, ExitState::Refused(_))
     }
 
+    /// The major faults of every tree followed, as the `major_faults` column counts them, with
+    /// what the exit records read since the last row added.
+    pub fn major_faults(&self) -> u64 {
+        self.faults_before
+            .saturating_add(self.tree.as_ref().map_or(0, Tree::major_faults))
+    }
+
     /// The largest peak from exit records, over every tree followed.
     pub fn exit_peak(&self) -> Option<u64> {
         self.exit_peak
