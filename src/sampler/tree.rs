@@ -275,10 +275,13 @@ impl Tree {
     /// what the exit records read since added): what a tree that takes over after a restart
     /// counts on from.
     pub fn major_faults(&self) -> u64 {
+        // An attached tree never sampled has counted nothing yet.
+        let Some(base) = self.faults_base.or(self.faults_from_birth.then_some(0)) else {
+            return self.faults_last;
+        };
         let live: u64 = self.members.iter().map(|m| m.majflt).sum();
         let total = live.saturating_add(self.faults_departed);
-        self.faults_last
-            .max(total.saturating_sub(self.faults_base.unwrap_or(0)))
+        self.faults_last.max(total.saturating_sub(base))
     }
 
     /// Makes the children of `adopter` (other than the root) members too: orphans of the tree
@@ -958,6 +961,7 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\nThreads:\t1\n"
         set_majflt(tmp.path(), 100, 1000, 500);
         let mut t = tree_over(tmp.path(), 100);
         // Attached: what the root made before the first sample is not the recording's.
+        assert_eq!(t.major_faults(), 0, "never sampled: nothing counted");
         assert_eq!(t.sample().unwrap().unwrap().major_faults, 0);
         fake_proc(tmp.path(), 100, 1000, 1000, 1000, &[101]);
         set_majflt(tmp.path(), 100, 1000, 520);
