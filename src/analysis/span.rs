@@ -660,6 +660,16 @@ impl SpanAcc {
         self.held
     }
 
+    /// The tree's `major_faults` count at the recording's end, after the span's last row (the
+    /// end record's: exit records read when the target ended): what it holds beyond that row
+    /// is the span's too.
+    pub fn faults_at_end(&mut self, total: u64) {
+        if let Some(last) = self.health.faults.last.filter(|&l| total > l) {
+            self.health.faults.total = self.health.faults.total.saturating_add(total - last);
+            self.health.faults.last = Some(total);
+        }
+    }
+
     /// The span's major faults and memory stall so far.
     pub fn health(&self) -> MemoryHealth {
         self.health.get()
