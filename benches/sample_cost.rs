@@ -161,6 +161,9 @@ fn main() {
     let held_status_ns = measure(|| {
         held.read_status(&mut buf).unwrap();
     });
+    let held_stat_ns = measure(|| {
+        held.read_stat_counts(&mut buf).unwrap();
+    });
     let held_statm_ns = measure(|| {
         held.read_statm(&mut buf).unwrap();
     });
@@ -204,6 +207,10 @@ fn main() {
     println!(
         "| pread of a held /proc/PID/status | {:.2} µs | |",
         held_status_ns / 1e3
+    );
+    println!(
+        "| pread of a held /proc/PID/stat, parsed (major faults) | {:.2} µs | |",
+        held_stat_ns / 1e3
     );
     println!(
         "| pread of a held /proc/PID/statm | {:.2} µs | |",

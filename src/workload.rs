@@ -4,7 +4,8 @@
 //! `mlock:64MiB` (allocate, touch and mlock: VmLck), `partitions:10:60MiB` (that many separate
 //! anonymous mappings), `memfd:NAME:128MiB`, `heap:64MiB` (small mallocs: the brk heap grows),
 //! `threads:4` (threads that wait), `spike:200MiB:20ms` (allocate, touch, hold,
-//! free), `hold:2s`, `map-file:PATH:8MiB` (map a file shared and touch it), `wait-file:PATH` (until it exists), `free` (the latest
+//! free), `hold:2s`, `map-file:PATH:8MiB` (map a file shared and touch it), `cold-read:PATH:32MiB` (write a file,
+//! drop it from the page cache, read it back through a mapping: a major fault per page), `wait-file:PATH` (until it exists), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
 //! time: a known count of short-lived processes), `undumpable` (its /proc files become root's,
@@ -123,6 +124,55 @@ impl Block {
         }?;
         let mut b = Block { ptr, len };
         b.touch(0, len);
+        Ok(b)
+    }
+
+    /// Writes a file of `len` bytes at `path`, syncs it, drops its pages from the page cache
+    /// (`posix_fadvise` DONTNEED: only this file's, unlike `drop_caches`), maps it read-only
+    /// with no read-ahead (`MADV_RANDOM`) and reads one byte of every page: each page is read
+    /// back from disk by a major fault of its own, `len / page` of them (a page the kernel
+    /// could not drop reads as a minor fault).
+    pub fn cold_read(path: &std::path::Path, len: usize) -> std::io::Result<Block> {
+        use std::io::Write;
+        let len = len.max(1);
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        let chunk = vec![7u8; 1 << 20];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            f.write_all(&chunk[..n])?;
+            left -= n;
+        }
+        f.sync_all()?;
+        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
+        // SAFETY: a new private read-only mapping of a file we opened, with no address hint,
+        // overlaps no memory in use.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ,
+                MapFlags::PRIVATE,
+                &f,
+                0,
+            )
+        }?;
+        let b = Block { ptr, len };
+        // SAFETY: advice on exactly the mapping just made.
+        unsafe { rustix::mm::madvise(ptr, len, rustix::mm::Advice::Random) }?;
+        let page = page_size();
+        let base = ptr as *const u8;
+        let mut sum = 0u8;
+        for off in (0..len).step_by(page) {
+            // SAFETY: off < len, inside the mapping, which is readable.
+            sum = sum.wrapping_add(unsafe { base.add(off).read_volatile() });
+        }
+        std::hint::black_box(sum);
         Ok(b)
     }
 
@@ -246,6 +296,15 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                         .map_err(|e| format!("step '{step}': {e}"))?,
                 );
             }
+            // Writes a file, drops it from the page cache and reads it back through a mapping,
+            // a major fault per page (`Block::cold_read`): `cold-read:/var/tmp/f:32MiB`.
+            "cold-read" => {
+                let path = parts.get(1).ok_or(format!("step '{step}' needs a path"))?;
+                blocks.push(
+                    Block::cold_read(std::path::Path::new(path), size(2)?)
+                        .map_err(|e| format!("step '{step}': {e}"))?,
+                );
+            }
             // Waits until a file exists (a test's go-ahead): `wait-file:/tmp/go`.
             "wait-file" => {
                 let path = std::path::Path::new(&step[10..]);
@@ -314,7 +373,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, ramp, spike, hold, map-file, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, ramp, spike, hold, map-file, cold-read, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {

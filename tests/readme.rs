@@ -106,13 +106,17 @@ fn blocks_of(prefix: &str) -> Vec<Block> {
 }
 
 /// The label of a summary line indented by two spaces: its text up to two spaces, ` (`, `: ` or
-/// a number (`lifetime peak 842.4 MiB`); `None` for other lines, `...` and warnings and notes.
+/// a number (`lifetime peak 842.4 MiB`); `None` for other lines, `...` and warnings and notes,
+/// and `memory health` (said only where a fault or a stall happened: a page of a program's
+/// binary evicted by a busy machine, another program's stall, decide it as timing decides a
+/// warning).
 fn label(line: &str) -> Option<String> {
     let body = line.strip_prefix("  ")?;
     if body.starts_with(char::is_whitespace)
         || body.trim() == "..."
         || body.starts_with("warning:")
         || body.starts_with("note:")
+        || body.starts_with("memory health")
     {
         return None;
     }
@@ -138,11 +142,14 @@ fn labels(text: &str) -> Vec<String> {
 }
 
 /// A table's header row, cells split at two spaces and numbers as `N` (`baseline (mean of N)`).
+/// The memory health columns are left out: a table has them only where a span faulted or
+/// stalled, which the machine decides (see `label`).
 fn cells(line: &str) -> Vec<String> {
     line.trim()
         .split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
+        .filter(|c| !["major faults", "memory stall", "Major faults", "Mem stall"].contains(c))
         .map(digits_as_n)
         .collect()
 }

@@ -12,6 +12,7 @@ mod compare;
 mod exit_codes;
 mod export;
 mod gpu;
+mod health;
 mod import;
 mod layout;
 mod mark_crate;

@@ -246,6 +246,16 @@ impl PhaseBuilder {
         let tail = end
             .exit_peak_after_last_sample_bytes
             .map(|b| (b, PeakSource::Vmhwm));
+        if let Some(f) = end.major_faults {
+            // Faults after the last row (a target that ended between two ticks): the open
+            // phase's and run's.
+            if let Some((acc, _)) = self.phase.as_mut() {
+                acc.faults_at_end(f);
+            }
+            if let Some((acc, _)) = self.run.as_mut() {
+                acc.faults_at_end(f);
+            }
+        }
         self.close_phase(false, tail);
         self.close_run(false, tail);
         self.phases.settle(&self.windows.phase);
@@ -629,6 +639,43 @@ mod tests {
             p.phases[1].facts.kernel_peak_rss_bytes,
             Some(700 * MIB),
             "open at the end"
+        );
+    }
+
+    #[test]
+    fn faults_after_the_last_row_go_to_the_phase_still_open_and_a_quiet_phase_shows_none() {
+        let row = |t: f64, faults: u64, event| Sample {
+            major_faults: faults,
+            ..s(t, 100, 100, event)
+        };
+        let rows = [
+            row(0.0, 3, mark("load")),
+            row(1.0, 4003, None),
+            row(2.0, 4003, mark("idle")),
+            row(3.0, 4003, None),
+            row(4.0, 4010, mark("prove")),
+            row(5.0, 4020, None),
+        ];
+        let end = EndInfo {
+            major_faults: Some(4500),
+            ..EndInfo::default()
+        };
+        let p = build(&rows, Some(&meta(true, true)), Some(&end));
+        let faults: Vec<u64> = p.phases.iter().map(|s| s.health.major_faults).collect();
+        assert_eq!(faults, [4000, 7, 490]);
+        let text = p.render();
+        assert!(text.contains("major faults"), "{text}");
+        assert!(
+            !text.contains("memory stall"),
+            "no PSI column of nothing: {text}"
+        );
+        // No phase faulted: no column.
+        let quiet = build(&rows[2..4], Some(&meta(true, true)), None);
+        assert_eq!(quiet.phases[0].health.major_faults, 0);
+        assert!(
+            !quiet.render().contains("major faults"),
+            "{}",
+            quiet.render()
         );
     }
 

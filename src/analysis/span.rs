@@ -212,6 +212,176 @@ impl HeldPeaks {
     }
 }
 
+/// A cumulative column's rise over a span's rows (`major_faults`, the PSI columns). A value
+/// below the last one is a counter that began again (the next session of an `--append`ed
+/// recording): it counts from 0.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rise {
+    last: Option<u64>,
+    total: u64,
+}
+
+impl Rise {
+    /// Opened at `v`: what the opening row holds came before the span (`from_zero`: a
+    /// recording's or session's first row, where the counter began at 0, counts whole).
+    fn open(v: Option<u64>, from_zero: bool) -> Rise {
+        Rise {
+            last: v,
+            total: v.filter(|_| from_zero).unwrap_or(0),
+        }
+    }
+
+    fn push(&mut self, v: Option<u64>) {
+        let Some(v) = v else {
+            return;
+        };
+        if let Some(l) = self.last {
+            self.total = self.total.saturating_add(if v >= l { v - l } else { v });
+        }
+        self.last = Some(v);
+    }
+
+    /// `None` when no row had the column.
+    fn get(&self) -> Option<u64> {
+        self.last.map(|_| self.total)
+    }
+}
+
+/// Was the span slowed by memory: the tree's major page faults in it and the memory pressure
+/// stall (PSI) during it, from the cumulative columns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryHealth {
+    /// Major page faults of the tree (pages read from disk or swap).
+    pub major_faults: u64,
+    /// The machine's memory stall, µs: some task waiting (`some`), every task at once
+    /// (`full`); absent where PSI was not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi_memory_some_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi_memory_full_us: Option<u64>,
+    /// The recorded v2 cgroup's own, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_psi_memory_some_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_psi_memory_full_us: Option<u64>,
+}
+
+impl MemoryHealth {
+    /// Some fault or stall happened (a quiet span shows nothing).
+    pub fn moved(&self) -> bool {
+        self.major_faults > 0 || self.stalled()
+    }
+
+    /// Some memory stall was counted, machine-wide or in the cgroup.
+    pub fn stalled(&self) -> bool {
+        self.psi_memory_some_us.unwrap_or(0) > 0 || self.cgroup_psi_memory_some_us.unwrap_or(0) > 0
+    }
+
+    /// `1234 major faults`, or `-` when none.
+    pub fn faults_cell(&self) -> String {
+        match self.major_faults {
+            0 => "-".into(),
+            n => n.to_string(),
+        }
+    }
+
+    /// `12 ms some, 0 µs full` (the cgroup's when it has one, else the machine's), or `-`.
+    pub fn stall_cell(&self) -> String {
+        let (some, full) = match self.cgroup_psi_memory_some_us {
+            Some(_) => (
+                self.cgroup_psi_memory_some_us,
+                self.cgroup_psi_memory_full_us,
+            ),
+            None => (self.psi_memory_some_us, self.psi_memory_full_us),
+        };
+        match some {
+            Some(s) if s > 0 => format!("{} some, {} full", fmt_us(s), fmt_us(full.unwrap_or(0))),
+            _ => "-".into(),
+        }
+    }
+
+    /// What a table's stall column holds, in words.
+    pub fn stall_legend(cgroup: bool) -> &'static str {
+        if cgroup {
+            "memory stall: the time some (all) of the recorded cgroup's tasks waited on memory, from its memory.pressure (PSI)"
+        } else {
+            "memory stall: the time some (all) tasks of the machine waited on memory, from /proc/pressure/memory (PSI): machine-wide, other programs' stalls count too"
+        }
+    }
+
+    /// `3 major faults; memory stall 12 ms some, 0 µs full (machine-wide)`, `None` when
+    /// nothing moved.
+    pub fn describe(&self) -> Option<String> {
+        if !self.moved() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if self.major_faults > 0 {
+            parts.push(crate::units::count(self.major_faults, "major fault"));
+        }
+        if let Some(s) = self.psi_memory_some_us.filter(|&s| s > 0) {
+            parts.push(format!(
+                "memory stall {} some, {} full (machine-wide, /proc/pressure/memory)",
+                fmt_us(s),
+                fmt_us(self.psi_memory_full_us.unwrap_or(0))
+            ));
+        }
+        if let Some(s) = self.cgroup_psi_memory_some_us.filter(|&s| s > 0) {
+            parts.push(format!(
+                "the cgroup's {} some, {} full",
+                fmt_us(s),
+                fmt_us(self.cgroup_psi_memory_full_us.unwrap_or(0))
+            ));
+        }
+        Some(parts.join("; "))
+    }
+}
+
+/// Microseconds for people: `850 µs`, `12 ms`, `3.40 s`.
+fn fmt_us(us: u64) -> String {
+    fmt_seconds(us as f64 / 1e6)
+}
+
+/// The health counters of a span, fed row by row.
+#[derive(Debug, Clone, Copy, Default)]
+struct HealthAcc {
+    faults: Rise,
+    some: Rise,
+    full: Rise,
+    cg_some: Rise,
+    cg_full: Rise,
+}
+
+impl HealthAcc {
+    fn open(s: &Sample, from_zero: bool) -> HealthAcc {
+        HealthAcc {
+            faults: Rise::open(Some(s.major_faults), from_zero),
+            some: Rise::open(s.psi_memory_some_us, from_zero),
+            full: Rise::open(s.psi_memory_full_us, from_zero),
+            cg_some: Rise::open(s.cgroup_psi_memory_some_us, from_zero),
+            cg_full: Rise::open(s.cgroup_psi_memory_full_us, from_zero),
+        }
+    }
+
+    fn push(&mut self, s: &Sample) {
+        self.faults.push(Some(s.major_faults));
+        self.some.push(s.psi_memory_some_us);
+        self.full.push(s.psi_memory_full_us);
+        self.cg_some.push(s.cgroup_psi_memory_some_us);
+        self.cg_full.push(s.cgroup_psi_memory_full_us);
+    }
+
+    fn get(&self) -> MemoryHealth {
+        MemoryHealth {
+            major_faults: self.faults.get().unwrap_or(0),
+            psi_memory_some_us: self.some.get(),
+            psi_memory_full_us: self.full.get(),
+            cgroup_psi_memory_some_us: self.cg_some.get(),
+            cgroup_psi_memory_full_us: self.cg_full.get(),
+        }
+    }
+}
+
 /// The rows of one span, accumulated in constant memory.
 #[derive(Debug, Clone)]
 pub struct SpanAcc {
@@ -248,6 +418,7 @@ pub struct SpanAcc {
     /// The largest cgroup usage sampled.
     cgroup_max: Option<u64>,
     held: HeldPeaks,
+    health: HealthAcc,
     late_boundary: bool,
 }
 
@@ -286,8 +457,17 @@ impl SpanAcc {
             gpu_hwm: GpuHwmAcc::open(s),
             cgroup_max: s.cgroup_bytes,
             held,
+            health: HealthAcc::open(s, false),
             late_boundary: false,
         }
+    }
+
+    /// A span opened by a recording's (or a session's) first row: its counters began with the
+    /// recording, so what that row holds counts in the span.
+    pub fn open_session(s: &Sample) -> SpanAcc {
+        let mut a = SpanAcc::open(s);
+        a.health = HealthAcc::open(s, true);
+        a
     }
 
     /// The next row of the span.
@@ -303,6 +483,7 @@ impl SpanAcc {
         self.hwm_sum_max = self.hwm_sum_max.max(s.hwm_sum_bytes);
         self.pss.push(s);
         self.held.push(s);
+        self.health.push(s);
         if let Some(g) = s.gpu.bytes {
             self.peak_gpu = Some(self.peak_gpu.unwrap_or(0).max(g));
         }
@@ -451,6 +632,7 @@ impl SpanAcc {
             start_rss_bytes: self.start_rss,
             end_rss_bytes: self.last_rss,
             held: self.held,
+            health: self.health.get(),
             pss: self.pss.reads(self.peak_rss),
             peak_gpu_bytes: self.peak_gpu,
             gpu_kernel: self.gpu_hwm.decide(ctx.gpu, ctx.gpu_after_last_row),
@@ -476,6 +658,21 @@ impl SpanAcc {
 
     pub fn held(&self) -> HeldPeaks {
         self.held
+    }
+
+    /// The tree's `major_faults` count at the recording's end, after the span's last row (the
+    /// end record's: exit records read when the target ended): what it holds beyond that row
+    /// is the span's too.
+    pub fn faults_at_end(&mut self, total: u64) {
+        if let Some(last) = self.health.faults.last.filter(|&l| total > l) {
+            self.health.faults.total = self.health.faults.total.saturating_add(total - last);
+            self.health.faults.last = Some(total);
+        }
+    }
+
+    /// The span's major faults and memory stall so far.
+    pub fn health(&self) -> MemoryHealth {
+        self.health.get()
     }
 
     pub fn peak_gpu(&self) -> Option<u64> {
@@ -527,6 +724,9 @@ pub struct Span {
     /// The largest locked, pinned and shared memory sampled.
     #[serde(flatten)]
     pub held: HeldPeaks,
+    /// Major faults and memory stall in the span (the rows' rise).
+    #[serde(flatten)]
+    pub health: MemoryHealth,
     /// The PSS reads in the span (`--pss`), absent when none fell in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<PssReads>,
@@ -664,6 +864,50 @@ mod tests {
         let r = at_peak.pss().reads(900 * MIB).unwrap();
         assert!(r.is_peak);
         assert_eq!(r.largest_bytes, 300 * MIB);
+    }
+
+    #[test]
+    fn health_is_the_rise_of_the_counters_over_the_span_and_a_counter_that_began_again_counts_from_0(
+    ) {
+        let h = |faults: u64, some: Option<u64>| Sample {
+            major_faults: faults,
+            psi_memory_some_us: some,
+            psi_memory_full_us: some.map(|s| s / 10),
+            ..row(10, 10)
+        };
+        // The opening row's count came before the span.
+        let a = span(&[
+            h(100, Some(5_000)),
+            h(140, Some(5_000)),
+            h(160, Some(25_000)),
+        ]);
+        let got = a.health();
+        assert_eq!(got.major_faults, 60);
+        assert_eq!(
+            (got.psi_memory_some_us, got.psi_memory_full_us),
+            (Some(20_000), Some(2_000))
+        );
+        assert_eq!(got.cgroup_psi_memory_some_us, None, "not recorded: absent");
+        assert_eq!(got.faults_cell(), "60");
+        assert_eq!(got.stall_cell(), "20 ms some, 2 ms full");
+        assert_eq!(
+            got.describe().unwrap(),
+            "60 major faults; memory stall 20 ms some, 2 ms full (machine-wide, /proc/pressure/memory)"
+        );
+        // A session's first row counts whole; a drop is a new session's counter from 0.
+        let mut s = SpanAcc::open_session(&h(7, Some(0)));
+        s.add(&h(9, Some(0)));
+        s.add(&h(3, Some(0)));
+        assert_eq!(s.health().major_faults, 9 + 3);
+        // A quiet span shows nothing.
+        let quiet = span(&[h(5, Some(10)), h(5, Some(10))]).health();
+        assert!(!quiet.moved());
+        assert_eq!(
+            (quiet.faults_cell(), quiet.stall_cell()),
+            ("-".into(), "-".into())
+        );
+        assert_eq!(quiet.describe(), None);
+        assert_eq!(quiet.psi_memory_some_us, Some(0), "read, and zero");
     }
 
     #[test]

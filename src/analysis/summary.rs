@@ -8,7 +8,7 @@
 
 use super::gpu::GpuTrack;
 use super::phases::{PhaseBuilder, Phases};
-use super::span::{HeldPeaks, PssReads, SpanAcc, SpanContext, Window};
+use super::span::{HeldPeaks, MemoryHealth, PssReads, SpanAcc, SpanContext, Window};
 use super::timeline::Timeline;
 use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
@@ -281,6 +281,10 @@ pub struct SummaryBuilder {
     gpu: GpuTrack,
     /// The anatomy table the latest session with one named (`record --anatomy`).
     anatomy_table: Option<String>,
+    /// The last row's `major_faults`, and the faults the sessions' end records add after
+    /// their last rows.
+    last_major_faults: u64,
+    faults_after_rows: u64,
 }
 
 impl Default for SummaryBuilder {
@@ -301,6 +305,8 @@ impl Default for SummaryBuilder {
             missed_session: 0,
             restarts: 0,
             anatomy_table: None,
+            last_major_faults: 0,
+            faults_after_rows: 0,
             min_rss: u64::MAX,
             hist: LogHistogram::new(),
             held_hist: [
@@ -359,11 +365,19 @@ impl SummaryBuilder {
         if let Some(s) = self.sessions.last_mut() {
             s.end = Some(end.clone());
         }
+        // Faults the exit records gave after the session's last row (a command that ended
+        // between two ticks): the recording's, in no row.
+        if let Some(f) = end.major_faults {
+            self.faults_after_rows = self
+                .faults_after_rows
+                .saturating_add(f.saturating_sub(self.last_major_faults));
+        }
         self.phases.session_end(end);
         self.gpu.session_end(end);
     }
 
     pub fn push(&mut self, s: &Sample) {
+        self.last_major_faults = s.major_faults;
         self.phases.push(s);
         self.gpu.push(s);
         let first = self.samples == 0;
@@ -376,7 +390,7 @@ impl SummaryBuilder {
                 self.sessions.push(SessionAcc {
                     meta: self.next_meta.take(),
                     end: None,
-                    span: SpanAcc::open(s),
+                    span: SpanAcc::open_session(s),
                     merged: false,
                 });
             } else {
@@ -391,7 +405,7 @@ impl SummaryBuilder {
         }
         match self.all.as_mut() {
             Some(a) => a.add(s),
-            None => self.all = Some(SpanAcc::open(s)),
+            None => self.all = Some(SpanAcc::open_session(s)),
         }
         if matches!(s.event, Some(Event::Restart(_))) {
             self.restarts += 1;
@@ -510,6 +524,11 @@ impl SummaryBuilder {
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
             mean_rss_bytes: all.map_or(0, |a| a.mean_rss().round() as u64),
             held: all.map(|a| a.held()).unwrap_or_default(),
+            health: {
+                let mut h = all.map(|a| a.health()).unwrap_or_default();
+                h.major_faults = h.major_faults.saturating_add(self.faults_after_rows);
+                h
+            },
             held_at_idle: HeldPeaks {
                 locked_bytes: self.held_hist[0].percentile(IDLE_PERCENTILE).unwrap_or(0),
                 pinned_bytes: self.held_hist[1].percentile(IDLE_PERCENTILE).unwrap_or(0),
@@ -921,6 +940,9 @@ pub struct Summary {
     pub held: HeldPeaks,
     /// ...and each at idle (its 10th percentile, as the idle floor is RSS's).
     pub held_at_idle: HeldPeaks,
+    /// Major faults and memory stall over the whole recording (every session's).
+    #[serde(flatten)]
+    pub health: MemoryHealth,
     /// What was read of PSS (`--pss`): peak only when a read came at the RSS peak...
     pub pss: Option<PssReads>,
     /// ...and then its largest read, the peak PSS.

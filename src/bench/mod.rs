@@ -134,6 +134,9 @@ pub struct RunResult {
     /// The largest locked (VmLck), pinned (VmPin) and shared (RssShmem) memory sampled.
     #[serde(flatten)]
     pub held: crate::analysis::span::HeldPeaks,
+    /// Major faults and memory stall (PSI) in the run.
+    #[serde(flatten)]
+    pub health: crate::analysis::span::MemoryHealth,
     /// The PSS reads in the run (`--pss`): shared pages counted once, divided among the
     /// processes that map them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,6 +186,7 @@ impl RunResult {
             command_user_s: None,
             command_system_s: None,
             held: span.held,
+            health: span.health,
             pss: span.pss,
             peak_gpu_bytes: span.peak_gpu_bytes,
             gpu_kernel: span.gpu_kernel,

@@ -169,6 +169,20 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
             report.runs.iter().find(|r| r.facts.basis() < basis).map_or("", |r| r.facts.basis().describe())
         ));
     }
+    if report.runs.iter().any(|r| r.health.major_faults > 0) {
+        o.push("note: Major faults: pages the tree had to read from disk or swap in the run (a count, /proc/PID/stat majflt)".into());
+    }
+    if report.runs.iter().any(|r| r.health.stalled()) {
+        let cgroup = report
+            .runs
+            .iter()
+            .any(|r| r.health.cgroup_psi_memory_some_us.is_some());
+        o.push(format!(
+            "note: Mem stall: {}",
+            crate::analysis::span::MemoryHealth::stall_legend(cgroup)
+                .trim_start_matches("memory stall: ")
+        ));
+    }
     if peaks
         .iter()
         .any(|p| p.scope == crate::model::peak::PeakScope::LargestProcess)
@@ -290,6 +304,13 @@ pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
     }
     if report.runs.iter().any(|r| r.gpu_kernel.window.is_some()) {
         c.push(column("GPU kernel peak", |r| r.gpu_kernel.cell()));
+    }
+    // Memory health, only where some run moved it.
+    if report.runs.iter().any(|r| r.health.major_faults > 0) {
+        c.push(column("Major faults", |r| r.health.faults_cell()));
+    }
+    if report.runs.iter().any(|r| r.health.stalled()) {
+        c.push(column("Mem stall", |r| r.health.stall_cell()));
     }
     c
 }

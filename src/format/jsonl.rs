@@ -281,7 +281,7 @@ mod tests {
             "{\"type\":\"sample\",\"unix_ms\":5,\"elapsed_s\":0.25,\"rss_bytes\":1073741824,\
              \"anon_bytes\":0,\"file_bytes\":0,\"shmem_bytes\":0,\"swap_bytes\":0,\"locked_bytes\":0,\
              \"pinned_bytes\":0,\"processes\":1,\"top_pid\":7,\"top_rss_bytes\":0,\"hwm_bytes\":0,\
-             \"hwm_sum_bytes\":0,\"pss_bytes\":4096,\"missed_ticks\":0,\"vm_size_bytes\":0,\"threads\":0,\"departed\":0,\"event\":\"mark:a \\\"b\\\"\"}\n"
+             \"hwm_sum_bytes\":0,\"pss_bytes\":4096,\"missed_ticks\":0,\"vm_size_bytes\":0,\"threads\":0,\"departed\":0,\"major_faults\":0,\"event\":\"mark:a \\\"b\\\"\"}\n"
         );
     }
 

@@ -237,6 +237,11 @@ pub struct EndInfo {
     /// made before memmon read them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_records: Option<String>,
+    /// The tree's major faults since the recording (this session) began, at its end: as the
+    /// `major_faults` column counts them, with the exit records read when the target ended
+    /// (faults after the last row) added. Absent in recordings made before memmon read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults: Option<u64>,
     /// The largest high-water mark (VmHWM, bytes) the exit records gave for a process of the
     /// tree: a peak reached after the process's last sample counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -44,6 +44,14 @@ pub struct Sample {
     /// Processes that left the tree since the previous row (exited; or, known from exit
     /// records only, born and gone in between).
     pub departed: u32,
+    /// Major page faults of the tree since the recording began (cumulative, never falling):
+    /// each member's `majflt` (/proc/PID/stat), those that left included (their exit records,
+    /// or their last read).
+    pub major_faults: u64,
+    /// The machine's memory pressure stall (/proc/pressure/memory `some` and `full` total=),
+    /// microseconds since the recording began; `None` where the kernel has no PSI.
+    pub psi_memory_some_us: Option<u64>,
+    pub psi_memory_full_us: Option<u64>,
     /// The memory cgroup's files at this tick (`record --cgroup`, or memmon's own cgroup of a
     /// launched command); all `None` when no cgroup is recorded. See probe::cgroup::CgroupStats.
     pub cgroup_bytes: Option<u64>,
@@ -61,6 +69,10 @@ pub struct Sample {
     pub cgroup_oom_kill_events: Option<u64>,
     pub cgroup_max_events: Option<u64>,
     pub cgroup_high_events: Option<u64>,
+    /// The cgroup's memory pressure stall (its memory.pressure, v2 only), microseconds since
+    /// the recording began.
+    pub cgroup_psi_memory_some_us: Option<u64>,
+    pub cgroup_psi_memory_full_us: Option<u64>,
     /// On a row taken for a marker that did not wait for its row (a followed log, a command's
     /// stdout): microseconds from the marker (its arrival, or its log line's last write) to
     /// this row's reading.
@@ -143,7 +155,7 @@ pub struct Column {
     pub unit: &'static str,
     pub meaning: &'static str,
     /// Who fills it while recording (`for_columns!`): `sum(F)` or `max(F)` of the members'
-    /// `probe::StatusMem::F`, `tree`, `tick`, `pss`, `gpu` or `cgroup`.
+    /// `probe::StatusMem::F`, `tree`, `tick`, `pss`, `gpu`, `cgroup` or `psi`.
     pub source: &'static str,
     pub field: Field,
 }
@@ -196,8 +208,8 @@ macro_rules! column {
 /// The source says who fills the column: `sum(F)` and `max(F)` the tree, as the sum (the
 /// largest) over its members of `probe::StatusMem`'s field `F` (generated from this line: no
 /// other code names the column); `tree` the tree's own logic (counts, the largest process,
-/// departures); `tick` the engine (time, missed ticks, the event); `pss`, `gpu`, `cgroup` those
-/// sources (`sampler/watch.rs`, `sampler/cgroup.rs`, `sampler/gpu.rs`).
+/// departures); `tick` the engine (time, missed ticks, the event); `pss`, `gpu`, `cgroup`, `psi`
+/// those sources (`sampler/watch.rs`, `sampler/cgroup.rs`, `sampler/gpu.rs`, `sampler/psi.rs`).
 ///
 /// To add a /proc/PID/status column: its probe (a `StatusMem` field and its key in
 /// `probe::proc::parse_status`), its field in `Sample` and its line here with `sum(F)` (an
@@ -232,6 +244,9 @@ macro_rules! for_columns {
             (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used", sum(vm_size)),
             (threads, threads, U32, "count", "threads in the tree (sum of Threads)", sum(threads)),
             (departed, departed, U32, "count", "processes that left the tree since the previous row (exited, or born and gone in between: known from exit records)", tree),
+            (major_faults, major_faults, U64, "count", "major page faults of the tree since the recording began (cumulative, never falling): each process's majflt (/proc/PID/stat) counted from the first row for a process already running then, from its start for one started after; a process that left counts with its exit records' count (taskstats), else its last read", tree),
+            (psi_memory_some_us, psi_memory_some_us, OptU64, "µs", "the machine's memory pressure stall since the recording began (cumulative): time some task waited on memory (/proc/pressure/memory some total=); empty where the kernel has PSI off", psi),
+            (psi_memory_full_us, psi_memory_full_us, OptU64, "µs", "as psi_memory_some_us for full total=: time every non-idle task waited on memory at once", psi),
             (cgroup_bytes, cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup", cgroup),
             (cgroup_anon_bytes, cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)", cgroup),
             (cgroup_file_bytes, cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)", cgroup),
@@ -245,6 +260,8 @@ macro_rules! for_columns {
             (cgroup_oom_kill_events, cgroup_oom_kill_events, OptU64, "count", "memory.events oom_kill (v1 memory.oom_control oom_kill)", cgroup),
             (cgroup_max_events, cgroup_max_events, OptU64, "count", "memory.events max: usage hit the limit (v1 memory.failcnt)", cgroup),
             (cgroup_high_events, cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)", cgroup),
+            (cgroup_psi_memory_some_us, cgroup_psi_memory_some_us, OptU64, "µs", "as psi_memory_some_us for the tasks of the recorded cgroup (its memory.pressure); empty without a v2 cgroup that has it", psi),
+            (cgroup_psi_memory_full_us, cgroup_psi_memory_full_us, OptU64, "µs", "as psi_memory_full_us for the tasks of the recorded cgroup", psi),
             (event_lag_us, event_lag_us, OptU64, "µs", "on the row of a marker that did not wait for it (--mark-log, --mark-stdout, a socket request with at_unix_us): from the marker's arrival, its log line's last write, or the time the program made it, to this reading; empty elsewhere", tick),
             (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N", tick),
         }

@@ -9,6 +9,7 @@ pub mod gpu;
 pub mod maps;
 pub mod pidns;
 pub mod proc;
+pub mod psi;
 pub mod taskstats;
 
 pub use proc::{ProcError, ProcFs, ProcHandle, StatusMem};

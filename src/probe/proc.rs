@@ -167,7 +167,7 @@ pub struct ProcHandle {
     dir_path: PathBuf,
     status: File,
     statm: OnceCell<File>,
-    /// /proc/PID/stat, held once `read_parent_and_children_minflt` is first called.
+    /// /proc/PID/stat, held once `read_stat_counts` is first called.
     stat: OnceCell<File>,
     children: OnceCell<File>,
     others: OtherThreads,
@@ -225,14 +225,13 @@ impl ProcHandle {
         Ok(out)
     }
 
-    /// The parent PID (field 4 of /proc/PID/stat) and the minor page faults of this process's
-    /// waited-for children (`cminflt`, field 11): it rises each time the process reaps a child,
-    /// by the faults of that child's whole life (never 0 for a process that touched memory). So
-    /// a rise tells that a child exited, even one born and gone between two samples.
-    pub fn read_parent_and_children_minflt(
-        &self,
-        buf: &mut Vec<u8>,
-    ) -> Result<(i32, u64), ProcError> {
+    /// The fault counts of /proc/PID/stat, with the parent PID (field 4), read from its held
+    /// descriptor: the process's own major faults (`majflt`, field 12: every thread's, those
+    /// of threads that exited included) and the minor faults of its waited-for children
+    /// (`cminflt`, field 11): that rises each time the process reaps a child, by the faults of
+    /// that child's whole life (never 0 for a process that touched memory), so a rise tells
+    /// that a child exited, even one born and gone between two samples.
+    pub fn read_stat_counts(&self, buf: &mut Vec<u8>) -> Result<StatCounts, ProcError> {
         let f = match self.stat.get() {
             Some(f) => f,
             None => {
@@ -241,7 +240,7 @@ impl ProcHandle {
             }
         };
         let n = self.pread(f, buf).map_err(|e| self.classify("stat", e))?;
-        parse_stat_children_minflt(&buf[..n]).ok_or_else(|| {
+        parse_stat_counts(&buf[..n]).ok_or_else(|| {
             ProcError::Parse(self.dir_path.join("stat"), "malformed stat line".into())
         })
     }
@@ -837,15 +836,32 @@ pub fn parse_stat_startcode(buf: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(23)?.parse().ok()
 }
 
-/// Fields 4 and 11 of /proc/PID/stat: the parent PID and `cminflt`, the minor faults of the
-/// waited-for children.
-pub fn parse_stat_children_minflt(buf: &[u8]) -> Option<(i32, u64)> {
+/// The counts memmon reads from /proc/PID/stat at a tick (`ProcHandle::read_stat_counts`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatCounts {
+    /// Field 4: the parent PID.
+    pub ppid: i32,
+    /// Field 11, `cminflt`: the minor faults of the waited-for children.
+    pub children_minflt: u64,
+    /// Field 12, `majflt`: the process's major faults (a page read from disk, or from swap),
+    /// its exited threads' included; not its children's.
+    pub majflt: u64,
+}
+
+/// Fields 4, 11 and 12 of /proc/PID/stat: the parent PID, `cminflt` and `majflt`.
+pub fn parse_stat_counts(buf: &[u8]) -> Option<StatCounts> {
     let close = memchr::memrchr(b')', buf)?;
     let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
-    // Field 3 (state) is the first after ")": field 4 is the 2nd, field 11 the 9th.
+    // Field 3 (state) is the first after ")": field 4 is the 2nd, field 11 the 9th, 12 the 10th.
     let mut fields = rest.split_ascii_whitespace();
     let ppid = fields.nth(1)?.parse().ok()?;
-    Some((ppid, fields.nth(6)?.parse().ok()?))
+    let children_minflt = fields.nth(6)?.parse().ok()?;
+    let majflt = fields.next()?.parse().ok()?;
+    Some(StatCounts {
+        ppid,
+        children_minflt,
+        majflt,
+    })
 }
 
 /// Turns the NUL-separated arguments of /proc/PID/cmdline into one line joined by spaces,
@@ -1020,15 +1036,22 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
     #[test]
     fn stat_start_time_survives_odd_command_names() {
         let line =
-            b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 51234 0 0 5 3 7 2 20 0 1 0 987654 1000 50";
+            b"1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 51234 17 0 5 3 7 2 20 0 1 0 987654 1000 50";
         let (comm, start) = parse_stat(line).unwrap();
         assert_eq!(comm, "a b) c)");
         assert_eq!(start, 987654);
         let c = parse_stat_cpu(line).unwrap();
         assert_eq!((c.start, c.user, c.system), (987654, 5, 3));
         assert_eq!((c.children_user, c.children_system), (7, 2));
-        assert_eq!(parse_stat_children_minflt(line), Some((1, 51234)));
-        assert_eq!(parse_stat_children_minflt(b"1 (x) S 1 1"), None);
+        assert_eq!(
+            parse_stat_counts(line),
+            Some(StatCounts {
+                ppid: 1,
+                children_minflt: 51234,
+                majflt: 17
+            })
+        );
+        assert_eq!(parse_stat_counts(b"1 (x) S 1 1"), None);
     }
 
     #[test]

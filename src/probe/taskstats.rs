@@ -51,6 +51,8 @@ mod off {
     pub const AC_PPID: usize = 132;
     /// `__u32 ac_btime` (start, seconds since 1970), version 1.
     pub const AC_BTIME: usize = 136;
+    /// `__u64 ac_majflt` (the task's, i.e. thread's, major faults), version 1.
+    pub const AC_MAJFLT: usize = 176;
     /// `__u64 hiwater_rss` (KiB), version 1; 0 without CONFIG_TASK_XACCT.
     pub const HIWATER_RSS: usize = 200;
     /// `__u64 ac_btime64`, version 10.
@@ -117,6 +119,9 @@ pub struct Exit {
     pub btime_s: u64,
     /// The process's VmHWM when the thread exited.
     pub hiwater_bytes: u64,
+    /// The thread's own major faults (`ac_majflt`: not its process's other threads', not its
+    /// children's); the sum over a process's threads is the process's count.
+    pub majflt: u64,
     pub comm: String,
 }
 
@@ -457,6 +462,7 @@ fn parse_stats(pid: u32, s: &[u8]) -> Option<Exit> {
         ppid: u32_at(off::AC_PPID).unwrap_or(0),
         btime_s: btime,
         hiwater_bytes: hiwater_kib.saturating_mul(1024),
+        majflt: u64_at(off::AC_MAJFLT).unwrap_or(0),
         comm,
     })
 }
@@ -486,6 +492,7 @@ pub(crate) mod tests {
         put(off::AC_PPID, &1u32.to_ne_bytes());
         put(off::AC_BTIME, &(btime as u32).to_ne_bytes());
         put(off::HIWATER_RSS, &kib.to_ne_bytes());
+        put(off::AC_MAJFLT, &(kib / 4).to_ne_bytes());
         put(off::AC_BTIME64, &btime.to_ne_bytes());
         put(off::AC_TGID, &tgid.to_ne_bytes());
         s
@@ -536,6 +543,7 @@ pub(crate) mod tests {
         assert_eq!(exits[0].pid, 4242);
         assert_eq!(exits[0].tgid, Some(4242));
         assert_eq!(exits[0].hiwater_bytes, 400 << 20);
+        assert_eq!(exits[0].majflt, 409_600 / 4);
         assert_eq!(exits[0].btime_s, 1_700_000_000);
         assert_eq!(exits[0].comm, "spiker");
         assert_eq!(exits[1].tgid, Some(4242));

@@ -3,7 +3,7 @@
 //! `analysis::phases`; this file only says them.
 
 use crate::analysis::phases::{LabelStats, Phases, MAX_LISTED};
-use crate::analysis::span::Span;
+use crate::analysis::span::{MemoryHealth, Span};
 use crate::model::peak::{PeakBasis, PeakSource};
 use crate::render::table::Table;
 use crate::units::{fmt_bytes, fmt_seconds};
@@ -98,6 +98,10 @@ struct SpanColumns {
     pss: bool,
     gpu: bool,
     gpu_kernel: bool,
+    /// Major faults, and memory stall (the cgroup's when it has its own), where a span had any.
+    faults: bool,
+    stall: bool,
+    stall_cgroup: bool,
     /// The most processes a span's tree had.
     processes: u32,
 }
@@ -112,6 +116,11 @@ impl SpanColumns {
             pss: spans.iter().any(|s| s.pss.is_some()),
             gpu: spans.iter().any(|s| s.peak_gpu_bytes.is_some()),
             gpu_kernel: spans.iter().any(|s| s.gpu_kernel.window.is_some()),
+            faults: spans.iter().any(|s| s.health.major_faults > 0),
+            stall: spans.iter().any(|s| s.health.stalled()),
+            stall_cgroup: spans
+                .iter()
+                .any(|s| s.health.cgroup_psi_memory_some_us.is_some()),
             processes: spans
                 .iter()
                 .map(|s| s.facts.max_processes)
@@ -146,6 +155,14 @@ impl SpanColumns {
         if self.gpu_kernel {
             notes.push(crate::analysis::gpu::GpuKernelPeak::legend().to_string());
         }
+        if self.faults {
+            notes.push(
+                "major faults: pages the tree had to read from disk or swap (a count, /proc/PID/stat majflt)".into(),
+            );
+        }
+        if self.stall {
+            notes.push(MemoryHealth::stall_legend(self.stall_cgroup).to_string());
+        }
         if self.processes > 1 {
             notes.push(format!(
                 "sampled sizes are RSS sums over up to {} processes, shared pages counted in each{}",
@@ -171,6 +188,8 @@ impl SpanColumns {
             (self.pss, "PSS"),
             (self.gpu, "GPU peak"),
             (self.gpu_kernel, "GPU kernel peak"),
+            (self.faults, "major faults"),
+            (self.stall, "memory stall"),
         ] {
             if on {
                 head.push(name);
@@ -230,6 +249,12 @@ impl SpanColumns {
         }
         if self.gpu_kernel {
             row.push(s.gpu_kernel.cell());
+        }
+        if self.faults {
+            row.push(s.health.faults_cell());
+        }
+        if self.stall {
+            row.push(s.health.stall_cell());
         }
         row
     }

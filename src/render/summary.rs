@@ -642,6 +642,9 @@ impl Summary {
         if let Some(held) = self.held_words() {
             let _ = writeln!(o, "  held memory   {held}");
         }
+        if let Some(health) = self.health.describe() {
+            let _ = writeln!(o, "  memory health {health}");
+        }
         if sum_note.is_empty() {
             let _ = writeln!(o, "  mean RSS      {}", bytes(self.mean_rss_bytes));
         } else {

@@ -98,6 +98,8 @@ struct Member {
     status_at: Option<Instant>,
     /// The highest VmHWM read so far (a reset lowers `last.hwm`, not this).
     hwm_peak: u64,
+    /// Its major faults (`majflt` of /proc/PID/stat), read with each status read.
+    majflt: u64,
     cmdline: String,
     /// When the command line is read once more (at a status read); `None` once it was.
     cmdline_again: Option<Instant>,
@@ -118,6 +120,7 @@ impl Member {
         parent: i32,
         last: StatusMem,
         statm: [u64; 7],
+        majflt: u64,
         now: Instant,
     ) -> Member {
         let mut m = Member {
@@ -126,6 +129,7 @@ impl Member {
             statm,
             status_at: Some(now),
             hwm_peak: last.hwm,
+            majflt,
             cmdline: String::new(),
             cmdline_again: None,
             children_minflt: None,
@@ -196,9 +200,9 @@ pub struct Tree {
     /// sample after the reset does not count them.
     exit_buf: Vec<Exit>,
     exit_fresh_from: usize,
-    /// Members found gone in this tick, with the VmHWM last read of each, settled with their
-    /// exit records before they join `departed`.
-    leaving: Vec<(ProcessRecord, u64)>,
+    /// Members found gone in this tick, with the VmHWM and the major faults last read of each,
+    /// settled with their exit records before they join `departed`.
+    leaving: Vec<(ProcessRecord, u64, u64)>,
     /// The departures settled when the root was found gone (the root's own exit record among
     /// them): what the exit records gave after the last sample.
     tail: Option<TreeSample>,
@@ -215,6 +219,14 @@ pub struct Tree {
     /// The kernel's fork events, when memmon may hear them; `None`: children files every tick.
     forks: Option<ForkWatch>,
     fork_buf: Vec<Fork>,
+    /// Major faults: those of the processes that left the tree (each one's exit records, or
+    /// its last read), what the first sample's members had made before it (not counted:
+    /// `None` until that sample; 0 when the tree counts from its root's birth), and the count
+    /// of the last sample.
+    faults_departed: u64,
+    faults_base: Option<u64>,
+    faults_from_birth: bool,
+    faults_last: u64,
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
@@ -247,13 +259,17 @@ impl Tree {
             reaps: Reaps::default(),
             forks: None,
             fork_buf: Vec::new(),
+            faults_departed: 0,
+            faults_base: None,
+            faults_from_birth: false,
+            faults_last: 0,
         };
         // Fork events name the kernel's PIDs: only over the real /proc.
         if with_children && t.procfs.is_real() {
             t.forks = ForkWatch::open().ok();
         }
         t.index.insert(root_pid, 0);
-        let mut root = Member::new(root, 0, StatusMem::default(), [0; 7], Instant::now());
+        let mut root = Member::new(root, 0, StatusMem::default(), [0; 7], 0, Instant::now());
         root.status_at = None;
         t.members.push(root);
         t
@@ -268,6 +284,26 @@ impl Tree {
 
     pub fn root_pid(&self) -> i32 {
         self.root_pid
+    }
+
+    /// Counts the tree's major faults from its root's birth (a process launched, or one that
+    /// started after the recording began: every fault it made is the recording's), not from
+    /// the first sample (an attached process: what it made before is not).
+    pub fn count_faults_from_birth(&mut self) {
+        self.faults_from_birth = true;
+    }
+
+    /// The tree's major faults counted so far (the `major_faults` of its last sample, with
+    /// what the exit records read since added): what a tree that takes over after a restart
+    /// counts on from.
+    pub fn major_faults(&self) -> u64 {
+        // An attached tree never sampled has counted nothing yet.
+        let Some(base) = self.faults_base.or(self.faults_from_birth.then_some(0)) else {
+            return self.faults_last;
+        };
+        let live: u64 = self.members.iter().map(|m| m.majflt).sum();
+        let total = live.saturating_add(self.faults_departed);
+        self.faults_last.max(total.saturating_sub(base))
     }
 
     /// Makes the children of `adopter` (other than the root) members too: orphans of the tree
@@ -377,9 +413,19 @@ impl Tree {
             }
         }
         let mut s = self.settle_departures(false);
+        let mut live_faults = 0u64;
         for m in &self.members {
             add(&mut s.sample, m.handle.pid, &m.last);
+            live_faults = live_faults.saturating_add(m.majflt);
         }
+        let total = live_faults.saturating_add(self.faults_departed);
+        let from_birth = self.faults_from_birth;
+        let base = *self
+            .faults_base
+            .get_or_insert(if from_birth { 0 } else { total });
+        // Never falling: a member's count only rises, and one that leaves keeps its last.
+        self.faults_last = self.faults_last.max(total.saturating_sub(base));
+        s.sample.major_faults = self.faults_last;
         Ok(Some(s))
     }
 
@@ -403,13 +449,16 @@ impl Tree {
         if status.has_mm {
             m.status_at = Some(now);
             m.took_status(status, now, &mut self.buf);
-            if self.exits.is_none() && self.with_children {
-                // Without exit records, the one sign of a child born and gone unseen.
-                if let Ok((ppid, f)) = m.handle.read_parent_and_children_minflt(&mut self.buf) {
+            // stat with each status read (one more pread of a held descriptor): the major
+            // faults, and without exit records the one sign of a child born and gone unseen.
+            if let Ok(c) = m.handle.read_stat_counts(&mut self.buf) {
+                m.majflt = m.majflt.max(c.majflt);
+                if self.exits.is_none() && self.with_children {
+                    let f = c.children_minflt;
                     let rose = m.children_minflt.is_some_and(|before| f > before);
                     m.children_minflt = Some(f);
                     m.reaps_read_at = self.reaps.now();
-                    m.parent = ppid;
+                    m.parent = c.ppid;
                     self.reaps.reaper_read(m.handle.pid, rose);
                 }
             }
@@ -553,9 +602,14 @@ impl Tree {
             }
             match handle.read_status_and_statm(&mut self.buf) {
                 Ok((last, statm)) if last.has_mm => {
+                    // Born since the previous sample (found in a children list or a fork
+                    // event): every fault it made is the recording's.
+                    let majflt = handle
+                        .read_stat_counts(&mut self.buf)
+                        .map_or(0, |c| c.majflt);
                     self.index.insert(pid, self.members.len());
                     self.members
-                        .push(Member::new(handle, parent, last, statm, now));
+                        .push(Member::new(handle, parent, last, statm, majflt, now));
                     self.filter_stale = true;
                 }
                 // A child that exited and is not yet reaped: without exit records, a child
@@ -585,15 +639,15 @@ impl Tree {
     /// caller removes it from the members.
     fn leave(&mut self, i: usize, reaped: bool) {
         let m = &self.members[i];
-        self.leaving.push((m.record(), m.last.hwm));
+        self.leaving.push((m.record(), m.last.hwm, m.majflt));
         if self.exits.is_none() && self.with_children {
             // A zombie's parent is read now: it may have been re-parented since the last read.
             let parent = if reaped {
                 m.parent
             } else {
                 m.handle
-                    .read_parent_and_children_minflt(&mut self.buf)
-                    .map_or(m.parent, |(p, _)| p)
+                    .read_stat_counts(&mut self.buf)
+                    .map_or(m.parent, |c| c.ppid)
             };
             let (pid, start) = (m.handle.pid, m.handle.start_time);
             let reaper = self.reaper_of(parent);
@@ -637,7 +691,7 @@ impl Tree {
         let ours = |p: u32| {
             p == root
                 || index.contains_key(&(p as i32))
-                || leaving.iter().any(|(r, _)| r.pid as u32 == p)
+                || leaving.iter().any(|(r, _, _)| r.pid as u32 == p)
         };
         w.drain(&mut self.exit_buf, |e| {
             ours(e.tgid.unwrap_or(e.pid)) || ours(e.ppid)
@@ -653,9 +707,13 @@ impl Tree {
         self.take_exit_records();
         let mut s = TreeSample::default();
         let leaving = std::mem::take(&mut self.leaving);
-        let settled: Vec<i32> = leaving.iter().map(|(r, _)| r.pid).collect();
-        for (mut rec, last_hwm) in leaving {
+        let settled: Vec<i32> = leaving.iter().map(|(r, _, _)| r.pid).collect();
+        for (mut rec, last_hwm, majflt) in leaving {
             s.sample.departed += 1;
+            // Its count at the exit: its threads' records (each thread's own), else the last
+            // read.
+            let exited = self.exit_majflt(rec.pid, rec.start_time_ticks);
+            self.faults_departed = self.faults_departed.saturating_add(majflt.max(exited));
             let fresh = self.exit_hwm(rec.pid, rec.start_time_ticks, self.exit_fresh_from);
             if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks, 0) {
                 rec.hwm_bytes = rec.hwm_bytes.max(h);
@@ -681,6 +739,9 @@ impl Tree {
                 let root = &self.members[i];
                 (root.handle.start_time, root.last.hwm)
             };
+            let exited = self.exit_majflt(self.root_pid, start);
+            let root = &mut self.members[i];
+            root.majflt = root.majflt.max(exited);
             if let Some(h) = self.exit_hwm(self.root_pid, start, 0) {
                 let root = &mut self.members[i];
                 root.hwm_peak = root.hwm_peak.max(h);
@@ -746,6 +807,9 @@ impl Tree {
             if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks, 0) {
                 rec.hwm_bytes = h;
             }
+            // Born and gone since the previous sample: its whole count is the recording's.
+            let faults = self.exit_majflt(rec.pid, rec.start_time_ticks);
+            self.faults_departed = self.faults_departed.saturating_add(faults);
             self.exit_peak = self.exit_peak.max(Some(rec.hwm_bytes));
             s.sample.departed += 1;
             if fresh {
@@ -798,6 +862,25 @@ impl Tree {
             })
             .map(|e| e.hiwater_bytes)
             .max()
+    }
+
+    /// The major faults of process `pid` started at `start_ticks` in this tick's exit records:
+    /// the sum of its threads' (each record holds its own thread's count), matched as in
+    /// [`Tree::exit_hwm`]; 0 without records.
+    fn exit_majflt(&self, pid: i32, start_ticks: u64) -> u64 {
+        let start_unix = self.boot_unix_s + start_ticks as f64 / clock_ticks_per_s();
+        self.exit_buf
+            .iter()
+            .filter(|e| e.tgid.unwrap_or(e.pid) == pid as u32)
+            .filter(|e| {
+                let b = e.btime_s as f64;
+                if e.pid == pid as u32 {
+                    (b - start_unix).abs() <= 2.0
+                } else {
+                    b >= start_unix - 2.0
+                }
+            })
+            .fold(0u64, |sum, e| sum.saturating_add(e.majflt))
     }
 
     fn remember_departed(&mut self, rec: ProcessRecord) {
@@ -902,6 +985,7 @@ mod tests {
             ppid,
             btime_s,
             hiwater_bytes: mib << 20,
+            majflt: 0,
             comm: "gone".into(),
         }
     }
@@ -933,6 +1017,106 @@ mod tests {
             None,
             "started 40 s later: not ours"
         );
+    }
+
+    /// Rewrites a fake process's stat with `majflt` major faults (field 12).
+    fn set_majflt(root: &Path, pid: i32, start: u64, majflt: u64) {
+        fs::write(
+            root.join(format!("{pid}/stat")),
+            format!(
+                "{pid} (fake{pid}) S 1 1 1 0 -1 0 0 0 {majflt} 0 0 0 0 0 20 0 1 0 {start} 0 0\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn major_faults_count_from_the_first_sample_and_keep_a_departed_processs_exit_count() {
+        let tmp = tempfile::tempdir().unwrap();
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
+        set_majflt(tmp.path(), 100, 1000, 500);
+        let mut t = tree_over(tmp.path(), 100);
+        // Attached: what the root made before the first sample is not the recording's.
+        assert_eq!(t.major_faults(), 0, "never sampled: nothing counted");
+        assert_eq!(t.sample().unwrap().unwrap().major_faults, 0);
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[101])
+            .write(tmp.path());
+        set_majflt(tmp.path(), 100, 1000, 520);
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
+        set_majflt(tmp.path(), 101, 1001, 30);
+        // A child found later was born since: all of its faults count.
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.processes, s.major_faults), (2, 20 + 30));
+        // It faults 15 more (10 in a thread) after its last read and exits: its threads'
+        // exit records hold its final count.
+        t.boot_unix_s = 1_700_000_000.0;
+        let start = 1_700_000_000 + (1001.0 / clock_ticks_per_s()) as u64;
+        fs::remove_dir_all(tmp.path().join("101")).unwrap();
+        t.exit_buf = vec![
+            Exit {
+                majflt: 35,
+                ..exit(101, 101, 100, start, 1)
+            },
+            Exit {
+                majflt: 10,
+                ..exit(102, 101, 100, start, 1)
+            },
+        ];
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.processes, s.departed), (1, 1));
+        assert_eq!(s.major_faults, 20 + 45);
+        // A child born and gone between two samples, known from its record alone.
+        t.exit_buf = vec![Exit {
+            majflt: 7,
+            ..exit(103, 103, 100, start, 1)
+        }];
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.departed, s.major_faults), (1, 20 + 45 + 7));
+        // Never falling, and a member that leaves without a record keeps its last read.
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .children(&[104])
+            .write(tmp.path());
+        set_majflt(tmp.path(), 100, 1000, 520);
+        FakeProc::new(104)
+            .start(1500)
+            .rss_kb(200)
+            .hwm_kb(200)
+            .write(tmp.path());
+        set_majflt(tmp.path(), 104, 1500, 3);
+        assert_eq!(t.sample().unwrap().unwrap().major_faults, 20 + 45 + 7 + 3);
+        fs::remove_dir_all(tmp.path().join("104")).unwrap();
+        let s = t.sample().unwrap().unwrap();
+        assert_eq!((s.departed, s.major_faults), (1, 20 + 45 + 7 + 3));
+        assert_eq!(t.major_faults(), s.major_faults);
+    }
+
+    #[test]
+    fn a_tree_born_during_the_recording_counts_its_faults_from_its_birth() {
+        let tmp = tempfile::tempdir().unwrap();
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(1000)
+            .hwm_kb(1000)
+            .write(tmp.path());
+        set_majflt(tmp.path(), 100, 1000, 500);
+        let mut t = tree_over(tmp.path(), 100);
+        t.count_faults_from_birth();
+        assert_eq!(t.sample().unwrap().unwrap().major_faults, 500);
     }
 
     #[test]

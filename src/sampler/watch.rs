@@ -19,6 +19,7 @@ use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use crate::reporter::Reporter;
 use crate::sampler::cgroup::CgroupSource;
 use crate::sampler::gpu::GpuTracker;
+use crate::sampler::psi::PsiSource;
 use crate::sampler::pss::{PssGuard, PssRead, PssSchedule, PssThread};
 use crate::sampler::target::{self, PidfileStamp, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
@@ -100,9 +101,14 @@ pub struct Watch {
     exits: ExitState,
     /// The largest peak from exit records of the trees before a restart.
     exit_peak: Option<u64>,
+    /// The major faults of the trees before a restart, and the time since boot (clock
+    /// ticks) when the watch was made: a root started since counts its faults from its birth.
+    faults_before: u64,
+    made_at_ticks: Option<u64>,
     pss: Option<Pss>,
     gpu: Option<GpuTracker>,
     cgroup: Option<CgroupSource>,
+    psi: Option<PsiSource>,
     report: Reporter,
 }
 
@@ -157,6 +163,7 @@ impl Watch {
             }
             None => None,
         };
+        let made_at_ticks = target::boot_ticks_now(&opts.procfs);
         Ok(Watch {
             spec,
             opts,
@@ -174,9 +181,12 @@ impl Watch {
                 ExitRecords::Refused(e) => ExitState::Refused(e),
             },
             exit_peak: None,
+            faults_before: 0,
+            made_at_ticks,
             pss,
             gpu: None,
             cgroup: None,
+            psi: None,
             report,
         })
     }
@@ -190,6 +200,12 @@ impl Watch {
     /// Reads this memory cgroup into every sample.
     pub fn with_cgroup(mut self, cgroup: Option<CgroupSource>) -> Watch {
         self.cgroup = cgroup;
+        self
+    }
+
+    /// Reads memory pressure (PSI) into every sample.
+    pub fn with_psi(mut self, psi: Option<PsiSource>) -> Watch {
+        self.psi = psi;
         self
     }
 
@@ -218,8 +234,13 @@ impl Watch {
         let kept = self.tree.as_mut().and_then(Tree::take_exits);
         if let Some(old) = &self.tree {
             self.exit_peak = self.exit_peak.max(old.exit_peak());
+            self.faults_before = self.faults_before.saturating_add(old.major_faults());
         }
+        let born_since = self.made_at_ticks.is_some_and(|t| h.start_time >= t);
         let mut tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
+        if born_since {
+            tree.count_faults_from_birth();
+        }
         let watch = match std::mem::replace(&mut self.exits, ExitState::Off) {
             ExitState::Pending(w) => Some(w),
             ExitState::Held => kept,
@@ -326,6 +347,7 @@ impl Watch {
                     .map_or(0, |d| d.as_micros() as u64)
             }),
             event,
+            major_faults: self.faults_before.saturating_add(ts.sample.major_faults),
             ..ts.sample
         };
         if let Some(p) = &mut self.pss {
@@ -340,6 +362,9 @@ impl Watch {
         }
         let cgroup = self.cgroup.as_mut().and_then(|c| c.tick());
         crate::sampler::cgroup::fill(&mut s, cgroup.as_ref());
+        if let Some(p) = &mut self.psi {
+            p.fill(&mut s);
+        }
         self.maybe_ask_pss(now, s.rss_bytes);
         Ok(Some(Tick {
             sample: s,
@@ -405,6 +430,13 @@ impl Watch {
     /// The kernel refused the exit records.
     pub fn exit_records_refused(&self) -> bool {
         matches!(self.exits, ExitState::Refused(_))
+    }
+
+    /// The major faults of every tree followed, as the `major_faults` column counts them, with
+    /// what the exit records read since the last row added.
+    pub fn major_faults(&self) -> u64 {
+        self.faults_before
+            .saturating_add(self.tree.as_ref().map_or(0, Tree::major_faults))
     }
 
     /// The largest peak from exit records, over every tree followed.

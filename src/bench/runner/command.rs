@@ -343,6 +343,7 @@ fn run_result(
         command_user_s: end.rusage_user_s,
         command_system_s: end.rusage_system_s,
         held: summary.held,
+        health: summary.health,
         pss: summary.pss,
         peak_gpu_bytes: summary.gpu.as_ref().map(|g| g.peak_gpu_bytes),
         gpu_kernel: summary.gpu.as_ref().map(|g| g.kernel).unwrap_or_default(),

@@ -138,6 +138,7 @@ impl Recorder {
         end.gpu = self.watch.gpu_mut().map(|g| g.end());
         end.exit_records = Some(self.watch.exit_records_status());
         end.exit_peak_bytes = self.watch.exit_peak();
+        end.major_faults = Some(self.watch.major_faults());
         if let Some(tree) = self.watch.tree() {
             end.processes = tree.processes();
             end.processes_departed = tree.departed_count();

@@ -18,6 +18,7 @@ use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
 use crate::sampler::error::RecordError;
 use crate::sampler::gpu::GpuTracker;
 use crate::sampler::launch::Launched;
+use crate::sampler::psi::PsiSource;
 use crate::sampler::schedule::Schedule;
 use crate::sampler::sink::{SampleSink, WithAnatomy};
 use crate::sampler::target::{self, TargetError, TargetSpec};
@@ -126,7 +127,20 @@ impl Recorder {
             // The baseline of the counters (OOM kills during the recording are those after it).
             c.tick();
         }
-        let mut watch = watch.with_gpu(gpu).with_cgroup(cgroup);
+        // Memory pressure: the machine's, and the cgroup's own where it is a v2 one.
+        let cg_v2 = cgroup
+            .as_ref()
+            .map(|c| c.cgroup())
+            .filter(|cg| cg.version == crate::probe::cgroup::CgroupVersion::V2)
+            .map(|cg| cg.dir.clone());
+        let psi = PsiSource::open(opts.procfs.root(), cg_v2.as_deref());
+        if let Some(why) = &psi.system_unavailable {
+            report.note(&format!(
+                "not reading memory pressure: {why}; the psi_memory_* columns stay empty"
+            ));
+        }
+        meta.sources.push(psi.source_line());
+        let mut watch = watch.with_gpu(gpu).with_cgroup(cgroup).with_psi(Some(psi));
         let mut summary = SummaryBuilder::new();
         summary.session(&meta);
         let start = Instant::now();
