@@ -517,7 +517,12 @@ impl Output {
         }
         self.flush()?;
         if self.format == Format::Csv {
-            self.write_sidecar()?;
+            // A directory removed between the header and the sidecar: say what happened to
+            // the recording, not that its sidecar had nowhere to go.
+            if let Err(e) = self.write_sidecar() {
+                self.check_linked()?;
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -545,18 +550,23 @@ impl Output {
     /// An error when the file has lost its last name (it or its directory was deleted); the
     /// sidecar memmon wrote for it goes too (it would describe a recording that is gone).
     fn check_linked(&mut self) -> Result<(), OutputError> {
-        if let Some(f) = &self.sync_handle {
-            use std::os::unix::fs::MetadataExt;
-            if f.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0) {
-                if let (Some(s), Some(sid)) = (&self.sidecar, self.sidecar_id.take()) {
-                    s.remove_if(sid);
-                }
-                self.sidecar = None;
-                return Err(OutputError::Removed(PathBuf::from(self.describe())));
+        if self.unlinked() {
+            if let (Some(s), Some(sid)) = (&self.sidecar, self.sidecar_id.take()) {
+                s.remove_if(sid);
             }
+            self.sidecar = None;
+            return Err(OutputError::Removed(PathBuf::from(self.describe())));
         }
         self.link_checked = Some(std::time::Instant::now());
         Ok(())
+    }
+
+    /// The recording's file has lost its last name (it or its directory was deleted).
+    fn unlinked(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.sync_handle
+            .as_ref()
+            .is_some_and(|f| f.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0))
     }
 
     /// Records how the recording ended, flushes and syncs the file to disk.
@@ -583,7 +593,10 @@ impl Output {
             }
         }
         if self.format == Format::Csv {
-            self.write_sidecar()?;
+            if let Err(e) = self.write_sidecar() {
+                self.check_linked()?;
+                return Err(e);
+            }
         }
         Ok(())
     }
