@@ -244,8 +244,11 @@ fn record_then_delete(target: &Child, out: &Path, doomed: &Path) -> (i32, String
         .unwrap();
     // Rows after the header (and, for CSV, its sidecar written): deleted mid-recording. The
     // header alone is over 400 bytes, and a deletion between it and the sidecar is another case.
-    assert!(wait_for(30.0, || std::fs::read(out)
-        .is_ok_and(|t| t.iter().filter(|&&b| b == b'\n').count() >= 3)));
+    assert!(wait_for(30.0, || std::fs::read(out).is_ok_and(|t| t
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        >= 3)));
     if doomed.is_dir() {
         std::fs::remove_dir_all(doomed).unwrap();
     } else {

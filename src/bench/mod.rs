@@ -75,8 +75,12 @@ pub use crate::model::peak::{Peak, PeakBasis, PeakFacts, PeakScope, PeakSource};
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// `--cgroup PATH` holds more than the daemon's tree, or not the daemon.
-    #[error("--cgroup {given}: the cgroup {cgroup} does not hold the daemon's tree alone (a process in it is not the daemon's, or the daemon is not in it): its peak would not be the tree's; give the daemon a cgroup of its own (e.g. systemd-run --scope)")]
-    CgroupNotAlone { given: String, cgroup: String },
+    #[error("--cgroup {given}: the cgroup {cgroup} does not hold the daemon's tree alone ({why}): its peak would not be the tree's; start the daemon in a cgroup of its own (e.g. systemd-run --scope)")]
+    CgroupNotAlone {
+        given: String,
+        cgroup: String,
+        why: String,
+    },
 }
 
 impl BenchError {

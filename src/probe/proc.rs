@@ -544,6 +544,20 @@ impl PssSource {
             .ok_or_else(|| ProcError::Parse(self.dir_path.join(rel), "no Pss line".into()))
     }
 
+    /// The process's resident size now, in bytes (statm's second field: a read of a few
+    /// words, no page walk).
+    pub fn resident_bytes(&self, buf: &mut Vec<u8>) -> Result<u64, ProcError> {
+        self.read_file("statm", buf)?;
+        let pages = buf
+            .split(|b| b.is_ascii_whitespace())
+            .nth(1)
+            .map(parse_u64)
+            .ok_or_else(|| {
+                ProcError::Parse(self.dir_path.join("statm"), "no resident field".into())
+            })?;
+        Ok(pages * ProcFs::page_size())
+    }
+
     /// Reads the file `rel` of the process's directory whole into `buf` (cleared first): its
     /// maps or smaps, for `probe::maps`.
     pub fn read_file(&self, rel: &str, buf: &mut Vec<u8>) -> Result<(), ProcError> {

@@ -52,8 +52,24 @@ pub struct PssRead {
 /// One process of a read: its source (and whether its NVIDIA mappings are read too), or why it
 /// is skipped before reading.
 enum Item {
-    Read(PssSource, bool),
+    /// To read: the source, whether its NVIDIA mappings are summed too, and the guard's limit
+    /// (`None` when forced).
+    Read(PssSource, bool, Option<u64>),
     Skipped(Unread),
+}
+
+/// Why a process over `--pss-max-rss` is not read.
+fn over_guard(pid: i32, comm: &str, rss: u64, max_rss: u64) -> Unread {
+    Unread {
+        pid,
+        comm: comm.to_string(),
+        reason: PssUnreadReason::OverMaxRss,
+        why: format!(
+            "its RSS {} is over --pss-max-rss {}; reading smaps_rollup would stall it (--pss-force to read anyway)",
+            fmt_bytes(rss),
+            fmt_bytes(max_rss)
+        ),
+    }
 }
 
 /// The read of the tree's members now, under `guard`: those over `--pss-max-rss` skipped (unless
@@ -66,19 +82,11 @@ fn items<'a>(
     members
         .map(|(h, st)| {
             if st.rss > guard.max_rss && !guard.force {
-                return Item::Skipped(Unread {
-                    pid: h.pid,
-                    comm: h.comm.clone(),
-                    reason: PssUnreadReason::OverMaxRss,
-                    why: format!(
-                        "its RSS {} is over --pss-max-rss {}; reading smaps_rollup would stall it (--pss-force to read anyway)",
-                        fmt_bytes(st.rss),
-                        fmt_bytes(guard.max_rss)
-                    ),
-                });
+                return Item::Skipped(over_guard(h.pid, &h.comm, st.rss, guard.max_rss));
             }
+            let limit = (!guard.force).then_some(guard.max_rss);
             match h.pss_source() {
-                Ok(src) => Item::Read(src, nvidia.contains(&h.pid)),
+                Ok(src) => Item::Read(src, nvidia.contains(&h.pid), limit),
                 Err(e) => Item::Skipped(Unread {
                     pid: h.pid,
                     comm: h.comm.clone(),
@@ -97,12 +105,21 @@ fn read(items: Vec<Item>) -> PssRead {
     let mut nvidia_rss = Some(0u64);
     let mut unread = Vec::new();
     for item in items {
+        // The read comes after the tick that judged the RSS, on another thread: a process that
+        // has grown past the guard since is not walked either.
+        let item = match item {
+            Item::Read(ref src, _, Some(max)) => match src.resident_bytes(&mut buf) {
+                Ok(rss) if rss > max => Item::Skipped(over_guard(src.pid, &src.comm, rss, max)),
+                _ => item,
+            },
+            item => item,
+        };
         match item {
             Item::Skipped(u) => {
                 nvidia_rss = None;
                 unread.push(u)
             }
-            Item::Read(src, with_nvidia) => match if with_nvidia {
+            Item::Read(src, with_nvidia, _) => match if with_nvidia {
                 src.read_with_nvidia(&mut buf)
             } else {
                 src.read(&mut buf).map(|p| (p, 0))
@@ -296,5 +313,28 @@ mod tests {
         let over = read_now([(&h, &small)].into_iter(), &guard(1 << 20), &[]);
         assert_eq!(over.total, None);
         assert_eq!(over.unread[0].reason, PssUnreadReason::OverMaxRss);
+        // Under the guard at the tick (512 KiB), over it when the read comes (statm: 2 MiB):
+        // not walked, and said so with the RSS it had grown to.
+        let then = StatusMem {
+            rss: 512 << 10,
+            ..StatusMem::default()
+        };
+        let grown = read_now([(&h, &then)].into_iter(), &guard(1 << 20), &[]);
+        assert_eq!(grown.total, None);
+        assert_eq!(grown.unread[0].reason, PssUnreadReason::OverMaxRss);
+        assert!(
+            grown.unread[0].why.contains("2.00 MiB"),
+            "{:?}",
+            grown.unread
+        );
+        // Forced: read whatever its size.
+        let forced = PssGuard {
+            force: true,
+            ..guard(1 << 20)
+        };
+        assert_eq!(
+            read_now([(&h, &then)].into_iter(), &forced, &[]).total,
+            Some(1 << 20)
+        );
     }
 }

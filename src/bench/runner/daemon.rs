@@ -462,6 +462,9 @@ fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
             return Err(crate::bench::BenchError::CgroupNotAlone {
                 given: p.clone(),
                 cgroup: c.path.clone(),
+                why: c.not_the_tree.clone().unwrap_or_else(|| {
+                    "a process in it is not the daemon's, or the daemon is not in it".into()
+                }),
             }
             .into());
         }
