@@ -8,34 +8,47 @@ use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-/// The test daemon started as a prover: 64 MiB locked, 32 MiB shared, 4 partition threads and
-/// a 60 MiB helper per request; in the cgroup `cgroup` when given.
-struct Prover {
+/// The test daemon started as a prover: `sizes` locked, shared, and the helper process's per
+/// request (the tests here: 64 MiB, 32 MiB, 60 MiB), 4 partition threads; in the cgroup `cgroup`
+/// when given. README's examples (tests/readme.rs) start a smaller one.
+pub(crate) struct Prover {
     child: Child,
-    socket: PathBuf,
-    pidfile: PathBuf,
+    pub(crate) socket: PathBuf,
+    pub(crate) pidfile: PathBuf,
 }
 
+/// This file's prover: 64 MiB locked, 32 MiB shared, a 60 MiB helper.
+const SIZES: [&str; 3] = ["64MiB", "32MiB", "60MiB"];
+
 impl Prover {
-    fn start(dir: &Path, cgroup: Option<&Path>) -> Prover {
+    pub(crate) fn start(dir: &Path, cgroup: Option<&Path>, sizes: [&str; 3]) -> Prover {
+        std::fs::create_dir_all(dir).unwrap();
         let socket = dir.join("prover.sock");
         let pidfile = dir.join("prover.pid");
-        let daemon = [
+        let [locked, shared, helper] = sizes;
+        let daemon: Vec<String> = [
             memmon_test_path().display().to_string(),
             "test-daemon".into(),
             "--socket".into(),
             socket.display().to_string(),
             "--pidfile".into(),
             pidfile.display().to_string(),
-            "--locked".into(),
-            "64MiB".into(),
-            "--shared".into(),
-            "32MiB".into(),
-            "--threads".into(),
-            "4".into(),
-            "--helper".into(),
-            "60MiB".into(),
-        ];
+        ]
+        .into_iter()
+        .chain(
+            [
+                "--locked",
+                locked,
+                "--shared",
+                shared,
+                "--threads",
+                "4",
+                "--helper",
+                helper,
+            ]
+            .map(String::from),
+        )
+        .collect();
         let child = match cgroup {
             // It joins the cgroup before exec: every page it touches is charged there.
             Some(cg) => Command::new("sh")
@@ -51,7 +64,7 @@ impl Prover {
             None => Command::new(&daemon[0]).args(&daemon[1..]).spawn().unwrap(),
         };
         assert!(
-            wait_for(10.0, || pidfile.exists()),
+            wait_for(30.0, || pidfile.exists()),
             "the test prover did not start"
         );
         Prover {
@@ -126,7 +139,7 @@ fn u(v: &serde_json::Value) -> u64 {
 #[test]
 fn a_provers_runs_peak_is_of_one_kind_and_a_budget_gives_one_exit_code() {
     let dir = tempdir();
-    let p = Prover::start(dir.path(), None);
+    let p = Prover::start(dir.path(), None, SIZES);
     // The daemon's own peak: 96 MiB held + 100 MiB of partitions; with its helper the tree
     // reaches 60 MiB more, for 150 ms, between two 1 s samples (or on one).
     let mut codes = Vec::new();
@@ -171,7 +184,7 @@ fn in_a_cgroup_of_its_own_a_provers_run_peak_is_its_trees_with_the_helper() {
     };
     let cg = crate::cgroup::TestCgroup::new(&base, "prover");
     let dir = tempdir();
-    let p = Prover::start(dir.path(), Some(&cg.0));
+    let p = Prover::start(dir.path(), Some(&cg.0), SIZES);
     let (code, stderr, report) = p.bench(dir.path(), &["-n", "3", "-i", "1s"], "100MiB");
     assert_eq!(code, Some(0), "{stderr}");
     assert!(report["daemon"]["cgroup"].is_string(), "{report}");
@@ -205,7 +218,7 @@ fn compare_2pct(base: &Path, new: &Path) -> (Option<i32>, String) {
 #[test]
 fn a_10pct_bigger_proof_fails_a_2pct_gate_a_rerun_passes_and_the_recordings_say_what_bench_said() {
     let dir = tempdir();
-    let p = Prover::start(dir.path(), None);
+    let p = Prover::start(dir.path(), None, SIZES);
     let rec = |name: &str| dir.path().join(name);
     let mut reports = Vec::new();
     for (name, size) in [
@@ -246,7 +259,7 @@ fn a_10pct_bigger_proof_fails_a_2pct_gate_a_rerun_passes_and_the_recordings_say_
 #[test]
 fn a_bench_recording_of_a_daemon_that_peaked_higher_before_holds_each_runs_exact_peak() {
     let dir = tempdir();
-    let p = Prover::start(dir.path(), None);
+    let p = Prover::start(dir.path(), None, SIZES);
     // A big proof before the bench: the daemon's VmHWM holds it from then on.
     p.prove("300MiB");
     let out = dir.path().join("after.csv");
@@ -292,7 +305,7 @@ fn a_cgroup_that_holds_more_than_the_daemons_tree_is_refused_with_the_reason() {
     };
     let cg = crate::cgroup::TestCgroup::new(&base, "shared-cg");
     let dir = tempdir();
-    let p = Prover::start(dir.path(), Some(&cg.0));
+    let p = Prover::start(dir.path(), Some(&cg.0), SIZES);
     // Another process in the same cgroup: its peak is no longer the daemon's tree's.
     let mut other = crate::cgroup::workload_in(&cg.0, &["hold:30s"]);
     assert!(wait_for(5.0, || std::fs::read_to_string(

@@ -23,12 +23,13 @@
 //! a cgroup of its own and the two cgroup benches compared. Most are made as root (memmon's own
 //! cgroup, exit records), as README's were; without root those checks say so and are skipped.
 
+use crate::peak::Prover;
 use crate::util::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -524,89 +525,24 @@ fn gpu() -> &'static Run {
     })
 }
 
-/// The test prover (tests/peak.rs's, smaller): locked and shared memory, partitions by threads,
-/// a helper process per request; in `cgroup` when given.
-struct Prover {
-    child: Child,
-    socket: PathBuf,
-    pidfile: PathBuf,
-}
+/// README's prover: tests/peak.rs's, smaller (16 MiB locked, 8 MiB shared, a 20 MiB helper).
+const PROVER: [&str; 3] = ["16MiB", "8MiB", "20MiB"];
 
-impl Prover {
-    fn start(dir: &Path, cgroup: Option<&Path>) -> Prover {
-        std::fs::create_dir_all(dir).unwrap();
-        let socket = dir.join("prover.sock");
-        let pidfile = dir.join("prover.pid");
-        let daemon: Vec<String> = [
-            memmon_test_path().display().to_string(),
-            "test-daemon".into(),
-            "--socket".into(),
-            socket.display().to_string(),
-            "--pidfile".into(),
-            pidfile.display().to_string(),
-        ]
-        .into_iter()
-        .chain(
-            [
-                "--locked",
-                "16MiB",
-                "--shared",
-                "8MiB",
-                "--threads",
-                "4",
-                "--helper",
-                "20MiB",
-            ]
-            .map(String::from),
-        )
-        .collect();
-        let child = match cgroup {
-            Some(cg) => Command::new("sh")
-                .arg("-c")
-                .arg(format!(
-                    "echo $$ > {} && exec \"$@\"",
-                    cg.join("cgroup.procs").display()
-                ))
-                .arg("sh")
-                .args(&daemon)
-                .spawn()
-                .unwrap(),
-            None => Command::new(&daemon[0]).args(&daemon[1..]).spawn().unwrap(),
-        };
-        assert!(
-            wait_for(30.0, || pidfile.exists()),
-            "the test prover did not start"
-        );
-        Prover {
-            child,
-            socket,
-            pidfile,
-        }
-    }
-
-    /// `memmon bench --pidfile P -n 2 --warmup 1 -i 1s FLAGS -- test-client --size SIZE`: its
-    /// table (stdout).
-    fn bench(&self, flags: &[&str], size: &str) -> String {
-        stdout_of(
-            memmon()
-                .args(["bench", "-q", "--pidfile"])
-                .arg(&self.pidfile)
-                .args(["-n", "2", "--warmup", "1", "-i", "1s"])
-                .args(flags)
-                .arg("--")
-                .arg(memmon_test_path())
-                .args(["test-client", "--socket"])
-                .arg(&self.socket)
-                .args(["--size", size, "--hold", "150ms"]),
-        )
-    }
-}
-
-impl Drop for Prover {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `memmon bench --pidfile P -n 2 --warmup 1 -i 1s FLAGS -- test-client --size SIZE` against
+/// the prover `p`: its table (stdout).
+fn bench_prover(p: &Prover, flags: &[&str], size: &str) -> String {
+    stdout_of(
+        memmon()
+            .args(["bench", "-q", "--pidfile"])
+            .arg(&p.pidfile)
+            .args(["-n", "2", "--warmup", "1", "-i", "1s"])
+            .args(flags)
+            .arg("--")
+            .arg(memmon_test_path())
+            .args(["test-client", "--socket"])
+            .arg(&p.socket)
+            .args(["--size", size, "--hold", "150ms"]),
+    )
 }
 
 /// A Pushgateway stand-in on 127.0.0.1: answers every request 200 and keeps the bodies.
@@ -670,11 +606,12 @@ fn prover_bench() -> &'static ProverBench {
     static R: OnceLock<ProverBench> = OnceLock::new();
     R.get_or_init(|| {
         let dir = scratch().join("prover");
-        let p = Prover::start(&dir, None);
+        let p = Prover::start(&dir, None, PROVER);
         let (url, bodies) = push_listener();
         let rec = dir.join("prover.csv");
         let json = dir.join("prover.json");
-        let table = p.bench(
+        let table = bench_prover(
+            &p,
             &[
                 "-o",
                 rec.to_str().unwrap(),
@@ -715,10 +652,11 @@ fn cgroup_bench() -> Option<&'static CgroupBench> {
         let base = crate::cgroup::memory_hierarchy()?;
         let cg = crate::cgroup::TestCgroup::new(&base, "readme");
         let dir = scratch().join("cgroup-prover");
-        let p = Prover::start(&dir, Some(&cg.0));
+        let p = Prover::start(&dir, Some(&cg.0), PROVER);
         let (base_csv, new_csv) = (dir.join("base.csv"), dir.join("new.csv"));
         let json = dir.join("base.json");
-        let table = p.bench(
+        let table = bench_prover(
+            &p,
             &[
                 "--cgroup",
                 "auto",
@@ -729,7 +667,8 @@ fn cgroup_bench() -> Option<&'static CgroupBench> {
             ],
             "40MiB",
         );
-        p.bench(
+        bench_prover(
+            &p,
             &["--cgroup", "auto", "-o", new_csv.to_str().unwrap()],
             "48MiB",
         );
