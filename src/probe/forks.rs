@@ -19,7 +19,7 @@
 
 use crate::sys::raw;
 use rustix::net::netlink::{self, SocketAddrNetlink};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 // include/uapi/linux/netlink.h, connector.h, cn_proc.h.
 const CN_IDX_PROC: u32 = 1;
@@ -311,6 +311,13 @@ impl ForkWatch {
                 Err(_) => return complete, // EAGAIN: the queue is empty
             }
         }
+    }
+}
+
+/// The socket, for a sleep to poll: readable when events are queued.
+impl AsFd for ForkWatch {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

@@ -14,7 +14,7 @@
 //! bounded by the lengths the kernel sent.
 
 use crate::sys::raw;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 // Generic netlink (include/uapi/linux/genetlink.h, netlink.h).
 const GENL_ID_CTRL: u16 = 0x10;
@@ -143,6 +143,13 @@ pub struct ExitWatch {
     buf: Vec<u8>,
     /// Times the kernel dropped records because the queue was full (ENOBUFS).
     pub overruns: u64,
+}
+
+/// The socket, for a sleep to poll: readable when records are queued.
+impl AsFd for ExitWatch {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl ExitWatch {

@@ -44,6 +44,7 @@ use crate::probe::taskstats::{Exit, ExitWatch};
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use crate::sampler::reaps::{Reaper, Reaps};
 use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// The longest a descendant's status values are carried while its statm stays the same.
@@ -227,6 +228,18 @@ pub struct Tree {
     faults_base: Option<u64>,
     faults_from_birth: bool,
     faults_last: u64,
+    /// The event sockets that the sleep before this tick watched to its end and found empty
+    /// (`Tree::heard_nothing`): their drains are skipped, a syscall each. Cleared by every sample.
+    quiet: Quiet,
+    /// The root read as a descendant (`read_root_by_statm`).
+    root_by_statm: bool,
+}
+
+/// Which of the tree's event sockets a sleep watched and found empty (see [`Tree::event_fds`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quiet {
+    pub forks: bool,
+    pub exits: bool,
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
@@ -260,6 +273,8 @@ impl Tree {
             forks: None,
             fork_buf: Vec::new(),
             faults_departed: 0,
+            quiet: Quiet::default(),
+            root_by_statm: false,
             faults_base: None,
             faults_from_birth: false,
             faults_last: 0,
@@ -284,6 +299,15 @@ impl Tree {
 
     pub fn root_pid(&self) -> i32 {
         self.root_pid
+    }
+
+    /// Reads the root as a descendant: statm at each tick, status (with stat) only when statm
+    /// moved, the last status is a second old, or the marks were reset. The RSS and its sum are
+    /// each tick's; VmHWM (which a spike between ticks raises without moving statm), the
+    /// anon/file/shmem split and the major faults are at most a second old. For `export`, whose
+    /// window peak over 15 s takes a raised VmHWM a second late as well as at once.
+    pub fn read_root_by_statm(&mut self) {
+        self.root_by_statm = true;
     }
 
     /// Counts the tree's major faults from its root's birth (a process launched, or one that
@@ -322,6 +346,24 @@ impl Tree {
             .as_secs_f64();
         self.boot_unix_s = now - uptime_ticks as f64 / clock_ticks_per_s();
         self.exits = Some(watch);
+    }
+
+    /// The sockets the kernel's fork events and exit records arrive on, in that order (`None`
+    /// where they are not read), for a sleep to watch: one that stays empty through a whole
+    /// sleep needs no drain at the next tick (`heard_nothing`).
+    pub fn event_fds(&self) -> [Option<BorrowedFd<'_>>; 2] {
+        [
+            self.forks.as_ref().map(|w| w.as_fd()),
+            self.exits.as_ref().map(|w| w.as_fd()),
+        ]
+    }
+
+    /// The sleep before the next sample polled these sockets until its deadline and nothing
+    /// arrived. That sample skips their drains: what arrives after the poll is taken at the
+    /// tick after, as a fork or an exit after a drain always was, except that exit records are
+    /// drained whenever a member is found gone (its record is queued before it leaves /proc).
+    pub fn heard_nothing(&mut self, quiet: Quiet) {
+        self.quiet = quiet;
     }
 
     /// The exit-record watch, to carry over to the tree of a restarted target.
@@ -426,19 +468,20 @@ impl Tree {
         // Never falling: a member's count only rises, and one that leaves keeps its last.
         self.faults_last = self.faults_last.max(total.saturating_sub(base));
         s.sample.major_faults = self.faults_last;
+        self.quiet = Quiet::default();
         Ok(Some(s))
     }
 
-    /// Reads member `i` and keeps what it read: status for the root; for a descendant, statm
-    /// first, and status only when statm moved, the last status read is too old, or the marks
-    /// were reset since. (When the last status is too old, statm is not read at all: the status
+    /// Reads member `i` and keeps what it read: status for the root (unless it is read as a
+    /// descendant: `read_root_by_statm`); for a descendant, statm first, and status only when
+    /// statm moved, the last status read is too old, or the marks were reset since. (When the last status is too old, statm is not read at all: the status
     /// read gives what statm would, for the next tick to compare with.)
     fn read_member(&mut self, i: usize, now: Instant) -> Result<StatusMem, ProcError> {
         let m = &mut self.members[i];
         let fresh = m
             .status_at
             .is_some_and(|at| now.duration_since(at) < STATUS_MAX_AGE);
-        if i != 0 && fresh {
+        if (i != 0 || self.root_by_statm) && fresh {
             let statm = m.handle.read_statm(&mut self.buf)?;
             if same_statm(&statm, &m.statm) {
                 return Ok(m.last);
@@ -472,7 +515,7 @@ impl Tree {
     /// they still name their processes' peaks, but the next sample does not count them, so a
     /// process that exited before a phase or run began gives it nothing.
     pub fn reset_marks(&mut self) -> Vec<(i32, ProcError)> {
-        self.take_exit_records();
+        self.take_exit_records(true);
         self.exit_fresh_from = self.exit_buf.len();
         let failed = self
             .members
@@ -521,7 +564,8 @@ impl Tree {
             return false;
         };
         self.fork_buf.clear();
-        if !w.drain(&mut self.fork_buf) {
+        let quiet = std::mem::take(&mut self.quiet.forks);
+        if !quiet && !w.drain(&mut self.fork_buf) {
             // The kernel dropped events: every member's files are read again.
             self.members.iter_mut().for_each(|m| m.scanned = false);
         }
@@ -683,7 +727,14 @@ impl Tree {
     /// Takes the exit records queued in the kernel since the last call: those of the tree's
     /// processes (a member or its thread, a member that left this tick, the root) and of
     /// their children.
-    fn take_exit_records(&mut self) {
+    /// `always`: drain even after a quiet sleep (a record that came after its poll must be
+    /// taken now: the root is gone, or the marks are being reset).
+    fn take_exit_records(&mut self, always: bool) {
+        // Nothing arrived during the sleep, and no member left since: nothing of ours to take.
+        let quiet = std::mem::take(&mut self.quiet.exits);
+        if quiet && !always && self.leaving.is_empty() {
+            return;
+        }
         let Some(mut w) = self.exits.take() else {
             return;
         };
@@ -704,7 +755,7 @@ impl Tree {
     /// unseen since the last tick join `departed` from their records. Returns what the
     /// departures add to this tick's sample (their count, and the marks of their records).
     fn settle_departures(&mut self, root_gone: bool) -> TreeSample {
-        self.take_exit_records();
+        self.take_exit_records(root_gone);
         let mut s = TreeSample::default();
         let leaving = std::mem::take(&mut self.leaving);
         let settled: Vec<i32> = leaving.iter().map(|(r, _, _)| r.pid).collect();
@@ -1161,6 +1212,50 @@ mod tests {
         let s = t.sample().unwrap().unwrap();
         assert_eq!((s.departed, s.hwm_bytes), (0, 1500 << 10));
         assert_eq!(t.exit_peak(), Some(4000 << 10));
+    }
+
+    /// On the kernel itself (root): a sleep that found the event sockets empty skips their
+    /// drains, yet a member found gone after it is settled with its exit record (sent before it
+    /// left /proc), and a child forked after it is found at the tick after.
+    #[test]
+    fn after_a_quiet_sleep_a_member_that_leaves_still_gets_its_exit_record() {
+        let Ok(exits) = crate::probe::taskstats::ExitWatch::open_online() else {
+            assert_ne!(crate::sys::euid(), 0, "root could not open exit records");
+            return;
+        };
+        // A shell whose child (`cat`) exits when its stdin closes; the shell sleeps on.
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "cat >/dev/null; sleep 30; :"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let fs = ProcFs::new("/proc");
+        let mut t = Tree::new(fs.clone(), fs.open(sh.id() as i32).unwrap(), true);
+        t.watch_exits(exits);
+        let quiet = Quiet {
+            forks: false,
+            exits: true,
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        // cat is found (children are read when the tree starts, and after fork events).
+        while t.members.len() < 2 && Instant::now() < until {
+            t.heard_nothing(quiet);
+            t.sample().unwrap().unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(t.members.len(), 2, "cat joined the tree");
+        assert_eq!(t.exit_peak(), None);
+        drop(sh.stdin.take());
+        let mut departed = 0;
+        while departed == 0 && Instant::now() < until {
+            t.heard_nothing(quiet);
+            departed += t.sample().unwrap().unwrap().sample.departed;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = sh.kill();
+        sh.wait().unwrap();
+        assert_eq!(departed, 1, "cat left the tree");
+        assert!(t.exit_peak().is_some(), "exit records were taken");
     }
 
     #[test]
