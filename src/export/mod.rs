@@ -23,7 +23,9 @@ use crate::reporter::Reporter;
 use crate::sampler::pss::PssGuard;
 use crate::sampler::schedule::Schedule;
 use crate::sampler::target::{self, TargetSpec};
+use crate::sampler::tree::Quiet;
 use crate::sampler::watch::{ExitRecords, Found, Tick, Watch, WatchOptions};
+use crate::sys;
 use metrics::{Snapshot, TargetSnapshot};
 use regex::Regex;
 use std::collections::HashMap;
@@ -215,6 +217,7 @@ impl Follower {
                     procfs: opts.procfs.clone(),
                     children: opts.children,
                     pss: opts.pss.clone(),
+                    root_by_statm: true,
                 };
                 let exits = if opts.exit_records {
                     ExitRecords::Wanted
@@ -649,9 +652,52 @@ impl Sampler {
         while !self.stop.load(Ordering::Relaxed) {
             self.tick();
             self.schedule.taken(Instant::now());
+            let due = self.schedule.due();
+            self.sleep_until(due);
+        }
+    }
+
+    /// Sleeps until `deadline`, polling every tree's event sockets (fork events, exit records)
+    /// meanwhile, each until something is queued on it: one still empty at the deadline is not
+    /// drained at the tick (`Tree::heard_nothing`), a syscall saved per socket and tick.
+    fn sleep_until(&mut self, deadline: Instant) {
+        let mut quiet = vec![true; 2 * self.followers.len()];
+        let mut ready = vec![false; quiet.len()];
+        loop {
             let now = Instant::now();
-            if self.schedule.due() > now {
-                std::thread::sleep(self.schedule.due() - now);
+            if deadline <= now {
+                break;
+            }
+            let fds: Vec<_> = self
+                .followers
+                .iter()
+                .flat_map(|f| match f.watch.as_ref().and_then(Watch::tree) {
+                    Some(t) => t.event_fds(),
+                    None => [None, None],
+                })
+                .zip(&quiet)
+                .map(|(fd, &q)| fd.filter(|_| q))
+                .collect();
+            if fds.iter().all(Option::is_none) {
+                std::thread::sleep(deadline - now);
+                break;
+            }
+            match sys::wait_ready_into(&fds, Some(deadline - now), &mut ready) {
+                // The deadline, a signal's EINTR (the loop sleeps on), or a socket with news.
+                Ok(()) => quiet.iter_mut().zip(&ready).for_each(|(q, r)| *q &= !r),
+                // `poll` fails only without memory for its table: sleep on, drain at the tick.
+                Err(_) => {
+                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                    return;
+                }
+            }
+        }
+        for (f, q) in self.followers.iter_mut().zip(quiet.chunks(2)) {
+            if let Some(t) = f.watch.as_mut().and_then(Watch::tree_mut) {
+                t.heard_nothing(Quiet {
+                    forks: q[0],
+                    exits: q[1],
+                });
             }
         }
     }

@@ -34,6 +34,9 @@ pub struct WatchOptions {
     pub children: bool,
     /// Read PSS (`--pss`), under this guard.
     pub pss: Option<PssGuard>,
+    /// Read the root as a descendant is read (`Tree::read_root_by_statm`): `export`, whose
+    /// gauges need no per-row split; `record` reads the root's status at every tick.
+    pub root_by_statm: bool,
 }
 
 /// The kernel's exit records of a watched tree (taskstats).
@@ -238,6 +241,9 @@ impl Watch {
         }
         let born_since = self.made_at_ticks.is_some_and(|t| h.start_time >= t);
         let mut tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
+        if self.opts.root_by_statm {
+            tree.read_root_by_statm();
+        }
         if born_since {
             tree.count_faults_from_birth();
         }
@@ -592,6 +598,7 @@ mod tests {
             procfs: ProcFs::new(root),
             children: true,
             pss,
+            root_by_statm: false,
         };
         Watch::new(spec, opts, ExitRecords::Off, None, report).unwrap()
     }

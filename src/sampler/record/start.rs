@@ -73,6 +73,7 @@ impl Recorder {
             procfs: opts.procfs.clone(),
             children: opts.children,
             pss: opts.pss.clone(),
+            root_by_statm: false,
         };
         let mut watch = Watch::new(
             opts.target.clone(),
