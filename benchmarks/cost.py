@@ -9,7 +9,9 @@ it) after `cargo build --release --features test-support`:
 
 It builds the floor (benchmarks/floor.c, with cc): a paced C loop that, at each tick of an
 absolute schedule, preads the same /proc/PID/status and /proc/PID/task/PID/children files as a
-sampler must and writes a buffered CSV line. Then, in each of `--rounds` rounds, every sampler
+sampler must and writes a buffered CSV line; a second writes a line per tick; a third (floor.c's
+-m) reads what a memmon row holds, as memmon reads it (status with stat for major faults, PSI,
+statm for a tree's descendants between status reads, no children files) and writes per tick. Then, in each of `--rounds` rounds, every sampler
 runs in turn (the order rotated from round to round) against the same target, and the ratios are
 taken within the round:
 
@@ -159,12 +161,15 @@ class Sampler:
 
 
 class Floor(Sampler):
-    """The C floor; `flush`: a write per tick; `tree`: statm for the PIDs after the first."""
+    """The C floor; `flush`: a write per tick; `tree`: statm for the PIDs after the first;
+    `mine`: memmon's reads (status with stat, PSI; no children files: floor.c's -m)."""
 
-    def __init__(self, binary, flush=False, tree=False):
-        self.binary, self.flags = binary, (["-f"] if flush else []) + (["-t"] if tree else [])
-        self.key = "floor-f" if flush else "floor"
-        self.name = "C floor, a write per tick" if flush else "C floor"
+    def __init__(self, binary, flush=False, tree=False, mine=False):
+        self.binary = binary
+        self.flags = (["-f"] if flush else []) + (["-t"] if tree else []) + (["-m"] if mine else [])
+        self.key = "floor-m" if mine else "floor-f" if flush else "floor"
+        self.name = ("C floor of memmon's reads, a write per tick" if mine
+                     else "C floor, a write per tick" if flush else "C floor")
 
     def start(self, pids, interval, out):
         ns = interval_ns(interval)
@@ -291,14 +296,15 @@ class Table:
     def print(self, extra=None):
         print(f"\n### {self.title}\n")
         print("| case | sampler | CPU per sample (median) | × the floor, median (range) | "
-              "× the floor with a write per tick | samples in window (each round) |")
-        print("|---|---|---|---|---|---|")
+              "× the floor with a write per tick | × the floor of memmon's reads | "
+              "samples in window (each round) |")
+        print("|---|---|---|---|---|---|---|")
         for case, rows in self.rows.items():
             for key, (name, rs) in rows.items():
                 per = statistics.median(r.per_sample_us for r in rs)
                 approx = "" if all(r.exact for r in rs) else " (rate × window)"
                 cells = []
-                for ref, bold in ((self.ref, True), ("floor-f", False)):
+                for ref, bold in ((self.ref, True), ("floor-f", False), ("floor-m", False)):
                     q = self.ratio(case, key, ref)
                     if key == ref:
                         cells.append("1")
@@ -308,7 +314,8 @@ class Table:
                     else:
                         cells.append("")
                 n = "/".join(str(r.samples) for r in rs)
-                print(f"| {case} | {name} | {per:.1f} µs | {cells[0]} | {cells[1]} | {n}{approx} |")
+                print(f"| {case} | {name} | {per:.1f} µs | {cells[0]} | {cells[1]} | {cells[2]} "
+                      f"| {n}{approx} |")
         if extra:
             extra()
         sys.stdout.flush()
@@ -581,13 +588,14 @@ def main():
               f"load average at the start {load()}; {a.rounds} rounds"
               + (f"; not installed: {', '.join(missing)}" if missing else ""))
         t0 = time.monotonic()
-        floors = [Floor(floor), Floor(floor, flush=True)]
+        floors = [Floor(floor), Floor(floor, flush=True), Floor(floor, flush=True, mine=True)]
         if "idle" in only:
             bench_idle(tmp, floors, memmons, peers, a.rounds, a.quick)
         if "threads" in only:
             bench_threads(tmp, floors, memmons, a.rounds, a.quick)
         if "tree" in only:
-            bench_tree(tmp, [Floor(floor, tree=True), Floor(floor, flush=True, tree=True)], memmons,
+            bench_tree(tmp, [Floor(floor, tree=True), Floor(floor, flush=True, tree=True),
+                             Floor(floor, flush=True, tree=True, mine=True)], memmons,
                        a.rounds, a.quick)
         if "export" in only:
             bench_export(tmp, memmons, a.rounds, a.quick)
