@@ -530,6 +530,78 @@ pub fn peak_vs_peak(base: &[Anatomy], new: &[Anatomy]) -> Option<PeakVsPeak> {
     })
 }
 
+/// What grew in one span (a phase, a bench run): from the anatomy taken at or before its start
+/// to the one taken at its last row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SpanGrowth {
+    /// The phase's label (`summary`) or `run N` (`bench`).
+    pub label: String,
+    /// Its place among the listed phases or runs, from 1.
+    pub index: usize,
+    pub from: AnatomyAt,
+    pub to: AnatomyAt,
+    /// The groups that moved, largest change first; `measure` says in what.
+    #[serde(flatten)]
+    pub diff: AnatomyDiff,
+}
+
+/// Two rows' `elapsed_s` are one row's: the recording keeps 6 decimals.
+fn same_row(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-5
+}
+
+/// The anatomy taken at a span's last row (`end_elapsed_s`, within the span's wall-clock
+/// start): its `phase-end` or `run-end` for `label`, or the recording's `end`.
+fn at_span_end<'a>(
+    anatomies: &'a [Anatomy],
+    label: &str,
+    start_unix_ms: u64,
+    end_elapsed_s: f64,
+) -> Option<&'a Anatomy> {
+    anatomies.iter().find(|a| {
+        let closes = match a.trigger {
+            crate::model::anatomy::Trigger::PhaseEnd | crate::model::anatomy::Trigger::RunEnd => {
+                a.span.as_deref() == Some(label)
+            }
+            crate::model::anatomy::Trigger::End => true,
+            _ => false,
+        };
+        closes && a.unix_ms >= start_unix_ms && same_row(a.elapsed_s, end_elapsed_s)
+    })
+}
+
+/// What grew in each span of `spans` that has an anatomy at its last row (`phase-end`,
+/// `run-end`, or the recording's `end`): from the last anatomy taken at or before its first
+/// row (the previous span's end, the recording's start, a new high) to that one. Spans without
+/// both are left out.
+pub fn span_growth(
+    anatomies: &[Anatomy],
+    spans: &[crate::analysis::span::Span],
+) -> Vec<SpanGrowth> {
+    spans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let to = at_span_end(anatomies, &p.label, p.start_unix_ms, p.end_elapsed_s)?;
+            let from = anatomies
+                .iter()
+                .filter(|a| {
+                    !std::ptr::eq(*a, to)
+                        && a.unix_ms <= p.start_unix_ms
+                        && a.elapsed_s <= p.start_elapsed_s + 1e-5
+                })
+                .next_back()?;
+            Some(SpanGrowth {
+                label: p.label.clone(),
+                index: i + 1,
+                from: AnatomyAt::of(from),
+                to: AnatomyAt::of(to),
+                diff: diff(from, to),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,6 +89,8 @@ pub fn asked_at(trigger: Trigger, s: &Sample) -> Asked {
 /// A read of the tree, its processes taken on the recorder's thread.
 pub struct Job {
     asked: Asked,
+    /// The phase or run it closes (`phase-end`, `run-end`).
+    span: Option<String>,
     items: Vec<Item>,
 }
 
@@ -121,7 +123,11 @@ pub fn job<'a>(
             }
         })
         .collect();
-    Job { asked, items }
+    Job {
+        asked,
+        span: None,
+        items,
+    }
 }
 
 /// Reads every process of the job and groups their mappings; a process gone since is left out
@@ -165,13 +171,15 @@ pub fn read(job: Job) -> Anatomy {
         procs.len() as u32,
         procs.iter().filter(|p| p.smaps).count() as u32,
     );
-    Anatomy::new(
+    let mut a = Anatomy::new(
         job.asked,
         counts,
         t0.elapsed().as_micros() as u64,
         unread,
         groups,
-    )
+    );
+    a.span = job.span;
+    a
 }
 
 /// The thread that reads anatomies: one read at a time, asked by the recorder, its results
@@ -248,6 +256,8 @@ pub struct Anatomies {
     pub opts: AnatomyOptions,
     schedule: AnatomySchedule,
     thread: AnatomyThread,
+    /// Span ends (phases, runs) that got no anatomy: a read was under way at their row.
+    pub skipped_span_ends: u64,
 }
 
 impl Anatomies {
@@ -256,7 +266,29 @@ impl Anatomies {
             schedule: AnatomySchedule::new(opts.rise, opts.gap),
             thread: AnatomyThread::start()?,
             opts,
+            skipped_span_ends: 0,
         })
+    }
+
+    /// At the row `s` that ends a span (a marker's row ends the phase before it, a bench run's
+    /// `run-end` row its run): an anatomy with `trigger` (`phase-end`, `run-end`) for the span
+    /// `label`, asked now, one per boundary; none when a read is under way (counted in
+    /// `skipped_span_ends`: a late one would hold the next span's memory). The new-high
+    /// schedule is left as it was: a span's end is no high.
+    pub fn at_span_end<'a>(
+        &mut self,
+        members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
+        s: &Sample,
+        trigger: Trigger,
+        label: String,
+    ) {
+        if self.thread.busy() {
+            self.skipped_span_ends += 1;
+            return;
+        }
+        let mut j = job(members, self.opts.smaps.as_ref(), asked_at(trigger, s));
+        j.span = Some(label);
+        self.thread.ask(j);
     }
 
     /// After the row `s`: asks the thread for an anatomy when one is due and none is under way.

@@ -117,9 +117,21 @@ impl Recorder {
             Some(s) => a.read_now(self.watch.members(), asked_at(Trigger::End, &s)),
             None => a.wait(),
         };
+        let skipped = a.skipped_span_ends;
         for anatomy in got {
             self.sink.anatomy(&anatomy)?;
             self.anatomies.push(anatomy);
+        }
+        if skipped > 0 {
+            self.report.note(&format!(
+                "{} got no anatomy: another read was under way at {}",
+                crate::units::count(skipped, "phase or run end"),
+                if skipped == 1 {
+                    "its row"
+                } else {
+                    "their rows"
+                }
+            ));
         }
         Ok(())
     }

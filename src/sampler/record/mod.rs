@@ -280,6 +280,8 @@ pub struct Recorder {
     /// The anatomies written, for the summary at the end (each at least `--anatomy-rise` above
     /// the last: a few dozen at most).
     anatomies: Vec<crate::model::anatomy::Anatomy>,
+    /// The label of the phase open now (the last marker's): a marker's row ends it.
+    open_phase: Option<String>,
 }
 
 impl Recorder {
@@ -560,15 +562,34 @@ impl Recorder {
         self.samples += 1;
         self.summary.push(&s);
         self.observer.on_sample(&s);
+        let span_end = self.span_end(&s);
         if let Some(a) = &mut self.anatomy {
-            // The read that ended goes to the table; the next is asked for when due.
+            // The read that ended goes to the table; the next is asked for when due: at a
+            // span's end, else at a new high.
             if let Some(got) = a.arrived() {
                 self.sink.anatomy(&got)?;
                 self.anatomies.push(got);
             }
-            a.after_row(self.watch.members(), &s);
+            match span_end {
+                Some((trigger, label)) => a.at_span_end(self.watch.members(), &s, trigger, label),
+                None => a.after_row(self.watch.members(), &s),
+            }
         }
         Ok(Some(s))
+    }
+
+    /// The span the row `s` ends, if any: a marker's row ends the phase the last marker opened
+    /// (`phase-end`), a `run-end:N` row run N (`run-end`).
+    fn span_end(&mut self, s: &Sample) -> Option<(crate::model::anatomy::Trigger, String)> {
+        use crate::model::anatomy::Trigger;
+        match &s.event {
+            Some(Event::Mark(label)) => self
+                .open_phase
+                .replace(label.clone())
+                .map(|ended| (Trigger::PhaseEnd, ended)),
+            Some(Event::RunEnd(n)) => Some((Trigger::RunEnd, format!("run {n}"))),
+            _ => None,
+        }
     }
 
     /// With `phase_peaks`, resets the high-water marks right after a marker's sample (whose

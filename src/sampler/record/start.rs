@@ -162,6 +162,7 @@ impl Recorder {
             report,
             anatomy,
             anatomies: Vec::new(),
+            open_phase: None,
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
