@@ -1,0 +1,171 @@
+//! Anatomies at the ends of spans: `record --anatomy` at each phase's end (the next marker),
+//! `bench --anatomy` at each run's end; what grew in each, and the report's bar of the peak.
+
+use crate::util::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn side(out: &Path) -> PathBuf {
+    let mut s = out.as_os_str().to_owned();
+    s.push(".anatomy.jsonl");
+    PathBuf::from(s)
+}
+
+/// The anatomy table's lines so far (none when it is not there yet).
+fn anatomies(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(side(out))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The change of `kind` among a diff's `changes` whose mappings are each `each` bytes (or named
+/// `name`).
+fn change<'a>(
+    changes: &'a Value,
+    kind: &str,
+    each: Option<u64>,
+    name: Option<&str>,
+) -> Option<&'a Value> {
+    changes.as_array().unwrap().iter().find(|c| {
+        let g = if c["to"].is_null() {
+            &c["from"]
+        } else {
+            &c["to"]
+        };
+        c["kind"] == kind
+            && each.is_none_or(|e| g["min_mapping_bytes"] == e && g["max_mapping_bytes"] == e)
+            && name.is_none_or(|n| c["name"] == n)
+    })
+}
+
+/// A workload whose phases grow known mappings: phase `a` two anonymous partitions of 24 MiB,
+/// phase `b` a 16 MiB memfd. Each phase's next step waits for the test's go-ahead, given once
+/// the anatomy of the phase that ended is in the table: what one phase grows never lands in the
+/// anatomy of the phase before, however slow the machine. No new highs (`--anatomy-gap 1h`):
+/// no other read is under way at a marker.
+#[test]
+fn phase_end_anatomies_name_what_grew_in_each_phase_and_the_report_draws_the_peak() {
+    let dir = tempdir();
+    let out = dir.path().join("phases.csv");
+    let go = |n: u32| dir.path().join(format!("go{n}"));
+    let wait = |n: u32| format!("wait-file:{}", go(n).display());
+    let steps = [
+        wait(0),
+        "say:phase a".into(),
+        "partitions:2:24MiB".into(),
+        "say:phase b".into(),
+        wait(1),
+        "memfd:m:16MiB".into(),
+        "say:phase c".into(),
+        wait(2),
+        "hold:200ms".into(),
+    ];
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let mut args: Vec<String> = [
+        "record",
+        "-q",
+        "-i",
+        "50ms",
+        "--anatomy",
+        "--anatomy-gap",
+        "1h",
+        "--mark-stdout",
+        r"^phase (?P<label>\w+)$",
+        "-o",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(out.display().to_string());
+    args.push("--".into());
+    args.extend(workload(&steps));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut rec = spawn_memmon(&args);
+    let has = |trigger: &str, span: Option<&str>| {
+        anatomies(&out)
+            .iter()
+            .any(|a| a["trigger"] == trigger && span.is_none_or(|s| a["span"] == s))
+    };
+    assert!(wait_for(60.0, || has("start", None)), "no start anatomy");
+    std::fs::write(go(0), "").unwrap();
+    assert!(
+        wait_for(60.0, || has("phase-end", Some("a"))),
+        "no anatomy at phase a's end"
+    );
+    std::fs::write(go(1), "").unwrap();
+    assert!(
+        wait_for(60.0, || has("phase-end", Some("b"))),
+        "no anatomy at phase b's end"
+    );
+    std::fs::write(go(2), "").unwrap();
+    assert!(rec.wait().unwrap().success());
+
+    let s = summary_json(&out);
+    let phases = s["phase_anatomy"].as_array().unwrap();
+    // Phase c is open when the workload exits: no anatomy at its end.
+    assert_eq!(phases.len(), 2, "{phases:#?}");
+    let (a, b) = (&phases[0], &phases[1]);
+    assert_eq!(
+        (a["label"].as_str(), a["index"].as_u64()),
+        (Some("a"), Some(1))
+    );
+    assert_eq!(
+        (a["from"]["trigger"].as_str(), a["to"]["trigger"].as_str()),
+        (Some("start"), Some("phase-end"))
+    );
+    assert_eq!(a["measure"], "virtual");
+    let parts = change(&a["changes"], "anon", Some(24 * MIB), None).expect("phase a's partitions");
+    assert_eq!(parts["delta_bytes"], 48 * MIB);
+    assert_eq!(parts["to"]["mappings"], 2);
+    assert_eq!(parts["new"], true);
+    assert!(
+        change(&a["changes"], "memfd", None, Some("m")).is_none(),
+        "{a:#}"
+    );
+
+    assert_eq!(b["label"], "b");
+    assert_eq!(b["from"]["trigger"], "phase-end");
+    assert_eq!(b["from"]["elapsed_s"], a["to"]["elapsed_s"]);
+    let memfd = change(&b["changes"], "memfd", None, Some("m")).expect("phase b's memfd");
+    assert_eq!(memfd["delta_bytes"], 16 * MIB);
+    assert!(
+        change(&b["changes"], "anon", Some(24 * MIB), None).is_none(),
+        "{b:#}"
+    );
+
+    let text = memmon().arg("summary").arg(&out).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    for line in [
+        "what grew by phase (anatomies at each phase's end):",
+        "phase 1 'a': +48.",
+        "+48.00 MiB  2 anonymous mappings of 24.00 MiB (new)",
+        "phase 2 'b': +16.",
+        "+16.00 MiB  memfd 'm' (1 mapping of 16.00 MiB) (new)",
+    ] {
+        assert!(text.contains(line), "{line:?} not in\n{text}");
+    }
+
+    // The report: the peak's anatomy (phase b's end: both partitions and the memfd) as a bar.
+    let html = dir.path().join("phases.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&out)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(html).unwrap();
+    let bar = &html[html.find("<svg class=\"anatomy-bar\"").expect("no bar")..];
+    let bar = &bar[..bar.find("</ul>").unwrap()];
+    for text in [
+        "2 anonymous mappings of 24.00 MiB: 48.00 MiB</title>",
+        "memfd &#39;m&#39; (1 mapping of 16.00 MiB): 16.00 MiB</title>",
+        "<span class=\"swatch\"",
+    ] {
+        assert!(bar.contains(text), "{text:?} not in the bar:\n{bar}");
+    }
+    assert!(
+        html.contains("segments in virtual size (maps"),
+        "the bar's measure is not said"
+    );
+}
