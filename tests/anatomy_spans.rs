@@ -169,3 +169,106 @@ fn phase_end_anatomies_name_what_grew_in_each_phase_and_the_report_draws_the_pea
         "the bar's measure is not said"
     );
 }
+
+/// A test daemon that keeps 8 MiB after each request (`--leak`), killed when dropped.
+struct LeakyDaemon(std::process::Child);
+
+impl Drop for LeakyDaemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The sum of the `anon` groups' changes in a diff: the anonymous mappings' growth, whatever
+/// the kernel merged (adjacent anonymous mappings of one access become one).
+fn anon_growth(diff: &Value) -> i64 {
+    diff["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "anon")
+        .map(|c| c["delta_bytes"].as_i64().unwrap())
+        .sum()
+}
+
+/// Each run maps 40 MiB for 2 s (a new high, taken while it is held: rows every 50 ms, every
+/// rise taken) and leaks 8 MiB: run N's highest holds 40 MiB and the 8 MiB of each run before.
+#[test]
+fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_table() {
+    let dir = tempdir();
+    let socket = dir.path().join("d.sock");
+    let pidfile = dir.path().join("d.pid");
+    let _daemon = LeakyDaemon(
+        std::process::Command::new(memmon_test_path())
+            .arg("test-daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .args(["--leak", "8MiB"])
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        wait_for(30.0, || pidfile.exists()),
+        "the test daemon did not start"
+    );
+    let rec = dir.path().join("bench.csv");
+    let json = dir.path().join("bench.json");
+    let done = memmon()
+        .args(["bench", "--pidfile"])
+        .arg(&pidfile)
+        .args(["-n", "2", "-i", "50ms", "--anatomy", "--anatomy-rise", "0%"])
+        .args(["--anatomy-gap", "0s", "-o"])
+        .arg(&rec)
+        .arg("--export-json")
+        .arg(&json)
+        .arg("--")
+        .arg(memmon_test_path())
+        .arg("test-client")
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--size", "40MiB", "--hold", "2s"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(
+        done.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = report["anatomy"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{report:#}");
+    for (k, run) in runs.iter().enumerate() {
+        assert_eq!(run["label"], format!("run {}", k + 1));
+        assert_eq!(run["from"]["trigger"], "start", "{run:#}");
+        assert_eq!(run["to"]["trigger"], "new-high", "{run:#}");
+        assert_eq!(run["measure"], "virtual");
+        let want = 40 * MIB + 8 * MIB * k as u64;
+        assert_eq!(anon_growth(run), want as i64, "{run:#}");
+    }
+    assert!(
+        table.contains("what grew in each run, from the idle floor's anatomy (start at +"),
+        "{table}"
+    );
+    assert!(table.contains("    run 1: +"), "{table}");
+    assert!(table.contains("    run 2: +"), "{table}");
+    assert!(
+        table.contains("+40.00 MiB  1 anonymous mapping of 40.00 MiB (new)"),
+        "{table}"
+    );
+    // -o keeps the table beside the recording: each run's end, and the start before them.
+    let all = anatomies(&rec);
+    assert_eq!(all[0]["trigger"], "start");
+    for n in ["run 1", "run 2"] {
+        assert!(
+            all.iter()
+                .any(|a| a["trigger"] == "run-end" && a["span"] == n),
+            "no run-end anatomy of {n}"
+        );
+    }
+    let summary = summary_json(&rec);
+    assert_eq!(summary["anatomy_table"], "bench.csv.anatomy.jsonl");
+}

@@ -602,6 +602,43 @@ pub fn span_growth(
         .collect()
 }
 
+/// What grew in each bench run (`bench --anatomy`): from the idle floor's anatomy (the last
+/// taken at or before the first run's first row: the recording's start, or the end of the
+/// warmup) to the run's highest (of those taken from its first row to its last, its `run-end`
+/// included: the highest tree RSS, the latest of equals). Runs without one are left out.
+pub fn run_growth(anatomies: &[Anatomy], runs: &[crate::analysis::span::Span]) -> Vec<SpanGrowth> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let Some(floor) = anatomies
+        .iter()
+        .filter(|a| a.unix_ms <= first.start_unix_ms && a.elapsed_s <= first.start_elapsed_s + 1e-5)
+        .next_back()
+    else {
+        return Vec::new();
+    };
+    runs.iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let to = anatomies
+                .iter()
+                .filter(|a| {
+                    a.unix_ms >= r.start_unix_ms
+                        && a.elapsed_s >= r.start_elapsed_s - 1e-5
+                        && a.elapsed_s <= r.end_elapsed_s + 1e-5
+                })
+                .max_by_key(|a| a.rss_bytes)?;
+            Some(SpanGrowth {
+                label: r.label.clone(),
+                index: r.run.map_or(i + 1, |n| n as usize),
+                from: AnatomyAt::of(floor),
+                to: AnatomyAt::of(to),
+                diff: diff(floor, to),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
