@@ -182,8 +182,8 @@ pub fn read(job: Job) -> Anatomy {
     a
 }
 
-/// The thread that reads anatomies: one read at a time, asked by the recorder, its results
-/// taken at the recorder's next row.
+/// The thread that reads anatomies: one read at a time, asked by the recorder; `done` is called
+/// on it after each read (the recorder sends itself a control message and takes the result).
 pub struct AnatomyThread {
     jobs: Option<mpsc::Sender<Job>>,
     done: mpsc::Receiver<Anatomy>,
@@ -192,7 +192,7 @@ pub struct AnatomyThread {
 }
 
 impl AnatomyThread {
-    pub fn start() -> std::io::Result<AnatomyThread> {
+    pub fn start(wake: impl Fn() + Send + 'static) -> std::io::Result<AnatomyThread> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (done_tx, done) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -202,6 +202,7 @@ impl AnatomyThread {
                     if done_tx.send(read(job)).is_err() {
                         break;
                     }
+                    wake();
                 }
             })?;
         Ok(AnatomyThread {
@@ -261,10 +262,14 @@ pub struct Anatomies {
 }
 
 impl Anatomies {
-    pub fn start(opts: AnatomyOptions) -> std::io::Result<Anatomies> {
+    /// Starts the reading thread; `wake` is called on it after each read.
+    pub fn start(
+        opts: AnatomyOptions,
+        wake: impl Fn() + Send + 'static,
+    ) -> std::io::Result<Anatomies> {
         Ok(Anatomies {
             schedule: AnatomySchedule::new(opts.rise, opts.gap),
-            thread: AnatomyThread::start()?,
+            thread: AnatomyThread::start(wake)?,
             opts,
             skipped_span_ends: 0,
         })
@@ -313,6 +318,11 @@ impl Anatomies {
     /// The anatomy read since the last call, if any.
     pub fn arrived(&mut self) -> Option<Anatomy> {
         self.thread.arrived()
+    }
+
+    /// A read is under way.
+    pub fn busy(&self) -> bool {
+        self.thread.busy()
     }
 
     /// The read under way, waited for (at the end of a recording whose target is gone).

@@ -322,6 +322,14 @@ impl Daemon {
             Ok(Some(s)) => s,
             Ok(None) | Err(_) => return Err(self.ended(&label)),
         };
+        if opts.anatomy.is_some() {
+            // The run's `run-end` anatomy is read before the next run begins: none of the next
+            // run's memory is in it. (A closed channel: the recorder ended; said below.)
+            let (tx, rx) = mpsc::channel();
+            if self.control.send(Control::AnatomiesSettled(tx)) {
+                let _ = rx.recv();
+            }
+        }
         if !self.alive() {
             return Err(self.ended(&label));
         }

@@ -137,6 +137,13 @@ pub enum Control {
     CpuTicks(mpsc::Sender<(u64, u64)>),
     /// A read of the tree's PSS ended (`sampler/pss.rs`): a row takes its sum now.
     PssDone,
+    /// An anatomy read ended (`sampler/anatomy.rs`): it goes to the sink now, not at the next
+    /// row.
+    AnatomyDone,
+    /// Reply once no anatomy read is under way (its result handed to the sink): a bench waits
+    /// for a run's `run-end` anatomy before the next run begins. At once without `--anatomy`;
+    /// the channel closes unanswered when the recording ends first.
+    AnatomiesSettled(mpsc::Sender<()>),
     /// End the recording as if a signal had arrived (reason `stopped`).
     Stop,
 }
@@ -282,6 +289,8 @@ pub struct Recorder {
     anatomies: Vec<crate::model::anatomy::Anatomy>,
     /// The label of the phase open now (the last marker's): a marker's row ends it.
     open_phase: Option<String>,
+    /// Whoever waits for the anatomy read under way (`Control::AnatomiesSettled`).
+    anatomy_waiters: Vec<mpsc::Sender<()>>,
 }
 
 impl Recorder {
@@ -461,6 +470,15 @@ impl Recorder {
                     return self.control_step(run, probe, early);
                 }
             }
+            Control::AnatomyDone => {
+                if let Err(e) = self.anatomy_arrived() {
+                    return Step::Stop(Stop::Failed(e.into()));
+                }
+            }
+            Control::AnatomiesSettled(reply) => {
+                self.anatomy_waiters.push(reply);
+                self.settle_anatomy_waiters();
+            }
             Control::CpuTicks(reply) => {
                 let _ = reply.send(self.watch.tree().map_or((0, 0), |t| t.cpu_ticks()));
             }
@@ -563,19 +581,37 @@ impl Recorder {
         self.summary.push(&s);
         self.observer.on_sample(&s);
         let span_end = self.span_end(&s);
+        // The read that ended goes to the table (if its control message is still to come); the
+        // next is asked for when due: at a span's end, else at a new high.
+        self.anatomy_arrived()?;
         if let Some(a) = &mut self.anatomy {
-            // The read that ended goes to the table; the next is asked for when due: at a
-            // span's end, else at a new high.
-            if let Some(got) = a.arrived() {
-                self.sink.anatomy(&got)?;
-                self.anatomies.push(got);
-            }
             match span_end {
                 Some((trigger, label)) => a.at_span_end(self.watch.members(), &s, trigger, label),
                 None => a.after_row(self.watch.members(), &s),
             }
         }
         Ok(Some(s))
+    }
+
+    /// Hands the anatomy read since the last call, if any, to the sink, and answers whoever
+    /// waits for the reads to settle.
+    fn anatomy_arrived(&mut self) -> Result<(), crate::format::OutputError> {
+        if let Some(got) = self.anatomy.as_mut().and_then(|a| a.arrived()) {
+            self.sink.anatomy(&got)?;
+            self.anatomies.push(got);
+        }
+        self.settle_anatomy_waiters();
+        Ok(())
+    }
+
+    /// Answers the waiters of `Control::AnatomiesSettled` when no read is under way.
+    fn settle_anatomy_waiters(&mut self) {
+        if self.anatomy.as_ref().is_some_and(|a| a.busy()) {
+            return;
+        }
+        for w in self.anatomy_waiters.drain(..) {
+            let _ = w.send(());
+        }
     }
 
     /// The span the row `s` ends, if any: a marker's row ends the phase the last marker opened

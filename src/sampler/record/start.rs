@@ -120,7 +120,11 @@ impl Recorder {
                         smaps: a.smaps.is_some(),
                     });
                 meta.sources.push(anatomy_source(a));
-                Some(Anatomies::start(a.clone()).context("cannot start the anatomy thread")?)
+                let back = control.clone();
+                let wake = move || {
+                    back.send(Control::AnatomyDone);
+                };
+                Some(Anatomies::start(a.clone(), wake).context("cannot start the anatomy thread")?)
             }
             _ => None,
         };
@@ -165,6 +169,7 @@ impl Recorder {
             anatomy,
             anatomies: Vec::new(),
             open_phase: None,
+            anatomy_waiters: Vec::new(),
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
