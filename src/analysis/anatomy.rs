@@ -583,14 +583,11 @@ pub fn span_growth(
         .enumerate()
         .filter_map(|(i, p)| {
             let to = at_span_end(anatomies, &p.label, p.start_unix_ms, p.end_elapsed_s)?;
-            let from = anatomies
-                .iter()
-                .filter(|a| {
-                    !std::ptr::eq(*a, to)
-                        && a.unix_ms <= p.start_unix_ms
-                        && a.elapsed_s <= p.start_elapsed_s + 1e-5
-                })
-                .next_back()?;
+            let from = anatomies.iter().rfind(|a| {
+                !std::ptr::eq(*a, to)
+                    && a.unix_ms <= p.start_unix_ms
+                    && a.elapsed_s <= p.start_elapsed_s + 1e-5
+            })?;
             Some(SpanGrowth {
                 label: p.label.clone(),
                 index: i + 1,
@@ -612,8 +609,7 @@ pub fn run_growth(anatomies: &[Anatomy], runs: &[crate::analysis::span::Span]) -
     };
     let Some(floor) = anatomies
         .iter()
-        .filter(|a| a.unix_ms <= first.start_unix_ms && a.elapsed_s <= first.start_elapsed_s + 1e-5)
-        .next_back()
+        .rfind(|a| a.unix_ms <= first.start_unix_ms && a.elapsed_s <= first.start_elapsed_s + 1e-5)
     else {
         return Vec::new();
     };
@@ -1043,5 +1039,109 @@ mod tests {
         );
         // One anatomy: nothing to compare.
         assert_eq!(growth(&list[2..3], 20 * MIB), None);
+    }
+
+    /// An anatomy taken at the row of `t` s (unix ms 1000 × t), of one 1 MiB heap and `parts`
+    /// anonymous partitions of 24 MiB.
+    fn taken(t: u64, trigger: Trigger, span: Option<&str>, rss: u64, parts: usize) -> Anatomy {
+        let mut l = Layout::new();
+        l.map(MIB, "rw-p", "[heap]");
+        for _ in 0..parts {
+            l.gap().map(24 * MIB, "rw-p", "");
+        }
+        let mut a = anatomy(rss, group(&[process(1, &l, false)]));
+        a.unix_ms = 1000 * t;
+        a.elapsed_s = t as f64;
+        a.trigger = trigger;
+        a.span = span.map(String::from);
+        a
+    }
+
+    /// The spans of rows at t = 0, 1, 2... (unix ms 1000 × t), each with its event.
+    fn spans(events: &[Option<crate::model::sample::Event>]) -> crate::analysis::phases::Phases {
+        let mut b = crate::analysis::phases::PhaseBuilder::new();
+        for (t, e) in events.iter().enumerate() {
+            b.push(&crate::model::sample::Sample {
+                unix_ms: 1000 * t as u64,
+                elapsed_s: t as f64,
+                rss_bytes: MIB,
+                event: e.clone(),
+                ..Default::default()
+            });
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn each_phase_grows_from_the_anatomy_at_its_start_to_the_one_at_its_end() {
+        use crate::model::sample::Event::Mark;
+        let p = spans(&[
+            None,
+            Some(Mark("a".into())),
+            None,
+            Some(Mark("b".into())),
+            None,
+        ]);
+        let list = [
+            taken(0, Trigger::Start, None, MIB, 0),
+            taken(2, Trigger::NewHigh, None, 30 * MIB, 1),
+            taken(3, Trigger::PhaseEnd, Some("a"), 50 * MIB, 2),
+            taken(4, Trigger::End, None, 80 * MIB, 3),
+        ];
+        let g = span_growth(&list, &p.phases);
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].label.as_str(), g[0].index), ("a", 1));
+        assert_eq!((g[0].from.elapsed_s, g[0].to.elapsed_s), (0.0, 3.0));
+        assert_eq!(g[0].diff.delta_bytes, 48 * MIB as i64);
+        assert_eq!(g[0].diff.measure, Measure::Virtual);
+        // Phase b from a's end to the recording's end, its only change the third partition.
+        assert_eq!(
+            (g[1].from.trigger, g[1].to.trigger),
+            (Trigger::PhaseEnd, Trigger::End)
+        );
+        assert_eq!(g[1].diff.changes.len(), 1);
+        assert_eq!(g[1].diff.delta_bytes, 24 * MIB as i64);
+        // Phase a's end not taken (a read was under way): a is left out, b grows from the
+        // last anatomy before it, the new high.
+        let skipped = [list[0].clone(), list[1].clone(), list[3].clone()];
+        let g = span_growth(&skipped, &p.phases);
+        assert_eq!(g.len(), 1);
+        assert_eq!((g[0].label.as_str(), g[0].from.elapsed_s), ("b", 2.0));
+        // A phase-end of another label at a's end is not a's.
+        let other = [
+            list[0].clone(),
+            taken(3, Trigger::PhaseEnd, Some("x"), 50 * MIB, 2),
+        ];
+        assert!(span_growth(&other, &p.phases).is_empty());
+    }
+
+    #[test]
+    fn each_run_grows_from_the_idle_floor_to_its_highest_anatomy() {
+        use crate::model::sample::Event::{RunEnd, RunStart};
+        let p = spans(&[
+            None,
+            Some(RunStart(1)),
+            None,
+            Some(RunEnd(1)),
+            Some(RunStart(2)),
+            None,
+            Some(RunEnd(2)),
+        ]);
+        let list = [
+            taken(0, Trigger::Start, None, MIB, 0),
+            taken(2, Trigger::NewHigh, None, 100 * MIB, 4),
+            taken(3, Trigger::RunEnd, Some("run 1"), 20 * MIB, 1),
+            taken(6, Trigger::RunEnd, Some("run 2"), 30 * MIB, 2),
+        ];
+        let g = run_growth(&list, &p.runs);
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].label.as_str(), g[0].index), ("run 1", 1));
+        assert_eq!(g[0].to.trigger, Trigger::NewHigh);
+        assert_eq!(g[0].diff.delta_bytes, 96 * MIB as i64);
+        assert_eq!((g[1].index, g[1].to.trigger), (2, Trigger::RunEnd));
+        assert_eq!(g[1].from.trigger, Trigger::Start);
+        assert_eq!(g[1].diff.delta_bytes, 48 * MIB as i64);
+        // No anatomy before the first run: no floor, nothing said.
+        assert!(run_growth(&list[1..], &p.runs).is_empty());
     }
 }
