@@ -272,3 +272,55 @@ fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_ta
     let summary = summary_json(&rec);
     assert_eq!(summary["anatomy_table"], "bench.csv.anatomy.jsonl");
 }
+
+/// Markers the workload waits for (`mark:LABEL`, through the recorder's socket): each is
+/// answered once the anatomy of the phase it ends is read, so the next phase's growth, made at
+/// once, is never in it. No go-ahead from the test, default anatomy flags.
+#[test]
+fn a_marker_that_waits_for_its_row_is_answered_after_its_phase_end_anatomy() {
+    let dir = tempdir();
+    let out = dir.path().join("waited.csv");
+    record_workload(
+        &out,
+        &["-q", "-i", "50ms", "--anatomy"],
+        &[
+            "mark:a",
+            "partitions:2:24MiB",
+            "mark:b",
+            "memfd:m:16MiB",
+            "mark:c",
+            "partitions:1:8MiB",
+            "mark:d",
+        ],
+    )
+    .assert()
+    .success();
+    let s = summary_json(&out);
+    let phases = s["phase_anatomy"].as_array().unwrap();
+    let labels: Vec<&str> = phases
+        .iter()
+        .map(|p| p["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["a", "b", "c"], "{phases:#?}");
+    let (a, b, c) = (
+        &phases[0]["changes"],
+        &phases[1]["changes"],
+        &phases[2]["changes"],
+    );
+    let parts = change(a, "anon", Some(24 * MIB), None).expect("phase a's partitions");
+    assert_eq!(
+        (
+            parts["delta_bytes"].as_u64(),
+            parts["to"]["mappings"].as_u64()
+        ),
+        (Some(48 * MIB), Some(2))
+    );
+    assert!(change(a, "memfd", None, Some("m")).is_none(), "{a:#}");
+    let memfd = change(b, "memfd", None, Some("m")).expect("phase b's memfd");
+    assert_eq!(memfd["delta_bytes"], 16 * MIB);
+    assert!(change(b, "anon", Some(8 * MIB), None).is_none(), "{b:#}");
+    assert!(change(b, "anon", Some(24 * MIB), None).is_none(), "{b:#}");
+    let last = change(c, "anon", Some(8 * MIB), None).expect("phase c's partition");
+    assert_eq!(last["delta_bytes"], 8 * MIB);
+    assert!(change(c, "memfd", None, Some("m")).is_none(), "{c:#}");
+}

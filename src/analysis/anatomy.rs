@@ -540,6 +540,10 @@ pub struct SpanGrowth {
     pub index: usize,
     pub from: AnatomyAt,
     pub to: AnatomyAt,
+    /// A boundary of the span was taken late (its marker's row came late): what the program did
+    /// after the marker may be in the anatomy at its end.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub late: bool,
     /// The groups that moved, largest change first; `measure` says in what.
     #[serde(flatten)]
     pub diff: AnatomyDiff,
@@ -593,6 +597,7 @@ pub fn span_growth(
                 index: i + 1,
                 from: AnatomyAt::of(from),
                 to: AnatomyAt::of(to),
+                late: p.facts.late_boundary,
                 diff: diff(from, to),
             })
         })
@@ -629,6 +634,7 @@ pub fn run_growth(anatomies: &[Anatomy], runs: &[crate::analysis::span::Span]) -
                 index: r.run.map_or(i + 1, |n| n as usize),
                 from: AnatomyAt::of(floor),
                 to: AnatomyAt::of(to),
+                late: r.facts.late_boundary,
                 diff: diff(floor, to),
             })
         })

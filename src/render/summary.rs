@@ -56,9 +56,14 @@ pub fn span_growth_lines(
         } else {
             format!("{what} {} '{}'", g.index, g.label)
         };
+        let late = if g.late {
+            " (late: a boundary's row came late, so what came after it may be counted here)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
-            "    {name}: {} {measure}, from the {} anatomy at +{} to the {} one at +{}",
+            "    {name}: {} {measure}, from the {} anatomy at +{} to the {} one at +{}{late}",
             signed(g.diff.delta_bytes),
             g.from.trigger.key(),
             fmt_seconds(g.from.elapsed_s),

@@ -279,21 +279,22 @@ impl Anatomies {
     /// `run-end` row its run): an anatomy with `trigger` (`phase-end`, `run-end`) for the span
     /// `label`, asked now, one per boundary; none when a read is under way (counted in
     /// `skipped_span_ends`: a late one would hold the next span's memory). The new-high
-    /// schedule is left as it was: a span's end is no high.
+    /// schedule is left as it was: a span's end is no high. True when one was asked.
     pub fn at_span_end<'a>(
         &mut self,
         members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
         s: &Sample,
         trigger: Trigger,
         label: String,
-    ) {
+    ) -> bool {
         if self.thread.busy() {
             self.skipped_span_ends += 1;
-            return;
+            return false;
         }
         let mut j = job(members, self.opts.smaps.as_ref(), asked_at(trigger, s));
         j.span = Some(label);
         self.thread.ask(j);
+        self.thread.busy()
     }
 
     /// After the row `s`: asks the thread for an anatomy when one is due and none is under way.

@@ -314,6 +314,8 @@ impl Daemon {
                     s1.saturating_sub(s0) as f64 / hz,
                 )
             });
+        // With --anatomy, answered once the run's `run-end` anatomy is read: none of the next
+        // run's memory is in it.
         let (tx, rx) = mpsc::channel();
         if !self.control.send(Control::Probe(Event::RunEnd(n), tx)) {
             return Err(self.ended(&label));
@@ -322,14 +324,6 @@ impl Daemon {
             Ok(Some(s)) => s,
             Ok(None) | Err(_) => return Err(self.ended(&label)),
         };
-        if opts.anatomy.is_some() {
-            // The run's `run-end` anatomy is read before the next run begins: none of the next
-            // run's memory is in it. (A closed channel: the recorder ended; said below.)
-            let (tx, rx) = mpsc::channel();
-            if self.control.send(Control::AnatomiesSettled(tx)) {
-                let _ = rx.recv();
-            }
-        }
         if !self.alive() {
             return Err(self.ended(&label));
         }

@@ -140,10 +140,6 @@ pub enum Control {
     /// An anatomy read ended (`sampler/anatomy.rs`): it goes to the sink now, not at the next
     /// row.
     AnatomyDone,
-    /// Reply once no anatomy read is under way (its result handed to the sink): a bench waits
-    /// for a run's `run-end` anatomy before the next run begins. At once without `--anatomy`;
-    /// the channel closes unanswered when the recording ends first.
-    AnatomiesSettled(mpsc::Sender<()>),
     /// End the recording as if a signal had arrived (reason `stopped`).
     Stop,
 }
@@ -289,8 +285,17 @@ pub struct Recorder {
     anatomies: Vec<crate::model::anatomy::Anatomy>,
     /// The label of the phase open now (the last marker's): a marker's row ends it.
     open_phase: Option<String>,
-    /// Whoever waits for the anatomy read under way (`Control::AnatomiesSettled`).
-    anatomy_waiters: Vec<mpsc::Sender<()>>,
+    /// The last row taken asked for the anatomy of the span it ends (`--anatomy`).
+    span_end_asked: bool,
+    /// The row being taken is answered to an asker who waits for it (a probe).
+    row_waited: bool,
+    /// The anatomy of a span whose end a waited-for row found while another read was under way:
+    /// read right after that one, its reply held until then.
+    deferred_span_end: Option<(crate::model::anatomy::Trigger, String, Sample)>,
+    /// Replies to markers and probes whose row ended a span, held until that span's anatomy
+    /// is read: whoever waits for its row goes on only then, so none of what it does next is
+    /// in that anatomy.
+    held_replies: Vec<(mpsc::Sender<Option<Sample>>, Option<Sample>)>,
 }
 
 impl Recorder {
@@ -442,10 +447,13 @@ impl Recorder {
             }
             Control::Probe(e, reply) => {
                 let mark = matches!(e, Event::Mark(_));
-                match self.tick(Some(e)) {
+                self.row_waited = true;
+                let taken = self.tick(Some(e));
+                self.row_waited = false;
+                match taken {
                     Ok(s) => {
                         self.reset_after_mark(mark);
-                        let _ = reply.send(s);
+                        self.reply_after_anatomy(reply, s);
                     }
                     Err(err) => {
                         let _ = reply.send(None);
@@ -474,10 +482,6 @@ impl Recorder {
                 if let Err(e) = self.anatomy_arrived() {
                     return Step::Stop(Stop::Failed(e.into()));
                 }
-            }
-            Control::AnatomiesSettled(reply) => {
-                self.anatomy_waiters.push(reply);
-                self.settle_anatomy_waiters();
             }
             Control::CpuTicks(reply) => {
                 let _ = reply.send(self.watch.tree().map_or((0, 0), |t| t.cpu_ticks()));
@@ -584,33 +588,55 @@ impl Recorder {
         // The read that ended goes to the table (if its control message is still to come); the
         // next is asked for when due: at a span's end, else at a new high.
         self.anatomy_arrived()?;
+        self.span_end_asked = false;
         if let Some(a) = &mut self.anatomy {
             match span_end {
-                Some((trigger, label)) => a.at_span_end(self.watch.members(), &s, trigger, label),
+                // Its asker waits: read after the read under way rather than not at all.
+                Some((trigger, label)) if a.busy() && self.row_waited => {
+                    self.deferred_span_end = Some((trigger, label, s.clone()));
+                    self.span_end_asked = true;
+                }
+                Some((trigger, label)) => {
+                    self.span_end_asked = a.at_span_end(self.watch.members(), &s, trigger, label);
+                }
                 None => a.after_row(self.watch.members(), &s),
             }
         }
         Ok(Some(s))
     }
 
-    /// Hands the anatomy read since the last call, if any, to the sink, and answers whoever
-    /// waits for the reads to settle.
+    /// Hands the anatomy read since the last call, if any, to the sink, and answers the
+    /// replies held for it.
     fn anatomy_arrived(&mut self) -> Result<(), crate::format::OutputError> {
         if let Some(got) = self.anatomy.as_mut().and_then(|a| a.arrived()) {
             self.sink.anatomy(&got)?;
             self.anatomies.push(got);
         }
-        self.settle_anatomy_waiters();
+        if let Some(a) = self.anatomy.as_mut().filter(|a| !a.busy()) {
+            if let Some((trigger, label, row)) = self.deferred_span_end.take() {
+                a.at_span_end(self.watch.members(), &row, trigger, label);
+            }
+        }
+        if !self.anatomy.as_ref().is_some_and(|a| a.busy()) {
+            self.release_replies();
+        }
         Ok(())
     }
 
-    /// Answers the waiters of `Control::AnatomiesSettled` when no read is under way.
-    fn settle_anatomy_waiters(&mut self) {
-        if self.anatomy.as_ref().is_some_and(|a| a.busy()) {
-            return;
+    /// Answers a marker or probe with its row: at once, or, when that row asked for the
+    /// anatomy of the span it ends, once that anatomy is read.
+    fn reply_after_anatomy(&mut self, reply: mpsc::Sender<Option<Sample>>, s: Option<Sample>) {
+        if s.is_some() && std::mem::take(&mut self.span_end_asked) {
+            self.held_replies.push((reply, s));
+        } else {
+            let _ = reply.send(s);
         }
-        for w in self.anatomy_waiters.drain(..) {
-            let _ = w.send(());
+    }
+
+    /// Answers the replies held for an anatomy read (it ended, or the recording does).
+    pub(super) fn release_replies(&mut self) {
+        for (reply, s) in self.held_replies.drain(..) {
+            let _ = reply.send(s);
         }
     }
 

@@ -169,7 +169,10 @@ impl Recorder {
             anatomy,
             anatomies: Vec::new(),
             open_phase: None,
-            anatomy_waiters: Vec::new(),
+            span_end_asked: false,
+            row_waited: false,
+            deferred_span_end: None,
+            held_replies: Vec::new(),
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
