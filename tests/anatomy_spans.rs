@@ -333,3 +333,15 @@ fn a_marker_that_waits_for_its_row_is_answered_after_its_phase_end_anatomy() {
     assert_eq!(last["delta_bytes"], 8 * MIB);
     assert!(change(c, "memfd", None, Some("m")).is_none(), "{c:#}");
 }
+
+#[test]
+fn a_command_bench_refuses_anatomy_and_says_how_to_record_a_run() {
+    memmon()
+        .args(["bench", "-n", "1", "--anatomy", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--anatomy applies to a bench against a daemon",
+        ))
+        .stderr(predicates::str::contains("memmon record --anatomy"));
+}

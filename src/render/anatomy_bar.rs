@@ -105,7 +105,7 @@ pub fn bar_html(a: &Anatomy) -> Option<String> {
     for (i, s) in segs.iter().enumerate() {
         let _ = writeln!(
             o,
-            "<li><span class=\"swatch\" style=\"background:{}\"></span>{} {} ({:.1}%)</li>",
+            "<li><span class=\"swatch\" style=\"background:{}\"></span>{}: {} ({:.1}%)</li>",
             COLOURS[i.min(SEGMENTS)],
             esc(&s.words),
             fmt_bytes(s.bytes),
@@ -168,7 +168,7 @@ mod tests {
         let memfd = html.find("x=\"600.00\" y=\"0\" width=\"200.00\"").unwrap();
         assert!(anon < memfd);
         assert!(html.contains("10 anonymous mappings of 30.00 MiB: 300.0 MiB"));
-        assert!(html.contains("memfd &#39;params&#39; (1 mapping of 100.0 MiB) 100.0 MiB (25.0%)"));
+        assert!(html.contains("memfd &#39;params&#39; (1 mapping of 100.0 MiB): 100.0 MiB (25.0%)"));
         assert!(!html.contains("no-access reservation of"), "{html}");
     }
 
