@@ -936,8 +936,9 @@ the recording (-o FILE). Taken at the first sample, at each new high of the tree
 thread of its own. Resident sizes per group come from /proc/PID/smaps only with --pss, under its \
 guard (--pss-max-rss, --pss-force): smaps walks every page table. `memmon summary` says what grew \
 between the idle floor and the peak, and in each phase (an anatomy is taken at each phase's end, \
-the next marker). bench: also at each run's end; its table says what grew in each run from the \
-idle floor, and -o FILE keeps the table beside the recording."
+the next marker). bench (against a daemon only): also at each run's end; its table says what grew \
+in each run from the idle floor's anatomy to the run's highest, and -o FILE keeps the anatomy \
+table beside the recording (without -o, none is written)."
     )]
     pub anatomy: bool,
 
