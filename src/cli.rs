@@ -130,28 +130,8 @@ command needs no reset. (`--reset-peak` is an older spelling of this flag.)"
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 
-    /// Also record what the memory is made of (the tree's mappings, grouped) into FILE.anatomy.jsonl; needs -o FILE
-    #[arg(
-        long,
-        help_heading = "Anatomy",
-        long_help = "Also record what the memory is made of: the tree's mappings from \
-/proc/PID/maps (no page-table walk), grouped (heap, stacks, anonymous mappings by size class, files \
-by path, memfds, shared memory, devices, huge pages), into a side file FILE.anatomy.jsonl next to \
-the recording (-o FILE). Taken at the first sample, at each new high of the tree's RSS at least \
---anatomy-rise above the last one taken (at most one every --anatomy-gap), and at the end, on a \
-thread of its own. Resident sizes per group come from /proc/PID/smaps only with --pss, under its \
-guard (--pss-max-rss, --pss-force): smaps walks every page table. `memmon summary` says what grew \
-between the idle floor and the peak."
-    )]
-    pub anatomy: bool,
-
-    /// With --anatomy: a new high must be this much above the last anatomy's RSS
-    #[arg(long, default_value = "10%", value_parser = percent, value_name = "PERCENT", help_heading = "Anatomy", requires = "anatomy")]
-    pub anatomy_rise: f64,
-
-    /// With --anatomy: at most one anatomy at a new high every this long
-    #[arg(long, default_value = "5s", value_parser = duration, value_name = "DURATION", help_heading = "Anatomy", requires = "anatomy")]
-    pub anatomy_gap: Duration,
+    #[command(flatten)]
+    pub anatomy: AnatomyArgs,
 
     #[command(flatten)]
     pub marks: MarkArgs,
@@ -723,6 +703,9 @@ daemon exited; 2 bad input; 3 daemon not found; 130 Ctrl-C (exports still writte
     mut_arg("name", |a| a.help("The daemon: the process whose name or command line matches REGEX"))
 )]
 pub struct BenchArgs {
+    #[command(flatten)]
+    pub anatomy: AnatomyArgs,
+
     /// The daemon (none: the client is the command measured)
     #[command(flatten)]
     pub daemon: TargetArgs,
@@ -935,5 +918,50 @@ mod tests {
         assert_eq!(e.listen, "[::1]:9464".parse::<SocketAddr>().unwrap());
         assert_eq!(e.targets[0].name, "db");
         assert!(matches!(e.targets[0].spec, TargetSpec::Name(_)));
+    }
+}
+
+/// `--anatomy` and its flags (`record`, `bench`).
+#[derive(Args, Debug, Clone)]
+pub struct AnatomyArgs {
+    /// Also record what the memory is made of (the tree's mappings, grouped) into FILE.anatomy.jsonl (record: needs -o FILE)
+    #[arg(
+        long,
+        help_heading = "Anatomy",
+        long_help = "Also record what the memory is made of: the tree's mappings from \
+/proc/PID/maps (no page-table walk), grouped (heap, stacks, anonymous mappings by size class, files \
+by path, memfds, shared memory, devices, huge pages), into a side file FILE.anatomy.jsonl next to \
+the recording (-o FILE). Taken at the first sample, at each new high of the tree's RSS at least \
+--anatomy-rise above the last one taken (at most one every --anatomy-gap), and at the end, on a \
+thread of its own. Resident sizes per group come from /proc/PID/smaps only with --pss, under its \
+guard (--pss-max-rss, --pss-force): smaps walks every page table. `memmon summary` says what grew \
+between the idle floor and the peak, and in each phase (an anatomy is taken at each phase's end, \
+the next marker). bench (against a daemon only): also at each run's end; its table says what grew \
+in each run from the idle floor's anatomy to the run's highest, and -o FILE keeps the anatomy \
+table beside the recording (without -o, none is written)."
+    )]
+    pub anatomy: bool,
+
+    /// With --anatomy: a new high must be this much above the last anatomy's RSS
+    #[arg(long, default_value = "10%", value_parser = percent, value_name = "PERCENT", help_heading = "Anatomy", requires = "anatomy")]
+    pub anatomy_rise: f64,
+
+    /// With --anatomy: at most one anatomy at a new high every this long
+    #[arg(long, default_value = "5s", value_parser = duration, value_name = "DURATION", help_heading = "Anatomy", requires = "anatomy")]
+    pub anatomy_gap: Duration,
+}
+
+impl AnatomyArgs {
+    /// The anatomies asked for (`None` without `--anatomy`); smaps under `smaps`, the PSS guard.
+    pub fn options(
+        &self,
+        smaps: Option<memmon::sampler::record::PssGuard>,
+    ) -> Option<memmon::sampler::anatomy::AnatomyOptions> {
+        self.anatomy
+            .then(|| memmon::sampler::anatomy::AnatomyOptions {
+                rise: self.anatomy_rise / 100.0,
+                gap: self.anatomy_gap,
+                smaps,
+            })
     }
 }

@@ -9,7 +9,7 @@
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
 //! time: a known count of short-lived processes), `undumpable` (its /proc files become root's,
-//! as a setuid program's are), `say:TEXT` (a line on stdout), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
+//! as a setuid program's are), `say:TEXT` (a line on stdout), `mark:LABEL` (a marker through `$MEMMON_SOCKET`, waiting for its row), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
 
 use crate::sys::raw::{self, Forked};
@@ -312,6 +312,9 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
+            // A marker through the recorder's socket ($MEMMON_SOCKET), waiting for its row:
+            // `mark:synthesis`.
+            "mark" => mark_and_wait(&step[5..])?,
             // A line on stdout (flushed), e.g. for --mark-stdout: `say:phase spike`.
             "say" => println!("{}", &step[4..]),
             "free" => {
@@ -413,6 +416,31 @@ fn fork_child(life: Duration) -> Result<i32, String> {
             raw::exit_now(0)
         }
         Ok(Forked::Parent { child }) => Ok(child),
+    }
+}
+
+/// Sends the marker `label` to the recorder whose socket is in `MEMMON_SOCKET` and waits for its
+/// answer (docs/FORMAT.md, "Markers"): the marker's row is taken before the next step.
+fn mark_and_wait(label: &str) -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    let path = std::env::var_os("MEMMON_SOCKET")
+        .ok_or("step 'mark' needs MEMMON_SOCKET (set by memmon record -- COMMAND)")?;
+    let fail = |e: std::io::Error| format!("step 'mark:{label}': {e}");
+    let mut sock = std::os::unix::net::UnixStream::connect(&path).map_err(fail)?;
+    let label = label.replace('\\', "\\\\").replace('"', "\\\"");
+    sock.write_all(format!("{{\"mark\":\"{label}\"}}\n").as_bytes())
+        .map_err(fail)?;
+    let mut answer = String::new();
+    std::io::BufReader::new(&sock)
+        .read_line(&mut answer)
+        .map_err(fail)?;
+    if answer.contains("\"ok\":true") {
+        Ok(())
+    } else {
+        Err(format!(
+            "step 'mark:{label}': the recorder answered {}",
+            answer.trim()
+        ))
     }
 }
 

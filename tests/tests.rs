@@ -4,6 +4,7 @@
 mod util;
 
 mod anatomy;
+mod anatomy_spans;
 mod bad_input;
 mod bench;
 mod bounds;

@@ -530,6 +530,117 @@ pub fn peak_vs_peak(base: &[Anatomy], new: &[Anatomy]) -> Option<PeakVsPeak> {
     })
 }
 
+/// What grew in one span (a phase, a bench run): from the anatomy taken at or before its start
+/// to the one taken at its last row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SpanGrowth {
+    /// The phase's label (`summary`) or `run N` (`bench`).
+    pub label: String,
+    /// Its place among the listed phases or runs, from 1.
+    pub index: usize,
+    pub from: AnatomyAt,
+    pub to: AnatomyAt,
+    /// A boundary of the span was taken late (its marker's row came late): what the program did
+    /// after the marker may be in the anatomy at its end.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub late: bool,
+    /// The groups that moved, largest change first; `measure` says in what.
+    #[serde(flatten)]
+    pub diff: AnatomyDiff,
+}
+
+/// Two rows' `elapsed_s` are one row's: the recording keeps 6 decimals.
+fn same_row(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-5
+}
+
+/// The anatomy taken at a span's last row (`end_elapsed_s`, within the span's wall-clock
+/// start): its `phase-end` or `run-end` for `label`, or the recording's `end`.
+fn at_span_end<'a>(
+    anatomies: &'a [Anatomy],
+    label: &str,
+    start_unix_ms: u64,
+    end_elapsed_s: f64,
+) -> Option<&'a Anatomy> {
+    anatomies.iter().find(|a| {
+        let closes = match a.trigger {
+            crate::model::anatomy::Trigger::PhaseEnd | crate::model::anatomy::Trigger::RunEnd => {
+                a.span.as_deref() == Some(label)
+            }
+            crate::model::anatomy::Trigger::End => true,
+            _ => false,
+        };
+        closes && a.unix_ms >= start_unix_ms && same_row(a.elapsed_s, end_elapsed_s)
+    })
+}
+
+/// What grew in each span of `spans` that has an anatomy at its last row (`phase-end`,
+/// `run-end`, or the recording's `end`): from the last anatomy taken at or before its first
+/// row (the previous span's end, the recording's start, a new high) to that one. Spans without
+/// both are left out.
+pub fn span_growth(
+    anatomies: &[Anatomy],
+    spans: &[crate::analysis::span::Span],
+) -> Vec<SpanGrowth> {
+    spans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let to = at_span_end(anatomies, &p.label, p.start_unix_ms, p.end_elapsed_s)?;
+            let from = anatomies.iter().rfind(|a| {
+                !std::ptr::eq(*a, to)
+                    && a.unix_ms <= p.start_unix_ms
+                    && a.elapsed_s <= p.start_elapsed_s + 1e-5
+            })?;
+            Some(SpanGrowth {
+                label: p.label.clone(),
+                index: i + 1,
+                from: AnatomyAt::of(from),
+                to: AnatomyAt::of(to),
+                late: p.facts.late_boundary,
+                diff: diff(from, to),
+            })
+        })
+        .collect()
+}
+
+/// What grew in each bench run (`bench --anatomy`): from the idle floor's anatomy (the last
+/// taken at or before the first run's first row: the recording's start, or the end of the
+/// warmup) to the run's highest (of those taken from its first row to its last, its `run-end`
+/// included: the highest tree RSS, the latest of equals). Runs without one are left out.
+pub fn run_growth(anatomies: &[Anatomy], runs: &[crate::analysis::span::Span]) -> Vec<SpanGrowth> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let Some(floor) = anatomies
+        .iter()
+        .rfind(|a| a.unix_ms <= first.start_unix_ms && a.elapsed_s <= first.start_elapsed_s + 1e-5)
+    else {
+        return Vec::new();
+    };
+    runs.iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let to = anatomies
+                .iter()
+                .filter(|a| {
+                    a.unix_ms >= r.start_unix_ms
+                        && a.elapsed_s >= r.start_elapsed_s - 1e-5
+                        && a.elapsed_s <= r.end_elapsed_s + 1e-5
+                })
+                .max_by_key(|a| a.rss_bytes)?;
+            Some(SpanGrowth {
+                label: r.label.clone(),
+                index: r.run.map_or(i + 1, |n| n as usize),
+                from: AnatomyAt::of(floor),
+                to: AnatomyAt::of(to),
+                late: r.facts.late_boundary,
+                diff: diff(floor, to),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -934,5 +1045,109 @@ mod tests {
         );
         // One anatomy: nothing to compare.
         assert_eq!(growth(&list[2..3], 20 * MIB), None);
+    }
+
+    /// An anatomy taken at the row of `t` s (unix ms 1000 × t), of one 1 MiB heap and `parts`
+    /// anonymous partitions of 24 MiB.
+    fn taken(t: u64, trigger: Trigger, span: Option<&str>, rss: u64, parts: usize) -> Anatomy {
+        let mut l = Layout::new();
+        l.map(MIB, "rw-p", "[heap]");
+        for _ in 0..parts {
+            l.gap().map(24 * MIB, "rw-p", "");
+        }
+        let mut a = anatomy(rss, group(&[process(1, &l, false)]));
+        a.unix_ms = 1000 * t;
+        a.elapsed_s = t as f64;
+        a.trigger = trigger;
+        a.span = span.map(String::from);
+        a
+    }
+
+    /// The spans of rows at t = 0, 1, 2... (unix ms 1000 × t), each with its event.
+    fn spans(events: &[Option<crate::model::sample::Event>]) -> crate::analysis::phases::Phases {
+        let mut b = crate::analysis::phases::PhaseBuilder::new();
+        for (t, e) in events.iter().enumerate() {
+            b.push(&crate::model::sample::Sample {
+                unix_ms: 1000 * t as u64,
+                elapsed_s: t as f64,
+                rss_bytes: MIB,
+                event: e.clone(),
+                ..Default::default()
+            });
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn each_phase_grows_from_the_anatomy_at_its_start_to_the_one_at_its_end() {
+        use crate::model::sample::Event::Mark;
+        let p = spans(&[
+            None,
+            Some(Mark("a".into())),
+            None,
+            Some(Mark("b".into())),
+            None,
+        ]);
+        let list = [
+            taken(0, Trigger::Start, None, MIB, 0),
+            taken(2, Trigger::NewHigh, None, 30 * MIB, 1),
+            taken(3, Trigger::PhaseEnd, Some("a"), 50 * MIB, 2),
+            taken(4, Trigger::End, None, 80 * MIB, 3),
+        ];
+        let g = span_growth(&list, &p.phases);
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].label.as_str(), g[0].index), ("a", 1));
+        assert_eq!((g[0].from.elapsed_s, g[0].to.elapsed_s), (0.0, 3.0));
+        assert_eq!(g[0].diff.delta_bytes, 48 * MIB as i64);
+        assert_eq!(g[0].diff.measure, Measure::Virtual);
+        // Phase b from a's end to the recording's end, its only change the third partition.
+        assert_eq!(
+            (g[1].from.trigger, g[1].to.trigger),
+            (Trigger::PhaseEnd, Trigger::End)
+        );
+        assert_eq!(g[1].diff.changes.len(), 1);
+        assert_eq!(g[1].diff.delta_bytes, 24 * MIB as i64);
+        // Phase a's end not taken (a read was under way): a is left out, b grows from the
+        // last anatomy before it, the new high.
+        let skipped = [list[0].clone(), list[1].clone(), list[3].clone()];
+        let g = span_growth(&skipped, &p.phases);
+        assert_eq!(g.len(), 1);
+        assert_eq!((g[0].label.as_str(), g[0].from.elapsed_s), ("b", 2.0));
+        // A phase-end of another label at a's end is not a's.
+        let other = [
+            list[0].clone(),
+            taken(3, Trigger::PhaseEnd, Some("x"), 50 * MIB, 2),
+        ];
+        assert!(span_growth(&other, &p.phases).is_empty());
+    }
+
+    #[test]
+    fn each_run_grows_from_the_idle_floor_to_its_highest_anatomy() {
+        use crate::model::sample::Event::{RunEnd, RunStart};
+        let p = spans(&[
+            None,
+            Some(RunStart(1)),
+            None,
+            Some(RunEnd(1)),
+            Some(RunStart(2)),
+            None,
+            Some(RunEnd(2)),
+        ]);
+        let list = [
+            taken(0, Trigger::Start, None, MIB, 0),
+            taken(2, Trigger::NewHigh, None, 100 * MIB, 4),
+            taken(3, Trigger::RunEnd, Some("run 1"), 20 * MIB, 1),
+            taken(6, Trigger::RunEnd, Some("run 2"), 30 * MIB, 2),
+        ];
+        let g = run_growth(&list, &p.runs);
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].label.as_str(), g[0].index), ("run 1", 1));
+        assert_eq!(g[0].to.trigger, Trigger::NewHigh);
+        assert_eq!(g[0].diff.delta_bytes, 96 * MIB as i64);
+        assert_eq!((g[1].index, g[1].to.trigger), (2, Trigger::RunEnd));
+        assert_eq!(g[1].from.trigger, Trigger::Start);
+        assert_eq!(g[1].diff.delta_bytes, 48 * MIB as i64);
+        // No anatomy before the first run: no floor, nothing said.
+        assert!(run_growth(&list[1..], &p.runs).is_empty());
     }
 }

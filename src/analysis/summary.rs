@@ -572,6 +572,8 @@ impl SummaryBuilder {
             spans: self.phases.finish(),
             anatomy_table: self.anatomy_table.clone(),
             anatomy: None,
+            phase_anatomy: Vec::new(),
+            anatomy_at_peak: None,
         };
         s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
         s
@@ -973,6 +975,14 @@ pub struct Summary {
     /// `Summary::with_anatomies`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub anatomy: Option<crate::analysis::anatomy::Growth>,
+    /// What grew in each phase that has an anatomy at its end (`phase-end`, or the recording's
+    /// `end` for the last), from the one at or before its start.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phase_anatomy: Vec<crate::analysis::anatomy::SpanGrowth>,
+    /// The anatomy taken at the highest RSS, whole (the report draws it; its changes are in
+    /// `anatomy`).
+    #[serde(skip)]
+    pub anatomy_at_peak: Option<crate::model::anatomy::Anatomy>,
 }
 
 impl Summary {
@@ -980,6 +990,9 @@ impl Summary {
     /// table too short to tell is said.
     pub fn with_anatomies(&mut self, anatomies: &[crate::model::anatomy::Anatomy]) {
         self.anatomy = crate::analysis::anatomy::growth(anatomies, self.idle_rss_bytes);
+        self.phase_anatomy = crate::analysis::anatomy::span_growth(anatomies, &self.spans.phases);
+        self.anatomy_at_peak =
+            crate::analysis::anatomy::at_peak(anatomies).map(|i| anatomies[i].clone());
         if self.anatomy.is_none() {
             let n = anatomies.len();
             self.warnings.push(format!(

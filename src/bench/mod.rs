@@ -66,6 +66,8 @@ pub struct BenchOptions {
     pub own_cgroup: Option<bool>,
     /// `--max-peak`, `--max-cgroup`: budgets the runs' peaks must not exceed.
     pub budgets: crate::analysis::budget::Budgets,
+    /// `--anatomy` (a bench against a daemon): anatomies at each run's end and new highs.
+    pub anatomy: Option<crate::sampler::anatomy::AnatomyOptions>,
 }
 
 pub use crate::model::peak::{Peak, PeakBasis, PeakFacts, PeakScope, PeakSource};
@@ -307,6 +309,10 @@ pub struct BenchReport {
     /// False when the bench stopped before all runs; `stopped` says why.
     pub complete: bool,
     pub stopped: Option<String>,
+    /// `--anatomy`: what grew in each run, from the idle floor's anatomy (the last before the
+    /// first run) to the run's highest.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub anatomy: Vec<crate::analysis::anatomy::SpanGrowth>,
 }
 
 impl BenchReport {

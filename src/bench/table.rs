@@ -231,6 +231,7 @@ pub fn render(report: &BenchReport) -> String {
     if let Some(l) = &report.leak {
         let _ = writeln!(o, "  {}", l.message);
     }
+    render_anatomy(&mut o, report);
     for n in &report.notes {
         let _ = writeln!(o, "  note: {n}");
     }
@@ -238,6 +239,21 @@ pub fn render(report: &BenchReport) -> String {
         let _ = writeln!(o, "  stopped: {s}");
     }
     o
+}
+
+/// What grew in each run (`--anatomy`), from the idle floor's anatomy to the run's highest.
+fn render_anatomy(o: &mut String, report: &BenchReport) {
+    let Some(first) = report.anatomy.first() else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "  what grew in each run, from the idle floor's anatomy ({} at +{}, RSS {}) to the run's highest:",
+        first.from.trigger.key(),
+        crate::units::fmt_seconds(first.from.elapsed_s),
+        crate::units::fmt_bytes(first.from.rss_bytes)
+    );
+    crate::render::summary::span_growth_lines(o, &report.anatomy, "run");
 }
 
 /// One column of the runs' table: its header and each run's cell. The terminal table and the

@@ -24,6 +24,11 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--cgroup applies to a bench against a daemon (--pid, --pidfile, --name); a command bench runs each run in a cgroup of memmon's own (--own-cgroup)",
         ));
     }
+    if target.is_none() && args.anatomy.anatomy {
+        return Err(usage(
+            "--anatomy applies to a bench against a daemon (--pid, --pidfile, --name); record a command's run with `memmon record --anatomy -o FILE -- COMMAND`",
+        ));
+    }
     if target.is_some() && args.cgroup.own_cgroup {
         return Err(usage(
             "--own-cgroup applies to a command bench (no daemon); a daemon's own cgroup is read when it has one",
@@ -79,6 +84,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             .as_deref()
             .map(memmon::sampler::cgroup::CgroupChoice::parse),
         budgets: args.budgets.budgets(),
+        anatomy: args.anatomy.options(pss_guard(&s.pss_args)),
     })
 }
 

@@ -81,7 +81,7 @@ fn options(args: &RecordArgs) -> anyhow::Result<RecordOptions> {
 
 /// `--anatomy` and its flags: a side file needs a recording's file (not stdout or a device).
 fn anatomy_options(args: &RecordArgs) -> anyhow::Result<Option<AnatomyOptions>> {
-    if !args.anatomy {
+    if !args.anatomy.anatomy {
         return Ok(None);
     }
     match args.sampling.output.as_ref().and_then(Dest::file) {
@@ -92,11 +92,7 @@ fn anatomy_options(args: &RecordArgs) -> anyhow::Result<Option<AnatomyOptions>> 
             ))
         }
     }
-    Ok(Some(AnatomyOptions {
-        rise: args.anatomy_rise / 100.0,
-        gap: args.anatomy_gap,
-        smaps: pss_guard(&args.sampling.pss_args),
-    }))
+    Ok(args.anatomy.options(pss_guard(&args.sampling.pss_args)))
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {

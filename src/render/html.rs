@@ -294,7 +294,11 @@ impl Report {
                 .chain(summary.processes_table())
                 .chain(summary.anatomy_table())
                 .collect();
-            if tables.is_empty() {
+            let bar = summary
+                .anatomy_at_peak
+                .as_ref()
+                .and_then(crate::render::anatomy_bar::bar_html);
+            if tables.is_empty() && bar.is_none() {
                 continue;
             }
             let _ = writeln!(
@@ -304,6 +308,10 @@ impl Report {
             );
             for t in tables {
                 t.write_html(o);
+            }
+            // Beside the table of what grew: what the peak is made of.
+            if let Some(bar) = bar {
+                o.push_str(&bar);
             }
             o.push_str("</section>\n");
         }

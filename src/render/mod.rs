@@ -4,6 +4,7 @@
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 
+pub mod anatomy_bar;
 pub mod compare_table;
 pub mod decimate;
 pub mod events;

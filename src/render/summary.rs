@@ -6,7 +6,7 @@ use crate::analysis::anatomy::{GroupChange, Measure};
 use crate::analysis::summary::{
     process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
 };
-use crate::model::anatomy::GroupKind;
+use crate::model::anatomy::{Group, GroupKind};
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakSource};
 use crate::render::table::Table;
 use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
@@ -43,6 +43,40 @@ pub fn change_lines(o: &mut String, changes: &[GroupChange]) {
     }
 }
 
+/// What grew in each span (`what`: `phase`, `run`): a heading line per span, then its changes.
+pub fn span_growth_lines(
+    o: &mut String,
+    spans: &[crate::analysis::anatomy::SpanGrowth],
+    what: &str,
+) {
+    for g in spans {
+        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+        let name = if what == "run" {
+            g.label.clone()
+        } else {
+            format!("{what} {} '{}'", g.index, g.label)
+        };
+        let late = if g.late {
+            " (late: a boundary's row came late, so what came after it may be counted here)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "    {name}: {} {measure}, from the {} anatomy at +{} to the {} one at +{}{late}",
+            signed(g.diff.delta_bytes),
+            g.from.trigger.key(),
+            fmt_seconds(g.from.elapsed_s),
+            g.to.trigger.key(),
+            fmt_seconds(g.to.elapsed_s)
+        );
+        if g.diff.changes.is_empty() {
+            let _ = writeln!(o, "                no group changed");
+        }
+        change_lines(o, &g.diff.changes);
+    }
+}
+
 /// What a difference of two anatomies is measured in, in words.
 pub fn measure_words(m: Measure, one_had_smaps: bool) -> &'static str {
     match m {
@@ -71,7 +105,20 @@ fn fmt_us(us: u64) -> String {
 
 /// One group that changed, in words: `10 anonymous mappings of 24.0 MiB (new)`, `heap`.
 fn describe(c: &GroupChange) -> String {
-    let g = c.to.as_ref().or(c.from.as_ref());
+    let what = group_words(&c.key, c.to.as_ref().or(c.from.as_ref()));
+    let tag = if c.new {
+        " (new)"
+    } else if c.gone {
+        " (gone)"
+    } else {
+        ""
+    };
+    format!("{what}{tag}")
+}
+
+/// One group in words, from its key and its numbers where known: `10 anonymous mappings of
+/// 24.0 MiB`, `memfd 'params' (1 mapping of 32.0 MiB)`, `heap ([heap])`.
+pub fn group_words(key: &crate::model::anatomy::GroupKey, g: Option<&Group>) -> String {
     let n = g.map_or(0, |g| g.mappings);
     let sizes = g.map_or(String::new(), |g| {
         if g.min_mapping_bytes == g.max_mapping_bytes {
@@ -91,13 +138,13 @@ fn describe(c: &GroupChange) -> String {
             format!("{n} {what}s of {sizes}")
         }
     };
-    let name = &c.key.name;
-    let rest = if c.key.rest {
+    let name = &key.name;
+    let rest = if key.rest {
         "smaller ones gathered: "
     } else {
         ""
     };
-    let what = match c.key.kind {
+    let what = match key.kind {
         GroupKind::Heap => "heap ([heap])".to_string(),
         GroupKind::Stack => "main thread's stack".to_string(),
         GroupKind::ThreadStacks => format!("{n} thread stack(s)"),
@@ -116,14 +163,7 @@ fn describe(c: &GroupChange) -> String {
         GroupKind::File => format!("file {name} ({})", mappings("mapping")),
         GroupKind::Special => name.to_string(),
     };
-    let tag = if c.new {
-        " (new)"
-    } else if c.gone {
-        " (gone)"
-    } else {
-        ""
-    };
-    format!("{rest}{what}{tag}")
+    format!("{rest}{what}")
 }
 
 impl Summary {
@@ -494,6 +534,7 @@ impl Summary {
         }
         self.render_duration(&mut o);
         o.push_str(&self.spans.render());
+        self.render_phase_anatomy(&mut o);
         for w in &self.warnings {
             let _ = writeln!(o, "  {w}");
         }
@@ -532,6 +573,16 @@ impl Summary {
             fmt_us(g.longest_read_us),
             fmt_us(g.total_read_us)
         );
+    }
+
+    /// What grew in each phase (`record --anatomy` with markers): the groups that moved from the
+    /// anatomy at or before the phase's start to the one at its end.
+    fn render_phase_anatomy(&self, o: &mut String) {
+        if self.phase_anatomy.is_empty() {
+            return;
+        }
+        let _ = writeln!(o, "  what grew by phase (anatomies at each phase's end):");
+        span_growth_lines(o, &self.phase_anatomy, "phase");
     }
 
     /// A recording without rows: a command that ended before its first sample (wait4 told its

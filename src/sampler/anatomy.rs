@@ -89,6 +89,8 @@ pub fn asked_at(trigger: Trigger, s: &Sample) -> Asked {
 /// A read of the tree, its processes taken on the recorder's thread.
 pub struct Job {
     asked: Asked,
+    /// The phase or run it closes (`phase-end`, `run-end`).
+    span: Option<String>,
     items: Vec<Item>,
 }
 
@@ -121,7 +123,11 @@ pub fn job<'a>(
             }
         })
         .collect();
-    Job { asked, items }
+    Job {
+        asked,
+        span: None,
+        items,
+    }
 }
 
 /// Reads every process of the job and groups their mappings; a process gone since is left out
@@ -165,17 +171,19 @@ pub fn read(job: Job) -> Anatomy {
         procs.len() as u32,
         procs.iter().filter(|p| p.smaps).count() as u32,
     );
-    Anatomy::new(
+    let mut a = Anatomy::new(
         job.asked,
         counts,
         t0.elapsed().as_micros() as u64,
         unread,
         groups,
-    )
+    );
+    a.span = job.span;
+    a
 }
 
-/// The thread that reads anatomies: one read at a time, asked by the recorder, its results
-/// taken at the recorder's next row.
+/// The thread that reads anatomies: one read at a time, asked by the recorder; `done` is called
+/// on it after each read (the recorder sends itself a control message and takes the result).
 pub struct AnatomyThread {
     jobs: Option<mpsc::Sender<Job>>,
     done: mpsc::Receiver<Anatomy>,
@@ -184,7 +192,7 @@ pub struct AnatomyThread {
 }
 
 impl AnatomyThread {
-    pub fn start() -> std::io::Result<AnatomyThread> {
+    pub fn start(wake: impl Fn() + Send + 'static) -> std::io::Result<AnatomyThread> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (done_tx, done) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -194,6 +202,7 @@ impl AnatomyThread {
                     if done_tx.send(read(job)).is_err() {
                         break;
                     }
+                    wake();
                 }
             })?;
         Ok(AnatomyThread {
@@ -248,15 +257,44 @@ pub struct Anatomies {
     pub opts: AnatomyOptions,
     schedule: AnatomySchedule,
     thread: AnatomyThread,
+    /// Span ends (phases, runs) that got no anatomy: a read was under way at their row.
+    pub skipped_span_ends: u64,
 }
 
 impl Anatomies {
-    pub fn start(opts: AnatomyOptions) -> std::io::Result<Anatomies> {
+    /// Starts the reading thread; `wake` is called on it after each read.
+    pub fn start(
+        opts: AnatomyOptions,
+        wake: impl Fn() + Send + 'static,
+    ) -> std::io::Result<Anatomies> {
         Ok(Anatomies {
             schedule: AnatomySchedule::new(opts.rise, opts.gap),
-            thread: AnatomyThread::start()?,
+            thread: AnatomyThread::start(wake)?,
             opts,
+            skipped_span_ends: 0,
         })
+    }
+
+    /// At the row `s` that ends a span (a marker's row ends the phase before it, a bench run's
+    /// `run-end` row its run): an anatomy with `trigger` (`phase-end`, `run-end`) for the span
+    /// `label`, asked now, one per boundary; none when a read is under way (counted in
+    /// `skipped_span_ends`: a late one would hold the next span's memory). The new-high
+    /// schedule is left as it was: a span's end is no high. True when one was asked.
+    pub fn at_span_end<'a>(
+        &mut self,
+        members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
+        s: &Sample,
+        trigger: Trigger,
+        label: String,
+    ) -> bool {
+        if self.thread.busy() {
+            self.skipped_span_ends += 1;
+            return false;
+        }
+        let mut j = job(members, self.opts.smaps.as_ref(), asked_at(trigger, s));
+        j.span = Some(label);
+        self.thread.ask(j);
+        self.thread.busy()
     }
 
     /// After the row `s`: asks the thread for an anatomy when one is due and none is under way.
@@ -281,6 +319,11 @@ impl Anatomies {
     /// The anatomy read since the last call, if any.
     pub fn arrived(&mut self) -> Option<Anatomy> {
         self.thread.arrived()
+    }
+
+    /// A read is under way.
+    pub fn busy(&self) -> bool {
+        self.thread.busy()
     }
 
     /// The read under way, waited for (at the end of a recording whose target is gone).

@@ -27,6 +27,11 @@ pub trait SampleSink: Send {
     fn anatomy_path(&self) -> Option<&Path> {
         None
     }
+    /// Anatomies handed to it are kept (in a table, or by a bench's runs): the recorder takes
+    /// them only then.
+    fn keeps_anatomies(&self) -> bool {
+        self.anatomy_path().is_some()
+    }
     /// The recording has ended: its end record.
     fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError>;
     /// Where the samples go, for the user: `out.csv (CSV; metadata in out.csv.meta.json)`.

@@ -151,6 +151,7 @@ mod tests {
             notes: vec![],
             complete: true,
             stopped: None,
+            anatomy: Vec::new(),
         }
     }
 

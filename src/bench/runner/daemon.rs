@@ -39,6 +39,10 @@ pub(super) struct Daemon {
     meta: Meta,
     spec: TargetSpec,
     hwm_reset_ok: bool,
+    /// The anatomies taken (`--anatomy`), as the recorder hands them to its sink.
+    anatomies: mpsc::Receiver<crate::model::anatomy::Anatomy>,
+    /// Each measured run's span, for what grew in it.
+    run_spans: Vec<crate::analysis::phases::Span>,
     /// The marker sources (socket, followed log); dropped at the end of the bench.
     _marks: crate::marks::MarkSources,
 }
@@ -54,6 +58,7 @@ impl Daemon {
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         // The samples of each run come back on `samples`; the time series is kept with -o.
         let (tx, samples) = mpsc::channel();
+        let (anatomy_tx, anatomies) = mpsc::channel();
         let keep = opts.output.is_some();
         let make_sink = move |o: &RecordOptions| -> anyhow::Result<Box<dyn SampleSink>> {
             let inner = if keep {
@@ -64,6 +69,7 @@ impl Daemon {
             Ok(Box::new(Runs {
                 inner,
                 tx,
+                anatomies: anatomy_tx,
                 inside: false,
             }))
         };
@@ -101,6 +107,8 @@ impl Daemon {
             meta,
             spec: spec.clone(),
             hwm_reset_ok: true,
+            anatomies,
+            run_spans: Vec::new(),
             _marks: marks,
         };
         daemon.introduce(opts, report);
@@ -174,6 +182,10 @@ impl Daemon {
         // End the recorder; its own verdict only matters if the runs went well.
         self.control.send(Control::Stop);
         let ended = self.join();
+        // The recorder has ended: every anatomy it took is in the channel (the last run's
+        // `run-end` read waited for).
+        let taken: Vec<_> = self.anatomies.try_iter().collect();
+        report.anatomy = crate::analysis::anatomy::run_growth(&taken, &self.run_spans);
         match (stop, ended) {
             (Some(s), _) => Some(s),
             (None, Err(e)) => Some(Stop::Error(e)),
@@ -302,6 +314,8 @@ impl Daemon {
                     s1.saturating_sub(s0) as f64 / hz,
                 )
             });
+        // With --anatomy, answered once the run's `run-end` anatomy is read: none of the next
+        // run's memory is in it.
         let (tx, rx) = mpsc::channel();
         if !self.control.send(Control::Probe(Event::RunEnd(n), tx)) {
             return Err(self.ended(&label));
@@ -326,6 +340,7 @@ impl Daemon {
         r.processes_after = Some(last.processes);
         r.daemon_user_s = cpu.map(|c| c.0);
         r.daemon_system_s = cpu.map(|c| c.1);
+        self.run_spans.push(span);
         Ok((r, end))
     }
 
@@ -450,6 +465,8 @@ fn record_options(opts: &BenchOptions, spec: &TargetSpec) -> RecordOptions {
         own_cgroup: Some(false),
         cgroupfs: opts.cgroupfs.clone(),
         run_peaks: Some(RunPeaks::ResetAfterStart),
+        // Anatomies at each run's end (and new highs) come back through the sink.
+        anatomy: opts.anatomy.clone(),
         ..RecordOptions::new(spec.clone())
     }
 }
@@ -552,6 +569,8 @@ fn run_client(
 struct Runs {
     inner: Box<dyn SampleSink>,
     tx: mpsc::Sender<Sample>,
+    /// Each anatomy (`--anatomy`), also written to the recording's table with -o.
+    anatomies: mpsc::Sender<crate::model::anatomy::Anatomy>,
     inside: bool,
 }
 
@@ -579,6 +598,20 @@ impl SampleSink for Runs {
 
     fn flush(&mut self) -> Result<(), OutputError> {
         self.inner.flush()
+    }
+
+    fn anatomy(&mut self, a: &crate::model::anatomy::Anatomy) -> Result<(), OutputError> {
+        self.inner.anatomy(a)?;
+        let _ = self.anatomies.send(a.clone());
+        Ok(())
+    }
+
+    fn anatomy_path(&self) -> Option<&std::path::Path> {
+        self.inner.anatomy_path()
+    }
+
+    fn keeps_anatomies(&self) -> bool {
+        true
     }
 
     fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError> {

@@ -87,6 +87,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
         notes: Vec::new(),
         complete: false,
         stopped: None,
+        anatomy: Vec::new(),
     };
     let stop = match &opts.target {
         Some(spec) => Daemon::start(opts, spec, &mut report)?.bench(opts, &mut report),

@@ -36,7 +36,7 @@ enum Command {
     Workload {
         /// Steps: ramp:SIZE:DUR, alloc:SIZE, mlock:SIZE, partitions:N:SIZE, memfd:NAME:SIZE,
         /// heap:SIZE, threads:N, spike:SIZE:DUR, hold:DUR, map-file:PATH:SIZE, free, free-all,
-        /// children:N:SIZE:DUR, wait-children, say:TEXT, exit:CODE
+        /// children:N:SIZE:DUR, wait-children, say:TEXT, mark:LABEL, exit:CODE
         steps: Vec<String>,
     },
 }

@@ -47,10 +47,14 @@ impl Recorder {
         }
         let mut end = run.end;
         if !matches!(stop, Stop::Failed(_)) {
-            if let Err(e) = self.last_anatomy(target_lives) {
+            let last = self.last_anatomy(target_lives);
+            self.release_replies();
+            if let Err(e) = last {
                 return self.fail(e.into(), end);
             }
         }
+        // Replies held for an anatomy read that will not be waited for (a failure).
+        self.release_replies();
         let (reason, signal) = match stop {
             Stop::Failed(err) => return self.fail(err, end),
             Stop::Stopped => {
@@ -101,8 +105,12 @@ impl Recorder {
     /// With `--anatomy`: the read under way is waited for, and while the target lives one more
     /// is read now (on this thread: the recording is ending), both into the table.
     fn last_anatomy(&mut self, target_lives: bool) -> Result<(), OutputError> {
-        if self.anatomy.is_none() {
+        let Some(a) = &mut self.anatomy else {
             return Ok(());
+        };
+        // A span's end still waiting for the read under way: the recording ends first.
+        if self.deferred_span_end.take().is_some() {
+            a.skipped_span_ends += 1;
         }
         // While the target lives, the end anatomy has a row of its own (its RSS is now's).
         let row = if target_lives && self.samples > 0 && self.watch.is_up() {
@@ -117,9 +125,21 @@ impl Recorder {
             Some(s) => a.read_now(self.watch.members(), asked_at(Trigger::End, &s)),
             None => a.wait(),
         };
+        let skipped = a.skipped_span_ends;
         for anatomy in got {
             self.sink.anatomy(&anatomy)?;
             self.anatomies.push(anatomy);
+        }
+        if skipped > 0 {
+            self.report.note(&format!(
+                "{} got no anatomy: another read was under way at {}",
+                crate::units::count(skipped, "phase or run end"),
+                if skipped == 1 {
+                    "its row"
+                } else {
+                    "their rows"
+                }
+            ));
         }
         Ok(())
     }

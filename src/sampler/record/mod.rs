@@ -138,6 +138,9 @@ pub enum Control {
     CpuTicks(mpsc::Sender<(u64, u64)>),
     /// A read of the tree's PSS ended (`sampler/pss.rs`): a row takes its sum now.
     PssDone,
+    /// An anatomy read ended (`sampler/anatomy.rs`): it goes to the sink now, not at the next
+    /// row.
+    AnatomyDone,
     /// End the recording as if a signal had arrived (reason `stopped`).
     Stop,
 }
@@ -281,6 +284,19 @@ pub struct Recorder {
     /// The anatomies written, for the summary at the end (each at least `--anatomy-rise` above
     /// the last: a few dozen at most).
     anatomies: Vec<crate::model::anatomy::Anatomy>,
+    /// The label of the phase open now (the last marker's): a marker's row ends it.
+    open_phase: Option<String>,
+    /// The last row taken asked for the anatomy of the span it ends (`--anatomy`).
+    span_end_asked: bool,
+    /// The row being taken is answered to an asker who waits for it (a probe).
+    row_waited: bool,
+    /// The anatomy of a span whose end a waited-for row found while another read was under way:
+    /// read right after that one, its reply held until then.
+    deferred_span_end: Option<(crate::model::anatomy::Trigger, String, Sample)>,
+    /// Replies to markers and probes held until the anatomy reads asked up to their rows (the
+    /// span's end theirs asked for, or one under way) are read: whoever waits for its row goes
+    /// on only then, so none of what it does next is in those anatomies.
+    held_replies: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Recorder {
@@ -427,7 +443,11 @@ impl Recorder {
                 if !failed.is_empty() {
                     self.reset_failures += 1;
                 }
-                let _ = reply.send(failed);
+                // A bench's run starts after this answer: after the reads asked before too
+                // (its floor's anatomy holds none of the run).
+                self.answer(matches!(taken, Ok(Some(_))), move || {
+                    let _ = reply.send(failed);
+                });
                 // The target has ended: its row is not taken; the caller sees it gone.
                 if let Some(step) = self.after(run, taken) {
                     return step;
@@ -435,10 +455,13 @@ impl Recorder {
             }
             Control::Probe(e, reply) => {
                 let mark = matches!(e, Event::Mark(_));
-                match self.tick(Some(e)) {
+                self.row_waited = true;
+                let taken = self.tick(Some(e));
+                self.row_waited = false;
+                match taken {
                     Ok(s) => {
                         self.reset_after_mark(mark);
-                        let _ = reply.send(s);
+                        self.reply_after_anatomy(reply, s);
                     }
                     Err(err) => {
                         let _ = reply.send(None);
@@ -461,6 +484,11 @@ impl Recorder {
                         origin: stamped.origin,
                     };
                     return self.control_step(run, probe, early);
+                }
+            }
+            Control::AnatomyDone => {
+                if let Err(e) = self.anatomy_arrived() {
+                    return Step::Stop(Stop::Failed(e.into()));
                 }
             }
             Control::CpuTicks(reply) => {
@@ -564,15 +592,86 @@ impl Recorder {
         self.samples += 1;
         self.summary.push(&s);
         self.observer.on_sample(&s);
+        let span_end = self.span_end(&s);
+        // The read that ended goes to the table (if its control message is still to come); the
+        // next is asked for when due: at a span's end, else at a new high.
+        self.anatomy_arrived()?;
+        self.span_end_asked = false;
         if let Some(a) = &mut self.anatomy {
-            // The read that ended goes to the table; the next is asked for when due.
-            if let Some(got) = a.arrived() {
-                self.sink.anatomy(&got)?;
-                self.anatomies.push(got);
+            match span_end {
+                // Its asker waits: read after the read under way rather than not at all.
+                Some((trigger, label)) if a.busy() && self.row_waited => {
+                    self.deferred_span_end = Some((trigger, label, s.clone()));
+                    self.span_end_asked = true;
+                }
+                Some((trigger, label)) => {
+                    self.span_end_asked = a.at_span_end(self.watch.members(), &s, trigger, label);
+                }
+                None => a.after_row(self.watch.members(), &s),
             }
-            a.after_row(self.watch.members(), &s);
         }
         Ok(Some(s))
+    }
+
+    /// Hands the anatomy read since the last call, if any, to the sink, and answers the
+    /// replies held for it.
+    fn anatomy_arrived(&mut self) -> Result<(), crate::format::OutputError> {
+        if let Some(got) = self.anatomy.as_mut().and_then(|a| a.arrived()) {
+            self.sink.anatomy(&got)?;
+            self.anatomies.push(got);
+        }
+        if let Some(a) = self.anatomy.as_mut().filter(|a| !a.busy()) {
+            if let Some((trigger, label, row)) = self.deferred_span_end.take() {
+                a.at_span_end(self.watch.members(), &row, trigger, label);
+            }
+        }
+        if !self.anatomy.as_ref().is_some_and(|a| a.busy()) {
+            self.release_replies();
+        }
+        Ok(())
+    }
+
+    /// Answers a marker or probe with its row: at once, or, when an anatomy read is under way
+    /// (the one of the span its row ends, or one asked before), once it is read: the asker's
+    /// next steps are in no anatomy asked up to its row.
+    fn reply_after_anatomy(&mut self, reply: mpsc::Sender<Option<Sample>>, s: Option<Sample>) {
+        let taken = s.is_some();
+        self.answer(taken, move || {
+            let _ = reply.send(s);
+        });
+    }
+
+    /// Gives an answer to whoever waits for a row (`taken`: the row was taken): at once, or
+    /// once the anatomy reads asked up to it are read (see `reply_after_anatomy`).
+    fn answer(&mut self, taken: bool, send: impl FnOnce() + Send + 'static) {
+        let asked = std::mem::take(&mut self.span_end_asked);
+        let reading = self.anatomy.as_ref().is_some_and(|a| a.busy());
+        if taken && (asked || reading) {
+            self.held_replies.push(Box::new(send));
+        } else {
+            send();
+        }
+    }
+
+    /// Answers the replies held for an anatomy read (it ended, or the recording does).
+    pub(super) fn release_replies(&mut self) {
+        for send in self.held_replies.drain(..) {
+            send();
+        }
+    }
+
+    /// The span the row `s` ends, if any: a marker's row ends the phase the last marker opened
+    /// (`phase-end`), a `run-end:N` row run N (`run-end`).
+    fn span_end(&mut self, s: &Sample) -> Option<(crate::model::anatomy::Trigger, String)> {
+        use crate::model::anatomy::Trigger;
+        match &s.event {
+            Some(Event::Mark(label)) => self
+                .open_phase
+                .replace(label.clone())
+                .map(|ended| (Trigger::PhaseEnd, ended)),
+            Some(Event::RunEnd(n)) => Some((Trigger::RunEnd, format!("run {n}"))),
+            _ => None,
+        }
     }
 
     /// With `phase_peaks`, resets the high-water marks right after a marker's sample (whose

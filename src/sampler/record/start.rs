@@ -106,20 +106,26 @@ impl Recorder {
             meta.gpu = Some(g.meta());
         }
         meta.exit_records = Some(watch.exit_records_status());
-        // Anatomies only where the sink keeps them (a file's side table).
-        let anatomy = match (&opts.anatomy, sink.anatomy_path()) {
-            (Some(a), Some(path)) => {
-                meta.anatomy = Some(crate::format::meta::AnatomyMeta {
-                    file: path
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    rise: a.rise,
-                    gap_s: a.gap.as_secs_f64(),
-                    smaps: a.smaps.is_some(),
-                });
+        // Anatomies only where the sink keeps them (a file's side table, a bench's runs).
+        let anatomy = match (&opts.anatomy, sink.keeps_anatomies()) {
+            (Some(a), true) => {
+                meta.anatomy = sink
+                    .anatomy_path()
+                    .map(|path| crate::format::meta::AnatomyMeta {
+                        file: path
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        rise: a.rise,
+                        gap_s: a.gap.as_secs_f64(),
+                        smaps: a.smaps.is_some(),
+                    });
                 meta.sources.push(anatomy_source(a));
-                Some(Anatomies::start(a.clone()).context("cannot start the anatomy thread")?)
+                let back = control.clone();
+                let wake = move || {
+                    back.send(Control::AnatomyDone);
+                };
+                Some(Anatomies::start(a.clone(), wake).context("cannot start the anatomy thread")?)
             }
             _ => None,
         };
@@ -163,6 +169,11 @@ impl Recorder {
             report,
             anatomy,
             anatomies: Vec::new(),
+            open_phase: None,
+            span_end_asked: false,
+            row_waited: false,
+            deferred_span_end: None,
+            held_replies: Vec::new(),
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
