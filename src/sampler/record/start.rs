@@ -21,6 +21,7 @@ use crate::sampler::launch::Launched;
 use crate::sampler::psi::PsiSource;
 use crate::sampler::schedule::Schedule;
 use crate::sampler::sink::{SampleSink, WithAnatomy};
+use crate::sampler::swap::{self, SwapSource};
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::watch::{ExitRecords, Watch, WatchOptions};
 use crate::sys::{signals, Waker};
@@ -140,7 +141,31 @@ impl Recorder {
             ));
         }
         meta.sources.push(psi.source_line());
-        let mut watch = watch.with_gpu(gpu).with_cgroup(cgroup).with_psi(Some(psi));
+        // Swap: the cgroup's own where it counts it (v2 pswpin), else the machine's.
+        let swap = if cgroup.as_ref().is_some_and(|c| c.counts_swap()) {
+            meta.sources
+                .push("the cgroup's swap from its memory.stat (pswpin, pswpout)".into());
+            None
+        } else {
+            match SwapSource::start(opts.procfs.root(), swap::period(opts.interval)) {
+                Ok(w) => {
+                    meta.sources.push(w.source_line());
+                    Some(w)
+                }
+                Err(e) => {
+                    report.note(&format!(
+                        "not reading swap: {e}; the swap_*_pages columns stay empty"
+                    ));
+                    meta.sources.push(format!("swap not read: {e}"));
+                    None
+                }
+            }
+        };
+        let mut watch = watch
+            .with_gpu(gpu)
+            .with_cgroup(cgroup)
+            .with_psi(Some(psi))
+            .with_swap(swap);
         let mut summary = SummaryBuilder::new();
         summary.session(&meta);
         let start = Instant::now();
