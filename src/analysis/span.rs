@@ -1026,6 +1026,68 @@ mod tests {
     }
 
     #[test]
+    fn swap_is_the_rise_over_the_span_and_huge_pages_the_most_in_use() {
+        let h = |swap_in: u64, swap_out: u64, thp: Option<u64>| Sample {
+            swap_in_pages: Some(swap_in),
+            swap_out_pages: Some(swap_out),
+            anon_huge_bytes: thp,
+            cgroup_anon_thp_bytes: Some(2 * MIB),
+            ..row(10, 10)
+        };
+        let got = span(&[
+            h(10, 100, None),
+            h(14, 100, Some(4 * MIB)),
+            h(30, 400, None),
+        ])
+        .health();
+        assert_eq!(
+            (got.swap_in_pages, got.swap_out_pages),
+            (Some(20), Some(300))
+        );
+        assert_eq!(got.cgroup_swap_in_pages, None, "not recorded: absent");
+        assert!(got.swapped() && got.moved());
+        assert_eq!(got.swap_cell(), "20 in, 300 out");
+        // The tree's huge pages (read with PSS) before the cgroup's.
+        assert_eq!(
+            (got.anon_huge_bytes, got.cgroup_anon_thp_bytes),
+            (Some(4 * MIB), Some(2 * MIB))
+        );
+        assert_eq!(got.thp_cell(), "4.00 MiB");
+        assert_eq!(
+            got.describe().unwrap(),
+            "swap 20 in, 300 out pages (machine-wide, /proc/vmstat); transparent huge pages up to \
+             4.00 MiB (the tree's AnonHugePages); the cgroup's huge pages up to 2.00 MiB"
+        );
+        // The cgroup's own swap counts are the ones a table shows.
+        let c = |n: u64| Sample {
+            cgroup_swap_in_pages: Some(n),
+            cgroup_swap_out_pages: Some(0),
+            ..row(10, 10)
+        };
+        let cg = span(&[c(0), c(8)]).health();
+        assert_eq!(cg.swap_cell(), "8 in, 0 out");
+        assert_eq!(
+            cg.describe().unwrap(),
+            "the cgroup swapped 8 in, 0 out pages"
+        );
+        // No swap and no huge pages: nothing to show.
+        let none = |n: u64| Sample {
+            swap_in_pages: Some(n),
+            swap_out_pages: Some(n),
+            anon_huge_bytes: Some(0),
+            cgroup_anon_thp_bytes: Some(0),
+            ..row(10, 10)
+        };
+        let quiet = span(&[none(5), none(5)]).health();
+        assert_eq!(
+            (quiet.swap_cell(), quiet.thp_cell()),
+            ("-".into(), "-".into())
+        );
+        assert!(!quiet.moved());
+        assert_eq!(quiet.describe(), None);
+    }
+
+    #[test]
     fn held_memory_is_the_largest_of_each_part() {
         let mut a = row(600, 600);
         a.locked_bytes = 512 * MIB;

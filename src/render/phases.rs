@@ -102,6 +102,10 @@ struct SpanColumns {
     faults: bool,
     stall: bool,
     stall_cgroup: bool,
+    /// Swap (the cgroup's when it counts its own), and huge pages, where a span had any.
+    swap: bool,
+    swap_cgroup: bool,
+    thp: bool,
     /// The most processes a span's tree had.
     processes: u32,
 }
@@ -121,6 +125,11 @@ impl SpanColumns {
             stall_cgroup: spans
                 .iter()
                 .any(|s| s.health.cgroup_psi_memory_some_us.is_some()),
+            swap: spans.iter().any(|s| s.health.swapped()),
+            swap_cgroup: spans
+                .iter()
+                .any(|s| s.health.cgroup_swap_in_pages.is_some()),
+            thp: spans.iter().any(|s| s.health.thp().is_some()),
             processes: spans
                 .iter()
                 .map(|s| s.facts.max_processes)
@@ -163,6 +172,12 @@ impl SpanColumns {
         if self.stall {
             notes.push(MemoryHealth::stall_legend(self.stall_cgroup).to_string());
         }
+        if self.swap {
+            notes.push(MemoryHealth::swap_legend(self.swap_cgroup).to_string());
+        }
+        if self.thp {
+            notes.push(MemoryHealth::thp_legend().to_string());
+        }
         if self.processes > 1 {
             notes.push(format!(
                 "sampled sizes are RSS sums over up to {} processes, shared pages counted in each{}",
@@ -190,6 +205,8 @@ impl SpanColumns {
             (self.gpu_kernel, "GPU kernel peak"),
             (self.faults, "major faults"),
             (self.stall, "memory stall"),
+            (self.swap, "swap"),
+            (self.thp, "huge pages"),
         ] {
             if on {
                 head.push(name);
@@ -255,6 +272,12 @@ impl SpanColumns {
         }
         if self.stall {
             row.push(s.health.stall_cell());
+        }
+        if self.swap {
+            row.push(s.health.swap_cell());
+        }
+        if self.thp {
+            row.push(s.health.thp_cell());
         }
         row
     }
