@@ -62,16 +62,14 @@ impl SwapSource {
         let shared = Arc::clone(&latest);
         let thread = std::thread::Builder::new()
             .name("memmon-swap".into())
-            .spawn(move || loop {
-                match stopped.recv_timeout(period) {
-                    Err(RecvTimeoutError::Timeout) => {
-                        // A read that fails a moment leaves the last counts (the columns never
-                        // fall); the next one tries again.
-                        if let Ok(now) = file.read() {
-                            *shared.lock().unwrap_or_else(|e| e.into_inner()) = now;
-                        }
+            .spawn(move || {
+                // Until the source is dropped (its sender goes): a read every period. A read
+                // that fails a moment leaves the last counts (the columns never fall); the next
+                // one tries again.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                    if let Ok(now) = file.read() {
+                        *shared.lock().unwrap_or_else(|e| e.into_inner()) = now;
                     }
-                    _ => break,
                 }
             })
             .map_err(|e| VmstatError::Io(path.clone(), e))?;
