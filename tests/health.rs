@@ -399,3 +399,87 @@ fn the_summary_and_its_phases_say_swap_and_huge_pages_only_where_they_moved() {
         "{text}"
     );
 }
+
+#[test]
+fn bench_shows_huge_pages_and_swap_per_run_only_when_a_run_had_some() {
+    let d = tempdir();
+    let json_out = d.path().join("bench.json");
+    let csv_out = d.path().join("bench.csv");
+    let o = memmon()
+        .args(["bench", "-n", "2", "--export-json"])
+        .arg(&json_out)
+        .arg("--export-csv")
+        .arg(&csv_out)
+        .arg("--")
+        .args(workload(&["thp:8MiB", "hold:300ms"]))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    let table =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    let (head, rows) = read_csv(&csv_out);
+    // Each run's figure, the same in the JSON, the CSV export and the table; a column only
+    // when some run had one. Huge pages: the cgroup's (the command's own cgroup) where the
+    // kernel gave some (THP in madvise mode, asked for).
+    let thp: Vec<u64> = runs
+        .iter()
+        .map(|r| r["cgroup_anon_thp_bytes"].as_u64().unwrap_or(0))
+        .collect();
+    let had_thp = thp.iter().any(|&b| b > 0);
+    assert_eq!(table.contains("Huge pages"), had_thp, "{thp:?}\n{table}");
+    assert_eq!(
+        head.iter().any(|h| h == "cgroup_anon_thp_bytes"),
+        had_thp,
+        "{head:?}"
+    );
+    if had_thp {
+        let i = head
+            .iter()
+            .position(|h| h == "cgroup_anon_thp_bytes")
+            .unwrap();
+        let csv: Vec<u64> = rows.iter().map(|r| r[i].parse().unwrap()).collect();
+        assert_eq!(csv, thp);
+        assert!(thp.iter().all(|&b| b <= 8 * MIB + 2 * MIB), "{thp:?}");
+    }
+    // Swap: the machine's (a v1 or no cgroup) or the cgroup's; this workload swaps nothing,
+    // another program may. Said exactly when a run's count moved.
+    let swapped = runs.iter().any(|r| {
+        [
+            "swap_in_pages",
+            "swap_out_pages",
+            "cgroup_swap_in_pages",
+            "cgroup_swap_out_pages",
+        ]
+        .iter()
+        .any(|k| r[k].as_u64().unwrap_or(0) > 0)
+    });
+    assert_eq!(table.contains("Swap pages"), swapped, "{table}");
+
+    // Plain anonymous memory: no huge pages where THP is given only when asked (madvise, as
+    // here); a machine with THP always on may give some, and then the column says them.
+    let o = memmon()
+        .args(["bench", "-n", "2", "--export-json"])
+        .arg(&json_out)
+        .arg("--force")
+        .arg("--")
+        .args(workload(&["alloc:8MiB", "hold:100ms"]))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+    let had_thp = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["cgroup_anon_thp_bytes"].as_u64().unwrap_or(0) > 0);
+    let always = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|t| t.contains("[always]"));
+    assert!(always || !had_thp, "{report:#}");
+    let table =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert_eq!(table.contains("Huge pages"), had_thp, "{table}");
+}

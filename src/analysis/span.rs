@@ -339,7 +339,7 @@ impl MemoryHealth {
 
     /// What a table's huge pages column holds, in words.
     pub fn thp_legend() -> &'static str {
-        "huge pages: the most transparent huge pages in use: the tree's (AnonHugePages, read with --pss) where read, else the cgroup's (memory.stat anon_thp)"
+        "huge pages: the most transparent huge pages in use: the tree's (AnonHugePages, read with --pss) where read, else the cgroup's (memory.stat anon_thp, v1 total_rss_huge)"
     }
 
     /// Some memory stall was counted, machine-wide or in the cgroup.
@@ -839,7 +839,8 @@ pub struct Span {
     /// The largest locked, pinned and shared memory sampled.
     #[serde(flatten)]
     pub held: HeldPeaks,
-    /// Major faults and memory stall in the span (the rows' rise).
+    /// Major faults, memory stall and swap in the span (the rows' rise), and the most huge
+    /// pages in use.
     #[serde(flatten)]
     pub health: MemoryHealth,
     /// The PSS reads in the span (`--pss`), absent when none fell in it.

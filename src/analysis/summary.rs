@@ -940,7 +940,8 @@ pub struct Summary {
     pub held: HeldPeaks,
     /// ...and each at idle (its 10th percentile, as the idle floor is RSS's).
     pub held_at_idle: HeldPeaks,
-    /// Major faults and memory stall over the whole recording (every session's).
+    /// Major faults, memory stall, swap and huge pages over the whole recording (every
+    /// session's).
     #[serde(flatten)]
     pub health: MemoryHealth,
     /// What was read of PSS (`--pss`): peak only when a read came at the RSS peak...
