@@ -483,3 +483,95 @@ fn bench_shows_huge_pages_and_swap_per_run_only_when_a_run_had_some() {
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     assert_eq!(table.contains("Huge pages"), had_thp, "{table}");
 }
+
+#[test]
+fn the_summary_says_each_numa_node_s_memory_per_phase_from_the_numa_table() {
+    // This machine has one NUMA node, where memmon writes no NUMA table: the fixture is a real
+    // recording with phases given a table of two nodes, as a two-node machine writes it.
+    let d = tempdir();
+    let out = d.path().join("numa.csv");
+    let o = memmon()
+        .args(["record", "-q", "-i", "50ms"])
+        .args(["--mark-stdout", r"^phase (?P<label>\w+)$", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(workload(&[
+            "hold:200ms",
+            "say:phase load",
+            "hold:500ms",
+            "say:phase prove",
+            "hold:500ms",
+        ]))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !d.path().join("numa.csv.numa.csv").exists(),
+        "one node: no table"
+    );
+    let (head, rows) = read_csv(&out);
+    let col = |n: &str| head.iter().position(|h| h == n).unwrap();
+    let (t, e, ev) = (col("unix_ms"), col("elapsed_s"), col("event"));
+    let prove = rows
+        .iter()
+        .position(|r| r[ev] == "mark:prove")
+        .expect("a prove marker");
+    // Node 0 holds 1 GiB throughout; node 1 rises to 3 GiB in `load` and 5 GiB in `prove`.
+    let mut table = String::from("unix_ms,elapsed_s,node0_bytes,node1_bytes\n");
+    for (i, r) in rows.iter().enumerate() {
+        let node1 = if i <= prove { 3 << 30 } else { 5u64 << 30 };
+        let node1 = if i == 0 { 0 } else { node1 };
+        table.push_str(&format!("{},{},{},{node1}\n", r[t], r[e], 1u64 << 30));
+    }
+    std::fs::write(d.path().join("numa.csv.numa.csv"), table).unwrap();
+    let side = d.path().join("numa.csv.meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    meta["numa"] = serde_json::json!({
+        "file": "numa.csv.numa.csv",
+        "nodes": [0, 1],
+        "source": "/sys/fs/cgroup/prover/memory.numa_stat: v2 anon + file"
+    });
+    std::fs::write(&side, serde_json::to_string(&meta).unwrap()).unwrap();
+
+    let s = summary_json(&out);
+    let node = |v: &serde_json::Value, n: usize| v["numa_nodes"][n]["peak_bytes"].as_u64();
+    assert_eq!(node(&s, 0), Some(1 << 30), "{s:#}");
+    assert_eq!(node(&s, 1), Some(5 << 30), "{s:#}");
+    let phases = s["phases"].as_array().unwrap();
+    let phase = |label: &str| phases.iter().find(|p| p["label"] == label).unwrap();
+    // A phase's rows run from its marker's row to the next marker's.
+    assert_eq!(node(phase("load"), 1), Some(3 << 30), "{s:#}");
+    assert_eq!(node(phase("prove"), 1), Some(5 << 30));
+    assert_eq!(node(phase("prove"), 0), Some(1 << 30));
+    let text = memmon().arg("summary").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("NUMA nodes    node 0 1.00 GiB, node 1 5.00 GiB (the cgroup's most memory on each, memory.numa_stat)"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("prove"))
+        .unwrap_or_else(|| panic!("no prove row: {text}"));
+    assert!(row.contains("node 0 1.00 GiB, node 1 5.00 GiB"), "{text}");
+
+    // A table with a bad row is an error naming it; one the metadata names that is gone, a note.
+    let bad = d.path().join("numa.csv.numa.csv");
+    std::fs::write(
+        &bad,
+        "unix_ms,elapsed_s,node0_bytes,node1_bytes\n1,0.0,5,lots\n",
+    )
+    .unwrap();
+    let o = memmon().arg("summary").arg(&out).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("numa.csv.numa.csv:2:") && err.contains("lots"),
+        "{err}"
+    );
+    std::fs::remove_file(&bad).unwrap();
+    let s = summary_json(&out);
+    assert!(warns(&s, "NUMA table"), "{s:#}");
+    assert!(s["numa_nodes"].is_null(), "{s:#}");
+}

@@ -737,6 +737,8 @@ impl SpanAcc {
             run,
             start_elapsed_s: self.start_elapsed_s,
             start_unix_ms: self.start_unix_ms,
+            end_unix_ms: self.last_unix_ms,
+            numa_nodes: Vec::new(),
             end_elapsed_s: self.last_elapsed_s,
             duration_s: self.last_elapsed_s - self.start_elapsed_s,
             samples: self.samples,
@@ -823,6 +825,9 @@ pub struct Span {
     pub run: Option<u32>,
     pub start_elapsed_s: f64,
     pub start_unix_ms: u64,
+    /// The closing row's time (for the side tables read afterwards: NUMA).
+    #[serde(skip)]
+    pub end_unix_ms: u64,
     pub end_elapsed_s: f64,
     pub duration_s: f64,
     /// Rows from the opening one to the closing one, both included.
@@ -843,6 +848,10 @@ pub struct Span {
     /// pages in use.
     #[serde(flatten)]
     pub health: MemoryHealth,
+    /// The cgroup's most memory on each NUMA node in the span (the NUMA table's rows in it:
+    /// `Summary::with_numa`); empty without a table.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub numa_nodes: Vec<super::numa::NodePeak>,
     /// The PSS reads in the span (`--pss`), absent when none fell in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<PssReads>,

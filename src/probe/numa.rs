@@ -92,6 +92,10 @@ impl NumaStat {
         &self.path
     }
 
+    pub fn format(&self) -> NumaFormat {
+        self.format
+    }
+
     /// Bytes per node now: `(node, bytes)`, in the file's order.
     pub fn read(&mut self) -> Result<Vec<(u32, u64)>, NumaError> {
         let mut len = 0;

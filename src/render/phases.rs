@@ -106,6 +106,8 @@ struct SpanColumns {
     swap: bool,
     swap_cgroup: bool,
     thp: bool,
+    /// The cgroup's memory per NUMA node, where a NUMA table was read.
+    numa: bool,
     /// The most processes a span's tree had.
     processes: u32,
 }
@@ -130,6 +132,7 @@ impl SpanColumns {
                 .iter()
                 .any(|s| s.health.cgroup_swap_in_pages.is_some()),
             thp: spans.iter().any(|s| s.health.thp().is_some()),
+            numa: spans.iter().any(|s| !s.numa_nodes.is_empty()),
             processes: spans
                 .iter()
                 .map(|s| s.facts.max_processes)
@@ -178,6 +181,12 @@ impl SpanColumns {
         if self.thp {
             notes.push(MemoryHealth::thp_legend().to_string());
         }
+        if self.numa {
+            notes.push(
+                "NUMA nodes: the recorded cgroup's most memory on each node (memory.numa_stat)"
+                    .into(),
+            );
+        }
         if self.processes > 1 {
             notes.push(format!(
                 "sampled sizes are RSS sums over up to {} processes, shared pages counted in each{}",
@@ -207,6 +216,7 @@ impl SpanColumns {
             (self.stall, "memory stall"),
             (self.swap, "swap"),
             (self.thp, "huge pages"),
+            (self.numa, "NUMA nodes"),
         ] {
             if on {
                 head.push(name);
@@ -278,6 +288,9 @@ impl SpanColumns {
         }
         if self.thp {
             row.push(s.health.thp_cell());
+        }
+        if self.numa {
+            row.push(crate::analysis::numa::cell(&s.numa_nodes));
         }
         row
     }

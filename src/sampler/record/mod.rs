@@ -280,6 +280,8 @@ pub struct Recorder {
     /// The anatomies written, for the summary at the end (each at least `--anatomy-rise` above
     /// the last: a few dozen at most).
     anatomies: Vec<crate::model::anatomy::Anatomy>,
+    /// The cgroup's memory per NUMA node, into the NUMA table (a machine with several nodes).
+    numa: Option<crate::sampler::numa::NumaSource>,
 }
 
 impl Recorder {
@@ -557,6 +559,9 @@ impl Recorder {
             Err(e) => return Err(e.into()),
         };
         self.sink.sample(&s)?;
+        if let Some(why) = self.numa.as_mut().and_then(|n| n.tick(&s)) {
+            self.report.note(&format!("NUMA table: {why}"));
+        }
         self.samples += 1;
         self.summary.push(&s);
         self.observer.on_sample(&s);

@@ -18,6 +18,7 @@ use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
 use crate::sampler::error::RecordError;
 use crate::sampler::gpu::GpuTracker;
 use crate::sampler::launch::Launched;
+use crate::sampler::numa::NumaSource;
 use crate::sampler::psi::PsiSource;
 use crate::sampler::schedule::Schedule;
 use crate::sampler::sink::{SampleSink, WithAnatomy};
@@ -161,6 +162,31 @@ impl Recorder {
                 }
             }
         };
+        // The cgroup's memory per NUMA node, where the machine has more than one.
+        let numa = match NumaSource::start(
+            std::path::Path::new("/sys"),
+            cgroup.as_ref().map(|c| c.cgroup()),
+            opts.output.file(),
+            opts.force,
+            opts.append,
+        ) {
+            Ok(Some(n)) => {
+                meta.sources.push(format!(
+                    "the cgroup's memory per NUMA node from {} at every row, into {}",
+                    n.meta().source,
+                    n.meta().file
+                ));
+                meta.numa = Some(n.meta());
+                Some(n)
+            }
+            Ok(None) => None,
+            Err(why) => {
+                report.note(&format!("not recording memory per NUMA node: {why}"));
+                meta.sources
+                    .push(format!("memory per NUMA node not read: {why}"));
+                None
+            }
+        };
         let mut watch = watch
             .with_gpu(gpu)
             .with_cgroup(cgroup)
@@ -187,6 +213,7 @@ impl Recorder {
             report,
             anatomy,
             anatomies: Vec::new(),
+            numa,
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
@@ -423,6 +450,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
             .collect(),
         gpu: None,
         anatomy: None,
+        numa: None,
         end: None,
         earlier_sessions: Vec::new(),
     }
