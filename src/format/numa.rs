@@ -67,11 +67,16 @@ impl NumaWriter {
         }
         let mut file = opened.file;
         let head = header(nodes);
-        let existing = std::fs::read_to_string(&path).unwrap_or_default();
+        // The existing header, when appending (its first line only: a table may be long).
+        let mut existing = String::new();
+        if let Ok(f) = File::open(&path) {
+            use std::io::BufRead;
+            let _ = std::io::BufReader::new(f).read_line(&mut existing);
+        }
         if existing.is_empty() {
             file.write_all(format!("{head}\n").as_bytes())
                 .map_err(|e| OutputError::Write(path.display().to_string(), e))?;
-        } else if existing.lines().next() != Some(head.as_str()) {
+        } else if existing.trim_end_matches('\n') != head {
             return Err(OutputError::CannotAppend(
                 path.clone(),
                 format!("its header is not '{head}' (other NUMA nodes)"),
