@@ -181,7 +181,11 @@ impl Recorder {
             }
             Ok(None) => None,
             Err(why) => {
-                report.note(&format!("not recording memory per NUMA node: {why}"));
+                // Said to a user who chose the output (`record`); a bench's recorders, whose
+                // samples go to the bench, only keep it in the sources.
+                if opts.output.file().is_some() || sink.on_stdout() {
+                    report.note(&format!("not recording memory per NUMA node: {why}"));
+                }
                 meta.sources
                     .push(format!("memory per NUMA node not read: {why}"));
                 None
