@@ -6,6 +6,9 @@
 //! every thread has its own children file.
 //! Run: `cargo bench --bench sample_cost`. Results go in BENCHMARKS.md.
 
+use memmon::probe::numa::{NumaFormat, NumaStat};
+use memmon::probe::psi::Pressure;
+use memmon::probe::vmstat::Vmstat;
 use memmon::probe::ProcFs;
 use memmon::sampler::tree::Tree;
 use std::fs::File;
@@ -167,6 +170,32 @@ fn main() {
     let held_statm_ns = measure(|| {
         held.read_statm(&mut buf).unwrap();
     });
+    // The machine's swap counts and memory pressure, from held files (`probe::vmstat`,
+    // `probe::psi`): what a tick would pay to read them itself.
+    let mut vmstat = Vmstat::open(std::path::Path::new("/proc/vmstat")).unwrap();
+    let vmstat_ns = measure_n(ITERATIONS / 10, || {
+        vmstat.read().unwrap();
+    });
+    let psi_ns = Pressure::open(std::path::Path::new("/proc/pressure/memory"))
+        .ok()
+        .map(|mut p| {
+            measure(|| {
+                p.read().unwrap();
+            })
+        });
+    // A v1 memory cgroup's memory.numa_stat (the root's, here: every node of its tree), read
+    // at each row where the machine has several NUMA nodes.
+    let numa_ns = NumaStat::open(
+        std::path::Path::new("/sys/fs/cgroup/memory"),
+        NumaFormat::V1,
+        ProcFs::page_size(),
+    )
+    .ok()
+    .map(|mut n| {
+        measure_n(ITERATIONS / 10, || {
+            n.read().unwrap();
+        })
+    });
     let statm_ns = measure(|| bare_read(&statm, &mut buf));
     let status_ns = measure(|| bare_read(&status, &mut buf));
     let bare_ns = measure(|| {
@@ -189,6 +218,22 @@ fn main() {
     });
     target.kill().unwrap();
     let _ = target.wait();
+    println!(
+        "pread of a held /proc/vmstat, pswpin and pswpout parsed: {:.2} µs",
+        vmstat_ns / 1e3
+    );
+    if let Some(ns) = numa_ns {
+        println!(
+            "pread of a held v1 memory.numa_stat (the root cgroup), parsed: {:.2} µs",
+            ns / 1e3
+        );
+    }
+    if let Some(ns) = psi_ns {
+        println!(
+            "pread of a held /proc/pressure/memory, parsed: {:.2} µs",
+            ns / 1e3
+        );
+    }
     println!("CPU time per call, one idle process (`sleep`), best of 5 x {ITERATIONS}:");
     println!("| what | CPU per call | ratio to its bare reads |");
     println!("|---|---|---|");

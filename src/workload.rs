@@ -3,7 +3,8 @@
 //! steps such as `ramp:300MiB:1s` (allocate and touch progressively), `alloc:100MiB`,
 //! `mlock:64MiB` (allocate, touch and mlock: VmLck), `partitions:10:60MiB` (that many separate
 //! anonymous mappings), `memfd:NAME:128MiB`, `heap:64MiB` (small mallocs: the brk heap grows),
-//! `threads:4` (threads that wait), `spike:200MiB:20ms` (allocate, touch, hold,
+//! `threads:4` (threads that wait), `thp:32MiB` (asked for as transparent huge pages; says
+//! `thp BYTES`, the AnonHugePages it got), `spike:200MiB:20ms` (allocate, touch, hold,
 //! free), `hold:2s`, `map-file:PATH:8MiB` (map a file shared and touch it), `cold-read:PATH:32MiB` (write a file,
 //! drop it from the page cache, read it back through a mapping: a major fault per page), `wait-file:PATH` (until it exists), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
@@ -183,6 +184,23 @@ impl Block {
         Ok(b)
     }
 
+    /// Maps `len` bytes (rounded up to 2 MiB) on a 2 MiB boundary, asks for transparent huge
+    /// pages (`MADV_HUGEPAGE`: THP's `madvise` mode gives them only where asked) and writes
+    /// every page. How many the kernel gave depends on the free memory it could compact:
+    /// `anon_huge_bytes` tells.
+    pub fn huge_touched(len: usize) -> std::io::Result<Block> {
+        const HUGE: usize = 2 << 20;
+        let len = len.max(1).div_ceil(HUGE) * HUGE;
+        let mut b = Block::map(len + HUGE)?;
+        let start = (b.ptr as usize).next_multiple_of(HUGE) - b.ptr as usize;
+        // SAFETY: `start + len` is within the `len + HUGE` bytes mapped.
+        let at = unsafe { (b.ptr as *mut u8).add(start) } as *mut c_void;
+        // SAFETY: advice on pages of our own mapping; it changes no memory's contents.
+        unsafe { rustix::mm::madvise(at, len, rustix::mm::Advice::LinuxHugepage) }?;
+        b.touch(start, start + len);
+        Ok(b)
+    }
+
     /// Writes one byte in every page of `[from, to)`.
     pub fn touch(&mut self, from: usize, to: usize) {
         let page = page_size();
@@ -317,6 +335,16 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             "mark" => mark_and_wait(&step[5..])?,
             // A line on stdout (flushed), e.g. for --mark-stdout: `say:phase spike`.
             "say" => println!("{}", &step[4..]),
+            // SIZE asked for as transparent huge pages (`Block::huge_touched`); says the
+            // process's AnonHugePages then (smaps_rollup), as `thp BYTES`: `thp:32MiB`.
+            "thp" => {
+                blocks.push(Block::huge_touched(size(1)?).map_err(map_error)?);
+                let rollup = std::fs::read("/proc/self/smaps_rollup")
+                    .map_err(|e| format!("step '{step}': /proc/self/smaps_rollup: {e}"))?;
+                let huge = crate::probe::proc::status_bytes(&rollup, b"AnonHugePages:")
+                    .ok_or(format!("step '{step}': no AnonHugePages in smaps_rollup"))?;
+                println!("thp {huge}");
+            }
             "free" => {
                 blocks.pop();
             }

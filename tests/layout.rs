@@ -219,7 +219,7 @@ fn the_layout_check_catches_an_analysis_that_opens_files_or_starts_threads() {
 const MAY_PRINT: [(&str, &str); 3] = [
     (
         "workload.rs",
-        "the workload's `say:` step is its own stdout",
+        "the workload's `say:` and `thp:` steps are its own stdout",
     ),
     ("format/fuzz.rs", "the fuzz test's report of what it tried"),
     (

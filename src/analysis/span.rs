@@ -212,7 +212,7 @@ impl HeldPeaks {
     }
 }
 
-/// A cumulative column's rise over a span's rows (`major_faults`, the PSI columns). A value
+/// A cumulative column's rise over a span's rows (`major_faults`, the PSI and swap columns). A value
 /// below the last one is a counter that began again (the next session of an `--append`ed
 /// recording): it counts from 0.
 #[derive(Debug, Clone, Copy, Default)]
@@ -247,8 +247,9 @@ impl Rise {
     }
 }
 
-/// Was the span slowed by memory: the tree's major page faults in it and the memory pressure
-/// stall (PSI) during it, from the cumulative columns.
+/// Was the span slowed by memory: the tree's major page faults in it, the memory pressure stall
+/// (PSI) and the swap during it, from the cumulative columns; and the most transparent huge
+/// pages in use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct MemoryHealth {
     /// Major page faults of the tree (pages read from disk or swap).
@@ -264,12 +265,81 @@ pub struct MemoryHealth {
     pub cgroup_psi_memory_some_us: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup_psi_memory_full_us: Option<u64>,
+    /// Pages swapped in and out during the span: the machine's (/proc/vmstat), absent where
+    /// not read (the recorded cgroup counted its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_in_pages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_out_pages: Option<u64>,
+    /// The recorded cgroup's own (v2 memory.stat pswpin, pswpout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_swap_in_pages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_swap_out_pages: Option<u64>,
+    /// The most transparent huge pages in use: the tree's (AnonHugePages, read with PSS) and
+    /// the cgroup's (anon_thp); absent where not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anon_huge_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_anon_thp_bytes: Option<u64>,
 }
 
 impl MemoryHealth {
-    /// Some fault or stall happened (a quiet span shows nothing).
+    /// Some fault, stall or swap happened, or huge pages were in use (a quiet span shows
+    /// nothing).
     pub fn moved(&self) -> bool {
-        self.major_faults > 0 || self.stalled()
+        self.major_faults > 0 || self.stalled() || self.swapped() || self.thp().is_some()
+    }
+
+    /// Pages were swapped in or out: the cgroup's where it counts its own, else the machine's.
+    pub fn swapped(&self) -> bool {
+        let (i, o) = self.swap();
+        i.unwrap_or(0) > 0 || o.unwrap_or(0) > 0
+    }
+
+    /// The swap counts a table shows: the cgroup's where it has them, else the machine's.
+    fn swap(&self) -> (Option<u64>, Option<u64>) {
+        match self.cgroup_swap_in_pages {
+            Some(_) => (self.cgroup_swap_in_pages, self.cgroup_swap_out_pages),
+            None => (self.swap_in_pages, self.swap_out_pages),
+        }
+    }
+
+    /// The most huge pages in use a table shows, when some were: the tree's where PSS read
+    /// them, else the cgroup's.
+    pub fn thp(&self) -> Option<u64> {
+        self.anon_huge_bytes
+            .or(self.cgroup_anon_thp_bytes)
+            .filter(|&b| b > 0)
+    }
+
+    /// `12 in, 340 out` (pages), or `-` when none.
+    pub fn swap_cell(&self) -> String {
+        match self.swap() {
+            (i, o) if i.unwrap_or(0) > 0 || o.unwrap_or(0) > 0 => {
+                format!("{} in, {} out", i.unwrap_or(0), o.unwrap_or(0))
+            }
+            _ => "-".into(),
+        }
+    }
+
+    /// `24.0 MiB`, or `-` when none.
+    pub fn thp_cell(&self) -> String {
+        self.thp().map_or_else(|| "-".into(), fmt_bytes)
+    }
+
+    /// What a table's swap column holds, in words.
+    pub fn swap_legend(cgroup: bool) -> &'static str {
+        if cgroup {
+            "swap: pages the recorded cgroup's tasks swapped in and out (its memory.stat pswpin, pswpout)"
+        } else {
+            "swap: pages the machine swapped in and out (/proc/vmstat pswpin, pswpout): machine-wide, other programs' swap counts too"
+        }
+    }
+
+    /// What a table's huge pages column holds, in words.
+    pub fn thp_legend() -> &'static str {
+        "huge pages: the most transparent huge pages in use: the tree's (AnonHugePages, read with --pss) where read, else the cgroup's (memory.stat anon_thp, v1 total_rss_huge)"
     }
 
     /// Some memory stall was counted, machine-wide or in the cgroup.
@@ -333,6 +403,25 @@ impl MemoryHealth {
                 fmt_us(self.cgroup_psi_memory_full_us.unwrap_or(0))
             ));
         }
+        let pages = |i: Option<u64>, o: Option<u64>| {
+            (i.unwrap_or(0) > 0 || o.unwrap_or(0) > 0)
+                .then(|| format!("{} in, {} out", i.unwrap_or(0), o.unwrap_or(0)))
+        };
+        if let Some(p) = pages(self.swap_in_pages, self.swap_out_pages) {
+            parts.push(format!("swap {p} pages (machine-wide, /proc/vmstat)"));
+        }
+        if let Some(p) = pages(self.cgroup_swap_in_pages, self.cgroup_swap_out_pages) {
+            parts.push(format!("the cgroup swapped {p} pages"));
+        }
+        if let Some(b) = self.anon_huge_bytes.filter(|&b| b > 0) {
+            parts.push(format!(
+                "transparent huge pages up to {} (the tree's AnonHugePages)",
+                fmt_bytes(b)
+            ));
+        }
+        if let Some(b) = self.cgroup_anon_thp_bytes.filter(|&b| b > 0) {
+            parts.push(format!("the cgroup's huge pages up to {}", fmt_bytes(b)));
+        }
         Some(parts.join("; "))
     }
 }
@@ -350,6 +439,13 @@ struct HealthAcc {
     full: Rise,
     cg_some: Rise,
     cg_full: Rise,
+    swap_in: Rise,
+    swap_out: Rise,
+    cg_swap_in: Rise,
+    cg_swap_out: Rise,
+    /// The largest huge pages of the span's rows.
+    thp: Option<u64>,
+    cg_thp: Option<u64>,
 }
 
 impl HealthAcc {
@@ -360,6 +456,12 @@ impl HealthAcc {
             full: Rise::open(s.psi_memory_full_us, from_zero),
             cg_some: Rise::open(s.cgroup_psi_memory_some_us, from_zero),
             cg_full: Rise::open(s.cgroup_psi_memory_full_us, from_zero),
+            swap_in: Rise::open(s.swap_in_pages, from_zero),
+            swap_out: Rise::open(s.swap_out_pages, from_zero),
+            cg_swap_in: Rise::open(s.cgroup_swap_in_pages, from_zero),
+            cg_swap_out: Rise::open(s.cgroup_swap_out_pages, from_zero),
+            thp: s.anon_huge_bytes,
+            cg_thp: s.cgroup_anon_thp_bytes,
         }
     }
 
@@ -369,6 +471,13 @@ impl HealthAcc {
         self.full.push(s.psi_memory_full_us);
         self.cg_some.push(s.cgroup_psi_memory_some_us);
         self.cg_full.push(s.cgroup_psi_memory_full_us);
+        self.swap_in.push(s.swap_in_pages);
+        self.swap_out.push(s.swap_out_pages);
+        self.cg_swap_in.push(s.cgroup_swap_in_pages);
+        self.cg_swap_out.push(s.cgroup_swap_out_pages);
+        let max = |a: Option<u64>, b: Option<u64>| a.max(b);
+        self.thp = max(self.thp, s.anon_huge_bytes);
+        self.cg_thp = max(self.cg_thp, s.cgroup_anon_thp_bytes);
     }
 
     fn get(&self) -> MemoryHealth {
@@ -378,6 +487,12 @@ impl HealthAcc {
             psi_memory_full_us: self.full.get(),
             cgroup_psi_memory_some_us: self.cg_some.get(),
             cgroup_psi_memory_full_us: self.cg_full.get(),
+            swap_in_pages: self.swap_in.get(),
+            swap_out_pages: self.swap_out.get(),
+            cgroup_swap_in_pages: self.cg_swap_in.get(),
+            cgroup_swap_out_pages: self.cg_swap_out.get(),
+            anon_huge_bytes: self.thp,
+            cgroup_anon_thp_bytes: self.cg_thp,
         }
     }
 }
@@ -622,6 +737,8 @@ impl SpanAcc {
             run,
             start_elapsed_s: self.start_elapsed_s,
             start_unix_ms: self.start_unix_ms,
+            end_unix_ms: self.last_unix_ms,
+            numa_nodes: Vec::new(),
             end_elapsed_s: self.last_elapsed_s,
             duration_s: self.last_elapsed_s - self.start_elapsed_s,
             samples: self.samples,
@@ -708,6 +825,9 @@ pub struct Span {
     pub run: Option<u32>,
     pub start_elapsed_s: f64,
     pub start_unix_ms: u64,
+    /// The closing row's time (for the side tables read afterwards: NUMA).
+    #[serde(skip)]
+    pub end_unix_ms: u64,
     pub end_elapsed_s: f64,
     pub duration_s: f64,
     /// Rows from the opening one to the closing one, both included.
@@ -724,9 +844,14 @@ pub struct Span {
     /// The largest locked, pinned and shared memory sampled.
     #[serde(flatten)]
     pub held: HeldPeaks,
-    /// Major faults and memory stall in the span (the rows' rise).
+    /// Major faults, memory stall and swap in the span (the rows' rise), and the most huge
+    /// pages in use.
     #[serde(flatten)]
     pub health: MemoryHealth,
+    /// The cgroup's most memory on each NUMA node in the span (the NUMA table's rows in it:
+    /// `Summary::with_numa`); empty without a table.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub numa_nodes: Vec<super::numa::NodePeak>,
     /// The PSS reads in the span (`--pss`), absent when none fell in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<PssReads>,
@@ -908,6 +1033,68 @@ mod tests {
         );
         assert_eq!(quiet.describe(), None);
         assert_eq!(quiet.psi_memory_some_us, Some(0), "read, and zero");
+    }
+
+    #[test]
+    fn swap_is_the_rise_over_the_span_and_huge_pages_the_most_in_use() {
+        let h = |swap_in: u64, swap_out: u64, thp: Option<u64>| Sample {
+            swap_in_pages: Some(swap_in),
+            swap_out_pages: Some(swap_out),
+            anon_huge_bytes: thp,
+            cgroup_anon_thp_bytes: Some(2 * MIB),
+            ..row(10, 10)
+        };
+        let got = span(&[
+            h(10, 100, None),
+            h(14, 100, Some(4 * MIB)),
+            h(30, 400, None),
+        ])
+        .health();
+        assert_eq!(
+            (got.swap_in_pages, got.swap_out_pages),
+            (Some(20), Some(300))
+        );
+        assert_eq!(got.cgroup_swap_in_pages, None, "not recorded: absent");
+        assert!(got.swapped() && got.moved());
+        assert_eq!(got.swap_cell(), "20 in, 300 out");
+        // The tree's huge pages (read with PSS) before the cgroup's.
+        assert_eq!(
+            (got.anon_huge_bytes, got.cgroup_anon_thp_bytes),
+            (Some(4 * MIB), Some(2 * MIB))
+        );
+        assert_eq!(got.thp_cell(), "4.00 MiB");
+        assert_eq!(
+            got.describe().unwrap(),
+            "swap 20 in, 300 out pages (machine-wide, /proc/vmstat); transparent huge pages up to \
+             4.00 MiB (the tree's AnonHugePages); the cgroup's huge pages up to 2.00 MiB"
+        );
+        // The cgroup's own swap counts are the ones a table shows.
+        let c = |n: u64| Sample {
+            cgroup_swap_in_pages: Some(n),
+            cgroup_swap_out_pages: Some(0),
+            ..row(10, 10)
+        };
+        let cg = span(&[c(0), c(8)]).health();
+        assert_eq!(cg.swap_cell(), "8 in, 0 out");
+        assert_eq!(
+            cg.describe().unwrap(),
+            "the cgroup swapped 8 in, 0 out pages"
+        );
+        // No swap and no huge pages: nothing to show.
+        let none = |n: u64| Sample {
+            swap_in_pages: Some(n),
+            swap_out_pages: Some(n),
+            anon_huge_bytes: Some(0),
+            cgroup_anon_thp_bytes: Some(0),
+            ..row(10, 10)
+        };
+        let quiet = span(&[none(5), none(5)]).health();
+        assert_eq!(
+            (quiet.swap_cell(), quiet.thp_cell()),
+            ("-".into(), "-".into())
+        );
+        assert!(!quiet.moved());
+        assert_eq!(quiet.describe(), None);
     }
 
     #[test]

@@ -281,6 +281,7 @@ pub struct SummaryBuilder {
     gpu: GpuTrack,
     /// The anatomy table the latest session with one named (`record --anatomy`).
     anatomy_table: Option<String>,
+    numa_table: Option<String>,
     /// The last row's `major_faults`, and the faults the sessions' end records add after
     /// their last rows.
     last_major_faults: u64,
@@ -305,6 +306,7 @@ impl Default for SummaryBuilder {
             missed_session: 0,
             restarts: 0,
             anatomy_table: None,
+            numa_table: None,
             last_major_faults: 0,
             faults_after_rows: 0,
             min_rss: u64::MAX,
@@ -349,6 +351,9 @@ impl SummaryBuilder {
         self.gpu.session(meta);
         if let Some(a) = &meta.anatomy {
             self.anatomy_table = Some(a.file.clone());
+        }
+        if let Some(n) = &meta.numa {
+            self.numa_table = Some(n.file.clone());
         }
     }
 
@@ -571,6 +576,8 @@ impl SummaryBuilder {
             warnings: Vec::new(),
             spans: self.phases.finish(),
             anatomy_table: self.anatomy_table.clone(),
+            numa_table: self.numa_table.clone(),
+            numa_nodes: Vec::new(),
             anatomy: None,
             phase_anatomy: Vec::new(),
             anatomy_at_peak: None,
@@ -942,7 +949,8 @@ pub struct Summary {
     pub held: HeldPeaks,
     /// ...and each at idle (its 10th percentile, as the idle floor is RSS's).
     pub held_at_idle: HeldPeaks,
-    /// Major faults and memory stall over the whole recording (every session's).
+    /// Major faults, memory stall, swap and huge pages over the whole recording (every
+    /// session's).
     #[serde(flatten)]
     pub health: MemoryHealth,
     /// What was read of PSS (`--pss`): peak only when a read came at the RSS peak...
@@ -971,6 +979,12 @@ pub struct Summary {
     /// The anatomy table the metadata names (`record --anatomy`), relative to the recording.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub anatomy_table: Option<String>,
+    /// The NUMA table the metadata names (its file name), to be read beside the recording.
+    #[serde(skip)]
+    pub numa_table: Option<String>,
+    /// The cgroup's most memory on each NUMA node (from the NUMA table); empty without one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub numa_nodes: Vec<crate::analysis::numa::NodePeak>,
     /// What grew between the idle floor and the peak, from that table (the caller reads it:
     /// `Summary::with_anatomies`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -988,6 +1002,21 @@ pub struct Summary {
 impl Summary {
     /// Adds what grew between the idle floor and the peak, from the recording's anatomies; a
     /// table too short to tell is said.
+    /// The NUMA table's rows (`unix_ms`, bytes per node of `nodes`): each node's most memory
+    /// over the recording, and over each phase and run.
+    pub fn with_numa(&mut self, nodes: &[u32], rows: &[(u64, Vec<u64>)]) {
+        use crate::analysis::numa::peaks;
+        self.numa_nodes = peaks(nodes, rows, self.first_unix_ms, self.last_unix_ms);
+        for s in self
+            .spans
+            .phases
+            .iter_mut()
+            .chain(self.spans.runs.iter_mut())
+        {
+            s.numa_nodes = peaks(nodes, rows, s.start_unix_ms, s.end_unix_ms);
+        }
+    }
+
     pub fn with_anatomies(&mut self, anatomies: &[crate::model::anatomy::Anatomy]) {
         self.anatomy = crate::analysis::anatomy::growth(anatomies, self.idle_rss_bytes);
         self.phase_anatomy = crate::analysis::anatomy::span_growth(anatomies, &self.spans.phases);

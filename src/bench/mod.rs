@@ -140,7 +140,7 @@ pub struct RunResult {
     /// The largest locked (VmLck), pinned (VmPin) and shared (RssShmem) memory sampled.
     #[serde(flatten)]
     pub held: crate::analysis::span::HeldPeaks,
-    /// Major faults and memory stall (PSI) in the run.
+    /// Major faults, memory stall (PSI), swap and huge pages in the run.
     #[serde(flatten)]
     pub health: crate::analysis::span::MemoryHealth,
     /// The PSS reads in the run (`--pss`): shared pages counted once, divided among the

@@ -183,6 +183,22 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
                 .trim_start_matches("memory stall: ")
         ));
     }
+    if report.runs.iter().any(|r| r.health.swapped()) {
+        let cgroup = report
+            .runs
+            .iter()
+            .any(|r| r.health.cgroup_swap_in_pages.is_some());
+        o.push(format!(
+            "note: Swap: {}",
+            crate::analysis::span::MemoryHealth::swap_legend(cgroup).trim_start_matches("swap: ")
+        ));
+    }
+    if report.runs.iter().any(|r| r.health.thp().is_some()) {
+        o.push(format!(
+            "note: Huge pages: {}",
+            crate::analysis::span::MemoryHealth::thp_legend().trim_start_matches("huge pages: ")
+        ));
+    }
     if peaks
         .iter()
         .any(|p| p.scope == crate::model::peak::PeakScope::LargestProcess)
@@ -327,6 +343,12 @@ pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
     }
     if report.runs.iter().any(|r| r.health.stalled()) {
         c.push(column("Mem stall", |r| r.health.stall_cell()));
+    }
+    if report.runs.iter().any(|r| r.health.swapped()) {
+        c.push(column("Swap pages", |r| r.health.swap_cell()));
+    }
+    if report.runs.iter().any(|r| r.health.thp().is_some()) {
+        c.push(column("Huge pages", |r| r.health.thp_cell()));
     }
     c
 }

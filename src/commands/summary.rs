@@ -64,5 +64,6 @@ pub(super) fn summarize(
     let mut s = read_input_into(file, spec, &mut b)
         .map(|info| Summary::of_read(b, file.display().to_string(), &info))?;
     s.read_anatomy(file)?;
+    s.read_numa(file)?;
     Ok(s)
 }

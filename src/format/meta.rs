@@ -65,6 +65,10 @@ pub struct Meta {
     /// absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anatomy: Option<AnatomyMeta>,
+    /// The NUMA table (the cgroup's memory per node, on a machine with more than one node):
+    /// its side file and nodes; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<NumaMeta>,
     /// Present once the recording has ended cleanly (absent after a crash or SIGKILL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<EndInfo>,
@@ -291,6 +295,18 @@ pub struct AnatomyMeta {
     pub smaps: bool,
 }
 
+/// A recording's NUMA table (format/numa.rs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NumaMeta {
+    /// The side file's name, in the recording's directory (`run.csv.numa.csv`).
+    pub file: String,
+    /// The machine's nodes, as the table's columns.
+    pub nodes: Vec<u32>,
+    /// What a node's bytes are: `memory.numa_stat`'s v1 `hierarchical_total` or v2 `anon` +
+    /// `file`.
+    pub source: String,
+}
+
 /// How GPU memory is read, and the GPUs there were at the start.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GpuMeta {
@@ -480,6 +496,7 @@ impl Meta {
             columns: vec![],
             gpu: None,
             anatomy: None,
+            numa: None,
             end: None,
             earlier_sessions: vec![],
         }

@@ -12,6 +12,7 @@ pub mod input;
 pub mod jsonl;
 pub mod many;
 pub mod meta;
+pub mod numa;
 pub mod read;
 pub mod recording;
 pub mod zstd;

@@ -37,6 +37,9 @@ pub struct Sample {
     /// With `--pss` and GPU memory read, on ticks where PSS was read: the resident part of the
     /// tree's GPU processes' mappings of NVIDIA device files (smaps).
     pub nvidia_mapped_rss_bytes: Option<u64>,
+    /// With `--pss`, on ticks where PSS was read: transparent huge pages of the tree (sum of
+    /// AnonHugePages in the same smaps_rollup or smaps read).
+    pub anon_huge_bytes: Option<u64>,
     /// Sum of VmSize over the tree: virtual address space mapped, not memory used.
     pub vm_size_bytes: u64,
     /// Threads in the tree (sum of each process's `Threads`).
@@ -52,6 +55,10 @@ pub struct Sample {
     /// microseconds since the recording began; `None` where the kernel has no PSI.
     pub psi_memory_some_us: Option<u64>,
     pub psi_memory_full_us: Option<u64>,
+    /// The machine's swap traffic (/proc/vmstat `pswpin`, `pswpout`), pages since the
+    /// recording began; `None` where the recorded cgroup counts its own (`cgroup_swap_*`).
+    pub swap_in_pages: Option<u64>,
+    pub swap_out_pages: Option<u64>,
     /// The memory cgroup's files at this tick (`record --cgroup`, or memmon's own cgroup of a
     /// launched command); all `None` when no cgroup is recorded. See probe::cgroup::CgroupStats.
     pub cgroup_bytes: Option<u64>,
@@ -73,6 +80,12 @@ pub struct Sample {
     /// the recording began.
     pub cgroup_psi_memory_some_us: Option<u64>,
     pub cgroup_psi_memory_full_us: Option<u64>,
+    /// The cgroup's own swap traffic (v2 memory.stat `pswpin`, `pswpout`, where the kernel has
+    /// them), pages since the recording began.
+    pub cgroup_swap_in_pages: Option<u64>,
+    pub cgroup_swap_out_pages: Option<u64>,
+    /// The cgroup's transparent huge pages (memory.stat `anon_thp`, v1 `total_rss_huge`).
+    pub cgroup_anon_thp_bytes: Option<u64>,
     /// On a row taken for a marker that did not wait for its row (a followed log, a command's
     /// stdout): microseconds from the marker (its arrival, or its log line's last write) to
     /// this row's reading.
@@ -155,7 +168,7 @@ pub struct Column {
     pub unit: &'static str,
     pub meaning: &'static str,
     /// Who fills it while recording (`for_columns!`): `sum(F)` or `max(F)` of the members'
-    /// `probe::StatusMem::F`, `tree`, `tick`, `pss`, `gpu`, `cgroup` or `psi`.
+    /// `probe::StatusMem::F`, `tree`, `tick`, `pss`, `gpu`, `cgroup`, `psi` or `swap`.
     pub source: &'static str,
     pub field: Field,
 }
@@ -241,12 +254,15 @@ macro_rules! for_columns {
             (gpu_hwm_sum_bytes, gpu.hwm_sum_bytes, OptU64, "bytes", "sum of those maxima: an upper bound of the tree's GPU peak, not a peak; empty as gpu_hwm_bytes", gpu),
             (nvidia_mapped_bytes, gpu.nvidia_mapped_bytes, OptU64, "bytes", "size of the tree's GPU processes' mappings of NVIDIA device files (/dev/nvidia*, from /proc/PID/maps), read with each GPU reading: where CUDA's pinned host buffers live; empty when GPU memory is not read", gpu),
             (nvidia_mapped_rss_bytes, nvidia_mapped_rss_bytes, OptU64, "bytes", "resident part of those mappings (Rss in /proc/PID/smaps), read with PSS (--pss) on its ticks; empty elsewhere", pss),
+            (anon_huge_bytes, anon_huge_bytes, OptU64, "bytes", "transparent huge pages of the tree (sum of AnonHugePages), read with PSS (--pss) on its ticks from the same smaps_rollup (smaps) read; empty elsewhere", pss),
             (vm_size_bytes, vm_size_bytes, U64, "bytes", "virtual address space of the tree (sum of VmSize): mapped, not used", sum(vm_size)),
             (threads, threads, U32, "count", "threads in the tree (sum of Threads)", sum(threads)),
             (departed, departed, U32, "count", "processes that left the tree since the previous row (exited, or born and gone in between: known from exit records)", tree),
             (major_faults, major_faults, U64, "count", "major page faults of the tree since the recording began (cumulative, never falling): each process's majflt (/proc/PID/stat) counted from the first row for a process already running then, from its start for one started after; a process that left counts with its exit records' count (taskstats), else its last read", tree),
             (psi_memory_some_us, psi_memory_some_us, OptU64, "µs", "the machine's memory pressure stall since the recording began (cumulative): time some task waited on memory (/proc/pressure/memory some total=); empty where the kernel has PSI off", psi),
             (psi_memory_full_us, psi_memory_full_us, OptU64, "µs", "as psi_memory_some_us for full total=: time every non-idle task waited on memory at once", psi),
+            (swap_in_pages, swap_in_pages, OptU64, "pages", "the machine's pages swapped in since the recording began (cumulative; /proc/vmstat pswpin: every program's, not only the tree's), read off the tick at least once a second; empty where the recorded cgroup counts its own (cgroup_swap_in_pages)", swap),
+            (swap_out_pages, swap_out_pages, OptU64, "pages", "as swap_in_pages for pages swapped out (/proc/vmstat pswpout)", swap),
             (cgroup_bytes, cgroup_bytes, OptU64, "bytes", "the memory cgroup's memory.current (v1 memory.usage_in_bytes): each page once, page cache included; empty without a cgroup", cgroup),
             (cgroup_anon_bytes, cgroup_anon_bytes, OptU64, "bytes", "anon of its memory.stat (v1 total_rss)", cgroup),
             (cgroup_file_bytes, cgroup_file_bytes, OptU64, "bytes", "file (page cache, shmem included) of its memory.stat (v1 total_cache)", cgroup),
@@ -262,6 +278,9 @@ macro_rules! for_columns {
             (cgroup_high_events, cgroup_high_events, OptU64, "count", "memory.events high: usage went over memory.high (v1: 0)", cgroup),
             (cgroup_psi_memory_some_us, cgroup_psi_memory_some_us, OptU64, "µs", "as psi_memory_some_us for the tasks of the recorded cgroup (its memory.pressure); empty without a v2 cgroup that has it", psi),
             (cgroup_psi_memory_full_us, cgroup_psi_memory_full_us, OptU64, "µs", "as psi_memory_full_us for the tasks of the recorded cgroup", psi),
+            (cgroup_swap_in_pages, cgroup_swap_in_pages, OptU64, "pages", "pages the recorded cgroup's tasks swapped in since the recording began (cumulative; v2 memory.stat pswpin); empty without a v2 cgroup whose kernel has it (v1 has none)", cgroup),
+            (cgroup_swap_out_pages, cgroup_swap_out_pages, OptU64, "pages", "as cgroup_swap_in_pages for pages swapped out (memory.stat pswpout)", cgroup),
+            (cgroup_anon_thp_bytes, cgroup_anon_thp_bytes, OptU64, "bytes", "transparent huge pages of the cgroup (memory.stat anon_thp, v1 total_rss_huge)", cgroup),
             (event_lag_us, event_lag_us, OptU64, "µs", "on the row of a marker that did not wait for it (--mark-log, --mark-stdout, a socket request with at_unix_us): from the marker's arrival, its log line's last write, or the time the program made it, to this reading; empty elsewhere", tick),
             (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N", tick),
         }
@@ -354,8 +373,9 @@ mod tests {
         assert_eq!(s.gpu.hwm_bytes, Some(1019));
         assert_eq!(s.gpu.nvidia_mapped_bytes, Some(1021));
         assert_eq!(s.nvidia_mapped_rss_bytes, Some(1022));
-        assert_eq!(s.vm_size_bytes, 1023);
-        assert_eq!(s.threads, 1024);
+        assert_eq!(s.anon_huge_bytes, Some(1023));
+        assert_eq!(s.vm_size_bytes, 1024);
+        assert_eq!(s.threads, 1025);
         assert_eq!(
             s.event,
             Some(Event::RunEnd(1000 + COLUMNS.len() as u32 - 1))

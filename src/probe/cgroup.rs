@@ -239,6 +239,15 @@ pub struct CgroupStats {
     /// was made or the peak reset; `None` where the file does not exist (v2 before Linux 5.19).
     pub peak: Option<u64>,
     pub events: CgroupEvents,
+    /// Transparent huge pages in use: `anon_thp` (v1 `total_rss_huge`), bytes.
+    #[serde(default)]
+    pub anon_thp: u64,
+    /// Pages swapped in and out by the cgroup's tasks since it was made: v2 `pswpin` and
+    /// `pswpout`, where the kernel has them (v1 has none: `None`).
+    #[serde(default)]
+    pub swap_in_pages: Option<u64>,
+    #[serde(default)]
+    pub swap_out_pages: Option<u64>,
 }
 
 impl CgroupStats {
@@ -353,6 +362,12 @@ impl CgroupReader {
             st.file = get("cache");
             st.shmem = get("shmem");
             st.inactive_file = get("inactive_file");
+            st.anon_thp = match strict_key_value(b, "total_rss_huge") {
+                Ok(None) => strict_key_value(b, "rss_huge"),
+                found => found,
+            }
+            .map_err(|line| self.stat_line_error(line))?
+            .unwrap_or(0);
         } else {
             let get = |k: &str| key_value(b, k).unwrap_or(0);
             st.anon = get("anon");
@@ -366,8 +381,19 @@ impl CgroupReader {
                     .map(|k| get(k))
                     .sum()
             });
+            let strict = |k: &str| strict_key_value(b, k);
+            st.anon_thp = strict("anon_thp")
+                .map_err(|line| self.stat_line_error(line))?
+                .unwrap_or(0);
+            st.swap_in_pages = strict("pswpin").map_err(|line| self.stat_line_error(line))?;
+            st.swap_out_pages = strict("pswpout").map_err(|line| self.stat_line_error(line))?;
         }
         Ok(())
+    }
+
+    /// A line of memory.stat memmon needs that is not `key number`.
+    fn stat_line_error(&self, line: String) -> CgroupError {
+        CgroupError::Parse(self.cg.dir.join("memory.stat"), line)
     }
 
     /// Reads `name` into the buffer; false when it does not exist.
@@ -453,6 +479,20 @@ fn key_value(text: &str, key: &str) -> Option<u64> {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
     })
+}
+
+/// The value of `key` in a `key value` per line file; `Err(line)` when its line holds no
+/// number (the readers of the newer keys say so, rather than read 0).
+fn strict_key_value(text: &str, key: &str) -> Result<Option<u64>, String> {
+    for l in text.lines() {
+        let Some((k, v)) = l.split_once(' ') else {
+            continue;
+        };
+        if k == key {
+            return v.trim().parse().map(Some).map_err(|_| l.to_string());
+        }
+    }
+    Ok(None)
 }
 
 impl CgroupFs {
@@ -1087,6 +1127,65 @@ mod tests {
         );
         std::fs::write(cg.dir.join("memory.limit_in_bytes"), "536870912\n").unwrap();
         assert_eq!(CgroupReader::new(cg).read().unwrap().limit, Some(512 << 20));
+    }
+
+    #[test]
+    fn huge_pages_and_swap_come_from_memory_stat_where_the_kernel_has_them() {
+        // v2 with anon_thp, pswpin and pswpout.
+        let (_t, fs) = fake_v2();
+        let cg = fs.locate("0::/system.slice/proverd.service").unwrap();
+        let stat = format!("{V2_STAT}anon_thp 4194304\npswpin 12\npswpout 345\n");
+        write(
+            &cg.dir,
+            &[("memory.current", "10\n"), ("memory.stat", &stat)],
+        );
+        let st = CgroupReader::new(cg.clone()).read().unwrap();
+        assert_eq!(st.anon_thp, 4 << 20);
+        assert_eq!((st.swap_in_pages, st.swap_out_pages), (Some(12), Some(345)));
+        // A v2 kernel without them: no THP counted, no swap counts (not zeros).
+        write(&cg.dir, &[("memory.stat", V2_STAT)]);
+        let st = CgroupReader::new(cg.clone()).read().unwrap();
+        assert_eq!(
+            (st.anon_thp, st.swap_in_pages, st.swap_out_pages),
+            (0, None, None)
+        );
+        // A malformed line of one of them names the file and the line.
+        let bad = format!("{V2_STAT}pswpin lots\npswpout 1\n");
+        write(&cg.dir, &[("memory.stat", &bad)]);
+        let e = CgroupReader::new(cg).read().unwrap_err().to_string();
+        assert!(
+            e.contains("memory.stat") && e.contains("pswpin lots"),
+            "{e}"
+        );
+
+        // v1: total_rss_huge (the cgroups below counted), else rss_huge; no swap counts.
+        let (_t, fs) = fake_hybrid();
+        let cg = fs.locate("4:memory:/bench/proverd").unwrap();
+        let v1 = "rss 2\ncache 1\nrss_huge 2097152\ntotal_rss 2\ntotal_cache 1\ntotal_rss_huge 6291456\n";
+        write(
+            &cg.dir,
+            &[("memory.usage_in_bytes", "3\n"), ("memory.stat", v1)],
+        );
+        let st = CgroupReader::new(cg.clone()).read().unwrap();
+        assert_eq!(st.anon_thp, 6 << 20);
+        assert_eq!((st.swap_in_pages, st.swap_out_pages), (None, None));
+        write(
+            &cg.dir,
+            &[("memory.stat", "rss 2\ncache 1\nrss_huge 2097152\n")],
+        );
+        assert_eq!(
+            CgroupReader::new(cg.clone()).read().unwrap().anon_thp,
+            2 << 20
+        );
+        write(
+            &cg.dir,
+            &[("memory.stat", "rss 2\ncache 1\ntotal_rss_huge x\n")],
+        );
+        let e = CgroupReader::new(cg).read().unwrap_err().to_string();
+        assert!(
+            e.contains("memory.stat") && e.contains("total_rss_huge x"),
+            "{e}"
+        );
     }
 
     #[test]

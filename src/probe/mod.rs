@@ -7,9 +7,11 @@ pub(crate) mod fake;
 pub mod forks;
 pub mod gpu;
 pub mod maps;
+pub mod numa;
 pub mod pidns;
 pub mod proc;
 pub mod psi;
 pub mod taskstats;
+pub mod vmstat;
 
 pub use proc::{ProcError, ProcFs, ProcHandle, StatusMem};

@@ -534,14 +534,21 @@ pub struct PssSource {
 }
 
 impl PssSource {
-    /// Proportional set size from /proc/PID/smaps_rollup, in bytes (see `ProcHandle::read_pss`).
-    pub fn read(&self, buf: &mut Vec<u8>) -> Result<u64, ProcError> {
+    /// Proportional set size from /proc/PID/smaps_rollup, in bytes (see `ProcHandle::read_pss`),
+    /// and the transparent huge pages of the same read (`AnonHugePages`; 0 where the kernel
+    /// has no such line).
+    pub fn read(&self, buf: &mut Vec<u8>) -> Result<SmapsSums, ProcError> {
         let rel = "smaps_rollup";
         open_at(&self.dir, rel)
             .and_then(|mut f| read_all(&mut f, buf))
             .map_err(|e| classify(self.pid, &self.dir_path, rel, e))?;
-        find_kb(buf, b"Pss:")
-            .ok_or_else(|| ProcError::Parse(self.dir_path.join(rel), "no Pss line".into()))
+        let pss = find_kb(buf, b"Pss:")
+            .ok_or_else(|| ProcError::Parse(self.dir_path.join(rel), "no Pss line".into()))?;
+        Ok(SmapsSums {
+            pss,
+            anon_huge: find_kb(buf, b"AnonHugePages:").unwrap_or(0),
+            nvidia_rss: 0,
+        })
     }
 
     /// The process's resident size now, in bytes (statm's second field: a read of a few
@@ -583,7 +590,7 @@ impl PssSource {
     /// holding GPU memory, whose pinned host buffers are such mappings. The PSS is the sum of
     /// the mappings' (each rounded down to a kB by the kernel: at most 1 KiB less per mapping
     /// than smaps_rollup's).
-    pub fn read_with_nvidia(&self, buf: &mut Vec<u8>) -> Result<(u64, u64), ProcError> {
+    pub fn read_with_nvidia(&self, buf: &mut Vec<u8>) -> Result<SmapsSums, ProcError> {
         let rel = "smaps";
         open_at(&self.dir, rel)
             .and_then(|mut f| read_all(&mut f, buf))
@@ -594,11 +601,22 @@ impl PssSource {
     }
 }
 
-/// The sum of `Pss:` over every mapping of a /proc/PID/smaps text, and of `Rss:` over the
-/// mappings of NVIDIA device files (`/dev/nvidia*`), in bytes; `None` without a Pss line (a
-/// process with no mappings left: a zombie).
-pub fn smaps_pss_and_nvidia_rss(smaps: &str) -> Option<(u64, u64)> {
-    let (mut pss, mut nvidia, mut seen) = (0u64, 0u64, false);
+/// What one read of smaps_rollup or smaps gives, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SmapsSums {
+    /// `Pss:`.
+    pub pss: u64,
+    /// `AnonHugePages:`: transparent huge pages.
+    pub anon_huge: u64,
+    /// `Rss:` of the mappings of NVIDIA device files (smaps only; 0 from smaps_rollup).
+    pub nvidia_rss: u64,
+}
+
+/// The sum of `Pss:` and `AnonHugePages:` over every mapping of a /proc/PID/smaps text, and of
+/// `Rss:` over the mappings of NVIDIA device files (`/dev/nvidia*`), in bytes; `None` without a
+/// Pss line (a process with no mappings left: a zombie).
+pub fn smaps_pss_and_nvidia_rss(smaps: &str) -> Option<SmapsSums> {
+    let (mut pss, mut nvidia, mut huge, mut seen) = (0u64, 0u64, 0u64, false);
     let mut in_nvidia = false;
     for line in smaps.lines() {
         let mut fields = line.split_whitespace();
@@ -617,12 +635,17 @@ pub fn smaps_pss_and_nvidia_rss(smaps: &str) -> Option<(u64, u64)> {
                 seen = true;
             }
             "Rss:" if in_nvidia => nvidia += kb() * 1024,
+            "AnonHugePages:" => huge += kb() * 1024,
             f if f.ends_with(':') => {}
             // A mapping's first line: `start-end perms offset dev inode path`.
             _ => in_nvidia = crate::probe::gpu::is_nvidia_mapping(line),
         }
     }
-    seen.then_some((pss, nvidia))
+    seen.then_some(SmapsSums {
+        pss,
+        anon_huge: huge,
+        nvidia_rss: nvidia,
+    })
 }
 
 fn classify(pid: i32, dir_path: &Path, rel: &str, e: io::Error) -> ProcError {
@@ -959,17 +982,23 @@ Size:                328 kB
 Rss:                 300 kB
 Pss:                 150 kB
 Pss_Anon:             99 kB
+AnonHugePages:         0 kB
 7f0000000000-7f0100000000 rw-s 00000000 00:05 1041 /dev/nvidiactl
 Size:            4194304 kB
 Rss:             4194304 kB
 Pss:             4194304 kB
 7f0200000000-7f0300000000 rw-p 00000000 00:00 0
-Rss:                 64 kB
-Pss:                 32 kB
+Rss:                 4096 kB
+Pss:                 4096 kB
+AnonHugePages:       2048 kB
 ";
         assert_eq!(
             smaps_pss_and_nvidia_rss(smaps),
-            Some(((150 + 4_194_304 + 32) * 1024, 4_194_304 * 1024))
+            Some(SmapsSums {
+                pss: (150 + 4_194_304 + 4096) * 1024,
+                anon_huge: 2048 * 1024,
+                nvidia_rss: 4_194_304 * 1024
+            })
         );
         assert_eq!(smaps_pss_and_nvidia_rss(""), None);
     }

@@ -102,6 +102,12 @@ struct SpanColumns {
     faults: bool,
     stall: bool,
     stall_cgroup: bool,
+    /// Swap (the cgroup's when it counts its own), and huge pages, where a span had any.
+    swap: bool,
+    swap_cgroup: bool,
+    thp: bool,
+    /// The cgroup's memory per NUMA node, where a NUMA table was read.
+    numa: bool,
     /// The most processes a span's tree had.
     processes: u32,
 }
@@ -121,6 +127,12 @@ impl SpanColumns {
             stall_cgroup: spans
                 .iter()
                 .any(|s| s.health.cgroup_psi_memory_some_us.is_some()),
+            swap: spans.iter().any(|s| s.health.swapped()),
+            swap_cgroup: spans
+                .iter()
+                .any(|s| s.health.cgroup_swap_in_pages.is_some()),
+            thp: spans.iter().any(|s| s.health.thp().is_some()),
+            numa: spans.iter().any(|s| !s.numa_nodes.is_empty()),
             processes: spans
                 .iter()
                 .map(|s| s.facts.max_processes)
@@ -163,6 +175,18 @@ impl SpanColumns {
         if self.stall {
             notes.push(MemoryHealth::stall_legend(self.stall_cgroup).to_string());
         }
+        if self.swap {
+            notes.push(MemoryHealth::swap_legend(self.swap_cgroup).to_string());
+        }
+        if self.thp {
+            notes.push(MemoryHealth::thp_legend().to_string());
+        }
+        if self.numa {
+            notes.push(
+                "NUMA nodes: the recorded cgroup's most memory on each node (memory.numa_stat)"
+                    .into(),
+            );
+        }
         if self.processes > 1 {
             notes.push(format!(
                 "sampled sizes are RSS sums over up to {} processes, shared pages counted in each{}",
@@ -190,6 +214,9 @@ impl SpanColumns {
             (self.gpu_kernel, "GPU kernel peak"),
             (self.faults, "major faults"),
             (self.stall, "memory stall"),
+            (self.swap, "swap"),
+            (self.thp, "huge pages"),
+            (self.numa, "NUMA nodes"),
         ] {
             if on {
                 head.push(name);
@@ -255,6 +282,15 @@ impl SpanColumns {
         }
         if self.stall {
             row.push(s.health.stall_cell());
+        }
+        if self.swap {
+            row.push(s.health.swap_cell());
+        }
+        if self.thp {
+            row.push(s.health.thp_cell());
+        }
+        if self.numa {
+            row.push(crate::analysis::numa::cell(&s.numa_nodes));
         }
         row
     }

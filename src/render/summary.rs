@@ -197,6 +197,35 @@ impl Summary {
         Ok(())
     }
 
+    /// Reads the NUMA table the metadata names, beside `file` (the cgroup's memory per node):
+    /// each node's most memory over the recording and each phase and run.
+    pub fn read_numa(&mut self, file: &std::path::Path) -> Result<(), crate::format::ReadError> {
+        let Some(name) = self.numa_table.clone() else {
+            return Ok(());
+        };
+        if file == std::path::Path::new("-") {
+            self.warnings.push(format!(
+                "note: the recording has a NUMA table ({name}), not read for a recording on stdin"
+            ));
+            return Ok(());
+        }
+        // Only a file name: a metadata that names a path elsewhere is not followed.
+        let table = match std::path::Path::new(&name).file_name() {
+            Some(n) => file.with_file_name(n),
+            None => return Ok(()),
+        };
+        if !table.is_file() {
+            self.warnings.push(format!(
+                "note: the NUMA table {} that the metadata names is not there",
+                table.display()
+            ));
+            return Ok(());
+        }
+        let t = crate::format::numa::read(&table)?;
+        self.with_numa(&t.nodes, &t.rows);
+        Ok(())
+    }
+
     /// What grew between the idle floor and the peak as a table (`report`).
     pub fn anatomy_table(&self) -> Option<Table> {
         let g = self.anatomy.as_ref()?;
@@ -695,6 +724,13 @@ impl Summary {
         }
         if let Some(health) = self.health.describe() {
             let _ = writeln!(o, "  memory health {health}");
+        }
+        if !self.numa_nodes.is_empty() {
+            let _ = writeln!(
+                o,
+                "  NUMA nodes    {} (the cgroup's most memory on each, memory.numa_stat)",
+                crate::analysis::numa::cell(&self.numa_nodes)
+            );
         }
         if sum_note.is_empty() {
             let _ = writeln!(o, "  mean RSS      {}", bytes(self.mean_rss_bytes));

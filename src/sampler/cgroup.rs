@@ -9,6 +9,7 @@ use crate::probe::cgroup::{
     CgroupError, CgroupEvents, CgroupReader, CgroupStats, CgroupVersion, MemCgroup, OwnCgroup,
     PeakWatch, Swept,
 };
+use crate::sampler::swap::SinceStart;
 
 /// Which cgroup `record` reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct CgroupSource {
     holds_tree: bool,
     /// Why not, when memmon found out.
     not_the_tree: Option<String>,
+    /// Its swap counts (v2 `pswpin`, `pswpout`) since the first reading.
+    swap_in: Option<SinceStart>,
+    swap_out: Option<SinceStart>,
 }
 
 impl CgroupSource {
@@ -87,6 +91,8 @@ impl CgroupSource {
             error: None,
             holds_tree,
             not_the_tree: None,
+            swap_in: None,
+            swap_out: None,
         }
     }
 
@@ -220,11 +226,37 @@ impl CgroupSource {
     }
 }
 
-/// The cgroup columns of a sample from one reading (left empty without one).
-pub fn fill(s: &mut Sample, st: Option<&CgroupStats>) {
-    let Some(st) = st else {
-        return;
-    };
+impl CgroupSource {
+    /// Its first reading counts its own swap (v2 memory.stat `pswpin`): the machine's need not
+    /// be read.
+    pub fn counts_swap(&self) -> bool {
+        self.first.is_some_and(|f| f.swap_in_pages.is_some())
+    }
+
+    /// The cgroup columns of a sample from this tick's reading (left empty without one); its
+    /// swap counts since the first reading.
+    pub fn fill(&mut self, s: &mut Sample, st: Option<&CgroupStats>) {
+        let Some(st) = st else {
+            return;
+        };
+        fill(s, st);
+        // Counted from the first reading (the recorder's baseline, taken before the first row).
+        let first = self.first.unwrap_or(*st);
+        let since = |c: &mut Option<SinceStart>, v: Option<u64>, base: Option<u64>| {
+            let v = v?;
+            Some(
+                c.get_or_insert_with(|| SinceStart::new(base.unwrap_or(v).min(v)))
+                    .at(v),
+            )
+        };
+        s.cgroup_swap_in_pages = since(&mut self.swap_in, st.swap_in_pages, first.swap_in_pages);
+        s.cgroup_swap_out_pages =
+            since(&mut self.swap_out, st.swap_out_pages, first.swap_out_pages);
+    }
+}
+
+/// The cgroup columns of a sample from one reading, but the counts since the start.
+fn fill(s: &mut Sample, st: &CgroupStats) {
     s.cgroup_bytes = Some(st.current);
     s.cgroup_anon_bytes = Some(st.anon);
     s.cgroup_file_bytes = Some(st.file);
@@ -238,6 +270,7 @@ pub fn fill(s: &mut Sample, st: Option<&CgroupStats>) {
     s.cgroup_oom_kill_events = Some(st.events.oom_kill);
     s.cgroup_max_events = Some(st.events.max);
     s.cgroup_high_events = Some(st.events.high);
+    s.cgroup_anon_thp_bytes = Some(st.anon_thp);
 }
 
 /// What a sweep of stale cgroups of memmon's own did, in one line for the user; `None` when

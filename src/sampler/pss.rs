@@ -47,6 +47,8 @@ pub struct PssRead {
     /// The resident bytes of the NVIDIA device-file mappings of the processes asked for
     /// (`ask`'s `nvidia`), read in the same walk; `None` when one of them was not read.
     pub nvidia_rss: Option<u64>,
+    /// The transparent huge pages (AnonHugePages) of the same read, summed as `total` is.
+    pub anon_huge: Option<u64>,
 }
 
 /// One process of a read: its source (and whether its NVIDIA mappings are read too), or why it
@@ -102,6 +104,7 @@ fn items<'a>(
 fn read(items: Vec<Item>) -> PssRead {
     let mut buf = Vec::new();
     let mut total = 0u64;
+    let mut anon_huge = 0u64;
     let mut nvidia_rss = Some(0u64);
     let mut unread = Vec::new();
     for item in items {
@@ -122,11 +125,12 @@ fn read(items: Vec<Item>) -> PssRead {
             Item::Read(src, with_nvidia, _) => match if with_nvidia {
                 src.read_with_nvidia(&mut buf)
             } else {
-                src.read(&mut buf).map(|p| (p, 0))
+                src.read(&mut buf)
             } {
-                Ok((p, n)) => {
-                    total += p;
-                    nvidia_rss = nvidia_rss.map(|r| r + n);
+                Ok(sums) => {
+                    total += sums.pss;
+                    anon_huge += sums.anon_huge;
+                    nvidia_rss = nvidia_rss.map(|r| r + sums.nvidia_rss);
                 }
                 Err(ProcError::NoSuchProcess(_)) => {}
                 Err(e) => unread.push(Unread {
@@ -144,6 +148,7 @@ fn read(items: Vec<Item>) -> PssRead {
     PssRead {
         total: unread.is_empty().then_some(total),
         nvidia_rss: nvidia_rss.filter(|_| unread.is_empty()),
+        anon_huge: unread.is_empty().then_some(anon_huge),
         unread,
     }
 }

@@ -21,6 +21,7 @@ use crate::sampler::cgroup::CgroupSource;
 use crate::sampler::gpu::GpuTracker;
 use crate::sampler::psi::PsiSource;
 use crate::sampler::pss::{PssGuard, PssRead, PssSchedule, PssThread};
+use crate::sampler::swap::SwapSource;
 use crate::sampler::target::{self, PidfileStamp, TargetError, TargetSpec};
 use crate::sampler::tree::Tree;
 use std::sync::mpsc;
@@ -112,6 +113,7 @@ pub struct Watch {
     gpu: Option<GpuTracker>,
     cgroup: Option<CgroupSource>,
     psi: Option<PsiSource>,
+    swap: Option<SwapSource>,
     report: Reporter,
 }
 
@@ -126,6 +128,8 @@ struct Pss {
     /// device-file mappings read with it.
     ready: Option<u64>,
     nvidia_ready: Option<u64>,
+    /// The tree's transparent huge pages (AnonHugePages) of the same read.
+    thp_ready: Option<u64>,
     /// The read under way was asked knowing which processes map NVIDIA device files.
     asked_knowing_nvidia: bool,
     /// Processes whose PSS was not read, and why: each told once, then counted.
@@ -160,6 +164,7 @@ impl Watch {
                     reads,
                     ready: None,
                     nvidia_ready: None,
+                    thp_ready: None,
                     asked_knowing_nvidia: false,
                     unread: Vec::new(),
                 })
@@ -190,6 +195,7 @@ impl Watch {
             gpu: None,
             cgroup: None,
             psi: None,
+            swap: None,
             report,
         })
     }
@@ -209,6 +215,12 @@ impl Watch {
     /// Reads memory pressure (PSI) into every sample.
     pub fn with_psi(mut self, psi: Option<PsiSource>) -> Watch {
         self.psi = psi;
+        self
+    }
+
+    /// Reads the machine's swap counts (`sampler/swap.rs`) into every sample.
+    pub fn with_swap(mut self, swap: Option<SwapSource>) -> Watch {
+        self.swap = swap;
         self
     }
 
@@ -359,6 +371,7 @@ impl Watch {
         if let Some(p) = &mut self.pss {
             s.pss_bytes = p.ready.take();
             s.nvidia_mapped_rss_bytes = p.nvidia_ready.take();
+            s.anon_huge_bytes = p.thp_ready.take();
         }
         if let Some(g) = &mut self.gpu {
             let tree = self.tree.as_ref().expect("sampled a tree");
@@ -367,9 +380,14 @@ impl Watch {
             s.gpu = gpu;
         }
         let cgroup = self.cgroup.as_mut().and_then(|c| c.tick());
-        crate::sampler::cgroup::fill(&mut s, cgroup.as_ref());
+        if let Some(c) = &mut self.cgroup {
+            c.fill(&mut s, cgroup.as_ref());
+        }
         if let Some(p) = &mut self.psi {
             p.fill(&mut s);
+        }
+        if let Some(w) = &mut self.swap {
+            w.fill(&mut s);
         }
         self.maybe_ask_pss(now, s.rss_bytes);
         Ok(Some(Tick {
@@ -526,6 +544,7 @@ impl Watch {
             });
         }
         p.ready = read.total;
+        p.thp_ready = read.anon_huge;
         // The NVIDIA mappings' resident bytes go on the same row, when GPU memory is read and
         // the read was asked knowing which processes map them.
         p.nvidia_ready = read.nvidia_rss.filter(|_| gpu_on && p.asked_knowing_nvidia);

@@ -11,8 +11,14 @@
 //! (each process's own and its reaped children's), from /proc/PID/stat in clock ticks (10 ms);
 //! `command_user_s` and `command_system_s`, without a daemon: the CPU seconds of the run's
 //! command and the descendants it waited for (wait4, to the microsecond).
+//! Then the memory health of each run, a column only where some run moved it (as the table
+//! shows them): `major_faults`; the stall, µs (`psi_memory_some_us`, `_full_us`, the cgroup's
+//! `cgroup_psi_memory_*`); the pages swapped (`swap_in_pages`, `swap_out_pages`: machine-wide;
+//! `cgroup_swap_*_pages`: the cgroup's own); the most transparent huge pages in use
+//! (`anon_huge_bytes`: the tree's, read with PSS; `cgroup_anon_thp_bytes`).
 
 use super::Exporter;
+use crate::analysis::span::MemoryHealth;
 use crate::bench::{BenchReport, RunResult};
 use serde::Serialize;
 
@@ -98,6 +104,23 @@ impl Row {
     }
 }
 
+/// The memory health columns: each written only when some run moved it (no column of zeros),
+/// after the fixed ones; a run without the figure (not read) has an empty cell.
+type HealthGet = fn(&MemoryHealth) -> Option<u64>;
+const HEALTH: [(&str, HealthGet); 11] = [
+    ("major_faults", |h| Some(h.major_faults)),
+    ("psi_memory_some_us", |h| h.psi_memory_some_us),
+    ("psi_memory_full_us", |h| h.psi_memory_full_us),
+    ("cgroup_psi_memory_some_us", |h| h.cgroup_psi_memory_some_us),
+    ("cgroup_psi_memory_full_us", |h| h.cgroup_psi_memory_full_us),
+    ("swap_in_pages", |h| h.swap_in_pages),
+    ("swap_out_pages", |h| h.swap_out_pages),
+    ("cgroup_swap_in_pages", |h| h.cgroup_swap_in_pages),
+    ("cgroup_swap_out_pages", |h| h.cgroup_swap_out_pages),
+    ("anon_huge_bytes", |h| h.anon_huge_bytes),
+    ("cgroup_anon_thp_bytes", |h| h.cgroup_anon_thp_bytes),
+];
+
 impl Exporter for CsvExporter {
     fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
         let mut w = csv::Writer::from_writer(Vec::new());
@@ -111,7 +134,28 @@ impl Exporter for CsvExporter {
         for r in &report.runs {
             w.serialize(Row::of(report, r))?;
         }
-        Ok(w.into_inner()?)
+        let fixed = w.into_inner()?;
+        let health: Vec<_> = HEALTH
+            .iter()
+            .filter(|(_, get)| report.runs.iter().any(|r| get(&r.health).unwrap_or(0) > 0))
+            .collect();
+        if health.is_empty() {
+            return Ok(fixed);
+        }
+        // The fixed columns as serde wrote them, each record extended by the health cells.
+        let mut read = csv::Reader::from_reader(fixed.as_slice());
+        let mut out = csv::Writer::from_writer(Vec::new());
+        let mut head = read.headers()?.clone();
+        health.iter().for_each(|(name, _)| head.push_field(name));
+        out.write_record(&head)?;
+        for (record, r) in read.records().zip(&report.runs) {
+            let mut record = record?;
+            for (_, get) in &health {
+                record.push_field(&get(&r.health).map(|v| v.to_string()).unwrap_or_default());
+            }
+            out.write_record(&record)?;
+        }
+        Ok(out.into_inner()?)
     }
 }
 
@@ -175,5 +219,55 @@ mod tests {
         let none = String::from_utf8(CsvExporter.serialize(&report(vec![])).unwrap()).unwrap();
         assert_eq!(none.lines().count(), 1);
         assert_eq!(none.trim_end(), head.iter().collect::<Vec<_>>().join(","));
+        // Nothing moved: no health column.
+        assert!(!head
+            .iter()
+            .any(|h| h == "major_faults" || h == "swap_in_pages"));
+    }
+
+    #[test]
+    fn health_columns_come_only_where_some_run_moved_them() {
+        let mut quiet = empty_run();
+        quiet.run = 1;
+        quiet.health.swap_in_pages = Some(0);
+        quiet.health.swap_out_pages = Some(0);
+        let mut swapped = empty_run();
+        swapped.run = 2;
+        swapped.health.swap_in_pages = Some(12);
+        swapped.health.swap_out_pages = Some(0);
+        swapped.health.cgroup_anon_thp_bytes = Some(2 << 20);
+        let text = String::from_utf8(
+            CsvExporter
+                .serialize(&report(vec![quiet, swapped]))
+                .unwrap(),
+        )
+        .unwrap();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let head = reader.headers().unwrap().clone();
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        let cell = |row: usize, name: &str| {
+            rows[row][head
+                .iter()
+                .position(|h| h == name)
+                .unwrap_or_else(|| panic!("{name}"))]
+            .to_string()
+        };
+        assert_eq!(
+            (cell(0, "swap_in_pages"), cell(1, "swap_in_pages")),
+            ("0".into(), "12".into())
+        );
+        // swap_out_pages moved in no run, and neither did faults, stall, the tree's THP.
+        for absent in [
+            "swap_out_pages",
+            "major_faults",
+            "psi_memory_some_us",
+            "anon_huge_bytes",
+        ] {
+            assert!(!head.iter().any(|h| h == absent), "{absent}: {head:?}");
+        }
+        assert_eq!(cell(0, "cgroup_anon_thp_bytes"), "");
+        assert_eq!(cell(1, "cgroup_anon_thp_bytes"), (2u64 << 20).to_string());
+        assert_eq!(cell(1, "run"), "2");
+        assert_eq!(head.len(), rows[1].len());
     }
 }

@@ -195,6 +195,14 @@ impl Recorder {
         if self.anatomy.is_some() {
             summary.with_anatomies(&self.anatomies);
         }
+        // The NUMA table as `summary` reads it (a table that cannot be read back: none).
+        if let Some(t) = self
+            .numa
+            .as_ref()
+            .and_then(|n| crate::format::numa::read(n.path()).ok())
+        {
+            summary.with_numa(&t.nodes, &t.rows);
+        }
         if let Err(e) = finished {
             let kept = self
                 .sink

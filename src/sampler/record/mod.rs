@@ -297,6 +297,8 @@ pub struct Recorder {
     /// span's end theirs asked for, or one under way) are read: whoever waits for its row goes
     /// on only then, so none of what it does next is in those anatomies.
     held_replies: Vec<Box<dyn FnOnce() + Send>>,
+    /// The cgroup's memory per NUMA node, into the NUMA table (a machine with several nodes).
+    numa: Option<crate::sampler::numa::NumaSource>,
 }
 
 impl Recorder {
@@ -589,6 +591,9 @@ impl Recorder {
             Err(e) => return Err(e.into()),
         };
         self.sink.sample(&s)?;
+        if let Some(why) = self.numa.as_mut().and_then(|n| n.tick(&s)) {
+            self.report.note(&format!("NUMA table: {why}"));
+        }
         self.samples += 1;
         self.summary.push(&s);
         self.observer.on_sample(&s);

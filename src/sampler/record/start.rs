@@ -18,9 +18,11 @@ use crate::sampler::cgroup::{CgroupChoice, CgroupSource};
 use crate::sampler::error::RecordError;
 use crate::sampler::gpu::GpuTracker;
 use crate::sampler::launch::Launched;
+use crate::sampler::numa::NumaSource;
 use crate::sampler::psi::PsiSource;
 use crate::sampler::schedule::Schedule;
 use crate::sampler::sink::{SampleSink, WithAnatomy};
+use crate::sampler::swap::{self, SwapSource};
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::watch::{ExitRecords, Watch, WatchOptions};
 use crate::sys::{signals, Waker};
@@ -147,7 +149,60 @@ impl Recorder {
             ));
         }
         meta.sources.push(psi.source_line());
-        let mut watch = watch.with_gpu(gpu).with_cgroup(cgroup).with_psi(Some(psi));
+        // Swap: the cgroup's own where it counts it (v2 pswpin), else the machine's.
+        let swap = if cgroup.as_ref().is_some_and(|c| c.counts_swap()) {
+            meta.sources
+                .push("the cgroup's swap from its memory.stat (pswpin, pswpout)".into());
+            None
+        } else {
+            match SwapSource::start(opts.procfs.root(), swap::period(opts.interval)) {
+                Ok(w) => {
+                    meta.sources.push(w.source_line());
+                    Some(w)
+                }
+                Err(e) => {
+                    report.note(&format!(
+                        "not reading swap: {e}; the swap_*_pages columns stay empty"
+                    ));
+                    meta.sources.push(format!("swap not read: {e}"));
+                    None
+                }
+            }
+        };
+        // The cgroup's memory per NUMA node, where the machine has more than one.
+        let numa = match NumaSource::start(
+            std::path::Path::new("/sys"),
+            cgroup.as_ref().map(|c| c.cgroup()),
+            opts.output.file(),
+            opts.force,
+            opts.append,
+        ) {
+            Ok(Some(n)) => {
+                meta.sources.push(format!(
+                    "the cgroup's memory per NUMA node from {} at every row, into {}",
+                    n.meta().source,
+                    n.meta().file
+                ));
+                meta.numa = Some(n.meta());
+                Some(n)
+            }
+            Ok(None) => None,
+            Err(why) => {
+                // Said to a user who chose the output (`record`); a bench's recorders, whose
+                // samples go to the bench, only keep it in the sources.
+                if opts.output.file().is_some() || sink.on_stdout() {
+                    report.note(&format!("not recording memory per NUMA node: {why}"));
+                }
+                meta.sources
+                    .push(format!("memory per NUMA node not read: {why}"));
+                None
+            }
+        };
+        let mut watch = watch
+            .with_gpu(gpu)
+            .with_cgroup(cgroup)
+            .with_psi(Some(psi))
+            .with_swap(swap);
         let mut summary = SummaryBuilder::new();
         summary.session(&meta);
         let start = Instant::now();
@@ -174,6 +229,7 @@ impl Recorder {
             row_waited: false,
             deferred_span_end: None,
             held_replies: Vec::new(),
+            numa,
         };
         rec.sink.start(&rec.meta)?;
         // What was done to the output (a repaired `--append`, an orphan sidecar replaced), even
@@ -410,6 +466,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
             .collect(),
         gpu: None,
         anatomy: None,
+        numa: None,
         end: None,
         earlier_sessions: Vec::new(),
     }

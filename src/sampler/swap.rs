@@ -1,0 +1,178 @@
+//! The recorder's swap source: the machine's pages swapped in and out (/proc/vmstat `pswpin`,
+//! `pswpout`) into the `swap_in_pages` and `swap_out_pages` columns, as pages since the
+//! recording began. A read of /proc/vmstat costs more than a whole sample of an idle tree
+//! (BENCHMARKS.md), so a thread of its own reads it every tick interval, at most ten times
+//! and at least once a second, and the tick takes its latest counts: a row's counts are at most
+//! one such period old. Where the recorded cgroup counts its own swap (v2 `pswpin`), this
+//! source is not started: the cgroup's columns say the tree's.
+
+use crate::model::sample::Sample;
+use crate::probe::vmstat::{SwapPages, Vmstat, VmstatError};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A cumulative counter since the recording began: its value at the start taken away, never
+/// falling (a counter that went back, a cgroup made anew, holds its last value until it passes
+/// it).
+#[derive(Debug, Clone, Copy)]
+pub struct SinceStart {
+    base: u64,
+    last: u64,
+}
+
+impl SinceStart {
+    pub fn new(base: u64) -> SinceStart {
+        SinceStart { base, last: base }
+    }
+
+    /// The count since the start, given the counter now.
+    pub fn at(&mut self, now: u64) -> u64 {
+        self.last = self.last.max(now);
+        self.last - self.base
+    }
+}
+
+/// How often the thread reads: the tick interval, within 100 ms and 1 s.
+pub fn period(interval: Duration) -> Duration {
+    interval.clamp(Duration::from_millis(100), Duration::from_secs(1))
+}
+
+/// The machine's swap counts, read on a thread of its own.
+pub struct SwapSource {
+    path: PathBuf,
+    period: Duration,
+    latest: Arc<Mutex<SwapPages>>,
+    swap_in: SinceStart,
+    swap_out: SinceStart,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SwapSource {
+    /// Opens `/proc/vmstat` under `proc_root`, reads the counts at the start and starts the
+    /// thread that reads them every `period`.
+    pub fn start(proc_root: &Path, period: Duration) -> Result<SwapSource, VmstatError> {
+        let path = crate::probe::vmstat::path(proc_root);
+        let mut file = Vmstat::open(&path)?;
+        let base = file.read()?;
+        let latest = Arc::new(Mutex::new(base));
+        let (stop, stopped) = mpsc::channel::<()>();
+        let shared = Arc::clone(&latest);
+        let thread = std::thread::Builder::new()
+            .name("memmon-swap".into())
+            .spawn(move || {
+                // Until the source is dropped (its sender goes): a read every period. A read
+                // that fails a moment leaves the last counts (the columns never fall); the next
+                // one tries again.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                    if let Ok(now) = file.read() {
+                        *shared.lock().unwrap_or_else(|e| e.into_inner()) = now;
+                    }
+                }
+            })
+            .map_err(|e| VmstatError::Io(path.clone(), e))?;
+        Ok(SwapSource {
+            path,
+            period,
+            latest,
+            swap_in: SinceStart::new(base.swap_in),
+            swap_out: SinceStart::new(base.swap_out),
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The metadata's line for what is read.
+    pub fn source_line(&self) -> String {
+        format!(
+            "{} (pswpin, pswpout: the machine's swap, every program's) every {}, since the recording began",
+            self.path.display(),
+            crate::units::fmt_seconds(self.period.as_secs_f64())
+        )
+    }
+
+    /// Puts the latest counts into the sample's swap columns.
+    pub fn fill(&mut self, s: &mut Sample) {
+        let now = *self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        s.swap_in_pages = Some(self.swap_in.at(now.swap_in));
+        s.swap_out_pages = Some(self.swap_out.at(now.swap_out));
+    }
+}
+
+impl Drop for SwapSource {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(proc_root: &Path, swap_in: u64, swap_out: u64) {
+        std::fs::write(
+            proc_root.join("vmstat"),
+            format!("nr_free_pages 1\npswpin {swap_in}\npswpout {swap_out}\n"),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn the_columns_count_pages_since_the_start_as_the_thread_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), 1000, 5000);
+        let mut src = SwapSource::start(dir.path(), Duration::from_millis(100)).unwrap();
+        assert!(
+            src.source_line().contains("vmstat"),
+            "{}",
+            src.source_line()
+        );
+        let mut s = Sample::default();
+        src.fill(&mut s);
+        assert_eq!((s.swap_in_pages, s.swap_out_pages), (Some(0), Some(0)));
+        write(dir.path(), 1040, 5100);
+        // The thread reads every 100 ms; a loaded machine may take much longer.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while s.swap_in_pages != Some(40) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            src.fill(&mut s);
+        }
+        assert_eq!((s.swap_in_pages, s.swap_out_pages), (Some(40), Some(100)));
+    }
+
+    #[test]
+    fn a_counter_since_the_start_never_falls() {
+        let mut c = SinceStart::new(100);
+        assert_eq!(c.at(150), 50);
+        assert_eq!(c.at(20), 50);
+        assert_eq!(c.at(170), 70);
+    }
+
+    #[test]
+    fn no_vmstat_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = SwapSource::start(dir.path(), Duration::from_secs(1))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("vmstat"), "{e}");
+    }
+
+    #[test]
+    fn the_period_follows_the_interval_within_bounds() {
+        assert_eq!(
+            period(Duration::from_millis(10)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            period(Duration::from_millis(250)),
+            Duration::from_millis(250)
+        );
+        assert_eq!(period(Duration::from_secs(5)), Duration::from_secs(1));
+    }
+}
