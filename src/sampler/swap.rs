@@ -1,10 +1,13 @@
 //! The recorder's swap source: the machine's pages swapped in and out (/proc/vmstat `pswpin`,
 //! `pswpout`) into the `swap_in_pages` and `swap_out_pages` columns, as pages since the
 //! recording began. A read of /proc/vmstat costs more than a whole sample of an idle tree
-//! (BENCHMARKS.md), so a thread of its own reads it every tick interval, at most ten times
-//! and at least once a second, and the tick takes its latest counts: a row's counts are at most
-//! one such period old. Where the recorded cgroup counts its own swap (v2 `pswpin`), this
-//! source is not started: the cgroup's columns say the tree's.
+//! (BENCHMARKS.md), so a thread of its own reads it, once a second, and the tick takes its latest
+//! counts: a row's counts are at most a second old. And only while the machine has a swap device:
+//! without one (/proc/swaps lists none, as on most GPU servers) no page can be swapped and the
+//! counts cannot move, so the thread only looks at /proc/swaps again every 10 s (a `swapon` is
+//! seen then, and the counts read from there are still those since the start). Where the recorded
+//! cgroup counts its own swap (v2 `pswpin`), this source is not started: the cgroup's columns say
+//! the tree's.
 
 use crate::model::sample::Sample;
 use crate::probe::vmstat::{SwapPages, Vmstat, VmstatError};
@@ -34,15 +37,15 @@ impl SinceStart {
     }
 }
 
-/// How often the thread reads: the tick interval, within 100 ms and 1 s.
-pub fn period(interval: Duration) -> Duration {
-    interval.clamp(Duration::from_millis(100), Duration::from_secs(1))
-}
+/// How often the thread reads /proc/vmstat while the machine has a swap device.
+pub const READ_EVERY: Duration = Duration::from_secs(1);
+/// How often it looks for a swap device (/proc/swaps) while there is none.
+pub const LOOK_EVERY: Duration = Duration::from_secs(10);
 
 /// The machine's swap counts, read on a thread of its own.
 pub struct SwapSource {
     path: PathBuf,
-    period: Duration,
+    read_every: Duration,
     latest: Arc<Mutex<SwapPages>>,
     swap_in: SinceStart,
     swap_out: SinceStart,
@@ -50,23 +53,47 @@ pub struct SwapSource {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Whether `/proc/swaps` under `proc_root` lists a device (a line after its header). Unreadable
+/// counts as having one: the counts are then read, as they would be without this check.
+fn has_swap_device(proc_root: &Path) -> bool {
+    std::fs::read_to_string(proc_root.join("swaps"))
+        .map_or(true, |t| t.lines().skip(1).any(|l| !l.trim().is_empty()))
+}
+
 impl SwapSource {
     /// Opens `/proc/vmstat` under `proc_root`, reads the counts at the start and starts the
-    /// thread that reads them every `period`.
-    pub fn start(proc_root: &Path, period: Duration) -> Result<SwapSource, VmstatError> {
+    /// thread that reads them every [`READ_EVERY`] while the machine has a swap device.
+    pub fn start(proc_root: &Path) -> Result<SwapSource, VmstatError> {
+        SwapSource::start_every(proc_root, READ_EVERY, LOOK_EVERY)
+    }
+
+    fn start_every(
+        proc_root: &Path,
+        read_every: Duration,
+        look_every: Duration,
+    ) -> Result<SwapSource, VmstatError> {
         let path = crate::probe::vmstat::path(proc_root);
         let mut file = Vmstat::open(&path)?;
         let base = file.read()?;
         let latest = Arc::new(Mutex::new(base));
         let (stop, stopped) = mpsc::channel::<()>();
         let shared = Arc::clone(&latest);
+        let root = proc_root.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("memmon-swap".into())
             .spawn(move || {
-                // Until the source is dropped (its sender goes): a read every period. A read
-                // that fails a moment leaves the last counts (the columns never fall); the next
-                // one tries again.
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                // Until the source is dropped (its sender goes). A read that fails a moment
+                // leaves the last counts (the columns never fall); the next one tries again.
+                let mut device = has_swap_device(&root);
+                loop {
+                    let wait = if device { read_every } else { look_every };
+                    if !matches!(stopped.recv_timeout(wait), Err(RecvTimeoutError::Timeout)) {
+                        return;
+                    }
+                    device = device || has_swap_device(&root);
+                    if !device {
+                        continue;
+                    }
                     if let Ok(now) = file.read() {
                         *shared.lock().unwrap_or_else(|e| e.into_inner()) = now;
                     }
@@ -75,7 +102,7 @@ impl SwapSource {
             .map_err(|e| VmstatError::Io(path.clone(), e))?;
         Ok(SwapSource {
             path,
-            period,
+            read_every,
             latest,
             swap_in: SinceStart::new(base.swap_in),
             swap_out: SinceStart::new(base.swap_out),
@@ -87,9 +114,10 @@ impl SwapSource {
     /// The metadata's line for what is read.
     pub fn source_line(&self) -> String {
         format!(
-            "{} (pswpin, pswpout: the machine's swap, every program's) every {}, since the recording began",
+            "{} (pswpin, pswpout: the machine's swap, every program's) every {} while /proc/swaps lists a device (looked at every {} while it lists none), since the recording began",
             self.path.display(),
-            crate::units::fmt_seconds(self.period.as_secs_f64())
+            crate::units::fmt_seconds(self.read_every.as_secs_f64()),
+            crate::units::fmt_seconds(LOOK_EVERY.as_secs_f64())
         )
     }
 
@@ -114,6 +142,11 @@ impl Drop for SwapSource {
 mod tests {
     use super::*;
 
+    fn devices(proc_root: &Path, lines: &str) {
+        let header = "Filename\tType\tSize\tUsed\tPriority\n";
+        std::fs::write(proc_root.join("swaps"), format!("{header}{lines}")).unwrap();
+    }
+
     fn write(proc_root: &Path, swap_in: u64, swap_out: u64) {
         std::fs::write(
             proc_root.join("vmstat"),
@@ -126,7 +159,9 @@ mod tests {
     fn the_columns_count_pages_since_the_start_as_the_thread_reads_them() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), 1000, 5000);
-        let mut src = SwapSource::start(dir.path(), Duration::from_millis(100)).unwrap();
+        devices(dir.path(), "/dev/vda2\tpartition\t1048572\t0\t-2\n");
+        let every = Duration::from_millis(100);
+        let mut src = SwapSource::start_every(dir.path(), every, every).unwrap();
         assert!(
             src.source_line().contains("vmstat"),
             "{}",
@@ -156,23 +191,39 @@ mod tests {
     #[test]
     fn no_vmstat_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
-        let e = SwapSource::start(dir.path(), Duration::from_secs(1))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = SwapSource::start(dir.path()).err().unwrap().to_string();
         assert!(e.contains("vmstat"), "{e}");
     }
 
     #[test]
-    fn the_period_follows_the_interval_within_bounds() {
-        assert_eq!(
-            period(Duration::from_millis(10)),
-            Duration::from_millis(100)
-        );
-        assert_eq!(
-            period(Duration::from_millis(250)),
-            Duration::from_millis(250)
-        );
-        assert_eq!(period(Duration::from_secs(5)), Duration::from_secs(1));
+    fn without_a_swap_device_vmstat_is_not_read_until_one_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), 1000, 5000);
+        devices(dir.path(), "");
+        let (read, look) = (Duration::from_millis(20), Duration::from_millis(200));
+        let mut src = SwapSource::start_every(dir.path(), read, look).unwrap();
+        // vmstat moves (another reader's fake), but with no device the thread does not read it.
+        write(dir.path(), 1040, 5100);
+        std::thread::sleep(Duration::from_millis(150));
+        let mut s = Sample::default();
+        src.fill(&mut s);
+        assert_eq!((s.swap_in_pages, s.swap_out_pages), (Some(0), Some(0)));
+        // swapon: the thread sees the device when it looks next, and reads the counts since the
+        // start from then on.
+        devices(dir.path(), "/swapfile\tfile\t1048572\t0\t-2\n");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while s.swap_in_pages != Some(40) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            src.fill(&mut s);
+        }
+        assert_eq!((s.swap_in_pages, s.swap_out_pages), (Some(40), Some(100)));
+    }
+
+    #[test]
+    fn an_unreadable_swaps_file_counts_as_a_device() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(has_swap_device(dir.path()));
+        devices(dir.path(), "");
+        assert!(!has_swap_device(dir.path()));
     }
 }

@@ -22,7 +22,7 @@ use crate::sampler::numa::NumaSource;
 use crate::sampler::psi::PsiSource;
 use crate::sampler::schedule::Schedule;
 use crate::sampler::sink::{SampleSink, WithAnatomy};
-use crate::sampler::swap::{self, SwapSource};
+use crate::sampler::swap::SwapSource;
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::watch::{ExitRecords, Watch, WatchOptions};
 use crate::sys::{signals, Waker};
@@ -155,7 +155,7 @@ impl Recorder {
                 .push("the cgroup's swap from its memory.stat (pswpin, pswpout)".into());
             None
         } else {
-            match SwapSource::start(opts.procfs.root(), swap::period(opts.interval)) {
+            match SwapSource::start(opts.procfs.root()) {
                 Ok(w) => {
                     meta.sources.push(w.source_line());
                     Some(w)
