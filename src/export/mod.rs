@@ -661,7 +661,15 @@ impl Sampler {
     /// meanwhile, each until something is queued on it: one still empty at the deadline is not
     /// drained at the tick (`Tree::heard_nothing`), a syscall saved per socket and tick.
     fn sleep_until(&mut self, deadline: Instant) {
-        let mut quiet = vec![true; 2 * self.followers.len()];
+        // A socket the tree does not ask to be polled is not called quiet: it is drained.
+        let mut quiet: Vec<bool> = self
+            .followers
+            .iter()
+            .flat_map(|f| match f.watch.as_ref().and_then(Watch::tree) {
+                Some(t) => t.event_fds().map(|fd| fd.is_some()),
+                None => [false, false],
+            })
+            .collect();
         let mut ready = vec![false; quiet.len()];
         loop {
             let now = Instant::now();

@@ -173,6 +173,9 @@ pub struct ForkWatch {
     /// Times the kernel dropped events because the queue was full (ENOBUFS): the tree reads
     /// every children file again after one.
     pub overruns: u64,
+    /// Datagrams (and overruns) taken by the drains so far: a drain that adds none found the
+    /// socket empty.
+    pub received: u64,
 }
 
 impl ForkWatch {
@@ -191,6 +194,7 @@ impl ForkWatch {
             fd,
             buf: vec![0u8; 4096],
             overruns: 0,
+            received: 0,
         };
         let me = std::process::id();
         // Only this process's new threads until proven, so nothing else is queued meanwhile.
@@ -293,6 +297,7 @@ impl ForkWatch {
             match self.recv() {
                 Ok(0) => return complete,
                 Ok(n) => {
+                    self.received += 1;
                     if let Event::Fork {
                         parent,
                         child,
@@ -306,6 +311,7 @@ impl ForkWatch {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                     self.overruns += 1;
+                    self.received += 1;
                     complete = false;
                 }
                 Err(_) => return complete, // EAGAIN: the queue is empty

@@ -143,6 +143,9 @@ pub struct ExitWatch {
     buf: Vec<u8>,
     /// Times the kernel dropped records because the queue was full (ENOBUFS).
     pub overruns: u64,
+    /// Datagrams (and overruns) taken by the drains so far: a drain that adds none found the
+    /// socket empty.
+    pub received: u64,
 }
 
 /// The socket, for a sleep to poll: readable when records are queued.
@@ -183,6 +186,7 @@ impl ExitWatch {
             fd,
             buf: vec![0u8; 64 * 1024],
             overruns: 0,
+            received: 0,
         };
         let family = w.family_id()?;
         let mut cpumask = cpus.trim().as_bytes().to_vec();
@@ -315,13 +319,17 @@ impl ExitWatch {
             match self.recv() {
                 Ok(0) => return,
                 Ok(n) => {
+                    self.received += 1;
                     for e in parse_exits(&self.buf[..n]) {
                         if keep(&e) {
                             out.push(e);
                         }
                     }
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.overruns += 1,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    self.overruns += 1;
+                    self.received += 1;
+                }
                 Err(_) => return, // EAGAIN: the queue is empty
             }
         }

@@ -233,6 +233,11 @@ pub struct Tree {
     quiet: Quiet,
     /// The root read as a descendant (`read_root_by_statm`).
     root_by_statm: bool,
+    /// The event sockets whose last drain found them empty (or that a sleep found quiet): the
+    /// ones a sleep polls (`event_fds`). One that had news at its last drain is drained at the
+    /// next tick without being polled: a busy socket (every exit on the machine, when the filter
+    /// is off for a large tree) would otherwise wake each sleep early.
+    idle: Quiet,
 }
 
 /// Which of the tree's event sockets a sleep watched and found empty (see [`Tree::event_fds`]).
@@ -275,6 +280,10 @@ impl Tree {
             faults_departed: 0,
             quiet: Quiet::default(),
             root_by_statm: false,
+            idle: Quiet {
+                forks: true,
+                exits: true,
+            },
             faults_base: None,
             faults_from_birth: false,
             faults_last: 0,
@@ -348,13 +357,20 @@ impl Tree {
         self.exits = Some(watch);
     }
 
-    /// The sockets the kernel's fork events and exit records arrive on, in that order (`None`
-    /// where they are not read), for a sleep to watch: one that stays empty through a whole
-    /// sleep needs no drain at the next tick (`heard_nothing`).
+    /// The sockets the kernel's fork events and exit records arrive on, in that order, for a
+    /// sleep to watch: one that stays empty through a whole sleep needs no drain at the next
+    /// tick (`heard_nothing`). `None` where they are not read, and where the last drain found
+    /// news (it is drained at the next tick, unwatched).
     pub fn event_fds(&self) -> [Option<BorrowedFd<'_>>; 2] {
         [
-            self.forks.as_ref().map(|w| w.as_fd()),
-            self.exits.as_ref().map(|w| w.as_fd()),
+            self.forks
+                .as_ref()
+                .filter(|_| self.idle.forks)
+                .map(|w| w.as_fd()),
+            self.exits
+                .as_ref()
+                .filter(|_| self.idle.exits)
+                .map(|w| w.as_fd()),
         ]
     }
 
@@ -565,7 +581,10 @@ impl Tree {
         };
         self.fork_buf.clear();
         let quiet = std::mem::take(&mut self.quiet.forks);
-        if !quiet && !w.drain(&mut self.fork_buf) {
+        let before = w.received;
+        let complete = quiet || w.drain(&mut self.fork_buf);
+        self.idle.forks = w.received == before;
+        if !complete {
             // The kernel dropped events: every member's files are read again.
             self.members.iter_mut().for_each(|m| m.scanned = false);
         }
@@ -744,9 +763,11 @@ impl Tree {
                 || index.contains_key(&(p as i32))
                 || leaving.iter().any(|(r, _, _)| r.pid as u32 == p)
         };
+        let before = w.received;
         w.drain(&mut self.exit_buf, |e| {
             ours(e.tgid.unwrap_or(e.pid)) || ours(e.ppid)
         });
+        self.idle.exits = w.received == before;
         self.exits = Some(w);
     }
 
@@ -1232,30 +1253,51 @@ mod tests {
         let fs = ProcFs::new("/proc");
         let mut t = Tree::new(fs.clone(), fs.open(sh.id() as i32).unwrap(), true);
         t.watch_exits(exits);
-        let quiet = Quiet {
-            forks: false,
-            exits: true,
+        // Each sleep polls the sockets the tree asks for, as record's and export's do at their
+        // deadlines; the exit socket is called quiet even when a record is there: one that
+        // came after the poll, the case this test is about.
+        let quiet = |t: &mut Tree| {
+            let fds = t.event_fds();
+            let polled = fds.map(|fd| fd.is_some());
+            let ready = crate::sys::wait_ready(fds, Some(Duration::ZERO)).unwrap();
+            t.heard_nothing(Quiet {
+                forks: polled[0] && !ready[0],
+                exits: polled[1],
+            });
         };
         let until = Instant::now() + Duration::from_secs(30);
         // cat is found (children are read when the tree starts, and after fork events).
         while t.members.len() < 2 && Instant::now() < until {
-            t.heard_nothing(quiet);
+            quiet(&mut t);
             t.sample().unwrap().unwrap();
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(t.members.len(), 2, "cat joined the tree");
         assert_eq!(t.exit_peak(), None);
+        assert!(t.event_fds()[1].is_some(), "an idle exit socket is polled");
         drop(sh.stdin.take());
         let mut departed = 0;
         while departed == 0 && Instant::now() < until {
-            t.heard_nothing(quiet);
+            quiet(&mut t);
             departed += t.sample().unwrap().unwrap().sample.departed;
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = sh.kill();
-        sh.wait().unwrap();
         assert_eq!(departed, 1, "cat left the tree");
         assert!(t.exit_peak().is_some(), "exit records were taken");
+        // The drain that took cat's record had news: the next sleep leaves the socket alone
+        // and the next tick drains it; found empty then, it is polled again.
+        assert!(
+            t.event_fds()[1].is_none(),
+            "a socket with news is not polled"
+        );
+        quiet(&mut t);
+        t.sample().unwrap().unwrap();
+        assert!(
+            t.event_fds()[1].is_some(),
+            "an emptied socket is polled again"
+        );
+        let _ = sh.kill();
+        sh.wait().unwrap();
     }
 
     #[test]

@@ -772,7 +772,11 @@ impl Recorder {
     /// sockets are polled too, each until something is queued on it; one still empty at the
     /// deadline is not drained at the tick (`Tree::heard_nothing`): a syscall saved per tick.
     fn sleep_until(&mut self, deadline: Instant) -> bool {
-        let mut quiet = [true, true];
+        // A socket the tree does not ask to be polled is not called quiet: it is drained.
+        let mut quiet = self
+            .watch
+            .tree()
+            .map_or([false, false], |t| t.event_fds().map(|fd| fd.is_some()));
         loop {
             let now = Instant::now();
             if deadline <= now {
