@@ -110,7 +110,7 @@ fn accept_all(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if out_of_descriptors(&e) => {
                 // The listener stays readable: free a descriptor, or the loop would spin.
-                if !evict_one(conns) {
+                if !evict_one(conns, shared, limits) {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 return Ok(());
@@ -129,7 +129,7 @@ fn accept_all(
             continue;
         }
         if conns.len() >= limits.max_connections {
-            evict_one(conns);
+            evict_one(conns, shared, limits);
         }
         conns.push(c);
     }
@@ -137,9 +137,12 @@ fn accept_all(
 }
 
 /// Closes the connection that has waited longest for its head (a best-effort 408 first), or,
-/// when every one is being answered, the oldest of those. False when there is none.
-fn evict_one(conns: &mut Vec<Conn>) -> bool {
-    let oldest = |reading: bool| {
+/// when every one is being answered, the oldest of those. False when there is none. A reader is
+/// first given what arrived for it: a scraper whose whole head came since the last round (its
+/// connect answered before it wrote, on a busy machine) is answered, not closed for having
+/// waited.
+fn evict_one(conns: &mut Vec<Conn>, shared: &Mutex<Snapshot>, limits: &ServerLimits) -> bool {
+    let oldest = |conns: &[Conn], reading: bool| {
         conns
             .iter()
             .enumerate()
@@ -147,11 +150,22 @@ fn evict_one(conns: &mut Vec<Conn>) -> bool {
             .min_by_key(|(_, c)| c.accepted)
             .map(|(i, _)| i)
     };
-    let Some(i) = oldest(true).or_else(|| oldest(false)) else {
+    let now = Instant::now();
+    while let Some(i) = oldest(conns, true) {
+        conns[i].progress(shared, limits, now);
+        if matches!(conns[i].state, State::Reading(_)) {
+            conns.swap_remove(i).expire();
+            return true;
+        }
+        if conns[i].is_closed() {
+            conns.swap_remove(i);
+            return true;
+        }
+    }
+    let Some(i) = oldest(conns, false) else {
         return false;
     };
-    let mut c = conns.swap_remove(i);
-    c.expire();
+    conns.swap_remove(i).expire();
     true
 }
 
@@ -487,6 +501,43 @@ mod tests {
             r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("\r\n\r\n"),
             "{r}"
         );
+    }
+
+    /// Over the bound, the reader that has waited longest is answered if its whole head came
+    /// since it was last read (a scraper's connect answered before it wrote), and the next
+    /// oldest that still waits is the one closed.
+    #[test]
+    fn a_scrapers_head_that_came_after_its_accept_is_answered_not_evicted() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = ServerLimits::default();
+        let shared = Mutex::new(Snapshot::default());
+        let accept = |t: Instant| Conn::new(listener.accept().unwrap().0, t, &limits);
+        let t0 = Instant::now();
+        let mut scraper = TcpStream::connect(addr).unwrap();
+        let mut conns = vec![accept(t0)];
+        let _dripper = TcpStream::connect(addr).unwrap();
+        conns.push(accept(t0 + Duration::from_millis(1)));
+        for c in &mut conns {
+            c.stream.set_nonblocking(true).unwrap();
+        }
+        scraper.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(evict_one(&mut conns, &shared, &limits));
+        scraper
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut reply = String::new();
+        let _ = scraper.read_to_string(&mut reply);
+        assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
+        assert_eq!(conns.len(), 1);
+        assert!(
+            matches!(conns[0].state, State::Reading(_)),
+            "the dripper waits on"
+        );
+        // No reader with news: the oldest one is closed.
+        assert!(evict_one(&mut conns, &shared, &limits));
+        assert!(conns.is_empty());
     }
 
     #[test]
