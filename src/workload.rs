@@ -177,6 +177,23 @@ impl Block {
         Ok(b)
     }
 
+    /// Reads every page of the mapping again and again for `dur`: under a memory limit below
+    /// its size, each pass reads back from disk the pages the last one pushed out (major faults,
+    /// and reclaim and refaults the kernel counts as memory stall).
+    pub fn reread_for(&self, dur: Duration) {
+        let page = page_size();
+        let base = self.ptr as *const u8;
+        let until = std::time::Instant::now() + dur;
+        let mut sum = 0u8;
+        while std::time::Instant::now() < until {
+            for off in (0..self.len).step_by(page) {
+                // SAFETY: off < len, inside the mapping, which is readable.
+                sum = sum.wrapping_add(unsafe { base.add(off).read_volatile() });
+            }
+        }
+        std::hint::black_box(sum);
+    }
+
     /// Maps `len` bytes and writes every page: `len` bytes resident (in whole pages).
     pub fn touched(len: usize) -> std::io::Result<Block> {
         let mut b = Block::map(len)?;
@@ -323,6 +340,15 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                         .map_err(|e| format!("step '{step}': {e}"))?,
                 );
             }
+            // cold-read, then reads the mapping over and over for a while (thrashing under a
+            // memory limit below its size): `thrash:/var/tmp/f:64MiB:3s`.
+            "thrash" => {
+                let path = parts.get(1).ok_or(format!("step '{step}' needs a path"))?;
+                let b = Block::cold_read(std::path::Path::new(path), size(2)?)
+                    .map_err(|e| format!("step '{step}': {e}"))?;
+                b.reread_for(dur(3)?);
+                blocks.push(b);
+            }
             // Waits until a file exists (a test's go-ahead): `wait-file:/tmp/go`.
             "wait-file" => {
                 let path = std::path::Path::new(&step[10..]);
@@ -404,7 +430,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, ramp, spike, hold, map-file, cold-read, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {

@@ -87,6 +87,77 @@ fn a_file_read_back_from_disk_makes_a_major_fault_per_page_in_its_phase_and_none
     assert!(!quiet_row.contains(&cold.to_string()), "{quiet_row}");
 }
 
+/// A workload that reads a 48 MiB file over and over in a memory cgroup limited to 16 MiB
+/// thrashes: each pass reads back from disk what the last one pushed out. Its phase has a major
+/// fault for every page of every pass after the first few, and the kernel's memory stall (PSI)
+/// moves by no more than the phase lasted; the phases around it have no fault.
+#[test]
+fn a_workload_thrashing_under_a_memory_limit_shows_its_faults_and_its_stall() {
+    let Some(base) = crate::cgroup::memory_hierarchy() else {
+        return;
+    };
+    let cg = crate::cgroup::TestCgroup::new(&base, "thrash");
+    let limit = if cg.0.join("memory.limit_in_bytes").exists() {
+        "memory.limit_in_bytes"
+    } else {
+        "memory.max"
+    };
+    std::fs::write(cg.0.join(limit), (16 * MIB).to_string()).unwrap();
+    let d = tempdir();
+    let disk = disk_dir();
+    let file = disk.path().join("thrash.bin");
+    let out = d.path().join("thrash.csv");
+    let size = 48 * MIB;
+    let enter = format!(
+        "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+        cg.0.display()
+    );
+    let o = memmon()
+        .args(["record", "-q", "-i", "50ms", "--no-own-cgroup"])
+        .args(["--mark-stdout", r"^phase (?P<label>\w+)$", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &enter])
+        .args(workload(&[
+            "hold:200ms",
+            "say:phase thrash",
+            &format!("thrash:{}:48MiB:2s", file.display()),
+            "say:phase after",
+            "hold:300ms",
+        ]))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_json(&out);
+    let phases = s["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "{s:#}");
+    let (thrash, after) = (&phases[0], &phases[1]);
+    let faults = thrash["major_faults"].as_u64().unwrap();
+    // Three times the limit read in a loop: at least one pass and a half of pages read back
+    // (the first pass alone is a fault per page), however slow the disk.
+    let pages = size / page();
+    assert!(
+        faults >= pages * 3 / 2,
+        "{faults} major faults over {pages} pages: {s:#}"
+    );
+    assert_eq!(after["major_faults"].as_u64(), Some(0), "{s:#}");
+    if has_psi() {
+        let some = thrash["psi_memory_some_us"].as_u64().unwrap_or(0);
+        let full = thrash["psi_memory_full_us"].as_u64().unwrap_or(0);
+        let lasted_us = (thrash["duration_s"].as_f64().unwrap() * 1e6) as u64;
+        // Machine-wide, yet our stall alone makes it move; a stall is at most the phase's time
+        // (rows 50 ms apart: a row's margin), and every task stalled at once (full) is less.
+        assert!(
+            some > 0,
+            "reclaim and refaults under the limit stall: {s:#}"
+        );
+        assert!(
+            some <= lasted_us + 100_000,
+            "{some} µs of stall in {lasted_us} µs"
+        );
+        assert!(full <= some, "{full} > {some}");
+    }
+}
+
 #[test]
 fn an_idle_attached_process_shows_no_major_faults_and_the_stall_only_where_it_moved() {
     let d = tempdir();
