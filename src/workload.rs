@@ -323,32 +323,9 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 drop(b);
             }
             "hold" => std::thread::sleep(dur(1)?),
-            // Maps a file shared and writes every page: `map-file:/dev/nvidia0:8MiB`.
-            "map-file" => {
-                let path = parts.get(1).ok_or(format!("step '{step}' needs a path"))?;
-                blocks.push(
-                    Block::file_touched(std::path::Path::new(path), size(2)?)
-                        .map_err(|e| format!("step '{step}': {e}"))?,
-                );
-            }
-            // Writes a file, drops it from the page cache and reads it back through a mapping,
-            // a major fault per page (`Block::cold_read`): `cold-read:/var/tmp/f:32MiB`.
-            "cold-read" => {
-                let path = parts.get(1).ok_or(format!("step '{step}' needs a path"))?;
-                blocks.push(
-                    Block::cold_read(std::path::Path::new(path), size(2)?)
-                        .map_err(|e| format!("step '{step}': {e}"))?,
-                );
-            }
-            // cold-read, then reads the mapping over and over for a while (thrashing under a
-            // memory limit below its size): `thrash:/var/tmp/f:64MiB:3s`.
-            "thrash" => {
-                let path = parts.get(1).ok_or(format!("step '{step}' needs a path"))?;
-                let b = Block::cold_read(std::path::Path::new(path), size(2)?)
-                    .map_err(|e| format!("step '{step}': {e}"))?;
-                b.reread_for(dur(3)?);
-                blocks.push(b);
-            }
+            // A file mapped (`map-file`), read back from disk (`cold-read`), or read back over
+            // and over (`thrash`): see `file_step`.
+            "map-file" | "cold-read" | "thrash" => blocks.push(file_step(step, &parts)?),
             // Waits until a file exists (a test's go-ahead): `wait-file:/tmp/go`.
             "wait-file" => {
                 let path = std::path::Path::new(&step[10..]);
@@ -378,41 +355,9 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 blocks.clear();
                 heap.clear();
             }
-            "children" => {
-                let count: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
-                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-                // A child is this same program on the same entry (`workload`, or the demo's).
-                let entry = std::env::args_os().nth(1).unwrap_or_else(|| "workload".into());
-                for _ in 0..count {
-                    let child = std::process::Command::new(&exe)
-                        .arg(&entry)
-                        .args([&format!("alloc:{}", parts.get(2).unwrap_or(&"0")), &format!("hold:{}", parts.get(3).unwrap_or(&"1s"))])
-                        .spawn()
-                        .map_err(|e| format!("cannot start a child: {e}"))?;
-                    kids.push(child);
-                }
-            }
-            // `forks:N:LIFE:BATCH`: forks N children (no exec) that each sleep LIFE and exit,
-            // BATCH at a time; each batch is reaped once its children have waited as zombies
-            // for LIFE more (at once when LIFE is 0). Exactly N processes come and go.
-            "forks" => {
-                let count: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
-                let life = dur(2)?;
-                let batch: usize = parts.get(3).and_then(|c| c.parse().ok()).filter(|&b| b > 0).ok_or(format!("step '{step}' needs a batch size over 0"))?;
-                let mut forked = 0;
-                while forked < count {
-                    let n = batch.min(count - forked);
-                    let mut pids = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        pids.push(fork_child(life)?);
-                    }
-                    forked += n;
-                    std::thread::sleep(life * 2);
-                    for pid in pids {
-                        crate::sys::wait_child(pid).map_err(|e| format!("cannot wait for a child: {e}"))?;
-                    }
-                }
-            }
+            "children" => kids.extend(children_step(step, &parts)?),
+            // `forks:N:LIFE:BATCH`: see `forks_step`.
+            "forks" => forks_step(step, &parts)?,
             "undumpable" => {
                 use rustix::process::{set_dumpable_behavior, DumpableBehavior};
                 if let Err(e) = set_dumpable_behavior(DumpableBehavior::NotDumpable) {
@@ -437,6 +382,97 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
         let _ = k.wait();
     }
     Ok(0)
+}
+
+/// The size in argument `i` of a step.
+fn step_size(step: &str, parts: &[&str], i: usize) -> Result<usize, String> {
+    parts
+        .get(i)
+        .ok_or(format!("step '{step}' needs a size"))
+        .and_then(|s| parse_size(s))
+        .map(|v| v as usize)
+}
+
+/// The duration in argument `i` of a step.
+fn step_duration(step: &str, parts: &[&str], i: usize) -> Result<Duration, String> {
+    parts
+        .get(i)
+        .ok_or(format!("step '{step}' needs a duration"))
+        .and_then(|s| parse_duration(s))
+}
+
+/// The file steps: `map-file:/dev/nvidia0:8MiB` maps a file shared and writes every page;
+/// `cold-read:/var/tmp/f:32MiB` writes a file, drops it from the page cache and reads it back
+/// through a mapping, a major fault per page (`Block::cold_read`); `thrash:/var/tmp/f:64MiB:3s`
+/// is a cold read, then reads the mapping over and over for a while (thrashing under a memory
+/// limit below its size).
+fn file_step(step: &str, parts: &[&str]) -> Result<Block, String> {
+    let path = std::path::Path::new(parts.get(1).ok_or(format!("step '{step}' needs a path"))?);
+    let size = step_size(step, parts, 2)?;
+    let failed = |e: std::io::Error| format!("step '{step}': {e}");
+    match parts[0] {
+        "map-file" => Block::file_touched(path, size).map_err(failed),
+        "cold-read" => Block::cold_read(path, size).map_err(failed),
+        _ => {
+            let b = Block::cold_read(path, size).map_err(failed)?;
+            b.reread_for(step_duration(step, parts, 3)?);
+            Ok(b)
+        }
+    }
+}
+
+/// `children:COUNT:SIZE:LIFE`: COUNT children, each this same program on the same entry
+/// (`workload`, or the demo's) that allocates SIZE and holds it for LIFE.
+fn children_step(step: &str, parts: &[&str]) -> Result<Vec<std::process::Child>, String> {
+    let count: usize = parts
+        .get(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or(format!("step '{step}' needs a count"))?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let entry = std::env::args_os()
+        .nth(1)
+        .unwrap_or_else(|| "workload".into());
+    let alloc = format!("alloc:{}", parts.get(2).unwrap_or(&"0"));
+    let hold = format!("hold:{}", parts.get(3).unwrap_or(&"1s"));
+    (0..count)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .arg(&entry)
+                .args([&alloc, &hold])
+                .spawn()
+                .map_err(|e| format!("cannot start a child: {e}"))
+        })
+        .collect()
+}
+
+/// `forks:N:LIFE:BATCH`: forks N children (no exec) that each sleep LIFE and exit, BATCH at a
+/// time; each batch is reaped once its children have waited as zombies for LIFE more (at once
+/// when LIFE is 0). Exactly N processes come and go.
+fn forks_step(step: &str, parts: &[&str]) -> Result<(), String> {
+    let count: usize = parts
+        .get(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or(format!("step '{step}' needs a count"))?;
+    let life = step_duration(step, parts, 2)?;
+    let batch: usize = parts
+        .get(3)
+        .and_then(|c| c.parse().ok())
+        .filter(|&b| b > 0)
+        .ok_or(format!("step '{step}' needs a batch size over 0"))?;
+    let mut forked = 0;
+    while forked < count {
+        let n = batch.min(count - forked);
+        let mut pids = Vec::with_capacity(n);
+        for _ in 0..n {
+            pids.push(fork_child(life)?);
+        }
+        forked += n;
+        std::thread::sleep(life * 2);
+        for pid in pids {
+            crate::sys::wait_child(pid).map_err(|e| format!("cannot wait for a child: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The size of each of `grow_heap`'s allocations: with malloc's 8-byte header, a chunk of

@@ -136,68 +136,8 @@ impl Recorder {
             // The baseline of the counters (OOM kills during the recording are those after it).
             c.tick();
         }
-        // Memory pressure: the machine's, and the cgroup's own where it is a v2 one.
-        let cg_v2 = cgroup
-            .as_ref()
-            .map(|c| c.cgroup())
-            .filter(|cg| cg.version == crate::probe::cgroup::CgroupVersion::V2)
-            .map(|cg| cg.dir.clone());
-        let psi = PsiSource::open(opts.procfs.root(), cg_v2.as_deref());
-        if let Some(why) = &psi.system_unavailable {
-            report.note(&format!(
-                "not reading memory pressure: {why}; the psi_memory_* columns stay empty"
-            ));
-        }
-        meta.sources.push(psi.source_line());
-        // Swap: the cgroup's own where it counts it (v2 pswpin), else the machine's.
-        let swap = if cgroup.as_ref().is_some_and(|c| c.counts_swap()) {
-            meta.sources
-                .push("the cgroup's swap from its memory.stat (pswpin, pswpout)".into());
-            None
-        } else {
-            match SwapSource::start(opts.procfs.root()) {
-                Ok(w) => {
-                    meta.sources.push(w.source_line());
-                    Some(w)
-                }
-                Err(e) => {
-                    report.note(&format!(
-                        "not reading swap: {e}; the swap_*_pages columns stay empty"
-                    ));
-                    meta.sources.push(format!("swap not read: {e}"));
-                    None
-                }
-            }
-        };
-        // The cgroup's memory per NUMA node, where the machine has more than one.
-        let numa = match NumaSource::start(
-            std::path::Path::new("/sys"),
-            cgroup.as_ref().map(|c| c.cgroup()),
-            opts.output.file(),
-            opts.force,
-            opts.append,
-        ) {
-            Ok(Some(n)) => {
-                meta.sources.push(format!(
-                    "the cgroup's memory per NUMA node from {} at every row, into {}",
-                    n.meta().source,
-                    n.meta().file
-                ));
-                meta.numa = Some(n.meta());
-                Some(n)
-            }
-            Ok(None) => None,
-            Err(why) => {
-                // Said to a user who chose the output (`record`); a bench's recorders, whose
-                // samples go to the bench, only keep it in the sources.
-                if opts.output.file().is_some() || sink.on_stdout() {
-                    report.note(&format!("not recording memory per NUMA node: {why}"));
-                }
-                meta.sources
-                    .push(format!("memory per NUMA node not read: {why}"));
-                None
-            }
-        };
+        let (psi, swap, numa) =
+            health_sources(&opts, cgroup.as_ref(), sink.as_ref(), &mut meta, &report);
         let mut watch = watch
             .with_gpu(gpu)
             .with_cgroup(cgroup)
@@ -244,6 +184,82 @@ impl Recorder {
 
 /// The channel other threads send control messages on, and the eventfd that wakes the
 /// recorder for each.
+/// The memory health sources beside the tree (`sampler/psi.rs`, `swap.rs`, `numa.rs`): the
+/// machine's pressure stall and the cgroup's where it is a v2 one; swap, the cgroup's own where
+/// it counts it, else the machine's; the cgroup's memory per NUMA node on a machine with more
+/// than one. Each says in the metadata's sources what it reads, or why it reads nothing.
+fn health_sources(
+    opts: &RecordOptions,
+    cgroup: Option<&CgroupSource>,
+    sink: &dyn SampleSink,
+    meta: &mut Meta,
+    report: &Reporter,
+) -> (PsiSource, Option<SwapSource>, Option<NumaSource>) {
+    // Memory pressure: the machine's, and the cgroup's own where it is a v2 one.
+    let cg_v2 = cgroup
+        .as_ref()
+        .map(|c| c.cgroup())
+        .filter(|cg| cg.version == crate::probe::cgroup::CgroupVersion::V2)
+        .map(|cg| cg.dir.clone());
+    let psi = PsiSource::open(opts.procfs.root(), cg_v2.as_deref());
+    if let Some(why) = &psi.system_unavailable {
+        report.note(&format!(
+            "not reading memory pressure: {why}; the psi_memory_* columns stay empty"
+        ));
+    }
+    meta.sources.push(psi.source_line());
+    // Swap: the cgroup's own where it counts it (v2 pswpin), else the machine's.
+    let swap = if cgroup.is_some_and(|c| c.counts_swap()) {
+        meta.sources
+            .push("the cgroup's swap from its memory.stat (pswpin, pswpout)".into());
+        None
+    } else {
+        match SwapSource::start(opts.procfs.root()) {
+            Ok(w) => {
+                meta.sources.push(w.source_line());
+                Some(w)
+            }
+            Err(e) => {
+                report.note(&format!(
+                    "not reading swap: {e}; the swap_*_pages columns stay empty"
+                ));
+                meta.sources.push(format!("swap not read: {e}"));
+                None
+            }
+        }
+    };
+    // The cgroup's memory per NUMA node, where the machine has more than one.
+    let numa = match NumaSource::start(
+        std::path::Path::new("/sys"),
+        cgroup.map(|c| c.cgroup()),
+        opts.output.file(),
+        opts.force,
+        opts.append,
+    ) {
+        Ok(Some(n)) => {
+            meta.sources.push(format!(
+                "the cgroup's memory per NUMA node from {} at every row, into {}",
+                n.meta().source,
+                n.meta().file
+            ));
+            meta.numa = Some(n.meta());
+            Some(n)
+        }
+        Ok(None) => None,
+        Err(why) => {
+            // Said to a user who chose the output (`record`); a bench's recorders, whose
+            // samples go to the bench, only keep it in the sources.
+            if opts.output.file().is_some() || sink.on_stdout() {
+                report.note(&format!("not recording memory per NUMA node: {why}"));
+            }
+            meta.sources
+                .push(format!("memory per NUMA node not read: {why}"));
+            None
+        }
+    };
+    (psi, swap, numa)
+}
+
 fn control_channel() -> anyhow::Result<(ControlHandle, mpsc::Receiver<super::Stamped>)> {
     let (tx, control_rx) = mpsc::channel();
     let wake = Arc::new(Waker::new().context("cannot create an eventfd")?);
