@@ -16,9 +16,18 @@ use std::time::Instant;
 const GIB: u64 = 1 << 30;
 
 /// Writes samples at 10 Hz until the file holds `bytes`: 90 s proofs ramping from 45 GiB to
-/// `peak`, then 30 s idle. Kept between runs (same name, same size) to save the minute it takes.
+/// `peak`, then 30 s idle. Kept between runs (same name, same size, and this memmon's header:
+/// one written by another version would be read by the general path, not the fast one).
 fn write_recording(path: &Path, bytes: u64, peak: u64) {
-    if std::fs::metadata(path).is_ok_and(|m| m.len() >= bytes) {
+    let ours = || {
+        use std::io::BufRead;
+        let mut first = String::new();
+        std::fs::File::open(path)
+            .map(std::io::BufReader::new)
+            .and_then(|mut r| r.read_line(&mut first))
+            .is_ok_and(|_| first.trim_end() == memmon::format::csv::header().trim_end())
+    };
+    if std::fs::metadata(path).is_ok_and(|m| m.len() >= bytes) && ours() {
         return;
     }
     let mut out = Output::create(Some(path), Format::Csv, true, false).unwrap();
