@@ -50,11 +50,14 @@ fn a_launched_workload_shows_the_memory_it_touched() {
 fn a_20ms_spike_between_10s_ticks_is_caught_by_the_kernel_peak_with_a_warning() {
     let dir = tempdir();
     let out = dir.path().join("spike.csv");
+    // The marker waits for its row: the recorder has sampled (its first tick is due at the
+    // start) before the spike, however late a busy machine lets it begin.
     record_workload(
         &out,
         &["-i", "10s"],
         &[
             "alloc:20MiB",
+            "mark:started",
             "hold:300ms",
             "spike:200MiB:20ms",
             "hold:900ms",
@@ -780,7 +783,9 @@ fn a_spike_during_an_attached_recording_is_its_kernel_peak() {
 
 #[test]
 fn a_child_that_execs_is_named_by_its_new_command_line_in_the_metadata() {
-    // The inner shell is found as `sh`, then execs `sleep 1.5`.
+    // The inner shell is found as `sh`, then execs `sleep 3` (found as such within a second
+    // of the exec, at the latest: its status is read again when its statm moves or a second
+    // after its last read; 3 s leaves a loaded machine time for that).
     let dir = tempdir();
     let out = dir.path().join("exec.csv");
     memmon()
@@ -790,7 +795,7 @@ fn a_child_that_execs_is_named_by_its_new_command_line_in_the_metadata() {
             "--",
             "sh",
             "-c",
-            r#"sh -c "sleep 0.5; exec sleep 1.5"; exit 0"#,
+            r#"sh -c "sleep 0.5; exec sleep 3"; exit 0"#,
         ])
         .assert()
         .success();
@@ -801,7 +806,7 @@ fn a_child_that_execs_is_named_by_its_new_command_line_in_the_metadata() {
         .map(|p| (p["comm"].as_str().unwrap(), p["cmdline"].as_str().unwrap()))
         .collect();
     assert!(
-        names.contains(&("sleep", "sleep 1.5")),
+        names.contains(&("sleep", "sleep 3")),
         "the exec'd child is not named by its command line: {names:?}"
     );
     assert!(
