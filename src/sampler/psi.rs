@@ -1,16 +1,17 @@
 //! The recorder's memory pressure source (PSI): the machine's `/proc/pressure/memory` and, when
 //! the recorded cgroup is a v2 one, its `memory.pressure`, read at every tick into the
 //! `psi_memory_*` and `cgroup_psi_memory_*` columns, as microseconds since the recording began
-//! (each file's totals at the start taken away).
+//! (each file's totals at the first row taken away: that row is 0, however long the setup
+//! before it took on a machine that stalls).
 
 use crate::model::sample::Sample;
 use crate::probe::psi::{Pressure, PsiError, Stall};
 use std::path::Path;
 
-/// One pressure file, with its totals at the start.
+/// One pressure file, with its totals at the first row (`None` before it).
 struct Held {
     file: Pressure,
-    base: Stall,
+    base: Option<Stall>,
     /// The last totals read (a failed read repeats them: the columns never fall).
     last: Stall,
 }
@@ -18,23 +19,25 @@ struct Held {
 impl Held {
     fn open(path: &Path) -> Result<Held, PsiError> {
         let mut file = Pressure::open(path)?;
-        let base = file.read()?;
+        // Read once here, so a file that cannot be read is said at the start.
+        let last = file.read()?;
         Ok(Held {
             file,
-            base,
-            last: base,
+            base: None,
+            last,
         })
     }
 
-    /// Stall since the start: `(some, full)` microseconds.
+    /// Stall since the first row: `(some, full)` microseconds.
     fn tick(&mut self) -> (u64, u64) {
         if let Ok(now) = self.file.read() {
             self.last.some_us = self.last.some_us.max(now.some_us);
             self.last.full_us = self.last.full_us.max(now.full_us);
         }
+        let base = *self.base.get_or_insert(self.last);
         (
-            self.last.some_us - self.base.some_us,
-            self.last.full_us - self.base.full_us,
+            self.last.some_us - base.some_us,
+            self.last.full_us - base.full_us,
         )
     }
 }
@@ -126,7 +129,7 @@ mod tests {
     }
 
     #[test]
-    fn the_columns_count_the_stall_since_the_start_and_never_fall() {
+    fn the_columns_count_the_stall_since_the_first_row_and_never_fall() {
         let dir = tempfile::tempdir().unwrap();
         let proc_root = dir.path().join("proc");
         let cg = dir.path().join("cg");
@@ -134,6 +137,8 @@ mod tests {
         write(&cg.join("memory.pressure"), 700, 100);
         let mut src = PsiSource::open(&proc_root, Some(&cg));
         assert!(src.system_unavailable.is_none() && src.cgroup_unavailable.is_none());
+        // A stall between the opening and the first row is before the recording: not counted.
+        write(&proc_root.join("pressure/memory"), 5_000_089, 2_000_000);
         let mut s = Sample::default();
         src.fill(&mut s);
         assert_eq!(
@@ -141,7 +146,7 @@ mod tests {
             (Some(0), Some(0))
         );
         assert_eq!(s.cgroup_psi_memory_some_us, Some(0));
-        write(&proc_root.join("pressure/memory"), 5_250_000, 2_040_000);
+        write(&proc_root.join("pressure/memory"), 5_250_089, 2_040_000);
         write(&cg.join("memory.pressure"), 1_700, 600);
         src.fill(&mut s);
         assert_eq!(
