@@ -52,24 +52,8 @@ impl AnatomyWriter {
         append: bool,
     ) -> Result<AnatomyWriter, OutputError> {
         let path = absolute(&side_path(recording));
-        let verb = if append { "append to" } else { "create" };
-        let cannot = |e| OutputError::Open(path.clone(), verb, e);
-        let place = Place::resolve(&path).map_err(cannot)?;
-        let opened = if append {
-            place.open_append()
-        } else {
-            place.create_recording(force)
-        }
-        .map_err(|e| match e {
-            crate::output::OpenError::Exists => OutputError::Exists(path.clone()),
-            e => cannot(e),
-        })?;
-        if opened.stream {
-            return Err(OutputError::CannotAppend(
-                path.clone(),
-                "the anatomy table must be a regular file".into(),
-            ));
-        }
+        let cannot = |e| OutputError::Open(path.clone(), "append to", e);
+        let (place, opened) = super::open_side_table(&path, force, append, "the anatomy table")?;
         if !opened.created {
             use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
             fcntl_getfl(&opened.file)

@@ -785,6 +785,37 @@ pub fn sidecar_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Opens the side table `path` of a recording (`what`: "the anatomy table"): created, refused
+/// when it exists unless `force` (then replaced), or with `append` opened as it is; a FIFO or
+/// a device is refused (a side table is a regular file beside the recording). The place is
+/// returned with it, for a writer that removes what it created.
+pub(crate) fn open_side_table(
+    path: &Path,
+    force: bool,
+    append: bool,
+    what: &str,
+) -> Result<(crate::output::Place, crate::output::Opened), OutputError> {
+    let verb = if append { "append to" } else { "create" };
+    let cannot = |e| OutputError::Open(path.to_path_buf(), verb, e);
+    let place = crate::output::Place::resolve(path).map_err(cannot)?;
+    let opened = if append {
+        place.open_append()
+    } else {
+        place.create_recording(force)
+    }
+    .map_err(|e| match e {
+        crate::output::OpenError::Exists => OutputError::Exists(path.to_path_buf()),
+        e => cannot(e),
+    })?;
+    if opened.stream {
+        return Err(OutputError::CannotAppend(
+            path.to_path_buf(),
+            format!("{what} must be a regular file"),
+        ));
+    }
+    Ok((place, opened))
+}
+
 pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -6,7 +6,6 @@
 //! metadata (`Meta::numa`); read back by `summary` (docs/FORMAT.md).
 
 use super::{absolute, OutputError, ReadError};
-use crate::output::Place;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -47,24 +46,8 @@ impl NumaWriter {
         append: bool,
     ) -> Result<NumaWriter, OutputError> {
         let path = absolute(&side_path(recording));
-        let verb = if append { "append to" } else { "create" };
-        let cannot = |e| OutputError::Open(path.clone(), verb, e);
-        let place = Place::resolve(&path).map_err(cannot)?;
-        let opened = if append {
-            place.open_append()
-        } else {
-            place.create_recording(force)
-        }
-        .map_err(|e| match e {
-            crate::output::OpenError::Exists => OutputError::Exists(path.clone()),
-            e => cannot(e),
-        })?;
-        if opened.stream {
-            return Err(OutputError::CannotAppend(
-                path.clone(),
-                "the NUMA table must be a regular file".into(),
-            ));
-        }
+        let cannot = |e| OutputError::Open(path.clone(), "append to", e);
+        let (_, opened) = super::open_side_table(&path, force, append, "the NUMA table")?;
         let mut file = opened.file;
         let head = header(nodes);
         // The existing header, when appending (its first line only: a table may be long).

@@ -171,59 +171,51 @@ impl Summary {
     /// `file`, into the summary: what grew between the idle floor and the peak. A table that is
     /// not there is said (the recording is still summarized); one that is malformed is an error.
     pub fn read_anatomy(&mut self, file: &std::path::Path) -> Result<(), crate::format::ReadError> {
-        let Some(name) = self.anatomy_table.clone() else {
-            return Ok(());
-        };
-        if file == std::path::Path::new("-") {
-            self.warnings.push(format!(
-                "note: the recording has an anatomy table ({name}), not read for a recording on stdin"
-            ));
-            return Ok(());
+        let name = self.anatomy_table.clone();
+        if let Some(table) = self.side_table(file, name, "anatomy") {
+            let anatomies = crate::format::anatomy::read(&table)?;
+            self.with_anatomies(&anatomies);
         }
-        // Only a file name: a metadata that names a path elsewhere is not followed.
-        let table = match std::path::Path::new(&name).file_name() {
-            Some(n) => file.with_file_name(n),
-            None => return Ok(()),
-        };
-        if !table.is_file() {
-            self.warnings.push(format!(
-                "note: the anatomy table {} that the metadata names is not there",
-                table.display()
-            ));
-            return Ok(());
-        }
-        let anatomies = crate::format::anatomy::read(&table)?;
-        self.with_anatomies(&anatomies);
         Ok(())
     }
 
     /// Reads the NUMA table the metadata names, beside `file` (the cgroup's memory per node):
     /// each node's most memory over the recording and each phase and run.
     pub fn read_numa(&mut self, file: &std::path::Path) -> Result<(), crate::format::ReadError> {
-        let Some(name) = self.numa_table.clone() else {
-            return Ok(());
-        };
+        let name = self.numa_table.clone();
+        if let Some(table) = self.side_table(file, name, "NUMA") {
+            let t = crate::format::numa::read(&table)?;
+            self.with_numa(&t.nodes, &t.rows);
+        }
+        Ok(())
+    }
+
+    /// The path of the side table (`what`: anatomy, NUMA) the metadata names as `name`, beside
+    /// the recording `file`; `None`, with a note where it cannot be read, without one.
+    fn side_table(
+        &mut self,
+        file: &std::path::Path,
+        name: Option<String>,
+        what: &str,
+    ) -> Option<std::path::PathBuf> {
+        let name = name?;
         if file == std::path::Path::new("-") {
             self.warnings.push(format!(
-                "note: the recording has a NUMA table ({name}), not read for a recording on stdin"
+                "note: the recording has a{} {what} table ({name}), not read for a recording on stdin",
+                if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "n" } else { "" }
             ));
-            return Ok(());
+            return None;
         }
         // Only a file name: a metadata that names a path elsewhere is not followed.
-        let table = match std::path::Path::new(&name).file_name() {
-            Some(n) => file.with_file_name(n),
-            None => return Ok(()),
-        };
+        let table = file.with_file_name(std::path::Path::new(&name).file_name()?);
         if !table.is_file() {
             self.warnings.push(format!(
-                "note: the NUMA table {} that the metadata names is not there",
+                "note: the {what} table {} that the metadata names is not there",
                 table.display()
             ));
-            return Ok(());
+            return None;
         }
-        let t = crate::format::numa::read(&table)?;
-        self.with_numa(&t.nodes, &t.rows);
-        Ok(())
+        Some(table)
     }
 
     /// What grew between the idle floor and the peak as a table (`report`).
