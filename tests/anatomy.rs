@@ -6,7 +6,8 @@ use predicates::prelude::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn side(out: &Path) -> PathBuf {
+/// The anatomy table beside recording `out`.
+pub(crate) fn side(out: &Path) -> PathBuf {
     let mut s = out.as_os_str().to_owned();
     s.push(".anatomy.jsonl");
     PathBuf::from(s)

@@ -1,15 +1,10 @@
 //! Anatomies at the ends of spans: `record --anatomy` at each phase's end (the next marker),
 //! `bench --anatomy` at each run's end; what grew in each, and the report's bar of the peak.
 
+use crate::anatomy::side;
 use crate::util::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-fn side(out: &Path) -> PathBuf {
-    let mut s = out.as_os_str().to_owned();
-    s.push(".anatomy.jsonl");
-    PathBuf::from(s)
-}
+use std::path::Path;
 
 /// The anatomy table's lines so far (none when it is not there yet).
 fn anatomies(out: &Path) -> Vec<Value> {

@@ -147,6 +147,20 @@ mod tests {
         std::fs::write(proc_root.join("swaps"), format!("{header}{lines}")).unwrap();
     }
 
+    /// The columns once the thread has read `swap_in` pages swapped in (up to 30 s: a loaded
+    /// machine may be slow to run it).
+    fn counts_once_read(src: &mut SwapSource, swap_in: u64) -> (Option<u64>, Option<u64>) {
+        let mut s = Sample::default();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            src.fill(&mut s);
+            if s.swap_in_pages == Some(swap_in) || std::time::Instant::now() >= deadline {
+                return (s.swap_in_pages, s.swap_out_pages);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn write(proc_root: &Path, swap_in: u64, swap_out: u64) {
         std::fs::write(
             proc_root.join("vmstat"),
@@ -171,13 +185,8 @@ mod tests {
         src.fill(&mut s);
         assert_eq!((s.swap_in_pages, s.swap_out_pages), (Some(0), Some(0)));
         write(dir.path(), 1040, 5100);
-        // The thread reads every 100 ms; a loaded machine may take much longer.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while s.swap_in_pages != Some(40) && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-            src.fill(&mut s);
-        }
-        assert_eq!((s.swap_in_pages, s.swap_out_pages), (Some(40), Some(100)));
+        // The thread reads every 100 ms.
+        assert_eq!(counts_once_read(&mut src, 40), (Some(40), Some(100)));
     }
 
     #[test]
@@ -211,12 +220,7 @@ mod tests {
         // swapon: the thread sees the device when it looks next, and reads the counts since the
         // start from then on.
         devices(dir.path(), "/swapfile\tfile\t1048572\t0\t-2\n");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while s.swap_in_pages != Some(40) && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-            src.fill(&mut s);
-        }
-        assert_eq!((s.swap_in_pages, s.swap_out_pages), (Some(40), Some(100)));
+        assert_eq!(counts_once_read(&mut src, 40), (Some(40), Some(100)));
     }
 
     #[test]
