@@ -1048,6 +1048,10 @@ impl Summary {
 /// A histogram of byte values with 1/1024-octave buckets (each under 0.1% wide) that keeps the
 /// smallest exact value seen in each bucket, so a percentile is reported as a real sample.
 struct LogHistogram {
+    /// Buckets `first..first + counts.len()`: only the span between the lowest and the highest
+    /// value seen, so a steady daemon holds a handful of buckets, not the ~30,000 from 0 to its
+    /// 200 GiB (12 bytes each, in four histograms).
+    first: usize,
     counts: Vec<u32>,
     mins: Vec<u64>,
     total: u64,
@@ -1058,6 +1062,7 @@ const SUB_BITS: u32 = 10;
 impl LogHistogram {
     fn new() -> Self {
         LogHistogram {
+            first: 0,
             counts: Vec::new(),
             mins: Vec::new(),
             total: 0,
@@ -1075,12 +1080,21 @@ impl LogHistogram {
 
     fn add(&mut self, v: u64) {
         let b = Self::bucket(v);
-        if b >= self.counts.len() {
-            self.counts.resize(b + 1, 0);
-            self.mins.resize(b + 1, u64::MAX);
+        if self.counts.is_empty() {
+            self.first = b;
+        } else if b < self.first {
+            let more = self.first - b;
+            self.counts.splice(0..0, std::iter::repeat_n(0, more));
+            self.mins.splice(0..0, std::iter::repeat_n(u64::MAX, more));
+            self.first = b;
         }
-        self.counts[b] = self.counts[b].saturating_add(1);
-        self.mins[b] = self.mins[b].min(v);
+        let i = b - self.first;
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, 0);
+            self.mins.resize(i + 1, u64::MAX);
+        }
+        self.counts[i] = self.counts[i].saturating_add(1);
+        self.mins[i] = self.mins[i].min(v);
         self.total += 1;
     }
 
@@ -1645,5 +1659,21 @@ mod tests {
         let exact = 100 * 1_000_003u64;
         assert!((p10 as f64 - exact as f64).abs() / (exact as f64) < 0.001);
         assert_eq!(p10 % 1_000_003, 0);
+    }
+
+    #[test]
+    fn histogram_holds_only_the_buckets_between_its_lowest_and_highest_value() {
+        let mut h = LogHistogram::new();
+        for v in [200 << 30, 45 << 30, 100 << 30] {
+            h.add(v);
+        }
+        // 45 GiB to 200 GiB: two octaves and a bit, 1,024 buckets an octave.
+        assert!(h.counts.len() < 3 * 1024, "{}", h.counts.len());
+        assert_eq!(h.percentile(1.0), Some(45 << 30));
+        assert_eq!(h.percentile(50.0), Some(100 << 30));
+        assert_eq!(h.percentile(100.0), Some(200 << 30));
+        h.add(0);
+        assert_eq!(h.percentile(1.0), Some(0));
+        assert_eq!(h.percentile(100.0), Some(200 << 30));
     }
 }
