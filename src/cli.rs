@@ -65,23 +65,89 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Record a process tree's memory over time (attach by PID, pidfile or name, or launch a command)
-    Record(RecordArgs),
+    Record(Deferred<RecordArgs>),
     /// Summarize recordings: peak (sampled and kernel), when, idle floor, duration
-    Summary(SummaryArgs),
+    Summary(Deferred<SummaryArgs>),
     /// Record a built-in workload shaped like a proving pipeline and print its summary
-    Demo(DemoArgs),
+    Demo(Deferred<DemoArgs>),
     /// Compare a baseline's recordings with a candidate's: peak, idle floor, mean, duration; CI gates
-    Compare(CompareArgs),
+    Compare(Deferred<CompareArgs>),
     /// Write one self-contained HTML report: interactive chart, summaries, comparison
-    Report(ReportArgs),
+    Report(Deferred<ReportArgs>),
     /// Plot recordings to SVG or PNG: RSS over time, peak, kernel peak, idle floor, events
-    Plot(PlotArgs),
+    Plot(Deferred<PlotArgs>),
     /// Add a marker (a labelled instant that opens a phase) to a running recording
-    Mark(MarkCommandArgs),
+    Mark(Deferred<MarkCommandArgs>),
     /// Run a client N times against a daemon (or a command N times): each run's time and exact peak
-    Bench(BenchArgs),
+    Bench(Deferred<BenchArgs>),
     /// Serve targets' memory on /metrics for Prometheus: current RSS and parts, and the peak over a sliding window
-    Export(ExportArgs),
+    Export(Deferred<ExportArgs>),
+}
+
+/// A subcommand's flags, which clap builds only when that subcommand is the one given, or its
+/// help asked for (`Command::defer`). Without it every start built all nine subcommands' flags,
+/// and a recorder kept that code and heap mapped for its whole life (BENCHMARKS.md, "memmon's own
+/// memory"). The variant's doc comment stays its `about` (`keep_about`).
+#[derive(Debug)]
+pub struct Deferred<T>(pub T);
+
+impl<T> std::ops::Deref for Deferred<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: Args> Args for Deferred<T> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.defer(|cmd| keep_about(cmd, T::augment_args))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        cmd.defer(|cmd| keep_about(cmd, T::augment_args_for_update))
+    }
+
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+}
+
+/// `augment` run on `cmd` with the about its variant set kept: a flattened group's doc comment
+/// would set its own, and clap applied the variant's after the flags when they were not deferred.
+fn keep_about(cmd: clap::Command, augment: fn(clap::Command) -> clap::Command) -> clap::Command {
+    let about = cmd.get_about().cloned();
+    let long_about = cmd.get_long_about().cloned();
+    let cmd = augment(cmd);
+    let cmd = match about {
+        Some(about) => cmd.about(about),
+        None => cmd.about(None::<&str>),
+    };
+    match long_about {
+        Some(long_about) => cmd.long_about(long_about),
+        None => cmd.long_about(None::<&str>),
+    }
+}
+
+impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(matches).map(Deferred)
+    }
+
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(matches).map(Deferred)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+
+    fn update_from_arg_matches_mut(
+        &mut self,
+        matches: &mut clap::ArgMatches,
+    ) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches_mut(matches)
+    }
 }
 
 #[derive(Args, Debug)]

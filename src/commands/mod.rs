@@ -15,22 +15,22 @@ mod report;
 pub(crate) mod stderr;
 mod summary;
 
-use crate::cli::{Cli, Command, MarkArgs, PssArgs, SamplingArgs};
+use crate::cli::{Cli, Command, Deferred, MarkArgs, PssArgs, SamplingArgs};
 use exit::{ExitCode, UsageError};
 use stderr::errln;
 
 /// Runs the subcommand.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Record(args) => record::run(args),
-        Command::Summary(args) => summary::run(args),
-        Command::Demo(args) => demo::run(args),
-        Command::Plot(args) => plot::run(args),
-        Command::Compare(args) => compare::run(args),
-        Command::Report(args) => report::run(args),
-        Command::Mark(args) => mark::run(args),
-        Command::Bench(args) => bench::run(args),
-        Command::Export(args) => export::run(args),
+        Command::Record(Deferred(args)) => record::run(args),
+        Command::Summary(Deferred(args)) => summary::run(args),
+        Command::Demo(Deferred(args)) => demo::run(args),
+        Command::Plot(Deferred(args)) => plot::run(args),
+        Command::Compare(Deferred(args)) => compare::run(args),
+        Command::Report(Deferred(args)) => report::run(args),
+        Command::Mark(Deferred(args)) => mark::run(args),
+        Command::Bench(Deferred(args)) => bench::run(args),
+        Command::Export(Deferred(args)) => export::run(args),
     }
 }
 
