@@ -36,3 +36,13 @@ for ((r = 1; r <= runs; r++)); do
     echo "| $bin | $r | $hwm | $anon | $file | $own |"
   done
 done
+# How many of the functions build.rs lays out together (link/hot-symbols.txt) each binary has:
+# a list behind the code (after `cargo update` or a new Rust) lays out fewer, and maps more.
+list=$(dirname "$0")/../link/hot-symbols.txt
+if [ -f "$list" ]; then
+  grep -v '^#' "$list" | sort -u >"$tmp/hot"
+  for bin in "$@"; do
+    nm --defined-only "$bin" 2>/dev/null | awk '{print $NF}' | sort -u >"$tmp/defined"
+    echo "$bin: $(comm -12 "$tmp/hot" "$tmp/defined" | wc -l) of the $(wc -l <"$tmp/hot") functions of link/hot-symbols.txt"
+  done
+fi
