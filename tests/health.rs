@@ -584,7 +584,7 @@ fn the_summary_says_each_numa_node_s_memory_per_phase_from_the_numa_table() {
             "say:phase load",
             "hold:500ms",
             "say:phase prove",
-            "hold:500ms",
+            "hold:800ms",
         ]))
         .output()
         .unwrap();
@@ -601,9 +601,22 @@ fn the_summary_says_each_numa_node_s_memory_per_phase_from_the_numa_table() {
         .position(|r| r[ev] == "mark:prove")
         .expect("a prove marker");
     // Node 0 holds 1 GiB throughout; node 1 rises to 3 GiB in `load` and 5 GiB in `prove`.
+    // A phase spans the milliseconds from its marker's row to the next marker's, ends included,
+    // so the values change by time, not by row: on a loaded machine a tick's row may share the
+    // prove marker's millisecond.
+    let ms = |r: &Vec<String>| r[t].parse::<u64>().unwrap();
+    let prove_ms = ms(&rows[prove]);
+    assert!(
+        rows.iter().any(|r| ms(r) > prove_ms),
+        "no row after the prove marker's millisecond: {rows:?}"
+    );
     let mut table = String::from("unix_ms,elapsed_s,node0_bytes,node1_bytes\n");
     for (i, r) in rows.iter().enumerate() {
-        let node1 = if i <= prove { 3 << 30 } else { 5u64 << 30 };
+        let node1 = if ms(r) <= prove_ms {
+            3 << 30
+        } else {
+            5u64 << 30
+        };
         let node1 = if i == 0 { 0 } else { node1 };
         table.push_str(&format!("{},{},{},{node1}\n", r[t], r[e], 1u64 << 30));
     }
