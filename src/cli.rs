@@ -912,6 +912,33 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    #[test]
+    fn a_deferred_subcommand_keeps_its_own_about_and_gets_its_flags_when_built() {
+        // Before its flags are built, a subcommand has only what the variant set: its name and
+        // the one-line about of the top-level listing. Building it (as parsing it or asking for
+        // its help does) adds the flags and keeps that about, though a flattened group's doc
+        // comment would set another.
+        let unbuilt = Cli::command();
+        let mut built = Cli::command();
+        built.build();
+        for sub in unbuilt.get_subcommands() {
+            let name = sub.get_name();
+            assert_eq!(
+                sub.get_arguments().count(),
+                0,
+                "{name}: built before it was asked for"
+            );
+            let about = sub.get_about().map(ToString::to_string);
+            assert!(about.is_some(), "{name}");
+            let done = built.find_subcommand(name).unwrap();
+            assert_eq!(done.get_about().map(ToString::to_string), about, "{name}");
+            assert!(
+                done.get_arguments().any(|a| a.get_long().is_some()),
+                "{name}: no flags"
+            );
+        }
+    }
+
     fn parse(args: &[&str]) -> Command {
         Cli::try_parse_from(std::iter::once("memmon").chain(args.iter().copied()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
