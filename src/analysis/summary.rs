@@ -1080,6 +1080,21 @@ impl LogHistogram {
 
     fn add(&mut self, v: u64) {
         let b = Self::bucket(v);
+        // Below `first`, the subtraction wraps to past the end: both widen.
+        let mut i = b.wrapping_sub(self.first);
+        if i >= self.counts.len() {
+            i = self.widen(b);
+        }
+        self.counts[i] = self.counts[i].saturating_add(1);
+        self.mins[i] = self.mins[i].min(v);
+        self.total += 1;
+    }
+
+    /// Makes room for bucket `b` and returns its index: rare (a value below or above all seen
+    /// so far), so kept out of `add`, which runs for every row a summary reads.
+    #[cold]
+    #[inline(never)]
+    fn widen(&mut self, b: usize) -> usize {
         if self.counts.is_empty() {
             self.first = b;
         } else if b < self.first {
@@ -1093,9 +1108,7 @@ impl LogHistogram {
             self.counts.resize(i + 1, 0);
             self.mins.resize(i + 1, u64::MAX);
         }
-        self.counts[i] = self.counts[i].saturating_add(1);
-        self.mins[i] = self.mins[i].min(v);
-        self.total += 1;
+        i
     }
 
     fn percentile(&self, p: f64) -> Option<u64> {
