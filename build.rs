@@ -8,7 +8,7 @@
 //!   Linux since 1.90) lays the functions a running recorder executes side by side. The kernel
 //!   maps a 64 KiB block around each page of the executable a process touches, and a recorder's
 //!   code spread over all of `.text` mapped 4 MiB of it; together, ~1 MiB. `scripts/hot-symbols`
-//!   writes the file.
+//!   writes the file (docs/ARCHITECTURE.md, "How the executable is linked").
 //!
 //! A flag is passed only if a probe link with the same compiler, flags and linker takes it, so
 //! another linker builds memmon as before, only without the smaller footprint.
