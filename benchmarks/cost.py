@@ -24,7 +24,9 @@ taken within the round:
   that reads the 101 processes' status and children files;
 - export: `memmon export` (100 ms) of one idle daemon and of a 1,001-process tree, scraped every
   15 s, against prometheus-process-exporter at its 15 s scrape (`apt-get install
-  prometheus-process-exporter`): CPU milliseconds per second;
+  prometheus-process-exporter`): CPU milliseconds per second; for the daemon, the C floor at
+  100 ms too, and floor.c's -w (the 100 ms wake-ups alone, no read): what any sampler at that
+  rate pays on this machine;
 - read: `memmon summary` of a generated 1 GiB recording with this memmon's own header, page
   cache warm: GB/s.
 
@@ -441,7 +443,15 @@ def export_window(p, port, seconds, every):
     return (cpu_ns(p.pid) - c0) / 1e6 / (time.monotonic() - t0)
 
 
-def bench_export(tmp, memmons, rounds, quick):
+def floor_window(p, seconds):
+    """A floor's CPU ms per s over `seconds`, after the same 2 s of warm-up as an exporter's."""
+    time.sleep(2)
+    c0, t0 = cpu_ns(p.pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_ns(p.pid) - c0) / 1e6 / (time.monotonic() - t0)
+
+
+def bench_export(tmp, memmons, rounds, quick, floor):
     if not PE:
         print("\n(export: prometheus-process-exporter is not installed; skipped)")
         return
@@ -466,11 +476,22 @@ def bench_export(tmp, memmons, rounds, quick):
                     [PE, "-procnames", group, "-web.listen-address", f"127.0.0.1:{port}",
                      "-threads=false", "-gather-smaps=false"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+                if case == "one daemon":
+                    # What any sampler at 100 ms pays here: the wake-ups alone, and the C floor's
+                    # reads (status and children, a buffered line).
+                    out = os.path.join(tmp, "export-floor.csv")
+                    for name, flags in (("C floor, wake-ups only, 100 ms", ["-w"]),
+                                        ("C floor, 100 ms", [])):
+                        runs.append((name, lambda port, flags=flags: subprocess.Popen(
+                            [floor, *flags, "100000000", out, str(target.pid)])))
                 for name, start in rotate(runs, r):
                     port = free_port()
                     p = start(port)
                     try:
-                        v = export_window(p, port, secs, 15)
+                        if name.startswith("C floor"):
+                            v = floor_window(p, secs)
+                        else:
+                            v = export_window(p, port, secs, 15)
                     finally:
                         stop(p)
                     results.setdefault(case, {}).setdefault(name, []).append(v)
@@ -598,7 +619,7 @@ def main():
                              Floor(floor, flush=True, tree=True, mine=True)], memmons,
                        a.rounds, a.quick)
         if "export" in only:
-            bench_export(tmp, memmons, a.rounds, a.quick)
+            bench_export(tmp, memmons, a.rounds, a.quick, floor)
         if "read" in only:
             bench_read(tmp, memmons, a.rounds, a.read_gib)
         print(f"\n(load average at the end {load()}; {time.monotonic() - t0:.0f} s in all)")

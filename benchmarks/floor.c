@@ -3,7 +3,7 @@
  * Built and run by benchmarks/cost.py:
  *
  *     cc -O2 -o floor benchmarks/floor.c
- *     floor [-t] [-f] INTERVAL_NS OUT PID...
+ *     floor [-t] [-f] [-m] [-w] INTERVAL_NS OUT PID...
  *
  * Opens /proc/PID/status and /proc/PID/task/PID/children of each PID once, then at each tick
  * of an absolute schedule (clock_nanosleep, TIMER_ABSTIME) preads both files of every PID,
@@ -17,6 +17,8 @@
  * instead /proc/PID/stat (major faults) with each status read, and /proc/pressure/memory (PSI) at
  * every tick. With -t, the PIDs after the first are read as memmon reads a descendant: statm at
  * every tick, status and stat when the last were read a second ago or more.
+ * -w (wake only): no reads and no line, only the wake-ups of the schedule: what any sampler at
+ * that rate pays before it reads anything.
  * It stops at SIGTERM or SIGINT, flushes, and exits 0. What it leaves out, on purpose: exit
  * records, a check of each process's identity, the children files of threads other than the
  * main one, the summary, PSS, new children (the PIDs are fixed).
@@ -46,17 +48,18 @@ static unsigned long long field_kb(const char *buf, size_t n, const char *key) {
 }
 
 int main(int argc, char **argv) {
-    int tree = 0, flush = 0, mine = 0;
+    int tree = 0, flush = 0, mine = 0, wake_only = 0;
     while (argc > 1 && argv[1][0] == '-') {
         if (!strcmp(argv[1], "-t")) tree = 1;
         else if (!strcmp(argv[1], "-f")) flush = 1;
         else if (!strcmp(argv[1], "-m")) mine = 1;
+        else if (!strcmp(argv[1], "-w")) wake_only = 1;
         else break;
         argv++;
         argc--;
     }
     if (argc < 4) {
-        fprintf(stderr, "usage: floor [-t] [-f] [-m] INTERVAL_NS OUT PID...\n");
+        fprintf(stderr, "usage: floor [-t] [-f] [-m] [-w] INTERVAL_NS OUT PID...\n");
         return 2;
     }
     long long interval = atoll(argv[1]);
@@ -103,7 +106,7 @@ int main(int argc, char **argv) {
         unsigned long long rss_kb = 0, kids = 0;
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && !wake_only; i++) {
             if (mine) {
                 /* A descendant of a tree: statm, and status and stat once a second. */
                 int full = !tree || i == 0 || now.tv_sec > read_at[i].tv_sec + 1 ||
@@ -131,11 +134,13 @@ int main(int argc, char **argv) {
             for (ssize_t j = 0; j < k; j++) kids += buf[j] == ' ';
         }
         if (pressure >= 0 && pread(pressure, buf, sizeof buf - 1, 0) > 0) kids += (unsigned char)buf[0];
-        struct timespec wall;
-        clock_gettime(CLOCK_REALTIME, &wall);
-        fprintf(out, "%lld,%llu,%llu\n", (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000,
-                rss_kb * 1024, kids);
-        if (flush) fflush(out);
+        if (!wake_only) {
+            struct timespec wall;
+            clock_gettime(CLOCK_REALTIME, &wall);
+            fprintf(out, "%lld,%llu,%llu\n", (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000,
+                    rss_kb * 1024, kids);
+            if (flush) fflush(out);
+        }
         /* The next deadline on the absolute schedule; deadlines already past are skipped. */
         clock_gettime(CLOCK_MONOTONIC, &now);
         do {

@@ -25,7 +25,7 @@ use crate::sampler::schedule::Schedule;
 use crate::sampler::target::{self, TargetSpec};
 use crate::sampler::tree::Quiet;
 use crate::sampler::watch::{ExitRecords, Found, Tick, Watch, WatchOptions};
-use crate::sys;
+use crate::sys::WaitSet;
 use metrics::{Snapshot, TargetSnapshot};
 use regex::Regex;
 use std::collections::HashMap;
@@ -577,6 +577,9 @@ pub struct Sampler {
     schedule: Schedule,
     ticks: u64,
     busy: Duration,
+    /// What the sleep between ticks waits on, kept from one sleep to the next; `None` where no
+    /// epoll set could be made (each tick then drains the event sockets unasked).
+    sleep: Option<WaitSet>,
 }
 
 impl Sampler {
@@ -596,6 +599,7 @@ impl Sampler {
             stop: Arc::new(AtomicBool::new(false)),
             ticks: 0,
             busy: Duration::ZERO,
+            sleep: WaitSet::new().ok(),
         };
         s.publish();
         s
@@ -657,43 +661,39 @@ impl Sampler {
         }
     }
 
-    /// Sleeps until `deadline`, polling every tree's event sockets (fork events, exit records)
+    /// Sleeps until `deadline`, watching every tree's event sockets (fork events, exit records)
     /// meanwhile, each until something is queued on it: one still empty at the deadline is not
     /// drained at the tick (`Tree::heard_nothing`), a syscall saved per socket and tick.
     fn sleep_until(&mut self, deadline: Instant) {
-        // A socket the tree does not ask to be polled is not called quiet: it is drained.
-        let mut quiet: Vec<bool> = self
-            .followers
-            .iter()
-            .flat_map(|f| match f.watch.as_ref().and_then(Watch::tree) {
-                Some(t) => t.event_fds().map(|fd| fd.is_some()),
-                None => [false, false],
-            })
-            .collect();
+        let trees = || {
+            self.followers
+                .iter()
+                .flat_map(|f| match f.watch.as_ref().and_then(Watch::tree) {
+                    Some(t) => t.event_fds(),
+                    None => [None, None],
+                })
+        };
+        // A socket the tree does not ask to be watched is not called quiet: it is drained.
+        let mut quiet: Vec<bool> = trees().map(|w| w.is_some_and(|w| w.armed())).collect();
         let mut ready = vec![false; quiet.len()];
         loop {
             let now = Instant::now();
             if deadline <= now {
                 break;
             }
-            let fds: Vec<_> = self
-                .followers
-                .iter()
-                .flat_map(|f| match f.watch.as_ref().and_then(Watch::tree) {
-                    Some(t) => t.event_fds(),
-                    None => [None, None],
-                })
+            let fds: Vec<_> = trees()
                 .zip(&quiet)
-                .map(|(fd, &q)| fd.filter(|_| q))
+                .map(|(w, &q)| w.map(|w| w.armed_if(q)))
                 .collect();
-            if fds.iter().all(Option::is_none) {
+            let Some(set) = self.sleep.as_mut().filter(|_| quiet.iter().any(|&q| q)) else {
                 std::thread::sleep(deadline - now);
                 break;
-            }
-            match sys::wait_ready_into(&fds, Some(deadline - now), &mut ready) {
+            };
+            match set.wait(&fds, Some(deadline - now), &mut ready) {
                 // The deadline, a signal's EINTR (the loop sleeps on), or a socket with news.
                 Ok(()) => quiet.iter_mut().zip(&ready).for_each(|(q, r)| *q &= !r),
-                // `poll` fails only without memory for its table: sleep on, drain at the tick.
+                // Only without memory or descriptors for the kernel's tables: sleep on, drain at
+                // the tick.
                 Err(_) => {
                     std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
                     return;

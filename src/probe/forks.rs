@@ -18,8 +18,9 @@
 //! `sys::raw::attach_filter` (rustix has no socket filter option).
 
 use crate::sys::raw;
+use crate::sys::{WatchFd, Watched};
 use rustix::net::netlink::{self, SocketAddrNetlink};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 // include/uapi/linux/netlink.h, connector.h, cn_proc.h.
 const CN_IDX_PROC: u32 = 1;
@@ -168,7 +169,7 @@ fn parse_event(buf: &[u8]) -> Event {
 
 /// A connector socket that hears of new processes.
 pub struct ForkWatch {
-    fd: OwnedFd,
+    fd: WatchFd,
     buf: Vec<u8>,
     /// Times the kernel dropped events because the queue was full (ENOBUFS): the tree reads
     /// every children file again after one.
@@ -191,7 +192,7 @@ impl ForkWatch {
         )
         .map_err(|e| ForkWatchError::Socket(e.into()))?;
         let mut w = ForkWatch {
-            fd,
+            fd: WatchFd::new(fd),
             buf: vec![0u8; 4096],
             overruns: 0,
             received: 0,
@@ -324,6 +325,13 @@ impl ForkWatch {
 impl AsFd for ForkWatch {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+impl ForkWatch {
+    /// The socket in a sleep's slot (see `WaitSet`); `armed`: whether news on it ends the sleep.
+    pub fn watched(&self, armed: bool) -> Watched<'_> {
+        self.fd.watched(armed)
     }
 }
 

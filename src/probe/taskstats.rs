@@ -14,7 +14,8 @@
 //! bounded by the lengths the kernel sent.
 
 use crate::sys::raw;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::{WatchFd, Watched};
+use std::os::fd::{AsFd, BorrowedFd};
 
 // Generic netlink (include/uapi/linux/genetlink.h, netlink.h).
 const GENL_ID_CTRL: u16 = 0x10;
@@ -139,7 +140,7 @@ pub enum TaskstatsError {
 
 /// A netlink socket registered for the exit records of every online CPU.
 pub struct ExitWatch {
-    fd: OwnedFd,
+    fd: WatchFd,
     buf: Vec<u8>,
     /// Times the kernel dropped records because the queue was full (ENOBUFS).
     pub overruns: u64,
@@ -152,6 +153,13 @@ pub struct ExitWatch {
 impl AsFd for ExitWatch {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+impl ExitWatch {
+    /// The socket in a sleep's slot (see `WaitSet`); `armed`: whether news on it ends the sleep.
+    pub fn watched(&self, armed: bool) -> Watched<'_> {
+        self.fd.watched(armed)
     }
 }
 
@@ -183,7 +191,7 @@ impl ExitWatch {
             Err(e) => return Err(sized("SO_RCVBUFFORCE", e)),
         }
         let mut w = ExitWatch {
-            fd,
+            fd: WatchFd::new(fd),
             buf: vec![0u8; 64 * 1024],
             overruns: 0,
             received: 0,

@@ -43,8 +43,8 @@ use crate::probe::proc::{clock_ticks_per_s, same_statm};
 use crate::probe::taskstats::{Exit, ExitWatch};
 use crate::probe::{ProcError, ProcFs, ProcHandle, StatusMem};
 use crate::sampler::reaps::{Reaper, Reaps};
+use crate::sys::Watched;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// The longest a descendant's status values are carried while its statm stays the same.
@@ -359,18 +359,12 @@ impl Tree {
 
     /// The sockets the kernel's fork events and exit records arrive on, in that order, for a
     /// sleep to watch: one that stays empty through a whole sleep needs no drain at the next
-    /// tick (`heard_nothing`). `None` where they are not read, and where the last drain found
-    /// news (it is drained at the next tick, unwatched).
-    pub fn event_fds(&self) -> [Option<BorrowedFd<'_>>; 2] {
+    /// tick (`heard_nothing`). `None` where they are not read; unarmed where the last drain
+    /// found news (it is drained at the next tick, unwatched).
+    pub fn event_fds(&self) -> [Option<Watched<'_>>; 2] {
         [
-            self.forks
-                .as_ref()
-                .filter(|_| self.idle.forks)
-                .map(|w| w.as_fd()),
-            self.exits
-                .as_ref()
-                .filter(|_| self.idle.exits)
-                .map(|w| w.as_fd()),
+            self.forks.as_ref().map(|w| w.watched(self.idle.forks)),
+            self.exits.as_ref().map(|w| w.watched(self.idle.exits)),
         ]
     }
 
@@ -1257,7 +1251,9 @@ mod tests {
         // deadlines; the exit socket is called quiet even when a record is there: one that
         // came after the poll, the case this test is about.
         let quiet = |t: &mut Tree| {
-            let fds = t.event_fds();
+            let fds = t
+                .event_fds()
+                .map(|w| w.filter(|w| w.armed()).map(|w| w.fd()));
             let polled = fds.map(|fd| fd.is_some());
             let ready = crate::sys::wait_ready(fds, Some(Duration::ZERO)).unwrap();
             t.heard_nothing(Quiet {
@@ -1274,7 +1270,10 @@ mod tests {
         }
         assert_eq!(t.members.len(), 2, "cat joined the tree");
         assert_eq!(t.exit_peak(), None);
-        assert!(t.event_fds()[1].is_some(), "an idle exit socket is polled");
+        assert!(
+            t.event_fds()[1].is_some_and(|w| w.armed()),
+            "an idle exit socket is polled"
+        );
         drop(sh.stdin.take());
         let mut departed = 0;
         while departed == 0 && Instant::now() < until {
@@ -1287,13 +1286,13 @@ mod tests {
         // The drain that took cat's record had news: the next sleep leaves the socket alone
         // and the next tick drains it; found empty then, it is polled again.
         assert!(
-            t.event_fds()[1].is_none(),
+            t.event_fds()[1].is_some_and(|w| !w.armed()),
             "a socket with news is not polled"
         );
         quiet(&mut t);
         t.sample().unwrap().unwrap();
         assert!(
-            t.event_fds()[1].is_some(),
+            t.event_fds()[1].is_some_and(|w| w.armed()),
             "an emptied socket is polled again"
         );
         let _ = sh.kill();

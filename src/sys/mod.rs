@@ -1,12 +1,15 @@
 //! The system layer: the system calls std does not wrap go through `rustix` (typed flags,
 //! `io::Result`s, no `unsafe`), stop signals through `signal-hook` (`signals.rs`), and what no
 //! crate reaches through `raw.rs`, the one file of hand-written `libc` calls. `Waker` is the
-//! one eventfd a sleeping thread is woken with; `wait_ready` the one `poll` over a few of them.
+//! one eventfd a sleeping thread is woken with; `wait_ready` the one `poll` over a few of them;
+//! `WaitSet` the sampling loops' sleep, an epoll set kept from tick to tick.
 
 pub mod raw;
 pub mod signals;
+mod waitset;
 mod waker;
 
+pub use waitset::{WaitSet, WatchFd, Watched};
 pub use waker::Waker;
 
 use rustix::event::{PollFd, PollFlags, Timespec};
@@ -23,32 +26,21 @@ pub fn wait_ready<const N: usize>(
     fds: [Option<BorrowedFd<'_>>; N],
     timeout: Option<Duration>,
 ) -> io::Result<[bool; N]> {
-    let mut ready = [false; N];
-    wait_ready_into(&fds, timeout, &mut ready)?;
-    Ok(ready)
-}
-
-/// [`wait_ready`] over any number of descriptors: `ready[i]` tells of `fds[i]`.
-pub fn wait_ready_into(
-    fds: &[Option<BorrowedFd<'_>>],
-    timeout: Option<Duration>,
-    ready: &mut [bool],
-) -> io::Result<()> {
-    let mut polled = Vec::with_capacity(fds.len());
-    let mut slot_of = Vec::with_capacity(fds.len());
+    let mut polled = Vec::with_capacity(N);
+    let mut slot_of = Vec::with_capacity(N);
     for (i, fd) in fds.iter().enumerate() {
         if let Some(fd) = fd {
             polled.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
             slot_of.push(i);
         }
     }
-    ready.iter_mut().for_each(|r| *r = false);
+    let mut ready = [false; N];
     if poll(&mut polled, timeout)? > 0 {
         for (p, &i) in polled.iter().zip(&slot_of) {
             ready[i] = !p.revents().is_empty();
         }
     }
-    Ok(())
+    Ok(ready)
 }
 
 /// `poll(2)` with a `Duration` (`None`: no limit; one too long for the kernel waits without

@@ -1,10 +1,11 @@
 //! The one way a thread wakes another that sleeps in `poll`: an eventfd (`Waker`), for the
 //! recorder's control messages, the markers' worker threads and the bench's waits.
 
+use super::waitset::{WatchFd, Watched};
 use rustix::event::{eventfd, EventfdFlags};
 use rustix::io::Errno;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 /// An eventfd that is readable from a `wake` until the next `reset`: a sleeper polls it beside
@@ -12,14 +13,16 @@ use std::time::Duration;
 /// descriptor stays readable), and many wakes before a `reset` are one.
 #[derive(Debug)]
 pub struct Waker {
-    fd: OwnedFd,
+    fd: WatchFd,
 }
 
 impl Waker {
     /// A fresh, unwoken eventfd (close-on-exec, non-blocking).
     pub fn new() -> io::Result<Waker> {
         let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Waker { fd })
+        Ok(Waker {
+            fd: WatchFd::new(fd),
+        })
     }
 
     /// Makes the descriptor readable, from any thread.
@@ -44,6 +47,11 @@ impl Waker {
             // eventfd(2): the only other failure, EINVAL, is a read shorter than 8 bytes.
             Err(e) => unreachable!("reading an eventfd failed: {e}"),
         }
+    }
+
+    /// This eventfd in a sleep's slot (see `WaitSet`).
+    pub fn watched(&self) -> Watched<'_> {
+        self.fd.watched(true)
     }
 
     /// Sleeps until woken or `timeout` passes (`None`: no limit); true when woken. The wake is

@@ -26,9 +26,8 @@ use crate::sampler::sink::SampleSink;
 use crate::sampler::target::{self, TargetSpec};
 use crate::sampler::tree::Quiet;
 use crate::sampler::watch::{Found, Watch};
-use crate::sys::{self, signals, Waker};
+use crate::sys::{self, signals, WaitSet, Waker, WatchFd};
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -264,7 +263,9 @@ pub struct Recorder {
     /// The target followed, and its sources.
     watch: Watch,
     /// The target's pidfd: the sleep ends when it exits.
-    pidfd: Option<OwnedFd>,
+    pidfd: Option<WatchFd>,
+    /// What the sleep between ticks waits on, kept from one sleep to the next.
+    sleep: WaitSet,
     /// The command memmon launched (`None` for a process it attached to).
     launched: Option<Launched>,
     control_rx: mpsc::Receiver<Stamped>,
@@ -769,14 +770,14 @@ impl Recorder {
 
     /// Sleeps until `deadline`, or until the target exits, a signal or a control message
     /// arrives. True when only a control message ended the sleep early. The tree's event
-    /// sockets are polled too, each until something is queued on it; one still empty at the
+    /// sockets are watched too, each until something is queued on it; one still empty at the
     /// deadline is not drained at the tick (`Tree::heard_nothing`): a syscall saved per tick.
     fn sleep_until(&mut self, deadline: Instant) -> bool {
-        // A socket the tree does not ask to be polled is not called quiet: it is drained.
-        let mut quiet = self
-            .watch
-            .tree()
-            .map_or([false, false], |t| t.event_fds().map(|fd| fd.is_some()));
+        // A socket the tree does not ask to be watched is not called quiet: it is drained.
+        let mut quiet = self.watch.tree().map_or([false, false], |t| {
+            t.event_fds().map(|w| w.is_some_and(|w| w.armed()))
+        });
+        let mut ready = [false; 5];
         loop {
             let now = Instant::now();
             if deadline <= now {
@@ -784,15 +785,16 @@ impl Recorder {
             }
             let [forks, exits] = self.watch.tree().map_or([None, None], |t| t.event_fds());
             let fds = [
-                Some(self.control.wake.as_fd()),
-                self.pidfd.as_ref().map(|f| f.as_fd()),
+                Some(self.control.wake.watched()),
+                self.pidfd.as_ref().map(|f| f.watched(true)),
                 // A stop signal ends the sleep whenever it came and whichever thread it hit.
-                signals::wake_fd(),
-                forks.filter(|_| quiet[0]),
-                exits.filter(|_| quiet[1]),
+                signals::wake_fd().map(sys::Watched::forever),
+                forks.map(|w| w.armed_if(quiet[0])),
+                exits.map(|w| w.armed_if(quiet[1])),
             ];
-            match sys::wait_ready(fds, Some(deadline - now)) {
-                Ok([control, exited, signal, forked, ended]) => {
+            match self.sleep.wait(&fds, Some(deadline - now), &mut ready) {
+                Ok(()) => {
+                    let [control, exited, signal, forked, ended] = ready;
                     if control && self.control.wake.reset() {
                         return !exited;
                     }
@@ -806,8 +808,8 @@ impl Recorder {
                     quiet[0] &= !forked;
                     quiet[1] &= !ended;
                 }
-                // `poll` on valid descriptors fails only without memory for its table: the sleep
-                // still lasts until the deadline, deaf to messages until then.
+                // Only without memory or descriptors for the kernel's tables: the sleep still
+                // lasts until the deadline, deaf to messages until then.
                 Err(_) => {
                     std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
                     return false;
@@ -825,10 +827,10 @@ impl Recorder {
 }
 
 /// A pidfd of `h`'s process: readable when it exits.
-fn open_pidfd(h: &crate::probe::ProcHandle) -> Option<OwnedFd> {
+fn open_pidfd(h: &crate::probe::ProcHandle) -> Option<WatchFd> {
     let fd = sys::pidfd_open(h.pid).ok()?;
     // The PID might have been reused between opening the handle and the pidfd.
-    h.is_alive().then_some(fd)
+    h.is_alive().then(|| WatchFd::new(fd))
 }
 
 /// Finer timer slack for short intervals, so a 100 µs schedule is kept.

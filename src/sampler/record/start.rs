@@ -25,7 +25,7 @@ use crate::sampler::sink::{SampleSink, WithAnatomy};
 use crate::sampler::swap::SwapSource;
 use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::watch::{ExitRecords, Watch, WatchOptions};
-use crate::sys::{signals, Waker};
+use crate::sys::{signals, WaitSet, Waker};
 use crate::units::{fmt_bytes, fmt_interval};
 use anyhow::Context;
 use std::sync::{mpsc, Arc};
@@ -153,6 +153,7 @@ impl Recorder {
             sink,
             watch,
             pidfd,
+            sleep: WaitSet::new().context("cannot make the sleep's epoll set")?,
             launched,
             control_rx,
             control,
