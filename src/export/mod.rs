@@ -692,8 +692,7 @@ impl Sampler {
             match set.wait(&fds, Some(deadline - now), &mut ready) {
                 // The deadline, a signal's EINTR (the loop sleeps on), or a socket with news.
                 Ok(()) => quiet.iter_mut().zip(&ready).for_each(|(q, r)| *q &= !r),
-                // Only without memory or descriptors for the kernel's tables: sleep on, drain at
-                // the tick.
+                // `poll` fails only without memory for its table: sleep on, drain at the tick.
                 Err(_) => {
                     std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
                     return;

@@ -135,7 +135,11 @@ impl WaitSet {
         ready: &mut [bool],
     ) -> io::Result<()> {
         ready.iter_mut().for_each(|r| *r = false);
-        self.sync(fds)?;
+        if self.sync(fds).is_err() {
+            // The kernel refused an epoll set or a registration (no memory or descriptors, or
+            // the user's limit on watches): this sleep polls the armed descriptors themselves.
+            return poll_armed(fds, timeout, ready);
+        }
         let mut polled = [PollFd::from_borrowed_fd(self.epoll.as_fd(), PollFlags::IN)];
         if super::poll(&mut polled, timeout)? == 0 {
             return Ok(());
@@ -194,6 +198,26 @@ impl WaitSet {
         }
         Ok(())
     }
+}
+
+/// `WaitSet::wait` without the set: one `poll` of the armed descriptors.
+fn poll_armed(
+    fds: &[Option<Watched<'_>>],
+    timeout: Option<Duration>,
+    ready: &mut [bool],
+) -> io::Result<()> {
+    let (slots, mut polled): (Vec<usize>, Vec<PollFd<'_>>) = fds
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| w.filter(|w| w.armed).map(|w| (i, w.fd)))
+        .map(|(i, fd)| (i, PollFd::from_borrowed_fd(fd, PollFlags::IN)))
+        .unzip();
+    if super::poll(&mut polled, timeout)? > 0 {
+        for (&i, p) in slots.iter().zip(&polled) {
+            ready[i] = !p.revents().is_empty();
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -313,6 +337,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ready, [true]);
+    }
+
+    #[test]
+    fn the_poll_without_a_set_answers_as_the_set_does() {
+        let (a, b, c) = (waker(), waker(), waker());
+        wake(&b);
+        wake(&c);
+        let mut ready = [false; 4];
+        let fds = [
+            Some(a.watched(true)),
+            Some(b.watched(true)),
+            None,
+            Some(c.watched(false)),
+        ];
+        poll_armed(&fds, Some(Duration::from_secs(60)), &mut ready).unwrap();
+        assert_eq!(ready, [false, true, false, false]);
     }
 
     #[test]

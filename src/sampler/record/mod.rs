@@ -808,8 +808,8 @@ impl Recorder {
                     quiet[0] &= !forked;
                     quiet[1] &= !ended;
                 }
-                // Only without memory or descriptors for the kernel's tables: the sleep still
-                // lasts until the deadline, deaf to messages until then.
+                // `poll` fails only without memory for its table: the sleep still lasts until
+                // the deadline, deaf to messages until then.
                 Err(_) => {
                     std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
                     return false;
