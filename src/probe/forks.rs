@@ -20,7 +20,6 @@
 use crate::sys::raw;
 use crate::sys::{WatchFd, Watched};
 use rustix::net::netlink::{self, SocketAddrNetlink};
-use std::os::fd::{AsFd, BorrowedFd};
 
 // include/uapi/linux/netlink.h, connector.h, cn_proc.h.
 const CN_IDX_PROC: u32 = 1;
@@ -318,13 +317,6 @@ impl ForkWatch {
                 Err(_) => return complete, // EAGAIN: the queue is empty
             }
         }
-    }
-}
-
-/// The socket, for a sleep to poll: readable when events are queued.
-impl AsFd for ForkWatch {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 }
 

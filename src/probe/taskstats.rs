@@ -15,7 +15,6 @@
 
 use crate::sys::raw;
 use crate::sys::{WatchFd, Watched};
-use std::os::fd::{AsFd, BorrowedFd};
 
 // Generic netlink (include/uapi/linux/genetlink.h, netlink.h).
 const GENL_ID_CTRL: u16 = 0x10;
@@ -147,13 +146,6 @@ pub struct ExitWatch {
     /// Datagrams (and overruns) taken by the drains so far: a drain that adds none found the
     /// socket empty.
     pub received: u64,
-}
-
-/// The socket, for a sleep to poll: readable when records are queued.
-impl AsFd for ExitWatch {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
 }
 
 impl ExitWatch {

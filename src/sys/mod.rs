@@ -26,21 +26,32 @@ pub fn wait_ready<const N: usize>(
     fds: [Option<BorrowedFd<'_>>; N],
     timeout: Option<Duration>,
 ) -> io::Result<[bool; N]> {
-    let mut polled = Vec::with_capacity(N);
-    let mut slot_of = Vec::with_capacity(N);
+    let mut ready = [false; N];
+    wait_ready_into(&fds, timeout, &mut ready)?;
+    Ok(ready)
+}
+
+/// [`wait_ready`] over any number of descriptors: `ready[i]` tells of `fds[i]`.
+pub fn wait_ready_into(
+    fds: &[Option<BorrowedFd<'_>>],
+    timeout: Option<Duration>,
+    ready: &mut [bool],
+) -> io::Result<()> {
+    let mut polled = Vec::with_capacity(fds.len());
+    let mut slot_of = Vec::with_capacity(fds.len());
     for (i, fd) in fds.iter().enumerate() {
         if let Some(fd) = fd {
             polled.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
             slot_of.push(i);
         }
     }
-    let mut ready = [false; N];
+    ready.iter_mut().for_each(|r| *r = false);
     if poll(&mut polled, timeout)? > 0 {
         for (p, &i) in polled.iter().zip(&slot_of) {
             ready[i] = !p.revents().is_empty();
         }
     }
-    Ok(ready)
+    Ok(())
 }
 
 /// `poll(2)` with a `Duration` (`None`: no limit; one too long for the kernel waits without

@@ -206,18 +206,11 @@ fn poll_armed(
     timeout: Option<Duration>,
     ready: &mut [bool],
 ) -> io::Result<()> {
-    let (slots, mut polled): (Vec<usize>, Vec<PollFd<'_>>) = fds
+    let armed: Vec<_> = fds
         .iter()
-        .enumerate()
-        .filter_map(|(i, w)| w.filter(|w| w.armed).map(|w| (i, w.fd)))
-        .map(|(i, fd)| (i, PollFd::from_borrowed_fd(fd, PollFlags::IN)))
-        .unzip();
-    if super::poll(&mut polled, timeout)? > 0 {
-        for (&i, p) in slots.iter().zip(&polled) {
-            ready[i] = !p.revents().is_empty();
-        }
-    }
-    Ok(())
+        .map(|w| w.filter(|w| w.armed).map(|w| w.fd))
+        .collect();
+    super::wait_ready_into(&armed, timeout, ready)
 }
 
 #[cfg(test)]
