@@ -653,9 +653,6 @@ fn a_launched_commands_gpu_kernel_peak_counts_a_child_that_ended_during_the_reco
     let out = dir.path().join("r.csv");
     let token = format!("gpu-launched-{}", std::process::id());
     let go = dir.path().join("go");
-    // The command ends only once the final record is in place (a fixed hold lost that race on
-    // a busy machine).
-    let record_set = dir.path().join("record-set");
     let mut rec = nvml
         .command()
         .env("MEMMON_GPU_TEST", &token)
@@ -675,7 +672,6 @@ fn a_launched_commands_gpu_kernel_peak_counts_a_child_that_ended_during_the_reco
             "children:1:1MiB:5s",
             &format!("wait-file:{}", go.display()),
             "wait-children",
-            &format!("wait-file:{}", record_set.display()),
             "hold:1s",
         ]))
         .spawn()
@@ -703,7 +699,6 @@ fn a_launched_commands_gpu_kernel_peak_counts_a_child_that_ended_during_the_reco
         "device {GIB} 150754820096 on GPU-fake-0 Fake H200\nrecord 0 {child} {nine} 0 0\n",
         nine = 9 * GIB
     ));
-    std::fs::write(&record_set, "").unwrap();
     assert!(rec.wait().unwrap().success());
     let sampled = column(&out, "gpu_bytes");
     assert!(sampled.iter().all(|&g| g <= 2 * GIB), "{sampled:?}");
