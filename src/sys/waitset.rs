@@ -1,8 +1,8 @@
 //! The sampling loops' sleep: an epoll set kept from one sleep to the next (`WaitSet`), so a
 //! tick that finds nothing new sleeps with one `ppoll` of one descriptor, however many it
-//! watches. A `poll` of N descriptors hooks and unhooks each of them at every sleep: at 1 Hz,
-//! where every tick finds the kernel's and memmon's data out of the caches, that was about a
-//! tenth of a recorder's CPU (perf, five descriptors).
+//! watches. A `poll` of N descriptors hooks and unhooks each of them at every sleep (perf put
+//! about a tenth of a 1 Hz recorder's samples in that poll, five descriptors); with the set, a
+//! tick cost 2% less CPU (BENCHMARKS.md).
 //!
 //! An epoll set remembers a registration by descriptor number and open file, and a number can
 //! be closed and given to a new file between two sleeps. So each descriptor a sleep watches is
