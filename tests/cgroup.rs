@@ -610,8 +610,13 @@ fn an_attached_cgroup_s_older_peak_is_its_lifetime_peak_unless_reset_at_the_star
 }
 
 /// `memmon record -- sh -c 'sleep 300 & sleep 300'` with `MEMMON_TEST_TOKEN=token` (which every
-/// process it starts inherits), once the shell and both sleeps are in memmon's own cgroup.
-fn record_a_shell_with_two_children(base: &Path, token: &str) -> (Guard, PathBuf) {
+/// process it starts inherits), once the shell and both sleeps are in memmon's own cgroup. The
+/// third value holds the recording's directory: were it removed, memmon would stop on its own
+/// ("deleted while recording") and move the sleeps out of its cgroup, as at any normal end.
+fn record_a_shell_with_two_children(
+    base: &Path,
+    token: &str,
+) -> (Guard, PathBuf, tempfile::TempDir) {
     let d = tempdir();
     let rec = std::process::Command::new(memmon_path())
         .args(["record", "-q", "-i", "100ms", "-o"])
@@ -629,7 +634,7 @@ fn record_a_shell_with_two_children(base: &Path, token: &str) -> (Guard, PathBuf
         "the shell and its two children never were in {}",
         cg.display()
     );
-    (rec, cg)
+    (rec, cg, d)
 }
 
 fn left_behind(cg: &Path, token: &str) -> String {
@@ -650,7 +655,7 @@ fn a_recorder_killed_with_sigkill_leaves_neither_its_cgroup_nor_a_process_of_its
         return;
     };
     let token = format!("sigkill-{}", std::process::id());
-    let (mut rec, cg) = record_a_shell_with_two_children(&base, &token);
+    let (mut rec, cg, _dir) = record_a_shell_with_two_children(&base, &token);
     rec.0.kill().unwrap();
     let _ = rec.0.wait();
     // Its watcher kills what is in the cgroup and removes it; the shell's orphans go with it.
@@ -666,7 +671,7 @@ fn a_cgroup_left_when_memmon_and_its_watcher_die_is_swept_by_the_next_memmon() {
         return;
     };
     let token = format!("sweep-{}", std::process::id());
-    let (mut rec, cg) = record_a_shell_with_two_children(&base, &token);
+    let (mut rec, cg, _dir) = record_a_shell_with_two_children(&base, &token);
     // Its watcher killed first, then memmon: nothing is left to clean up.
     let watcher = processes_with_env("MEMMON_TEST_TOKEN", &token)
         .into_iter()

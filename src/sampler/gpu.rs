@@ -65,6 +65,11 @@ pub const DEFAULT_GPU_TIMEOUT: Duration = Duration::from_secs(30);
 /// the one that saw it leave).
 const ENDED_KEPT: Duration = Duration::from_secs(120);
 
+/// How long a process that left (NVML's list or the tree) while the driver still called its
+/// accounting record running is asked again for its final record. The driver closes a record a
+/// little after the process ends; a process that left the tree but lives on never closes it.
+const FINISHING_KEPT: Duration = Duration::from_secs(30);
+
 /// Opens the source and starts its thread as the mode says: `Ok(None)` when GPU memory is not
 /// recorded; `Err` only for `Required`. The second value is a note for the user (why `Auto`
 /// records no GPU although something was found).
@@ -158,6 +163,10 @@ struct ReadState {
     running: HashMap<(u32, u32), u32>,
     /// Final records of processes that ended, and when they were read.
     ended: Vec<(GpuAccount, Instant)>,
+    /// Processes gone since a reading whose record the driver still called running then:
+    /// (device, NVML PID), memmon's PID, and when they were first missed. Asked again at each
+    /// reading until the record closes (then in `ended`), or for `FINISHING_KEPT`.
+    finishing: Vec<((u32, u32), u32, Instant)>,
 }
 
 impl ReadState {
@@ -222,23 +231,45 @@ impl ReadState {
             }
             snap.processes.push(GpuProcess { pid, ..p });
         }
-        // Processes gone since the last reading: their final records (the accounting buffer
-        // keeps them), read once and kept a while.
+        // Processes gone since the last reading, and those gone earlier whose record was still
+        // open: their final records (the accounting buffer keeps them), read once closed and
+        // kept a while. A record still open goes in the reading as it stands (its maximum so
+        // far), so that the rows keep the process until its final record comes.
         let now = Instant::now();
-        for (&(device, nvml_pid), &pid) in &self.running {
-            if running.contains_key(&(device, nvml_pid)) || !accounting_on.contains(&device) {
-                continue;
-            }
-            if let Ok(Some(record)) = source.accounting(device, nvml_pid) {
-                if !record.running {
-                    self.ended.push((
-                        GpuAccount {
-                            device,
-                            pid,
-                            record,
-                        },
-                        now,
-                    ));
+        let gone_now = self
+            .running
+            .iter()
+            .filter(|(key, _)| !running.contains_key(*key))
+            .map(|(&key, &pid)| (key, pid, now));
+        let mut asked: Vec<((u32, u32), u32, Instant)> = std::mem::take(&mut self.finishing)
+            .into_iter()
+            .chain(gone_now)
+            .collect();
+        asked.retain(|(key, _, _)| !running.contains_key(key) && accounting_on.contains(&key.0));
+        for ((device, nvml_pid), pid, since) in asked {
+            match source.accounting(device, nvml_pid) {
+                Ok(Some(record)) if !record.running => self.ended.push((
+                    GpuAccount {
+                        device,
+                        pid,
+                        record,
+                    },
+                    now,
+                )),
+                Ok(None) => {} // no record: it used no GPU memory that the driver accounted
+                still_open => {
+                    if now.duration_since(since) < FINISHING_KEPT {
+                        if let Ok(Some(record)) = still_open {
+                            snap.accounting.push(GpuAccount {
+                                device,
+                                pid,
+                                record,
+                            });
+                        }
+                        if !self.finishing.iter().any(|f| f.0 == (device, nvml_pid)) {
+                            self.finishing.push(((device, nvml_pid), pid, since));
+                        }
+                    }
                 }
             }
         }
@@ -327,6 +358,7 @@ impl GpuPoller {
                     shared: s.clone(),
                     running: HashMap::new(),
                     ended: Vec::new(),
+                    finishing: Vec::new(),
                 };
                 let first = state.read(&mut *source);
                 let started = match &first.result {
@@ -803,8 +835,9 @@ impl GpuTracker {
                             }
                         }
                         // A process that left is done with once a reading after it left has
-                        // its final record, or has none of it (it used no GPU).
-                        let stale = self.poller.stale_after();
+                        // its final record, or has none of it (it used no GPU); the poller
+                        // gives a record still open as it stands, for `FINISHING_KEPT` at most.
+                        let stale = self.poller.stale_after().max(FINISHING_KEPT);
                         self.departed.retain(|&(pid, since)| {
                             let settled = r.at > since
                                 && !snap
@@ -1100,6 +1133,47 @@ mod tests {
         wait_for(|| tr.tick([10].into_iter(), Instant::now()).0.hwm_bytes == Some(2 * GIB));
         let end = tr.end();
         assert_eq!(end.hwm_after_last_row_bytes, Some(2 * GIB));
+    }
+
+    #[test]
+    fn a_final_record_the_driver_closes_after_the_process_left_is_still_read() {
+        let mut on = device(0, 10 * GIB);
+        on.accounting = Some(true);
+        let record = |max, running| GpuAccounting {
+            max_bytes: Some(max),
+            running,
+            start_unix_us: 0,
+        };
+        let state = Arc::new(Mutex::new(FakeState {
+            devices: vec![on],
+            processes: vec![proc_(10, 0, Some(GIB)), proc_(11, 0, Some(GIB))],
+            accounting: vec![(0, 10, record(2 * GIB, true)), (0, 11, record(GIB, true))],
+            ..Default::default()
+        }));
+        let mut tr = GpuTracker::new(start(&state, Duration::from_millis(10)).unwrap());
+        tr.tick([10, 11].into_iter(), Instant::now());
+        // PID 11 leaves NVML's list and the tree, but the driver still calls its record
+        // running, at 3 GiB so far, for many readings.
+        {
+            let mut s = state.lock().unwrap();
+            s.processes.pop();
+            s.accounting[1].2 = record(3 * GIB, true);
+        }
+        let readings = tr.poller.stats().readings;
+        wait_for(|| tr.poller.stats().readings >= readings + 5);
+        let (t, _) = tr.tick([10].into_iter(), Instant::now());
+        assert_eq!(t.hwm_bytes, Some(3 * GIB), "the open record as it stands");
+        assert_eq!(tr.departed.len(), 1, "kept until its record closes");
+        // Then the driver closes it at 9 GiB: the rows have it, and then let the process go.
+        state.lock().unwrap().accounting[1].2 = record(9 * GIB, false);
+        let mut seen = Vec::new();
+        wait_for(|| {
+            let t = tr.tick([10].into_iter(), Instant::now()).0;
+            seen.push(t.hwm_bytes);
+            tr.departed.is_empty()
+        });
+        assert!(seen.contains(&Some(9 * GIB)), "{seen:?}");
+        assert_eq!(tr.end().hwm_after_last_row_bytes, Some(2 * GIB));
     }
 
     #[test]

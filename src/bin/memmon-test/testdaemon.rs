@@ -11,8 +11,8 @@
 //! Shaped like a GPU prover: `--locked SIZE` keeps that much mlock'd from the start (its
 //! parameters), `--shared SIZE` a shared mapping, `--threads N` serves each request's SIZE as N
 //! partitions allocated at once by N threads, and `--helper SIZE` starts, with each request, a
-//! helper process that maps and touches SIZE for the hold time and exits (reaped before the
-//! reply): a process that lives and dies between two samples.
+//! helper process that maps and touches SIZE, holds it while the partitions are held, and exits
+//! (reaped before the reply): a process that lives and dies between two samples.
 //!
 //! With `--phases` the daemon marks its phases through `memmon_mark::MarkLayer`, as a Rust
 //! daemon would from its `tracing` spans: each request is a span `proof` holding a span
@@ -24,7 +24,7 @@ use clap::Args;
 use memmon::sys::raw::{self, Forked};
 use memmon::units::{parse_duration, parse_size};
 use memmon::workload::Block;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,7 +59,8 @@ pub struct TestDaemonArgs {
     #[arg(long, default_value_t = 1, value_name = "N", conflicts_with = "fork")]
     pub threads: usize,
 
-    /// With each request, a helper process that maps and touches SIZE for the hold time and exits
+    /// With each request, a helper process that maps and touches SIZE, holds it while the
+    /// partitions are held, and exits
     #[arg(long, value_parser = size, value_name = "SIZE", conflicts_with = "fork")]
     pub helper: Option<u64>,
 
@@ -180,24 +181,32 @@ fn serve_request(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::
 }
 
 /// Serves one request in the daemon itself: its helper started (`--helper`), `bytes` mapped and
-/// touched as `--threads` partitions at once, held, freed; the helper reaped.
+/// touched as `--threads` partitions at once, held, freed; the helper released and reaped.
 fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<()> {
     let helper = match args.helper {
-        // SAFETY: forked before any thread of this request starts; the child only maps,
-        // touches, sleeps and exits.
-        Some(h) => match unsafe { raw::fork() }? {
-            Forked::Child => {
-                let code = match Block::touched(h as usize) {
-                    Ok(_block) => {
-                        std::thread::sleep(hold);
-                        0
-                    }
-                    Err(_) => 1,
-                };
-                raw::exit_now(code)
+        Some(h) => {
+            // The helper holds its memory until the daemon lets go of the partitions (it closes
+            // the pipe's write end): the two are held at once, however long either takes to
+            // touch its pages on a busy machine.
+            let (until, release) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+            let mut until = std::fs::File::from(until);
+            // SAFETY: forked before any thread of this request starts; the child only maps,
+            // touches, reads a pipe and exits.
+            match unsafe { raw::fork() }? {
+                Forked::Child => {
+                    drop(release);
+                    let code = match Block::touched(h as usize) {
+                        Ok(_block) => {
+                            let _ = until.read(&mut [0u8; 1]); // EOF: released
+                            0
+                        }
+                        Err(_) => 1,
+                    };
+                    raw::exit_now(code)
+                }
+                Forked::Parent { child } => Some((child, release)),
             }
-            Forked::Parent { child } => Some(child),
-        },
+        }
         None => None,
     };
     let n = args.threads.max(1) as u64;
@@ -224,7 +233,8 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
     }
     // Freed before the reply.
     let served = partitions.map(drop);
-    if let Some(pid) = helper {
+    if let Some((pid, release)) = helper {
+        drop(release);
         memmon::sys::wait_child(pid)?;
     }
     served

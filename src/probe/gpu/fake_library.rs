@@ -87,10 +87,17 @@ pub fn build(cc: &Path, variant: Variant) -> io::Result<PathBuf> {
         return Ok(dir);
     }
     std::fs::create_dir_all(&dir)?;
-    // Built under a name of this process's, then renamed: a test in another process never
+    // Built under a name of this call's own (its process and a count: tests of one process
+    // run on threads, and may build one variant at once), then renamed: a test elsewhere never
     // loads a half-written library.
-    let src = dir.join(format!("fake-nvml.{}.c", std::process::id()));
-    let tmp = dir.join(format!("lib.{}.so", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let me = format!(
+        "{}-{}",
+        std::process::id(),
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let src = dir.join(format!("fake-nvml.{me}.c"));
+    let tmp = dir.join(format!("lib.{me}.so"));
     std::fs::write(&src, SOURCE)?;
     let out = Command::new(cc)
         .args(["-shared", "-fPIC", "-O1", "-std=c11", "-Wall", "-Werror"])
