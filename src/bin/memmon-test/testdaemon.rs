@@ -11,8 +11,8 @@
 //! Shaped like a GPU prover: `--locked SIZE` keeps that much mlock'd from the start (its
 //! parameters), `--shared SIZE` a shared mapping, `--threads N` serves each request's SIZE as N
 //! partitions allocated at once by N threads, and `--helper SIZE` starts, with each request, a
-//! helper process that maps and touches SIZE, holds it while the partitions are held, and exits
-//! (reaped before the reply): a process that lives and dies between two samples.
+//! helper process that maps and touches SIZE, holds it while the partitions are held (the hold
+//! time starts once both are touched), and exits (reaped before the reply): a process that lives and dies between two samples.
 //!
 //! With `--phases` the daemon marks its phases through `memmon_mark::MarkLayer`, as a Rust
 //! daemon would from its `tracing` spans: each request is a span `proof` holding a span
@@ -185,18 +185,23 @@ fn serve_request(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::
 fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<()> {
     let helper = match args.helper {
         Some(h) => {
-            // The helper holds its memory until the daemon lets go of the partitions (it closes
-            // the pipe's write end): the two are held at once, however long either takes to
-            // touch its pages on a busy machine.
-            let (until, release) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-            let mut until = std::fs::File::from(until);
+            // The helper says when its memory is touched (a byte on `ready`) and holds it until
+            // the daemon lets go of the partitions (it closes `release`): the daemon holds its
+            // partitions only once the helper's pages are touched too, so the two are held at
+            // once for the hold time however slowly either was touched on a busy machine.
+            let cloexec = rustix::pipe::PipeFlags::CLOEXEC;
+            let (until, release) = rustix::pipe::pipe_with(cloexec)?;
+            let (ready, say_ready) = rustix::pipe::pipe_with(cloexec)?;
+            let (mut until, mut say_ready) =
+                (std::fs::File::from(until), std::fs::File::from(say_ready));
             // SAFETY: forked before any thread of this request starts; the child only maps,
-            // touches, reads a pipe and exits.
+            // touches, writes and reads pipes, and exits.
             match unsafe { raw::fork() }? {
                 Forked::Child => {
-                    drop(release);
+                    drop((release, ready));
                     let code = match Block::touched(h as usize) {
                         Ok(_block) => {
+                            let _ = say_ready.write_all(b"r");
                             let _ = until.read(&mut [0u8; 1]); // EOF: released
                             0
                         }
@@ -204,7 +209,7 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
                     };
                     raw::exit_now(code)
                 }
-                Forked::Parent { child } => Some((child, release)),
+                Forked::Parent { child } => Some((child, release, std::fs::File::from(ready))),
             }
         }
         None => None,
@@ -229,11 +234,14 @@ fn serve(bytes: u64, hold: Duration, args: &TestDaemonArgs) -> std::io::Result<(
     });
     let partitions: std::io::Result<Vec<Block>> = partitions.into_iter().collect();
     if partitions.is_ok() {
+        if let Some((_, _, ready)) = &helper {
+            let _ = (&*ready).read(&mut [0u8; 1]); // a byte, or EOF if the helper failed
+        }
         std::thread::sleep(hold);
     }
     // Freed before the reply.
     let served = partitions.map(drop);
-    if let Some((pid, release)) = helper {
+    if let Some((pid, release, _)) = helper {
         drop(release);
         memmon::sys::wait_child(pid)?;
     }
