@@ -438,18 +438,23 @@ pub fn at_peak(anatomies: &[Anatomy]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// The anatomy taken nearest the idle floor `idle_rss_bytes` (the first of equals), other than
-/// the peak's `peak` when there is another: the idle floor's.
+/// The idle floor's anatomy: the one taken nearest the idle floor `idle_rss_bytes` (the first of
+/// equals) among those at most a sixteenth above it, other than the peak's `peak` when there is
+/// another. One taken higher than that was taken as the growth began, and would leave what had
+/// grown by then out of what grew; only when every anatomy is that high is the nearest taken.
 pub fn at_idle(anatomies: &[Anatomy], idle_rss_bytes: u64, peak: Option<usize>) -> Option<usize> {
-    let nearest = |skip: Option<usize>| {
+    let near = idle_rss_bytes.saturating_add(idle_rss_bytes / 16);
+    let nearest = |skip: Option<usize>, at_most: u64| {
         anatomies
             .iter()
             .enumerate()
-            .filter(|(i, _)| Some(*i) != skip)
+            .filter(|(i, a)| Some(*i) != skip && a.rss_bytes <= at_most)
             .min_by_key(|(_, a)| a.rss_bytes.abs_diff(idle_rss_bytes))
             .map(|(i, _)| i)
     };
-    nearest(peak).or_else(|| nearest(None))
+    nearest(peak, near)
+        .or_else(|| nearest(peak, u64::MAX))
+        .or_else(|| nearest(None, u64::MAX))
 }
 
 /// Where an anatomy of a growth was taken.
@@ -1009,6 +1014,15 @@ mod tests {
         let list = [a(100), a(50), a(900), a(900), a(60)];
         assert_eq!(at_peak(&list), Some(2));
         assert_eq!(at_idle(&list, 58, Some(2)), Some(4));
+        // The start, below the floor, rather than one taken as the growth began (the floor is
+        // 4.3 MiB, the start's 3.9, a new high's 5.0): that one would hide part of the growth.
+        let (mib, kib) = (1 << 20, 1 << 10);
+        let start = [a(3994 * kib), a(5 * mib), a(300 * mib)];
+        assert_eq!(at_idle(&start, 4420 * kib, Some(2)), Some(0));
+        // Up to a sixteenth above the floor is near enough (60 for 58, not for 56); with none
+        // that low, the nearest.
+        assert_eq!(at_idle(&list, 56, Some(2)), Some(1));
+        assert_eq!(at_idle(&[a(70), a(80), a(900)], 58, Some(2)), Some(0));
         assert_eq!(
             at_idle(&list[2..3], 58, Some(0)),
             Some(0),
