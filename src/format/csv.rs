@@ -391,7 +391,7 @@ const POW10: [f64; 10] = [1.0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 /// Reads the run of decimal digits at `*p` (at most 19, so no overflow); leaves `*p` on the
 /// first byte that is not a digit. `None` past 19 digits. (A byte loop: measured faster here
 /// than reading eight digits at a time, whose multiplications form one long dependency chain.)
-#[inline]
+#[inline(always)]
 fn digits(line: &[u8], p: &mut usize) -> Option<u64> {
     let start = *p;
     let mut v: u64 = 0;
