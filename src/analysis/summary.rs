@@ -1660,6 +1660,28 @@ mod tests {
             ),
             "{text}"
         );
+        // A process that left, with no exit records read: the peaks are as last read.
+        let left = [
+            tree_row(0.0, 100 * MIB, 7, None),
+            Sample {
+                departed: 1,
+                ..tree_row(1.0, 90 * MIB, 6, None)
+            },
+        ];
+        let text = summarize(&left, None, Some(&end)).render();
+        assert!(
+            text.contains("the 5 largest by peak (VmHWM, as last read) of 7 listed\n    1 process(es) left the tree, and not every exit record was read (taskstats needs root): one that left has the peak of its last sample, and may have risen after it\n"),
+            "{text}"
+        );
+        let records = EndInfo {
+            exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
+            ..end.clone()
+        };
+        let text = summarize(&left, None, Some(&records)).render();
+        assert!(
+            text.contains("(VmHWM, exact per process) of 7 listed\n"),
+            "{text}"
+        );
     }
 
     #[test]

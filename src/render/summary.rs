@@ -299,13 +299,28 @@ impl Summary {
             return None;
         }
         let shown = &end.processes[..end.processes.len().min(PROCESSES_SHOWN)];
+        // A process that left has its peak at its exit only from its exit record; without one,
+        // that of its last sample.
+        let exact = end.exit_records_complete() || self.facts.departed == 0;
         Some(Table {
             title: format!(
-                "processes: the {} largest by peak (VmHWM, exact per process) of {} listed",
+                "processes: the {} largest by peak (VmHWM, {}) of {} listed",
                 shown.len(),
+                if exact {
+                    "exact per process"
+                } else {
+                    "as last read"
+                },
                 end.processes.len()
             ),
-            notes: Vec::new(),
+            notes: if exact {
+                Vec::new()
+            } else {
+                vec![format!(
+                    "{} process(es) left the tree, and not every exit record was read (taskstats needs root): one that left has the peak of its last sample, and may have risen after it",
+                    self.facts.departed
+                )]
+            },
             head: ["process", "PID", "peak", "bytes"]
                 .map(String::from)
                 .to_vec(),
