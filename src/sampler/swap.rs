@@ -56,8 +56,17 @@ pub struct SwapSource {
 /// Whether `/proc/swaps` under `proc_root` lists a device (a line after its header). Unreadable
 /// counts as having one: the counts are then read, as they would be without this check.
 fn has_swap_device(proc_root: &Path) -> bool {
-    std::fs::read_to_string(proc_root.join("swaps"))
-        .map_or(true, |t| t.lines().skip(1).any(|l| !l.trim().is_empty()))
+    // One read: the header and a device's line fit in 512 bytes (a string read of an unsized
+    // file would take several).
+    let mut buf = [0u8; 512];
+    std::fs::File::open(proc_root.join("swaps"))
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut buf))
+        .map_or(true, |n| {
+            buf[..n]
+                .split(|&b| b == b'\n')
+                .skip(1)
+                .any(|l| !l.trim_ascii().is_empty())
+        })
 }
 
 impl SwapSource {
