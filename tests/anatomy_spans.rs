@@ -163,6 +163,16 @@ fn phase_end_anatomies_name_what_grew_in_each_phase_and_the_report_draws_the_pea
         html.contains("segments in virtual size (maps"),
         "the bar's measure is not said"
     );
+    // And what grew in each phase, as tables with the summary's words.
+    for text in [
+        "what grew in phase 1 &#39;a&#39;: +48.",
+        "what grew in phase 2 &#39;b&#39;: +16.",
+        "from the start anatomy at +",
+        "<th>at its start</th>",
+        "memfd &#39;m&#39; (1 mapping of 16.00 MiB) (new)",
+    ] {
+        assert!(html.contains(text), "{text:?} not in the report");
+    }
 }
 
 /// A test daemon that keeps 8 MiB after each request (`--leak`), killed when dropped.

@@ -283,8 +283,9 @@ impl Report {
         o
     }
 
-    /// Each recording's runs, phases, phases by label and largest processes: the tables
-    /// `memmon summary` prints, with the same columns.
+    /// Each recording's runs, phases, phases by label and largest processes, and what grew
+    /// between the idle floor and the peak and in each phase: the tables `memmon summary`
+    /// prints, with the same columns.
     fn write_tables(&self, o: &mut String) {
         for (series, summary) in self.series.iter().zip(&self.summaries) {
             let tables: Vec<_> = summary
@@ -293,6 +294,7 @@ impl Report {
                 .into_iter()
                 .chain(summary.processes_table())
                 .chain(summary.anatomy_table())
+                .chain(summary.phase_anatomy_tables())
                 .collect();
             let bar = summary
                 .anatomy_at_peak

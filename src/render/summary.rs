@@ -2,7 +2,7 @@
 //! tables as data for the report too (`Summary::processes_table`, `Phases::tables`). The
 //! numbers are decided in `analysis::summary`; this file only says them.
 
-use crate::analysis::anatomy::{GroupChange, Measure};
+use crate::analysis::anatomy::{AnatomyDiff, GroupChange, Measure};
 use crate::analysis::summary::{
     process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
 };
@@ -56,11 +56,7 @@ pub fn span_growth_lines(
         } else {
             format!("{what} {} '{}'", g.index, g.label)
         };
-        let late = if g.late {
-            " (late: a boundary's row came late, so what came after it may be counted here)"
-        } else {
-            ""
-        };
+        let late = if g.late { LATE_WORDS } else { "" };
         let _ = writeln!(
             o,
             "    {name}: {} {measure}, from the {} anatomy at +{} to the {} one at +{}{late}",
@@ -74,6 +70,42 @@ pub fn span_growth_lines(
             let _ = writeln!(o, "                no group changed");
         }
         change_lines(o, &g.diff.changes);
+    }
+}
+
+/// Said of a span whose boundary was taken late.
+const LATE_WORDS: &str =
+    " (late: a boundary's row came late, so what came after it may be counted here)";
+
+/// A table of the groups that changed between two anatomies: the change, the group, and its
+/// size on each side (`sides`), in the difference's measure; `-` where a side has none of it.
+fn growth_table(title: String, note: String, sides: [&str; 2], diff: &AnatomyDiff) -> Table {
+    let size = |grp: Option<&Group>| match grp {
+        None => "-".to_string(),
+        Some(grp) => fmt_bytes(match diff.measure {
+            Measure::Resident => grp.resident.map_or(0, |r| r.resident_bytes()),
+            Measure::Virtual => grp.virtual_bytes,
+        }),
+    };
+    Table {
+        title,
+        notes: vec![note],
+        head: ["change", "group", sides[0], sides[1]]
+            .map(String::from)
+            .to_vec(),
+        rows: diff
+            .changes
+            .iter()
+            .map(|c| {
+                vec![
+                    signed(c.delta_bytes),
+                    describe(c),
+                    size(c.from.as_ref()),
+                    size(c.to.as_ref()),
+                ]
+            })
+            .collect(),
+        footer: Vec::new(),
     }
 }
 
@@ -222,46 +254,53 @@ impl Summary {
     pub fn anatomy_table(&self) -> Option<Table> {
         let g = self.anatomy.as_ref()?;
         let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
-        let size = |grp: Option<&crate::model::anatomy::Group>| match grp {
-            None => "-".to_string(),
-            Some(grp) => {
-                let b = match g.diff.measure {
-                    Measure::Resident => grp.resident.map_or(0, |r| r.resident_bytes()),
-                    Measure::Virtual => grp.virtual_bytes,
-                };
-                fmt_bytes(b)
-            }
-        };
-        Some(Table {
-            title: format!(
+        Some(growth_table(
+            format!(
                 "what grew between the idle floor and the peak: {} {measure}",
                 signed(g.diff.delta_bytes)
             ),
-            notes: vec![format!(
+            format!(
                 "from the anatomy nearest the idle floor at +{} (RSS {}) to the highest at +{} (RSS {})",
                 fmt_seconds(g.from.elapsed_s),
                 fmt_bytes(g.from.rss_bytes),
                 fmt_seconds(g.to.elapsed_s),
                 fmt_bytes(g.to.rss_bytes)
-            )],
-            head: ["change", "group", "at idle", "at the peak"]
-                .map(String::from)
-                .to_vec(),
-            rows: g
-                .diff
-                .changes
-                .iter()
-                .map(|c| {
-                    vec![
-                        signed(c.delta_bytes),
-                        describe(c),
-                        size(c.from.as_ref()),
-                        size(c.to.as_ref()),
-                    ]
-                })
-                .collect(),
-            footer: Vec::new(),
-        })
+            ),
+            ["at idle", "at the peak"],
+            &g.diff,
+        ))
+    }
+
+    /// What grew in each phase with an anatomy at its end, one table each (as `summary` says
+    /// under "what grew by phase"), for the report.
+    pub fn phase_anatomy_tables(&self) -> Vec<Table> {
+        self.phase_anatomy
+            .iter()
+            .map(|g| {
+                let measure =
+                    measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+                growth_table(
+                    format!(
+                        "what grew in phase {} '{}': {} {measure}",
+                        g.index,
+                        g.label,
+                        signed(g.diff.delta_bytes)
+                    ),
+                    format!(
+                        "from the {} anatomy at +{} (RSS {}) to the {} one at +{} (RSS {}){}",
+                        g.from.trigger.key(),
+                        fmt_seconds(g.from.elapsed_s),
+                        fmt_bytes(g.from.rss_bytes),
+                        g.to.trigger.key(),
+                        fmt_seconds(g.to.elapsed_s),
+                        fmt_bytes(g.to.rss_bytes),
+                        if g.late { LATE_WORDS } else { "" }
+                    ),
+                    ["at its start", "at its end"],
+                    &g.diff,
+                )
+            })
+            .collect()
     }
 
     /// For a peak of several processes: `, 9 processes: RSS sum over 9 processes, shared pages
