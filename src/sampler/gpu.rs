@@ -241,6 +241,7 @@ impl ReadState {
             .iter()
             .filter(|(key, _)| !running.contains_key(*key))
             .map(|(&key, &pid)| (key, pid, now));
+        // The two are disjoint: one still finishing is in no reading's running list.
         let mut asked: Vec<((u32, u32), u32, Instant)> = std::mem::take(&mut self.finishing)
             .into_iter()
             .chain(gone_now)
@@ -266,9 +267,7 @@ impl ReadState {
                                 record,
                             });
                         }
-                        if !self.finishing.iter().any(|f| f.0 == (device, nvml_pid)) {
-                            self.finishing.push(((device, nvml_pid), pid, since));
-                        }
+                        self.finishing.push(((device, nvml_pid), pid, since));
                     }
                 }
             }
@@ -1091,6 +1090,17 @@ mod tests {
         assert!(tr.poller.stats().failed >= 1);
     }
 
+    /// The tree's GPU high-water mark at each tick of PID 10 alone, until no process that left
+    /// is kept for its final record.
+    fn hwm_until_settled(tr: &mut GpuTracker) -> Vec<Option<u64>> {
+        let mut seen = Vec::new();
+        wait_for(|| {
+            seen.push(tr.tick([10].into_iter(), Instant::now()).0.hwm_bytes);
+            tr.departed.is_empty()
+        });
+        seen
+    }
+
     #[test]
     fn a_process_that_left_keeps_its_final_record_in_the_rows_until_a_reading_has_it() {
         let mut on = device(0, 10 * GIB);
@@ -1122,12 +1132,7 @@ mod tests {
                 start_unix_us: 0,
             };
         }
-        let mut seen = Vec::new();
-        wait_for(|| {
-            let t = tr.tick([10].into_iter(), Instant::now()).0;
-            seen.push(t.hwm_bytes);
-            tr.departed.is_empty()
-        });
+        let seen = hwm_until_settled(&mut tr);
         assert!(seen.contains(&Some(9 * GIB)), "{seen:?}");
         // Then it is out of the rows.
         wait_for(|| tr.tick([10].into_iter(), Instant::now()).0.hwm_bytes == Some(2 * GIB));
@@ -1166,12 +1171,7 @@ mod tests {
         assert_eq!(tr.departed.len(), 1, "kept until its record closes");
         // Then the driver closes it at 9 GiB: the rows have it, and then let the process go.
         state.lock().unwrap().accounting[1].2 = record(9 * GIB, false);
-        let mut seen = Vec::new();
-        wait_for(|| {
-            let t = tr.tick([10].into_iter(), Instant::now()).0;
-            seen.push(t.hwm_bytes);
-            tr.departed.is_empty()
-        });
+        let seen = hwm_until_settled(&mut tr);
         assert!(seen.contains(&Some(9 * GIB)), "{seen:?}");
         assert_eq!(tr.end().hwm_after_last_row_bytes, Some(2 * GIB));
     }
