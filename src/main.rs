@@ -23,6 +23,9 @@ fn main() {
             .collect();
         std::process::exit(commands::workload(&steps));
     }
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(commands::stderr::clap_message(&e)),
+    };
     std::process::exit(commands::exit_code(commands::run(cli)).code());
 }

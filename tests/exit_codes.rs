@@ -137,3 +137,37 @@ fn gpu_required_and_unreadable_is_exit_2_from_record_and_a_command_bench_alike()
         assert!(err.contains("--gpu: "), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn an_unknown_flag_exits_2_on_stderr_and_help_and_version_exit_0_on_stdout() {
+    // memmon prints clap's messages itself (in one write): the streams and codes must stay
+    // clap's.
+    let o = memmon()
+        .args(["record", "--no-such-flag"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("error: unexpected argument '--no-such-flag' found\n")
+            && err.contains("Usage: memmon record")
+            && err.ends_with("For more information, try '--help'.\n")
+            && !err.contains('\x1b'),
+        "{err}"
+    );
+    for (args, first) in [
+        (&["--help"][..], "Measure the memory"),
+        (&["record", "--help"][..], "Record a process tree"),
+        (&["--version"][..], "memmon "),
+    ] {
+        let o = memmon().args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        assert!(o.stderr.is_empty(), "{args:?}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.starts_with(first) && out.ends_with('\n') && !out.contains('\x1b'),
+            "{args:?}: {out}"
+        );
+    }
+}

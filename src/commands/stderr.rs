@@ -71,6 +71,38 @@ fn write_bytes(bytes: &[u8]) {
     }
 }
 
+/// Prints clap's own message, a usage error or `--help`/`--version`, in one write, and returns its
+/// exit code (2 for a usage error, 0 for help). clap's `exit` writes it a styled span at a time
+/// (some 30 writes for one usage error), which another writer to the same terminal or log can
+/// split. Colour follows the stream as clap's does: a terminal, unless `NO_COLOR` is set or
+/// `TERM` is `dumb`; `CLICOLOR_FORCE` forces it.
+pub fn clap_message(e: &clap::Error) -> i32 {
+    use std::io::IsTerminal;
+    let to_stdout = !e.use_stderr();
+    let terminal = if to_stdout {
+        std::io::stdout().is_terminal()
+    } else {
+        std::io::stderr().is_terminal()
+    };
+    let set = |name| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+    let colour = set("CLICOLOR_FORCE")
+        || (terminal && !set("NO_COLOR") && std::env::var_os("TERM").is_none_or(|t| t != "dumb"));
+    let styled = e.render();
+    let text = if colour {
+        styled.ansi().to_string()
+    } else {
+        styled.to_string()
+    };
+    if to_stdout {
+        // A reader that has gone (`memmon --help | head -1`) is not an error.
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    } else {
+        write_bytes(text.as_bytes());
+    }
+    e.exit_code()
+}
+
 /// `eprintln!` that a closed stderr does not turn into a panic.
 macro_rules! errln {
     ($($arg:tt)*) => {
