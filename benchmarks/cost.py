@@ -267,13 +267,16 @@ def children(pid):
 
 
 def end_tree(p):
-    for c in children(p.pid):
+    """Ends the parent first, then its children: a bash still waiting would print `Killed` for
+    each child killed under it."""
+    kids = children(p.pid)
+    p.kill()
+    p.wait()
+    for c in kids:
         try:
             os.kill(c, signal.SIGKILL)
         except OSError:
             pass
-    p.kill()
-    p.wait()
 
 
 # ---------------------------------------------------------------- reporting
