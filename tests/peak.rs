@@ -345,3 +345,40 @@ fn bench_help_lists_only_flags_a_bench_takes() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn without_exit_records_a_launched_trees_helpers_leave_no_upper_bound_though_ru_maxrss_is_exact() {
+    // Three 80 MiB helpers live and go between two 1 s ticks, with no exit records and no
+    // cgroup: wait4's ru_maxrss is the largest process's exact peak, but the sum of the
+    // high-water marks the rows saw holds none of the helpers, so it bounds nothing.
+    let dir = tempdir();
+    let out = dir.path().join("t.csv");
+    record_workload(
+        &out,
+        &["-q", "-i", "1s", "--no-own-cgroup", "--no-taskstats"],
+        &[
+            "alloc:50MiB",
+            "hold:100ms",
+            "children:3:80MiB:200ms",
+            "wait-children",
+            "hold:1200ms",
+        ],
+    )
+    .assert()
+    .success();
+    let sum = summary_json(&out);
+    assert_eq!(sum["exit_records_complete"], false, "{sum}");
+    assert_eq!(sum["kernel_peak_covers_departed"], true, "{sum}");
+    let peak = &sum["peak"];
+    assert_eq!(peak["source"], "ru-maxrss", "{sum}");
+    assert_eq!(peak["scope"], "largest-process", "{sum}");
+    assert_eq!(peak["exact"], true, "{sum}");
+    assert!(peak["bytes"].as_u64().unwrap() >= 80 * MIB, "{sum}");
+    assert!(peak["tree_high_bytes"].is_null(), "no upper bound: {sum}");
+    memmon()
+        .args(["summary", "--max-peak", "1GiB"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("the tree's peak is at least"));
+}

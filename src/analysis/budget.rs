@@ -233,6 +233,7 @@ mod tests {
             kernel_peak_source: Some(PeakSource::Vmhwm),
             max_processes: 2,
             exit_records_complete: true,
+            kernel_peak_covers_departed: true,
             hwm_sum_bytes: bytes + 300 * MIB,
             exact_within_bytes: Some(512 << 10),
             ..PeakFacts::default()

@@ -44,6 +44,9 @@ pub struct SpanContext {
     pub cgroup: Window,
     /// Every exit record was read (`EndInfo::exit_records_complete`).
     pub exit_records: bool,
+    /// wait4's ru_maxrss of a launched command covers the span: the largest process's peak
+    /// holds every process that ended, exit records or not (`PeakFacts::kernel_peak_covers_departed`).
+    pub rusage_covers_departed: bool,
     /// The cgroup recorded holds the tree alone (`CgroupEnd::holds_tree`).
     pub cgroup_holds_tree: bool,
     pub cgroup_v1: bool,
@@ -69,6 +72,7 @@ impl Default for SpanContext {
             kernel: Window::IfRises,
             cgroup: Window::IfRises,
             exit_records: false,
+            rusage_covers_departed: false,
             cgroup_holds_tree: false,
             cgroup_v1: false,
             bound_bytes: 0,
@@ -713,6 +717,7 @@ impl SpanAcc {
             max_processes: self.max_processes,
             departed: self.departed,
             exit_records_complete: ctx.exit_records,
+            kernel_peak_covers_departed: ctx.exit_records || ctx.rusage_covers_departed,
             cgroup_peak_bytes: self.cgroup_peak(ctx.cgroup, ctx.cgroup_after_last_row),
             cgroup_holds_tree: ctx.cgroup_holds_tree,
             cgroup_v1: ctx.cgroup_v1,

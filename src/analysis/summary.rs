@@ -134,8 +134,9 @@ impl SessionAcc {
             } else {
                 Window::IfRises
             },
+            exit_records: end.is_some_and(EndInfo::exit_records_complete),
             // A launched command's ru_maxrss holds every process of its tree that ended.
-            exit_records: end.is_some_and(EndInfo::exit_records_complete) || rusage.is_some(),
+            rusage_covers_departed: rusage.is_some(),
             cgroup_holds_tree: own || meta.is_some_and(Meta::cgroup_holds_tree),
             cgroup_v1: meta.is_some_and(Meta::cgroup_v1)
                 || cg.is_some_and(|c| c.version == crate::probe::cgroup::CgroupVersion::V1),
@@ -239,6 +240,7 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
         f.max_processes = f.max_processes.max(s.max_processes);
         f.departed += s.departed;
         f.exit_records_complete &= s.exit_records_complete;
+        f.kernel_peak_covers_departed &= s.kernel_peak_covers_departed;
         f.cgroup_holds_tree &= s.cgroup_holds_tree;
         f.cgroup_v1 |= s.cgroup_v1;
         f.hwm_sum_bytes = f.hwm_sum_bytes.max(s.hwm_sum_bytes);
@@ -462,7 +464,8 @@ impl SummaryBuilder {
                         kernel_peak_rss_bytes: Some(r),
                         kernel_peak_source: Some(source),
                         max_processes: 1,
-                        exit_records_complete: true,
+                        exit_records_complete: end.exit_records_complete(),
+                        kernel_peak_covers_departed: true,
                         exact_within_bytes: meta.online_cpus.map(|_| super::phases::bound_of(meta)),
                         ..PeakFacts::default()
                     },

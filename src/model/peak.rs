@@ -190,6 +190,11 @@ pub struct PeakFacts {
     /// Every exit record was read (taskstats, none dropped): each process that left has its
     /// peak at its exit in the rows.
     pub exit_records_complete: bool,
+    /// The kernel's peak of the largest process covers the processes that left: their exit
+    /// records were read, or it is wait4's ru_maxrss of a launched command, which holds every
+    /// process of its tree that ended (a maximum, so it bounds the largest process, not the
+    /// tree: only exit records make the sum of high-water marks an upper bound).
+    pub kernel_peak_covers_departed: bool,
     /// The memory cgroup's exact peak over the span (each page once, page cache included),
     /// when its peak file covered the span (reset at its start, made for it, or risen during it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -273,7 +278,7 @@ impl PeakFacts {
         PeakScope::of_kernel_counter(
             self.max_processes,
             self.departed,
-            self.exit_records_complete,
+            self.kernel_peak_covers_departed,
         )
     }
 
@@ -512,6 +517,7 @@ mod tests {
             max_processes: if sampled_saw_helper { 2 } else { 1 },
             departed: 1,
             exit_records_complete: true,
+            kernel_peak_covers_departed: true,
             hwm_sum_bytes: gib + (410 << 20),
             exact_within_bytes: Some(512 * KIB),
             ..PeakFacts::default()
@@ -575,6 +581,7 @@ mod tests {
     fn processes_gone_without_exit_records_make_a_lower_bound_and_no_upper_bound() {
         let f = PeakFacts {
             exit_records_complete: false,
+            kernel_peak_covers_departed: false,
             ..daemon_with_helper(false)
         };
         let p = f.decide();
@@ -582,6 +589,23 @@ mod tests {
         assert!(!p.exact);
         assert_eq!(p.tree_high_bytes, None);
         assert_eq!(p.at_least(), "≥ ");
+    }
+
+    #[test]
+    fn a_launched_commands_ru_maxrss_without_exit_records_is_exact_of_the_largest_and_bounds_no_tree(
+    ) {
+        // wait4's ru_maxrss holds the helper that left, but it is a maximum: the sum of the
+        // high-water marks the rows saw misses the helper, so it is no upper bound.
+        let f = PeakFacts {
+            exit_records_complete: false,
+            kernel_peak_covers_departed: true,
+            ..daemon_with_helper(false)
+        };
+        let p = f.decide();
+        assert_eq!(p.scope, PeakScope::LargestProcess);
+        assert!(p.exact);
+        assert_eq!(p.tree_low_bytes, Some(1210 << 20));
+        assert_eq!(p.tree_high_bytes, None);
     }
 
     #[test]
