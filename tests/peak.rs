@@ -382,3 +382,28 @@ fn without_exit_records_a_launched_trees_helpers_leave_no_upper_bound_though_ru_
         .success()
         .stderr(predicates::str::contains("the tree's peak is at least"));
 }
+
+#[test]
+fn a_trees_upper_bound_holds_the_helpers_that_came_and_went_after_the_last_row() {
+    // The only row is taken at the launch; the 30 MiB parent and its two 50 MiB children all
+    // live and end before the next tick. The upper bound of the tree's peak comes from the exit
+    // records read at the end: never below the memory the three held together.
+    if !is_root() {
+        return; // exit records need root (or CAP_NET_ADMIN)
+    }
+    let dir = tempdir();
+    let out = dir.path().join("t.csv");
+    record_workload(
+        &out,
+        &["-q", "-i", "5s", "--no-own-cgroup"],
+        &["alloc:30MiB", "children:2:50MiB:300ms", "wait-children"],
+    )
+    .assert()
+    .success();
+    let sum = summary_json(&out);
+    assert_eq!(sum["exit_records_complete"], true, "{sum}");
+    let high = sum["peak"]["tree_high_bytes"].as_u64().unwrap();
+    assert!(high >= 130 * MIB, "upper bound {high} bytes: {sum}");
+    let low = sum["peak"]["tree_low_bytes"].as_u64().unwrap();
+    assert!(low >= 50 * MIB && low <= high, "{sum}");
+}

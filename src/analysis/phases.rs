@@ -246,6 +246,14 @@ impl PhaseBuilder {
         let tail = end
             .exit_peak_after_last_sample_bytes
             .map(|b| (b, PeakSource::Vmhwm));
+        if let Some(sum) = end.exit_hwm_sum_after_last_sample_bytes {
+            if let Some((acc, _)) = self.phase.as_mut() {
+                acc.hwm_sum_at_end(sum);
+            }
+            if let Some((acc, _)) = self.run.as_mut() {
+                acc.hwm_sum_at_end(sum);
+            }
+        }
         if let Some(f) = end.major_faults {
             // Faults after the last row (a target that ended between two ticks): the open
             // phase's and run's.

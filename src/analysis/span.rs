@@ -529,7 +529,10 @@ pub struct SpanAcc {
     peak_processes: u32,
     pss_at_peak: Option<u64>,
     max_processes: u32,
-    hwm_sum_max: u64,
+    /// The opening row's `hwm_sum_bytes`, and the largest of the rows after it (with the sum
+    /// the end record gave after the last row).
+    open_hwm_sum: u64,
+    hwm_sum_max: Option<u64>,
     pss: PssTrack,
     peak_gpu: Option<u64>,
     /// The GPU's accounting marks (`gpu_hwm_bytes`).
@@ -570,7 +573,8 @@ impl SpanAcc {
             peak_processes: s.processes,
             pss_at_peak: s.pss_bytes,
             max_processes: s.processes,
-            hwm_sum_max: s.hwm_sum_bytes,
+            open_hwm_sum: s.hwm_sum_bytes,
+            hwm_sum_max: None,
             pss,
             peak_gpu: s.gpu.bytes,
             gpu_hwm: GpuHwmAcc::open(s),
@@ -599,7 +603,7 @@ impl SpanAcc {
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
         self.departed += s.departed as u64;
         self.max_processes = self.max_processes.max(s.processes);
-        self.hwm_sum_max = self.hwm_sum_max.max(s.hwm_sum_bytes);
+        self.raise_hwm_sum(s.hwm_sum_bytes);
         self.pss.push(s);
         self.held.push(s);
         self.health.push(s);
@@ -721,7 +725,10 @@ impl SpanAcc {
             cgroup_peak_bytes: self.cgroup_peak(ctx.cgroup, ctx.cgroup_after_last_row),
             cgroup_holds_tree: ctx.cgroup_holds_tree,
             cgroup_v1: ctx.cgroup_v1,
-            hwm_sum_bytes: self.hwm_sum_max,
+            // The opening row's sum may hold marks from before a reset at the span's start
+            // (the span before's); the rows after it bound the tree from the opening on, so it
+            // counts only in a span of one row.
+            hwm_sum_bytes: self.hwm_sum_max.unwrap_or(self.open_hwm_sum),
             exact_within_bytes: ctx.bound_known.then_some(ctx.bound_bytes),
             late_boundary: self.late_boundary,
         }
@@ -785,6 +792,17 @@ impl SpanAcc {
     /// The tree's `major_faults` count at the recording's end, after the span's last row (the
     /// end record's: exit records read when the target ended): what it holds beyond that row
     /// is the span's too.
+    /// The sum of the marks of the processes alive after the span's last row, when the target
+    /// ended after it (`EndInfo::exit_hwm_sum_after_last_sample_bytes`): the tree's upper bound
+    /// for the time no row covers.
+    pub fn hwm_sum_at_end(&mut self, sum: u64) {
+        self.raise_hwm_sum(sum);
+    }
+
+    fn raise_hwm_sum(&mut self, sum: u64) {
+        self.hwm_sum_max = Some(self.hwm_sum_max.map_or(sum, |m| m.max(sum)));
+    }
+
     pub fn faults_at_end(&mut self, total: u64) {
         if let Some(last) = self.health.faults.last.filter(|&l| total > l) {
             self.health.faults.total = self.health.faults.total.saturating_add(total - last);
@@ -897,6 +915,37 @@ mod tests {
         let mut a = SpanAcc::open(&rows[0]);
         rows[1..].iter().for_each(|r| a.add(r));
         a
+    }
+
+    /// A tree of two: `hwm_sum` apart from the largest mark.
+    fn tree_row(rss: u64, hwm: u64, hwm_sum: u64) -> Sample {
+        Sample {
+            hwm_sum_bytes: hwm_sum * MIB,
+            processes: 2,
+            ..row(rss, hwm)
+        }
+    }
+
+    #[test]
+    fn a_spans_upper_bound_is_from_the_rows_after_its_opening_one_and_the_end_records_sum() {
+        // The opening row's marks predate the reset at the span's start (a 200 MiB warm-up
+        // run): they bound the span before, not this one.
+        let rows = [
+            tree_row(100, 300, 420),
+            tree_row(120, 120, 150),
+            tree_row(110, 125, 160),
+        ];
+        let ctx = SpanContext::default();
+        assert_eq!(span(&rows).facts(&ctx).hwm_sum_bytes, 160 * MIB);
+        // A span of its opening row alone has only that row's sum.
+        assert_eq!(span(&rows[..1]).facts(&ctx).hwm_sum_bytes, 420 * MIB);
+        // Helpers that lived after the last row (the end record's sum) raise it.
+        let mut a = span(&rows);
+        a.hwm_sum_at_end(250 * MIB);
+        assert_eq!(a.facts(&ctx).hwm_sum_bytes, 250 * MIB);
+        let mut a = span(&rows[..1]);
+        a.hwm_sum_at_end(90 * MIB);
+        assert_eq!(a.facts(&ctx).hwm_sum_bytes, 90 * MIB);
     }
 
     fn kernel(rows: &[Sample], window: Window) -> Option<u64> {

@@ -371,6 +371,9 @@ impl SummaryBuilder {
         }
         if let Some(s) = self.sessions.last_mut() {
             s.end = Some(end.clone());
+            if let Some(sum) = end.exit_hwm_sum_after_last_sample_bytes {
+                s.span.hwm_sum_at_end(sum);
+            }
         }
         // Faults the exit records gave after the session's last row (a command that ended
         // between two ticks): the recording's, in no row.

@@ -255,6 +255,12 @@ pub struct EndInfo {
     /// of the marks: reached after the last row, so the last phase and run hold it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_peak_after_last_sample_bytes: Option<u64>,
+    /// When the target ended after the last sample: the sum of the high-water marks of every
+    /// process of the tree alive after that sample (at its exit where its record came), counted
+    /// since the last reset of the marks: with every exit record read, an upper bound of the
+    /// tree's peak after the last row, as a row's `hwm_sum_bytes` is of the time before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_hwm_sum_after_last_sample_bytes: Option<u64>,
     /// Times the kernel dropped exit records because their queue was full: a process of the
     /// tree that exited then may have peaked unseen, so the kernel peak may miss it.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -821,6 +821,17 @@ impl Tree {
                 }
             }
         }
+        if root_gone {
+            // After the last sample every member still listed was alive, the root among them:
+            // with the departures above and the unseen children below, their marks (at their
+            // exit where its record came) bound the tree's peak there.
+            for m in &self.members {
+                let (pid, start) = (m.handle.pid, m.handle.start_time);
+                s.sample.hwm_sum_bytes += self
+                    .exit_hwm(pid, start, self.exit_fresh_from)
+                    .unwrap_or(m.last.hwm);
+            }
+        }
         self.settle_unseen_children(&settled, &mut s);
         if self.exits.is_none() {
             let unseen = self.settle_reaps();

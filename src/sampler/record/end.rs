@@ -164,10 +164,10 @@ impl Recorder {
             end.processes_departed = tree.departed_count();
             // The watch, and its count, go from tree to tree across restarts.
             end.exit_records_lost = tree.exit_records_lost();
-            end.exit_peak_after_last_sample_bytes = tree
-                .departures_after_last_sample()
-                .map(|d| d.departed_hwm)
-                .filter(|&h| h > 0);
+            let tail = tree.departures_after_last_sample();
+            end.exit_peak_after_last_sample_bytes = tail.map(|d| d.departed_hwm).filter(|&h| h > 0);
+            end.exit_hwm_sum_after_last_sample_bytes =
+                tail.map(|d| d.sample.hwm_sum_bytes).filter(|&h| h > 0);
             end.target_exit_read = tree.root_exit_peak().is_some();
         }
         end
