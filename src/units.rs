@@ -1,6 +1,6 @@
 //! Human forms of durations, sizes and counts: parsing what people type (`250ms`, `8GiB`) and
 //! printing numbers with their unit stated (`1 sample`, `2 samples`). GiB is 2^30 bytes, GB is
-//! 10^9 bytes; nothing is guessed.
+//! 10^9 bytes; nothing is guessed. Also text from a file, made fit to print (`printable`).
 
 use std::time::Duration;
 
@@ -301,5 +301,37 @@ mod tests {
         assert_eq!(count(2u64, "CPU"), "2 CPUs");
         assert_eq!(count(-1i64, "run"), "-1 runs");
         assert_eq!(plural(4u64, "OOM kill"), "OOM kills");
+    }
+}
+
+/// `text` fit for a message or a label: its first `max` characters, control characters
+/// written as escapes (`\u{1b}`), `...` where it was cut. What a file holds never reaches a
+/// terminal as escape sequences, nor an SVG as characters XML forbids.
+pub fn printable(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for (n, c) in text.chars().enumerate() {
+        if n == max {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn control_characters_are_escaped_and_long_text_cut() {
+        assert_eq!(
+            super::printable("a\u{1b}[31mb\u{0}", 80),
+            "a\\u{1b}[31mb\\u{0}"
+        );
+        assert_eq!(super::printable("abcdef", 3), "abc...");
+        assert_eq!(super::printable("héllo", 80), "héllo");
     }
 }

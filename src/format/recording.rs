@@ -63,7 +63,13 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
         let header_line = blank_lines + 1;
         let (header, body_at) = match memchr::memchr(b'\n', &head[pos..]) {
             Some(k) => (&head[pos..pos + k], pos + k + 1),
-            None if input.head_is_all => (&head[pos..], head.len()),
+            // memmon writes its header and newline at once: a file that ends inside the
+            // header was cut (its columns past the cut unknown), not a recording of no row.
+            None if input.head_is_all => return Err(malformed(
+                header_line,
+                "the file ends inside its header line (no newline after it): the recording was cut"
+                    .into(),
+            )),
             None => {
                 return Err(malformed(
                     header_line,
@@ -90,6 +96,23 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
                 csv::BodyError::Io(e) => io_err(e),
                 csv::BodyError::Row(line, msg) => malformed(line, msg),
             })?;
+        if sessions.rows == 0 {
+            let counted: u64 = sessions
+                .sessions
+                .iter()
+                .filter_map(|(_, e)| e.as_ref())
+                .map(|e| e.samples)
+                .sum();
+            if counted > 0 {
+                return Err(malformed(
+                    header_line + 1,
+                    format!(
+                        "no row after the header, though its sidecar's end record counts {}: the file was cut (or the sidecar is another recording's)",
+                        crate::units::count(counted, "sample")
+                    ),
+                ));
+            }
+        }
         sessions.finish();
         info.bytes = body_at_bytes + end.bytes;
         info.truncated_line = end.truncated_line;
@@ -101,12 +124,22 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
     }
     info.format = Some(Format::Jsonl);
     let mut result: Result<(), ReadError> = Ok(());
+    let mut any_row = false;
     let mut reader = input.into_reader();
     let lines = for_each_line(
         &mut reader,
         input::MAX_LINE_BYTES,
         |line_no, line, complete| {
             if !complete {
+                if info.meta.is_none() && !any_row {
+                    // Cut inside its first record: nothing of the recording is left.
+                    result = Err(malformed(
+                        line_no,
+                        "the file ends inside its first line (its metadata): the recording was cut"
+                            .into(),
+                    ));
+                    return false;
+                }
                 info.truncated_line = Some(line_no);
                 return true;
             }
@@ -114,7 +147,10 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
                 return true;
             }
             match jsonl::parse_line(line) {
-                Ok(jsonl::Line::Sample(s)) => sink.sample(&s),
+                Ok(jsonl::Line::Sample(s)) => {
+                    any_row = true;
+                    sink.sample(&s)
+                }
                 Ok(jsonl::Line::Meta(m)) => {
                     sink.session(&m);
                     if info.meta.is_none() {

@@ -137,23 +137,32 @@ impl Event {
             a.and_then(|a| a.parse::<i64>().ok())
                 .filter(|n| (0..=max).contains(n))
                 .ok_or_else(|| {
-                    format!("event '{text}' needs a whole number from 0 to {max} after ':'")
+                    format!(
+                        "event '{}' needs a whole number from 0 to {max} after ':'",
+                        crate::units::printable(text, 80)
+                    )
                 })
         };
         match kind {
             "start" => Ok(Event::Start),
             "restart" => Ok(Event::Restart(number(arg, i32::MAX as i64)? as i32)),
             "mark" => {
+                // As a marker's label is written (`marks::clean_label`): control characters
+                // become spaces, in a file edited by hand too.
                 let label = arg.unwrap_or("");
-                Ok(Event::Mark(match label.char_indices().nth(MAX_LABEL_CHARS) {
-                    Some((cut, _)) => label[..cut].to_string(),
-                    None => label.to_string(),
-                }))
+                Ok(Event::Mark(
+                    label
+                        .chars()
+                        .take(MAX_LABEL_CHARS)
+                        .map(|c| if c.is_control() { ' ' } else { c })
+                        .collect(),
+                ))
             }
             "run-start" => Ok(Event::RunStart(number(arg, u32::MAX as i64)? as u32)),
             "run-end" => Ok(Event::RunEnd(number(arg, u32::MAX as i64)? as u32)),
             _ => Err(format!(
-                "unknown event '{text}' (expected start, restart:PID, mark:LABEL, run-start:N, run-end:N)"
+                "unknown event '{}' (expected start, restart:PID, mark:LABEL, run-start:N, run-end:N)",
+                crate::units::printable(text, 80)
             )),
         }
     }

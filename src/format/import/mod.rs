@@ -20,10 +20,7 @@ pub const COLUMNS_EXAMPLE: &str = "--columns unix_ms,rss_kb";
 
 /// `text` cut to `max` characters, ending in `...` when cut.
 pub(crate) fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &text[..i]),
-        None => text.to_string(),
-    }
+    crate::units::printable(text, max)
 }
 
 /// Calls `f(line_number, line)` for each non-empty line of `path`, in constant memory. An error
