@@ -342,7 +342,7 @@ impl BenchCgroupArgs {
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Budgets")]
 pub struct BudgetArgs {
-    /// Fail (exit 1) when the peak exceeds SIZE (e.g. 128GiB): the own cgroup's tree peak, else the kernel's, else the sampled one
+    /// Fail (exit 1) when the peak exceeds SIZE (e.g. 128GiB): the tree's from a cgroup that holds it alone, else the kernel's, else the sampled one
     #[arg(long, value_parser = size, value_name = "SIZE")]
     pub max_peak: Option<u64>,
 
@@ -350,7 +350,7 @@ pub struct BudgetArgs {
     #[arg(long, value_parser = size, value_name = "SIZE")]
     pub max_cgroup: Option<u64>,
 
-    /// Fail (exit 1) when the GPU peak (gpu_bytes: the tree's GPU memory, sampled from NVML) exceeds SIZE, e.g. 64GiB
+    /// Fail (exit 1) when the GPU peak exceeds SIZE (e.g. 64GiB): NVML accounting's exact mark of the tree where it has one (gpu_hwm_bytes), else the sampled gpu_bytes
     #[arg(long, value_parser = size, value_name = "SIZE")]
     pub max_gpu: Option<u64>,
 }
@@ -506,7 +506,7 @@ pub struct CompareArgs {
     #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
     pub max_idle_increase: Option<Limit>,
 
-    /// Fail (exit 1) when the GPU peak (gpu_bytes) rises more than this: a percentage or a size
+    /// Fail (exit 1) when the GPU peak rises more than this (a percentage or a size): NVML accounting's exact marks where every run has one, else the sampled gpu_bytes
     #[arg(long, value_parser = size_limit, value_name = "LIMIT")]
     pub max_gpu_increase: Option<Limit>,
 
@@ -687,11 +687,11 @@ pub struct SamplingArgs {
     #[arg(long)]
     pub no_children: bool,
 
-    /// Write the recording to FILE ('-' is stdout; record's default is stdout)
+    /// Write the recording to FILE ('-' is stdout); without it record writes to stdout, bench keeps no time series
     #[arg(short, long, value_name = "FILE", value_parser = dest())]
     pub output: Option<Dest>,
 
-    /// Recording format (default: from the file's extension, .jsonl for JSON Lines, else CSV)
+    /// Recording format (default: from the file's extension, .jsonl, .ndjson or .json for JSON Lines, else CSV)
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
 

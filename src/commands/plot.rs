@@ -40,10 +40,10 @@ pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
     )
     .map_err(plot_error)?;
     for note in notes {
-        errln!("memmon plot: {note}");
+        errln!("memmon: {note}");
     }
     errln!(
-        "memmon plot: wrote {}",
+        "memmon: wrote {}",
         memmon::format::absolute(&args.output).display()
     );
     Ok(ExitCode::Success)

@@ -34,7 +34,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     )
     .context("cannot write a report")?;
     for note in report.series.iter().filter_map(|s| s.events_note.as_ref()) {
-        errln!("memmon report: {note}");
+        errln!("memmon: {note}");
     }
     let html = report.to_html();
     if let Some(output) = output {

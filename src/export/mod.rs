@@ -283,8 +283,7 @@ impl Follower {
                 self.next_lookup = now + NAME_LOOKUP_EVERY;
                 if !w.reader.cgroup().dir.is_dir() {
                     report.note(&format!(
-                        "target {}: the cgroup {} is gone; looking for it again",
-                        self.name,
+                        "the cgroup {} is gone; looking for it again",
                         w.reader.cgroup().dir.display()
                     ));
                     self.cgroup_lost(now);
@@ -304,14 +303,14 @@ impl Follower {
                     if self.cg_lost_after_read {
                         self.cg_restarts += 1;
                         self.cg_lost_after_read = false;
-                        report.note(&format!("target {}: the cgroup is back: {what}", self.name));
+                        report.note(&format!("the cgroup is back: {what}"));
                     } else if !self
                         .told
                         .as_deref()
                         .is_some_and(|t| t.starts_with(UNREADABLE))
                     {
                         // (Found again after a failed read: said once, not every second.)
-                        report.note(&format!("target {}: watching the cgroup {what}", self.name));
+                        report.note(&format!("watching the cgroup {what}"));
                     }
                     self.cg = Some(CgroupWatch {
                         reader: CgroupReader::new(cg),
@@ -329,9 +328,7 @@ impl Follower {
                     };
                     if self.told.as_deref() != Some(msg.as_str()) {
                         report.note(&format!(
-                            "target {}: not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears",
-                            self.name
-                        ));
+                            "not found yet: {msg}; /metrics reports memmon_target_up 0 until it appears"));
                         self.told = Some(msg);
                     }
                 }
@@ -343,9 +340,7 @@ impl Follower {
                 if let Some(e) = reset_err {
                     if !self.cg_reset_told {
                         report.note(&format!(
-                            "target {}: cannot reset the cgroup's peak ({e}); the window peak is the sampled usage, exact only where the peak rises above every earlier one",
-                            self.name
-                        ));
+                            "cannot reset the cgroup's peak ({e}); the window peak is the sampled usage, exact only where the peak rises above every earlier one"));
                         self.cg_reset_told = true;
                     }
                 }
@@ -357,10 +352,7 @@ impl Follower {
             Some(Err(e)) => {
                 let msg = format!("{UNREADABLE}{e}");
                 if self.told.as_deref() != Some(msg.as_str()) {
-                    report.note(&format!(
-                        "target {}: {msg}; looking for it again every second",
-                        self.name
-                    ));
+                    report.note(&format!("{msg}; looking for it again every second"));
                     self.told = Some(msg);
                 }
                 self.cgroup_lost(now);

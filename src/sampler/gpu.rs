@@ -670,6 +670,7 @@ fn accounting_maxima(
 /// told.
 pub struct GpuTracker {
     pub poller: GpuPoller,
+    /// The failure last told (`failure_kind`), `None` while readings succeed.
     told: Option<String>,
     /// Distinct failures seen, for the end record (at most 8).
     pub errors: Vec<String>,
@@ -852,7 +853,13 @@ impl GpuTracker {
                 (tick, None)
             }
         };
-        if state != self.told {
+        // One failure is told once, whichever driver call met it first: a GPU lost between
+        // two calls of one reading fails the second call, and the first of the next.
+        let key = match &r.result {
+            Err(e) => Some(failure_kind(e)),
+            Ok(_) => state.clone(),
+        };
+        if key != self.told {
             said.push(match &state {
                 Some(e) => {
                     if self.errors.len() < 8 && !self.errors.contains(e) {
@@ -862,9 +869,19 @@ impl GpuTracker {
                 }
                 None => "GPU readings recovered".to_string(),
             });
-            self.told = state;
+            self.told = key;
         }
         (tick, said)
+    }
+}
+
+/// An NVML failure by its error code, not the call that met it (`GPU is lost (NVML error 15)`).
+fn failure_kind(e: &crate::probe::gpu::GpuError) -> String {
+    match e {
+        crate::probe::gpu::GpuError::Nvml { code, message, .. } => {
+            format!("{message} (NVML error {code})")
+        }
+        e => e.to_string(),
     }
 }
 
