@@ -632,6 +632,11 @@ impl SpanAcc {
         self.late_boundary = true;
     }
 
+    /// Processes that left the tree in the span's rows after the opening one.
+    pub fn departed(&self) -> u64 {
+        self.departed
+    }
+
     pub fn samples(&self) -> u64 {
         self.samples
     }

@@ -238,9 +238,13 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
             _ => None,
         };
         f.max_processes = f.max_processes.max(s.max_processes);
+        // A session that no process left needs no exit record: only those with departures
+        // decide (a killed session, with no end record to say it read them, may have none).
+        let (a, b) = (f.departed == 0, s.departed == 0);
+        f.exit_records_complete = (f.exit_records_complete || a) && (s.exit_records_complete || b);
+        f.kernel_peak_covers_departed =
+            (f.kernel_peak_covers_departed || a) && (s.kernel_peak_covers_departed || b);
         f.departed += s.departed;
-        f.exit_records_complete &= s.exit_records_complete;
-        f.kernel_peak_covers_departed &= s.kernel_peak_covers_departed;
         f.cgroup_holds_tree &= s.cgroup_holds_tree;
         f.cgroup_v1 |= s.cgroup_v1;
         f.hwm_sum_bytes = f.hwm_sum_bytes.max(s.hwm_sum_bytes);
@@ -288,6 +292,9 @@ pub struct SummaryBuilder {
     /// their last rows.
     last_major_faults: u64,
     faults_after_rows: u64,
+    /// The row of the largest `cgroup_bytes`: it, with its anon and file parts (every
+    /// session's rows, a killed one's too, which has no end record to say it).
+    cgroup_largest: Option<(u64, u64, u64)>,
 }
 
 impl Default for SummaryBuilder {
@@ -311,6 +318,7 @@ impl Default for SummaryBuilder {
             numa_table: None,
             last_major_faults: 0,
             faults_after_rows: 0,
+            cgroup_largest: None,
             min_rss: u64::MAX,
             hist: LogHistogram::new(),
             held_hist: [
@@ -388,6 +396,15 @@ impl SummaryBuilder {
 
     pub fn push(&mut self, s: &Sample) {
         self.last_major_faults = s.major_faults;
+        if let Some(c) = s.cgroup_bytes {
+            if self.cgroup_largest.is_none_or(|(l, _, _)| c > l) {
+                self.cgroup_largest = Some((
+                    c,
+                    s.cgroup_anon_bytes.unwrap_or(0),
+                    s.cgroup_file_bytes.unwrap_or(0),
+                ));
+            }
+        }
         self.phases.push(s);
         self.gpu.push(s);
         let first = self.samples == 0;
@@ -529,7 +546,13 @@ impl SummaryBuilder {
                     .iter()
                     .filter_map(|s| s.meta.as_ref()?.cgroup.as_ref()?.not_the_tree.clone())
                     .next();
-                CgroupSummary::of(&ends, facts.cgroup_peak_bytes, facts.cgroup_holds_tree, why)
+                CgroupSummary::of(
+                    &ends,
+                    self.cgroup_largest,
+                    facts.cgroup_peak_bytes,
+                    facts.cgroup_holds_tree,
+                    why,
+                )
             },
             idle_rss_bytes: idle,
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
@@ -553,7 +576,7 @@ impl SummaryBuilder {
             pss_at_peak_bytes: sampled_row.pss_bytes,
             missed_ticks: self.missed_done + self.missed_session,
             restarts: self.restarts,
-            interval: meta.map(|m| m.interval.clone()),
+            interval: self.interval(meta),
             target: meta
                 .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm)),
             sessions: if self.sessions.len() > 1 {
@@ -567,6 +590,7 @@ impl SummaryBuilder {
                         samples: s.span.samples(),
                         peak: p.facts.decide(),
                         kernel_peak_window: p.window,
+                        interval: s.meta.as_ref().map(|m| m.interval.clone()),
                         ended: s.end.as_ref().map(describe_end),
                     })
                     .collect()
@@ -654,10 +678,15 @@ impl SummaryBuilder {
                 fmt_bytes(k)
             ));
         }
-        if meta.is_none() && s.kernel_peak_window == KernelPeakWindow::BeforeRecording {
-            warnings.push(
-                "note: no metadata: whether memmon launched the target cannot be told, so a high-water mark that never rose above its first value is taken as set before the recording".into(),
-            );
+        if meta.is_none() && self.samples > 0 {
+            warnings.push(format!(
+                "note: no metadata (a CSV recording's FILE.meta.json sidecar, or an imported file): whether memmon launched the target, its cgroup and its exit records cannot be told, so the file is read by the rules of an attached target{}",
+                if s.kernel_peak_window == KernelPeakWindow::BeforeRecording {
+                    ": a high-water mark that never rose above its first value is taken as set before the recording"
+                } else {
+                    ""
+                }
+            ));
         }
         if let Some(line) = truncated_line {
             warnings.push(format!(
@@ -670,8 +699,43 @@ impl SummaryBuilder {
                 count(s.missed_ticks, "tick")
             ));
         }
-        if s.facts.kernel_peak_rss_bytes.is_some() && s.facts.kernel_scope().is_partial() {
-            warnings.push(self.exit_records_warning(s.facts.departed, end));
+        // Whenever the kernel's peak of a process is partial: the headline, or the `at exit`
+        // line of a mark set before the recording, says "see the warning below".
+        if s.facts.kernel_scope().is_partial()
+            && (s.facts.kernel_peak_rss_bytes.is_some() || s.kernel_peak_exact_until_s.is_some())
+        {
+            // Said of the first session whose departures lack their records.
+            let at_fault = self
+                .sessions
+                .iter()
+                .find(|x| {
+                    x.span.departed() > 0
+                        && !x.end.as_ref().is_some_and(EndInfo::exit_records_complete)
+                })
+                .map_or(end, |x| x.end.as_ref());
+            warnings.push(self.exit_records_warning(s.facts.departed, at_fault));
+        }
+        let unended = self
+            .sessions
+            .iter()
+            .filter(|s| s.end.is_none() && s.span.samples() > 0)
+            .count();
+        if unended > 0 {
+            warnings.push(format!(
+                "warning: {} no end record (the recorder was killed, or is still writing): {} exact up to {} last row; what the target did after it is not in the recording",
+                if self.sessions.len() > 1 {
+                    format!(
+                        "{} of the {} sessions {}",
+                        unended,
+                        self.sessions.len(),
+                        if unended == 1 { "has" } else { "have" }
+                    )
+                } else {
+                    "the recording has".into()
+                },
+                if unended == 1 { "its peak is" } else { "their peaks are" },
+                if unended == 1 { "its" } else { "their" },
+            ));
         }
         if let (PeakSource::Cgroup, Some(k)) = (s.peak.source, s.facts.kernel_peak_rss_bytes) {
             let bound = s.facts.exact_within_bytes.unwrap_or(0);
@@ -727,6 +791,17 @@ impl SummaryBuilder {
         )
     }
 
+    /// The sampling interval of every session (`meta`'s, the last one's), `None` when sessions
+    /// appended at other intervals differ (each is in its session's line then).
+    fn interval(&self, meta: Option<&Meta>) -> Option<String> {
+        let last = meta?.interval.clone();
+        self.sessions
+            .iter()
+            .filter_map(|s| s.meta.as_ref())
+            .all(|m| m.interval == last)
+            .then_some(last)
+    }
+
     /// For an attached target that exited and whose exit record was not read: the seconds
     /// between the last sample and the exit (the end record's time, taken as memmon saw it go).
     fn exact_until(&self) -> Option<f64> {
@@ -756,6 +831,8 @@ pub struct SessionSummary {
     pub samples: u64,
     pub peak: Peak,
     pub kernel_peak_window: KernelPeakWindow,
+    /// The session's sampling interval (`1s`), when its metadata is known.
+    pub interval: Option<String>,
     pub ended: Option<String>,
 }
 
@@ -790,20 +867,30 @@ pub struct CgroupSummary {
 }
 
 impl CgroupSummary {
-    /// From the sessions' end records (the last one's cgroup, OOM kills of all) and the
-    /// recording's cgroup peak as decided (`peak`: `None` when some session's is not known).
+    /// From the sessions' end records (the last one's cgroup, OOM kills of all), the row of
+    /// the largest usage (`rows_largest`: usage, anon, file) and the recording's cgroup peak as
+    /// decided (`peak`: `None` when some session's is not known).
     fn of(
         ends: &[&crate::format::meta::CgroupEnd],
+        rows_largest: Option<(u64, u64, u64)>,
         peak: Option<u64>,
         holds_tree: bool,
         not_the_tree: Option<String>,
     ) -> Option<CgroupSummary> {
         let c = *ends.last()?;
-        let largest = ends
+        let ended = ends
             .iter()
             .max_by_key(|e| e.largest_current_bytes)
             .copied()
             .unwrap_or(c);
+        let largest = match rows_largest {
+            Some(r) if r.0 > ended.largest_current_bytes => r,
+            _ => (
+                ended.largest_current_bytes,
+                ended.anon_at_largest_bytes,
+                ended.file_at_largest_bytes,
+            ),
+        };
         let oom_kills = ends.iter().map(|e| e.events_during.oom_kill).sum();
         Some(CgroupSummary {
             path: c.path.clone(),
@@ -816,9 +903,9 @@ impl CgroupSummary {
                 .peak_bytes
                 .filter(|_| peak.is_none() && !c.peak_during_recording),
             peak_counter: c.peak_counter.clone(),
-            largest_current_bytes: largest.largest_current_bytes,
-            anon_at_largest_bytes: largest.anon_at_largest_bytes,
-            file_at_largest_bytes: largest.file_at_largest_bytes,
+            largest_current_bytes: largest.0,
+            anon_at_largest_bytes: largest.1,
+            file_at_largest_bytes: largest.2,
             limit_bytes: c.limit_bytes,
             oom_kills,
             events_during: c.events_during,
@@ -1277,13 +1364,39 @@ mod tests {
     }
 
     #[test]
+    fn a_recording_without_its_end_record_is_exact_only_up_to_its_last_row() {
+        // The recorder was killed at +2 s: what came after is in no row and no record.
+        let rows = [s(0.0, 10 * MIB, 10 * MIB), s(2.0, 50 * MIB, 50 * MIB)];
+        let sum = summarize(&rows, Some(&meta("command", false)), None);
+        let text = sum.render();
+        assert!(
+            text.contains("exact up to the last row, with no end record")
+                && !text.contains("exact within"),
+            "{text}"
+        );
+        assert!(
+            sum.warnings.iter().any(|w| w.starts_with(
+                "warning: the recording has no end record (the recorder was killed, or is still writing): its peak is exact up to its last row"
+            )),
+            "{:?}",
+            sum.warnings
+        );
+        let ended = summarize(
+            &rows,
+            Some(&meta("command", false)),
+            Some(&EndInfo::default()),
+        );
+        assert!(!ended.render().contains("no end record"));
+    }
+
+    #[test]
     fn after_a_reset_at_the_start_the_later_rows_hold_the_recordings_peak() {
         let rows = [
             s(0.0, 10 * MIB, 800 * MIB),
             s(1.0, 10 * MIB, 10 * MIB),
             s(2.0, 10 * MIB, 40 * MIB),
         ];
-        let sum = summarize(&rows, Some(&meta("pid", true)), None);
+        let sum = summarize(&rows, Some(&meta("pid", true)), Some(&EndInfo::default()));
         assert_eq!(sum.peak.bytes, 40 * MIB);
         assert_eq!(sum.kernel_peak_window, KernelPeakWindow::ResetAtStart);
         assert_eq!(sum.facts.exact_within_bytes, Some(512 << 10));

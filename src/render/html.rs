@@ -59,6 +59,8 @@ pub struct Series {
     pub kept: usize,
     /// The recording's peak, as `summary` decides it, and its largest sampled RSS.
     pub peak: crate::model::peak::Peak,
+    /// `≥ ` when the peak is a lower bound (`Peak::at_least`), as every table prints it.
+    pub peak_at_least: &'static str,
     pub sampled_peak_rss_bytes: u64,
     pub lifetime_peak_rss_bytes: Option<u64>,
     /// `[seconds, label]` of marks, restarts and benchmark runs: at most
@@ -126,6 +128,7 @@ impl Collector {
             samples: summary.samples,
             kept: rss.xs.len(),
             peak: summary.peak,
+            peak_at_least: summary.peak.at_least(),
             sampled_peak_rss_bytes: summary.facts.sampled_peak_rss_bytes,
             lifetime_peak_rss_bytes: summary.lifetime_peak_rss_bytes,
             events: self
@@ -335,7 +338,10 @@ impl Report {
             );
         }
         o.push_str("</tr></thead>\n<tbody>\n");
-        let rows = summary_rows(self.summaries.iter().any(|s| s.gpu.is_some()));
+        let rows = summary_rows(
+            self.summaries.iter().any(|s| s.gpu.is_some()),
+            self.summaries.iter().any(|s| !s.sessions.is_empty()),
+        );
         for (label, cell) in rows.iter() {
             let _ = write!(o, "<tr><th>{label}</th>");
             for s in &self.summaries {
@@ -446,7 +452,7 @@ fn size_cell(v: u64) -> String {
 
 /// The rows of the summary table: a label and how a recording's cell reads; a GPU row when
 /// some recording has GPU memory.
-fn summary_rows(with_gpu: bool) -> Vec<(&'static str, SummaryCell<'static>)> {
+fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, SummaryCell<'static>)> {
     let mut rows: Vec<(&str, SummaryCell)> = vec![
         (
             "peak",
@@ -472,9 +478,9 @@ fn summary_rows(with_gpu: bool) -> Vec<(&'static str, SummaryCell<'static>)> {
             "sampled peak",
             Box::new(|s| {
                 format!(
-                    "{} at +{}",
+                    "{} at {}",
                     size_cell(s.facts.sampled_peak_rss_bytes),
-                    esc(&fmt_seconds(s.sampled_peak_elapsed_s))
+                    esc(&s.sampled_peak_when())
                 )
             }),
         ),
@@ -517,6 +523,23 @@ fn summary_rows(with_gpu: bool) -> Vec<(&'static str, SummaryCell<'static>)> {
         ),
         ("ended", Box::new(|s| esc(&s.ended))),
         (
+            // An `--append`ed recording's sessions, as `summary` lists them (its notes say
+            // "listed above").
+            "sessions",
+            Box::new(|s| {
+                let lines = s.session_lines();
+                if lines.is_empty() {
+                    "one".into()
+                } else {
+                    lines
+                        .iter()
+                        .map(|l| esc(l))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
+                }
+            }),
+        ),
+        (
             "warnings",
             Box::new(|s| {
                 if s.warnings.is_empty() {
@@ -531,6 +554,9 @@ fn summary_rows(with_gpu: bool) -> Vec<(&'static str, SummaryCell<'static>)> {
             }),
         ),
     ];
+    if !with_sessions {
+        rows.retain(|(label, _)| *label != "sessions");
+    }
     // GPU memory beside host memory, in its own row (never summed with RSS).
     if with_gpu {
         rows.insert(

@@ -868,8 +868,9 @@ fn draw_levels<DB: DrawingBackend>(
             ))?;
             labels.push(Label {
                 text: format!(
-                    "{prefix}peak{scope} ({}) {}",
+                    "{prefix}peak{scope} ({}) {}{}",
                     s.peak.counter,
+                    s.peak.at_least(),
                     fmt_bytes(s.peak.bytes)
                 ),
                 at: chart.backend_coord(&(scale.x_max, k)),

@@ -409,7 +409,7 @@
     sw.style.background = s.color;
     label.appendChild(sw);
     var role = s.data.role === 'base' ? 'baseline: ' : s.data.role === 'new' ? 'candidate: ' : '';
-    label.appendChild(document.createTextNode(role + s.data.name + ' (peak ' + fmtBytes(s.data.peak.bytes) + ')'));
+    label.appendChild(document.createTextNode(role + s.data.name + ' (peak ' + s.data.peak_at_least + fmtBytes(s.data.peak.bytes) + ')'));
     label.addEventListener('click', function () {
       s.visible = !s.visible;
       label.className = s.visible ? '' : 'off';

@@ -395,8 +395,15 @@ impl Summary {
                     fmt_seconds(gap)
                 )
             }
+            None if self.unended() => "exact up to the last row, with no end record".into(),
             None => exact_within(self.facts.exact_within_bytes),
         }
+    }
+
+    /// The recording's last session has rows and no end record: the recorder was killed, or is
+    /// still writing. Its peaks are exact up to its last row only.
+    fn unended(&self) -> bool {
+        self.end.is_none() && self.samples > 0
     }
 
     /// The headline: the recording's peak, what it is, and for a tree its bounds.
@@ -417,9 +424,14 @@ impl Summary {
                 )
             }
             PeakSource::Cgroup => format!(
-                "cgroup {} {}, exact: each page once, page cache included ({})",
+                "cgroup {} {}, exact{}: each page once, page cache included ({})",
                 p.counter,
                 p.scope,
+                if self.unended() {
+                    " up to the last row (no end record)"
+                } else {
+                    ""
+                },
                 self.kernel_peak_window_words(true)
             ),
             _ => format!(
@@ -550,10 +562,20 @@ impl Summary {
             "  sessions      {} (--append), each with its own clock:",
             self.sessions.len()
         );
-        for (i, s) in self.sessions.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "                {}. {} from {}, {}, {}, peak {} ({}){}",
+        for line in self.session_lines() {
+            let _ = writeln!(o, "                {line}");
+        }
+    }
+
+    /// One line per session of an `--append`ed recording: `2. command ./prove from …, 4.00 s,
+    /// 5 samples every 1s, peak 300.0 MiB * (memory.peak); the target exited, exit code 0`.
+    pub fn session_lines(&self) -> Vec<String> {
+        self.sessions
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                "{}. {} from {}, {}, {}{}, peak {} ({}); {}",
                 i + 1,
                 s.target
                     .as_deref()
@@ -565,14 +587,18 @@ impl Summary {
                 },
                 fmt_seconds(s.duration_s),
                 count(s.samples, "sample"),
+                s.interval
+                    .as_deref()
+                    .map(|i| format!(" every {i}"))
+                    .unwrap_or_default(),
                 s.peak.cell(),
                 s.peak.counter,
-                s.ended
-                    .as_deref()
-                    .map(|e| format!("; {e}"))
-                    .unwrap_or_default()
-            );
-        }
+                s.ended.as_deref().unwrap_or(
+                    "no end record (the recorder was killed, or is still writing): exact up to its last row"
+                )
+            )
+            })
+            .collect()
     }
 
     /// The human-readable summary. Sizes in binary units (GiB = 2^30 bytes) with exact bytes.
@@ -686,15 +712,7 @@ impl Summary {
             o,
             "  sampled peak  {} at {}{}{}",
             bytes(self.facts.sampled_peak_rss_bytes),
-            if self.sampled_peak_unix_ms > 0 {
-                format!(
-                    "{} (+{})",
-                    fmt_unix_ms(self.sampled_peak_unix_ms),
-                    fmt_seconds(self.sampled_peak_elapsed_s)
-                )
-            } else {
-                format!("+{} (elapsed)", fmt_seconds(self.sampled_peak_elapsed_s))
-            },
+            self.sampled_peak_when(),
             if self.sampled_peak_pid > 0 {
                 format!(", PID {}", self.sampled_peak_pid)
             } else {
@@ -790,6 +808,21 @@ impl Summary {
         }
     }
 
+    /// When the sampled peak came: `2026-12-02 10:42:01.050 UTC (+201 ms)`, the elapsed time on
+    /// its session's clock; `+201 ms (elapsed)` for a file without a clock. The report says it
+    /// so too: an `--append`ed recording's elapsed time alone does not say which session.
+    pub fn sampled_peak_when(&self) -> String {
+        if self.sampled_peak_unix_ms > 0 {
+            format!(
+                "{} (+{})",
+                fmt_unix_ms(self.sampled_peak_unix_ms),
+                fmt_seconds(self.sampled_peak_elapsed_s)
+            )
+        } else {
+            format!("+{} (elapsed)", fmt_seconds(self.sampled_peak_elapsed_s))
+        }
+    }
+
     /// How long, how sampled, how it ended, and the units.
     fn render_duration(&self, o: &mut String) {
         let _ = writeln!(
@@ -802,10 +835,11 @@ impl Summary {
                 String::new()
             },
             count(self.samples, "sample"),
-            self.interval
-                .as_ref()
-                .map(|i| format!(" every {i}"))
-                .unwrap_or_default(),
+            match &self.interval {
+                Some(i) => format!(" every {i}"),
+                None if !self.sessions.is_empty() => " at each session's interval".into(),
+                None => String::new(),
+            },
             count(self.missed_ticks, "missed tick"),
             count(self.restarts, "restart")
         );
