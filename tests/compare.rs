@@ -77,7 +77,7 @@ fn a_peak_regression_beyond_its_gate_exits_1_and_names_the_limit() {
     );
     assert!(stdout.contains("peak rose"), "{stdout}");
     assert!(
-        stdout.contains("a regression beyond the run-to-run spread"),
+        stdout.contains("a regression (above the noise band; the run-to-run spread"),
         "{stdout}"
     );
     assert!(
@@ -140,7 +140,10 @@ fn a_lower_peak_is_called_an_improvement() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("peak fell"), "{stdout}");
-    assert!(stdout.contains("an improvement beyond"), "{stdout}");
+    assert!(
+        stdout.contains("an improvement (below the noise band;"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -440,7 +443,7 @@ fn bench_runs_of_twice_the_memory_are_a_regression_that_fails_the_gate() {
         .find(|l| l.starts_with("peak rose"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(
-        peak.contains("a regression beyond the run-to-run spread"),
+        peak.contains("a regression (above the noise band; the run-to-run spread"),
         "{peak}"
     );
     assert!(

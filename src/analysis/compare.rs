@@ -173,11 +173,13 @@ pub struct Recording {
     pub runs: usize,
     /// Bench runs left out because the recording (or its session) ended before their run-end.
     pub incomplete_runs: Vec<u32>,
+    /// An incomplete last line that was skipped (the file ends inside it).
+    pub truncated_line: Option<u64>,
 }
 
 /// A recording with no samples: there is nothing to compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the recording holds no samples: there is nothing to compare")]
+#[error("the recording holds no samples (a command that ended before its first sample has its peak in `memmon summary`, from its end record)")]
 pub struct NoSamples;
 
 /// What a comparison takes from one recording: how it was counted, its runs, its summary.
@@ -245,6 +247,7 @@ impl Measure {
                 split: Split::WholeFile,
                 runs: 1,
                 incomplete_runs: Vec::new(),
+                truncated_line: info.truncated_line,
             };
             return Ok(Measured {
                 recording,
@@ -268,6 +271,7 @@ impl Measure {
             split: Split::BenchRuns,
             runs: runs.len(),
             incomplete_runs,
+            truncated_line: info.truncated_line,
         };
         Ok(Measured {
             recording,

@@ -690,7 +690,7 @@ impl SummaryBuilder {
         }
         if let Some(line) = truncated_line {
             warnings.push(format!(
-                "note: line {line} is incomplete (the recorder was stopped while writing it) and was skipped"
+                "note: line {line} is incomplete (the file ends inside it: the recorder was stopped while writing it, or the file was cut) and was skipped"
             ));
         }
         if s.missed_ticks > 0 {
@@ -1789,7 +1789,7 @@ mod tests {
         ];
         let text = summarize(&left, None, Some(&end)).render();
         assert!(
-            text.contains("the 5 largest by peak (VmHWM, as last read) of 7 listed\n    1 process(es) left the tree, and not every exit record was read (taskstats needs root): one that left has the peak of its last sample, and may have risen after it\n"),
+            text.contains("the 5 largest by peak (VmHWM, as last read) of 7 listed\n    1 process left the tree, and not every exit record was read (exit records: not known): one that left has the peak of its last sample, and may have risen after it\n"),
             "{text}"
         );
         let records = EndInfo {

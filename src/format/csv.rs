@@ -161,7 +161,17 @@ impl CsvLayout {
         let names: Vec<&str> = text.trim_end_matches('\r').split(',').collect();
         let mut idx = [None; COLUMN_COUNT];
         for (i, c) in COLUMNS.iter().enumerate() {
-            idx[i] = names.iter().position(|n| n.trim() == c.name);
+            let mut at = names.iter().enumerate().filter(|(_, n)| n.trim() == c.name);
+            idx[i] = at.next().map(|(k, _)| k);
+            if let Some((again, _)) = at.next() {
+                // Which of the two holds the column cannot be told: neither is guessed.
+                return Err(format!(
+                    "header names '{}' twice (columns {} and {})",
+                    c.name,
+                    idx[i].unwrap_or(0) + 1,
+                    again + 1
+                ));
+            }
         }
         for required in REQUIRED_COLUMNS {
             let i = COLUMNS.iter().position(|c| c.name == required).unwrap();
@@ -957,6 +967,10 @@ mod tests {
             }
         );
         assert!(CsvLayout::from_header(b"unix_ms,elapsed_s").is_err());
+        assert_eq!(
+            CsvLayout::from_header(b"unix_ms,elapsed_s,rss_bytes,rss_bytes").err(),
+            Some("header names 'rss_bytes' twice (columns 3 and 4)".into())
+        );
     }
 
     #[test]

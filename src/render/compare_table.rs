@@ -156,8 +156,8 @@ pub fn metric_label(c: &Comparison, m: Metric) -> String {
     }
 }
 
-/// The verdict in words: "peak RSS rose 12.0% (+1.20 GiB): a regression beyond the run-to-run
-/// spread of 0.4%".
+/// The verdict in words: "peak RSS rose 12.0% (+1.20 GiB): a regression (above the noise band;
+/// the run-to-run spread of 0.4%)".
 pub fn verdict_sentence(c: &Comparison, d: &Delta) -> String {
     let label = metric_label(c, d.metric);
     let moved = if d.change > 0.0 {
@@ -200,13 +200,18 @@ pub fn verdict_sentence(c: &Comparison, d: &Delta) -> String {
             ),
         }
     };
-    match (d.verdict, note.is_empty()) {
-        (Verdict::Regression, true) => format!("{head}: a regression beyond {noise}"),
-        (Verdict::Regression, false) => format!("{head}: a regression beyond {noise} ({note})"),
-        (Verdict::Improvement, true) => format!("{head}: an improvement beyond {noise}"),
-        (Verdict::Improvement, false) => format!("{head}: an improvement beyond {noise} ({note})"),
-        (Verdict::WithinNoise, true) => format!("{head}: within noise ({noise})"),
-        (Verdict::WithinNoise, false) => format!("{head}: within noise ({noise}; {note})"),
+    // The verdict is the candidate's mean against the baseline's range widened by the
+    // candidate's (the noise band), not against the spread printed beside it: a change smaller
+    // than the spread can still leave the band.
+    let (verdict, band) = match d.verdict {
+        Verdict::Regression => ("a regression", "above the noise band; "),
+        Verdict::Improvement => ("an improvement", "below the noise band; "),
+        Verdict::WithinNoise => ("within noise", ""),
+    };
+    if note.is_empty() {
+        format!("{head}: {verdict} ({band}{noise})")
+    } else {
+        format!("{head}: {verdict} ({band}{noise}; {note})")
     }
 }
 
@@ -305,6 +310,15 @@ pub fn side_line(name: &str, s: &Side) -> String {
             names(r),
             n.join(", ")
         );
+    }
+    for r in recs {
+        if let Some(l) = r.truncated_line {
+            let _ = write!(
+                line,
+                "; {}: line {l} is incomplete (the file ends inside it) and was skipped",
+                names(r)
+            );
+        }
     }
     line
 }
@@ -508,7 +522,7 @@ mod tests {
         let s = verdict_sentence(&c, c.delta(Metric::Peak).unwrap());
         assert!(
             s.starts_with(
-                "peak rose 11.8% (+1.18 GiB): a regression beyond the run-to-run spread of 0.4%"
+                "peak rose 11.8% (+1.18 GiB): a regression (above the noise band; the run-to-run spread of 0.4%)"
             ),
             "{s}"
         );
@@ -520,6 +534,7 @@ mod tests {
             split,
             runs,
             incomplete_runs: incomplete.to_vec(),
+            truncated_line: None,
         }
     }
 

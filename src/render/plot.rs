@@ -261,8 +261,15 @@ impl Trace {
     }
 
     /// What the plot left out of this recording, for the user (`None` when nothing).
-    pub fn note(&self) -> Option<String> {
-        self.events.note(&self.name)
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self.events.note(&self.name).into_iter().collect();
+        if let Some(l) = self.summary.truncated_line {
+            notes.push(format!(
+                "{}: line {l} is incomplete (the file ends inside it) and was skipped",
+                self.name
+            ));
+        }
+        notes
     }
 }
 
@@ -383,7 +390,7 @@ pub fn plot_files(
         return Err(PlotError::NoPss(names.join(", ")));
     }
     draw(&traces, opts, out, format)?;
-    Ok(traces.iter().filter_map(Trace::note).collect())
+    Ok(traces.iter().flat_map(Trace::notes).collect())
 }
 
 /// Draws `traces` into `out` (SVG or PNG: the same drawing code on two backends).

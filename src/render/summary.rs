@@ -356,8 +356,9 @@ impl Summary {
                 Vec::new()
             } else {
                 vec![format!(
-                    "{} process(es) left the tree, and not every exit record was read (taskstats needs root): one that left has the peak of its last sample, and may have risen after it",
-                    self.facts.departed
+                    "{} left the tree, and not every exit record was read (exit records: {}): one that left has the peak of its last sample, and may have risen after it",
+                    crate::units::count(self.facts.departed, "process"),
+                    end.exit_records.as_deref().unwrap_or("not known")
                 )]
             },
             head: ["process", "PID", "peak", "bytes"]
