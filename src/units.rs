@@ -88,7 +88,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "TB" => 1e12,
         other => {
             return Err(format!(
-                "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB, MB, GB, TB)"
+                "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB or K, M, G, T for them, or MB, GB, TB: powers of 1000)"
             ))
         }
     };

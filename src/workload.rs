@@ -375,7 +375,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, free, free-all, children, forks, undumpable, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, thp, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, mark, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {

@@ -35,8 +35,10 @@ enum Command {
     /// Run a workload of known memory
     Workload {
         /// Steps: ramp:SIZE:DUR, alloc:SIZE, mlock:SIZE, partitions:N:SIZE, memfd:NAME:SIZE,
-        /// heap:SIZE, threads:N, spike:SIZE:DUR, hold:DUR, map-file:PATH:SIZE, free, free-all,
-        /// children:N:SIZE:DUR, wait-children, say:TEXT, mark:LABEL, exit:CODE
+        /// heap:SIZE, threads:N, thp:SIZE, spike:SIZE:DUR, hold:DUR, map-file:PATH:SIZE,
+        /// cold-read:PATH:SIZE, thrash:PATH:SIZE:DUR, wait-file:PATH, free, free-all,
+        /// children:N:SIZE:DUR, forks:N:DUR:BATCH, wait-children, undumpable, say:TEXT,
+        /// mark:LABEL, exit:CODE (src/workload.rs says what each does)
         steps: Vec<String>,
     },
 }
