@@ -737,8 +737,25 @@ impl SummaryBuilder {
                 if unended == 1 { "its" } else { "their" },
             ));
         }
+        let sampled = s.facts.sampled_peak_rss_bytes;
+        let bound = s.facts.exact_within_bytes.unwrap_or(0);
+        // (Unless the note below, on a process's own mark above the cgroup's, says why.)
+        let process_above = s
+            .facts
+            .kernel_peak_rss_bytes
+            .is_some_and(|k| k > s.peak.bytes.saturating_add(bound));
+        if s.peak.source == PeakSource::Cgroup
+            && !process_above
+            && sampled > s.peak.bytes.saturating_add(bound)
+        {
+            warnings.push(format!(
+                "note: the sampled peak ({}) is above the cgroup's exact peak ({}) by {}: a sum of RSS counts a page its processes share once in each (and pages first charged elsewhere, such as a binary already in the page cache), the cgroup each page once: the cgroup's is the tree's",
+                fmt_bytes(sampled),
+                fmt_bytes(s.peak.bytes),
+                fmt_bytes(sampled - s.peak.bytes)
+            ));
+        }
         if let (PeakSource::Cgroup, Some(k)) = (s.peak.source, s.facts.kernel_peak_rss_bytes) {
-            let bound = s.facts.exact_within_bytes.unwrap_or(0);
             if k > s.peak.bytes.saturating_add(bound) {
                 warnings.push(format!(
                     "note: the cgroup's peak is {} below the largest process's VmHWM: a cgroup is charged for the pages first touched in it, so pages already in the page cache (a binary, libraries) count in RSS but not in it",
