@@ -358,6 +358,177 @@ fn a_command_bench_writes_its_runs_into_one_recording_on_one_time_line_as_they_a
     assert!(s["peak"]["bytes"].as_u64().unwrap() >= 8 * MIB, "{s}");
 }
 
+/// `memmon bench -q -i 1s FLAGS -n RUNS -o REC --export-json OUT -- memmon-test workload STEPS`;
+/// then `summary --json` of REC gives each run of the recording the peak the bench exported
+/// for it (the same number, source, scope and exactness) and its wall time. The exported runs.
+fn command_bench_recording_holds_its_runs(
+    dir: &Path,
+    rec: &Path,
+    flags: &[&str],
+    runs_n: usize,
+    steps: &[&str],
+) -> Vec<serde_json::Value> {
+    let out = dir.join("bench.json");
+    memmon()
+        .args(["bench", "-q", "-i", "1s", "-n", &runs_n.to_string()])
+        .args(flags)
+        .arg("-o")
+        .arg(rec)
+        .arg("--export-json")
+        .arg(&out)
+        .arg("--")
+        .args(workload(steps))
+        .assert()
+        .success();
+    let exported = runs(&json(&out)).clone();
+    let summary = summary_json(rec);
+    let spans = summary["runs"].as_array().unwrap();
+    assert_eq!((exported.len(), spans.len()), (runs_n, runs_n), "{summary}");
+    for (e, s) in exported.iter().zip(spans) {
+        assert_eq!(s["run"], e["run"], "{s}");
+        assert_eq!(
+            s["peak"], e["peak"],
+            "run {}: recording {s}\nexported {e}",
+            e["run"]
+        );
+        let (d, w) = (
+            s["duration_s"].as_f64().unwrap(),
+            e["wall_s"].as_f64().unwrap(),
+        );
+        assert!(
+            (d - w).abs() < 0.005,
+            "run {}: {d} s recorded, {w} s exported",
+            e["run"]
+        );
+    }
+    exported
+}
+
+#[test]
+fn a_command_bench_recording_gives_each_run_the_peak_and_time_its_table_showed() {
+    let dir = tempdir();
+    let rec = dir.path().join("runs.csv");
+    // 64 MiB held for 200 ms, sampled every second: only the first row of each run is sampled,
+    // at the command's start; its peak and end come after it.
+    let exported = command_bench_recording_holds_its_runs(
+        dir.path(),
+        &rec,
+        &[],
+        2,
+        &["alloc:64MiB", "hold:200ms"],
+    );
+    for e in &exported {
+        assert!(u(&e["peak"]["bytes"]) >= 64 * MIB, "{e}");
+        assert_eq!(e["peak"]["exact"], true, "{e}");
+        assert!(e["wall_s"].as_f64().unwrap() >= 0.2, "{e}");
+    }
+    // The recording's run-end rows are at the runs' ends, not copies of their starts.
+    let (h, rows) = read_csv(&rec);
+    let (ev, el) = (
+        h.iter().position(|c| c == "event").unwrap(),
+        h.iter().position(|c| c == "elapsed_s").unwrap(),
+    );
+    let at = |event: &str| -> f64 {
+        rows.iter().find(|r| r[ev] == event).unwrap()[el]
+            .parse()
+            .unwrap()
+    };
+    assert!(at("run-end:1") - at("run-start:1") >= 0.15, "{rows:?}");
+    // Budgets judge each run's own peak...
+    let budget = |size: u64| {
+        memmon()
+            .args(["summary", "--max-peak", &format!("{size}B")])
+            .arg(&rec)
+            .output()
+            .unwrap()
+    };
+    let peak = u(&exported[0]["peak"]["bytes"]);
+    let over = budget(peak - MIB);
+    assert_eq!(
+        over.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&over.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&over.stderr).contains("runs.csv#run 1"),
+        "{}",
+        String::from_utf8_lossy(&over.stderr)
+    );
+    let kept = budget(peak + 4 * MIB);
+    assert!(
+        kept.status.success(),
+        "{}",
+        String::from_utf8_lossy(&kept.stderr)
+    );
+    // ...and compare holds each run's own peak and duration.
+    let cmp = memmon()
+        .args(["compare", "--json"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(
+        cmp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+    let cmp: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
+    let compared = cmp["base"]["runs"].as_array().unwrap();
+    assert_eq!(compared.len(), 2, "{cmp}");
+    for (c, e) in compared.iter().zip(&exported) {
+        assert_eq!(c["peak"], e["peak"], "{c}");
+    }
+}
+
+#[test]
+fn a_command_bench_recording_without_its_own_cgroup_gives_each_run_its_tree_s_kernel_peak() {
+    let dir = tempdir();
+    let rec = dir.path().join("tree.jsonl");
+    // Two 50 MiB children that live and die between the samples of every run.
+    let exported = command_bench_recording_holds_its_runs(
+        dir.path(),
+        &rec,
+        &["--no-own-cgroup"],
+        2,
+        &["alloc:30MiB", "children:2:50MiB:300ms", "wait-children"],
+    );
+    for e in &exported {
+        assert_ne!(e["peak"]["source"], "cgroup", "{e}");
+        assert!(u(&e["peak"]["bytes"]) >= 50 * MIB, "{e}");
+    }
+}
+
+#[test]
+fn a_command_bench_recording_keeps_a_spike_after_a_run_s_last_sample() {
+    let dir = tempdir();
+    let rec = dir.path().join("late.csv");
+    // Longer than the interval: sampled at its start and after 1 s; its 150 MiB spike comes
+    // after the last sample, just before it exits.
+    let exported = command_bench_recording_holds_its_runs(
+        dir.path(),
+        &rec,
+        &[],
+        1,
+        &["alloc:10MiB", "hold:1200ms", "spike:150MiB:20ms"],
+    );
+    assert!(
+        u(&exported[0]["peak"]["bytes"]) >= 160 * MIB,
+        "{}",
+        exported[0]
+    );
+    assert!(
+        exported[0]["wall_s"].as_f64().unwrap() >= 1.2,
+        "{}",
+        exported[0]
+    );
+    // The largest RSS the rows hold is far below it: the peak is the kernel's, from the run's
+    // end, not the rows'.
+    let rows_peak = column(&rec, "rss_bytes").into_iter().max().unwrap();
+    assert!(rows_peak < 100 * MIB, "{rows_peak}");
+}
+
 #[test]
 fn benchs_warmup_markers_wait_for_their_rows_and_are_never_late() {
     // Sent without waiting, a warmup marker reached its row after the client had started (8 ms
