@@ -150,6 +150,11 @@ fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
     // One Stats for bench and compare: the same names (analysis/stats.rs).
     assert_eq!(stats["wall_s"]["count"], 3);
     assert!(stats["wall_s"]["spread_pct"].is_f64());
+    // 40 to 120 MiB over the floor: spread far from 0 in both byte stats.
+    for stat in ["peak_bytes", "peak_over_floor_bytes"] {
+        let spread = stats[stat]["spread_pct"].as_f64();
+        assert!(spread.is_some_and(|s| s > 10.0), "{stat}: {}", stats[stat]);
+    }
     assert_eq!(report["leak"]["suspected"], false);
 }
 
@@ -604,6 +609,23 @@ fn without_a_daemon_each_run_peak_comes_from_wait4() {
         .success();
     let report = json(&out);
     assert_eq!(report["mode"], "command");
+    // Each of `stats` is count, mean, stddev, min, max and spread_pct (README).
+    for stat in ["wall_s", "peak_bytes"] {
+        let s = report["stats"][stat].as_object().unwrap();
+        let mut keys: Vec<&str> = s.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["count", "max", "mean", "min", "spread_pct", "stddev"],
+            "{stat}: {s:?}"
+        );
+    }
+    let p = &report["stats"]["peak_bytes"];
+    let spread = 100.0 * (u(&p["max"]) - u(&p["min"])) as f64 / u(&p["mean"]) as f64;
+    assert!(
+        (p["spread_pct"].as_f64().unwrap() - spread).abs() < 0.01,
+        "{p}"
+    );
     let runs = runs(&report);
     assert_eq!(runs.len(), 3);
     for r in runs {
