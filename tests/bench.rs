@@ -593,6 +593,77 @@ fn a_daemon_that_is_not_there_is_exit_3() {
 }
 
 #[test]
+fn an_empty_pidfile_names_the_wait_flag_bench_has() {
+    let dir = tempdir();
+    let pidfile = dir.path().join("empty.pid");
+    std::fs::write(&pidfile, "").unwrap();
+    let out = memmon()
+        .args(["bench", "-n", "1", "--pidfile"])
+        .arg(&pidfile)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("add --wait"), "{stderr}");
+    // The flag it names is bench's: taken, not an unknown argument.
+    memmon()
+        .args(["bench", "--wait", "--help"])
+        .assert()
+        .success();
+    // Without a daemon to wait for, it is refused.
+    memmon()
+        .args(["bench", "--wait", "-n", "1", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--wait applies to a daemon"));
+}
+
+#[test]
+fn with_wait_a_bench_waits_for_its_daemon_s_pidfile() {
+    let dir = tempdir();
+    let pidfile = dir.path().join("d.pid");
+    let out = dir.path().join("bench.json");
+    let client = [
+        memmon_test_path().display().to_string(),
+        "test-client".into(),
+        "--socket".into(),
+        dir.path().join("d.sock").display().to_string(),
+        "--size".into(),
+        "20MiB".into(),
+    ];
+    let mut args = vec![
+        "bench".to_string(),
+        "--wait".into(),
+        "--pidfile".into(),
+        pidfile.display().to_string(),
+        "-n".into(),
+        "1".into(),
+        "--export-json".into(),
+        out.display().to_string(),
+        "--".into(),
+    ];
+    args.extend(client);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let bench = Running::spawn(&args);
+    assert!(
+        bench.wait_for_stderr("waiting for the daemon", 30.0),
+        "{}",
+        bench.stderr()
+    );
+    // Only now does the daemon start (and write its pidfile).
+    let d = Daemon::start(dir.path(), &[]);
+    let (status, stderr) = bench.finish();
+    assert!(status.success(), "{stderr}");
+    let report = json(&out);
+    assert_eq!(u(&report["daemon"]["pid"]), d.pid() as u64, "{report}");
+    assert!(
+        u(&runs(&report)[0]["peak"]["bytes"]) >= 20 * MIB,
+        "{report}"
+    );
+}
+
+#[test]
 fn without_a_daemon_each_run_peak_comes_from_wait4() {
     let dir = tempdir();
     let out = dir.path().join("bench.json");

@@ -27,6 +27,8 @@ use std::time::Duration;
 pub struct BenchOptions {
     /// The daemon; `None` measures the client's own process tree, run by run.
     pub target: Option<TargetSpec>,
+    /// Wait for the daemon (`--pidfile`, `--name`) to appear instead of failing (`--wait`).
+    pub wait: bool,
     pub client: Vec<String>,
     pub runs: u32,
     pub warmup: u32,

@@ -29,6 +29,11 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--anatomy applies to a bench against a daemon (--pid, --pidfile, --name); record a command's run with `memmon record --anatomy -o FILE -- COMMAND`",
         ));
     }
+    if args.wait && !target.as_ref().is_some_and(|t| t.can_restart()) {
+        return Err(usage(
+            "--wait applies to a daemon given by --pidfile or --name: it waits for it to appear",
+        ));
+    }
     if target.is_some() && args.cgroup.own_cgroup {
         return Err(usage(
             "--own-cgroup applies to a command bench (no daemon); a daemon's own cgroup is read when it has one",
@@ -56,6 +61,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
     let stdout_is_data = !on_stdout.is_empty();
     Ok(BenchOptions {
         target,
+        wait: args.wait,
         client: args.client.clone(),
         runs: args.runs,
         warmup: args.warmup,

@@ -74,6 +74,17 @@ impl Daemon {
             }))
         };
         let ropts = record_options(opts, spec);
+        // The recorder's own note of the wait is not the bench's to show: say it here.
+        if opts.wait && target::resolve(&opts.procfs, spec).is_err() {
+            say(
+                opts,
+                format!(
+                    "bench: waiting for the daemon ({} {}) to appear (--wait)",
+                    spec.mode(),
+                    spec.spec()
+                ),
+            );
+        }
         let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))?;
         let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
         let pid = rec.root_pid();
@@ -452,6 +463,9 @@ fn record_options(opts: &BenchOptions, spec: &TargetSpec) -> RecordOptions {
         append: opts.append,
         pss: opts.pss.clone(),
         gpu: opts.gpu.clone(),
+        // `--wait`: a daemon not there yet (its pidfile missing or empty, no process of its
+        // name) is waited for, as `record --wait` waits.
+        wait: opts.wait,
         exit_with_target: true,
         procfs: opts.procfs.clone(),
         phase_peaks: opts.phase_peaks,
