@@ -15,6 +15,7 @@ use crate::output::Dest;
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
 use crate::sampler::cgroup::CgroupChoice;
+use crate::sampler::error::RecordError;
 use crate::sampler::record::{
     file_sink, unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
 };
@@ -85,15 +86,17 @@ impl Daemon {
                 ),
             );
         }
-        let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))?;
-        let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
-        let pid = rec.root_pid();
+        let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))
+            .map_err(bench_cgroup_advice)?;
         let meta = rec.meta().clone();
+        // Before the markers' socket is offered: a refused bench offers none.
         if let Err(e) = check_cgroup(opts, &meta) {
             rec.control().send(Control::Stop);
             let _ = rec.run();
             return Err(e);
         }
+        let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
+        let pid = rec.root_pid();
         let handle = opts
             .procfs
             .open(pid)
@@ -501,6 +504,17 @@ fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A `--cgroup auto` the recorder refused, with bench's advice: `record`'s (give the shared
+/// cgroup's path) would be refused by `check_cgroup`.
+fn bench_cgroup_advice(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<RecordError>() {
+        Some(RecordError::CgroupAuto { why, .. }) => {
+            crate::bench::BenchError::CgroupAuto { why: why.clone() }.into()
+        }
+        _ => e,
+    }
 }
 
 /// Why a daemon bench reads no cgroup peak, from the recording's metadata.
