@@ -725,6 +725,60 @@ fn a_failing_command_stops_the_bench_naming_the_run_and_status() {
 }
 
 #[test]
+fn an_export_that_cannot_be_written_stops_the_bench_before_its_first_run() {
+    let dir = tempdir();
+    let ran = dir.path().join("ran");
+    let ok = dir.path().join("ok");
+    std::fs::create_dir(&ok).unwrap();
+    let out = memmon()
+        .args(["bench", "-n", "1", "--export-json"])
+        .arg(ok.join("b.json"))
+        .arg("--export-csv")
+        .arg(dir.path().join("missing").join("b.csv"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch '{}'", ran.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write") && err.contains("missing/b.csv (--export-csv)"),
+        "{err}"
+    );
+    assert!(
+        !ran.exists() && !err.contains("run 1/1"),
+        "a run started: {err}"
+    );
+    // The export that could be written was checked without leaving a file behind.
+    let left: Vec<_> = std::fs::read_dir(&ok).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A directory the user may not write, likewise (root's, as nobody).
+    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped the read-only directory: needs root and setpriv to run as nobody");
+        return;
+    }
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap()
+    };
+    mode(dir.path(), 0o755);
+    mode(&ok, 0o755);
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(memmon_path())
+        .args(["bench", "-n", "1", "--export-markdown"])
+        .arg(ok.join("b.md"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("b.md (--export-markdown): Permission denied") && !err.contains("run 1/1"),
+        "{err}"
+    );
+}
+
+#[test]
 fn two_outputs_on_stdout_are_refused() {
     memmon()
         .args(["bench", "-o", "-", "--export-json", "-", "--", "true"])

@@ -165,10 +165,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Every output is checked now, not after a long bench: none may exist without --force, and no
-/// two may be one file.
+/// Every output is checked now, not after a long bench: none may exist without --force, no two
+/// may be one file, and the exports, written at the end, can be written (their directories
+/// there and writable).
 fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyhow::Result<()> {
     let mut outs = export::paths(exports);
+    let written_at_end = outs.clone();
     let file = opts.output.as_ref().and_then(|d| d.file());
     let side = file.map(memmon::format::sidecar_path);
     if let (Some(o), false) = (file, opts.append) {
@@ -180,5 +182,6 @@ fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyho
         }
     }
     memmon::output::check_outputs(&outs, opts.force)?;
+    memmon::output::check_writable(&written_at_end)?;
     Ok(())
 }
