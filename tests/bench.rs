@@ -406,6 +406,9 @@ fn command_bench_recording_holds_its_runs(
             e["run"]
         );
     }
+    // The recording's own peak is its largest run's.
+    let largest = exported.iter().map(|e| u(&e["peak"]["bytes"])).max();
+    assert_eq!(summary["peak"]["bytes"].as_u64(), largest, "{summary}");
     exported
 }
 
