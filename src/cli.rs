@@ -776,6 +776,10 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub daemon: TargetArgs,
 
+    /// With --name or --pidfile: wait for the daemon to appear instead of failing
+    #[arg(long)]
+    pub wait: bool,
+
     /// Measured runs of the client
     #[arg(short = 'n', long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..), value_name = "RUNS")]
     pub runs: u32,

@@ -150,12 +150,57 @@ pub enum OutputCheckError {
         flag: String,
         why: OpenError,
     },
+    /// A file written only at the end (`check_writable`) could not be written now.
+    #[error("cannot write {path} ({flag}): {why}")]
+    Unwritable {
+        path: PathBuf,
+        flag: String,
+        why: OpenError,
+    },
 }
 
 impl OutputCheckError {
+    /// What is at a path, or two outputs naming one file: `Usage`; a file that cannot be
+    /// written (its directory missing or read-only): `Failure`, as when a recording's file
+    /// cannot be created.
     pub fn class(&self) -> crate::exit::Class {
-        crate::exit::Class::Usage
+        match self {
+            OutputCheckError::Unwritable { why, .. } if !why.is_refusal() => {
+                crate::exit::Class::Failure
+            }
+            _ => crate::exit::Class::Usage,
+        }
     }
+}
+
+/// Checks, writing nothing that stays, that a whole file (`write_whole`) could be written at
+/// each of `outputs` now, for files written only after a long run (bench's exports, record's
+/// plot), so the run never ends in one that cannot be written. Each directory is opened as
+/// `write_whole` opens it, and a file is made in it as `write_whole` makes its temporary file:
+/// an unnamed one (`O_TMPFILE`: it never has a name, so nothing can stay behind), or where the
+/// file system has none, a named one removed at once. A FIFO or device at the path is written
+/// as it is, at the end: not opened now. What is at the path is `check_outputs`'s to judge.
+pub fn check_writable(outputs: &[(&Path, &str)]) -> Result<(), OutputCheckError> {
+    for &(path, flag) in outputs {
+        if is_descriptor_alias(path) {
+            continue;
+        }
+        let place = Place::resolve(path).and_then(|p| match p.at()? {
+            At::Stream(_) => Ok(None),
+            _ => Ok(Some(p)),
+        });
+        let made = match place {
+            Ok(Some(p)) => p.can_create(),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        made.map_err(|why| OutputCheckError::Unwritable {
+            path: crate::format::absolute(path),
+            flag: flag.to_string(),
+            why,
+        })?;
+    }
+    Ok(())
 }
 
 /// Where an output goes: stdout or a file. The command line's `-` becomes `Stdout` here and
@@ -748,6 +793,22 @@ impl Place {
     /// A new file with a random name next to the name (`.NAME.RANDOM.tmp.EXT`: a writer that
     /// picks a format by the extension still can), created exclusively; removed when dropped
     /// unless kept.
+    /// Whether a file can be made in the directory now (`check_writable`): an unnamed one, or
+    /// a temporary one removed at once where the file system makes no unnamed files.
+    fn can_create(&self) -> Result<(), OpenError> {
+        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+        match rfs::openat(&self.dir.fd, ".", flags, Mode::from_raw_mode(0o600)) {
+            // Closed here: an unnamed file goes with its last descriptor.
+            Ok(_) => Ok(()),
+            // No O_TMPFILE on this file system (or kernel: a directory opened for writing).
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {
+                // Removed when dropped (never kept).
+                self.create_temp().map(drop)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn create_temp(&self) -> Result<Temp, OpenError> {
         let shown: String = self.name.to_string_lossy().chars().take(100).collect();
         let ext = Path::new(&self.name)
@@ -1249,6 +1310,30 @@ mod tests {
         assert!(is_stream(Path::new("/proc/self/fd/1")));
         let null = Path::new("/dev/null");
         check_outputs(&[(null, "-o"), (null, "--plot")], false).unwrap();
+    }
+
+    #[test]
+    fn a_file_written_at_the_end_is_checked_writable_leaving_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("b.json");
+        check_writable(&[(&ok, "--export-json")]).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A file already there (with --force) is left as it is.
+        std::fs::write(&ok, "mine").unwrap();
+        check_writable(&[(&ok, "--export-json")]).unwrap();
+        assert_eq!(std::fs::read_to_string(&ok).unwrap(), "mine");
+        let missing = dir.path().join("no").join("b.csv");
+        let err =
+            check_writable(&[(&ok, "--export-json"), (&missing, "--export-csv")]).unwrap_err();
+        assert_eq!(err.class(), crate::exit::Class::Failure);
+        assert!(err.to_string().contains("no/b.csv (--export-csv)"), "{err}");
+        // Streams and descriptor names are written as they are, at the end.
+        check_writable(&[
+            (Path::new("/dev/null"), "-o"),
+            (Path::new("/dev/stdout"), "-o"),
+        ])
+        .unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

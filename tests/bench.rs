@@ -150,6 +150,11 @@ fn each_run_peak_against_a_daemon_is_its_floor_plus_that_run_s_request() {
     // One Stats for bench and compare: the same names (analysis/stats.rs).
     assert_eq!(stats["wall_s"]["count"], 3);
     assert!(stats["wall_s"]["spread_pct"].is_f64());
+    // 40 to 120 MiB over the floor: spread far from 0 in both byte stats.
+    for stat in ["peak_bytes", "peak_over_floor_bytes"] {
+        let spread = stats[stat]["spread_pct"].as_f64();
+        assert!(spread.is_some_and(|s| s > 10.0), "{stat}: {}", stats[stat]);
+    }
     assert_eq!(report["leak"]["suspected"], false);
 }
 
@@ -358,6 +363,180 @@ fn a_command_bench_writes_its_runs_into_one_recording_on_one_time_line_as_they_a
     assert!(s["peak"]["bytes"].as_u64().unwrap() >= 8 * MIB, "{s}");
 }
 
+/// `memmon bench -q -i 1s FLAGS -n RUNS -o REC --export-json OUT -- memmon-test workload STEPS`;
+/// then `summary --json` of REC gives each run of the recording the peak the bench exported
+/// for it (the same number, source, scope and exactness) and its wall time. The exported runs.
+fn command_bench_recording_holds_its_runs(
+    dir: &Path,
+    rec: &Path,
+    flags: &[&str],
+    runs_n: usize,
+    steps: &[&str],
+) -> Vec<serde_json::Value> {
+    let out = dir.join("bench.json");
+    memmon()
+        .args(["bench", "-q", "-i", "1s", "-n", &runs_n.to_string()])
+        .args(flags)
+        .arg("-o")
+        .arg(rec)
+        .arg("--export-json")
+        .arg(&out)
+        .arg("--")
+        .args(workload(steps))
+        .assert()
+        .success();
+    let exported = runs(&json(&out)).clone();
+    let summary = summary_json(rec);
+    let spans = summary["runs"].as_array().unwrap();
+    assert_eq!((exported.len(), spans.len()), (runs_n, runs_n), "{summary}");
+    for (e, s) in exported.iter().zip(spans) {
+        assert_eq!(s["run"], e["run"], "{s}");
+        assert_eq!(
+            s["peak"], e["peak"],
+            "run {}: recording {s}\nexported {e}",
+            e["run"]
+        );
+        let (d, w) = (
+            s["duration_s"].as_f64().unwrap(),
+            e["wall_s"].as_f64().unwrap(),
+        );
+        assert!(
+            (d - w).abs() < 0.005,
+            "run {}: {d} s recorded, {w} s exported",
+            e["run"]
+        );
+    }
+    // The recording's own peak is its largest run's.
+    let largest = exported.iter().map(|e| u(&e["peak"]["bytes"])).max();
+    assert_eq!(summary["peak"]["bytes"].as_u64(), largest, "{summary}");
+    exported
+}
+
+#[test]
+fn a_command_bench_recording_gives_each_run_the_peak_and_time_its_table_showed() {
+    let dir = tempdir();
+    let rec = dir.path().join("runs.csv");
+    // 64 MiB held for 200 ms, sampled every second: only the first row of each run is sampled,
+    // at the command's start; its peak and end come after it.
+    let exported = command_bench_recording_holds_its_runs(
+        dir.path(),
+        &rec,
+        &[],
+        2,
+        &["alloc:64MiB", "hold:200ms"],
+    );
+    for e in &exported {
+        assert!(u(&e["peak"]["bytes"]) >= 64 * MIB, "{e}");
+        assert_eq!(e["peak"]["exact"], true, "{e}");
+        assert!(e["wall_s"].as_f64().unwrap() >= 0.2, "{e}");
+    }
+    // The recording's run-end rows are at the runs' ends, not copies of their starts.
+    let (h, rows) = read_csv(&rec);
+    let (ev, el) = (
+        h.iter().position(|c| c == "event").unwrap(),
+        h.iter().position(|c| c == "elapsed_s").unwrap(),
+    );
+    let at = |event: &str| -> f64 {
+        rows.iter().find(|r| r[ev] == event).unwrap()[el]
+            .parse()
+            .unwrap()
+    };
+    assert!(at("run-end:1") - at("run-start:1") >= 0.15, "{rows:?}");
+    // Budgets judge each run's own peak...
+    let budget = |size: u64| {
+        memmon()
+            .args(["summary", "--max-peak", &format!("{size}B")])
+            .arg(&rec)
+            .output()
+            .unwrap()
+    };
+    let peak = u(&exported[0]["peak"]["bytes"]);
+    let over = budget(peak - MIB);
+    assert_eq!(
+        over.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&over.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&over.stderr).contains("runs.csv#run 1"),
+        "{}",
+        String::from_utf8_lossy(&over.stderr)
+    );
+    let kept = budget(peak + 4 * MIB);
+    assert!(
+        kept.status.success(),
+        "{}",
+        String::from_utf8_lossy(&kept.stderr)
+    );
+    // ...and compare holds each run's own peak and duration.
+    let cmp = memmon()
+        .args(["compare", "--json"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(
+        cmp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+    let cmp: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
+    let compared = cmp["base"]["runs"].as_array().unwrap();
+    assert_eq!(compared.len(), 2, "{cmp}");
+    for (c, e) in compared.iter().zip(&exported) {
+        assert_eq!(c["peak"], e["peak"], "{c}");
+    }
+}
+
+#[test]
+fn a_command_bench_recording_without_its_own_cgroup_gives_each_run_its_tree_s_kernel_peak() {
+    let dir = tempdir();
+    let rec = dir.path().join("tree.jsonl");
+    // Two 50 MiB children that live and die between the samples of every run.
+    let exported = command_bench_recording_holds_its_runs(
+        dir.path(),
+        &rec,
+        &["--no-own-cgroup"],
+        2,
+        &["alloc:30MiB", "children:2:50MiB:300ms", "wait-children"],
+    );
+    for e in &exported {
+        assert_ne!(e["peak"]["source"], "cgroup", "{e}");
+        assert!(u(&e["peak"]["bytes"]) >= 50 * MIB, "{e}");
+    }
+}
+
+#[test]
+fn a_command_bench_recording_keeps_a_spike_after_a_run_s_last_sample() {
+    let dir = tempdir();
+    let rec = dir.path().join("late.csv");
+    // Longer than the interval: sampled at its start and after 1 s; its 150 MiB spike comes
+    // after the last sample, just before it exits.
+    let exported = command_bench_recording_holds_its_runs(
+        dir.path(),
+        &rec,
+        &[],
+        1,
+        &["alloc:10MiB", "hold:1200ms", "spike:150MiB:20ms"],
+    );
+    assert!(
+        u(&exported[0]["peak"]["bytes"]) >= 160 * MIB,
+        "{}",
+        exported[0]
+    );
+    assert!(
+        exported[0]["wall_s"].as_f64().unwrap() >= 1.2,
+        "{}",
+        exported[0]
+    );
+    // The largest RSS the rows hold is far below it: the peak is the kernel's, from the run's
+    // end, not the rows'.
+    let rows_peak = column(&rec, "rss_bytes").into_iter().max().unwrap();
+    assert!(rows_peak < 100 * MIB, "{rows_peak}");
+}
+
 #[test]
 fn benchs_warmup_markers_wait_for_their_rows_and_are_never_late() {
     // Sent without waiting, a warmup marker reached its row after the client had started (8 ms
@@ -417,6 +596,77 @@ fn a_daemon_that_is_not_there_is_exit_3() {
 }
 
 #[test]
+fn an_empty_pidfile_names_the_wait_flag_bench_has() {
+    let dir = tempdir();
+    let pidfile = dir.path().join("empty.pid");
+    std::fs::write(&pidfile, "").unwrap();
+    let out = memmon()
+        .args(["bench", "-n", "1", "--pidfile"])
+        .arg(&pidfile)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("add --wait"), "{stderr}");
+    // The flag it names is bench's: taken, not an unknown argument.
+    memmon()
+        .args(["bench", "--wait", "--help"])
+        .assert()
+        .success();
+    // Without a daemon to wait for, it is refused.
+    memmon()
+        .args(["bench", "--wait", "-n", "1", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--wait applies to a daemon"));
+}
+
+#[test]
+fn with_wait_a_bench_waits_for_its_daemon_s_pidfile() {
+    let dir = tempdir();
+    let pidfile = dir.path().join("d.pid");
+    let out = dir.path().join("bench.json");
+    let client = [
+        memmon_test_path().display().to_string(),
+        "test-client".into(),
+        "--socket".into(),
+        dir.path().join("d.sock").display().to_string(),
+        "--size".into(),
+        "20MiB".into(),
+    ];
+    let mut args = vec![
+        "bench".to_string(),
+        "--wait".into(),
+        "--pidfile".into(),
+        pidfile.display().to_string(),
+        "-n".into(),
+        "1".into(),
+        "--export-json".into(),
+        out.display().to_string(),
+        "--".into(),
+    ];
+    args.extend(client);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let bench = Running::spawn(&args);
+    assert!(
+        bench.wait_for_stderr("waiting for the daemon", 30.0),
+        "{}",
+        bench.stderr()
+    );
+    // Only now does the daemon start (and write its pidfile).
+    let d = Daemon::start(dir.path(), &[]);
+    let (status, stderr) = bench.finish();
+    assert!(status.success(), "{stderr}");
+    let report = json(&out);
+    assert_eq!(u(&report["daemon"]["pid"]), d.pid() as u64, "{report}");
+    assert!(
+        u(&runs(&report)[0]["peak"]["bytes"]) >= 20 * MIB,
+        "{report}"
+    );
+}
+
+#[test]
 fn without_a_daemon_each_run_peak_comes_from_wait4() {
     let dir = tempdir();
     let out = dir.path().join("bench.json");
@@ -433,6 +683,23 @@ fn without_a_daemon_each_run_peak_comes_from_wait4() {
         .success();
     let report = json(&out);
     assert_eq!(report["mode"], "command");
+    // Each of `stats` is count, mean, stddev, min, max and spread_pct (README).
+    for stat in ["wall_s", "peak_bytes"] {
+        let s = report["stats"][stat].as_object().unwrap();
+        let mut keys: Vec<&str> = s.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["count", "max", "mean", "min", "spread_pct", "stddev"],
+            "{stat}: {s:?}"
+        );
+    }
+    let p = &report["stats"]["peak_bytes"];
+    let spread = 100.0 * (u(&p["max"]) - u(&p["min"])) as f64 / u(&p["mean"]) as f64;
+    assert!(
+        (p["spread_pct"].as_f64().unwrap() - spread).abs() < 0.01,
+        "{p}"
+    );
     let runs = runs(&report);
     assert_eq!(runs.len(), 3);
     for r in runs {
@@ -458,6 +725,60 @@ fn a_failing_command_stops_the_bench_naming_the_run_and_status() {
         .stderr(predicate::str::contains(
             "run 1: the command failed with exit code 7",
         ));
+}
+
+#[test]
+fn an_export_that_cannot_be_written_stops_the_bench_before_its_first_run() {
+    let dir = tempdir();
+    let ran = dir.path().join("ran");
+    let ok = dir.path().join("ok");
+    std::fs::create_dir(&ok).unwrap();
+    let out = memmon()
+        .args(["bench", "-n", "1", "--export-json"])
+        .arg(ok.join("b.json"))
+        .arg("--export-csv")
+        .arg(dir.path().join("missing").join("b.csv"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch '{}'", ran.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write") && err.contains("missing/b.csv (--export-csv)"),
+        "{err}"
+    );
+    assert!(
+        !ran.exists() && !err.contains("run 1/1"),
+        "a run started: {err}"
+    );
+    // The export that could be written was checked without leaving a file behind.
+    let left: Vec<_> = std::fs::read_dir(&ok).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A directory the user may not write, likewise (root's, as nobody).
+    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped the read-only directory: needs root and setpriv to run as nobody");
+        return;
+    }
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap()
+    };
+    mode(dir.path(), 0o755);
+    mode(&ok, 0o755);
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(memmon_path())
+        .args(["bench", "-n", "1", "--export-markdown"])
+        .arg(ok.join("b.md"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("b.md (--export-markdown): Permission denied") && !err.contains("run 1/1"),
+        "{err}"
+    );
 }
 
 #[test]

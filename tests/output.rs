@@ -122,6 +122,28 @@ fn plot_refuses_to_overwrite_without_force() {
 }
 
 #[test]
+fn record_whose_plot_cannot_be_written_launches_nothing() {
+    let dir = tempdir();
+    let ran = dir.path().join("ran");
+    let out = dir.path().join("r.csv");
+    let plot = dir.path().join("missing").join("r.svg");
+    memmon()
+        .args(["record", "-q", "-o"])
+        .arg(&out)
+        .arg("--plot")
+        .arg(&plot)
+        .args(["--", "sh", "-c", &format!("touch {}", ran.display())])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("cannot write")
+                .and(predicate::str::contains("missing/r.svg (--plot)")),
+        );
+    assert!(!ran.exists(), "the command was launched");
+    assert!(!out.exists());
+}
+
+#[test]
 fn record_refuses_an_existing_plot_or_sidecar_before_launching_anything() {
     let dir = tempdir();
     let ran = dir.path().join("ran");

@@ -332,6 +332,60 @@ fn a_cgroup_that_holds_more_than_the_daemons_tree_is_refused_with_the_reason() {
 }
 
 #[test]
+fn a_bench_refusing_a_shared_cgroup_advises_only_what_bench_takes() {
+    let Some(base) = crate::cgroup::memory_hierarchy() else {
+        return;
+    };
+    let cg = crate::cgroup::TestCgroup::new(&base, "shared-advice");
+    let dir = tempdir();
+    let p = Prover::start(dir.path(), Some(&cg.0), SIZES);
+    let mut other = crate::cgroup::workload_in(&cg.0, &["hold:30s"]);
+    assert!(wait_for(5.0, || std::fs::read_to_string(
+        cg.0.join("cgroup.procs")
+    )
+    .is_ok_and(|t| t.lines().count() >= 2)));
+    let bench = |cgroup: Option<&str>| {
+        let mut c = memmon();
+        c.args(["bench", "-q", "-n", "1", "-i", "1s"]);
+        if let Some(g) = cgroup {
+            c.args(["--cgroup", g]);
+        }
+        c.arg("--pidfile")
+            .arg(&p.pidfile)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let path = cg.0.display().to_string();
+    let refused: Vec<_> = [Some("auto"), Some(path.as_str())]
+        .into_iter()
+        .map(bench)
+        .collect();
+    let followed = bench(None);
+    let _ = other.kill();
+    let _ = other.wait();
+    for out in &refused {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        // record's advice (give the shared cgroup's path) is refused by bench: not given.
+        assert!(!err.contains("give --cgroup"), "{err}");
+        assert!(
+            !err.contains("memmon mark"),
+            "no marker socket offered: {err}"
+        );
+        assert!(err.contains("leave out --cgroup"), "{err}");
+    }
+    // Following the advice works: without --cgroup, each run's peak is the largest process's.
+    let err = String::from_utf8_lossy(&followed.stderr);
+    assert_eq!(followed.status.code(), Some(0), "{err}");
+    assert!(
+        String::from_utf8_lossy(&followed.stdout).contains("vmhwm"),
+        "{}",
+        String::from_utf8_lossy(&followed.stdout)
+    );
+}
+
+#[test]
 fn bench_help_lists_only_flags_a_bench_takes() {
     let help = memmon().args(["bench", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);

@@ -7,7 +7,7 @@
 //! one by one, later ones only in the sums by label (at most [`MAX_LABELS`] labels; further
 //! labels are summed as one), and the count of what was not listed is said.
 
-use super::span::{SpanAcc, SpanContext, Window};
+use super::span::{launched_duration_s, EndTail, SpanAcc, SpanContext, Window};
 use super::stats::{RunningStats, Stats};
 use super::timeline::Timeline;
 use crate::format::meta::{EndInfo, Meta, RunPeaks};
@@ -35,6 +35,10 @@ pub const OTHER_LABELS: &str = "(other labels)";
 struct Windows {
     phase: SpanContext,
     run: SpanContext,
+    /// Each run is a command launched at its `run-start` row (`run_peaks: launched`): its
+    /// cumulative counters (major faults, PSI, swap) began with it, so its opening row's count
+    /// is its own.
+    runs_launched: bool,
 }
 
 impl Windows {
@@ -51,6 +55,7 @@ impl Windows {
                 kernel: Window::ResetIfSettled,
                 ..ctx
             },
+            runs_launched: false,
         }
     }
 
@@ -92,6 +97,7 @@ impl Windows {
                 },
                 ..ctx
             },
+            runs_launched: meta.run_peaks == Some(RunPeaks::Launched),
         }
     }
 }
@@ -112,6 +118,27 @@ struct Pending {
     run: Option<u32>,
     complete: bool,
     tail: Option<(u64, PeakSource)>,
+    /// A command bench's run: what its own end record gave after its last row, and its
+    /// command's wall time.
+    run_end: Option<(EndTail, Option<f64>)>,
+}
+
+impl Pending {
+    /// The span, decided under `ctx` (the session's), with what came after its last row.
+    fn close(self, ctx: &SpanContext) -> Span {
+        let Some((tail, wall)) = self.run_end else {
+            let ctx = SpanContext {
+                kernel_after_last_row: self.tail,
+                ..*ctx
+            };
+            return self.acc.close(self.label, self.run, self.complete, &ctx);
+        };
+        let mut span = self
+            .acc
+            .close(self.label, self.run, self.complete, &ctx.with_tail(&tail));
+        span.duration_s = launched_duration_s(span.duration_s, wall);
+        span
+    }
 }
 
 /// The spans of one kind: the first `MAX_LISTED` one by one, the later ones summed by label.
@@ -137,12 +164,7 @@ impl Listed {
         } else {
             self.unlisted += 1;
             if sum_later {
-                let ctx = SpanContext {
-                    kernel_after_last_row: p.tail,
-                    ..*ctx
-                };
-                self.later
-                    .add(&p.acc.close(p.label, p.run, p.complete, &ctx));
+                self.later.add(&p.close(ctx));
             }
         }
     }
@@ -150,12 +172,7 @@ impl Listed {
     /// Decides the session's spans under `ctx`, the session's whole context.
     fn settle(&mut self, ctx: &SpanContext) {
         for p in self.pending.drain(..) {
-            let ctx = SpanContext {
-                kernel_after_last_row: p.tail,
-                ..*ctx
-            };
-            self.spans
-                .push(p.acc.close(p.label, p.run, p.complete, &ctx));
+            self.spans.push(p.close(ctx));
         }
     }
 
@@ -243,6 +260,25 @@ impl PhaseBuilder {
                 ctx.cgroup = Window::IfRises;
             }
         }
+        // A command bench's runs, each ended by its own command: what its end record gave
+        // after its last row is the run's.
+        for r in &end.runs {
+            let bound = self.windows.run.bound_bytes;
+            if let Some(p) = self
+                .runs
+                .pending
+                .iter_mut()
+                .find(|p| p.complete && p.run == Some(r.run))
+            {
+                if let Some(f) = r.end.major_faults {
+                    p.acc.faults_at_end(f);
+                }
+                if let Some(sum) = r.end.exit_hwm_sum_after_last_sample_bytes {
+                    p.acc.hwm_sum_at_end(sum);
+                }
+                p.run_end = Some((EndTail::of(&r.end, bound), r.end.command_wall_s));
+            }
+        }
         let tail = end
             .exit_peak_after_last_sample_bytes
             .map(|b| (b, PeakSource::Vmhwm));
@@ -297,7 +333,11 @@ impl PhaseBuilder {
             }
             Some(Event::RunStart(n)) => {
                 self.close_run(false, None);
-                let mut opened = SpanAcc::open(s);
+                let mut opened = if self.windows.runs_launched {
+                    SpanAcc::open_session(s)
+                } else {
+                    SpanAcc::open(s)
+                };
                 if late {
                     opened.mark_late();
                 }
@@ -343,6 +383,7 @@ impl PhaseBuilder {
                 run: None,
                 complete,
                 tail,
+                run_end: None,
             };
             self.phases.push(p, &self.windows.phase, true);
         }
@@ -356,6 +397,7 @@ impl PhaseBuilder {
                 run: Some(n),
                 complete,
                 tail,
+                run_end: None,
             };
             self.runs.push(p, &self.windows.run, false);
         }
@@ -369,6 +411,7 @@ impl PhaseBuilder {
             run: None,
             complete: false,
             tail: None,
+            run_end: None,
         });
         let open_run = self.run.as_ref().map(|(acc, n)| Pending {
             acc: acc.clone(),
@@ -376,6 +419,7 @@ impl PhaseBuilder {
             run: Some(*n),
             complete: false,
             tail: None,
+            run_end: None,
         });
         let (phases, unlisted_phases, later) = self.phases.finish(&self.windows.phase, open_phase);
         let (runs, unlisted_runs, _) = self.runs.finish(&self.windows.run, open_run);
@@ -872,6 +916,78 @@ mod tests {
         unrisen[2].hwm_bytes = unrisen[1].hwm_bytes;
         let p = build(&unrisen, Some(&exact_counters), None);
         assert_eq!(p.runs[0].facts.kernel_peak_rss_bytes, None);
+    }
+
+    #[test]
+    fn a_command_bench_run_takes_what_its_own_end_record_gave_after_its_last_row() {
+        // Each run's command peaked after its last row: run 1 at 100 MiB (wait4's ru_maxrss;
+        // its exit record a little lower), run 2 at 60 MiB (its exit record; wait4 gave
+        // nothing above memmon's own RSS). Each `run-end` row repeats its last sample.
+        let row = |t: f64, faults: u64, event| Sample {
+            major_faults: faults,
+            ..s(t, 5, 5, event)
+        };
+        let rows = [
+            row(0.1, 2, Some(Event::Start)),
+            row(0.1, 2, Some(Event::RunStart(1))),
+            row(0.3, 2, Some(Event::RunEnd(1))),
+            row(0.5, 1, Some(Event::RunStart(2))),
+            row(0.9, 1, Some(Event::RunEnd(2))),
+        ];
+        let run_end = |run, end| crate::format::meta::RunEnd { run, end };
+        let ended = EndInfo {
+            exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
+            ..EndInfo::default()
+        };
+        let end = EndInfo {
+            runs: vec![
+                run_end(
+                    1,
+                    EndInfo {
+                        rusage_maxrss_bytes: Some(100 * MIB),
+                        launcher_rss_bytes: Some(8 * MIB),
+                        exit_peak_after_last_sample_bytes: Some(99 * MIB),
+                        command_wall_s: Some(0.25),
+                        major_faults: Some(12),
+                        ..ended.clone()
+                    },
+                ),
+                run_end(
+                    2,
+                    EndInfo {
+                        rusage_maxrss_bytes: Some(8 * MIB),
+                        launcher_rss_bytes: Some(8 * MIB),
+                        exit_peak_after_last_sample_bytes: Some(60 * MIB),
+                        ..ended.clone()
+                    },
+                ),
+            ],
+            ..ended.clone()
+        };
+        let bench = Meta {
+            run_peaks: Some(RunPeaks::Launched),
+            ..Meta::example("command")
+        };
+        let p = build(&rows, Some(&bench), Some(&end));
+        let (one, two) = (&p.runs[0], &p.runs[1]);
+        assert_eq!(
+            (one.peak.bytes, one.peak.source),
+            (100 * MIB, PeakSource::RuMaxrss)
+        );
+        // ru_maxrss far above every mark the rows read: a process left unseen, and wait4
+        // holds it.
+        assert_eq!(one.peak.scope, PeakScope::LargestProcess);
+        assert!(one.peak.exact);
+        assert_eq!(one.duration_s, 0.25, "its command's wall time");
+        assert_eq!(one.health.major_faults, 12, "counted from the run's launch");
+        assert_eq!(
+            (two.peak.bytes, two.peak.source),
+            (60 * MIB, PeakSource::Vmhwm)
+        );
+        assert!((two.duration_s - 0.4).abs() < 1e-9, "its rows' span");
+        // Without the end record (the bench was killed), only the rows are known.
+        let p = build(&rows, Some(&bench), None);
+        assert_eq!(p.runs[0].peak.bytes, 5 * MIB);
     }
 
     #[test]

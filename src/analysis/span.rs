@@ -8,6 +8,7 @@
 //! opening row, or rose during it.
 
 use super::gpu::{GpuHwmAcc, GpuKernelPeak};
+use crate::format::meta::EndInfo;
 use crate::model::peak::{Peak, PeakFacts, PeakSource};
 use crate::model::sample::Sample;
 use crate::units::{fmt_bytes, fmt_seconds};
@@ -64,6 +65,98 @@ pub struct SpanContext {
     pub gpu: Window,
     /// The accounting mark read after the span's last row (the recording's end record).
     pub gpu_after_last_row: Option<u64>,
+}
+
+impl SpanContext {
+    /// This context with what an end record gave after the span's last row (`tail`).
+    pub fn with_tail(self, tail: &EndTail) -> SpanContext {
+        SpanContext {
+            kernel_after_last_row: tail.kernel,
+            rusage_covers_departed: tail.rusage_covers_departed,
+            cgroup_after_last_row: tail.cgroup,
+            gpu_after_last_row: tail.gpu,
+            exit_records: tail.exit_records,
+            ..self
+        }
+    }
+}
+
+/// What an end record says of the span that ends at its last row: the peaks the kernel gave
+/// after that row — wait4's ru_maxrss of a launched command, or the exit records read when the
+/// target ended (`exit_peak_after_last_sample_bytes`, else `exit_peak_bytes`), whichever is
+/// larger (ties go to ru_maxrss); the cgroup's peak file read at the end; the GPU's accounting
+/// mark read then — and whether every exit record was read. A recording's last span takes it
+/// as one more row; so does each run of a command bench, from its own end record (`runs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EndTail {
+    pub kernel: Option<(u64, PeakSource)>,
+    /// wait4's ru_maxrss is known: it holds every process of the launched tree that ended.
+    pub rusage_covers_departed: bool,
+    pub cgroup: Option<u64>,
+    pub gpu: Option<u64>,
+    pub exit_records: bool,
+}
+
+impl EndTail {
+    /// The tail of `end`; `bound_bytes`: how far the recording machine's counters may be off.
+    pub fn of(end: &EndInfo, bound_bytes: u64) -> EndTail {
+        let rusage = launched_rusage_peak(end, bound_bytes);
+        let exit = end
+            .exit_peak_after_last_sample_bytes
+            .or(end.exit_peak_bytes);
+        EndTail {
+            kernel: match (rusage, exit) {
+                (Some(r), e) if r >= e.unwrap_or(0) => Some((r, PeakSource::RuMaxrss)),
+                (_, Some(e)) => Some((e, PeakSource::Vmhwm)),
+                _ => None,
+            },
+            rusage_covers_departed: rusage.is_some(),
+            // Schema 1 recordings did not keep the last reading apart: their peak was taken
+            // over the recording when it rose in it.
+            cgroup: end.cgroup.as_ref().and_then(|c| {
+                c.final_peak_bytes
+                    .or(c.peak_bytes.filter(|_| c.peak_during_recording))
+            }),
+            gpu: end.gpu.as_ref().and_then(|g| g.hwm_after_last_row_bytes),
+            exit_records: end.exit_records_complete(),
+        }
+    }
+
+    /// The tail of a span that holds several that ended in it (a command bench's recording,
+    /// whose runs each ended with their own): the largest of each peak, ties going to
+    /// ru_maxrss; ru_maxrss covers the departed when it does in every one.
+    pub fn of_all(tails: &[EndTail]) -> Option<EndTail> {
+        let first = *tails.first()?;
+        Some(tails[1..].iter().fold(first, |a, b| EndTail {
+            kernel: match (a.kernel, b.kernel) {
+                (Some(x), Some(y)) if y.0 > x.0 || (y.0 == x.0 && y.1 == PeakSource::RuMaxrss) => {
+                    Some(y)
+                }
+                (x, y) => x.or(y),
+            },
+            rusage_covers_departed: a.rusage_covers_departed && b.rusage_covers_departed,
+            cgroup: a.cgroup.max(b.cgroup),
+            gpu: a.gpu.max(b.gpu),
+            exit_records: a.exit_records && b.exit_records,
+        }))
+    }
+}
+
+/// A launched command's `ru_maxrss` when it says something of the command's tree: above
+/// memmon's own RSS when it forked the command (exec keeps the fork's mark in it), by more than
+/// the counters' batching (`bound_bytes`). Below that it may be memmon's, not the tree's.
+pub fn launched_rusage_peak(end: &EndInfo, bound_bytes: u64) -> Option<u64> {
+    end.rusage_maxrss_bytes.filter(|&r| {
+        end.launcher_rss_bytes
+            .is_none_or(|l| r > l.saturating_add(bound_bytes))
+    })
+}
+
+/// A launched command's duration: its wall time from its start to its exit when its end
+/// record has it (a command shorter than an interval has its duration all the same), else its
+/// rows' span.
+pub fn launched_duration_s(rows_s: f64, command_wall_s: Option<f64>) -> f64 {
+    command_wall_s.map_or(rows_s, |w| w.max(rows_s))
 }
 
 impl Default for SpanContext {
@@ -719,12 +812,23 @@ impl SpanAcc {
                 Some((t, source)) if t == k && rows.is_none_or(|r| t >= r) => (k, source),
                 _ => (k, PeakSource::Vmhwm),
             });
+        // ru_maxrss above every VmHWM the rows read is a descendant's peak (one never seen at
+        // its peak, or at all): a process that left unseen, so the peak is the largest
+        // process's, not the command's.
+        let rows_hwm = self.open_hwm.max(self.hwm_after.unwrap_or(0));
+        let left_unseen = kernel.is_some_and(|(k, source)| {
+            source == PeakSource::RuMaxrss && k > rows_hwm.saturating_add(ctx.bound_bytes)
+        });
         PeakFacts {
             sampled_peak_rss_bytes: self.peak_rss,
             kernel_peak_rss_bytes: kernel.map(|k| k.0),
             kernel_peak_source: kernel.map(|k| k.1),
             max_processes: self.max_processes,
-            departed: self.departed,
+            departed: if left_unseen {
+                self.departed.max(1)
+            } else {
+                self.departed
+            },
             exit_records_complete: ctx.exit_records,
             kernel_peak_covers_departed: ctx.exit_records || ctx.rusage_covers_departed,
             cgroup_peak_bytes: self.cgroup_peak(ctx.cgroup, ctx.cgroup_after_last_row),

@@ -8,7 +8,10 @@
 
 use super::gpu::GpuTrack;
 use super::phases::{PhaseBuilder, Phases};
-use super::span::{HeldPeaks, MemoryHealth, PssReads, SpanAcc, SpanContext, Window};
+use super::span::{
+    launched_duration_s, launched_rusage_peak, EndTail, HeldPeaks, MemoryHealth, PssReads, SpanAcc,
+    SpanContext, Window,
+};
 use super::timeline::Timeline;
 use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta};
 use crate::format::ReadInfo;
@@ -108,13 +111,7 @@ impl SessionAcc {
             crate::model::peak::local_batching_bound_bytes,
             super::phases::bound_of,
         );
-        let rusage = end.and_then(rusage_peak(bound));
-        let exit = end.and_then(|e| e.exit_peak_after_last_sample_bytes.or(e.exit_peak_bytes));
-        let tail = match (rusage, exit) {
-            (Some(r), e) if r >= e.unwrap_or(0) => Some((r, PeakSource::RuMaxrss)),
-            (_, Some(e)) => Some((e, PeakSource::Vmhwm)),
-            _ => None,
-        };
+        let tail = end.map(|e| session_tail(e, bound)).unwrap_or_default();
         let cg = self.cgroup_end();
         let own = cg.is_some_and(|c| c.own)
             || meta.and_then(|m| m.cgroup.as_ref()).is_some_and(|c| c.own);
@@ -134,47 +131,28 @@ impl SessionAcc {
             } else {
                 Window::IfRises
             },
-            exit_records: end.is_some_and(EndInfo::exit_records_complete),
-            // A launched command's ru_maxrss holds every process of its tree that ended.
-            rusage_covers_departed: rusage.is_some(),
             cgroup_holds_tree: own || meta.is_some_and(Meta::cgroup_holds_tree),
             cgroup_v1: meta.is_some_and(Meta::cgroup_v1)
                 || cg.is_some_and(|c| c.version == crate::probe::cgroup::CgroupVersion::V1),
             bound_bytes: bound,
             bound_known: meta.is_some_and(|m| m.online_cpus.is_some()),
-            kernel_after_last_row: tail,
-            // Schema 1 recordings did not keep the last reading apart: their peak was taken
-            // over the recording when it rose in it.
-            cgroup_after_last_row: cg.and_then(|c| {
-                c.final_peak_bytes
-                    .or(c.peak_bytes.filter(|_| c.peak_during_recording))
-            }),
             gpu: if launched {
                 Window::FromOpen
             } else {
                 Window::IfRises
             },
-            gpu_after_last_row: end
-                .and_then(|e| e.gpu.as_ref())
-                .and_then(|g| g.hwm_after_last_row_bytes),
-        };
+            ..SpanContext::default()
+        }
+        .with_tail(&tail);
         let mut facts = self.span.facts(&ctx);
         let (open_hwm, after) = self.span.hwm();
         let rows_hwm = open_hwm.max(after.unwrap_or(0));
-        // ru_maxrss above every VmHWM the rows read is a descendant's peak (one never seen at
-        // its peak, or at all): a process that left unseen, so the peak is the largest
-        // process's, not the command's.
-        if facts.kernel_peak_source == Some(PeakSource::RuMaxrss)
-            && facts.kernel_peak_rss_bytes.unwrap_or(0) > rows_hwm.saturating_add(bound)
-        {
-            facts.departed = facts.departed.max(1);
-        }
         if self.merged {
             facts.kernel_peak_rss_bytes = None;
             facts.kernel_peak_source = None;
             facts.cgroup_peak_bytes = None;
         }
-        let window = if rows_hwm == 0 && tail.is_none() {
+        let window = if rows_hwm == 0 && tail.kernel.is_none() {
             KernelPeakWindow::NotRecorded
         } else if launched {
             KernelPeakWindow::Launched
@@ -200,15 +178,20 @@ impl SessionAcc {
     }
 }
 
-/// A launched command's `ru_maxrss` when it says something of the command's tree: above
-/// memmon's own RSS when it forked the command (exec keeps the fork's mark in it), by more than
-/// the counters' batching. Below that it may be memmon's, not the tree's.
-fn rusage_peak(bound: u64) -> impl Fn(&EndInfo) -> Option<u64> {
-    move |e| {
-        e.rusage_maxrss_bytes.filter(|&r| {
-            e.launcher_rss_bytes
-                .is_none_or(|l| r > l.saturating_add(bound))
-        })
+/// What a session's end record gave after its last row. A command bench's recording ends no
+/// command of its own: each run ended its own, and their ends (`runs`) are the session's.
+fn session_tail(end: &EndInfo, bound: u64) -> EndTail {
+    let runs: Vec<EndTail> = end
+        .runs
+        .iter()
+        .map(|r| EndTail::of(&r.end, bound))
+        .collect();
+    match EndTail::of_all(&runs) {
+        Some(t) => EndTail {
+            exit_records: end.exit_records_complete(),
+            ..t
+        },
+        None => EndTail::of(end, bound),
     }
 }
 
@@ -379,7 +362,17 @@ impl SummaryBuilder {
         }
         if let Some(s) = self.sessions.last_mut() {
             s.end = Some(end.clone());
-            if let Some(sum) = end.exit_hwm_sum_after_last_sample_bytes {
+            // The marks alive after the last row: the recording's, and a command bench's runs'
+            // after each one's own last row.
+            let runs = end
+                .runs
+                .iter()
+                .filter_map(|r| r.end.exit_hwm_sum_after_last_sample_bytes);
+            for sum in end
+                .exit_hwm_sum_after_last_sample_bytes
+                .into_iter()
+                .chain(runs)
+            {
                 s.span.hwm_sum_at_end(sum);
             }
         }
@@ -472,8 +465,8 @@ impl SummaryBuilder {
         let mut peaks: Vec<SessionPeak> = self.sessions.iter().map(SessionAcc::peak).collect();
         // A launched command that ended before its first sample: wait4 still gave its peak.
         if let Some((meta, end)) = self.rowless.as_ref().filter(|_| peaks.is_empty()) {
-            let rusage =
-                rusage_peak(super::phases::bound_of(meta))(end).map(|r| (r, PeakSource::RuMaxrss));
+            let rusage = launched_rusage_peak(end, super::phases::bound_of(meta))
+                .map(|r| (r, PeakSource::RuMaxrss));
             let exit = end
                 .exit_peak_bytes
                 .filter(|_| end.exit_records_complete())
@@ -631,11 +624,8 @@ impl SummaryBuilder {
             .iter()
             .map(|s| {
                 let rows = s.span.last_elapsed_s() - s.span.start_elapsed_s();
-                s.end
-                    .as_ref()
-                    .and_then(|e| e.command_wall_s)
-                    .filter(|_| !s.merged)
-                    .map_or(rows, |w| w.max(rows))
+                let wall = s.end.as_ref().and_then(|e| e.command_wall_s);
+                launched_duration_s(rows, wall.filter(|_| !s.merged))
             })
             .sum()
     }

@@ -27,6 +27,8 @@ use std::time::Duration;
 pub struct BenchOptions {
     /// The daemon; `None` measures the client's own process tree, run by run.
     pub target: Option<TargetSpec>,
+    /// Wait for the daemon (`--pidfile`, `--name`) to appear instead of failing (`--wait`).
+    pub wait: bool,
     pub client: Vec<String>,
     pub runs: u32,
     pub warmup: u32,
@@ -77,18 +79,30 @@ pub use crate::model::peak::{Peak, PeakBasis, PeakFacts, PeakScope, PeakSource};
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// `--cgroup PATH` holds more than the daemon's tree, or not the daemon.
-    #[error("--cgroup {given}: the cgroup {cgroup} does not hold the daemon's tree alone ({why}): its peak would not be the tree's; start the daemon in a cgroup of its own (e.g. systemd-run --scope)")]
+    #[error("--cgroup {given}: the cgroup {cgroup} does not hold the daemon's tree alone ({why}): its peak would not be the tree's; {CGROUP_ADVICE}")]
     CgroupNotAlone {
         given: String,
         cgroup: String,
         why: String,
     },
+    /// `--cgroup auto`: the daemon's own cgroup cannot give its tree's peak (`why`). Bench
+    /// takes only a cgroup that holds the daemon's tree alone, so `record`'s advice (give the
+    /// shared cgroup's path) is not bench's.
+    #[error(
+        "--cgroup auto: {why}: a run's peak would not be the daemon's tree's; {CGROUP_ADVICE}"
+    )]
+    CgroupAuto { why: String },
 }
+
+/// What works for a bench whose daemon has no cgroup of its own.
+const CGROUP_ADVICE: &str = "start the daemon in a cgroup of its own (e.g. systemd-run --scope), or leave out --cgroup: each run's peak is then the kernel's peak of the daemon's largest process (VmHWM), with the tree's bounds";
 
 impl BenchError {
     pub fn class(&self) -> crate::exit::Class {
         match self {
-            BenchError::CgroupNotAlone { .. } => crate::exit::Class::Usage,
+            BenchError::CgroupNotAlone { .. } | BenchError::CgroupAuto { .. } => {
+                crate::exit::Class::Usage
+            }
         }
     }
 }

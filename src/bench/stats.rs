@@ -12,14 +12,18 @@ pub const LEAK_MIN_BYTES: u64 = 1 << 20;
 
 pub use crate::analysis::stats::Stats;
 
-/// Mean, standard deviation, minimum and maximum of sizes, in whole bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// [`Stats`] of sizes, in whole bytes: the count, mean, standard deviation, minimum, maximum
+/// and spread, under the same names.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ByteStats {
+    pub count: usize,
     pub mean: u64,
     pub stddev: u64,
     pub min: u64,
     pub max: u64,
-    pub count: usize,
+    /// (max - min) in percent of the mean (of the sizes themselves, not rounded); `None` when
+    /// the mean is 0.
+    pub spread_pct: Option<f64>,
 }
 
 impl ByteStats {
@@ -28,11 +32,12 @@ impl ByteStats {
         let v: Vec<f64> = values.iter().map(|&b| b as f64).collect();
         let s = Stats::of(&v)?;
         Some(ByteStats {
+            count: s.count,
             mean: s.mean.round() as u64,
             stddev: s.stddev.round() as u64,
             min: s.min as u64,
             max: s.max as u64,
-            count: s.count,
+            spread_pct: s.spread_pct,
         })
     }
 }
@@ -200,5 +205,20 @@ mod tests {
             (s.mean, s.stddev, s.min, s.max),
             (80 << 20, 40 << 20, 40 << 20, 120 << 20)
         );
+        assert_eq!(s.spread_pct, Some(100.0));
+        assert_eq!(ByteStats::of(&[0, 0]).unwrap().spread_pct, None);
+    }
+
+    #[test]
+    fn byte_stats_have_the_names_of_every_other_stat() {
+        let keys = |v: serde_json::Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let bytes = serde_json::to_value(ByteStats::of(&[1, 3]).unwrap()).unwrap();
+        let other = serde_json::to_value(Stats::of(&[1.0, 3.0]).unwrap()).unwrap();
+        assert_eq!(keys(bytes.clone()), keys(other));
+        assert_eq!(bytes["spread_pct"], 100.0);
     }
 }

@@ -29,6 +29,11 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--anatomy applies to a bench against a daemon (--pid, --pidfile, --name); record a command's run with `memmon record --anatomy -o FILE -- COMMAND`",
         ));
     }
+    if args.wait && !target.as_ref().is_some_and(|t| t.can_restart()) {
+        return Err(usage(
+            "--wait applies to a daemon given by --pidfile or --name: it waits for it to appear",
+        ));
+    }
     if target.is_some() && args.cgroup.own_cgroup {
         return Err(usage(
             "--own-cgroup applies to a command bench (no daemon); a daemon's own cgroup is read when it has one",
@@ -56,6 +61,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
     let stdout_is_data = !on_stdout.is_empty();
     Ok(BenchOptions {
         target,
+        wait: args.wait,
         client: args.client.clone(),
         runs: args.runs,
         warmup: args.warmup,
@@ -159,10 +165,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Every output is checked now, not after a long bench: none may exist without --force, and no
-/// two may be one file.
+/// Every output is checked now, not after a long bench: none may exist without --force, no two
+/// may be one file, and the exports, written at the end, can be written (their directories
+/// there and writable).
 fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyhow::Result<()> {
     let mut outs = export::paths(exports);
+    let written_at_end = outs.clone();
     let file = opts.output.as_ref().and_then(|d| d.file());
     let side = file.map(memmon::format::sidecar_path);
     if let (Some(o), false) = (file, opts.append) {
@@ -174,5 +182,6 @@ fn check_outputs(opts: &BenchOptions, exports: &[export::ExportTarget]) -> anyho
         }
     }
     memmon::output::check_outputs(&outs, opts.force)?;
+    memmon::output::check_writable(&written_at_end)?;
     Ok(())
 }

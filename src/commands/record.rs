@@ -186,6 +186,10 @@ fn check_outputs(o: &Path, args: &RecordArgs, plot: Option<&Path>) -> anyhow::Re
         outs.push((p, "--plot"));
     }
     output::check_outputs(&outs, sampling.force)?;
+    // The plot is written at the end: a long recording never ends failing to write it.
+    if let Some(p) = plot {
+        output::check_writable(&[(p, "--plot")])?;
+    }
     Ok(())
 }
 

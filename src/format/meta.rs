@@ -272,6 +272,21 @@ pub struct EndInfo {
     /// in): its peak, the split at its largest usage, its limit and the OOM kills seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<CgroupEnd>,
+    /// A command bench's recording (`run_peaks: launched`): each measured run's own end
+    /// record, as its recorder ended it (without its `processes`). What the kernel gave after
+    /// the run's last row (wait4's ru_maxrss, the exit records, the cgroup's peak file read at
+    /// the exit) is there, and the run takes it as one more row.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunEnd>,
+}
+
+/// One run of a command bench, as its recording ended (the end record's `runs`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunEnd {
+    /// The run's number (`run-start:N`, `run-end:N`).
+    pub run: u32,
+    /// The run's end record.
+    pub end: EndInfo,
 }
 
 impl EndInfo {

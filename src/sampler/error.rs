@@ -30,9 +30,11 @@ pub enum RecordError {
     /// `--cgroup PATH` names no memory cgroup, or its processes cannot be read.
     #[error(transparent)]
     Cgroup(CgroupError),
-    /// `--cgroup auto` cannot be honoured: what is wrong with the target's cgroup.
-    #[error("--cgroup auto: {0}")]
-    CgroupAuto(String),
+    /// `--cgroup auto` cannot be honoured: what is wrong with the target's cgroup (`why`), and
+    /// what `record` can be given instead (a caller that cannot take that advice, `bench`,
+    /// gives its own).
+    #[error("--cgroup auto: {why}{}", .advice.as_ref().map(|a| format!(" ({a})")).unwrap_or_default())]
+    CgroupAuto { why: String, advice: Option<String> },
     /// `--own-cgroup` was given and memmon cannot make the cgroup.
     #[error("--own-cgroup: cannot make a memory cgroup for the command")]
     OwnCgroup(#[source] CgroupError),
@@ -41,7 +43,7 @@ pub enum RecordError {
 impl RecordError {
     pub fn class(&self) -> Class {
         match self {
-            RecordError::Gpu(_) | RecordError::Cgroup(_) | RecordError::CgroupAuto(_) => {
+            RecordError::Gpu(_) | RecordError::Cgroup(_) | RecordError::CgroupAuto { .. } => {
                 Class::Usage
             }
             RecordError::Target(e) => e.class(),

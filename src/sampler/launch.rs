@@ -61,6 +61,11 @@ impl Launched {
         })
     }
 
+    /// When it was started (`EndInfo::command_wall_s` counts from here).
+    pub fn launched_at(&self) -> Instant {
+        self.launched_at
+    }
+
     /// Waits (a moment at most) until exec has loaded the program, so the first sample is of
     /// the command and not of a page of stack (spawn returns when exec has begun).
     pub fn wait_exec(&self, h: &ProcHandle) {

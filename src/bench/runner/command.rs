@@ -6,7 +6,7 @@ use super::{
     Stop,
 };
 use crate::bench::{BenchOptions, BenchReport, Leftovers, RunResult};
-use crate::format::meta::{EndInfo, EndReason, Meta};
+use crate::format::meta::{EndInfo, EndReason, Meta, RunEnd};
 use crate::format::{Format, Output, OutputError};
 use crate::model::sample::{Event, Sample};
 use crate::sampler::error::RecordError;
@@ -195,6 +195,8 @@ fn open_merged(opts: &BenchOptions) -> anyhow::Result<Option<Arc<Mutex<Merged>>>
         missed: 0,
         t0: Instant::now(),
         samples: 0,
+        clock: None,
+        runs: Vec::new(),
     }))))
 }
 
@@ -218,11 +220,12 @@ fn one_run(
     let started_unix_ms = unix_ms_now();
     let t0 = Instant::now();
     // A measured run's samples go into the bench's recording; a warmup's are not kept.
-    let sink: Box<dyn SampleSink> = match (merged, warm) {
-        (Some(m), None) => Box::new(RunSink::new(m.clone(), n, t0)),
-        _ => Box::new(Nowhere),
+    let merged = merged.filter(|_| warm.is_none());
+    let sink: Box<dyn SampleSink> = match merged {
+        Some(m) => Box::new(RunSink::new(m.clone(), n, t0)),
+        None => Box::new(Nowhere),
     };
-    let outcome = match record_run(opts, &env, sink) {
+    let outcome = match record_run(opts, &env, sink, merged) {
         Ok(o) => o,
         Err(e) => {
             // A client that cannot be run fails the bench as a failing client does; any other
@@ -237,7 +240,13 @@ fn one_run(
             });
         }
     };
-    let wall_s = t0.elapsed().as_secs_f64();
+    let end = outcome.summary.end.clone().unwrap_or_default();
+    // The command's own wall time, from its start to its exit, as `record` of it gives it:
+    // memmon's setup before the start (its cgroup, its sockets) and its end after the exit
+    // (the cgroup removed, the end record) are not the command's.
+    let wall_s = end
+        .command_wall_s
+        .unwrap_or_else(|| t0.elapsed().as_secs_f64());
     let what = match warm {
         Some(k) => format!("warmup run {k}"),
         None => format!("run {n}"),
@@ -249,7 +258,6 @@ fn one_run(
         say(opts, format!("bench: {msg}"));
         report.notes.push(msg);
     }
-    let end = outcome.summary.end.clone().unwrap_or_default();
     let ce = ClientEnd {
         wall_s,
         code: end.exit_code,
@@ -277,11 +285,13 @@ fn one_run(
 }
 
 /// Launches and records one run of the command into `sink`, its stdout copied to stderr when
-/// stdout carries data.
+/// stdout carries data; with `merged` (a measured run's rows go into the bench's recording),
+/// tells it where the run lies on the bench's time line.
 fn record_run(
     opts: &BenchOptions,
     env: &[(&str, String)],
     sink: Box<dyn SampleSink>,
+    merged: Option<&Arc<Mutex<Merged>>>,
 ) -> anyhow::Result<Outcome> {
     let ropts = RecordOptions {
         interval: opts.interval,
@@ -301,6 +311,17 @@ fn record_run(
         ..RecordOptions::new(TargetSpec::Command(opts.client.clone()))
     };
     let mut r = Recorder::start_with(ropts, |_| Ok(sink), recorder_report(opts), Box::new(()))?;
+    if let Some(m) = merged {
+        // Before the first sample: the recorder samples only once it runs.
+        let (origin, launched) = r.clock();
+        let mut m = m.lock().unwrap_or_else(|p| p.into_inner());
+        let t0 = m.t0;
+        let since = |i: Instant| i.saturating_duration_since(t0).as_secs_f64();
+        m.clock = Some(RunClock {
+            origin_s: since(origin),
+            launched_s: launched.map(since),
+        });
+    }
     let copier = r
         .take_command_stdout()
         .map(|mut out| std::thread::spawn(move || copy_draining(&mut out, &mut std::io::stderr())));
@@ -352,7 +373,8 @@ fn run_result(
     }
 }
 
-/// The one recording of a command bench: each run's samples, moved onto one time line.
+/// The one recording of a command bench: each run's samples, moved onto one time line, and
+/// each run's end record in the bench's (`EndInfo::runs`).
 struct Merged {
     out: Output,
     meta_written: bool,
@@ -361,6 +383,19 @@ struct Merged {
     /// The bench's start: a run's rows are moved by its start from here.
     t0: Instant,
     samples: u64,
+    /// Where the run being recorded lies on the bench's time line.
+    clock: Option<RunClock>,
+    /// The end record of each measured run recorded so far.
+    runs: Vec<RunEnd>,
+}
+
+/// Where a run lies on a command bench's time line, in seconds from the bench's start.
+#[derive(Debug, Clone, Copy)]
+struct RunClock {
+    /// The instant its recorder's `elapsed_s` counts from.
+    origin_s: f64,
+    /// Its command's start (`command_wall_s` counts from here).
+    launched_s: Option<f64>,
 }
 
 impl Merged {
@@ -370,12 +405,25 @@ impl Merged {
         Ok(())
     }
 
+    /// Ends the bench's recording. Its end record holds each run's (`runs`), and says of the
+    /// exit records what the runs' say: read by every run (`taskstats`) or not, and how many
+    /// the kernel dropped in all.
     fn finish(mut self, reason: EndReason) -> anyhow::Result<()> {
+        let ends = || self.runs.iter().map(|r| &r.end);
+        let exit_records = ends()
+            .map(|e| e.exit_records.clone())
+            .find(|e| e.as_deref() != Some(crate::format::meta::EXIT_RECORDS_READ))
+            .unwrap_or_else(|| ends().next().and_then(|e| e.exit_records.clone()));
         let end = EndInfo {
             ended_unix_ms: unix_ms_now(),
             reason,
             samples: self.samples,
             missed_ticks: self.missed,
+            exit_records,
+            exit_records_lost: ends().map(|e| e.exit_records_lost).sum(),
+            processes_departed: ends().map(|e| e.processes_departed).sum(),
+            target_exit_read: !self.runs.is_empty() && ends().all(|e| e.target_exit_read),
+            runs: std::mem::take(&mut self.runs),
             ..EndInfo::default()
         };
         self.out.finish(&end)?;
@@ -385,12 +433,16 @@ impl Merged {
 
 /// A measured run's sink: its rows go into the bench's recording as they are taken, moved to
 /// the bench's time line (seconds and missed ticks from the bench's start), the first labelled
-/// `run-start:N` (after the recording's `start` row, for the first run), the last repeated as
-/// `run-end:N` at the run's end.
+/// `run-start:N` (after the recording's `start` row, for the first run). At the run's end, a
+/// `run-end:N` row at its command's exit, repeating the run's last sample's sizes (the tree is
+/// gone: nothing more was read), and the run's end record, kept for the bench's: what the
+/// kernel gave after the last row (wait4's ru_maxrss, the exit records, the cgroup's peak
+/// file read at the exit) is there, and summary, compare and the budgets take it as the run's.
 struct RunSink {
     merged: Arc<Mutex<Merged>>,
     n: u32,
-    /// Seconds from the bench's start to the run's.
+    /// Seconds from the bench's start to the run's, while the recorder's own clock is not
+    /// known (`Merged::clock`).
     offset_s: f64,
     /// The run's last row, repeated at its end.
     last: Option<Sample>,
@@ -399,7 +451,8 @@ struct RunSink {
 impl RunSink {
     fn new(merged: Arc<Mutex<Merged>>, n: u32, run_t0: Instant) -> RunSink {
         let offset_s = {
-            let m = merged.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = merged.lock().unwrap_or_else(|p| p.into_inner());
+            m.clock = None;
             run_t0.duration_since(m.t0).as_secs_f64()
         };
         RunSink {
@@ -431,8 +484,9 @@ impl SampleSink for RunSink {
 
     fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
         let first = self.last.is_none();
-        let (n, offset_s) = (self.n, self.offset_s);
+        let n = self.n;
         let mut m = self.merged();
+        let offset_s = m.clock.map_or(self.offset_s, |c| c.origin_s);
         let mut s = s.clone();
         s.elapsed_s += offset_s;
         s.missed_ticks += m.missed;
@@ -455,15 +509,33 @@ impl SampleSink for RunSink {
         self.merged().out.flush()
     }
 
-    fn finish(&mut self, _end: &EndInfo) -> Result<(), OutputError> {
+    fn finish(&mut self, end: &EndInfo) -> Result<(), OutputError> {
         let n = self.n;
         let last = self.last.take();
         let mut m = self.merged();
         if let Some(mut s) = last {
             // Its count already holds the runs' before it.
             m.missed = s.missed_ticks;
+            // At the command's exit (a row is never before the one it follows).
+            let launched = m.clock.and_then(|c| c.launched_s);
+            if let Some(exit_s) = launched.zip(end.command_wall_s).map(|(l, w)| l + w) {
+                let later_s = (exit_s - s.elapsed_s).max(0.0);
+                s.unix_ms += (later_s * 1000.0).round() as u64;
+                s.elapsed_s += later_s;
+            }
+            // Read with that sample, not at the exit.
+            s.pss_bytes = None;
+            s.anon_huge_bytes = None;
+            s.nvidia_mapped_rss_bytes = None;
             s.event = Some(Event::RunEnd(n));
             m.write(&s)?;
+            m.runs.push(RunEnd {
+                run: n,
+                end: EndInfo {
+                    processes: Vec::new(),
+                    ..end.clone()
+                },
+            });
         }
         m.out.flush()
     }

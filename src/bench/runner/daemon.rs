@@ -15,6 +15,7 @@ use crate::output::Dest;
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
 use crate::sampler::cgroup::CgroupChoice;
+use crate::sampler::error::RecordError;
 use crate::sampler::record::{
     file_sink, unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
 };
@@ -74,15 +75,28 @@ impl Daemon {
             }))
         };
         let ropts = record_options(opts, spec);
-        let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))?;
-        let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
-        let pid = rec.root_pid();
+        // The recorder's own note of the wait is not the bench's to show: say it here.
+        if opts.wait && target::resolve(&opts.procfs, spec).is_err() {
+            say(
+                opts,
+                format!(
+                    "bench: waiting for the daemon ({} {}) to appear (--wait)",
+                    spec.mode(),
+                    spec.spec()
+                ),
+            );
+        }
+        let mut rec = Recorder::start_with(ropts, make_sink, recorder_report(opts), Box::new(()))
+            .map_err(bench_cgroup_advice)?;
         let meta = rec.meta().clone();
+        // Before the markers' socket is offered: a refused bench offers none.
         if let Err(e) = check_cgroup(opts, &meta) {
             rec.control().send(Control::Stop);
             let _ = rec.run();
             return Err(e);
         }
+        let marks = marks.start(&mut rec, opts.stdout_is_data, &opts.report);
+        let pid = rec.root_pid();
         let handle = opts
             .procfs
             .open(pid)
@@ -452,6 +466,9 @@ fn record_options(opts: &BenchOptions, spec: &TargetSpec) -> RecordOptions {
         append: opts.append,
         pss: opts.pss.clone(),
         gpu: opts.gpu.clone(),
+        // `--wait`: a daemon not there yet (its pidfile missing or empty, no process of its
+        // name) is waited for, as `record --wait` waits.
+        wait: opts.wait,
         exit_with_target: true,
         procfs: opts.procfs.clone(),
         phase_peaks: opts.phase_peaks,
@@ -487,6 +504,17 @@ fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A `--cgroup auto` the recorder refused, with bench's advice: `record`'s (give the shared
+/// cgroup's path) would be refused by `check_cgroup`.
+fn bench_cgroup_advice(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<RecordError>() {
+        Some(RecordError::CgroupAuto { why, .. }) => {
+            crate::bench::BenchError::CgroupAuto { why: why.clone() }.into()
+        }
+        _ => e,
+    }
 }
 
 /// Why a daemon bench reads no cgroup peak, from the recording's metadata.

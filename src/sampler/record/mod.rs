@@ -323,6 +323,17 @@ impl Recorder {
         &self.meta
     }
 
+    /// The instant `elapsed_s` counts from, and when the launched command (if any) was
+    /// started: a caller that puts the rows on a time line of its own (a command bench's runs)
+    /// places them, and the command's exit (`EndInfo::command_wall_s` after its start), by
+    /// these.
+    pub fn clock(&self) -> (Instant, Option<Instant>) {
+        (
+            self.watch.start(),
+            self.launched.as_ref().map(Launched::launched_at),
+        )
+    }
+
     /// The PID of the watched process (the root of the tree).
     pub fn root_pid(&self) -> i32 {
         self.watch.root_pid()

@@ -534,7 +534,7 @@ fn sources(opts: &RecordOptions, cgroup: Option<&CgroupSource>) -> Vec<String> {
 /// The cgroup of an attached target to read: `--cgroup PATH`, or with `--cgroup auto` its own
 /// memory cgroup when that holds only its tree (else a usage error saying why).
 fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Option<CgroupSource>> {
-    let auto = |m: String| RecordError::CgroupAuto(m);
+    let auto = |why: String, advice: Option<String>| RecordError::CgroupAuto { why, advice };
     match &opts.cgroup {
         None => Ok(None),
         Some(CgroupChoice::Path(p)) => {
@@ -574,27 +574,49 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
             let cg = opts
                 .cgroupfs
                 .of_pid(opts.procfs.root(), h.pid)
-                .ok_or_else(|| auto(format!("the memory cgroup of PID {} was not found", h.pid)))?;
+                .ok_or_else(|| {
+                    auto(
+                        format!("the memory cgroup of PID {} was not found", h.pid),
+                        None,
+                    )
+                })?;
             if cg.is_root() {
-                return Err(auto(format!(
-                    "PID {} is in the root cgroup, which holds the whole machine (give --cgroup PATH, or run the target in a cgroup of its own, e.g. systemd-run --scope)",
-                    h.pid
-                )).into());
+                return Err(auto(
+                    format!(
+                        "PID {} is in the root cgroup, which holds the whole machine",
+                        h.pid
+                    ),
+                    Some(
+                        "give --cgroup PATH, or run the target in a cgroup of its own, e.g. systemd-run --scope"
+                            .into(),
+                    ),
+                )
+                .into());
             }
             if let Some(other) = cg
                 .foreign_process(&opts.procfs, h.pid)
                 .map_err(RecordError::Cgroup)?
             {
-                return Err(auto(format!(
-                    "the cgroup {} of PID {} also holds PID {other}, which is not in its tree (give --cgroup {} to record the whole cgroup anyway)",
-                    cg.path, h.pid, cg.path
-                )).into());
+                return Err(auto(
+                    format!(
+                        "the cgroup {} of PID {} also holds PID {other}, which is not in its tree",
+                        cg.path, h.pid
+                    ),
+                    Some(format!(
+                        "give --cgroup {} to record the whole cgroup anyway",
+                        cg.path
+                    )),
+                )
+                .into());
             }
             if let Err(why) = holds_alone(opts, h, &cg) {
-                return Err(auto(format!(
-                    "the cgroup {} of PID {}: {why} (give --cgroup {} to record the cgroup anyway)",
-                    cg.path, h.pid, cg.path
-                ))
+                return Err(auto(
+                    format!("the cgroup {} of PID {}: {why}", cg.path, h.pid),
+                    Some(format!(
+                        "give --cgroup {} to record the cgroup anyway",
+                        cg.path
+                    )),
+                )
                 .into());
             }
             Ok(Some(CgroupSource::existing(cg, Ok(()))))
