@@ -790,9 +790,6 @@ impl Place {
         }
     }
 
-    /// A new file with a random name next to the name (`.NAME.RANDOM.tmp.EXT`: a writer that
-    /// picks a format by the extension still can), created exclusively; removed when dropped
-    /// unless kept.
     /// Whether a file can be made in the directory now (`check_writable`): an unnamed one, or
     /// a temporary one removed at once where the file system makes no unnamed files.
     fn can_create(&self) -> Result<(), OpenError> {
@@ -809,6 +806,9 @@ impl Place {
         }
     }
 
+    /// A new file with a random name next to the name (`.NAME.RANDOM.tmp.EXT`: a writer that
+    /// picks a format by the extension still can), created exclusively; removed when dropped
+    /// unless kept.
     fn create_temp(&self) -> Result<Temp, OpenError> {
         let shown: String = self.name.to_string_lossy().chars().take(100).collect();
         let ext = Path::new(&self.name)
