@@ -133,16 +133,23 @@ pub fn default_path() -> Result<PathBuf, SocketError> {
     Ok(dir.join(format!("memmon-{}.sock", std::process::id())))
 }
 
-/// Removes the default-named sockets in `dir` that nobody answers on: what a recorder killed
-/// with SIGKILL leaves (it never ran its cleanup). A socket a recorder answers on is kept, and
-/// so is anything that is not a socket.
+/// Removes the default-named sockets in `dir` that nobody answers on and whose recorder is gone:
+/// what a recorder killed with SIGKILL leaves (it never ran its cleanup). A socket a recorder
+/// answers on is kept, and so is anything that is not a socket, and the socket of a process
+/// that is alive: a recorder starting beside this one has bound its socket but may not listen
+/// on it yet (a connection is refused then), and removing it would fail that recorder. (A
+/// killed recorder's PID taken by another process keeps its socket until that one ends; a new
+/// recorder of that PID replaces it.)
 pub fn remove_stale(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name();
-        if !name.to_str().is_some_and(is_socket_name) {
+        let Some(pid) = name.to_str().and_then(socket_pid) else {
+            continue;
+        };
+        if crate::sys::process_exists(pid) {
             continue;
         }
         let path = e.path();
@@ -509,9 +516,15 @@ pub fn find_recorders() -> Vec<PathBuf> {
 
 /// `memmon-PID.sock`.
 fn is_socket_name(name: &str) -> bool {
+    socket_pid(name).is_some()
+}
+
+/// The PID in a default socket name (`memmon-PID.sock`), `None` for any other name.
+fn socket_pid(name: &str) -> Option<i32> {
     name.strip_prefix("memmon-")
         .and_then(|n| n.strip_suffix(".sock"))
-        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|pid| pid.parse().ok())
 }
 
 #[cfg(test)]
@@ -548,10 +561,29 @@ mod tests {
         let live = UnixListener::bind(&live_path).unwrap();
         let other = dir.path().join("other.sock");
         drop(UnixListener::bind(&other).unwrap());
+        // A recorder starting now: bound, not listening yet (connections refused), alive.
+        let starting = dir
+            .path()
+            .join(format!("memmon-{}.sock", std::process::id()));
+        let bound = rustix::net::socket(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::STREAM,
+            None,
+        )
+        .unwrap();
+        rustix::net::bind(
+            &bound,
+            &rustix::net::SocketAddrUnix::new(&starting).unwrap(),
+        )
+        .unwrap();
         remove_stale(dir.path());
         assert!(!stale.exists());
         assert!(live_path.exists());
         assert!(other.exists());
+        assert!(
+            starting.exists(),
+            "a live recorder's socket, not listening yet"
+        );
         drop(live);
     }
 
