@@ -63,6 +63,12 @@ fn peak_legend(spans: &[Span]) -> String {
             kinds.push(what);
         }
     }
+    // A span of one process beside trees: "the largest process's" says it for both.
+    let all = kinds.clone();
+    kinds.retain(|k| {
+        k.strip_prefix("the process's ")
+            .is_none_or(|c| !all.contains(&format!("the largest process's {c}")))
+    });
     kinds.join("; ")
 }
 
@@ -73,7 +79,11 @@ fn spans_table(kind: &str, spans: &[Span]) -> Table {
         if exact == spans.len() {
             "peaks exact for all".to_string()
         } else if exact == 0 {
-            "no exact peak: record with --phase-peaks, or give the tree a cgroup".to_string()
+            match kind {
+                "runs" => "no exact peak: give the tree a cgroup of its own, or let memmon read exit records (as root, without --no-taskstats)",
+                _ => "no exact peak: record with --phase-peaks, or give the tree a cgroup",
+            }
+            .to_string()
         } else {
             format!("peaks exact for {exact} of {}", spans.len())
         },
