@@ -622,7 +622,7 @@ pub struct MarkArgs {
     #[arg(long, value_name = "REGEX", requires = "mark_log")]
     pub mark_regex: Option<String>,
 
-    /// The Unix socket `memmon mark` talks to (default: $XDG_RUNTIME_DIR/memmon-PID.sock)
+    /// The Unix socket `memmon mark` talks to (default: memmon-PID.sock in $XDG_RUNTIME_DIR when it is private, else in $TMPDIR/memmon-UID)
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
 

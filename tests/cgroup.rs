@@ -391,7 +391,11 @@ fn summary_max_peak_fails_naming_the_number_its_source_and_the_excess() {
         .unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(1), "{err}");
-    assert!(err.contains("has no cgroup peak"), "{err}");
+    assert!(
+        err.contains("memmon: budget failed: --max-cgroup 1.00 GiB cannot be checked:")
+            && err.contains("has no cgroup peak"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -66,13 +66,15 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-/// Prints each budget's verdict to stderr (`memmon: budget exceeded: ...`); true when all kept.
+/// Prints each budget's verdict to stderr (`memmon: budget exceeded: ...`, `budget failed: ...
+/// cannot be checked` where the recording lacks the number); true when all kept.
 fn report_budgets(checks: &[memmon::analysis::budget::BudgetCheck]) -> bool {
     for c in checks {
-        let verdict = if c.passed {
-            "budget kept"
-        } else {
-            "budget exceeded"
+        let verdict = match (c.passed, c.measured.is_some()) {
+            (true, _) => "budget kept",
+            (false, true) => "budget exceeded",
+            // The recording lacks the number: failed, not exceeded.
+            (false, false) => "budget failed",
         };
         errln!("memmon: {verdict}: {}", c.describe());
     }
