@@ -3,7 +3,7 @@
  * Built and run by benchmarks/cost.py:
  *
  *     cc -O2 -o floor benchmarks/floor.c
- *     floor [-t] [-f] [-m] [-w] INTERVAL_NS OUT PID...
+ *     floor [-t] [-f] [-m] [-w] [-S] [-P] INTERVAL_NS OUT PID...
  *
  * Opens /proc/PID/status and /proc/PID/task/PID/children of each PID once, then at each tick
  * of an absolute schedule (clock_nanosleep, TIMER_ABSTIME) preads both files of every PID,
@@ -19,6 +19,8 @@
  * every tick, status and stat when the last were read a second ago or more.
  * -w (wake only): no reads and no line, only the wake-ups of the schedule: what any sampler at
  * that rate pays before it reads anything.
+ * -S and -P (with -m): leave out the stat read, or the PSI read, to price each alone
+ * (benchmarks/stat_cost.py).
  * It stops at SIGTERM or SIGINT, flushes, and exits 0. What it leaves out, on purpose: exit
  * records, a check of each process's identity, the children files of threads other than the
  * main one, the summary, PSS, new children (the PIDs are fixed).
@@ -48,18 +50,20 @@ static unsigned long long field_kb(const char *buf, size_t n, const char *key) {
 }
 
 int main(int argc, char **argv) {
-    int tree = 0, flush = 0, mine = 0, wake_only = 0;
+    int tree = 0, flush = 0, mine = 0, wake_only = 0, no_stat = 0, no_psi = 0;
     while (argc > 1 && argv[1][0] == '-') {
         if (!strcmp(argv[1], "-t")) tree = 1;
         else if (!strcmp(argv[1], "-f")) flush = 1;
         else if (!strcmp(argv[1], "-m")) mine = 1;
         else if (!strcmp(argv[1], "-w")) wake_only = 1;
+        else if (!strcmp(argv[1], "-S")) no_stat = 1;
+        else if (!strcmp(argv[1], "-P")) no_psi = 1;
         else break;
         argv++;
         argc--;
     }
     if (argc < 4) {
-        fprintf(stderr, "usage: floor [-t] [-f] [-m] [-w] INTERVAL_NS OUT PID...\n");
+        fprintf(stderr, "usage: floor [-t] [-f] [-m] [-w] [-S] [-P] INTERVAL_NS OUT PID...\n");
         return 2;
     }
     long long interval = atoll(argv[1]);
@@ -93,7 +97,7 @@ int main(int argc, char **argv) {
         }
     }
     /* Absent where the kernel has no PSI: then not read, as memmon does not. */
-    int pressure = mine ? open("/proc/pressure/memory", O_RDONLY | O_CLOEXEC) : -1;
+    int pressure = mine && !no_psi ? open("/proc/pressure/memory", O_RDONLY | O_CLOEXEC) : -1;
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
@@ -114,7 +118,7 @@ int main(int argc, char **argv) {
                 ssize_t k = pread(full ? status[i] : statm[i], buf, sizeof buf - 1, 0);
                 if (k > 0 && full) {
                     rss_kb += field_kb(buf, (size_t)k, "VmRSS:");
-                    k = pread(stat[i], buf, sizeof buf - 1, 0);
+                    k = no_stat ? 1 : pread(stat[i], buf, sizeof buf - 1, 0);
                     kids += k > 0 ? (unsigned long long)buf[0] : 0;
                     read_at[i] = now;
                 } else if (k > 0) {

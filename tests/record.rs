@@ -1663,3 +1663,25 @@ fn a_recorder_hands_the_metadata_each_sample_and_the_end_to_the_sink_it_is_given
     assert_eq!(outcome.summary.samples, n as u64);
     assert_eq!(outcome.output, None, "no file");
 }
+
+#[test]
+fn memmon_leaves_itself_out_of_the_tree_it_watches() {
+    // `memmon record --pid $$` from a shell: memmon is the shell's child, in the tree it
+    // watches. Counting its own memory (and what it runs) as the target's would be wrong.
+    let dir = tempdir();
+    let out = dir.path().join("self.csv");
+    let script = format!(
+        "'{}' record -q -i 50ms --duration 600ms -o '{}' --pid $$; true",
+        memmon_path().display(),
+        out.display()
+    );
+    let status = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let sum = summary_json(&out);
+    assert_eq!(sum["max_processes"], 1, "memmon counted itself: {sum}");
+    let rows = column(&out, "processes");
+    assert!(!rows.is_empty() && rows.iter().all(|&p| p == 1), "{rows:?}");
+}

@@ -646,9 +646,13 @@ impl Tree {
     /// [`Tree::add_new_kids`]; with `check_parent`, each must be a child of `parent` still (a
     /// fork event names a PID that may since have been reused).
     fn add_new_kids_of(&mut self, parent: i32, now: Instant, check_parent: bool) {
+        let me = std::process::id() as i32;
         for k in 0..self.kids.len() {
             let pid = self.kids[k];
-            if self.index.contains_key(&pid) {
+            // memmon itself, in the tree it watches (`record --pid $$` from a shell, a bench
+            // of a daemon that started it): never a member, so neither its memory nor what
+            // it runs (a bench's client) counts as the target's.
+            if self.index.contains_key(&pid) || pid == me {
                 continue;
             }
             let Ok(handle) = self.procfs.open(pid) else {
