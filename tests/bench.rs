@@ -470,21 +470,8 @@ fn a_command_bench_recording_gives_each_run_the_peak_and_time_its_table_showed()
         String::from_utf8_lossy(&kept.stderr)
     );
     // ...and compare holds each run's own peak and duration.
-    let cmp = memmon()
-        .args(["compare", "--json"])
-        .arg(&rec)
-        .arg("--")
-        .arg(&rec)
-        .output()
-        .unwrap();
-    assert!(
-        cmp.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cmp.stderr)
-    );
-    let cmp: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
-    let compared = cmp["base"]["runs"].as_array().unwrap();
-    assert_eq!(compared.len(), 2, "{cmp}");
+    let compared = compared_runs(&rec);
+    assert_eq!(compared.len(), 2, "{compared:?}");
     for (c, e) in compared.iter().zip(&exported) {
         assert_eq!(c["peak"], e["peak"], "{c}");
     }
@@ -864,6 +851,24 @@ fn marker_flags_without_a_daemon_are_refused() {
         .stderr(predicate::str::contains("--mark-stdout"));
 }
 
+/// The runs `memmon compare --json` takes from `recording` (compared with itself).
+fn compared_runs(recording: &Path) -> Vec<serde_json::Value> {
+    let cmp = memmon()
+        .args(["compare", "--json"])
+        .arg(recording)
+        .arg("--")
+        .arg(recording)
+        .output()
+        .unwrap();
+    assert!(
+        cmp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+    let cmp: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
+    cmp["base"]["runs"].as_array().unwrap().clone()
+}
+
 #[test]
 fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
     let dir = tempdir();
@@ -882,20 +887,7 @@ fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
     let exported = runs(&json(&out)).clone();
     let summary = summary_json(&series);
     let spans = summary["runs"].as_array().unwrap();
-    let cmp = memmon()
-        .args(["compare", "--json"])
-        .arg(&series)
-        .arg("--")
-        .arg(&series)
-        .output()
-        .unwrap();
-    assert!(
-        cmp.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cmp.stderr)
-    );
-    let cmp: serde_json::Value = serde_json::from_slice(&cmp.stdout).unwrap();
-    let compared = cmp["base"]["runs"].as_array().unwrap();
+    let compared = compared_runs(&series);
     assert_eq!((spans.len(), compared.len()), (2, 2));
     for i in 0..2 {
         // One word for one number: the kernel's VmHWM of the run, in all three.
