@@ -299,40 +299,7 @@ fn a_bench_recording_of_a_daemon_that_peaked_higher_before_holds_each_runs_exact
 }
 
 #[test]
-fn a_cgroup_that_holds_more_than_the_daemons_tree_is_refused_with_the_reason() {
-    let Some(base) = crate::cgroup::memory_hierarchy() else {
-        return;
-    };
-    let cg = crate::cgroup::TestCgroup::new(&base, "shared-cg");
-    let dir = tempdir();
-    let p = Prover::start(dir.path(), Some(&cg.0), SIZES);
-    // Another process in the same cgroup: its peak is no longer the daemon's tree's.
-    let mut other = crate::cgroup::workload_in(&cg.0, &["hold:30s"]);
-    assert!(wait_for(5.0, || std::fs::read_to_string(
-        cg.0.join("cgroup.procs")
-    )
-    .is_ok_and(|t| t.lines().count() >= 2)));
-    let out = memmon()
-        .args(["bench", "-q", "-n", "1", "--cgroup"])
-        .arg(&cg.0)
-        .arg("--pidfile")
-        .arg(&p.pidfile)
-        .arg("--")
-        .arg("true")
-        .output()
-        .unwrap();
-    let _ = other.kill();
-    let _ = other.wait();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("does not hold the daemon's tree alone"),
-        "{err}"
-    );
-}
-
-#[test]
-fn a_bench_refusing_a_shared_cgroup_advises_only_what_bench_takes() {
+fn a_bench_refusing_a_shared_cgroup_says_why_and_advises_only_what_bench_takes() {
     let Some(base) = crate::cgroup::memory_hierarchy() else {
         return;
     };
@@ -375,6 +342,12 @@ fn a_bench_refusing_a_shared_cgroup_advises_only_what_bench_takes() {
         );
         assert!(err.contains("leave out --cgroup"), "{err}");
     }
+    // The path given is refused with the reason: another process shares the cgroup.
+    let err = String::from_utf8_lossy(&refused[1].stderr);
+    assert!(
+        err.contains("does not hold the daemon's tree alone"),
+        "{err}"
+    );
     // Following the advice works: without --cgroup, each run's peak is the largest process's.
     let err = String::from_utf8_lossy(&followed.stderr);
     assert_eq!(followed.status.code(), Some(0), "{err}");

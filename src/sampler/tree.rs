@@ -183,6 +183,8 @@ impl Member {
 pub struct Tree {
     procfs: ProcFs,
     root_pid: i32,
+    /// memmon's own PID: never a member (`add_new_kids_of`), read once.
+    own_pid: i32,
     with_children: bool,
     members: Vec<Member>,
     index: HashMap<i32, usize>,
@@ -257,6 +259,7 @@ impl Tree {
         let mut t = Tree {
             procfs,
             root_pid,
+            own_pid: std::process::id() as i32,
             with_children,
             members: Vec::new(),
             index: HashMap::new(),
@@ -646,13 +649,12 @@ impl Tree {
     /// [`Tree::add_new_kids`]; with `check_parent`, each must be a child of `parent` still (a
     /// fork event names a PID that may since have been reused).
     fn add_new_kids_of(&mut self, parent: i32, now: Instant, check_parent: bool) {
-        let me = std::process::id() as i32;
         for k in 0..self.kids.len() {
             let pid = self.kids[k];
             // memmon itself, in the tree it watches (`record --pid $$` from a shell, a bench
             // of a daemon that started it): never a member, so neither its memory nor what
             // it runs (a bench's client) counts as the target's.
-            if self.index.contains_key(&pid) || pid == me {
+            if self.index.contains_key(&pid) || pid == self.own_pid {
                 continue;
             }
             let Ok(handle) = self.procfs.open(pid) else {
