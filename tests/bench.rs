@@ -478,6 +478,28 @@ fn a_command_bench_recording_gives_each_run_the_peak_and_time_its_table_showed()
 }
 
 #[test]
+fn a_command_bench_of_runs_shorter_than_the_first_sample_lists_each_with_the_tables_peak() {
+    // memmon-test with nothing to do exits within a few ms: usually before memmon's first
+    // sample of it, so a run has no row and its end record alone holds its peaks. The
+    // recording lists every run with the peak and time the bench gave it, whatever was sampled
+    // (a run once lacked its row and its cgroup's peak, and put every run on a lesser basis).
+    let dir = tempdir();
+    let rec = dir.path().join("short.csv");
+    let exported = command_bench_recording_holds_its_runs(dir.path(), &rec, &[], 3, &[]);
+    let sources: Vec<_> = exported
+        .iter()
+        .map(|e| e["peak"]["source"].clone())
+        .collect();
+    assert!(sources.iter().all(|s| *s == sources[0]), "{sources:?}");
+    // compare takes them, as summary does (it refused a recording without rows).
+    let compared = compared_runs(&rec);
+    assert_eq!(compared.len(), 3, "{compared:?}");
+    for (c, e) in compared.iter().zip(&exported) {
+        assert_eq!(c["peak"], e["peak"], "{c}");
+    }
+}
+
+#[test]
 fn a_command_bench_recording_without_its_own_cgroup_gives_each_run_its_tree_s_kernel_peak() {
     let dir = tempdir();
     let rec = dir.path().join("tree.jsonl");

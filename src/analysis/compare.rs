@@ -179,7 +179,7 @@ pub struct Recording {
 
 /// A recording with no samples: there is nothing to compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the recording holds no samples (a command that ended before its first sample has its peak in `memmon summary`, from its end record)")]
+#[error("the recording holds no samples, and no peak in its end record")]
 pub struct NoSamples;
 
 /// What a comparison takes from one recording: how it was counted, its runs, its summary.
@@ -236,7 +236,11 @@ impl Measure {
     /// (its metadata, how it ended, a truncated last line).
     pub fn finish(self, file: String, info: &ReadInfo) -> Result<Measured, NoSamples> {
         let summary = Summary::of_read(self.summary, file.clone(), info);
-        if summary.samples == 0 {
+        // A command (or every run of a command bench) that ended before its first sample still
+        // has its peaks from its end record, as summary gives them.
+        let peak_known = summary.facts.kernel_peak_rss_bytes.is_some()
+            || summary.facts.cgroup_peak_bytes.is_some();
+        if summary.samples == 0 && !peak_known {
             return Err(NoSamples);
         }
         let whole = Run::from_summary(&summary, self.above.map(|t| t.total_s()));
@@ -482,8 +486,10 @@ impl Metric {
     pub fn value(self, r: &Run, basis: PeakBasis, gpu_exact: bool) -> Option<f64> {
         match self {
             Metric::Peak => Some(r.peak_on(basis).bytes as f64),
-            Metric::IdleRss => Some(r.idle_rss_bytes as f64),
-            Metric::MeanRss => Some(r.mean_rss_bytes as f64),
+            // A run that ended before its first sample has no sampled size: a side with one
+            // such run has no idle floor or mean to compare.
+            Metric::IdleRss => (r.samples > 0).then_some(r.idle_rss_bytes as f64),
+            Metric::MeanRss => (r.samples > 0).then_some(r.mean_rss_bytes as f64),
             Metric::Duration => Some(r.duration_s),
             Metric::TimeAbove => r.time_above_s,
             Metric::PeakGpu if gpu_exact => r.gpu.map(|g| g.bytes as f64),

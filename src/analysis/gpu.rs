@@ -99,6 +99,17 @@ pub struct GpuHwmAcc {
 }
 
 impl GpuHwmAcc {
+    /// The marks of a span no row holds.
+    pub fn empty() -> GpuHwmAcc {
+        GpuHwmAcc {
+            open: None,
+            after: None,
+            sum_max: None,
+            single: true,
+            rows: 0,
+        }
+    }
+
     /// Opened at `s`, the span's first row.
     pub fn open(s: &Sample) -> GpuHwmAcc {
         let mut a = GpuHwmAcc {

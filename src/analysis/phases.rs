@@ -277,6 +277,8 @@ impl PhaseBuilder {
                     p.acc.hwm_sum_at_end(sum);
                 }
                 p.run_end = Some((EndTail::of(&r.end, bound), r.end.command_wall_s));
+            } else if !self.runs.pending.iter().any(|p| p.run == Some(r.run)) {
+                self.rowless_run(r, bound);
             }
         }
         let tail = end
@@ -304,6 +306,41 @@ impl PhaseBuilder {
         self.close_run(false, tail);
         self.phases.settle(&self.windows.phase);
         self.runs.settle(&self.windows.run);
+    }
+
+    /// A command bench's run that ended before its first sample: no row holds it, its end
+    /// record alone gives its peaks and its time; listed in the order of the runs.
+    fn rowless_run(&mut self, r: &crate::format::meta::RunEnd, bound: u64) {
+        let wall = r.end.command_wall_s.unwrap_or(0.0);
+        let start_ms = r
+            .end
+            .ended_unix_ms
+            .saturating_sub((wall * 1000.0).round() as u64);
+        let start_s = r.started_elapsed_s.unwrap_or(0.0);
+        let mut acc =
+            SpanAcc::without_rows((start_ms, start_s), (r.end.ended_unix_ms, start_s + wall));
+        if let Some(f) = r.end.major_faults {
+            acc.faults_at_end(f);
+        }
+        let p = Pending {
+            acc,
+            label: format!("run {}", r.run),
+            run: Some(r.run),
+            complete: true,
+            tail: None,
+            run_end: Some((EndTail::of(&r.end, bound), r.end.command_wall_s)),
+        };
+        if self.runs.len() >= MAX_LISTED {
+            self.runs.unlisted += 1;
+            return;
+        }
+        let at = self
+            .runs
+            .pending
+            .iter()
+            .position(|q| q.run.is_some_and(|n| n > r.run))
+            .unwrap_or(self.runs.pending.len());
+        self.runs.pending.insert(at, p);
     }
 
     pub fn push(&mut self, s: &Sample) {
@@ -934,7 +971,11 @@ mod tests {
             row(0.5, 1, Some(Event::RunStart(2))),
             row(0.9, 1, Some(Event::RunEnd(2))),
         ];
-        let run_end = |run, end| crate::format::meta::RunEnd { run, end };
+        let run_end = |run, end| crate::format::meta::RunEnd {
+            run,
+            started_elapsed_s: None,
+            end,
+        };
         let ended = EndInfo {
             exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
             ..EndInfo::default()
@@ -988,6 +1029,81 @@ mod tests {
         // Without the end record (the bench was killed), only the rows are known.
         let p = build(&rows, Some(&bench), None);
         assert_eq!(p.runs[0].peak.bytes, 5 * MIB);
+    }
+
+    /// The end record of a run launched in a cgroup of memmon's own, whose peak file read at
+    /// the exit said `peak`.
+    fn own_cgroup_end(peak: u64) -> crate::format::meta::CgroupEnd {
+        serde_json::from_value(serde_json::json!({
+            "path": "/memmon-1-0", "dir": "/sys/fs/cgroup/memory/memmon-1-0", "version": "v1",
+            "own": true, "peak_bytes": peak, "final_peak_bytes": peak,
+            "peak_counter": "memory.max_usage_in_bytes", "peak_during_recording": true,
+            "largest_current_bytes": 0, "anon_at_largest_bytes": 0, "file_at_largest_bytes": 0,
+            "limit_bytes": null, "events_during": {"oom": 0, "oom_kill": 0, "max": 0, "high": 0}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_command_bench_run_that_ended_before_its_first_sample_is_listed_from_its_end_record() {
+        // Run 2's command ended before memmon's first sample of it: no row, only its end record
+        // (its cgroup's peak, its wall time, where it started), as bench's table has it.
+        let rows = [
+            s(0.1, 5, 5, Some(Event::Start)),
+            s(0.1, 5, 5, Some(Event::RunStart(1))),
+            s(0.3, 5, 5, Some(Event::RunEnd(1))),
+            s(0.9, 7, 7, Some(Event::RunStart(3))),
+            s(1.0, 7, 7, Some(Event::RunEnd(3))),
+        ];
+        let run = |run, started, wall, peak| crate::format::meta::RunEnd {
+            run,
+            started_elapsed_s: Some(started),
+            end: EndInfo {
+                command_wall_s: Some(wall),
+                ended_unix_ms: 1_000 + ((started + wall) * 1000.0) as u64,
+                cgroup: Some(own_cgroup_end(peak)),
+                major_faults: Some(3),
+                ..EndInfo::default()
+            },
+        };
+        let end = EndInfo {
+            runs: vec![
+                run(1, 0.1, 0.2, 6 * MIB),
+                run(2, 0.5, 0.004, 2 * MIB),
+                run(3, 0.9, 0.1, 8 * MIB),
+            ],
+            ..EndInfo::default()
+        };
+        let bench = Meta {
+            run_peaks: Some(RunPeaks::Launched),
+            cgroup: Some(crate::format::meta::CgroupMeta {
+                path: "/memmon-1-0".into(),
+                version: crate::probe::cgroup::CgroupVersion::V1,
+                own: true,
+                holds_tree: true,
+                not_the_tree: None,
+            }),
+            ..Meta::example("command")
+        };
+        let p = build(&rows, Some(&bench), Some(&end));
+        let listed: Vec<_> = p.runs.iter().map(|r| (r.run, r.peak.bytes)).collect();
+        assert_eq!(
+            listed,
+            [(Some(1), 6 * MIB), (Some(2), 2 * MIB), (Some(3), 8 * MIB)]
+        );
+        let two = &p.runs[1];
+        assert_eq!(two.peak.source, PeakSource::Cgroup);
+        assert!(two.peak.exact && two.complete);
+        assert_eq!((two.samples, two.start_elapsed_s), (0, 0.5));
+        assert!(
+            (two.duration_s - 0.004).abs() < 1e-9,
+            "its command's wall time"
+        );
+        assert_eq!(two.health.major_faults, 3, "its exit records' count");
+        // A bench whose every run was that short: the runs are in its end record alone.
+        let p = build(&[], Some(&bench), Some(&end));
+        assert_eq!(p.runs.len(), 3);
+        assert_eq!(p.runs[2].peak.bytes, 8 * MIB);
     }
 
     #[test]

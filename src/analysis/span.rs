@@ -678,6 +678,49 @@ impl SpanAcc {
         }
     }
 
+    /// A span that no row holds, from `start` to `end` (each in ms since 1970 and in seconds
+    /// on the recording's clock): a launched command that ended before its first sample. Only
+    /// what its end record gave after it (`SpanContext::with_tail`) says anything of its peak;
+    /// its counters began with it.
+    pub fn without_rows(start: (u64, f64), end: (u64, f64)) -> SpanAcc {
+        let (unix_ms, elapsed_s) = start;
+        SpanAcc {
+            start_elapsed_s: elapsed_s,
+            start_unix_ms: unix_ms,
+            start_rss: 0,
+            open_hwm: 0,
+            open_top_rss: 0,
+            open_cgroup_peak: None,
+            hwm_after: None,
+            cgroup_peak_after: None,
+            departed: 0,
+            last_elapsed_s: end.1.max(elapsed_s),
+            last_unix_ms: end.0.max(unix_ms),
+            last_rss: 0,
+            samples: 0,
+            rss_sum: 0.0,
+            peak_rss: 0,
+            peak_elapsed_s: elapsed_s,
+            peak_unix_ms: unix_ms,
+            peak_pid: 0,
+            peak_processes: 0,
+            pss_at_peak: None,
+            max_processes: 0,
+            open_hwm_sum: 0,
+            hwm_sum_max: None,
+            pss: PssTrack::default(),
+            peak_gpu: None,
+            gpu_hwm: GpuHwmAcc::empty(),
+            cgroup_max: None,
+            held: HeldPeaks::default(),
+            health: HealthAcc {
+                faults: Rise::open(Some(0), true),
+                ..HealthAcc::default()
+            },
+            late_boundary: false,
+        }
+    }
+
     /// A span opened by a recording's (or a session's) first row: its counters began with the
     /// recording, so what that row holds counts in the span.
     pub fn open_session(s: &Sample) -> SpanAcc {
@@ -866,7 +909,11 @@ impl SpanAcc {
             peak: facts.decide(),
             facts,
             sampled_peak_elapsed_s: self.peak_elapsed_s,
-            mean_rss_bytes: (self.rss_sum / self.samples as f64).round() as u64,
+            mean_rss_bytes: if self.samples == 0 {
+                0
+            } else {
+                (self.rss_sum / self.samples as f64).round() as u64
+            },
             start_rss_bytes: self.start_rss,
             end_rss_bytes: self.last_rss,
             held: self.held,

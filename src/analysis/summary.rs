@@ -9,8 +9,7 @@
 use super::gpu::GpuTrack;
 use super::phases::{PhaseBuilder, Phases};
 use super::span::{
-    launched_duration_s, launched_rusage_peak, EndTail, HeldPeaks, MemoryHealth, PssReads, SpanAcc,
-    SpanContext, Window,
+    launched_duration_s, EndTail, HeldPeaks, MemoryHealth, PssReads, SpanAcc, SpanContext, Window,
 };
 use super::timeline::Timeline;
 use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta};
@@ -357,6 +356,10 @@ impl SummaryBuilder {
         if let Some(meta) = self.next_meta.take() {
             if self.sessions.is_empty() {
                 self.rowless = Some((meta, end.clone()));
+                // A command bench whose runs all ended before their first samples: its runs
+                // are in the end record alone.
+                self.phases.session_end(end);
+                self.faults_after_rows = end.major_faults.unwrap_or(0);
             }
             return;
         }
@@ -463,28 +466,23 @@ impl SummaryBuilder {
     /// incomplete last line that was skipped.
     pub fn finish(&self, file: Option<String>, truncated_line: Option<u64>) -> Summary {
         let mut peaks: Vec<SessionPeak> = self.sessions.iter().map(SessionAcc::peak).collect();
-        // A launched command that ended before its first sample: wait4 still gave its peak.
+        // A launched command that ended before its first sample: its end record still gave its
+        // peaks (wait4's ru_maxrss, the exit records, its cgroup's peak file), decided as the
+        // end of a session with rows is.
         if let Some((meta, end)) = self.rowless.as_ref().filter(|_| peaks.is_empty()) {
-            let rusage = launched_rusage_peak(end, super::phases::bound_of(meta))
-                .map(|r| (r, PeakSource::RuMaxrss));
-            let exit = end
-                .exit_peak_bytes
-                .filter(|_| end.exit_records_complete())
-                .map(|e| (e, PeakSource::Vmhwm));
-            if let Some((r, source)) = rusage.into_iter().chain(exit).max_by_key(|p| p.0) {
-                peaks.push(SessionPeak {
-                    facts: PeakFacts {
-                        kernel_peak_rss_bytes: Some(r),
-                        kernel_peak_source: Some(source),
-                        max_processes: 1,
-                        exit_records_complete: end.exit_records_complete(),
-                        kernel_peak_covers_departed: true,
-                        exact_within_bytes: meta.online_cpus.map(|_| super::phases::bound_of(meta)),
-                        ..PeakFacts::default()
-                    },
-                    window: KernelPeakWindow::Launched,
-                    lifetime: None,
-                });
+            let wall = end.command_wall_s.unwrap_or(0.0);
+            let start_ms = end
+                .ended_unix_ms
+                .saturating_sub((wall * 1000.0).round() as u64);
+            let session = SessionAcc {
+                meta: Some(meta.clone()),
+                end: Some(end.clone()),
+                span: SpanAcc::without_rows((start_ms, 0.0), (end.ended_unix_ms, wall)),
+                merged: false,
+            };
+            let p = session.peak();
+            if p.facts.kernel_peak_rss_bytes.is_some() || p.facts.cgroup_peak_bytes.is_some() {
+                peaks.push(p);
             }
         }
         let facts = combine(&peaks);
@@ -614,10 +612,20 @@ impl SummaryBuilder {
     /// has its duration all the same).
     fn duration_s(&self) -> f64 {
         if self.sessions.is_empty() {
-            return self
-                .rowless
-                .as_ref()
-                .and_then(|(_, e)| e.command_wall_s)
+            let Some((_, end)) = self.rowless.as_ref() else {
+                return 0.0;
+            };
+            // A command bench whose runs all ended before their first samples: from the first
+            // run's start to the last one's exit.
+            let runs = end.runs.iter().filter_map(|r| {
+                let start = r.started_elapsed_s?;
+                Some((start, start + r.end.command_wall_s.unwrap_or(0.0)))
+            });
+            let first = runs.clone().map(|r| r.0).reduce(f64::min);
+            let last = runs.map(|r| r.1).reduce(f64::max);
+            return end
+                .command_wall_s
+                .or(first.zip(last).map(|(a, b)| b - a))
                 .unwrap_or(0.0);
         }
         self.sessions
@@ -1266,6 +1274,48 @@ mod tests {
             b.session_end(e);
         }
         b.finish(None, None)
+    }
+
+    #[test]
+    fn a_command_that_ended_before_its_first_sample_has_the_peak_its_rows_would_have_had() {
+        // No row: the end record's peaks are decided as at the end of a session with rows,
+        // so the cgroup memmon made for the command gives the tree's exact peak, as it does
+        // for a longer command (and ru_maxrss at or below memmon's own RSS at the fork says
+        // nothing of the command).
+        let end = EndInfo {
+            command_wall_s: Some(0.002),
+            ended_unix_ms: 5_000,
+            rusage_maxrss_bytes: Some(4 * MIB),
+            launcher_rss_bytes: Some(6 * MIB),
+            exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
+            exit_peak_bytes: Some(MIB),
+            cgroup: Some(
+                serde_json::from_value(serde_json::json!({
+                    "path": "/memmon-1-0", "dir": "/sys/fs/cgroup/memory/memmon-1-0",
+                    "version": "v1", "own": true, "peak_bytes": 524288, "final_peak_bytes": 524288,
+                    "peak_counter": "memory.max_usage_in_bytes", "peak_during_recording": true,
+                    "largest_current_bytes": 0, "anon_at_largest_bytes": 0,
+                    "file_at_largest_bytes": 0, "limit_bytes": null,
+                    "events_during": {"oom": 0, "oom_kill": 0, "max": 0, "high": 0}
+                }))
+                .unwrap(),
+            ),
+            ..EndInfo::default()
+        };
+        let sum = summarize(&[], Some(&meta("command", false)), Some(&end));
+        assert_eq!(sum.samples, 0);
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source, sum.peak.exact),
+            (512 * 1024, PeakSource::Cgroup, true)
+        );
+        assert_eq!(
+            (
+                sum.facts.kernel_peak_rss_bytes,
+                sum.facts.kernel_peak_source
+            ),
+            (Some(MIB), Some(PeakSource::Vmhwm))
+        );
+        assert_eq!(sum.duration_s, 0.002);
     }
 
     #[test]

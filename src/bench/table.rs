@@ -300,8 +300,13 @@ pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
     if report.runs.iter().any(|r| tree_cell(report, r) != "-") {
         c.push(column("Tree", move |r| tree_cell(report, r)));
     }
+    // A run that ended before its first sample has no sampled size.
     c.push(column("Sampled", |r| {
-        fmt_bytes(r.facts.sampled_peak_rss_bytes)
+        if r.samples == 0 {
+            "-".into()
+        } else {
+            fmt_bytes(r.facts.sampled_peak_rss_bytes)
+        }
     }));
     if report.daemon.is_some() {
         c.push(column("Over floor", |r| {

@@ -285,6 +285,10 @@ pub struct EndInfo {
 pub struct RunEnd {
     /// The run's number (`run-start:N`, `run-end:N`).
     pub run: u32,
+    /// When its command started, in the recording's `elapsed_s` seconds: where a run that
+    /// ended before its first sample (and has no rows) lies on the recording's time line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_elapsed_s: Option<f64>,
     /// The run's end record.
     pub end: EndInfo,
 }

@@ -361,19 +361,18 @@ pub fn render(c: &Comparison) -> String {
     for (side, s) in [("base", &c.base), ("new ", &c.new)] {
         for r in &s.runs {
             let name = display_name(&r.file);
+            // A bench run's idle floor is its RSS at run-start (analysis/compare.rs).
+            let floor = match (r.samples, r.run) {
+                (0, _) => "no sample (it ended before its first)".to_string(),
+                (_, Some(_)) => format!("floor at start {}", fmt_bytes(r.idle_rss_bytes)),
+                (_, None) => format!("idle {}", fmt_bytes(r.idle_rss_bytes)),
+            };
             let _ = writeln!(
                 o,
-                "  {side}  {name}{}  peak {} ({}), {} {}, {}",
+                "  {side}  {name}{}  peak {} ({}), {floor}, {}",
                 " ".repeat(width - name.chars().count()),
                 r.peak_on(c.peak_basis).cell(),
                 r.peak_on(c.peak_basis).source.key(),
-                // A bench run's idle floor is its RSS at run-start (analysis/compare.rs).
-                if r.run.is_some() {
-                    "floor at start"
-                } else {
-                    "idle"
-                },
-                fmt_bytes(r.idle_rss_bytes),
                 fmt_seconds(r.duration_s)
             );
         }

@@ -253,11 +253,19 @@ impl SpanColumns {
         if self.tree {
             row.push(s.peak.tree_bounds().unwrap_or_else(|| "-".into()));
         }
+        // A run that ended before its first sample has no sampled size.
+        let sampled = |b: u64| {
+            if s.samples == 0 {
+                "-".to_string()
+            } else {
+                fmt_bytes(b)
+            }
+        };
         row.extend([
-            fmt_bytes(s.facts.sampled_peak_rss_bytes),
-            fmt_bytes(s.mean_rss_bytes),
-            fmt_bytes(s.start_rss_bytes),
-            fmt_bytes(s.end_rss_bytes),
+            sampled(s.facts.sampled_peak_rss_bytes),
+            sampled(s.mean_rss_bytes),
+            sampled(s.start_rss_bytes),
+            sampled(s.end_rss_bytes),
         ]);
         if self.cgroup {
             row.push(

@@ -687,20 +687,30 @@ impl Summary {
         span_growth_lines(o, &self.phase_anatomy, "phase");
     }
 
-    /// A recording without rows: a command that ended before its first sample (wait4 told its
-    /// peak), or nothing.
+    /// A recording without rows: a command that ended before its first sample (its end record
+    /// told its peaks: wait4's, the exit records', its cgroup's), or nothing.
     fn render_rowless(&self, o: &mut String) {
-        if self.facts.kernel_peak_rss_bytes.is_some() {
+        if self.facts.kernel_peak_rss_bytes.is_some() || self.facts.cgroup_peak_bytes.is_some() {
             self.render_peak(o);
+            self.render_kernel_peak(o);
+            if let Some(c) = &self.cgroup {
+                c.render(o, self.peak.source == PeakSource::Cgroup);
+            }
             let _ = writeln!(
                 o,
-                "  duration      {} (the command ended before its first sample)",
-                fmt_seconds(self.duration_s)
+                "  duration      {} ({} ended before its first sample)",
+                fmt_seconds(self.duration_s),
+                if self.spans.runs.is_empty() {
+                    "the command"
+                } else {
+                    "every run"
+                }
             );
             let _ = writeln!(o, "  ended         {}", self.ended);
         } else {
             let _ = writeln!(o, "  no samples");
         }
+        o.push_str(&self.spans.render());
         for w in &self.warnings {
             let _ = writeln!(o, "  {w}");
         }

@@ -46,8 +46,11 @@ impl Launched {
         let launcher_rss = std::fs::read("/proc/self/status")
             .ok()
             .and_then(|s| crate::probe::proc::status_bytes(&s, b"VmRSS:"));
-        let launched_at = Instant::now();
-        let (pid, stdout) = launch(args, env, data_on_stdout, pipe_stdout, join_cgroup)?;
+        let before = Instant::now();
+        let (pid, stdout, exec_at) = launch(args, env, data_on_stdout, pipe_stdout, join_cgroup)?;
+        // The command's time starts at its exec: the fork and the move into memmon's cgroup
+        // before it (a cgroup move waits for an RCU grace period, up to 15 ms) are memmon's.
+        let launched_at = exec_at.unwrap_or(before);
         let exited_at = Arc::new(OnceLock::new());
         watch_exit(pid, exited_at.clone());
         Ok(Launched {
@@ -61,7 +64,8 @@ impl Launched {
         })
     }
 
-    /// When it was started (`EndInfo::command_wall_s` counts from here).
+    /// When it was started: right before its exec, in its cgroup (`EndInfo::command_wall_s`
+    /// counts from here).
     pub fn launched_at(&self) -> Instant {
         self.launched_at
     }
@@ -140,17 +144,21 @@ impl Launched {
     }
 }
 
+/// A command's PID, its stdout pipe (when asked for), and the instant right before its exec.
+type Spawned = (i32, Option<std::process::ChildStdout>, Option<Instant>);
+
 /// Launches the command with stdin, stdout and stderr passed through (stdout to memmon's stderr
 /// when the data goes to stdout), or its stdout to a pipe returned here when `pipe_stdout`.
 /// It gets SIGTERM if memmon dies (its descendants, in memmon's own cgroup, are killed by that
-/// cgroup's watcher; see `probe::cgroup::OwnCgroup`).
+/// cgroup's watcher; see `probe::cgroup::OwnCgroup`). The child sends the monotonic clock's
+/// reading right before its exec, once it is in its cgroup, on a pipe: the command's start.
 fn launch(
     args: &[String],
     env: &[(String, String)],
     data_on_stdout: bool,
     pipe_stdout: bool,
     join_cgroup: Option<BorrowedFd<'_>>,
-) -> anyhow::Result<(i32, Option<std::process::ChildStdout>)> {
+) -> anyhow::Result<Spawned> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&args[0]);
     cmd.args(&args[1..])
@@ -173,9 +181,14 @@ fn launch(
         .map(|fd| fd.try_clone_to_owned())
         .transpose()
         .context("cannot duplicate the descriptor of the cgroup's cgroup.procs")?;
+    let (clock_rx, clock_tx) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )
+    .context("cannot make the pipe that times the command's start")?;
     // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
-    // calls may be made: it makes three system calls through rustix (prctl, getppid, write),
-    // which neither allocate nor take a lock, and builds errors from codes (no allocation).
+    // calls may be made: it makes its system calls through rustix (prctl, getppid, write,
+    // clock_gettime), which neither allocate nor take a lock, and builds errors from codes (no
+    // allocation).
     unsafe {
         cmd.pre_exec(move || {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))?;
@@ -189,16 +202,26 @@ fn launch(
                     return Err(std::io::Error::from_raw_os_error(libc::EIO));
                 }
             }
+            // The start, sent last: nothing of memmon's runs after it but the exec. (A failed
+            // write loses only the timing: the start is then taken before the fork.)
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+            let ns = (t.tv_sec as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(t.tv_nsec as u64);
+            let _ = rustix::io::write(&clock_tx, &ns.to_ne_bytes());
             Ok(())
         });
     }
-    match cmd.spawn() {
+    let spawned = cmd.spawn();
+    // The child's copy closed at its exec; the parent's goes with `cmd`.
+    drop(cmd);
+    match spawned {
         Ok(mut child) => {
             let pid = child.id() as i32;
             let stdout = child.stdout.take();
             // memmon reaps it itself (wait4, for its rusage); std must not.
             std::mem::forget(child);
-            Ok((pid, stdout))
+            Ok((pid, stdout, exec_instant(&clock_rx)))
         }
         Err(source) => Err(RecordError::Launch {
             program: args[0].clone(),
@@ -206,6 +229,24 @@ fn launch(
         }
         .into()),
     }
+}
+
+/// The instant the child read on the monotonic clock right before its exec (sent on `rx`),
+/// when it came. spawn returns once the exec has happened, so it is in the pipe by then. std's
+/// `Instant` reads the same clock (CLOCK_MONOTONIC); the reading is placed by its distance from
+/// a reading taken now.
+fn exec_instant(rx: &std::os::fd::OwnedFd) -> Option<Instant> {
+    let mut buf = [0u8; 8];
+    if rustix::io::read(rx, &mut buf).ok()? != buf.len() {
+        return None;
+    }
+    let then = u64::from_ne_bytes(buf);
+    let now_instant = Instant::now();
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let now = (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64);
+    now_instant.checked_sub(Duration::from_nanos(now.checked_sub(then)?))
 }
 
 /// Notes when the launched command `pid` exits, on a thread that waits for it without reaping
@@ -232,4 +273,19 @@ fn watch_exit(pid: i32, at: Arc<OnceLock<Instant>>) {
                 }
             }
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launched_command_sends_its_start_from_right_before_its_exec() {
+        let before = Instant::now();
+        let (pid, _, exec_at) = launch(&["true".to_string()], &[], false, false, None).unwrap();
+        let _ = raw::wait4(pid, false);
+        let exec_at = exec_at.expect("the child's clock reading came");
+        // After the fork began, and before spawn returned to us.
+        assert!(exec_at >= before && exec_at <= Instant::now());
+    }
 }

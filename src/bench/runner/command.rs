@@ -513,6 +513,9 @@ impl SampleSink for RunSink {
         let n = self.n;
         let last = self.last.take();
         let mut m = self.merged();
+        let started_elapsed_s = m
+            .clock
+            .map_or(Some(self.offset_s), |c| c.launched_s.or(Some(c.origin_s)));
         if let Some(mut s) = last {
             // Its count already holds the runs' before it.
             m.missed = s.missed_ticks;
@@ -529,14 +532,17 @@ impl SampleSink for RunSink {
             s.nvidia_mapped_rss_bytes = None;
             s.event = Some(Event::RunEnd(n));
             m.write(&s)?;
-            m.runs.push(RunEnd {
-                run: n,
-                end: EndInfo {
-                    processes: Vec::new(),
-                    ..end.clone()
-                },
-            });
         }
+        // A run that ended before its first sample has no row: its end record alone holds its
+        // peaks, and says where it lies.
+        m.runs.push(RunEnd {
+            run: n,
+            started_elapsed_s,
+            end: EndInfo {
+                processes: Vec::new(),
+                ..end.clone()
+            },
+        });
         m.out.flush()
     }
 
