@@ -232,6 +232,55 @@ fn json_has_per_side_stats_deltas_verdicts_and_gates() {
 }
 
 #[test]
+fn json_runs_give_the_peak_their_stats_take_and_their_own_peak_apart() {
+    let f = fixture();
+    // Another tool's log holds no kernel peak: both sides are held on the sampled peak,
+    // below the baseline runs' own exact peaks.
+    let dir = tempdir();
+    let log = dir.path().join("psrecord.txt");
+    std::fs::write(
+        &log,
+        "# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)\n       0.000        0.000       10.000       90.000\n       0.500        0.000       30.000       90.000\n",
+    )
+    .unwrap();
+    let out = compare(&["--json"], &f.small[..2], std::slice::from_ref(&log));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["peak_basis"], "sampled", "{v}");
+    for side in ["base", "new"] {
+        let runs = v[side]["runs"].as_array().unwrap();
+        let peaks: Vec<f64> = runs
+            .iter()
+            .map(|r| r["peak"]["bytes"].as_f64().unwrap())
+            .collect();
+        let stats = &v[side]["stats"]["peak_bytes"];
+        let mean = peaks.iter().sum::<f64>() / peaks.len() as f64;
+        let (min, max) = (
+            peaks.iter().copied().fold(f64::MAX, f64::min),
+            peaks.iter().copied().fold(0.0, f64::max),
+        );
+        assert_eq!(stats["min"].as_f64(), Some(min), "{side}: {v}");
+        assert_eq!(stats["max"].as_f64(), Some(max), "{side}: {v}");
+        assert!(
+            (stats["mean"].as_f64().unwrap() - mean).abs() < 1.0,
+            "{side}: {v}"
+        );
+        for r in runs {
+            assert_eq!(r["peak"]["source"], "sampled", "{r}");
+            assert_eq!(r["peak"]["bytes"], r["sampled_peak_rss_bytes"], "{r}");
+        }
+    }
+    // The baseline's runs had the kernel's exact peak: their own, under its own name.
+    for r in v["base"]["runs"].as_array().unwrap() {
+        assert_ne!(r["own_peak"]["source"], "sampled", "{r}");
+        assert_eq!(r["own_peak"]["exact"], true, "{r}");
+        assert!(r["own_peak"]["bytes"].as_u64() >= Some(50 * MIB), "{r}");
+    }
+    let new = &v["new"]["runs"][0];
+    assert_eq!(new["own_peak"], new["peak"], "{new}");
+}
+
+#[test]
 fn a_malformed_recording_exits_2_naming_the_file_and_line() {
     let f = fixture();
     let bad = f.dir.join("bad.csv");

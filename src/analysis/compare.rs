@@ -58,7 +58,10 @@ pub struct Run {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
     /// The run's own peak, decided once (`model::peak`). A comparison holds every run on one
-    /// basis (`Comparison::peak_basis`), which may be a lesser kind than a run's own.
+    /// basis (`Comparison::peak_basis`), which may be a lesser kind than a run's own: `--json`
+    /// gives this one as `own_peak`, and as `peak` the run's peak on that basis (`peak_on`),
+    /// the number its side's stats and the deltas take.
+    #[serde(rename = "own_peak")]
     pub peak: Peak,
     #[serde(flatten)]
     pub facts: PeakFacts,
@@ -665,6 +668,18 @@ pub struct Side {
     pub stats: Vec<(Metric, Stats)>,
     /// The recordings the runs came from, when known (`Comparison::with_recordings`).
     pub recordings: Vec<Recording>,
+    /// The basis the runs' peaks are held on (the comparison's).
+    basis: PeakBasis,
+}
+
+/// A run as `--json` gives it: `peak` is its peak on the comparison's basis, the number the
+/// stats and deltas take; its own decided peak is `own_peak` (`Run::peak`), a better kind where
+/// the run had one.
+#[derive(Serialize)]
+struct RunOnBasis<'a> {
+    peak: Peak,
+    #[serde(flatten)]
+    run: &'a Run,
 }
 
 impl Side {
@@ -683,6 +698,7 @@ impl Side {
             runs,
             stats,
             recordings: Vec::new(),
+            basis,
         }
     }
 
@@ -707,7 +723,15 @@ impl Serialize for Side {
         if !self.recordings.is_empty() {
             m.serialize_entry("recordings", &self.recordings)?;
         }
-        m.serialize_entry("runs", &self.runs)?;
+        let runs: Vec<RunOnBasis> = self
+            .runs
+            .iter()
+            .map(|run| RunOnBasis {
+                peak: run.peak_on(self.basis),
+                run,
+            })
+            .collect();
+        m.serialize_entry("runs", &runs)?;
         m.serialize_entry("stats", &StatsMap(&self.stats))?;
         m.end()
     }
@@ -1202,6 +1226,19 @@ mod tests {
             ((100u64 << 20) as f64, (102u64 << 20) as f64)
         );
         assert_eq!(c.runs_above_basis().len(), 1);
+        // --json: each run's `peak` is the number the stats take, its own apart.
+        let v = serde_json::to_value(&c).unwrap();
+        let base = &v["base"]["runs"][0];
+        assert_eq!(base["peak"]["source"], "vmhwm", "{base}");
+        assert_eq!(base["peak"]["bytes"], 100u64 << 20);
+        assert_eq!(
+            base["peak"]["bytes"].as_f64(),
+            v["base"]["stats"]["peak_bytes"]["mean"].as_f64()
+        );
+        assert_eq!(base["own_peak"]["source"], "cgroup", "{base}");
+        assert_eq!(base["own_peak"]["bytes"], 150u64 << 20);
+        let new = &v["new"]["runs"][0];
+        assert_eq!(new["own_peak"], new["peak"], "{new}");
     }
 
     #[test]
