@@ -52,11 +52,15 @@ pub use crate::model::peak::{PeakScope, PeakSource};
 /// The numbers of one recording (or one bench run of it) that a comparison uses.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
-    /// The recording, and `#run N` for a bench run of it.
+    /// The recording, and `#run N` for a bench run of it (`#sK run N` where the recording's
+    /// runs come from several sessions: `analysis::phases::run_label`).
     pub file: String,
     /// The bench run's number N, for a run that is one bench run of a recording.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
+    /// The session K of the recording the run is in, where its runs come from several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
     /// The run's own peak, decided once (`model::peak`). A comparison holds every run on one
     /// basis (`Comparison::peak_basis`), which may be a lesser kind than a run's own: `--json`
     /// gives this one as `own_peak`, and as `peak` the run's peak on that basis (`peak_on`),
@@ -91,6 +95,7 @@ impl Run {
         Run {
             file: s.file.clone().unwrap_or_default(),
             run: None,
+            session: None,
             peak: s.peak,
             facts: s.facts,
             idle_rss_bytes: s.idle_rss_bytes,
@@ -111,15 +116,17 @@ impl Run {
     /// without a number) of the recording `s` summarizes (module docs).
     pub fn from_span(s: &Summary, span: &Span, index: usize, time_above_s: Option<f64>) -> Run {
         let n = span.run.unwrap_or(index as u32 + 1);
+        let label = crate::analysis::phases::run_label(n, span.session);
         let mut warnings = s.warnings.clone();
         if !span.complete {
             warnings.push(format!(
-                "note: run {n} has no run-end row: the recording ended first"
+                "note: {label} has no run-end row: the recording ended first"
             ));
         }
         Run {
-            file: format!("{}#run {n}", s.file.as_deref().unwrap_or_default()),
+            file: format!("{}#{label}", s.file.as_deref().unwrap_or_default()),
             run: Some(n),
+            session: span.session,
             peak: span.peak,
             facts: span.facts,
             idle_rss_bytes: span.start_rss_bytes,
@@ -174,8 +181,11 @@ pub struct Recording {
     pub split: Split,
     /// The number of runs it gave.
     pub runs: usize,
-    /// Bench runs left out because the recording (or its session) ended before their run-end.
+    /// Bench runs left out because the recording (or its session) ended before their run-end:
+    /// their numbers, and their labels (`sK run N` where the runs come from several sessions).
     pub incomplete_runs: Vec<u32>,
+    #[serde(skip)]
+    pub incomplete_labels: Vec<String>,
     /// An incomplete last line that was skipped (the file ends inside it).
     pub truncated_line: Option<u64>,
 }
@@ -250,6 +260,7 @@ impl Measure {
                 split: Split::WholeFile,
                 runs: 1,
                 incomplete_runs: Vec::new(),
+                incomplete_labels: Vec::new(),
                 truncated_line: info.truncated_line,
             };
             return Ok(Measured {
@@ -261,12 +272,14 @@ impl Measure {
         let above_s = self.per_run.map(|t| t.totals()).unwrap_or_default();
         let mut runs = Vec::new();
         let mut incomplete_runs = Vec::new();
+        let mut incomplete_labels = Vec::new();
         for (i, span) in spans.iter().enumerate() {
             let run = Run::from_span(&summary, span, i, above_s.get(i).copied());
             if span.complete {
                 runs.push(run);
             } else {
                 incomplete_runs.extend(run.run);
+                incomplete_labels.push(span.label.clone());
             }
         }
         let recording = Recording {
@@ -274,6 +287,7 @@ impl Measure {
             split: Split::BenchRuns,
             runs: runs.len(),
             incomplete_runs,
+            incomplete_labels,
             truncated_line: info.truncated_line,
         };
         Ok(Measured {
@@ -912,6 +926,7 @@ mod tests {
         Run {
             file: "r.csv".into(),
             run: None,
+            session: None,
             peak: facts.decide(),
             facts,
             cgroup: None,

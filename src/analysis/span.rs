@@ -856,6 +856,7 @@ impl SpanAcc {
         Span {
             label,
             run,
+            session: None,
             start_elapsed_s: self.start_elapsed_s,
             start_unix_ms: self.start_unix_ms,
             end_unix_ms: self.last_unix_ms,
@@ -950,11 +951,16 @@ pub struct SampledPeakRow {
 /// One phase or run, closed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Span {
-    /// The marker's label (phases) or `run N` (runs).
+    /// The marker's label (phases) or `run N` (runs; `sK run N` when the recording's runs
+    /// come from several sessions: `analysis::phases::run_label`).
     pub label: String,
     /// The run's number (runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
+    /// The session of an `--append`ed recording the run is in (from 1), where the recording's
+    /// runs come from several sessions (each bench numbers its runs from 1); `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
     pub start_elapsed_s: f64,
     pub start_unix_ms: u64,
     /// The closing row's time (for the side tables read afterwards: NUMA).

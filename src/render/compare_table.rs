@@ -302,13 +302,12 @@ pub fn side_line(name: &str, s: &Side) -> String {
         list.join(", ")
     };
     let mut line = format!("{name}: {} from {from}", runs_text(s.runs.len()));
-    for r in recs.iter().filter(|r| !r.incomplete_runs.is_empty()) {
-        let n: Vec<String> = r.incomplete_runs.iter().map(u32::to_string).collect();
+    for r in recs.iter().filter(|r| !r.incomplete_labels.is_empty()) {
         let _ = write!(
             line,
-            "; left out of {}: run {} (the recording ended before its run-end)",
+            "; left out of {}: {} (the recording ended before its run-end)",
             names(r),
-            n.join(", ")
+            r.incomplete_labels.join(", ")
         );
     }
     for r in recs {
@@ -495,6 +494,7 @@ mod tests {
         Run {
             file: file.into(),
             run: None,
+            session: None,
             peak: facts.decide(),
             facts,
             cgroup: None,
@@ -534,6 +534,7 @@ mod tests {
             split,
             runs,
             incomplete_runs: incomplete.to_vec(),
+            incomplete_labels: incomplete.iter().map(|&n| format!("run {n}")).collect(),
             truncated_line: None,
         }
     }
