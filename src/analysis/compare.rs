@@ -188,6 +188,10 @@ pub struct Recording {
     pub incomplete_labels: Vec<String>,
     /// An incomplete last line that was skipped (the file ends inside it).
     pub truncated_line: Option<u64>,
+    /// What reading it said of rows its end records count that it does not hold
+    /// (`Summary::rows_lost_warnings`; the runs' `warnings` have it too).
+    #[serde(skip)]
+    pub rows_lost: Vec<String>,
 }
 
 /// A recording with no samples: there is nothing to compare.
@@ -262,6 +266,7 @@ impl Measure {
                 incomplete_runs: Vec::new(),
                 incomplete_labels: Vec::new(),
                 truncated_line: info.truncated_line,
+                rows_lost: summary.rows_lost_warnings(),
             };
             return Ok(Measured {
                 recording,
@@ -289,6 +294,7 @@ impl Measure {
             incomplete_runs,
             incomplete_labels,
             truncated_line: info.truncated_line,
+            rows_lost: summary.rows_lost_warnings(),
         };
         Ok(Measured {
             recording,
@@ -305,6 +311,10 @@ impl crate::format::Sink for Measure {
 
     fn sample(&mut self, s: &Sample) {
         self.push(s)
+    }
+
+    fn rows_lost(&mut self, loss: &crate::format::meta::RowLoss) {
+        self.summary.rows_lost(loss)
     }
 
     fn session_end(&mut self, end: &crate::format::meta::EndInfo) {

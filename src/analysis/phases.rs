@@ -236,6 +236,8 @@ pub struct PhaseBuilder {
     timeline: Timeline,
     /// The session the spans open now are in (from 1; 0 before the first row).
     session: u32,
+    /// Rows after the last one of this session were lost from the file (`rows_lost`).
+    rows_lost: bool,
 }
 
 impl PhaseBuilder {
@@ -255,6 +257,7 @@ impl Default for PhaseBuilder {
             runs: Listed::default(),
             timeline: Timeline::new(),
             session: 0,
+            rows_lost: false,
         }
     }
 }
@@ -279,6 +282,19 @@ impl PhaseBuilder {
             if ctx.cgroup == Window::AfterOpen {
                 ctx.cgroup = Window::IfRises;
             }
+        }
+    }
+
+    /// Rows after the last one read were lost from the session (`format::Sink::rows_lost`):
+    /// the spans still open are not exact (the lost rows were theirs, or opened others), and
+    /// what the session's end record gave after its last row is not theirs.
+    pub fn rows_lost(&mut self) {
+        self.rows_lost = true;
+        if let Some((acc, _)) = self.phase.as_mut() {
+            acc.mark_rows_lost();
+        }
+        if let Some((acc, _)) = self.run.as_mut() {
+            acc.mark_rows_lost();
         }
     }
 
@@ -322,10 +338,17 @@ impl PhaseBuilder {
                 p.run_end = Some((EndTail::of(&r.end, bound), r.end.command_wall_s));
             }
         }
+        // What came after the last row the recorder wrote is the open spans' only when that
+        // row is the last one read.
+        let after_rows = !std::mem::take(&mut self.rows_lost);
         let tail = end
             .exit_peak_after_last_sample_bytes
+            .filter(|_| after_rows)
             .map(|b| (b, PeakSource::Vmhwm));
-        if let Some(sum) = end.exit_hwm_sum_after_last_sample_bytes {
+        if let Some(sum) = end
+            .exit_hwm_sum_after_last_sample_bytes
+            .filter(|_| after_rows)
+        {
             if let Some((acc, _)) = self.phase.as_mut() {
                 acc.hwm_sum_at_end(sum);
             }
@@ -333,7 +356,7 @@ impl PhaseBuilder {
                 acc.hwm_sum_at_end(sum);
             }
         }
-        if let Some(f) = end.major_faults {
+        if let Some(f) = end.major_faults.filter(|_| after_rows) {
             // Faults after the last row (a target that ended between two ticks): the open
             // phase's and run's.
             if let Some((acc, _)) = self.phase.as_mut() {
@@ -1082,23 +1105,6 @@ mod tests {
     }
 
     #[test]
-    fn a_new_session_closes_what_is_open() {
-        let p = build(
-            &[
-                s(0.0, 10, 10, Some(Event::Start)),
-                s(1.0, 10, 10, mark("a")),
-                s(0.0, 10, 10, Some(Event::Start)),
-                s(5.0, 10, 10, None),
-            ],
-            None,
-            None,
-        );
-        assert_eq!(p.phases.len(), 1);
-        assert_eq!(p.phases[0].duration_s, 0.0);
-        assert!(!p.phases[0].complete);
-    }
-
-    #[test]
     fn runs_of_appended_benches_are_told_apart_by_their_session() {
         // Two benches into one file (--append), each numbering its runs from 1; the first
         // session's end record never came (killed), so its runs wait undecided when the
@@ -1156,6 +1162,23 @@ mod tests {
         assert_eq!(p.runs[1].session, None);
         let v = serde_json::to_value(&p.runs[1]).unwrap();
         assert!(v.get("session").is_none(), "{v}");
+    }
+
+    #[test]
+    fn a_new_session_closes_what_is_open() {
+        let p = build(
+            &[
+                s(0.0, 10, 10, Some(Event::Start)),
+                s(1.0, 10, 10, mark("a")),
+                s(0.0, 10, 10, Some(Event::Start)),
+                s(5.0, 10, 10, None),
+            ],
+            None,
+            None,
+        );
+        assert_eq!(p.phases.len(), 1);
+        assert_eq!(p.phases[0].duration_s, 0.0);
+        assert!(!p.phases[0].complete);
     }
 
     #[test]

@@ -635,6 +635,7 @@ pub struct SpanAcc {
     held: HeldPeaks,
     health: HealthAcc,
     late_boundary: bool,
+    rows_lost: bool,
 }
 
 impl SpanAcc {
@@ -675,6 +676,7 @@ impl SpanAcc {
             held,
             health: HealthAcc::open(s, false),
             late_boundary: false,
+            rows_lost: false,
         }
     }
 
@@ -723,6 +725,11 @@ impl SpanAcc {
     /// A boundary of the span was taken late (see `PeakFacts::late_boundary`).
     pub fn mark_late(&mut self) {
         self.late_boundary = true;
+    }
+
+    /// Rows after the span's last one were lost from the file (see `PeakFacts::rows_lost`).
+    pub fn mark_rows_lost(&mut self) {
+        self.rows_lost = true;
     }
 
     /// Processes that left the tree in the span's rows after the opening one.
@@ -840,6 +847,7 @@ impl SpanAcc {
             hwm_sum_bytes: self.hwm_sum_max.unwrap_or(self.open_hwm_sum),
             exact_within_bytes: ctx.bound_known.then_some(ctx.bound_bytes),
             late_boundary: self.late_boundary,
+            rows_lost: self.rows_lost,
         }
     }
 

@@ -348,6 +348,11 @@ pub fn render(c: &Comparison) -> String {
         if let Some(note) = split_note(c) {
             let _ = writeln!(o, "{note}");
         }
+        for r in c.base.recordings.iter().chain(&c.new.recordings) {
+            for w in &r.rows_lost {
+                let _ = writeln!(o, "{w}");
+            }
+        }
     }
     let width = c
         .base
@@ -536,6 +541,7 @@ mod tests {
             incomplete_runs: incomplete.to_vec(),
             incomplete_labels: incomplete.iter().map(|&n| format!("run {n}")).collect(),
             truncated_line: None,
+            rows_lost: Vec::new(),
         }
     }
 

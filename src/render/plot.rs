@@ -269,6 +269,7 @@ impl Trace {
                 self.name
             ));
         }
+        notes.extend(self.summary.rows_lost_warnings());
         notes
     }
 }
