@@ -232,6 +232,155 @@ fn json_has_per_side_stats_deltas_verdicts_and_gates() {
 }
 
 #[test]
+fn json_runs_give_the_peak_their_stats_take_and_their_own_peak_apart() {
+    let f = fixture();
+    // Another tool's log holds no kernel peak: both sides are held on the sampled peak,
+    // below the baseline runs' own exact peaks.
+    let dir = tempdir();
+    let log = dir.path().join("psrecord.txt");
+    std::fs::write(
+        &log,
+        "# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)\n       0.000        0.000       10.000       90.000\n       0.500        0.000       30.000       90.000\n",
+    )
+    .unwrap();
+    let out = compare(&["--json"], &f.small[..2], std::slice::from_ref(&log));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["peak_basis"], "sampled", "{v}");
+    for side in ["base", "new"] {
+        let runs = v[side]["runs"].as_array().unwrap();
+        let peaks: Vec<f64> = runs
+            .iter()
+            .map(|r| r["peak"]["bytes"].as_f64().unwrap())
+            .collect();
+        let stats = &v[side]["stats"]["peak_bytes"];
+        let mean = peaks.iter().sum::<f64>() / peaks.len() as f64;
+        let (min, max) = (
+            peaks.iter().copied().fold(f64::MAX, f64::min),
+            peaks.iter().copied().fold(0.0, f64::max),
+        );
+        assert_eq!(stats["min"].as_f64(), Some(min), "{side}: {v}");
+        assert_eq!(stats["max"].as_f64(), Some(max), "{side}: {v}");
+        assert!(
+            (stats["mean"].as_f64().unwrap() - mean).abs() < 1.0,
+            "{side}: {v}"
+        );
+        for r in runs {
+            assert_eq!(r["peak"]["source"], "sampled", "{r}");
+            assert_eq!(r["peak"]["bytes"], r["sampled_peak_rss_bytes"], "{r}");
+        }
+    }
+    // The baseline's runs had the kernel's exact peak: their own, under its own name.
+    for r in v["base"]["runs"].as_array().unwrap() {
+        assert_ne!(r["own_peak"]["source"], "sampled", "{r}");
+        assert_eq!(r["own_peak"]["exact"], true, "{r}");
+        assert!(r["own_peak"]["bytes"].as_u64() >= Some(50 * MIB), "{r}");
+    }
+    let new = &v["new"]["runs"][0];
+    assert_eq!(new["own_peak"], new["peak"], "{new}");
+}
+
+/// `memmon bench -n 2 -o OUT [--append] -- memmon-test workload alloc:SIZE hold:150ms`.
+fn bench_into(out: &Path, size: &str, append: bool) {
+    let mut c = memmon();
+    c.args(["bench", "-q", "-n", "2", "-i", "50ms", "-o"])
+        .arg(out);
+    if append {
+        c.arg("--append");
+    }
+    c.arg("--")
+        .args(workload(&[&format!("alloc:{size}"), "hold:150ms"]))
+        .assert()
+        .success();
+}
+
+#[test]
+fn appended_benches_keep_their_runs_apart_in_summary_compare_plot_and_report() {
+    let dir = tempdir();
+    let (one, two) = (dir.path().join("one.csv"), dir.path().join("two.csv"));
+    bench_into(&one, "30MiB", false);
+    bench_into(&two, "30MiB", false);
+    bench_into(&two, "60MiB", true);
+    let want = ["s1 run 1", "s1 run 2", "s2 run 1", "s2 run 2"];
+    // summary: each run named by its session, in the table and in --json.
+    let s = summary_json(&two);
+    let labels: Vec<&str> = s["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, want, "{s}");
+    assert_eq!(s["runs"][2]["session"], 2, "{s}");
+    assert_eq!(s["runs"][2]["run"], 1, "{s}");
+    let table = text(&memmon().arg("summary").arg(&two).output().unwrap().stdout);
+    assert!(
+        table.contains("  s2 run 1 ") && table.contains("sK run N: run N of session K"),
+        "{table}"
+    );
+    // A one-session bench keeps `run N`.
+    assert_eq!(summary_json(&one)["runs"][0]["label"], "run 1");
+    // compare: four candidate runs, none merged, each named; budgets judge each.
+    let out = memmon()
+        .args(["compare", "--json", "--max-peak", "45MiB"])
+        .arg(&one)
+        .arg(&two)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files: Vec<String> = v["new"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["file"].as_str().unwrap().to_string())
+        .collect();
+    let two_name = two.display().to_string();
+    assert_eq!(
+        files,
+        want.map(|l| format!("{two_name}#{l}")),
+        "{}",
+        v["new"]["runs"]
+    );
+    assert_eq!(v["new"]["stats"]["peak_bytes"]["count"], 4);
+    assert_eq!(v["new"]["recordings"][0]["runs"], 4);
+    let stderr = text(&out.stderr);
+    for l in want {
+        let judged = format!("judged the peak of {two_name}#{l},");
+        assert_eq!(stderr.matches(&judged).count(), 1, "{l}: {stderr}");
+    }
+    let rows = text(
+        &memmon()
+            .arg("compare")
+            .arg(&one)
+            .arg(&two)
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert!(rows.contains("two.csv#s2 run 2"), "{rows}");
+    // plot and report name the runs the same way.
+    let svg = dir.path().join("two.svg");
+    memmon()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&two)
+        .assert()
+        .success();
+    let image = std::fs::read_to_string(&svg).unwrap();
+    assert!(image.contains("s2 run 1 start") && image.contains("s1 run 2 end"));
+    let html = dir.path().join("two.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&two)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("s2 run-start:1") && page.contains("s2 run 1"));
+}
+
+#[test]
 fn a_malformed_recording_exits_2_naming_the_file_and_line() {
     let f = fixture();
     let bad = f.dir.join("bad.csv");

@@ -383,16 +383,17 @@ fn a_bad_pidfile_is_a_clear_error() {
         .assert()
         .code(3)
         .stderr(predicate::str::contains("missing.pid"));
+    // A pidfile that names no PID is a target not found, as a stale one is (exit 3), and says
+    // what it holds.
     let garbage = dir.path().join("garbage.pid");
     std::fs::write(&garbage, "not-a-pid\n").unwrap();
     memmon()
         .args(["record", "--pidfile", garbage.to_str().unwrap()])
         .assert()
-        .code(2)
-        .stderr(
-            predicate::str::contains("garbage.pid")
-                .and(predicate::str::contains("not a number (not shown)")),
-        );
+        .code(3)
+        .stderr(predicate::str::contains(
+            "garbage.pid does not start with a PID: its first line is \"not-a-pid\", not a number (--pidfile)",
+        ));
 }
 
 #[test]

@@ -167,3 +167,108 @@ fn a_recording_from_before_the_peak_window_keys_still_summarizes_and_says_what_i
             "exact within the kernel's per-CPU batching",
         ));
 }
+
+#[test]
+fn rows_cut_from_a_finished_recording_are_said_by_every_reader_and_its_peak_is_not_exact() {
+    let dir = tempdir();
+    // Attached, its marks reset at the start, stopped while the target still runs: the peak
+    // is in the rows (their VmHWM), not in the end record.
+    let mut target = spawn_workload(&["alloc:20MiB", "hold:1s", "alloc:60MiB", "hold:3s"]);
+    let whole = dir.path().join("whole.csv");
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "--reset-peaks",
+            "--duration",
+            "2500ms",
+            "-i",
+            "100ms",
+        ])
+        .args(["--pid", &target.id().to_string(), "-o"])
+        .arg(&whole)
+        .assert()
+        .success();
+    let _ = target.kill();
+    let _ = target.wait();
+    let hwm = column(&whole, "hwm_bytes");
+    let at_peak = hwm
+        .iter()
+        .position(|&h| h == *hwm.iter().max().unwrap())
+        .unwrap();
+    assert!(at_peak > 1, "the peak came at row {at_peak}: {hwm:?}");
+    // The rows from the peak's on cut (as `head -n -K` does), the sidecar kept.
+    let cut = dir.path().join("cut.csv");
+    let text = std::fs::read_to_string(&whole).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    std::fs::write(&cut, lines[..1 + at_peak].join("\n") + "\n").unwrap();
+    std::fs::copy(
+        dir.path().join("whole.csv.meta.json"),
+        dir.path().join("cut.csv.meta.json"),
+    )
+    .unwrap();
+    let said = format!(
+        "cut.csv holds {at_peak} rows, but its sidecar's end record counts {}: {} rows lost",
+        hwm.len(),
+        hwm.len() - at_peak
+    );
+    let s = summary_json(&cut);
+    assert!(warns(&s, &said), "{}", s["warnings"]);
+    assert_eq!(s["peak"]["exact"], false, "{}", s["peak"]);
+    assert_eq!(s["rows_lost"], true);
+    assert!(
+        s["peak"]["bytes"].as_u64() < hwm.iter().max().copied(),
+        "{}",
+        s["peak"]
+    );
+    let w = summary_json(&whole);
+    assert_eq!(w["peak"]["exact"], true, "{}", w["peak"]);
+    assert!(w.get("rows_lost").is_none());
+    let out = memmon().arg("summary").arg(&cut).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("exact only up to the last row left") && text.contains(&said),
+        "{text}"
+    );
+    // compare (its text and each run's warnings), plot and report say it too.
+    let out = memmon()
+        .arg("compare")
+        .arg(&whole)
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&said));
+    let out = memmon()
+        .args(["compare", "--json"])
+        .arg(&whole)
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        warns(&v["new"]["runs"][0], &said),
+        "{}",
+        v["new"]["runs"][0]
+    );
+    assert_eq!(v["new"]["runs"][0]["own_peak"]["exact"], false);
+    let svg = dir.path().join("cut.svg");
+    let out = memmon()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&said));
+    let html = dir.path().join("cut.html");
+    let out = memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&said));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&said.replace('\'', "&#39;")));
+}

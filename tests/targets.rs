@@ -336,10 +336,12 @@ fn a_pidfile_linked_to_a_secret_file_never_echoes_its_content() {
         .args(["record", "--pidfile"])
         .arg(&pidfile)
         .assert()
-        .code(2)
+        .code(3)
         .stderr(
             predicate::str::contains("d.pid does not start with a PID")
-                .and(predicate::str::contains("not shown"))
+                .and(predicate::str::contains(
+                    "not shown: the pidfile is a symlink",
+                ))
                 .and(no_secret()),
         );
     // export's log says the same, as plainly.
@@ -380,8 +382,46 @@ fn a_pidfile_linked_to_a_secret_file_never_echoes_its_content() {
         .args(["record", "--pidfile"])
         .arg(&pidfile)
         .assert()
-        .code(2)
+        .code(3)
         .stderr(predicate::str::contains(
             "its first line is -3, not a PID above 0",
         ));
+}
+
+#[test]
+fn a_pidfile_that_names_no_pid_exits_3_in_record_and_bench_as_a_stale_one_does() {
+    let dir = tempdir();
+    let garbage = dir.path().join("p.pid");
+    std::fs::write(&garbage, "hello\n").unwrap();
+    let stale = dir.path().join("s.pid");
+    std::fs::write(&stale, "999999999\n").unwrap();
+    let said = "p.pid does not start with a PID: its first line is \"hello\", not a number";
+    for pidfile in [&garbage, &stale] {
+        for args in [
+            vec!["record", "--pidfile"],
+            vec!["bench", "-n", "1", "--pidfile"],
+        ] {
+            let mut c = memmon();
+            c.args(&args).arg(pidfile);
+            if args[0] == "bench" {
+                c.args(["--", "true"]);
+            }
+            let out = c.timeout(Duration::from_secs(20)).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{args:?} {}: {stderr}",
+                pidfile.display()
+            );
+            assert!(
+                stderr.contains(if pidfile == &garbage {
+                    said
+                } else {
+                    "a stale pidfile?"
+                }),
+                "{stderr}"
+            );
+        }
+    }
 }

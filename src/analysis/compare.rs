@@ -52,13 +52,20 @@ pub use crate::model::peak::{PeakScope, PeakSource};
 /// The numbers of one recording (or one bench run of it) that a comparison uses.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
-    /// The recording, and `#run N` for a bench run of it.
+    /// The recording, and `#run N` for a bench run of it (`#sK run N` where the recording's
+    /// runs come from several sessions: `analysis::phases::run_label`).
     pub file: String,
     /// The bench run's number N, for a run that is one bench run of a recording.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
+    /// The session K of the recording the run is in, where its runs come from several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
     /// The run's own peak, decided once (`model::peak`). A comparison holds every run on one
-    /// basis (`Comparison::peak_basis`), which may be a lesser kind than a run's own.
+    /// basis (`Comparison::peak_basis`), which may be a lesser kind than a run's own: `--json`
+    /// gives this one as `own_peak`, and as `peak` the run's peak on that basis (`peak_on`),
+    /// the number its side's stats and the deltas take.
+    #[serde(rename = "own_peak")]
     pub peak: Peak,
     #[serde(flatten)]
     pub facts: PeakFacts,
@@ -88,6 +95,7 @@ impl Run {
         Run {
             file: s.file.clone().unwrap_or_default(),
             run: None,
+            session: None,
             peak: s.peak,
             facts: s.facts,
             idle_rss_bytes: s.idle_rss_bytes,
@@ -108,15 +116,17 @@ impl Run {
     /// without a number) of the recording `s` summarizes (module docs).
     pub fn from_span(s: &Summary, span: &Span, index: usize, time_above_s: Option<f64>) -> Run {
         let n = span.run.unwrap_or(index as u32 + 1);
+        let label = crate::analysis::phases::run_label(n, span.session);
         let mut warnings = s.warnings.clone();
         if !span.complete {
             warnings.push(format!(
-                "note: run {n} has no run-end row: the recording ended first"
+                "note: {label} has no run-end row: the recording ended first"
             ));
         }
         Run {
-            file: format!("{}#run {n}", s.file.as_deref().unwrap_or_default()),
+            file: format!("{}#{label}", s.file.as_deref().unwrap_or_default()),
             run: Some(n),
+            session: span.session,
             peak: span.peak,
             facts: span.facts,
             idle_rss_bytes: span.start_rss_bytes,
@@ -171,10 +181,17 @@ pub struct Recording {
     pub split: Split,
     /// The number of runs it gave.
     pub runs: usize,
-    /// Bench runs left out because the recording (or its session) ended before their run-end.
+    /// Bench runs left out because the recording (or its session) ended before their run-end:
+    /// their numbers, and their labels (`sK run N` where the runs come from several sessions).
     pub incomplete_runs: Vec<u32>,
+    #[serde(skip)]
+    pub incomplete_labels: Vec<String>,
     /// An incomplete last line that was skipped (the file ends inside it).
     pub truncated_line: Option<u64>,
+    /// What reading it said of rows its end records count that it does not hold
+    /// (`Summary::rows_lost_warnings`; the runs' `warnings` have it too).
+    #[serde(skip)]
+    pub rows_lost: Vec<String>,
 }
 
 /// A recording with no samples: there is nothing to compare.
@@ -251,7 +268,9 @@ impl Measure {
                 split: Split::WholeFile,
                 runs: 1,
                 incomplete_runs: Vec::new(),
+                incomplete_labels: Vec::new(),
                 truncated_line: info.truncated_line,
+                rows_lost: summary.rows_lost_warnings(),
             };
             return Ok(Measured {
                 recording,
@@ -262,12 +281,14 @@ impl Measure {
         let above_s = self.per_run.map(|t| t.totals()).unwrap_or_default();
         let mut runs = Vec::new();
         let mut incomplete_runs = Vec::new();
+        let mut incomplete_labels = Vec::new();
         for (i, span) in spans.iter().enumerate() {
             let run = Run::from_span(&summary, span, i, above_s.get(i).copied());
             if span.complete {
                 runs.push(run);
             } else {
                 incomplete_runs.extend(run.run);
+                incomplete_labels.push(span.label.clone());
             }
         }
         let recording = Recording {
@@ -275,7 +296,9 @@ impl Measure {
             split: Split::BenchRuns,
             runs: runs.len(),
             incomplete_runs,
+            incomplete_labels,
             truncated_line: info.truncated_line,
+            rows_lost: summary.rows_lost_warnings(),
         };
         Ok(Measured {
             recording,
@@ -292,6 +315,10 @@ impl crate::format::Sink for Measure {
 
     fn sample(&mut self, s: &Sample) {
         self.push(s)
+    }
+
+    fn rows_lost(&mut self, loss: &crate::format::meta::RowLoss) {
+        self.summary.rows_lost(loss)
     }
 
     fn session_end(&mut self, end: &crate::format::meta::EndInfo) {
@@ -671,6 +698,18 @@ pub struct Side {
     pub stats: Vec<(Metric, Stats)>,
     /// The recordings the runs came from, when known (`Comparison::with_recordings`).
     pub recordings: Vec<Recording>,
+    /// The basis the runs' peaks are held on (the comparison's).
+    basis: PeakBasis,
+}
+
+/// A run as `--json` gives it: `peak` is its peak on the comparison's basis, the number the
+/// stats and deltas take; its own decided peak is `own_peak` (`Run::peak`), a better kind where
+/// the run had one.
+#[derive(Serialize)]
+struct RunOnBasis<'a> {
+    peak: Peak,
+    #[serde(flatten)]
+    run: &'a Run,
 }
 
 impl Side {
@@ -689,6 +728,7 @@ impl Side {
             runs,
             stats,
             recordings: Vec::new(),
+            basis,
         }
     }
 
@@ -713,7 +753,15 @@ impl Serialize for Side {
         if !self.recordings.is_empty() {
             m.serialize_entry("recordings", &self.recordings)?;
         }
-        m.serialize_entry("runs", &self.runs)?;
+        let runs: Vec<RunOnBasis> = self
+            .runs
+            .iter()
+            .map(|run| RunOnBasis {
+                peak: run.peak_on(self.basis),
+                run,
+            })
+            .collect();
+        m.serialize_entry("runs", &runs)?;
         m.serialize_entry("stats", &StatsMap(&self.stats))?;
         m.end()
     }
@@ -894,6 +942,7 @@ mod tests {
         Run {
             file: "r.csv".into(),
             run: None,
+            session: None,
             peak: facts.decide(),
             facts,
             cgroup: None,
@@ -1208,6 +1257,19 @@ mod tests {
             ((100u64 << 20) as f64, (102u64 << 20) as f64)
         );
         assert_eq!(c.runs_above_basis().len(), 1);
+        // --json: each run's `peak` is the number the stats take, its own apart.
+        let v = serde_json::to_value(&c).unwrap();
+        let base = &v["base"]["runs"][0];
+        assert_eq!(base["peak"]["source"], "vmhwm", "{base}");
+        assert_eq!(base["peak"]["bytes"], 100u64 << 20);
+        assert_eq!(
+            base["peak"]["bytes"].as_f64(),
+            v["base"]["stats"]["peak_bytes"]["mean"].as_f64()
+        );
+        assert_eq!(base["own_peak"]["source"], "cgroup", "{base}");
+        assert_eq!(base["own_peak"]["bytes"], 150u64 << 20);
+        let new = &v["new"]["runs"][0];
+        assert_eq!(new["own_peak"], new["peak"], "{new}");
     }
 
     #[test]

@@ -116,6 +116,8 @@ struct Pending {
     acc: SpanAcc,
     label: String,
     run: Option<u32>,
+    /// The session the span is in (from 1).
+    session: u32,
     complete: bool,
     tail: Option<(u64, PeakSource)>,
     /// A command bench's run: what its own end record gave after its last row, and its
@@ -126,18 +128,47 @@ struct Pending {
 impl Pending {
     /// The span, decided under `ctx` (the session's), with what came after its last row.
     fn close(self, ctx: &SpanContext) -> Span {
+        let session = self.run.map(|_| self.session);
         let Some((tail, wall)) = self.run_end else {
             let ctx = SpanContext {
                 kernel_after_last_row: self.tail,
                 ..*ctx
             };
-            return self.acc.close(self.label, self.run, self.complete, &ctx);
+            let mut span = self.acc.close(self.label, self.run, self.complete, &ctx);
+            span.session = session;
+            return span;
         };
         let mut span = self
             .acc
             .close(self.label, self.run, self.complete, &ctx.with_tail(&tail));
         span.duration_s = launched_duration_s(span.duration_s, wall);
+        span.session = session;
         span
+    }
+}
+
+/// A bench run's label: `run N`, or `sK run N` for run N of session K of a recording whose runs
+/// come from several sessions (`--append`ed benches each number their runs from 1): every
+/// table, plot, report, comparison and budget names a run by it.
+pub fn run_label(run: u32, session: Option<u32>) -> String {
+    match session {
+        Some(k) => format!("s{k} run {run}"),
+        None => format!("run {run}"),
+    }
+}
+
+/// The session of each run, kept only where the runs come from more than one session (their
+/// numbers alone are then not unique), with the labels that say it.
+fn label_sessions(runs: &mut [Span]) {
+    let first = runs.first().and_then(|r| r.session);
+    let several = runs.iter().any(|r| r.session != first);
+    for r in runs {
+        if !several {
+            r.session = None;
+        }
+        if let Some(n) = r.run {
+            r.label = run_label(n, r.session);
+        }
     }
 }
 
@@ -203,6 +234,17 @@ pub struct PhaseBuilder {
     phases: Listed,
     runs: Listed,
     timeline: Timeline,
+    /// The session the spans open now are in (from 1; 0 before the first row).
+    session: u32,
+    /// Rows after the last one of this session were lost from the file (`rows_lost`).
+    rows_lost: bool,
+}
+
+impl PhaseBuilder {
+    /// The session the spans open now are in (from 1).
+    fn session_now(&self) -> u32 {
+        self.session.max(1)
+    }
 }
 
 impl Default for PhaseBuilder {
@@ -214,6 +256,8 @@ impl Default for PhaseBuilder {
             phases: Listed::default(),
             runs: Listed::default(),
             timeline: Timeline::new(),
+            session: 0,
+            rows_lost: false,
         }
     }
 }
@@ -241,6 +285,19 @@ impl PhaseBuilder {
         }
     }
 
+    /// Rows after the last one read were lost from the session (`format::Sink::rows_lost`):
+    /// the spans still open are not exact (the lost rows were theirs, or opened others), and
+    /// what the session's end record gave after its last row is not theirs.
+    pub fn rows_lost(&mut self) {
+        self.rows_lost = true;
+        if let Some((acc, _)) = self.phase.as_mut() {
+            acc.mark_rows_lost();
+        }
+        if let Some((acc, _)) = self.run.as_mut() {
+            acc.mark_rows_lost();
+        }
+    }
+
     /// The end record of the session the last rows belong to: the spans still open end with
     /// the session, holding the peaks the kernel gave after its last row; the session's spans
     /// are decided knowing whether every exit record was read and every reset held (a refused
@@ -261,14 +318,16 @@ impl PhaseBuilder {
             }
         }
         // A command bench's runs, each ended by its own command: what its end record gave
-        // after its last row is the run's.
+        // after its last row is the run's (of this session: an earlier one's run N, left
+        // undecided by a session with no end record, is another run).
+        let session = self.session_now();
         for r in &end.runs {
             let bound = self.windows.run.bound_bytes;
             if let Some(p) = self
                 .runs
                 .pending
                 .iter_mut()
-                .find(|p| p.complete && p.run == Some(r.run))
+                .find(|p| p.complete && p.run == Some(r.run) && p.session == session)
             {
                 if let Some(f) = r.end.major_faults {
                     p.acc.faults_at_end(f);
@@ -281,10 +340,17 @@ impl PhaseBuilder {
                 self.rowless_run(r, bound);
             }
         }
+        // What came after the last row the recorder wrote is the open spans' only when that
+        // row is the last one read.
+        let after_rows = !std::mem::take(&mut self.rows_lost);
         let tail = end
             .exit_peak_after_last_sample_bytes
+            .filter(|_| after_rows)
             .map(|b| (b, PeakSource::Vmhwm));
-        if let Some(sum) = end.exit_hwm_sum_after_last_sample_bytes {
+        if let Some(sum) = end
+            .exit_hwm_sum_after_last_sample_bytes
+            .filter(|_| after_rows)
+        {
             if let Some((acc, _)) = self.phase.as_mut() {
                 acc.hwm_sum_at_end(sum);
             }
@@ -292,7 +358,7 @@ impl PhaseBuilder {
                 acc.hwm_sum_at_end(sum);
             }
         }
-        if let Some(f) = end.major_faults {
+        if let Some(f) = end.major_faults.filter(|_| after_rows) {
             // Faults after the last row (a target that ended between two ticks): the open
             // phase's and run's.
             if let Some((acc, _)) = self.phase.as_mut() {
@@ -350,6 +416,7 @@ impl PhaseBuilder {
             self.close_phase(false, None);
             self.close_run(false, None);
         }
+        self.session = self.timeline.sessions();
         // A boundary read late: the spans on both sides of it may hold each other's memory.
         let late = s.event_lag_us.is_some_and(|l| l > LATE_EVENT_US);
         match &s.event {
@@ -418,6 +485,7 @@ impl PhaseBuilder {
                 acc,
                 label,
                 run: None,
+                session: self.session_now(),
                 complete,
                 tail,
                 run_end: None,
@@ -430,8 +498,9 @@ impl PhaseBuilder {
         if let Some((acc, n)) = self.run.take() {
             let p = Pending {
                 acc,
-                label: format!("run {n}"),
+                label: run_label(n, None),
                 run: Some(n),
+                session: self.session_now(),
                 complete,
                 tail,
                 run_end: None,
@@ -446,20 +515,23 @@ impl PhaseBuilder {
             acc: acc.clone(),
             label: label.clone(),
             run: None,
+            session: self.session_now(),
             complete: false,
             tail: None,
             run_end: None,
         });
         let open_run = self.run.as_ref().map(|(acc, n)| Pending {
             acc: acc.clone(),
-            label: format!("run {n}"),
+            label: run_label(*n, None),
             run: Some(*n),
+            session: self.session_now(),
             complete: false,
             tail: None,
             run_end: None,
         });
         let (phases, unlisted_phases, later) = self.phases.finish(&self.windows.phase, open_phase);
-        let (runs, unlisted_runs, _) = self.runs.finish(&self.windows.run, open_run);
+        let (mut runs, unlisted_runs, _) = self.runs.finish(&self.windows.run, open_run);
+        label_sessions(&mut runs);
         let mut sums = LabelSums::default();
         phases.iter().for_each(|p| sums.add(p));
         sums.merge(&later);
@@ -1146,6 +1218,66 @@ mod tests {
             None,
             "a refused reset: the marks did not rise above the older peak"
         );
+    }
+
+    #[test]
+    fn runs_of_appended_benches_are_told_apart_by_their_session() {
+        // Two benches into one file (--append), each numbering its runs from 1; the first
+        // session's end record never came (killed), so its runs wait undecided when the
+        // second's end record, with its own run 1's, arrives.
+        let bench = |t0: f64| {
+            vec![
+                s(t0, 5, 5, Some(Event::Start)),
+                s(t0 + 0.1, 5, 5, Some(Event::RunStart(1))),
+                s(t0 + 0.3, 50, 50, Some(Event::RunEnd(1))),
+                s(t0 + 0.5, 5, 5, Some(Event::RunStart(2))),
+                s(t0 + 0.7, 40, 40, Some(Event::RunEnd(2))),
+            ]
+        };
+        let meta = Meta {
+            run_peaks: Some(RunPeaks::Launched),
+            ..Meta::example("command")
+        };
+        let mut b = PhaseBuilder::new();
+        b.session(&meta);
+        bench(0.0).iter().for_each(|r| b.push(r));
+        b.session(&meta);
+        bench(0.0).iter().for_each(|r| b.push(r));
+        let run_end = |run, bytes| crate::format::meta::RunEnd {
+            run,
+            end: EndInfo {
+                rusage_maxrss_bytes: Some(bytes),
+                ..EndInfo::default()
+            },
+        };
+        b.session_end(&EndInfo {
+            runs: vec![run_end(1, 300 * MIB), run_end(2, 200 * MIB)],
+            ..EndInfo::default()
+        });
+        let p = b.finish();
+        let labels: Vec<(&str, Option<u32>, Option<u32>)> = p
+            .runs
+            .iter()
+            .map(|r| (r.label.as_str(), r.run, r.session))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("s1 run 1", Some(1), Some(1)),
+                ("s1 run 2", Some(2), Some(1)),
+                ("s2 run 1", Some(1), Some(2)),
+                ("s2 run 2", Some(2), Some(2)),
+            ]
+        );
+        // Session 2's end record is its own runs', not session 1's run 1's.
+        let peaks: Vec<u64> = p.runs.iter().map(|r| r.peak.bytes / MIB).collect();
+        assert_eq!(peaks, [50, 40, 300, 200]);
+        // One session: the runs are `run N`, with no session.
+        let p = build(&bench(0.0), Some(&meta), None);
+        assert_eq!(p.runs[1].label, "run 2");
+        assert_eq!(p.runs[1].session, None);
+        let v = serde_json::to_value(&p.runs[1]).unwrap();
+        assert!(v.get("session").is_none(), "{v}");
     }
 
     #[test]

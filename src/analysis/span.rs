@@ -635,6 +635,7 @@ pub struct SpanAcc {
     held: HeldPeaks,
     health: HealthAcc,
     late_boundary: bool,
+    rows_lost: bool,
 }
 
 impl SpanAcc {
@@ -675,6 +676,7 @@ impl SpanAcc {
             held,
             health: HealthAcc::open(s, false),
             late_boundary: false,
+            rows_lost: false,
         }
     }
 
@@ -766,6 +768,11 @@ impl SpanAcc {
     /// A boundary of the span was taken late (see `PeakFacts::late_boundary`).
     pub fn mark_late(&mut self) {
         self.late_boundary = true;
+    }
+
+    /// Rows after the span's last one were lost from the file (see `PeakFacts::rows_lost`).
+    pub fn mark_rows_lost(&mut self) {
+        self.rows_lost = true;
     }
 
     /// Processes that left the tree in the span's rows after the opening one.
@@ -883,6 +890,7 @@ impl SpanAcc {
             hwm_sum_bytes: self.hwm_sum_max.unwrap_or(self.open_hwm_sum),
             exact_within_bytes: ctx.bound_known.then_some(ctx.bound_bytes),
             late_boundary: self.late_boundary,
+            rows_lost: self.rows_lost,
         }
     }
 
@@ -899,6 +907,7 @@ impl SpanAcc {
         Span {
             label,
             run,
+            session: None,
             start_elapsed_s: self.start_elapsed_s,
             start_unix_ms: self.start_unix_ms,
             end_unix_ms: self.last_unix_ms,
@@ -997,11 +1006,16 @@ pub struct SampledPeakRow {
 /// One phase or run, closed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Span {
-    /// The marker's label (phases) or `run N` (runs).
+    /// The marker's label (phases) or `run N` (runs; `sK run N` when the recording's runs
+    /// come from several sessions: `analysis::phases::run_label`).
     pub label: String,
     /// The run's number (runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
+    /// The session of an `--append`ed recording the run is in (from 1), where the recording's
+    /// runs come from several sessions (each bench numbers its runs from 1); `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
     pub start_elapsed_s: f64,
     pub start_unix_ms: u64,
     /// The closing row's time (for the side tables read afterwards: NUMA).

@@ -12,7 +12,7 @@ use super::span::{
     launched_duration_s, EndTail, HeldPeaks, MemoryHealth, PssReads, SpanAcc, SpanContext, Window,
 };
 use super::timeline::Timeline;
-use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta};
+use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta, RowLoss, RunPeaks};
 use crate::format::ReadInfo;
 use crate::model::peak::{KernelPeakWindow, Peak, PeakFacts, PeakSource};
 use crate::model::process::ProcessRecord;
@@ -71,6 +71,8 @@ struct SessionAcc {
     span: SpanAcc,
     /// Rows of sessions beyond `MAX_SESSIONS` joined this one.
     merged: bool,
+    /// The file holds fewer rows than the end records count, found as this session ended.
+    rows_lost: Option<RowLoss>,
 }
 
 /// What one session says of its peak.
@@ -144,6 +146,9 @@ impl SessionAcc {
         }
         .with_tail(&tail);
         let mut facts = self.span.facts(&ctx);
+        if self.rows_lost.is_some_and(|l| l.in_session) {
+            facts.rows_lost = !tail_covers(&facts, &tail, meta);
+        }
         let (open_hwm, after) = self.span.hwm();
         let rows_hwm = open_hwm.max(after.unwrap_or(0));
         if self.merged {
@@ -194,6 +199,26 @@ fn session_tail(end: &EndInfo, bound: u64) -> EndTail {
     }
 }
 
+/// Whether the end record's own reading, taken after the last row the recorder wrote, holds
+/// whatever rows lost from the end of the session held (`facts` decided with it): it is the peak
+/// decided, and a mark over the whole session of what that peak is of (no reset inside the
+/// session: no `--phase-peaks`, no bench run reset after its start): the tree's cgroup peak,
+/// wait4's ru_maxrss (the launched tree's largest process, those that ended included), or the
+/// exit record's VmHWM of a single process. Else the rows lost may hold a higher peak.
+fn tail_covers(facts: &PeakFacts, tail: &EndTail, meta: Option<&Meta>) -> bool {
+    let resets_inside =
+        meta.is_some_and(|m| m.phase_peaks || m.run_peaks == Some(RunPeaks::ResetAfterStart));
+    let p = facts.decide();
+    let from_tail = |source| tail.kernel == Some((p.bytes, source));
+    !resets_inside
+        && match p.source {
+            PeakSource::Cgroup => tail.cgroup == Some(p.bytes),
+            PeakSource::RuMaxrss => from_tail(PeakSource::RuMaxrss),
+            PeakSource::Vmhwm => !facts.is_tree() && from_tail(PeakSource::Vmhwm),
+            PeakSource::Sampled | PeakSource::NvmlAccounting => false,
+        }
+}
+
 /// The facts of a recording from those of its sessions: its kernel (or cgroup) peak is known
 /// only when every session's is, and is then the largest.
 fn combine(sessions: &[SessionPeak]) -> PeakFacts {
@@ -235,6 +260,7 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
             _ => None,
         };
         f.late_boundary |= s.late_boundary;
+        f.rows_lost |= s.rows_lost;
     }
     f
 }
@@ -323,6 +349,10 @@ impl crate::format::Sink for SummaryBuilder {
         self.push(s)
     }
 
+    fn rows_lost(&mut self, loss: &RowLoss) {
+        SummaryBuilder::rows_lost(self, loss)
+    }
+
     fn session_end(&mut self, end: &EndInfo) {
         SummaryBuilder::session_end(self, end)
     }
@@ -346,6 +376,17 @@ impl SummaryBuilder {
         }
         if let Some(n) = &meta.numa {
             self.numa_table = Some(n.file.clone());
+        }
+    }
+
+    /// The file holds fewer rows than the end records count (`format::Sink::rows_lost`), said
+    /// before the end record of the session the last rows belong to.
+    pub fn rows_lost(&mut self, loss: &RowLoss) {
+        if let Some(s) = self.sessions.last_mut() {
+            s.rows_lost = Some(*loss);
+        }
+        if loss.in_session {
+            self.phases.rows_lost();
         }
     }
 
@@ -415,6 +456,7 @@ impl SummaryBuilder {
                     end: None,
                     span: SpanAcc::open_session(s),
                     merged: false,
+                    rows_lost: None,
                 });
             } else {
                 self.next_meta = None;
@@ -485,7 +527,12 @@ impl SummaryBuilder {
                 peaks.push(p);
             }
         }
-        let facts = combine(&peaks);
+        let mut facts = combine(&peaks);
+        // Whole sessions (or rows before the last session's) lost: they may hold the peak.
+        facts.rows_lost |= self
+            .sessions
+            .iter()
+            .any(|s| s.rows_lost.is_some_and(|l| !l.in_session));
         let peak = facts.decide();
         let last = self.sessions.last();
         let rowless = self.rowless.as_ref().filter(|_| last.is_none());
@@ -594,6 +641,12 @@ impl SummaryBuilder {
             end: end.cloned(),
             gpu: self.gpu.finish(meta),
             truncated_line,
+            rows_lost: self
+                .sessions
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| Some((i + 1, s.rows_lost?)))
+                .collect(),
             warnings: Vec::new(),
             spans: self.phases.finish(),
             anatomy_table: self.anatomy_table.clone(),
@@ -691,6 +744,7 @@ impl SummaryBuilder {
                 "note: line {line} is incomplete (the file ends inside it: the recorder was stopped while writing it, or the file was cut) and was skipped"
             ));
         }
+        warnings.extend(s.rows_lost_warnings());
         if s.missed_ticks > 0 {
             warnings.push(format!(
                 "note: {} could not be taken on time (the machine or memmon was too busy for the interval)",
@@ -1080,6 +1134,10 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::analysis::gpu::GpuPeak>,
     pub truncated_line: Option<u64>,
+    /// Rows the end records count that the file does not hold, with the session (from 1) they
+    /// were found in (`rows_lost_warning` says it; the warning is in `warnings`).
+    #[serde(skip)]
+    pub rows_lost: Vec<(usize, RowLoss)>,
     pub warnings: Vec<String>,
     /// `phases`, `runs` and `by_label` (analysis/phases.rs).
     #[serde(flatten)]
@@ -1137,6 +1195,62 @@ impl Summary {
                 if n == 1 { "y" } else { "ies" }
             ));
         }
+    }
+
+    /// What the reader must know of rows the end records count that the file does not hold:
+    /// a warning per loss, naming the file and both counts, and what the loss leaves of the
+    /// peak. Every reader of recordings says these (summary, compare, plot, report).
+    pub fn rows_lost_warnings(&self) -> Vec<String> {
+        let file = self.file.as_deref().unwrap_or("the recording");
+        let several = self.sessions.len() > 1;
+        self.rows_lost
+            .iter()
+            .map(|(session, loss)| {
+                // A sidecar's counts are the whole file's; a JSON Lines end record's its
+                // session's.
+                let (whose, from, how) = if loss.sidecar {
+                    let records = if loss.sessions > 1 {
+                        "sidecar's end records count"
+                    } else {
+                        "sidecar's end record counts"
+                    };
+                    let how = if loss.sessions_read < loss.sessions {
+                        let none = loss.sessions - loss.sessions_read;
+                        format!(
+                            "{none} of its {} sessions {} no row: the file was cut after the recording, or the sidecar is another recording's",
+                            loss.sessions,
+                            if none == 1 { "holds" } else { "hold" }
+                        )
+                    } else {
+                        "the file was cut after the recording, or the sidecar is another recording's".into()
+                    };
+                    (String::new(), records, how)
+                } else {
+                    (
+                        if several {
+                            format!(" in session {session}")
+                        } else {
+                            String::new()
+                        },
+                        "end record counts",
+                        "lines were taken out of the file after the recording".into(),
+                    )
+                };
+                let peak = if self.peak.exact {
+                    "its peak is still exact (the end record's own reading covers them), but every number taken from rows (sampled peak, idle floor, mean, phases, runs) stops at the last row left"
+                } else if self.facts.rows_lost {
+                    "its peak is exact only up to the last row left, not the recording's: the rows lost may hold a higher one"
+                } else {
+                    "every number taken from rows stops at the last row left"
+                };
+                format!(
+                    "warning: {file} holds {}{whose}, but its {from} {}: {} lost ({how}); {peak}",
+                    count(loss.read, "row"),
+                    loss.counted,
+                    count(loss.lost(), "row"),
+                )
+            })
+            .collect()
     }
 
     /// The summary of a recording named `file`, from the builder that saw it (its sessions'
@@ -1444,6 +1558,69 @@ mod tests {
             Some(&EndInfo::default()),
         );
         assert!(!ended.render().contains("no end record"));
+    }
+
+    /// The summary of `rows` with `lost` of the rows its end record counts cut from its end.
+    fn summarize_cut(rows: &[Sample], meta: &Meta, end: &EndInfo, lost: u64) -> Summary {
+        let mut b = SummaryBuilder::new();
+        b.session(meta);
+        rows.iter().for_each(|r| b.push(r));
+        b.rows_lost(&RowLoss {
+            counted: rows.len() as u64 + lost,
+            read: rows.len() as u64,
+            in_session: true,
+            sidecar: true,
+            sessions: 1,
+            sessions_read: 1,
+        });
+        b.session_end(end);
+        b.finish(Some("cut.csv".into()), None)
+    }
+
+    #[test]
+    fn rows_cut_from_the_end_leave_the_peak_exact_only_where_the_end_record_covers_them() {
+        // Attached, marks reset at the start, stopped while the target ran: the peak is the
+        // rows' VmHWM, and the rows cut may hold a higher one.
+        let rows = [s(0.0, 10 * MIB, 10 * MIB), s(1.0, 20 * MIB, 20 * MIB)];
+        let end = EndInfo {
+            samples: 5,
+            ..EndInfo::default()
+        };
+        let sum = summarize_cut(&rows, &meta("pid", true), &end, 3);
+        assert_eq!((sum.peak.bytes, sum.peak.exact), (20 * MIB, false));
+        assert!(sum.facts.rows_lost);
+        let warning = "warning: cut.csv holds 2 rows, but its sidecar's end record counts 5: 3 rows lost (the file was cut after the recording, or the sidecar is another recording's); its peak is exact only up to the last row left";
+        assert!(
+            sum.warnings.iter().any(|w| w.starts_with(warning)),
+            "{:?}",
+            sum.warnings
+        );
+        assert!(sum
+            .render()
+            .contains("exact only up to the last row left, a lower bound"));
+        // The same rows, whole: exact.
+        let whole = summarize(&rows, Some(&meta("pid", true)), Some(&end));
+        assert!(whole.peak.exact && !whole.facts.rows_lost);
+        assert!(whole.rows_lost_warnings().is_empty());
+        // A launched command's ru_maxrss is a mark over its whole life: it holds whatever the
+        // rows cut held, and the peak stays exact (said so).
+        let launched = EndInfo {
+            samples: 5,
+            rusage_maxrss_bytes: Some(90 * MIB),
+            ..EndInfo::default()
+        };
+        let sum = summarize_cut(&rows, &meta("command", false), &launched, 3);
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source, sum.peak.exact),
+            (90 * MIB, PeakSource::RuMaxrss, true)
+        );
+        assert!(
+            sum.warnings
+                .iter()
+                .any(|w| w.contains("3 rows lost") && w.contains("its peak is still exact")),
+            "{:?}",
+            sum.warnings
+        );
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     for note in report.series.iter().filter_map(|s| s.events_note.as_ref()) {
         errln!("memmon: {note}");
     }
+    // Also on the page, in each recording's summary.
+    for warning in report.summaries.iter().flat_map(|s| s.rows_lost_warnings()) {
+        errln!("memmon: {warning}");
+    }
     let html = report.to_html();
     if let Some(output) = output {
         memmon::output::write_whole(&output, html.as_bytes(), args.force)

@@ -181,6 +181,34 @@ impl EndReason {
     }
 }
 
+/// Rows an end record counts that the file does not hold: rows cut from a finished recording
+/// (`head -n -3` of a CSV whose sidecar was kept, lines taken out of a JSON Lines file). A
+/// reader finds it and hands it to its sink before the end record of the session the last rows
+/// belong to (`read::Sink::rows_lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowLoss {
+    /// The rows the end records count (of the sessions read and of any after them of which
+    /// no row is left), and the rows read of them.
+    pub counted: u64,
+    pub read: u64,
+    /// The session the last rows belong to holds fewer rows than its end record counts: rows
+    /// after its last one are gone (else only whole sessions after it, or earlier rows).
+    pub in_session: bool,
+    /// The counts come from a CSV recording's sidecar (else from the file's own end records).
+    pub sidecar: bool,
+    /// The sessions whose end records count `counted` rows, and how many of them hold a row in
+    /// the file (fewer when whole sessions were cut).
+    pub sessions: u32,
+    pub sessions_read: u32,
+}
+
+impl RowLoss {
+    /// The rows lost.
+    pub fn lost(&self) -> u64 {
+        self.counted.saturating_sub(self.read)
+    }
+}
+
 /// How a recording ended.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct EndInfo {

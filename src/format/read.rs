@@ -7,7 +7,7 @@
 
 use super::import::{self, COLUMNS_EXAMPLE};
 use super::input::{self, Input};
-use super::meta::{EndInfo, Meta};
+use super::meta::{EndInfo, Meta, RowLoss};
 use super::{recording, Format};
 use crate::model::sample::Sample;
 use std::io::{self, Read};
@@ -45,6 +45,9 @@ pub trait Sink {
     /// A session begins (the recording's first, or one `--append` added): its metadata.
     fn session(&mut self, _meta: &Meta) {}
     fn sample(&mut self, s: &Sample);
+    /// The file holds fewer rows than the end records count: rows were cut from it after the
+    /// recording. Said before the `session_end` of the session the last rows belong to.
+    fn rows_lost(&mut self, _loss: &RowLoss) {}
     /// The session that the last rows belong to has ended: its end record.
     fn session_end(&mut self, _end: &EndInfo) {}
 }
@@ -69,6 +72,10 @@ impl<S: Sink, F: FnMut(&Sample)> Sink for Tee<'_, S, F> {
     fn sample(&mut self, s: &Sample) {
         self.sink.sample(s);
         (self.on_sample)(s);
+    }
+
+    fn rows_lost(&mut self, loss: &RowLoss) {
+        self.sink.rows_lost(loss);
     }
 
     fn session_end(&mut self, end: &EndInfo) {

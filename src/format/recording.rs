@@ -4,7 +4,7 @@
 //! memory use does not grow with the file.
 
 use super::input;
-use super::meta::{EndInfo, Meta};
+use super::meta::{EndInfo, Meta, RowLoss};
 use super::read::{for_each_line, is_sidecar_head, ReadError, ReadInfo, Sink};
 use super::{csv, jsonl, Format};
 use crate::model::sample::{Event, Sample};
@@ -125,6 +125,8 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
     info.format = Some(Format::Jsonl);
     let mut result: Result<(), ReadError> = Ok(());
     let mut any_row = false;
+    // The rows of the session being read, for its end record's count.
+    let mut session_rows = 0u64;
     let mut reader = input.into_reader();
     let lines = for_each_line(
         &mut reader,
@@ -149,15 +151,29 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
             match jsonl::parse_line(line) {
                 Ok(jsonl::Line::Sample(s)) => {
                     any_row = true;
+                    session_rows += 1;
                     sink.sample(&s)
                 }
                 Ok(jsonl::Line::Meta(m)) => {
+                    session_rows = 0;
                     sink.session(&m);
                     if info.meta.is_none() {
                         info.meta = Some(*m)
                     }
                 }
                 Ok(jsonl::Line::End(e)) => {
+                    // Lines taken out of the file after the recording: its end still counts them.
+                    if e.samples > session_rows {
+                        sink.rows_lost(&RowLoss {
+                            counted: e.samples,
+                            read: session_rows,
+                            in_session: true,
+                            sidecar: false,
+                            sessions: 1,
+                            sessions_read: 1,
+                        });
+                    }
+                    session_rows = 0;
                     sink.session_end(&e);
                     info.end = Some(*e)
                 }
@@ -183,6 +199,8 @@ struct CsvSessions<'a, S: Sink> {
     sessions: Vec<(Meta, Option<EndInfo>)>,
     next: usize,
     rows: u64,
+    /// The rows of the session being read.
+    session_rows: u64,
 }
 
 impl<'a, S: Sink> CsvSessions<'a, S> {
@@ -205,6 +223,7 @@ impl<'a, S: Sink> CsvSessions<'a, S> {
             sessions,
             next: 0,
             rows: 0,
+            session_rows: 0,
         }
     }
 
@@ -218,8 +237,10 @@ impl<'a, S: Sink> CsvSessions<'a, S> {
                 self.sink.session(meta);
             }
             self.next += 1;
+            self.session_rows = 0;
         }
         self.rows += 1;
+        self.session_rows += 1;
         self.sink.sample(s);
     }
 
@@ -238,8 +259,32 @@ impl<'a, S: Sink> CsvSessions<'a, S> {
                 self.sink.session(meta);
                 self.next = 1;
             }
+        } else if let Some(loss) = self.loss() {
+            self.sink.rows_lost(&loss);
         }
         self.end_session();
+    }
+
+    /// Rows the sidecar's end records count that the file does not hold: rows cut from its
+    /// end after the recording (the sidecar kept). Judged on the whole file, since a session
+    /// that ended before its first row holds no row to begin it here.
+    fn loss(&self) -> Option<RowLoss> {
+        let ends = || self.sessions.iter().filter_map(|(_, end)| end.as_ref());
+        let counted: u64 = ends().map(|end| end.samples).sum();
+        if self.rows >= counted {
+            return None;
+        }
+        let last = self.next.checked_sub(1).and_then(|i| self.sessions.get(i));
+        Some(RowLoss {
+            counted,
+            read: self.rows,
+            in_session: last
+                .and_then(|(_, end)| end.as_ref())
+                .is_some_and(|end| self.session_rows < end.samples),
+            sidecar: true,
+            sessions: ends().count() as u32,
+            sessions_read: self.next.min(self.sessions.len()) as u32,
+        })
     }
 }
 
@@ -325,6 +370,103 @@ mod tests {
         let info = read_recording(&p, |_| n += 1).unwrap();
         assert_eq!(n, 59_999);
         assert_eq!(info.truncated_line, Some(60_001));
+    }
+
+    /// What a reader handed on: rows, losses said, end records.
+    #[derive(Default)]
+    struct Said {
+        rows: u64,
+        losses: Vec<RowLoss>,
+        ends: u64,
+    }
+
+    impl Sink for Said {
+        fn sample(&mut self, _: &Sample) {
+            self.rows += 1;
+        }
+
+        fn rows_lost(&mut self, loss: &RowLoss) {
+            assert_eq!(self.ends, 0, "said before the session's end");
+            self.losses.push(*loss);
+        }
+
+        fn session_end(&mut self, _: &EndInfo) {
+            self.ends += 1;
+        }
+    }
+
+    fn said(path: &Path) -> Said {
+        let mut said = Said::default();
+        read_from(input::open(path).unwrap(), &mut said).unwrap();
+        said
+    }
+
+    #[test]
+    fn rows_cut_from_a_finished_recording_are_said_with_both_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let ended = |samples| Meta {
+            end: Some(EndInfo {
+                samples,
+                ..EndInfo::default()
+            }),
+            ..Meta::example("pid")
+        };
+        // CSV: 10 rows, its sidecar's end record counting them; `head -n -3` of it.
+        let p = dir.path().join("cut.csv");
+        let text = String::from_utf8(big_csv(10)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        std::fs::write(&p, lines[..lines.len() - 3].join("\n") + "\n").unwrap();
+        std::fs::write(sidecar_path(&p), serde_json::to_vec(&ended(10)).unwrap()).unwrap();
+        let cut = said(&p);
+        assert_eq!((cut.rows, cut.ends), (7, 1));
+        let loss = RowLoss {
+            counted: 10,
+            read: 7,
+            in_session: true,
+            sidecar: true,
+            sessions: 1,
+            sessions_read: 1,
+        };
+        assert_eq!(cut.losses, [loss]);
+        std::fs::write(&p, &text).unwrap();
+        assert!(said(&p).losses.is_empty(), "the whole file");
+        // JSON Lines: its end record inline, three row lines taken out before it.
+        let j = dir.path().join("cut.jsonl");
+        let mut rows = Vec::new();
+        let mut w = jsonl::JsonlWriter::new(&mut rows);
+        for i in 0..10 {
+            let s = Sample {
+                unix_ms: 1_700_000_000_000 + i,
+                elapsed_s: i as f64,
+                rss_bytes: 1 << 20,
+                processes: 1,
+                ..Sample::default()
+            };
+            super::super::RowSink::write_sample(&mut w, &s).unwrap();
+        }
+        let rows = String::from_utf8(rows).unwrap();
+        let kept: Vec<&str> = rows
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| !(4..7).contains(i))
+            .map(|(_, l)| l)
+            .collect();
+        let mut file = jsonl::meta_line(&Meta::example("pid"));
+        file.extend((kept.join("\n") + "\n").bytes());
+        file.extend(jsonl::end_line(&EndInfo {
+            samples: 10,
+            ..EndInfo::default()
+        }));
+        std::fs::write(&j, &file).unwrap();
+        let cut = said(&j);
+        assert_eq!((cut.rows, cut.ends), (7, 1));
+        assert_eq!(
+            cut.losses,
+            [RowLoss {
+                sidecar: false,
+                ..loss
+            }]
+        );
     }
 
     #[test]

@@ -217,6 +217,11 @@ pub struct PeakFacts {
     /// one before. The span's peak is then not exact.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub late_boundary: bool,
+    /// Rows its end record counts are not in the file (cut from it after the recording), and
+    /// no reading of the end record covers them: the rows lost may hold a higher peak. The
+    /// span's peak is then not exact.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rows_lost: bool,
 }
 
 /// The peak a span reports, decided once from its [`PeakFacts`]: the number, where it comes
@@ -297,7 +302,7 @@ impl PeakFacts {
     ///    kind whatever the sampling caught;
     /// 3. else the sampled peak, a lower bound (never exact).
     ///
-    /// A span with a late boundary is never exact.
+    /// A span with a late boundary, or rows lost (`rows_lost`), is never exact.
     pub fn decide(&self) -> Peak {
         let tree = self.is_tree();
         let high =
@@ -309,7 +314,7 @@ impl PeakFacts {
                 source: PeakSource::Cgroup,
                 counter: PeakSource::Cgroup.counter_of(self.cgroup_v1),
                 scope: PeakScope::Tree,
-                exact: !self.late_boundary,
+                exact: !self.late_boundary && !self.rows_lost,
                 tree_low_bytes: None,
                 tree_high_bytes: None,
             };
@@ -324,7 +329,7 @@ impl PeakFacts {
                     source,
                     counter: source.counter(),
                     scope,
-                    exact: !scope.is_partial() && !self.late_boundary,
+                    exact: !scope.is_partial() && !self.late_boundary && !self.rows_lost,
                     tree_low_bytes: tree.then_some(low),
                     tree_high_bytes: high.map(|h| h.max(low)),
                 }

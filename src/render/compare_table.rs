@@ -302,13 +302,12 @@ pub fn side_line(name: &str, s: &Side) -> String {
         list.join(", ")
     };
     let mut line = format!("{name}: {} from {from}", runs_text(s.runs.len()));
-    for r in recs.iter().filter(|r| !r.incomplete_runs.is_empty()) {
-        let n: Vec<String> = r.incomplete_runs.iter().map(u32::to_string).collect();
+    for r in recs.iter().filter(|r| !r.incomplete_labels.is_empty()) {
         let _ = write!(
             line,
-            "; left out of {}: run {} (the recording ended before its run-end)",
+            "; left out of {}: {} (the recording ended before its run-end)",
             names(r),
-            n.join(", ")
+            r.incomplete_labels.join(", ")
         );
     }
     for r in recs {
@@ -348,6 +347,11 @@ pub fn render(c: &Comparison) -> String {
         let _ = writeln!(o, "{}", side_line("candidate", &c.new));
         if let Some(note) = split_note(c) {
             let _ = writeln!(o, "{note}");
+        }
+        for r in c.base.recordings.iter().chain(&c.new.recordings) {
+            for w in &r.rows_lost {
+                let _ = writeln!(o, "{w}");
+            }
         }
     }
     let width = c
@@ -494,6 +498,7 @@ mod tests {
         Run {
             file: file.into(),
             run: None,
+            session: None,
             peak: facts.decide(),
             facts,
             cgroup: None,
@@ -533,7 +538,9 @@ mod tests {
             split,
             runs,
             incomplete_runs: incomplete.to_vec(),
+            incomplete_labels: incomplete.iter().map(|&n| format!("run {n}")).collect(),
             truncated_line: None,
+            rows_lost: Vec::new(),
         }
     }
 

@@ -13,10 +13,13 @@ pub const MAX_EVENTS: usize = 1000;
 /// `MAX_EVENTS` and all of it) are spread over the whole recording, not its beginning.
 #[derive(Debug, Clone)]
 pub struct Events {
-    kept: Vec<(u64, f64, Event)>,
+    /// Each kept event's number, x, the event and its session (from 1).
+    kept: Vec<(u64, f64, Event, u32)>,
     seen: u64,
     /// One event in `stride` is kept: those whose number is a multiple of it.
     stride: u64,
+    /// The session of the first bench run event, and whether another session had one too.
+    run_sessions: Option<(u32, bool)>,
 }
 
 impl Default for Events {
@@ -25,19 +28,26 @@ impl Default for Events {
             kept: Vec::new(),
             seen: 0,
             stride: 1,
+            run_sessions: None,
         }
     }
 }
 
 impl Events {
-    /// Adds the next event, at `x` on the recording's timeline.
-    pub fn push(&mut self, x: f64, event: &Event) {
+    /// Adds the next event, at `x` on the recording's timeline, in `session` (from 1).
+    pub fn push(&mut self, x: f64, event: &Event, session: u32) {
+        if matches!(event, Event::RunStart(_) | Event::RunEnd(_)) {
+            self.run_sessions = match self.run_sessions {
+                None => Some((session, false)),
+                Some((first, several)) => Some((first, several || first != session)),
+            };
+        }
         let n = self.seen;
         self.seen += 1;
         if n % self.stride != 0 {
             return;
         }
-        self.kept.push((n, x, event.clone()));
+        self.kept.push((n, x, event.clone(), session));
         if self.kept.len() > MAX_EVENTS {
             self.stride *= 2;
             let stride = self.stride;
@@ -45,9 +55,24 @@ impl Events {
         }
     }
 
-    /// The events kept, in order: their x and the event.
-    pub fn iter(&self) -> impl Iterator<Item = (f64, &Event)> {
-        self.kept.iter().map(|(_, x, e)| (*x, e))
+    /// The events kept, in order: their x, the event, and, for a bench run's event in a
+    /// recording whose runs come from several sessions, its session (the runs' labels say it:
+    /// `analysis::phases::run_label`).
+    pub fn iter(&self) -> impl Iterator<Item = (f64, &Event, Option<u32>)> {
+        let several = self.run_sessions.is_some_and(|(_, s)| s);
+        self.kept.iter().map(move |(_, x, e, k)| {
+            let run = matches!(e, Event::RunStart(_) | Event::RunEnd(_));
+            (*x, e, (several && run).then_some(*k))
+        })
+    }
+
+    /// An event as a plot or a report labels it: a bench run's with its session where the
+    /// recording's runs come from several (`s2 run-start:1`), else as the file writes it.
+    pub fn text(event: &Event, session: Option<u32>) -> String {
+        match session {
+            Some(k) => format!("s{k} {event}"),
+            None => event.to_string(),
+        }
     }
 
     /// How many events the recording holds (what was pushed).
@@ -84,10 +109,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn run_events_name_their_session_only_when_runs_come_from_several() {
+        let mut one = Events::default();
+        one.push(0.0, &Event::RunStart(1), 1);
+        one.push(1.0, &Event::Mark("m".into()), 2);
+        let got: Vec<_> = one.iter().map(|(_, e, k)| Events::text(e, k)).collect();
+        assert_eq!(got, ["run-start:1", "mark:m"]);
+        let mut two = Events::default();
+        two.push(0.0, &Event::RunStart(1), 1);
+        two.push(1.0, &Event::RunEnd(1), 1);
+        two.push(2.0, &Event::Mark("m".into()), 2);
+        two.push(3.0, &Event::RunStart(1), 2);
+        let got: Vec<_> = two.iter().map(|(_, e, k)| Events::text(e, k)).collect();
+        assert_eq!(
+            got,
+            ["s1 run-start:1", "s1 run-end:1", "mark:m", "s2 run-start:1"]
+        );
+    }
+
+    #[test]
     fn few_events_are_all_kept() {
         let mut ev = Events::default();
         for i in 0..MAX_EVENTS {
-            ev.push(i as f64, &Event::Mark(format!("m{i}")));
+            ev.push(i as f64, &Event::Mark(format!("m{i}")), 1);
         }
         assert_eq!(ev.iter().count(), MAX_EVENTS);
         assert_eq!(ev.dropped(), 0);
@@ -99,9 +143,9 @@ mod tests {
         let mut ev = Events::default();
         let n = 300_000u64;
         for i in 0..n {
-            ev.push(i as f64, &Event::Mark(format!("m{i}")));
+            ev.push(i as f64, &Event::Mark(format!("m{i}")), 1);
         }
-        let kept: Vec<f64> = ev.iter().map(|(x, _)| x).collect();
+        let kept: Vec<f64> = ev.iter().map(|(x, ..)| x).collect();
         assert!(kept.len() <= MAX_EVENTS && kept.len() >= MAX_EVENTS / 2);
         assert_eq!(ev.dropped(), n - kept.len() as u64);
         // Evenly spread: the last one kept is near the end, the gaps all equal.

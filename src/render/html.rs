@@ -105,7 +105,7 @@ impl Collector {
         }
         match &s.event {
             None | Some(Event::Start) => {}
-            Some(e) => self.events.push(round_ms(t), e),
+            Some(e) => self.events.push(round_ms(t), e, self.timeline.sessions()),
         }
     }
 
@@ -134,7 +134,7 @@ impl Collector {
             events: self
                 .events
                 .iter()
-                .map(|(x, e)| (x, e.to_string()))
+                .map(|(x, e, session)| (x, Events::text(e, session)))
                 .collect(),
             events_seen: self.events.seen(),
             events_note,
@@ -653,7 +653,11 @@ mod tests {
             vec![2],
             "the second session is not joined to the first"
         );
-        let events: Vec<(f64, String)> = c.events.iter().map(|(x, e)| (x, e.to_string())).collect();
+        let events: Vec<(f64, String)> = c
+            .events
+            .iter()
+            .map(|(x, e, _)| (x, e.to_string()))
+            .collect();
         assert_eq!(events, vec![(6.0, "mark:x".to_string())]);
     }
 

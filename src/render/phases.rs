@@ -154,6 +154,11 @@ impl SpanColumns {
     /// What the marks and columns of a table of `kind` (phases, runs) mean, a sentence each.
     fn notes(&self, kind: &str, spans: &[Span]) -> Vec<String> {
         let mut notes = Vec::new();
+        if spans.iter().any(|s| s.session.is_some()) {
+            notes.push(
+                "sK run N: run N of session K of this --append'ed recording (each bench numbers its runs from 1; the sessions are listed above)".into(),
+            );
+        }
         if spans.iter().any(|s| s.peak.scope.is_partial()) {
             notes.push(format!(
                 "≥: processes left the tree in the {kind} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"

@@ -269,6 +269,7 @@ impl Trace {
                 self.name
             ));
         }
+        notes.extend(self.summary.rows_lost_warnings());
         notes
     }
 }
@@ -308,7 +309,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         }
         if let Some(ev) = &s.event {
             if !(rss.seen() == 0 && *ev == Event::Start) {
-                events.push(x, ev);
+                events.push(x, ev, timeline.sessions());
             }
         }
         rss.push(x, s.rss_bytes);
@@ -605,7 +606,10 @@ fn tick(v: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-fn event_label(ev: &Event) -> String {
+/// An event's label on the image; `session`: a bench run's session, where the recording's runs
+/// come from several (`Events::iter`).
+fn event_label(ev: &Event, session: Option<u32>) -> String {
+    use crate::analysis::phases::run_label;
     match ev {
         Event::Start => "recording resumed".to_string(),
         Event::Restart(pid) => format!("restart (pid {pid})"),
@@ -613,8 +617,8 @@ fn event_label(ev: &Event) -> String {
             format!("{}…", label.chars().take(39).collect::<String>())
         }
         Event::Mark(label) => label.clone(),
-        Event::RunStart(n) => format!("run {n} start"),
-        Event::RunEnd(n) => format!("run {n} end"),
+        Event::RunStart(n) => format!("{} start", run_label(*n, session)),
+        Event::RunEnd(n) => format!("{} end", run_label(*n, session)),
     }
 }
 
@@ -924,7 +928,7 @@ fn draw_events<DB: DrawingBackend>(
         } else {
             RGBColor(90, 90, 90)
         };
-        for (x, ev) in t.events.iter() {
+        for (x, ev, session) in t.events.iter() {
             let x = x / scale.t_scale;
             chart.draw_series(LineSeries::new(
                 [(x, 0.0), (x, scale.y_top)],
@@ -932,7 +936,7 @@ fn draw_events<DB: DrawingBackend>(
             ))?;
             let (px, top) = chart.backend_coord(&(x, scale.y_top));
             labels.push(Label {
-                text: event_label(ev),
+                text: event_label(ev, session),
                 at: (px + 2, top),
                 left: true,
                 color,

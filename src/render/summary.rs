@@ -17,6 +17,10 @@ fn bytes(v: u64) -> String {
     format!("{} ({})", fmt_bytes(v), count(v, "byte"))
 }
 
+/// How exact a peak is that rows lost from the file may have held more than (`PeakFacts::rows_lost`).
+const ROWS_LOST: &str =
+    "exact only up to the last row left, a lower bound: rows were lost from the file (see the warning below)";
+
 /// The most groups `what grew` lists; the rest are summed on one line.
 const ANATOMY_LINES: usize = 8;
 
@@ -384,6 +388,9 @@ impl Summary {
         if self.facts.kernel_scope().is_partial() {
             return "a lower bound (see the warning below)".into();
         }
+        if self.facts.rows_lost {
+            return ROWS_LOST.into();
+        }
         match self.kernel_peak_exact_until_s {
             Some(gap) => {
                 let why = self
@@ -424,6 +431,12 @@ impl Summary {
                     p.scope
                 )
             }
+            PeakSource::Cgroup if self.facts.rows_lost => format!(
+                "cgroup {} {}, {ROWS_LOST}: each page once, page cache included ({})",
+                p.counter,
+                p.scope,
+                self.kernel_peak_window_words(true)
+            ),
             PeakSource::Cgroup => format!(
                 "cgroup {} {}, exact{}: each page once, page cache included ({})",
                 p.counter,

@@ -54,8 +54,9 @@ pub enum TargetError {
     Proc(#[from] ProcError),
     #[error("cannot read pidfile {0}: {1} (--pidfile)")]
     PidfileUnreadable(PathBuf, std::io::Error),
-    /// What the first line holds is shown only when it is a number (`-3`, `0`): a pidfile may
-    /// be a link to a file memmon can read and its user cannot (`/etc/shadow`).
+    /// What the first line holds is shown when it is a number (`-3`, `0`), or when the pidfile
+    /// is no symlink and anyone may read it: a pidfile may be a link to a file memmon can read
+    /// and its user cannot (`/etc/shadow`).
     #[error("pidfile {0} does not start with a PID: {1} (--pidfile)")]
     PidfileGarbage(PathBuf, String),
     #[error("pidfile {0} names PID {1}, but no such process runs (a stale pidfile?) (--pidfile)")]
@@ -92,14 +93,15 @@ pub enum TargetError {
 }
 
 impl TargetError {
-    /// What the pidfile holds, or what the PID is, is bad input (a pidfile that is not one, a
-    /// kernel thread, a thread): `Usage`; a target that is not there or cannot be read:
-    /// `NoTarget`.
+    /// A pidfile path that cannot be a pidfile (a FIFO, a device, a file too large) or a PID
+    /// that is no process's (a kernel thread, a thread) is bad input: `Usage`. A target that is
+    /// not there or cannot be read is `NoTarget`: no such PID, a pidfile missing, empty, stale,
+    /// or holding no PID (left behind, or overwritten: what it holds is the daemon's doing, as
+    /// a stale PID is, not the flag's).
     pub fn class(&self) -> crate::exit::Class {
         use crate::exit::Class;
         match self {
-            TargetError::PidfileGarbage(..)
-            | TargetError::PidfileNotRegular(..)
+            TargetError::PidfileNotRegular(..)
             | TargetError::PidfileTooLarge(..)
             | TargetError::KernelThread { .. }
             | TargetError::Thread { .. } => Class::Usage,
@@ -338,27 +340,55 @@ pub fn read_pidfile_stamped(path: &Path) -> Result<PidfileRead, TargetError> {
     let first = text.lines().next().unwrap_or("").trim();
     match first.parse::<i32>() {
         Ok(pid) if pid > 0 => Ok(PidfileRead { pid, stamp }),
-        _ => Err(TargetError::PidfileGarbage(
-            path.to_path_buf(),
-            not_a_pid(first),
-        )),
+        _ => {
+            let symlink = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            let shown = if symlink {
+                Err("the pidfile is a symlink")
+            } else if meta.mode() & 0o004 == 0 {
+                Err("the file is not readable by everyone")
+            } else {
+                Ok(())
+            };
+            Err(TargetError::PidfileGarbage(
+                path.to_path_buf(),
+                not_a_pid(first, shown),
+            ))
+        }
     }
 }
 
-/// What a pidfile's first line that is not a PID holds, said without its content unless it is
-/// a number: the file may be one memmon's user can read and the daemon's user cannot (a
-/// pidfile planted as a link to `/etc/shadow`), and the message goes to terminals and logs.
-fn not_a_pid(first: &str) -> String {
+/// The most of a pidfile's first line an error shows.
+const PIDFILE_SHOWN_CHARS: usize = 40;
+
+/// What a pidfile's first line that is not a PID holds. A number is shown; text only when
+/// `shown` is `Ok` (the pidfile is no symlink and anyone may read it), else the reason it is
+/// not: the file may be one memmon's user can read and the daemon's user cannot (a pidfile
+/// planted as a link to `/etc/shadow`), and the message goes to terminals and logs. Text shown
+/// is escaped to printable ASCII and cut at `PIDFILE_SHOWN_CHARS` characters.
+fn not_a_pid(first: &str, shown: Result<(), &str>) -> String {
     let number = first.strip_prefix(['-', '+']).unwrap_or(first);
+    let chars = first.chars().count();
     if !number.is_empty() && number.len() <= 20 && number.bytes().all(|b| b.is_ascii_digit()) {
         format!("its first line is {first}, not a PID above 0")
     } else if first.is_empty() {
         "its first line is blank".to_string()
-    } else {
+    } else if let Err(why) = shown {
         format!(
-            "its first line is {} of text, not a number (not shown)",
-            crate::units::count(first.chars().count(), "character")
+            "its first line is {} of text, not a number (not shown: {why})",
+            crate::units::count(chars, "character")
         )
+    } else {
+        let text: String = first
+            .chars()
+            .take(PIDFILE_SHOWN_CHARS)
+            .flat_map(char::escape_default)
+            .collect();
+        let cut = if chars > PIDFILE_SHOWN_CHARS {
+            format!("... (the first {PIDFILE_SHOWN_CHARS} of {chars} characters)")
+        } else {
+            String::new()
+        };
+        format!("its first line is \"{text}\"{cut}, not a number")
     }
 }
 
@@ -598,6 +628,43 @@ mod tests {
     }
 
     #[test]
+    fn a_pidfile_that_names_no_pid_is_a_target_not_found_and_says_what_it_holds() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.pid");
+        let garbage = |text: &str, mode: u32| {
+            fs::write(&p, text).unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+            let e = read_pidfile(&p).unwrap_err();
+            assert!(matches!(e, TargetError::PidfileGarbage(..)), "{e}");
+            // Like a stale pidfile: the target is not there (exit 3), not a bad flag (exit 2).
+            assert_eq!(e.class(), crate::exit::Class::NoTarget);
+            e.to_string()
+        };
+        let e = garbage("hello\n", 0o644);
+        assert!(
+            e.contains(
+                "d.pid does not start with a PID: its first line is \"hello\", not a number"
+            ),
+            "{e}"
+        );
+        // Shown as printable ASCII, and cut.
+        let e = garbage(&format!("\x1b[31mred\u{202e}{}\n", "x".repeat(100)), 0o644);
+        assert!(e.contains(r#""\u{1b}[31mred\u{202e}xxx"#), "{e}");
+        assert!(e.contains("(the first 40 of 109 characters)"), "{e}");
+        assert!(!e.contains('\x1b') && !e.contains('\u{202e}'), "{e}");
+        // Not readable by everyone: its text is not for the terminal or the logs.
+        let e = garbage("s3cr3t\n", 0o600);
+        assert!(
+            e.contains("6 characters of text, not a number (not shown: the file is not readable by everyone)")
+                && !e.contains("s3cr3t"),
+            "{e}"
+        );
+        let e = garbage("-3\n", 0o600);
+        assert!(e.contains("its first line is -3, not a PID above 0"), "{e}");
+    }
+
+    #[test]
     fn a_pidfile_that_is_not_a_small_regular_file_is_refused_without_reading_it() {
         let dir = tempfile::tempdir().unwrap();
         let e = read_pidfile(Path::new("/dev/zero"))
@@ -765,16 +832,16 @@ mod tests {
         assert_eq!(read_pidfile(&p).unwrap(), 4242);
         std::fs::write(&p, "banana").unwrap();
         let e = read_pidfile(&p).unwrap_err().to_string();
-        assert!(
-            e.contains("6 characters of text") && !e.contains("banana"),
-            "{e}"
-        );
+        assert!(e.contains("first line is \"banana\", not a number"), "{e}");
         std::fs::write(&p, "-3").unwrap();
         let e = read_pidfile(&p).unwrap_err().to_string();
         assert!(e.contains("first line is -3, not a PID"), "{e}");
-        // Nothing of a file that is not a pidfile is echoed (a link to /etc/shadow).
-        std::fs::write(&p, "root:$6$salt$hash:19000:0:99999:7:::\n").unwrap();
-        let e = read_pidfile(&p).unwrap_err().to_string();
+        // Nothing of a file not everyone may read is echoed (a link to /etc/shadow).
+        let shadow = dir.path().join("shadow");
+        std::fs::write(&shadow, "root:$6$salt$hash:19000:0:99999:7:::\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&shadow, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = read_pidfile(&shadow).unwrap_err().to_string();
         assert!(!e.contains("root") && !e.contains("$6$"), "{e}");
         let missing = dir.path().join("none.pid");
         assert!(read_pidfile(&missing)
