@@ -336,7 +336,12 @@ impl PhaseBuilder {
                     p.acc.hwm_sum_at_end(sum);
                 }
                 p.run_end = Some((EndTail::of(&r.end, bound), r.end.command_wall_s));
-            } else if !self.runs.pending.iter().any(|p| p.run == Some(r.run)) {
+            } else if !self
+                .runs
+                .pending
+                .iter()
+                .any(|p| p.run == Some(r.run) && p.session == session)
+            {
                 self.rowless_run(r, bound);
             }
         }
@@ -388,10 +393,12 @@ impl PhaseBuilder {
         if let Some(f) = r.end.major_faults {
             acc.faults_at_end(f);
         }
+        let session = self.session_now();
         let p = Pending {
             acc,
-            label: format!("run {}", r.run),
+            label: run_label(r.run, None),
             run: Some(r.run),
+            session,
             complete: true,
             tail: None,
             run_end: Some((EndTail::of(&r.end, bound), r.end.command_wall_s)),
@@ -404,7 +411,7 @@ impl PhaseBuilder {
             .runs
             .pending
             .iter()
-            .position(|q| q.run.is_some_and(|n| n > r.run))
+            .position(|q| q.session == session && q.run.is_some_and(|n| n > r.run))
             .unwrap_or(self.runs.pending.len());
         self.runs.pending.insert(at, p);
     }
@@ -1245,6 +1252,7 @@ mod tests {
         bench(0.0).iter().for_each(|r| b.push(r));
         let run_end = |run, bytes| crate::format::meta::RunEnd {
             run,
+            started_elapsed_s: None,
             end: EndInfo {
                 rusage_maxrss_bytes: Some(bytes),
                 ..EndInfo::default()

@@ -720,6 +720,7 @@ impl SpanAcc {
                 ..HealthAcc::default()
             },
             late_boundary: false,
+            rows_lost: false,
         }
     }
 

@@ -521,6 +521,7 @@ impl SummaryBuilder {
                 end: Some(end.clone()),
                 span: SpanAcc::without_rows((start_ms, 0.0), (end.ended_unix_ms, wall)),
                 merged: false,
+                rows_lost: None,
             };
             let p = session.peak();
             if p.facts.kernel_peak_rss_bytes.is_some() || p.facts.cgroup_peak_bytes.is_some() {
