@@ -4,7 +4,7 @@
 Run from the repository root after `cargo build --release` and `cargo build --features
 test-support --bin memmon-test` (the test daemon), with `prometheus-process-exporter` installed:
 
-    python3 benchmarks/export_vs_process_exporter.py [--seconds 20]
+    python3 benchmarks/export_vs_process_exporter.py [--seconds 20] [--only daemon|below-peak|tree]
 
 Two targets: one test daemon (`memmon-test test-daemon`), and a tree of 1,000 sleeping
 processes under one parent. Each exporter watches the target while this script scrapes it
@@ -12,7 +12,9 @@ processes under one parent. Each exporter watches the target while this script s
 scraped, so that is its 100 ms sampling). Measured: the exporter's CPU per second of wall time
 (the scheduler's nanoseconds of its threads, /proc/PID/task/TID/schedstat), the median /metrics latency, and whether the exporter showed a
 50 ms 300 MiB spike of the daemon: memmon in its window peak, process-exporter in any scrape's
-resident memory. Prints Markdown tables (copied into BENCHMARKS.md).
+resident memory. A third table spikes a daemon that peaked higher before (its VmHWM does not
+rise): there only a sample during the spike, or a mark reset after each sample
+(`--reset-peaks`), sees it. Prints Markdown tables (copied into BENCHMARKS.md).
 """
 
 import argparse
@@ -83,8 +85,8 @@ class Daemon:
         while not os.path.exists(self.pidfile):
             time.sleep(0.05)
 
-    def spike(self):
-        subprocess.run([TEST, "test-client", "--socket", self.sock, "--size", "300MiB", "--hold", "50ms"], check=True)
+    def spike(self, size="300MiB"):
+        subprocess.run([TEST, "test-client", "--socket", self.sock, "--size", size, "--hold", "50ms"], check=True)
 
 
 def tree(tmp, count=1000):
@@ -100,8 +102,8 @@ def tree(tmp, count=1000):
     return p
 
 
-def start_memmon(target, port):
-    return subprocess.Popen([MEMMON, "export", "-q", "--listen", f"127.0.0.1:{port}", "--target", target])
+def start_memmon(target, port, flags=()):
+    return subprocess.Popen([MEMMON, "export", "-q", *flags, "--listen", f"127.0.0.1:{port}", "--target", target])
 
 
 def start_pe(procname, port):
@@ -136,53 +138,103 @@ def measure(proc, port, seconds, every, spike=None, rss_pattern=None):
     return cpu / wall * 1000, statistics.median(lat) * 1000, seen
 
 
-def run(label, start, port, seconds, every, daemon=None, pattern=None):
+def run(label, start, port, seconds, every, daemon=None, pattern=None, ceiling=None):
+    """One exporter's row. The spike is seen when a scrape after it shows more than 250 MiB (and
+    less than `ceiling`: above it is an older, larger peak, not the spike)."""
     p = start()
     try:
         cpu, lat, seen = measure(p, port, seconds, every, daemon.spike if daemon else None, pattern)
     finally:
         p.kill()
         p.wait()
-    saw = "" if daemon is None else ("yes" if seen and seen > 250 * MIB else f"no (max {seen / MIB:.0f} MiB)" if seen else "no")
+    if daemon is None:
+        saw = ""
+    elif seen and seen > 250 * MIB and (ceiling is None or seen < ceiling):
+        saw = "yes"
+    else:
+        saw = f"no (max {seen / MIB:.0f} MiB)" if seen else "no"
     print(f"| {label} | {cpu:.2f} | {lat:.1f} | {saw} |", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--only", choices=["daemon", "below-peak", "tree"], action="append",
+                    help="run only these tables (repeatable; default: all three)")
     a = ap.parse_args()
+    only = set(a.only or ["daemon", "below-peak", "tree"])
     with tempfile.TemporaryDirectory() as tmp:
-        d = Daemon(tmp)
-        try:
-            print(f"\n### One daemon, {a.seconds:.0f} s, one 50 ms 300 MiB spike\n")
-            print("| exporter, sampling, scrape interval | CPU ms per s | median scrape ms | saw the spike |")
-            print("|---|---|---|---|")
-            memmon_peak = r'memmon_window_peak_rss_bytes\{target="d"'
-            pe_rss = r'namedprocess_namegroup_memory_bytes\{groupname="memmon-test",memtype="resident"'
-            for every in (15, 1):
-                port = free_port()
-                run(f"memmon export, 100 ms, scraped every {every} s", lambda: start_memmon(f"d=pidfile:{d.pidfile}", port), port, a.seconds, every, d, memmon_peak)
-            for every in (15, 1, 0.1):
-                port = free_port()
-                run(f"process-exporter, at each scrape, every {every} s", lambda: start_pe("memmon-test", port), port, a.seconds, every, d, pe_rss)
-        finally:
-            d.p.kill()
-        t = tree(tmp)
-        try:
-            print(f"\n### A tree of 1,001 processes, {a.seconds:.0f} s\n")
-            print("| exporter, sampling, scrape interval | CPU ms per s | median scrape ms | |")
-            print("|---|---|---|---|")
-            for every in (15,):
-                port = free_port()
-                run(f"memmon export, 100 ms, scraped every {every} s", lambda: start_memmon(f"t=pid:{t.pid}", port), port, a.seconds, every)
-                port = free_port()
-                run(f"memmon export, 1 s (-i 1s), scraped every {every} s", lambda: subprocess.Popen([MEMMON, "export", "-q", "-i", "1s", "--listen", f"127.0.0.1:{port}", "--target", f"t=pid:{t.pid}"]), port, a.seconds, every)
-            for every in (15, 1, 0.1):
-                port = free_port()
-                run(f"process-exporter, at each scrape, every {every} s", lambda: start_pe("benchtree-sh", port), port, a.seconds, every)
-        finally:
-            subprocess.run(["pkill", "-P", str(t.pid)])
-            t.kill()
+        if "daemon" in only:
+            one_daemon(tmp, a.seconds)
+        if "below-peak" in only:
+            below_peak(tmp, a.seconds)
+        if "tree" in only:
+            a_tree(tmp, a.seconds)
+
+
+def below_peak(tmp, seconds):
+    """The daemon peaked at 400 MiB before the exporters start, then spikes to 300 MiB for 50 ms:
+    below its old VmHWM, so only a sample during the spike, or a reset mark, shows it."""
+    here = os.path.join(tmp, "below-peak")
+    os.makedirs(here)
+    d = Daemon(here)
+    try:
+        d.spike("400MiB")
+        print(f"\n### One daemon that peaked at 400 MiB before, {seconds:.0f} s, one 50 ms 300 MiB spike\n")
+        print("| exporter, sampling, scrape interval | CPU ms per s | median scrape ms | saw the spike |")
+        print("|---|---|---|---|")
+        memmon_peak = r'memmon_window_peak_rss_bytes\{target="d"'
+        pe_rss = r'namedprocess_namegroup_memory_bytes\{groupname="memmon-test",memtype="resident"'
+        for label, flags in (("100 ms", ()), ("100 ms, --reset-peaks", ("--reset-peaks",)),
+                             ("1 s (-i 1s), --reset-peaks", ("-i", "1s", "--reset-peaks"))):
+            port = free_port()
+            run(f"memmon export, {label}, scraped every 15 s",
+                lambda: start_memmon(f"d=pidfile:{d.pidfile}", port, flags), port, seconds, 15, d, memmon_peak,
+                350 * MIB)
+        port = free_port()
+        run("process-exporter, at each scrape, every 15 s", lambda: start_pe("memmon-test", port), port, seconds, 15, d, pe_rss,
+            350 * MIB)
+    finally:
+        d.p.kill()
+        d.p.wait()
+
+
+def one_daemon(tmp, seconds):
+    d = Daemon(tmp)
+    try:
+        print(f"\n### One daemon, {seconds:.0f} s, one 50 ms 300 MiB spike\n")
+        print("| exporter, sampling, scrape interval | CPU ms per s | median scrape ms | saw the spike |")
+        print("|---|---|---|---|")
+        memmon_peak = r'memmon_window_peak_rss_bytes\{target="d"'
+        pe_rss = r'namedprocess_namegroup_memory_bytes\{groupname="memmon-test",memtype="resident"'
+        for every in (15, 1):
+            port = free_port()
+            run(f"memmon export, 100 ms, scraped every {every} s", lambda: start_memmon(f"d=pidfile:{d.pidfile}", port), port, seconds, every, d, memmon_peak)
+        for every in (15, 1, 0.1):
+            port = free_port()
+            run(f"process-exporter, at each scrape, every {every} s", lambda: start_pe("memmon-test", port), port, seconds, every, d, pe_rss)
+    finally:
+        d.p.kill()
+        d.p.wait()
+
+
+def a_tree(tmp, seconds):
+    t = tree(tmp)
+    try:
+        print(f"\n### A tree of 1,001 processes, {seconds:.0f} s\n")
+        print("| exporter, sampling, scrape interval | CPU ms per s | median scrape ms | |")
+        print("|---|---|---|---|")
+        for every in (15,):
+            port = free_port()
+            run(f"memmon export, 100 ms, scraped every {every} s", lambda: start_memmon(f"t=pid:{t.pid}", port), port, seconds, every)
+            port = free_port()
+            run(f"memmon export, 1 s (-i 1s), scraped every {every} s", lambda: subprocess.Popen([MEMMON, "export", "-q", "-i", "1s", "--listen", f"127.0.0.1:{port}", "--target", f"t=pid:{t.pid}"]), port, seconds, every)
+        for every in (15, 1, 0.1):
+            port = free_port()
+            run(f"process-exporter, at each scrape, every {every} s", lambda: start_pe("benchtree-sh", port), port, seconds, every)
+    finally:
+        subprocess.run(["pkill", "-P", str(t.pid)])
+        t.kill()
 
 
 if __name__ == "__main__":
