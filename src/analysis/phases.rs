@@ -1110,19 +1110,6 @@ mod tests {
         assert_eq!(p.runs[0].peak.bytes, 5 * MIB);
     }
 
-    /// The end record of a run launched in a cgroup of memmon's own, whose peak file read at
-    /// the exit said `peak`.
-    fn own_cgroup_end(peak: u64) -> crate::format::meta::CgroupEnd {
-        serde_json::from_value(serde_json::json!({
-            "path": "/memmon-1-0", "dir": "/sys/fs/cgroup/memory/memmon-1-0", "version": "v1",
-            "own": true, "peak_bytes": peak, "final_peak_bytes": peak,
-            "peak_counter": "memory.max_usage_in_bytes", "peak_during_recording": true,
-            "largest_current_bytes": 0, "anon_at_largest_bytes": 0, "file_at_largest_bytes": 0,
-            "limit_bytes": null, "events_during": {"oom": 0, "oom_kill": 0, "max": 0, "high": 0}
-        }))
-        .unwrap()
-    }
-
     #[test]
     fn a_command_bench_run_that_ended_before_its_first_sample_is_listed_from_its_end_record() {
         // Run 2's command ended before memmon's first sample of it: no row, only its end record
@@ -1140,7 +1127,7 @@ mod tests {
             end: EndInfo {
                 command_wall_s: Some(wall),
                 ended_unix_ms: 1_000 + ((started + wall) * 1000.0) as u64,
-                cgroup: Some(own_cgroup_end(peak)),
+                cgroup: Some(crate::format::meta::CgroupEnd::example_own(peak)),
                 major_faults: Some(3),
                 ..EndInfo::default()
             },
@@ -1155,13 +1142,7 @@ mod tests {
         };
         let bench = Meta {
             run_peaks: Some(RunPeaks::Launched),
-            cgroup: Some(crate::format::meta::CgroupMeta {
-                path: "/memmon-1-0".into(),
-                version: crate::probe::cgroup::CgroupVersion::V1,
-                own: true,
-                holds_tree: true,
-                not_the_tree: None,
-            }),
+            cgroup: Some(crate::format::meta::CgroupMeta::example_own()),
             ..Meta::example("command")
         };
         let p = build(&rows, Some(&bench), Some(&end));

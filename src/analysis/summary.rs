@@ -1404,17 +1404,7 @@ mod tests {
             launcher_rss_bytes: Some(6 * MIB),
             exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
             exit_peak_bytes: Some(MIB),
-            cgroup: Some(
-                serde_json::from_value(serde_json::json!({
-                    "path": "/memmon-1-0", "dir": "/sys/fs/cgroup/memory/memmon-1-0",
-                    "version": "v1", "own": true, "peak_bytes": 524288, "final_peak_bytes": 524288,
-                    "peak_counter": "memory.max_usage_in_bytes", "peak_during_recording": true,
-                    "largest_current_bytes": 0, "anon_at_largest_bytes": 0,
-                    "file_at_largest_bytes": 0, "limit_bytes": null,
-                    "events_during": {"oom": 0, "oom_kill": 0, "max": 0, "high": 0}
-                }))
-                .unwrap(),
-            ),
+            cgroup: Some(crate::format::meta::CgroupEnd::example_own(512 * 1024)),
             ..EndInfo::default()
         };
         let sum = summarize(&[], Some(&meta("command", false)), Some(&end));
@@ -1865,13 +1855,7 @@ mod tests {
             ..s(t, 90 * MIB, 95 * MIB)
         };
         let m = Meta {
-            cgroup: Some(crate::format::meta::CgroupMeta {
-                path: "/memmon-1-0".into(),
-                version: crate::probe::cgroup::CgroupVersion::V1,
-                own: true,
-                holds_tree: true,
-                not_the_tree: None,
-            }),
+            cgroup: Some(crate::format::meta::CgroupMeta::example_own()),
             ..meta("command", false)
         };
         let sum = summarize(&[cg(0.0, 100), cg(1.0, 140)], Some(&m), None);

@@ -561,6 +561,36 @@ impl Meta {
 }
 
 #[cfg(test)]
+impl CgroupMeta {
+    /// For the tests: a v1 cgroup memmon made for a launched command (it holds the tree alone).
+    pub fn example_own() -> CgroupMeta {
+        CgroupMeta {
+            path: "/memmon-1-0".into(),
+            version: CgroupVersion::V1,
+            own: true,
+            holds_tree: true,
+            not_the_tree: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl CgroupEnd {
+    /// For the tests: the end of [`CgroupMeta::example_own`], its peak file read at the exit
+    /// saying `peak` bytes.
+    pub fn example_own(peak: u64) -> CgroupEnd {
+        serde_json::from_value(serde_json::json!({
+            "path": "/memmon-1-0", "dir": "/sys/fs/cgroup/memory/memmon-1-0", "version": "v1",
+            "own": true, "peak_bytes": peak, "final_peak_bytes": peak,
+            "peak_counter": "memory.max_usage_in_bytes", "peak_during_recording": true,
+            "largest_current_bytes": 0, "anon_at_largest_bytes": 0, "file_at_largest_bytes": 0,
+            "limit_bytes": null, "events_during": {"oom": 0, "oom_kill": 0, "max": 0, "high": 0}
+        }))
+        .expect("a complete cgroup end record")
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

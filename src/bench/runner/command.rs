@@ -513,9 +513,10 @@ impl SampleSink for RunSink {
         let n = self.n;
         let last = self.last.take();
         let mut m = self.merged();
+        // Its command's start on the bench's time line (its recorder's, without a launch time).
         let started_elapsed_s = m
             .clock
-            .map_or(Some(self.offset_s), |c| c.launched_s.or(Some(c.origin_s)));
+            .map_or(self.offset_s, |c| c.launched_s.unwrap_or(c.origin_s));
         if let Some(mut s) = last {
             // Its count already holds the runs' before it.
             m.missed = s.missed_ticks;
@@ -537,7 +538,7 @@ impl SampleSink for RunSink {
         // peaks, and says where it lies.
         m.runs.push(RunEnd {
             run: n,
-            started_elapsed_s,
+            started_elapsed_s: Some(started_elapsed_s),
             end: EndInfo {
                 processes: Vec::new(),
                 ..end.clone()
