@@ -122,6 +122,36 @@ fn plot_refuses_to_overwrite_without_force() {
 }
 
 #[test]
+fn plot_and_report_into_a_missing_directory_fail_before_reading_their_input() {
+    // The input is a pipe that stays open: a reader that checked its output only at the end
+    // would wait on it forever; the directory is said missing at once, with exit 1.
+    let dir = tempdir();
+    for (cmd, out, flag) in [("plot", "x.svg", "--output"), ("report", "x.html", "-o")] {
+        let target = dir.path().join("missing").join(out);
+        let mut child = std::process::Command::new(memmon_path())
+            .args([cmd, "-", "-o"])
+            .arg(&target)
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _open = child.stdin.take();
+        let done = wait_for(20.0, || child.try_wait().unwrap().is_some());
+        if !done {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(done, "{cmd} waited on its input");
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(&format!("({flag}): ")) && stderr_of(&out).contains("missing"),
+            "{}",
+            stderr_of(&out)
+        );
+    }
+}
+
+#[test]
 fn record_whose_plot_cannot_be_written_launches_nothing() {
     let dir = tempdir();
     let ran = dir.path().join("ran");

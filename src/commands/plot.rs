@@ -30,6 +30,8 @@ fn options(args: &PlotArgs) -> Result<PlotOptions, PlotError> {
 pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
     let format = ImageFormat::from_path(&args.output, "--output").map_err(plot_error)?;
     memmon::output::check_outputs(&[(&args.output, "--output")], args.force)?;
+    // Written once every recording is read: a missing or read-only directory is said now.
+    memmon::output::check_writable(&[(&args.output, "--output")])?;
     let opts = options(&args).map_err(plot_error)?;
     let notes = memmon::render::plot::plot_files(
         &args.files,

@@ -24,6 +24,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(o) = &output {
         memmon::output::check_outputs(&[(o, "-o")], args.force)?;
+        // Written once every recording is read: a missing or read-only directory is said now.
+        memmon::output::check_writable(&[(o, "-o")])?;
     }
     let report = Report::build(
         &args.files,
