@@ -58,10 +58,18 @@ fn a_postmaster_pid_file_names_the_daemon_on_its_first_line() {
 }
 
 #[test]
-fn an_empty_pidfile_is_waited_on_with_wait() {
+fn an_empty_pidfile_or_one_holding_no_pid_is_waited_on_with_wait() {
+    // Empty: being written. Holding no PID: left behind or overwritten, as a stale one is
+    // (exit 3 without --wait): both waited on until the daemon writes its PID.
+    for held in ["", "starting\n"] {
+        pidfile_waited_on(held);
+    }
+}
+
+fn pidfile_waited_on(held: &str) {
     let dir = tempdir();
     let pidfile = dir.path().join("d.pid");
-    std::fs::write(&pidfile, "").unwrap();
+    std::fs::write(&pidfile, held).unwrap();
     let out = dir.path().join("w.csv");
     let rec = Running::spawn(&[
         "record",

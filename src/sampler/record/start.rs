@@ -414,11 +414,13 @@ fn find_target(
                 }
                 return Ok(r);
             }
-            // An empty pidfile is one being written: waited on like a missing one.
+            // An empty pidfile is one being written, and one holding no PID one left behind
+            // or overwritten: waited on like a missing or stale one.
             Err(
                 TargetError::NoMatch(_)
                 | TargetError::PidfileStale(..)
                 | TargetError::PidfileEmpty(..)
+                | TargetError::PidfileGarbage(..)
                 | TargetError::PidfileUnreadable(..),
             ) if opts.wait => {
                 if !announced {
