@@ -283,11 +283,18 @@ impl GpuTrack {
 
     /// The end record of the session the last rows belong to.
     pub fn session_end(&mut self, end: &EndInfo) {
-        let g = end.gpu.as_ref();
-        if let (Some(s), Some(g)) = (self.sessions.last_mut(), g) {
-            s.tail = g.hwm_after_last_row_bytes;
+        // A command bench's recording ends no command of its own: each run's end record has
+        // the mark read after that run's last row, and the largest is the recording's.
+        let ends = || {
+            std::iter::once(end)
+                .chain(end.runs.iter().map(|r| &r.end))
+                .filter_map(|e| e.gpu.as_ref())
+        };
+        let tail = ends().filter_map(|g| g.hwm_after_last_row_bytes).max();
+        if let (Some(s), Some(t)) = (self.sessions.last_mut(), tail) {
+            s.tail = Some(t);
         }
-        if let Some(c) = g.and_then(|g| g.process_call.clone()) {
+        if let Some(c) = ends().find_map(|g| g.process_call.clone()) {
             self.process_call = Some(c);
         }
     }
@@ -589,6 +596,33 @@ mod tests {
         // A mark read after the last row (the end record's) belongs to the span.
         let k = decide(&rows, Window::FromOpen, Some(14 * GIB));
         assert_eq!(k.bytes, Some(14 * GIB));
+    }
+
+    #[test]
+    fn a_command_benchs_gpu_peak_holds_the_marks_its_runs_read_after_their_last_rows() {
+        // Each run's mark after its last row is in its own end record (`runs`); the bench's end
+        // record has none of its own.
+        let mut t = GpuTrack::default();
+        t.session(&Meta::example("command"));
+        t.push(&marked(0.0, GIB, Some(GIB), None));
+        t.push(&marked(1.0, 2 * GIB, Some(2 * GIB), None));
+        let run = |run, hwm| crate::format::meta::RunEnd {
+            run,
+            started_elapsed_s: None,
+            end: EndInfo {
+                gpu: Some(crate::format::meta::GpuEnd {
+                    hwm_after_last_row_bytes: Some(hwm),
+                    ..Default::default()
+                }),
+                ..EndInfo::default()
+            },
+        };
+        t.session_end(&EndInfo {
+            runs: vec![run(1, 9 * GIB), run(2, 5 * GIB)],
+            ..EndInfo::default()
+        });
+        let p = t.finish(Some(&Meta::example("command"))).unwrap();
+        assert_eq!(p.kernel.bytes, Some(9 * GIB));
     }
 
     #[test]
