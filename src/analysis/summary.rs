@@ -95,6 +95,19 @@ impl SessionAcc {
                 .is_some_and(|e| e.rusage_maxrss_bytes.is_some())
     }
 
+    /// Seconds the session recorded: its rows' span, or its launched command's wall time from
+    /// its start to its exit when its end record has it.
+    fn duration_s(&self) -> f64 {
+        let rows = self.span.last_elapsed_s() - self.span.start_elapsed_s();
+        let wall = self.end.as_ref().and_then(|e| e.command_wall_s);
+        launched_duration_s(rows, wall.filter(|_| !self.merged))
+    }
+
+    /// The session has rows and no end record: the recorder was killed, or is still writing.
+    fn unended(&self) -> bool {
+        self.end.is_none() && self.span.samples() > 0
+    }
+
     fn cgroup_end(&self) -> Option<&CgroupEnd> {
         self.end.as_ref().and_then(|e| e.cgroup.as_ref())
     }
@@ -625,7 +638,7 @@ impl SummaryBuilder {
                     .map(|(s, p)| SessionSummary {
                         target: s.target(),
                         started_unix_ms: s.span.start_unix_ms(),
-                        duration_s: s.span.last_elapsed_s() - s.span.start_elapsed_s(),
+                        duration_s: s.duration_s(),
                         samples: s.span.samples(),
                         peak: p.facts.decide(),
                         kernel_peak_window: p.window,
@@ -642,6 +655,13 @@ impl SummaryBuilder {
             end: end.cloned(),
             gpu: self.gpu.finish(meta),
             truncated_line,
+            // The session whose peak is the recording's (in one of several, the one whose own
+            // decided peak reaches it).
+            peak_unended: self
+                .sessions
+                .iter()
+                .zip(&peaks)
+                .any(|(s, p)| s.unended() && p.facts.decide().bytes >= peak.bytes),
             rows_lost: self
                 .sessions
                 .iter()
@@ -682,14 +702,7 @@ impl SummaryBuilder {
                 .or(first.zip(last).map(|(a, b)| b - a))
                 .unwrap_or(0.0);
         }
-        self.sessions
-            .iter()
-            .map(|s| {
-                let rows = s.span.last_elapsed_s() - s.span.start_elapsed_s();
-                let wall = s.end.as_ref().and_then(|e| e.command_wall_s);
-                launched_duration_s(rows, wall.filter(|_| !s.merged))
-            })
-            .sum()
+        self.sessions.iter().map(SessionAcc::duration_s).sum()
     }
 
     /// What the reader must know besides the numbers.
@@ -768,11 +781,7 @@ impl SummaryBuilder {
                 .map_or(end, |x| x.end.as_ref());
             warnings.push(self.exit_records_warning(s.facts.departed, at_fault));
         }
-        let unended = self
-            .sessions
-            .iter()
-            .filter(|s| s.end.is_none() && s.span.samples() > 0)
-            .count();
+        let unended = self.sessions.iter().filter(|s| s.unended()).count();
         if unended > 0 {
             warnings.push(format!(
                 "warning: {} no end record (the recorder was killed, or is still writing): {} exact up to {} last row; what the target did after it is not in the recording",
@@ -1135,6 +1144,10 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::analysis::gpu::GpuPeak>,
     pub truncated_line: Option<u64>,
+    /// The peak is a session's that has rows and no end record (the recorder was killed, or is
+    /// still writing): exact up to its last row only.
+    #[serde(skip)]
+    pub peak_unended: bool,
     /// Rows the end records count that the file does not hold, with the session (from 1) they
     /// were found in (`rows_lost_warning` says it; the warning is in `warnings`).
     #[serde(skip)]
@@ -1549,6 +1562,47 @@ mod tests {
             Some(&EndInfo::default()),
         );
         assert!(!ended.render().contains("no end record"));
+    }
+
+    #[test]
+    fn an_appended_recording_whose_peak_is_a_killed_sessions_says_so_and_lists_true_durations() {
+        // Session 1 (killed at +2 s, no end record) holds the peak; session 2 ended, its
+        // command ran 0.9 s though its rows span 0.5 s.
+        let start = |t: f64, rss: u64| Sample {
+            event: Some(Event::Start),
+            ..s(t, rss, rss)
+        };
+        let ended = EndInfo {
+            command_wall_s: Some(0.9),
+            ..EndInfo::default()
+        };
+        let summarize_two = |first_mib: u64, second_mib: u64| {
+            let mut b = SummaryBuilder::new();
+            b.session(&meta("command", false));
+            b.push(&start(0.0, 10 * MIB));
+            b.push(&s(2.0, first_mib * MIB, first_mib * MIB));
+            b.session(&meta("command", false));
+            b.push(&start(0.0, 10 * MIB));
+            b.push(&s(0.5, second_mib * MIB, second_mib * MIB));
+            b.session_end(&ended);
+            b.finish(None, None)
+        };
+        let sum = summarize_two(80, 20);
+        assert_eq!(sum.peak.bytes, 80 * MIB);
+        assert!(sum.peak_unended);
+        assert!(
+            sum.render()
+                .contains("exact up to the last row, with no end record"),
+            "{}",
+            sum.render()
+        );
+        let listed: Vec<f64> = sum.sessions.iter().map(|x| x.duration_s).collect();
+        assert_eq!(listed, [2.0, 0.9]);
+        assert!((sum.duration_s - 2.9).abs() < 1e-9, "the listed ones' sum");
+        // The ended session's peak is the recording's: exact as it stands.
+        let sum = summarize_two(20, 80);
+        assert!(!sum.peak_unended);
+        assert!(!sum.render().contains("exact up to the last row"));
     }
 
     /// The summary of `rows` with `lost` of the rows its end record counts cut from its end.

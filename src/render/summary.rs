@@ -408,10 +408,10 @@ impl Summary {
         }
     }
 
-    /// The recording's last session has rows and no end record: the recorder was killed, or is
-    /// still writing. Its peaks are exact up to its last row only.
+    /// The peak is that of a session with rows and no end record: the recorder was killed, or
+    /// is still writing. It is exact up to that session's last row only.
     fn unended(&self) -> bool {
-        self.end.is_none() && self.samples > 0
+        self.peak_unended
     }
 
     /// The headline: the recording's peak, what it is, and for a tree its bounds.
