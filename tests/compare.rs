@@ -295,6 +295,48 @@ fn bench_into(out: &Path, size: &str, append: bool) {
 }
 
 #[test]
+fn a_bench_appended_to_a_plain_recording_leaves_no_session_out_of_its_budget() {
+    // A 150 MiB record, then a bench of 30 MiB runs appended: the peak line is the record's,
+    // and --max-peak judges it (it judged the runs alone, and passed under the peak line).
+    let dir = tempdir();
+    let mixed = dir.path().join("mixed.csv");
+    record_workload(
+        &mixed,
+        &["-q", "-i", "50ms"],
+        &["alloc:150MiB", "hold:150ms"],
+    )
+    .assert()
+    .success();
+    bench_into(&mixed, "30MiB", true);
+    let out = memmon()
+        .args(["summary", "--max-peak", "100MiB"])
+        .arg(&mixed)
+        .output()
+        .unwrap();
+    let said = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let whole = format!("judged the peak of {}, ", mixed.display());
+    assert!(
+        said.contains("budget exceeded") && said.contains(&whole),
+        "{said}"
+    );
+    assert!(said.contains("#run 1, "), "the runs are judged too: {said}");
+    // compare takes the runs and names the session it left out.
+    let out = memmon()
+        .arg("compare")
+        .arg(&mixed)
+        .arg(&mixed)
+        .output()
+        .unwrap();
+    let table = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        table.contains("2 runs from ") && table.contains(": session 1 (no bench run in it"),
+        "{table}"
+    );
+}
+
+#[test]
 fn appended_benches_keep_their_runs_apart_in_summary_compare_plot_and_report() {
     let dir = tempdir();
     let (one, two) = (dir.path().join("one.csv"), dir.path().join("two.csv"));

@@ -183,40 +183,49 @@ pub fn cgroup_peak(
 pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
     let runs: Vec<&crate::analysis::span::Span> =
         s.spans.runs.iter().filter(|r| r.complete).collect();
-    if runs.is_empty() {
-        let cgroup = s.cgroup.as_ref().and_then(|c| {
+    // The whole recording: a file without bench runs, or one with sessions that hold none (an
+    // `--append`ed record beside a bench), whose peak line no run holds.
+    let whole = || Unit {
+        of: of.to_string(),
+        // A command that ended before its first sample has its peaks from its end record.
+        peak: (s.samples > 0
+            || s.facts.kernel_peak_rss_bytes.is_some()
+            || s.facts.cgroup_peak_bytes.is_some())
+        .then_some(s.peak),
+        cgroup: s.cgroup.as_ref().and_then(|c| {
             cgroup_peak(
                 c.peak_bytes,
                 Some(c.largest_current_bytes).filter(|&b| b > 0),
                 c.holds_tree,
                 s.facts.cgroup_v1,
             )
-        });
-        return vec![Unit {
-            of: of.to_string(),
-            peak: (s.samples > 0).then_some(s.peak),
-            cgroup,
-            gpu: s
-                .gpu
-                .as_ref()
-                .and_then(|g| crate::analysis::gpu::budget_peak(Some(g.peak_gpu_bytes), &g.kernel)),
-            exact_within_bytes: s.facts.exact_within_bytes,
-        }];
+        }),
+        gpu: s
+            .gpu
+            .as_ref()
+            .and_then(|g| crate::analysis::gpu::budget_peak(Some(g.peak_gpu_bytes), &g.kernel)),
+        exact_within_bytes: s.facts.exact_within_bytes,
+    };
+    if runs.is_empty() {
+        return vec![whole()];
     }
-    runs.iter()
-        .map(|r| Unit {
-            of: format!("{of}#{}", r.label),
-            peak: Some(r.peak),
-            cgroup: cgroup_peak(
-                r.facts.cgroup_peak_bytes,
-                r.cgroup_sampled_peak_bytes,
-                r.facts.cgroup_holds_tree,
-                r.facts.cgroup_v1,
-            ),
-            gpu: crate::analysis::gpu::budget_peak(r.peak_gpu_bytes, &r.gpu_kernel),
-            exact_within_bytes: r.facts.exact_within_bytes,
-        })
-        .collect()
+    let mut units: Vec<Unit> = Vec::new();
+    if !s.sessions_without_runs.is_empty() {
+        units.push(whole());
+    }
+    units.extend(runs.iter().map(|r| Unit {
+        of: format!("{of}#{}", r.label),
+        peak: Some(r.peak),
+        cgroup: cgroup_peak(
+            r.facts.cgroup_peak_bytes,
+            r.cgroup_sampled_peak_bytes,
+            r.facts.cgroup_holds_tree,
+            r.facts.cgroup_v1,
+        ),
+        gpu: crate::analysis::gpu::budget_peak(r.peak_gpu_bytes, &r.gpu_kernel),
+        exact_within_bytes: r.facts.exact_within_bytes,
+    }));
+    units
 }
 
 #[cfg(test)]

@@ -192,6 +192,10 @@ pub struct Recording {
     /// (`Summary::rows_lost_warnings`; the runs' `warnings` have it too).
     #[serde(skip)]
     pub rows_lost: Vec<String>,
+    /// Sessions (from 1) of a recording split into bench runs that hold no run (an
+    /// `--append`ed record): not compared, and said.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sessions_without_runs: Vec<usize>,
 }
 
 /// A recording with no samples: there is nothing to compare.
@@ -271,6 +275,7 @@ impl Measure {
                 incomplete_labels: Vec::new(),
                 truncated_line: info.truncated_line,
                 rows_lost: summary.rows_lost_warnings(),
+                sessions_without_runs: Vec::new(),
             };
             return Ok(Measured {
                 recording,
@@ -299,6 +304,7 @@ impl Measure {
             incomplete_labels,
             truncated_line: info.truncated_line,
             rows_lost: summary.rows_lost_warnings(),
+            sessions_without_runs: summary.sessions_without_runs.clone(),
         };
         Ok(Measured {
             recording,

@@ -73,6 +73,8 @@ struct SessionAcc {
     merged: bool,
     /// The file holds fewer rows than the end records count, found as this session ended.
     rows_lost: Option<RowLoss>,
+    /// A bench run began in it (`run-start:N`).
+    has_runs: bool,
 }
 
 /// What one session says of its peak.
@@ -470,6 +472,7 @@ impl SummaryBuilder {
                     span: SpanAcc::open_session(s),
                     merged: false,
                     rows_lost: None,
+                    has_runs: false,
                 });
             } else {
                 self.next_meta = None;
@@ -487,6 +490,11 @@ impl SummaryBuilder {
         }
         if matches!(s.event, Some(Event::Restart(_))) {
             self.restarts += 1;
+        }
+        if matches!(s.event, Some(Event::RunStart(_))) {
+            if let Some(last) = self.sessions.last_mut() {
+                last.has_runs = true;
+            }
         }
         self.samples += 1;
         self.first_unix_ms.get_or_insert(s.unix_ms);
@@ -535,6 +543,7 @@ impl SummaryBuilder {
                 span: SpanAcc::without_rows((start_ms, 0.0), (end.ended_unix_ms, wall)),
                 merged: false,
                 rows_lost: None,
+                has_runs: true,
             };
             let p = session.peak();
             if p.facts.kernel_peak_rss_bytes.is_some() || p.facts.cgroup_peak_bytes.is_some() {
@@ -657,6 +666,16 @@ impl SummaryBuilder {
             truncated_line,
             // The session whose peak is the recording's (in one of several, the one whose own
             // decided peak reaches it).
+            sessions_without_runs: if self.sessions.iter().any(|s| s.has_runs) {
+                self.sessions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| !s.has_runs && s.span.samples() > 0)
+                    .map(|(i, _)| i + 1)
+                    .collect()
+            } else {
+                Vec::new()
+            },
             peak_unended: self
                 .sessions
                 .iter()
@@ -1148,6 +1167,11 @@ pub struct Summary {
     /// still writing): exact up to its last row only.
     #[serde(skip)]
     pub peak_unended: bool,
+    /// In a recording some of whose sessions hold bench runs, the sessions (from 1) that hold
+    /// none (an `--append`ed `record`): a reader that takes the runs one by one leaves them out,
+    /// and says so; a budget judges the whole recording too.
+    #[serde(skip)]
+    pub sessions_without_runs: Vec<usize>,
     /// Rows the end records count that the file does not hold, with the session (from 1) they
     /// were found in (`rows_lost_warning` says it; the warning is in `warnings`).
     #[serde(skip)]

@@ -310,6 +310,17 @@ pub fn side_line(name: &str, s: &Side) -> String {
             r.incomplete_labels.join(", ")
         );
     }
+    for r in recs.iter().filter(|r| !r.sessions_without_runs.is_empty()) {
+        let k = &r.sessions_without_runs;
+        let _ = write!(
+            line,
+            "; left out of {}: {} {} (no bench run in {}: --whole-files compares the file as one run)",
+            names(r),
+            if k.len() == 1 { "session" } else { "sessions" },
+            k.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+            if k.len() == 1 { "it" } else { "them" }
+        );
+    }
     for r in recs {
         if let Some(l) = r.truncated_line {
             let _ = write!(
@@ -541,6 +552,7 @@ mod tests {
             incomplete_labels: incomplete.iter().map(|&n| format!("run {n}")).collect(),
             truncated_line: None,
             rows_lost: Vec::new(),
+            sessions_without_runs: Vec::new(),
         }
     }
 
