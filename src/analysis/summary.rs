@@ -662,6 +662,23 @@ impl SummaryBuilder {
                 "unknown (no end record: the recorder was killed or is still running)".into()
             }),
             end: end.cloned(),
+            processes: {
+                let mut all: Vec<ProcessRecord> = self
+                    .sessions
+                    .iter()
+                    .filter_map(|s| s.end.as_ref())
+                    .chain(rowless.map(|r| &r.1))
+                    .flat_map(|e| e.processes.iter().cloned())
+                    .collect();
+                all.sort_by_key(|p| std::cmp::Reverse(p.hwm_bytes));
+                all
+            },
+            processes_exit_records: self
+                .sessions
+                .iter()
+                .filter_map(|s| s.end.as_ref())
+                .chain(rowless.map(|r| &r.1))
+                .all(EndInfo::exit_records_complete),
             gpu: self.gpu.finish(meta),
             truncated_line,
             // The session whose peak is the recording's (in one of several, the one whose own
@@ -1159,6 +1176,13 @@ pub struct Summary {
     pub sessions: Vec<SessionSummary>,
     pub ended: String,
     pub end: Option<EndInfo>,
+    /// The processes the sessions' end records list, every session's (an `--append`ed
+    /// recording's earlier ones too), largest peak first; whether every one that left had its
+    /// exit record read.
+    #[serde(skip)]
+    pub processes: Vec<ProcessRecord>,
+    #[serde(skip)]
+    pub processes_exit_records: bool,
     /// GPU memory, when the recording has it (`record --gpu`, or NVML loaded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::analysis::gpu::GpuPeak>,
@@ -1627,6 +1651,43 @@ mod tests {
         let sum = summarize_two(20, 80);
         assert!(!sum.peak_unended);
         assert!(!sum.render().contains("exact up to the last row"));
+    }
+
+    #[test]
+    fn an_appended_recordings_process_table_lists_every_sessions_processes() {
+        // Session 1's 150 MiB process set the peak; session 2 (a daemon and its helper) ended
+        // after it. The table holds both sessions' processes, largest first.
+        let proc = |pid, comm: &str, mib| ProcessRecord {
+            pid,
+            start_time_ticks: 0,
+            comm: comm.into(),
+            cmdline: String::new(),
+            hwm_bytes: mib * MIB,
+        };
+        let mut b = SummaryBuilder::new();
+        b.session(&meta("command", false));
+        b.push(&s(0.0, 150 * MIB, 150 * MIB));
+        b.session_end(&EndInfo {
+            processes: vec![proc(10, "workload", 150)],
+            ..EndInfo::default()
+        });
+        b.session(&meta("pid", false));
+        b.push(&Sample {
+            event: Some(Event::Start),
+            ..s(0.0, 100 * MIB, 100 * MIB)
+        });
+        b.session_end(&EndInfo {
+            processes: vec![proc(20, "daemon", 100), proc(21, "helper", 60)],
+            ..EndInfo::default()
+        });
+        let sum = b.finish(None, None);
+        let pids: Vec<i32> = sum.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [10, 20, 21]);
+        let text = sum.render();
+        assert!(
+            text.contains("of 3 listed, every session's") && text.contains("workload"),
+            "{text}"
+        );
     }
 
     /// The summary of `rows` with `lost` of the rows its end record counts cut from its end.

@@ -338,23 +338,30 @@ impl Summary {
     /// for the summary and the report (none for a single process).
     pub fn processes_table(&self) -> Option<Table> {
         let end = self.end.as_ref()?;
-        if end.processes.len() < 2 {
+        // Every session's processes (an appended recording's peak may be an earlier one's).
+        let all = &self.processes;
+        if all.len() < 2 {
             return None;
         }
-        let shown = &end.processes[..end.processes.len().min(PROCESSES_SHOWN)];
+        let shown = &all[..all.len().min(PROCESSES_SHOWN)];
         // A process that left has its peak at its exit only from its exit record; without one,
         // that of its last sample.
-        let exact = end.exit_records_complete() || self.facts.departed == 0;
+        let exact = self.processes_exit_records || self.facts.departed == 0;
         Some(Table {
             title: format!(
-                "processes: the {} largest by peak (VmHWM, {}) of {} listed",
+                "processes: the {} largest by peak (VmHWM, {}) of {} listed{}",
                 shown.len(),
                 if exact {
                     "exact per process"
                 } else {
                     "as last read"
                 },
-                end.processes.len()
+                all.len(),
+                if self.sessions.len() > 1 {
+                    ", every session's"
+                } else {
+                    ""
+                }
             ),
             notes: if exact {
                 Vec::new()
