@@ -519,7 +519,7 @@ impl Summary {
                 if let Some(l) = self.lifetime_peak_rss_bytes {
                     let _ = writeln!(
                         o,
-                        "  lifetime peak {} (kernel VmHWM {}, since it started or its mark was last reset (memmon bench, --reset-peaks, a write to clear_refs), before this recording: not this recording's peak)",
+                        "  lifetime peak {} (kernel VmHWM {}, since it started or its mark was last reset (a bench, or any write to /proc/PID/clear_refs), before this recording: not this recording's peak)",
                         b(l),
                         self.facts.kernel_scope()
                     );
