@@ -39,6 +39,32 @@ pub struct Unit {
     pub exact_within_bytes: Option<u64>,
 }
 
+impl Unit {
+    /// A bench run's numbers: its peak; its cgroup's exact peak, else its largest sampled usage
+    /// (`cgroup_sampled_bytes`); its GPU's (the driver's mark where it covers the run).
+    pub fn of_run(
+        of: String,
+        peak: Peak,
+        facts: &crate::model::peak::PeakFacts,
+        cgroup_sampled_bytes: Option<u64>,
+        peak_gpu_bytes: Option<u64>,
+        gpu_kernel: &crate::analysis::gpu::GpuKernelPeak,
+    ) -> Unit {
+        Unit {
+            of,
+            peak: Some(peak),
+            cgroup: cgroup_peak(
+                facts.cgroup_peak_bytes,
+                cgroup_sampled_bytes,
+                facts.cgroup_holds_tree,
+                facts.cgroup_v1,
+            ),
+            gpu: crate::analysis::gpu::budget_peak(peak_gpu_bytes, gpu_kernel),
+            exact_within_bytes: facts.exact_within_bytes,
+        }
+    }
+}
+
 /// One budget held against one number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BudgetCheck {
@@ -213,17 +239,15 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
     if !s.sessions_without_runs.is_empty() {
         units.push(whole());
     }
-    units.extend(runs.iter().map(|r| Unit {
-        of: format!("{of}#{}", r.label),
-        peak: Some(r.peak),
-        cgroup: cgroup_peak(
-            r.facts.cgroup_peak_bytes,
+    units.extend(runs.iter().map(|r| {
+        Unit::of_run(
+            format!("{of}#{}", r.label),
+            r.peak,
+            &r.facts,
             r.cgroup_sampled_peak_bytes,
-            r.facts.cgroup_holds_tree,
-            r.facts.cgroup_v1,
-        ),
-        gpu: crate::analysis::gpu::budget_peak(r.peak_gpu_bytes, &r.gpu_kernel),
-        exact_within_bytes: r.facts.exact_within_bytes,
+            r.peak_gpu_bytes,
+            &r.gpu_kernel,
+        )
     }));
     units
 }

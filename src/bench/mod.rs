@@ -370,17 +370,15 @@ impl BenchReport {
     pub fn units(&self) -> Vec<crate::analysis::budget::Unit> {
         self.runs
             .iter()
-            .map(|r| crate::analysis::budget::Unit {
-                of: format!("run {}", r.run),
-                peak: Some(r.peak_on(self.peak_basis)),
-                cgroup: crate::analysis::budget::cgroup_peak(
-                    r.facts.cgroup_peak_bytes,
+            .map(|r| {
+                crate::analysis::budget::Unit::of_run(
+                    format!("run {}", r.run),
+                    r.peak_on(self.peak_basis),
+                    &r.facts,
                     r.cgroup_sampled_peak_bytes,
-                    r.facts.cgroup_holds_tree,
-                    r.facts.cgroup_v1,
-                ),
-                gpu: crate::analysis::gpu::budget_peak(r.peak_gpu_bytes, &r.gpu_kernel),
-                exact_within_bytes: r.facts.exact_within_bytes,
+                    r.peak_gpu_bytes,
+                    &r.gpu_kernel,
+                )
             })
             .collect()
     }
