@@ -892,7 +892,7 @@ fn compared_runs(recording: &Path) -> Vec<serde_json::Value> {
 }
 
 #[test]
-fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
+fn bench_export_summary_and_compare_name_a_runs_peak_and_time_alike() {
     let dir = tempdir();
     let d = Daemon::start(dir.path(), &[]);
     let (series, out) = (dir.path().join("series.jsonl"), dir.path().join("b.json"));
@@ -922,6 +922,14 @@ fn bench_export_summary_and_compare_name_a_runs_peak_alike() {
         assert_eq!(compared[i]["peak"]["source"], exported[i]["peak"]["source"]);
         assert_eq!(spans[i]["peak"]["scope"], exported[i]["peak"]["scope"]);
         assert_eq!(compared[i]["peak"]["scope"], exported[i]["peak"]["scope"]);
+        // The run's time is its client's, as the table gives it: not its rows' span, which
+        // starts before the client and ends after it.
+        let wall = exported[i]["wall_s"].as_f64().unwrap();
+        assert_eq!(spans[i]["duration_s"].as_f64(), Some(wall), "{}", spans[i]);
+        assert_eq!(compared[i]["duration_s"].as_f64(), Some(wall));
+        let rows = spans[i]["end_elapsed_s"].as_f64().unwrap()
+            - spans[i]["start_elapsed_s"].as_f64().unwrap();
+        assert!(rows >= wall, "rows {rows} s, client {wall} s");
     }
     // The summary's run table marks the kernel's peaks, and only those, with *.
     memmon()

@@ -123,6 +123,9 @@ struct Pending {
     /// A command bench's run: what its own end record gave after its last row, and its
     /// command's wall time.
     run_end: Option<(EndTail, Option<f64>)>,
+    /// A daemon bench's run: its client's time (the end record's `client_walls`), the run's
+    /// duration as the bench's table gives it.
+    client_wall: Option<f64>,
 }
 
 impl Pending {
@@ -136,6 +139,9 @@ impl Pending {
             };
             let mut span = self.acc.close(self.label, self.run, self.complete, &ctx);
             span.session = session;
+            if let Some(wall) = self.client_wall {
+                span.duration_s = wall;
+            }
             return span;
         };
         let mut span = self
@@ -345,6 +351,17 @@ impl PhaseBuilder {
                 self.rowless_run(r, bound);
             }
         }
+        // A daemon bench's runs: each one's time is its client's.
+        for w in &end.client_walls {
+            if let Some(p) = self
+                .runs
+                .pending
+                .iter_mut()
+                .find(|p| p.complete && p.run == Some(w.run) && p.session == session)
+            {
+                p.client_wall = Some(w.wall_s);
+            }
+        }
         // What came after the last row the recorder wrote is the open spans' only when that
         // row is the last one read.
         let after_rows = !std::mem::take(&mut self.rows_lost);
@@ -402,6 +419,7 @@ impl PhaseBuilder {
             complete: true,
             tail: None,
             run_end: Some((EndTail::of(&r.end, bound), r.end.command_wall_s)),
+            client_wall: None,
         };
         if self.runs.len() >= MAX_LISTED {
             self.runs.unlisted += 1;
@@ -496,6 +514,7 @@ impl PhaseBuilder {
                 complete,
                 tail,
                 run_end: None,
+                client_wall: None,
             };
             self.phases.push(p, &self.windows.phase, true);
         }
@@ -511,6 +530,7 @@ impl PhaseBuilder {
                 complete,
                 tail,
                 run_end: None,
+                client_wall: None,
             };
             self.runs.push(p, &self.windows.run, false);
         }
@@ -526,6 +546,7 @@ impl PhaseBuilder {
             complete: false,
             tail: None,
             run_end: None,
+            client_wall: None,
         });
         let open_run = self.run.as_ref().map(|(acc, n)| Pending {
             acc: acc.clone(),
@@ -535,6 +556,7 @@ impl PhaseBuilder {
             complete: false,
             tail: None,
             run_end: None,
+            client_wall: None,
         });
         let (phases, unlisted_phases, later) = self.phases.finish(&self.windows.phase, open_phase);
         let (mut runs, unlisted_runs, _) = self.runs.finish(&self.windows.run, open_run);

@@ -306,6 +306,21 @@ pub struct EndInfo {
     /// the exit) is there, and the run takes it as one more row.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunEnd>,
+    /// A daemon bench's recording (`run_peaks: reset-after-start`): each measured run's client
+    /// time, from its start to its exit, as bench's table gives it. The run's rows span a little
+    /// more (its `run-start` row is read before the client starts, its `run-end` row after it
+    /// exits); a run listed here takes this as its duration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_walls: Vec<ClientWall>,
+}
+
+/// One run of a daemon bench: its client's time (the end record's `client_walls`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClientWall {
+    /// The run's number (`run-start:N`, `run-end:N`).
+    pub run: u32,
+    /// Seconds from the client's start to its exit.
+    pub wall_s: f64,
 }
 
 /// One run of a command bench, as its recording ended (the end record's `runs`).

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::bench::{BenchOptions, BenchReport, DaemonInfo, RunResult};
 use crate::exit::Ending;
-use crate::format::meta::{EndInfo, EndReason, Meta, RunPeaks};
+use crate::format::meta::{ClientWall, EndInfo, EndReason, Meta, RunPeaks};
 use crate::format::OutputError;
 use crate::model::sample::{Event, Sample};
 use crate::output::Dest;
@@ -328,6 +328,11 @@ impl Daemon {
                     s1.saturating_sub(s0) as f64 / hz,
                 )
             });
+        // The run's time in the recording is the client's, as the table's is.
+        self.control.send(Control::ClientWall(ClientWall {
+            run: n,
+            wall_s: end.wall_s,
+        }));
         // With --anatomy, answered once the run's `run-end` anatomy is read: none of the next
         // run's memory is in it.
         let (tx, rx) = mpsc::channel();

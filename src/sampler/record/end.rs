@@ -24,15 +24,20 @@ impl Recorder {
         for stamped in run.queued.drain(..) {
             // Probes and resets not answered see their reply channel closed: "the recording
             // has ended". Markers sent without a reply are taken, or said to be lost.
-            if let Control::Event(e) = stamped.msg {
-                let taken = target_lives
-                    && matches!(
-                        self.tick_at(Some(e.clone()), Some(stamped.origin)),
-                        Ok(Some(_))
-                    );
-                if !taken {
-                    untaken.push(e);
+            match stamped.msg {
+                Control::Event(e) => {
+                    let taken = target_lives
+                        && matches!(
+                            self.tick_at(Some(e.clone()), Some(stamped.origin)),
+                            Ok(Some(_))
+                        );
+                    if !taken {
+                        untaken.push(e);
+                    }
                 }
+                // A client that exited has its time, whatever ends the recording.
+                Control::ClientWall(w) => self.client_walls.push(w),
+                _ => {}
             }
         }
         if !untaken.is_empty() {
@@ -154,6 +159,7 @@ impl Recorder {
         end.missed_ticks = self.schedule.missed();
         end.restarts = self.watch.restarts();
         end.peak_reset_failures = self.reset_failures;
+        end.client_walls = std::mem::take(&mut self.client_walls);
         end.pss_unread = self.watch.pss_unread();
         end.gpu = self.watch.gpu_mut().map(|g| g.end());
         end.exit_records = Some(self.watch.exit_records_status());

@@ -135,6 +135,9 @@ pub enum Control {
     ProbeIfWanted(Event, Arc<AtomicBool>, mpsc::Sender<Option<Sample>>),
     /// Reply with the tree's CPU time so far (`Tree::cpu_ticks`), in clock ticks; no sample.
     CpuTicks(mpsc::Sender<(u64, u64)>),
+    /// A daemon bench's client of run N has exited after this many seconds: kept for the end
+    /// record's `client_walls` (the run's time in the recording is the table's); no sample.
+    ClientWall(crate::format::meta::ClientWall),
     /// A read of the tree's PSS ended (`sampler/pss.rs`): a row takes its sum now.
     PssDone,
     /// An anatomy read ended (`sampler/anatomy.rs`): it goes to the sink now, not at the next
@@ -275,6 +278,8 @@ pub struct Recorder {
     samples: u64,
     /// Peak resets refused at markers with `phase_peaks` (then phase peaks are not exact).
     reset_failures: u64,
+    /// A daemon bench's client times (`Control::ClientWall`), for the end record.
+    client_walls: Vec<crate::format::meta::ClientWall>,
     /// The metadata written at the start: the summary at the end reads it as `summary` would.
     meta: Meta,
     /// Told of the start, each sample and the end.
@@ -508,6 +513,7 @@ impl Recorder {
             Control::CpuTicks(reply) => {
                 let _ = reply.send(self.watch.tree().map_or((0, 0), |t| t.cpu_ticks()));
             }
+            Control::ClientWall(w) => self.client_walls.push(w),
         }
         Step::Wake { early }
     }

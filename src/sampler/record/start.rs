@@ -160,6 +160,7 @@ impl Recorder {
             summary,
             samples: 0,
             reset_failures: 0,
+            client_walls: Vec::new(),
             meta,
             observer,
             report,
