@@ -219,6 +219,82 @@ fn sigkill_loses_at_most_the_last_second() {
 }
 
 #[test]
+fn a_killed_recorders_exact_peak_is_called_exact_up_to_its_last_row_by_every_reader() {
+    let dir = tempdir();
+    let out = dir.path().join("killed.csv");
+    let mut target = spawn_workload(&["alloc:30MiB", "hold:30s"]);
+    let mut rec = spawn_memmon(&[
+        "record",
+        "--pid",
+        &target.id().to_string(),
+        "--reset-peaks",
+        "-i",
+        "50ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(wait_for(30.0, || out.exists() && rows_in(&out) >= 3));
+    rec.kill().unwrap();
+    let _ = rec.wait();
+    target.kill().unwrap();
+    let _ = target.wait();
+    let limit = "exact up to the last row, with no end record";
+    let s = summary_json(&out);
+    assert_eq!(s["peak"]["exact"], true, "{s}");
+    assert_eq!(s["peak_exact_up_to"], limit, "{s}");
+    let peak = s["peak"]["bytes"].as_u64().unwrap();
+    // The text's headline, compare's line of the recording, a budget's verdict and the
+    // report's peak cell all say it beside the peak.
+    memmon()
+        .arg("summary")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(" up to the last row"));
+    memmon()
+        .arg("compare")
+        .arg(&out)
+        .arg("--")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!("; {limit})")));
+    memmon()
+        .args(["summary", "--max-peak", &(peak - 1).to_string()])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!("; {limit}")))
+        .stderr(predicate::str::contains(format!(
+            "({} bytes) exceeded",
+            peak - 1
+        )));
+    let html = dir.path().join("killed.html");
+    memmon()
+        .arg("report")
+        .arg(&out)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    assert!(std::fs::read_to_string(&html).unwrap().contains(limit));
+    // Ended by a signal, the same recording is exact as it stands.
+    let ended = dir.path().join("ended.csv");
+    let mut target = spawn_workload(&["alloc:30MiB", "hold:30s"]);
+    memmon()
+        .args(["record", "--pid", &target.id().to_string(), "--reset-peaks"])
+        .args(["-i", "50ms", "--duration", "300ms", "-o"])
+        .arg(&ended)
+        .assert()
+        .success();
+    target.kill().unwrap();
+    let _ = target.wait();
+    let s = summary_json(&ended);
+    assert_eq!(s["peak"]["exact"], true, "{s}");
+    assert!(s.get("peak_exact_up_to").is_none(), "{s}");
+}
+
+#[test]
 fn with_no_output_flag_every_row_goes_to_stdout_and_messages_to_stderr() {
     let mut target = spawn_workload(&["alloc:10MiB", "hold:30s"]);
     let out = memmon()

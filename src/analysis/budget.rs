@@ -37,6 +37,9 @@ pub struct Unit {
     pub gpu: Option<Peak>,
     /// How far the kernel's per-process counters may be off, where the recording says.
     pub exact_within_bytes: Option<u64>,
+    /// Where the exact `peak` stops being exact (`Summary::peak_exact_up_to`: a recorder
+    /// killed before its end record).
+    pub peak_exact_up_to: Option<String>,
 }
 
 impl Unit {
@@ -61,6 +64,7 @@ impl Unit {
             ),
             gpu: crate::analysis::gpu::budget_peak(peak_gpu_bytes, gpu_kernel),
             exact_within_bytes: facts.exact_within_bytes,
+            peak_exact_up_to: None,
         }
     }
 }
@@ -79,6 +83,8 @@ pub struct BudgetCheck {
     pub passed: bool,
     #[serde(skip)]
     exact_within_bytes: Option<u64>,
+    #[serde(skip)]
+    peak_exact_up_to: Option<String>,
 }
 
 impl BudgetCheck {
@@ -92,6 +98,9 @@ impl BudgetCheck {
             over_by_bytes: over.filter(|&o| o > 0),
             passed: measured.is_some_and(|m| m.bytes <= budget),
             exact_within_bytes: unit.exact_within_bytes,
+            peak_exact_up_to: Some(flag)
+                .filter(|&f| f == "--max-peak")
+                .and(unit.peak_exact_up_to.clone()),
         }
     }
 
@@ -104,7 +113,12 @@ impl BudgetCheck {
             "--max-gpu" => "GPU peak",
             _ => "peak",
         };
-        let budget = fmt_bytes(self.budget_bytes);
+        // The budget as given: its bytes too where the unit rounds them (`68157439` is not
+        // `65.00 MiB`).
+        let budget = match fmt_bytes(self.budget_bytes) {
+            b if crate::units::parse_size(&b) == Ok(self.budget_bytes) => b,
+            b => format!("{b} ({})", crate::units::count(self.budget_bytes, "byte")),
+        };
         let Some(m) = &self.measured else {
             return format!(
                 "{} {budget} cannot be checked: {} has no {what}{}",
@@ -130,7 +144,10 @@ impl BudgetCheck {
             ("--max-gpu", PeakSource::Sampled) => {
                 "sampled GPU memory of the tree (NVML), a lower bound".to_string()
             }
-            _ => m.describe(self.exact_within_bytes),
+            _ => match (&self.peak_exact_up_to, m.exact) {
+                (Some(up_to), true) => format!("{}; {up_to}", m.describe(self.exact_within_bytes)),
+                _ => m.describe(self.exact_within_bytes),
+            },
         };
         let bounds = m
             .tree_bounds()
@@ -231,6 +248,7 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
             .as_ref()
             .and_then(|g| crate::analysis::gpu::budget_peak(Some(g.peak_gpu_bytes), &g.kernel)),
         exact_within_bytes: s.facts.exact_within_bytes,
+        peak_exact_up_to: s.peak_exact_up_to.clone(),
     };
     if runs.is_empty() {
         return vec![whole()];
@@ -280,8 +298,28 @@ mod tests {
             peak,
             cgroup: None,
             gpu: None,
+            peak_exact_up_to: None,
             exact_within_bytes: Some(512 << 10),
         }
+    }
+
+    #[test]
+    fn a_budget_its_unit_would_round_is_said_with_its_bytes() {
+        let check = |budget: u64| {
+            let b = Budgets {
+                max_peak: Some(budget),
+                ..Budgets::default()
+            };
+            b.check(&unit("a.csv", Some(largest_process(65 * MIB))))[0].describe()
+        };
+        // 65 MiB less a byte reads "65.00 MiB": the budget's bytes say which it was.
+        let d = check(65 * MIB - 1);
+        assert!(
+            d.starts_with("--max-peak 65.00 MiB (68157439 bytes) exceeded by 1 B"),
+            "{d}"
+        );
+        let d = check(65 * MIB);
+        assert!(d.starts_with("--max-peak 65.00 MiB kept"), "{d}");
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub struct Run {
     pub gpu: Option<Peak>,
     pub samples: u64,
     pub warnings: Vec<String>,
+    /// Where its exact peak stops being exact (`Summary::peak_exact_up_to`): a whole recording
+    /// whose recorder was killed before its end record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_exact_up_to: Option<String>,
 }
 
 impl Run {
@@ -109,6 +113,7 @@ impl Run {
             gpu: unit.gpu,
             samples: s.samples,
             warnings: s.warnings.clone(),
+            peak_exact_up_to: s.peak_exact_up_to.clone(),
         }
     }
 
@@ -143,6 +148,7 @@ impl Run {
             gpu: crate::analysis::gpu::budget_peak(span.peak_gpu_bytes, &span.gpu_kernel),
             samples: span.samples,
             warnings,
+            peak_exact_up_to: None,
         }
     }
 
@@ -160,6 +166,7 @@ impl Run {
             cgroup: self.cgroup,
             gpu: self.gpu,
             exact_within_bytes: self.facts.exact_within_bytes,
+            peak_exact_up_to: self.peak_exact_up_to.clone(),
         }
     }
 }
@@ -960,6 +967,7 @@ mod tests {
             peak_gpu_bytes: None,
             samples: 10,
             warnings: vec![],
+            peak_exact_up_to: None,
         }
     }
 

@@ -698,6 +698,7 @@ impl SummaryBuilder {
                 .iter()
                 .zip(&peaks)
                 .any(|(s, p)| s.unended() && p.facts.decide().bytes >= peak.bytes),
+            peak_exact_up_to: None,
             rows_lost: self
                 .sessions
                 .iter()
@@ -714,6 +715,7 @@ impl SummaryBuilder {
             anatomy_at_peak: None,
         };
         s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
+        s.peak_exact_up_to = s.peak_exact_only_up_to();
         s
     }
 
@@ -1191,6 +1193,12 @@ pub struct Summary {
     /// still writing): exact up to its last row only.
     #[serde(skip)]
     pub peak_unended: bool,
+    /// Where the exact `peak` stops being exact, in words, as every reader says it beside the
+    /// peak: "exact up to the last row, with no end record" (the recorder was killed), or up
+    /// to a target's last sample before its unseen exit. Absent where the peak is exact for
+    /// the whole recording, or not exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_exact_up_to: Option<String>,
     /// In a recording some of whose sessions hold bench runs, the sessions (from 1) that hold
     /// none (an `--append`ed `record`): a reader that takes the runs one by one leaves them out,
     /// and says so; a budget judges the whole recording too.
@@ -1228,6 +1236,40 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Where the kernel's per-process peak stops being exact: at the last row of a session with
+    /// no end record, or at the last sample of a target that exited unseen after it. `None`
+    /// where it holds for the whole recording.
+    pub fn kernel_exact_only_up_to(&self) -> Option<String> {
+        if let Some(gap) = self.kernel_peak_exact_until_s {
+            let why = self
+                .end
+                .as_ref()
+                .and_then(|e| e.exit_records.as_deref())
+                .unwrap_or("not read");
+            return Some(format!(
+                "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {why})",
+                crate::units::fmt_seconds(gap)
+            ));
+        }
+        self.peak_unended
+            .then(|| "exact up to the last row, with no end record".into())
+    }
+
+    /// Where the headline's exact peak stops being exact (`peak_exact_up_to`); `None` where it
+    /// is exact for the whole recording, or not exact at all.
+    fn peak_exact_only_up_to(&self) -> Option<String> {
+        if !self.peak.exact {
+            return None;
+        }
+        match self.peak.source {
+            PeakSource::Cgroup => self
+                .peak_unended
+                .then(|| "exact up to the last row, with no end record".into()),
+            PeakSource::Sampled => None,
+            _ => self.kernel_exact_only_up_to(),
+        }
+    }
+
     /// Adds what grew between the idle floor and the peak, from the recording's anatomies; a
     /// table too short to tell is said.
     /// The NUMA table's rows (`unix_ms`, bytes per node of `nodes`): each node's most memory

@@ -382,12 +382,18 @@ pub fn render(c: &Comparison) -> String {
                 (_, Some(_)) => format!("floor at start {}", fmt_bytes(r.idle_rss_bytes)),
                 (_, None) => format!("idle {}", fmt_bytes(r.idle_rss_bytes)),
             };
+            let peak = r.peak_on(c.peak_basis);
+            // A recording whose recorder was killed: its exact peak holds up to its last row.
+            let up_to = match &r.peak_exact_up_to {
+                Some(u) if peak.exact => format!("; {u}"),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "  {side}  {name}{}  peak {} ({}), {floor}, {}",
+                "  {side}  {name}{}  peak {} ({}{up_to}), {floor}, {}",
                 " ".repeat(width - name.chars().count()),
-                r.peak_on(c.peak_basis).cell(),
-                r.peak_on(c.peak_basis).source.key(),
+                peak.cell(),
+                peak.source.key(),
                 fmt_seconds(r.duration_s)
             );
         }
@@ -521,6 +527,7 @@ mod tests {
             peak_gpu_bytes: None,
             samples: 40,
             warnings: vec![],
+            peak_exact_up_to: None,
         }
     }
 

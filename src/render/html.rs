@@ -457,11 +457,18 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
         (
             "peak",
             Box::new(|s| {
+                // As the summary's headline: where an exact peak holds only up to a row.
+                let limit = s
+                    .peak_exact_up_to
+                    .as_ref()
+                    .map(|l| format!("; {l}"))
+                    .unwrap_or_default();
                 format!(
-                    "{}{} ({})",
+                    "{}{} ({}{})",
                     esc(s.peak.at_least()),
                     size_cell(s.peak.bytes),
-                    esc(&s.peak.describe(s.facts.exact_within_bytes))
+                    esc(&s.peak.describe(s.facts.exact_within_bytes)),
+                    esc(&limit)
                 )
             }),
         ),
@@ -511,9 +518,10 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
                     .map(|i| format!(" every {}", esc(i)))
                     .unwrap_or_default();
                 format!(
-                    "{}{every}, {}",
+                    "{}{every}, {}, {}",
                     s.samples,
-                    crate::units::count(s.missed_ticks, "missed tick")
+                    crate::units::count(s.missed_ticks, "missed tick"),
+                    crate::units::count(s.restarts, "restart")
                 )
             }),
         ),

@@ -398,21 +398,8 @@ impl Summary {
         if self.facts.rows_lost {
             return ROWS_LOST.into();
         }
-        match self.kernel_peak_exact_until_s {
-            Some(gap) => {
-                let why = self
-                    .end
-                    .as_ref()
-                    .and_then(|e| e.exit_records.as_deref())
-                    .unwrap_or("not read");
-                format!(
-                    "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {why})",
-                    fmt_seconds(gap)
-                )
-            }
-            None if self.unended() => "exact up to the last row, with no end record".into(),
-            None => exact_within(self.facts.exact_within_bytes),
-        }
+        self.kernel_exact_only_up_to()
+            .unwrap_or_else(|| exact_within(self.facts.exact_within_bytes))
     }
 
     /// The peak is that of a session with rows and no end record: the recorder was killed, or
