@@ -222,7 +222,8 @@ pub fn cgroup_peak(
 }
 
 /// What the budgets judge of a recording: each complete bench run (`FILE#run N`) when it has
-/// any, else the whole recording.
+/// any, else the whole recording, and beside it, where its peak is not exact, the phase with
+/// the highest exact peak above it (`FILE#phase LABEL`: the recording's peak is at least that).
 pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
     let runs: Vec<&crate::analysis::span::Span> =
         s.spans.runs.iter().filter(|r| r.complete).collect();
@@ -251,23 +252,32 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
         peak_exact_up_to: s.peak_exact_up_to.clone(),
     };
     if runs.is_empty() {
-        return vec![whole()];
+        let phase = s
+            .exact_phase_above_peak()
+            .map(|p| span_unit(format!("{of}#phase {}", p.label), p));
+        return std::iter::once(whole()).chain(phase).collect();
     }
     let mut units: Vec<Unit> = Vec::new();
     if !s.sessions_without_runs.is_empty() {
         units.push(whole());
     }
-    units.extend(runs.iter().map(|r| {
-        Unit::of_run(
-            format!("{of}#{}", r.label),
-            r.peak,
-            &r.facts,
-            r.cgroup_sampled_peak_bytes,
-            r.peak_gpu_bytes,
-            &r.gpu_kernel,
-        )
-    }));
+    units.extend(
+        runs.iter()
+            .map(|r| span_unit(format!("{of}#{}", r.label), r)),
+    );
     units
+}
+
+/// A span's numbers, as a budget judges them (a bench run, a phase).
+fn span_unit(of: String, span: &crate::analysis::span::Span) -> Unit {
+    Unit::of_run(
+        of,
+        span.peak,
+        &span.facts,
+        span.cgroup_sampled_peak_bytes,
+        span.peak_gpu_bytes,
+        &span.gpu_kernel,
+    )
 }
 
 #[cfg(test)]

@@ -126,6 +126,9 @@ struct Pending {
     /// A daemon bench's run: its client's time (the end record's `client_walls`), the run's
     /// duration as the bench's table gives it.
     client_wall: Option<f64>,
+    /// A launched command's last phase: where the command exited, on the recording's clock
+    /// (after its last row): the phase runs on to it.
+    ends_at_s: Option<f64>,
 }
 
 impl Pending {
@@ -141,6 +144,12 @@ impl Pending {
             span.session = session;
             if let Some(wall) = self.client_wall {
                 span.duration_s = wall;
+            }
+            if let Some(end) = self.ends_at_s.filter(|&e| e > span.end_elapsed_s) {
+                let ms = ((end - span.end_elapsed_s) * 1000.0).round() as u64;
+                span.end_unix_ms += ms;
+                span.end_elapsed_s = end;
+                span.duration_s = end - span.start_elapsed_s;
             }
             return span;
         };
@@ -244,6 +253,8 @@ pub struct PhaseBuilder {
     session: u32,
     /// Rows after the last one of this session were lost from the file (`rows_lost`).
     rows_lost: bool,
+    /// The first row of the session now (its `elapsed_s`): a launched command starts there.
+    session_start_s: f64,
 }
 
 impl PhaseBuilder {
@@ -264,6 +275,7 @@ impl Default for PhaseBuilder {
             timeline: Timeline::new(),
             session: 0,
             rows_lost: false,
+            session_start_s: 0.0,
         }
     }
 }
@@ -391,6 +403,13 @@ impl PhaseBuilder {
             }
         }
         self.close_phase(false, tail);
+        // A launched command's last phase runs on to the command's exit, as its session does
+        // (`command_wall_s` from its start, at the session's first row).
+        if let (Some(wall), Some(p)) = (end.command_wall_s, self.phases.pending.last_mut()) {
+            if p.session == session && !p.complete {
+                p.ends_at_s = Some(self.session_start_s + wall);
+            }
+        }
         self.close_run(false, tail);
         self.phases.settle(&self.windows.phase);
         self.runs.settle(&self.windows.run);
@@ -420,6 +439,7 @@ impl PhaseBuilder {
             tail: None,
             run_end: Some((EndTail::of(&r.end, bound), r.end.command_wall_s)),
             client_wall: None,
+            ends_at_s: None,
         };
         if self.runs.len() >= MAX_LISTED {
             self.runs.unlisted += 1;
@@ -435,11 +455,15 @@ impl PhaseBuilder {
     }
 
     pub fn push(&mut self, s: &Sample) {
+        let first = self.session == 0;
         if self.timeline.push(s).new_session {
             // A new session (--append) without an end record before it: its clock restarts,
             // so nothing spans it.
             self.close_phase(false, None);
             self.close_run(false, None);
+            self.session_start_s = s.elapsed_s;
+        } else if first {
+            self.session_start_s = s.elapsed_s;
         }
         self.session = self.timeline.sessions();
         // A boundary read late: the spans on both sides of it may hold each other's memory.
@@ -515,6 +539,7 @@ impl PhaseBuilder {
                 tail,
                 run_end: None,
                 client_wall: None,
+                ends_at_s: None,
             };
             self.phases.push(p, &self.windows.phase, true);
         }
@@ -531,6 +556,7 @@ impl PhaseBuilder {
                 tail,
                 run_end: None,
                 client_wall: None,
+                ends_at_s: None,
             };
             self.runs.push(p, &self.windows.run, false);
         }
@@ -547,6 +573,7 @@ impl PhaseBuilder {
             tail: None,
             run_end: None,
             client_wall: None,
+            ends_at_s: None,
         });
         let open_run = self.run.as_ref().map(|(acc, n)| Pending {
             acc: acc.clone(),
@@ -557,6 +584,7 @@ impl PhaseBuilder {
             tail: None,
             run_end: None,
             client_wall: None,
+            ends_at_s: None,
         });
         let (phases, unlisted_phases, later) = self.phases.finish(&self.windows.phase, open_phase);
         let (mut runs, unlisted_runs, _) = self.runs.finish(&self.windows.run, open_run);

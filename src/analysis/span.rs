@@ -65,6 +65,11 @@ pub struct SpanContext {
     pub gpu: Window,
     /// The accounting mark read after the span's last row (the recording's end record).
     pub gpu_after_last_row: Option<u64>,
+    /// The resets inside the span (`SpanAcc::marks_reset_after`) held, for the kernel's marks
+    /// and for the cgroup's peak file: under `IfRises`, the rows after them count (a session
+    /// recorded with `--phase-peaks`, reset at each marker).
+    pub kernel_inner_resets: bool,
+    pub cgroup_inner_resets: bool,
 }
 
 impl SpanContext {
@@ -174,6 +179,34 @@ impl Default for SpanContext {
             cgroup_after_last_row: None,
             gpu: Window::IfRises,
             gpu_after_last_row: None,
+            kernel_inner_resets: false,
+            cgroup_inner_resets: false,
+        }
+    }
+}
+
+/// The marks reset inside a span, after one of its rows (a marker's with `--phase-peaks`):
+/// what the first such row read, which covers all before it, and the largest the rows after it
+/// read, which cover all after it.
+#[derive(Debug, Clone, Copy, Default)]
+struct InnerReset {
+    hwm_at: u64,
+    cgroup_at: Option<u64>,
+    hwm_after: Option<u64>,
+    cgroup_after: Option<u64>,
+}
+
+impl InnerReset {
+    /// The span's exact peak from marks that began before it (its opening row read `open`):
+    /// the part before the first reset counts where its mark rose above `open`; the part after
+    /// it always does (`after`, with what came after the last row). Where the part before did
+    /// not rise, its peak was at most `open`: the span's is the part after's, if that reached
+    /// `open`; else it is not known.
+    fn peak(open: Option<u64>, at: Option<u64>, after: Option<u64>) -> Option<u64> {
+        let open = open?;
+        match at {
+            Some(at) if at > open => Some(at.max(after.unwrap_or(0))),
+            _ => after.filter(|&a| a >= open),
         }
     }
 }
@@ -636,6 +669,8 @@ pub struct SpanAcc {
     health: HealthAcc,
     late_boundary: bool,
     rows_lost: bool,
+    /// Marks reset inside the span (`marks_reset_after`).
+    inner_reset: Option<InnerReset>,
 }
 
 impl SpanAcc {
@@ -677,6 +712,7 @@ impl SpanAcc {
             health: HealthAcc::open(s, false),
             late_boundary: false,
             rows_lost: false,
+            inner_reset: None,
         }
     }
 
@@ -721,6 +757,7 @@ impl SpanAcc {
             },
             late_boundary: false,
             rows_lost: false,
+            inner_reset: None,
         }
     }
 
@@ -732,8 +769,26 @@ impl SpanAcc {
         a
     }
 
+    /// The marks (VmHWM, the cgroup's peak file) were reset right after row `s`, the span's last
+    /// (a marker's, recorded with `--phase-peaks`): the rows after it hold what came after.
+    pub fn marks_reset_after(&mut self, s: &Sample) {
+        if self.inner_reset.is_none() {
+            self.inner_reset = Some(InnerReset {
+                hwm_at: s.hwm_bytes,
+                cgroup_at: s.cgroup_peak_bytes,
+                ..InnerReset::default()
+            });
+        }
+    }
+
     /// The next row of the span.
     pub fn add(&mut self, s: &Sample) {
+        if let Some(r) = self.inner_reset.as_mut() {
+            r.hwm_after = Some(r.hwm_after.unwrap_or(0).max(s.hwm_bytes));
+            if let Some(p) = s.cgroup_peak_bytes {
+                r.cgroup_after = Some(r.cgroup_after.map_or(p, |m| m.max(p)));
+            }
+        }
         self.samples += 1;
         self.rss_sum += s.rss_bytes as f64;
         self.last_elapsed_s = s.elapsed_s;
@@ -809,7 +864,13 @@ impl SpanAcc {
     /// The kernel's exact peak of the span's largest process under `window`, with `tail` (a
     /// peak the kernel gave after the last row) taken as one more row; `None` when the marks
     /// do not cover the span.
-    fn kernel_peak(&self, window: Window, bound_bytes: u64, tail: Option<u64>) -> Option<u64> {
+    fn kernel_peak(
+        &self,
+        window: Window,
+        bound_bytes: u64,
+        tail: Option<u64>,
+        inner_resets: bool,
+    ) -> Option<u64> {
         let after = match (self.hwm_after, tail) {
             (Some(h), Some(t)) => Some(h.max(t)),
             (h, t) => h.or(t),
@@ -817,7 +878,16 @@ impl SpanAcc {
         match window {
             Window::FromOpen => Some(self.open_hwm.max(after.unwrap_or(0))),
             Window::AfterOpen => after,
-            Window::IfRises => after.filter(|&a| a > self.open_hwm),
+            Window::IfRises => match self.inner_reset.filter(|_| inner_resets) {
+                Some(r) => {
+                    let after_reset = match (r.hwm_after, tail) {
+                        (Some(h), Some(t)) => Some(h.max(t)),
+                        (h, t) => h.or(t),
+                    };
+                    InnerReset::peak(Some(self.open_hwm), Some(r.hwm_at), after_reset)
+                }
+                None => after.filter(|&a| a > self.open_hwm),
+            },
             // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
             // before or after the one sampled.
             Window::ResetIfSettled
@@ -831,11 +901,18 @@ impl SpanAcc {
 
     /// The cgroup's exact peak over the span under `window`, with `tail` (the peak file read
     /// after the last row) taken as one more row.
-    fn cgroup_peak(&self, window: Window, tail: Option<u64>) -> Option<u64> {
+    fn cgroup_peak(&self, window: Window, tail: Option<u64>, inner_resets: bool) -> Option<u64> {
         let after = match (self.cgroup_peak_after, tail) {
             (Some(a), Some(t)) => Some(a.max(t)),
             (a, t) => a.or(t),
         };
+        if let (Window::IfRises, Some(r)) = (window, self.inner_reset.filter(|_| inner_resets)) {
+            let after_reset = match (r.cgroup_after, tail) {
+                (Some(a), Some(t)) => Some(a.max(t)),
+                (a, t) => a.or(t),
+            };
+            return InnerReset::peak(self.open_cgroup_peak, r.cgroup_at, after_reset);
+        }
         match window {
             Window::FromOpen => match (self.open_cgroup_peak, after) {
                 (None, None) => None,
@@ -853,9 +930,10 @@ impl SpanAcc {
     /// What the span's rows, and `ctx`, say of its peak.
     pub fn facts(&self, ctx: &SpanContext) -> PeakFacts {
         let tail = ctx.kernel_after_last_row;
-        let rows = self.kernel_peak(ctx.kernel, ctx.bound_bytes, None);
+        let inner = ctx.kernel_inner_resets;
+        let rows = self.kernel_peak(ctx.kernel, ctx.bound_bytes, None, inner);
         let kernel = self
-            .kernel_peak(ctx.kernel, ctx.bound_bytes, tail.map(|t| t.0))
+            .kernel_peak(ctx.kernel, ctx.bound_bytes, tail.map(|t| t.0), inner)
             .filter(|&k| k > 0)
             .map(|k| match tail {
                 // The peak after the last row is the span's (ties go to it: wait4's ru_maxrss
@@ -882,7 +960,11 @@ impl SpanAcc {
             },
             exit_records_complete: ctx.exit_records,
             kernel_peak_covers_departed: ctx.exit_records || ctx.rusage_covers_departed,
-            cgroup_peak_bytes: self.cgroup_peak(ctx.cgroup, ctx.cgroup_after_last_row),
+            cgroup_peak_bytes: self.cgroup_peak(
+                ctx.cgroup,
+                ctx.cgroup_after_last_row,
+                ctx.cgroup_inner_resets,
+            ),
             cgroup_holds_tree: ctx.cgroup_holds_tree,
             cgroup_v1: ctx.cgroup_v1,
             // The opening row's sum may hold marks from before a reset at the span's start

@@ -157,6 +157,9 @@ impl SessionAcc {
             } else {
                 Window::IfRises
             },
+            // Resets at markers (--phase-peaks) that held: the rows after the first count.
+            kernel_inner_resets: resets_held,
+            cgroup_inner_resets: resets_held && cg.is_none_or(|c| c.peak_reset_failures == 0),
             ..SpanContext::default()
         }
         .with_tail(&tail);
@@ -483,6 +486,11 @@ impl SummaryBuilder {
             }
         } else if let Some(last) = self.sessions.last_mut() {
             last.span.add(s);
+            // With --phase-peaks the marks are reset right after each marker's row.
+            let phase_peaks = last.meta.as_ref().is_some_and(|m| m.phase_peaks);
+            if phase_peaks && matches!(s.event, Some(Event::Mark(_))) {
+                last.span.marks_reset_after(s);
+            }
         }
         match self.all.as_mut() {
             Some(a) => a.add(s),
@@ -753,6 +761,14 @@ impl SummaryBuilder {
         truncated_line: Option<u64>,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
+        if let Some(p) = s.exact_phase_above_peak() {
+            warnings.push(format!(
+                "warning: phase '{}' has an exact peak of {} ({}), above the recording's peak line: the recording's peak is at least that; the marks before the first marker are older than the recording (record with --reset-peaks for its exact peak), and budgets judge the phase too",
+                p.label,
+                fmt_bytes(p.peak.bytes),
+                p.peak.describe(p.facts.exact_within_bytes)
+            ));
+        }
         // The number to hold against the kernel's peak of one process: for a single process
         // its RSS; for a tree, the largest process's RSS.
         let sampled_one = if single_process {
@@ -1236,6 +1252,20 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The phase with the highest exact peak above the recording's peak, where that is not
+    /// exact (the marks before the first marker predate a recording made with
+    /// `--phase-peaks`): the recording's peak is at least that phase's.
+    pub fn exact_phase_above_peak(&self) -> Option<&crate::analysis::span::Span> {
+        if self.peak.exact {
+            return None;
+        }
+        self.spans
+            .phases
+            .iter()
+            .filter(|p| p.peak.exact && p.peak.bytes > self.peak.bytes)
+            .max_by_key(|p| p.peak.bytes)
+    }
+
     /// Where the kernel's per-process peak stops being exact: at the last row of a session with
     /// no end record, or at the last sample of a target that exited unseen after it. `None`
     /// where it holds for the whole recording.
@@ -1626,6 +1656,104 @@ mod tests {
                 && text.contains("run memmon as the target's user or as root"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn with_phase_peaks_the_rows_after_the_first_markers_reset_hold_the_recordings_peak() {
+        // An attached process recorded with --phase-peaks: its marks are reset after each
+        // marker's row, so the rows after the first one hold exact peaks of what followed.
+        let m = Meta {
+            phase_peaks: true,
+            ..meta("pid", false)
+        };
+        let mark = |t: f64, rss: u64, hwm: u64| Sample {
+            event: Some(Event::Mark("work".into())),
+            ..s(t, rss, hwm)
+        };
+        let peak_of = |lifetime: u64, before: u64, after: u64| {
+            let rows = [
+                s(0.0, 100 * MIB, lifetime * MIB),
+                mark(1.0, 100 * MIB, before * MIB),
+                s(2.0, 100 * MIB, after * MIB),
+                s(3.0, 100 * MIB, 100 * MIB),
+            ];
+            summarize(&rows, Some(&m), Some(&EndInfo::default()))
+        };
+        // The mark before the marker did not rise (at most its 150 MiB then); the 200 MiB
+        // after it are above that: the recording's exact peak.
+        let sum = peak_of(150, 150, 200);
+        assert_eq!((sum.peak.bytes, sum.peak.exact), (200 * MIB, true));
+        // The mark rose before the marker: that part's peak is exact too, and the larger.
+        let sum = peak_of(100, 180, 120);
+        assert_eq!((sum.peak.bytes, sum.peak.exact), (180 * MIB, true));
+        // A lifetime mark of 300 MiB from before the recording: the part before the marker
+        // may have reached up to it, so the recording's peak is not known exactly; the phase's
+        // exact 200 MiB is said, and a budget judges it.
+        let sum = peak_of(300, 300, 200);
+        assert!(!sum.peak.exact);
+        assert_eq!(sum.peak.bytes, 100 * MIB);
+        let phase = sum
+            .exact_phase_above_peak()
+            .expect("the phase's exact peak");
+        assert_eq!(
+            (phase.label.as_str(), phase.peak.bytes),
+            ("work", 200 * MIB)
+        );
+        assert!(
+            sum.warnings
+                .iter()
+                .any(|w| w.starts_with("warning: phase 'work' has an exact peak of 200.0 MiB")),
+            "{:?}",
+            sum.warnings
+        );
+        let budgets = crate::analysis::budget::Budgets {
+            max_peak: Some(150 * MIB),
+            ..Default::default()
+        };
+        let checks = budgets.check_summary(&sum, "r.csv");
+        assert_eq!(checks.len(), 2);
+        assert!(checks[0].passed, "the sampled line is under the budget");
+        assert_eq!(checks[1].of, "r.csv#phase work");
+        assert!(!checks[1].passed, "the phase's exact peak is over it");
+        // A refused reset leaves the marks as they were: only a rise counts.
+        let refused = EndInfo {
+            peak_reset_failures: 1,
+            ..EndInfo::default()
+        };
+        let rows = [
+            s(0.0, 100 * MIB, 150 * MIB),
+            mark(1.0, 100 * MIB, 150 * MIB),
+            s(2.0, 100 * MIB, 150 * MIB),
+        ];
+        let sum = summarize(&rows, Some(&m), Some(&refused));
+        assert!(!sum.peak.exact);
+    }
+
+    #[test]
+    fn a_launched_commands_last_phase_runs_on_to_its_exit() {
+        // The command printed its marker at +0.3 s, its last row came at +1 s, and it exited
+        // 2 s after its start: the phase lasted 1.7 s, as the recording lasted 2 s.
+        let rows = [
+            s(0.0, 10 * MIB, 10 * MIB),
+            Sample {
+                event: Some(Event::Mark("b".into())),
+                ..s(0.3, 10 * MIB, 10 * MIB)
+            },
+            s(1.0, 10 * MIB, 10 * MIB),
+        ];
+        let end = EndInfo {
+            command_wall_s: Some(2.0),
+            ..EndInfo::default()
+        };
+        let sum = summarize(&rows, Some(&meta("command", false)), Some(&end));
+        assert_eq!(sum.duration_s, 2.0);
+        let b = &sum.spans.phases[0];
+        assert_eq!(b.end_elapsed_s, 2.0);
+        assert!((b.duration_s - 1.7).abs() < 1e-9, "{}", b.duration_s);
+        assert_eq!(b.end_unix_ms, 1_002_000);
+        // An attached process's last phase ends at its last row.
+        let sum = summarize(&rows, Some(&meta("pid", false)), Some(&EndInfo::default()));
+        assert_eq!(sum.spans.phases[0].end_elapsed_s, 1.0);
     }
 
     #[test]
