@@ -499,7 +499,17 @@ pub fn parse_decimal(f: &[u8]) -> Option<f64> {
         let frac = &f[dot + 1..];
         if dot > 0 && !frac.is_empty() && frac.len() <= 9 {
             if let (Some(i), Some(fr)) = (parse_int(&f[..dot]), parse_int(frac)) {
-                return Some(i as f64 + fr as f64 / 10f64.powi(frac.len() as i32));
+                // One division of two numbers a double holds exactly is rounded once, as
+                // `str::parse` rounds: the same f64 as the JSON Lines reader's (`4.500178`, not
+                // `4.500178000000001`).
+                let scale = 10u64.pow(frac.len() as u32);
+                if let Some(m) = i
+                    .checked_mul(scale)
+                    .and_then(|v| v.checked_add(fr))
+                    .filter(|&m| m <= 1 << 53)
+                {
+                    return Some(m as f64 / scale as f64);
+                }
             }
         }
     } else if let Some(i) = parse_int(f) {
@@ -849,6 +859,25 @@ mod tests {
         let mut l = Vec::new();
         write_seconds(&mut l, v);
         String::from_utf8(l).unwrap()
+    }
+
+    #[test]
+    fn a_decimal_reads_as_the_f64_str_parse_gives() {
+        for text in [
+            "4.500178",
+            "0.1",
+            "0.3",
+            "1796227301.081",
+            "123.456789012",
+            "7",
+            "0.000001",
+        ] {
+            assert_eq!(
+                parse_decimal(text.as_bytes()),
+                Some(text.parse::<f64>().unwrap()),
+                "{text}"
+            );
+        }
     }
 
     #[test]
