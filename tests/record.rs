@@ -1762,3 +1762,96 @@ fn memmon_leaves_itself_out_of_the_tree_it_watches() {
     let rows = column(&out, "processes");
     assert!(!rows.is_empty() && rows.iter().all(|&p| p == 1), "{rows:?}");
 }
+
+/// Restarts the target of `record_a_pidfile_target_that_exits` as a new workload (the pidfile
+/// rewritten), waits for its `restart` row and stops the recorder; returns the new process's PID.
+fn restart_and_stop(
+    rec: Running,
+    pidfile: &std::path::Path,
+    out: &std::path::Path,
+    before_stop: impl FnOnce(),
+) -> (u32, String) {
+    let mut second = spawn_workload(&["alloc:5MiB", "hold:60s"]);
+    let pid = second.id();
+    let tmp = pidfile.with_extension("new");
+    std::fs::write(&tmp, format!("{pid}\n")).unwrap();
+    std::fs::rename(&tmp, pidfile).unwrap();
+    let restart = format!(",restart:{pid}");
+    let seen = wait_for(30.0, || {
+        std::fs::read_to_string(out).is_ok_and(|t| t.contains(&restart))
+    });
+    before_stop();
+    rec.signal(libc::SIGTERM);
+    let (_, stderr) = rec.finish();
+    second.kill().unwrap();
+    let _ = second.wait();
+    assert!(seen, "no restart row: {stderr}");
+    (pid, stderr)
+}
+
+#[test]
+fn a_restart_without_exit_records_leaves_the_kernel_peak_a_lower_bound_and_lists_the_old_process() {
+    // The old process left the tree with no exit record read: it may have peaked after its
+    // last row, so the peak is not exact (it was called exact, of one process). The end
+    // record lists it and counts it as departed.
+    let dir = tempdir();
+    let (rec, pidfile, out) = record_a_pidfile_target_that_exits(dir.path(), &["--no-taskstats"]);
+    let first = meta(&out)["target"]["pid"].as_i64();
+    let (_, stderr) = restart_and_stop(rec, &pidfile, &out, || {});
+    let s = summary_json(&out);
+    assert_eq!(s["restarts"], 1, "{stderr}");
+    assert_eq!(s["peak"]["exact"], false, "{s}");
+    assert_eq!(s["peak"]["scope"], "largest-process-seen", "{s}");
+    assert!(s["departed"].as_u64() >= Some(1), "{s}");
+    let end = &meta(&out)["end"];
+    assert!(end["processes_departed"].as_u64() >= Some(1), "{end}");
+    let pids: Vec<i64> = end["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["pid"].as_i64())
+        .collect();
+    assert_eq!(pids.len(), 2, "{end}");
+    if let Some(first) = first {
+        assert!(pids.contains(&first), "{end}");
+    }
+}
+
+#[test]
+fn a_memmon_mark_held_while_the_target_is_away_is_taken_late_after_the_restart() {
+    let dir = tempdir();
+    let sock = dir.path().join("m.sock");
+    let (rec, pidfile, out) =
+        record_a_pidfile_target_that_exits(dir.path(), &["--socket", sock.to_str().unwrap()]);
+    // `memmon mark` waits for its row (up to 10 s): sent now, taken after the restart.
+    let sock2 = sock.clone();
+    let mark = std::thread::spawn(move || {
+        memmon()
+            .args(["mark", "gap", "--socket", sock2.to_str().unwrap()])
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, stderr) = restart_and_stop(rec, &pidfile, &out, || {
+        let _ = wait_for(20.0, || {
+            std::fs::read_to_string(&out).is_ok_and(|t| t.contains(",mark:gap"))
+        });
+    });
+    let answered = mark.join().unwrap();
+    assert!(answered.status.success(), "{answered:?} {stderr}");
+    let (h, rows) = read_csv(&out);
+    let (ev, lag) = (
+        h.iter().position(|c| c == "event").unwrap(),
+        h.iter().position(|c| c == "event_lag_us").unwrap(),
+    );
+    let row = rows
+        .iter()
+        .find(|r| r[ev] == "mark:gap")
+        .expect("the marker's row");
+    // Held at least the 500 ms before the restart.
+    let lag: u64 = row[lag].parse().expect("a lag on the held marker's row");
+    assert!(lag >= 400_000, "{lag}");
+    let s = summary_json(&out);
+    assert_eq!(s["phases"][0]["label"], "gap", "{s}");
+    assert_eq!(s["phases"][0]["late_boundary"], true, "{s}");
+}

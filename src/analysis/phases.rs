@@ -138,6 +138,8 @@ impl Pending {
         let Some((tail, wall)) = self.run_end else {
             let ctx = SpanContext {
                 kernel_after_last_row: self.tail,
+                // The last tree's exit records (`exit_peak_after_last_sample_bytes`).
+                kernel_after_last_row_of_last_tree: true,
                 ..*ctx
             };
             let mut span = self.acc.close(self.label, self.run, self.complete, &ctx);
@@ -800,6 +802,53 @@ mod tests {
             s(2.0, 100, 100, mark("idle")),
             s(3.0, 100, 100, None),
         ]
+    }
+
+    /// A phase open across a restart, with `--phase-peaks` and exit records: the old process
+    /// spiked to 300 MiB after its last row; `carried` the restart row holds that (and counts
+    /// its departure), as memmon writes it now; else as an older memmon wrote it (the old
+    /// process's exit peak in the end record alone).
+    fn restart_in_a_phase(carried: bool) -> Phases {
+        let restart = Sample {
+            departed: carried.into(),
+            ..s(
+                2.0,
+                60,
+                if carried { 300 } else { 60 },
+                Some(Event::Restart(9)),
+            )
+        };
+        let rows = vec![
+            s(0.0, 100, 100, Some(Event::Start)),
+            s(0.5, 100, 100, mark("pre")),
+            s(1.0, 250, 250, None),
+            restart,
+            s(3.0, 60, 60, mark("post")),
+            s(4.0, 60, 60, None),
+        ];
+        let end = EndInfo {
+            exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
+            exit_peak_bytes: Some(300 * MIB),
+            ..EndInfo::default()
+        };
+        build(&rows, Some(&meta(true, true)), Some(&end))
+    }
+
+    #[test]
+    fn a_phase_open_across_a_restart_holds_the_old_processs_exit_peak_or_is_not_exact() {
+        let p = restart_in_a_phase(true);
+        let pre = &p.phases[0];
+        assert_eq!(pre.label, "pre");
+        assert_eq!((pre.peak.bytes, pre.peak.exact), (300 * MIB, true));
+        assert_eq!(pre.facts.departed, 1);
+        // Written by a memmon that did not carry it: the phase never saw the exit peak, so
+        // it is a lower bound, not exact.
+        let p = restart_in_a_phase(false);
+        let pre = &p.phases[0];
+        assert_eq!(pre.peak.bytes, 250 * MIB);
+        assert!(!pre.peak.exact, "{:?}", pre.peak);
+        assert_eq!(pre.peak.scope, PeakScope::LargestProcessSeen);
+        assert!(p.phases[1].peak.exact);
     }
 
     #[test]

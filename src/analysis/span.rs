@@ -10,7 +10,7 @@
 use super::gpu::{GpuHwmAcc, GpuKernelPeak};
 use crate::format::meta::EndInfo;
 use crate::model::peak::{Peak, PeakFacts, PeakSource};
-use crate::model::sample::Sample;
+use crate::model::sample::{Event, Sample};
 use crate::units::{fmt_bytes, fmt_seconds};
 use serde::Serialize;
 
@@ -58,6 +58,10 @@ pub struct SpanContext {
     /// A peak the kernel gave after the span's last row (the exit records read when the target
     /// ended, or wait4's ru_maxrss of a launched command), which belongs to it.
     pub kernel_after_last_row: Option<(u64, PeakSource)>,
+    /// That peak is of the last tree followed (its exit records read after its last row, or
+    /// wait4's ru_maxrss), not one of every tree's exit records (`EndInfo::exit_peak_bytes`):
+    /// after a restart, it is of the process that took over.
+    pub kernel_after_last_row_of_last_tree: bool,
     /// The cgroup's peak file read after the span's last row (at the recording's end).
     pub cgroup_after_last_row: Option<u64>,
     /// Whether the GPU's accounting marks (`gpu_hwm_bytes`) began with the span (`FromOpen`: a
@@ -77,6 +81,7 @@ impl SpanContext {
     pub fn with_tail(self, tail: &EndTail) -> SpanContext {
         SpanContext {
             kernel_after_last_row: tail.kernel,
+            kernel_after_last_row_of_last_tree: tail.kernel_last_tree,
             rusage_covers_departed: tail.rusage_covers_departed,
             cgroup_after_last_row: tail.cgroup,
             gpu_after_last_row: tail.gpu,
@@ -95,6 +100,9 @@ impl SpanContext {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct EndTail {
     pub kernel: Option<(u64, PeakSource)>,
+    /// `kernel` is of the last tree followed: its exit records read after its last row, or
+    /// wait4's ru_maxrss (not `exit_peak_bytes`, which holds every tree's).
+    pub kernel_last_tree: bool,
     /// wait4's ru_maxrss is known: it holds every process of the launched tree that ended.
     pub rusage_covers_departed: bool,
     pub cgroup: Option<u64>,
@@ -109,12 +117,15 @@ impl EndTail {
         let exit = end
             .exit_peak_after_last_sample_bytes
             .or(end.exit_peak_bytes);
+        let last_tree = end.exit_peak_after_last_sample_bytes.is_some();
+        let (kernel, kernel_last_tree) = match (rusage, exit) {
+            (Some(r), e) if r >= e.unwrap_or(0) => (Some((r, PeakSource::RuMaxrss)), true),
+            (_, Some(e)) => (Some((e, PeakSource::Vmhwm)), last_tree),
+            _ => (None, false),
+        };
         EndTail {
-            kernel: match (rusage, exit) {
-                (Some(r), e) if r >= e.unwrap_or(0) => Some((r, PeakSource::RuMaxrss)),
-                (_, Some(e)) => Some((e, PeakSource::Vmhwm)),
-                _ => None,
-            },
+            kernel,
+            kernel_last_tree,
             rusage_covers_departed: rusage.is_some(),
             // Schema 1 recordings did not keep the last reading apart: their peak was taken
             // over the recording when it rose in it.
@@ -139,6 +150,7 @@ impl EndTail {
                 }
                 (x, y) => x.or(y),
             },
+            kernel_last_tree: a.kernel_last_tree && b.kernel_last_tree,
             rusage_covers_departed: a.rusage_covers_departed && b.rusage_covers_departed,
             cgroup: a.cgroup.max(b.cgroup),
             gpu: a.gpu.max(b.gpu),
@@ -176,6 +188,7 @@ impl Default for SpanContext {
             bound_bytes: 0,
             bound_known: false,
             kernel_after_last_row: None,
+            kernel_after_last_row_of_last_tree: false,
             cgroup_after_last_row: None,
             gpu: Window::IfRises,
             gpu_after_last_row: None,
@@ -642,6 +655,19 @@ pub struct SpanAcc {
     cgroup_peak_after: Option<u64>,
     /// Processes that left the tree in the rows after the opening one.
     departed: u64,
+    /// From the first `restart` row after the opening one: the largest VmHWM of the rows before
+    /// it (after the opening one), and of it and the rows after it. The process that took over
+    /// started after the span's rows before it (`--name`: after the old process was last seen;
+    /// a pidfile: once rewritten), so all of its marks were set in the span.
+    hwm_before_restart: Option<Option<u64>>,
+    hwm_since_restart: Option<u64>,
+    /// The largest process's largest RSS sampled before the first restart (opening row
+    /// included): what is known of the old process's peak when its marks never rose.
+    top_rss_before_restart: u64,
+    /// A `restart` row that counts no departure: written by a memmon that did not yet carry
+    /// the old tree's end into the restart's row, so the old process's peak at its exit (its
+    /// exit record) is in no row.
+    restart_uncarried: bool,
     last_elapsed_s: f64,
     last_unix_ms: u64,
     last_rss: u64,
@@ -690,6 +716,10 @@ impl SpanAcc {
             hwm_after: None,
             cgroup_peak_after: None,
             departed: 0,
+            hwm_before_restart: None,
+            hwm_since_restart: None,
+            top_rss_before_restart: s.top_rss_bytes,
+            restart_uncarried: false,
             last_elapsed_s: s.elapsed_s,
             last_unix_ms: s.unix_ms,
             last_rss: s.rss_bytes,
@@ -732,6 +762,10 @@ impl SpanAcc {
             hwm_after: None,
             cgroup_peak_after: None,
             departed: 0,
+            hwm_before_restart: None,
+            hwm_since_restart: None,
+            top_rss_before_restart: 0,
+            restart_uncarried: false,
             last_elapsed_s: end.1.max(elapsed_s),
             last_unix_ms: end.0.max(unix_ms),
             last_rss: 0,
@@ -794,8 +828,25 @@ impl SpanAcc {
         self.last_elapsed_s = s.elapsed_s;
         self.last_unix_ms = s.unix_ms;
         self.last_rss = s.rss_bytes;
+        let restart = matches!(s.event, Some(Event::Restart(_)));
+        if restart && self.hwm_before_restart.is_none() {
+            self.hwm_before_restart = Some(self.hwm_after);
+        }
+        if self.hwm_before_restart.is_some() {
+            self.hwm_since_restart = Some(self.hwm_since_restart.unwrap_or(0).max(s.hwm_bytes));
+        } else {
+            self.top_rss_before_restart = self.top_rss_before_restart.max(s.top_rss_bytes);
+        }
         self.hwm_after = Some(self.hwm_after.unwrap_or(0).max(s.hwm_bytes));
-        self.departed += s.departed as u64;
+        // The process a restart replaced left the tree (recordings made before the restart's
+        // row counted it say 0).
+        self.restart_uncarried |= restart && s.departed == 0;
+        let departed = if restart {
+            s.departed.max(1)
+        } else {
+            s.departed
+        };
+        self.departed += departed as u64;
         self.max_processes = self.max_processes.max(s.processes);
         self.raise_hwm_sum(s.hwm_sum_bytes);
         self.pss.push(s);
@@ -861,33 +912,63 @@ impl SpanAcc {
         (self.open_hwm, self.hwm_after)
     }
 
-    /// The kernel's exact peak of the span's largest process under `window`, with `tail` (a
-    /// peak the kernel gave after the last row) taken as one more row; `None` when the marks
-    /// do not cover the span.
+    /// The kernel's peak of the span's largest process under `window`, with `tail` (a peak the
+    /// kernel gave after the last row) taken as one more row; `None` when the marks do not
+    /// cover the span. With the second value false it is a lower bound only: a restart's
+    /// process set it, and the marks of the process before it never rose in the span, so that
+    /// process's peak in the span is not known and may have been higher. `inner_resets`: the
+    /// resets inside the span (`marks_reset_after`) held.
     fn kernel_peak(
         &self,
         window: Window,
         bound_bytes: u64,
-        tail: Option<u64>,
+        tail: Option<(u64, bool)>,
         inner_resets: bool,
-    ) -> Option<u64> {
-        let after = match (self.hwm_after, tail) {
+    ) -> (Option<u64>, bool) {
+        let join = |h: Option<u64>, t: Option<u64>| match (h, t) {
             (Some(h), Some(t)) => Some(h.max(t)),
             (h, t) => h.or(t),
         };
+        let rises = matches!(window, Window::IfRises | Window::ResetIfSettled);
+        let (Some(before), true) = (self.hwm_before_restart, rises) else {
+            // Marks reset inside the span (--phase-peaks): the rows after the first reset
+            // count.
+            if let (Window::IfRises, Some(r)) = (window, self.inner_reset.filter(|_| inner_resets))
+            {
+                let after_reset = join(r.hwm_after, tail.map(|t| t.0));
+                let peak = InnerReset::peak(Some(self.open_hwm), Some(r.hwm_at), after_reset);
+                return (peak, true);
+            }
+            let after = join(self.hwm_after, tail.map(|t| t.0));
+            return (self.kernel_peak_of(window, bound_bytes, after), true);
+        };
+        // A restart in a span whose marks count only when they rise: the rows before it as
+        // before; the restart's process began in the span, so its marks all count (and so does
+        // a tail of the last tree, `EndTail::kernel_last_tree`).
+        let (tail_before, tail_since) = match tail {
+            Some((t, true)) => (None, Some(t)),
+            Some((t, false)) => (Some(t), None),
+            None => (None, None),
+        };
+        let since = join(self.hwm_since_restart, tail_since).unwrap_or(0);
+        let before_max = self.open_hwm.max(join(before, tail_before).unwrap_or(0));
+        match self.kernel_peak_of(window, bound_bytes, join(before, tail_before)) {
+            Some(b) => (Some(b.max(since)), true),
+            None if since == 0 => (None, true),
+            // The earlier process's marks never rose: its peak in the span is at most its
+            // mark, which the restart's process reached (exact), or not: a lower bound, at
+            // least what the earlier process's samples saw.
+            None if since >= before_max => (Some(since), true),
+            None => (Some(since.max(self.top_rss_before_restart)), false),
+        }
+    }
+
+    /// `kernel_peak` over rows without a restart: `after` the largest mark after the opening.
+    fn kernel_peak_of(&self, window: Window, bound_bytes: u64, after: Option<u64>) -> Option<u64> {
         match window {
             Window::FromOpen => Some(self.open_hwm.max(after.unwrap_or(0))),
             Window::AfterOpen => after,
-            Window::IfRises => match self.inner_reset.filter(|_| inner_resets) {
-                Some(r) => {
-                    let after_reset = match (r.hwm_after, tail) {
-                        (Some(h), Some(t)) => Some(h.max(t)),
-                        (h, t) => h.or(t),
-                    };
-                    InnerReset::peak(Some(self.open_hwm), Some(r.hwm_at), after_reset)
-                }
-                None => after.filter(|&a| a > self.open_hwm),
-            },
+            Window::IfRises => after.filter(|&a| a > self.open_hwm),
             // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
             // before or after the one sampled.
             Window::ResetIfSettled
@@ -931,20 +1012,27 @@ impl SpanAcc {
     pub fn facts(&self, ctx: &SpanContext) -> PeakFacts {
         let tail = ctx.kernel_after_last_row;
         let inner = ctx.kernel_inner_resets;
-        let rows = self.kernel_peak(ctx.kernel, ctx.bound_bytes, None, inner);
-        let kernel = self
-            .kernel_peak(ctx.kernel, ctx.bound_bytes, tail.map(|t| t.0), inner)
-            .filter(|&k| k > 0)
-            .map(|k| match tail {
-                // The peak after the last row is the span's (ties go to it: wait4's ru_maxrss
-                // covers the whole command, the rows only its ticks).
-                Some((t, source)) if t == k && rows.is_none_or(|r| t >= r) => (k, source),
-                _ => (k, PeakSource::Vmhwm),
-            });
+        let (rows, _) = self.kernel_peak(ctx.kernel, ctx.bound_bytes, None, inner);
+        let (kernel, covered) = self.kernel_peak(
+            ctx.kernel,
+            ctx.bound_bytes,
+            tail.map(|t| (t.0, ctx.kernel_after_last_row_of_last_tree)),
+            inner,
+        );
+        let kernel = kernel.filter(|&k| k > 0).map(|k| match tail {
+            // The peak after the last row is the span's (ties go to it: wait4's ru_maxrss
+            // covers the whole command, the rows only its ticks).
+            Some((t, source)) if t == k && rows.is_none_or(|r| t >= r) => (k, source),
+            _ => (k, PeakSource::Vmhwm),
+        });
         // ru_maxrss above every VmHWM the rows read is a descendant's peak (one never seen at
         // its peak, or at all): a process that left unseen, so the peak is the largest
         // process's, not the command's.
         let rows_hwm = self.open_hwm.max(self.hwm_after.unwrap_or(0));
+        // A restart row of an older memmon's: the old process's exit record is in no row, only
+        // in the end record's peak of every tree (`exit_peak_bytes`) when the span takes that.
+        let carried =
+            !self.restart_uncarried || (tail.is_some() && !ctx.kernel_after_last_row_of_last_tree);
         let left_unseen = kernel.is_some_and(|(k, source)| {
             source == PeakSource::RuMaxrss && k > rows_hwm.saturating_add(ctx.bound_bytes)
         });
@@ -958,8 +1046,9 @@ impl SpanAcc {
             } else {
                 self.departed
             },
-            exit_records_complete: ctx.exit_records,
-            kernel_peak_covers_departed: ctx.exit_records || ctx.rusage_covers_departed,
+            exit_records_complete: ctx.exit_records && carried,
+            kernel_peak_covers_departed: (ctx.exit_records || ctx.rusage_covers_departed)
+                && carried,
             cgroup_peak_bytes: self.cgroup_peak(
                 ctx.cgroup,
                 ctx.cgroup_after_last_row,
@@ -974,6 +1063,9 @@ impl SpanAcc {
             exact_within_bytes: ctx.bound_known.then_some(ctx.bound_bytes),
             late_boundary: self.late_boundary,
             rows_lost: self.rows_lost,
+            // A restart's process set the peak, and the one before it may have peaked higher
+            // in the span.
+            restart_peak_unknown: kernel.is_some() && !covered,
         }
     }
 

@@ -14,7 +14,7 @@ use super::span::{
 use super::timeline::Timeline;
 use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta, RowLoss, RunPeaks};
 use crate::format::ReadInfo;
-use crate::model::peak::{KernelPeakWindow, Peak, PeakFacts, PeakSource};
+use crate::model::peak::{KernelPeakWindow, Peak, PeakFacts, PeakScope, PeakSource};
 use crate::model::process::ProcessRecord;
 use crate::model::sample::{Event, Sample};
 use crate::units::{count, fmt_bytes};
@@ -279,6 +279,7 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
         };
         f.late_boundary |= s.late_boundary;
         f.rows_lost |= s.rows_lost;
+        f.restart_peak_unknown |= s.restart_peak_unknown;
     }
     f
 }
@@ -821,9 +822,18 @@ impl SummaryBuilder {
         }
         // Whenever the kernel's peak of a process is partial: the headline, or the `at exit`
         // line of a mark set before the recording, says "see the warning below".
-        if s.facts.kernel_scope().is_partial()
-            && (s.facts.kernel_peak_rss_bytes.is_some() || s.kernel_peak_exact_until_s.is_some())
-        {
+        let partial = s.facts.kernel_scope().is_partial()
+            && (s.facts.kernel_peak_rss_bytes.is_some() || s.kernel_peak_exact_until_s.is_some());
+        if partial && s.facts.restart_peak_unknown {
+            warnings.push("warning: the target restarted, and the VmHWM of the process before the restart never rose above its value at the first row (it may have been set before the recording began): that process's peak in the recording is not known and may be above the peak given, which is of the process that took over (all of whose marks fall in the recording)".into());
+        }
+        let records_lacking = PeakScope::of_kernel_counter(
+            s.facts.max_processes,
+            s.facts.departed,
+            s.facts.kernel_peak_covers_departed,
+        )
+        .is_partial();
+        if partial && records_lacking {
             // Said of the first session whose departures lack their records.
             let at_fault = self
                 .sessions
@@ -1554,6 +1564,84 @@ mod tests {
             (Some(MIB), Some(PeakSource::Vmhwm))
         );
         assert_eq!(sum.duration_s, 0.002);
+    }
+
+    /// A pidfile target that restarts: the old process (`old_hwm` MiB its mark at every row,
+    /// 100 MiB sampled) replaced by one whose marks reach `new_hwm` MiB. `records`: exit records
+    /// read, the restart row counting the old process's departure as memmon writes it now;
+    /// without, as an older memmon wrote it (no departure counted).
+    fn restarted(old_hwm: u64, new_hwm: u64, reset: bool, records: bool) -> Summary {
+        let restart = Sample {
+            event: Some(Event::Restart(9)),
+            departed: records.into(),
+            ..s(2.0, 60 * MIB, 60 * MIB)
+        };
+        let rows = [
+            Sample {
+                event: Some(Event::Start),
+                ..s(0.0, 100 * MIB, old_hwm * MIB)
+            },
+            s(1.0, 100 * MIB, old_hwm * MIB),
+            restart,
+            s(3.0, 60 * MIB, new_hwm * MIB),
+            s(4.0, 60 * MIB, new_hwm * MIB),
+        ];
+        let end = EndInfo {
+            exit_records: Some(if records {
+                crate::format::meta::EXIT_RECORDS_READ.into()
+            } else {
+                "off (--no-taskstats)".into()
+            }),
+            ..EndInfo::default()
+        };
+        summarize(&rows, Some(&meta("pidfile", reset)), Some(&end))
+    }
+
+    #[test]
+    fn a_restart_without_exit_records_leaves_the_kernel_peak_a_lower_bound() {
+        // The old process may have peaked after its last row: with no exit record read, the
+        // peak (its own 150 MiB, risen in the recording) is only a lower bound.
+        let sum = restarted(150, 60, true, false);
+        assert_eq!(sum.facts.departed, 1);
+        assert_eq!(sum.peak.bytes, 150 * MIB);
+        assert_eq!(sum.peak.scope, PeakScope::LargestProcessSeen);
+        assert!(!sum.peak.exact);
+        // With them, exact.
+        let sum = restarted(150, 60, true, true);
+        assert_eq!((sum.peak.bytes, sum.peak.exact), (150 * MIB, true));
+    }
+
+    #[test]
+    fn the_marks_of_a_process_that_took_over_count_though_the_old_ones_never_rose() {
+        // Attached: the old process's 300 MiB mark predates the recording and never rose.
+        // The new process's marks all fall in the recording: 214 MiB is reached in it, a lower
+        // bound (the old process's own peak in the recording is not known) ...
+        let sum = restarted(300, 214, false, true);
+        assert_eq!(sum.facts.kernel_peak_rss_bytes, Some(214 * MIB));
+        assert_eq!(sum.peak.bytes, 214 * MIB);
+        assert!(sum.facts.restart_peak_unknown);
+        assert_eq!(sum.peak.scope, PeakScope::LargestProcessSeen);
+        assert!(!sum.peak.exact);
+        assert!(
+            sum.warnings
+                .iter()
+                .any(|w| w.contains("the target restarted")),
+            "{:?}",
+            sum.warnings
+        );
+        assert!(
+            !sum.warnings
+                .iter()
+                .any(|w| w.contains("dropped exit records")),
+            "{:?}",
+            sum.warnings
+        );
+        // ... exact once above the old mark, which bounds the old process's peak ...
+        let sum = restarted(300, 350, false, true);
+        assert_eq!((sum.peak.bytes, sum.peak.exact), (350 * MIB, true));
+        // ... and exact with the marks reset at the start.
+        let sum = restarted(100, 214, true, true);
+        assert_eq!((sum.peak.bytes, sum.peak.exact), (214 * MIB, true));
     }
 
     #[test]

@@ -84,7 +84,9 @@ pub enum PeakScope {
     /// The largest process of a tree as far as its samples saw: processes left the tree and
     /// not every exit record was read (no taskstats, or the kernel dropped some), so one of
     /// them may have peaked higher after its last sample, and a child born and gone between
-    /// two samples is not in it. A lower bound of the largest process's peak.
+    /// two samples is not in it; or the target restarted and the process before the restart
+    /// has no peak known in the span (`PeakFacts::restart_peak_unknown`). A lower bound of the
+    /// largest process's peak.
     LargestProcessSeen,
     /// The whole tree (sum of its processes, or its cgroup).
     Tree,
@@ -128,7 +130,7 @@ impl fmt::Display for PeakScope {
             PeakScope::Process => "of the process",
             PeakScope::LargestProcess => "of the largest process",
             PeakScope::LargestProcessSeen => {
-                "of the largest process as its samples saw it (processes left with no exit record read)"
+                "of the largest process as its samples saw it (processes left with no exit record read, or before a restart with no peak known in the recording)"
             }
             PeakScope::Tree => "of the tree",
             PeakScope::Cgroup => "of the cgroup, which may hold processes outside the tree",
@@ -222,6 +224,12 @@ pub struct PeakFacts {
     /// span's peak is then not exact.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rows_lost: bool,
+    /// The target restarted in the span, and the marks of the process before the restart
+    /// never rose in it (they may be older than the span): that process's peak in the span is
+    /// not known, and the kernel's peak (the successor's, whose marks all fall in the span) is a
+    /// lower bound of the largest process's, scope `largest-process-seen`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub restart_peak_unknown: bool,
 }
 
 /// The peak a span reports, decided once from its [`PeakFacts`]: the number, where it comes
@@ -280,6 +288,9 @@ impl PeakFacts {
 
     /// What the kernel's per-process counter is the peak of over this span.
     pub fn kernel_scope(&self) -> PeakScope {
+        if self.restart_peak_unknown {
+            return PeakScope::LargestProcessSeen;
+        }
         PeakScope::of_kernel_counter(
             self.max_processes,
             self.departed,

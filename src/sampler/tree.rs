@@ -250,7 +250,7 @@ pub struct Quiet {
 }
 
 /// At most this many departed processes are remembered (those with the largest peaks).
-const DEPARTED_KEEP: usize = 32;
+pub const DEPARTED_KEEP: usize = 32;
 
 impl Tree {
     /// Starts watching `root` (already opened, so already identified by start time).

@@ -23,7 +23,7 @@ use crate::sampler::psi::PsiSource;
 use crate::sampler::pss::{PssGuard, PssRead, PssSchedule, PssThread};
 use crate::sampler::swap::SwapSource;
 use crate::sampler::target::{self, PidfileStamp, TargetError, TargetSpec};
-use crate::sampler::tree::Tree;
+use crate::sampler::tree::{ProcessRecord, Tree, DEPARTED_KEEP};
 use std::sync::mpsc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -76,6 +76,40 @@ pub struct Tick {
     pub departed_risen_hwm: u64,
 }
 
+/// What a tree that ended adds to the first row of the process that took over (the `restart`
+/// row): every process it still held left the tree since the row before (its root among them),
+/// and the marks its exit records gave after its last row are peaks reached in between.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RestartCarry {
+    /// Processes that left: the members alive at the old tree's last row, and those its last
+    /// exit records settled.
+    departed: u32,
+    /// The largest VmHWM from exit records (since the last reset of the marks) of those
+    /// processes, and the largest of them that rose after the process was last read: a peak
+    /// reached after the last row, which the restart's row takes (one that did not rise is in
+    /// the rows already, and for a process attached to may predate the recording).
+    hwm: u64,
+    risen_hwm: u64,
+    /// The sum of the marks of the processes alive after the old tree's last row.
+    hwm_sum: u64,
+}
+
+impl RestartCarry {
+    fn of(old: &Tree) -> RestartCarry {
+        let tail = old
+            .departures_after_last_sample()
+            .cloned()
+            .unwrap_or_default();
+        let members = old.each_member().count() as u32;
+        RestartCarry {
+            departed: members.saturating_add(tail.sample.departed),
+            hwm: tail.departed_hwm,
+            risen_hwm: tail.departed_risen_hwm,
+            hwm_sum: tail.sample.hwm_sum_bytes,
+        }
+    }
+}
+
 /// What a look for the target found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
@@ -105,6 +139,14 @@ pub struct Watch {
     exits: ExitState,
     /// The largest peak from exit records of the trees before a restart.
     exit_peak: Option<u64>,
+    /// What the tree that ended adds to the restart's row: its processes left the tree since
+    /// the row before (`RestartCarry`). Taken by the next tick.
+    carry: Option<RestartCarry>,
+    /// The processes of the trees before a restart (the largest peaks, at most
+    /// `tree::DEPARTED_KEEP`), and how many left with them: the end record lists and counts
+    /// them with the last tree's.
+    earlier_processes: Vec<ProcessRecord>,
+    earlier_departed: u64,
     /// The major faults of the trees before a restart, and the time since boot (clock
     /// ticks) when the watch was made: a root started since counts its faults from its birth.
     faults_before: u64,
@@ -189,6 +231,9 @@ impl Watch {
                 ExitRecords::Refused(e) => ExitState::Refused(e),
             },
             exit_peak: None,
+            carry: None,
+            earlier_processes: Vec::new(),
+            earlier_departed: 0,
             faults_before: 0,
             made_at_ticks,
             pss,
@@ -250,6 +295,28 @@ impl Watch {
         if let Some(old) = &self.tree {
             self.exit_peak = self.exit_peak.max(old.exit_peak());
             self.faults_before = self.faults_before.saturating_add(old.major_faults());
+            // Every process of the old tree has left it: the restart's row counts them (a
+            // process gone with no exit record read leaves the peak a lower bound), and the
+            // end record lists them.
+            let carry = RestartCarry::of(old);
+            self.earlier_departed = self
+                .earlier_departed
+                .saturating_add(old.departed_count())
+                .saturating_add(old.each_member().count() as u64);
+            self.earlier_processes.extend(old.processes());
+            self.earlier_processes
+                .sort_by_key(|p| std::cmp::Reverse(p.hwm_bytes));
+            self.earlier_processes.truncate(DEPARTED_KEEP);
+            // A tree that ended before a row was taken of its successor: both carry over.
+            self.carry = Some(match self.carry.take() {
+                Some(c) => RestartCarry {
+                    departed: c.departed.saturating_add(carry.departed),
+                    hwm: c.hwm.max(carry.hwm),
+                    risen_hwm: c.risen_hwm.max(carry.risen_hwm),
+                    hwm_sum: c.hwm_sum.saturating_add(carry.hwm_sum),
+                },
+                None => carry,
+            });
         }
         let born_since = self.made_at_ticks.is_some_and(|t| h.start_time >= t);
         let mut tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
@@ -368,6 +435,15 @@ impl Watch {
             major_faults: self.faults_before.saturating_add(ts.sample.major_faults),
             ..ts.sample
         };
+        let mut departed_hwm = ts.departed_hwm;
+        let mut departed_risen_hwm = ts.departed_risen_hwm;
+        if let Some(c) = self.carry.take() {
+            s.departed = s.departed.saturating_add(c.departed);
+            s.hwm_bytes = s.hwm_bytes.max(c.risen_hwm);
+            s.hwm_sum_bytes = s.hwm_sum_bytes.saturating_add(c.hwm_sum);
+            departed_hwm = departed_hwm.max(c.hwm);
+            departed_risen_hwm = departed_risen_hwm.max(c.risen_hwm);
+        }
         if let Some(p) = &mut self.pss {
             s.pss_bytes = p.ready.take();
             s.nvidia_mapped_rss_bytes = p.nvidia_ready.take();
@@ -392,8 +468,8 @@ impl Watch {
         self.maybe_ask_pss(now, s.rss_bytes);
         Ok(Some(Tick {
             sample: s,
-            departed_hwm: ts.departed_hwm,
-            departed_risen_hwm: ts.departed_risen_hwm,
+            departed_hwm,
+            departed_risen_hwm,
         }))
     }
 
@@ -461,6 +537,22 @@ impl Watch {
     pub fn major_faults(&self) -> u64 {
         self.faults_before
             .saturating_add(self.tree.as_ref().map_or(0, Tree::major_faults))
+    }
+
+    /// Every process seen, largest peak first: the last tree's (`Tree::processes`) and, after a
+    /// restart, those of the trees before it (at most `tree::DEPARTED_KEEP` of them).
+    pub fn processes(&self) -> Vec<ProcessRecord> {
+        let mut all = self.tree.as_ref().map(Tree::processes).unwrap_or_default();
+        all.extend(self.earlier_processes.iter().cloned());
+        all.sort_by_key(|p| std::cmp::Reverse(p.hwm_bytes));
+        all
+    }
+
+    /// How many processes left the trees followed: the last tree's departures and, after a
+    /// restart, every process of the trees before it.
+    pub fn departed_count(&self) -> u64 {
+        self.earlier_departed
+            .saturating_add(self.tree.as_ref().map_or(0, Tree::departed_count))
     }
 
     /// The largest peak from exit records, over every tree followed.
@@ -724,6 +816,13 @@ mod tests {
         assert_eq!(w.restarts(), 1);
         let t = w.tick(Some(Event::Restart(200)), None, 0).unwrap().unwrap();
         assert_eq!(t.sample.rss_bytes, 5_000 << 10);
+        // The old process left the tree: the restart's row counts it (with no exit record
+        // read, its peak after its last row is not known), and the end lists it.
+        assert_eq!(t.sample.departed, 1);
+        assert_eq!(w.tick(None, None, 0).unwrap().unwrap().sample.departed, 0);
+        assert_eq!(w.departed_count(), 1);
+        let pids: Vec<i32> = w.processes().iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [100, 200]);
 
         let mut p = watch(&root, "pid:200", None, Reporter::silent());
         p.look().unwrap();

@@ -165,9 +165,9 @@ impl Recorder {
         end.exit_records = Some(self.watch.exit_records_status());
         end.exit_peak_bytes = self.watch.exit_peak();
         end.major_faults = Some(self.watch.major_faults());
+        end.processes = self.watch.processes();
+        end.processes_departed = self.watch.departed_count();
         if let Some(tree) = self.watch.tree() {
-            end.processes = tree.processes();
-            end.processes_departed = tree.departed_count();
             // The watch, and its count, go from tree to tree across restarts.
             end.exit_records_lost = tree.exit_records_lost();
             let tail = tree.departures_after_last_sample();

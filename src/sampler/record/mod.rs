@@ -296,6 +296,9 @@ pub struct Recorder {
     span_end_asked: bool,
     /// The row being taken is answered to an asker who waits for it (a probe).
     row_waited: bool,
+    /// When the last `restart` row was taken: a marker asked before it waited while the target
+    /// was away, and its row comes late.
+    restart_row_at: Option<SystemTime>,
     /// The anatomy of a span whose end a waited-for row found while another read was under way:
     /// read right after that one, its reply held until then.
     deferred_span_end: Option<(crate::model::anatomy::Trigger, String, Sample)>,
@@ -474,8 +477,16 @@ impl Recorder {
             }
             Control::Probe(e, reply) => {
                 let mark = matches!(e, Event::Mark(_));
+                // Asked while the target was away (it exited and its successor's first row
+                // came since): its row is the first after the restart, late by that long,
+                // with the successor's start in the phase before. Else whoever asked waited
+                // for the row: nothing it did falls on the wrong side of it (no lag to tell).
+                let held = self
+                    .restart_row_at
+                    .is_some_and(|at| stamped.origin < at)
+                    .then_some(stamped.origin);
                 self.row_waited = true;
-                let taken = self.tick(Some(e));
+                let taken = self.tick_at(Some(e), held);
                 self.row_waited = false;
                 match taken {
                     Ok(s) => {
@@ -544,6 +555,9 @@ impl Recorder {
         if let Some(limit) = self.opts.duration {
             self.schedule.cap(self.watch.start() + limit);
         }
+        // Markers that came while the target was away wait in the channel, their wake-up
+        // spent: taken right after the restart's row, not at the next tick.
+        run.queued.extend(self.control_rx.try_iter());
         if run.queued.is_empty() {
             Step::Sleep
         } else {
@@ -601,6 +615,9 @@ impl Recorder {
     ) -> anyhow::Result<Option<Sample>> {
         if let Some(l) = &mut self.launched {
             l.reap_exited();
+        }
+        if matches!(event, Some(Event::Restart(_))) {
+            self.restart_row_at = Some(SystemTime::now());
         }
         let s = match self.watch.tick(event, origin, self.schedule.missed()) {
             Ok(Some(t)) => t.sample,

@@ -169,6 +169,7 @@ impl Recorder {
             open_phase: None,
             span_end_asked: false,
             row_waited: false,
+            restart_row_at: None,
             deferred_span_end: None,
             held_replies: Vec::new(),
             numa,
