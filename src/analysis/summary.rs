@@ -1645,6 +1645,43 @@ mod tests {
     }
 
     #[test]
+    fn a_phase_across_a_restart_with_no_peak_known_of_the_old_process_says_why_it_is_a_lower_bound()
+    {
+        let rows = [
+            Sample {
+                event: Some(Event::Start),
+                ..s(0.0, 100 * MIB, 300 * MIB)
+            },
+            Sample {
+                event: Some(Event::Mark("work".into())),
+                ..s(1.0, 100 * MIB, 300 * MIB)
+            },
+            Sample {
+                event: Some(Event::Restart(9)),
+                departed: 1,
+                ..s(2.0, 60 * MIB, 60 * MIB)
+            },
+            s(3.0, 60 * MIB, 214 * MIB),
+        ];
+        let end = EndInfo {
+            exit_records: Some(crate::format::meta::EXIT_RECORDS_READ.into()),
+            ..EndInfo::default()
+        };
+        let sum = summarize(&rows, Some(&meta("pidfile", false)), Some(&end));
+        let work = &sum.spans.phases[0];
+        assert!(work.facts.restart_peak_unknown && work.peak.scope.is_partial());
+        let text = sum.render();
+        assert!(
+            text.contains("≥: the target restarted in the phases so marked"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("with no exit record read: the peak is"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn the_sampled_peak_is_the_largest_sample_with_its_time() {
         let rows: Vec<Sample> = [(0.0, 10), (1.0, 50), (2.0, 30), (3.0, 10)]
             .iter()

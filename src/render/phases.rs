@@ -159,9 +159,23 @@ impl SpanColumns {
                 "sK run N: run N of session K of this --append'ed recording (each bench numbers its runs from 1; the sessions are listed above)".into(),
             );
         }
-        if spans.iter().any(|s| s.peak.scope.is_partial()) {
+        let partial = |s: &&Span| s.peak.scope.is_partial();
+        if spans
+            .iter()
+            .filter(partial)
+            .any(|s| !s.facts.restart_peak_unknown)
+        {
             notes.push(format!(
                 "≥: processes left the tree in the {kind} so marked with no exit record read: the peak is the largest VmHWM the samples saw, a lower bound"
+            ));
+        }
+        if spans
+            .iter()
+            .filter(partial)
+            .any(|s| s.facts.restart_peak_unknown)
+        {
+            notes.push(format!(
+                "≥: the target restarted in the {kind} so marked, and the process before it has no peak known there (its VmHWM never rose above the mark it brought in): the peak is the largest the marks and samples saw, a lower bound"
             ));
         }
         if spans.iter().any(|s| s.facts.late_boundary) {
