@@ -198,6 +198,14 @@ impl Default for SpanContext {
     }
 }
 
+/// The larger of two readings, either of which may be missing.
+fn larger(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The marks reset inside a span, after one of its rows (a marker's with `--phase-peaks`):
 /// what the first such row read, which covers all before it, and the largest the rows after it
 /// read, which cover all after it.
@@ -925,21 +933,17 @@ impl SpanAcc {
         tail: Option<(u64, bool)>,
         inner_resets: bool,
     ) -> (Option<u64>, bool) {
-        let join = |h: Option<u64>, t: Option<u64>| match (h, t) {
-            (Some(h), Some(t)) => Some(h.max(t)),
-            (h, t) => h.or(t),
-        };
         let rises = matches!(window, Window::IfRises | Window::ResetIfSettled);
         let (Some(before), true) = (self.hwm_before_restart, rises) else {
             // Marks reset inside the span (--phase-peaks): the rows after the first reset
             // count.
             if let (Window::IfRises, Some(r)) = (window, self.inner_reset.filter(|_| inner_resets))
             {
-                let after_reset = join(r.hwm_after, tail.map(|t| t.0));
+                let after_reset = larger(r.hwm_after, tail.map(|t| t.0));
                 let peak = InnerReset::peak(Some(self.open_hwm), Some(r.hwm_at), after_reset);
                 return (peak, true);
             }
-            let after = join(self.hwm_after, tail.map(|t| t.0));
+            let after = larger(self.hwm_after, tail.map(|t| t.0));
             return (self.kernel_peak_of(window, bound_bytes, after), true);
         };
         // A restart in a span whose marks count only when they rise: the rows before it as
@@ -950,9 +954,9 @@ impl SpanAcc {
             Some((t, false)) => (Some(t), None),
             None => (None, None),
         };
-        let since = join(self.hwm_since_restart, tail_since).unwrap_or(0);
-        let before_max = self.open_hwm.max(join(before, tail_before).unwrap_or(0));
-        match self.kernel_peak_of(window, bound_bytes, join(before, tail_before)) {
+        let since = larger(self.hwm_since_restart, tail_since).unwrap_or(0);
+        let before_max = self.open_hwm.max(larger(before, tail_before).unwrap_or(0));
+        match self.kernel_peak_of(window, bound_bytes, larger(before, tail_before)) {
             Some(b) => (Some(b.max(since)), true),
             None if since == 0 => (None, true),
             // The earlier process's marks never rose: its peak in the span is at most its
@@ -983,15 +987,9 @@ impl SpanAcc {
     /// The cgroup's exact peak over the span under `window`, with `tail` (the peak file read
     /// after the last row) taken as one more row.
     fn cgroup_peak(&self, window: Window, tail: Option<u64>, inner_resets: bool) -> Option<u64> {
-        let after = match (self.cgroup_peak_after, tail) {
-            (Some(a), Some(t)) => Some(a.max(t)),
-            (a, t) => a.or(t),
-        };
+        let after = larger(self.cgroup_peak_after, tail);
         if let (Window::IfRises, Some(r)) = (window, self.inner_reset.filter(|_| inner_resets)) {
-            let after_reset = match (r.cgroup_after, tail) {
-                (Some(a), Some(t)) => Some(a.max(t)),
-                (a, t) => a.or(t),
-            };
+            let after_reset = larger(r.cgroup_after, tail);
             return InnerReset::peak(self.open_cgroup_peak, r.cgroup_at, after_reset);
         }
         match window {
