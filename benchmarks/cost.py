@@ -28,7 +28,8 @@ taken within the round:
   100 ms too, and floor.c's -w (the 100 ms wake-ups alone, no read): what any sampler at that
   rate pays on this machine;
 - read: `memmon summary` of a generated 1 GiB recording with this memmon's own header, page
-  cache warm: GB/s.
+  cache warm: GB/s; and, where valgrind is installed, the instructions a row of its first
+  200,000 rows, which the machine's load does not change (to tell a 2% change from noise).
 
 CPU is the scheduler's own count of each sampler's threads (the first field of
 /proc/PID/task/TID/schedstat, nanoseconds) over a window after a warm-up, divided by the samples
@@ -570,6 +571,7 @@ def bench_read(tmp, memmons, rounds, gib):
             t = time.monotonic()
             subprocess.run([m.binary, "summary", path], stdout=subprocess.DEVNULL, check=True)
             times.setdefault(m.name, []).append(time.monotonic() - t)
+    instructions = instructions_per_row(tmp, path, memmons)
     os.remove(path)
     print(f"\n### summary of a {size / (1 << 30):.2f} GiB recording ({i:,} rows, {ncols} columns), "
           f"page cache warm, {rounds} runs each\n")
@@ -578,7 +580,40 @@ def bench_read(tmp, memmons, rounds, gib):
     for name, v in times.items():
         print(f"| {name} | {statistics.median(v):.2f} s ({min(v):.2f}–{max(v):.2f}) | "
               f"**{size / statistics.median(v) / 1e9:.2f} GB/s** |")
+    if instructions:
+        rows = instructions.pop("rows")
+        print(f"\nInstructions a row, counted by cachegrind (the same within 0.01% at any load) in `memmon "
+              f"summary` of the first {rows:,} rows:\n")
+        print("| memmon | instructions | a row | against the first |")
+        print("|---|---|---|---|")
+        first = next(iter(instructions.values()))
+        for name, n in instructions.items():
+            print(f"| {name} | {n:,} | {n / rows:,.0f} | {n / first:.4f}x |")
     sys.stdout.flush()
+
+
+def instructions_per_row(tmp, path, memmons, rows=200_000):
+    """Instructions each memmon runs for `summary` of the first `rows` rows of `path`, counted
+    by valgrind's cachegrind: timings on a shared machine vary by 10% from run to run, this count
+    by less than 0.01%. {} when valgrind is not installed."""
+    if not shutil.which("valgrind"):
+        print("(valgrind not installed: no instruction counts)", file=sys.stderr)
+        return {}
+    cut = os.path.join(tmp, "cut.csv")
+    with open(path) as src, open(cut, "w") as dst:
+        for n, line in enumerate(src):
+            if n > rows:
+                break
+            dst.write(line)
+    counts = {"rows": rows}
+    for m in memmons:
+        out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                              "--cachegrind-out-file=/dev/null", m.binary, "summary", cut],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+        refs = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+        counts[m.name] = int(refs.group(1).replace(",", ""))
+    os.remove(cut)
+    return counts
 
 
 def load():
