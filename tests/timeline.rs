@@ -173,3 +173,73 @@ fn an_appended_recording_over_budget_fails_and_is_drawn_with_its_gap() {
         "{first_end} then {second_start}"
     );
 }
+
+#[test]
+fn summary_plot_and_report_place_an_appended_recordings_peak_alike() {
+    let dir = tempdir();
+    let rec = dir.path().join("two.csv");
+    record_workload(&rec, &["-q", "-i", "50ms", "--append"], &["hold:300ms"])
+        .assert()
+        .success();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // The peak is in the second session, whose own clock starts again near 0.
+    record_workload(
+        &rec,
+        &["-q", "-i", "50ms", "--append"],
+        &["alloc:40M", "hold:300ms"],
+    )
+    .assert()
+    .success();
+
+    let s = summary_json(&rec);
+    assert_eq!(s["sampled_peak_session"], 2, "{s}");
+    let elapsed = s["sampled_peak_elapsed_s"].as_f64().unwrap();
+    let x = s["sampled_peak_x_s"].as_f64().unwrap();
+    assert!(
+        x >= 1.0 + elapsed,
+        "the peak lies after the 1 s gap on the axis: {s}"
+    );
+
+    // The plot draws the peak where the summary says, and the summary's words name both clocks.
+    let trace = load(&rec, &InputSpec::default(), &PlotOptions::default()).unwrap();
+    assert_eq!(trace.summary.sampled_peak_x_s, x);
+    let svg = dir.path().join("two.svg");
+    memmon()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&rec)
+        .assert()
+        .success();
+    let at = memmon::units::fmt_seconds(x);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawn.contains(&format!(" at {at}")),
+        "no 'at {at}' in the plot"
+    );
+    let text = memmon()
+        .arg("summary")
+        .arg(&rec)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(text).unwrap();
+    let words = format!(
+        "(+{} into session 2; {at} on the plot's time axis)",
+        memmon::units::fmt_seconds(elapsed)
+    );
+    assert!(text.contains(&words), "no {words:?} in:\n{text}");
+
+    // The report's sampled peak cell says the same (its apostrophe escaped).
+    let html = dir.path().join("two.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&rec)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&html).unwrap();
+    let words = words.replace('\'', "&#39;");
+    assert!(page.contains(&words), "no {words:?} in the report");
+}

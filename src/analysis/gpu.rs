@@ -11,10 +11,11 @@
 //! then only the sampled peak is the span's.
 
 use super::span::Window;
+use super::timeline::{Place, When};
 use crate::format::meta::{EndInfo, Meta};
 use crate::model::peak::{Peak, PeakScope, PeakSource};
 use crate::model::sample::Sample;
-use crate::units::{fmt_bytes, fmt_seconds};
+use crate::units::fmt_bytes;
 use serde::Serialize;
 
 /// How a span's GPU kernel peak was known, or why it was not.
@@ -207,6 +208,10 @@ pub struct GpuPeak {
     pub peak_gpu_bytes: u64,
     pub peak_elapsed_s: f64,
     pub peak_unix_ms: u64,
+    /// The peak row's session (from 1) and its x on the recording's time axis (seconds, as
+    /// `plot` draws it).
+    pub peak_session: u32,
+    pub peak_x_s: f64,
     /// The used and total memory of the tree's GPUs at that tick.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_used_at_peak_bytes: Option<u64>,
@@ -299,7 +304,8 @@ impl GpuTrack {
         }
     }
 
-    pub fn push(&mut self, s: &Sample) {
+    /// The recording's next row, at `place` on its timeline.
+    pub fn push(&mut self, s: &Sample, place: Place) {
         if self.sessions.is_empty() {
             // A recording without metadata (imported): its marks may predate it.
             self.sessions.push(SessionMarks {
@@ -329,6 +335,8 @@ impl GpuTrack {
                 peak_gpu_bytes: b,
                 peak_elapsed_s: s.elapsed_s,
                 peak_unix_ms: s.unix_ms,
+                peak_session: place.session,
+                peak_x_s: place.x,
                 device_used_at_peak_bytes: s.gpu.device_used_bytes,
                 device_total_bytes: s.gpu.device_total_bytes,
                 ..GpuPeak::default()
@@ -402,13 +410,24 @@ impl GpuTrack {
 }
 
 impl GpuPeak {
-    /// The summary's GPU lines.
-    pub fn render(&self) -> String {
+    /// When the sampled GPU peak came.
+    pub fn peak_at(&self) -> When {
+        When {
+            unix_ms: self.peak_unix_ms,
+            elapsed_s: self.peak_elapsed_s,
+            session: self.peak_session,
+            x_s: self.peak_x_s,
+        }
+    }
+
+    /// The summary's GPU lines, for a recording of `sessions` sessions.
+    pub fn render(&self, sessions: usize) -> String {
         let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
+        let at = self.peak_at();
         let mut o = format!(
-            "  GPU peak      {} at +{} (device memory held by the tree's processes: NVML per-process used memory, summed over their PIDs; sampled{})\n",
+            "  GPU peak      {} at {} (device memory held by the tree's processes: NVML per-process used memory, summed over their PIDs; sampled{})\n",
             b(self.peak_gpu_bytes),
-            fmt_seconds(self.peak_elapsed_s),
+            at.offset(sessions),
             self.every
                 .as_ref()
                 .map(|e| format!(" every {e}"))
@@ -529,6 +548,17 @@ pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Row `s` of a one-session recording, placed at its elapsed time.
+    fn push(t: &mut GpuTrack, s: &Sample) {
+        let place = Place {
+            x: s.elapsed_s,
+            new_session: false,
+            session: 1,
+        };
+        t.push(s, place);
+    }
+
     use crate::model::gpu::GpuTick;
 
     const GIB: u64 = 1 << 30;
@@ -549,17 +579,17 @@ mod tests {
     #[test]
     fn the_gpu_peak_is_the_largest_tree_value_with_its_devices_at_that_tick() {
         let mut t = GpuTrack::default();
-        t.push(&row(0.0, None, None));
-        t.push(&row(1.0, Some(4 * GIB), Some(10 * GIB)));
-        t.push(&row(2.0, Some(20 * GIB), Some(30 * GIB)));
-        t.push(&row(3.0, Some(2 * GIB), Some(40 * GIB)));
+        push(&mut t, &row(0.0, None, None));
+        push(&mut t, &row(1.0, Some(4 * GIB), Some(10 * GIB)));
+        push(&mut t, &row(2.0, Some(20 * GIB), Some(30 * GIB)));
+        push(&mut t, &row(3.0, Some(2 * GIB), Some(40 * GIB)));
         let p = t.finish(None).unwrap();
         assert_eq!(p.peak_gpu_bytes, 20 * GIB);
         assert_eq!(p.peak_elapsed_s, 2.0);
         assert_eq!(p.device_used_at_peak_bytes, Some(30 * GIB));
         assert_eq!(p.max_device_used_bytes, Some(40 * GIB));
         assert_eq!((p.rows, p.rows_without), (3, 1));
-        let text = p.render();
+        let text = p.render(1);
         assert!(
             text.contains("GPU peak      20.00 GiB (21474836480 bytes) at +2.00 s"),
             "{text}"
@@ -604,8 +634,8 @@ mod tests {
         // record has none of its own.
         let mut t = GpuTrack::default();
         t.session(&Meta::example("command"));
-        t.push(&marked(0.0, GIB, Some(GIB), None));
-        t.push(&marked(1.0, 2 * GIB, Some(2 * GIB), None));
+        push(&mut t, &marked(0.0, GIB, Some(GIB), None));
+        push(&mut t, &marked(1.0, 2 * GIB, Some(2 * GIB), None));
         let run = |run, hwm| crate::format::meta::RunEnd {
             run,
             started_elapsed_s: None,
@@ -669,11 +699,11 @@ mod tests {
     #[test]
     fn without_accounting_the_summary_says_the_gpu_peak_is_sampled_and_how_to_turn_it_on() {
         let mut t = GpuTrack::default();
-        t.push(&row(0.0, Some(4 * GIB), Some(10 * GIB)));
+        push(&mut t, &row(0.0, Some(4 * GIB), Some(10 * GIB)));
         let p = t.finish(None).unwrap();
         assert_eq!(p.accounting, Some(GpuAccounting::Off));
         assert_eq!(p.kernel, GpuKernelPeak::default());
-        let text = p.render();
+        let text = p.render(1);
         assert!(text.contains("nvidia-smi -am 1"), "{text}");
         assert!(text.contains("GPU peak is sampled"), "{text}");
     }
@@ -685,13 +715,13 @@ mod tests {
             marked(0.0, 0, Some(0), None),
             marked(1.0, 4 * GIB, Some(12 * GIB), None),
         ] {
-            t.push(&r);
+            push(&mut t, &r);
         }
         let p = t.finish(None).unwrap();
         assert_eq!(p.accounting, Some(GpuAccounting::On));
         // Attached (no metadata): a mark that rose during the recording.
         assert_eq!(p.kernel.bytes, Some(12 * GIB));
-        let text = p.render();
+        let text = p.render(1);
         assert!(
             text.contains("GPU kernel peak 12.00 GiB (12884901888 bytes)"),
             "{text}"
@@ -706,7 +736,7 @@ mod tests {
     #[test]
     fn no_gpu_values_no_gpu_summary() {
         let mut t = GpuTrack::default();
-        t.push(&row(0.0, None, None));
+        push(&mut t, &row(0.0, None, None));
         assert_eq!(t.finish(None), None);
     }
 

@@ -895,6 +895,11 @@ impl SpanAcc {
         self.departed
     }
 
+    /// The largest RSS of the span's rows so far (a row above it is the new sampled peak).
+    pub fn sampled_peak_rss(&self) -> u64 {
+        self.peak_rss
+    }
+
     pub fn samples(&self) -> u64 {
         self.samples
     }

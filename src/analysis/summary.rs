@@ -11,7 +11,7 @@ use super::phases::{PhaseBuilder, Phases};
 use super::span::{
     launched_duration_s, EndTail, HeldPeaks, MemoryHealth, PssReads, SpanAcc, SpanContext, Window,
 };
-use super::timeline::Timeline;
+use super::timeline::{Timeline, When};
 use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta, RowLoss, RunPeaks};
 use crate::format::ReadInfo;
 use crate::model::peak::{KernelPeakWindow, Peak, PeakFacts, PeakScope, PeakSource};
@@ -294,6 +294,8 @@ pub struct SummaryBuilder {
     timeline: Timeline,
     /// Every row of the recording, as one span (the sampled peak, PSS, held memory, GPU).
     all: Option<SpanAcc>,
+    /// Where `all`'s sampled peak row lies on the timeline (its session, the plot's x).
+    sampled_peak_at: When,
     sessions: Vec<SessionAcc>,
     merged_sessions: u64,
     /// The metadata of the session whose first row is next.
@@ -332,6 +334,7 @@ impl Default for SummaryBuilder {
             last_unix_ms: 0,
             timeline: Timeline::new(),
             all: None,
+            sampled_peak_at: When::default(),
             sessions: Vec::new(),
             merged_sessions: 0,
             next_meta: None,
@@ -461,10 +464,11 @@ impl SummaryBuilder {
                 ));
             }
         }
+        let place = self.timeline.push(s);
         self.phases.push(s);
-        self.gpu.push(s);
+        self.gpu.push(s, place);
         let first = self.samples == 0;
-        if self.timeline.push(s).new_session || first {
+        if place.new_session || first {
             if !first {
                 self.missed_done += self.missed_session;
                 self.missed_session = 0;
@@ -492,6 +496,14 @@ impl SummaryBuilder {
             if phase_peaks && matches!(s.event, Some(Event::Mark(_))) {
                 last.span.marks_reset_after(s);
             }
+        }
+        // The span's own rule (the first row, then a larger RSS) picks the sampled peak row.
+        if self
+            .all
+            .as_ref()
+            .is_none_or(|a| s.rss_bytes > a.sampled_peak_rss())
+        {
+            self.sampled_peak_at = When::of(s, place);
         }
         match self.all.as_mut() {
             Some(a) => a.add(s),
@@ -595,6 +607,8 @@ impl SummaryBuilder {
             facts,
             sampled_peak_unix_ms: sampled_row.unix_ms,
             sampled_peak_elapsed_s: sampled_row.elapsed_s,
+            sampled_peak_session: self.sampled_peak_at.session,
+            sampled_peak_x_s: self.sampled_peak_at.x_s,
             sampled_peak_pid: sampled_row.pid,
             sampled_peak_processes: sampled_row.processes,
             kernel_peak_window: window,
@@ -1160,6 +1174,10 @@ pub struct Summary {
     /// how many processes the tree had then.
     pub sampled_peak_unix_ms: u64,
     pub sampled_peak_elapsed_s: f64,
+    /// The session of the sampled peak's row (from 1), and its x on the recording's time axis
+    /// (seconds, as `plot` and `report` draw it; `analysis::timeline`).
+    pub sampled_peak_session: u32,
+    pub sampled_peak_x_s: f64,
     pub sampled_peak_pid: i32,
     pub sampled_peak_processes: u32,
     /// Why the kernel's peak counts for the recording (launched, reset at the start, risen),

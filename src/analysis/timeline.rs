@@ -13,6 +13,7 @@
 //!   gaps between sessions are not in it.
 
 use crate::model::sample::{Event, Sample};
+use crate::units::{fmt_seconds, fmt_unix_ms};
 
 /// Where a sample lies on its recording's time axis.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,6 +22,61 @@ pub struct Place {
     pub x: f64,
     /// The sample opens a session after the first (it ends the one before).
     pub new_session: bool,
+    /// The session the sample is in, from 1.
+    pub session: u32,
+}
+
+/// When a row was, by each clock a reader names it by: the wall clock, its session's own
+/// (`elapsed_s`), and the recording's time axis (the x `plot` and `report` draw it at). In a
+/// recording of one session the last two differ only by the first row's `elapsed_s`; in an
+/// `--append`ed one, `elapsed_s` alone does not say which session, nor where the plot puts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct When {
+    /// The row's wall clock, ms since 1970 (0: a file without one).
+    pub unix_ms: u64,
+    pub elapsed_s: f64,
+    pub session: u32,
+    /// Seconds on the recording's time axis ([`Place::x`]).
+    pub x_s: f64,
+}
+
+impl When {
+    pub fn of(s: &Sample, place: Place) -> When {
+        When {
+            unix_ms: s.unix_ms,
+            elapsed_s: s.elapsed_s,
+            session: place.session,
+            x_s: place.x,
+        }
+    }
+
+    /// `+201 ms` on its session's clock; in a recording of `sessions` sessions (more than one),
+    /// which, and where the plot draws it: `+201 ms into session 2; 4.13 s on the plot's time
+    /// axis`.
+    pub fn offset(&self, sessions: usize) -> String {
+        if sessions > 1 {
+            format!(
+                "+{} into session {}; {} on the plot's time axis",
+                fmt_seconds(self.elapsed_s),
+                self.session,
+                fmt_seconds(self.x_s)
+            )
+        } else {
+            format!("+{}", fmt_seconds(self.elapsed_s))
+        }
+    }
+
+    /// `2026-12-02 10:42:01.050 UTC (+201 ms)` (with [`When::offset`] in the parentheses);
+    /// `+201 ms (elapsed)` for a file without a wall clock.
+    pub fn describe(&self, sessions: usize) -> String {
+        if self.unix_ms > 0 {
+            format!("{} ({})", fmt_unix_ms(self.unix_ms), self.offset(sessions))
+        } else if sessions > 1 {
+            format!("{} (elapsed)", self.offset(sessions))
+        } else {
+            format!("+{} (elapsed)", fmt_seconds(self.elapsed_s))
+        }
+    }
 }
 
 /// A recording's time axis, built sample by sample (module docs).
@@ -64,7 +120,11 @@ impl Timeline {
         self.samples += 1;
         let x = (s.elapsed_s + self.offset).max(self.last_x);
         self.last_x = x;
-        Place { x, new_session }
+        Place {
+            x,
+            new_session,
+            session: self.sessions,
+        }
     }
 
     /// The x of the last sample placed (0 before any).
@@ -161,5 +221,26 @@ mod tests {
         );
         assert!(t.push(&sample(3, 0.0, Some(Event::Start))).new_session);
         assert_eq!(t.sessions(), 2);
+    }
+
+    #[test]
+    fn a_row_of_a_later_session_is_named_by_its_session_and_its_place_on_the_axis() {
+        let mut t = Timeline::new();
+        t.push(&sample(1_000, 0.5, None));
+        let row = sample(5_000, 0.2, Some(Event::Start));
+        let at = When::of(&row, t.push(&row));
+        assert_eq!((at.session, at.x_s), (2, 4.0));
+        assert_eq!(
+            at.offset(2),
+            "+200 ms into session 2; 4.00 s on the plot's time axis"
+        );
+        // One session: its own clock says it all.
+        assert_eq!(at.offset(1), "+200 ms");
+        let no_clock = When { unix_ms: 0, ..at };
+        assert_eq!(
+            no_clock.describe(2),
+            "+200 ms into session 2; 4.00 s on the plot's time axis (elapsed)"
+        );
+        assert_eq!(no_clock.describe(1), "+200 ms (elapsed)");
     }
 }

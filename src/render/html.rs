@@ -573,9 +573,9 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
                 "GPU peak (NVML, tree's processes)",
                 Box::new(|s| match &s.gpu {
                     Some(g) => format!(
-                        "{} at +{}{}",
+                        "{} at {}{}",
                         size_cell(g.peak_gpu_bytes),
-                        esc(&fmt_seconds(g.peak_elapsed_s)),
+                        esc(&g.peak_at().offset(s.sessions.len())),
                         match (g.device_used_at_peak_bytes, g.device_total_bytes) {
                             (Some(u), Some(t)) => format!(
                                 "; its GPUs {} used of {}",

@@ -248,8 +248,6 @@ pub struct Trace {
     /// GPU memory held by the tree (`gpu_bytes`), at the rows that have it.
     gpu: Line,
     events: Events,
-    /// The first sample with the largest RSS (the summary's peak): its x and RSS.
-    peak: (f64, u64),
     pub summary: Summary,
 }
 
@@ -258,6 +256,14 @@ impl Trace {
     /// last sample's among them.
     pub fn xs(&self) -> &[f64] {
         &self.rss.xs
+    }
+
+    /// The sampled peak as the summary states it: its x (`Summary::sampled_peak_x_s`) and RSS.
+    fn peak(&self) -> (f64, u64) {
+        (
+            self.summary.sampled_peak_x_s,
+            self.summary.facts.sampled_peak_rss_bytes,
+        )
     }
 
     /// What the plot left out of this recording, for the user (`None` when nothing).
@@ -288,7 +294,6 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         .map(|&column| (column, decimate::Stream::new()))
         .collect();
     let mut events = Events::default();
-    let mut peak: Option<(f64, u64)> = None;
     let mut gpu = decimate::Stream::new();
     let on_sample = |s: &Sample| {
         let place = timeline.push(s);
@@ -303,9 +308,6 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
             for (_, stream) in &mut series {
                 stream.cut();
             }
-        }
-        if peak.is_none_or(|(_, p)| s.rss_bytes > p) {
-            peak = Some((x, s.rss_bytes));
         }
         if let Some(ev) = &s.event {
             if !(rss.seen() == 0 && *ev == Event::Start) {
@@ -335,10 +337,10 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
             on_sample,
         },
     )?;
-    let Some(peak) = peak else {
-        return Err(PlotError::NoSamples(path.to_path_buf()));
-    };
     let summary = Summary::of_read(builder, path.display().to_string(), &info);
+    if summary.samples == 0 {
+        return Err(PlotError::NoSamples(path.to_path_buf()));
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -357,7 +359,6 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
             .collect(),
         gpu: gpu.points(),
         events,
-        peak,
         summary,
     })
 }
@@ -1019,7 +1020,7 @@ fn draw_peaks<DB: DrawingBackend>(
     let mut labels = Vec::new();
     for (ti, t) in traces.iter().enumerate().rev() {
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
-        let (x, y) = (t.peak.0 / scale.t_scale, scale.y(t.peak.1));
+        let (x, y) = (t.peak().0 / scale.t_scale, scale.y(t.peak().1));
         chart
             .plotting_area()
             .draw(&Circle::new((x, y), 4, color.filled()))?;
@@ -1032,7 +1033,7 @@ fn draw_peaks<DB: DrawingBackend>(
                     "{}sampled peak {} at {}",
                     scale.prefix(t),
                     fmt_bytes(t.summary.facts.sampled_peak_rss_bytes),
-                    fmt_seconds(t.peak.0)
+                    fmt_seconds(t.peak().0)
                 ),
                 at: (if left { px + 8 } else { px - 8 }, py - 2),
                 left,

@@ -6,6 +6,7 @@ use crate::analysis::anatomy::{AnatomyDiff, GroupChange, Measure};
 use crate::analysis::summary::{
     process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
 };
+use crate::analysis::timeline::When;
 use crate::model::anatomy::{Group, GroupKind};
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakSource};
 use crate::render::table::Table;
@@ -635,7 +636,7 @@ impl Summary {
         self.render_pss(&mut o);
         self.render_anatomy(&mut o);
         if let Some(g) = &self.gpu {
-            o.push_str(&g.render());
+            o.push_str(&g.render(self.sessions.len()));
         }
         self.render_levels(&mut o);
         if let Some(t) = self.processes_table() {
@@ -827,17 +828,19 @@ impl Summary {
     }
 
     /// When the sampled peak came: `2026-12-02 10:42:01.050 UTC (+201 ms)`, the elapsed time on
-    /// its session's clock; `+201 ms (elapsed)` for a file without a clock. The report says it
-    /// so too: an `--append`ed recording's elapsed time alone does not say which session.
+    /// its session's clock, and in an `--append`ed recording which session and where the plot
+    /// draws it (`analysis::timeline::When`); `+201 ms (elapsed)` for a file without a clock.
+    /// The report says it so too.
     pub fn sampled_peak_when(&self) -> String {
-        if self.sampled_peak_unix_ms > 0 {
-            format!(
-                "{} (+{})",
-                fmt_unix_ms(self.sampled_peak_unix_ms),
-                fmt_seconds(self.sampled_peak_elapsed_s)
-            )
-        } else {
-            format!("+{} (elapsed)", fmt_seconds(self.sampled_peak_elapsed_s))
+        self.sampled_peak_at().describe(self.sessions.len())
+    }
+
+    pub fn sampled_peak_at(&self) -> When {
+        When {
+            unix_ms: self.sampled_peak_unix_ms,
+            elapsed_s: self.sampled_peak_elapsed_s,
+            session: self.sampled_peak_session,
+            x_s: self.sampled_peak_x_s,
         }
     }
 
