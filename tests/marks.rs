@@ -400,6 +400,92 @@ fn phase_peaks_give_a_spike_between_1s_ticks_its_exact_peak_in_its_phase() {
     );
 }
 
+#[test]
+fn phase_peaks_on_a_target_whose_mark_predates_the_recording_give_a_lower_bound_headline() {
+    // A process that reached 300 MiB before the recording; with --phase-peaks its marks are
+    // reset at the marker, and its 200 MiB after it is the phase's exact peak. What came
+    // before the marker is not known (the mark of 300 MiB may be older than the recording):
+    // the recording's peak is at least the phase's, never the smaller sampled line.
+    let dir = tempdir();
+    let (out, sock, go) = (
+        dir.path().join("p.csv"),
+        dir.path().join("rec.sock"),
+        dir.path().join("go"),
+    );
+    let argv = workload(&[
+        "spike:300MiB:50ms",
+        &format!("wait-file:{}", go.display()),
+        "mark:work",
+        "spike:200MiB:300ms",
+        "hold:300ms",
+    ]);
+    let mut target = StdCommand::new(&argv[0])
+        .args(&argv[1..])
+        .env("MEMMON_SOCKET", &sock)
+        .spawn()
+        .unwrap();
+    let hwm = || {
+        std::fs::read_to_string(format!("/proc/{}/status", target.id()))
+            .ok()
+            .and_then(|s| {
+                let v = s.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+                v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+            })
+            .unwrap_or(0)
+            * 1024
+    };
+    assert!(
+        wait_for(30.0, || hwm() >= 300 * MIB),
+        "the spike never came"
+    );
+    let rec = spawn_memmon(&[
+        "record",
+        "-q",
+        "--no-own-cgroup",
+        "--phase-peaks",
+        "-i",
+        "50ms",
+        "--pid",
+        &target.id().to_string(),
+        "--socket",
+        sock.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    // The go-ahead once the recorder listens: the marker comes after the recording began.
+    assert!(
+        wait_for(30.0, || sock.exists()),
+        "the recorder did not start"
+    );
+    std::fs::write(&go, "").unwrap();
+    assert!(target.wait().unwrap().success());
+    let done = rec.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+
+    let s = summary_json(&out);
+    let work = &s["phases"][0];
+    assert_eq!(work["label"], "work", "{s}");
+    let phase = work["peak"]["bytes"].as_u64().unwrap();
+    assert_eq!(work["peak"]["exact"], true, "{work}");
+    assert!((200 * MIB..300 * MIB).contains(&phase), "{work}");
+    let peak = &s["peak"];
+    assert_eq!(peak["exact"], false, "{s}");
+    assert_eq!(peak["scope"], "largest-process-seen", "{s}");
+    assert_eq!(s["reset_peak_unknown"], true, "{s}");
+    assert!(peak["bytes"].as_u64().unwrap() >= phase, "{s}");
+    // A budget under the phase's peak fails on the recording's lower bound.
+    memmon()
+        .args(["summary", "--max-peak", "150MiB"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("≥"));
+}
+
 /// `record -q -i INTERVAL --phase-peaks --mark-stdout PHASE_RE -o OUT -- sh -c SCRIPT
 /// memmon-test`, which must succeed: the script's "phase X" lines are the markers.
 fn record_script_phases(dir: &Path, out: &Path, interval: &str, script: &str) {

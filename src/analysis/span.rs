@@ -206,6 +206,17 @@ fn larger(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
+/// How much of a span the kernel's peak (`SpanAcc::kernel_peak`) covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Covered {
+    Whole,
+    /// Not the process before a restart, whose marks never rose in the span.
+    NotBeforeRestart,
+    /// Not the rows before the first reset at a marker (`--phase-peaks`), whose marks never
+    /// rose in the span.
+    NotBeforeReset,
+}
+
 /// The marks reset inside a span, after one of its rows (a marker's with `--phase-peaks`):
 /// what the first such row read, which covers all before it, and the largest the rows after it
 /// read, which cover all after it.
@@ -927,17 +938,18 @@ impl SpanAcc {
 
     /// The kernel's peak of the span's largest process under `window`, with `tail` (a peak the
     /// kernel gave after the last row) taken as one more row; `None` when the marks do not
-    /// cover the span. With the second value false it is a lower bound only: a restart's
-    /// process set it, and the marks of the process before it never rose in the span, so that
-    /// process's peak in the span is not known and may have been higher. `inner_resets`: the
-    /// resets inside the span (`marks_reset_after`) held.
+    /// cover the span. Unless the second value is `Covered::Whole` it is a lower bound only:
+    /// the marks began inside the span (a restart's process, or a reset at a marker with
+    /// `--phase-peaks`), and those before never rose in it, so the peak before is not known
+    /// and may have been higher. `inner_resets`: the resets inside the span
+    /// (`marks_reset_after`) held.
     fn kernel_peak(
         &self,
         window: Window,
         bound_bytes: u64,
         tail: Option<(u64, bool)>,
         inner_resets: bool,
-    ) -> (Option<u64>, bool) {
+    ) -> (Option<u64>, Covered) {
         let rises = matches!(window, Window::IfRises | Window::ResetIfSettled);
         let (Some(before), true) = (self.hwm_before_restart, rises) else {
             // Marks reset inside the span (--phase-peaks): the rows after the first reset
@@ -945,11 +957,23 @@ impl SpanAcc {
             if let (Window::IfRises, Some(r)) = (window, self.inner_reset.filter(|_| inner_resets))
             {
                 let after_reset = larger(r.hwm_after, tail.map(|t| t.0));
-                let peak = InnerReset::peak(Some(self.open_hwm), Some(r.hwm_at), after_reset);
-                return (peak, true);
+                return match InnerReset::peak(Some(self.open_hwm), Some(r.hwm_at), after_reset) {
+                    Some(p) => (Some(p), Covered::Whole),
+                    // The marks before the first reset are older than the span: the peak is
+                    // at least the largest mark after it, and what the samples saw.
+                    None => (
+                        after_reset
+                            .filter(|&a| a > 0)
+                            .map(|a| a.max(self.top_rss_before_restart)),
+                        Covered::NotBeforeReset,
+                    ),
+                };
             }
             let after = larger(self.hwm_after, tail.map(|t| t.0));
-            return (self.kernel_peak_of(window, bound_bytes, after), true);
+            return (
+                self.kernel_peak_of(window, bound_bytes, after),
+                Covered::Whole,
+            );
         };
         // A restart in a span whose marks count only when they rise: the rows before it as
         // before; the restart's process began in the span, so its marks all count (and so does
@@ -962,13 +986,16 @@ impl SpanAcc {
         let since = larger(self.hwm_since_restart, tail_since).unwrap_or(0);
         let before_max = self.open_hwm.max(larger(before, tail_before).unwrap_or(0));
         match self.kernel_peak_of(window, bound_bytes, larger(before, tail_before)) {
-            Some(b) => (Some(b.max(since)), true),
-            None if since == 0 => (None, true),
+            Some(b) => (Some(b.max(since)), Covered::Whole),
+            None if since == 0 => (None, Covered::Whole),
             // The earlier process's marks never rose: its peak in the span is at most its
             // mark, which the restart's process reached (exact), or not: a lower bound, at
             // least what the earlier process's samples saw.
-            None if since >= before_max => (Some(since), true),
-            None => (Some(since.max(self.top_rss_before_restart)), false),
+            None if since >= before_max => (Some(since), Covered::Whole),
+            None => (
+                Some(since.max(self.top_rss_before_restart)),
+                Covered::NotBeforeRestart,
+            ),
         }
     }
 
@@ -1068,7 +1095,8 @@ impl SpanAcc {
             rows_lost: self.rows_lost,
             // A restart's process set the peak, and the one before it may have peaked higher
             // in the span.
-            restart_peak_unknown: kernel.is_some() && !covered,
+            restart_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeRestart,
+            reset_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeReset,
         }
     }
 

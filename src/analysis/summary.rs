@@ -280,6 +280,7 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
         f.late_boundary |= s.late_boundary;
         f.rows_lost |= s.rows_lost;
         f.restart_peak_unknown |= s.restart_peak_unknown;
+        f.reset_peak_unknown |= s.reset_peak_unknown;
     }
     f
 }
@@ -840,6 +841,9 @@ impl SummaryBuilder {
             && (s.facts.kernel_peak_rss_bytes.is_some() || s.kernel_peak_exact_until_s.is_some());
         if partial && s.facts.restart_peak_unknown {
             warnings.push("warning: the target restarted, and the VmHWM of the process before the restart never rose above its value at the first row (it may have been set before the recording began): that process's peak in the recording is not known and may be above the peak given, which is of the process that took over (all of whose marks fall in the recording)".into());
+        }
+        if partial && s.facts.reset_peak_unknown {
+            warnings.push("warning: with --phase-peaks the marks were reset at the first marker, and VmHWM never rose above its value at the first row before that (it may have been set before the recording began): the peak before the first marker is not known and may be above the peak given, the largest mark after the reset (record with --reset-peaks for the recording's exact peak)".into());
         }
         let records_lacking = PeakScope::of_kernel_counter(
             s.facts.max_processes,
@@ -1830,22 +1834,19 @@ mod tests {
         let sum = peak_of(100, 180, 120);
         assert_eq!((sum.peak.bytes, sum.peak.exact), (180 * MIB, true));
         // A lifetime mark of 300 MiB from before the recording: the part before the marker
-        // may have reached up to it, so the recording's peak is not known exactly; the phase's
-        // exact 200 MiB is said, and a budget judges it.
+        // may have reached up to it, so the recording's peak is not known exactly; it is at
+        // least the 200 MiB marked after the reset (the phase's exact peak), a lower bound
+        // every reader and budget takes.
         let sum = peak_of(300, 300, 200);
-        assert!(!sum.peak.exact);
-        assert_eq!(sum.peak.bytes, 100 * MIB);
-        let phase = sum
-            .exact_phase_above_peak()
-            .expect("the phase's exact peak");
-        assert_eq!(
-            (phase.label.as_str(), phase.peak.bytes),
-            ("work", 200 * MIB)
-        );
+        assert!(!sum.peak.exact && sum.facts.reset_peak_unknown);
+        assert_eq!(sum.peak.bytes, 200 * MIB);
+        assert_eq!(sum.peak.scope, PeakScope::LargestProcessSeen);
+        assert_eq!(sum.peak.at_least(), "≥ ");
+        assert!(sum.exact_phase_above_peak().is_none());
         assert!(
             sum.warnings
                 .iter()
-                .any(|w| w.starts_with("warning: phase 'work' has an exact peak of 200.0 MiB")),
+                .any(|w| w.starts_with("warning: with --phase-peaks the marks were reset")),
             "{:?}",
             sum.warnings
         );
@@ -1854,10 +1855,17 @@ mod tests {
             ..Default::default()
         };
         let checks = budgets.check_summary(&sum, "r.csv");
-        assert_eq!(checks.len(), 2);
-        assert!(checks[0].passed, "the sampled line is under the budget");
-        assert_eq!(checks[1].of, "r.csv#phase work");
-        assert!(!checks[1].passed, "the phase's exact peak is over it");
+        assert_eq!(checks.len(), 1);
+        assert!(!checks[0].passed, "at least 200 MiB is over the budget");
+        // A larger sampled RSS before the marker raises the lower bound.
+        let rows = [
+            s(0.0, 100 * MIB, 300 * MIB),
+            s(0.5, 250 * MIB, 300 * MIB),
+            mark(1.0, 100 * MIB, 300 * MIB),
+            s(2.0, 100 * MIB, 200 * MIB),
+        ];
+        let sum = summarize(&rows, Some(&m), Some(&EndInfo::default()));
+        assert_eq!((sum.peak.bytes, sum.peak.exact), (250 * MIB, false));
         // A refused reset leaves the marks as they were: only a rise counts.
         let refused = EndInfo {
             peak_reset_failures: 1,

@@ -85,8 +85,9 @@ pub enum PeakScope {
     /// not every exit record was read (no taskstats, or the kernel dropped some), so one of
     /// them may have peaked higher after its last sample, and a child born and gone between
     /// two samples is not in it; or the target restarted and the process before the restart
-    /// has no peak known in the span (`PeakFacts::restart_peak_unknown`). A lower bound of the
-    /// largest process's peak.
+    /// has no peak known in the span (`PeakFacts::restart_peak_unknown`), or the marks were
+    /// reset at a marker and those before have no peak known (`reset_peak_unknown`). A lower
+    /// bound of the largest process's peak.
     LargestProcessSeen,
     /// The whole tree (sum of its processes, or its cgroup).
     Tree,
@@ -130,7 +131,7 @@ impl fmt::Display for PeakScope {
             PeakScope::Process => "of the process",
             PeakScope::LargestProcess => "of the largest process",
             PeakScope::LargestProcessSeen => {
-                "of the largest process as its samples saw it (processes left with no exit record read, or before a restart with no peak known in the recording)"
+                "of the largest process as its samples saw it (processes left with no exit record read, or marks with no peak known before a restart or before a reset at a marker)"
             }
             PeakScope::Tree => "of the tree",
             PeakScope::Cgroup => "of the cgroup, which may hold processes outside the tree",
@@ -230,6 +231,12 @@ pub struct PeakFacts {
     /// lower bound of the largest process's, scope `largest-process-seen`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub restart_peak_unknown: bool,
+    /// The marks were reset at a marker in the span (`--phase-peaks`), and those before the
+    /// first reset never rose in it (they may be older than the span): the peak before that
+    /// reset is not known, and the kernel's peak (the largest mark after it, or a larger
+    /// sampled RSS of the largest process) is a lower bound, scope `largest-process-seen`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reset_peak_unknown: bool,
 }
 
 /// The peak a span reports, decided once from its [`PeakFacts`]: the number, where it comes
@@ -288,7 +295,7 @@ impl PeakFacts {
 
     /// What the kernel's per-process counter is the peak of over this span.
     pub fn kernel_scope(&self) -> PeakScope {
-        if self.restart_peak_unknown {
+        if self.restart_peak_unknown || self.reset_peak_unknown {
             return PeakScope::LargestProcessSeen;
         }
         PeakScope::of_kernel_counter(
