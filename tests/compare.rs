@@ -711,3 +711,49 @@ fn one_file_without_a_separator_is_one_file_not_one_files() {
             "1 file and no `--`: give BASE NEW",
         ));
 }
+
+#[test]
+fn a_budget_judges_the_candidates_own_peak_whatever_the_baselines_kind() {
+    // A tree with its own cgroup: its peak is the cgroup's exact one, below the sampled sum of
+    // RSS (shared pages counted in each process). Against another tool's log the comparison's
+    // basis is the sampled peak, but --max-peak judges what `summary --max-peak` judges.
+    let dir = tempdir();
+    let (cand, log) = (dir.path().join("tree.csv"), dir.path().join("ps.txt"));
+    record_workload(
+        &cand,
+        &["-q", "-i", "50ms"],
+        &[
+            "alloc:30MiB",
+            "children:2:40MiB:300ms",
+            "wait-children",
+            "hold:100ms",
+        ],
+    )
+    .assert()
+    .success();
+    std::fs::write(
+        &log,
+        "# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)\n       0.000        0.000       10.000       90.000\n       0.500        0.000       30.000       90.000\n",
+    )
+    .unwrap();
+    let peak = summary_json(&cand)["peak"]["bytes"].as_u64().unwrap();
+    for (budget, code) in [(peak, 0), (peak - 1, 1)] {
+        let flag = format!("{budget}B");
+        memmon()
+            .args(["summary", "--max-peak", &flag])
+            .arg(&cand)
+            .assert()
+            .code(code);
+        let out = compare(
+            &["--max-peak", &flag],
+            std::slice::from_ref(&log),
+            &[cand.clone()],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "--max-peak {flag}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -221,12 +221,17 @@ pub fn cgroup_peak(
     })
 }
 
-/// What the budgets judge of a recording: each complete bench run (`FILE#run N`) when it has
-/// any, else the whole recording, and beside it, where its peak is not exact, the phase with
-/// the highest exact peak above it (`FILE#phase LABEL`: the recording's peak is at least that).
+/// What the budgets judge of a recording: each bench run (`FILE#run N`; one the recording
+/// ended before its run-end row as `FILE#run N (incomplete)`, its peak up to there) when it
+/// has a complete one, else the whole recording, and beside it, where its peak is not exact,
+/// the phase with the highest exact peak above it (`FILE#phase LABEL`: the recording's peak is
+/// at least that). `summary` and `compare` judge a file by these alike.
 pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
-    let runs: Vec<&crate::analysis::span::Span> =
-        s.spans.runs.iter().filter(|r| r.complete).collect();
+    let runs: Vec<&crate::analysis::span::Span> = if s.spans.runs.iter().any(|r| r.complete) {
+        s.spans.runs.iter().collect()
+    } else {
+        Vec::new()
+    };
     // The whole recording: a file without bench runs, or one with sessions that hold none (an
     // `--append`ed record beside a bench), whose peak line no run holds.
     let whole = || Unit {
@@ -261,10 +266,10 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
     if !s.sessions_without_runs.is_empty() {
         units.push(whole());
     }
-    units.extend(
-        runs.iter()
-            .map(|r| span_unit(format!("{of}#{}", r.label), r)),
-    );
+    units.extend(runs.iter().map(|r| {
+        let incomplete = if r.complete { "" } else { " (incomplete)" };
+        span_unit(format!("{of}#{}{incomplete}", r.label), r)
+    }));
     units
 }
 

@@ -77,11 +77,8 @@ pub struct Run {
     /// The GPU peak (largest `gpu_bytes`), when the recording has GPU memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_gpu_bytes: Option<u64>,
-    /// The cgroup's number for `--max-cgroup` (its exact peak, else its largest usage).
-    #[serde(skip)]
-    pub cgroup: Option<Peak>,
-    /// The GPU number for `--max-gpu` (`gpu::budget_peak`: the driver's exact mark where it
-    /// covers the run, else sampled).
+    /// The GPU number `--max-gpu-increase` compares (`gpu::budget_peak`: the driver's exact
+    /// mark where it covers the run, else sampled).
     #[serde(skip)]
     pub gpu: Option<Peak>,
     pub samples: u64,
@@ -107,9 +104,6 @@ impl Run {
             duration_s: s.duration_s,
             time_above_s,
             peak_gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
-            cgroup: unit
-                .cgroup
-                .filter(|_| s.spans.runs.iter().all(|r| !r.complete)),
             gpu: unit.gpu,
             samples: s.samples,
             warnings: s.warnings.clone(),
@@ -139,12 +133,6 @@ impl Run {
             duration_s: span.duration_s,
             time_above_s,
             peak_gpu_bytes: span.peak_gpu_bytes,
-            cgroup: crate::analysis::budget::cgroup_peak(
-                span.facts.cgroup_peak_bytes,
-                span.cgroup_sampled_peak_bytes,
-                span.facts.cgroup_holds_tree,
-                span.facts.cgroup_v1,
-            ),
             gpu: crate::analysis::gpu::budget_peak(span.peak_gpu_bytes, &span.gpu_kernel),
             samples: span.samples,
             warnings,
@@ -156,18 +144,6 @@ impl Run {
     /// in it: the basis is the best every run has).
     pub fn peak_on(&self, basis: PeakBasis) -> Peak {
         self.facts.on_basis(basis).unwrap_or(self.peak)
-    }
-
-    /// What the budgets judge of this run: its peak on the comparison's basis.
-    pub fn unit(&self, basis: PeakBasis) -> crate::analysis::budget::Unit {
-        crate::analysis::budget::Unit {
-            of: self.file.clone(),
-            peak: Some(self.peak_on(basis)),
-            cgroup: self.cgroup,
-            gpu: self.gpu,
-            exact_within_bytes: self.facts.exact_within_bytes,
-            peak_exact_up_to: self.peak_exact_up_to.clone(),
-        }
     }
 }
 
@@ -203,6 +179,10 @@ pub struct Recording {
     /// `--append`ed record): not compared, and said.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sessions_without_runs: Vec<usize>,
+    /// What budgets judge of it: the units `summary` judges (`budget::units`), each on its own
+    /// peak, whatever the comparison's basis; incomplete runs included.
+    #[serde(skip)]
+    pub budget_units: Vec<crate::analysis::budget::Unit>,
 }
 
 /// A recording with no samples: there is nothing to compare.
@@ -272,6 +252,7 @@ impl Measure {
             return Err(NoSamples);
         }
         let whole = Run::from_summary(&summary, self.above.map(|t| t.total_s()));
+        let budget_units = crate::analysis::budget::units(&summary, &file);
         let spans = &summary.spans.runs;
         if self.whole_file || !spans.iter().any(|s| s.complete) {
             let recording = Recording {
@@ -283,6 +264,7 @@ impl Measure {
                 truncated_line: info.truncated_line,
                 rows_lost: summary.rows_lost_warnings(),
                 sessions_without_runs: Vec::new(),
+                budget_units,
             };
             return Ok(Measured {
                 recording,
@@ -312,6 +294,7 @@ impl Measure {
             truncated_line: info.truncated_line,
             rows_lost: summary.rows_lost_warnings(),
             sessions_without_runs: summary.sessions_without_runs.clone(),
+            budget_units,
         };
         Ok(Measured {
             recording,
@@ -958,7 +941,6 @@ mod tests {
             session: None,
             peak: facts.decide(),
             facts,
-            cgroup: None,
             gpu: None,
             idle_rss_bytes: peak / 2,
             mean_rss_bytes: peak / 2,

@@ -1806,6 +1806,36 @@ mod tests {
     }
 
     #[test]
+    fn a_bench_run_the_recording_ended_inside_is_judged_by_budgets_too() {
+        // Run 1 ended; the file ends inside run 2, whose 80 MiB the summary lists: a budget
+        // of 60 MiB is exceeded, not kept on run 1's 40 MiB alone.
+        let ev = |row: Sample, e: Event| Sample {
+            event: Some(e),
+            ..row
+        };
+        let rows = [
+            s(0.0, 10 * MIB, 10 * MIB),
+            ev(s(0.1, 10 * MIB, 10 * MIB), Event::RunStart(1)),
+            s(0.2, 40 * MIB, 40 * MIB),
+            ev(s(0.3, 10 * MIB, 40 * MIB), Event::RunEnd(1)),
+            ev(s(0.4, 10 * MIB, 10 * MIB), Event::RunStart(2)),
+            s(0.5, 80 * MIB, 80 * MIB),
+        ];
+        let sum = summarize(&rows, Some(&meta("pid", true)), None);
+        assert!(!sum.spans.runs[1].complete);
+        let budgets = crate::analysis::budget::Budgets {
+            max_peak: Some(60 * MIB),
+            ..Default::default()
+        };
+        let checks = budgets.check_summary(&sum, "r.csv");
+        let judged: Vec<(&str, bool)> = checks.iter().map(|c| (c.of.as_str(), c.passed)).collect();
+        assert_eq!(
+            judged,
+            [("r.csv#run 1", true), ("r.csv#run 2 (incomplete)", false)]
+        );
+    }
+
+    #[test]
     fn with_phase_peaks_the_rows_after_the_first_markers_reset_hold_the_recordings_peak() {
         // An attached process recorded with --phase-peaks: its marks are reset after each
         // marker's row, so the rows after the first one hold exact peaks of what followed.

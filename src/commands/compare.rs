@@ -131,16 +131,18 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    // Budgets hold for every candidate run, on the number the comparison holds them on (a
-    // bench recording: each of its runs), as the gates do.
+    // Budgets hold for every candidate recording as `summary --max-peak` judges it (a bench
+    // recording: each of its runs, each on its own peak): an absolute limit does not depend on
+    // the baseline, whose lesser kind may set the comparison's basis.
     let budgets = args.budgets.budgets();
     let checks: Vec<_> = if budgets.is_empty() {
         Vec::new()
     } else {
         c.new
-            .runs
+            .recordings
             .iter()
-            .flat_map(|r| budgets.check(&r.unit(c.peak_basis)))
+            .flat_map(|r| &r.budget_units)
+            .flat_map(|u| budgets.check(u))
             .collect()
     };
     let budgets_kept = super::report_budgets(&checks);

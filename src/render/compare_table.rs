@@ -518,7 +518,6 @@ mod tests {
             session: None,
             peak: facts.decide(),
             facts,
-            cgroup: None,
             gpu: None,
             idle_rss_bytes: 1 << 20,
             mean_rss_bytes: peak / 2,
@@ -560,6 +559,7 @@ mod tests {
             truncated_line: None,
             rows_lost: Vec::new(),
             sessions_without_runs: Vec::new(),
+            budget_units: Vec::new(),
         }
     }
 
