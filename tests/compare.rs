@@ -747,7 +747,7 @@ fn a_budget_judges_the_candidates_own_peak_whatever_the_baselines_kind() {
         let out = compare(
             &["--max-peak", &flag],
             std::slice::from_ref(&log),
-            &[cand.clone()],
+            std::slice::from_ref(&cand),
         );
         assert_eq!(
             out.status.code(),
