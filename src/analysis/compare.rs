@@ -731,6 +731,16 @@ impl Side {
     pub fn stats(&self, m: Metric) -> Option<&Stats> {
         self.stats.iter().find(|(k, _)| *k == m).map(|(_, s)| s)
     }
+
+    /// Some run's peak on the basis is a lower bound (`≥`: processes left unseen, or marks with
+    /// no peak known before a restart or a reset): the side's peak stats are at least what they
+    /// say, so a rise over them (the candidate's) or a fall under them (the baseline's) is not
+    /// ruled out.
+    pub fn peak_lower_bound(&self) -> bool {
+        self.runs
+            .iter()
+            .any(|r| r.peak_on(self.basis).scope.is_partial())
+    }
 }
 
 impl Serialize for Side {
@@ -759,6 +769,9 @@ impl Serialize for Side {
             .collect();
         m.serialize_entry("runs", &runs)?;
         m.serialize_entry("stats", &StatsMap(&self.stats))?;
+        if self.peak_lower_bound() {
+            m.serialize_entry("peak_lower_bound", &true)?;
+        }
         m.end()
     }
 }

@@ -208,11 +208,36 @@ pub fn verdict_sentence(c: &Comparison, d: &Delta) -> String {
         Verdict::Improvement => ("an improvement", "below the noise band; "),
         Verdict::WithinNoise => ("within noise", ""),
     };
-    if note.is_empty() {
+    let mut sentence = if note.is_empty() {
         format!("{head}: {verdict} ({band}{noise})")
     } else {
         format!("{head}: {verdict} ({band}{noise}; {note})")
+    };
+    if d.metric == Metric::Peak {
+        if let Some(caveat) = lower_bound_caveat(c, d.verdict) {
+            let _ = write!(sentence, "; {caveat}");
+        }
     }
+    sentence
+}
+
+/// What a lower-bound peak (`≥`) on a side leaves open of `verdict`: a candidate's may be
+/// higher (a rise is not ruled out), a baseline's too (a fall is not).
+fn lower_bound_caveat(c: &Comparison, verdict: Verdict) -> Option<String> {
+    let new = c.new.peak_lower_bound() && verdict != Verdict::Regression;
+    let base = c.base.peak_lower_bound() && verdict != Verdict::Improvement;
+    let open = match (base, new) {
+        (false, false) => return None,
+        (true, false) => "a fall is not ruled out",
+        (false, true) => "a rise is not ruled out",
+        (true, true) => "neither a rise nor a fall is ruled out",
+    };
+    let sides = match (c.base.peak_lower_bound(), c.new.peak_lower_bound()) {
+        (true, true) => "both sides' peaks are",
+        (true, false) => "the baseline's peak is",
+        _ => "the candidate's peak is",
+    };
+    Some(format!("{sides} a lower bound (≥), so {open}"))
 }
 
 /// "--max-peak-increase 10%: peak RSS rose 134.4% (+70.0 MiB), over the limit of 10%".
@@ -432,13 +457,29 @@ pub fn render(c: &Comparison) -> String {
         "change %".into(),
         "verdict".into(),
     ]];
+    // A side whose peak is a lower bound in some run says so in its cells, as each run does.
+    let at_least = |d: &Delta, side: &Side| {
+        if d.metric == Metric::Peak && side.peak_lower_bound() {
+            "≥ "
+        } else {
+            ""
+        }
+    };
     for d in &c.deltas {
+        let (b, n) = (at_least(d, &c.base), at_least(d, &c.new));
+        let marked = |mark: &str, cell: String| {
+            if cell == "-" {
+                cell
+            } else {
+                format!("{mark}{cell}")
+            }
+        };
         rows.push([
             metric_label(c, d.metric),
-            fmt_value(d.metric, d.base.mean),
-            range(d.metric, &d.base),
-            fmt_value(d.metric, d.new.mean),
-            range(d.metric, &d.new),
+            marked(b, fmt_value(d.metric, d.base.mean)),
+            marked(b, range(d.metric, &d.base)),
+            marked(n, fmt_value(d.metric, d.new.mean)),
+            marked(n, range(d.metric, &d.new)),
             fmt_change(d.metric, d.change),
             fmt_pct(d.change_pct),
             match d.verdict {
@@ -478,9 +519,13 @@ pub fn render(c: &Comparison) -> String {
         let _ = writeln!(o, "gates:");
         for g in &c.gates {
             let Some(d) = c.delta(g.metric) else { continue };
+            let caveat = match (g.metric, lower_bound_caveat(c, d.verdict)) {
+                (Metric::Peak, Some(why)) => format!(" ({why})"),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "  {}: {}",
+                "  {}: {}{caveat}",
                 if g.passed { "passed" } else { "FAILED" },
                 gate_sentence(d, g)
             );
@@ -547,6 +592,54 @@ mod tests {
             ),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_lower_bound_peak_marks_its_sides_cells_and_qualifies_the_verdict() {
+        let mib = 1u64 << 20;
+        // The candidate's runs lost processes with no exit record read: ≥ their VmHWM.
+        let seen = |file: &str, peak: u64| {
+            let mut r = run(file, peak);
+            r.facts.max_processes = 2;
+            r.facts.departed = 1;
+            r.peak = r.facts.decide();
+            r
+        };
+        let c = Comparison::new(
+            vec![run("a", 100 * mib), run("b", 100 * mib)],
+            vec![seen("c", 90 * mib), seen("d", 90 * mib)],
+            None,
+            1.0,
+            &[],
+        );
+        assert!(c.new.peak_lower_bound() && !c.base.peak_lower_bound());
+        let s = verdict_sentence(&c, c.delta(Metric::Peak).unwrap());
+        assert!(
+            s.starts_with("peak fell 10.0% (-10.00 MiB): an improvement")
+                && s.ends_with(
+                    "; the candidate's peak is a lower bound (≥), so a rise is not ruled out"
+                ),
+            "{s}"
+        );
+        let text = render(&c);
+        let peak_row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("peak ") && l.ends_with("improvement"))
+            .unwrap();
+        assert!(
+            peak_row.contains("≥ 90.00 MiB") && !peak_row.contains("≥ 100"),
+            "{peak_row}"
+        );
+        // A regression over a lower bound holds: the real peak is higher still.
+        let c = Comparison::new(
+            vec![run("a", 100 * mib)],
+            vec![seen("c", 150 * mib)],
+            None,
+            1.0,
+            &[],
+        );
+        let s = verdict_sentence(&c, c.delta(Metric::Peak).unwrap());
+        assert!(!s.contains("lower bound"), "{s}");
     }
 
     fn recording(file: &str, split: Split, runs: usize, incomplete: &[u32]) -> Recording {
