@@ -218,6 +218,7 @@ pub fn cgroup_peak(
         exact: source == PeakSource::Cgroup,
         tree_low_bytes: None,
         tree_high_bytes: None,
+        why_not_exact: crate::model::peak::NotExact::Unsaid,
     })
 }
 

@@ -521,6 +521,7 @@ pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak>
         exact: false,
         tree_low_bytes: None,
         tree_high_bytes: None,
+        why_not_exact: crate::model::peak::NotExact::Unsaid,
     };
     match (kernel.bytes, kernel.scope) {
         (Some(k), Some(PeakScope::Tree)) => Some(Peak {
@@ -531,6 +532,7 @@ pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak>
             exact: true,
             tree_low_bytes: None,
             tree_high_bytes: None,
+            why_not_exact: crate::model::peak::NotExact::Unsaid,
         }),
         (Some(k), _) if k >= sampled.unwrap_or(0) => Some(Peak {
             bytes: k,
@@ -540,6 +542,7 @@ pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak>
             exact: false,
             tree_low_bytes: Some(k),
             tree_high_bytes: kernel.sum_bytes,
+            why_not_exact: crate::model::peak::NotExact::Unsaid,
         }),
         _ => sampled.map(sampled_peak),
     }

@@ -260,6 +260,49 @@ pub struct Peak {
     pub tree_low_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree_high_bytes: Option<u64>,
+    /// Why the number is not exact, where it is a kernel's or a cgroup's (`describe` says it).
+    #[serde(skip)]
+    pub why_not_exact: NotExact,
+}
+
+/// Why a kernel's or a cgroup's peak is not exact: what a budget's verdict and a report's cell
+/// say after the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NotExact {
+    /// Exact, or not said (a number built elsewhere than [`PeakFacts::decide`]).
+    #[default]
+    Unsaid,
+    /// Processes left the tree with no exit record read (`largest-process-seen`).
+    LeftUnseen,
+    /// The process before a restart has no peak known in the span (`restart_peak_unknown`).
+    BeforeRestart,
+    /// The marks before the first reset at a marker have no peak known
+    /// (`reset_peak_unknown`).
+    BeforeReset,
+    /// Rows the end record counts are not in the file (`rows_lost`).
+    RowsLost,
+    /// A boundary of the span was read late (`late_boundary`).
+    LateBoundary,
+}
+
+impl NotExact {
+    fn of(facts: &PeakFacts, scope: PeakScope) -> NotExact {
+        if scope.is_partial() {
+            if facts.restart_peak_unknown {
+                NotExact::BeforeRestart
+            } else if facts.reset_peak_unknown {
+                NotExact::BeforeReset
+            } else {
+                NotExact::LeftUnseen
+            }
+        } else if facts.rows_lost {
+            NotExact::RowsLost
+        } else if facts.late_boundary {
+            NotExact::LateBoundary
+        } else {
+            NotExact::Unsaid
+        }
+    }
 }
 
 /// The kind of number spans are compared on: the best one every span has.
@@ -335,6 +378,7 @@ impl PeakFacts {
                 exact: !self.late_boundary && !self.rows_lost,
                 tree_low_bytes: None,
                 tree_high_bytes: None,
+                why_not_exact: NotExact::of(self, PeakScope::Tree),
             };
         }
         match (self.kernel_peak_rss_bytes, self.kernel_peak_source) {
@@ -350,6 +394,7 @@ impl PeakFacts {
                     exact: !scope.is_partial() && !self.late_boundary && !self.rows_lost,
                     tree_low_bytes: tree.then_some(low),
                     tree_high_bytes: high.map(|h| h.max(low)),
+                    why_not_exact: NotExact::of(self, scope),
                 }
             }
             _ => Peak {
@@ -364,6 +409,7 @@ impl PeakFacts {
                 exact: false,
                 tree_low_bytes: tree.then_some(self.sampled_peak_rss_bytes),
                 tree_high_bytes: high.map(|h| h.max(self.sampled_peak_rss_bytes)),
+                why_not_exact: NotExact::Unsaid,
             },
         }
     }
@@ -459,10 +505,21 @@ impl Peak {
             (false, PeakSource::Sampled) => {
                 "a lower bound: a spike between two samples is missed".into()
             }
-            (false, _) if self.scope.is_partial() => {
-                "a lower bound: processes left with no exit record read".into()
-            }
-            (false, _) => "not exact: a boundary was taken late".into(),
+            (false, _) => match self.why_not_exact {
+                NotExact::BeforeRestart => {
+                    "a lower bound: the process before a restart has no peak known".into()
+                }
+                NotExact::BeforeReset => {
+                    "a lower bound: the marks before the first marker's reset have no peak known"
+                        .into()
+                }
+                NotExact::RowsLost => "a lower bound: rows were lost from the file".into(),
+                NotExact::LateBoundary => "not exact: a boundary was taken late".into(),
+                NotExact::LeftUnseen | NotExact::Unsaid if self.scope.is_partial() => {
+                    "a lower bound: processes left with no exit record read".into()
+                }
+                NotExact::LeftUnseen | NotExact::Unsaid => "not exact".into(),
+            },
         };
         format!("{what}, {how}")
     }
@@ -517,6 +574,65 @@ mod tests {
     use super::*;
 
     const KIB: u64 = 1024;
+
+    #[test]
+    fn a_peak_that_is_not_exact_says_why() {
+        let exact = PeakFacts {
+            sampled_peak_rss_bytes: 90 * KIB,
+            kernel_peak_rss_bytes: Some(100 * KIB),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: 1,
+            ..PeakFacts::default()
+        };
+        let why = |f: PeakFacts| {
+            let p = f.decide();
+            assert!(!p.exact);
+            p.describe(None)
+        };
+        let cases = [
+            (
+                PeakFacts {
+                    rows_lost: true,
+                    ..exact
+                },
+                "a lower bound: rows were lost from the file",
+            ),
+            (
+                PeakFacts {
+                    late_boundary: true,
+                    ..exact
+                },
+                "not exact: a boundary was taken late",
+            ),
+            (
+                PeakFacts {
+                    restart_peak_unknown: true,
+                    ..exact
+                },
+                "a lower bound: the process before a restart has no peak known",
+            ),
+            (
+                PeakFacts {
+                    reset_peak_unknown: true,
+                    rows_lost: true,
+                    ..exact
+                },
+                "a lower bound: the marks before the first marker's reset have no peak known",
+            ),
+            (
+                PeakFacts {
+                    max_processes: 2,
+                    departed: 1,
+                    ..exact
+                },
+                "a lower bound: processes left with no exit record read",
+            ),
+        ];
+        for (facts, said) in cases {
+            let text = why(facts);
+            assert!(text.ends_with(said), "{text}");
+        }
+    }
 
     #[test]
     fn the_bound_is_64_pages_per_cpu_on_small_machines_and_grows_with_many() {
