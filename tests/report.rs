@@ -221,6 +221,32 @@ fn two_reports_compare_baseline_and_candidate() {
 }
 
 #[test]
+fn the_reports_comparison_names_a_run_whose_better_peak_was_not_compared() {
+    // Another tool's log has only a sampled peak, so both sides are held on it; the memmon
+    // recording's own exact peak is named, as `compare` names it.
+    let (a, _) = recordings();
+    let log = a.parent().unwrap().join("psrecord.txt");
+    std::fs::write(
+        &log,
+        "# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)\n       0.000        0.000       10.000       90.000\n",
+    )
+    .unwrap();
+    let html = std::fs::read_to_string(report("kinds.html", &[a, &log])).unwrap();
+    let compare = memmon().arg("compare").arg(a).arg(&log).output().unwrap();
+    let text = String::from_utf8_lossy(&compare.stdout);
+    let named = text
+        .split(" (")
+        .find(|part| part.contains("also had"))
+        .and_then(|part| part.split(')').next())
+        .unwrap_or_else(|| panic!("compare names no run above the basis:\n{text}"))
+        .to_string();
+    assert!(
+        html.contains(&named.replace('\'', "&#39;")),
+        "the report lacks {named:?}"
+    );
+}
+
+#[test]
 fn the_report_is_self_contained() {
     let (a, _) = recordings();
     let html = std::fs::read_to_string(report("one.html", &[a])).unwrap();

@@ -256,26 +256,32 @@ pub fn gate_sentence(d: &Delta, g: &GateResult) -> String {
     )
 }
 
+/// The runs that had a better kind of peak than the one all share, named: `new.csv also had
+/// the tree's peak (its cgroup's), not compared: ...`; `None` when none had.
+pub fn above_basis_note(c: &Comparison) -> Option<String> {
+    let above = c.runs_above_basis();
+    let first = above.first()?;
+    let names: Vec<String> = above
+        .iter()
+        .take(5)
+        .map(|r| display_name(&r.file))
+        .collect();
+    Some(format!(
+        "{}{} also had {}, not compared: a number of one kind is never set against another",
+        names.join(", "),
+        if above.len() > 5 { ", …" } else { "" },
+        first.facts.basis().describe()
+    ))
+}
+
 /// What the peak compared is, and which runs had a better kind than the one all share.
 fn source_line(c: &Comparison) -> String {
     let mut line = format!(
         "peak is {} on both sides: the best kind every run has",
         c.peak_basis.describe()
     );
-    let above = c.runs_above_basis();
-    if !above.is_empty() {
-        let names: Vec<String> = above
-            .iter()
-            .take(5)
-            .map(|r| display_name(&r.file))
-            .collect();
-        let _ = write!(
-            line,
-            " ({}{} also had {}, not compared: a number of one kind is never set against another)",
-            names.join(", "),
-            if above.len() > 5 { ", …" } else { "" },
-            above[0].facts.basis().describe()
-        );
+    if let Some(note) = above_basis_note(c) {
+        let _ = write!(line, " ({note})");
     }
     match c.gpu_peak_basis {
         Some("nvml-accounting") => line.push_str(

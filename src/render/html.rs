@@ -411,9 +411,12 @@ impl Report {
         for d in &c.deltas {
             let _ = writeln!(o, "<li>{}</li>", esc(&verdict_sentence(c, d)));
         }
+        let not_compared = crate::render::compare_table::above_basis_note(c)
+            .map(|n| format!(" ({})", esc(&n)))
+            .unwrap_or_default();
         let _ = write!(
             o,
-            "</ul>\n<p class=\"note\">Peak is {} on both sides, the best kind every run has. A change is a regression or an improvement only when the \
+            "</ul>\n<p class=\"note\">Peak is {} on both sides, the best kind every run has{not_compared}. A change is a regression or an improvement only when the \
              candidate's mean lies outside the baseline's [min, max] widened by the candidate's own range (at least {}% of \
              the baseline mean).</p>\n</section>\n",
             esc(c.peak_basis.describe()),
