@@ -435,7 +435,7 @@ impl PeakFacts {
             cgroup_holds_tree: false,
             ..*self
         };
-        match basis {
+        let peak = match basis {
             PeakBasis::Cgroup => None,
             PeakBasis::Kernel => self
                 .kernel_peak_rss_bytes
@@ -449,7 +449,17 @@ impl PeakFacts {
                 }
                 .decide(),
             ),
-        }
+        };
+        // Where the cgroup gives the tree's exact peak, bounds from the processes' RSS (which
+        // count a shared page in each process) would contradict it: left out.
+        peak.map(|p| match self.tree_cgroup_peak() {
+            Some(_) => Peak {
+                tree_low_bytes: None,
+                tree_high_bytes: None,
+                ..p
+            },
+            None => p,
+        })
     }
 }
 
@@ -574,6 +584,38 @@ mod tests {
     use super::*;
 
     const KIB: u64 = 1024;
+
+    #[test]
+    fn a_tree_held_on_a_lesser_basis_gives_no_bounds_its_cgroup_contradicts() {
+        let f = PeakFacts {
+            sampled_peak_rss_bytes: 161 * KIB,
+            kernel_peak_rss_bytes: Some(70 * KIB),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            cgroup_peak_bytes: Some(151 * KIB),
+            cgroup_holds_tree: true,
+            max_processes: 3,
+            hwm_sum_bytes: 150 * KIB,
+            exit_records_complete: true,
+            kernel_peak_covers_departed: true,
+            ..PeakFacts::default()
+        };
+        assert_eq!(f.decide().bytes, 151 * KIB);
+        for basis in [PeakBasis::Kernel, PeakBasis::Sampled] {
+            let p = f.on_basis(basis).unwrap();
+            assert_eq!(
+                (p.tree_low_bytes, p.tree_high_bytes),
+                (None, None),
+                "{basis:?}"
+            );
+        }
+        // Without the cgroup the bounds stand.
+        let plain = PeakFacts {
+            cgroup_peak_bytes: None,
+            ..f
+        };
+        let p = plain.on_basis(PeakBasis::Sampled).unwrap();
+        assert_eq!(p.tree_low_bytes, Some(161 * KIB));
+    }
 
     #[test]
     fn a_peak_that_is_not_exact_says_why() {
