@@ -80,7 +80,20 @@ fn an_mprof_multiprocess_file_keeps_the_main_process_and_reports_children() {
     let s = summary_json(&data("mprof_multiprocess.dat"));
     // MEM 43.726562 MiB = 45850624 bytes; the child's CHLD 53.183594 MiB = 55767040 bytes.
     assert_eq!(s["sampled_peak_rss_bytes"], 45_850_624u64);
-    assert_eq!(s["sampled_peak_processes"], 2);
+    // MEM is one number (the main process, or the tree with --include-children), not a sum
+    // over it and its CHLD lines: not called a tree's RSS sum over 2 processes.
+    assert_eq!(s["sampled_peak_processes"], 0);
+    assert_eq!(s["peak"]["scope"], "process", "{s}");
+    memmon()
+        .arg("summary")
+        .arg(data("mprof_multiprocess.dat"))
+        .assert()
+        .success()
+        .stdout(
+            contains("sampled RSS of the process")
+                .and(contains("RSS sum over").not())
+                .and(contains("tree peak").not()),
+        );
     let notes = s["warnings"].to_string();
     assert!(notes.contains("PID 12619"), "{notes}");
     assert!(
