@@ -208,3 +208,43 @@ fn the_summary_of_an_import_claims_no_kernel_peak_and_no_clock() {
     assert!(!text.contains("PID 0"), "{text}");
     assert!(text.contains("rounded to the nearest 4 KiB"), "{text}");
 }
+
+#[test]
+fn an_imported_file_is_not_warned_of_a_killed_recorder_or_of_processes_that_left() {
+    // No file of another tool has memmon's end record or VmHWM: neither is missing from it.
+    for args in [
+        vec!["psrecord_plain.txt"],
+        vec!["psrecord_children.csv"],
+        vec!["mprof_multiprocess.dat"],
+        vec!["--columns", "unix_ms,rss_kb,-", "monitor.csv"],
+    ] {
+        let (flags, file) = args.split_at(args.len() - 1);
+        for sub in ["summary", "report"] {
+            let dir = tempdir();
+            let mut cmd = memmon();
+            cmd.arg(sub).args(flags).arg(data(file[0]));
+            if sub == "report" {
+                cmd.arg("-o").arg(dir.path().join("r.html"));
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{sub} {args:?}");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr)
+                + &std::fs::read_to_string(dir.path().join("r.html")).unwrap_or_default();
+            assert!(!text.contains("no end record"), "{sub} {args:?}: {text}");
+            assert!(!text.contains("killed"), "{sub} {args:?}: {text}");
+            assert!(
+                !text.contains("processes left with no exit record"),
+                "{sub} {args:?}: {text}"
+            );
+        }
+    }
+    let s = summary_json(&data("psrecord_children.csv"));
+    assert_eq!(s["peak_exact_up_to"], serde_json::Value::Null, "{s}");
+    memmon()
+        .arg("summary")
+        .arg(data("psrecord_children.csv"))
+        .assert()
+        .success()
+        .stdout(contains("unknown, the recording has no high-water marks"));
+}

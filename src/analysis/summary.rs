@@ -325,6 +325,9 @@ pub struct SummaryBuilder {
     /// The row of the largest `cgroup_bytes`: it, with its anon and file parts (every
     /// session's rows, a killed one's too, which has no end record to say it).
     cgroup_largest: Option<(u64, u64, u64)>,
+    /// A file another tool wrote (`Summary::of_read`): it never has an end record, so none
+    /// missing says the recorder was killed.
+    imported: bool,
 }
 
 impl Default for SummaryBuilder {
@@ -359,6 +362,7 @@ impl Default for SummaryBuilder {
             ],
             phases: PhaseBuilder::new(),
             gpu: GpuTrack::default(),
+            imported: false,
         }
     }
 }
@@ -717,11 +721,9 @@ impl SummaryBuilder {
             } else {
                 Vec::new()
             },
-            peak_unended: self
-                .sessions
-                .iter()
-                .zip(&peaks)
-                .any(|(s, p)| s.unended() && p.facts.decide().bytes >= peak.bytes),
+            peak_unended: self.sessions.iter().zip(&peaks).any(|(s, p)| {
+                !self.imported && s.unended() && p.facts.decide().bytes >= peak.bytes
+            }),
             peak_exact_up_to: None,
             rows_lost: self
                 .sessions
@@ -863,7 +865,11 @@ impl SummaryBuilder {
                 .map_or(end, |x| x.end.as_ref());
             warnings.push(self.exit_records_warning(s.facts.departed, at_fault));
         }
-        let unended = self.sessions.iter().filter(|s| s.unended()).count();
+        let unended = if self.imported {
+            0
+        } else {
+            self.sessions.iter().filter(|s| s.unended()).count()
+        };
         if unended > 0 {
             warnings.push(format!(
                 "warning: {} no end record (the recorder was killed, or is still writing): {} exact up to {} last row; what the target did after it is not in the recording",
@@ -1421,7 +1427,8 @@ impl Summary {
 
     /// The summary of a recording named `file`, from the builder that saw it (its sessions'
     /// metadata and ends, streamed by the reader) and what reading it found besides (`info`).
-    pub fn of_read(b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {
+    pub fn of_read(mut b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {
+        b.imported = info.source.is_some();
         let mut sum = b.finish(Some(file), info.truncated_line);
         // A file another tool wrote: say how it was read and what it lacks.
         if let Some(source) = &info.source {

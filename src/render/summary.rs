@@ -492,10 +492,13 @@ impl Summary {
                 } else {
                     "largest process's peak, above the RSS sum sampled at one tick"
                 },
-                if p.tree_high_bytes.is_none() {
-                    ": unknown, processes left with no exit record read"
-                } else {
-                    ""
+                match p.tree_high_bytes {
+                    Some(_) => "",
+                    // An import, or rows with no marks read: no sum to bound it.
+                    None if self.facts.hwm_sum_bytes == 0 => {
+                        ": unknown, the recording has no high-water marks"
+                    }
+                    None => ": unknown, processes left with no exit record read",
                 }
             );
         }
