@@ -100,7 +100,9 @@ fn every_file_of_the_bad_input_corpus_ends_as_its_manifest_says() {
     }
 }
 
-/// The header and `rows` rows, with a marker label of `label_len` bytes on the rows listed.
+/// The header and `rows` rows, one a millisecond from the start of the recording
+/// tests/data/fuzz_sidecar.meta.json describes, with a marker label of `label_len` bytes on
+/// the rows listed.
 fn recording(rows: usize, long_rows: &[usize], label_len: usize) -> Vec<u8> {
     let header = "unix_ms,elapsed_s,rss_bytes,anon_bytes,file_bytes,shmem_bytes,swap_bytes,locked_bytes,pinned_bytes,processes,top_pid,top_rss_bytes,hwm_bytes,hwm_sum_bytes,pss_bytes,missed_ticks,event\n";
     let mut v = header.as_bytes().to_vec();
@@ -109,7 +111,7 @@ fn recording(rows: usize, long_rows: &[usize], label_len: usize) -> Vec<u8> {
         write!(
             v,
             "{},{}.000000,{rss},0,0,0,0,0,0,1,42,{rss},{rss},{rss},,0,",
-            1_700_000_000_000u64 + i as u64,
+            1_771_372_328_313u64 + i as u64,
             i
         )
         .unwrap();
@@ -190,6 +192,40 @@ fn a_directory_is_refused_by_name() {
     std::fs::copy(good(), &p).unwrap();
     std::fs::create_dir(dir.path().join("run.csv.meta.json")).unwrap();
     all_refuse(&p, "run.csv.meta.json: it is a directory, not a sidecar");
+}
+
+#[test]
+fn a_sidecar_of_another_recording_is_refused_by_every_reader() {
+    let dir = tempdir();
+    let p = dir.path().join("w.csv");
+    std::fs::write(&p, recording(100, &[], 0)).unwrap();
+    let side = dir.path().join("w.csv.meta.json");
+    let sidecar = |shift_ms: i64| {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz_sidecar.meta.json"),
+        )
+        .unwrap();
+        let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let shift = |t: &serde_json::Value| serde_json::Value::from(t.as_i64().unwrap() + shift_ms);
+        m["started_unix_ms"] = shift(&m["started_unix_ms"]);
+        m["end"]["ended_unix_ms"] = shift(&m["end"]["ended_unix_ms"]);
+        std::fs::write(&side, serde_json::to_string(&m).unwrap()).unwrap();
+    };
+    // Its own sidecar reads.
+    sidecar(0);
+    let (code, _, err) = run("summary", &p, dir.path());
+    assert_eq!(code, 0, "{err}");
+    // One made five minutes before the rows (another recording's, copied beside them).
+    sidecar(-300_000);
+    all_refuse(&p, "w.csv.meta.json: does not describe ");
+    let (_, _, err) = run("summary", &p, dir.path());
+    assert!(
+        err.contains("its recording ran from 2026-02-17 23:47:08.300 UTC to 2026-02-17 23:47:12.300 UTC, the rows from 2026-02-17 23:52:08.313 UTC to 2026-02-17 23:52:08.412 UTC, all after it ended; move the sidecar away to read the rows alone"),
+        "{err}"
+    );
+    // One made an hour after them.
+    sidecar(3_600_000);
+    all_refuse(&p, "all before it began");
 }
 
 #[test]

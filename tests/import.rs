@@ -80,7 +80,20 @@ fn an_mprof_multiprocess_file_keeps_the_main_process_and_reports_children() {
     let s = summary_json(&data("mprof_multiprocess.dat"));
     // MEM 43.726562 MiB = 45850624 bytes; the child's CHLD 53.183594 MiB = 55767040 bytes.
     assert_eq!(s["sampled_peak_rss_bytes"], 45_850_624u64);
-    assert_eq!(s["sampled_peak_processes"], 2);
+    // MEM is one number (the main process, or the tree with --include-children), not a sum
+    // over it and its CHLD lines: not called a tree's RSS sum over 2 processes.
+    assert_eq!(s["sampled_peak_processes"], 0);
+    assert_eq!(s["peak"]["scope"], "process", "{s}");
+    memmon()
+        .arg("summary")
+        .arg(data("mprof_multiprocess.dat"))
+        .assert()
+        .success()
+        .stdout(
+            contains("sampled RSS of the process")
+                .and(contains("RSS sum over").not())
+                .and(contains("tree peak").not()),
+        );
     let notes = s["warnings"].to_string();
     assert!(notes.contains("PID 12619"), "{notes}");
     assert!(
@@ -194,4 +207,44 @@ fn the_summary_of_an_import_claims_no_kernel_peak_and_no_clock() {
     assert!(!text.contains("1970"), "{text}");
     assert!(!text.contains("PID 0"), "{text}");
     assert!(text.contains("rounded to the nearest 4 KiB"), "{text}");
+}
+
+#[test]
+fn an_imported_file_is_not_warned_of_a_killed_recorder_or_of_processes_that_left() {
+    // No file of another tool has memmon's end record or VmHWM: neither is missing from it.
+    for args in [
+        vec!["psrecord_plain.txt"],
+        vec!["psrecord_children.csv"],
+        vec!["mprof_multiprocess.dat"],
+        vec!["--columns", "unix_ms,rss_kb,-", "monitor.csv"],
+    ] {
+        let (flags, file) = args.split_at(args.len() - 1);
+        for sub in ["summary", "report"] {
+            let dir = tempdir();
+            let mut cmd = memmon();
+            cmd.arg(sub).args(flags).arg(data(file[0]));
+            if sub == "report" {
+                cmd.arg("-o").arg(dir.path().join("r.html"));
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{sub} {args:?}");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr)
+                + &std::fs::read_to_string(dir.path().join("r.html")).unwrap_or_default();
+            assert!(!text.contains("no end record"), "{sub} {args:?}: {text}");
+            assert!(!text.contains("killed"), "{sub} {args:?}: {text}");
+            assert!(
+                !text.contains("processes left with no exit record"),
+                "{sub} {args:?}: {text}"
+            );
+        }
+    }
+    let s = summary_json(&data("psrecord_children.csv"));
+    assert_eq!(s["peak_exact_up_to"], serde_json::Value::Null, "{s}");
+    memmon()
+        .arg("summary")
+        .arg(data("psrecord_children.csv"))
+        .assert()
+        .success()
+        .stdout(contains("unknown, the recording has no high-water marks"));
 }

@@ -788,6 +788,15 @@ fn an_attached_daemons_older_peak_is_its_lifetime_peak_not_the_recordings() {
         !s["warnings"].to_string().contains("missed the peak"),
         "{s}"
     );
+    // The end record keeps the lifetime mark apart from what the recording knows of its own
+    // peak: at least the RSS sampled, not exact.
+    let p = &meta(&out)["end"]["processes"][0];
+    assert!(p["hwm_bytes"].as_u64().unwrap() >= 200 * MIB, "{p}");
+    assert!(
+        p["recording_peak_bytes"].as_u64().unwrap() < 100 * MIB,
+        "{p}"
+    );
+    assert_eq!(p["recording_peak_exact"], false, "{p}");
     memmon().arg("summary").arg(&out).assert().success().stdout(
         predicate::str::contains("lifetime peak")
             .and(predicate::str::contains("--reset-peaks"))
@@ -823,10 +832,72 @@ fn with_reset_peak_an_attached_daemons_kernel_peak_is_exact_from_the_start() {
         "kernel {kernel} sampled {sampled} bound {bound}"
     );
     assert_eq!(s["lifetime_peak_rss_bytes"], serde_json::Value::Null);
+    let p = &meta(&out)["end"]["processes"][0];
+    assert_eq!(p["recording_peak_exact"], true, "{p}");
+    assert_eq!(p["recording_peak_bytes"], kernel, "{p}");
     memmon().arg("summary").arg(&out).assert().success().stdout(
         predicate::str::contains("exact within")
             .and(predicate::str::contains("since its reset at the start")),
     );
+}
+
+/// The table row of PID `pid` in a summary's processes table.
+fn process_row(summary: &str, pid: u32) -> String {
+    summary
+        .lines()
+        .find(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words.contains(&pid.to_string().as_str())
+                && words.last().is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .unwrap_or_else(|| panic!("no row of PID {pid}: {summary}"))
+        .to_string()
+}
+
+#[test]
+fn an_attached_trees_processes_table_shows_no_mark_from_before_the_recording_as_its_peak() {
+    let dir = tempdir();
+    // An 80 MiB spike before any recording, then an idle child.
+    let mut w = spawn_workload(&["spike:80MiB:100ms", "children:1:8MiB:30s", "wait-children"]);
+    let pid = w.id();
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    assert!(wait_for(10.0, || std::fs::read_to_string(&children)
+        .is_ok_and(|c| !c.trim().is_empty())));
+    std::thread::sleep(Duration::from_millis(300));
+    let summary = |flags: &[&str], name: &str| {
+        let out = dir.path().join(name);
+        memmon()
+            .args(["record", "-q", "--pid", &pid.to_string(), "-i", "100ms"])
+            .args(["--duration", "600ms"])
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .success();
+        let o = memmon().arg("summary").arg(&out).assert().success();
+        String::from_utf8(o.get_output().stdout.clone()).unwrap()
+    };
+    // Attached with no reset: its mark predates the recording and did not rise, so its peak
+    // there is at least the RSS sampled, and the 80 MiB mark is named as its lifetime peak.
+    let idle = summary(&[], "idle.csv");
+    let row = process_row(&idle, pid);
+    assert!(row.contains("≥"), "{row}\n{idle}");
+    let bytes: u64 = row.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(bytes < 40 * MIB, "{row}");
+    assert!(idle.contains("≥ a lower bound"), "{idle}");
+    assert!(
+        idle.contains(&format!("set before the recording: PID {pid} 8")),
+        "{idle}"
+    );
+    // Reset at the start: exact from the reset, and far below the spike.
+    let reset = summary(&["--reset-peaks"], "reset.csv");
+    let row = process_row(&reset, pid);
+    assert!(!row.contains("≥"), "{row}\n{reset}");
+    let bytes: u64 = row.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(bytes < 40 * MIB, "{row}");
+    assert!(reset.contains("(VmHWM, exact per process)"), "{reset}");
+    let _ = w.kill();
+    w.wait().unwrap();
 }
 
 #[test]

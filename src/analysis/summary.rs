@@ -325,6 +325,9 @@ pub struct SummaryBuilder {
     /// The row of the largest `cgroup_bytes`: it, with its anon and file parts (every
     /// session's rows, a killed one's too, which has no end record to say it).
     cgroup_largest: Option<(u64, u64, u64)>,
+    /// A file another tool wrote (`Summary::of_read`): it never has an end record, so none
+    /// missing says the recorder was killed.
+    imported: bool,
 }
 
 impl Default for SummaryBuilder {
@@ -359,6 +362,7 @@ impl Default for SummaryBuilder {
             ],
             phases: PhaseBuilder::new(),
             gpu: GpuTrack::default(),
+            imported: false,
         }
     }
 }
@@ -694,7 +698,7 @@ impl SummaryBuilder {
                     .chain(rowless.map(|r| &r.1))
                     .flat_map(|e| e.processes.iter().cloned())
                     .collect();
-                all.sort_by_key(|p| std::cmp::Reverse(p.hwm_bytes));
+                all.sort_by_key(|p| std::cmp::Reverse(p.recording_peak().0));
                 all
             },
             processes_exit_records: self
@@ -717,11 +721,9 @@ impl SummaryBuilder {
             } else {
                 Vec::new()
             },
-            peak_unended: self
-                .sessions
-                .iter()
-                .zip(&peaks)
-                .any(|(s, p)| s.unended() && p.facts.decide().bytes >= peak.bytes),
+            peak_unended: self.sessions.iter().zip(&peaks).any(|(s, p)| {
+                !self.imported && s.unended() && p.facts.decide().bytes >= peak.bytes
+            }),
             peak_exact_up_to: None,
             rows_lost: self
                 .sessions
@@ -863,7 +865,11 @@ impl SummaryBuilder {
                 .map_or(end, |x| x.end.as_ref());
             warnings.push(self.exit_records_warning(s.facts.departed, at_fault));
         }
-        let unended = self.sessions.iter().filter(|s| s.unended()).count();
+        let unended = if self.imported {
+            0
+        } else {
+            self.sessions.iter().filter(|s| s.unended()).count()
+        };
         if unended > 0 {
             warnings.push(format!(
                 "warning: {} no end record (the recorder was killed, or is still writing): {} exact up to {} last row; what the target did after it is not in the recording",
@@ -1227,7 +1233,7 @@ pub struct Summary {
     pub ended: String,
     pub end: Option<EndInfo>,
     /// The processes the sessions' end records list, every session's (an `--append`ed
-    /// recording's earlier ones too), largest peak first; whether every one that left had its
+    /// recording's earlier ones too), largest peak within the recording first; whether every one that left had its
     /// exit record read.
     #[serde(skip)]
     pub processes: Vec<ProcessRecord>,
@@ -1421,7 +1427,8 @@ impl Summary {
 
     /// The summary of a recording named `file`, from the builder that saw it (its sessions'
     /// metadata and ends, streamed by the reader) and what reading it found besides (`info`).
-    pub fn of_read(b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {
+    pub fn of_read(mut b: SummaryBuilder, file: String, info: &ReadInfo) -> Summary {
+        b.imported = info.source.is_some();
         let mut sum = b.finish(Some(file), info.truncated_line);
         // A file another tool wrote: say how it was read and what it lacks.
         if let Some(source) = &info.source {
@@ -2014,6 +2021,8 @@ mod tests {
             comm: comm.into(),
             cmdline: String::new(),
             hwm_bytes: mib * MIB,
+            recording_peak_bytes: None,
+            recording_peak_exact: None,
         };
         let mut b = SummaryBuilder::new();
         b.session(&meta("command", false));
@@ -2457,6 +2466,8 @@ mod tests {
                         format!("worker{i} --serve")
                     },
                     hwm_bytes: (8 - i as u64) * MIB,
+                    recording_peak_bytes: Some((8 - i as u64) * MIB),
+                    recording_peak_exact: Some(true),
                 })
                 .collect(),
             pss_unread: vec![PssUnread {
@@ -2469,7 +2480,9 @@ mod tests {
         };
         let text = summarize(&[tree_row(0.0, 100 * MIB, 7, None)], None, Some(&end)).render();
         assert!(
-            text.contains("the 5 largest by peak (VmHWM, exact per process) of 7 listed"),
+            text.contains(
+                "the 5 largest by peak in the recording (VmHWM, exact per process) of 7 listed"
+            ),
             "{text}"
         );
         assert!(
@@ -2498,7 +2511,7 @@ mod tests {
         ];
         let text = summarize(&left, None, Some(&end)).render();
         assert!(
-            text.contains("the 5 largest by peak (VmHWM, as last read) of 7 listed\n    1 process left the tree, and not every exit record was read (exit records: not known): one that left has the peak of its last sample, and may have risen after it\n"),
+            text.contains("the 5 largest by peak in the recording (VmHWM, as last read) of 7 listed\n    1 process left the tree, and not every exit record was read (exit records: not known): one that left has the peak of its last sample, and may have risen after it\n"),
             "{text}"
         );
         let records = EndInfo {
@@ -2508,6 +2521,36 @@ mod tests {
         let text = summarize(&left, None, Some(&records)).render();
         assert!(
             text.contains("(VmHWM, exact per process) of 7 listed\n"),
+            "{text}"
+        );
+        // A process older than the recording whose mark did not rise: at least its RSS read,
+        // its lifetime mark named apart.
+        let mut older = records.clone();
+        older.processes[0].recording_peak_bytes = Some(6 * MIB + MIB / 2);
+        older.processes[0].recording_peak_exact = Some(false);
+        let text = summarize(&left, None, Some(&older)).render();
+        assert!(
+            text.contains("(VmHWM, exact per process; ≥ a lower bound) of 7 listed\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("set before the recording: PID 101 7.00 MiB)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    worker2 --serve  102    6.00 MiB  6291456\n")
+                && text.contains("    worker1          101  ≥ 6.50 MiB  6815744\n"),
+            "{text}"
+        );
+        // Recorded before memmon kept the peak within the recording: said as read.
+        let mut old = records;
+        for p in &mut old.processes {
+            p.recording_peak_bytes = None;
+            p.recording_peak_exact = None;
+        }
+        let text = summarize(&left, None, Some(&old)).render();
+        assert!(
+            text.contains("(VmHWM, as last read, maybe from before the recording) of 7 listed\n"),
             "{text}"
         );
     }

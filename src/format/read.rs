@@ -125,6 +125,10 @@ pub enum ReadError {
     /// Not empty, but nothing in it except blank lines.
     #[error("{0} holds only blank lines ({1} bytes): no header and no samples")]
     Blank(PathBuf, u64),
+    /// A CSV recording's sidecar that describes another recording: its sessions' times and
+    /// the rows' lie apart (`recording::check_sidecar_times`).
+    #[error("{}: {msg}", sidecar.display())]
+    ForeignSidecar { sidecar: PathBuf, msg: String },
     /// A CSV recording's metadata sidecar (`run.csv.meta.json`) given as a recording.
     #[error("{}", sidecar_text(path, recording.as_deref(), *there))]
     Sidecar {

@@ -84,8 +84,9 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
             .map_err(|m| malformed(header_line, m))?;
         let body_at_bytes = body_at as u64;
         // The sidecar first: its sessions' metadata goes to the sink before their rows.
-        if let Some(side) = input::sidecar_for(&input) {
-            read_sidecar(&side, &mut info)?;
+        let side = input::sidecar_for(&input);
+        if let Some(side) = &side {
+            read_sidecar(side, &mut info)?;
         }
         let mut sessions = CsvSessions::new(info.meta.as_ref(), sink);
         let mut head = input.head;
@@ -96,6 +97,9 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
                 csv::BodyError::Io(e) => io_err(e),
                 csv::BodyError::Row(line, msg) => malformed(line, msg),
             })?;
+        if let (Some(side), Some(meta), Some(rows)) = (&side, &info.meta, sessions.times) {
+            check_sidecar_times(side, &path, meta, rows)?;
+        }
         if sessions.rows == 0 {
             let counted: u64 = sessions
                 .sessions
@@ -201,6 +205,8 @@ struct CsvSessions<'a, S: Sink> {
     rows: u64,
     /// The rows of the session being read.
     session_rows: u64,
+    /// The first and the last row's `unix_ms`, over the rows that have one.
+    times: Option<(u64, u64)>,
 }
 
 impl<'a, S: Sink> CsvSessions<'a, S> {
@@ -224,6 +230,7 @@ impl<'a, S: Sink> CsvSessions<'a, S> {
             next: 0,
             rows: 0,
             session_rows: 0,
+            times: None,
         }
     }
 
@@ -241,6 +248,11 @@ impl<'a, S: Sink> CsvSessions<'a, S> {
         }
         self.rows += 1;
         self.session_rows += 1;
+        if s.unix_ms > 0 {
+            let (first, last) = self.times.get_or_insert((s.unix_ms, s.unix_ms));
+            *first = (*first).min(s.unix_ms);
+            *last = (*last).max(s.unix_ms);
+        }
         self.sink.sample(s);
     }
 
@@ -286,6 +298,64 @@ impl<'a, S: Sink> CsvSessions<'a, S> {
             sessions_read: self.next.min(self.sessions.len()) as u32,
         })
     }
+}
+
+/// How far the rows may lie outside the sidecar's sessions before the sidecar is taken for
+/// another recording's: the wall clock may be stepped (NTP) while a recording runs.
+const SIDECAR_CLOCK_SLACK_MS: u64 = 10_000;
+
+/// Refuses a sidecar that describes another recording: the rows (`rows`, the first and last
+/// `unix_ms`) lie entirely before its first session began, or entirely after its last one
+/// ended, by more than [`SIDECAR_CLOCK_SLACK_MS`]. Only where that is unambiguous: rows
+/// within the sessions' span pass whatever their gaps (a target waited for, `--append`ed
+/// sessions); a last session with no end (a killed recorder) bounds nothing after its start;
+/// a sidecar with no times (0) is not judged.
+fn check_sidecar_times(
+    side: &Path,
+    csv: &Path,
+    meta: &Meta,
+    (first, last): (u64, u64),
+) -> Result<(), ReadError> {
+    let started = meta
+        .earlier_sessions
+        .iter()
+        .chain(std::iter::once(meta))
+        .map(|m| m.started_unix_ms)
+        .filter(|&t| t > 0)
+        .min();
+    let Some(started) = started else {
+        return Ok(());
+    };
+    // Every session's rows come before the last session's end.
+    let ended = meta
+        .end
+        .as_ref()
+        .map(|e| e.ended_unix_ms)
+        .filter(|&t| t >= started);
+    let before = last.saturating_add(SIDECAR_CLOCK_SLACK_MS) < started;
+    let after = ended.is_some_and(|e| first > e.saturating_add(SIDECAR_CLOCK_SLACK_MS));
+    if !before && !after {
+        return Ok(());
+    }
+    use crate::units::fmt_unix_ms;
+    let ran = match ended {
+        Some(e) => format!("from {} to {}", fmt_unix_ms(started), fmt_unix_ms(e)),
+        None => format!("from {} (no end record)", fmt_unix_ms(started)),
+    };
+    Err(ReadError::ForeignSidecar {
+        sidecar: side.to_path_buf(),
+        msg: format!(
+            "does not describe {}: its recording ran {ran}, the rows from {} to {}, {}; move the sidecar away to read the rows alone",
+            csv.display(),
+            fmt_unix_ms(first),
+            fmt_unix_ms(last),
+            if before {
+                "all before it began"
+            } else {
+                "all after it ended"
+            },
+        ),
+    })
 }
 
 /// Reads a CSV recording's metadata sidecar, when there is one. A sidecar that is there but
@@ -487,5 +557,47 @@ mod tests {
         let sessions = parse_sessions(&std::fs::read(sidecar_path(&p)).unwrap()).unwrap();
         assert_eq!(sessions.len(), 1);
         assert_eq!(sessions[0].interval, "100ms");
+    }
+
+    #[test]
+    fn a_sidecar_is_refused_only_where_the_rows_lie_wholly_outside_its_sessions() {
+        let side = Path::new("w.csv.meta.json");
+        let session = |started, ended: Option<u64>| Meta {
+            started_unix_ms: started,
+            end: ended.map(|e| EndInfo {
+                ended_unix_ms: e,
+                ..EndInfo::default()
+            }),
+            ..Meta::example("pid")
+        };
+        let check = |m: &Meta, rows| check_sidecar_times(side, Path::new("w.csv"), m, rows).is_ok();
+        const MIN: u64 = 60_000;
+        let t = 1_700_000_000_000;
+        let m = session(t, Some(t + MIN));
+        assert!(check(&m, (t + 100, t + MIN - 100)), "its own rows");
+        // A target waited for: the first row long after the start, still within it.
+        assert!(check(&m, (t + MIN - 1000, t + MIN - 500)));
+        // Clock slack: a few seconds either side.
+        assert!(check(&m, (t + MIN + 5000, t + MIN + 6000)));
+        assert!(check(&m, (t - 9000, t - 8000)));
+        // Another recording's rows, minutes after it ended or before it began.
+        assert!(!check(&m, (t + 5 * MIN, t + 6 * MIN)));
+        assert!(!check(&m, (t - 6 * MIN, t - 5 * MIN)));
+        // A killed recorder (no end record): rows after its start may be its own.
+        assert!(check(&session(t, None), (t + 60 * MIN, t + 61 * MIN)));
+        assert!(!check(&session(t, None), (t - 6 * MIN, t - 5 * MIN)));
+        // --append: the earlier sessions' start and the last one's end span the rows.
+        let appended = Meta {
+            earlier_sessions: vec![session(t, Some(t + MIN))],
+            ..session(t + 30 * MIN, Some(t + 31 * MIN))
+        };
+        assert!(check(&appended, (t + 100, t + 31 * MIN - 100)));
+        assert!(
+            check(&appended, (t + 100, t + MIN - 100)),
+            "the first session's rows"
+        );
+        assert!(!check(&appended, (t + 40 * MIN, t + 41 * MIN)));
+        // A sidecar with no times (0) tells nothing.
+        assert!(check(&session(0, None), (t, t + MIN)));
     }
 }

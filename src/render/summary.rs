@@ -335,8 +335,10 @@ impl Summary {
         w
     }
 
-    /// The largest processes of a tree by their peak (VmHWM), from the end record: a table
-    /// for the summary and the report (none for a single process).
+    /// The largest processes of a tree by their peak within the recording (VmHWM), from the
+    /// end record: a table for the summary and the report (none for a single process). A
+    /// process older than the recording whose mark neither was reset nor rose has no peak
+    /// known there: it shows `≥` the largest RSS read, and its lifetime mark in a note.
     pub fn processes_table(&self) -> Option<Table> {
         let end = self.end.as_ref()?;
         // Every session's processes (an appended recording's peak may be an earlier one's).
@@ -348,14 +350,49 @@ impl Summary {
         // A process that left has its peak at its exit only from its exit record; without one,
         // that of its last sample.
         let exact = self.processes_exit_records || self.facts.departed == 0;
+        // Recorded before memmon kept each process's peak within the recording: the marks as
+        // read, which for a process older than the recording may be set before it (every
+        // process of a launched command began with the recording).
+        let as_read = shown.iter().any(|p| p.recording_peak().1.is_none())
+            && self.kernel_peak_window != KernelPeakWindow::Launched;
+        let lower: Vec<_> = shown
+            .iter()
+            .filter(|p| p.recording_peak().1 == Some(false))
+            .collect();
+        let mut notes = Vec::new();
+        if !exact {
+            notes.push(format!(
+                "{} left the tree, and not every exit record was read (exit records: {}): one that left has the peak of its last sample, and may have risen after it",
+                crate::units::count(self.facts.departed, "process"),
+                end.exit_records.as_deref().unwrap_or("not known")
+            ));
+        }
+        if !lower.is_empty() {
+            notes.push(format!(
+                "≥: older than the recording, with a high-water mark that was not reset and did not rise during it: its peak in the recording is not known, and is at least the largest RSS read (lifetime peak, set before the recording: {})",
+                lower
+                    .iter()
+                    .map(|p| format!("PID {} {}", p.pid, fmt_bytes(p.hwm_bytes)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if as_read {
+            notes.push("recorded by a memmon that did not keep each process's peak within the recording: a process older than the recording may show its lifetime peak, set before it".into());
+        }
         Some(Table {
             title: format!(
-                "processes: the {} largest by peak (VmHWM, {}) of {} listed{}",
+                "processes: the {} largest by peak in the recording (VmHWM, {}{}) of {} listed{}",
                 shown.len(),
-                if exact {
-                    "exact per process"
+                match (exact, as_read) {
+                    (_, true) => "as last read, maybe from before the recording",
+                    (true, false) => "exact per process",
+                    (false, false) => "as last read",
+                },
+                if lower.is_empty() {
+                    ""
                 } else {
-                    "as last read"
+                    "; ≥ a lower bound"
                 },
                 all.len(),
                 if self.sessions.len() > 1 {
@@ -364,26 +401,20 @@ impl Summary {
                     ""
                 }
             ),
-            notes: if exact {
-                Vec::new()
-            } else {
-                vec![format!(
-                    "{} left the tree, and not every exit record was read (exit records: {}): one that left has the peak of its last sample, and may have risen after it",
-                    crate::units::count(self.facts.departed, "process"),
-                    end.exit_records.as_deref().unwrap_or("not known")
-                )]
-            },
+            notes,
             head: ["process", "PID", "peak", "bytes"]
                 .map(String::from)
                 .to_vec(),
             rows: shown
                 .iter()
                 .map(|p| {
+                    let (bytes, exact) = p.recording_peak();
+                    let at_least = if exact == Some(false) { "≥ " } else { "" };
                     vec![
                         process_name(p),
                         p.pid.to_string(),
-                        fmt_bytes(p.hwm_bytes),
-                        p.hwm_bytes.to_string(),
+                        format!("{at_least}{}", fmt_bytes(bytes)),
+                        bytes.to_string(),
                     ]
                 })
                 .collect(),
@@ -461,10 +492,13 @@ impl Summary {
                 } else {
                     "largest process's peak, above the RSS sum sampled at one tick"
                 },
-                if p.tree_high_bytes.is_none() {
-                    ": unknown, processes left with no exit record read"
-                } else {
-                    ""
+                match p.tree_high_bytes {
+                    Some(_) => "",
+                    // An import, or rows with no marks read: no sum to bound it.
+                    None if self.facts.hwm_sum_bytes == 0 => {
+                        ": unknown, the recording has no high-water marks"
+                    }
+                    None => ": unknown, processes left with no exit record read",
                 }
             );
         }

@@ -99,6 +99,8 @@ struct Member {
     status_at: Option<Instant>,
     /// The highest VmHWM read so far (a reset lowers `last.hwm`, not this).
     hwm_peak: u64,
+    /// Its peak within the recording, as its reads tell it.
+    recording: RecordingPeak,
     /// Its major faults (`majflt` of /proc/PID/stat), read with each status read.
     majflt: u64,
     cmdline: String,
@@ -123,13 +125,19 @@ impl Member {
         statm: [u64; 7],
         majflt: u64,
         now: Instant,
+        older: bool,
     ) -> Member {
+        let mut recording = RecordingPeak::new(older);
+        if last.has_mm {
+            recording.read(last.hwm, Some(last.rss));
+        }
         let mut m = Member {
             handle,
             last,
             statm,
             status_at: Some(now),
             hwm_peak: last.hwm,
+            recording,
             majflt,
             cmdline: String::new(),
             cmdline_again: None,
@@ -146,6 +154,7 @@ impl Member {
     /// the name changed (an exec), or the command line once more when that is due.
     fn took_status(&mut self, status: StatusMem, now: Instant, buf: &mut Vec<u8>) {
         self.hwm_peak = self.hwm_peak.max(status.hwm);
+        self.recording.read(status.hwm, Some(status.rss));
         if status.name_hash != self.last.name_hash {
             if let Ok(comm) = self.handle.read_comm(buf) {
                 self.handle.comm = comm;
@@ -169,12 +178,85 @@ impl Member {
     }
 
     fn record(&self) -> ProcessRecord {
+        let (peak, exact) = self.recording.peak();
         ProcessRecord {
             pid: self.handle.pid,
             start_time_ticks: self.handle.start_time,
             comm: self.handle.comm.clone(),
             cmdline: self.cmdline.clone(),
             hwm_bytes: self.hwm_peak.max(self.last.hwm),
+            recording_peak_bytes: Some(peak),
+            recording_peak_exact: Some(exact),
+        }
+    }
+}
+
+/// What a process's reads tell of its peak within the recording (the end record's
+/// `recording_peak_bytes`), by the window rules of the recording's own peak: a mark counts when
+/// it was set after a reset of the marks, by a process born during the recording, or when it
+/// rose above the mark a process older than the recording brought in. A mark that did not rise
+/// may be older than the recording and tells nothing of it: that stretch's peak is known only
+/// as at least the largest RSS read in it, and at most the mark.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RecordingPeak {
+    /// The highest VmHWM read that fell within the recording.
+    hwm: u64,
+    /// For a process older than the recording while no reset came: the mark of its first read
+    /// (`u64::MAX` before it); a mark above it was set during the recording.
+    older: Option<u64>,
+    /// A stretch of the recording whose peak is not known (the mark predated it and did not
+    /// rise): the largest RSS read in it, and the mark that bounds it from above.
+    unknown: Option<(u64, u64)>,
+}
+
+impl RecordingPeak {
+    fn new(older: bool) -> RecordingPeak {
+        RecordingPeak {
+            hwm: 0,
+            older: older.then_some(u64::MAX),
+            unknown: older.then_some((0, u64::MAX)),
+        }
+    }
+
+    /// A VmHWM read (or an exit record's), with the RSS read beside it when there is one.
+    fn read(&mut self, hwm: u64, rss: Option<u64>) {
+        match self.older {
+            None => self.hwm = self.hwm.max(hwm),
+            // Risen: the mark is the largest since the process began, reached during the
+            // recording, so it holds the stretch before too.
+            Some(first) if first != u64::MAX && hwm > first => {
+                self.hwm = self.hwm.max(hwm);
+                self.older = None;
+                self.unknown = None;
+            }
+            Some(first) => {
+                let mark = if first == u64::MAX { hwm } else { first };
+                self.older = Some(mark);
+                let seen = self.unknown.map_or(0, |(r, _)| r);
+                self.unknown = Some((seen.max(rss.unwrap_or(0)), mark));
+            }
+        }
+    }
+
+    /// The process's mark was reset: every later mark counts. `opening`: the reset came right
+    /// after the recording's opening row (`--reset-peaks`, a bench's first run), whose marks
+    /// close the span before the recording's window, as the recording's own peak takes them;
+    /// a later reset (a marker with `--phase-peaks`) leaves the stretch before it unknown.
+    fn reset(&mut self, opening: bool) {
+        self.older = None;
+        if opening {
+            self.unknown = None;
+        }
+    }
+
+    /// The peak and whether it is exact; else a lower bound, the largest of the marks that
+    /// count and the RSS read in the stretch not known. That stretch peaked at least at the
+    /// RSS read and at most at its mark: exact still when either reaches the mark.
+    fn peak(&self) -> (u64, bool) {
+        match self.unknown {
+            Some((rss, below)) if self.hwm.max(rss) < below => (self.hwm.max(rss), false),
+            Some((_, below)) => (self.hwm.max(below), true),
+            None => (self.hwm, true),
         }
     }
 }
@@ -203,9 +285,9 @@ pub struct Tree {
     /// sample after the reset does not count them.
     exit_buf: Vec<Exit>,
     exit_fresh_from: usize,
-    /// Members found gone in this tick, with the VmHWM and the major faults last read of each,
-    /// settled with their exit records before they join `departed`.
-    leaving: Vec<(ProcessRecord, u64, u64)>,
+    /// Members found gone in this tick, with the VmHWM and the major faults last read of each
+    /// and its peak within the recording, settled with their exit records before they join `departed`.
+    leaving: Vec<(ProcessRecord, u64, u64, RecordingPeak)>,
     /// The departures settled when the root was found gone (the root's own exit record among
     /// them): what the exit records gave after the last sample.
     tail: Option<TreeSample>,
@@ -235,6 +317,12 @@ pub struct Tree {
     quiet: Quiet,
     /// The root read as a descendant (`read_root_by_statm`).
     root_by_statm: bool,
+    /// When the recording began (clock ticks since boot), so a process that started before
+    /// it is told from one born during it (`Tree::recording_since`); `None`: every process is
+    /// taken as older, whose marks count only once reset or risen.
+    recording_from: Option<u64>,
+    /// The samples taken: a reset after the first is the recording's opening one.
+    samples: u64,
     /// The event sockets whose last drain found them empty (or that a sleep found quiet): the
     /// ones a sleep polls (`event_fds`). One that had news at its last drain is drained at the
     /// next tick without being polled: a busy socket (every exit on the machine, when the filter
@@ -290,13 +378,23 @@ impl Tree {
             faults_base: None,
             faults_from_birth: false,
             faults_last: 0,
+            recording_from: None,
+            samples: 0,
         };
         // Fork events name the kernel's PIDs: only over the real /proc.
         if with_children && t.procfs.is_real() {
             t.forks = ForkWatch::open().ok();
         }
         t.index.insert(root_pid, 0);
-        let mut root = Member::new(root, 0, StatusMem::default(), [0; 7], 0, Instant::now());
+        let mut root = Member::new(
+            root,
+            0,
+            StatusMem::default(),
+            [0; 7],
+            0,
+            Instant::now(),
+            true,
+        );
         root.status_at = None;
         t.members.push(root);
         t
@@ -327,6 +425,23 @@ impl Tree {
     /// the first sample (an attached process: what it made before is not).
     pub fn count_faults_from_birth(&mut self) {
         self.faults_from_birth = true;
+    }
+
+    /// The recording began at `ticks` (clock ticks since boot): a member that started since
+    /// has every mark within it; one older (an attached target and the children it had) has a
+    /// mark that counts only after a reset, or once it rises above the mark it brought in.
+    /// Call it before the first sample.
+    pub fn recording_since(&mut self, ticks: u64) {
+        self.recording_from = Some(ticks);
+        for m in &mut self.members {
+            m.recording = RecordingPeak::new(m.handle.start_time < ticks);
+        }
+    }
+
+    /// Whether a process that started at `start_time` (clock ticks since boot) is older than
+    /// the recording.
+    fn older(&self, start_time: u64) -> bool {
+        self.recording_from.is_none_or(|t| start_time < t)
     }
 
     /// The tree's major faults counted so far (the `major_faults` of its last sample, with
@@ -431,6 +546,7 @@ impl Tree {
     /// [`Tree::sample`] at a given time (tests move the clock forward).
     fn sample_at(&mut self, now: Instant) -> Result<Option<TreeSample>, ProcError> {
         self.reaps.tick();
+        self.samples += 1;
         // First the members already known, so a PID that was reused since the last tick is seen
         // as gone before the children lists are read again.
         let mut left = Vec::new();
@@ -530,11 +646,16 @@ impl Tree {
     pub fn reset_marks(&mut self) -> Vec<(i32, ProcError)> {
         self.take_exit_records(true);
         self.exit_fresh_from = self.exit_buf.len();
+        let opening = self.samples <= 1;
         let failed = self
             .members
-            .iter()
+            .iter_mut()
             .filter_map(|m| match m.handle.reset_hwm() {
-                Ok(()) | Err(ProcError::NoSuchProcess(_)) => None,
+                Ok(()) => {
+                    m.recording.reset(opening);
+                    None
+                }
+                Err(ProcError::NoSuchProcess(_)) => None,
                 Err(e) => Some((m.handle.pid, e)),
             })
             .collect();
@@ -660,6 +781,7 @@ impl Tree {
             let Ok(handle) = self.procfs.open(pid) else {
                 continue;
             };
+            let older = self.older(handle.start_time);
             if check_parent && handle.ppid() != Some(parent) {
                 continue;
             }
@@ -672,7 +794,7 @@ impl Tree {
                         .map_or(0, |c| c.majflt);
                     self.index.insert(pid, self.members.len());
                     self.members
-                        .push(Member::new(handle, parent, last, statm, majflt, now));
+                        .push(Member::new(handle, parent, last, statm, majflt, now, older));
                     self.filter_stale = true;
                 }
                 // A child that exited and is not yet reaped: without exit records, a child
@@ -702,7 +824,8 @@ impl Tree {
     /// caller removes it from the members.
     fn leave(&mut self, i: usize, reaped: bool) {
         let m = &self.members[i];
-        self.leaving.push((m.record(), m.last.hwm, m.majflt));
+        self.leaving
+            .push((m.record(), m.last.hwm, m.majflt, m.recording));
         if self.exits.is_none() && self.with_children {
             // A zombie's parent is read now: it may have been re-parented since the last read.
             let parent = if reaped {
@@ -761,7 +884,7 @@ impl Tree {
         let ours = |p: u32| {
             p == root
                 || index.contains_key(&(p as i32))
-                || leaving.iter().any(|(r, _, _)| r.pid as u32 == p)
+                || leaving.iter().any(|(r, ..)| r.pid as u32 == p)
         };
         let before = w.received;
         w.drain(&mut self.exit_buf, |e| {
@@ -779,8 +902,8 @@ impl Tree {
         self.take_exit_records(root_gone);
         let mut s = TreeSample::default();
         let leaving = std::mem::take(&mut self.leaving);
-        let settled: Vec<i32> = leaving.iter().map(|(r, _, _)| r.pid).collect();
-        for (mut rec, last_hwm, majflt) in leaving {
+        let settled: Vec<i32> = leaving.iter().map(|(r, ..)| r.pid).collect();
+        for (mut rec, last_hwm, majflt, mut recording) in leaving {
             s.sample.departed += 1;
             // Its count at the exit: its threads' records (each thread's own), else the last
             // read.
@@ -789,6 +912,10 @@ impl Tree {
             let fresh = self.exit_hwm(rec.pid, rec.start_time_ticks, self.exit_fresh_from);
             if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks, 0) {
                 rec.hwm_bytes = rec.hwm_bytes.max(h);
+                recording.read(h, None);
+                let (peak, exact) = recording.peak();
+                rec.recording_peak_bytes = Some(peak);
+                rec.recording_peak_exact = Some(exact);
                 self.exit_peak = self.exit_peak.max(Some(h));
             }
             // Alive during the interval: its mark bounds the tree's peak in it.
@@ -817,6 +944,7 @@ impl Tree {
             if let Some(h) = self.exit_hwm(self.root_pid, start, 0) {
                 let root = &mut self.members[i];
                 root.hwm_peak = root.hwm_peak.max(h);
+                root.recording.read(h, None);
                 self.exit_peak = self.exit_peak.max(Some(h));
                 self.root_exit_peak = Some(h);
             }
@@ -864,6 +992,13 @@ impl Tree {
     /// Each adds to `s` as a departure.
     fn settle_unseen_children(&mut self, settled: &[i32], s: &mut TreeSample) {
         let mut unseen: Vec<(ProcessRecord, bool)> = Vec::new();
+        // Born after the previous sample, so during the recording, unless this is the first
+        // sample of an older tree.
+        let older = self.samples <= 1
+            && self
+                .members
+                .first()
+                .is_none_or(|r| self.older(r.handle.start_time));
         for (k, e) in self.exit_buf.iter().enumerate() {
             let p = e.tgid.unwrap_or(e.pid);
             if e.pid != p
@@ -882,6 +1017,8 @@ impl Tree {
                     comm: e.comm.clone(),
                     cmdline: String::new(),
                     hwm_bytes: e.hiwater_bytes,
+                    recording_peak_bytes: None,
+                    recording_peak_exact: None,
                 },
                 k >= self.exit_fresh_from,
             ));
@@ -890,6 +1027,11 @@ impl Tree {
             if let Some(h) = self.exit_hwm(rec.pid, rec.start_time_ticks, 0) {
                 rec.hwm_bytes = h;
             }
+            let mut recording = RecordingPeak::new(older);
+            recording.read(rec.hwm_bytes, None);
+            let (peak, exact) = recording.peak();
+            rec.recording_peak_bytes = Some(peak);
+            rec.recording_peak_exact = Some(exact);
             // Born and gone since the previous sample: its whole count is the recording's.
             let faults = self.exit_majflt(rec.pid, rec.start_time_ticks);
             self.faults_departed = self.faults_departed.saturating_add(faults);
@@ -2195,5 +2337,95 @@ mod tests {
         fake_thread(tmp.path(), 100, 170, &[101], 2);
         t.sample_at(t0 + OTHER_THREADS_EVERY).unwrap().unwrap();
         assert_eq!(pids(&t), [100, 101]);
+    }
+
+    /// Each process's peak within the recording and whether it is exact, by PID.
+    fn recording_peaks(t: &Tree) -> Vec<(i32, u64, bool)> {
+        let mut all: Vec<_> = t
+            .processes()
+            .iter()
+            .map(|p| {
+                let (b, exact) = p.recording_peak();
+                (p.pid, b >> 20, exact.unwrap())
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// A root older than the recording with a 300 MiB lifetime mark, idle at 5 MiB, and a child
+    /// with an 80 MiB mark at 10 MiB.
+    fn older_tree(root: &Path) -> Tree {
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(5 << 10)
+            .hwm_kb(300 << 10)
+            .children(&[101])
+            .write(root);
+        FakeProc::new(101)
+            .start(1001)
+            .rss_kb(10 << 10)
+            .hwm_kb(80 << 10)
+            .write(root);
+        // Where a reset writes.
+        for pid in [100, 101] {
+            fs::write(root.join(format!("{pid}/clear_refs")), "").unwrap();
+        }
+        let mut t = tree_over(root, 100);
+        t.recording_since(2000);
+        t
+    }
+
+    #[test]
+    fn an_older_process_has_a_peak_in_the_recording_only_where_its_mark_rose_or_was_reset() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut t = older_tree(tmp.path());
+        let t0 = Instant::now();
+        t.sample_at(t0).unwrap().unwrap();
+        // Marks that did not rise tell nothing of the recording: at least the RSS read.
+        assert_eq!(recording_peaks(&t), [(100, 5, false), (101, 10, false)]);
+        assert_eq!(t.processes()[0].hwm_bytes, 300 << 20, "the lifetime mark");
+        // The root grows to 20 MiB, its mark stays; the child's mark rises to 90 MiB: set
+        // during the recording, it is its exact peak there.
+        set_status(tmp.path(), 100, "VmRSS", "20480 kB");
+        set_status(tmp.path(), 101, "VmHWM", "92160 kB");
+        t.sample_at(t0 + STATUS_MAX_AGE).unwrap().unwrap();
+        assert_eq!(recording_peaks(&t), [(100, 20, false), (101, 90, true)]);
+        // A marker's reset later on (--phase-peaks): the root's mark counts from there, but
+        // the stretch before it is still not known (its peak there may be up to 300 MiB).
+        set_status(tmp.path(), 100, "VmHWM", "20480 kB");
+        t.reset_marks();
+        set_status(tmp.path(), 100, "VmHWM", "40960 kB");
+        t.sample_at(t0 + 2 * STATUS_MAX_AGE).unwrap().unwrap();
+        assert_eq!(recording_peaks(&t), [(100, 40, false), (101, 90, true)]);
+        // An RSS read at its lifetime mark: the process was at that peak during the recording.
+        set_status(tmp.path(), 100, "VmRSS", "307200 kB");
+        set_status(tmp.path(), 100, "VmHWM", "307200 kB");
+        t.sample_at(t0 + 3 * STATUS_MAX_AGE).unwrap().unwrap();
+        assert_eq!(recording_peaks(&t), [(100, 300, true), (101, 90, true)]);
+    }
+
+    #[test]
+    fn a_reset_right_after_the_opening_row_starts_every_processs_peak_in_the_recording() {
+        // --reset-peaks, or a bench's first run: the marks read at the opening row, the
+        // lifetime ones, close the span before the recording's window.
+        let tmp = tempfile::tempdir().unwrap();
+        let mut t = older_tree(tmp.path());
+        t.sample().unwrap().unwrap();
+        t.reset_marks();
+        set_status(tmp.path(), 100, "VmHWM", "5120 kB");
+        set_status(tmp.path(), 101, "VmHWM", "10240 kB");
+        t.sample().unwrap().unwrap();
+        assert_eq!(recording_peaks(&t), [(100, 5, true), (101, 10, true)]);
+        assert_eq!(t.processes()[0].hwm_bytes, 300 << 20, "the lifetime mark");
+    }
+
+    #[test]
+    fn a_process_born_during_the_recording_has_every_mark_in_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut t = older_tree(tmp.path());
+        t.recording_since(500);
+        t.sample().unwrap().unwrap();
+        assert_eq!(recording_peaks(&t), [(100, 300, true), (101, 80, true)]);
     }
 }

@@ -320,6 +320,9 @@ impl Watch {
         }
         let born_since = self.made_at_ticks.is_some_and(|t| h.start_time >= t);
         let mut tree = Tree::new(self.opts.procfs.clone(), h, self.opts.children);
+        if let Some(t) = self.made_at_ticks {
+            tree.recording_since(t);
+        }
         if self.opts.root_by_statm {
             tree.read_root_by_statm();
         }

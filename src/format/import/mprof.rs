@@ -6,7 +6,8 @@
 //! MEM value is already the sum over the tree; with `--multiprocess` (`-M`) one CHLD line per
 //! child follows each MEM line. Nothing in the file says whether `-C` was used, so CHLD values
 //! may or may not be inside MEM: memmon's RSS is the MEM line alone, the number `mprof peak`
-//! reports, and the children are counted and reported in a note, never added.
+//! reports, and the children are reported in a note, never added nor counted as processes of
+//! the row (the summary would call MEM a sum over them).
 
 use super::{each_line, scaled_field, Decimal, MIB};
 use crate::format::{ReadError, ReadInfo};
@@ -102,11 +103,10 @@ pub fn read_from(
                 timestamp(f[2])?;
                 let peak = st.child_peaks.entry(pid).or_default();
                 *peak = (*peak).max(rss);
+                // Not a process of the row: its RSS is the MEM line alone (the main process, or
+                // the tree it already sums), so the row's process count stays unknown (0), as
+                // in a file without CHLD lines; a count of 2 would call MEM a sum over them.
                 st.children_now = st.children_now.saturating_add(rss);
-                if let Some(s) = st.pending.as_mut() {
-                    // The main process, and each child alive (a child that exited reads 0).
-                    s.processes = s.processes.max(1).saturating_add(u32::from(rss > 0));
-                }
             }
             "FUNC" => st.funcs += 1,
             other => {
@@ -208,8 +208,8 @@ mod tests {
                     MEM 43.726562 1795980245.7206\nCHLD 12619 0.000000 1795980245.7220\n";
         let (v, info) = read_text(text).unwrap();
         assert_eq!(v[0].rss_bytes, 45_850_624);
-        assert_eq!(v[0].processes, 2);
-        assert_eq!(v[1].processes, 1);
+        // MEM is one number, not a sum over the main process and its children.
+        assert_eq!((v[0].processes, v[1].processes), (0, 0));
         let note = info.notes.iter().find(|n| n.contains("CHLD")).unwrap();
         assert!(
             note.contains(&format!("{} bytes", 45_850_624u64 + 55_767_040)),
