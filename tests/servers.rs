@@ -512,8 +512,11 @@ fn postgres_backends_sharing_buffers_are_summed_once_by_pss() {
     if read_rss as f64 >= 0.95 * peak_rss as f64 {
         assert!(text.contains("peak PSS"), "{text}");
     } else {
+        // Whether the largest read came at the idle floor ("PSS at idle") or above it ("PSS
+        // read") is up to the scheduler too; either way none was at the peak.
         assert!(
-            text.contains("PSS read") && text.contains("none at the RSS peak"),
+            (text.contains("PSS read") || text.contains("PSS at idle"))
+                && text.contains("none at the RSS peak"),
             "{text}"
         );
     }
