@@ -242,6 +242,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_rows_seconds_read_as_str_parse_and_the_csv_reader_read_them() {
+        // Written as memmon writes them (six decimals), and as a computed double prints.
+        for text in [
+            "1.273929",
+            "4.500178",
+            "0.102966",
+            "1.4831719999999997",
+            "86399.999999",
+        ] {
+            let mut buf = Vec::new();
+            let row = Sample {
+                unix_ms: 1,
+                elapsed_s: 0.5,
+                ..Sample::default()
+            };
+            JsonlWriter::new(&mut buf).write_sample(&row).unwrap();
+            let line = String::from_utf8(buf)
+                .unwrap()
+                .replace(r#""elapsed_s":0.5"#, &format!(r#""elapsed_s":{text}"#));
+            let Line::Sample(s) = parse_line(line.trim_end().as_bytes()).unwrap() else {
+                panic!("not a sample")
+            };
+            let want: f64 = text.parse().unwrap();
+            assert_eq!(s.elapsed_s.to_bits(), want.to_bits(), "{text}");
+            if let Some(csv) = crate::format::csv::parse_decimal(text.as_bytes()) {
+                assert_eq!(csv.to_bits(), want.to_bits(), "{text} by the CSV reader");
+            }
+        }
+    }
+
+    #[test]
     fn a_sample_reads_back_as_written() {
         let s = Sample {
             unix_ms: 5,
