@@ -5,6 +5,7 @@
 use crate::util::*;
 use memmon::format::InputSpec;
 use memmon::render::plot::{load, PlotOptions};
+use std::path::Path;
 
 /// The `t` of the report's first series, from the data the page embeds.
 fn report_times(html: &str) -> Vec<f64> {
@@ -20,19 +21,26 @@ fn report_times(html: &str) -> Vec<f64> {
         .collect()
 }
 
+/// Records the workload `first` into `rec`, waits `gap_s`, and appends a session of `second`
+/// (`record -q -i 50ms --append`).
+fn two_sessions(rec: &Path, first: &[&str], gap_s: f64, second: &[&str]) {
+    for (i, steps) in [first, second].into_iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(gap_s));
+        }
+        record_workload(rec, &["-q", "-i", "50ms", "--append"], steps)
+            .assert()
+            .success();
+    }
+}
+
 #[test]
 fn plot_and_report_put_an_appended_recording_on_the_same_time_axis() {
     let dir = tempdir();
     let rec = dir.path().join("two.csv");
-    record_workload(&rec, &["-q", "-i", "50ms", "--append"], &["hold:300ms"])
-        .assert()
-        .success();
     // At least this much wall-clock time passes between the two sessions.
     let gap_s = 1.5;
-    std::thread::sleep(std::time::Duration::from_secs_f64(gap_s));
-    record_workload(&rec, &["-q", "-i", "50ms", "--append"], &["hold:300ms"])
-        .assert()
-        .success();
+    two_sessions(&rec, &["hold:300ms"], gap_s, &["hold:300ms"]);
     let recorded_s = summary_json(&rec)["duration_s"].as_f64().unwrap();
 
     let trace = load(&rec, &InputSpec::default(), &PlotOptions::default()).unwrap();
@@ -89,21 +97,12 @@ fn an_appended_recording_over_budget_fails_and_is_drawn_with_its_gap() {
     let rec = dir.path().join("two.csv");
     // The first session holds 96 MiB, the second 8 MiB: the second's peak alone is under the
     // budget, the recording's is not.
-    record_workload(
+    two_sessions(
         &rec,
-        &["-q", "-i", "50ms", "--append"],
         &["alloc:96MiB", "hold:300ms"],
-    )
-    .assert()
-    .success();
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    record_workload(
-        &rec,
-        &["-q", "-i", "50ms", "--append"],
+        2.0,
         &["alloc:8MiB", "hold:600ms"],
-    )
-    .assert()
-    .success();
+    );
 
     let r = memmon()
         .args(["summary", "--max-peak", "50MiB"])
@@ -178,18 +177,8 @@ fn an_appended_recording_over_budget_fails_and_is_drawn_with_its_gap() {
 fn summary_plot_and_report_place_an_appended_recordings_peak_alike() {
     let dir = tempdir();
     let rec = dir.path().join("two.csv");
-    record_workload(&rec, &["-q", "-i", "50ms", "--append"], &["hold:300ms"])
-        .assert()
-        .success();
-    std::thread::sleep(std::time::Duration::from_secs(1));
     // The peak is in the second session, whose own clock starts again near 0.
-    record_workload(
-        &rec,
-        &["-q", "-i", "50ms", "--append"],
-        &["alloc:40M", "hold:300ms"],
-    )
-    .assert()
-    .success();
+    two_sessions(&rec, &["hold:300ms"], 1.0, &["alloc:40M", "hold:300ms"]);
 
     let s = summary_json(&rec);
     assert_eq!(s["sampled_peak_session"], 2, "{s}");
