@@ -6,16 +6,6 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::Duration;
 
-fn summary_text(path: &std::path::Path) -> String {
-    let out = memmon().arg("summary").arg(path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn one_pss_read_at_idle_is_not_called_a_peak() {
     let dir = tempdir();

@@ -130,16 +130,6 @@ fn rows(path: &Path) -> Vec<(f64, u64, u32, Option<u64>)> {
         .collect()
 }
 
-fn summary_text(path: &Path) -> String {
-    let out = memmon().arg("summary").arg(path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn redis_bgsave_fork_is_counted_twice_by_rss_and_once_by_pss() {
     let server_bin = outside_program("redis-server");

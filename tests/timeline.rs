@@ -21,6 +21,18 @@ fn report_times(html: &str) -> Vec<f64> {
         .collect()
 }
 
+/// `memmon COMMAND -o DIR/NAME REC` (plot, report), which must succeed: what it wrote.
+fn written(dir: &Path, command: &str, name: &str, rec: &Path) -> String {
+    let out = dir.join(name);
+    memmon()
+        .args([command, "-o"])
+        .arg(&out)
+        .arg(rec)
+        .assert()
+        .success();
+    std::fs::read_to_string(&out).unwrap()
+}
+
 /// Records the workload `first` into `rec`, waits `gap_s`, and appends a session of `second`
 /// (`record -q -i 50ms --append`).
 fn two_sessions(rec: &Path, first: &[&str], gap_s: f64, second: &[&str]) {
@@ -46,14 +58,7 @@ fn plot_and_report_put_an_appended_recording_on_the_same_time_axis() {
     let trace = load(&rec, &InputSpec::default(), &PlotOptions::default()).unwrap();
     let plot_last = *trace.xs().last().unwrap();
 
-    let html = dir.path().join("two.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&rec)
-        .assert()
-        .success();
-    let t = report_times(&std::fs::read_to_string(&html).unwrap());
+    let t = report_times(&written(dir.path(), "report", "two.html", &rec));
     let report_last = *t.last().unwrap();
 
     // The report rounds to the millisecond.
@@ -122,14 +127,7 @@ fn an_appended_recording_over_budget_fails_and_is_drawn_with_its_gap() {
     assert!(s["peak"]["bytes"].as_u64().unwrap() >= 96 << 20, "{s:#}");
 
     // The report does not join the last point of the first session to the first of the next.
-    let html = dir.path().join("two.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&rec)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(&html).unwrap();
+    let html = written(dir.path(), "report", "two.html", &rec);
     let t = report_times(&html);
     let open = "<script type=\"application/json\" id=\"memmon-data\">";
     let start = html.find(open).unwrap() + open.len();
@@ -150,14 +148,7 @@ fn an_appended_recording_over_budget_fails_and_is_drawn_with_its_gap() {
     );
 
     // The plot draws two lines of RSS, the second starting right of where the first ends.
-    let svg = dir.path().join("two.svg");
-    memmon()
-        .args(["plot", "-o"])
-        .arg(&svg)
-        .arg(&rec)
-        .assert()
-        .success();
-    let lines = svg_lines(&std::fs::read_to_string(&svg).unwrap(), "#1F77B4");
+    let lines = svg_lines(&written(dir.path(), "plot", "two.svg", &rec), "#1F77B4");
     // Without the legend's sample, a level stroke 18 pixels wide (a session may have few
     // points on a loaded machine, so length does not tell them apart).
     let lines: Vec<&Vec<f64>> = lines
@@ -194,28 +185,13 @@ fn summary_plot_and_report_place_an_appended_recordings_peak_alike() {
     // The plot draws the peak where the summary says, and the summary's words name both clocks.
     let trace = load(&rec, &InputSpec::default(), &PlotOptions::default()).unwrap();
     assert_eq!(trace.summary.sampled_peak_x_s, x);
-    let svg = dir.path().join("two.svg");
-    memmon()
-        .args(["plot", "-o"])
-        .arg(&svg)
-        .arg(&rec)
-        .assert()
-        .success();
     let at = memmon::units::fmt_seconds(x);
-    let drawn = std::fs::read_to_string(&svg).unwrap();
+    let drawn = written(dir.path(), "plot", "two.svg", &rec);
     assert!(
         drawn.contains(&format!(" at {at}")),
         "no 'at {at}' in the plot"
     );
-    let text = memmon()
-        .arg("summary")
-        .arg(&rec)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(text).unwrap();
+    let text = summary_text(&rec);
     let words = format!(
         "(+{} into session 2; {at} on the plot's time axis)",
         memmon::units::fmt_seconds(elapsed)
@@ -223,14 +199,7 @@ fn summary_plot_and_report_place_an_appended_recordings_peak_alike() {
     assert!(text.contains(&words), "no {words:?} in:\n{text}");
 
     // The report's sampled peak cell says the same (its apostrophe escaped).
-    let html = dir.path().join("two.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&rec)
-        .assert()
-        .success();
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = written(dir.path(), "report", "two.html", &rec);
     let words = words.replace('\'', "&#39;");
     assert!(page.contains(&words), "no {words:?} in the report");
 }

@@ -45,6 +45,17 @@ pub fn warns(summary: &serde_json::Value, text: &str) -> bool {
     })
 }
 
+/// `memmon summary PATH`'s text, which must succeed.
+pub fn summary_text(path: &Path) -> String {
+    let out = memmon().arg("summary").arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub fn summary_json(path: &Path) -> serde_json::Value {
     let out = memmon()
         .arg("summary")

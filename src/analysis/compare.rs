@@ -92,7 +92,6 @@ pub struct Run {
 impl Run {
     /// The run's numbers from its summary (and the time above a level, measured alongside).
     pub fn from_summary(s: &Summary, time_above_s: Option<f64>) -> Run {
-        let unit = crate::analysis::budget::units(s, "").swap_remove(0);
         Run {
             file: s.file.clone().unwrap_or_default(),
             run: None,
@@ -104,7 +103,10 @@ impl Run {
             duration_s: s.duration_s,
             time_above_s,
             peak_gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
-            gpu: unit.gpu,
+            gpu: s
+                .gpu
+                .as_ref()
+                .and_then(|g| crate::analysis::gpu::budget_peak(Some(g.peak_gpu_bytes), &g.kernel)),
             samples: s.samples,
             warnings: s.warnings.clone(),
             peak_exact_up_to: s.peak_exact_up_to.clone(),
