@@ -555,26 +555,8 @@ impl SummaryBuilder {
     /// incomplete last line that was skipped.
     pub fn finish(&self, file: Option<String>, truncated_line: Option<u64>) -> Summary {
         let mut peaks: Vec<SessionPeak> = self.sessions.iter().map(SessionAcc::peak).collect();
-        // A launched command that ended before its first sample: its end record still gave its
-        // peaks (wait4's ru_maxrss, the exit records, its cgroup's peak file), decided as the
-        // end of a session with rows is.
-        if let Some((meta, end)) = self.rowless.as_ref().filter(|_| peaks.is_empty()) {
-            let wall = end.command_wall_s.unwrap_or(0.0);
-            let start_ms = end
-                .ended_unix_ms
-                .saturating_sub((wall * 1000.0).round() as u64);
-            let session = SessionAcc {
-                meta: Some(meta.clone()),
-                end: Some(end.clone()),
-                span: SpanAcc::without_rows((start_ms, 0.0), (end.ended_unix_ms, wall)),
-                merged: false,
-                rows_lost: None,
-                has_runs: true,
-            };
-            let p = session.peak();
-            if p.facts.kernel_peak_rss_bytes.is_some() || p.facts.cgroup_peak_bytes.is_some() {
-                peaks.push(p);
-            }
+        if peaks.is_empty() {
+            peaks.extend(self.rowless_peak());
         }
         let mut facts = combine(&peaks);
         // Whole sessions (or rows before the last session's) lost: they may hold the peak.
@@ -624,25 +606,7 @@ impl SummaryBuilder {
                 .iter()
                 .filter_map(|s| s.end.as_ref()?.rusage_maxrss_bytes)
                 .max(),
-            cgroup: {
-                let ends: Vec<&CgroupEnd> = self
-                    .sessions
-                    .iter()
-                    .filter_map(SessionAcc::cgroup_end)
-                    .collect();
-                let why = self
-                    .sessions
-                    .iter()
-                    .filter_map(|s| s.meta.as_ref()?.cgroup.as_ref()?.not_the_tree.clone())
-                    .next();
-                CgroupSummary::of(
-                    &ends,
-                    self.cgroup_largest,
-                    facts.cgroup_peak_bytes,
-                    facts.cgroup_holds_tree,
-                    why,
-                )
-            },
+            cgroup: self.cgroup_summary(&facts),
             idle_rss_bytes: idle,
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
             mean_rss_bytes: all.map_or(0, |a| a.mean_rss().round() as u64),
@@ -668,45 +632,20 @@ impl SummaryBuilder {
             interval: self.interval(meta),
             target: meta
                 .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm)),
-            sessions: if self.sessions.len() > 1 {
-                self.sessions
-                    .iter()
-                    .zip(&peaks)
-                    .map(|(s, p)| SessionSummary {
-                        target: s.target(),
-                        started_unix_ms: s.span.start_unix_ms(),
-                        duration_s: s.duration_s(),
-                        samples: s.span.samples(),
-                        peak: p.facts.decide(),
-                        kernel_peak_window: p.window,
-                        interval: s.meta.as_ref().map(|m| m.interval.clone()),
-                        ended: s.end.as_ref().map(describe_end),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
+            sessions: self.session_summaries(&peaks),
             ended: end.map(describe_end).unwrap_or_else(|| {
                 "unknown (no end record: the recorder was killed or is still running)".into()
             }),
             end: end.cloned(),
             processes: {
                 let mut all: Vec<ProcessRecord> = self
-                    .sessions
-                    .iter()
-                    .filter_map(|s| s.end.as_ref())
-                    .chain(rowless.map(|r| &r.1))
+                    .ends(rowless)
                     .flat_map(|e| e.processes.iter().cloned())
                     .collect();
                 all.sort_by_key(|p| std::cmp::Reverse(p.recording_peak().0));
                 all
             },
-            processes_exit_records: self
-                .sessions
-                .iter()
-                .filter_map(|s| s.end.as_ref())
-                .chain(rowless.map(|r| &r.1))
-                .all(EndInfo::exit_records_complete),
+            processes_exit_records: self.ends(rowless).all(EndInfo::exit_records_complete),
             gpu: self.gpu.finish(meta),
             truncated_line,
             // The session whose peak is the recording's (in one of several, the one whose own
@@ -745,6 +684,83 @@ impl SummaryBuilder {
         s
     }
 
+    /// A launched command that ended before its first sample: its end record still gave its
+    /// peaks (wait4's ru_maxrss, the exit records, its cgroup's peak file), decided as the end
+    /// of a session with rows is.
+    fn rowless_peak(&self) -> Option<SessionPeak> {
+        let (meta, end) = self.rowless.as_ref()?;
+        let wall = end.command_wall_s.unwrap_or(0.0);
+        let start_ms = end
+            .ended_unix_ms
+            .saturating_sub((wall * 1000.0).round() as u64);
+        let session = SessionAcc {
+            meta: Some(meta.clone()),
+            end: Some(end.clone()),
+            span: SpanAcc::without_rows((start_ms, 0.0), (end.ended_unix_ms, wall)),
+            merged: false,
+            rows_lost: None,
+            has_runs: true,
+        };
+        let p = session.peak();
+        (p.facts.kernel_peak_rss_bytes.is_some() || p.facts.cgroup_peak_bytes.is_some())
+            .then_some(p)
+    }
+
+    /// Every session's end record, then a rowless command's.
+    fn ends<'a>(
+        &'a self,
+        rowless: Option<&'a (Meta, EndInfo)>,
+    ) -> impl Iterator<Item = &'a EndInfo> + 'a {
+        self.sessions
+            .iter()
+            .filter_map(|s| s.end.as_ref())
+            .chain(rowless.map(|r| &r.1))
+    }
+
+    /// The cgroup's part of the summary (none where no cgroup was read): its end records, the
+    /// largest reading, the peak the facts hold, and why it is not the tree where its metadata
+    /// says so.
+    fn cgroup_summary(&self, facts: &PeakFacts) -> Option<CgroupSummary> {
+        let ends: Vec<&CgroupEnd> = self
+            .sessions
+            .iter()
+            .filter_map(SessionAcc::cgroup_end)
+            .collect();
+        let why = self
+            .sessions
+            .iter()
+            .filter_map(|s| s.meta.as_ref()?.cgroup.as_ref()?.not_the_tree.clone())
+            .next();
+        CgroupSummary::of(
+            &ends,
+            self.cgroup_largest,
+            facts.cgroup_peak_bytes,
+            facts.cgroup_holds_tree,
+            why,
+        )
+    }
+
+    /// Each session's own line, for a recording of more than one.
+    fn session_summaries(&self, peaks: &[SessionPeak]) -> Vec<SessionSummary> {
+        if self.sessions.len() <= 1 {
+            return Vec::new();
+        }
+        self.sessions
+            .iter()
+            .zip(peaks)
+            .map(|(s, p)| SessionSummary {
+                target: s.target(),
+                started_unix_ms: s.span.start_unix_ms(),
+                duration_s: s.duration_s(),
+                samples: s.span.samples(),
+                peak: p.facts.decide(),
+                kernel_peak_window: p.window,
+                interval: s.meta.as_ref().map(|m| m.interval.clone()),
+                ended: s.end.as_ref().map(describe_end),
+            })
+            .collect()
+    }
+
     /// Seconds recorded: each session's span of rows, or a launched command's wall time from
     /// its start to its exit when its end record has it (a command shorter than an interval
     /// has its duration all the same).
@@ -769,7 +785,8 @@ impl SummaryBuilder {
         self.sessions.iter().map(SessionAcc::duration_s).sum()
     }
 
-    /// What the reader must know besides the numbers.
+    /// What the reader must know besides the numbers: of the peak itself, of how the file was
+    /// read, of what the kernel's peak covers, and of the tree's cgroup and sessions.
     fn warnings(
         &self,
         s: &Summary,
@@ -779,6 +796,15 @@ impl SummaryBuilder {
         truncated_line: Option<u64>,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
+        self.peak_warnings(s, single_process, &mut warnings);
+        self.reading_notes(s, meta, truncated_line, &mut warnings);
+        self.scope_warnings(s, end, &mut warnings);
+        self.tree_notes(s, meta, &mut warnings);
+        warnings
+    }
+
+    /// A phase's exact peak above the peak line; a sampled peak far below the kernel's.
+    fn peak_warnings(&self, s: &Summary, single_process: bool, warnings: &mut Vec<String>) {
         if let Some(p) = s.exact_phase_above_peak() {
             warnings.push(format!(
                 "warning: phase '{}' has an exact peak of {} ({}), above the recording's peak line: the recording's peak is at least that; the marks before the first marker are older than the recording (record with --reset-peaks for its exact peak), and budgets judge the phase too",
@@ -815,6 +841,16 @@ impl SummaryBuilder {
                 fmt_bytes(k)
             ));
         }
+    }
+
+    /// No metadata, a cut last line, rows lost, ticks missed.
+    fn reading_notes(
+        &self,
+        s: &Summary,
+        meta: Option<&Meta>,
+        truncated_line: Option<u64>,
+        warnings: &mut Vec<String>,
+    ) {
         if meta.is_none() && self.samples > 0 {
             warnings.push(format!(
                 "note: no metadata (a CSV recording's FILE.meta.json sidecar, or an imported file): whether memmon launched the target, its cgroup and its exit records cannot be told, so the file is read by the rules of an attached target{}",
@@ -837,6 +873,11 @@ impl SummaryBuilder {
                 count(s.missed_ticks, "tick")
             ));
         }
+    }
+
+    /// Where the kernel's peak does not cover the whole recording: a restart's or a reset's
+    /// unknown earlier mark, exit records not read, sessions without an end.
+    fn scope_warnings(&self, s: &Summary, end: Option<&EndInfo>, warnings: &mut Vec<String>) {
         // Whenever the kernel's peak of a process is partial: the headline, or the `at exit`
         // line of a mark set before the recording, says "see the warning below".
         let partial = s.facts.kernel_scope().is_partial()
@@ -887,6 +928,11 @@ impl SummaryBuilder {
                 if unended == 1 { "its" } else { "their" },
             ));
         }
+    }
+
+    /// The cgroup against the sampled sum and the processes' marks, several sessions, and a
+    /// peak near the cgroup's limit or the machine's memory.
+    fn tree_notes(&self, s: &Summary, meta: Option<&Meta>, warnings: &mut Vec<String>) {
         let sampled = s.facts.sampled_peak_rss_bytes;
         let bound = s.facts.exact_within_bytes.unwrap_or(0);
         // (Unless the note below, on a process's own mark above the cgroup's, says why.)
@@ -936,7 +982,6 @@ impl SummaryBuilder {
                 fmt_bytes(t)
             ));
         }
-        warnings
     }
 
     /// What the kernel peak lacks when its scope is `largest-process-seen` (processes left the

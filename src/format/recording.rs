@@ -24,16 +24,6 @@ pub fn read_recording(
 /// `read_recording` on an input already opened (and recognised by `read.rs`).
 pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, ReadError> {
     let path = input.path.clone();
-    let io_err = |e| ReadError::Io(path.clone(), e);
-    let mut info = ReadInfo {
-        path: path.clone(),
-        ..ReadInfo::default()
-    };
-    let malformed = |line: u64, msg: String| ReadError::Malformed {
-        path: path.clone(),
-        line,
-        msg,
-    };
     // Blank lines before the first line that says what the file is.
     let head = &input.head;
     let (mut pos, mut blank_lines) = (0, 0u64);
@@ -49,6 +39,7 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
     }
     if pos >= head.len() {
         return Err(malformed(
+            &path,
             blank_lines,
             format!(
                 "the first {} KiB hold only blank lines",
@@ -58,74 +49,107 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
     }
 
     if head[pos] != b'{' {
-        // CSV: the header, then a body (the bulk of most recordings) parsed on several threads.
-        info.format = Some(Format::Csv);
-        let header_line = blank_lines + 1;
-        let (header, body_at) = match memchr::memchr(b'\n', &head[pos..]) {
-            Some(k) => (&head[pos..pos + k], pos + k + 1),
-            // memmon writes its header and newline at once: a file that ends inside the
-            // header was cut (its columns past the cut unknown), not a recording of no row.
-            None if input.head_is_all => return Err(malformed(
-                header_line,
-                "the file ends inside its header line (no newline after it): the recording was cut"
-                    .into(),
-            )),
-            None => {
-                return Err(malformed(
-                    header_line,
-                    format!(
-                        "the first line is longer than {} KiB: not a recording's header",
-                        input::HEAD_BYTES >> 10
-                    ),
-                ))
-            }
-        };
-        let layout = csv::CsvLayout::from_header(header.trim_ascii_end())
-            .map_err(|m| malformed(header_line, m))?;
-        let body_at_bytes = body_at as u64;
-        // The sidecar first: its sessions' metadata goes to the sink before their rows.
-        let side = input::sidecar_for(&input);
-        if let Some(side) = &side {
-            read_sidecar(side, &mut info)?;
-        }
-        let mut sessions = CsvSessions::new(info.meta.as_ref(), sink);
-        let mut head = input.head;
-        head.drain(..body_at);
-        let mut body: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(input.rest));
-        let end = csv::read_body(&mut body, &layout, header_line, &mut |s| sessions.row(s))
-            .map_err(|e| match e {
-                csv::BodyError::Io(e) => io_err(e),
-                csv::BodyError::Row(line, msg) => malformed(line, msg),
-            })?;
-        if let (Some(side), Some(meta), Some(rows)) = (&side, &info.meta, sessions.times) {
-            check_sidecar_times(side, &path, meta, rows)?;
-        }
-        if sessions.rows == 0 {
-            let counted: u64 = sessions
-                .sessions
-                .iter()
-                .filter_map(|(_, e)| e.as_ref())
-                .map(|e| e.samples)
-                .sum();
-            if counted > 0 {
-                return Err(malformed(
-                    header_line + 1,
-                    format!(
-                        "no row after the header, though its sidecar's end record counts {}: the file was cut (or the sidecar is another recording's)",
-                        crate::units::count(counted, "sample")
-                    ),
-                ));
-            }
-        }
-        sessions.finish();
-        info.bytes = body_at_bytes + end.bytes;
-        info.truncated_line = end.truncated_line;
-        return Ok(info);
+        return read_csv(input, pos, blank_lines, sink);
     }
-
     if is_sidecar_head(&head[pos..]) {
         return Err(ReadError::sidecar(&path));
     }
+    read_jsonl(input, sink)
+}
+
+fn malformed(path: &Path, line: u64, msg: String) -> ReadError {
+    ReadError::Malformed {
+        path: path.to_path_buf(),
+        line,
+        msg,
+    }
+}
+
+/// A CSV recording whose header starts at `pos` of the input's head (after `blank_lines`
+/// blank lines): the header, then a body (the bulk of most recordings) parsed on several
+/// threads.
+fn read_csv(
+    input: input::Input,
+    pos: usize,
+    blank_lines: u64,
+    sink: &mut impl Sink,
+) -> Result<ReadInfo, ReadError> {
+    let path = input.path.clone();
+    let head = &input.head;
+    let mut info = ReadInfo {
+        path: path.clone(),
+        ..ReadInfo::default()
+    };
+    info.format = Some(Format::Csv);
+    let header_line = blank_lines + 1;
+    let Some(k) = memchr::memchr(b'\n', &head[pos..]) else {
+        // memmon writes its header and newline at once: a file that ends inside the header
+        // was cut (its columns past the cut unknown), not a recording of no row.
+        let why = if input.head_is_all {
+            "the file ends inside its header line (no newline after it): the recording was cut"
+                .to_string()
+        } else {
+            format!(
+                "the first line is longer than {} KiB: not a recording's header",
+                input::HEAD_BYTES >> 10
+            )
+        };
+        return Err(malformed(&path, header_line, why));
+    };
+    let (header, body_at) = (&head[pos..pos + k], pos + k + 1);
+    let layout = csv::CsvLayout::from_header(header.trim_ascii_end())
+        .map_err(|m| malformed(&path, header_line, m))?;
+    let body_at_bytes = body_at as u64;
+    // The sidecar first: its sessions' metadata goes to the sink before their rows.
+    let side = input::sidecar_for(&input);
+    if let Some(side) = &side {
+        read_sidecar(side, &mut info)?;
+    }
+    let mut sessions = CsvSessions::new(info.meta.as_ref(), sink);
+    let mut head = input.head;
+    head.drain(..body_at);
+    let mut body: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(input.rest));
+    let end =
+        csv::read_body(&mut body, &layout, header_line, &mut |s| sessions.row(s)).map_err(|e| {
+            match e {
+                csv::BodyError::Io(e) => ReadError::Io(path.clone(), e),
+                csv::BodyError::Row(line, msg) => malformed(&path, line, msg),
+            }
+        })?;
+    if let (Some(side), Some(meta), Some(rows)) = (&side, &info.meta, sessions.times) {
+        check_sidecar_times(side, &path, meta, rows)?;
+    }
+    if sessions.rows == 0 {
+        let counted: u64 = sessions
+            .sessions
+            .iter()
+            .filter_map(|(_, e)| e.as_ref())
+            .map(|e| e.samples)
+            .sum();
+        if counted > 0 {
+            return Err(malformed(
+                &path,
+                header_line + 1,
+                format!(
+                    "no row after the header, though its sidecar's end record counts {}: the file was cut (or the sidecar is another recording's)",
+                    crate::units::count(counted, "sample")
+                ),
+            ));
+        }
+    }
+    sessions.finish();
+    info.bytes = body_at_bytes + end.bytes;
+    info.truncated_line = end.truncated_line;
+    Ok(info)
+}
+
+/// A JSON Lines recording: metadata, rows and end records in one file, read line by line.
+fn read_jsonl(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, ReadError> {
+    let path = input.path.clone();
+    let mut info = ReadInfo {
+        path: path.clone(),
+        ..ReadInfo::default()
+    };
     info.format = Some(Format::Jsonl);
     let mut result: Result<(), ReadError> = Ok(());
     let mut any_row = false;
@@ -140,6 +164,7 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
                 if info.meta.is_none() && !any_row {
                     // Cut inside its first record: nothing of the recording is left.
                     result = Err(malformed(
+                        &path,
                         line_no,
                         "the file ends inside its first line (its metadata): the recording was cut"
                             .into(),
@@ -182,7 +207,7 @@ pub fn read_from(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, 
                     info.end = Some(*e)
                 }
                 Err(e) => {
-                    result = Err(malformed(line_no, e.0));
+                    result = Err(malformed(&path, line_no, e.0));
                     return false;
                 }
             }

@@ -396,6 +396,23 @@ pub fn render(c: &Comparison) -> String {
             }
         }
     }
+    runs(c, &mut o);
+    let _ = writeln!(o, "{}", source_line(c));
+    let _ = writeln!(o);
+
+    table(c, &mut o);
+    let _ = writeln!(o);
+    for d in &c.deltas {
+        let _ = writeln!(o, "{}", verdict_sentence(c, d));
+    }
+    if !c.gates.is_empty() {
+        gates(c, &mut o);
+    }
+    o
+}
+
+/// One line per run of each side: its peak (on the comparison's basis), idle floor, duration.
+fn runs(c: &Comparison, o: &mut String) {
     let width = c
         .base
         .runs
@@ -429,9 +446,11 @@ pub fn render(c: &Comparison) -> String {
             );
         }
     }
-    let _ = writeln!(o, "{}", source_line(c));
-    let _ = writeln!(o);
+}
 
+/// The side-by-side table: a row per metric, both sides' means and ranges, the change and the
+/// verdict; text columns left-aligned, numbers right-aligned.
+fn table(c: &Comparison, o: &mut String) {
     let range = |m: Metric, s: &crate::analysis::compare::Stats| {
         if s.count == 1 {
             "-".to_string()
@@ -516,28 +535,25 @@ pub fn render(c: &Comparison) -> String {
         }
         let _ = writeln!(o, "{}", line.trim_end());
     }
+}
+
+/// Each gate, passed or FAILED, with a lower bound's caveat on the peak.
+fn gates(c: &Comparison, o: &mut String) {
     let _ = writeln!(o);
-    for d in &c.deltas {
-        let _ = writeln!(o, "{}", verdict_sentence(c, d));
+    let _ = writeln!(o, "gates:");
+    for g in &c.gates {
+        let Some(d) = c.delta(g.metric) else { continue };
+        let caveat = match (g.metric, lower_bound_caveat(c, d.verdict)) {
+            (Metric::Peak, Some(why)) => format!(" ({why})"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "  {}: {}{caveat}",
+            if g.passed { "passed" } else { "FAILED" },
+            gate_sentence(d, g)
+        );
     }
-    if !c.gates.is_empty() {
-        let _ = writeln!(o);
-        let _ = writeln!(o, "gates:");
-        for g in &c.gates {
-            let Some(d) = c.delta(g.metric) else { continue };
-            let caveat = match (g.metric, lower_bound_caveat(c, d.verdict)) {
-                (Metric::Peak, Some(why)) => format!(" ({why})"),
-                _ => String::new(),
-            };
-            let _ = writeln!(
-                o,
-                "  {}: {}{caveat}",
-                if g.passed { "passed" } else { "FAILED" },
-                gate_sentence(d, g)
-            );
-        }
-    }
-    o
 }
 
 /// A file's name as given; the full path stays in `--json`.
