@@ -82,7 +82,9 @@ struct SessionAcc {
 struct SessionPeak {
     facts: PeakFacts,
     window: KernelPeakWindow,
-    /// The high-water mark that predates the session (when the window is `BeforeRecording`).
+    /// The high-water mark that predates the session: when the window is `BeforeRecording`, or
+    /// the opening row's when a reset or a restart took over from it (`reset_peak_unknown`,
+    /// `restart_peak_unknown`).
     lifetime: Option<u64>,
 }
 
@@ -185,8 +187,20 @@ impl SessionAcc {
         } else {
             KernelPeakWindow::BeforeRecording
         };
+        // A mark that predates the recording: the whole span's when it never rose; the opening
+        // row's when a reset at a marker or a restart took over from it without its rising
+        // (the peak before that is then at most this mark).
+        let lifetime = if window == KernelPeakWindow::BeforeRecording {
+            Some(rows_hwm)
+        } else if facts.kernel_peak_rss_bytes.is_some()
+            && (facts.reset_peak_unknown || facts.restart_peak_unknown)
+        {
+            Some(open_hwm)
+        } else {
+            None
+        };
         SessionPeak {
-            lifetime: (window == KernelPeakWindow::BeforeRecording).then_some(rows_hwm),
+            lifetime,
             facts,
             window,
         }
@@ -882,11 +896,18 @@ impl SummaryBuilder {
         // line of a mark set before the recording, says "see the warning below".
         let partial = s.facts.kernel_scope().is_partial()
             && (s.facts.kernel_peak_rss_bytes.is_some() || s.kernel_peak_exact_until_s.is_some());
+        // The mark at the first row, which never rose: the peak before is at most that.
+        let up_to = match s.lifetime_peak_rss_bytes {
+            Some(l) if l > s.peak.bytes => {
+                format!(" though at most {} (its mark at the first row)", fmt_bytes(l))
+            }
+            _ => String::new(),
+        };
         if partial && s.facts.restart_peak_unknown {
-            warnings.push("warning: the target restarted, and the VmHWM of the process before the restart never rose above its value at the first row (it may have been set before the recording began): that process's peak in the recording is not known and may be above the peak given, which is of the process that took over (all of whose marks fall in the recording)".into());
+            warnings.push(format!("warning: the target restarted, and the VmHWM of the process before the restart never rose above its value at the first row (it may have been set before the recording began): that process's peak in the recording is not known and may be above the peak given (of the process that took over, all of whose marks fall in the recording){up_to}"));
         }
         if partial && s.facts.reset_peak_unknown {
-            warnings.push("warning: with --phase-peaks the marks were reset at the first marker, and VmHWM never rose above its value at the first row before that (it may have been set before the recording began): the peak before the first marker is not known and may be above the peak given, the largest mark after the reset (record with --reset-peaks for the recording's exact peak)".into());
+            warnings.push(format!("warning: with --phase-peaks the marks were reset at the first marker, and VmHWM never rose above its value at the first row before that (it may have been set before the recording began): the peak before the first marker is not known and may be above the peak given (the largest mark after the reset){up_to}; record with --reset-peaks for the recording's exact peak"));
         }
         let records_lacking = PeakScope::of_kernel_counter(
             s.facts.max_processes,
@@ -1926,11 +1947,21 @@ mod tests {
         assert_eq!(sum.peak.at_least(), "≥ ");
         assert!(sum.exact_phase_above_peak().is_none());
         assert!(
-            sum.warnings
-                .iter()
-                .any(|w| w.starts_with("warning: with --phase-peaks the marks were reset")),
+            sum.warnings.iter().any(|w| w
+                .starts_with("warning: with --phase-peaks the marks were reset")
+                && w.contains("though at most 300.0 MiB (its mark at the first row)")),
             "{:?}",
             sum.warnings
+        );
+        // The mark from before the recording bounds the peak from above, and is said as the
+        // lifetime peak, with the number given named for what it is.
+        assert_eq!(sum.lifetime_peak_rss_bytes, Some(300 * MIB));
+        let text = sum.render();
+        assert!(
+            text.contains("(reached after the first marker's reset)")
+                && text.contains("lifetime peak 300.0 MiB")
+                && text.contains("the peak before it is at most this"),
+            "{text}"
         );
         let budgets = crate::analysis::budget::Budgets {
             max_peak: Some(150 * MIB),

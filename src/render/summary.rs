@@ -514,7 +514,17 @@ impl Summary {
                 _ => "the cgroup holds the tree alone".into(),
             };
         }
-        self.kernel_peak_window.to_string()
+        match self.kernel_peak_window {
+            // The number is the largest mark after the reset or the restart; the marks before
+            // are older than the recording.
+            KernelPeakWindow::RoseDuringRecording if self.facts.reset_peak_unknown => {
+                "reached after the first marker's reset".into()
+            }
+            KernelPeakWindow::RoseDuringRecording if self.facts.restart_peak_unknown => {
+                "reached by the process that took over at the restart".into()
+            }
+            w => w.to_string(),
+        }
     }
 
     /// The kernel's per-process peak when it is not the headline (a cgroup's is), or why the
@@ -551,6 +561,25 @@ impl Summary {
                 }
             }
             _ => {}
+        }
+        // A reset at a marker or a restart took over from a mark that never rose: it bounds
+        // the peak before it from above.
+        if let (Some(l), Some(_)) = (
+            self.lifetime_peak_rss_bytes,
+            self.facts.kernel_peak_rss_bytes,
+        ) {
+            if self.kernel_peak_window != KernelPeakWindow::BeforeRecording {
+                let _ = writeln!(
+                    o,
+                    "  lifetime peak {} (the largest VmHWM at the first row, set before the recording and never risen before the {}: the peak before it is at most this)",
+                    b(l),
+                    if self.facts.reset_peak_unknown {
+                        "first marker's reset"
+                    } else {
+                        "restart"
+                    }
+                );
+            }
         }
     }
 
