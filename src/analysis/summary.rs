@@ -899,7 +899,10 @@ impl SummaryBuilder {
         // The mark at the first row, which never rose: the peak before is at most that.
         let up_to = match s.lifetime_peak_rss_bytes {
             Some(l) if l > s.peak.bytes => {
-                format!(" though at most {} (its mark at the first row)", fmt_bytes(l))
+                format!(
+                    " though at most {} (its mark at the first row)",
+                    fmt_bytes(l)
+                )
             }
             _ => String::new(),
         };
@@ -2266,6 +2269,35 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("exact within"), "{text}");
+    }
+
+    #[test]
+    fn a_mark_that_never_rose_before_an_unseen_exit_is_not_blamed_on_the_time_before() {
+        // The mark (300 MiB, from before the recording) never rose in the rows; the target
+        // exited 1.5 s after the last one with no exit record read. The headline is the
+        // sampled RSS, and its reason is the unseen exit, not a mark set before (against
+        // which --reset-peaks would not help).
+        let end = EndInfo {
+            ended_unix_ms: 1_000_000 + 3_500,
+            reason: EndReason::TargetExited,
+            exit_records: Some("off (--no-taskstats)".into()),
+            ..EndInfo::default()
+        };
+        let sum = summarize(
+            &[s(0.0, 100 * MIB, 300 * MIB), s(2.0, 120 * MIB, 300 * MIB)],
+            Some(&meta("pid", false)),
+            Some(&end),
+        );
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source),
+            (120 * MIB, PeakSource::Sampled)
+        );
+        let text = sum.render();
+        assert!(
+            text.contains("the target exited 1.50 s after the last sample and no exit record was read (exit records: off (--no-taskstats)): its high-water mark did not rise above its value at the first row up to the last sample, and then is not known"),
+            "{text}"
+        );
+        assert!(!text.contains("record with --reset-peaks"), "{text}");
     }
 
     /// A daemon (attached) whose worker peaked at 900 MiB and left between two samples; the

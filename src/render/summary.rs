@@ -447,6 +447,9 @@ impl Summary {
         let how = match p.source {
             PeakSource::Sampled => {
                 let why = match self.kernel_peak_window {
+                    // The target exited after the last sample, its exit record unread: what
+                    // its mark did then is not known, whatever it did before.
+                    _ if self.kernel_peak_exact_until_s.is_some() => &self.exited_unseen(),
                     KernelPeakWindow::BeforeRecording if self.end.as_ref().is_some_and(|e| e.peak_reset_failures > 0) => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise, and resetting it was refused: only the target's owner and root may write /proc/PID/clear_refs (only root, for a process that is not dumpable, such as a setuid program); run memmon as the target's user or as root for an exact peak from the start",
                     KernelPeakWindow::BeforeRecording => "the kernel's high-water mark (VmHWM) was set before the recording began and did not rise; record with --reset-peaks for an exact peak from the start",
                     KernelPeakWindow::NotRecorded => "no kernel high-water mark in this recording",
@@ -502,6 +505,26 @@ impl Summary {
                 }
             );
         }
+    }
+
+    /// Why the kernel's peak is not the headline of a target that exited after its last
+    /// sample with no exit record read.
+    fn exited_unseen(&self) -> String {
+        let gap = self.kernel_peak_exact_until_s.unwrap_or(0.0);
+        let records = self
+            .end
+            .as_ref()
+            .and_then(|e| e.exit_records.as_deref())
+            .unwrap_or("not read");
+        format!(
+            "the target exited {} after the last sample and no exit record was read (exit records: {records}): its high-water mark{} then is not known",
+            fmt_seconds(gap),
+            if self.kernel_peak_window == KernelPeakWindow::BeforeRecording {
+                " did not rise above its value at the first row up to the last sample, and"
+            } else {
+                ""
+            }
+        )
     }
 
     /// `since the launch of the command`, `reached during the recording`.
