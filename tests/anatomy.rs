@@ -329,9 +329,9 @@ fn compare_shows_which_group_grew_between_the_baseline_and_the_candidate_peaks()
         .arg(&base)
         .arg(&new)
         .assert()
-        .stdout(predicate::str::contains("anatomy at the peak: +4"))
+        .stdout(predicate::str::contains("highest anatomies: +4"))
         .stdout(predicate::str::contains(
-            "resident (smaps), from the baseline's highest anatomy",
+            "resident (smaps), from the baseline's (+",
         ))
         .stdout(predicate::str::contains(
             "6 anonymous mappings of 24.00 MiB",

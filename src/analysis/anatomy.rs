@@ -467,6 +467,11 @@ pub struct AnatomyAt {
     pub rss_bytes: u64,
     /// Every process's smaps was read (its groups have resident sizes).
     pub resident_known: bool,
+    /// Processes whose maps were read (none: the anatomy holds nothing of the tree).
+    pub processes: u32,
+    /// The processes not read, or read without smaps, and why (`PID N (comm): why`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_read: Vec<String>,
 }
 
 impl AnatomyAt {
@@ -477,6 +482,8 @@ impl AnatomyAt {
             unix_ms: a.unix_ms,
             rss_bytes: a.rss_bytes,
             resident_known: a.resident_known(),
+            processes: a.processes,
+            not_read: a.unread_words(),
         }
     }
 }
@@ -1006,6 +1013,37 @@ mod tests {
         let d = diff(&v, &b);
         assert_eq!(d.measure, Measure::Virtual);
         assert_eq!(d.delta_bytes, 604 * MIB as i64);
+    }
+
+    #[test]
+    fn anatomies_that_read_no_process_are_no_growth_of_nothing() {
+        // A target memmon may not read: each anatomy names the process and why, holds no
+        // group, and knows no resident size; the growth says it is unknown and names them.
+        let refused = |rss| Anatomy {
+            processes: 0,
+            smaps_processes: 0,
+            unread: vec![crate::model::anatomy::AnatomyUnread {
+                pid: 7,
+                comm: "prover".into(),
+                maps_read: false,
+                why: "permission denied on /proc/7/smaps".into(),
+            }],
+            ..anatomy(rss, Vec::new())
+        };
+        let list = [refused(10 * MIB), refused(90 * MIB)];
+        assert!(!list[0].resident_known());
+        let g = growth(&list, 10 * MIB).expect("two anatomies");
+        assert_eq!((g.from.processes, g.to.processes), (0, 0));
+        assert_eq!(
+            crate::render::summary::grew_words(&g.diff, [&g.from, &g.to]),
+            "unknown (no process's mappings could be read)"
+        );
+        let mut o = String::new();
+        crate::render::summary::growth_lines(&mut o, [&g.from, &g.to], &g.diff.changes);
+        assert_eq!(
+            o,
+            "                not read: PID 7 (prover): permission denied on /proc/7/smaps\n"
+        );
     }
 
     #[test]

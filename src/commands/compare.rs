@@ -71,25 +71,18 @@ fn peak_anatomies(opts: &CompareOptions) -> anyhow::Result<Option<PeakVsPeak>> {
 
 /// `which groups grew`: the baseline's peak anatomy against the candidate's.
 fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
-    use memmon::render::summary::{change_lines, measure_words, signed};
+    use memmon::render::summary::{grew_words, growth_lines};
     use memmon::units::{fmt_bytes, fmt_seconds};
-    let measure = measure_words(
-        a.diff.measure,
-        a.base.resident_known || a.new.resident_known,
-    );
     let _ = writeln!(
         o,
-        "anatomy at the peak: {} {measure}, from the baseline's highest anatomy (+{}, RSS {}) to the candidate's (+{}, RSS {}):",
-        signed(a.diff.delta_bytes),
+        "highest anatomies: {}, from the baseline's (+{}, RSS {}) to the candidate's (+{}, RSS {}):",
+        grew_words(&a.diff, [&a.base, &a.new]),
         fmt_seconds(a.base.elapsed_s),
         fmt_bytes(a.base.rss_bytes),
         fmt_seconds(a.new.elapsed_s),
         fmt_bytes(a.new.rss_bytes)
     );
-    if a.diff.changes.is_empty() {
-        let _ = writeln!(o, "                no group changed");
-    }
-    change_lines(o, &a.diff.changes);
+    growth_lines(o, [&a.base, &a.new], &a.diff.changes);
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {

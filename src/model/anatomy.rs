@@ -325,9 +325,26 @@ impl Anatomy {
         }
     }
 
-    /// Every group has smaps' numbers (no process's smaps was skipped).
+    /// Every group has smaps' numbers (no process's smaps was skipped); not of an anatomy
+    /// that read no mapping at all.
     pub fn resident_known(&self) -> bool {
-        self.groups.iter().all(|g| g.resident.is_some())
+        !self.groups.is_empty() && self.groups.iter().all(|g| g.resident.is_some())
+    }
+
+    /// The processes whose maps or smaps were not read, each `PID N (comm): why`.
+    pub fn unread_words(&self) -> Vec<String> {
+        self.unread
+            .iter()
+            .map(|u| {
+                format!(
+                    "PID {} ({}){}: {}",
+                    u.pid,
+                    u.comm,
+                    if u.maps_read { ", its smaps" } else { "" },
+                    u.why
+                )
+            })
+            .collect()
     }
 
     /// The sum of the groups' virtual sizes.

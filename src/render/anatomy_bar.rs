@@ -1,6 +1,6 @@
-//! The report's stacked bar of the anatomy at the peak: each group of mappings a segment, as
-//! wide as its share, in resident bytes where every process's smaps was read, else in virtual
-//! size (the legend says which). Inline SVG, no script: the page fetches nothing.
+//! The report's stacked bar of the highest anatomy (the one taken at the highest RSS, which may
+//! lie below the peak): each group of mappings a segment, as wide as its share, in resident
+//! bytes where every process's smaps was read, else in virtual size (the legend says which). Inline SVG, no script: the page fetches nothing.
 
 use crate::model::anatomy::{Anatomy, Group, GroupKind};
 use crate::render::html::esc;
@@ -62,8 +62,8 @@ fn segments(a: &Anatomy, resident: bool) -> Vec<Segment> {
     out
 }
 
-/// The bar of the anatomy `a` taken at the peak, with its legend, as HTML; `None` when no
-/// group holds a byte.
+/// The bar of the anatomy `a` taken at the highest RSS, with its legend, as HTML; `None` when
+/// no group holds a byte.
 pub fn bar_html(a: &Anatomy) -> Option<String> {
     let resident = a.resident_known();
     let segs = segments(a, resident);
@@ -79,7 +79,7 @@ pub fn bar_html(a: &Anatomy) -> Option<String> {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "<h3>the anatomy at the peak: {} in {}</h3>\n<p class=\"note\">Taken at +{:.3} s (tree RSS {}); segments in {measure}; no-access reservations left out.</p>",
+        "<h3>the highest anatomy: {} in {}</h3>\n<p class=\"note\">Taken at +{:.3} s (tree RSS {}); segments in {measure}; no-access reservations left out.</p>",
         fmt_bytes(total),
         crate::units::count(segs.len(), "segment"),
         a.elapsed_s,
@@ -87,7 +87,7 @@ pub fn bar_html(a: &Anatomy) -> Option<String> {
     );
     let _ = writeln!(
         o,
-        "<svg class=\"anatomy-bar\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"the anatomy at the peak\">"
+        "<svg class=\"anatomy-bar\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"the highest anatomy\">"
     );
     let mut x = 0.0;
     for (i, s) in segs.iter().enumerate() {

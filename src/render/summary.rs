@@ -2,7 +2,7 @@
 //! tables as data for the report too (`Summary::processes_table`, `Phases::tables`). The
 //! numbers are decided in `analysis::summary`; this file only says them.
 
-use crate::analysis::anatomy::{AnatomyDiff, GroupChange, Measure};
+use crate::analysis::anatomy::{AnatomyAt, AnatomyDiff, GroupChange, Measure};
 use crate::analysis::summary::{
     process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
 };
@@ -55,7 +55,7 @@ pub fn span_growth_lines(
     what: &str,
 ) {
     for g in spans {
-        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+        let grew = grew_words(&g.diff, [&g.from, &g.to]);
         let name = if what == "run" {
             g.label.clone()
         } else {
@@ -64,17 +64,13 @@ pub fn span_growth_lines(
         let late = if g.late { LATE_WORDS } else { "" };
         let _ = writeln!(
             o,
-            "    {name}: {} {measure}, from the {} anatomy at +{} to the {} one at +{}{late}",
-            signed(g.diff.delta_bytes),
+            "    {name}: {grew}, from the {} anatomy at +{} to the {} one at +{}{late}",
             g.from.trigger.key(),
             fmt_seconds(g.from.elapsed_s),
             g.to.trigger.key(),
             fmt_seconds(g.to.elapsed_s)
         );
-        if g.diff.changes.is_empty() {
-            let _ = writeln!(o, "                no group changed");
-        }
-        change_lines(o, &g.diff.changes);
+        growth_lines(o, [&g.from, &g.to], &g.diff.changes);
     }
 }
 
@@ -122,6 +118,38 @@ pub fn measure_words(m: Measure, one_had_smaps: bool) -> &'static str {
             "virtual size (maps; one of the two read without smaps)"
         }
         Measure::Virtual => "virtual size (maps; resident sizes need --pss)",
+    }
+}
+
+/// `+240.0 MiB resident (smaps)`: a growth between two anatomies (`sides`), in its measure;
+/// `unknown` where neither read any process's mappings.
+pub fn grew_words(diff: &AnatomyDiff, sides: [&AnatomyAt; 2]) -> String {
+    if sides.iter().all(|a| a.processes == 0) {
+        return "unknown (no process's mappings could be read)".into();
+    }
+    let measure = measure_words(diff.measure, sides.iter().any(|a| a.resident_known));
+    format!("{} {measure}", signed(diff.delta_bytes))
+}
+
+/// The lines under a growth: its changes (or that none changed), then the processes its
+/// anatomies did not read and why (three, then a count).
+pub fn growth_lines(o: &mut String, sides: [&AnatomyAt; 2], changes: &[GroupChange]) {
+    let read = sides.iter().any(|a| a.processes > 0);
+    if read && changes.is_empty() {
+        let _ = writeln!(o, "                no group changed");
+    }
+    change_lines(o, changes);
+    let mut unread: Vec<&String> = Vec::new();
+    for w in sides.iter().flat_map(|a| &a.not_read) {
+        if !unread.contains(&w) {
+            unread.push(w);
+        }
+    }
+    for w in unread.iter().take(3) {
+        let _ = writeln!(o, "                not read: {w}");
+    }
+    if unread.len() > 3 {
+        let _ = writeln!(o, "                not read: {} more", unread.len() - 3);
     }
 }
 
@@ -258,11 +286,10 @@ impl Summary {
     /// What grew between the idle floor and the peak as a table (`report`).
     pub fn anatomy_table(&self) -> Option<Table> {
         let g = self.anatomy.as_ref()?;
-        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+        let grew = grew_words(&g.diff, [&g.from, &g.to]);
         Some(growth_table(
             format!(
-                "what grew between the idle floor and the peak: {} {measure}",
-                signed(g.diff.delta_bytes)
+                "what grew between the idle floor and the peak: {grew}",
             ),
             format!(
                 "from the anatomy nearest the idle floor at +{} (RSS {}) to the highest at +{} (RSS {})",
@@ -271,7 +298,7 @@ impl Summary {
                 fmt_seconds(g.to.elapsed_s),
                 fmt_bytes(g.to.rss_bytes)
             ),
-            ["at idle", "at the peak"],
+            ["at idle", "at the highest"],
             &g.diff,
         ))
     }
@@ -282,15 +309,9 @@ impl Summary {
         self.phase_anatomy
             .iter()
             .map(|g| {
-                let measure =
-                    measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+                let grew = grew_words(&g.diff, [&g.from, &g.to]);
                 growth_table(
-                    format!(
-                        "what grew in phase {} '{}': {} {measure}",
-                        g.index,
-                        g.label,
-                        signed(g.diff.delta_bytes)
-                    ),
+                    format!("what grew in phase {} '{}': {grew}", g.index, g.label,),
                     format!(
                         "from the {} anatomy at +{} (RSS {}) to the {} one at +{} (RSS {}){}",
                         g.from.trigger.key(),
@@ -743,7 +764,7 @@ impl Summary {
         let Some(g) = &self.anatomy else {
             return;
         };
-        let measure = measure_words(g.diff.measure, g.from.resident_known || g.to.resident_known);
+        let grew = grew_words(&g.diff, [&g.from, &g.to]);
         let at = |a: &crate::analysis::anatomy::AnatomyAt| {
             format!(
                 "+{} (RSS {})",
@@ -753,15 +774,11 @@ impl Summary {
         };
         let _ = writeln!(
             o,
-            "  what grew     {} {measure}, from the anatomy nearest the idle floor at {} to the highest at {}:",
-            signed(g.diff.delta_bytes),
+            "  what grew     {grew}, from the anatomy nearest the idle floor at {} to the highest at {}:",
             at(&g.from),
             at(&g.to)
         );
-        if g.diff.changes.is_empty() {
-            let _ = writeln!(o, "                no group changed");
-        }
-        change_lines(o, &g.diff.changes);
+        growth_lines(o, [&g.from, &g.to], &g.diff.changes);
         let _ = writeln!(
             o,
             "  anatomy reads {} taken, the longest {} ({} in all, on a thread of their own)",
