@@ -875,12 +875,13 @@ pub struct ExportArgs {
     #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]
     pub window: Duration,
 
-    /// Reset the kernel's high-water marks (VmHWM) after each sample, so the window peak is exact between samples
+    /// Reset the kernel's high-water marks (VmHWM) after each sample, so the window peak holds each process's spikes between samples
     #[arg(
         long,
         long_help = "Reset each watched process's high-water mark (VmHWM, by writing 5 to \
 /proc/PID/clear_refs) after each sample, so the next sample's VmHWM is the exact peak since \
-this one and the window peak misses no spike. Off by default: other tools reading VmHWM of \
+this one and the window peak misses no process's spike (for a tree it stays a lower bound: \
+each process's mark counts alone, their sum only at the samples). Off by default: other tools reading VmHWM of \
 these processes then see the peak since memmon's last sample, not since the process started. \
 Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak. \
 For a cgroup:PATH target the same holds of the cgroup's peak file (v1 memory.max_usage_in_bytes: \

@@ -834,6 +834,39 @@ fn a_worker_that_peaks_and_exits_between_two_samples_is_in_the_window_peak() {
     assert!(body.contains("\nmemmon_exit_records 1\n"), "{body}");
 }
 
+#[test]
+fn a_child_born_after_the_exporter_began_counts_its_whole_mark_while_it_lives_on() {
+    // A new child that spikes to 200 MiB before its first sample and stays: its VmHWM at that
+    // sample was set since the previous one (it began after the exporter did), as `record`
+    // counts it. The exporter once counted only a mark it had seen rise.
+    let dir = tempdir();
+    let go = dir.path().join("go");
+    let t = memmon_test_path().display().to_string();
+    let script = format!(
+        "{t} workload wait-file:{go} hold:10ms; {t} workload spike:200MiB:20ms hold:8s",
+        go = go.display()
+    );
+    let mut sh = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .spawn()
+        .unwrap();
+    let target = format!("w=pid:{}", sh.id());
+    let exporter = Exporter::start(&["--target", &target, "-i", "1s", "--window", "60s"]);
+    assert!(wait_for(20.0, || sample_of(
+        &exporter.metrics(),
+        "memmon_target_up"
+    ) == Some(1.0)));
+    std::fs::write(&go, "").unwrap();
+    let seen = wait_for(6.0, || {
+        sample_of(&exporter.metrics(), "memmon_window_peak_rss_bytes")
+            .is_some_and(|v| v >= (200 * MIB) as f64)
+    });
+    let body = exporter.metrics();
+    let _ = sh.kill();
+    let _ = sh.wait();
+    assert!(seen, "{body}");
+}
+
 /// The value of the sample `name{...}` of a /metrics body with one target.
 fn sample_of(body: &str, name: &str) -> Option<f64> {
     body.lines()

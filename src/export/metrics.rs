@@ -105,21 +105,21 @@ pub const FAMILIES: &[Family] = &[
         name: "memmon_rss_anon_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
-        help: "Anonymous part of the RSS (RssAnon: heap, stacks, private mappings), summed over the tree.",
+        help: "Anonymous part of the RSS (RssAnon: heap, stacks, private mappings), summed over the tree. Read with memmon_rss_bytes when it moved, else up to a second before, so the parts need not add up to it in one scrape.",
         value: |t| up_only(t, |s| s.anon_bytes),
     },
     Family {
         name: "memmon_rss_file_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
-        help: "File-backed part of the RSS (RssFile: mapped files and binaries), summed over the tree.",
+        help: "File-backed part of the RSS (RssFile: mapped files and binaries), summed over the tree. Read with memmon_rss_bytes when it moved, else up to a second before, so the parts need not add up to it in one scrape.",
         value: |t| up_only(t, |s| s.file_bytes),
     },
     Family {
         name: "memmon_rss_shmem_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
-        help: "Shared-memory part of the RSS (RssShmem: shmem, tmpfs, shared anonymous), summed over the tree.",
+        help: "Shared-memory part of the RSS (RssShmem: shmem, tmpfs, shared anonymous), summed over the tree. Read with memmon_rss_bytes when it moved, else up to a second before, so the parts need not add up to it in one scrape.",
         value: |t| up_only(t, |s| s.shmem_bytes),
     },
     Family {
@@ -196,7 +196,7 @@ pub const FAMILIES: &[Family] = &[
         name: "memmon_window_peak_rss_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
-        help: "Largest RSS of the tree over the last memmon_window_seconds, from samples every memmon_sample_interval_seconds and raised to the kernel's high-water mark (VmHWM) where that mark rose or was reset (--reset-peaks) since the previous sample, and to the mark a process of the tree had as it exited since then (exit records, memmon_exit_records 1). The same for every scraper.",
+        help: "Largest RSS of the tree over the last memmon_window_seconds, from samples every memmon_sample_interval_seconds and raised to the kernel's high-water mark (VmHWM) where that mark rose or was reset (--reset-peaks) since the previous sample, and to the mark a process of the tree had as it exited since then (exit records, memmon_exit_records 1); a process that began since counts its whole mark. A lower bound: exact for one process where its mark rose, began or was reset since the previous sample; for a tree each process's mark counts alone, and the sampled sum only at the samples. The same for every scraper.",
         value: |t| t.window_peak.map(|v| v as f64),
     },
     Family {

@@ -192,6 +192,9 @@ struct Follower {
     /// again is a restart, while a cgroup found but never readable is not).
     cg_was_read: bool,
     cg_lost_after_read: bool,
+    /// The cgroup was missing at a lookup (or gone after a read): the one found next was made
+    /// since the exporter began, so its whole peak file is from after then.
+    cg_missing_seen: bool,
     /// The marks of every member were reset at the last tick (`--reset-peaks`, none refused).
     reset_held: bool,
     /// What this target has to say, each line after `target NAME: `.
@@ -257,6 +260,7 @@ impl Follower {
             cg_reset_told: false,
             cg_was_read: false,
             cg_lost_after_read: false,
+            cg_missing_seen: false,
             reset_held: false,
             report,
         }
@@ -265,6 +269,7 @@ impl Follower {
     fn cgroup_lost(&mut self, now: Instant) {
         self.cg = None;
         self.cg_stats = None;
+        self.cg_missing_seen = true;
         self.next_lookup = now;
         if self.cg_was_read {
             self.cg_lost_after_read = true;
@@ -312,14 +317,20 @@ impl Follower {
                         // (Found again after a failed read: said once, not every second.)
                         report.note(&format!("watching the cgroup {what}"));
                     }
+                    // A cgroup made since the exporter began looking: its peak file's value
+                    // is from after then, and counts at the first reading as a rise would.
+                    let last_peak = self.cg_missing_seen.then_some((0, false));
                     self.cg = Some(CgroupWatch {
                         reader: CgroupReader::new(cg),
                         watch: None,
-                        last_peak: None,
+                        last_peak,
                     });
                 }
                 Err(e) => {
                     // The reader's own message names record's --cgroup: this is a --target.
+                    if matches!(e, CgroupError::NotFound(..)) {
+                        self.cg_missing_seen = true;
+                    }
                     let msg = match e {
                         CgroupError::NotFound(given, tried) => format!(
                             "no memory cgroup '{given}' (looked for its memory files in {tried})"
@@ -464,9 +475,11 @@ impl Follower {
 
     /// The largest RSS of the tree since the previous tick, as far as it is known: the sum now,
     /// raised to a process's VmHWM where that mark is known to be from after the previous
-    /// sample (it was reset then, or it rose since), and to the peak a process that left since
-    /// had at its exit (its exit record) when that is from after the previous sample too. A
-    /// process's own mark is a lower bound of the tree's peak, exact for a single process.
+    /// sample (it was reset then, or it rose since, or the process is new and started after
+    /// the exporter did: a child, a restarted daemon), and to the peak a process that left
+    /// since had at its exit (its exit record) when that is from after the previous sample
+    /// too. A process's own mark is a lower bound of the tree's peak, exact for a single
+    /// process.
     fn peak_of_tick(&mut self, t: &Tick, reset: bool) -> u64 {
         let watch = self.watch.as_mut().expect("sampled a tree");
         let departed = departed_peak(t.departed_hwm, t.departed_risen_hwm, self.reset_held);
@@ -474,10 +487,13 @@ impl Follower {
         let mut next = HashMap::with_capacity(self.hwm.len());
         for (h, st) in watch.members() {
             let key = (h.pid, h.start_time);
-            if let Some(&(prev, was_reset)) = self.hwm.get(&key) {
-                if was_reset || st.hwm > prev {
-                    peak = peak.max(st.hwm);
-                }
+            match self.hwm.get(&key) {
+                Some(&(prev, was_reset)) if was_reset || st.hwm > prev => peak = peak.max(st.hwm),
+                Some(_) => {}
+                // First seen: its whole mark counts where it began after the exporter did
+                // (found since the previous tick, by fork events, a rescan or a restart).
+                None if watch.born_since_made(h.start_time) => peak = peak.max(st.hwm),
+                None => {}
             }
             next.insert(key, (st.hwm, reset));
         }
@@ -1051,8 +1067,8 @@ mod tests {
         );
 
         // The cgroup appears (looked for again at most once a second: the next lookup is let
-        // through by hand). Its lifetime peak (500 MiB) predates the first reading: not this
-        // window's.
+        // through by hand). It was made since the exporter began looking, so its peak file
+        // (500 MiB, a spike before the first reading) is this window's.
         let root = dir.path().join("cg");
         fake_cgroup(&root, 100 * MIB, 500 * MIB, Some(1 << 30), 2);
         s.followers[0].next_lookup = Instant::now();
@@ -1061,7 +1077,7 @@ mod tests {
         assert!(t.up);
         let c = t.cgroup.unwrap();
         assert_eq!((c.current, c.anon, c.file), (100 * MIB, 75 * MIB, 25 * MIB));
-        assert_eq!(t.cgroup_window_peak, Some(100 * MIB));
+        assert_eq!(t.cgroup_window_peak, Some(500 * MIB));
         // Between two ticks usage rose to 700 MiB and fell back: the peak file rose.
         fake_cgroup(&root, 120 * MIB, 700 * MIB, Some(1 << 30), 3);
         s.tick();
@@ -1100,12 +1116,28 @@ mod tests {
         let t = target(&shared.lock().unwrap(), "svc").clone();
         assert!(!t.up && t.cgroup.is_none());
         assert_eq!(t.cgroup_window_peak, Some(700 * MIB));
-        fake_cgroup(&root, 10 * MIB, 10 * MIB, None, 0);
+        // Made again, it spiked to 800 MiB before the first reading: counted, as it was made
+        // since.
+        fake_cgroup(&root, 10 * MIB, 800 * MIB, None, 0);
         s.followers[0].next_lookup = Instant::now();
         s.tick();
         let t = target(&shared.lock().unwrap(), "svc").clone();
         assert!(t.up);
         assert_eq!((t.restarts, t.cgroup.unwrap().current), (1, 10 * MIB));
+        assert_eq!(t.cgroup_window_peak, Some(800 * MIB));
+    }
+
+    #[test]
+    fn a_cgroup_there_from_the_start_keeps_its_earlier_peak_out_of_the_window() {
+        // Its peak file (500 MiB) may predate the exporter: only a rise counts.
+        let dir = tempfile::tempdir().unwrap();
+        fake_cgroup(&dir.path().join("cg"), 100 * MIB, 500 * MIB, None, 0);
+        let (report, _) = Reporter::collect();
+        let mut s = Sampler::new(cgroup_options(dir.path(), false), report);
+        let shared = s.shared();
+        s.tick();
+        let t = target(&shared.lock().unwrap(), "svc").clone();
+        assert_eq!(t.cgroup_window_peak, Some(100 * MIB));
     }
 
     #[test]

@@ -509,6 +509,12 @@ impl Watch {
         self.restarts
     }
 
+    /// A process that started (`start_time`, clock ticks since boot) after this watch was
+    /// made: every mark it holds was set since.
+    pub fn born_since_made(&self, start_time: u64) -> bool {
+        self.made_at_ticks.is_some_and(|t| start_time >= t)
+    }
+
     pub fn gpu_mut(&mut self) -> Option<&mut GpuTracker> {
         self.gpu.as_mut()
     }
