@@ -658,12 +658,14 @@ pub struct PssArgs {
         long_help = "Also read PSS (proportional set size, shared pages divided among their \
 users) from /proc/PID/smaps_rollup. Reading smaps_rollup walks the target's page tables under \
 its memory-map lock: on a 210 GB process one read took 4.5 s of system time and stalled the \
-target. So PSS is read at most every --pss-every (default 10s) and skipped for any process \
-whose RSS is over --pss-max-rss (default 8GiB) unless --pss-force."
+target. So PSS is read every --pss-every (default 10s), and at a new high of the tree's RSS \
+(5% above the RSS of the last read) at most every tenth of that, so the largest PSS read falls \
+at the peak; any process whose RSS is over --pss-max-rss (default 8GiB) is skipped unless \
+--pss-force."
     )]
     pub pss: bool,
 
-    /// With --pss: read PSS at most this often
+    /// With --pss: read PSS this often (and at a new RSS high, at most every tenth of it)
     #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
     pub pss_every: Duration,
 

@@ -140,7 +140,7 @@ pub const FAMILIES: &[Family] = &[
         name: "memmon_pss_bytes",
         kind: Kind::Gauge,
         unit: Some("bytes"),
-        help: "Proportional set size of the tree (smaps_rollup Pss summed: shared pages divided among their users), at its last read (--pss-every).",
+        help: "Proportional set size of the tree (smaps_rollup Pss summed: shared pages divided among their users), at its last read: every --pss-every, and at a new RSS high at most every tenth of it, so it may be a spike's.",
         value: |t| t.up.then_some(t.pss).flatten().map(|v| v as f64),
     },
     Family {
