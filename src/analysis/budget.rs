@@ -144,6 +144,10 @@ impl BudgetCheck {
             ("--max-gpu", PeakSource::Sampled) => {
                 "sampled GPU memory of the tree (NVML), a lower bound".to_string()
             }
+            ("--max-cgroup", PeakSource::Sampled) => format!(
+                "the cgroup's largest sampled usage ({}), a lower bound: its peak file does not cover the recording",
+                m.counter
+            ),
             _ => match (&self.peak_exact_up_to, m.exact) {
                 (Some(up_to), true) => format!("{}; {up_to}", m.describe(self.exact_within_bytes)),
                 _ => m.describe(self.exact_within_bytes),
@@ -205,10 +209,10 @@ pub fn cgroup_peak(
     Some(Peak {
         bytes,
         source,
-        counter: if source == PeakSource::Cgroup {
-            source.counter_of(v1)
-        } else {
-            "memory.current"
+        counter: match (source, v1) {
+            (PeakSource::Cgroup, _) => source.counter_of(v1),
+            (_, true) => "memory.usage_in_bytes",
+            (_, false) => "memory.current",
         },
         scope: if holds_tree {
             PeakScope::Tree
@@ -414,6 +418,18 @@ mod tests {
             missing[1].describe().contains("has no cgroup peak"),
             "{}",
             missing[1].describe()
+        );
+        // No peak file covering the recording: the largest usage sampled, named as that (not
+        // as an RSS), a lower bound that passes under the budget with those words.
+        let sampled = b.check(&Unit {
+            cgroup: cgroup_peak(None, Some(20 * MIB), true, true),
+            ..unit("a.csv", Some(largest_process(1)))
+        });
+        assert!(sampled[1].passed);
+        assert!(
+            sampled[1].describe().ends_with("20.00 MiB (20971520 bytes): the cgroup's largest sampled usage (memory.usage_in_bytes), a lower bound: its peak file does not cover the recording"),
+            "{}",
+            sampled[1].describe()
         );
     }
 }
