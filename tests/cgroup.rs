@@ -699,3 +699,85 @@ fn a_cgroup_left_when_memmon_and_its_watcher_die_is_swept_by_the_next_memmon() {
     });
     assert!(clean, "{}", left_behind(&cg, &token));
 }
+
+#[test]
+fn a_bench_run_whose_worker_the_oom_killer_took_says_so_in_its_row_and_a_warning() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let cg = TestCgroup::new(&base, "oom");
+    let v1 = base.ends_with("memory");
+    let (limit, swap) = if v1 {
+        ("memory.limit_in_bytes", "memory.swappiness")
+    } else {
+        ("memory.max", "memory.swap.max")
+    };
+    std::fs::write(cg.0.join(limit), format!("{}", 60 * MIB)).unwrap();
+    // No swap to escape to: over the limit the kernel must kill.
+    let _ = std::fs::write(cg.0.join(swap), "0");
+    let d = tempdir();
+    let (socket, pidfile) = (d.path().join("d.sock"), d.path().join("d.pid"));
+    // A daemon that forks a worker per request, in the cgroup.
+    let daemon = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {} && exec \"$@\"",
+            cg.0.join("cgroup.procs").display()
+        ))
+        .arg("sh")
+        .arg(memmon_test_path())
+        .args(["test-daemon", "--fork", "--socket"])
+        .arg(&socket)
+        .arg("--pidfile")
+        .arg(&pidfile)
+        .spawn()
+        .unwrap();
+    let _daemon = Guard(daemon);
+    assert!(wait_for(20.0, || std::fs::read_to_string(&pidfile)
+        .is_ok_and(|t| t.trim().parse::<i32>().is_ok())));
+    let json = d.path().join("bench.json");
+    let r = memmon()
+        .args([
+            "bench",
+            "-n",
+            "1",
+            "-i",
+            "100ms",
+            "--ignore-failure",
+            "--cgroup",
+            "auto",
+        ])
+        .arg("--pidfile")
+        .arg(&pidfile)
+        .arg("--export-json")
+        .arg(&json)
+        .arg("--")
+        .arg(memmon_test_path())
+        .args([
+            "test-client",
+            "--size",
+            "100MiB",
+            "--hold",
+            "100ms",
+            "--socket",
+        ])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr),
+    );
+    // The worker asked for 100 MiB under a 60 MiB limit: killed, the daemon lives on.
+    assert!(
+        out.contains("OOM kills")
+            && out.contains("warning: the kernel's OOM killer killed processes of the cgroup during run 1: the peak is where the limit stopped the tree"),
+        "{out}\n{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        v["runs"][0]["cgroup_oom_kills"].as_u64() >= Some(1),
+        "{:#}",
+        v["runs"][0]
+    );
+}

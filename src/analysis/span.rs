@@ -444,13 +444,46 @@ pub struct MemoryHealth {
     pub anon_huge_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup_anon_thp_bytes: Option<u64>,
+    /// Processes of the recorded cgroup the kernel's OOM killer killed in the span (the rises
+    /// of `cgroup_oom_kill_events` between its rows); absent where no cgroup was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_oom_kills: Option<u64>,
 }
 
 impl MemoryHealth {
-    /// Some fault, stall or swap happened, or huge pages were in use (a quiet span shows
-    /// nothing).
+    /// Some fault, stall, swap or OOM kill happened, or huge pages were in use (a quiet span
+    /// shows nothing).
     pub fn moved(&self) -> bool {
-        self.major_faults > 0 || self.stalled() || self.swapped() || self.thp().is_some()
+        self.major_faults > 0
+            || self.stalled()
+            || self.swapped()
+            || self.thp().is_some()
+            || self.oom_killed()
+    }
+
+    /// The OOM killer killed a process of the cgroup in the span.
+    pub fn oom_killed(&self) -> bool {
+        self.cgroup_oom_kills.unwrap_or(0) > 0
+    }
+
+    /// `2`, or `-` when none.
+    pub fn oom_cell(&self) -> String {
+        match self.cgroup_oom_kills {
+            Some(n) if n > 0 => n.to_string(),
+            _ => "-".into(),
+        }
+    }
+
+    /// What a span's peak is where the OOM killer struck in it.
+    pub const OOM_MEANS: &'static str =
+        "the peak is where the limit stopped the tree, not what it would have used";
+
+    /// What a table's OOM kills column holds, in words.
+    pub fn oom_legend() -> String {
+        format!(
+            "OOM kills: processes of the recorded cgroup the kernel's OOM killer killed (memory.events oom_kill, v1 memory.oom_control): where any, {}",
+            Self::OOM_MEANS
+        )
     }
 
     /// Pages were swapped in or out: the cgroup's where it counts its own, else the machine's.
@@ -584,6 +617,12 @@ impl MemoryHealth {
         if let Some(b) = self.cgroup_anon_thp_bytes.filter(|&b| b > 0) {
             parts.push(format!("the cgroup's huge pages up to {}", fmt_bytes(b)));
         }
+        if let Some(n) = self.cgroup_oom_kills.filter(|&n| n > 0) {
+            parts.push(format!(
+                "{} in the cgroup",
+                crate::units::count(n, "OOM kill")
+            ));
+        }
         Some(parts.join("; "))
     }
 }
@@ -608,6 +647,9 @@ struct HealthAcc {
     /// The largest huge pages of the span's rows.
     thp: Option<u64>,
     cg_thp: Option<u64>,
+    /// The cgroup's OOM kill counter: the cgroup's own since it was made, so only its rises
+    /// between rows count, whatever the opening row holds.
+    cg_oom: Rise,
 }
 
 impl HealthAcc {
@@ -624,6 +666,7 @@ impl HealthAcc {
             cg_swap_out: Rise::open(s.cgroup_swap_out_pages, from_zero),
             thp: s.anon_huge_bytes,
             cg_thp: s.cgroup_anon_thp_bytes,
+            cg_oom: Rise::open(s.cgroup_oom_kill_events, false),
         }
     }
 
@@ -640,6 +683,7 @@ impl HealthAcc {
         let max = |a: Option<u64>, b: Option<u64>| a.max(b);
         self.thp = max(self.thp, s.anon_huge_bytes);
         self.cg_thp = max(self.cg_thp, s.cgroup_anon_thp_bytes);
+        self.cg_oom.push(s.cgroup_oom_kill_events);
     }
 
     fn get(&self) -> MemoryHealth {
@@ -655,6 +699,7 @@ impl HealthAcc {
             cgroup_swap_out_pages: self.cg_swap_out.get(),
             anon_huge_bytes: self.thp,
             cgroup_anon_thp_bytes: self.cg_thp,
+            cgroup_oom_kills: self.cg_oom.get(),
         }
     }
 }
@@ -1463,6 +1508,31 @@ mod tests {
         );
         assert_eq!(quiet.describe(), None);
         assert_eq!(quiet.psi_memory_some_us, Some(0), "read, and zero");
+    }
+
+    #[test]
+    fn oom_kills_are_the_rises_of_the_cgroups_counter_within_the_span() {
+        // The counter is the cgroup's own since it was made: 3 kills before the recording
+        // count in no span, even a session's first; the two after do.
+        let k = |n: u64| Sample {
+            cgroup_oom_kill_events: Some(n),
+            ..row(10, 10)
+        };
+        let mut s = SpanAcc::open_session(&k(3));
+        s.add(&k(3));
+        s.add(&k(5));
+        let got = s.health();
+        assert_eq!(got.cgroup_oom_kills, Some(2));
+        assert!(got.oom_killed() && got.moved());
+        assert_eq!(got.oom_cell(), "2");
+        assert_eq!(got.describe().unwrap(), "2 OOM kills in the cgroup");
+        let quiet = span(&[k(5), k(5)]).health();
+        assert_eq!(
+            (quiet.cgroup_oom_kills, quiet.oom_cell()),
+            (Some(0), "-".into())
+        );
+        assert!(!quiet.moved());
+        assert_eq!(span(&[row(10, 10)]).health().cgroup_oom_kills, None);
     }
 
     #[test]

@@ -199,6 +199,20 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
             crate::analysis::span::MemoryHealth::thp_legend().trim_start_matches("huge pages: ")
         ));
     }
+    let killed: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|r| r.health.oom_killed())
+        .map(|r| r.run.to_string())
+        .collect();
+    if !killed.is_empty() {
+        o.push(format!(
+            "warning: the kernel's OOM killer killed processes of the cgroup during {} {}: {}",
+            crate::units::plural(killed.len(), "run"),
+            killed.join(", "),
+            crate::analysis::span::MemoryHealth::OOM_MEANS
+        ));
+    }
     if peaks
         .iter()
         .any(|p| p.scope == crate::model::peak::PeakScope::LargestProcess)
@@ -354,6 +368,9 @@ pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
     }
     if report.runs.iter().any(|r| r.health.thp().is_some()) {
         c.push(column("Huge pages", |r| r.health.thp_cell()));
+    }
+    if report.runs.iter().any(|r| r.health.oom_killed()) {
+        c.push(column("OOM kills", |r| r.health.oom_cell()));
     }
     c
 }

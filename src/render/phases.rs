@@ -116,6 +116,8 @@ struct SpanColumns {
     swap: bool,
     swap_cgroup: bool,
     thp: bool,
+    /// OOM kills in the cgroup, where a span had any.
+    oom: bool,
     /// The cgroup's memory per NUMA node, where a NUMA table was read.
     numa: bool,
     /// The most processes a span's tree had.
@@ -142,6 +144,7 @@ impl SpanColumns {
                 .iter()
                 .any(|s| s.health.cgroup_swap_in_pages.is_some()),
             thp: spans.iter().any(|s| s.health.thp().is_some()),
+            oom: spans.iter().any(|s| s.health.oom_killed()),
             numa: spans.iter().any(|s| !s.numa_nodes.is_empty()),
             processes: spans
                 .iter()
@@ -210,6 +213,9 @@ impl SpanColumns {
         if self.thp {
             notes.push(MemoryHealth::thp_legend().to_string());
         }
+        if self.oom {
+            notes.push(MemoryHealth::oom_legend());
+        }
         if self.numa {
             notes.push(
                 "NUMA nodes: the recorded cgroup's most memory on each node (memory.numa_stat)"
@@ -245,6 +251,7 @@ impl SpanColumns {
             (self.stall, "memory stall"),
             (self.swap, "swap"),
             (self.thp, "huge pages"),
+            (self.oom, "OOM kills"),
             (self.numa, "NUMA nodes"),
         ] {
             if on {
@@ -325,6 +332,9 @@ impl SpanColumns {
         }
         if self.thp {
             row.push(s.health.thp_cell());
+        }
+        if self.oom {
+            row.push(s.health.oom_cell());
         }
         if self.numa {
             row.push(crate::analysis::numa::cell(&s.numa_nodes));

@@ -15,7 +15,8 @@
 //! shows them): `major_faults`; the stall, µs (`psi_memory_some_us`, `_full_us`, the cgroup's
 //! `cgroup_psi_memory_*`); the pages swapped (`swap_in_pages`, `swap_out_pages`: machine-wide;
 //! `cgroup_swap_*_pages`: the cgroup's own); the most transparent huge pages in use
-//! (`anon_huge_bytes`: the tree's, read with PSS; `cgroup_anon_thp_bytes`).
+//! (`anon_huge_bytes`: the tree's, read with PSS; `cgroup_anon_thp_bytes`); the OOM kills in the
+//! cgroup (`cgroup_oom_kills`).
 
 use super::Exporter;
 use crate::analysis::span::MemoryHealth;
@@ -107,7 +108,7 @@ impl Row {
 /// The memory health columns: each written only when some run moved it (no column of zeros),
 /// after the fixed ones; a run without the figure (not read) has an empty cell.
 type HealthGet = fn(&MemoryHealth) -> Option<u64>;
-const HEALTH: [(&str, HealthGet); 11] = [
+const HEALTH: [(&str, HealthGet); 12] = [
     ("major_faults", |h| Some(h.major_faults)),
     ("psi_memory_some_us", |h| h.psi_memory_some_us),
     ("psi_memory_full_us", |h| h.psi_memory_full_us),
@@ -119,6 +120,7 @@ const HEALTH: [(&str, HealthGet); 11] = [
     ("cgroup_swap_out_pages", |h| h.cgroup_swap_out_pages),
     ("anon_huge_bytes", |h| h.anon_huge_bytes),
     ("cgroup_anon_thp_bytes", |h| h.cgroup_anon_thp_bytes),
+    ("cgroup_oom_kills", |h| h.cgroup_oom_kills),
 ];
 
 impl Exporter for CsvExporter {
