@@ -835,6 +835,80 @@ fn bench_runs_carry_the_gpu_peak_in_the_table_and_the_exports() {
 }
 
 #[test]
+fn a_gpu_mark_raised_in_a_bench_run_shorter_than_gpu_every_is_that_runs_and_not_the_nexts() {
+    // Run 1 (about 0.35 s, shorter than --gpu-every 1s) raises the daemon's accounting mark
+    // from 1 to 6 GiB; run 2 (1.5 s) holds 1 GiB. The periodic reading after the rise comes
+    // in run 2: only the boundary rows' own readings put the rise in run 1.
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let nvml = FakeNvml::current(dir.path());
+    nvml.set(&marked(&d, GIB, GIB));
+    let raised = dir.path().join("raised.conf");
+    std::fs::write(&raised, marked(&d, GIB, 6 * GIB)).unwrap();
+    let client = format!(
+        "if [ \"$MEMMON_BENCH_RUN\" = 1 ]; then sleep 0.3; mv {} {}; sleep 0.05; else sleep 1.5; fi",
+        raised.display(),
+        nvml.conf.display()
+    );
+    let (json, csv) = (dir.path().join("b.json"), dir.path().join("b.csv"));
+    let o = nvml
+        .memmon()
+        .args([
+            "bench",
+            "--gpu",
+            "--pid",
+            &d.pid(),
+            "-n",
+            "2",
+            "-i",
+            "100ms",
+        ])
+        .args(["--gpu-every", "1s", "-o"])
+        .arg(&csv)
+        .arg("--export-json")
+        .arg(&json)
+        .args(["--", "sh", "-c", &client])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["gpu_kernel_peak_bytes"], 6 * GIB, "{}", runs[0]);
+    assert_eq!(runs[0]["gpu_kernel_peak_window"], "rose-during-span");
+    assert!(
+        runs[1].get("gpu_kernel_peak_bytes").is_none(),
+        "{}",
+        runs[1]
+    );
+    assert_eq!(
+        runs[1]["gpu_kernel_peak_window"], "set-before",
+        "{}",
+        runs[1]
+    );
+    // The budget blames run 1, on the driver's exact mark; run 2 is judged on its samples.
+    let o = memmon()
+        .arg("summary")
+        .arg(&csv)
+        .args(["--max-gpu", "5GiB"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let exceeded: Vec<&str> = err.lines().filter(|l| l.contains("exceeded")).collect();
+    assert_eq!(exceeded.len(), 1, "{err}");
+    assert!(
+        exceeded[0].contains("#run 1, 6.00 GiB") && exceeded[0].contains("exact"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_html_report_shows_the_gpu_peak_beside_host_memory() {
     let dir = tempdir();
     let d = SpikedDaemon::start(dir.path(), "1MiB");
