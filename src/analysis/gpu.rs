@@ -214,7 +214,13 @@ pub enum GpuAccounting {
 /// The GPU lines of a summary. Present only when some row has a `gpu_bytes` value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GpuPeak {
-    /// The largest `gpu_bytes`, sampled (NVML's per-process used memory summed over the tree).
+    /// **The** GPU peak, decided once (`budget_peak`): the driver's exact mark of the tree
+    /// where it covers the recording, else a lower bound. What `GPU peak` means in every
+    /// command: the summary's line, the report's row, the plot's line, `--max-gpu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_peak: Option<Peak>,
+    /// The largest `gpu_bytes`, sampled (NVML's per-process used memory summed over the tree):
+    /// the `GPU sampled peak`.
     pub peak_gpu_bytes: u64,
     pub peak_elapsed_s: f64,
     pub peak_unix_ms: u64,
@@ -385,6 +391,7 @@ impl GpuTrack {
         p.rows = self.rows;
         p.rows_without = self.rows_without;
         p.kernel = self.kernel();
+        p.gpu_peak = budget_peak(Some(p.peak_gpu_bytes), &p.kernel);
         p.accounting = Some(match self.rows_marked {
             0 if p.kernel.window.is_none() => GpuAccounting::Off,
             n if n == self.rows => GpuAccounting::On,
@@ -423,15 +430,27 @@ impl GpuPeak {
     pub fn render(&self, sessions: usize) -> String {
         let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
         let at = self.peak_at();
-        let mut o = format!(
-            "  GPU peak      {} at {} (device memory held by the tree's processes: NVML per-process used memory, summed over their PIDs; sampled{})\n",
+        let mut o = String::new();
+        if let Some(p) = &self.gpu_peak {
+            o.push_str(&format!(
+                "  GPU peak      {}{}: {}{}\n",
+                p.at_least(),
+                b(p.bytes),
+                describe_peak(p),
+                p.tree_bounds()
+                    .map(|t| format!("; the tree's GPU peak is {t}"))
+                    .unwrap_or_default()
+            ));
+        }
+        o.push_str(&format!(
+            "  GPU sampled peak {} at {} (device memory held by the tree's processes: NVML per-process used memory, summed over their PIDs; sampled{})\n",
             b(self.peak_gpu_bytes),
             at.offset(sessions),
             self.every
                 .as_ref()
                 .map(|e| format!(" every {e}"))
                 .unwrap_or_default()
-        );
+        ));
         if let (Some(u), Some(t)) = (self.device_used_at_peak_bytes, self.device_total_bytes) {
             o.push_str(&format!(
                 "  GPU devices   {} used of {} at that tick on the GPUs the tree used (all processes); at most {} used\n",
@@ -466,7 +485,7 @@ impl GpuPeak {
                 },
                 if bytes > self.peak_gpu_bytes {
                     format!(
-                        "; {} above the sampled peak: a spike between two readings",
+                        "; {} above the GPU sampled peak: a spike between two readings",
                         fmt_bytes(bytes - self.peak_gpu_bytes)
                     )
                 } else {
@@ -474,7 +493,7 @@ impl GpuPeak {
                 }
             )),
             (None, Some(GpuKernelWindow::SetBefore)) => o.push_str(&format!(
-                "  GPU kernel peak not known for the recording: the processes' maxMemoryUsage{} was set before {} (NVML cannot reset it for a running process); the GPU peak above is sampled{every}\n",
+                "  GPU kernel peak not known for the recording: the processes' maxMemoryUsage{} was set before {} (NVML cannot reset it for a running process); the GPU peak is the sampled one{every}\n",
                 k.lifetime_bytes
                     .map(|l| format!(" ({})", fmt_bytes(l)))
                     .unwrap_or_default(),
@@ -568,6 +587,15 @@ fn merge_sessions(each: &[GpuKernelPeak]) -> GpuKernelPeak {
     }
 }
 
+/// What a decided GPU peak (`budget_peak`) is, in words: the same in the summary's `GPU peak`
+/// line, the report's row, the plot's legend and a `--max-gpu` verdict.
+pub fn describe_peak(p: &Peak) -> String {
+    match p.source {
+        PeakSource::Sampled => "sampled GPU memory of the tree (NVML), a lower bound".to_string(),
+        _ => p.describe(None),
+    }
+}
+
 /// The GPU peak a GPU budget judges, decided as the host's peak is: the driver's exact mark
 /// of the tree (NVML accounting, one process on one GPU held all of it) where it covers the
 /// span; else the larger of the largest process's mark and the sampled sum, a lower bound of
@@ -655,7 +683,7 @@ mod tests {
         assert_eq!((p.rows, p.rows_without), (3, 1));
         let text = p.render(1);
         assert!(
-            text.contains("GPU peak      20.00 GiB (21474836480 bytes) at +2.00 s"),
+            text.contains("GPU sampled peak 20.00 GiB (21474836480 bytes) at +2.00 s"),
             "{text}"
         );
         assert!(text.contains("1 of 4 rows without a GPU value"), "{text}");
@@ -918,7 +946,10 @@ mod tests {
             text.contains("GPU kernel peak 12.00 GiB (12884901888 bytes)"),
             "{text}"
         );
-        assert!(text.contains("8.00 GiB above the sampled peak"), "{text}");
+        assert!(
+            text.contains("8.00 GiB above the GPU sampled peak"),
+            "{text}"
+        );
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["gpu_kernel_peak_bytes"], 12 * GIB);
         assert_eq!(json["gpu_kernel_peak_window"], "rose-during-span");
