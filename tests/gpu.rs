@@ -583,7 +583,7 @@ fn the_gpu_kernel_peak_holds_a_spike_the_samples_missed() {
     );
     assert!(text.contains("reached during the recording"), "{text}");
     assert!(
-        text.contains("20.00 GiB above the sampled peak: a spike between two readings"),
+        text.contains("20.00 GiB above the GPU sampled peak: a spike between two readings"),
         "{text}"
     );
     let j = summary_json(&out);
@@ -616,6 +616,60 @@ fn the_gpu_kernel_peak_holds_a_spike_the_samples_missed() {
         .args(["--max-gpu", "30GiB"])
         .assert()
         .success();
+    // "GPU peak" is that number in every command, the samples' largest "GPU sampled peak".
+    assert!(
+        text.contains("GPU peak      24.00 GiB (25769803776 bytes): NVML accounting maxMemoryUsage of the tree, exact: the driver's own mark")
+            && text.contains("GPU sampled peak 4.00 GiB (4294967296 bytes)"),
+        "{text}"
+    );
+    assert_eq!(j["gpu"]["gpu_peak"]["bytes"], 24 * GIB);
+    assert_eq!(j["gpu"]["gpu_peak"]["exact"], true);
+    assert_eq!(j["gpu"]["peak_gpu_bytes"], 4 * GIB);
+    let html = out.with_extension("html");
+    memmon()
+        .arg("report")
+        .arg(&out)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<th>GPU peak</th><td>24.00 GiB <span class=\"exact\">(25769803776 bytes)</span> (NVML accounting maxMemoryUsage of the tree, exact: the driver&#39;s own mark)"),
+        "no GPU peak row"
+    );
+    assert!(page.contains("<th>GPU sampled peak (NVML, tree's processes)</th><td>4.00 GiB"));
+    let svg = out.with_extension("svg");
+    memmon()
+        .arg("plot")
+        .arg(&out)
+        .arg("-o")
+        .arg(&svg)
+        .assert()
+        .success();
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawn.contains("GPU peak of the tree (maxMemoryUsage) 24.00 GiB")
+            && drawn.contains("GPU sampled peak 4.00 GiB"),
+        "the plot's GPU panel lacks its peak line"
+    );
+    // compare: each run carries the GPU peak its stats take, beside its own and the sampled.
+    let o = memmon()
+        .args(["compare", "--json"])
+        .arg(&out)
+        .arg(&out)
+        .output()
+        .unwrap();
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let run = &c["base"]["runs"][0];
+    assert_eq!(c["gpu_peak_basis"], "nvml-accounting");
+    assert_eq!(run["gpu_peak"]["bytes"], 24 * GIB, "{run}");
+    assert_eq!(run["own_gpu_peak"]["bytes"], 24 * GIB, "{run}");
+    assert_eq!(run["peak_gpu_bytes"], 4 * GIB, "{run}");
+    assert_eq!(
+        c["base"]["stats"]["peak_gpu_bytes"]["max"],
+        (24 * GIB) as f64
+    );
 }
 
 #[test]
@@ -817,7 +871,7 @@ fn bench_runs_carry_the_gpu_peak_in_the_table_and_the_exports() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(
-        out.contains("GPU peak") && out.contains("6.00 GiB"),
+        out.contains("GPU sampled peak") && out.contains("6.00 GiB"),
         "{out}"
     );
     assert!(
@@ -835,6 +889,80 @@ fn bench_runs_carry_the_gpu_peak_in_the_table_and_the_exports() {
 }
 
 #[test]
+fn a_gpu_mark_raised_in_a_bench_run_shorter_than_gpu_every_is_that_runs_and_not_the_nexts() {
+    // Run 1 (about 0.35 s, shorter than --gpu-every 1s) raises the daemon's accounting mark
+    // from 1 to 6 GiB; run 2 (1.5 s) holds 1 GiB. The periodic reading after the rise comes
+    // in run 2: only the boundary rows' own readings put the rise in run 1.
+    let dir = tempdir();
+    let d = SpikedDaemon::start(dir.path(), "1MiB");
+    let nvml = FakeNvml::current(dir.path());
+    nvml.set(&marked(&d, GIB, GIB));
+    let raised = dir.path().join("raised.conf");
+    std::fs::write(&raised, marked(&d, GIB, 6 * GIB)).unwrap();
+    let client = format!(
+        "if [ \"$MEMMON_BENCH_RUN\" = 1 ]; then sleep 0.3; mv {} {}; sleep 0.05; else sleep 1.5; fi",
+        raised.display(),
+        nvml.conf.display()
+    );
+    let (json, csv) = (dir.path().join("b.json"), dir.path().join("b.csv"));
+    let o = nvml
+        .memmon()
+        .args([
+            "bench",
+            "--gpu",
+            "--pid",
+            &d.pid(),
+            "-n",
+            "2",
+            "-i",
+            "100ms",
+        ])
+        .args(["--gpu-every", "1s", "-o"])
+        .arg(&csv)
+        .arg("--export-json")
+        .arg(&json)
+        .args(["--", "sh", "-c", &client])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["gpu_kernel_peak_bytes"], 6 * GIB, "{}", runs[0]);
+    assert_eq!(runs[0]["gpu_kernel_peak_window"], "rose-during-span");
+    assert!(
+        runs[1].get("gpu_kernel_peak_bytes").is_none(),
+        "{}",
+        runs[1]
+    );
+    assert_eq!(
+        runs[1]["gpu_kernel_peak_window"], "set-before",
+        "{}",
+        runs[1]
+    );
+    // The budget blames run 1, on the driver's exact mark; run 2 is judged on its samples.
+    let o = memmon()
+        .arg("summary")
+        .arg(&csv)
+        .args(["--max-gpu", "5GiB"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let exceeded: Vec<&str> = err.lines().filter(|l| l.contains("exceeded")).collect();
+    assert_eq!(exceeded.len(), 1, "{err}");
+    assert!(
+        exceeded[0].contains("#run 1, 6.00 GiB") && exceeded[0].contains("exact"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_html_report_shows_the_gpu_peak_beside_host_memory() {
     let dir = tempdir();
     let d = SpikedDaemon::start(dir.path(), "1MiB");
@@ -849,8 +977,13 @@ fn the_html_report_shows_the_gpu_peak_beside_host_memory() {
         .success();
     let text = std::fs::read_to_string(&html).unwrap();
     assert!(
-        text.contains("<th>GPU peak (NVML, tree's processes)</th>"),
-        "no GPU row"
+        text.contains("<th>GPU sampled peak (NVML, tree's processes)</th>"),
+        "no GPU sampled row"
+    );
+    // Accounting off: the GPU peak is the sampled one, and says so.
+    assert!(
+        text.contains("<th>GPU peak</th><td>12.00 GiB <span class=\"exact\">(12884901888 bytes)</span> (sampled GPU memory of the tree (NVML), a lower bound)"),
+        "no GPU peak row"
     );
     assert!(text.contains("id=\"gpu-chart\""), "no GPU panel");
     assert!(

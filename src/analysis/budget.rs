@@ -141,9 +141,7 @@ impl BudgetCheck {
             None => format!("{} {budget} kept", self.flag),
         };
         let words = match (self.flag, m.source) {
-            ("--max-gpu", PeakSource::Sampled) => {
-                "sampled GPU memory of the tree (NVML), a lower bound".to_string()
-            }
+            ("--max-gpu", _) => crate::analysis::gpu::describe_peak(m),
             ("--max-cgroup", PeakSource::Sampled) => format!(
                 "the cgroup's largest sampled usage ({}), a lower bound: its peak file does not cover the recording",
                 m.counter
@@ -254,10 +252,7 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
                 s.facts.cgroup_v1,
             )
         }),
-        gpu: s
-            .gpu
-            .as_ref()
-            .and_then(|g| crate::analysis::gpu::budget_peak(Some(g.peak_gpu_bytes), &g.kernel)),
+        gpu: s.gpu.as_ref().and_then(|g| g.gpu_peak),
         exact_within_bytes: s.facts.exact_within_bytes,
         peak_exact_up_to: s.peak_exact_up_to.clone(),
     };

@@ -74,12 +74,13 @@ pub struct Run {
     pub duration_s: f64,
     /// Seconds with RSS above `--above`, when it was given.
     pub time_above_s: Option<f64>,
-    /// The GPU peak (largest `gpu_bytes`), when the recording has GPU memory.
+    /// The GPU sampled peak (largest `gpu_bytes`), when the recording has GPU memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_gpu_bytes: Option<u64>,
-    /// The GPU number `--max-gpu-increase` compares (`gpu::budget_peak`: the driver's exact
-    /// mark where it covers the run, else sampled).
-    #[serde(skip)]
+    /// The run's own GPU peak, decided once (`gpu::budget_peak`: the driver's exact mark where
+    /// it covers the run, else a lower bound), as `summary` and `--max-gpu` have it; `--json`'s
+    /// `own_gpu_peak`. The comparison holds every run's on one kind (`gpu_peak_on`).
+    #[serde(rename = "own_gpu_peak", skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Peak>,
     pub samples: u64,
     pub warnings: Vec<String>,
@@ -103,10 +104,7 @@ impl Run {
             duration_s: s.duration_s,
             time_above_s,
             peak_gpu_bytes: s.gpu.as_ref().map(|g| g.peak_gpu_bytes),
-            gpu: s
-                .gpu
-                .as_ref()
-                .and_then(|g| crate::analysis::gpu::budget_peak(Some(g.peak_gpu_bytes), &g.kernel)),
+            gpu: s.gpu.as_ref().and_then(|g| g.gpu_peak),
             samples: s.samples,
             warnings: s.warnings.clone(),
             peak_exact_up_to: s.peak_exact_up_to.clone(),
@@ -139,6 +137,20 @@ impl Run {
             samples: span.samples,
             warnings,
             peak_exact_up_to: None,
+        }
+    }
+
+    /// The run's GPU peak on the comparison's GPU basis: its own decided one where `gpu_exact`
+    /// (every run has the driver's exact mark of the tree), else its sampled one. The number
+    /// the stats, deltas and `--max-gpu-increase` take; `--json`'s `gpu_peak`.
+    pub fn gpu_peak_on(&self, gpu_exact: bool) -> Option<Peak> {
+        if gpu_exact {
+            self.gpu
+        } else {
+            crate::analysis::gpu::budget_peak(
+                self.peak_gpu_bytes,
+                &crate::analysis::gpu::GpuKernelPeak::default(),
+            )
         }
     }
 
@@ -517,8 +529,7 @@ impl Metric {
             Metric::MeanRss => (r.samples > 0).then_some(r.mean_rss_bytes as f64),
             Metric::Duration => Some(r.duration_s),
             Metric::TimeAbove => r.time_above_s,
-            Metric::PeakGpu if gpu_exact => r.gpu.map(|g| g.bytes as f64),
-            Metric::PeakGpu => r.peak_gpu_bytes.map(|b| b as f64),
+            Metric::PeakGpu => r.gpu_peak_on(gpu_exact).map(|g| g.bytes as f64),
         }
     }
 }
@@ -698,6 +709,8 @@ pub struct Side {
     pub recordings: Vec<Recording>,
     /// The basis the runs' peaks are held on (the comparison's).
     basis: PeakBasis,
+    /// The runs' GPU peaks are held on the driver's exact marks (`Run::gpu_peak_on`).
+    gpu_exact: bool,
 }
 
 /// A run as `--json` gives it: `peak` is its peak on the comparison's basis, the number the
@@ -706,6 +719,9 @@ pub struct Side {
 #[derive(Serialize)]
 struct RunOnBasis<'a> {
     peak: Peak,
+    /// The run's GPU peak on the comparison's GPU basis (`gpu_peak_basis`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_peak: Option<Peak>,
     #[serde(flatten)]
     run: &'a Run,
 }
@@ -727,6 +743,7 @@ impl Side {
             stats,
             recordings: Vec::new(),
             basis,
+            gpu_exact,
         }
     }
 
@@ -766,6 +783,7 @@ impl Serialize for Side {
             .iter()
             .map(|run| RunOnBasis {
                 peak: run.peak_on(self.basis),
+                gpu_peak: run.gpu_peak_on(self.gpu_exact),
                 run,
             })
             .collect();

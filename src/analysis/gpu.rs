@@ -97,6 +97,10 @@ pub struct GpuHwmAcc {
     /// Every mark equalled its row's sum: one process on one GPU held GPU memory.
     single: bool,
     rows: u64,
+    /// The span's last row so far had a mark: the marks cover the span up to its end. A span
+    /// that ends on a row without one (a boundary whose GPU reading did not come, a process
+    /// without a record) may have risen after its last mark: its GPU kernel peak is not known.
+    last_marked: bool,
 }
 
 impl GpuHwmAcc {
@@ -108,6 +112,7 @@ impl GpuHwmAcc {
             sum_max: None,
             single: true,
             rows: 0,
+            last_marked: false,
         }
     }
 
@@ -119,12 +124,14 @@ impl GpuHwmAcc {
             sum_max: None,
             single: true,
             rows: 0,
+            last_marked: false,
         };
         a.note(s);
         a
     }
 
     fn note(&mut self, s: &Sample) {
+        self.last_marked = s.gpu.hwm_bytes.is_some();
         if let Some(h) = s.gpu.hwm_bytes {
             let sum = s.gpu.hwm_sum_bytes.unwrap_or(h);
             self.sum_max = Some(self.sum_max.unwrap_or(0).max(sum));
@@ -161,7 +168,10 @@ impl GpuHwmAcc {
         } else {
             PeakScope::LargestProcess
         };
+        // Marks that stop before the span's end say nothing of its end: not known.
+        let covered = self.last_marked || tail.is_some();
         let (bytes, window, lifetime) = match (window, self.open, after) {
+            _ if !covered => (None, None, None),
             (Window::FromOpen, open, after) => (
                 Some(open.unwrap_or(0).max(after.unwrap_or(0))),
                 Some(GpuKernelWindow::Launched),
@@ -204,7 +214,13 @@ pub enum GpuAccounting {
 /// The GPU lines of a summary. Present only when some row has a `gpu_bytes` value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GpuPeak {
-    /// The largest `gpu_bytes`, sampled (NVML's per-process used memory summed over the tree).
+    /// **The** GPU peak, decided once (`budget_peak`): the driver's exact mark of the tree
+    /// where it covers the recording, else a lower bound. What `GPU peak` means in every
+    /// command: the summary's line, the report's row, the plot's line, `--max-gpu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_peak: Option<Peak>,
+    /// The largest `gpu_bytes`, sampled (NVML's per-process used memory summed over the tree):
+    /// the `GPU sampled peak`.
     pub peak_gpu_bytes: u64,
     pub peak_elapsed_s: f64,
     pub peak_unix_ms: u64,
@@ -252,6 +268,8 @@ struct SessionMarks {
     launched: bool,
     acc: Option<GpuHwmAcc>,
     tail: Option<u64>,
+    /// Some row had a GPU value.
+    gpu_rows: bool,
 }
 
 /// Accumulates a `GpuPeak`.
@@ -283,6 +301,7 @@ impl GpuTrack {
             launched: meta.target.mode == "command",
             acc: None,
             tail: None,
+            gpu_rows: false,
         });
     }
 
@@ -312,9 +331,11 @@ impl GpuTrack {
                 launched: false,
                 acc: None,
                 tail: None,
+                gpu_rows: false,
             });
         }
         let last = self.sessions.last_mut().expect("a session");
+        last.gpu_rows |= s.gpu.bytes.is_some();
         match &mut last.acc {
             Some(a) => a.add(s),
             None => last.acc = Some(GpuHwmAcc::open(s)),
@@ -344,39 +365,23 @@ impl GpuTrack {
         }
     }
 
-    /// The recording's GPU kernel peak from its sessions': known only when every session's is
-    /// (then the largest).
+    /// The recording's GPU kernel peak from its sessions' (`merge_sessions`); a session with
+    /// GPU values but no marks has none known.
     fn kernel(&self) -> GpuKernelPeak {
-        let mut all = self.sessions.iter().filter_map(|s| {
-            let window = if s.launched {
-                Window::FromOpen
-            } else {
-                Window::IfRises
-            };
-            let k = s.acc?.decide(window, s.tail);
-            (k != GpuKernelPeak::default()).then_some(k)
-        });
-        let Some(mut k) = all.next() else {
-            return GpuKernelPeak::default();
-        };
-        for s in all {
-            k.bytes = match (k.bytes, s.bytes) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                _ => None,
-            };
-            if k.window != s.window {
-                k.window = k.window.filter(|_| k.bytes.is_some()).or(s.window);
-            }
-            if s.scope == Some(PeakScope::LargestProcess) {
-                k.scope = Some(PeakScope::LargestProcess);
-            }
-            k.sum_bytes = max_opt(k.sum_bytes, s.sum_bytes);
-            k.lifetime_bytes = max_opt(k.lifetime_bytes, s.lifetime_bytes);
-        }
-        if k.bytes.is_none() {
-            k.scope = None;
-        }
-        k
+        let each: Vec<GpuKernelPeak> = self
+            .sessions
+            .iter()
+            .filter_map(|s| {
+                let window = if s.launched {
+                    Window::FromOpen
+                } else {
+                    Window::IfRises
+                };
+                let k = s.acc.map(|a| a.decide(window, s.tail)).unwrap_or_default();
+                (k != GpuKernelPeak::default() || s.gpu_rows).then_some(k)
+            })
+            .collect();
+        merge_sessions(&each)
     }
 
     /// `None` when no row had a GPU value (GPU memory not recorded).
@@ -386,6 +391,7 @@ impl GpuTrack {
         p.rows = self.rows;
         p.rows_without = self.rows_without;
         p.kernel = self.kernel();
+        p.gpu_peak = budget_peak(Some(p.peak_gpu_bytes), &p.kernel);
         p.accounting = Some(match self.rows_marked {
             0 if p.kernel.window.is_none() => GpuAccounting::Off,
             n if n == self.rows => GpuAccounting::On,
@@ -424,15 +430,27 @@ impl GpuPeak {
     pub fn render(&self, sessions: usize) -> String {
         let b = |v: u64| format!("{} ({v} bytes)", fmt_bytes(v));
         let at = self.peak_at();
-        let mut o = format!(
-            "  GPU peak      {} at {} (device memory held by the tree's processes: NVML per-process used memory, summed over their PIDs; sampled{})\n",
+        let mut o = String::new();
+        if let Some(p) = &self.gpu_peak {
+            o.push_str(&format!(
+                "  GPU peak      {}{}: {}{}\n",
+                p.at_least(),
+                b(p.bytes),
+                describe_peak(p),
+                p.tree_bounds()
+                    .map(|t| format!("; the tree's GPU peak is {t}"))
+                    .unwrap_or_default()
+            ));
+        }
+        o.push_str(&format!(
+            "  GPU sampled peak {} at {} (device memory held by the tree's processes: NVML per-process used memory, summed over their PIDs; sampled{})\n",
             b(self.peak_gpu_bytes),
             at.offset(sessions),
             self.every
                 .as_ref()
                 .map(|e| format!(" every {e}"))
                 .unwrap_or_default()
-        );
+        ));
         if let (Some(u), Some(t)) = (self.device_used_at_peak_bytes, self.device_total_bytes) {
             o.push_str(&format!(
                 "  GPU devices   {} used of {} at that tick on the GPUs the tree used (all processes); at most {} used\n",
@@ -467,7 +485,7 @@ impl GpuPeak {
                 },
                 if bytes > self.peak_gpu_bytes {
                     format!(
-                        "; {} above the sampled peak: a spike between two readings",
+                        "; {} above the GPU sampled peak: a spike between two readings",
                         fmt_bytes(bytes - self.peak_gpu_bytes)
                     )
                 } else {
@@ -475,16 +493,21 @@ impl GpuPeak {
                 }
             )),
             (None, Some(GpuKernelWindow::SetBefore)) => o.push_str(&format!(
-                "  GPU kernel peak not known for the recording: the processes' maxMemoryUsage{} was set before it began and did not rise (NVML cannot reset it for a running process); the GPU peak above is sampled{every}\n",
+                "  GPU kernel peak not known for the recording: the processes' maxMemoryUsage{} was set before {} (NVML cannot reset it for a running process); the GPU peak is the sampled one{every}\n",
                 k.lifetime_bytes
                     .map(|l| format!(" ({})", fmt_bytes(l)))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if sessions > 1 {
+                    "a session began, and no mark rose above it during the recording"
+                } else {
+                    "it began and did not rise"
+                }
             )),
             (None, _) if self.accounting == Some(GpuAccounting::Off) => o.push_str(&format!(
                 "  GPU peak is sampled{every}: a GPU allocation spike between two readings is missed. For the GPU's exact peak, turn on NVML accounting (as root: nvidia-smi -am 1; no cost to the GPU) before the GPU processes start\n"
             )),
             (None, _) => o.push_str(
-                "  GPU kernel peak not known: some rows have no accounting mark (accounting off on a GPU the tree used, or a process without a record)\n",
+                "  GPU kernel peak not known: some rows have no accounting mark (accounting off on a GPU the tree used, a process without a record, or a boundary row whose GPU reading did not come)\n",
             ),
         }
         if let Some(m) = self.max_nvidia_mapped_bytes.filter(|&m| m > 0) {
@@ -504,6 +527,72 @@ impl GpuPeak {
             ));
         }
         o
+    }
+}
+
+/// The GPU kernel peak of a recording of several sessions (`--append`), from each session's
+/// (those with GPU memory). The marks never fall while a process runs, and a session's GPU
+/// peak is at most its marks: its largest when they began with it or rose in it, at most its
+/// lifetime mark when they were set before it (`SetBefore`). So the recording's GPU peak is
+/// the largest known session peak, exactly, when no session set before it had a lifetime mark
+/// above that (then the peak of that session may be higher, and is not known: `SetBefore`,
+/// with the largest lifetime mark); and not known at all when some session's is not (window
+/// `None`).
+fn merge_sessions(each: &[GpuKernelPeak]) -> GpuKernelPeak {
+    let Some(first) = each.first() else {
+        return GpuKernelPeak::default();
+    };
+    let sum_bytes = each.iter().fold(None, |a, k| max_opt(a, k.sum_bytes));
+    if each.len() == 1 {
+        return *first;
+    }
+    if each.iter().any(|k| k.window.is_none()) {
+        return GpuKernelPeak {
+            sum_bytes,
+            ..GpuKernelPeak::default()
+        };
+    }
+    let known = each
+        .iter()
+        .filter(|k| k.bytes.is_some())
+        .max_by_key(|k| k.bytes);
+    let lifetime = each
+        .iter()
+        .filter(|k| k.window == Some(GpuKernelWindow::SetBefore))
+        .fold(None, |a, k| max_opt(a, k.lifetime_bytes));
+    match known {
+        Some(k) if lifetime.is_none_or(|l| l <= k.bytes.unwrap_or(0)) => GpuKernelPeak {
+            bytes: k.bytes,
+            // The largest process's of one session only: a lower bound of the tree's when any
+            // session had several.
+            scope: if each
+                .iter()
+                .any(|k| k.scope == Some(PeakScope::LargestProcess))
+            {
+                Some(PeakScope::LargestProcess)
+            } else {
+                k.scope
+            },
+            window: k.window,
+            sum_bytes,
+            lifetime_bytes: None,
+        },
+        _ => GpuKernelPeak {
+            bytes: None,
+            scope: None,
+            window: Some(GpuKernelWindow::SetBefore),
+            sum_bytes,
+            lifetime_bytes: lifetime,
+        },
+    }
+}
+
+/// What a decided GPU peak (`budget_peak`) is, in words: the same in the summary's `GPU peak`
+/// line, the report's row, the plot's legend and a `--max-gpu` verdict.
+pub fn describe_peak(p: &Peak) -> String {
+    match p.source {
+        PeakSource::Sampled => "sampled GPU memory of the tree (NVML), a lower bound".to_string(),
+        _ => p.describe(None),
     }
 }
 
@@ -594,7 +683,7 @@ mod tests {
         assert_eq!((p.rows, p.rows_without), (3, 1));
         let text = p.render(1);
         assert!(
-            text.contains("GPU peak      20.00 GiB (21474836480 bytes) at +2.00 s"),
+            text.contains("GPU sampled peak 20.00 GiB (21474836480 bytes) at +2.00 s"),
             "{text}"
         );
         assert!(text.contains("1 of 4 rows without a GPU value"), "{text}");
@@ -687,6 +776,134 @@ mod tests {
     }
 
     #[test]
+    fn a_span_whose_last_row_has_no_mark_has_no_gpu_kernel_peak_known() {
+        // The boundary row closing the span had no reading of its own: a rise before it may be
+        // missing from the marks, so neither "rose" nor "set before" can be said.
+        let rows = [
+            marked(0.0, GIB, Some(5 * GIB), None),
+            marked(1.0, GIB, Some(6 * GIB), None),
+            marked(2.0, GIB, None, None),
+        ];
+        let k = decide(&rows, Window::IfRises, None);
+        assert_eq!((k.bytes, k.window), (None, None));
+        let flat = [
+            marked(0.0, GIB, Some(5 * GIB), None),
+            marked(1.0, GIB, None, None),
+        ];
+        assert_eq!(decide(&flat, Window::IfRises, None).window, None);
+        assert_eq!(decide(&flat, Window::FromOpen, None).window, None);
+        // A mark read after the last row (the end record's) closes it.
+        let k = decide(&flat, Window::IfRises, Some(7 * GIB));
+        assert_eq!(
+            (k.bytes, k.window),
+            (Some(7 * GIB), Some(GpuKernelWindow::RoseDuringSpan))
+        );
+    }
+
+    /// A recording of `sessions`, each `(launched, rows)`, as `--append` writes them.
+    fn sessions(sessions: &[(bool, Vec<Sample>)]) -> GpuPeak {
+        let mut t = GpuTrack::default();
+        for (i, (launched, rows)) in sessions.iter().enumerate() {
+            t.session(&Meta::example(if *launched { "command" } else { "pid" }));
+            for r in rows {
+                let place = Place {
+                    x: r.elapsed_s,
+                    new_session: false,
+                    session: i as u32 + 1,
+                };
+                t.push(r, place);
+            }
+        }
+        t.finish(None).unwrap()
+    }
+
+    #[test]
+    fn an_appended_session_whose_mark_rose_gives_the_recordings_exact_gpu_peak() {
+        // Session 1: the mark (5 GiB) set before it, flat; session 2: it rises to 9 GiB. The
+        // marks never fall, so session 1's peak is at most 5 GiB: 9 GiB is the recording's.
+        let p = sessions(&[
+            (
+                false,
+                vec![
+                    marked(0.0, 4 * GIB, Some(5 * GIB), None),
+                    marked(1.0, 4 * GIB, Some(5 * GIB), None),
+                ],
+            ),
+            (
+                false,
+                vec![
+                    marked(0.0, 4 * GIB, Some(5 * GIB), None),
+                    marked(0.6, 7 * GIB, Some(9 * GIB), None),
+                ],
+            ),
+        ]);
+        assert_eq!(p.accounting, Some(GpuAccounting::On));
+        assert_eq!(p.kernel.bytes, Some(9 * GIB));
+        assert_eq!(p.kernel.window, Some(GpuKernelWindow::RoseDuringSpan));
+        assert_eq!(p.kernel.scope, Some(PeakScope::Tree));
+        assert_eq!(p.kernel.lifetime_bytes, None);
+        let text = p.render(2);
+        assert!(
+            text.contains("GPU kernel peak 9.00 GiB (9663676416 bytes)")
+                && text.contains("reached during the recording"),
+            "{text}"
+        );
+        assert!(!text.contains("no accounting mark"), "{text}");
+        let judged = budget_peak(Some(p.peak_gpu_bytes), &p.kernel).unwrap();
+        assert_eq!((judged.bytes, judged.exact), (9 * GIB, true));
+    }
+
+    #[test]
+    fn an_appended_session_set_before_above_the_others_rise_leaves_the_gpu_peak_unknown() {
+        // Session 1 (another process) had a 20 GiB mark from before it; session 2's rose to
+        // 9 GiB: session 1's own peak may be anything up to 20 GiB.
+        let p = sessions(&[
+            (false, vec![marked(0.0, GIB, Some(20 * GIB), None)]),
+            (
+                false,
+                vec![
+                    marked(0.0, GIB, Some(5 * GIB), None),
+                    marked(1.0, GIB, Some(9 * GIB), None),
+                ],
+            ),
+        ]);
+        assert_eq!(p.kernel.bytes, None);
+        assert_eq!(p.kernel.window, Some(GpuKernelWindow::SetBefore));
+        assert_eq!(p.kernel.lifetime_bytes, Some(20 * GIB));
+        let text = p.render(2);
+        assert!(
+            text.contains("was set before a session began, and no mark rose above it"),
+            "{text}"
+        );
+        // Launched sessions: the largest of their peaks, exact.
+        let p = sessions(&[
+            (true, vec![marked(0.0, GIB, Some(3 * GIB), None)]),
+            (true, vec![marked(0.0, GIB, Some(2 * GIB), None)]),
+        ]);
+        assert_eq!(
+            (p.kernel.bytes, p.kernel.window),
+            (Some(3 * GIB), Some(GpuKernelWindow::Launched))
+        );
+    }
+
+    #[test]
+    fn an_appended_session_without_marks_leaves_the_recordings_gpu_kernel_peak_unknown() {
+        let p = sessions(&[
+            (false, vec![marked(0.0, GIB, None, None)]),
+            (
+                false,
+                vec![
+                    marked(0.0, GIB, Some(5 * GIB), None),
+                    marked(1.0, GIB, Some(9 * GIB), None),
+                ],
+            ),
+        ]);
+        assert_eq!(p.accounting, Some(GpuAccounting::Partial));
+        assert_eq!((p.kernel.bytes, p.kernel.window), (None, None));
+        assert!(p.render(2).contains("some rows have no accounting mark"));
+    }
+
+    #[test]
     fn several_gpu_processes_give_the_largest_ones_peak_and_the_sum_bounds_the_trees() {
         let rows = [
             marked(0.0, 0, Some(0), Some(0)),
@@ -729,7 +946,10 @@ mod tests {
             text.contains("GPU kernel peak 12.00 GiB (12884901888 bytes)"),
             "{text}"
         );
-        assert!(text.contains("8.00 GiB above the sampled peak"), "{text}");
+        assert!(
+            text.contains("8.00 GiB above the GPU sampled peak"),
+            "{text}"
+        );
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["gpu_kernel_peak_bytes"], 12 * GIB);
         assert_eq!(json["gpu_kernel_peak_window"], "rose-during-span");

@@ -990,7 +990,7 @@ mod tests {
         assert_eq!(p.phases[0].peak_gpu_bytes, Some(4096 * MIB));
         assert_eq!(p.phases[1].peak_gpu_bytes, Some(20480 * MIB));
         let text = p.render();
-        assert!(text.contains("GPU peak"), "{text}");
+        assert!(text.contains("GPU sampled peak"), "{text}");
         assert!(text.contains("20.00 GiB"), "{text}");
     }
 

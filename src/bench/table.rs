@@ -351,7 +351,7 @@ pub fn columns(report: &BenchReport) -> Vec<Column<'_>> {
         c.push(column("PSS", pss_cell));
     }
     if report.runs.iter().any(|r| r.peak_gpu_bytes.is_some()) {
-        c.push(column("GPU peak", |r| opt_bytes(r.peak_gpu_bytes)));
+        c.push(column("GPU sampled peak", |r| opt_bytes(r.peak_gpu_bytes)));
     }
     if report.runs.iter().any(|r| r.gpu_kernel.window.is_some()) {
         c.push(column("GPU kernel peak", |r| r.gpu_kernel.cell()));

@@ -125,6 +125,11 @@ impl fmt::Display for Event {
 pub const MAX_LABEL_CHARS: usize = 200;
 
 impl Event {
+    /// A marker or a bench run's start or end: a row that closes or opens a phase or a run.
+    pub fn bounds_a_span(&self) -> bool {
+        matches!(self, Event::Mark(_) | Event::RunStart(_) | Event::RunEnd(_))
+    }
+
     /// Parses the text written by `Display`. A marker's label longer than [`MAX_LABEL_CHARS`]
     /// characters (not one memmon wrote) is cut to that many.
     pub fn parse(text: &str) -> Result<Event, String> {

@@ -283,16 +283,23 @@ fn source_line(c: &Comparison) -> String {
     if let Some(note) = above_basis_note(c) {
         let _ = write!(line, " ({note})");
     }
-    match c.gpu_peak_basis {
-        Some("nvml-accounting") => line.push_str(
-            "\nGPU peak is NVML accounting's exact mark of the tree on both sides (every run has one)",
-        ),
-        Some(_) => line.push_str(
-            "\nGPU peak is the sampled GPU memory on both sides, a lower bound (not every run has the driver's exact mark of the tree)",
-        ),
-        None => {}
+    if let Some(g) = gpu_basis_line(c) {
+        let _ = write!(line, "\n{g}");
     }
     line
+}
+
+/// What the GPU peak compared is, where both sides recorded GPU memory: `compare`'s text and
+/// the report's comparison say it alike.
+pub fn gpu_basis_line(c: &Comparison) -> Option<&'static str> {
+    match c.gpu_peak_basis? {
+        "nvml-accounting" => Some(
+            "GPU peak is NVML accounting's exact mark of the tree on both sides (every run has one)",
+        ),
+        _ => Some(
+            "GPU peak is the sampled GPU memory on both sides, a lower bound (not every run has the driver's exact mark of the tree: each run's GPU sampled peak is compared)",
+        ),
+    }
 }
 
 fn runs_text(n: usize) -> String {

@@ -414,9 +414,12 @@ impl Report {
         let not_compared = crate::render::compare_table::above_basis_note(c)
             .map(|n| format!(" ({})", esc(&n)))
             .unwrap_or_default();
+        let gpu = crate::render::compare_table::gpu_basis_line(c)
+            .map(|g| format!(" {}.", esc(g)))
+            .unwrap_or_default();
         let _ = write!(
             o,
-            "</ul>\n<p class=\"note\">Peak is {} on both sides, the best kind every run has{not_compared}. A change is a regression or an improvement only when the \
+            "</ul>\n<p class=\"note\">Peak is {} on both sides, the best kind every run has{not_compared}.{gpu} A change is a regression or an improvement only when the \
              candidate's mean lies outside the baseline's [min, max] widened by the candidate's own range (at least {}% of \
              the baseline mean).</p>\n</section>\n",
             esc(c.peak_basis.describe()),
@@ -573,7 +576,26 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
         rows.insert(
             2,
             (
-                "GPU peak (NVML, tree's processes)",
+                "GPU peak",
+                Box::new(|s| match s.gpu.as_ref().and_then(|g| g.gpu_peak) {
+                    Some(p) => format!(
+                        "{}{} ({}{})",
+                        esc(p.at_least()),
+                        size_cell(p.bytes),
+                        esc(&crate::analysis::gpu::describe_peak(&p)),
+                        esc(&p
+                            .tree_bounds()
+                            .map(|t| format!("; the tree's GPU peak is {t}"))
+                            .unwrap_or_default())
+                    ),
+                    None => "not recorded".into(),
+                }),
+            ),
+        );
+        rows.insert(
+            3,
+            (
+                "GPU sampled peak (NVML, tree's processes)",
                 Box::new(|s| match &s.gpu {
                     Some(g) => format!(
                         "{} at {}{}",

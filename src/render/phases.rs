@@ -245,7 +245,7 @@ impl SpanColumns {
         for (on, name) in [
             (self.cgroup, "cgroup peak"),
             (self.pss, "PSS"),
-            (self.gpu, "GPU peak"),
+            (self.gpu, "GPU sampled peak"),
             (self.gpu_kernel, "GPU kernel peak"),
             (self.faults, "major faults"),
             (self.stall, "memory stall"),

@@ -648,7 +648,21 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
     let span_s = span_of(traces);
     let (t_scale, t_name) = time_unit(span_s);
     let x_max = span_s / t_scale;
-    let y_max = traces.iter().map(|t| t.gpu.max()).max().unwrap_or(0).max(1);
+    // The decided GPU peak of each recording (`analysis::gpu::budget_peak`), drawn as a line
+    // where it is the driver's mark rather than the samples' largest.
+    let marks = |t: &Trace| {
+        t.summary
+            .gpu
+            .as_ref()
+            .and_then(|g| g.gpu_peak)
+            .filter(|p| p.source != crate::model::peak::PeakSource::Sampled)
+    };
+    let y_max = traces
+        .iter()
+        .map(|t| t.gpu.max().max(marks(t).map_or(0, |p| p.bytes)))
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let unit = SizeUnit::for_max(y_max);
     let y_top = (y_max.max(1024) as f64 / unit.bytes) * 1.15;
     let mut chart = ChartBuilder::on(area)
@@ -664,16 +678,35 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
             continue;
         }
         let color = LINE_COLORS[ti % LINE_COLORS.len()];
-        let peak = t.gpu.max();
+        let prefix = if several {
+            format!("{}: ", t.name)
+        } else {
+            String::new()
+        };
         let label = format!(
-            "{}GPU memory of the tree (NVML, sampled), peak {}",
-            if several {
-                format!("{}: ", t.name)
-            } else {
-                String::new()
-            },
-            fmt_bytes(peak)
+            "{prefix}GPU memory of the tree (NVML, sampled), GPU sampled peak {}",
+            fmt_bytes(t.gpu.max())
         );
+        if let Some(p) = marks(t) {
+            let k = p.bytes as f64 / unit.bytes;
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(0.0, k), (x_max, k)],
+                    7,
+                    4,
+                    color.mix(0.8).stroke_width(1),
+                ))?
+                .label(format!(
+                    "{prefix}GPU peak {} ({}) {}{}",
+                    p.scope,
+                    p.counter,
+                    p.at_least(),
+                    fmt_bytes(p.bytes)
+                ))
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], color.mix(0.8).stroke_width(1))
+                });
+        }
         // A step line per session: a GPU value holds until the next reading.
         let kept = t.gpu.keep(0.0, span_s, width_px);
         let steps = kept.segments().map(|seg| {

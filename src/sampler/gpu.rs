@@ -65,6 +65,10 @@ pub const DEFAULT_GPU_TIMEOUT: Duration = Duration::from_secs(30);
 /// the one that saw it leave).
 const ENDED_KEPT: Duration = Duration::from_secs(120);
 
+/// How long a boundary row (a marker, a bench run's start or end) waits for its own GPU
+/// reading, at most (and at most `--gpu-timeout`).
+const BOUNDARY_WAIT: Duration = Duration::from_secs(2);
+
 /// How long a process that left (NVML's list or the tree) while the driver still called its
 /// accounting record running is asked again for its final record. The driver closes a record a
 /// little after the process ends; a process that left the tree but lives on never closes it.
@@ -129,6 +133,13 @@ pub struct GpuReading {
     /// How long the driver calls took (devices + processes + accounting).
     pub cost: Duration,
     pub result: Result<GpuSnapshot, GpuError>,
+}
+
+impl GpuReading {
+    /// When the reading began: what it says is the driver's at that instant or later.
+    pub fn started(&self) -> Instant {
+        self.at - self.cost
+    }
 }
 
 /// What the poller did, for the end record.
@@ -457,14 +468,16 @@ impl GpuPoller {
     }
 
     /// Asks for a reading now and waits for it, at most `wait`: the reading after the
-    /// recording's last row. `None` when none came (a hung driver).
+    /// recording's last row, or at a boundary row. Only a reading that began after the asking
+    /// counts (one under way may have read the driver before). `None` when none came (a hung
+    /// driver).
     pub fn read_now(&self, wait: Duration) -> Option<Arc<GpuReading>> {
         let asked = Instant::now();
         self.shared.now.store(true, Ordering::Relaxed);
         self.thread.unpark();
         let until = asked + wait;
         loop {
-            if let Some(r) = self.latest().filter(|r| r.at > asked) {
+            if let Some(r) = self.latest().filter(|r| r.started() >= asked) {
                 return Some(r);
             }
             if Instant::now() >= until {
@@ -689,6 +702,15 @@ pub struct GpuTracker {
     last: Option<(Arc<GpuReading>, GpuTick)>,
     /// The largest accounting maximum of the tree read after the recording's last row.
     after_last_row: Option<u64>,
+    /// The next row is a boundary whose own reading did not come: its marks are left empty.
+    boundary_unread: bool,
+    /// When a boundary's reading last failed to come: later boundaries do not wait again
+    /// until some reading has come since (a hung driver stalls one row, not every one).
+    boundary_missed: Option<Instant>,
+    /// Whether a boundary without its reading was told.
+    boundary_told: bool,
+    /// The last tick's reading gave the tree an accounting mark.
+    marked: bool,
 }
 
 impl GpuTracker {
@@ -705,7 +727,40 @@ impl GpuTracker {
             gone: HashSet::new(),
             last: None,
             after_last_row: None,
+            boundary_unread: false,
+            boundary_missed: None,
+            boundary_told: false,
+            marked: false,
         }
+    }
+
+    /// A boundary row (a marker, a bench run's start or end) of the tree `pids` is about to be
+    /// taken: asks for a reading now and waits for it (at most `BOUNDARY_WAIT`), so that the
+    /// row's accounting mark is the driver's at the boundary, not one up to `--gpu-every` old
+    /// (a mark that rose in the span before would be seen first in the span after, and taken
+    /// for its peak). Where no reading comes, the row's marks are left empty: neither span on
+    /// its sides then has a GPU kernel peak known (`analysis::gpu`), rather than a wrong one.
+    /// Without accounting marks (the last reading gave none) there is nothing to place: no
+    /// reading is asked for.
+    pub fn read_at_boundary(&mut self, pids: impl Iterator<Item = i32>) {
+        if !self.marked {
+            return;
+        }
+        let mut tree: Vec<u32> = pids.filter(|p| *p > 0).map(|p| p as u32).collect();
+        tree.sort_unstable();
+        tree.dedup();
+        self.poller.set_tree(&tree);
+        let hung = self
+            .boundary_missed
+            .is_some_and(|m| self.poller.latest().is_none_or(|r| r.started() < m));
+        let wait = BOUNDARY_WAIT.min(self.poller.timeout);
+        let came = !hung && self.poller.read_now(wait).is_some();
+        if !came {
+            self.boundary_missed.get_or_insert_with(Instant::now);
+        } else {
+            self.boundary_missed = None;
+        }
+        self.boundary_unread = !came;
     }
 
     /// For the metadata written at the start.
@@ -807,6 +862,14 @@ impl GpuTracker {
             self.last = None;
         }
         let mut said = Vec::new();
+        let unread = std::mem::take(&mut self.boundary_unread);
+        if unread && !self.boundary_told {
+            self.boundary_told = true;
+            said.push(format!(
+                "no GPU reading came within {} at a boundary row (a marker, a bench run's start or end): its GPU accounting mark is left empty, so the spans on its sides have no GPU kernel peak",
+                crate::units::fmt_interval(BOUNDARY_WAIT.min(self.poller.timeout))
+            ));
+        }
         let Some(r) = self.poller.latest() else {
             return (GpuTick::default(), said);
         };
@@ -850,6 +913,12 @@ impl GpuTracker {
                         t
                     }
                 };
+                let mut tick = tick;
+                self.marked = tick.hwm_bytes.is_some();
+                if unread {
+                    tick.hwm_bytes = None;
+                    tick.hwm_sum_bytes = None;
+                }
                 (tick, None)
             }
         };
@@ -1191,6 +1260,56 @@ mod tests {
         let seen = hwm_until_settled(&mut tr);
         assert!(seen.contains(&Some(9 * GIB)), "{seen:?}");
         assert_eq!(tr.end().hwm_after_last_row_bytes, Some(2 * GIB));
+    }
+
+    #[test]
+    fn a_boundary_row_has_its_own_reading_or_no_mark_at_all() {
+        let mut on = device(0, 10 * GIB);
+        on.accounting = Some(true);
+        let record = |max| GpuAccounting {
+            max_bytes: Some(max),
+            running: true,
+            start_unix_us: 0,
+        };
+        let state = Arc::new(Mutex::new(FakeState {
+            devices: vec![on],
+            processes: vec![proc_(10, 0, Some(GIB))],
+            accounting: vec![(0, 10, record(GIB))],
+            ..Default::default()
+        }));
+        // Readings every 60 s: without a reading of its own, a row sees the first one.
+        let mut tr = GpuTracker::new(start(&state, Duration::from_secs(60)).unwrap());
+        assert_eq!(
+            tr.tick([10].into_iter(), Instant::now()).0.hwm_bytes,
+            Some(GIB)
+        );
+        state.lock().unwrap().accounting[0].2 = record(6 * GIB);
+        assert_eq!(
+            tr.tick([10].into_iter(), Instant::now()).0.hwm_bytes,
+            Some(GIB)
+        );
+        tr.read_at_boundary([10].into_iter());
+        let (t, said) = tr.tick([10].into_iter(), Instant::now());
+        assert_eq!((t.hwm_bytes, said), (Some(6 * GIB), vec![]));
+        // A driver that does not answer: the boundary's mark is empty (not the old one), said
+        // once; the next boundary does not wait again while no reading has come.
+        state.lock().unwrap().delay_ms = 60_000;
+        let t0 = Instant::now();
+        tr.read_at_boundary([10].into_iter());
+        let (t, said) = tr.tick([10].into_iter(), Instant::now());
+        assert_eq!(t.hwm_bytes, None);
+        assert!(
+            said[0].contains("no GPU reading came within 2s"),
+            "{said:?}"
+        );
+        assert_eq!(
+            tr.tick([10].into_iter(), Instant::now()).0.hwm_bytes,
+            Some(6 * GIB)
+        );
+        tr.read_at_boundary([10].into_iter());
+        let (t, said) = tr.tick([10].into_iter(), Instant::now());
+        assert_eq!((t.hwm_bytes, said), (None, vec![]));
+        assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
     }
 
     #[test]

@@ -454,6 +454,11 @@ impl Watch {
         }
         if let Some(g) = &mut self.gpu {
             let tree = self.tree.as_ref().expect("sampled a tree");
+            // A span's boundary takes a GPU reading of its own: its accounting mark is then
+            // the driver's at the boundary, and a rise falls in the span it happened in.
+            if s.event.as_ref().is_some_and(Event::bounds_a_span) {
+                g.read_at_boundary(tree.each_member().map(|(h, _)| h.pid));
+            }
             let (gpu, notes) = g.tick(tree.each_member().map(|(h, _)| h.pid), now);
             notes.iter().for_each(|n| self.report.note(n));
             s.gpu = gpu;
