@@ -899,7 +899,10 @@ impl SummaryBuilder {
         // The mark at the first row, which never rose: the peak before is at most that.
         let up_to = match s.lifetime_peak_rss_bytes {
             Some(l) if l > s.peak.bytes => {
-                format!(" though at most {} (its mark at the first row)", fmt_bytes(l))
+                format!(
+                    " though at most {} (its mark at the first row)",
+                    fmt_bytes(l)
+                )
             }
             _ => String::new(),
         };
