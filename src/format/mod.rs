@@ -26,9 +26,12 @@ pub use recording::read_recording;
 use crate::model::sample::Sample;
 use crate::output::{At, FileId, OpenError, OutFile, Place};
 use meta::{EndInfo, Meta};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A line that could not be parsed, and why.
 #[derive(Debug)]
@@ -128,10 +131,11 @@ pub struct Output {
     /// With --append: the metadata of the sessions already in the file, oldest first.
     earlier_sessions: Vec<Meta>,
     meta: Option<Meta>,
-    /// Samples handed to the writer, and those of them known to be in the file (at the last
-    /// successful flush).
+    /// Samples handed to the writer, and those of them known to be in the file (all of them
+    /// at a successful flush; between flushes, those whose bytes the buffer has written out).
     written: u64,
     flushed: u64,
+    tally: Tally,
     /// What the user should know about how the output was opened (a repaired --append, an
     /// orphan sidecar replaced).
     pub notes: Vec<String>,
@@ -312,32 +316,40 @@ impl Output {
             .as_ref()
             .map_or_else(|| "stdout".into(), |p| p.display().to_string());
         let sync_handle = file.try_clone().ok();
-        let out = BufWriter::with_capacity(64 * 1024, OutFile::new(file));
-        let sink: Box<dyn RowSink + Send> = match format {
-            Format::Csv => Box::new(
-                csv::CsvWriter::new(out, write_header).map_err(|e| OutputError::Write(shown, e))?,
-            ),
-            Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
-        };
+        let (sink, tally) = counted_sink(OutFile::new(file), format, write_header)
+            .map_err(|e| OutputError::Write(shown, e))?;
         Ok(Output {
             path,
             place,
+            sidecar,
+            sync_handle,
+            notes,
+            ..Output::over(format, sink, tally)
+        })
+    }
+
+    /// An output writing to `sink`, nothing more known yet (no file, no sidecar).
+    fn over(format: Format, sink: Box<dyn RowSink + Send>, tally: Tally) -> Output {
+        Output {
+            path: None,
+            place: None,
             created: None,
             format,
             sink,
-            sync_handle,
+            sync_handle: None,
             _lock: None,
-            sidecar,
+            sidecar: None,
             sidecar_replace: false,
             sidecar_id: None,
             earlier_sessions: Vec::new(),
             meta: None,
             written: 0,
             flushed: 0,
+            tally,
             link_checked: None,
-            notes,
+            notes: Vec::new(),
             stdout_file: None,
-        })
+        }
     }
 
     /// Stdout. When it is a regular file (`> run.csv`), a CSV recording's metadata goes to the
@@ -416,32 +428,17 @@ impl Output {
                 true
             }
         };
-        let out = BufWriter::with_capacity(64 * 1024, io::stdout());
-        let sink: Box<dyn RowSink + Send> = match format {
-            Format::Csv => Box::new(
-                csv::CsvWriter::new(out, write_header)
-                    .map_err(|e| OutputError::Write("stdout".into(), e))?,
-            ),
-            Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
-        };
+        let (sink, tally) = counted_sink(io::stdout(), format, write_header)
+            .map_err(|e| OutputError::Write("stdout".into(), e))?;
         Ok(Output {
-            path: None,
-            place: None,
-            created: None,
-            format,
-            sink,
             sync_handle: handle,
             _lock: again,
             sidecar: side,
             sidecar_replace: force || appending,
-            sidecar_id: None,
             earlier_sessions,
-            meta: None,
-            written: 0,
-            flushed: 0,
-            link_checked: None,
             notes,
             stdout_file: file_path,
+            ..Output::over(format, sink, tally)
         })
     }
 
@@ -469,9 +466,10 @@ impl Output {
         self.sidecar.as_ref().map(|s| s.path().to_path_buf())
     }
 
-    /// Samples known to be in the file: those written before the last successful flush.
+    /// Samples known to be in the file: those of the last successful flush, and after it
+    /// those whose every byte the OS took (the buffer writes out as it fills).
     pub fn flushed_samples(&self) -> u64 {
-        self.flushed
+        self.flushed + self.tally.reached_rows()
     }
 
     /// Removes what memmon created for a recording that is not going to happen (the command
@@ -530,7 +528,12 @@ impl Output {
 
     pub fn write_sample(&mut self, s: &Sample) -> Result<(), OutputError> {
         self.written += 1;
-        self.sink.write_sample(s).map_err(|e| self.err(e))
+        let r = self.sink.write_sample(s);
+        if r.is_ok() {
+            self.tally.row_written();
+        }
+        self.flushed += self.tally.settle();
+        r.map_err(|e| self.err(e))
     }
 
     /// Flushes to the file, and checks (at most every [`LINK_CHECK_EVERY`]) that the file still
@@ -545,6 +548,7 @@ impl Output {
             self.check_linked()?;
         }
         self.flushed = self.written;
+        self.tally.row_ends.clear();
         Ok(())
     }
 
@@ -632,6 +636,88 @@ impl Output {
     fn err(&self, e: io::Error) -> OutputError {
         OutputError::Write(self.describe(), e)
     }
+}
+
+/// What of a recording's rows reached the file between flushes: the bytes handed to the
+/// buffered writer (`accepted`, above its buffer) and those the OS took from it (`reached`,
+/// below it; a full disk stops it at what the file holds). A row is in the file once the
+/// bytes up to its end have reached it.
+struct Tally {
+    accepted: Arc<AtomicU64>,
+    reached: Arc<AtomicU64>,
+    /// Where each row not yet counted as in the file ends (bytes of the stream), oldest first.
+    row_ends: VecDeque<u64>,
+}
+
+impl Tally {
+    /// A row was handed over whole: it ends where the bytes accepted end now.
+    fn row_written(&mut self) {
+        self.row_ends
+            .push_back(self.accepted.load(Ordering::Relaxed));
+    }
+
+    /// The rows not yet counted whose every byte reached the file.
+    fn reached_rows(&self) -> u64 {
+        let reached = self.reached.load(Ordering::Relaxed);
+        self.row_ends
+            .iter()
+            .take_while(|&&end| end <= reached)
+            .count() as u64
+    }
+
+    /// Counts (and forgets) the rows that reached the file: how many.
+    fn settle(&mut self) -> u64 {
+        let n = self.reached_rows();
+        self.row_ends.drain(..n as usize);
+        n
+    }
+}
+
+/// A writer that counts the bytes its inner writer took.
+struct Counted<W> {
+    inner: W,
+    n: Arc<AtomicU64>,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let k = self.inner.write(buf)?;
+        self.n.fetch_add(k as u64, Ordering::Relaxed);
+        Ok(k)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The row writer of `format` over `out` (a file or stdout), through a 64 KiB buffer whose
+/// bytes are counted on both sides ([`Tally`]); the CSV header first unless `write_header` is
+/// false (appending after one).
+fn counted_sink<W: Write + Send + 'static>(
+    out: W,
+    format: Format,
+    write_header: bool,
+) -> io::Result<(Box<dyn RowSink + Send>, Tally)> {
+    let (accepted, reached) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let below = Counted {
+        inner: out,
+        n: reached.clone(),
+    };
+    let above = Counted {
+        inner: BufWriter::with_capacity(64 * 1024, below),
+        n: accepted.clone(),
+    };
+    let sink: Box<dyn RowSink + Send> = match format {
+        Format::Csv => Box::new(csv::CsvWriter::new(above, write_header)?),
+        Format::Jsonl => Box::new(jsonl::JsonlWriter::new(above)),
+    };
+    let tally = Tally {
+        accepted,
+        reached,
+        row_ends: VecDeque::new(),
+    };
+    Ok((sink, tally))
 }
 
 /// stdout's regular file opened again for reading and writing through /proc/self/fd/1 (the
@@ -839,6 +925,70 @@ mod tests {
             std::fs::read_to_string(sidecar_path(&p)).unwrap(),
             "{ not json"
         );
+    }
+
+    /// Takes `left` bytes, then fails as a full disk does (a short write first).
+    struct FailAfter {
+        left: usize,
+    }
+
+    impl Write for FailAfter {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.left == 0 {
+                return Err(io::Error::from_raw_os_error(28));
+            }
+            let k = buf.len().min(self.left);
+            self.left -= k;
+            Ok(k)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn rows_the_buffer_wrote_out_before_a_full_disk_count_as_kept() {
+        use crate::sampler::sink::SampleSink;
+        let sample = |i: u64| Sample {
+            unix_ms: 1_700_000_000_000 + i,
+            elapsed_s: i as f64 / 1000.0,
+            rss_bytes: 123_456_789 + i,
+            processes: 1,
+            ..Sample::default()
+        };
+        for left in [0, 10, 100_000, 150_003] {
+            // What reached the disk: the rows whose every byte is within `left`.
+            let mut all = Vec::new();
+            let mut w = csv::CsvWriter::new(&mut all, true).unwrap();
+            for i in 0..5000 {
+                w.write_sample(&sample(i)).unwrap();
+            }
+            drop(w);
+            let in_file = all[..left.min(all.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                .saturating_sub(1) as u64; // the header's
+            let (sink, tally) = counted_sink(FailAfter { left }, Format::Csv, true).unwrap();
+            let mut out = Output::over(Format::Csv, sink, tally);
+            let mut taken = 0;
+            for i in 0..5000 {
+                taken += 1;
+                if out.write_sample(&sample(i)).is_err() {
+                    break;
+                }
+            }
+            assert!(taken < 5000, "the disk filled");
+            assert_eq!(out.flushed_samples(), in_file, "{left} bytes");
+            assert!(out.flush().is_err());
+            assert_eq!(out.flushed_samples(), in_file, "{left} bytes, flushed");
+            let said = out.kept(taken, false);
+            assert!(
+                said.starts_with(&format!("at least {in_file} of the {taken} samples")),
+                "{said}"
+            );
+        }
     }
 
     #[test]
