@@ -1172,6 +1172,88 @@ fn append_onto_a_file_that_is_not_a_recording_changes_nothing() {
     assert!(summary_json(&empty)["samples"].as_u64().unwrap() >= 2);
 }
 
+/// The names in `dir` and the bytes of each file: what a refused or failed run must not change.
+fn snapshot(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name(), std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn append_onto_rows_whose_sidecar_is_missing_is_refused_and_changes_nothing() {
+    let dir = tempdir();
+    let out = dir.path().join("piped.csv");
+    record_workload(&out, &["-q", "-i", "50ms"], &["hold:200ms"])
+        .assert()
+        .success();
+    // As if recorded to a pipe (`memmon record | cat > piped.csv`), or the sidecar lost.
+    std::fs::remove_file(side(&out)).unwrap();
+    let before = snapshot(dir.path());
+    let done = record_workload(&out, &["-q", "--append"], &["hold:10ms"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&done);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("cannot append to {}", out.display()))
+            && err.contains("holds rows but no metadata sidecar"),
+        "{err}"
+    );
+    assert_eq!(snapshot(dir.path()), before, "changed by --append");
+    // `>> piped.csv`: the shell's append is refused the same way, before a byte is written.
+    let done = StdCommand::new(memmon_path())
+        .args(["record", "-q", "--"])
+        .args(workload(&["hold:10ms"]))
+        .stdout(std::fs::OpenOptions::new().append(true).open(&out).unwrap())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = stderr_of(&done);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds rows but no metadata sidecar"), "{err}");
+    assert_eq!(snapshot(dir.path()), before, "changed by >>");
+}
+
+#[test]
+fn append_refuses_a_sidecar_of_another_recording_as_every_reader_does() {
+    let dir = tempdir();
+    let out = dir.path().join("st.csv");
+    record_workload(&out, &["-q", "-i", "50ms"], &["hold:200ms"])
+        .assert()
+        .success();
+    // Another recording's sidecar, made an hour later, copied beside these rows.
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(side(&out)).unwrap()).unwrap();
+    let hour = 3_600_000;
+    m["started_unix_ms"] = (m["started_unix_ms"].as_u64().unwrap() + hour).into();
+    m["end"]["ended_unix_ms"] = (m["end"]["ended_unix_ms"].as_u64().unwrap() + hour).into();
+    std::fs::write(side(&out), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let summary = memmon().arg("summary").arg(&out).output().unwrap();
+    assert_eq!(summary.status.code(), Some(2));
+    assert!(stderr_of(&summary).contains("does not describe"));
+    let before = snapshot(dir.path());
+    let done = record_workload(&out, &["-q", "--append"], &["hold:10ms"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&done);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: does not describe {}",
+            side(&out).display(),
+            out.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(snapshot(dir.path()), before);
+}
+
 #[test]
 fn a_deleted_recordings_orphan_sidecar_does_not_need_force() {
     let dir = tempdir();

@@ -277,7 +277,7 @@ impl Output {
             // --append onto an existing file: checked before a byte of it changes.
             let plan = check_append(&opened.file, &path, format)?;
             if let Some(s) = &side {
-                earlier_sessions = read_earlier_sessions(s)?;
+                earlier_sessions = sessions_before(&path, s, plan.rows.as_ref())?;
             }
             write_header = plan.apply(&opened.file, &path, &mut notes)?;
             use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
@@ -416,14 +416,14 @@ impl Output {
             (Some(p), Some(f), true) => {
                 let plan = check_append(f, p, format)?;
                 if let Some(s) = &side {
-                    earlier_sessions = read_earlier_sessions(s)?;
+                    earlier_sessions = sessions_before(p, s, plan.rows.as_ref())?;
                 }
                 plan.apply(f, p, &mut notes)?
             }
             (_, _, true) => false,
             (_, _, false) => {
-                if let (Some(s), true) = (&side, appending) {
-                    earlier_sessions = read_earlier_sessions(s)?;
+                if let (Some(s), Some(p), true) = (&side, &file_path, appending) {
+                    earlier_sessions = sessions_before(p, s, None)?;
                 }
                 true
             }
@@ -734,10 +734,19 @@ fn reopen_stdout(handle: &File) -> Result<File, OpenError> {
 }
 
 /// What appending to an existing recording takes: a header still to write (an empty file),
-/// and an incomplete last line to cut (`keep` bytes of `len` kept).
+/// and an incomplete last line to cut (`keep` bytes of `len` kept); the rows a CSV recording
+/// already holds.
 struct AppendPlan {
     header: bool,
     cut: Option<(u64, u64)>,
+    rows: Option<ExistingRows>,
+}
+
+/// A CSV recording's complete lines after its header, before appending.
+struct ExistingRows {
+    /// The lowest and highest `unix_ms` of its first and last row (`None` where neither
+    /// parses): what a sidecar's sessions must cover.
+    times: Option<(u64, u64)>,
 }
 
 impl AppendPlan {
@@ -770,6 +779,7 @@ fn check_append(f: &File, path: &Path, format: Format) -> Result<AppendPlan, Out
         return Ok(AppendPlan {
             header: true,
             cut: None,
+            rows: None,
         });
     }
     // The first line, read at its offset (the file's own offset is left alone).
@@ -836,32 +846,104 @@ fn check_append(f: &File, path: &Path, format: Format) -> Result<AppendPlan, Out
             break;
         }
     }
+    let body_at = end as u64 + 1;
+    let rows = (format == Format::Csv && keep > body_at).then(|| ExistingRows {
+        times: row_times(f, first, &head[end + 1..], body_at, keep),
+    });
     Ok(AppendPlan {
         header: false,
         cut: (keep < len).then_some((keep, len)),
+        rows,
     })
 }
 
-/// The sessions recorded in a CSV recording's sidecar before this one, oldest first (the
-/// sidecar's own session last, its `earlier_sessions` before it). A missing sidecar is none;
-/// one that cannot be read (a symlink, a FIFO, not valid) is refused rather than replaced.
-fn read_earlier_sessions(side: &Place) -> Result<Vec<Meta>, OutputError> {
-    let refuse = |why: String| OutputError::CannotAppend(side.path().to_path_buf(), why);
-    let text = match side.read_regular(SIDECAR_MAX_BYTES) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Ok(Vec::new()),
-        Err(e) if e.is_refusal() => return Err(refuse(format!("{e}; it is not read"))),
-        Err(e) => return Err(OutputError::Open(side.path().to_path_buf(), "read", e)),
+/// The lowest and highest `unix_ms` of a CSV recording's first row (at the start of `body`,
+/// the head read after the header line) and of its last complete row (ending at `keep`), as
+/// the readers parse them; `None` where neither is a row (damaged, or a line over 64 KiB).
+fn row_times(f: &File, header: &[u8], body: &[u8], body_at: u64, keep: u64) -> Option<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    let layout = csv::CsvLayout::from_header(header.trim_ascii_end()).ok()?;
+    let mut fields = Vec::new();
+    let mut unix_ms = |line: &[u8]| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        layout
+            .parse(line, &mut fields)
+            .ok()
+            .map(|s| s.unix_ms)
+            .filter(|&t| t > 0)
     };
-    parse_sessions(&text).map_err(refuse)
+    let first = memchr::memchr(b'\n', body).and_then(|k| unix_ms(&body[..k]));
+    // The last row: the line before the newline at `keep - 1`, read back at most 64 KiB.
+    let from = body_at.max(keep.saturating_sub(64 * 1024));
+    let mut tail = vec![0u8; (keep - 1 - from) as usize];
+    let last =
+        f.read_exact_at(&mut tail, from)
+            .ok()
+            .and_then(|()| match memchr::memrchr(b'\n', &tail) {
+                Some(i) => unix_ms(&tail[i + 1..]),
+                None if from == body_at => unix_ms(&tail),
+                None => None,
+            });
+    match (first, last) {
+        (Some(a), Some(b)) => Some((a.min(b), a.max(b))),
+        (Some(t), None) | (None, Some(t)) => Some((t, t)),
+        (None, None) => None,
+    }
 }
 
-fn parse_sessions(text: &[u8]) -> Result<Vec<Meta>, String> {
-    let mut last: Meta = serde_json::from_slice(text)
-        .map_err(|e| format!("its metadata is not valid ({e}); it would be lost"))?;
+/// The sessions recorded in CSV recording `csv` before this one, from its sidecar, oldest
+/// first (the sidecar's own session last, its `earlier_sessions` before it). Refused, as every
+/// reader refuses them, when the sidecar cannot be read (a symlink, a FIFO, not valid) or
+/// describes another recording (`recording::check_sidecar_times` on `rows`); and when rows
+/// are there without a sidecar: a new sidecar would hold only the new session, and readers
+/// would give its metadata to the first session's rows. No rows and no sidecar: none.
+fn sessions_before(
+    csv: &Path,
+    side: &Place,
+    rows: Option<&ExistingRows>,
+) -> Result<Vec<Meta>, OutputError> {
+    let refuse = |why: String| OutputError::CannotAppend(csv.to_path_buf(), why);
+    let text = match side.read_regular(SIDECAR_MAX_BYTES) {
+        Ok(Some(t)) => t,
+        Ok(None) if rows.is_some() => {
+            return Err(refuse(format!(
+                "it holds rows but no metadata sidecar ({} is not there; recorded to a pipe, or the sidecar was lost), so a new session's metadata could not be told from theirs: record to a new file (left as it is)",
+                side.path().display()
+            )))
+        }
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) if e.is_refusal() => {
+            return Err(OutputError::CannotAppend(
+                side.path().to_path_buf(),
+                format!("{e}; it is not read"),
+            ))
+        }
+        Err(e) => return Err(OutputError::Open(side.path().to_path_buf(), "read", e)),
+    };
+    let meta = parse_meta(&text)
+        .map_err(|why| OutputError::CannotAppend(side.path().to_path_buf(), why))?;
+    if let Some(times) = rows.and_then(|r| r.times) {
+        recording::check_sidecar_times(side.path(), csv, &meta, times)
+            .map_err(|e| refuse(format!("{e} (left as it is)")))?;
+    }
+    Ok(sessions_of(meta))
+}
+
+fn parse_meta(text: &[u8]) -> Result<Meta, String> {
+    serde_json::from_slice(text)
+        .map_err(|e| format!("its metadata is not valid ({e}); it would be lost"))
+}
+
+/// A sidecar's sessions, oldest first: its `earlier_sessions`, then its own.
+fn sessions_of(mut last: Meta) -> Vec<Meta> {
     let mut all = std::mem::take(&mut last.earlier_sessions);
     all.push(last);
-    Ok(all)
+    all
+}
+
+#[cfg(test)]
+fn parse_sessions(text: &[u8]) -> Result<Vec<Meta>, String> {
+    parse_meta(text).map(sessions_of)
 }
 
 /// `run.csv` → `run.csv.meta.json`.
@@ -925,6 +1007,84 @@ mod tests {
             std::fs::read_to_string(sidecar_path(&p)).unwrap(),
             "{ not json"
         );
+    }
+
+    /// A finished CSV recording of `rows` samples one second apart from `t0` (unix ms), with
+    /// a sidecar of a session that ran from `started` to `ended` when `started` is given.
+    fn recording(dir: &Path, rows: u64, t0: u64, started: Option<(u64, u64)>) -> PathBuf {
+        let p = dir.join("r.csv");
+        let mut buf = Vec::new();
+        let mut w = csv::CsvWriter::new(&mut buf, true).unwrap();
+        for i in 0..rows {
+            let s = Sample {
+                unix_ms: t0 + i * 1000,
+                elapsed_s: i as f64,
+                rss_bytes: 1 << 20,
+                processes: 1,
+                ..Sample::default()
+            };
+            w.write_sample(&s).unwrap();
+        }
+        drop(w);
+        std::fs::write(&p, buf).unwrap();
+        if let Some((started, ended)) = started {
+            let meta = Meta {
+                started_unix_ms: started,
+                end: Some(EndInfo {
+                    ended_unix_ms: ended,
+                    ..EndInfo::default()
+                }),
+                ..Meta::example("pid")
+            };
+            std::fs::write(sidecar_path(&p), serde_json::to_vec(&meta).unwrap()).unwrap();
+        }
+        p
+    }
+
+    fn append(p: &Path) -> Result<Output, OutputError> {
+        Output::create(Some(p), Format::Csv, false, true)
+    }
+
+    #[test]
+    fn append_onto_rows_without_a_sidecar_is_refused_leaving_the_file_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = 1_700_000_000_000;
+        let p = recording(dir.path(), 3, t, None);
+        let before = std::fs::read(&p).unwrap();
+        let err = append(&p).err().unwrap();
+        assert!(matches!(err, OutputError::CannotAppend(..)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("holds rows but no metadata sidecar"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), before);
+        assert!(!sidecar_path(&p).exists());
+        // A header alone has no session to mistake: appended to.
+        std::fs::write(&p, csv::header() + "\n").unwrap();
+        assert!(append(&p).is_ok());
+    }
+
+    #[test]
+    fn append_refuses_a_sidecar_of_another_recording_as_the_readers_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = 1_700_000_000_000;
+        const HOUR: u64 = 3_600_000;
+        // The sidecar's session ran an hour after the rows.
+        let p = recording(dir.path(), 3, t, Some((t + HOUR, t + HOUR + 500)));
+        let (rows, side) = (
+            std::fs::read(&p).unwrap(),
+            std::fs::read(sidecar_path(&p)).unwrap(),
+        );
+        let err = append(&p).err().unwrap();
+        assert!(matches!(err, OutputError::CannotAppend(..)), "{err}");
+        assert!(err.to_string().contains("does not describe"), "{err}");
+        assert_eq!(std::fs::read(&p).unwrap(), rows);
+        assert_eq!(std::fs::read(sidecar_path(&p)).unwrap(), side);
+        // Its own sidecar (the rows within its session): appended to.
+        let p = recording(dir.path(), 3, t, Some((t, t + 2500)));
+        let out = append(&p).unwrap();
+        assert_eq!(out.earlier_sessions.len(), 1);
     }
 
     /// Takes `left` bytes, then fails as a full disk does (a short write first).
