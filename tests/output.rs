@@ -1255,6 +1255,52 @@ fn append_refuses_a_sidecar_of_another_recording_as_every_reader_does() {
 }
 
 #[test]
+fn force_with_a_command_that_cannot_run_keeps_the_old_recording_as_it_was() {
+    let dir = tempdir();
+    let csv = dir.path().join("a.csv");
+    record_workload(&csv, &["-q", "-i", "50ms", "--anatomy"], &["hold:200ms"])
+        .assert()
+        .success();
+    let jsonl = dir.path().join("j.jsonl");
+    record_workload(&jsonl, &["-q", "-i", "50ms"], &["hold:200ms"])
+        .assert()
+        .success();
+    let before = snapshot(dir.path());
+    assert_eq!(
+        before.len(),
+        4,
+        "a.csv, its sidecar and anatomy table, j.jsonl"
+    );
+    let cases: [(&Path, &[&str], &str, i32); 3] = [
+        (&csv, &["--anatomy"], "/nonexistent/cmd", 127),
+        (&csv, &[], "/etc/passwd", 126),
+        (&jsonl, &[], "/nonexistent/cmd", 127),
+    ];
+    for (out, extra, cmd, code) in cases {
+        let done = memmon()
+            .args(["record", "-q", "--force"])
+            .args(extra)
+            .arg("-o")
+            .arg(out)
+            .args(["--", cmd])
+            .output()
+            .unwrap();
+        let err = stderr_of(&done);
+        assert_eq!(done.status.code(), Some(code), "{cmd}: {err}");
+        assert!(err.contains(&format!("cannot run '{cmd}'")), "{err}");
+        assert_eq!(snapshot(dir.path()), before, "{cmd} onto {}", out.display());
+    }
+    // A command that starts: the old recording is replaced, no temporary file left.
+    record_workload(&csv, &["-q", "--force", "-i", "50ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    let after = snapshot(dir.path());
+    assert_eq!(after.len(), 4, "{after:?}");
+    assert_ne!(after, before);
+    assert!(summary_json(&csv)["samples"].as_u64().unwrap() >= 2);
+}
+
+#[test]
 fn a_deleted_recordings_orphan_sidecar_does_not_need_force() {
     let dir = tempdir();
     let out = dir.path().join("run.csv");

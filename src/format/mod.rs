@@ -24,7 +24,7 @@ pub use read::{
 pub use recording::read_recording;
 
 use crate::model::sample::Sample;
-use crate::output::{At, FileId, OpenError, OutFile, Place};
+use crate::output::{At, FileId, OpenError, OutFile, Pending, Place};
 use meta::{EndInfo, Meta};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -113,6 +113,10 @@ pub struct Output {
     /// The file memmon created for this recording (not one appended to, not a stream): what
     /// `discard` may remove.
     created: Option<FileId>,
+    /// With `--force` over an existing file: the new file, still at a temporary name; it
+    /// replaces the old one at the first successful flush (the metadata's, once the command
+    /// has started), and `discard` removes it, leaving the old recording as it was.
+    pending: Option<Pending>,
     format: Format,
     sink: Box<dyn RowSink + Send>,
     /// A second handle on the file (also on stdout when it is a regular file), to fsync it and
@@ -286,6 +290,7 @@ impl Output {
                 .map_err(|e| cannot(e.into()))?;
         }
         let created = opened.created.then_some(opened.id);
+        let pending = opened.pending;
         let sidecar = side.filter(|_| !opened.stream);
         let mut out = Self::finish_open(
             Some(path),
@@ -297,6 +302,7 @@ impl Output {
             notes,
         )?;
         out.created = created;
+        out.pending = pending;
         out.sidecar_replace = sidecar_replace || append;
         out.earlier_sessions = earlier_sessions;
         Ok(out)
@@ -334,6 +340,7 @@ impl Output {
             path: None,
             place: None,
             created: None,
+            pending: None,
             format,
             sink,
             sync_handle: None,
@@ -474,9 +481,15 @@ impl Output {
 
     /// Removes what memmon created for a recording that is not going to happen (the command
     /// could not be launched): the file and its sidecar, if the names are still memmon's
-    /// files. An existing recording (`--append`), a stream or stdout is left as it is.
-    /// Returns whether the file was removed.
+    /// files. An existing recording (`--append`, or one `--force` was to replace), a stream or
+    /// stdout is left as it is. Returns whether the file was removed.
     pub fn discard(&mut self) -> bool {
+        if let Some(pending) = self.pending.take() {
+            // Never put in place: only the new file goes.
+            drop(pending);
+            self.created = None;
+            return true;
+        }
         let (Some(place), Some(id)) = (&self.place, self.created.take()) else {
             return false;
         };
@@ -492,7 +505,13 @@ impl Output {
     pub fn write_meta(&mut self, meta: &Meta) -> Result<(), OutputError> {
         match self.write_meta_once(meta) {
             Err(OutputError::Write(what, e)) if self.created.is_some() => {
-                let shown = self.describe();
+                let shown = match self.pending {
+                    Some(_) => format!(
+                        "the new file that was to replace {} (left as it was)",
+                        self.describe()
+                    ),
+                    None => self.describe(),
+                };
                 if self.discard() {
                     Err(OutputError::Unwritten(what, e, shown))
                 } else {
@@ -541,6 +560,11 @@ impl Output {
     /// writing into nothing.
     pub fn flush(&mut self) -> Result<(), OutputError> {
         self.sink.flush().map_err(|e| self.err(e))?;
+        if let Some(pending) = self.pending.take() {
+            pending
+                .commit()
+                .map_err(|e| OutputError::Open(PathBuf::from(self.describe()), "replace", e))?;
+        }
         let due = self
             .link_checked
             .is_none_or(|t| t.elapsed() >= LINK_CHECK_EVERY);

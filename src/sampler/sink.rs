@@ -143,7 +143,8 @@ pub struct WithAnatomy {
 
 impl SampleSink for WithAnatomy {
     fn start(&mut self, meta: &Meta) -> Result<(), OutputError> {
-        self.inner.start(meta)
+        self.inner.start(meta)?;
+        self.table.commit()
     }
 
     fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
