@@ -529,6 +529,30 @@ pub struct Opened {
     /// opened for `--append`, and for a stream.
     pub created: bool,
     pub id: FileId,
+    /// With `--force` over an existing file: the new file is still at a temporary name beside
+    /// it, and replaces it only when [`Pending::commit`]ted (once the recording has started);
+    /// dropped uncommitted, it is removed and the existing file is left as it was.
+    pub pending: Option<Pending>,
+}
+
+/// A file that is to replace the name of a [`Place`], not yet put in place (`--force`).
+#[derive(Debug)]
+pub struct Pending {
+    place: Place,
+    tmp: Temp,
+}
+
+impl Pending {
+    /// Renames the new file over the name (replacing whatever is there, never following a
+    /// symlink); refused when the file there is now a recording another process is writing.
+    pub fn commit(mut self) -> Result<(), OpenError> {
+        if let At::Regular(id) = self.place.at()? {
+            self.place.check_unlocked(id)?;
+        }
+        self.place.rename_into_place(&self.tmp.name, true)?;
+        self.tmp.keep = true;
+        Ok(())
+    }
 }
 
 impl Place {
@@ -583,8 +607,9 @@ impl Place {
     }
 
     /// Opens a recording's file, new: created exclusively; with `force` an existing file or
-    /// symlink is replaced by a new file (renamed over it); a FIFO or character device is
-    /// opened as it is (see `open_stream`). The new file is locked for the session.
+    /// symlink is to be replaced by a new file, made at a temporary name and renamed over it
+    /// when the caller commits it (`Opened::pending`); a FIFO or character device is opened as
+    /// it is (see `open_stream`). The new file is locked for the session.
     pub fn create_recording(&self, force: bool) -> Result<Opened, OpenError> {
         for _ in 0..TRIES {
             match self.at()? {
@@ -605,8 +630,17 @@ impl Place {
                     // Locked before it has the name: no one can take it in between.
                     let tmp = self.create_temp()?;
                     lock(&tmp.file)?;
-                    self.rename_into_place(&tmp.name, true)?;
-                    return self.locked(tmp.kept(), true);
+                    let file = tmp.file.try_clone()?;
+                    return Ok(Opened {
+                        file,
+                        stream: false,
+                        created: true,
+                        id: tmp.id,
+                        pending: Some(Pending {
+                            place: self.clone(),
+                            tmp,
+                        }),
+                    });
                 }
                 At::Regular(_) | At::Link => return Err(OpenError::Exists),
                 At::Directory => return Err(OpenError::Directory),
@@ -674,6 +708,7 @@ impl Place {
             stream: false,
             created,
             id,
+            pending: None,
         })
     }
 
@@ -959,6 +994,7 @@ fn stream(file: File) -> Result<Opened, OpenError> {
         stream: true,
         created: false,
         id,
+        pending: None,
     })
 }
 
@@ -971,6 +1007,7 @@ fn stream_kind(st: &rfs::Stat) -> Option<&'static str> {
 }
 
 /// A temporary file of ours, removed when dropped unless kept.
+#[derive(Debug)]
 struct Temp {
     place: Place,
     name: OsString,
@@ -1198,16 +1235,33 @@ mod tests {
         std::fs::write(&victim, "precious").unwrap();
         let out = dir.path().join("run.csv");
         symlink(&victim, &out).unwrap();
-        let mut f = Place::resolve(&out)
+        let mut opened = Place::resolve(&out)
             .unwrap()
             .create_recording(true)
-            .unwrap()
-            .file;
-        f.write_all(b"rows").unwrap();
+            .unwrap();
+        opened.file.write_all(b"rows").unwrap();
+        opened.pending.take().unwrap().commit().unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "rows");
         // And no temporary file is left.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_forced_recording_replaces_the_old_file_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.csv");
+        std::fs::write(&out, "old rows").unwrap();
+        let mut opened = Place::resolve(&out)
+            .unwrap()
+            .create_recording(true)
+            .unwrap();
+        opened.file.write_all(b"new rows").unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "old rows");
+        // Given up (the command could not be run): the new file goes, the old one stays.
+        drop(opened);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "old rows");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

@@ -665,8 +665,9 @@ fn a_disk_that_fills_mid_recording_is_not_said_to_keep_more_than_it_holds() {
     let taken: u64 = caps[2].parse().unwrap();
     assert!(claimed < taken, "{err}");
     let in_file = summary_json(&out)["samples"].as_u64().unwrap();
-    assert!(
-        claimed <= in_file,
+    // Every complete row counts, also those the buffer wrote out between flushes.
+    assert_eq!(
+        claimed, in_file,
         "claims {claimed}, the file holds {in_file}"
     );
 }
@@ -1169,6 +1170,134 @@ fn append_onto_a_file_that_is_not_a_recording_changes_nothing() {
         .assert()
         .success();
     assert!(summary_json(&empty)["samples"].as_u64().unwrap() >= 2);
+}
+
+/// The names in `dir` and the bytes of each file: what a refused or failed run must not change.
+fn snapshot(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name(), std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn append_onto_rows_whose_sidecar_is_missing_is_refused_and_changes_nothing() {
+    let dir = tempdir();
+    let out = dir.path().join("piped.csv");
+    record_workload(&out, &["-q", "-i", "50ms"], &["hold:200ms"])
+        .assert()
+        .success();
+    // As if recorded to a pipe (`memmon record | cat > piped.csv`), or the sidecar lost.
+    std::fs::remove_file(side(&out)).unwrap();
+    let before = snapshot(dir.path());
+    let done = record_workload(&out, &["-q", "--append"], &["hold:10ms"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&done);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("cannot append to {}", out.display()))
+            && err.contains("holds rows but no metadata sidecar"),
+        "{err}"
+    );
+    assert_eq!(snapshot(dir.path()), before, "changed by --append");
+    // `>> piped.csv`: the shell's append is refused the same way, before a byte is written.
+    let done = StdCommand::new(memmon_path())
+        .args(["record", "-q", "--"])
+        .args(workload(&["hold:10ms"]))
+        .stdout(std::fs::OpenOptions::new().append(true).open(&out).unwrap())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = stderr_of(&done);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds rows but no metadata sidecar"), "{err}");
+    assert_eq!(snapshot(dir.path()), before, "changed by >>");
+}
+
+#[test]
+fn append_refuses_a_sidecar_of_another_recording_as_every_reader_does() {
+    let dir = tempdir();
+    let out = dir.path().join("st.csv");
+    record_workload(&out, &["-q", "-i", "50ms"], &["hold:200ms"])
+        .assert()
+        .success();
+    // Another recording's sidecar, made an hour later, copied beside these rows.
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(side(&out)).unwrap()).unwrap();
+    let hour = 3_600_000;
+    m["started_unix_ms"] = (m["started_unix_ms"].as_u64().unwrap() + hour).into();
+    m["end"]["ended_unix_ms"] = (m["end"]["ended_unix_ms"].as_u64().unwrap() + hour).into();
+    std::fs::write(side(&out), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let summary = memmon().arg("summary").arg(&out).output().unwrap();
+    assert_eq!(summary.status.code(), Some(2));
+    assert!(stderr_of(&summary).contains("does not describe"));
+    let before = snapshot(dir.path());
+    let done = record_workload(&out, &["-q", "--append"], &["hold:10ms"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&done);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: does not describe {}",
+            side(&out).display(),
+            out.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+#[test]
+fn force_with_a_command_that_cannot_run_keeps_the_old_recording_as_it_was() {
+    let dir = tempdir();
+    let csv = dir.path().join("a.csv");
+    record_workload(&csv, &["-q", "-i", "50ms", "--anatomy"], &["hold:200ms"])
+        .assert()
+        .success();
+    let jsonl = dir.path().join("j.jsonl");
+    record_workload(&jsonl, &["-q", "-i", "50ms"], &["hold:200ms"])
+        .assert()
+        .success();
+    let before = snapshot(dir.path());
+    assert_eq!(
+        before.len(),
+        4,
+        "a.csv, its sidecar and anatomy table, j.jsonl"
+    );
+    let cases: [(&Path, &[&str], &str, i32); 3] = [
+        (&csv, &["--anatomy"], "/nonexistent/cmd", 127),
+        (&csv, &[], "/etc/passwd", 126),
+        (&jsonl, &[], "/nonexistent/cmd", 127),
+    ];
+    for (out, extra, cmd, code) in cases {
+        let done = memmon()
+            .args(["record", "-q", "--force"])
+            .args(extra)
+            .arg("-o")
+            .arg(out)
+            .args(["--", cmd])
+            .output()
+            .unwrap();
+        let err = stderr_of(&done);
+        assert_eq!(done.status.code(), Some(code), "{cmd}: {err}");
+        assert!(err.contains(&format!("cannot run '{cmd}'")), "{err}");
+        assert_eq!(snapshot(dir.path()), before, "{cmd} onto {}", out.display());
+    }
+    // A command that starts: the old recording is replaced, no temporary file left.
+    record_workload(&csv, &["-q", "--force", "-i", "50ms"], &["hold:100ms"])
+        .assert()
+        .success();
+    let after = snapshot(dir.path());
+    assert_eq!(after.len(), 4, "{after:?}");
+    assert_ne!(after, before);
+    assert!(summary_json(&csv)["samples"].as_u64().unwrap() >= 2);
 }
 
 #[test]

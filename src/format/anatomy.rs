@@ -6,7 +6,7 @@
 
 use super::{absolute, OutputError, ReadError};
 use crate::model::anatomy::Anatomy;
-use crate::output::{At, FileId, Place};
+use crate::output::{At, FileId, Pending, Place};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,6 +28,9 @@ pub struct AnatomyWriter {
     file: File,
     /// The file memmon created (removed when the recording is discarded).
     created: Option<FileId>,
+    /// With `--force` over an existing table: the new one, put in place by `commit` once the
+    /// recording has started (`Output`'s rule).
+    pending: Option<Pending>,
 }
 
 impl AnatomyWriter {
@@ -62,6 +65,7 @@ impl AnatomyWriter {
         }
         Ok(AnatomyWriter {
             created: opened.created.then_some(opened.id),
+            pending: opened.pending,
             path,
             place,
             file: opened.file,
@@ -81,8 +85,22 @@ impl AnatomyWriter {
             .map_err(|e| OutputError::Write(self.path.display().to_string(), e))
     }
 
-    /// Nothing was recorded: removes the file memmon created.
+    /// The recording has started: a table `--force` is to replace is replaced now.
+    pub fn commit(&mut self) -> Result<(), OutputError> {
+        match self.pending.take() {
+            Some(p) => p
+                .commit()
+                .map_err(|e| OutputError::Open(self.path.clone(), "replace", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Nothing was recorded: removes the file memmon created (a table `--force` was to
+    /// replace is left as it was).
     pub fn discard(&mut self) {
+        if self.pending.take().is_some() {
+            self.created = None;
+        }
         if let Some(id) = self.created.take() {
             self.place.remove_if(id);
         }
@@ -168,11 +186,24 @@ mod tests {
         let rss: Vec<u64> = read(&side).unwrap().iter().map(|a| a.rss_bytes).collect();
         assert_eq!(rss, [1, 2]);
         AnatomyWriter::check(&rec, true, false).unwrap();
+        // --force replaces it once the recording has started (committed), not before: a
+        // recording discarded (its command could not be run) leaves the old table.
+        let mut w = AnatomyWriter::create(&rec, true, false).unwrap();
+        w.discard();
+        drop(w);
+        let rss: Vec<u64> = read(&side).unwrap().iter().map(|a| a.rss_bytes).collect();
+        assert_eq!(rss, [1, 2]);
         let mut w = AnatomyWriter::create(&rec, true, false).unwrap();
         w.write(&anatomy(3)).unwrap();
+        w.commit().unwrap();
         drop(w);
         let rss: Vec<u64> = read(&side).unwrap().iter().map(|a| a.rss_bytes).collect();
         assert_eq!(rss, [3]);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file"
+        );
     }
 
     #[test]

@@ -24,11 +24,14 @@ pub use read::{
 pub use recording::read_recording;
 
 use crate::model::sample::Sample;
-use crate::output::{At, FileId, OpenError, OutFile, Place};
+use crate::output::{At, FileId, OpenError, OutFile, Pending, Place};
 use meta::{EndInfo, Meta};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A line that could not be parsed, and why.
 #[derive(Debug)]
@@ -110,6 +113,10 @@ pub struct Output {
     /// The file memmon created for this recording (not one appended to, not a stream): what
     /// `discard` may remove.
     created: Option<FileId>,
+    /// With `--force` over an existing file: the new file, still at a temporary name; it
+    /// replaces the old one at the first successful flush (the metadata's, once the command
+    /// has started), and `discard` removes it, leaving the old recording as it was.
+    pending: Option<Pending>,
     format: Format,
     sink: Box<dyn RowSink + Send>,
     /// A second handle on the file (also on stdout when it is a regular file), to fsync it and
@@ -128,10 +135,11 @@ pub struct Output {
     /// With --append: the metadata of the sessions already in the file, oldest first.
     earlier_sessions: Vec<Meta>,
     meta: Option<Meta>,
-    /// Samples handed to the writer, and those of them known to be in the file (at the last
-    /// successful flush).
+    /// Samples handed to the writer, and those of them known to be in the file (all of them
+    /// at a successful flush; between flushes, those whose bytes the buffer has written out).
     written: u64,
     flushed: u64,
+    tally: Tally,
     /// What the user should know about how the output was opened (a repaired --append, an
     /// orphan sidecar replaced).
     pub notes: Vec<String>,
@@ -273,7 +281,7 @@ impl Output {
             // --append onto an existing file: checked before a byte of it changes.
             let plan = check_append(&opened.file, &path, format)?;
             if let Some(s) = &side {
-                earlier_sessions = read_earlier_sessions(s)?;
+                earlier_sessions = sessions_before(&path, s, plan.rows.as_ref())?;
             }
             write_header = plan.apply(&opened.file, &path, &mut notes)?;
             use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
@@ -282,6 +290,7 @@ impl Output {
                 .map_err(|e| cannot(e.into()))?;
         }
         let created = opened.created.then_some(opened.id);
+        let pending = opened.pending;
         let sidecar = side.filter(|_| !opened.stream);
         let mut out = Self::finish_open(
             Some(path),
@@ -293,6 +302,7 @@ impl Output {
             notes,
         )?;
         out.created = created;
+        out.pending = pending;
         out.sidecar_replace = sidecar_replace || append;
         out.earlier_sessions = earlier_sessions;
         Ok(out)
@@ -312,32 +322,41 @@ impl Output {
             .as_ref()
             .map_or_else(|| "stdout".into(), |p| p.display().to_string());
         let sync_handle = file.try_clone().ok();
-        let out = BufWriter::with_capacity(64 * 1024, OutFile::new(file));
-        let sink: Box<dyn RowSink + Send> = match format {
-            Format::Csv => Box::new(
-                csv::CsvWriter::new(out, write_header).map_err(|e| OutputError::Write(shown, e))?,
-            ),
-            Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
-        };
+        let (sink, tally) = counted_sink(OutFile::new(file), format, write_header)
+            .map_err(|e| OutputError::Write(shown, e))?;
         Ok(Output {
             path,
             place,
+            sidecar,
+            sync_handle,
+            notes,
+            ..Output::over(format, sink, tally)
+        })
+    }
+
+    /// An output writing to `sink`, nothing more known yet (no file, no sidecar).
+    fn over(format: Format, sink: Box<dyn RowSink + Send>, tally: Tally) -> Output {
+        Output {
+            path: None,
+            place: None,
             created: None,
+            pending: None,
             format,
             sink,
-            sync_handle,
+            sync_handle: None,
             _lock: None,
-            sidecar,
+            sidecar: None,
             sidecar_replace: false,
             sidecar_id: None,
             earlier_sessions: Vec::new(),
             meta: None,
             written: 0,
             flushed: 0,
+            tally,
             link_checked: None,
-            notes,
+            notes: Vec::new(),
             stdout_file: None,
-        })
+        }
     }
 
     /// Stdout. When it is a regular file (`> run.csv`), a CSV recording's metadata goes to the
@@ -404,44 +423,29 @@ impl Output {
             (Some(p), Some(f), true) => {
                 let plan = check_append(f, p, format)?;
                 if let Some(s) = &side {
-                    earlier_sessions = read_earlier_sessions(s)?;
+                    earlier_sessions = sessions_before(p, s, plan.rows.as_ref())?;
                 }
                 plan.apply(f, p, &mut notes)?
             }
             (_, _, true) => false,
             (_, _, false) => {
-                if let (Some(s), true) = (&side, appending) {
-                    earlier_sessions = read_earlier_sessions(s)?;
+                if let (Some(s), Some(p), true) = (&side, &file_path, appending) {
+                    earlier_sessions = sessions_before(p, s, None)?;
                 }
                 true
             }
         };
-        let out = BufWriter::with_capacity(64 * 1024, io::stdout());
-        let sink: Box<dyn RowSink + Send> = match format {
-            Format::Csv => Box::new(
-                csv::CsvWriter::new(out, write_header)
-                    .map_err(|e| OutputError::Write("stdout".into(), e))?,
-            ),
-            Format::Jsonl => Box::new(jsonl::JsonlWriter::new(out)),
-        };
+        let (sink, tally) = counted_sink(io::stdout(), format, write_header)
+            .map_err(|e| OutputError::Write("stdout".into(), e))?;
         Ok(Output {
-            path: None,
-            place: None,
-            created: None,
-            format,
-            sink,
             sync_handle: handle,
             _lock: again,
             sidecar: side,
             sidecar_replace: force || appending,
-            sidecar_id: None,
             earlier_sessions,
-            meta: None,
-            written: 0,
-            flushed: 0,
-            link_checked: None,
             notes,
             stdout_file: file_path,
+            ..Output::over(format, sink, tally)
         })
     }
 
@@ -469,16 +473,23 @@ impl Output {
         self.sidecar.as_ref().map(|s| s.path().to_path_buf())
     }
 
-    /// Samples known to be in the file: those written before the last successful flush.
+    /// Samples known to be in the file: those of the last successful flush, and after it
+    /// those whose every byte the OS took (the buffer writes out as it fills).
     pub fn flushed_samples(&self) -> u64 {
-        self.flushed
+        self.flushed + self.tally.reached_rows()
     }
 
     /// Removes what memmon created for a recording that is not going to happen (the command
     /// could not be launched): the file and its sidecar, if the names are still memmon's
-    /// files. An existing recording (`--append`), a stream or stdout is left as it is.
-    /// Returns whether the file was removed.
+    /// files. An existing recording (`--append`, or one `--force` was to replace), a stream or
+    /// stdout is left as it is. Returns whether the file was removed.
     pub fn discard(&mut self) -> bool {
+        if let Some(pending) = self.pending.take() {
+            // Never put in place: only the new file goes.
+            drop(pending);
+            self.created = None;
+            return true;
+        }
         let (Some(place), Some(id)) = (&self.place, self.created.take()) else {
             return false;
         };
@@ -494,7 +505,13 @@ impl Output {
     pub fn write_meta(&mut self, meta: &Meta) -> Result<(), OutputError> {
         match self.write_meta_once(meta) {
             Err(OutputError::Write(what, e)) if self.created.is_some() => {
-                let shown = self.describe();
+                let shown = match self.pending {
+                    Some(_) => format!(
+                        "the new file that was to replace {} (left as it was)",
+                        self.describe()
+                    ),
+                    None => self.describe(),
+                };
                 if self.discard() {
                     Err(OutputError::Unwritten(what, e, shown))
                 } else {
@@ -530,7 +547,12 @@ impl Output {
 
     pub fn write_sample(&mut self, s: &Sample) -> Result<(), OutputError> {
         self.written += 1;
-        self.sink.write_sample(s).map_err(|e| self.err(e))
+        let r = self.sink.write_sample(s);
+        if r.is_ok() {
+            self.tally.row_written();
+        }
+        self.flushed += self.tally.settle();
+        r.map_err(|e| self.err(e))
     }
 
     /// Flushes to the file, and checks (at most every [`LINK_CHECK_EVERY`]) that the file still
@@ -538,6 +560,11 @@ impl Output {
     /// writing into nothing.
     pub fn flush(&mut self) -> Result<(), OutputError> {
         self.sink.flush().map_err(|e| self.err(e))?;
+        if let Some(pending) = self.pending.take() {
+            pending
+                .commit()
+                .map_err(|e| OutputError::Open(PathBuf::from(self.describe()), "replace", e))?;
+        }
         let due = self
             .link_checked
             .is_none_or(|t| t.elapsed() >= LINK_CHECK_EVERY);
@@ -545,6 +572,7 @@ impl Output {
             self.check_linked()?;
         }
         self.flushed = self.written;
+        self.tally.row_ends.clear();
         Ok(())
     }
 
@@ -634,6 +662,88 @@ impl Output {
     }
 }
 
+/// What of a recording's rows reached the file between flushes: the bytes handed to the
+/// buffered writer (`accepted`, above its buffer) and those the OS took from it (`reached`,
+/// below it; a full disk stops it at what the file holds). A row is in the file once the
+/// bytes up to its end have reached it.
+struct Tally {
+    accepted: Arc<AtomicU64>,
+    reached: Arc<AtomicU64>,
+    /// Where each row not yet counted as in the file ends (bytes of the stream), oldest first.
+    row_ends: VecDeque<u64>,
+}
+
+impl Tally {
+    /// A row was handed over whole: it ends where the bytes accepted end now.
+    fn row_written(&mut self) {
+        self.row_ends
+            .push_back(self.accepted.load(Ordering::Relaxed));
+    }
+
+    /// The rows not yet counted whose every byte reached the file.
+    fn reached_rows(&self) -> u64 {
+        let reached = self.reached.load(Ordering::Relaxed);
+        self.row_ends
+            .iter()
+            .take_while(|&&end| end <= reached)
+            .count() as u64
+    }
+
+    /// Counts (and forgets) the rows that reached the file: how many.
+    fn settle(&mut self) -> u64 {
+        let n = self.reached_rows();
+        self.row_ends.drain(..n as usize);
+        n
+    }
+}
+
+/// A writer that counts the bytes its inner writer took.
+struct Counted<W> {
+    inner: W,
+    n: Arc<AtomicU64>,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let k = self.inner.write(buf)?;
+        self.n.fetch_add(k as u64, Ordering::Relaxed);
+        Ok(k)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The row writer of `format` over `out` (a file or stdout), through a 64 KiB buffer whose
+/// bytes are counted on both sides ([`Tally`]); the CSV header first unless `write_header` is
+/// false (appending after one).
+fn counted_sink<W: Write + Send + 'static>(
+    out: W,
+    format: Format,
+    write_header: bool,
+) -> io::Result<(Box<dyn RowSink + Send>, Tally)> {
+    let (accepted, reached) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let below = Counted {
+        inner: out,
+        n: reached.clone(),
+    };
+    let above = Counted {
+        inner: BufWriter::with_capacity(64 * 1024, below),
+        n: accepted.clone(),
+    };
+    let sink: Box<dyn RowSink + Send> = match format {
+        Format::Csv => Box::new(csv::CsvWriter::new(above, write_header)?),
+        Format::Jsonl => Box::new(jsonl::JsonlWriter::new(above)),
+    };
+    let tally = Tally {
+        accepted,
+        reached,
+        row_ends: VecDeque::new(),
+    };
+    Ok((sink, tally))
+}
+
 /// stdout's regular file opened again for reading and writing through /proc/self/fd/1 (the
 /// same file whatever its name is now), checked to be the same file, and locked.
 fn reopen_stdout(handle: &File) -> Result<File, OpenError> {
@@ -648,10 +758,19 @@ fn reopen_stdout(handle: &File) -> Result<File, OpenError> {
 }
 
 /// What appending to an existing recording takes: a header still to write (an empty file),
-/// and an incomplete last line to cut (`keep` bytes of `len` kept).
+/// and an incomplete last line to cut (`keep` bytes of `len` kept); the rows a CSV recording
+/// already holds.
 struct AppendPlan {
     header: bool,
     cut: Option<(u64, u64)>,
+    rows: Option<ExistingRows>,
+}
+
+/// A CSV recording's complete lines after its header, before appending.
+struct ExistingRows {
+    /// The lowest and highest `unix_ms` of its first and last row (`None` where neither
+    /// parses): what a sidecar's sessions must cover.
+    times: Option<(u64, u64)>,
 }
 
 impl AppendPlan {
@@ -684,6 +803,7 @@ fn check_append(f: &File, path: &Path, format: Format) -> Result<AppendPlan, Out
         return Ok(AppendPlan {
             header: true,
             cut: None,
+            rows: None,
         });
     }
     // The first line, read at its offset (the file's own offset is left alone).
@@ -750,32 +870,104 @@ fn check_append(f: &File, path: &Path, format: Format) -> Result<AppendPlan, Out
             break;
         }
     }
+    let body_at = end as u64 + 1;
+    let rows = (format == Format::Csv && keep > body_at).then(|| ExistingRows {
+        times: row_times(f, first, &head[end + 1..], body_at, keep),
+    });
     Ok(AppendPlan {
         header: false,
         cut: (keep < len).then_some((keep, len)),
+        rows,
     })
 }
 
-/// The sessions recorded in a CSV recording's sidecar before this one, oldest first (the
-/// sidecar's own session last, its `earlier_sessions` before it). A missing sidecar is none;
-/// one that cannot be read (a symlink, a FIFO, not valid) is refused rather than replaced.
-fn read_earlier_sessions(side: &Place) -> Result<Vec<Meta>, OutputError> {
-    let refuse = |why: String| OutputError::CannotAppend(side.path().to_path_buf(), why);
-    let text = match side.read_regular(SIDECAR_MAX_BYTES) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Ok(Vec::new()),
-        Err(e) if e.is_refusal() => return Err(refuse(format!("{e}; it is not read"))),
-        Err(e) => return Err(OutputError::Open(side.path().to_path_buf(), "read", e)),
+/// The lowest and highest `unix_ms` of a CSV recording's first row (at the start of `body`,
+/// the head read after the header line) and of its last complete row (ending at `keep`), as
+/// the readers parse them; `None` where neither is a row (damaged, or a line over 64 KiB).
+fn row_times(f: &File, header: &[u8], body: &[u8], body_at: u64, keep: u64) -> Option<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    let layout = csv::CsvLayout::from_header(header.trim_ascii_end()).ok()?;
+    let mut fields = Vec::new();
+    let mut unix_ms = |line: &[u8]| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        layout
+            .parse(line, &mut fields)
+            .ok()
+            .map(|s| s.unix_ms)
+            .filter(|&t| t > 0)
     };
-    parse_sessions(&text).map_err(refuse)
+    let first = memchr::memchr(b'\n', body).and_then(|k| unix_ms(&body[..k]));
+    // The last row: the line before the newline at `keep - 1`, read back at most 64 KiB.
+    let from = body_at.max(keep.saturating_sub(64 * 1024));
+    let mut tail = vec![0u8; (keep - 1 - from) as usize];
+    let last =
+        f.read_exact_at(&mut tail, from)
+            .ok()
+            .and_then(|()| match memchr::memrchr(b'\n', &tail) {
+                Some(i) => unix_ms(&tail[i + 1..]),
+                None if from == body_at => unix_ms(&tail),
+                None => None,
+            });
+    match (first, last) {
+        (Some(a), Some(b)) => Some((a.min(b), a.max(b))),
+        (Some(t), None) | (None, Some(t)) => Some((t, t)),
+        (None, None) => None,
+    }
 }
 
-fn parse_sessions(text: &[u8]) -> Result<Vec<Meta>, String> {
-    let mut last: Meta = serde_json::from_slice(text)
-        .map_err(|e| format!("its metadata is not valid ({e}); it would be lost"))?;
+/// The sessions recorded in CSV recording `csv` before this one, from its sidecar, oldest
+/// first (the sidecar's own session last, its `earlier_sessions` before it). Refused, as every
+/// reader refuses them, when the sidecar cannot be read (a symlink, a FIFO, not valid) or
+/// describes another recording (`recording::check_sidecar_times` on `rows`); and when rows
+/// are there without a sidecar: a new sidecar would hold only the new session, and readers
+/// would give its metadata to the first session's rows. No rows and no sidecar: none.
+fn sessions_before(
+    csv: &Path,
+    side: &Place,
+    rows: Option<&ExistingRows>,
+) -> Result<Vec<Meta>, OutputError> {
+    let refuse = |why: String| OutputError::CannotAppend(csv.to_path_buf(), why);
+    let text = match side.read_regular(SIDECAR_MAX_BYTES) {
+        Ok(Some(t)) => t,
+        Ok(None) if rows.is_some() => {
+            return Err(refuse(format!(
+                "it holds rows but no metadata sidecar ({} is not there; recorded to a pipe, or the sidecar was lost), so a new session's metadata could not be told from theirs: record to a new file (left as it is)",
+                side.path().display()
+            )))
+        }
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) if e.is_refusal() => {
+            return Err(OutputError::CannotAppend(
+                side.path().to_path_buf(),
+                format!("{e}; it is not read"),
+            ))
+        }
+        Err(e) => return Err(OutputError::Open(side.path().to_path_buf(), "read", e)),
+    };
+    let meta = parse_meta(&text)
+        .map_err(|why| OutputError::CannotAppend(side.path().to_path_buf(), why))?;
+    if let Some(times) = rows.and_then(|r| r.times) {
+        recording::check_sidecar_times(side.path(), csv, &meta, times)
+            .map_err(|e| refuse(format!("{e} (left as it is)")))?;
+    }
+    Ok(sessions_of(meta))
+}
+
+fn parse_meta(text: &[u8]) -> Result<Meta, String> {
+    serde_json::from_slice(text)
+        .map_err(|e| format!("its metadata is not valid ({e}); it would be lost"))
+}
+
+/// A sidecar's sessions, oldest first: its `earlier_sessions`, then its own.
+fn sessions_of(mut last: Meta) -> Vec<Meta> {
     let mut all = std::mem::take(&mut last.earlier_sessions);
     all.push(last);
-    Ok(all)
+    all
+}
+
+#[cfg(test)]
+fn parse_sessions(text: &[u8]) -> Result<Vec<Meta>, String> {
+    parse_meta(text).map(sessions_of)
 }
 
 /// `run.csv` → `run.csv.meta.json`.
@@ -839,6 +1031,148 @@ mod tests {
             std::fs::read_to_string(sidecar_path(&p)).unwrap(),
             "{ not json"
         );
+    }
+
+    /// A finished CSV recording of `rows` samples one second apart from `t0` (unix ms), with
+    /// a sidecar of a session that ran from `started` to `ended` when `started` is given.
+    fn recording(dir: &Path, rows: u64, t0: u64, started: Option<(u64, u64)>) -> PathBuf {
+        let p = dir.join("r.csv");
+        let mut buf = Vec::new();
+        let mut w = csv::CsvWriter::new(&mut buf, true).unwrap();
+        for i in 0..rows {
+            let s = Sample {
+                unix_ms: t0 + i * 1000,
+                elapsed_s: i as f64,
+                rss_bytes: 1 << 20,
+                processes: 1,
+                ..Sample::default()
+            };
+            w.write_sample(&s).unwrap();
+        }
+        drop(w);
+        std::fs::write(&p, buf).unwrap();
+        if let Some((started, ended)) = started {
+            let meta = Meta {
+                started_unix_ms: started,
+                end: Some(EndInfo {
+                    ended_unix_ms: ended,
+                    ..EndInfo::default()
+                }),
+                ..Meta::example("pid")
+            };
+            std::fs::write(sidecar_path(&p), serde_json::to_vec(&meta).unwrap()).unwrap();
+        }
+        p
+    }
+
+    fn append(p: &Path) -> Result<Output, OutputError> {
+        Output::create(Some(p), Format::Csv, false, true)
+    }
+
+    #[test]
+    fn append_onto_rows_without_a_sidecar_is_refused_leaving_the_file_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = 1_700_000_000_000;
+        let p = recording(dir.path(), 3, t, None);
+        let before = std::fs::read(&p).unwrap();
+        let err = append(&p).err().unwrap();
+        assert!(matches!(err, OutputError::CannotAppend(..)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("holds rows but no metadata sidecar"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), before);
+        assert!(!sidecar_path(&p).exists());
+        // A header alone has no session to mistake: appended to.
+        std::fs::write(&p, csv::header() + "\n").unwrap();
+        assert!(append(&p).is_ok());
+    }
+
+    #[test]
+    fn append_refuses_a_sidecar_of_another_recording_as_the_readers_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = 1_700_000_000_000;
+        const HOUR: u64 = 3_600_000;
+        // The sidecar's session ran an hour after the rows.
+        let p = recording(dir.path(), 3, t, Some((t + HOUR, t + HOUR + 500)));
+        let (rows, side) = (
+            std::fs::read(&p).unwrap(),
+            std::fs::read(sidecar_path(&p)).unwrap(),
+        );
+        let err = append(&p).err().unwrap();
+        assert!(matches!(err, OutputError::CannotAppend(..)), "{err}");
+        assert!(err.to_string().contains("does not describe"), "{err}");
+        assert_eq!(std::fs::read(&p).unwrap(), rows);
+        assert_eq!(std::fs::read(sidecar_path(&p)).unwrap(), side);
+        // Its own sidecar (the rows within its session): appended to.
+        let p = recording(dir.path(), 3, t, Some((t, t + 2500)));
+        let out = append(&p).unwrap();
+        assert_eq!(out.earlier_sessions.len(), 1);
+    }
+
+    /// Takes `left` bytes, then fails as a full disk does (a short write first).
+    struct FailAfter {
+        left: usize,
+    }
+
+    impl Write for FailAfter {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.left == 0 {
+                return Err(io::Error::from_raw_os_error(28));
+            }
+            let k = buf.len().min(self.left);
+            self.left -= k;
+            Ok(k)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn rows_the_buffer_wrote_out_before_a_full_disk_count_as_kept() {
+        use crate::sampler::sink::SampleSink;
+        let sample = |i: u64| Sample {
+            unix_ms: 1_700_000_000_000 + i,
+            elapsed_s: i as f64 / 1000.0,
+            rss_bytes: 123_456_789 + i,
+            processes: 1,
+            ..Sample::default()
+        };
+        for left in [0, 10, 100_000, 150_003] {
+            // What reached the disk: the rows whose every byte is within `left`.
+            let mut all = Vec::new();
+            let mut w = csv::CsvWriter::new(&mut all, true).unwrap();
+            for i in 0..5000 {
+                w.write_sample(&sample(i)).unwrap();
+            }
+            drop(w);
+            let in_file = all[..left.min(all.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                .saturating_sub(1) as u64; // the header's
+            let (sink, tally) = counted_sink(FailAfter { left }, Format::Csv, true).unwrap();
+            let mut out = Output::over(Format::Csv, sink, tally);
+            let mut taken = 0;
+            for i in 0..5000 {
+                taken += 1;
+                if out.write_sample(&sample(i)).is_err() {
+                    break;
+                }
+            }
+            assert!(taken < 5000, "the disk filled");
+            assert_eq!(out.flushed_samples(), in_file, "{left} bytes");
+            assert!(out.flush().is_err());
+            assert_eq!(out.flushed_samples(), in_file, "{left} bytes, flushed");
+            let said = out.kept(taken, false);
+            assert!(
+                said.starts_with(&format!("at least {in_file} of the {taken} samples")),
+                "{said}"
+            );
+        }
     }
 
     #[test]

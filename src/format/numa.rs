@@ -48,6 +48,11 @@ impl NumaWriter {
         let path = absolute(&side_path(recording));
         let cannot = |e| OutputError::Open(path.clone(), "append to", e);
         let (_, opened) = super::open_side_table(&path, force, append, "the NUMA table")?;
+        // Made once the recording has started: a table `--force` replaces is replaced now.
+        if let Some(p) = opened.pending {
+            p.commit()
+                .map_err(|e| OutputError::Open(path.clone(), "replace", e))?;
+        }
         let mut file = opened.file;
         let head = header(nodes);
         // The existing header, when appending (its first line only: a table may be long).

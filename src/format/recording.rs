@@ -335,7 +335,7 @@ const SIDECAR_CLOCK_SLACK_MS: u64 = 10_000;
 /// within the sessions' span pass whatever their gaps (a target waited for, `--append`ed
 /// sessions); a last session with no end (a killed recorder) bounds nothing after its start;
 /// a sidecar with no times (0) is not judged.
-fn check_sidecar_times(
+pub(super) fn check_sidecar_times(
     side: &Path,
     csv: &Path,
     meta: &Meta,

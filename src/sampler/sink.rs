@@ -105,7 +105,8 @@ impl SampleSink for Output {
         Output::path(self).is_none()
     }
 
-    /// Only what the last successful flush put in the file is counted as kept.
+    /// Only the rows whose every byte reached the file are counted as kept: those of the last
+    /// successful flush, and those the buffer wrote out after it.
     fn kept(&self, samples: u64, removed: bool) -> String {
         let place = self.describe();
         let taken = crate::units::count(samples, "sample");
@@ -120,7 +121,7 @@ impl SampleSink for Output {
             )
         } else {
             format!(
-                "at least {kept} of the {taken} taken reached {place} (those of its last successful flush); later ones may be lost"
+                "at least {kept} of the {taken} taken reached {place} (the rows written whole before the error); later ones may be lost"
             )
         }
     }
@@ -142,7 +143,8 @@ pub struct WithAnatomy {
 
 impl SampleSink for WithAnatomy {
     fn start(&mut self, meta: &Meta) -> Result<(), OutputError> {
-        self.inner.start(meta)
+        self.inner.start(meta)?;
+        self.table.commit()
     }
 
     fn sample(&mut self, s: &Sample) -> Result<(), OutputError> {
