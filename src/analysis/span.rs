@@ -714,6 +714,8 @@ pub struct SpanAcc {
     open_hwm: u64,
     open_top_rss: u64,
     open_cgroup_peak: Option<u64>,
+    /// The opening row's cgroup usage.
+    open_cgroup: Option<u64>,
     /// The largest VmHWM and cgroup peak of the rows after the opening one.
     hwm_after: Option<u64>,
     cgroup_peak_after: Option<u64>,
@@ -777,6 +779,7 @@ impl SpanAcc {
             open_hwm: s.hwm_bytes,
             open_top_rss: s.top_rss_bytes,
             open_cgroup_peak: s.cgroup_peak_bytes,
+            open_cgroup: s.cgroup_bytes,
             hwm_after: None,
             cgroup_peak_after: None,
             departed: 0,
@@ -823,6 +826,7 @@ impl SpanAcc {
             open_hwm: 0,
             open_top_rss: 0,
             open_cgroup_peak: None,
+            open_cgroup: None,
             hwm_after: None,
             cgroup_peak_after: None,
             departed: 0,
@@ -1182,6 +1186,7 @@ impl SpanAcc {
             peak_gpu_bytes: self.peak_gpu,
             gpu_kernel: self.gpu_hwm.decide(ctx.gpu, ctx.gpu_after_last_row),
             cgroup_sampled_peak_bytes: self.cgroup_max,
+            start_cgroup_bytes: self.open_cgroup,
             complete,
         }
     }
@@ -1309,6 +1314,10 @@ pub struct Span {
     /// With a cgroup recorded: the largest `cgroup_bytes` sampled in the span.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup_sampled_peak_bytes: Option<u64>,
+    /// With a cgroup recorded: its usage at the span's opening row (the floor, in the cgroup
+    /// peak's own counter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_cgroup_bytes: Option<u64>,
     /// Closed by the next marker (phases) or its run-end (runs); false when the recording (or
     /// its session) ended first.
     pub complete: bool,

@@ -133,7 +133,11 @@ pub struct RunResult {
     /// The daemon's RSS just before and just after the run (`None` without a daemon).
     pub rss_before_bytes: Option<u64>,
     pub rss_after_bytes: Option<u64>,
-    /// Peak (on the bench's basis) minus the RSS before the run: what the run itself needed
+    /// The cgroup's usage at the run's start, when a cgroup is read (a daemon's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_before_bytes: Option<u64>,
+    /// Peak (on the bench's basis) minus the floor before the run in the peak's own counter
+    /// (the cgroup's usage for a cgroup peak, else the RSS before): what the run itself needed
     /// above the idle floor.
     pub peak_over_floor_bytes: Option<u64>,
     /// CPU time the daemon's tree used during the run, user and system, in seconds: each
@@ -198,6 +202,7 @@ impl RunResult {
             facts: span.facts,
             samples: span.samples,
             cgroup_sampled_peak_bytes: span.cgroup_sampled_peak_bytes,
+            cgroup_before_bytes: None,
             rss_before_bytes: None,
             rss_after_bytes: None,
             peak_over_floor_bytes: None,
@@ -335,8 +340,15 @@ impl BenchReport {
         self.peak_basis = crate::model::peak::common_basis(self.runs.iter().map(|r| &r.facts));
         let basis = self.peak_basis;
         for r in &mut self.runs {
-            r.peak_over_floor_bytes = r
-                .rss_before_bytes
+            // The floor in the peak's own counter: a cgroup's peak counts each page once and
+            // pages charged elsewhere (the page cache of a binary) not at all, an RSS sum
+            // otherwise.
+            let floor = match basis {
+                PeakBasis::Cgroup => r.cgroup_before_bytes,
+                _ => r.rss_before_bytes,
+            };
+            r.peak_over_floor_bytes = floor
+                .filter(|_| r.rss_before_bytes.is_some())
                 .map(|before| r.peak_on(basis).bytes.saturating_sub(before));
         }
         let walls: Vec<f64> = self.runs.iter().map(|r| r.wall_s).collect();
@@ -381,5 +393,68 @@ impl BenchReport {
                 )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A daemon's run: RSS before, the cgroup's usage at its start, and the tree's peak by
+    /// the kernel and (where given) by its cgroup.
+    fn run(rss_before: u64, cgroup: Option<(u64, u64)>) -> RunResult {
+        let span = crate::analysis::span::SpanAcc::open(&Default::default()).close(
+            String::new(),
+            None,
+            false,
+            &Default::default(),
+        );
+        let mut r = RunResult::of_span(1, 0, 1.0, &span);
+        r.facts.kernel_peak_rss_bytes = Some(250 * MIB);
+        if let Some((before, peak)) = cgroup {
+            r.facts.cgroup_peak_bytes = Some(peak);
+            r.facts.cgroup_holds_tree = true;
+            r.cgroup_before_bytes = Some(before);
+        }
+        r.rss_before_bytes = Some(rss_before);
+        r
+    }
+
+    fn finished(runs: Vec<RunResult>) -> BenchReport {
+        let mut b = BenchReport {
+            memmon_version: "0".into(),
+            mode: "daemon",
+            daemon: None,
+            client: "c".into(),
+            interval: "1s".into(),
+            warmup_runs: 0,
+            runs_requested: 1,
+            recording: None,
+            peak_basis: PeakBasis::Sampled,
+            runs,
+            stats: None,
+            leak: None,
+            notes: vec![],
+            complete: true,
+            stopped: None,
+            anatomy: Vec::new(),
+        };
+        b.finish();
+        b
+    }
+
+    #[test]
+    fn over_floor_takes_the_floor_in_the_peaks_own_counter() {
+        // A cgroup's peak (257 MiB) less its usage at the start (97 MiB), not less the RSS
+        // before (99 MiB, which counts a binary's page cache the cgroup was never charged).
+        let b = finished(vec![run(99 * MIB, Some((97 * MIB, 257 * MIB)))]);
+        assert_eq!(b.peak_basis, PeakBasis::Cgroup);
+        assert_eq!(b.runs[0].peak_over_floor_bytes, Some(160 * MIB));
+        // A kernel peak less the RSS before.
+        let b = finished(vec![run(99 * MIB, None)]);
+        assert_eq!(b.peak_basis, PeakBasis::Kernel);
+        assert_eq!(b.runs[0].peak_over_floor_bytes, Some(151 * MIB));
     }
 }

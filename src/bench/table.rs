@@ -104,10 +104,10 @@ pub fn shared_pages_note(report: &BenchReport) -> Option<String> {
         } else {
             ""
         },
-        if report.daemon.is_some() {
-            ", Over floor, RSS before and after"
-        } else {
-            ""
+        match (report.daemon.is_some(), report.peak_basis) {
+            (true, PeakBasis::Cgroup) => ", RSS before and after",
+            (true, _) => ", Over floor, RSS before and after",
+            (false, _) => "",
         },
         if once.is_empty() {
             " (--pss for a sum that counts them once)".to_string()
@@ -155,6 +155,21 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
             _ => String::new(),
         }
     ));
+    if basis == PeakBasis::Cgroup {
+        let over = report
+            .runs
+            .iter()
+            .any(|r| r.peak_over_floor_bytes.is_some());
+        o.push(format!(
+            "note: {}Sampled{} count in RSS pages charged to another cgroup (a binary's page cache), the cgroup's Peak does not: Sampled may be above it",
+            if over {
+                "Over floor is the cgroup's peak less the cgroup's usage at the run's start, in the same counter; "
+            } else {
+                ""
+            },
+            if over { " and RSS before" } else { "" }
+        ));
+    }
     let above: Vec<String> = report
         .runs
         .iter()

@@ -357,6 +357,7 @@ fn run_result(
         samples: summary.samples,
         cgroup_sampled_peak_bytes: summary.cgroup.as_ref().map(|c| c.largest_current_bytes),
         rss_before_bytes: None,
+        cgroup_before_bytes: None,
         rss_after_bytes: None,
         peak_over_floor_bytes: None,
         daemon_user_s: None,

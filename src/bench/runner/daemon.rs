@@ -355,6 +355,7 @@ impl Daemon {
         r.exit_code = end.code;
         r.exit_signal = end.signal;
         r.rss_before_bytes = Some(span.start_rss_bytes);
+        r.cgroup_before_bytes = span.start_cgroup_bytes;
         r.rss_after_bytes = Some(last.rss_bytes);
         r.processes_after = Some(last.processes);
         r.daemon_user_s = cpu.map(|c| c.0);
