@@ -119,7 +119,8 @@ struct Pending {
     /// The session the span is in (from 1).
     session: u32,
     complete: bool,
-    tail: Option<(u64, PeakSource)>,
+    /// What the end record gave after the span's last row, for the span open at the end.
+    tail: AfterRows,
     /// A command bench's run: what its own end record gave after its last row, and its
     /// command's wall time.
     run_end: Option<(EndTail, Option<f64>)>,
@@ -131,13 +132,26 @@ struct Pending {
     ends_at_s: Option<f64>,
 }
 
+/// What came after the last row of a session, read as the target or the recorder ended: the
+/// last tree's exit records (`exit_peak_after_last_sample_bytes`), the cgroup's peak file and
+/// the GPU's accounting mark read then. The span still open then takes them as one more row,
+/// under its own window (after a reset at its opening marker, the peak file holds its own).
+#[derive(Debug, Clone, Copy, Default)]
+struct AfterRows {
+    kernel: Option<(u64, PeakSource)>,
+    cgroup: Option<u64>,
+    gpu: Option<u64>,
+}
+
 impl Pending {
     /// The span, decided under `ctx` (the session's), with what came after its last row.
     fn close(self, ctx: &SpanContext) -> Span {
         let session = self.run.map(|_| self.session);
         let Some((tail, wall)) = self.run_end else {
             let ctx = SpanContext {
-                kernel_after_last_row: self.tail,
+                kernel_after_last_row: self.tail.kernel,
+                cgroup_after_last_row: self.tail.cgroup,
+                gpu_after_last_row: self.tail.gpu,
                 // The last tree's exit records (`exit_peak_after_last_sample_bytes`).
                 kernel_after_last_row_of_last_tree: true,
                 ..*ctx
@@ -379,10 +393,20 @@ impl PhaseBuilder {
         // What came after the last row the recorder wrote is the open spans' only when that
         // row is the last one read.
         let after_rows = !std::mem::take(&mut self.rows_lost);
-        let tail = end
-            .exit_peak_after_last_sample_bytes
-            .filter(|_| after_rows)
-            .map(|b| (b, PeakSource::Vmhwm));
+        // (Not a schema 1 recording's cgroup peak: over the whole recording, not read apart
+        // after its last row.)
+        let tail = AfterRows {
+            kernel: end
+                .exit_peak_after_last_sample_bytes
+                .map(|b| (b, PeakSource::Vmhwm)),
+            cgroup: end.cgroup.as_ref().and_then(|c| c.final_peak_bytes),
+            gpu: end.gpu.as_ref().and_then(|g| g.hwm_after_last_row_bytes),
+        };
+        let tail = if after_rows {
+            tail
+        } else {
+            AfterRows::default()
+        };
         if let Some(sum) = end
             .exit_hwm_sum_after_last_sample_bytes
             .filter(|_| after_rows)
@@ -438,7 +462,7 @@ impl PhaseBuilder {
             run: Some(r.run),
             session,
             complete: true,
-            tail: None,
+            tail: AfterRows::default(),
             run_end: Some((EndTail::of(&r.end, bound), r.end.command_wall_s)),
             client_wall: None,
             ends_at_s: None,
@@ -461,8 +485,8 @@ impl PhaseBuilder {
         if self.timeline.push(s).new_session {
             // A new session (--append) without an end record before it: its clock restarts,
             // so nothing spans it.
-            self.close_phase(false, None);
-            self.close_run(false, None);
+            self.close_phase(false, AfterRows::default());
+            self.close_run(false, AfterRows::default());
             self.session_start_s = s.elapsed_s;
         } else if first {
             self.session_start_s = s.elapsed_s;
@@ -478,7 +502,7 @@ impl PhaseBuilder {
                         p.mark_late();
                     }
                 }
-                self.close_phase(true, None);
+                self.close_phase(true, AfterRows::default());
                 let mut opened = SpanAcc::open(s);
                 if late {
                     opened.mark_late();
@@ -487,7 +511,7 @@ impl PhaseBuilder {
                 self.add_to_run(s);
             }
             Some(Event::RunStart(n)) => {
-                self.close_run(false, None);
+                self.close_run(false, AfterRows::default());
                 let mut opened = if self.windows.runs_launched {
                     SpanAcc::open_session(s)
                 } else {
@@ -508,7 +532,7 @@ impl PhaseBuilder {
                             r.mark_late();
                         }
                     }
-                    self.close_run(true, None);
+                    self.close_run(true, AfterRows::default());
                 }
             }
             _ => {
@@ -530,7 +554,7 @@ impl PhaseBuilder {
         }
     }
 
-    fn close_phase(&mut self, complete: bool, tail: Option<(u64, PeakSource)>) {
+    fn close_phase(&mut self, complete: bool, tail: AfterRows) {
         if let Some((acc, label)) = self.phase.take() {
             let p = Pending {
                 acc,
@@ -547,7 +571,7 @@ impl PhaseBuilder {
         }
     }
 
-    fn close_run(&mut self, complete: bool, tail: Option<(u64, PeakSource)>) {
+    fn close_run(&mut self, complete: bool, tail: AfterRows) {
         if let Some((acc, n)) = self.run.take() {
             let p = Pending {
                 acc,
@@ -572,7 +596,7 @@ impl PhaseBuilder {
             run: None,
             session: self.session_now(),
             complete: false,
-            tail: None,
+            tail: AfterRows::default(),
             run_end: None,
             client_wall: None,
             ends_at_s: None,
@@ -583,7 +607,7 @@ impl PhaseBuilder {
             run: Some(*n),
             session: self.session_now(),
             complete: false,
-            tail: None,
+            tail: AfterRows::default(),
             run_end: None,
             client_wall: None,
             ends_at_s: None,
@@ -1550,6 +1574,37 @@ mod tests {
                 && text.contains("300.0 MiB *")
                 && text.contains("110.0 MiB (sampled)"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_last_phase_takes_the_cgroups_peak_read_after_the_last_row() {
+        // The command spiked to 90 MiB after the last row and exited: the peak file read at
+        // the end (after the reset at mark b) is phase b's, exact, not the 10 MiB of its rows.
+        let rows = [
+            cg(0.0, 10, 10, mark("a")),
+            cg(0.2, 10, 10, mark("b")),
+            cg(0.7, 10, 10, None),
+        ];
+        let end = EndInfo {
+            cgroup: Some(crate::format::meta::CgroupEnd::example_own(90 * MIB)),
+            ..EndInfo::default()
+        };
+        let m = Meta {
+            cgroup: Some(crate::format::meta::CgroupMeta {
+                path: "/d".into(),
+                version: crate::probe::cgroup::CgroupVersion::V2,
+                own: true,
+                holds_tree: true,
+                not_the_tree: None,
+            }),
+            ..meta(true, true)
+        };
+        let p = build(&rows, Some(&m), Some(&end)).phases;
+        assert_eq!(p[0].peak.bytes, 10 * MIB);
+        assert_eq!(
+            (p[1].peak.bytes, p[1].peak.source, p[1].peak.exact),
+            (90 * MIB, PeakSource::Cgroup, true)
         );
     }
 
