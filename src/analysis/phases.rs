@@ -1574,6 +1574,13 @@ mod tests {
                 && text.contains("300.0 MiB *")
                 && text.contains("110.0 MiB (sampled)"),
             "{text}"
+        ); // A late boundary: the cgroup's peak is no more exact than the peak column says.
+        let mut late = ph.clone();
+        late.phases[0].facts.late_boundary = true;
+        let text = late.render();
+        assert!(
+            text.contains("300.0 MiB (late)") && !text.contains("300.0 MiB *"),
+            "{text}"
         );
     }
 

@@ -296,6 +296,10 @@ impl SpanColumns {
         if self.cgroup {
             row.push(
                 match (s.facts.cgroup_peak_bytes, s.cgroup_sampled_peak_bytes) {
+                    // Exact as the peak column is: not where a boundary came late or rows
+                    // were lost.
+                    (Some(p), _) if s.facts.late_boundary => format!("{} (late)", fmt_bytes(p)),
+                    (Some(p), _) if s.facts.rows_lost => fmt_bytes(p),
                     (Some(p), _) => format!("{} *", fmt_bytes(p)),
                     (None, Some(c)) => format!("{} (sampled)", fmt_bytes(c)),
                     (None, None) => "-".into(),
