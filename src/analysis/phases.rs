@@ -146,7 +146,7 @@ struct AfterRows {
 impl Pending {
     /// The span, decided under `ctx` (the session's), with what came after its last row.
     fn close(self, ctx: &SpanContext) -> Span {
-        let session = self.run.map(|_| self.session);
+        let session = Some(self.session);
         let Some((tail, wall)) = self.run_end else {
             let ctx = SpanContext {
                 kernel_after_last_row: self.tail.kernel,
@@ -188,8 +188,9 @@ pub fn run_label(run: u32, session: Option<u32>) -> String {
     }
 }
 
-/// The session of each run, kept only where the runs come from more than one session (their
-/// numbers alone are then not unique), with the labels that say it.
+/// The session of each span, kept only where the spans come from more than one session (a
+/// run's number, a phase's start alone are then not unique), with the labels of the runs that
+/// say it.
 fn label_sessions(runs: &mut [Span]) {
     let first = runs.first().and_then(|r| r.session);
     let several = runs.iter().any(|r| r.session != first);
@@ -615,6 +616,8 @@ impl PhaseBuilder {
         let (phases, unlisted_phases, later) = self.phases.finish(&self.windows.phase, open_phase);
         let (mut runs, unlisted_runs, _) = self.runs.finish(&self.windows.run, open_run);
         label_sessions(&mut runs);
+        let mut phases = phases;
+        label_sessions(&mut phases);
         let mut sums = LabelSums::default();
         phases.iter().for_each(|p| sums.add(p));
         sums.merge(&later);
@@ -1407,6 +1410,31 @@ mod tests {
         assert_eq!(p.phases.len(), 1);
         assert_eq!(p.phases[0].duration_s, 0.0);
         assert!(!p.phases[0].complete);
+    }
+
+    #[test]
+    fn phases_of_several_sessions_say_which_their_start_is_in() {
+        // Two sessions with a phase each, both 0.5 s into their own session's clock.
+        let rows = [
+            s(0.0, 10, 10, Some(Event::Start)),
+            s(0.5, 10, 10, mark("x")),
+            s(1.0, 10, 10, None),
+            s(0.0, 10, 10, Some(Event::Start)),
+            s(0.5, 10, 10, mark("x")),
+            s(1.0, 10, 10, None),
+        ];
+        let p = build(&rows, None, None);
+        let sessions: Vec<Option<u32>> = p.phases.iter().map(|s| s.session).collect();
+        assert_eq!(sessions, [Some(1), Some(2)]);
+        let text = p.render();
+        assert!(
+            text.contains("s1 +500 ms") && text.contains("s2 +500 ms") && text.contains("sK +T"),
+            "{text}"
+        );
+        // One session: no session said.
+        let one = build(&rows[..3], None, None);
+        assert_eq!(one.phases[0].session, None);
+        assert!(!one.render().contains("s1 +"), "{}", one.render());
     }
 
     #[test]

@@ -158,9 +158,11 @@ impl SpanColumns {
     fn notes(&self, kind: &str, spans: &[Span]) -> Vec<String> {
         let mut notes = Vec::new();
         if spans.iter().any(|s| s.session.is_some()) {
-            notes.push(
-                "sK run N: run N of session K of this --append'ed recording (each bench numbers its runs from 1; the sessions are listed above)".into(),
-            );
+            notes.push(if kind == "runs" {
+                "sK run N: run N of session K of this --append'ed recording (each bench numbers its runs from 1; the sessions are listed above)".into()
+            } else {
+                "sK +T: T into session K of this --append'ed recording, on that session's clock (the sessions are listed above)".into()
+            });
         }
         let partial = |s: &&Span| s.peak.scope.is_partial();
         if spans
@@ -264,7 +266,11 @@ impl SpanColumns {
     fn row(&self, s: &Span) -> Vec<String> {
         let mut row = vec![
             s.label.clone(),
-            format!("+{}", fmt_seconds(s.start_elapsed_s)),
+            // A phase of one session of several: its start on that session's clock, named.
+            match s.session.filter(|_| s.run.is_none()) {
+                Some(k) => format!("s{k} +{}", fmt_seconds(s.start_elapsed_s)),
+                None => format!("+{}", fmt_seconds(s.start_elapsed_s)),
+            },
             format!(
                 "{}{}",
                 fmt_seconds(s.duration_s),
