@@ -469,7 +469,7 @@ pub struct AnatomyAt {
     pub resident_known: bool,
     /// Processes whose maps were read (none: the anatomy holds nothing of the tree).
     pub processes: u32,
-    /// The processes not read, or read without smaps, and why (`PID N (comm): why`).
+    /// The processes whose maps were not read, and why (`PID N (comm): why`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_read: Vec<String>,
 }

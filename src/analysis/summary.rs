@@ -1477,7 +1477,10 @@ impl Summary {
                         "lines were taken out of the file after the recording".into(),
                     )
                 };
-                let peak = if self.peak.exact {
+                let peak = if self.peak.exact && loss.sidecar {
+                    // The sidecar's reading is this file's only if the sidecar is.
+                    "its peak is exact if the sidecar is this file's (its end record's own reading covers the rows lost), but every number taken from rows (sampled peak, idle floor, mean, phases, runs) stops at the last row left"
+                } else if self.peak.exact {
                     "its peak is still exact (the end record's own reading covers them), but every number taken from rows (sampled peak, idle floor, mean, phases, runs) stops at the last row left"
                 } else if self.facts.rows_lost {
                     "its peak is exact only up to the last row left, not the recording's: the rows lost may hold a higher one"
@@ -2184,9 +2187,8 @@ mod tests {
             (90 * MIB, PeakSource::RuMaxrss, true)
         );
         assert!(
-            sum.warnings
-                .iter()
-                .any(|w| w.contains("3 rows lost") && w.contains("its peak is still exact")),
+            sum.warnings.iter().any(|w| w.contains("3 rows lost")
+                && w.contains("its peak is exact if the sidecar is this file's")),
             "{:?}",
             sum.warnings
         );

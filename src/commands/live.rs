@@ -1,5 +1,6 @@
-//! The live status line of `record`: elapsed time, current RSS, peak so far, samples and
-//! missed ticks, redrawn in place on stderr at most 4 times a second — only when stderr is a
+//! The live status line of `record`: elapsed time, current RSS, the sampled peak so far (the
+//! largest RSS read; the summary at the end gives the peak), samples and missed ticks, redrawn
+//! in place on stderr at most 4 times a second — only when stderr is a
 //! terminal, `--quiet` is off, and the data is not going to that same terminal (stdout, no
 //! `-o`: the line would be drawn into the rows). Nothing of it reaches the recording.
 
@@ -39,7 +40,7 @@ impl LiveLine {
         }
         self.last_draw = Some(now);
         let line = format!(
-            "\r\x1b[Kmemmon: {}  RSS {}  peak {}  {}  {} missed",
+            "\r\x1b[Kmemmon: {}  RSS {}  sampled peak {}  {}  {} missed",
             fmt_seconds(elapsed_s),
             fmt_bytes(rss),
             fmt_bytes(self.peak),

@@ -331,19 +331,13 @@ impl Anatomy {
         !self.groups.is_empty() && self.groups.iter().all(|g| g.resident.is_some())
     }
 
-    /// The processes whose maps or smaps were not read, each `PID N (comm): why`.
+    /// The processes whose maps were not read, each `PID N (comm): why` (one read without its
+    /// smaps is in the anatomy, in virtual sizes, as the measure's words say).
     pub fn unread_words(&self) -> Vec<String> {
         self.unread
             .iter()
-            .map(|u| {
-                format!(
-                    "PID {} ({}){}: {}",
-                    u.pid,
-                    u.comm,
-                    if u.maps_read { ", its smaps" } else { "" },
-                    u.why
-                )
-            })
+            .filter(|u| !u.maps_read)
+            .map(|u| format!("PID {} ({}): {}", u.pid, u.comm, u.why))
             .collect()
     }
 

@@ -260,7 +260,7 @@ impl Daemon {
             }
             if !self.hwm_reset_ok && !report.notes.iter().any(|n| n.contains("VmHWM")) {
                 report.notes.push(
-                    "the daemon's VmHWM could not be reset (writing 5 to /proc/PID/clear_refs needs its owner or root): peaks are sampled, and can miss short spikes"
+                    "the daemon's VmHWM could not be reset (writing 5 to /proc/PID/clear_refs needs its owner or root): a run's kernel peak counts only where the mark rose above every earlier one (then exact); elsewhere its peak is sampled and can miss short spikes"
                         .into(),
                 );
             }
