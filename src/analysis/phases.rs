@@ -1559,6 +1559,16 @@ mod tests {
         assert!(p.phases[0].facts.late_boundary && p.phases[1].facts.late_boundary);
         let text = p.render();
         assert!(text.contains("(late)"), "{text}");
+        // Every boundary late: the title says so, not to record with --phase-peaks.
+        let mut all_late = p.clone();
+        all_late.phases.truncate(2);
+        let text = all_late.render();
+        assert!(
+            text.contains(
+                "no exact peak: every phase's boundary came more than 5 ms after its marker (late)"
+            ),
+            "{text}"
+        );
     }
 
     /// A row with the cgroup columns: usage and the peak file.

@@ -72,6 +72,24 @@ fn peak_legend(spans: &[Span]) -> String {
     kinds.join("; ")
 }
 
+/// Why no span of a table has an exact peak, with what would give one: every boundary came
+/// late, or the advice that fits (a cgroup is not advised to a tree that has one).
+fn no_exact_peak(kind: &str, spans: &[Span]) -> String {
+    if spans.iter().all(|s| s.facts.late_boundary) {
+        return format!(
+            "no exact peak: every {} boundary came more than 5 ms after its marker (late)",
+            if kind == "runs" { "run's" } else { "phase's" }
+        );
+    }
+    let cgroup = spans.iter().any(|s| s.facts.cgroup_holds_tree);
+    match (kind, cgroup) {
+        ("runs", false) => "no exact peak: give the tree a cgroup of its own, or let memmon read exit records (as root, without --no-taskstats)".into(),
+        ("runs", true) => "no exact peak: let memmon read exit records (as root, without --no-taskstats)".into(),
+        (_, false) => "no exact peak: record with --phase-peaks, or give the tree a cgroup".into(),
+        (_, true) => "no exact peak: record with --phase-peaks".into(),
+    }
+}
+
 fn spans_table(kind: &str, spans: &[Span]) -> Table {
     let exact = spans.iter().filter(|s| s.peak.exact).count();
     let title = format!(
@@ -79,11 +97,7 @@ fn spans_table(kind: &str, spans: &[Span]) -> Table {
         if exact == spans.len() {
             "peaks exact for all".to_string()
         } else if exact == 0 {
-            match kind {
-                "runs" => "no exact peak: give the tree a cgroup of its own, or let memmon read exit records (as root, without --no-taskstats)",
-                _ => "no exact peak: record with --phase-peaks, or give the tree a cgroup",
-            }
-            .to_string()
+            no_exact_peak(kind, spans)
         } else {
             format!("peaks exact for {exact} of {}", spans.len())
         },
