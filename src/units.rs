@@ -132,14 +132,15 @@ pub fn fmt_seconds(secs: f64) -> String {
     if secs < 0.0 {
         return format!("-{}", fmt_seconds(-secs));
     }
-    if secs < 1.0 {
-        let ms = secs * 1e3;
-        if ms < 1.0 {
-            return format!("{:.0} µs", secs * 1e6);
-        }
-        return format!("{ms:.0} ms");
+    // Each unit as long as its rounded value stays below the next (999.6 ms is `1.00 s`, not
+    // `1000 ms`).
+    if (secs * 1e6).round() < 1000.0 {
+        return format!("{:.0} µs", secs * 1e6);
     }
-    if secs < 60.0 {
+    if (secs * 1e3).round() < 1000.0 {
+        return format!("{:.0} ms", secs * 1e3);
+    }
+    if (secs * 100.0).round() < 6000.0 {
         return format!("{secs:.2} s");
     }
     let total = secs.round() as u64;
@@ -278,6 +279,23 @@ mod tests {
             assert!(e.contains("--interval") && e.contains("100us"), "{e}");
         }
         assert!(parse_interval("banana").is_err());
+    }
+
+    #[test]
+    fn seconds_take_the_unit_their_rounded_value_fits() {
+        for (secs, shown) in [
+            (0.000_000_4, "0 µs"),
+            (0.000_999_6, "1 ms"),
+            (0.012_3, "12 ms"),
+            (0.999_4, "999 ms"),
+            (0.999_6, "1.00 s"),
+            (1.234, "1.23 s"),
+            (59.996, "1 min 00 s"),
+            (3_600.0, "1 h 00 min"),
+            (-0.5, "-500 ms"),
+        ] {
+            assert_eq!(fmt_seconds(secs), shown, "{secs}");
+        }
     }
 
     #[test]
