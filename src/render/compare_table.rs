@@ -453,6 +453,19 @@ fn runs(c: &Comparison, o: &mut String) {
             );
         }
     }
+    // A floor above a cgroup's peak: two counters, not a contradiction.
+    let above = c.base.runs.iter().chain(&c.new.runs).any(|r| {
+        let p = r.peak_on(c.peak_basis);
+        r.samples > 0
+            && p.source == crate::model::peak::PeakSource::Cgroup
+            && r.idle_rss_bytes > p.bytes
+    });
+    if above {
+        let _ = writeln!(
+            o,
+            "  note: a floor above its cgroup peak: the floor is an RSS sum, which counts pages charged to another cgroup (a binary's page cache), the cgroup's peak does not"
+        );
+    }
 }
 
 /// The side-by-side table: a row per metric, both sides' means and ranges, the change and the
@@ -777,5 +790,26 @@ mod tests {
         ] {
             assert!(text.contains(word), "{word} missing in:\n{text}");
         }
+        assert!(!text.contains("a floor above its cgroup peak"), "{text}");
+    }
+
+    #[test]
+    fn a_floor_above_a_cgroups_peak_is_explained() {
+        // A launched command in memmon's cgroup: its binary's page cache counts in the RSS
+        // floor, not in the cgroup's peak.
+        let cg = |file: &str| {
+            let mut r = run(file, 50 << 20);
+            r.facts.cgroup_peak_bytes = Some(48 << 20);
+            r.facts.cgroup_holds_tree = true;
+            r.peak = r.facts.decide();
+            r.idle_rss_bytes = 52 << 20;
+            r
+        };
+        let c = Comparison::new(vec![cg("a")], vec![cg("b")], None, 1.0, &[]);
+        let text = render(&c);
+        assert!(
+            text.contains("note: a floor above its cgroup peak"),
+            "{text}"
+        );
     }
 }
