@@ -1182,17 +1182,21 @@ mod tests {
         let r = Run::from_summary(&s.finish(None, None), None);
         assert_eq!((r.peak.bytes, r.peak.source), (120, PeakSource::Vmhwm));
         let mut s = SummaryBuilder::new();
+        let mib = 1 << 20;
         s.push(&Sample {
-            rss_bytes: 90,
-            top_rss_bytes: 60,
-            hwm_bytes: 70,
+            rss_bytes: 90 * mib,
+            top_rss_bytes: 60 * mib,
+            hwm_bytes: 70 * mib,
             processes: 2,
             ..Sample::default()
         });
         let r = Run::from_summary(&s.finish(None, None), None);
-        // The largest process's VmHWM (70) did not rise: no kernel peak; the sampled sum (90)
-        // is the tree's, a lower bound.
-        assert_eq!((r.peak.bytes, r.peak.source), (90, PeakSource::Sampled));
+        // The largest process's VmHWM (70 MiB, above every RSS of the row) did not rise: no
+        // kernel peak; the sampled sum (90 MiB) is the tree's, a lower bound.
+        assert_eq!(
+            (r.peak.bytes, r.peak.source),
+            (90 * mib, PeakSource::Sampled)
+        );
         assert_eq!(r.peak.scope, PeakScope::Tree);
         assert!(!r.peak.exact);
     }

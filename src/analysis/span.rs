@@ -1053,6 +1053,13 @@ impl SpanAcc {
         match window {
             Window::FromOpen => Some(self.open_hwm.max(after.unwrap_or(0))),
             Window::AfterOpen => after,
+            // A mark no higher than the opening row's largest RSS (within the counters'
+            // batching) was reached at that row: the process holding that RSS has a mark at
+            // least that, so the largest mark is its RSS there, in the span, and nothing
+            // before the span was higher.
+            Window::IfRises if self.open_hwm <= self.open_top_rss.saturating_add(bound_bytes) => {
+                Some(self.open_hwm.max(after.unwrap_or(0)))
+            }
             Window::IfRises => after.filter(|&a| a > self.open_hwm),
             // Equal within the counters' batching: a reset sets VmHWM to an RSS read a moment
             // before or after the one sampled.

@@ -1866,6 +1866,34 @@ mod tests {
     }
 
     #[test]
+    fn a_mark_no_higher_than_the_first_rows_rss_was_reached_in_the_recording() {
+        // Attached as the process held its highest so far (VmHWM = VmRSS, 300 MiB): its mark
+        // never rose after, but it was reached at the first row, so it is the recording's
+        // exact peak, not a mark set before.
+        let rows = [
+            s(0.0, 300 * MIB, 300 * MIB),
+            s(1.0, 100 * MIB, 300 * MIB),
+            s(2.0, 120 * MIB, 300 * MIB),
+        ];
+        let sum = summarize(&rows, Some(&meta("pid", false)), None);
+        assert_eq!(
+            (sum.peak.bytes, sum.peak.source, sum.peak.exact),
+            (300 * MIB, PeakSource::Vmhwm, true)
+        );
+        assert_eq!(
+            sum.kernel_peak_window,
+            KernelPeakWindow::RoseDuringRecording
+        );
+        assert_eq!(sum.lifetime_peak_rss_bytes, None);
+        // A mark above the first row's RSS by more than the counters' batching stays the
+        // lifetime's.
+        let rows = [s(0.0, 299 * MIB, 300 * MIB), s(1.0, 100 * MIB, 300 * MIB)];
+        let sum = summarize(&rows, Some(&meta("pid", false)), None);
+        assert_eq!(sum.kernel_peak_window, KernelPeakWindow::BeforeRecording);
+        assert!(!sum.peak.exact);
+    }
+
+    #[test]
     fn a_refused_reset_says_why_and_what_would_make_it_work_not_to_reset() {
         let rows: Vec<Sample> = (0..5).map(|t| s(t as f64, 10 * MIB, 800 * MIB)).collect();
         let m = meta("pid", true);
