@@ -304,6 +304,13 @@ fn memmon_mark_without_a_recorder_exits_3() {
         .assert()
         .code(3)
         .stderr(predicate::str::contains("no recorder is listening on"));
+    // A path no socket can have (longer than sun_path) is bad input, as `record` says of it.
+    let long = dir.path().join("x".repeat(120));
+    memmon()
+        .args(["mark", "x", "--socket", long.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be a socket's path"));
 }
 
 #[test]

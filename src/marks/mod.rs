@@ -52,11 +52,12 @@ impl MarkError {
             MarkError::NoRecorder { .. } | MarkError::Send(socket::SocketError::Connect(..)) => {
                 Class::NoTarget
             }
-            MarkError::Send(_) | MarkError::NotTaken { .. } => Class::Failure,
             MarkError::Flag(_)
+            | MarkError::Send(socket::SocketError::BadPath(..))
             | MarkError::Bind(_)
             | MarkError::EmptyLabel
             | MarkError::SeveralRecorders { .. } => Class::Usage,
+            MarkError::Send(_) | MarkError::NotTaken { .. } => Class::Failure,
         }
     }
 }

@@ -49,6 +49,8 @@ pub enum SocketError {
     Create(PathBuf, std::io::Error),
     #[error("no recorder is listening on {0}: {1}")]
     Connect(PathBuf, std::io::Error),
+    #[error("{0} cannot be a socket's path: {1}")]
+    BadPath(PathBuf, std::io::Error),
     #[error("cannot connect to {0}: permission denied (a recorder's socket is mode 0600, in a private directory: send markers as the user who runs the recorder, or as root)")]
     Denied(PathBuf),
     #[error("no reply from the recorder on {0}: {1}")]
@@ -442,6 +444,8 @@ fn hung_up(client: &UnixStream) -> bool {
 pub fn send(path: &Path, label: &str) -> Result<Reply, SocketError> {
     let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::PermissionDenied => SocketError::Denied(path.to_path_buf()),
+        // Longer than a socket's path may be: no recorder could ever listen there.
+        std::io::ErrorKind::InvalidInput => SocketError::BadPath(path.to_path_buf(), e),
         _ => SocketError::Connect(path.to_path_buf(), e),
     })?;
     let no_reply = |e: std::io::Error| SocketError::NoReply(path.to_path_buf(), e.to_string());
