@@ -85,6 +85,8 @@ fn main() {
                 text.contains(&format!("peak {}", fmt_bytes(spike))),
                 "the 1-sample spike is drawn and labelled"
             );
+            // plot never replaces a file unasked: the next round draws a new one.
+            std::fs::remove_file(&svg).unwrap();
         }
         let png = dir.path().join("plot.png");
         let t0 = Instant::now();
