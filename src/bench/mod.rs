@@ -397,6 +397,31 @@ impl BenchReport {
 }
 
 #[cfg(test)]
+impl BenchReport {
+    /// For the tests: a complete bench of `runs`, not yet finished (`finish`).
+    pub fn example(runs: Vec<RunResult>) -> BenchReport {
+        BenchReport {
+            memmon_version: "0".into(),
+            mode: "command",
+            daemon: None,
+            client: "c".into(),
+            interval: "1s".into(),
+            warmup_runs: 0,
+            runs_requested: 1,
+            recording: None,
+            peak_basis: PeakBasis::Sampled,
+            runs,
+            stats: None,
+            leak: None,
+            notes: vec![],
+            complete: true,
+            stopped: None,
+            anatomy: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -423,24 +448,7 @@ mod tests {
     }
 
     fn finished(runs: Vec<RunResult>) -> BenchReport {
-        let mut b = BenchReport {
-            memmon_version: "0".into(),
-            mode: "daemon",
-            daemon: None,
-            client: "c".into(),
-            interval: "1s".into(),
-            warmup_runs: 0,
-            runs_requested: 1,
-            recording: None,
-            peak_basis: PeakBasis::Sampled,
-            runs,
-            stats: None,
-            leak: None,
-            notes: vec![],
-            complete: true,
-            stopped: None,
-            anatomy: Vec::new(),
-        };
+        let mut b = BenchReport::example(runs);
         b.finish();
         b
     }

@@ -181,24 +181,7 @@ mod tests {
     use super::*;
 
     fn report(runs: Vec<RunResult>) -> BenchReport {
-        BenchReport {
-            memmon_version: "0".into(),
-            mode: "command",
-            daemon: None,
-            client: "c".into(),
-            interval: "1s".into(),
-            warmup_runs: 0,
-            runs_requested: 1,
-            recording: None,
-            peak_basis: crate::model::peak::PeakBasis::Sampled,
-            runs,
-            stats: None,
-            leak: None,
-            notes: vec![],
-            complete: true,
-            stopped: None,
-            anatomy: Vec::new(),
-        }
+        BenchReport::example(runs)
     }
 
     #[test]
