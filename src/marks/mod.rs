@@ -216,7 +216,7 @@ impl MarkSetup {
             sources.log = Some(follower.spawn(pattern, control.clone()));
         }
         if let Some(pattern) = self.stdout_pattern {
-            if let Some(pipe) = rec.take_command_stdout() {
+            if let Some(pipe) = rec.take_command_stdout_for_markers() {
                 sources.relay = Some(stdout::spawn_relay(
                     pipe,
                     pattern,

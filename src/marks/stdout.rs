@@ -3,7 +3,7 @@
 //! goes to stdout) and sends a marker for each line that matches.
 
 use super::{send_mark, MarkPattern};
-use crate::sampler::record::ControlHandle;
+use crate::sampler::record::{Control, ControlHandle};
 use std::io::{BufRead, BufReader, Write};
 use std::process::ChildStdout;
 use std::sync::mpsc;
@@ -29,6 +29,7 @@ pub fn spawn_relay(
         .name("memmon-mark-stdout".into())
         .spawn(move || {
             relay(pipe, &pattern, &control, to_stderr);
+            control.send(Control::OutputEnded);
             let _ = tx.send(());
         })
         .ok();

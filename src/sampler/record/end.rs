@@ -15,6 +15,9 @@ impl Recorder {
     /// the end record is written and the summary made.
     pub(super) fn stop(mut self, stop: Stop, mut run: RunState) -> anyhow::Result<Outcome> {
         let target_lives = !matches!(stop, Stop::TargetExited | Stop::Failed(_));
+        if matches!(stop, Stop::TargetExited) {
+            self.wait_for_relayed_markers(&mut run);
+        }
         run.queued.extend(self.control_rx.try_iter());
         if matches!(stop, Stop::Failed(_)) {
             // The failure is what is reported; no more samples are taken.
@@ -90,6 +93,30 @@ impl Recorder {
         let mut outcome = self.finish(end, Some(exit), None)?;
         outcome.signal = signal;
         Ok(outcome)
+    }
+
+    /// A launched command's last lines reach `--mark-stdout`'s relay as the command exits, and
+    /// the exit is often seen first: waits (at most 1 s: a daemonized descendant may hold the
+    /// pipe open) until the relay has read the output to its end, so each marker it found is
+    /// among those said to be untaken, never lost without a word.
+    fn wait_for_relayed_markers(&mut self, run: &mut RunState) {
+        if !self.stdout_relayed
+            || run
+                .queued
+                .iter()
+                .any(|s| matches!(s.msg, Control::OutputEnded))
+        {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.control_rx.recv_timeout(left) {
+                Ok(stamped) if matches!(stamped.msg, Control::OutputEnded) => break,
+                Ok(stamped) => run.queued.push_back(stamped),
+                Err(_) => break,
+            }
+        }
+        self.stdout_relayed = false;
     }
 
     /// With `--pss`, when the recording stops while the target lives: one more row with a PSS

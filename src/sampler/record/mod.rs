@@ -145,6 +145,11 @@ pub enum Control {
     AnatomyDone,
     /// End the recording as if a signal had arrived (reason `stopped`).
     Stop,
+    /// The launched command's stdout has ended (`--mark-stdout`'s relay): every marker found in
+    /// it was sent before this. A command that prints its last marker and exits is seen to exit
+    /// before that marker arrives; the recorder waits for this before it says which markers it
+    /// could not take.
+    OutputEnded,
 }
 
 /// A control message and when what it stands for happened (its `event_lag_us` counts from
@@ -280,6 +285,9 @@ pub struct Recorder {
     reset_failures: u64,
     /// A daemon bench's client times (`Control::ClientWall`), for the end record.
     client_walls: Vec<crate::format::meta::ClientWall>,
+    /// The launched command's stdout goes to `--mark-stdout`'s relay, which has not yet said
+    /// that it ended (`Control::OutputEnded`).
+    stdout_relayed: bool,
     /// The metadata written at the start: the summary at the end reads it as `summary` would.
     meta: Meta,
     /// Told of the start, each sample and the end.
@@ -319,6 +327,14 @@ impl Recorder {
     /// The launched command's stdout pipe, when `capture_stdout` asked for one (taken once).
     pub fn take_command_stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.launched.as_mut().and_then(Launched::take_stdout)
+    }
+
+    /// `take_command_stdout` for `--mark-stdout`'s relay, which sends `Control::OutputEnded`
+    /// once it has read the output to its end: at the command's exit the recorder waits for it.
+    pub fn take_command_stdout_for_markers(&mut self) -> Option<std::process::ChildStdout> {
+        let pipe = self.take_command_stdout();
+        self.stdout_relayed = pipe.is_some();
+        pipe
     }
 
     /// True when the kernel's exit records are read (taskstats).
@@ -525,6 +541,7 @@ impl Recorder {
                 let _ = reply.send(self.watch.tree().map_or((0, 0), |t| t.cpu_ticks()));
             }
             Control::ClientWall(w) => self.client_walls.push(w),
+            Control::OutputEnded => self.stdout_relayed = false,
         }
         Step::Wake { early }
     }

@@ -161,6 +161,7 @@ impl Recorder {
             samples: 0,
             reset_failures: 0,
             client_walls: Vec::new(),
+            stdout_relayed: false,
             meta,
             observer,
             report,
