@@ -4,6 +4,7 @@
 //! notes saying what the peak is.
 
 use super::{BenchReport, PeakBasis, RunResult};
+use crate::render::table::text_width;
 use crate::units::{fmt_bytes, fmt_bytes_signed};
 use std::fmt::Write as _;
 
@@ -403,8 +404,8 @@ fn render_runs(o: &mut String, report: &BenchReport) {
         .map(|(i, c)| {
             cells
                 .iter()
-                .map(|row| row[i].chars().count())
-                .chain([c.head.len()])
+                .map(|row| text_width(&row[i]))
+                .chain([text_width(c.head)])
                 .max()
                 .unwrap_or(0)
         })
@@ -413,7 +414,7 @@ fn render_runs(o: &mut String, report: &BenchReport) {
     let line = |row: Vec<&str>| {
         let mut l = String::from(" ");
         for (i, cell) in row.iter().enumerate() {
-            let pad = " ".repeat(widths[i] - cell.chars().count());
+            let pad = " ".repeat(widths[i] - text_width(cell));
             if cols[i].head == "Source" {
                 l += &format!(" {cell}{pad} ");
             } else {

@@ -3,6 +3,7 @@
 //! A `bench -o` recording gives one run per bench run (analysis/compare.rs), and the header says
 //! how many runs came from which file.
 
+use super::table::text_width;
 use crate::analysis::compare::{
     Comparison, Delta, Gate, GateResult, Measure, Measured, Metric, Recording, Run, Side, Split,
     Verdict,
@@ -425,7 +426,7 @@ fn runs(c: &Comparison, o: &mut String) {
         .runs
         .iter()
         .chain(&c.new.runs)
-        .map(|r| display_name(&r.file).chars().count())
+        .map(|r| text_width(&display_name(&r.file)))
         .max()
         .unwrap_or(0);
     for (side, s) in [("base", &c.base), ("new ", &c.new)] {
@@ -446,7 +447,7 @@ fn runs(c: &Comparison, o: &mut String) {
             let _ = writeln!(
                 o,
                 "  {side}  {name}{}  peak {} ({}{up_to}), {floor}, {}",
-                " ".repeat(width - name.chars().count()),
+                " ".repeat(width - text_width(&name)),
                 peak.cell(),
                 peak.source.key(),
                 fmt_seconds(r.duration_s)
@@ -538,13 +539,13 @@ fn table(c: &Comparison, o: &mut String) {
     let mut widths = [0usize; 8];
     for r in &rows {
         for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(text_width(cell));
         }
     }
     for r in &rows {
         let mut line = String::from(" ");
         for (i, (cell, w)) in r.iter().zip(widths).enumerate() {
-            let pad = w - cell.chars().count();
+            let pad = w - text_width(cell);
             // Text columns left-aligned, numbers right-aligned.
             if i == 0 || i == 7 {
                 let _ = write!(line, " {cell}{}", " ".repeat(pad));

@@ -19,6 +19,13 @@ pub struct Table {
     pub footer: Vec<String>,
 }
 
+/// How many terminal columns `s` takes: a CJK character or an emoji takes two, a combining
+/// accent none. Every text table pads its cells by this, so a marker's label, a command name or
+/// a file name in another script keeps the columns after it aligned.
+pub fn text_width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
 impl Table {
     /// The table as the summary prints it: the title indented two spaces, notes and rows
     /// four, the columns right-aligned but the first.
@@ -31,8 +38,8 @@ impl Table {
             .map(|i| {
                 self.rows
                     .iter()
-                    .map(|r| r[i].chars().count())
-                    .chain([self.head[i].chars().count()])
+                    .map(|r| text_width(&r[i]))
+                    .chain([text_width(&self.head[i])])
                     .max()
                     .unwrap_or(0)
             })
@@ -40,7 +47,7 @@ impl Table {
         let line = |cells: &[String]| {
             let mut l = String::from("   ");
             for (i, c) in cells.iter().enumerate() {
-                let pad = widths[i] - c.chars().count();
+                let pad = widths[i] - text_width(c);
                 if i == 0 {
                     let _ = write!(l, " {c}{}", " ".repeat(pad));
                 } else {
@@ -110,6 +117,31 @@ mod tests {
             o,
             "  phases (* exact)\n    tree: bounds\n    label         peak\n    prove   1.00 GiB *\n    <idle>    12.0 MiB\n    and 3 more phases not listed\n"
         );
+    }
+
+    #[test]
+    fn a_label_in_a_wide_script_keeps_the_columns_after_it_aligned() {
+        let mut t = table();
+        // Two CJK characters take four columns, an emoji two, a combining accent none.
+        t.rows[0][0] = "証明".into();
+        t.rows.push(vec!["🔥 hot".into(), "3.00 MiB".into()]);
+        t.rows.push(vec!["cafe\u{301}".into(), "1.00 MiB".into()]);
+        let mut o = String::new();
+        t.write_text(&mut o);
+        let rows: Vec<&str> = o.lines().skip(2).take(5).collect();
+        assert_eq!(
+            rows,
+            [
+                "    label         peak",
+                "    証明    1.00 GiB *",
+                "    <idle>    12.0 MiB",
+                "    🔥 hot    3.00 MiB",
+                "    cafe\u{301}      1.00 MiB",
+            ]
+        );
+        // Every row ends in the same terminal column.
+        let ends: Vec<usize> = rows.iter().map(|r| text_width(r)).collect();
+        assert!(ends.iter().all(|&e| e == ends[0]), "{ends:?}");
     }
 
     #[test]
