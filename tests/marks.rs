@@ -375,6 +375,80 @@ fn a_marker_printed_as_the_command_exits_is_on_a_row_or_named_as_not_taken() {
     }
 }
 
+/// A pids cgroup a test may make and limit: v1's pids hierarchy, or a v2 one with the pids
+/// controller. `None`, with a message, where the test cannot.
+fn pids_hierarchy() -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: making a cgroup needs root");
+        return None;
+    }
+    let v1 = Path::new("/sys/fs/cgroup/pids");
+    if v1.join("cgroup.procs").exists() {
+        return Some(v1.to_path_buf());
+    }
+    let v2 = Path::new("/sys/fs/cgroup");
+    if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+    {
+        return Some(v2.to_path_buf());
+    }
+    eprintln!("skipped: no pids controller is mounted");
+    None
+}
+
+#[test]
+fn a_marker_source_whose_thread_cannot_start_is_named_never_silently_gone() {
+    // In a container at its `pids.max`, memmon may not get the threads its marker sources run
+    // on. The relay's thread carries the command's stdout: without it that output and its
+    // markers are gone, and the user must be told. memmon runs here in a pids cgroup limited
+    // to n tasks, for n from too few for anything to enough for everything.
+    let Some(base) = pids_hierarchy() else {
+        return;
+    };
+    let cg = crate::cgroup::TestCgroup::new(&base, "threads");
+    let dir = tempdir();
+    let mut relay_refused = 0;
+    for n in (3..=10).chain([64]) {
+        std::fs::write(cg.0.join("pids.max"), n.to_string()).unwrap();
+        let out = dir.path().join(format!("n{n}.csv"));
+        // The shell moves itself into the cgroup, then becomes memmon.
+        let o = StdCommand::new("sh")
+            .args([
+                "-c",
+                r#"echo $$ > "$1/cgroup.procs" && shift && exec "$@""#,
+                "sh",
+            ])
+            .arg(&cg.0)
+            .arg(memmon_path())
+            .args(["record", "-i", "100ms", "-o", out.to_str().unwrap()])
+            .args(["--mark-stdout", PHASE_RE, "--", "sh", "-c"])
+            .arg("echo phase one; read x < /dev/null; echo phase two")
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let refused = stderr.contains("--mark-stdout: cannot start the thread that relays");
+        relay_refused += usize::from(refused);
+        if !stdout.contains("phase one") || !stdout.contains("phase two") {
+            assert!(
+                refused || stderr.contains("memmon: error"),
+                "pids.max {n}: the command's output was lost without a word\nstdout: {stdout}\nstderr: {stderr}"
+            );
+        }
+        if n == 64 {
+            assert!(o.status.success(), "{stderr}");
+            assert_eq!(stdout, "phase one\nphase two\n", "{stderr}");
+            assert!(!stderr.contains("cannot start"), "{stderr}");
+        }
+    }
+    assert!(
+        relay_refused > 0,
+        "no limit from 3 to 10 tasks left the relay without its thread: the test did not test it"
+    );
+}
+
 #[test]
 fn mark_stdout_needs_a_launched_command() {
     memmon()

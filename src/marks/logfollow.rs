@@ -184,8 +184,12 @@ impl LogFollower {
     }
 
     /// Follows the log on a thread, sending a marker for each matching line, until dropped or
-    /// the recording ends.
-    pub fn spawn(mut self, pattern: MarkPattern, control: ControlHandle) -> Following {
+    /// the recording ends. An error: the thread could not be started.
+    pub fn spawn(
+        mut self,
+        pattern: MarkPattern,
+        control: ControlHandle,
+    ) -> std::io::Result<Following> {
         let worker = Worker::spawn("memmon-mark-log", move |stop| {
             let mut lines = Vec::new();
             let mut watch = Watch::new(&self.path);
@@ -220,7 +224,7 @@ impl LogFollower {
                 }
             }
         });
-        Following { _worker: worker }
+        Ok(Following { _worker: worker? })
     }
 }
 

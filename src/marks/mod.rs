@@ -196,33 +196,47 @@ impl MarkSetup {
         if let Some(w) = &self.no_socket_warning {
             report.warning(w);
         }
-        if let Some(listener) = &self.socket {
-            report.note(&format!(
-                "add a marker with: memmon mark LABEL --socket {}",
-                listener.path().display()
-            ));
-        }
-        if let (Some(follower), Some(pattern)) = (&self.log, &self.log_pattern) {
-            report.note(&format!(
-                "following {} for markers (lines matching {})",
-                follower.path().display(),
-                pattern.re.as_str()
-            ));
-        }
         if let Some(listener) = self.socket {
-            sources.socket = Some(listener.serve(control.clone()));
+            let path = listener.path().to_path_buf();
+            match listener.serve(control.clone()) {
+                Ok(serving) => {
+                    sources.socket = Some(serving);
+                    report.note(&format!(
+                        "add a marker with: memmon mark LABEL --socket {}",
+                        path.display()
+                    ));
+                }
+                Err(e) => report.warning(&format!(
+                    "no marker socket: cannot start its thread ({e}); `memmon mark` will not reach this recording"
+                )),
+            }
         }
         if let (Some(follower), Some(pattern)) = (self.log, self.log_pattern) {
-            sources.log = Some(follower.spawn(pattern, control.clone()));
+            let path = follower.path().to_path_buf();
+            let re = pattern.re.as_str().to_string();
+            match follower.spawn(pattern, control.clone()) {
+                Ok(following) => {
+                    sources.log = Some(following);
+                    report.note(&format!(
+                        "following {} for markers (lines matching {re})",
+                        path.display()
+                    ));
+                }
+                Err(e) => report.warning(&format!(
+                    "--mark-log {}: cannot start the thread that follows it ({e}); its lines give no markers",
+                    path.display()
+                )),
+            }
         }
         if let Some(pattern) = self.stdout_pattern {
             if let Some(pipe) = rec.take_command_stdout_for_markers() {
-                sources.relay = Some(stdout::spawn_relay(
-                    pipe,
-                    pattern,
-                    control,
-                    stdout_to_stderr,
-                ));
+                match stdout::spawn_relay(pipe, pattern, control, stdout_to_stderr) {
+                    Ok(relay) => sources.relay = Some(relay),
+                    Err(e) => report.warning(&format!(
+                        "--mark-stdout: cannot start the thread that relays the command's output ({e}); \
+                         that output is lost and gives no markers"
+                    )),
+                }
             }
         }
         sources
@@ -369,14 +383,21 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub(crate) fn spawn(name: &str, f: impl FnOnce(&Stop) + Send + 'static) -> Worker {
+    /// Starts `f` on a thread named `name`; a thread that cannot be started (a `pids.max` or
+    /// `RLIMIT_NPROC` reached) is an error for the caller to tell, not a source gone quiet.
+    pub(crate) fn spawn(
+        name: &str,
+        f: impl FnOnce(&Stop) + Send + 'static,
+    ) -> std::io::Result<Worker> {
         let stop = Arc::new(Stop::new());
         let theirs = stop.clone();
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || f(&theirs))
-            .ok();
-        Worker { stop, thread }
+            .spawn(move || f(&theirs))?;
+        Ok(Worker {
+            stop,
+            thread: Some(thread),
+        })
     }
 }
 

@@ -226,8 +226,9 @@ impl Listener {
     }
 
     /// Answers requests until the returned value is dropped, which removes the socket file:
-    /// a thread accepts, and each client is answered on a thread of its own.
-    pub fn serve(self, control: ControlHandle) -> Serving {
+    /// a thread accepts, and each client is answered on a thread of its own. An error: the
+    /// accepting thread could not be started (the socket file is removed).
+    pub fn serve(self, control: ControlHandle) -> std::io::Result<Serving> {
         let Listener { listener, file } = self;
         let worker = Worker::spawn("memmon-socket", move |stop| {
             let active = Arc::new(AtomicUsize::new(0));
@@ -256,10 +257,10 @@ impl Listener {
                 }
             }
         });
-        Serving {
-            _worker: worker,
+        Ok(Serving {
+            _worker: worker?,
             _file: file,
-        }
+        })
     }
 }
 

@@ -17,23 +17,33 @@ pub struct Relay {
 }
 
 /// Starts relaying `pipe`. Each line is written (and flushed) before its marker is sent, so
-/// the output a user sees never waits on memmon.
+/// the output a user sees never waits on memmon. An error: the thread could not be started;
+/// the recorder is then told at once that the output ended, so it waits for nothing.
 pub fn spawn_relay(
     pipe: ChildStdout,
     pattern: MarkPattern,
     control: ControlHandle,
     to_stderr: bool,
-) -> Relay {
+) -> std::io::Result<Relay> {
     let (tx, done) = mpsc::channel();
+    let ended = control.clone();
     let thread = std::thread::Builder::new()
         .name("memmon-mark-stdout".into())
         .spawn(move || {
             relay(pipe, &pattern, &control, to_stderr);
             control.send(Control::OutputEnded);
             let _ = tx.send(());
-        })
-        .ok();
-    Relay { thread, done }
+        });
+    match thread {
+        Ok(t) => Ok(Relay {
+            thread: Some(t),
+            done,
+        }),
+        Err(e) => {
+            ended.send(Control::OutputEnded);
+            Err(e)
+        }
+    }
 }
 
 fn relay(pipe: ChildStdout, pattern: &MarkPattern, control: &ControlHandle, to_stderr: bool) {

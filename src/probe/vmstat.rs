@@ -31,6 +31,9 @@ pub enum VmstatError {
     Io(PathBuf, io::Error),
     #[error("cannot parse {0}: {1}")]
     Parse(PathBuf, String),
+    /// The thread that reads the file once a second could not be started.
+    #[error("cannot start the thread that reads {0}: {1}")]
+    Thread(PathBuf, io::Error),
 }
 
 /// /proc/vmstat held open.

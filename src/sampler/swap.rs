@@ -108,7 +108,7 @@ impl SwapSource {
                     }
                 }
             })
-            .map_err(|e| VmstatError::Io(path.clone(), e))?;
+            .map_err(|e| VmstatError::Thread(path.clone(), e))?;
         Ok(SwapSource {
             path,
             read_every,
