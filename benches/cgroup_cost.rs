@@ -51,7 +51,9 @@ fn paced(mut f: impl FnMut()) -> f64 {
 
 fn main() {
     let fs = CgroupFs::default();
-    let mut own = match fs.create_own(&format!("memmon-bench-{}", std::process::id())) {
+    let mine = fs.of_pid(std::path::Path::new("/proc"), std::process::id() as i32);
+    let name = format!("memmon-bench-{}", std::process::id());
+    let mut own = match fs.create_own(&name, mine.as_ref()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("cgroup_cost: cannot make a memory cgroup ({e}): run as root on a machine with a memory controller");

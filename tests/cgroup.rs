@@ -29,6 +29,33 @@ pub(crate) fn memory_hierarchy() -> Option<PathBuf> {
     None
 }
 
+/// Where a memmon started by this test makes its own cgroup, under the memory hierarchy
+/// `base`: beneath the test's own memory cgroup in v1, beside it in v2 (at the top where the
+/// test runs in the root).
+pub(crate) fn own_cgroup_parent(base: &Path) -> PathBuf {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let v1 = text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        ctrls.split(',').any(|c| c == "memory").then_some(path)
+    });
+    let (path, v2) = match v1 {
+        Some(p) => (p, false),
+        None => (
+            text.lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .unwrap_or("/"),
+            true,
+        ),
+    };
+    let mine = base.join(path.trim_start_matches('/'));
+    if v2 && mine != base {
+        mine.parent().unwrap().to_path_buf()
+    } else {
+        mine
+    }
+}
+
 /// A cgroup made by a test, removed (after its processes are gone) when dropped.
 pub(crate) struct TestCgroup(pub(crate) PathBuf);
 
@@ -631,7 +658,7 @@ fn record_a_shell_with_two_children(
         .unwrap();
     // Killed if the test fails half-way.
     let rec = Guard(rec);
-    let cg = base.join(format!("memmon-{}-0", rec.0.id()));
+    let cg = own_cgroup_parent(base).join(format!("memmon-{}-0", rec.0.id()));
     assert!(
         wait_for(30.0, || std::fs::read_to_string(cg.join("cgroup.procs"))
             .is_ok_and(|p| p.lines().count() == 3)),
@@ -780,4 +807,57 @@ fn a_bench_run_whose_worker_the_oom_killer_took_says_so_in_its_row_and_a_warning
         "{:#}",
         v["runs"][0]
     );
+}
+
+#[test]
+fn a_launched_command_stays_under_the_memory_limit_memmon_runs_under() {
+    // Without memmon the workload is OOM-killed at the limit of the cgroup it runs in. Its
+    // cgroup of memmon's own once sat at the top of the hierarchy, outside that limit: there it
+    // allocated 200 MiB, exited 0, and the summary said "limit none".
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let cg = TestCgroup::new(&base, "limit");
+    let v1 = base.ends_with("memory");
+    let (limit, swap) = if v1 {
+        ("memory.limit_in_bytes", "memory.swappiness")
+    } else {
+        ("memory.max", "memory.swap.max")
+    };
+    std::fs::write(cg.0.join(limit), format!("{}", 64 * MIB)).unwrap();
+    let _ = std::fs::write(cg.0.join(swap), "0");
+    let d = tempdir();
+    let out = d.path().join("limited.csv");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {} && exec \"$@\"",
+            cg.0.join("cgroup.procs").display()
+        ))
+        .arg("sh")
+        .arg(memmon_path())
+        .args(["record", "-i", "100ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(workload(&["alloc:200MiB", "hold:300ms"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(137),
+        "the workload was not killed at the limit\n{stderr}"
+    );
+    if v1 {
+        // Beneath the limited cgroup: its limit is the command's, and the kill is counted.
+        assert!(stderr.contains("limit 64.00 MiB"), "{stderr}");
+        assert!(stderr.contains("1 OOM kill"), "{stderr}");
+    } else {
+        // v2 allows no cgroup beside the limited one without escaping it: none is made.
+        assert!(
+            stderr.contains("no cgroup of its own for the command")
+                && stderr.contains("memory.max is 67108864"),
+            "{stderr}"
+        );
+    }
 }

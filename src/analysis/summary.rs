@@ -1200,11 +1200,16 @@ impl CgroupSummary {
         w
     }
 
-    /// The file of the limit: `memory.max`, v1 `memory.limit_in_bytes`.
+    /// Where the limit is set: `memory.max` (v1 `memory.limit_in_bytes`) of the cgroup or of
+    /// one above it, whichever is smallest.
     fn limit_file(&self) -> &'static str {
         match self.version {
-            crate::probe::cgroup::CgroupVersion::V1 => "memory.limit_in_bytes",
-            crate::probe::cgroup::CgroupVersion::V2 => "memory.max",
+            crate::probe::cgroup::CgroupVersion::V1 => {
+                "the smallest memory.limit_in_bytes of the cgroup and those above it"
+            }
+            crate::probe::cgroup::CgroupVersion::V2 => {
+                "the smallest memory.max of the cgroup and those above it"
+            }
         }
     }
 }

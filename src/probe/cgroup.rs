@@ -33,6 +33,14 @@ pub enum CgroupError {
     Remove(PathBuf, io::Error),
     #[error("no memory controller is mounted under {0} (neither v1 memory/ nor a v2 hierarchy)")]
     NoMemoryController(PathBuf),
+    /// cgroup v2 gives no cgroup that holds processes (memmon's) children with controllers, so
+    /// a cgroup of memmon's own would sit beside memmon's, outside that cgroup's limits.
+    #[error(
+        "memmon runs in cgroup {0}, whose {1}; a cgroup of memmon's own beside it would escape that (cgroup v2 gives a cgroup with processes no children with controllers)"
+    )]
+    WouldEscape(String, String),
+    #[error("{0} does not enable the memory controller for the cgroups below it")]
+    NoMemoryBelow(PathBuf),
 }
 
 /// Which cgroup hierarchy holds the memory controller.
@@ -232,8 +240,10 @@ pub struct CgroupStats {
     pub sock: u64,
     /// `inactive_file` (v1 `total_inactive_file`): page cache the kernel reclaims first.
     pub inactive_file: u64,
-    /// `memory.max` (v1 `memory.limit_in_bytes`); `None` for `max` or v1's "unlimited" (2^63
-    /// rounded down to a page).
+    /// The limit the cgroup's tasks are held to: the smallest `memory.max` of the cgroup and
+    /// the cgroups above it (v1: `memory.limit_in_bytes` and memory.stat's
+    /// `hierarchical_memory_limit`); `None` for `max` or v1's "unlimited" (2^63 rounded down
+    /// to a page) all the way up.
     pub limit: Option<u64>,
     /// `memory.peak` (v1 `memory.max_usage_in_bytes`): the largest `current` since the cgroup
     /// was made or the peak reset; `None` where the file does not exist (v2 before Linux 5.19).
@@ -282,6 +292,9 @@ pub struct CgroupReader {
     bytes: Vec<u8>,
     /// Each file asked for: open, or `None` when it does not exist.
     held: Vec<(&'static str, Option<File>)>,
+    /// v2: the `memory.max` of each cgroup above this one (the root has none), opened at the
+    /// first read; `None` for one that cannot be opened.
+    ancestors: Option<Vec<Option<File>>>,
 }
 
 impl CgroupReader {
@@ -291,6 +304,7 @@ impl CgroupReader {
             buf: String::with_capacity(4096),
             bytes: Vec::with_capacity(4096),
             held: Vec::new(),
+            ancestors: None,
         }
     }
 
@@ -319,16 +333,17 @@ impl CgroupReader {
             st.sock = self
                 .optional_number("memory.kmem.tcp.usage_in_bytes")?
                 .unwrap_or(0);
-            st.limit = self
+            let own = self
                 .optional_number("memory.limit_in_bytes")?
                 .filter(|&l| l < V1_UNLIMITED);
+            st.limit = smaller(own, st.limit);
             st.peak = self.optional_number("memory.max_usage_in_bytes")?;
             st.events.max = self.optional_number("memory.failcnt")?.unwrap_or(0);
             if self.load("memory.oom_control")? {
                 st.events.oom_kill = key_value(&self.buf, "oom_kill").unwrap_or(0);
             }
         } else {
-            st.limit = self.optional_number("memory.max")?;
+            st.limit = smaller(self.optional_number("memory.max")?, self.ancestors_limit());
             st.peak = self.optional_number("memory.peak")?;
             if self.load("memory.events")? {
                 let b = &self.buf;
@@ -362,6 +377,8 @@ impl CgroupReader {
             st.file = get("cache");
             st.shmem = get("shmem");
             st.inactive_file = get("inactive_file");
+            // The smallest limit of the cgroup and those above it (read with its own below).
+            st.limit = key_value(b, "hierarchical_memory_limit").filter(|&l| l < V1_UNLIMITED);
             st.anon_thp = match strict_key_value(b, "total_rss_huge") {
                 Ok(None) => strict_key_value(b, "rss_huge"),
                 found => found,
@@ -402,6 +419,7 @@ impl CgroupReader {
             Err(_) => {
                 // A removed cgroup's descriptors fail (ENODEV): open everything anew, once.
                 self.held.clear();
+                self.ancestors = None;
                 self.load_held(name)
             }
             ok => ok,
@@ -452,6 +470,33 @@ impl CgroupReader {
         Ok(true)
     }
 
+    /// The smallest `memory.max` above a v2 cgroup: a limit set on a parent (a systemd
+    /// slice's `MemoryMax=`) binds the cgroup's tasks as its own does. One that cannot be read
+    /// counts as no limit.
+    fn ancestors_limit(&mut self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let files = self.ancestors.get_or_insert_with(|| {
+            let depth = self.cg.path.split('/').filter(|c| !c.is_empty()).count();
+            self.cg
+                .dir
+                .ancestors()
+                .skip(1)
+                .take(depth.saturating_sub(1))
+                .map(|d| File::open(d.join("memory.max")).ok())
+                .collect()
+        });
+        let mut limit = None;
+        let mut buf = [0u8; 32];
+        for f in files.iter().flatten() {
+            let Ok(n) = f.read_at(&mut buf, 0) else {
+                continue;
+            };
+            let text = std::str::from_utf8(&buf[..n]).unwrap_or("").trim();
+            limit = smaller(limit, text.parse().ok());
+        }
+        limit
+    }
+
     fn number(&mut self, name: &'static str) -> Result<u64, CgroupError> {
         let path = self.cg.dir.join(name);
         self.optional_number(name)?
@@ -470,6 +515,14 @@ impl CgroupReader {
         t.parse()
             .map(Some)
             .map_err(|_| CgroupError::Parse(self.cg.dir.join(name), t.to_string()))
+    }
+}
+
+/// The smaller of two limits, where `None` is no limit.
+fn smaller(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -545,28 +598,83 @@ impl CgroupFs {
         Err(CgroupError::NotFound(given.to_string(), tried.join(", ")))
     }
 
-    /// Makes a memory cgroup of memmon's own, `NAME`, for a command it launches: in the v1
-    /// memory hierarchy when one is mounted, else at the top of the v2 hierarchy when its
-    /// `cgroup.subtree_control` enables (or can be made to enable) memory. Needs root, or a
-    /// writable hierarchy.
-    pub fn create_own(&self, name: &str) -> Result<OwnCgroup, CgroupError> {
-        let (version, base) = match (self.v1_base(), self.v2_base()) {
-            (Some(b), _) => (CgroupVersion::V1, b),
-            (None, Some(b)) => {
-                let ctl = b.join("cgroup.subtree_control");
-                let on = std::fs::read_to_string(&ctl)
-                    .map_err(|e| CgroupError::Io(ctl.clone(), e))?
-                    .split_whitespace()
-                    .any(|c| c == "memory");
-                if !on {
-                    std::fs::write(&ctl, "+memory")
-                        .map_err(|e| CgroupError::Create(ctl.clone(), e))?;
-                }
-                (CgroupVersion::V2, b)
-            }
-            (None, None) => return Err(CgroupError::NoMemoryController(self.root.clone())),
+    /// Where a cgroup of memmon's own goes, for memmon in cgroup `mine` (from
+    /// `/proc/self/cgroup`): beneath `mine` in v1, so that every limit over memmon binds the
+    /// command too. v2 gives a cgroup with processes no children with controllers, so there it
+    /// goes beside `mine`, under the same parent, and only if `mine` sets no limit of its own
+    /// that the command would then escape. At the top of the hierarchy where memmon runs at its
+    /// root (or its cgroup is not known).
+    fn own_place(&self, mine: Option<&MemCgroup>) -> Result<OwnPlace, CgroupError> {
+        if let Some(base) = self.v1_base() {
+            let under = mine.filter(|m| {
+                m.version == CgroupVersion::V1 && m.dir.starts_with(&base) && m.dir.is_dir()
+            });
+            return Ok(match under {
+                Some(m) => OwnPlace {
+                    version: CgroupVersion::V1,
+                    dir: m.dir.clone(),
+                    path: m.path.clone(),
+                    enable_memory: false,
+                    back_to: m.dir.join("cgroup.procs"),
+                },
+                None => OwnPlace::top(CgroupVersion::V1, &base),
+            });
+        }
+        let Some(base) = self.v2_base() else {
+            return Err(CgroupError::NoMemoryController(self.root.clone()));
         };
-        let dir = base.join(name);
+        let beside = mine
+            .filter(|m| m.version == CgroupVersion::V2 && !m.is_root() && m.dir.starts_with(&base));
+        let Some(m) = beside else {
+            let mut top = OwnPlace::top(CgroupVersion::V2, &base);
+            top.enable_memory = true;
+            return Ok(top);
+        };
+        if let Some(limit) = own_limit(&m.dir) {
+            return Err(CgroupError::WouldEscape(m.path.clone(), limit));
+        }
+        let parent = m.dir.parent().unwrap_or(&base).to_path_buf();
+        let ctl = parent.join("cgroup.subtree_control");
+        let on = std::fs::read_to_string(&ctl)
+            .map_err(|e| CgroupError::Io(ctl.clone(), e))?
+            .split_whitespace()
+            .any(|c| c == "memory");
+        if !on {
+            return Err(CgroupError::NoMemoryBelow(ctl));
+        }
+        let path = match m.path.trim_end_matches('/').rsplit_once('/') {
+            Some((up, _)) if !up.is_empty() => up.to_string(),
+            _ => "/".to_string(),
+        };
+        Ok(OwnPlace {
+            version: CgroupVersion::V2,
+            dir: parent,
+            path,
+            enable_memory: false,
+            back_to: m.dir.join("cgroup.procs"),
+        })
+    }
+
+    /// Makes a memory cgroup of memmon's own, `NAME`, for a command it launches, where
+    /// [`CgroupFs::own_place`] puts it for memmon in cgroup `mine`. Needs root, or a writable
+    /// hierarchy. The processes the command leaves behind go back to `mine`.
+    pub fn create_own(
+        &self,
+        name: &str,
+        mine: Option<&MemCgroup>,
+    ) -> Result<OwnCgroup, CgroupError> {
+        let place = self.own_place(mine)?;
+        if place.enable_memory {
+            let ctl = place.dir.join("cgroup.subtree_control");
+            let on = std::fs::read_to_string(&ctl)
+                .map_err(|e| CgroupError::Io(ctl.clone(), e))?
+                .split_whitespace()
+                .any(|c| c == "memory");
+            if !on {
+                std::fs::write(&ctl, "+memory").map_err(|e| CgroupError::Create(ctl.clone(), e))?;
+            }
+        }
+        let dir = place.dir.join(name);
         std::fs::create_dir(&dir).map_err(|e| CgroupError::Create(dir.clone(), e))?;
         let procs_path = dir.join("cgroup.procs");
         let procs = OpenOptions::new()
@@ -579,11 +687,11 @@ impl CgroupFs {
         let reaper = Reaper::watch(&dir);
         Ok(OwnCgroup {
             cg: MemCgroup {
-                version,
-                path: format!("/{name}"),
+                version: place.version,
+                path: format!("{}/{name}", place.path.trim_end_matches('/')),
                 dir,
             },
-            parent_procs: base.join("cgroup.procs"),
+            parent_procs: place.back_to,
             procs: Some(procs),
             removed: false,
             reaper: reaper.ok(),
@@ -597,9 +705,18 @@ impl CgroupFs {
     /// that process is gone. (A memmon in another PID namespace sharing this hierarchy would
     /// look gone: containers get a cgroup namespace of their own, so their memmons' cgroups
     /// are not at this top.)
-    pub fn sweep_stale_own(&self) -> Vec<Swept> {
+    pub fn sweep_stale_own(&self, mine: Option<&MemCgroup>) -> Vec<Swept> {
         let mut out = Vec::new();
-        for base in [self.v1_base(), self.v2_base()].into_iter().flatten() {
+        let mut places: Vec<PathBuf> = [self.v1_base(), self.v2_base()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if let Ok(p) = self.own_place(mine) {
+            if !places.contains(&p.dir) {
+                places.push(p.dir);
+            }
+        }
+        for base in places {
             let Ok(entries) = std::fs::read_dir(&base) else {
                 continue;
             };
@@ -627,6 +744,58 @@ impl CgroupFs {
         }
         out
     }
+}
+
+/// Where a cgroup of memmon's own is made: in `dir` (cgroup path `path`); `back_to` is the
+/// `cgroup.procs` that takes what the command leaves behind (memmon's own cgroup).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OwnPlace {
+    version: CgroupVersion,
+    dir: PathBuf,
+    path: String,
+    /// v2's top: memory is enabled in its `cgroup.subtree_control` first if it is not.
+    enable_memory: bool,
+    back_to: PathBuf,
+}
+
+impl OwnPlace {
+    fn top(version: CgroupVersion, base: &Path) -> OwnPlace {
+        OwnPlace {
+            version,
+            dir: base.to_path_buf(),
+            path: "/".into(),
+            enable_memory: false,
+            back_to: base.join("cgroup.procs"),
+        }
+    }
+}
+
+/// The first limit a v2 cgroup sets of its own (`memory.max 2147483648`), of those a cgroup
+/// beside it would escape: memory, swap, tasks, CPU bandwidth, I/O. `None`: it sets none.
+fn own_limit(dir: &Path) -> Option<String> {
+    for name in [
+        "memory.max",
+        "memory.high",
+        "memory.swap.max",
+        "pids.max",
+        "cpu.max",
+        "io.max",
+    ] {
+        let Ok(text) = std::fs::read_to_string(dir.join(name)) else {
+            continue;
+        };
+        let t = text.trim();
+        // cpu.max is "QUOTA PERIOD"; io.max has a line per limited device, none when unlimited.
+        let unlimited = match name {
+            "cpu.max" => t.split_whitespace().next() == Some("max"),
+            "io.max" => t.is_empty(),
+            _ => t == "max",
+        };
+        if !unlimited && !t.is_empty() {
+            return Some(format!("{name} is {}", t.lines().next().unwrap_or(t)));
+        }
+    }
+    None
 }
 
 /// A cgroup of memmon's own that a memmon no longer running left, swept at a later start.
@@ -1126,7 +1295,46 @@ mod tests {
             (4, 9, 0)
         );
         std::fs::write(cg.dir.join("memory.limit_in_bytes"), "536870912\n").unwrap();
-        assert_eq!(CgroupReader::new(cg).read().unwrap().limit, Some(512 << 20));
+        assert_eq!(
+            CgroupReader::new(cg.clone()).read().unwrap().limit,
+            Some(512 << 20)
+        );
+        // A parent's smaller limit binds the cgroup too: memory.stat says so.
+        let stat = std::fs::read_to_string(cg.dir.join("memory.stat")).unwrap();
+        std::fs::write(
+            cg.dir.join("memory.stat"),
+            format!("{stat}hierarchical_memory_limit 268435456\n"),
+        )
+        .unwrap();
+        assert_eq!(CgroupReader::new(cg).read().unwrap().limit, Some(256 << 20));
+    }
+
+    #[test]
+    fn a_v2_cgroup_s_limit_is_the_smallest_memory_max_above_it_too() {
+        // A systemd slice's MemoryMax= binds the service below it, whose own memory.max is max.
+        let (t, fs) = fake_v2();
+        let cg = fs.locate("0::/system.slice/proverd.service").unwrap();
+        write(
+            &cg.dir,
+            &[
+                ("memory.current", "10\n"),
+                ("memory.stat", V2_STAT),
+                ("memory.max", "max\n"),
+            ],
+        );
+        // The root has no memory.max; one written there is not a cgroup's and is not read.
+        std::fs::write(t.path().join("memory.max"), "1\n").unwrap();
+        let mut r = CgroupReader::new(cg.clone());
+        assert_eq!(r.read().unwrap().limit, None);
+        let slice = t.path().join("system.slice/memory.max");
+        std::fs::write(&slice, "max\n").unwrap();
+        let mut r = CgroupReader::new(cg.clone());
+        assert_eq!(r.read().unwrap().limit, None);
+        // Set while recording: the next tick reads it.
+        std::fs::write(&slice, "2147483648\n").unwrap();
+        assert_eq!(r.read().unwrap().limit, Some(2 << 30));
+        std::fs::write(cg.dir.join("memory.max"), "1073741824\n").unwrap();
+        assert_eq!(r.read().unwrap().limit, Some(1 << 30));
     }
 
     #[test]
@@ -1236,9 +1444,101 @@ mod tests {
             &t.path().join("memory"),
             &[("memory.usage_in_bytes", "1\n")],
         );
-        let e = fs.create_own("memmon-test-1").unwrap_err().to_string();
+        let e = fs
+            .create_own("memmon-test-1", None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("memory/memmon-test-1/cgroup.procs"), "{e}");
         assert!(!t.path().join("memory/memmon-test-1").exists());
+        // memmon in a cgroup of its caller's: the command's goes beneath it.
+        let mine = fs
+            .locate("4:memory:/bench/proverd\n0::/user.slice\n")
+            .unwrap();
+        let e = fs
+            .create_own("memmon-test-2", Some(&mine))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("memory/bench/proverd/memmon-test-2/cgroup.procs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_own_cgroup_sits_under_every_limit_memmon_runs_under() {
+        // v1: beneath memmon's cgroup, whatever it limits; what is left goes back to it.
+        let (t, fs) = fake_hybrid();
+        write(
+            &t.path().join("memory"),
+            &[("memory.usage_in_bytes", "1\n")],
+        );
+        let mine = fs
+            .locate("4:memory:/bench/proverd\n0::/user.slice\n")
+            .unwrap();
+        let p = fs.own_place(Some(&mine)).unwrap();
+        assert_eq!(p.dir, t.path().join("memory/bench/proverd"));
+        assert_eq!(p.path, "/bench/proverd");
+        assert_eq!(
+            p.back_to,
+            t.path().join("memory/bench/proverd/cgroup.procs")
+        );
+        assert_eq!(fs.own_place(None).unwrap().path, "/");
+
+        // v2: beside memmon's cgroup (which holds processes: memmon), under the same parent.
+        let (t, fs) = fake_v2();
+        let slice = t.path().join("system.slice");
+        std::fs::write(slice.join("cgroup.subtree_control"), "memory pids\n").unwrap();
+        let runner = slice.join("runner.service");
+        write(
+            &runner,
+            &[
+                ("memory.current", "1\n"),
+                ("memory.max", "max\n"),
+                ("memory.high", "max\n"),
+                ("pids.max", "max\n"),
+                ("cpu.max", "max 100000\n"),
+                ("io.max", ""),
+            ],
+        );
+        let mine = fs.locate("0::/system.slice/runner.service\n").unwrap();
+        let p = fs.own_place(Some(&mine)).unwrap();
+        assert_eq!(
+            (p.dir.clone(), p.path.as_str(), p.enable_memory),
+            (slice.clone(), "/system.slice", false)
+        );
+        assert_eq!(p.back_to, runner.join("cgroup.procs"));
+
+        // ... unless memmon's cgroup sets a limit of its own the command would escape there.
+        for (file, value) in [
+            ("memory.max", "2147483648\n"),
+            ("memory.high", "1073741824\n"),
+            ("pids.max", "64\n"),
+            ("cpu.max", "50000 100000\n"),
+            ("io.max", "8:0 rbps=1048576 wbps=max riops=max wiops=max\n"),
+        ] {
+            let before = std::fs::read_to_string(runner.join(file)).unwrap();
+            std::fs::write(runner.join(file), value).unwrap();
+            let e = fs.own_place(Some(&mine)).unwrap_err();
+            assert!(
+                matches!(&e, CgroupError::WouldEscape(path, what)
+                    if path == "/system.slice/runner.service" && what.starts_with(file)),
+                "{file}: {e}"
+            );
+            std::fs::write(runner.join(file), before).unwrap();
+        }
+
+        // ... or its parent does not hand the memory controller down.
+        std::fs::write(slice.join("cgroup.subtree_control"), "pids\n").unwrap();
+        let e = fs.own_place(Some(&mine)).unwrap_err();
+        assert!(matches!(e, CgroupError::NoMemoryBelow(_)), "{e}");
+
+        // memmon at the root (or in a cgroup namespace's root): the top, memory enabled there.
+        let root = fs.locate("0::/\n").unwrap();
+        let p = fs.own_place(Some(&root)).unwrap();
+        assert_eq!(
+            (p.dir, p.path.as_str(), p.enable_memory),
+            (t.path().to_path_buf(), "/", true)
+        );
     }
 
     #[test]
@@ -1268,7 +1568,7 @@ mod tests {
         mkdir(&live);
         let foreign = mem.join(format!("memmon-test-x-{gone}"));
         mkdir(&foreign);
-        let mut swept = fs.sweep_stale_own();
+        let mut swept = fs.sweep_stale_own(None);
         swept.sort_by(|a, b| a.dir.cmp(&b.dir));
         assert_eq!(swept.len(), 2, "{swept:?}");
         assert_eq!(
@@ -1306,7 +1606,7 @@ mod tests {
     #[test]
     fn without_a_memory_controller_no_own_cgroup_is_made() {
         let t = tempfile::tempdir().unwrap();
-        let e = CgroupFs::new(t.path()).create_own("x").unwrap_err();
+        let e = CgroupFs::new(t.path()).create_own("x", None).unwrap_err();
         assert!(matches!(e, CgroupError::NoMemoryController(_)), "{e}");
     }
 

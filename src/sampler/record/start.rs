@@ -678,14 +678,20 @@ fn launched_cgroup(
     }
     static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // memmon's own cgroup: the command's goes beneath it (or beside it, in v2), under every
+    // limit memmon runs under.
+    let mine = opts
+        .cgroupfs
+        .of_pid(opts.procfs.root(), std::process::id() as i32);
     if n == 0 {
         // Once a process, even with --quiet: it may have killed processes.
-        if let Some(note) = crate::sampler::cgroup::swept_note(&opts.cgroupfs.sweep_stale_own()) {
+        let swept = opts.cgroupfs.sweep_stale_own(mine.as_ref());
+        if let Some(note) = crate::sampler::cgroup::swept_note(&swept) {
             report.notice(&note);
         }
     }
     let name = format!("memmon-{}-{n}", std::process::id());
-    match opts.cgroupfs.create_own(&name) {
+    match opts.cgroupfs.create_own(&name, mine.as_ref()) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),
         Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e).into()),
         Err(e) => {
