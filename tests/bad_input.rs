@@ -200,17 +200,14 @@ fn a_sidecar_of_another_recording_is_refused_by_every_reader() {
     let p = dir.path().join("w.csv");
     std::fs::write(&p, recording(100, &[], 0)).unwrap();
     let side = dir.path().join("w.csv.meta.json");
-    let sidecar = |shift_ms: i64| {
-        let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz_sidecar.meta.json"),
-        )
-        .unwrap();
-        let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let sidecar_counting = |shift_ms: i64, samples: u64| {
+        let mut m = fuzz_sidecar(samples);
         let shift = |t: &serde_json::Value| serde_json::Value::from(t.as_i64().unwrap() + shift_ms);
         m["started_unix_ms"] = shift(&m["started_unix_ms"]);
         m["end"]["ended_unix_ms"] = shift(&m["end"]["ended_unix_ms"]);
         std::fs::write(&side, serde_json::to_string(&m).unwrap()).unwrap();
     };
+    let sidecar = |shift_ms: i64| sidecar_counting(shift_ms, 100);
     // Its own sidecar reads.
     sidecar(0);
     let (code, _, err) = run("summary", &p, dir.path());
@@ -226,6 +223,63 @@ fn a_sidecar_of_another_recording_is_refused_by_every_reader() {
     // One made an hour after them.
     sidecar(3_600_000);
     all_refuse(&p, "all before it began");
+    // One of a recording made within seconds of these rows (the clock cannot tell them apart),
+    // whose recorder wrote fewer rows than the file holds.
+    sidecar_counting(0, 99);
+    all_refuse(&p, "w.csv.meta.json: does not describe ");
+    let (_, _, err) = run("summary", &p, dir.path());
+    assert!(
+        err.contains(
+            "its end records count 99 rows, the file holds 100 rows, more than its recorder wrote"
+        ),
+        "{err}"
+    );
+}
+
+/// tests/data/fuzz_sidecar.meta.json, its end record counting `samples` rows.
+fn fuzz_sidecar(samples: u64) -> serde_json::Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz_sidecar.meta.json"),
+    )
+    .unwrap();
+    let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    m["end"]["samples"] = samples.into();
+    m
+}
+
+#[test]
+fn a_recording_with_a_header_and_no_row_is_refused_by_every_reader() {
+    // summary said "no samples" and exited 0 where the others exited 2: a CI step passed on a
+    // recorder that wrote nothing.
+    let dir = tempdir();
+    let p = dir.path().join("header.csv");
+    std::fs::write(&p, recording(0, &[], 0)).unwrap();
+    all_refuse(&p, "holds no samples");
+}
+
+#[test]
+fn stdin_given_twice_is_refused_by_every_reader() {
+    // The stream was split between the two readers, and each blamed its half as damaged.
+    let dir = tempdir();
+    let data = std::fs::read(good()).unwrap();
+    for (sub, out) in [
+        ("summary", None),
+        ("compare", None),
+        ("plot", Some("p.svg")),
+        ("report", Some("r.html")),
+    ] {
+        let mut cmd = memmon();
+        cmd.current_dir(dir.path()).args([sub, "-", "-"]);
+        if let Some(o) = out {
+            cmd.args(["-o", o]);
+        }
+        cmd.write_stdin(data.clone())
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(
+                "`-` (stdin) is given 2 times: stdin can be read once",
+            ));
+    }
 }
 
 #[test]
@@ -290,9 +344,9 @@ fn gzip_and_zstd_recordings_read_as_the_plain_one_with_its_sidecar() {
     let plain = dir.path().join("run.csv");
     std::fs::write(&plain, &data).unwrap();
     // The sidecar stays `run.csv.meta.json` when `run.csv` is compressed.
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz_sidecar.meta.json"),
+    std::fs::write(
         dir.path().join("run.csv.meta.json"),
+        serde_json::to_string_pretty(&fuzz_sidecar(3000)).unwrap(),
     )
     .unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

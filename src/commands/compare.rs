@@ -15,6 +15,7 @@ use std::io::Write;
 /// The comparison's options from the command line: `BASE... -- NEW...` or `BASE NEW`, a gate per
 /// `--max-*-increase`.
 fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
+    super::stdin_once(args.base.iter().chain(&args.new))?;
     let (base, new) = compare_table::split_sides(&args.base, &args.new).map_err(usage)?;
     let gates = [
         ("--max-peak-increase", Metric::Peak, args.max_peak_increase),

@@ -81,6 +81,18 @@ fn report_budgets(checks: &[memmon::analysis::budget::BudgetCheck]) -> bool {
     checks.iter().all(|c| c.passed)
 }
 
+/// Refuses `-` (stdin) given more than once among a reader's inputs: the stream would be split
+/// between them, and each would be blamed for a damaged recording.
+fn stdin_once<'a>(inputs: impl IntoIterator<Item = &'a std::path::PathBuf>) -> anyhow::Result<()> {
+    let n = inputs.into_iter().filter(|p| p.as_os_str() == "-").count();
+    if n > 1 {
+        return Err(usage(format!(
+            "`-` (stdin) is given {n} times: stdin can be read once; save it to a file for the others"
+        )));
+    }
+    Ok(())
+}
+
 /// A usage error (exit 2) with this message.
 fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))

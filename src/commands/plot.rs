@@ -28,6 +28,7 @@ fn options(args: &PlotArgs) -> Result<PlotOptions, PlotError> {
 }
 
 pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
+    super::stdin_once(&args.files)?;
     let format = ImageFormat::from_path(&args.output, "--output").map_err(plot_error)?;
     memmon::output::check_outputs(&[(&args.output, "--output")], args.force)?;
     // Written once every recording is read: a missing or read-only directory is said now.

@@ -13,6 +13,7 @@ use std::io::Write;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     memmon::render::compare_table::no_flags_after_separator(&args.new).map_err(usage)?;
+    super::stdin_once(args.files.iter().chain(&args.new))?;
     let Some(output) = &args.output else {
         return Err(usage(
             "give the report's file with -o FILE (or -o - for stdout)",

@@ -1,7 +1,6 @@
 //! `memmon summary`: each recording's summary, as text or `--json`.
 
 use super::exit::ExitCode;
-use super::usage;
 use crate::cli::SummaryArgs;
 use anyhow::Context;
 use memmon::analysis::{Summary, SummaryBuilder};
@@ -11,19 +10,14 @@ use std::io::Write;
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let spec = args.input.spec();
     let budgets = args.budgets.budgets();
+    super::stdin_once(&args.files)?;
     let mut all = Vec::new();
     for f in &args.files {
         // An input that is missing, unreadable or malformed exits 2 (`ReadError::class`), as
         // in compare, plot and report.
+        // A budget of a number the recording lacks (--max-gpu without GPU memory) fails as
+        // "cannot be checked", exit 1, as in compare and bench.
         let s = summarize(f, &spec).context("cannot summarize")?;
-        // A GPU budget of a recording without GPU memory is a mistake in the command, not a
-        // budget exceeded.
-        if budgets.max_gpu.is_some() && s.gpu.is_none() {
-            return Err(usage(format!(
-                "--max-gpu: {} has no GPU memory (no gpu_bytes values; record with --gpu)",
-                f.display()
-            )));
-        }
         all.push(s);
     }
     let mut out = std::io::stdout().lock();
@@ -61,8 +55,19 @@ pub(super) fn summarize(
     spec: &memmon::format::InputSpec,
 ) -> Result<Summary, memmon::format::ReadError> {
     let mut b = SummaryBuilder::new();
-    let mut s = read_input_into(file, spec, &mut b)
-        .map(|info| Summary::of_read(b, file.display().to_string(), &info))?;
+    let info = read_input_into(file, spec, &mut b)?;
+    // Nothing recorded: no row, and no end record to say how the recording ended (a header
+    // alone). compare, plot and report refuse it too; a CI step must not pass on it. (A
+    // command that ended before its first sample has its end record, and its peaks where the
+    // kernel gave them.)
+    let mut s = Summary::of_read(b, file.display().to_string(), &info);
+    if info.end.is_none() && s.samples == 0 {
+        return Err(memmon::format::ReadError::Malformed {
+            path: file.to_path_buf(),
+            line: 1,
+            msg: "the recording holds no samples and no end record: nothing was recorded".into(),
+        });
+    }
     s.read_anatomy(file)?;
     s.read_numa(file)?;
     Ok(s)

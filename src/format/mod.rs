@@ -771,6 +771,9 @@ struct ExistingRows {
     /// The lowest and highest `unix_ms` of its first and last row (`None` where neither
     /// parses): what a sidecar's sessions must cover.
     times: Option<(u64, u64)>,
+    /// Its complete rows (lines after the header): at most what its sidecar's end records
+    /// count, if the sidecar is its own.
+    rows: u64,
 }
 
 impl AppendPlan {
@@ -871,14 +874,33 @@ fn check_append(f: &File, path: &Path, format: Format) -> Result<AppendPlan, Out
         }
     }
     let body_at = end as u64 + 1;
-    let rows = (format == Format::Csv && keep > body_at).then(|| ExistingRows {
-        times: row_times(f, first, &head[end + 1..], body_at, keep),
-    });
+    let rows = if format == Format::Csv && keep > body_at {
+        Some(ExistingRows {
+            times: row_times(f, first, &head[end + 1..], body_at, keep),
+            rows: count_lines(f, body_at, keep).map_err(io_err)?,
+        })
+    } else {
+        None
+    };
     Ok(AppendPlan {
         header: false,
         cut: (keep < len).then_some((keep, len)),
         rows,
     })
+}
+
+/// The newlines in `f` from byte `from` to byte `to`.
+fn count_lines(f: &File, from: u64, to: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut at, mut lines) = (from, 0u64);
+    while at < to {
+        let n = ((to - at) as usize).min(buf.len());
+        f.read_exact_at(&mut buf[..n], at)?;
+        lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+        at += n as u64;
+    }
+    Ok(lines)
 }
 
 /// The lowest and highest `unix_ms` of a CSV recording's first row (at the start of `body`,
@@ -948,6 +970,10 @@ fn sessions_before(
         .map_err(|why| OutputError::CannotAppend(side.path().to_path_buf(), why))?;
     if let Some(times) = rows.and_then(|r| r.times) {
         recording::check_sidecar_times(side.path(), csv, &meta, times)
+            .map_err(|e| refuse(format!("{e} (left as it is)")))?;
+    }
+    if let Some(rows) = rows {
+        recording::check_sidecar_counts(side.path(), csv, &meta, rows.rows)
             .map_err(|e| refuse(format!("{e} (left as it is)")))?;
     }
     Ok(sessions_of(meta))
@@ -1056,6 +1082,7 @@ mod tests {
                 started_unix_ms: started,
                 end: Some(EndInfo {
                     ended_unix_ms: ended,
+                    samples: rows,
                     ..EndInfo::default()
                 }),
                 ..Meta::example("pid")
@@ -1109,6 +1136,21 @@ mod tests {
         let p = recording(dir.path(), 3, t, Some((t, t + 2500)));
         let out = append(&p).unwrap();
         assert_eq!(out.earlier_sessions.len(), 1);
+        drop(out);
+        // One whose session was within seconds of the rows but wrote fewer of them.
+        let p = recording(dir.path(), 3, t, Some((t, t + 2500)));
+        let mut meta: Meta =
+            serde_json::from_slice(&std::fs::read(sidecar_path(&p)).unwrap()).unwrap();
+        meta.end.as_mut().unwrap().samples = 2;
+        std::fs::write(sidecar_path(&p), serde_json::to_vec(&meta).unwrap()).unwrap();
+        let rows = std::fs::read(&p).unwrap();
+        let err = append(&p).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("its end records count 2 rows, the file holds 3 rows"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), rows);
     }
 
     /// Takes `left` bytes, then fails as a full disk does (a short write first).

@@ -119,6 +119,9 @@ fn read_csv(
     if let (Some(side), Some(meta), Some(rows)) = (&side, &info.meta, sessions.times) {
         check_sidecar_times(side, &path, meta, rows)?;
     }
+    if let (Some(side), Some(meta)) = (&side, &info.meta) {
+        check_sidecar_counts(side, &path, meta, sessions.rows)?;
+    }
     if sessions.rows == 0 {
         let counted: u64 = sessions
             .sessions
@@ -379,6 +382,38 @@ pub(super) fn check_sidecar_times(
             } else {
                 "all after it ended"
             },
+        ),
+    })
+}
+
+/// Refuses a sidecar whose end records count fewer rows than the file holds (`rows`), every
+/// session ended: a recorder writes each row it counts and no other, so these rows are not the
+/// ones it describes (another recording's sidecar, copied or renamed beside them). Fewer rows
+/// than counted is a file cut after the recording, said by `CsvSessions::loss`.
+pub(super) fn check_sidecar_counts(
+    side: &Path,
+    csv: &Path,
+    meta: &Meta,
+    rows: u64,
+) -> Result<(), ReadError> {
+    let sessions = || meta.earlier_sessions.iter().chain(std::iter::once(meta));
+    if sessions().any(|m| m.end.is_none()) {
+        return Ok(());
+    }
+    let counted: u64 = sessions()
+        .filter_map(|m| m.end.as_ref())
+        .map(|e| e.samples)
+        .sum();
+    if rows <= counted {
+        return Ok(());
+    }
+    Err(ReadError::ForeignSidecar {
+        sidecar: side.to_path_buf(),
+        msg: format!(
+            "does not describe {}: its end records count {}, the file holds {}, more than its recorder wrote; move the sidecar away to read the rows alone",
+            csv.display(),
+            crate::units::count(counted, "row"),
+            crate::units::count(rows, "row"),
         ),
     })
 }

@@ -363,6 +363,40 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
     })
 }
 
+/// Each trace's name: its file name; files of one name from different folders are all told
+/// apart by the path as given, and a file given twice by its place (`run.csv (2)`).
+fn trace_names(files: &[PathBuf]) -> Vec<String> {
+    let short: Vec<String> = files
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| p.display().to_string())
+        })
+        .collect();
+    let given: Vec<String> = files
+        .iter()
+        .zip(&short)
+        .map(|(p, n)| {
+            if short.iter().filter(|m| *m == n).count() > 1 {
+                p.display().to_string()
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    given
+        .iter()
+        .enumerate()
+        .map(
+            |(i, n)| match given[..i].iter().filter(|m| *m == n).count() {
+                0 => n.clone(),
+                before => format!("{n} ({})", before + 1),
+            },
+        )
+        .collect()
+}
+
 /// Reads `files` and draws them, overlaid, into `out`. Returns what the user should know of
 /// what was left out (events past `events::MAX_EVENTS` of a recording), a line each.
 pub fn plot_files(
@@ -376,11 +410,8 @@ pub fn plot_files(
         .iter()
         .map(|f| load(f, spec, opts))
         .collect::<Result<Vec<_>, _>>()?;
-    // Files of the same name from different folders are told apart by their whole path.
-    for i in 0..traces.len() {
-        if traces.iter().filter(|t| t.name == traces[i].name).count() > 1 {
-            traces[i].name = files[i].display().to_string();
-        }
+    for (t, name) in traces.iter_mut().zip(trace_names(files)) {
+        t.name = name;
     }
     let has_pss = |t: &Trace| {
         t.series
@@ -1108,6 +1139,23 @@ fn events_left_out(traces: &[Trace], scale: &HostScale, corner: (i32, i32)) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_of_one_name_are_each_labelled_by_their_path_and_a_repeat_by_its_place() {
+        let names = |f: &[&str]| {
+            super::trace_names(&f.iter().map(std::path::PathBuf::from).collect::<Vec<_>>())
+        };
+        // The second lost its folder: "base/run.csv vs run.csv".
+        assert_eq!(
+            names(&["base/run.csv", "cand/run.csv"]),
+            ["base/run.csv", "cand/run.csv"]
+        );
+        assert_eq!(names(&["a/x.csv", "b/y.csv"]), ["x.csv", "y.csv"]);
+        assert_eq!(
+            names(&["good.csv", "good.csv", "good.csv", "other.csv"]),
+            ["good.csv", "good.csv (2)", "good.csv (3)", "other.csv"]
+        );
+    }
 
     #[test]
     fn size_columns_parse_with_or_without_their_unit() {
