@@ -21,6 +21,14 @@ fn duration(s: &str) -> Result<Duration, String> {
     memmon::units::parse_duration(s)
 }
 
+/// A duration that must be above 0 (a zero one would stop at once, or read on every tick).
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match memmon::units::parse_duration(s)? {
+        d if d.is_zero() => Err(format!("'{s}' must be above 0")),
+        d => Ok(d),
+    }
+}
+
 fn interval(s: &str) -> Result<Duration, String> {
     memmon::units::parse_interval(s)
 }
@@ -181,7 +189,7 @@ command needs no reset. (`--reset-peak` is an older spelling of this flag.)"
     pub sampling: SamplingArgs,
 
     /// Stop recording after this long
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
 
     /// Print nothing but errors (no banner, no live line, no summary)
@@ -666,7 +674,7 @@ at the peak; any process whose RSS is over --pss-max-rss (default 8GiB) is skipp
     pub pss: bool,
 
     /// With --pss: read PSS this often (and at a new RSS high, at most every tenth of it)
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub pss_every: Duration,
 
     /// With --pss: skip processes whose RSS is above this (reading them stalls them)
@@ -711,13 +719,13 @@ pub struct SamplingArgs {
     /// Also record GPU memory through NVML (libnvidia-ml.so.1); fail if it cannot be read
     #[arg(
         long,
-        conflicts_with = "no_gpu",
+        overrides_with = "no_gpu",
         long_help = "Record the GPU memory of the watched tree through NVIDIA's NVML (libnvidia-ml.so.1, loaded at run time): per tick gpu_bytes, the device memory held by the tree's processes (summed over their PIDs), the used and total memory of the GPUs they use, gpu_hwm_bytes (the GPU's own high-water mark of the tree's processes, where NVML accounting is on: `nvidia-smi -am 1`) and nvidia_mapped_bytes (their mappings of /dev/nvidia*: CUDA's pinned host buffers). Without --gpu this is done whenever NVML loads; with --gpu, memmon exits 2 when it cannot."
     )]
     pub gpu: bool,
 
     /// Do not record GPU memory, even where NVML loads
-    #[arg(long)]
+    #[arg(long, overrides_with = "gpu")]
     pub no_gpu: bool,
 
     /// Read GPU memory at most this often (NVML calls run on their own thread, off the tick)
@@ -874,7 +882,7 @@ pub struct ExportArgs {
     pub interval: Duration,
 
     /// Length of the sliding window of memmon_window_peak_rss_bytes (set it to your scrape interval or longer)
-    #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]
+    #[arg(long, default_value = "15s", value_parser = positive_duration, value_name = "DURATION")]
     pub window: Duration,
 
     /// Reset the kernel's high-water marks (VmHWM) after each sample, so the window peak holds each process's spikes between samples

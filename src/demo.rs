@@ -62,7 +62,13 @@ pub fn run(
             (&svg, "the demo's plot"),
         ],
         false,
-    )?;
+    )
+    .map_err(|e| match e {
+        crate::output::OutputCheckError::Exists { path, flag } => {
+            crate::output::OutputCheckError::ExistsNoForce { path, flag }
+        }
+        e => e,
+    })?;
     let exe = std::env::current_exe()?;
     let mut command = vec![exe.display().to_string(), WORKLOAD_ENTRY.to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));

@@ -136,6 +136,17 @@ impl From<OpenError> for io::Error {
 pub enum OutputCheckError {
     #[error("{path} ({flag}) already exists: pass --force to overwrite it")]
     Exists { path: PathBuf, flag: String },
+    /// memmon writes plain text; a compressed file's name would mislead every other tool (and
+    /// `.jsonl.zst` would be taken for CSV).
+    #[error("{path} ({flag}): memmon writes it uncompressed, so a .{ext} name would mislead every other tool: give a name without .{ext} and compress the file after (memmon's readers take .gz and .zst)")]
+    CompressedName {
+        path: PathBuf,
+        flag: String,
+        ext: String,
+    },
+    /// An output of a command with no `--force` (demo): another name is the way out.
+    #[error("{path} ({flag}) already exists: give -o another name, or move it away (nothing was overwritten)")]
+    ExistsNoForce { path: PathBuf, flag: String },
     #[error("{path} ({flag}) is a directory, not a file")]
     Directory { path: PathBuf, flag: String },
     #[error("{first} and {second} both write to {path}: give each its own file")]
@@ -271,17 +282,33 @@ pub fn is_descriptor_alias(path: &Path) -> bool {
             .any(|p| abs.starts_with(p))
 }
 
+/// The compression a file name claims (`gz` for `run.csv.gz`), which memmon does not write.
+fn compressed_extension(path: &Path) -> Option<String> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    ["gz", "zst", "zstd", "xz", "bz2", "lz4", "br"]
+        .contains(&ext.as_str())
+        .then_some(ext)
+}
+
 /// Checks, before any work starts, that each `(path, flag)` may be written: a path that
 /// exists is refused without `force` (a symlink counts as existing, dangling or not), a
 /// directory, a block device or a socket always, a directory reached through a symlink
 /// someone else could have planted always, and two outputs naming one file are an error.
 /// Streams pass (they are judged when opened); so does a directory that cannot be opened
-/// (creating the file then says why, exit 1). Stdout is no path: callers leave it out.
+/// (creating the file then says why, exit 1). Stdout is no path: callers leave it out. A
+/// compressed file's name is refused: memmon writes plain text.
 pub fn check_outputs(outputs: &[(&Path, &str)], force: bool) -> Result<(), OutputCheckError> {
     let mut seen: Vec<((FileId, OsString), &str)> = Vec::new();
     for &(path, flag) in outputs {
         if is_descriptor_alias(path) {
             continue;
+        }
+        if let Some(ext) = compressed_extension(path) {
+            return Err(OutputCheckError::CompressedName {
+                path: path.to_path_buf(),
+                flag: flag.to_string(),
+                ext,
+            });
         }
         let refused = |why: OpenError| OutputCheckError::Refused {
             path: crate::format::absolute(path),

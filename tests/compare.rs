@@ -708,7 +708,7 @@ fn one_file_without_a_separator_is_one_file_not_one_files() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains(
-            "1 file and no `--`: give BASE NEW",
+            "1 file and nothing to compare it with: give BASE NEW",
         ));
 }
 

@@ -1558,3 +1558,53 @@ fn append_refuses_another_users_recording_in_a_shared_directory() {
         .assert()
         .success();
 }
+
+#[test]
+fn a_compressed_files_name_is_refused_for_plain_text_output() {
+    // memmon writes plain text: `-o run.csv.gz` held plain CSV under a gzip name (zcat failed
+    // on it), and `-o run.jsonl.zst` plain CSV too, the format taken from `.zst`.
+    let dir = tempdir();
+    for name in ["run.csv.gz", "run.jsonl.zst"] {
+        let out = dir.path().join(name);
+        memmon()
+            .args(["record", "-q", "-o"])
+            .arg(&out)
+            .arg("--")
+            .args(workload(&["hold:10ms"]))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "{name} (-o): memmon writes it uncompressed"
+            )));
+        assert!(!out.exists(), "{name}");
+    }
+    let json = dir.path().join("runs.json.gz");
+    memmon()
+        .args(["bench", "-q", "-n", "1", "--export-json"])
+        .arg(&json)
+        .args(["--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "(--export-json): memmon writes it uncompressed",
+        ));
+}
+
+#[test]
+fn the_demo_refusing_an_existing_plot_advises_what_it_takes() {
+    // It said "pass --force", which demo does not take.
+    let dir = tempdir();
+    std::fs::write(dir.path().join("mine.svg"), "x").unwrap();
+    memmon()
+        .current_dir(dir.path())
+        .args(["demo", "-q", "-o", "mine.csv"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains(
+                "mine.svg (the demo's plot) already exists: give -o another name",
+            )
+            .and(predicate::str::contains("--force").not()),
+        );
+    assert_eq!(std::fs::read(dir.path().join("mine.svg")).unwrap(), b"x");
+}

@@ -182,6 +182,19 @@ fn a_thread_id_is_refused_naming_its_process() {
             predicate::str::contains(format!("PID {tid} is a thread of process {me}"))
                 .and(predicate::str::contains(format!("give --pid {me}"))),
         );
+    // A pidfile naming the thread: the advice is a command line that works, not
+    // "--pidfile PID".
+    let dir = tempdir();
+    let pidfile = dir.path().join("t.pid");
+    std::fs::write(&pidfile, format!("{tid}\n")).unwrap();
+    memmon()
+        .args(["record", "--pidfile"])
+        .arg(&pidfile)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "give --pid {me}, its thread group leader (given by --pidfile)"
+        )));
     stop_tx.send(()).unwrap();
     t.join().unwrap();
 }
@@ -431,5 +444,23 @@ fn a_pidfile_that_names_no_pid_exits_3_in_record_and_bench_as_a_stale_one_does()
                 "{stderr}"
             );
         }
+    }
+}
+
+#[test]
+fn a_zero_duration_or_pss_interval_is_refused_naming_the_flag() {
+    // --duration 0 stopped a command after 82 us; --pss-every 0 read PSS every tick, the stall
+    // --pss warns of.
+    for (flag, extra) in [("--duration", &[][..]), ("--pss-every", &["--pss"][..])] {
+        memmon()
+            .args(["record", "-o", "/dev/null", flag, "0s"])
+            .args(extra)
+            .args(["--", "true"])
+            .assert()
+            .code(2)
+            .stderr(
+                predicate::str::contains(flag)
+                    .and(predicate::str::contains("'0s' must be above 0")),
+            );
     }
 }

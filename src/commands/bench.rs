@@ -116,7 +116,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let mut out = std::io::stdout().lock();
         out.write_all(table.as_bytes())
             .and_then(|_| out.flush())
-            .map_err(anyhow::Error::from)?;
+            .map_err(|e| anyhow::Error::from(e).context("cannot write to stdout"))?;
     }
     export::write_all(&exports, &report, opts.force)?;
     if let Some(url) = &args.push {

@@ -107,16 +107,29 @@ pub fn parse_target(text: &str) -> Result<ExportTarget, String> {
 pub fn read_config(path: &Path) -> Result<Vec<ExportTarget>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e} (--config)", path.display()))?;
-    let mut out = Vec::new();
+    let mut out: Vec<ExportTarget> = Vec::new();
+    let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        out.push(
-            parse_target(line)
-                .map_err(|e| format!("{}:{}: {e} (--config)", path.display(), i + 1))?,
-        );
+        let at = |e: String| format!("{}:{}: {e} (--config)", path.display(), i + 1);
+        let t = parse_target(line).map_err(at)?;
+        if let Some(k) = out.iter().position(|o| o.name == t.name) {
+            return Err(at(format!(
+                "a target named '{}' is on line {} already: names must differ",
+                t.name, lines[k]
+            )));
+        }
+        out.push(t);
+        lines.push(i + 1);
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "{} names no target (--config: one NAME=KIND:VALUE a line)",
+            path.display()
+        ));
     }
     Ok(out)
 }
@@ -819,6 +832,17 @@ mod tests {
         assert!(check_targets(&[]).unwrap_err().contains("--target"));
         let e = read_config(&dir.path().join("none")).unwrap_err();
         assert!(e.contains("none") && e.contains("--config"), "{e}");
+        // Two targets of one name: the second's line, and the first's.
+        std::fs::write(&p, "a=pid:1\n# b\na=pid:2\n").unwrap();
+        let e = read_config(&p).unwrap_err();
+        assert!(
+            e.contains("targets.conf:3: a target named 'a' is on line 1 already"),
+            "{e}"
+        );
+        // A file of comments alone names no target: said of the file.
+        std::fs::write(&p, "# nothing yet\n\n").unwrap();
+        let e = read_config(&p).unwrap_err();
+        assert!(e.contains("targets.conf names no target (--config"), "{e}");
     }
 
     fn options(root: &Path, targets: &[&str]) -> ExportOptions {

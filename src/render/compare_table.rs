@@ -53,7 +53,7 @@ pub fn split_sides(
         (_, 0) if files.len() == 2 => Ok((vec![files[0].clone()], vec![files[1].clone()])),
         (0, _) => Err("give the baseline's recordings before `--`".into()),
         (n, 0) => Err(format!(
-            "{} and no `--`: give BASE NEW, or BASE... -- NEW... to compare several runs per side",
+            "{} and nothing to compare it with: give BASE NEW, or BASE... -- NEW... to compare several runs per side",
             crate::units::count(n, "file")
         )),
         _ => Ok((files.to_vec(), new.to_vec())),

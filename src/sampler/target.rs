@@ -73,7 +73,7 @@ pub enum TargetError {
         comm: String,
         flag: &'static str,
     },
-    #[error("PID {tid} is a thread of process {tgid} ({comm}), not a process: give {flag} {tgid}, its thread group leader")]
+    #[error("PID {tid} is a thread of process {tgid} ({comm}), not a process: give --pid {tgid}, its thread group leader{}", if *.flag == "--pid" { String::new() } else { format!(" (given by {})", .flag) })]
     Thread {
         tid: i32,
         tgid: i32,
