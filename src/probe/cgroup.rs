@@ -25,6 +25,8 @@ pub enum CgroupError {
     NotPermitted(PathBuf),
     #[error("resetting {0} is not supported (cgroup v2 memory.peak can be reset from Linux 6.12)")]
     NotSupported(PathBuf),
+    #[error("{0} does not exist (cgroup v2 has memory.peak from Linux 5.19)")]
+    NoPeakFile(PathBuf),
     #[error("no memory cgroup '{0}' (--cgroup; looked for its memory files in {1})")]
     NotFound(String, String),
     #[error("cannot make {0}: {1}")]
@@ -116,6 +118,11 @@ impl CgroupFs {
             };
             (CgroupVersion::V2, p, base)
         };
+        // `/..` leads out of this cgroup namespace (a process in another container): no cgroup
+        // this file system shows.
+        if path.split('/').any(|c| c == "..") {
+            return None;
+        }
         let dir = base.join(path.trim_start_matches('/'));
         dir.is_dir().then_some(MemCgroup { version, path, dir })
     }
@@ -128,9 +135,12 @@ impl CgroupFs {
 }
 
 impl MemCgroup {
-    /// True for the root cgroup, which holds the whole machine.
+    /// True for the root cgroup, which holds the whole machine. Inside a cgroup namespace (a
+    /// container's) `/proc/PID/cgroup` says `0::/` of the container's own cgroup: on v2 that one
+    /// has `memory.current`, which the kernel gives every cgroup but the real root.
     pub fn is_root(&self) -> bool {
         self.path.trim_matches('/').is_empty()
+            && !(self.version == CgroupVersion::V2 && self.dir.join("memory.current").exists())
     }
 
     /// The file that holds the peak: `memory.peak` (v2) or `memory.max_usage_in_bytes` (v1).
@@ -166,8 +176,10 @@ impl MemCgroup {
     }
 
     /// Resets the peak and returns the open file through which to read the peak of what
-    /// follows. v2: writes to `memory.peak` (the reset holds for this file descriptor only,
-    /// Linux ≥ 6.12). v1: writes `0` to `memory.max_usage_in_bytes`.
+    /// follows. v2: writes to `memory.peak` (Linux ≥ 6.12; the kernel keeps one mark under
+    /// every writer's descriptor and each keeps only the usage at its own last write, so
+    /// another program's write lowers what this one reads). v1: writes `0` to
+    /// `memory.max_usage_in_bytes`.
     pub fn reset_peak(&self) -> Result<PeakWatch, CgroupError> {
         let path = self.peak_file();
         let mut f = OpenOptions::new()
@@ -189,6 +201,9 @@ impl MemCgroup {
             }
             (io::ErrorKind::PermissionDenied, _) => CgroupError::NotPermitted(path.to_path_buf()),
             (_, Some(libc::EPERM)) => CgroupError::NotPermitted(path.to_path_buf()),
+            (io::ErrorKind::NotFound, _) if self.version == CgroupVersion::V2 => {
+                CgroupError::NoPeakFile(path.to_path_buf())
+            }
             (io::ErrorKind::NotFound, _)
             | (_, Some(libc::EINVAL))
             | (_, Some(libc::EOPNOTSUPP)) => CgroupError::NotSupported(path.to_path_buf()),
@@ -1107,6 +1122,21 @@ mod tests {
     }
 
     #[test]
+    fn a_containers_own_cgroup_is_not_the_machines_root_and_one_outside_it_is_not_found() {
+        // In a cgroup namespace a process of the container's own cgroup reads `0::/`; the
+        // kernel gives that cgroup memory.current, the real root none.
+        let (t, fs) = fake_v2();
+        let root = fs.locate("0::/\n").unwrap();
+        assert!(root.is_root(), "no memory.current: the machine's root");
+        std::fs::write(t.path().join("memory.current"), "1\n").unwrap();
+        let container = fs.locate("0::/\n").unwrap();
+        assert!(!container.is_root(), "the container's own cgroup");
+        // A cgroup outside the namespace shows as `/..`: no directory of this file system.
+        assert_eq!(fs.locate("0::/..\n"), None);
+        assert_eq!(fs.locate("0::/../system.slice\n"), None);
+    }
+
+    #[test]
     fn on_a_hybrid_host_the_v1_memory_line_wins() {
         let (t, fs) = fake_hybrid();
         let text = "9:name=systemd:/\n4:memory:/bench/proverd\n2:cpu,cpuacct:/\n0::/user.slice\n";
@@ -1177,6 +1207,11 @@ mod tests {
         let e = cg.reset_error(&cg.peak_file(), denied);
         assert!(matches!(e, CgroupError::NotSupported(_)), "{e}");
         assert!(e.to_string().contains("6.12"), "{e}");
+        // Before Linux 5.19 there is no memory.peak at all: said so, not "reset from 6.12".
+        std::fs::remove_file(cg.peak_file()).unwrap();
+        let e = cg.reset_peak().err().unwrap();
+        assert!(matches!(e, CgroupError::NoPeakFile(_)), "{e}");
+        assert!(e.to_string().contains("from Linux 5.19"), "{e}");
     }
 
     #[test]

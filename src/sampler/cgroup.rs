@@ -146,7 +146,8 @@ impl CgroupSource {
     }
 
     /// Resets the cgroup's peak (v1: writes 0 to memory.max_usage_in_bytes; v2: writes to
-    /// memory.peak, which holds for the descriptor kept here, Linux ≥ 6.12).
+    /// memory.peak through the descriptor kept here, Linux ≥ 6.12; no reset is private: another
+    /// program's lowers this one's mark too).
     pub fn reset_peak(&mut self) -> Result<(), CgroupError> {
         match self.cgroup().reset_peak() {
             Ok(w) => {

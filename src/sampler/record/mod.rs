@@ -283,6 +283,8 @@ pub struct Recorder {
     samples: u64,
     /// Peak resets refused at markers with `phase_peaks` (then phase peaks are not exact).
     reset_failures: u64,
+    /// Cgroup peak resets refused at markers (said once, at the first).
+    cgroup_reset_failures: u64,
     /// A daemon bench's client times (`Control::ClientWall`), for the end record.
     client_walls: Vec<crate::format::meta::ClientWall>,
     /// The launched command's stdout goes to `--mark-stdout`'s relay, which has not yet said
@@ -738,9 +740,12 @@ impl Recorder {
             return;
         }
         if let Some(Err(e)) = self.watch.cgroup_mut().map(|c| c.reset_peak()) {
-            self.report.warning(&format!(
-                "cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact"
-            ));
+            self.cgroup_reset_failures += 1;
+            if self.cgroup_reset_failures == 1 {
+                self.report.warning(&format!(
+                    "cannot reset the cgroup's peak: {e}; per-phase cgroup peaks are not exact (said once)"
+                ));
+            }
         }
         let failed = self.reset_peaks();
         if failed.is_empty() {

@@ -160,6 +160,7 @@ impl Recorder {
             summary,
             samples: 0,
             reset_failures: 0,
+            cgroup_reset_failures: 0,
             client_walls: Vec::new(),
             stdout_relayed: false,
             meta,
