@@ -674,15 +674,15 @@ at the peak; any process whose RSS is over --pss-max-rss (default 8GiB) is skipp
     pub pss: bool,
 
     /// With --pss: read PSS this often (and at a new RSS high, at most every tenth of it)
-    #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION", requires = "pss")]
     pub pss_every: Duration,
 
     /// With --pss: skip processes whose RSS is above this (reading them stalls them)
-    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE")]
+    #[arg(long, default_value = "8GiB", value_parser = size, value_name = "SIZE", requires = "pss")]
     pub pss_max_rss: u64,
 
     /// With --pss: read PSS even of processes above --pss-max-rss
-    #[arg(long)]
+    #[arg(long, requires = "pss")]
     pub pss_force: bool,
 }
 

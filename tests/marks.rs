@@ -450,6 +450,22 @@ fn a_marker_source_whose_thread_cannot_start_is_named_never_silently_gone() {
 }
 
 #[test]
+fn a_directory_given_as_the_marker_log_is_refused() {
+    // It was followed ("following DIR for markers") and never gave a line.
+    let dir = tempdir();
+    memmon()
+        .args(["record", "-o", "/dev/null", "--mark-log"])
+        .arg(dir.path())
+        .args(["--mark-regex", PHASE_RE, "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "--mark-log {}: it is a directory, not a log file",
+            dir.path().display()
+        )));
+}
+
+#[test]
 fn mark_stdout_needs_a_launched_command() {
     memmon()
         .args(["record", "--pid", "1", "--mark-stdout", "x"])

@@ -463,4 +463,18 @@ fn a_zero_duration_or_pss_interval_is_refused_naming_the_flag() {
                     .and(predicate::str::contains("'0s' must be above 0")),
             );
     }
+    // A PSS setting without --pss was silently ignored.
+    for flag in [
+        &["--pss-every", "5s"][..],
+        &["--pss-max-rss", "1GiB"],
+        &["--pss-force"],
+    ] {
+        memmon()
+            .args(["record", "-o", "/dev/null"])
+            .args(flag)
+            .args(["--", "true"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--pss"));
+    }
 }

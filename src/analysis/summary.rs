@@ -1190,7 +1190,7 @@ impl CgroupSummary {
         }
         if !self.moved_out.is_empty() {
             w.push(format!(
-                "note: processes {:?} outlived the command in memmon's cgroup and were moved out of it before it was removed",
+                "note: processes {:?} were still running in memmon's cgroup when the recording ended and were moved out of it before it was removed",
                 self.moved_out
             ));
         }

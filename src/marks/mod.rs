@@ -143,6 +143,12 @@ impl MarkSetup {
             (None, Some(_)) => return Err(usage("--mark-regex needs --mark-log FILE".into())),
             (None, None) => None,
         };
+        if let Some(p) = o.mark_log.as_ref().filter(|p| p.is_dir()) {
+            return Err(usage(format!(
+                "--mark-log {}: it is a directory, not a log file",
+                p.display()
+            )));
+        }
         let stdout_pattern = match &o.mark_stdout {
             Some(re) => Some(MarkPattern::new("--mark-stdout", re).map_err(usage)?),
             None => None,

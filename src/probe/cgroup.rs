@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 pub enum CgroupError {
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, io::Error),
+    #[error("cannot write {0}: {1}")]
+    Write(PathBuf, io::Error),
     #[error("cannot parse {0}: '{1}'")]
     Parse(PathBuf, String),
     #[error("resetting {0} is not permitted (run as root or the cgroup's owner)")]
@@ -207,7 +209,7 @@ impl MemCgroup {
             (io::ErrorKind::NotFound, _)
             | (_, Some(libc::EINVAL))
             | (_, Some(libc::EOPNOTSUPP)) => CgroupError::NotSupported(path.to_path_buf()),
-            _ => CgroupError::Io(path.to_path_buf(), e),
+            _ => CgroupError::Write(path.to_path_buf(), e),
         }
     }
 }
@@ -697,7 +699,7 @@ impl CgroupFs {
             .open(&procs_path)
             .map_err(|e| {
                 let _ = std::fs::remove_dir(&dir);
-                CgroupError::Io(procs_path.clone(), e)
+                CgroupError::Write(procs_path.clone(), e)
             })?;
         let reaper = Reaper::watch(&dir);
         Ok(OwnCgroup {

@@ -166,7 +166,7 @@ impl Daemon {
             Some(cg) => say(
                 opts,
                 format!(
-                    "bench: the daemon's own cgroup {} ({}) holds its tree: each run's peak is the tree's exact peak, reset per run",
+                    "bench: the daemon's own cgroup {} ({}) holds its tree: each run's peak is read from its peak file, reset as each run starts (a refused reset is said)",
                     cg.path,
                     cg.version.name()
                 ),
