@@ -10,22 +10,31 @@ use std::path::{Path, PathBuf};
 /// The directory under which a test may make a memory cgroup: v1's memory hierarchy, or a v2
 /// hierarchy with the memory controller. `None`, with a message, where the test cannot.
 pub(crate) fn memory_hierarchy() -> Option<PathBuf> {
+    controller_hierarchy("memory")
+}
+
+/// The directory under which a test may make a cgroup with `controller` (`memory`, `pids`):
+/// v1's hierarchy of that name, or a v2 hierarchy that enables it. `None`, with a message,
+/// where the test cannot.
+pub(crate) fn controller_hierarchy(controller: &str) -> Option<PathBuf> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: making a cgroup needs root");
         return None;
     }
-    let v1 = Path::new("/sys/fs/cgroup/memory");
-    if v1.join("memory.usage_in_bytes").exists() {
-        return Some(v1.to_path_buf());
+    let v1 = Path::new("/sys/fs/cgroup").join(controller);
+    if v1.join("cgroup.procs").exists() {
+        return Some(v1);
     }
     let v2 = Path::new("/sys/fs/cgroup");
     if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
-        .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == controller))
     {
         return Some(v2.to_path_buf());
     }
-    eprintln!("skipped: no memory controller is mounted (neither v1 memory/ nor v2 with memory)");
+    eprintln!(
+        "skipped: no {controller} controller is mounted (neither v1 {controller}/ nor v2 with {controller})"
+    );
     None
 }
 

@@ -375,35 +375,13 @@ fn a_marker_printed_as_the_command_exits_is_on_a_row_or_named_as_not_taken() {
     }
 }
 
-/// A pids cgroup a test may make and limit: v1's pids hierarchy, or a v2 one with the pids
-/// controller. `None`, with a message, where the test cannot.
-fn pids_hierarchy() -> Option<PathBuf> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: making a cgroup needs root");
-        return None;
-    }
-    let v1 = Path::new("/sys/fs/cgroup/pids");
-    if v1.join("cgroup.procs").exists() {
-        return Some(v1.to_path_buf());
-    }
-    let v2 = Path::new("/sys/fs/cgroup");
-    if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
-        .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
-    {
-        return Some(v2.to_path_buf());
-    }
-    eprintln!("skipped: no pids controller is mounted");
-    None
-}
-
 #[test]
 fn a_marker_source_whose_thread_cannot_start_is_named_never_silently_gone() {
     // In a container at its `pids.max`, memmon may not get the threads its marker sources run
     // on. The relay's thread carries the command's stdout: without it that output and its
     // markers are gone, and the user must be told. memmon runs here in a pids cgroup limited
     // to n tasks, for n from too few for anything to enough for everything.
-    let Some(base) = pids_hierarchy() else {
+    let Some(base) = crate::cgroup::controller_hierarchy("pids") else {
         return;
     };
     let cg = crate::cgroup::TestCgroup::new(&base, "threads");

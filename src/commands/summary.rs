@@ -15,8 +15,6 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     for f in &args.files {
         // An input that is missing, unreadable or malformed exits 2 (`ReadError::class`), as
         // in compare, plot and report.
-        // A budget of a number the recording lacks (--max-gpu without GPU memory) fails as
-        // "cannot be checked", exit 1, as in compare and bench.
         let s = summarize(f, &spec).context("cannot summarize")?;
         all.push(s);
     }
@@ -37,6 +35,8 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
         }
     }
     drop(out);
+    // A budget of a number a recording lacks (--max-gpu without GPU memory) fails as "cannot
+    // be checked", exit 1, as in compare and bench.
     let checks: Vec<_> = all
         .iter()
         .zip(&args.files)
