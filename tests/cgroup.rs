@@ -74,6 +74,19 @@ impl TestCgroup {
         std::fs::create_dir(&d).unwrap();
         TestCgroup(d)
     }
+
+    /// One limited to `bytes`, with no swap to escape to: over the limit the kernel must kill.
+    pub(crate) fn limited(base: &Path, tag: &str, bytes: u64) -> TestCgroup {
+        let cg = TestCgroup::new(base, tag);
+        let (limit, swap) = if base.ends_with("memory") {
+            ("memory.limit_in_bytes", "memory.swappiness")
+        } else {
+            ("memory.max", "memory.swap.max")
+        };
+        std::fs::write(cg.0.join(limit), bytes.to_string()).unwrap();
+        let _ = std::fs::write(cg.0.join(swap), "0");
+        cg
+    }
 }
 
 impl Drop for TestCgroup {
@@ -741,16 +754,7 @@ fn a_bench_run_whose_worker_the_oom_killer_took_says_so_in_its_row_and_a_warning
     let Some(base) = memory_hierarchy() else {
         return;
     };
-    let cg = TestCgroup::new(&base, "oom");
-    let v1 = base.ends_with("memory");
-    let (limit, swap) = if v1 {
-        ("memory.limit_in_bytes", "memory.swappiness")
-    } else {
-        ("memory.max", "memory.swap.max")
-    };
-    std::fs::write(cg.0.join(limit), format!("{}", 60 * MIB)).unwrap();
-    // No swap to escape to: over the limit the kernel must kill.
-    let _ = std::fs::write(cg.0.join(swap), "0");
+    let cg = TestCgroup::limited(&base, "oom", 60 * MIB);
     let d = tempdir();
     let (socket, pidfile) = (d.path().join("d.sock"), d.path().join("d.pid"));
     // A daemon that forks a worker per request, in the cgroup.
@@ -826,15 +830,8 @@ fn a_launched_command_stays_under_the_memory_limit_memmon_runs_under() {
     let Some(base) = memory_hierarchy() else {
         return;
     };
-    let cg = TestCgroup::new(&base, "limit");
+    let cg = TestCgroup::limited(&base, "limit", 64 * MIB);
     let v1 = base.ends_with("memory");
-    let (limit, swap) = if v1 {
-        ("memory.limit_in_bytes", "memory.swappiness")
-    } else {
-        ("memory.max", "memory.swap.max")
-    };
-    std::fs::write(cg.0.join(limit), format!("{}", 64 * MIB)).unwrap();
-    let _ = std::fs::write(cg.0.join(swap), "0");
     let d = tempdir();
     let out = d.path().join("limited.csv");
     let o = std::process::Command::new("sh")

@@ -652,11 +652,7 @@ impl CgroupFs {
         }
         let parent = m.dir.parent().unwrap_or(&base).to_path_buf();
         let ctl = parent.join("cgroup.subtree_control");
-        let on = std::fs::read_to_string(&ctl)
-            .map_err(|e| CgroupError::Io(ctl.clone(), e))?
-            .split_whitespace()
-            .any(|c| c == "memory");
-        if !on {
+        if !enables_memory(&ctl)? {
             return Err(CgroupError::NoMemoryBelow(ctl));
         }
         let path = match m.path.trim_end_matches('/').rsplit_once('/') {
@@ -683,11 +679,7 @@ impl CgroupFs {
         let place = self.own_place(mine)?;
         if place.enable_memory {
             let ctl = place.dir.join("cgroup.subtree_control");
-            let on = std::fs::read_to_string(&ctl)
-                .map_err(|e| CgroupError::Io(ctl.clone(), e))?
-                .split_whitespace()
-                .any(|c| c == "memory");
-            if !on {
+            if !enables_memory(&ctl)? {
                 std::fs::write(&ctl, "+memory").map_err(|e| CgroupError::Create(ctl.clone(), e))?;
             }
         }
@@ -785,6 +777,14 @@ impl OwnPlace {
             back_to: base.join("cgroup.procs"),
         }
     }
+}
+
+/// Whether a v2 `cgroup.subtree_control` (`ctl`) hands the memory controller down.
+fn enables_memory(ctl: &Path) -> Result<bool, CgroupError> {
+    Ok(std::fs::read_to_string(ctl)
+        .map_err(|e| CgroupError::Io(ctl.to_path_buf(), e))?
+        .split_whitespace()
+        .any(|c| c == "memory"))
 }
 
 /// The first limit a v2 cgroup sets of its own (`memory.max 2147483648`), of those a cgroup
