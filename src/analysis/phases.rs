@@ -308,13 +308,14 @@ impl PhaseBuilder {
     }
 
     /// From now on, the resets at span boundaries may not have held (a bench run whose reset
-    /// was refused): a mark counts for a span only when it rose in it.
-    pub fn resets_refused(&mut self) {
+    /// was refused): of the kernel's marks (`kernel`), of the cgroup's peak file (`cgroup`); a
+    /// mark whose reset was refused counts for a span only when it rose in it.
+    pub fn resets_refused(&mut self, kernel: bool, cgroup: bool) {
         for ctx in [&mut self.windows.phase, &mut self.windows.run] {
-            if ctx.kernel == Window::AfterOpen {
+            if kernel && ctx.kernel == Window::AfterOpen {
                 ctx.kernel = Window::IfRises;
             }
-            if ctx.cgroup == Window::AfterOpen {
+            if cgroup && ctx.cgroup == Window::AfterOpen {
                 ctx.cgroup = Window::IfRises;
             }
         }
@@ -635,12 +636,15 @@ impl PhaseBuilder {
 /// recording whose metadata is `meta`, closed as the summary of that recording closes it: a
 /// run reads the same in bench's table as in `summary` of bench's recording. `resets_held`:
 /// the run's resets were all taken.
-pub fn run_span(meta: &Meta, rows: &[Sample], resets_held: bool) -> Option<Span> {
+pub fn run_span(
+    meta: &Meta,
+    rows: &[Sample],
+    kernel_reset_held: bool,
+    cgroup_reset_held: bool,
+) -> Option<Span> {
     let mut b = PhaseBuilder::new();
     b.session(meta);
-    if !resets_held {
-        b.resets_refused();
-    }
+    b.resets_refused(!kernel_reset_held, !cgroup_reset_held);
     rows.iter().for_each(|s| b.push(s));
     b.finish().runs.into_iter().next()
 }
@@ -1320,17 +1324,25 @@ mod tests {
         assert_eq!(p.runs[1].facts.kernel_peak_rss_bytes, Some(120 * MIB));
         assert!(p.phases.is_empty());
         assert_eq!(
-            run_span(&bench, &rows[1..4], true).unwrap(),
+            run_span(&bench, &rows[1..4], true, true).unwrap(),
             p.runs[0],
             "bench's own span of a run is the summary's"
         );
         assert_eq!(
-            run_span(&bench, &rows[1..4], false)
+            run_span(&bench, &rows[1..4], false, true)
                 .unwrap()
                 .facts
                 .kernel_peak_rss_bytes,
             None,
             "a refused reset: the marks did not rise above the older peak"
+        );
+        assert_eq!(
+            run_span(&bench, &rows[1..4], true, false)
+                .unwrap()
+                .facts
+                .kernel_peak_rss_bytes,
+            Some(250 * MIB),
+            "a refused reset of the cgroup's peak alone leaves the kernel's marks reset"
         );
     }
 

@@ -64,6 +64,10 @@ pub struct SpanContext {
     pub kernel_after_last_row_of_last_tree: bool,
     /// The cgroup's peak file read after the span's last row (at the recording's end).
     pub cgroup_after_last_row: Option<u64>,
+    /// The cgroup's OOM kill counter read then (`cgroup_oom_kill_events`), and how much it rose
+    /// over the whole recording (for a span no row holds): a kill after the last row counts.
+    pub cgroup_oom_after_last_row: Option<u64>,
+    pub cgroup_oom_during: Option<u64>,
     /// Whether the GPU's accounting marks (`gpu_hwm_bytes`) began with the span (`FromOpen`: a
     /// launched command's first span) or may predate it (`IfRises`: NVML has no reset).
     pub gpu: Window,
@@ -84,6 +88,8 @@ impl SpanContext {
             kernel_after_last_row_of_last_tree: tail.kernel_last_tree,
             rusage_covers_departed: tail.rusage_covers_departed,
             cgroup_after_last_row: tail.cgroup,
+            cgroup_oom_after_last_row: tail.cgroup_oom,
+            cgroup_oom_during: tail.cgroup_oom_during,
             gpu_after_last_row: tail.gpu,
             exit_records: tail.exit_records,
             ..self
@@ -106,6 +112,10 @@ pub struct EndTail {
     /// wait4's ru_maxrss is known: it holds every process of the launched tree that ended.
     pub rusage_covers_departed: bool,
     pub cgroup: Option<u64>,
+    /// The cgroup's OOM kill counter at the end (`CgroupEnd::final_oom_kill_events`), and its
+    /// rise over the recording (`events_during`).
+    pub cgroup_oom: Option<u64>,
+    pub cgroup_oom_during: Option<u64>,
     pub gpu: Option<u64>,
     pub exit_records: bool,
 }
@@ -133,6 +143,8 @@ impl EndTail {
                 c.final_peak_bytes
                     .or(c.peak_bytes.filter(|_| c.peak_during_recording))
             }),
+            cgroup_oom: end.cgroup.as_ref().and_then(|c| c.final_oom_kill_events),
+            cgroup_oom_during: end.cgroup.as_ref().map(|c| c.events_during.oom_kill),
             gpu: end.gpu.as_ref().and_then(|g| g.hwm_after_last_row_bytes),
             exit_records: end.exit_records_complete(),
         }
@@ -153,6 +165,9 @@ impl EndTail {
             kernel_last_tree: a.kernel_last_tree && b.kernel_last_tree,
             rusage_covers_departed: a.rusage_covers_departed && b.rusage_covers_departed,
             cgroup: a.cgroup.max(b.cgroup),
+            // Each run's cgroup counts its own kills: the last run's are the span's tail.
+            cgroup_oom: b.cgroup_oom,
+            cgroup_oom_during: b.cgroup_oom_during,
             gpu: a.gpu.max(b.gpu),
             exit_records: a.exit_records && b.exit_records,
         }))
@@ -190,6 +205,8 @@ impl Default for SpanContext {
             kernel_after_last_row: None,
             kernel_after_last_row_of_last_tree: false,
             cgroup_after_last_row: None,
+            cgroup_oom_after_last_row: None,
+            cgroup_oom_during: None,
             gpu: Window::IfRises,
             gpu_after_last_row: None,
             kernel_inner_resets: false,
@@ -763,6 +780,20 @@ pub struct SpanAcc {
     rows_lost: bool,
     /// Marks reset inside the span (`marks_reset_after`).
     inner_reset: Option<InnerReset>,
+    /// A row found a process of the tree outside the recorded cgroup
+    /// (`cgroup_outside_processes`).
+    cgroup_left: bool,
+    /// The largest file-backed RSS of the tree sampled (`file_bytes`): pages a cgroup may not
+    /// be charged for (a binary's page cache, charged to whoever read it first).
+    file_max: u64,
+    /// The last row's cgroup peak, and whether that row bounds a span (memmon resets the peak
+    /// right after such a row, and after the opening row: a lower peak next is that reset).
+    last_cgroup_peak: Option<u64>,
+    after_boundary: bool,
+    /// The cgroup's peak fell between two rows with no reset of memmon's between them: the
+    /// cgroup was removed and made again (a restarted service's), or another program reset its
+    /// peak. Its peak file then does not cover the span.
+    cgroup_peak_fell: bool,
 }
 
 impl SpanAcc {
@@ -810,6 +841,11 @@ impl SpanAcc {
             late_boundary: false,
             rows_lost: false,
             inner_reset: None,
+            cgroup_left: s.cgroup_outside_processes.is_some_and(|n| n > 0),
+            file_max: s.file_bytes,
+            last_cgroup_peak: s.cgroup_peak_bytes,
+            after_boundary: true,
+            cgroup_peak_fell: false,
         }
     }
 
@@ -860,6 +896,11 @@ impl SpanAcc {
             late_boundary: false,
             rows_lost: false,
             inner_reset: None,
+            cgroup_left: false,
+            file_max: 0,
+            last_cgroup_peak: None,
+            after_boundary: true,
+            cgroup_peak_fell: false,
         }
     }
 
@@ -930,6 +971,15 @@ impl SpanAcc {
         if let Some(c) = s.cgroup_bytes {
             self.cgroup_max = Some(self.cgroup_max.map_or(c, |m| m.max(c)));
         }
+        self.cgroup_left |= s.cgroup_outside_processes.is_some_and(|n| n > 0);
+        self.file_max = self.file_max.max(s.file_bytes);
+        if let (Some(last), Some(now)) = (self.last_cgroup_peak, s.cgroup_peak_bytes) {
+            self.cgroup_peak_fell |= now < last && !self.after_boundary;
+        }
+        if s.cgroup_peak_bytes.is_some() {
+            self.last_cgroup_peak = s.cgroup_peak_bytes;
+        }
+        self.after_boundary = s.event.as_ref().is_some_and(Event::bounds_a_span);
         if s.rss_bytes > self.peak_rss {
             self.peak_rss = s.rss_bytes;
             self.peak_elapsed_s = s.elapsed_s;
@@ -1122,6 +1172,14 @@ impl SpanAcc {
         let left_unseen = kernel.is_some_and(|(k, source)| {
             source == PeakSource::RuMaxrss && k > rows_hwm.saturating_add(ctx.bound_bytes)
         });
+        let cgroup_peak = self.cgroup_peak(
+            ctx.cgroup,
+            ctx.cgroup_after_last_row,
+            ctx.cgroup_inner_resets,
+        );
+        let cgroup_left_tree = ctx.cgroup_holds_tree
+            && (self.cgroup_left
+                || self.beyond_cgroup(kernel.map(|k| k.0), cgroup_peak, ctx.bound_bytes));
         PeakFacts {
             sampled_peak_rss_bytes: self.peak_rss,
             kernel_peak_rss_bytes: kernel.map(|k| k.0),
@@ -1135,12 +1193,10 @@ impl SpanAcc {
             exit_records_complete: ctx.exit_records && carried,
             kernel_peak_covers_departed: (ctx.exit_records || ctx.rusage_covers_departed)
                 && carried,
-            cgroup_peak_bytes: self.cgroup_peak(
-                ctx.cgroup,
-                ctx.cgroup_after_last_row,
-                ctx.cgroup_inner_resets,
-            ),
-            cgroup_holds_tree: ctx.cgroup_holds_tree,
+            cgroup_peak_bytes: cgroup_peak.filter(|_| !self.cgroup_peak_fell),
+            cgroup_peak_fell: self.cgroup_peak_fell,
+            cgroup_holds_tree: ctx.cgroup_holds_tree && !cgroup_left_tree,
+            cgroup_left_tree,
             cgroup_v1: ctx.cgroup_v1,
             // The opening row's sum may hold marks from before a reset at the span's start
             // (the span before's); the rows after it bound the tree from the opening on, so it
@@ -1154,6 +1210,36 @@ impl SpanAcc {
             restart_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeRestart,
             reset_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeReset,
         }
+    }
+
+    /// A cgroup that held the whole tree peaks at least as high as the tree's largest process
+    /// (`kernel`, its exact peak), but for the process's file pages charged elsewhere (a
+    /// binary's page cache) and the counters' batching: a process peak above the cgroup's by
+    /// more than that (and a 32nd of itself) was reached, at least in part, outside the cgroup (a
+    /// process moved out and gone between two samples).
+    fn beyond_cgroup(&self, kernel: Option<u64>, cgroup: Option<u64>, bound_bytes: u64) -> bool {
+        let (Some(k), Some(c)) = (kernel, cgroup) else {
+            return false;
+        };
+        let allowed = c
+            .saturating_add(self.file_max)
+            .saturating_add(self.held.shmem_bytes)
+            .saturating_add(4 * bound_bytes)
+            .saturating_add(k / 32);
+        k > allowed
+    }
+
+    /// The span's memory health, with the OOM kills the end record counted after its last row
+    /// (all of them, for a span no row holds).
+    fn health_with_tail(&self, ctx: &SpanContext) -> MemoryHealth {
+        let mut h = self.health;
+        if self.samples == 0 {
+            let mut health = h.get();
+            health.cgroup_oom_kills = ctx.cgroup_oom_during.or(health.cgroup_oom_kills);
+            return health;
+        }
+        h.cg_oom.push(ctx.cgroup_oom_after_last_row);
+        h.get()
     }
 
     /// The span, closed: `label`, its run number (runs only), `complete` when its closing row
@@ -1188,7 +1274,7 @@ impl SpanAcc {
             start_rss_bytes: self.start_rss,
             end_rss_bytes: self.last_rss,
             held: self.held,
-            health: self.health.get(),
+            health: self.health_with_tail(ctx),
             pss: self.pss.reads(self.peak_rss),
             peak_gpu_bytes: self.peak_gpu,
             gpu_kernel: self.gpu_hwm.decide(ctx.gpu, ctx.gpu_after_last_row),

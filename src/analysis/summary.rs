@@ -285,6 +285,8 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
             (f.kernel_peak_covers_departed || a) && (s.kernel_peak_covers_departed || b);
         f.departed += s.departed;
         f.cgroup_holds_tree &= s.cgroup_holds_tree;
+        f.cgroup_left_tree |= s.cgroup_left_tree;
+        f.cgroup_peak_fell |= s.cgroup_peak_fell;
         f.cgroup_v1 |= s.cgroup_v1;
         f.hwm_sum_bytes = f.hwm_sum_bytes.max(s.hwm_sum_bytes);
         f.exact_within_bytes = match (f.exact_within_bytes, s.exact_within_bytes) {
@@ -579,6 +581,7 @@ impl SummaryBuilder {
             .iter()
             .any(|s| s.rows_lost.is_some_and(|l| !l.in_session));
         let peak = facts.decide();
+        let cgroup = self.cgroup_summary(&facts);
         let last = self.sessions.last();
         let rowless = self.rowless.as_ref().filter(|_| last.is_none());
         let meta = last.and_then(|s| s.meta.as_ref()).or(rowless.map(|r| &r.0));
@@ -620,7 +623,7 @@ impl SummaryBuilder {
                 .iter()
                 .filter_map(|s| s.end.as_ref()?.rusage_maxrss_bytes)
                 .max(),
-            cgroup: self.cgroup_summary(&facts),
+            cgroup: cgroup.clone(),
             idle_rss_bytes: idle,
             min_rss_bytes: if self.samples > 0 { self.min_rss } else { 0 },
             mean_rss_bytes: all.map_or(0, |a| a.mean_rss().round() as u64),
@@ -628,6 +631,11 @@ impl SummaryBuilder {
             health: {
                 let mut h = all.map(|a| a.health()).unwrap_or_default();
                 h.major_faults = h.major_faults.saturating_add(self.faults_after_rows);
+                // The end records count the kills after the last row too (a run killed at its
+                // limit between two samples).
+                if let Some(c) = &cgroup {
+                    h.cgroup_oom_kills = Some(h.cgroup_oom_kills.unwrap_or(0).max(c.oom_kills));
+                }
                 h
             },
             held_at_idle: HeldPeaks {
@@ -744,7 +752,12 @@ impl SummaryBuilder {
             .sessions
             .iter()
             .filter_map(|s| s.meta.as_ref()?.cgroup.as_ref()?.not_the_tree.clone())
-            .next();
+            .next()
+            .or_else(|| {
+                facts
+                    .cgroup_left_tree
+                    .then(|| left_tree_reason(&ends, facts))
+            });
         CgroupSummary::of(
             &ends,
             self.cgroup_largest,
@@ -752,6 +765,10 @@ impl SummaryBuilder {
             facts.cgroup_holds_tree,
             why,
         )
+        .map(|c| CgroupSummary {
+            peak_fell: facts.cgroup_peak_fell,
+            ..c
+        })
     }
 
     /// Each session's own line, for a recording of more than one.
@@ -1100,6 +1117,43 @@ pub struct CgroupSummary {
     pub events_during: crate::probe::cgroup::CgroupEvents,
     pub moved_out: Vec<i32>,
     pub error: Option<String>,
+    /// The peak file fell between two rows with no reset of memmon's (`PeakFacts::cgroup_peak_fell`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub peak_fell: bool,
+}
+
+/// Why a cgroup that held the tree when the recording began does not give its peak: the
+/// processes found outside it (from the end records), else the largest process's own peak above
+/// the cgroup's.
+pub fn left_tree_reason(ends: &[&CgroupEnd], facts: &PeakFacts) -> String {
+    let left: Vec<String> = ends
+        .iter()
+        .flat_map(|e| e.left.iter())
+        .map(|l| {
+            format!(
+                "PID {} ({}) left it for {} at +{}",
+                l.pid,
+                l.comm,
+                if l.to.is_empty() {
+                    "another cgroup"
+                } else {
+                    &l.to
+                },
+                crate::units::fmt_seconds(l.elapsed_s)
+            )
+        })
+        .collect();
+    if !left.is_empty() {
+        return format!("{}: its memory since is charged there", left.join(", "));
+    }
+    match (facts.kernel_peak_rss_bytes, facts.cgroup_peak_bytes) {
+        (Some(k), Some(c)) => format!(
+            "the largest process's own peak ({}) is above the cgroup's ({}) by more than its page cache explains: some of the tree's memory was charged elsewhere (a process moved out of the cgroup between two samples)",
+            fmt_bytes(k),
+            fmt_bytes(c)
+        ),
+        _ => "a process of the tree was found outside it".into(),
+    }
 }
 
 impl CgroupSummary {
@@ -1150,6 +1204,7 @@ impl CgroupSummary {
                 .flat_map(|e| e.moved_out.iter().copied())
                 .collect(),
             error: ends.iter().find_map(|e| e.error.clone()),
+            peak_fell: false,
         })
     }
 
@@ -1233,6 +1288,22 @@ fn describe_end(e: &EndInfo) -> String {
             ", killed by signal {sig} ({})",
             crate::model::signal::name(sig)
         );
+        // A SIGKILL while the cgroup counted an OOM kill: the kernel's OOM killer, at the limit.
+        if let Some(c) = e
+            .cgroup
+            .as_ref()
+            .filter(|c| sig == libc::SIGKILL && c.events_during.oom_kill > 0)
+        {
+            let _ = write!(
+                s,
+                ", most likely by the kernel's OOM killer: cgroup {} counted {} during the recording{}",
+                c.path,
+                count(c.events_during.oom_kill, "OOM kill"),
+                c.limit_bytes
+                    .map(|l| format!(", at its limit of {}", crate::units::fmt_bytes(l)))
+                    .unwrap_or_default()
+            );
+        }
     }
     if let Some(err) = &e.error {
         let _ = write!(s, ": {err}");

@@ -993,10 +993,10 @@ mod tests {
              cgroup_file_bytes,cgroup_kernel_bytes,cgroup_shmem_bytes,cgroup_sock_bytes,\
              cgroup_working_set_bytes,cgroup_limit_bytes,cgroup_peak_bytes,cgroup_oom_events,\
              cgroup_oom_kill_events,cgroup_max_events,cgroup_high_events,cgroup_psi_memory_some_us,cgroup_psi_memory_full_us,\
-             cgroup_swap_in_pages,cgroup_swap_out_pages,cgroup_anon_thp_bytes,event_lag_us,event\n\
+             cgroup_swap_in_pages,cgroup_swap_out_pages,cgroup_anon_thp_bytes,cgroup_outside_processes,event_lag_us,event\n\
              1771372328313,12.500000,47696158720,47000000000,600000000,96158720,0,4096,8192,3,4242,\
-             47000000000,48000000000,49000000000,,2,,,,,,,,,50000000000,12,2,12345,987654,0,,,50000000000,,3000000000,,,,,,51000000000,,1,,,,,,,,,\"mark:synthesis, \"\"phase\"\" 1\"\n\
-             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,\n"
+             47000000000,48000000000,49000000000,,2,,,,,,,,,50000000000,12,2,12345,987654,0,,,50000000000,,3000000000,,,,,,51000000000,,1,,,,,,,,,,\"mark:synthesis, \"\"phase\"\" 1\"\n\
+             0,0.000000,0,0,0,0,0,0,0,0,-1,0,0,0,7,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,\n"
         );
     }
 
@@ -1237,7 +1237,7 @@ mod tests {
         let mut f = vec![];
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,",
+                b"1,2.0,12,0,0,0,0,0,0,4294967297,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,",
                 &mut f,
             )
             .unwrap_err();
@@ -1248,14 +1248,14 @@ mod tests {
         );
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,",
+                b"1,2.0,12,0,0,0,0,0,0,1,-4294967297,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,",
                 &mut f,
             )
             .unwrap_err();
         assert!(err.0.contains("top_pid"), "{}", err.0);
         let err = layout
             .parse(
-                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,restart:99999999999",
+                b"1,2.0,12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,restart:99999999999",
                 &mut f,
             )
             .unwrap_err();
@@ -1274,7 +1274,7 @@ mod tests {
             ("1.0", "18000000000000000000"),
         ] {
             let line = format!(
-                "{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,"
+                "{unix},{elapsed},12,0,0,0,0,0,0,1,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,"
             );
             let err = layout.parse(line.as_bytes(), &mut f).unwrap_err();
             assert!(
@@ -1313,7 +1313,7 @@ mod tests {
         let mut f = vec![];
         let err = layout
             .parse(
-                b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,",
+                b"1,2.0,12x,0,0,0,0,0,0,1,1,0,0,0,,0,,,,,,,,,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,",
                 &mut f,
             )
             .unwrap_err();

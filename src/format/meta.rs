@@ -465,6 +465,10 @@ pub struct CgroupEnd {
     pub limit_bytes: Option<u64>,
     /// `memory.events` counters that rose during the recording (v1: oom_kill and max only).
     pub events_during: CgroupEvents,
+    /// The `oom_kill` counter at the very end, after the last row (the column
+    /// `cgroup_oom_kill_events` read once more): a kill after the last row is in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_oom_kill_events: Option<u64>,
     /// MemTotal of the machine, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_total_bytes: Option<u64>,
@@ -476,9 +480,25 @@ pub struct CgroupEnd {
     /// Processes still in memmon's own cgroup at the end, moved to its parent to remove it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moved_out: Vec<i32>,
+    /// The tree's processes found outside the cgroup during the recording (moved out by
+    /// systemd, cgexec, a scheduler), each the first time: their memory since was charged
+    /// elsewhere, so the cgroup's peak is not the tree's in the spans where they were outside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<LeftCgroup>,
     /// The first error reading (or removing) the cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A process of the tree found outside the recorded cgroup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LeftCgroup {
+    pub pid: i32,
+    pub comm: String,
+    /// The cgroup it was in then (as /proc/PID/cgroup says it).
+    pub to: String,
+    /// When it was first found outside, on the recording's clock (s).
+    pub elapsed_s: f64,
 }
 
 /// A process whose PSS (/proc/PID/smaps_rollup) memmon did not read.

@@ -205,6 +205,17 @@ pub struct PeakFacts {
     /// The cgroup holds the tree and nothing else (memmon's own for a launched command, or a
     /// daemon's own cgroup checked at the start): its peak is the tree's.
     pub cgroup_holds_tree: bool,
+    /// The cgroup held the tree when the recording began, but not all of the tree's memory in
+    /// this span: a process of the tree was found outside it (`cgroup_outside_processes`), or
+    /// the largest process's own peak rose above the cgroup's by more than its page cache
+    /// explains. `cgroup_holds_tree` is then false: the cgroup's peak is not the tree's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cgroup_left_tree: bool,
+    /// The cgroup's peak file fell between two rows with no reset of memmon's between them (the
+    /// cgroup removed and made again, as a restarted service's is, or its peak reset by another
+    /// program): it does not cover the span, and `cgroup_peak_bytes` is `None`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cgroup_peak_fell: bool,
     /// The cgroup is v1 (its peak file is memory.max_usage_in_bytes, not memory.peak).
     #[serde(skip)]
     pub cgroup_v1: bool,

@@ -86,6 +86,10 @@ pub struct Sample {
     pub cgroup_swap_out_pages: Option<u64>,
     /// The cgroup's transparent huge pages (memory.stat `anon_thp`, v1 `total_rss_huge`).
     pub cgroup_anon_thp_bytes: Option<u64>,
+    /// The tree's processes found outside the recorded cgroup at this tick (moved by systemd,
+    /// cgexec, a scheduler): their memory is charged elsewhere, so the cgroup's peak is not the
+    /// tree's. Checked only where the cgroup held the tree alone.
+    pub cgroup_outside_processes: Option<u64>,
     /// On a row taken for a marker that did not wait for its row (a followed log, a command's
     /// stdout): microseconds from the marker (its arrival, or its log line's last write) to
     /// this row's reading.
@@ -295,6 +299,7 @@ macro_rules! for_columns {
             (cgroup_swap_in_pages, cgroup_swap_in_pages, OptU64, "pages", "pages the recorded cgroup's tasks swapped in since the recording began (cumulative; v2 memory.stat pswpin); empty without a v2 cgroup whose kernel has it (v1 has none)", cgroup),
             (cgroup_swap_out_pages, cgroup_swap_out_pages, OptU64, "pages", "as cgroup_swap_in_pages for pages swapped out (memory.stat pswpout)", cgroup),
             (cgroup_anon_thp_bytes, cgroup_anon_thp_bytes, OptU64, "bytes", "transparent huge pages of the cgroup (memory.stat anon_thp, v1 total_rss_huge)", cgroup),
+            (cgroup_outside_processes, cgroup_outside_processes, OptU64, "count", "the tree's processes found outside the recorded cgroup at this tick (moved out by systemd, cgexec, a scheduler): above 0, the cgroup's peak misses their memory and is not the tree's; empty without a cgroup that held the tree alone", cgroup),
             (event_lag_us, event_lag_us, OptU64, "µs", "on the row of a marker that did not wait for it (--mark-log, --mark-stdout, a socket request with at_unix_us): from the marker's arrival, its log line's last write, or the time the program made it, to this reading; empty elsewhere", tick),
             (event, event, Event, "text", "empty, or start, restart:PID, mark:LABEL, run-start:N, run-end:N", tick),
         }

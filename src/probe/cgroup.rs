@@ -137,6 +137,33 @@ impl CgroupFs {
 }
 
 impl MemCgroup {
+    /// The cgroup whose memory files count this one's memory: itself where it has them, else
+    /// its nearest ancestor that has (v2). Memory is a domain controller: a threaded cgroup (a
+    /// thread of a process put apart, `cgroup.type` threaded) has no memory files, its threads'
+    /// memory is its threaded domain's; and a cgroup whose parent does not enable memory
+    /// (`cgroup.subtree_control`) is charged to the nearest one above that does. The root where
+    /// none below it has them. v1's memory hierarchy is its own: the cgroup itself.
+    pub fn memory_domain(&self) -> MemCgroup {
+        let mut cg = self.clone();
+        if cg.version == CgroupVersion::V1 {
+            return cg;
+        }
+        while !cg.dir.join("memory.current").exists() {
+            let (Some(dir), Some((up, _))) = (cg.dir.parent(), cg.path.rsplit_once('/')) else {
+                break;
+            };
+            if cg.path.trim_matches('/').is_empty() {
+                break;
+            }
+            cg = MemCgroup {
+                version: cg.version,
+                path: if up.is_empty() { "/".into() } else { up.into() },
+                dir: dir.to_path_buf(),
+            };
+        }
+        cg
+    }
+
     /// True for the root cgroup, which holds the whole machine. Inside a cgroup namespace (a
     /// container's) `/proc/PID/cgroup` says `0::/` of the container's own cgroup: on v2 that one
     /// has `memory.current`, which the kernel gives every cgroup but the real root.
@@ -153,13 +180,19 @@ impl MemCgroup {
         })
     }
 
-    /// Every PID in this cgroup and the cgroups below it (`cgroup.procs` of each).
+    /// Every PID in this cgroup and the cgroups below it (`cgroup.procs` of each). A v2
+    /// threaded cgroup lists no process of its own (reading its `cgroup.procs` fails): its
+    /// threads' processes are listed by its threaded domain, above it.
     pub fn procs(&self) -> Result<Vec<i32>, CgroupError> {
         let mut out = Vec::new();
         let mut dirs = vec![self.dir.clone()];
         while let Some(d) = dirs.pop() {
             let f = d.join("cgroup.procs");
-            let text = std::fs::read_to_string(&f).map_err(|e| CgroupError::Io(f.clone(), e))?;
+            let text = match std::fs::read_to_string(&f) {
+                Ok(t) => t,
+                Err(_) if d != self.dir && is_threaded(&d) => String::new(),
+                Err(e) => return Err(CgroupError::Io(f.clone(), e)),
+            };
             for w in text.split_ascii_whitespace() {
                 out.push(
                     w.parse()
@@ -990,6 +1023,131 @@ impl MemCgroup {
     }
 }
 
+/// A process of the tree found outside the recorded cgroup: moved by systemd, `cgexec`, a job
+/// scheduler or itself. Its memory from then on is charged where it went.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Outside {
+    pub pid: i32,
+    pub comm: String,
+    /// The cgroup it is in now (as /proc/PID/cgroup says it); empty where it could not be read.
+    pub cgroup: String,
+}
+
+/// Which of a tree's processes are outside a cgroup, tick after tick: the cgroup's
+/// `cgroup.procs` is read (v2: held open and re-read with one `pread`; v1 opened anew each
+/// time, as its kernel keeps the list of an open file for as long as it is read), and a
+/// process it does not list is
+/// looked up in its own /proc/PID/cgroup, through the tree's held directory of it (so never a
+/// process that took over its PID): in a cgroup below this one it is inside (a threaded part of
+/// it, a sub-cgroup the process made); anywhere else, outside.
+#[derive(Debug)]
+pub struct Membership {
+    cg: MemCgroup,
+    fs: CgroupFs,
+    procs: Option<File>,
+    bytes: Vec<u8>,
+    listed: Vec<i32>,
+}
+
+impl Membership {
+    pub fn new(cg: MemCgroup, fs: CgroupFs) -> Membership {
+        Membership {
+            cg,
+            fs,
+            procs: None,
+            bytes: Vec::with_capacity(1024),
+            listed: Vec::new(),
+        }
+    }
+
+    /// The processes of `members` that are neither in the cgroup nor below it. A process that
+    /// has exited since it was sampled counts as inside (nothing of it is charged anywhere now).
+    pub fn outside<'a>(
+        &mut self,
+        members: impl Iterator<Item = &'a crate::probe::ProcHandle>,
+    ) -> Result<Vec<Outside>, CgroupError> {
+        self.read_listed()?;
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for h in members {
+            if self.listed.binary_search(&h.pid).is_ok() {
+                continue;
+            }
+            // Gone (or a zombie's file unreadable): not outside.
+            if h.read_file("cgroup", &mut buf).is_err() {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&buf);
+            let now = self.fs.locate(&text);
+            if now
+                .as_ref()
+                .is_some_and(|c| c.dir.starts_with(&self.cg.dir))
+            {
+                continue;
+            }
+            let cgroup = match now {
+                Some(c) => c.path,
+                None => text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("0::"))
+                    .unwrap_or("")
+                    .to_string(),
+            };
+            out.push(Outside {
+                pid: h.pid,
+                comm: h.comm.clone(),
+                cgroup,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The PIDs `cgroup.procs` lists now, sorted. A failed read (the cgroup removed and made
+    /// again, as a restarted service's is) opens the file anew, once.
+    fn read_listed(&mut self) -> Result<(), CgroupError> {
+        use std::os::unix::fs::FileExt;
+        let path = self.cg.dir.join("cgroup.procs");
+        for attempt in 0..2 {
+            if self.procs.is_none() {
+                self.procs = Some(File::open(&path).map_err(|e| CgroupError::Io(path.clone(), e))?);
+            }
+            // v1 builds the list once per open file and serves it again to every read from
+            // its start: only a new open sees who moved.
+            if self.cg.version == CgroupVersion::V1 && attempt == 0 {
+                self.procs = Some(File::open(&path).map_err(|e| CgroupError::Io(path.clone(), e))?);
+            }
+            let f = self.procs.as_ref().expect("opened above");
+            self.bytes.clear();
+            let mut failed = None;
+            loop {
+                let len = self.bytes.len();
+                self.bytes.resize(len + 4096, 0);
+                match f.read_at(&mut self.bytes[len..], len as u64) {
+                    Ok(0) => {
+                        self.bytes.truncate(len);
+                        break;
+                    }
+                    Ok(n) => self.bytes.truncate(len + n),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => self.bytes.truncate(len),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                None => break,
+                Some(e) if attempt == 1 => return Err(CgroupError::Io(path, e)),
+                Some(_) => self.procs = None,
+            }
+        }
+        self.listed.clear();
+        crate::probe::proc::parse_pid_list(&self.bytes, &mut self.listed);
+        self.listed.sort_unstable();
+        Ok(())
+    }
+}
+
 /// A memory cgroup memmon made for a command it launches; removed when dropped (what is left
 /// in it is moved to the parent first).
 #[derive(Debug)]
@@ -1070,6 +1228,11 @@ impl Drop for OwnCgroup {
     fn drop(&mut self) {
         let _ = self.remove();
     }
+}
+
+/// A v2 cgroup of type `threaded` (a part of a threaded subtree, below its domain).
+fn is_threaded(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.type")).is_ok_and(|t| t.trim() == "threaded")
 }
 
 /// Kernels 5.19 to 6.11 make memory.peak read-only (mode 0444).

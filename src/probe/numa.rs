@@ -96,8 +96,20 @@ impl NumaStat {
         self.format
     }
 
-    /// Bytes per node now: `(node, bytes)`, in the file's order.
+    /// Bytes per node now: `(node, bytes)`, in the file's order. A read that fails (the
+    /// cgroup removed and made again, as a restarted service's is) opens the file anew, once.
     pub fn read(&mut self) -> Result<Vec<(u32, u64)>, NumaError> {
+        match self.read_held() {
+            Err(NumaError::Io(..)) => {
+                self.file =
+                    File::open(&self.path).map_err(|e| NumaError::Io(self.path.clone(), e))?;
+                self.read_held()
+            }
+            other => other,
+        }
+    }
+
+    fn read_held(&mut self) -> Result<Vec<(u32, u64)>, NumaError> {
         let mut len = 0;
         loop {
             if self.buf.len() - len < 1024 {

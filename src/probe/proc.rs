@@ -513,8 +513,10 @@ impl ProcHandle {
         Ok(n)
     }
 
-    /// Reads a whole file relative to the process directory into `buf` (cleared first).
-    fn read_file(&self, rel: &str, buf: &mut Vec<u8>) -> io::Result<()> {
+    /// Reads a whole file relative to the process directory into `buf` (cleared first):
+    /// through the directory held since the process was found, so never a later process that
+    /// took its PID.
+    pub fn read_file(&self, rel: &str, buf: &mut Vec<u8>) -> io::Result<()> {
         let mut f = self.open_file(rel, libc::O_RDONLY)?;
         read_all(&mut f, buf)
     }

@@ -1006,6 +1006,13 @@ impl CgroupSummary {
                     b(l)
                 );
             }
+            (None, None) if self.peak_fell => {
+                let _ = writeln!(
+                    o,
+                    "  cgroup peak   unknown: {} fell between two rows with no reset of memmon's (the cgroup was removed and made again, as a restarted service's is, or another program reset it), so it does not cover the recording; largest sampled usage below{not_tree}",
+                    self.peak_counter
+                );
+            }
             (None, None) => {
                 let _ = writeln!(
                     o,

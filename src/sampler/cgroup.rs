@@ -6,8 +6,8 @@
 use crate::format::meta::CgroupEnd;
 use crate::model::sample::Sample;
 use crate::probe::cgroup::{
-    CgroupError, CgroupEvents, CgroupReader, CgroupStats, CgroupVersion, MemCgroup, OwnCgroup,
-    PeakWatch, Swept,
+    CgroupError, CgroupEvents, CgroupFs, CgroupReader, CgroupStats, CgroupVersion, MemCgroup,
+    Membership, Outside, OwnCgroup, PeakWatch, Swept,
 };
 use crate::sampler::swap::SinceStart;
 
@@ -59,7 +59,17 @@ pub struct CgroupSource {
     /// Its swap counts (v2 `pswpin`, `pswpout`) since the first reading.
     swap_in: Option<SinceStart>,
     swap_out: Option<SinceStart>,
+    /// Where it holds the tree: which of the tree's processes are outside it, at each tick.
+    membership: Option<Membership>,
+    /// The tree's processes found outside it, each the first time (at most `LEFT_KEPT`), with
+    /// the recording's clock then.
+    left: Vec<(Outside, f64)>,
+    /// The first membership check that failed, said once.
+    membership_error: Option<String>,
 }
+
+/// How many of the processes found outside the cgroup the end record names.
+const LEFT_KEPT: usize = 16;
 
 impl CgroupSource {
     /// Reads an existing cgroup; `Ok`: it was checked to hold the target's tree alone, `Err`:
@@ -93,7 +103,45 @@ impl CgroupSource {
             not_the_tree: None,
             swap_in: None,
             swap_out: None,
+            membership: None,
+            left: Vec::new(),
+            membership_error: None,
         }
+    }
+
+    /// Checks at every tick that the tree's processes are still in the cgroup (where it holds
+    /// the tree: a process moved out takes its memory out of the cgroup's peak).
+    pub fn watch_membership(&mut self, fs: CgroupFs) {
+        if self.holds_tree {
+            self.membership = Some(Membership::new(self.cgroup().clone(), fs));
+        }
+    }
+
+    /// How many of `members` are outside the cgroup now (`None`: not checked, or the check
+    /// failed); each found outside for the first time is returned, to be said.
+    pub fn check_members<'a>(
+        &mut self,
+        members: impl Iterator<Item = &'a crate::probe::ProcHandle>,
+        elapsed_s: f64,
+    ) -> (Option<u64>, Vec<Outside>) {
+        let Some(m) = &mut self.membership else {
+            return (None, Vec::new());
+        };
+        let outside = match m.outside(members) {
+            Ok(o) => o,
+            Err(e) => {
+                self.membership_error.get_or_insert_with(|| e.to_string());
+                return (None, Vec::new());
+            }
+        };
+        let mut new = Vec::new();
+        for o in &outside {
+            if !self.left.iter().any(|(l, _)| l.pid == o.pid) && self.left.len() < LEFT_KEPT {
+                self.left.push((o.clone(), elapsed_s));
+                new.push(o.clone());
+            }
+        }
+        (Some(outside.len() as u64), new)
     }
 
     pub fn cgroup(&self) -> &MemCgroup {
@@ -129,7 +177,13 @@ impl CgroupSource {
             }
         };
         if let Some(w) = &mut self.watch {
-            st.peak = w.read().ok();
+            match w.read() {
+                Ok(p) => st.peak = Some(p),
+                // The cgroup was removed and made again (a restarted service's): the reset's
+                // descriptor reads nothing more; the new cgroup's peak file (read above) holds
+                // all it has seen, every bit of it since the reset.
+                Err(_) => self.watch = None,
+            }
         }
         if self.first.is_none() {
             self.first = Some(st);
@@ -176,8 +230,9 @@ impl CgroupSource {
     /// The last reading (one more is taken), the cgroup removed if memmon made it, and what the
     /// summary needs.
     pub fn finish(&mut self, mem_total: Option<u64>) -> CgroupEnd {
-        // The final peak: a rise after the last tick is in it.
-        let final_peak = self.tick().and_then(|st| st.peak);
+        // The final peak and OOM kill count: a rise after the last tick is in them.
+        let final_reading = self.tick();
+        let final_peak = final_reading.and_then(|st| st.peak);
         let mut moved_out = Vec::new();
         let mut remove_error = None;
         if let Some(own) = &mut self.own {
@@ -218,11 +273,26 @@ impl CgroupSource {
             file_at_largest_bytes: largest.file,
             limit_bytes: self.last.and_then(|l| l.limit),
             events_during: events,
+            final_oom_kill_events: final_reading.map(|st| st.events.oom_kill),
             mem_total_bytes: mem_total,
             peak_resets: self.resets,
             peak_reset_failures: self.reset_failures,
             moved_out,
-            error: self.error.clone().or(remove_error),
+            left: self
+                .left
+                .iter()
+                .map(|(o, at)| crate::format::meta::LeftCgroup {
+                    pid: o.pid,
+                    comm: o.comm.clone(),
+                    to: o.cgroup.clone(),
+                    elapsed_s: *at,
+                })
+                .collect(),
+            error: self
+                .error
+                .clone()
+                .or(remove_error)
+                .or(self.membership_error.clone()),
         }
     }
 }

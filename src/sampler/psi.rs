@@ -14,6 +14,9 @@ struct Held {
     base: Option<Stall>,
     /// The last totals read (a failed read repeats them: the columns never fall).
     last: Stall,
+    /// What the files read before this one counted: a cgroup removed and made again (a
+    /// restarted service's) has a new file whose totals start from 0, and go on from here.
+    carried: Stall,
 }
 
 impl Held {
@@ -25,12 +28,31 @@ impl Held {
             file,
             base: None,
             last,
+            carried: Stall::default(),
         })
     }
 
-    /// Stall since the first row: `(some, full)` microseconds.
+    /// Stall since the first row: `(some, full)` microseconds. A file that can no longer be
+    /// read (its cgroup was removed) is opened again by its path once per tick: the cgroup made
+    /// again in its place goes on counting from the totals reached.
     fn tick(&mut self) -> (u64, u64) {
-        if let Ok(now) = self.file.read() {
+        let now = match self.file.read() {
+            Ok(now) => Some(now),
+            Err(_) => match Pressure::open(self.file.path()) {
+                Ok(mut again) => {
+                    self.carried = self.last;
+                    let now = again.read().ok();
+                    self.file = again;
+                    now
+                }
+                Err(_) => None,
+            },
+        };
+        if let Some(now) = now {
+            let now = Stall {
+                some_us: self.carried.some_us + now.some_us,
+                full_us: self.carried.full_us + now.full_us,
+            };
             self.last.some_us = self.last.some_us.max(now.some_us);
             self.last.full_us = self.last.full_us.max(now.full_us);
         }

@@ -466,6 +466,19 @@ impl Watch {
         let cgroup = self.cgroup.as_mut().and_then(|c| c.tick());
         if let Some(c) = &mut self.cgroup {
             c.fill(&mut s, cgroup.as_ref());
+            let tree = self.tree.as_ref().expect("sampled a tree");
+            let (outside, new) = c.check_members(tree.each_member().map(|(h, _)| h), s.elapsed_s);
+            s.cgroup_outside_processes = outside;
+            for o in new {
+                self.report.warning(&format!(
+                    "PID {} ({}) of the tree left the cgroup {} for {} (at +{}): its memory from now on is charged there, so the cgroup's peak is not the tree's from this row on; the peak falls back to the kernel's",
+                    o.pid,
+                    o.comm,
+                    c.cgroup().path,
+                    if o.cgroup.is_empty() { "another cgroup" } else { &o.cgroup },
+                    crate::units::fmt_seconds(s.elapsed_s)
+                ));
+            }
         }
         if let Some(p) = &mut self.psi {
             p.fill(&mut s);

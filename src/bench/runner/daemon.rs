@@ -40,6 +40,8 @@ pub(super) struct Daemon {
     meta: Meta,
     spec: TargetSpec,
     hwm_reset_ok: bool,
+    /// No reset of the cgroup's peak was refused yet (said once).
+    cgroup_reset_ok: bool,
     /// The anatomies taken (`--anatomy`), as the recorder hands them to its sink.
     anatomies: mpsc::Receiver<crate::model::anatomy::Anatomy>,
     /// Each measured run's span, for what grew in it.
@@ -121,6 +123,7 @@ impl Daemon {
             meta,
             spec: spec.clone(),
             hwm_reset_ok: true,
+            cgroup_reset_ok: true,
             anatomies,
             run_spans: Vec::new(),
             _marks: marks,
@@ -301,18 +304,30 @@ impl Daemon {
             Ok(f) => f,
             Err(_) => return Err(self.ended(&label)),
         };
-        let resets_held = failed.is_empty();
-        if !resets_held {
+        let kernel_held = failed.kernel.is_empty();
+        if !kernel_held {
             if self.hwm_reset_ok {
                 say(
                     opts,
                     format!(
                         "bench: cannot reset the peaks ({}); a run's peak then counts only where it rose above what came before",
-                        failed.join("; ")
+                        failed.kernel.join("; ")
                     ),
                 );
             }
             self.hwm_reset_ok = false;
+        }
+        let cgroup_held = failed.cgroup.is_none();
+        if let Some(why) = &failed.cgroup {
+            if self.cgroup_reset_ok {
+                say(
+                    opts,
+                    format!(
+                        "bench: cannot reset {why}; a run's cgroup peak then counts only where it rose above what came before, else the run's peak is the kernel's of its largest process (reset at each run)"
+                    ),
+                );
+            }
+            self.cgroup_reset_ok = false;
         }
         let cpu_before = self.tree_cpu_ticks();
         let (end, quitted) = run_client(opts, env, &self.quit)?;
@@ -347,7 +362,8 @@ impl Daemon {
             return Err(self.ended(&label));
         }
         let samples = self.run_samples(n);
-        let Some(span) = crate::analysis::phases::run_span(&self.meta, &samples, resets_held)
+        let Some(span) =
+            crate::analysis::phases::run_span(&self.meta, &samples, kernel_held, cgroup_held)
         else {
             return Err(self.ended(&label));
         };

@@ -126,7 +126,7 @@ pub enum Control {
     /// process of the tree (writes `5` to clear_refs) and the cgroup's peak: the rows after it
     /// hold what came after (as a marker's with `--phase-peaks`). The reply tells which resets
     /// failed.
-    ResetPeaks(Event, mpsc::Sender<Vec<String>>),
+    ResetPeaks(Event, mpsc::Sender<ResetRefusals>),
     /// Read every process's VmHWM now; the reply is the sample taken (with the event).
     Probe(Event, mpsc::Sender<Option<Sample>>),
     /// A `Probe` for an asker that waits a bounded time (`memmon mark`): taken only if the
@@ -150,6 +150,16 @@ pub enum Control {
     /// before that marker arrives; the recorder waits for this before it says which markers it
     /// could not take.
     OutputEnded,
+}
+
+/// What a reset of the peaks at a bench run (`Control::ResetPeaks`) could not reset: the
+/// processes' high-water marks (one line per process), and the cgroup's peak file. Either may
+/// fail alone: a kernel from 5.19 to 6.11 gives a cgroup peak that cannot be reset, while every
+/// process's VmHWM can.
+#[derive(Debug, Default)]
+pub struct ResetRefusals {
+    pub kernel: Vec<String>,
+    pub cgroup: Option<String>,
 }
 
 /// A control message and when what it stands for happened (its `event_lag_us` counts from
@@ -475,12 +485,13 @@ impl Recorder {
             // nothing it did could fall on the wrong side of it (no lag to tell).
             Control::ResetPeaks(e, reply) => {
                 let taken = self.tick(Some(e.clone()));
-                let mut failed = Vec::new();
+                let mut failed = ResetRefusals::default();
                 if let Some(Err(err)) = self.watch.cgroup_mut().map(|c| c.reset_peak()) {
-                    failed.push(format!("the cgroup's peak: {err}"));
+                    // Counted by the cgroup source (its end record's `peak_reset_failures`).
+                    failed.cgroup = Some(format!("the cgroup's peak: {err}"));
                 }
-                failed.extend(self.reset_peaks());
-                if !failed.is_empty() {
+                failed.kernel = self.reset_peaks();
+                if !failed.kernel.is_empty() {
                     self.reset_failures += 1;
                 }
                 // A bench's run starts after this answer: after the reads asked before too

@@ -135,6 +135,7 @@ impl Recorder {
         if let Some(c) = &mut cgroup {
             // The baseline of the counters (OOM kills during the recording are those after it).
             c.tick();
+            c.watch_membership(opts.cgroupfs.clone());
         }
         let (psi, swap, numa) =
             health_sources(&opts, cgroup.as_ref(), sink.as_ref(), &mut meta, &report);
@@ -562,6 +563,7 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
             let Some(cg) = opts
                 .cgroupfs
                 .of_pid(opts.procfs.root(), h.pid)
+                .map(|cg| cg.memory_domain())
                 .filter(|cg| !cg.is_root())
             else {
                 return Ok(None);
@@ -580,6 +582,7 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
             let cg = opts
                 .cgroupfs
                 .of_pid(opts.procfs.root(), h.pid)
+                .map(|cg| cg.memory_domain())
                 .ok_or_else(|| {
                     auto(
                         format!("the memory cgroup of PID {} was not found", h.pid),
@@ -696,11 +699,39 @@ fn launched_cgroup(
         Ok(own) => Ok(Some(CgroupSource::own(own))),
         Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e).into()),
         Err(e) => {
-            report.note(&format!(
-                "no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact"
-            ));
-            Ok(None)
+            // The command runs in memmon's own cgroup: its limit, its OOM kills, its pressure
+            // and its memory per NUMA node are the command's too, though its peak is not the
+            // tree's alone (memmon is in it, and whatever else is).
+            let shared = mine
+                .map(|m| m.memory_domain())
+                .filter(|m| !m.is_root() && m.dir.join(memory_file(m)).exists());
+            match shared {
+                Some(m) => {
+                    report.note(&format!(
+                        "no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact; reading memmon's cgroup {} for its limit, OOM kills and pressure",
+                        m.path
+                    ));
+                    let why = format!(
+                        "it is memmon's own cgroup, which the command shares with memmon (no cgroup of the command's own: {e})"
+                    );
+                    Ok(Some(CgroupSource::existing(m, Err(why))))
+                }
+                None => {
+                    report.note(&format!(
+                        "no cgroup of its own for the command ({e}): the tree's peak is bounded, not exact"
+                    ));
+                    Ok(None)
+                }
+            }
         }
+    }
+}
+
+/// The file every memory cgroup of `cg`'s version has (its usage).
+fn memory_file(cg: &MemCgroup) -> &'static str {
+    match cg.version {
+        crate::probe::cgroup::CgroupVersion::V1 => "memory.usage_in_bytes",
+        crate::probe::cgroup::CgroupVersion::V2 => "memory.current",
     }
 }
 
