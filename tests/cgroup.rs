@@ -19,7 +19,7 @@ pub(crate) fn memory_hierarchy() -> Option<PathBuf> {
 pub(crate) fn controller_hierarchy(controller: &str) -> Option<PathBuf> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: making a cgroup needs root");
+        host_has("cgroup2", false, "making a cgroup needs root");
         return None;
     }
     let v1 = Path::new("/sys/fs/cgroup").join(controller);
@@ -32,8 +32,12 @@ pub(crate) fn controller_hierarchy(controller: &str) -> Option<PathBuf> {
     {
         return Some(v2.to_path_buf());
     }
-    eprintln!(
-        "skipped: no {controller} controller is mounted (neither v1 {controller}/ nor v2 with {controller})"
+    host_has(
+        "cgroup2",
+        false,
+        &format!(
+            "no {controller} controller is mounted (neither v1 {controller}/ nor v2 with {controller})"
+        ),
     );
     None
 }
@@ -100,14 +104,57 @@ impl Drop for TestCgroup {
     }
 }
 
+/// What the kernel's peak file of a memory cgroup offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PeakFile {
+    /// None (v2 before Linux 5.19): a cgroup's peak is not known, only its sampled usage.
+    Missing,
+    /// `memory.peak` that cannot be reset (5.19 to 6.11: read-only).
+    ReadOnly,
+    /// Resettable: v1 `memory.max_usage_in_bytes`, v2 `memory.peak` from 6.12.
+    Resettable,
+}
+
+/// The peak file of the memory cgroups made under `base` (found on one made for the purpose),
+/// checked against what the VM lane promised of the kernel it booted.
+pub(crate) fn peak_file(base: &Path) -> PeakFile {
+    use std::os::unix::fs::PermissionsExt;
+    let probe = TestCgroup::new(base, "peak-file");
+    let found = if probe.0.join("memory.max_usage_in_bytes").exists() {
+        PeakFile::Resettable
+    } else {
+        match std::fs::metadata(probe.0.join("memory.peak")) {
+            Err(_) => PeakFile::Missing,
+            Ok(m) if m.permissions().mode() & 0o200 == 0 => PeakFile::ReadOnly,
+            Ok(_) => PeakFile::Resettable,
+        }
+    };
+    if host_promises("memory.peak-reset") {
+        assert_eq!(
+            found,
+            PeakFile::Resettable,
+            "promised a resettable memory.peak"
+        );
+    } else if host_promises("memory.peak") {
+        assert_eq!(
+            found,
+            PeakFile::ReadOnly,
+            "promised a read-only memory.peak"
+        );
+    } else if host_promises("cgroup2") {
+        assert_eq!(found, PeakFile::Missing, "promised no memory.peak");
+    }
+    found
+}
+
 const PARENT: u64 = 100 * MIB;
 const CHILD: u64 = 200 * MIB;
 
 #[test]
 fn a_launched_tree_in_its_own_cgroup_peaks_at_its_largest_simultaneous_sum() {
-    if memory_hierarchy().is_none() {
+    let Some(base) = memory_hierarchy() else {
         return;
-    }
+    };
     // The parent holds 100 MiB throughout; two children of 200 MiB each peak one after the
     // other. The tree's true peak is 300 MiB; the sum of the high-water marks is 500 MiB.
     let d = tempdir();
@@ -128,6 +175,19 @@ fn a_launched_tree_in_its_own_cgroup_peaks_at_its_largest_simultaneous_sum() {
     let s = summary_json(&out);
     let cg = &s["cgroup"];
     assert_eq!(cg["own"], true, "{s:#}");
+    if peak_file(&base) == PeakFile::Missing {
+        // Before Linux 5.19 a v2 cgroup keeps no peak: the tree's peak is bounded, never the
+        // cgroup's largest sampled usage called exact.
+        assert!(cg["peak_bytes"].is_null(), "{s:#}");
+        assert_eq!(s["peak"]["source"], "ru-maxrss", "{s:#}");
+        assert!(s["peak"]["bytes"].as_u64().unwrap() >= CHILD, "{s:#}");
+        let text = summary_text(&out);
+        assert!(
+            text.contains("cgroup peak   unknown: memory.peak was not read over the whole recording (no peak file before Linux 5.19"),
+            "{text}"
+        );
+        return;
+    }
     let peak = cg["peak_bytes"].as_u64().unwrap();
     // Each page once: the parent's and one child's, plus the program's own pages and the
     // kernel's (page tables, stacks) charged to the cgroup.
@@ -476,9 +536,10 @@ fn compare_max_peak_checks_the_candidate() {
 
 #[test]
 fn a_command_bench_in_its_own_cgroup_reports_each_runs_tree_peak_and_its_budget() {
-    if memory_hierarchy().is_none() {
+    let Some(base) = memory_hierarchy() else {
         return;
-    }
+    };
+    let peak_file = peak_file(&base);
     let d = tempdir();
     let json = d.path().join("bench.json");
     let mut c = memmon();
@@ -512,6 +573,13 @@ fn a_command_bench_in_its_own_cgroup_reports_each_runs_tree_peak_and_its_budget(
     );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     for run in v["runs"].as_array().unwrap() {
+        if peak_file == PeakFile::Missing {
+            // No peak file (v2 before 5.19): the budget judged the largest sampled usage, and
+            // each run's peak is the kernel's of its largest process.
+            assert!(run["cgroup_peak_bytes"].is_null(), "{run:#}");
+            assert_eq!(run["peak"]["source"], "ru-maxrss", "{run:#}");
+            continue;
+        }
         assert_eq!(run["peak"]["source"], "cgroup", "{run:#}");
         assert_eq!(run["peak"]["scope"], "tree", "{run:#}");
         let p = run["cgroup_peak_bytes"].as_u64().unwrap();
@@ -521,9 +589,9 @@ fn a_command_bench_in_its_own_cgroup_reports_each_runs_tree_peak_and_its_budget(
 
 #[test]
 fn phase_peaks_reset_the_cgroup_peak_at_each_marker() {
-    if memory_hierarchy().is_none() {
+    let Some(base) = memory_hierarchy() else {
         return;
-    }
+    };
     // Phase one spikes to 300 MiB for 50 ms, between two samples a second apart; phase two
     // holds 50 MiB. The reset at marker two keeps phase one's spike out of phase two's peak.
     let d = tempdir();
@@ -552,14 +620,36 @@ fn phase_peaks_reset_the_cgroup_peak_at_each_marker() {
     let s = summary_json(&out);
     let phases = s["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 2, "{s:#}");
-    let one = phases[0]["cgroup_peak_bytes"].as_u64().unwrap();
-    let two = phases[1]["cgroup_peak_bytes"].as_u64().unwrap();
-    assert!(one >= 300 * MIB, "phase one's cgroup peak {one}");
-    assert!(
-        (50 * MIB..150 * MIB).contains(&two),
-        "phase two's cgroup peak {two}"
-    );
-    assert_eq!(s["end"]["cgroup"]["peak_resets"].as_u64(), Some(2), "{s:#}");
+    let cgroup = |i: usize| phases[i]["cgroup_peak_bytes"].as_u64();
+    let peak = |i: usize| phases[i]["peak"]["bytes"].as_u64().unwrap();
+    match peak_file(&base) {
+        PeakFile::Resettable => {
+            let (one, two) = (cgroup(0).unwrap(), cgroup(1).unwrap());
+            assert!(one >= 300 * MIB, "phase one's cgroup peak {one}");
+            assert!(
+                (50 * MIB..150 * MIB).contains(&two),
+                "phase two's cgroup peak {two}"
+            );
+            assert_eq!(s["end"]["cgroup"]["peak_resets"].as_u64(), Some(2), "{s:#}");
+        }
+        PeakFile::ReadOnly => {
+            // memory.peak cannot be reset (5.19 to 6.11): phase one's spike rose the peak in
+            // phase one; phase two's never rose above it, so phase two has no cgroup peak and
+            // takes the kernel's of its process (whose VmHWM was reset at the marker).
+            assert!(cgroup(0).unwrap() >= 300 * MIB, "{s:#}");
+            assert_eq!(cgroup(1), None, "{s:#}");
+            assert!((50 * MIB..150 * MIB).contains(&peak(1)), "{s:#}");
+            assert!(
+                s["end"]["cgroup"]["peak_reset_failures"].as_u64() >= Some(1),
+                "{s:#}"
+            );
+        }
+        PeakFile::Missing => {
+            assert_eq!((cgroup(0), cgroup(1)), (None, None), "{s:#}");
+            assert!(peak(0) >= 300 * MIB, "{s:#}");
+            assert!((50 * MIB..150 * MIB).contains(&peak(1)), "{s:#}");
+        }
+    }
 }
 
 #[test]
@@ -608,6 +698,13 @@ fn an_attached_cgroup_s_older_peak_is_its_lifetime_peak_unless_reset_at_the_star
     let Some(base) = memory_hierarchy() else {
         return;
     };
+    if !host_has(
+        "memory.peak",
+        peak_file(&base) != PeakFile::Missing,
+        "no cgroup peak file (v2 before Linux 5.19)",
+    ) {
+        return;
+    }
     let cg = TestCgroup::new(&base, "reset");
     let v1 = base.ends_with("memory");
     let (usage, peak) = if v1 {
@@ -658,6 +755,15 @@ fn an_attached_cgroup_s_older_peak_is_its_lifetime_peak_unless_reset_at_the_star
         plain["cgroup"]
     );
     assert!(plain["cgroup"]["lifetime_peak_bytes"].as_u64().unwrap() >= 100 * MIB);
+    if peak_file(&base) == PeakFile::ReadOnly {
+        // The reset was refused: still the lifetime peak, never called the recording's.
+        assert!(
+            reset["cgroup"]["peak_bytes"].is_null(),
+            "{:#}",
+            reset["cgroup"]
+        );
+        return;
+    }
     let p = reset["cgroup"]["peak_bytes"].as_u64().unwrap();
     assert!((10 * MIB..50 * MIB).contains(&p), "{:#}", reset["cgroup"]);
 }

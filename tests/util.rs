@@ -471,3 +471,41 @@ pub fn cmdline(pid: i32) -> String {
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
         .unwrap_or_default()
 }
+
+/// Whether the machine the tests run on promises `what` (`cgroup2`, `psi`, `numa`, `swap`,
+/// `memory.peak`, `memory.peak-reset`): the VM lane (scripts/vm) lists what each kernel it boots
+/// offers in `MEMMON_TEST_HOST`, so that there a test that needs one of them fails rather than
+/// skips. Elsewhere nothing is promised.
+pub fn host_promises(what: &str) -> bool {
+    std::env::var("MEMMON_TEST_HOST").is_ok_and(|h| h.split_whitespace().any(|w| w == what))
+}
+
+/// `have`, where the test may go on; else it says `skipped: why` and the test returns, unless the
+/// host promised `what` (`host_promises`): then the test fails, naming it.
+pub fn host_has(what: &str, have: bool, why: &str) -> bool {
+    if !have {
+        assert!(
+            !host_promises(what),
+            "this host promised {what} (MEMMON_TEST_HOST), but {why}"
+        );
+        eprintln!("skipped: {why}");
+    }
+    have
+}
+
+/// How many NUMA nodes this machine has (`/sys/devices/system/node/nodeN`); 1 where it does not
+/// say.
+pub fn numa_nodes() -> usize {
+    std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.strip_prefix("node")
+                        .is_some_and(|i| i.parse::<u32>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(0)
+        .max(1)
+}
