@@ -1039,37 +1039,43 @@ pub struct AnatomyArgs {
         long_help = "Also record what the memory is made of: the tree's mappings from \
 /proc/PID/maps (no page-table walk), grouped (heap, stacks, anonymous mappings by size class, files \
 by path, memfds, shared memory, devices, huge pages), into a side file FILE.anatomy.jsonl next to \
-the recording (-o FILE). Taken at the first sample, at each new high of the tree's RSS at least \
---anatomy-rise above the last one taken (at most one every --anatomy-gap), and at the end, on a \
-thread of its own. Resident sizes per group come from /proc/PID/smaps only with --pss, under its \
-guard (--pss-max-rss, --pss-force): smaps walks every page table. `memmon summary` says what grew \
-between the idle floor and the peak, and in each phase (an anatomy is taken at each phase's end, \
-the next marker). bench (against a daemon only): also at each run's end; its table says what grew \
-in each run from the idle floor's anatomy to the run's highest, and -o FILE keeps the anatomy \
-table beside the recording (without -o, none is written)."
+the recording (-o FILE). Read on a thread of its own at the first sample, at each phase's end \
+(the next marker) and bench run's end, at the end, and at the highest point of every stretch \
+between them: at each new high of the tree's RSS at least --anatomy-rise above the last one read \
+in the stretch, the highest kept. Resident sizes per group come from /proc/PID/smaps, read of \
+each process whose RSS is at most --anatomy-smaps-max (smaps walks every page table: about 20 ms \
+per GiB). `memmon summary` says what grew between the idle floor and the peak, and in each phase \
+(from its start to its highest); bench (against a daemon only): what grew in each run from the \
+idle floor's anatomy to the run's highest, and -o FILE keeps the anatomy table beside the \
+recording (without -o, none is written)."
     )]
     pub anatomy: bool,
 
-    /// With --anatomy: a new high must be this much above the last anatomy's RSS
-    #[arg(long, default_value = "10%", value_parser = percent, value_name = "PERCENT", help_heading = "Anatomy", requires = "anatomy")]
+    /// With --anatomy: within a stretch, a new high must be this much above the last anatomy read in it
+    #[arg(long, default_value = "1%", value_parser = percent, value_name = "PERCENT", help_heading = "Anatomy", requires = "anatomy")]
     pub anatomy_rise: f64,
 
-    /// With --anatomy: at most one anatomy at a new high every this long
-    #[arg(long, default_value = "5s", value_parser = duration, value_name = "DURATION", help_heading = "Anatomy", requires = "anatomy")]
+    /// With --anatomy: at most one read at a new high every this long (the reads also take at most a tenth of the time)
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION", help_heading = "Anatomy", requires = "anatomy")]
     pub anatomy_gap: Duration,
+
+    /// With --anatomy: read smaps (resident sizes) only of processes whose RSS is at most this; 0: never
+    #[arg(long, default_value = "1GiB", value_parser = size, value_name = "SIZE", help_heading = "Anatomy", requires = "anatomy")]
+    pub anatomy_smaps_max: u64,
 }
 
 impl AnatomyArgs {
-    /// The anatomies asked for (`None` without `--anatomy`); smaps under `smaps`, the PSS guard.
-    pub fn options(
-        &self,
-        smaps: Option<memmon::sampler::record::PssGuard>,
-    ) -> Option<memmon::sampler::anatomy::AnatomyOptions> {
+    /// The anatomies asked for (`None` without `--anatomy`).
+    pub fn options(&self) -> Option<memmon::sampler::anatomy::AnatomyOptions> {
         self.anatomy
             .then(|| memmon::sampler::anatomy::AnatomyOptions {
                 rise: self.anatomy_rise / 100.0,
                 gap: self.anatomy_gap,
-                smaps,
+                smaps: (self.anatomy_smaps_max > 0).then_some(memmon::sampler::record::PssGuard {
+                    every: Duration::ZERO,
+                    max_rss: self.anatomy_smaps_max,
+                    force: false,
+                }),
             })
     }
 }

@@ -692,6 +692,16 @@ impl SummaryBuilder {
             anatomy: None,
             phase_anatomy: Vec::new(),
             anatomy_at_peak: None,
+            anatomy_reads: self
+                .sessions
+                .iter()
+                .filter_map(|s| s.end.as_ref()?.anatomy_reads)
+                .reduce(|a, b| crate::format::meta::AnatomyReads {
+                    reads: a.reads + b.reads,
+                    dropped: a.dropped + b.dropped,
+                    read_us: a.read_us + b.read_us,
+                    longest_read_us: a.longest_read_us.max(b.longest_read_us),
+                }),
         };
         s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
         s.peak_exact_up_to = s.peak_exact_only_up_to();
@@ -1361,6 +1371,9 @@ pub struct Summary {
     /// `anatomy`).
     #[serde(skip)]
     pub anatomy_at_peak: Option<crate::model::anatomy::Anatomy>,
+    /// Every anatomy read of the sessions, written or dropped (their end records), summed.
+    #[serde(skip)]
+    pub anatomy_reads: Option<crate::format::meta::AnatomyReads>,
 }
 
 impl Summary {
@@ -1431,6 +1444,9 @@ impl Summary {
 
     pub fn with_anatomies(&mut self, anatomies: &[crate::model::anatomy::Anatomy]) {
         self.anatomy = crate::analysis::anatomy::growth(anatomies, self.idle_rss_bytes);
+        if let (Some(g), Some(r)) = (&mut self.anatomy, self.anatomy_reads) {
+            g.with_reads(r);
+        }
         self.phase_anatomy = crate::analysis::anatomy::span_growth(anatomies, &self.spans.phases);
         self.anatomy_at_peak =
             crate::analysis::anatomy::at_peak(anatomies).map(|i| anatomies[i].clone());

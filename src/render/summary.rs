@@ -117,7 +117,7 @@ pub fn measure_words(m: Measure, one_had_smaps: bool) -> &'static str {
         Measure::Virtual if one_had_smaps => {
             "virtual size (maps; one of the two read without smaps)"
         }
-        Measure::Virtual => "virtual size (maps; resident sizes need --pss)",
+        Measure::Virtual => "virtual size (maps; a process's smaps was not read)",
     }
 }
 
@@ -322,7 +322,7 @@ impl Summary {
                         fmt_bytes(g.to.rss_bytes),
                         if g.late { LATE_WORDS } else { "" }
                     ),
-                    ["at its start", "at its end"],
+                    ["at its start", "at its highest"],
                     &g.diff,
                 )
             })
@@ -779,10 +779,17 @@ impl Summary {
             at(&g.to)
         );
         growth_lines(o, [&g.from, &g.to], &g.diff.changes);
+        let taken = match (g.reads, g.reads_dropped) {
+            (Some(reads), Some(dropped)) if dropped > 0 => format!(
+                "{reads} taken, {} kept ({dropped} dropped for a higher one of their stretch)",
+                g.anatomies
+            ),
+            (Some(reads), _) => format!("{reads} taken"),
+            (None, _) => format!("{} taken", g.anatomies),
+        };
         let _ = writeln!(
             o,
-            "  anatomy reads {} taken, the longest {} ({} in all, on a thread of their own)",
-            g.anatomies,
+            "  anatomy reads {taken}, the longest {} ({} in all, on a thread of their own)",
             fmt_us(g.longest_read_us),
             fmt_us(g.total_read_us)
         );
@@ -794,7 +801,10 @@ impl Summary {
         if self.phase_anatomy.is_empty() {
             return;
         }
-        let _ = writeln!(o, "  what grew by phase (anatomies at each phase's end):");
+        let _ = writeln!(
+            o,
+            "  what grew by phase (from each phase's start to its highest anatomy):"
+        );
         span_growth_lines(o, &self.phase_anatomy, "phase");
     }
 

@@ -188,6 +188,7 @@ impl Recorder {
         end.peak_reset_failures = self.reset_failures;
         end.client_walls = std::mem::take(&mut self.client_walls);
         end.pss_unread = self.watch.pss_unread();
+        end.anatomy_reads = self.anatomy.as_ref().map(|a| a.cost);
         end.gpu = self.watch.gpu_mut().map(|g| g.end());
         end.exit_records = Some(self.watch.exit_records_status());
         end.exit_peak_bytes = self.watch.exit_peak();

@@ -121,6 +121,7 @@ impl Recorder {
                         rise: a.rise,
                         gap_s: a.gap.as_secs_f64(),
                         smaps: a.smaps.is_some(),
+                        smaps_max_rss_bytes: a.smaps.as_ref().map(|g| g.max_rss),
                     });
                 meta.sources.push(anatomy_source(a));
                 let back = control.clone();
@@ -302,16 +303,15 @@ pub fn file_sink(opts: &RecordOptions) -> anyhow::Result<Box<dyn SampleSink>> {
 /// The metadata's line for the anatomies (`--anatomy`).
 fn anatomy_source(a: &crate::sampler::anatomy::AnatomyOptions) -> String {
     format!(
-        "/proc/PID/maps{} on a thread of its own: at the first row, at each new RSS high {:.0}% above the last one taken (at most every {}), and at the end",
+        "/proc/PID/maps{} on a thread of its own: at the first row, at each phase's and run's end, at the end, and each stretch's highest (read at each new RSS high {}% above the last one read in it, at most every {})",
         match &a.smaps {
             Some(g) => format!(
-                " and /proc/PID/smaps (resident sizes; not of processes over {}{})",
+                " and /proc/PID/smaps (resident sizes; not of processes over {})",
                 fmt_bytes(g.max_rss),
-                if g.force { ", forced" } else { "" }
             ),
-            None => " (no smaps: resident sizes only with --pss)".into(),
+            None => " (no smaps: virtual sizes)".into(),
         },
-        a.rise * 100.0,
+        (a.rise * 10_000.0).round() / 100.0,
         fmt_interval(a.gap)
     )
 }
