@@ -1062,6 +1062,24 @@ recording (without -o, none is written)."
     /// With --anatomy: read smaps (resident sizes) only of processes whose RSS is at most this; 0: never
     #[arg(long, default_value = "1GiB", value_parser = size, value_name = "SIZE", help_heading = "Anatomy", requires = "anatomy")]
     pub anatomy_smaps_max: u64,
+
+    /// With --anatomy: no ledger of mappings (the kernel's mmap, munmap, mremap and brk calls with the stacks that made them)
+    #[arg(
+        long,
+        help_heading = "Anatomy",
+        requires = "anatomy",
+        long_help = "With --anatomy: no ledger of mappings. By default, where memmon may use perf \
+(CAP_PERFMON, or root), it follows the tree's mmap, munmap, mremap and brk calls through the \
+kernel's syscall tracepoints (filtered in the kernel to --ledger-min and more), attached to a \
+running process without restarting it, and unwinds the user stack of each large mapping (no \
+frame pointers needed) to the functions that made it: each anatomy then holds the live mappings \
+by the stack that made them. Without the privilege it says so and reads the anatomies without."
+    )]
+    pub no_ledger: bool,
+
+    /// With --anatomy: the ledger follows mmap, munmap and mremap calls of at least this length (and brk raises of it get their stack)
+    #[arg(long, default_value = "1MiB", value_parser = size, value_name = "SIZE", help_heading = "Anatomy", requires = "anatomy", conflicts_with = "no_ledger")]
+    pub ledger_min: u64,
 }
 
 impl AnatomyArgs {
@@ -1075,6 +1093,10 @@ impl AnatomyArgs {
                     every: Duration::ZERO,
                     max_rss: self.anatomy_smaps_max,
                     force: false,
+                }),
+                ledger: (!self.no_ledger).then(|| memmon::probe::mapcalls::Options {
+                    min_bytes: self.ledger_min.max(1),
+                    ..Default::default()
                 }),
             })
     }

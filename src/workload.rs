@@ -43,6 +43,11 @@ impl Block {
         Ok(b)
     }
 
+    /// Where the mapping starts.
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     /// Locks the whole block in memory (`mlock`: VmLck).
     pub fn lock(&self) -> std::io::Result<()> {
         // SAFETY: locking exactly the pages we mapped, which stay mapped while `self` lives

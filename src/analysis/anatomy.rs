@@ -1009,6 +1009,7 @@ mod tests {
             read_us: 0,
             unread: Vec::new(),
             groups,
+            ledger: None,
         }
     }
 

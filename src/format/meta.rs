@@ -269,6 +269,9 @@ pub struct EndInfo {
     /// kept each stretch's highest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anatomy_reads: Option<AnatomyReads>,
+    /// With `--anatomy` and the ledger of mappings running: what it read and what it cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerEnd>,
     /// How the peaks of processes at their exit were read: `taskstats` (the kernel's exit
     /// records), or why not (`off (--no-taskstats)`, `unavailable: ...`). Absent in recordings
     /// made before memmon read them.
@@ -352,6 +355,25 @@ impl EndInfo {
 /// `exit_records` when the kernel's exit records were read.
 pub const EXIT_RECORDS_READ: &str = "taskstats";
 
+/// What the ledger thread did, at its end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEnd {
+    /// How the calls were read (`tracefs ...; mmap, munmap, mremap of at least 1.00 MiB, brk`).
+    pub how: String,
+    /// Calls of the tree the ledger applied, records of every process read, and records the
+    /// kernel dropped (a ring full).
+    pub calls: u64,
+    pub records: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    /// Stacks unwound, and of them those cut short.
+    pub stacks: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub truncated: u64,
+    /// CPU time of the ledger's thread (user and system), microseconds: what it cost memmon.
+    pub cpu_us: u64,
+}
+
 /// What a session's anatomy reads cost (`EndInfo::anatomy_reads`).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct AnatomyReads {
@@ -384,6 +406,12 @@ pub struct AnatomyMeta {
     /// absent in tables written before memmon read smaps by default (there, `--pss`'s guard).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smaps_max_rss_bytes: Option<u64>,
+    /// The ledger of mappings: how its calls are read (each anatomy then carries the live
+    /// mappings by the stack that made them, `ledger`), or why it is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_off: Option<String>,
 }
 
 /// A recording's NUMA table (format/numa.rs).

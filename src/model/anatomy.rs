@@ -306,6 +306,10 @@ pub struct Anatomy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unread: Vec<AnatomyUnread>,
     pub groups: Vec<Group>,
+    /// The ledger of mappings at this anatomy's row (a late marker's: at its own time): the
+    /// live mappings of the calls it saw, by the stack that made them; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::model::ledger::LedgerAt>,
 }
 
 impl Anatomy {
@@ -329,6 +333,7 @@ impl Anatomy {
             read_us,
             unread,
             groups,
+            ledger: None,
         }
     }
 

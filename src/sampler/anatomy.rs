@@ -23,9 +23,10 @@ use crate::model::anatomy::{Anatomy, AnatomyUnread, ProcessMaps, Trigger};
 use crate::model::sample::Sample;
 use crate::probe::proc::PssSource;
 use crate::probe::{maps, ProcError, ProcHandle, StatusMem};
+use crate::sampler::ledger::{LedgerHandle, LedgerThread};
 use crate::sampler::pss::PssGuard;
 use crate::units::fmt_bytes;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// When anatomies are taken (`--anatomy-rise`, `--anatomy-gap`) and whether smaps is read.
@@ -38,6 +39,9 @@ pub struct AnatomyOptions {
     pub gap: Duration,
     /// The guard smaps is read under (`--anatomy-smaps-max`); `None`: maps only.
     pub smaps: Option<PssGuard>,
+    /// The ledger of mappings, where perf may be used (`sampler/ledger.rs`); `None`: off
+    /// (`--no-ledger`).
+    pub ledger: Option<crate::probe::mapcalls::Options>,
 }
 
 /// When the next read at a new high of the stretch is due (module docs).
@@ -130,6 +134,10 @@ pub struct Job {
     /// The stretch it was asked in (`Anatomies`: a `peak` is kept for its stretch).
     stretch: u64,
     items: Vec<Item>,
+    /// The processes read.
+    pids: Vec<i32>,
+    /// The ledger, and the moment (wall clock, ms) whose live mappings it is asked for.
+    ledger: Option<(Arc<LedgerHandle>, u64)>,
 }
 
 /// The read of the members now: each one's smaps read only under `smaps`' guard (else its maps,
@@ -139,8 +147,10 @@ pub fn job<'a>(
     smaps: Option<&PssGuard>,
     asked: Asked,
 ) -> Job {
+    let mut pids = Vec::new();
     let items = members
         .map(|(h, st)| {
+            pids.push(h.pid);
             let no_smaps = match smaps {
                 None => Some("smaps is not read (--anatomy-smaps-max 0)".into()),
                 Some(g) if st.rss > g.max_rss && !g.force => Some(format!(
@@ -166,6 +176,8 @@ pub fn job<'a>(
         span: None,
         stretch: 0,
         items,
+        pids,
+        ledger: None,
     }
 }
 
@@ -218,6 +230,7 @@ pub fn read(job: Job) -> Anatomy {
         groups,
     );
     a.span = job.span;
+    a.ledger = job.ledger.and_then(|(l, at)| l.snapshot(at));
     a
 }
 
@@ -310,13 +323,18 @@ pub struct Anatomies {
     started: bool,
     /// Every read that ended, and what they took.
     pub cost: crate::format::meta::AnatomyReads,
+    /// The ledger of mappings, and the tree's processes last named to it.
+    ledger: Option<LedgerThread>,
+    ledger_members: Vec<i32>,
 }
 
 impl Anatomies {
-    /// Starts the reading thread; `wake` is called on it after each read.
+    /// Starts the reading thread; `wake` is called on it after each read. `ledger`: the ledger
+    /// of mappings, started before the target was launched (`start.rs`), if it runs.
     pub fn start(
         opts: AnatomyOptions,
         wake: impl Fn() + Send + 'static,
+        ledger: Option<LedgerThread>,
     ) -> std::io::Result<Anatomies> {
         Ok(Anatomies {
             schedule: PeakSchedule::new(opts.rise, opts.gap),
@@ -328,7 +346,31 @@ impl Anatomies {
             skipped_span_ends: 0,
             started: false,
             cost: Default::default(),
+            ledger,
+            ledger_members: Vec::new(),
         })
+    }
+
+    /// Fills in the job's ledger: the tree's processes named to it where they changed, and the
+    /// moment asked for, the row's (`s`), or a late marker's own (its `event_lag_us` before).
+    fn with_ledger(&mut self, mut j: Job, s: &Sample) -> Job {
+        let Some(l) = &self.ledger else {
+            return j;
+        };
+        let mut pids = j.pids.clone();
+        pids.sort_unstable();
+        if pids != self.ledger_members {
+            l.handle().members(pids.clone());
+            self.ledger_members = pids;
+        }
+        let lag_ms = s.event_lag_us.unwrap_or(0) / 1000;
+        j.ledger = Some((l.handle(), s.unix_ms.saturating_sub(lag_ms)));
+        j
+    }
+
+    /// Stops the ledger (at the recording's end, after its last read): what it did.
+    pub fn stop_ledger(&mut self) -> Option<crate::format::meta::LedgerEnd> {
+        self.ledger.take().map(LedgerThread::stop)
     }
 
     /// At a boundary row `s` (a marker's, a bench run's start or end, a restart): the stretch
@@ -360,6 +402,7 @@ impl Anatomies {
         let mut j = job(members, self.opts.smaps.as_ref(), asked_at(trigger, s));
         j.span = Some(label);
         j.stretch = self.stretch;
+        let j = self.with_ledger(j, s);
         self.thread.ask(j);
         self.thread.busy()
     }
@@ -391,6 +434,7 @@ impl Anatomies {
             j.span = self.stretch_span.clone();
         }
         j.stretch = self.stretch;
+        let j = self.with_ledger(j, s);
         self.thread.ask(j);
     }
 
@@ -443,10 +487,11 @@ impl Anatomies {
     pub fn read_now<'a>(
         &mut self,
         members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
-        asked: Asked,
+        s: &Sample,
     ) -> Vec<Anatomy> {
         let mut out = self.wait();
-        let end = read(job(members, self.opts.smaps.as_ref(), asked));
+        let j = job(members, self.opts.smaps.as_ref(), asked_at(Trigger::End, s));
+        let end = read(self.with_ledger(j, s));
         out.extend(self.sort(self.stretch, end));
         out
     }
@@ -506,8 +551,9 @@ mod tests {
             rise: 0.0,
             gap: Duration::ZERO,
             smaps: None,
+            ledger: None,
         };
-        let mut a = Anatomies::start(opts, || {}).unwrap();
+        let mut a = Anatomies::start(opts, || {}, None).unwrap();
         // Reads of the stretch arrive: each higher one replaces the one held.
         assert_eq!(a.sort(0, bare(Trigger::Peak, 10)), None);
         assert_eq!(a.sort(0, bare(Trigger::Peak, 30)), None);
