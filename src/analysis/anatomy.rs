@@ -366,6 +366,10 @@ pub struct AnatomyDiff {
     pub delta_bytes: i64,
     /// Every group that changed (groups of the same size in both are left out).
     pub changes: Vec<GroupChange>,
+    /// Where both anatomies carry the ledger of mappings: how each stack's live mappings
+    /// changed (mapped bytes), largest change first; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<crate::analysis::ledger::StackChange>,
 }
 
 /// What changed from `from` to `to`: resident bytes when both have them for every group, else
@@ -419,12 +423,17 @@ pub fn diff(from: &Anatomy, to: &Anatomy) -> AnatomyDiff {
     });
     let total = |a: &Anatomy| a.groups.iter().map(bytes).sum::<u64>();
     let (fb, tb) = (total(from), total(to));
+    let stacks = match (&from.ledger, &to.ledger) {
+        (Some(f), Some(t)) => crate::analysis::ledger::stack_diff(f, t),
+        _ => Vec::new(),
+    };
     AnatomyDiff {
         measure,
         from_bytes: fb,
         to_bytes: tb,
         delta_bytes: tb as i64 - fb as i64,
         changes,
+        stacks,
     }
 }
 

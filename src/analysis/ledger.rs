@@ -449,14 +449,54 @@ pub fn stack_diff(from: &LedgerAt, to: &LedgerAt) -> Vec<StackChange> {
 /// are the allocator's or a system call's wrapper (the C library and the dynamic loader, the
 /// allocators' libraries and C++'s `operator new`, and Rust's allocation, collection and
 /// system call crates: `alloc::`, `core::`, `std::sys::`, `hashbrown::`, `rustix::`, `libc::`,
-/// `memmap2::`, `__rust_alloc`...). All of them when every frame is one.
+/// `memmap2::`, `__rust_alloc`...), and without its outermost frames that start the program or
+/// the thread (`_start`, `__libc_start_main`, `start_thread`, `clone3`, Rust's `std::rt::`,
+/// `std::sys::` and `std::thread::`). All of them when every frame is one.
 pub fn allocating_frames(frames: &[Frame]) -> &[Frame] {
+    &frames[allocating_range(frames)]
+}
+
+/// Where `allocating_frames` lie in `frames`.
+pub fn allocating_range(frames: &[Frame]) -> std::ops::Range<usize> {
     let inner = frames.iter().take_while(|f| is_allocator(f)).count();
     if inner == frames.len() {
-        frames
-    } else {
-        &frames[inner..]
+        return 0..frames.len();
     }
+    let outer = frames[inner..]
+        .iter()
+        .rev()
+        .take_while(|f| is_start(f))
+        .count();
+    if inner + outer == frames.len() {
+        inner..frames.len()
+    } else {
+        inner..frames.len() - outer
+    }
+}
+
+/// A frame that starts the program or a thread (`allocating_frames`).
+fn is_start(f: &Frame) -> bool {
+    const FUNCTIONS: [&str; 11] = [
+        "_start",
+        "__libc_start",
+        "start_thread",
+        "clone",
+        "__clone",
+        "std::rt::",
+        "std::sys::",
+        "std::thread::",
+        "std::panic",
+        "core::ops::function::",
+        "<core::ops::function::",
+    ];
+    f.module.starts_with("libc.so")
+        || f.module.starts_with("ld-linux")
+        || f.function.contains("__rust_begin_short_backtrace")
+        || (f
+            .function
+            .starts_with("<alloc::boxed::Box<F,A> as core::ops::function::FnOnce"))
+        || FUNCTIONS.iter().any(|p| f.function.starts_with(p))
+        || f.function.starts_with("[libc.so")
 }
 
 /// A frame of the allocator or of a system call's wrapper (`allocating_frames`).
@@ -763,11 +803,27 @@ mod tests {
                 "prover",
             ),
             f("prover::synth::alloc_partition", "prover"),
+            f("prover::main", "prover"),
+            f("core::ops::function::FnOnce::call_once", "prover"),
+            f("std::rt::lang_start_internal", "prover"),
             f("main", "prover"),
+            f("__libc_start_main", "libc.so.6"),
+            f("_start", "prover"),
         ];
+        let site: Vec<&str> = allocating_frames(&c)
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        // The start frames go from the outermost end only: `main` stays below the runtime's.
         assert_eq!(
-            allocating_frames(&c)[0].function,
-            "prover::synth::alloc_partition"
+            site,
+            [
+                "prover::synth::alloc_partition",
+                "prover::main",
+                "core::ops::function::FnOnce::call_once",
+                "std::rt::lang_start_internal",
+                "main"
+            ]
         );
         let cpp = [
             f("operator new(unsigned long)", "libstdc++.so.6"),

@@ -71,8 +71,18 @@ pub fn span_growth_lines(
             fmt_seconds(g.to.elapsed_s)
         );
         growth_lines(o, [&g.from, &g.to], &g.diff.changes);
+        if !g.diff.stacks.is_empty() {
+            let _ = writeln!(
+                o,
+                "                by stack (the ledger's mappings, mapped bytes):"
+            );
+            crate::render::stacks::change_lines(o, &g.diff.stacks, SPAN_STACK_LINES);
+        }
     }
 }
+
+/// The most stacks a phase's or run's growth lists.
+const SPAN_STACK_LINES: usize = 5;
 
 /// Said of a span whose boundary was taken late.
 const LATE_WORDS: &str =
@@ -779,6 +789,18 @@ impl Summary {
             at(&g.to)
         );
         growth_lines(o, [&g.from, &g.to], &g.diff.changes);
+        if let Some(l) = self
+            .anatomy_at_peak
+            .as_ref()
+            .and_then(|a| a.ledger.as_ref())
+        {
+            let _ = writeln!(
+                o,
+                "  by stack      at the highest anatomy, {}:",
+                crate::render::stacks::live_heading(l)
+            );
+            crate::render::stacks::live_lines(o, l, &g.diff.stacks);
+        }
         let taken = match (g.reads, g.reads_dropped) {
             (Some(reads), Some(dropped)) if dropped > 0 => format!(
                 "{reads} taken, {} kept ({dropped} dropped for a higher one of their stretch)",
