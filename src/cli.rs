@@ -375,6 +375,14 @@ impl BudgetArgs {
 
 #[derive(Args, Debug)]
 pub struct SummaryArgs {
+    /// Write the folded stacks of the live mappings at the recording's highest anatomy (record --anatomy with its ledger) to FILE (- for stdout): a line per stack, outermost frame first, and its bytes mapped, as flame graph tools read them
+    #[arg(long, value_name = "FILE", value_parser = dest())]
+    pub folded: Option<Dest>,
+
+    /// With --folded: replace FILE if it exists
+    #[arg(long, requires = "folded")]
+    pub force: bool,
+
     /// Recordings to summarize (CSV or JSON Lines written by memmon record)
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,

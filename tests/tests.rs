@@ -16,6 +16,7 @@ mod gpu;
 mod health;
 mod import;
 mod layout;
+mod ledger;
 mod mark_crate;
 mod marks;
 mod output;

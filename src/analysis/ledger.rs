@@ -532,6 +532,9 @@ fn is_allocator(f: &Frame) -> bool {
     LIBRARIES.iter().any(|l| f.module.starts_with(l))
         || (f.module.starts_with("libstdc++") || f.function.starts_with("operator new"))
         || FUNCTIONS.iter().any(|p| f.function.starts_with(p))
+        // A standard trait's method for a type (`<u8 as alloc::vec::SpecFromElem>::from_elem`).
+        || (f.function.starts_with('<')
+            && (f.function.contains(" as alloc::") || f.function.contains(" as core::alloc")))
 }
 
 #[cfg(test)]

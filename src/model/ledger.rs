@@ -21,8 +21,8 @@ pub enum Call {
     Mmap,
     /// Moved or resized by mremap (realloc of a large block): the stack is mremap's.
     Mremap,
-    /// The program break raised by brk (malloc's main heap): the stack of the brk call that
-    /// raised it by at least the ledger's threshold; smaller raises have no stack.
+    /// The program break raised by brk (malloc's main heap): counted, without a stack (the
+    /// kernel cannot pick out large brk calls, so none is unwound).
     Brk,
 }
 
@@ -40,7 +40,7 @@ impl Call {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackGroup {
     /// The calls, innermost first (the system call's wrapper, the allocator, ..., `main`);
-    /// empty for brk raises too small to be given a stack.
+    /// empty for brk raises (never unwound).
     pub frames: Vec<Frame>,
     pub call: Call,
     /// The stack was cut short: the copy of the stack ended, or a frame could not be unwound.

@@ -1,11 +1,12 @@
 //! The kernel's events for the mappings processes make and unmake: perf tracepoints on the
 //! mmap, munmap, mremap and brk system calls, opened on every CPU for every process (perf cannot
 //! pick out a process tree; `sampler/ledger.rs` keeps the tree's), filtered in the kernel to
-//! lengths of at least `min_bytes`; with each large mmap and mremap, and each brk, the user
-//! registers and the top of the user stack (PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER),
-//! from which `probe/unwind.rs` finds the calls that made it. The exits of mmap and mremap
-//! (their addresses) come unfiltered and without stacks; the kernel's FORK, EXIT and exec
-//! (COMM) records tell which processes come and go.
+//! lengths of at least `min_bytes`; with each large mmap and mremap the user registers and the
+//! top of the user stack (PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER), from which
+//! `probe/unwind.rs` finds the calls that made it. The exits of mmap and mremap (their
+//! addresses) and of brk (the program break) come unfiltered and without stacks (the kernel
+//! cannot filter brk by size: a stack with each brk of every process would flood the rings);
+//! the kernel's FORK, EXIT and exec (COMM) records tell which processes come and go.
 //!
 //! Each CPU has one ring buffer (`sys::perf::Ring`) that all its events write to, read on the
 //! ledger's thread. Opening needs CAP_PERFMON (or CAP_SYS_ADMIN, or perf_event_paranoid at -1:
@@ -31,10 +32,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
+        // Every process's large calls reach the rings (perf cannot pick out a tree): 8 KiB of
+        // stack each (perf's own default: the innermost frames, which name the allocating code),
+        // 1 MiB of ring a CPU (128 such calls before the reader must have read them).
         Options {
             min_bytes: 1 << 20,
-            stack_bytes: 16 << 10,
-            ring_pages: 128,
+            stack_bytes: 8 << 10,
+            ring_pages: 256,
         }
     }
 }
@@ -83,7 +87,7 @@ pub enum What {
     /// mremap returned: the new address, or `-errno`.
     MremapDone { ret: i64 },
     /// brk returned: the program break now.
-    Brk { ret: i64, stack: Option<UserStack> },
+    Brk { ret: i64 },
     /// A task was forked from `parent` (a process's PID; the new task's `pid` and `tid`: a
     /// thread when they differ).
     Fork { parent: i32 },
@@ -98,7 +102,7 @@ pub enum What {
 pub enum MapCallsError {
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
-    #[error("perf_event_open refused the syscalls' tracepoints on every CPU: {0} (they need CAP_PERFMON, or perf_event_paranoid at -1; it is {1})")]
+    #[error("perf_event_open refused to watch every process: {0} (the ledger needs CAP_PERFMON, or root, or perf_event_paranoid at -1; it is {1})")]
     Refused(io::Error, String),
     #[error("cannot {0}: {1}")]
     Failed(String, io::Error),
@@ -124,7 +128,9 @@ const EVENTS: [(&str, Which, bool); 6] = [
     ("sys_enter_munmap", Which::Munmap, false),
     ("sys_enter_mremap", Which::MremapEnter, true),
     ("sys_exit_mremap", Which::MremapExit, false),
-    ("sys_exit_brk", Which::BrkExit, true),
+    // No stack: the kernel cannot pick out the large raises (brk takes the new break, not a
+    // length), and a stack with every brk of every process would flood the rings.
+    ("sys_exit_brk", Which::BrkExit, false),
 ];
 
 /// Offsets of the fields read from each tracepoint's record.
@@ -173,6 +179,7 @@ pub struct MapCalls {
 impl MapCalls {
     /// Opens the events on every CPU and enables them.
     pub fn open(opts: Options) -> Result<MapCalls, MapCallsError> {
+        allowed()?;
         let names: Vec<(&str, &str)> = EVENTS.iter().map(|(n, _, _)| ("syscalls", *n)).collect();
         let (points, how) = tracefs::read(&names)?;
         let mut layouts = HashMap::new();
@@ -214,10 +221,7 @@ impl MapCalls {
                     // A CPU that is offline (or not there) has no events.
                     Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break,
                     Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
-                        let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-                            .map(|s| s.trim().to_string())
-                            .unwrap_or_else(|_| "unknown".into());
-                        return Err(MapCallsError::Refused(e, level));
+                        return Err(MapCallsError::Refused(e, paranoid()));
                     }
                     Err(e) => {
                         return Err(MapCallsError::Failed(
@@ -283,7 +287,7 @@ impl MapCalls {
             calls: 0,
             buf: Vec::new(),
             how: format!(
-                "{how}; mmap, munmap, mremap of at least {}, brk; stacks of {}",
+                "{how}; mmap, munmap, mremap of at least {}, brk (without stacks); stacks of {}",
                 crate::units::fmt_bytes(min),
                 crate::units::fmt_bytes(u64::from(opts.stack_bytes))
             ),
@@ -328,6 +332,32 @@ impl MapCalls {
     }
 }
 
+/// Whether perf may watch every process on a CPU, asked first with a dummy software event (no
+/// tracefs needed): the privilege is what a user lacks most often, and says so plainly.
+fn allowed() -> Result<(), MapCallsError> {
+    let attr = Attr {
+        type_: perf::TYPE_SOFTWARE,
+        size: std::mem::size_of::<Attr>() as u32,
+        config: perf::SW_DUMMY,
+        flags: flag::DISABLED,
+        ..Attr::default()
+    };
+    match crate::sys::raw::perf_event_open(&attr, -1, 0) {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            Err(MapCallsError::Refused(e, paranoid()))
+        }
+        Err(e) => Err(MapCallsError::Failed("open a perf event".into(), e)),
+    }
+}
+
+/// /proc/sys/kernel/perf_event_paranoid, as it reads.
+fn paranoid() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// A sample of one of the tracepoints (`IDENTIFIER | TID | TIME | RAW`, and `REGS_USER |
 /// STACK_USER` for those with a stack); `None` for one that is not whole.
 fn parse_sample(
@@ -343,7 +373,7 @@ fn parse_sample(
     let raw = c.bytes(raw_len)?;
     let l = layouts.get(&w)?;
     let f = |name| l.get(raw, name);
-    let with_stack = matches!(w, Which::MmapEnter | Which::MremapEnter | Which::BrkExit);
+    let with_stack = matches!(w, Which::MmapEnter | Which::MremapEnter);
     let stack = if with_stack { user_stack(&mut c) } else { None };
     let what = match w {
         Which::MmapEnter => What::Mmap {
@@ -372,7 +402,6 @@ fn parse_sample(
         },
         Which::BrkExit => What::Brk {
             ret: f("ret")? as i64,
-            stack,
         },
     };
     Some(Event {

@@ -62,7 +62,7 @@ struct FileInfo {
     eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
     eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
     debug_frame: Option<Arc<[u8]>>,
-    /// PT_LOAD segments: file offset, size in the file, and virtual address.
+    /// Executable PT_LOAD segments: file offset, size in the file, and virtual address.
     segments: Vec<(u64, u64, u64)>,
 }
 
@@ -272,8 +272,10 @@ impl Unwinder {
             let Some(info) = info else {
                 continue;
             };
-            // The segment that maps `offset` (its offset rounded down to a page, as the mapping
-            // begins): its address in the file there, against `start`.
+            // The executable segment that maps `offset` (its offset rounded down to a page, as
+            // the mapping begins; a linker may pack a segment into the page of the one before,
+            // so only the executable ones are looked at): its address in the file there,
+            // against `start`.
             let page = rustix::param::page_size() as u64;
             let Some(&(seg_off, _, seg_addr)) = info
                 .segments
@@ -369,6 +371,9 @@ fn read_file(pid: i32, range: &str, path: &str, key: &(String, u64)) -> Option<F
         debug_frame: section(".debug_frame").map(|(_, d)| d),
         segments: obj
             .segments()
+            .filter(|s| {
+                matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0)
+            })
             .map(|s| (s.file_range().0, s.file_range().1, s.address()))
             .collect(),
     })

@@ -24,7 +24,7 @@ const SITE_FRAMES: usize = 4;
 pub fn site_words(frames: &[Frame], truncated: bool, call: Call) -> String {
     if frames.is_empty() {
         return match call {
-            Call::Brk => "the heap's brk raises under the ledger's threshold (no stack)".into(),
+            Call::Brk => "the heap's brk raises (brk is counted, not unwound)".into(),
             _ => "(no stack)".into(),
         };
     }

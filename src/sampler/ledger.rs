@@ -150,10 +150,6 @@ struct Reader {
     launcher: Option<i32>,
     pending: Vec<Resolved>,
     raw: Vec<Event>,
-    /// Each process's program break as last read: a brk raise's stack is unwound only when it
-    /// is large enough to be given one (most brk calls are small).
-    breaks: std::collections::HashMap<i32, i64>,
-    min_bytes: u64,
 }
 
 impl Reader {
@@ -168,8 +164,6 @@ impl Reader {
             launcher,
             pending: Vec::new(),
             raw: Vec::new(),
-            breaks: std::collections::HashMap::new(),
-            min_bytes: opts.min_bytes,
         }
     }
 
@@ -269,13 +263,11 @@ impl Reader {
             _ if !self.relevant(e.pid) => return None,
             What::Exec => {
                 self.unwinder.forget(e.pid);
-                self.breaks.remove(&e.pid);
                 Input::Exec
             }
             What::Exit => {
                 if e.pid == e.tid {
                     self.unwinder.forget(e.pid);
-                    self.breaks.remove(&e.pid);
                 }
                 Input::Exit
             }
@@ -300,14 +292,10 @@ impl Reader {
                 stack: stack(self, s),
             },
             What::MremapDone { ret } => Input::MremapDone { ret: *ret },
-            What::Brk { ret, stack: s } => {
-                let before = self.breaks.insert(e.pid, *ret);
-                let large = before.is_some_and(|b| ret.saturating_sub(b) >= self.min_bytes as i64);
-                Input::Brk {
-                    ret: *ret,
-                    stack: if large { stack(self, s) } else { None },
-                }
-            }
+            What::Brk { ret } => Input::Brk {
+                ret: *ret,
+                stack: None,
+            },
         };
         Some(Resolved {
             time_ns: e.time_ns,

@@ -62,6 +62,9 @@ impl Attr {
 
 /// `PERF_TYPE_TRACEPOINT`.
 pub const TYPE_TRACEPOINT: u32 = 2;
+/// `PERF_TYPE_SOFTWARE`, and its event that counts nothing (`PERF_COUNT_SW_DUMMY`).
+pub const TYPE_SOFTWARE: u32 = 1;
+pub const SW_DUMMY: u64 = 9;
 
 /// `perf_event_sample_format`: what a sample holds, in this order when present.
 pub mod sample {
