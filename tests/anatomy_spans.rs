@@ -404,6 +404,25 @@ fn bench_anatomy_reads_each_runs_highest_before_its_memory_is_freed() {
         );
         assert!(!seen.contains(&run["to"]["elapsed_s"]), "{runs:#?}");
         seen.push(run["to"]["elapsed_s"].clone());
+        // With the ledger (where memmon may use perf): the 40 MiB by the code that mapped it,
+        // the daemon's worker threads (`serve`'s closures), past the mapping's own calls.
+        if let Some(stacks) = run["stacks"].as_array() {
+            let served = stacks
+                .iter()
+                .filter(|c| {
+                    c["frames"].as_array().unwrap().iter().any(|f| {
+                        f["function"]
+                            .as_str()
+                            .is_some_and(|n| n.contains("testdaemon::serve"))
+                    })
+                })
+                .max_by_key(|c| c["delta_bytes"].as_i64())
+                .unwrap_or_else(|| panic!("no stack through serve: {run:#}"));
+            assert!(
+                served["delta_bytes"].as_i64() >= Some(40 * MIB as i64),
+                "{served:#}"
+            );
+        }
     }
     assert!(table.contains("to the peak one at +"), "{table}");
 }

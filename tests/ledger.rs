@@ -230,6 +230,13 @@ fn a_launched_c_program_without_frame_pointers_names_each_allocation_site() {
         .output()
         .unwrap();
     let folded = String::from_utf8(folded.stdout).unwrap();
+    // Only the stacks on stdout: each line a stack and its bytes.
+    assert!(
+        folded.lines().all(|l| l
+            .rsplit_once(' ')
+            .is_some_and(|(_, n)| n.parse::<u64>().is_ok())),
+        "{folded}"
+    );
     let line = folded
         .lines()
         .find(|l| l.contains(";synthesize_partition;alloc_partition"))

@@ -692,6 +692,11 @@ impl SummaryBuilder {
             anatomy: None,
             phase_anatomy: Vec::new(),
             anatomy_at_peak: None,
+            ledger: self
+                .sessions
+                .iter()
+                .rev()
+                .find_map(|s| s.end.as_ref()?.ledger.clone()),
             anatomy_reads: self
                 .sessions
                 .iter()
@@ -1374,6 +1379,10 @@ pub struct Summary {
     /// Every anatomy read of the sessions, written or dropped (their end records), summed.
     #[serde(skip)]
     pub anatomy_reads: Option<crate::format::meta::AnatomyReads>,
+    /// The ledger of mappings of the last session that ran one (its end record): what it read,
+    /// lost and cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::format::meta::LedgerEnd>,
 }
 
 impl Summary {

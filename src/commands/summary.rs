@@ -20,19 +20,23 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
         all.push(s);
     }
     let mut out = std::io::stdout().lock();
-    if args.json {
-        let text = if all.len() == 1 {
-            serde_json::to_string_pretty(&all[0])?
+    // `--folded -`: the folded stacks are what goes to stdout.
+    let folded_to_stdout = matches!(args.folded, Some(memmon::output::Dest::Stdout));
+    if !folded_to_stdout {
+        if args.json {
+            let text = if all.len() == 1 {
+                serde_json::to_string_pretty(&all[0])?
+            } else {
+                serde_json::to_string_pretty(&all)?
+            };
+            writeln!(out, "{text}").context("cannot write to stdout")?;
         } else {
-            serde_json::to_string_pretty(&all)?
-        };
-        writeln!(out, "{text}").context("cannot write to stdout")?;
-    } else {
-        for (i, s) in all.iter().enumerate() {
-            if i > 0 {
-                writeln!(out)?;
+            for (i, s) in all.iter().enumerate() {
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                write!(out, "{}", s.render()).context("cannot write to stdout")?;
             }
-            write!(out, "{}", s.render()).context("cannot write to stdout")?;
         }
     }
     drop(out);

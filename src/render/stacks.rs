@@ -29,7 +29,17 @@ pub fn site_words(frames: &[Frame], truncated: bool, call: Call) -> String {
         };
     }
     let range = allocating_range(frames);
-    let site = &frames[range.clone()];
+    // Rust's standard library between the program's own frames (iterators, closures' shims)
+    // says nothing of where the memory went: left out of the words (the folded stacks keep it).
+    let site: Vec<&Frame> = frames[range.clone()]
+        .iter()
+        .filter(|f| !is_std(&f.function))
+        .collect();
+    let site = if site.is_empty() {
+        frames[range.clone()].iter().collect()
+    } else {
+        site
+    };
     // The allocator's or library's call the code went through: the frame just inside it.
     let via = range.start.checked_sub(1).map(|i| &frames[i]);
     let shown: Vec<&str> = site
@@ -51,6 +61,14 @@ pub fn site_words(frames: &[Frame], truncated: bool, call: Call) -> String {
         let _ = write!(w, " [{}]", call.key());
     }
     w
+}
+
+/// A frame of Rust's standard library (`core::`, `alloc::`, `std::`, and their trait impls).
+fn is_std(function: &str) -> bool {
+    let f = function.trim_start_matches('<');
+    ["core::", "alloc::", "std::"]
+        .iter()
+        .any(|p| f.starts_with(p))
 }
 
 /// `10 mappings of 60.00 MiB`, `3 mappings of 1.00 MiB to 4.00 MiB`.

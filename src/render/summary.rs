@@ -801,6 +801,24 @@ impl Summary {
             );
             crate::render::stacks::live_lines(o, l, &g.diff.stacks);
         }
+        if let Some(l) = &self.ledger {
+            let lost = if l.lost > 0 {
+                format!(
+                    ", {} lost (rings full: mappings may be missing)",
+                    count(l.lost, "record")
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                o,
+                "  ledger        {} of the tree followed ({} of every process read{lost}), {} unwound, {} of CPU on a thread of its own",
+                count(l.calls, "call"),
+                count(l.records, "record"),
+                count(l.stacks, "stack"),
+                fmt_us(l.cpu_us)
+            );
+        }
         let taken = match (g.reads, g.reads_dropped) {
             (Some(reads), Some(dropped)) if dropped > 0 => format!(
                 "{reads} taken, {} kept ({dropped} dropped for a higher one of their stretch)",
