@@ -209,9 +209,12 @@ impl MapCalls {
                     attr.sample_regs_user = regs::MASK;
                     attr.sample_stack_user = opts.stack_bytes;
                 }
-                // A large call wakes the reader at once (its stack must be unwound while the
-                // process lives); the others are read with it or at the next look.
-                attr.wakeup_events = u32::from(*w == Which::MmapEnter || *w == Which::MremapEnter);
+                // The reader looks every 200 ms, and is woken when a quarter of the ring is
+                // waiting: a wake-up at each large call cost the calling process 9 µs a call
+                // (BENCHMARKS.md), and a stack is unwound from the process's files, there 200 ms
+                // later but for one that exited at once.
+                attr.flags |= flag::WATERMARK;
+                attr.wakeup_events = (opts.ring_pages * rustix::param::page_size() / 4) as u32;
                 if i == 0 {
                     // One event per CPU carries the processes' comings and goings.
                     attr.flags |= flag::TASK | flag::COMM | flag::COMM_EXEC | flag::SAMPLE_ID_ALL;

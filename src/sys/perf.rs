@@ -84,6 +84,9 @@ pub mod flag {
     pub const COMM: u64 = 1 << 9;
     /// `task`: `FORK` and `EXIT` records.
     pub const TASK: u64 = 1 << 13;
+    /// `watermark`: readers are woken when this many bytes are waiting (`wakeup_watermark`,
+    /// the union with `wakeup_events`).
+    pub const WATERMARK: u64 = 1 << 14;
     /// `sample_id_all`: other records carry the sample's TID, time and ID too.
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
     /// `comm_exec`: a `COMM` record made by an exec says so (`misc::COMM_EXEC`).
