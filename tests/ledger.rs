@@ -426,3 +426,111 @@ fn without_the_privilege_the_ledger_is_off_and_the_recording_says_why() {
     assert!(!all.is_empty());
     assert!(all.iter().all(|a| a.get("ledger").is_none()));
 }
+
+/// Where memmon may mount tracefs (root, as the tests run here), the syscalls' tracepoints are
+/// read and the host's mounts are as they were.
+#[test]
+fn the_syscall_tracepoints_are_read_and_the_hosts_mounts_left_as_they_were() {
+    let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    match memmon::probe::tracefs::read(&[
+        ("syscalls", "sys_enter_mmap"),
+        ("syscalls", "sys_exit_brk"),
+    ]) {
+        Ok((t, how)) => {
+            assert_eq!(t.len(), 2, "{how}");
+            assert_eq!(t[0].field("len").unwrap().size, 8);
+            assert_eq!(t[1].field("ret").unwrap().offset, 16);
+        }
+        Err(e) => println!("skipped: {e}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/self/mountinfo").unwrap(),
+        before
+    );
+}
+
+#[inline(never)]
+fn map_a_partition_for_the_ledger_test(len: usize) -> memmon::workload::Block {
+    let b = memmon::workload::Block::map(len).unwrap();
+    std::hint::black_box(b)
+}
+
+/// This test process's calls as the kernel reports them, until `want` finds what it waits for
+/// (at most 30 s).
+fn my_calls<T>(
+    calls: &mut memmon::probe::mapcalls::MapCalls,
+    want: impl Fn(&[memmon::probe::mapcalls::Event]) -> Option<T>,
+) -> T {
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        calls.drain(&mut got);
+        if let Some(t) = want(&got) {
+            return t;
+        }
+        assert!(std::time::Instant::now() < deadline, "not seen: {got:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Where memmon may open the events (root, as the tests run here): a 2 MiB mapping of this
+/// process is seen with its length, address and stack, a 64 KiB one is filtered out in the
+/// kernel, and the stack unwinds through the function that made it and this test.
+#[test]
+fn a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_maker() {
+    use memmon::probe::mapcalls::{MapCalls, Options, What};
+    let mut calls = match MapCalls::open(Options::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("skipped: {e}");
+            return;
+        }
+    };
+    let me = std::process::id() as i32;
+    let big = map_a_partition_for_the_ledger_test(2 << 20);
+    let small = memmon::workload::Block::map(64 << 10).unwrap();
+    let at = big.addr() as i64;
+    drop(small);
+    drop(big);
+    let mine = my_calls(&mut calls, |got| {
+        let mine: Vec<_> = got.iter().filter(|e| e.pid == me).cloned().collect();
+        mine.iter()
+            .any(|e| matches!(e.what, What::Munmap { len, .. } if len == 2 << 20))
+            .then_some(mine)
+    });
+    let mmap = mine
+        .iter()
+        .position(|e| matches!(&e.what, What::Mmap { len, stack: Some(s), .. } if *len == 2 << 20 && !s.bytes.is_empty()))
+        .unwrap_or_else(|| panic!("no 2 MiB mmap in {mine:?}"));
+    let tid = mine[mmap].tid;
+    assert!(
+        mine[mmap..]
+            .iter()
+            .any(|e| e.tid == tid && e.what == What::MmapDone { ret: at }),
+        "no exit with the address {at:x}"
+    );
+    assert!(
+        !mine
+            .iter()
+            .any(|e| matches!(e.what, What::Mmap { len, .. } if len == 64 << 10)),
+        "the kernel's filter let a 64 KiB mmap through"
+    );
+    let What::Mmap {
+        stack: Some(stack), ..
+    } = &mine[mmap].what
+    else {
+        unreachable!()
+    };
+    let (frames, _) = memmon::probe::unwind::Unwinder::new().frames(me, stack);
+    let names: Vec<&str> = frames.iter().map(|f| f.function.as_str()).collect();
+    let at = names
+        .iter()
+        .position(|n| n.ends_with("map_a_partition_for_the_ledger_test"))
+        .unwrap_or_else(|| panic!("{names:#?}"));
+    assert!(
+        names[at..].iter().any(|n| n.ends_with(
+            "a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_maker"
+        )),
+        "{names:#?}"
+    );
+}
