@@ -362,6 +362,36 @@ fn compare_shows_which_group_grew_between_the_baseline_and_the_candidate_peaks()
     // Two more partitions (the kernel may merge a small neighbour into one: within 1 MiB).
     let grew = part["delta_bytes"].as_i64().unwrap() as u64;
     assert!((48 * MIB - bound()..49 * MIB).contains(&grew), "{a:#}");
+    // With the ledger (where memmon may use perf): by the code that mapped them, 4 then 6.
+    if let Some(stacks) = a["stacks"].as_array() {
+        let parts = stacks
+            .iter()
+            .find(|c| {
+                c["frames"].as_array().unwrap().iter().any(|f| {
+                    f["function"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with("Block::apart_touched"))
+                })
+            })
+            .unwrap_or_else(|| panic!("no stack through apart_touched: {a:#}"));
+        assert_eq!(
+            (
+                parts["from_mappings"].as_u64(),
+                parts["to_mappings"].as_u64()
+            ),
+            (Some(4), Some(6)),
+            "{parts:#}"
+        );
+        memmon()
+            .arg("compare")
+            .arg(&base)
+            .arg(&new)
+            .assert()
+            .stdout(predicate::str::contains("by stack: +"))
+            .stdout(predicate::str::contains(
+                "memmon::workload::Block::apart_touched",
+            ));
+    }
 }
 
 /// The ramp: six partitions mapped one after another, held, then freed before the
