@@ -375,6 +375,14 @@ impl BudgetArgs {
 
 #[derive(Args, Debug)]
 pub struct SummaryArgs {
+    /// Write the folded stacks of the live mappings at the recording's highest anatomy (record --anatomy with its ledger) to FILE (- for stdout): a line per stack, outermost frame first, and its bytes mapped, as flame graph tools read them
+    #[arg(long, value_name = "FILE", value_parser = dest())]
+    pub folded: Option<Dest>,
+
+    /// With --folded: replace FILE if it exists
+    #[arg(long, requires = "folded")]
+    pub force: bool,
+
     /// Recordings to summarize (CSV or JSON Lines written by memmon record)
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
@@ -1039,37 +1047,65 @@ pub struct AnatomyArgs {
         long_help = "Also record what the memory is made of: the tree's mappings from \
 /proc/PID/maps (no page-table walk), grouped (heap, stacks, anonymous mappings by size class, files \
 by path, memfds, shared memory, devices, huge pages), into a side file FILE.anatomy.jsonl next to \
-the recording (-o FILE). Taken at the first sample, at each new high of the tree's RSS at least \
---anatomy-rise above the last one taken (at most one every --anatomy-gap), and at the end, on a \
-thread of its own. Resident sizes per group come from /proc/PID/smaps only with --pss, under its \
-guard (--pss-max-rss, --pss-force): smaps walks every page table. `memmon summary` says what grew \
-between the idle floor and the peak, and in each phase (an anatomy is taken at each phase's end, \
-the next marker). bench (against a daemon only): also at each run's end; its table says what grew \
-in each run from the idle floor's anatomy to the run's highest, and -o FILE keeps the anatomy \
-table beside the recording (without -o, none is written)."
+the recording (-o FILE). Read on a thread of its own at the first sample, at each phase's end \
+(the next marker) and bench run's end, at the end, and at the highest point of every stretch \
+between them: at each new high of the tree's RSS at least --anatomy-rise above the last one read \
+in the stretch, the highest kept. Resident sizes per group come from /proc/PID/smaps, read of \
+each process whose RSS is at most --anatomy-smaps-max (smaps walks every page table: about 20 ms \
+per GiB). `memmon summary` says what grew between the idle floor and the peak, and in each phase \
+(from its start to its highest); bench (against a daemon only): what grew in each run from the \
+idle floor's anatomy to the run's highest, and -o FILE keeps the anatomy table beside the \
+recording (without -o, none is written)."
     )]
     pub anatomy: bool,
 
-    /// With --anatomy: a new high must be this much above the last anatomy's RSS
-    #[arg(long, default_value = "10%", value_parser = percent, value_name = "PERCENT", help_heading = "Anatomy", requires = "anatomy")]
+    /// With --anatomy: within a stretch, a new high must be this much above the last anatomy read in it
+    #[arg(long, default_value = "1%", value_parser = percent, value_name = "PERCENT", help_heading = "Anatomy", requires = "anatomy")]
     pub anatomy_rise: f64,
 
-    /// With --anatomy: at most one anatomy at a new high every this long
-    #[arg(long, default_value = "5s", value_parser = duration, value_name = "DURATION", help_heading = "Anatomy", requires = "anatomy")]
+    /// With --anatomy: at most one read at a new high every this long (the reads also take at most a tenth of the time)
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION", help_heading = "Anatomy", requires = "anatomy")]
     pub anatomy_gap: Duration,
+
+    /// With --anatomy: read smaps (resident sizes) only of processes whose RSS is at most this; 0: never
+    #[arg(long, default_value = "1GiB", value_parser = size, value_name = "SIZE", help_heading = "Anatomy", requires = "anatomy")]
+    pub anatomy_smaps_max: u64,
+
+    /// With --anatomy: no ledger of mappings (the kernel's mmap, munmap, mremap and brk calls with the stacks that made them)
+    #[arg(
+        long,
+        help_heading = "Anatomy",
+        requires = "anatomy",
+        long_help = "With --anatomy: no ledger of mappings. By default, where memmon may use perf \
+(CAP_PERFMON, or root), it follows the tree's mmap, munmap, mremap and brk calls through the \
+kernel's syscall tracepoints (filtered in the kernel to --ledger-min and more), attached to a \
+running process without restarting it, and unwinds the user stack of each large mapping (no \
+frame pointers needed) to the functions that made it: each anatomy then holds the live mappings \
+by the stack that made them. Without the privilege it says so and reads the anatomies without."
+    )]
+    pub no_ledger: bool,
+
+    /// With --anatomy: the ledger follows mmap, munmap and mremap calls of at least this length (and brk raises of it get their stack)
+    #[arg(long, default_value = "1MiB", value_parser = size, value_name = "SIZE", help_heading = "Anatomy", requires = "anatomy", conflicts_with = "no_ledger")]
+    pub ledger_min: u64,
 }
 
 impl AnatomyArgs {
-    /// The anatomies asked for (`None` without `--anatomy`); smaps under `smaps`, the PSS guard.
-    pub fn options(
-        &self,
-        smaps: Option<memmon::sampler::record::PssGuard>,
-    ) -> Option<memmon::sampler::anatomy::AnatomyOptions> {
+    /// The anatomies asked for (`None` without `--anatomy`).
+    pub fn options(&self) -> Option<memmon::sampler::anatomy::AnatomyOptions> {
         self.anatomy
             .then(|| memmon::sampler::anatomy::AnatomyOptions {
                 rise: self.anatomy_rise / 100.0,
                 gap: self.anatomy_gap,
-                smaps,
+                smaps: (self.anatomy_smaps_max > 0).then_some(memmon::sampler::record::PssGuard {
+                    every: Duration::ZERO,
+                    max_rss: self.anatomy_smaps_max,
+                    force: false,
+                }),
+                ledger: (!self.no_ledger).then(|| memmon::probe::mapcalls::Options {
+                    min_bytes: self.ledger_min.max(1),
+                    ..Default::default()
+                }),
             })
     }
 }

@@ -43,6 +43,11 @@ impl Block {
         Ok(b)
     }
 
+    /// Where the mapping starts.
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     /// Locks the whole block in memory (`mlock`: VmLck).
     pub fn lock(&self) -> std::io::Result<()> {
         // SAFETY: locking exactly the pages we mapped, which stay mapped while `self` lives
@@ -247,6 +252,7 @@ fn page_size() -> usize {
 pub fn run(steps: &[String]) -> Result<i32, String> {
     let mut blocks: Vec<Block> = Vec::new();
     let mut heap: Vec<Vec<Box<[u8]>>> = Vec::new();
+    let mut vecs: Vec<Vec<u8>> = Vec::new();
     let mut kids: Vec<std::process::Child> = Vec::new();
     for step in steps {
         let parts: Vec<&str> = step.split(':').collect();
@@ -294,6 +300,12 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             }
             // SIZE of the brk heap in small allocations (see `grow_heap`): `heap:64MiB`.
             "heap" => heap.push(grow_heap(size(1)?)),
+            // COUNT vectors of SIZE bytes from Rust's allocator, each written (`vec_partitions`):
+            // `vecs:3:8MiB`.
+            "vecs" => {
+                let n: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                vecs.extend(vec_partitions(n, size(2)?));
+            }
             // COUNT threads that wait until the workload ends: `threads:4`.
             "threads" => {
                 let n: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
@@ -354,6 +366,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             "free-all" => {
                 blocks.clear();
                 heap.clear();
+                vecs.clear();
             }
             "children" => kids.extend(children_step(step, &parts)?),
             // `forks:N:LIFE:BATCH`: see `forks_step`.
@@ -375,7 +388,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 }
                 return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, threads, thp, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, mark, free, free-all, children, forks, undumpable, wait-children, exit)")),
+            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, vecs, threads, thp, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, mark, free, free-all, children, forks, undumpable, wait-children, exit)")),
         }
     }
     for mut k in kids {
@@ -473,6 +486,21 @@ fn forks_step(step: &str, parts: &[&str]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `n` vectors of `len` bytes, each from `alloc_vec_partition`: the tests' known allocation site
+/// in Rust (glibc's malloc maps each of 128 KiB and more apart: a mapping the ledger names by
+/// this function and its caller).
+#[inline(never)]
+fn vec_partitions(n: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|_| alloc_vec_partition(len)).collect()
+}
+
+/// One vector of `len` bytes, every byte written (not zeroes: `calloc` would leave the pages
+/// unwritten).
+#[inline(never)]
+fn alloc_vec_partition(len: usize) -> Vec<u8> {
+    std::hint::black_box(vec![1u8; len])
 }
 
 /// The size of each of `grow_heap`'s allocations: with malloc's 8-byte header, a chunk of

@@ -1,5 +1,6 @@
-//! Anatomies at the ends of spans: `record --anatomy` at each phase's end (the next marker),
-//! `bench --anatomy` at each run's end; what grew in each, and the report's bar of the peak.
+//! Anatomies at the ends and highs of spans: `record --anatomy` at each phase's end (the next
+//! marker), `bench --anatomy` at each run's end, and at each stretch's highest; what grew in
+//! each, and the report's bar of the peak.
 
 use crate::anatomy::side;
 use crate::util::*;
@@ -39,7 +40,8 @@ fn change<'a>(
 /// phase `b` a 16 MiB memfd. Each phase's next step waits for the test's go-ahead, given once
 /// the anatomy of the phase that ended is in the table: what one phase grows never lands in the
 /// anatomy of the phase before, however slow the machine. No new highs (`--anatomy-gap 1h`):
-/// no other read is under way at a marker.
+/// no other read is under way at a marker, and each phase's highest is its end. Maps alone
+/// (`--anatomy-smaps-max 0`): virtual sizes, exact.
 #[test]
 fn phase_end_anatomies_name_what_grew_in_each_phase_and_the_report_draws_the_peak() {
     let dir = tempdir();
@@ -66,6 +68,8 @@ fn phase_end_anatomies_name_what_grew_in_each_phase_and_the_report_draws_the_pea
         "--anatomy",
         "--anatomy-gap",
         "1h",
+        "--anatomy-smaps-max",
+        "0",
         "--mark-stdout",
         r"^phase (?P<label>\w+)$",
         "-o",
@@ -132,7 +136,7 @@ fn phase_end_anatomies_name_what_grew_in_each_phase_and_the_report_draws_the_pea
     let text = memmon().arg("summary").arg(&out).output().unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     for line in [
-        "what grew by phase (anatomies at each phase's end):",
+        "what grew by phase (from each phase's start to its highest anatomy):",
         "phase 1 'a': +48.",
         "+48.00 MiB  2 anonymous mappings of 24.00 MiB (new)",
         "phase 2 'b': +16.",
@@ -234,6 +238,8 @@ fn bench_anatomy_says_what_grew_in_each_run_from_the_idle_floor_and_keeps_the_ta
             "--anatomy",
             "--anatomy-gap",
             "1h",
+            "--anatomy-smaps-max",
+            "0",
             "-o",
         ])
         .arg(&rec)
@@ -337,6 +343,88 @@ fn a_marker_that_waits_for_its_row_is_answered_after_its_phase_end_anatomy() {
     let last = change(c, "anon", Some(8 * MIB), None).expect("phase c's partition");
     assert_eq!(last["delta_bytes"], 8 * MIB);
     assert!(change(c, "memfd", None, Some("m")).is_none(), "{c:#}");
+}
+
+/// The issue's bench: each run maps 40 MiB and frees it before the run ends, so its `run-end`
+/// anatomy is back at the floor. The run's highest is read while the client holds the memory
+/// (1.5 s: the read asked at its first row has that long to begin, however busy the machine),
+/// and what grew in the run names it; the other run's highest is its own.
+#[test]
+fn bench_anatomy_reads_each_runs_highest_before_its_memory_is_freed() {
+    let dir = tempdir();
+    let socket = dir.path().join("d.sock");
+    let pidfile = dir.path().join("d.pid");
+    let _daemon = LeakyDaemon(
+        std::process::Command::new(memmon_test_path())
+            .arg("test-daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        wait_for(30.0, || pidfile.exists()),
+        "the test daemon did not start"
+    );
+    let json = dir.path().join("bench.json");
+    let done = memmon()
+        .args(["bench", "--pidfile"])
+        .arg(&pidfile)
+        .args(["-n", "2", "-i", "50ms", "--anatomy", "--export-json"])
+        .arg(&json)
+        .arg("--")
+        .arg(memmon_test_path())
+        .arg("test-client")
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--size", "40MiB", "--hold", "1500ms"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&done.stdout).into_owned();
+    assert!(
+        done.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = report["anatomy"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{report:#}");
+    let mut seen = Vec::new();
+    for run in runs {
+        assert_eq!(run["to"]["trigger"], "peak", "{run:#}");
+        assert_eq!(run["to"]["resident_known"], true, "{run:#}");
+        // The 40 MiB request, resident at the run's highest (the kernel may merge it with a
+        // neighbour, and the daemon's own buffers move a little: within 4 MiB).
+        let grew = anon_growth(run);
+        assert!(
+            (40 * MIB as i64..44 * MIB as i64).contains(&grew),
+            "{grew} {run:#}"
+        );
+        assert!(!seen.contains(&run["to"]["elapsed_s"]), "{runs:#?}");
+        seen.push(run["to"]["elapsed_s"].clone());
+        // With the ledger (where memmon may use perf): the 40 MiB by the code that mapped it,
+        // the daemon's worker threads (`serve`'s closures), past the mapping's own calls.
+        if let Some(stacks) = run["stacks"].as_array() {
+            let served = stacks
+                .iter()
+                .filter(|c| {
+                    c["frames"].as_array().unwrap().iter().any(|f| {
+                        f["function"]
+                            .as_str()
+                            .is_some_and(|n| n.contains("testdaemon::serve"))
+                    })
+                })
+                .max_by_key(|c| c["delta_bytes"].as_i64())
+                .unwrap_or_else(|| panic!("no stack through serve: {run:#}"));
+            assert!(
+                served["delta_bytes"].as_i64() >= Some(40 * MIB as i64),
+                "{served:#}"
+            );
+        }
+    }
+    assert!(table.contains("to the peak one at +"), "{table}");
 }
 
 #[test]

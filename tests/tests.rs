@@ -17,6 +17,7 @@ mod health;
 mod hosts;
 mod import;
 mod layout;
+mod ledger;
 mod mark_crate;
 mod marks;
 mod output;

@@ -27,7 +27,7 @@
 //! the kernel keeps them.
 
 use crate::model::anatomy::{
-    Anatomy, Group, GroupKey, GroupKind, Mapping, ProcessMaps, Usage, MAX_GROUPS,
+    Anatomy, Group, GroupKey, GroupKind, Mapping, ProcessMaps, Trigger, Usage, MAX_GROUPS,
 };
 use std::collections::HashMap;
 
@@ -366,6 +366,10 @@ pub struct AnatomyDiff {
     pub delta_bytes: i64,
     /// Every group that changed (groups of the same size in both are left out).
     pub changes: Vec<GroupChange>,
+    /// Where both anatomies carry the ledger of mappings: how each stack's live mappings
+    /// changed (mapped bytes), largest change first; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<crate::analysis::ledger::StackChange>,
 }
 
 /// What changed from `from` to `to`: resident bytes when both have them for every group, else
@@ -419,12 +423,17 @@ pub fn diff(from: &Anatomy, to: &Anatomy) -> AnatomyDiff {
     });
     let total = |a: &Anatomy| a.groups.iter().map(bytes).sum::<u64>();
     let (fb, tb) = (total(from), total(to));
+    let stacks = match (&from.ledger, &to.ledger) {
+        (Some(f), Some(t)) => crate::analysis::ledger::stack_diff(f, t),
+        _ => Vec::new(),
+    };
     AnatomyDiff {
         measure,
         from_bytes: fb,
         to_bytes: tb,
         delta_bytes: tb as i64 - fb as i64,
         changes,
+        stacks,
     }
 }
 
@@ -492,15 +501,32 @@ impl AnatomyAt {
 /// the one taken at the highest RSS (`summary`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Growth {
-    /// How many anatomies the table holds, and the longest and total time their reads took.
+    /// How many anatomies the table holds, and the longest and total time their reads took
+    /// (every read's, dropped ones included, where the end records say: `with_reads`).
     pub anatomies: usize,
     pub longest_read_us: u64,
     pub total_read_us: u64,
+    /// Every read made, and those dropped for a higher one of their stretch (from the end
+    /// records; absent in recordings made before memmon kept each stretch's highest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads_dropped: Option<u64>,
     pub from: AnatomyAt,
     pub to: AnatomyAt,
     /// The groups that changed, largest change first; `measure` says in what.
     #[serde(flatten)]
     pub diff: AnatomyDiff,
+}
+
+impl Growth {
+    /// The cost of every read the recorder made (its end records), not only of those written.
+    pub fn with_reads(&mut self, r: crate::format::meta::AnatomyReads) {
+        self.reads = Some(r.reads);
+        self.reads_dropped = Some(r.dropped);
+        self.total_read_us = self.total_read_us.max(r.read_us);
+        self.longest_read_us = self.longest_read_us.max(r.longest_read_us);
+    }
 }
 
 /// What grew from the anatomy nearest the idle floor (`idle_rss_bytes`) to the one at the
@@ -516,6 +542,8 @@ pub fn growth(anatomies: &[Anatomy], idle_rss_bytes: u64) -> Option<Growth> {
         anatomies: anatomies.len(),
         longest_read_us: anatomies.iter().map(|a| a.read_us).max().unwrap_or(0),
         total_read_us: anatomies.iter().map(|a| a.read_us).sum(),
+        reads: None,
+        reads_dropped: None,
         from: AnatomyAt::of(from),
         to: AnatomyAt::of(to),
         diff: diff(from, to),
@@ -567,29 +595,61 @@ fn same_row(a: f64, b: f64) -> bool {
 }
 
 /// The anatomy taken at a span's last row (`end_elapsed_s`, within the span's wall-clock
-/// start): its `phase-end` or `run-end` for `label`, or the recording's `end`.
-fn at_span_end<'a>(
-    anatomies: &'a [Anatomy],
-    label: &str,
-    start_unix_ms: u64,
-    end_elapsed_s: f64,
-) -> Option<&'a Anatomy> {
-    anatomies.iter().find(|a| {
-        let closes = match a.trigger {
-            crate::model::anatomy::Trigger::PhaseEnd | crate::model::anatomy::Trigger::RunEnd => {
-                a.span.as_deref() == Some(label)
-            }
-            crate::model::anatomy::Trigger::End => true,
-            _ => false,
-        };
-        closes && a.unix_ms >= start_unix_ms && same_row(a.elapsed_s, end_elapsed_s)
-    })
+/// start) that closes it: its `phase-end` or `run-end` for `label`, or the recording's `end`.
+fn closes_span(a: &Anatomy, label: &str, start_unix_ms: u64, end_elapsed_s: f64) -> bool {
+    let closes = match a.trigger {
+        Trigger::PhaseEnd | Trigger::RunEnd => a.span.as_deref() == Some(label),
+        Trigger::End => true,
+        _ => false,
+    };
+    closes && a.unix_ms >= start_unix_ms && same_row(a.elapsed_s, end_elapsed_s)
 }
 
-/// What grew in each span of `spans` that has an anatomy at its last row (`phase-end`,
-/// `run-end`, or the recording's `end`): from the last anatomy taken at or before its first
-/// row (the previous span's end, the recording's start, a new high) to that one. Spans without
-/// both are left out.
+/// An anatomy read at a high (`peak`, or `new-high` of older tables) at a row of the span.
+fn high_in_span(a: &Anatomy, span: &crate::analysis::span::Span) -> bool {
+    matches!(a.trigger, Trigger::Peak | Trigger::NewHigh)
+        && a.unix_ms >= span.start_unix_ms
+        && a.elapsed_s >= span.start_elapsed_s - 1e-5
+        && a.elapsed_s <= span.end_elapsed_s + 1e-5
+}
+
+/// A span's highest anatomy: the highest tree RSS (the latest of equals) of those read at its
+/// highs and the one that closes it.
+fn highest_in_span<'a>(
+    anatomies: &'a [Anatomy],
+    span: &crate::analysis::span::Span,
+) -> Option<&'a Anatomy> {
+    anatomies
+        .iter()
+        .filter(|a| {
+            high_in_span(a, span)
+                || closes_span(a, &span.label, span.start_unix_ms, span.end_elapsed_s)
+        })
+        .max_by(|a, b| {
+            a.rss_bytes
+                .cmp(&b.rss_bytes)
+                .then(a.elapsed_s.total_cmp(&b.elapsed_s))
+        })
+}
+
+/// The anatomy of the state a span began from: the latest taken at or before its first row
+/// (by time: a stretch's `peak` is written when the stretch ends, after the reads that follow
+/// it).
+fn at_span_start(
+    anatomies: &[Anatomy],
+    start_unix_ms: u64,
+    start_elapsed_s: f64,
+) -> Option<&Anatomy> {
+    anatomies
+        .iter()
+        .filter(|a| a.unix_ms <= start_unix_ms && a.elapsed_s <= start_elapsed_s + 1e-5)
+        .max_by(|a, b| a.elapsed_s.total_cmp(&b.elapsed_s))
+}
+
+/// What grew in each span of `spans` (phases): from the state it began from (the anatomy at
+/// its first row, the previous span's end, or the last read before it) to its highest
+/// (`highest_in_span`: a stretch's `peak`, or its closing `phase-end` or the recording's `end`).
+/// Spans without both are left out.
 pub fn span_growth(
     anatomies: &[Anatomy],
     spans: &[crate::analysis::span::Span],
@@ -598,12 +658,9 @@ pub fn span_growth(
         .iter()
         .enumerate()
         .filter_map(|(i, p)| {
-            let to = at_span_end(anatomies, &p.label, p.start_unix_ms, p.end_elapsed_s)?;
-            let from = anatomies.iter().rfind(|a| {
-                !std::ptr::eq(*a, to)
-                    && a.unix_ms <= p.start_unix_ms
-                    && a.elapsed_s <= p.start_elapsed_s + 1e-5
-            })?;
+            let to = highest_in_span(anatomies, p)?;
+            let from = at_span_start(anatomies, p.start_unix_ms, p.start_elapsed_s)
+                .filter(|f| !std::ptr::eq(*f, to))?;
             Some(SpanGrowth {
                 label: p.label.clone(),
                 index: i + 1,
@@ -617,30 +674,19 @@ pub fn span_growth(
 }
 
 /// What grew in each bench run (`bench --anatomy`): from the idle floor's anatomy (the last
-/// taken at or before the first run's first row: the recording's start, or the end of the
-/// warmup) to the run's highest (of those taken from its first row to its last, its `run-end`
-/// included: the highest tree RSS, the latest of equals). Runs without one are left out.
+/// taken at or before the first run's first row: the recording's start, the end of the warmup,
+/// or the highest read of the stretch before it) to the run's highest (`highest_in_span`). Runs without one are left out.
 pub fn run_growth(anatomies: &[Anatomy], runs: &[crate::analysis::span::Span]) -> Vec<SpanGrowth> {
     let Some(first) = runs.first() else {
         return Vec::new();
     };
-    let Some(floor) = anatomies
-        .iter()
-        .rfind(|a| a.unix_ms <= first.start_unix_ms && a.elapsed_s <= first.start_elapsed_s + 1e-5)
-    else {
+    let Some(floor) = at_span_start(anatomies, first.start_unix_ms, first.start_elapsed_s) else {
         return Vec::new();
     };
     runs.iter()
         .enumerate()
         .filter_map(|(i, r)| {
-            let to = anatomies
-                .iter()
-                .filter(|a| {
-                    a.unix_ms >= r.start_unix_ms
-                        && a.elapsed_s >= r.start_elapsed_s - 1e-5
-                        && a.elapsed_s <= r.end_elapsed_s + 1e-5
-                })
-                .max_by_key(|a| a.rss_bytes)?;
+            let to = highest_in_span(anatomies, r)?;
             Some(SpanGrowth {
                 label: r.label.clone(),
                 index: r.run.map_or(i + 1, |n| n as usize),
@@ -972,6 +1018,7 @@ mod tests {
             read_us: 0,
             unread: Vec::new(),
             groups,
+            ledger: None,
         }
     }
 
@@ -1159,18 +1206,30 @@ mod tests {
         );
         assert_eq!(g[1].diff.changes.len(), 1);
         assert_eq!(g[1].diff.delta_bytes, 24 * MIB as i64);
-        // Phase a's end not taken (a read was under way): a is left out, b grows from the
-        // last anatomy before it, the new high.
+        // Phase a's end not taken (a read was under way): a grows to its highest read, and b
+        // from that read, the last before it.
         let skipped = [list[0].clone(), list[1].clone(), list[3].clone()];
         let g = span_growth(&skipped, &p.phases);
-        assert_eq!(g.len(), 1);
-        assert_eq!((g[0].label.as_str(), g[0].from.elapsed_s), ("b", 2.0));
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].label.as_str(), g[0].to.elapsed_s), ("a", 2.0));
+        assert_eq!((g[1].label.as_str(), g[1].from.elapsed_s), ("b", 2.0));
+        // A phase's highest is its highest read, not its end: a stretch's peak above the
+        // phase-end (the buffers freed before the marker).
+        let mut peaked = list.to_vec();
+        peaked.push(taken(2, Trigger::Peak, Some("a"), 90 * MIB, 4));
+        let g = span_growth(&peaked, &p.phases);
+        assert_eq!(
+            (g[0].to.trigger, g[0].diff.delta_bytes),
+            (Trigger::Peak, 96 * MIB as i64)
+        );
         // A phase-end of another label at a's end is not a's.
         let other = [
             list[0].clone(),
             taken(3, Trigger::PhaseEnd, Some("x"), 50 * MIB, 2),
         ];
-        assert!(span_growth(&other, &p.phases).is_empty());
+        assert!(span_growth(&other, &p.phases)
+            .iter()
+            .all(|g| g.label != "a"));
     }
 
     #[test]

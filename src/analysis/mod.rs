@@ -5,6 +5,7 @@ pub mod anatomy;
 pub mod budget;
 pub mod compare;
 pub mod gpu;
+pub mod ledger;
 pub mod numa;
 pub mod phases;
 pub mod span;

@@ -700,6 +700,21 @@ impl SummaryBuilder {
             anatomy: None,
             phase_anatomy: Vec::new(),
             anatomy_at_peak: None,
+            ledger: self
+                .sessions
+                .iter()
+                .rev()
+                .find_map(|s| s.end.as_ref()?.ledger.clone()),
+            anatomy_reads: self
+                .sessions
+                .iter()
+                .filter_map(|s| s.end.as_ref()?.anatomy_reads)
+                .reduce(|a, b| crate::format::meta::AnatomyReads {
+                    reads: a.reads + b.reads,
+                    dropped: a.dropped + b.dropped,
+                    read_us: a.read_us + b.read_us,
+                    longest_read_us: a.longest_read_us.max(b.longest_read_us),
+                }),
         };
         s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
         s.peak_exact_up_to = s.peak_exact_only_up_to();
@@ -1432,6 +1447,13 @@ pub struct Summary {
     /// `anatomy`).
     #[serde(skip)]
     pub anatomy_at_peak: Option<crate::model::anatomy::Anatomy>,
+    /// Every anatomy read of the sessions, written or dropped (their end records), summed.
+    #[serde(skip)]
+    pub anatomy_reads: Option<crate::format::meta::AnatomyReads>,
+    /// The ledger of mappings of the last session that ran one (its end record): what it read,
+    /// lost and cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::format::meta::LedgerEnd>,
 }
 
 impl Summary {
@@ -1502,6 +1524,9 @@ impl Summary {
 
     pub fn with_anatomies(&mut self, anatomies: &[crate::model::anatomy::Anatomy]) {
         self.anatomy = crate::analysis::anatomy::growth(anatomies, self.idle_rss_bytes);
+        if let (Some(g), Some(r)) = (&mut self.anatomy, self.anatomy_reads) {
+            g.with_reads(r);
+        }
         self.phase_anatomy = crate::analysis::anatomy::span_growth(anatomies, &self.spans.phases);
         self.anatomy_at_peak =
             crate::analysis::anatomy::at_peak(anatomies).map(|i| anatomies[i].clone());

@@ -90,7 +90,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             .as_deref()
             .map(memmon::sampler::cgroup::CgroupChoice::parse),
         budgets: args.budgets.budgets(),
-        anatomy: args.anatomy.options(pss_guard(&s.pss_args)),
+        anatomy: args.anatomy.options(),
     })
 }
 

@@ -84,6 +84,19 @@ fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
         fmt_bytes(a.new.rss_bytes)
     );
     growth_lines(o, [&a.base, &a.new], &a.diff.changes);
+    if !a.diff.stacks.is_empty() {
+        let grew: i64 = a.diff.stacks.iter().map(|c| c.delta_bytes).sum();
+        let _ = writeln!(
+            o,
+            "by stack: {} mapped in the mappings the ledgers saw made, from the baseline's highest anatomy to the candidate's:",
+            memmon::render::summary::signed(grew)
+        );
+        memmon::render::stacks::change_lines(
+            o,
+            &a.diff.stacks,
+            memmon::render::stacks::STACK_LINES,
+        );
+    }
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {

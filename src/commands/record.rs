@@ -92,7 +92,7 @@ fn anatomy_options(args: &RecordArgs) -> anyhow::Result<Option<AnatomyOptions>> 
             ))
         }
     }
-    Ok(args.anatomy.options(pss_guard(&args.sampling.pss_args)))
+    Ok(args.anatomy.options())
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {

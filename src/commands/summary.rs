@@ -1,6 +1,7 @@
 //! `memmon summary`: each recording's summary, as text or `--json`.
 
 use super::exit::ExitCode;
+use super::stderr::errln;
 use crate::cli::SummaryArgs;
 use anyhow::Context;
 use memmon::analysis::{Summary, SummaryBuilder};
@@ -19,22 +20,29 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
         all.push(s);
     }
     let mut out = std::io::stdout().lock();
-    if args.json {
-        let text = if all.len() == 1 {
-            serde_json::to_string_pretty(&all[0])?
+    // `--folded -`: the folded stacks are what goes to stdout.
+    let folded_to_stdout = matches!(args.folded, Some(memmon::output::Dest::Stdout));
+    if !folded_to_stdout {
+        if args.json {
+            let text = if all.len() == 1 {
+                serde_json::to_string_pretty(&all[0])?
+            } else {
+                serde_json::to_string_pretty(&all)?
+            };
+            writeln!(out, "{text}").context("cannot write to stdout")?;
         } else {
-            serde_json::to_string_pretty(&all)?
-        };
-        writeln!(out, "{text}").context("cannot write to stdout")?;
-    } else {
-        for (i, s) in all.iter().enumerate() {
-            if i > 0 {
-                writeln!(out)?;
+            for (i, s) in all.iter().enumerate() {
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                write!(out, "{}", s.render()).context("cannot write to stdout")?;
             }
-            write!(out, "{}", s.render()).context("cannot write to stdout")?;
         }
     }
     drop(out);
+    if let Some(dest) = &args.folded {
+        write_folded(dest, &all, &args.files, args.force)?;
+    }
     // A budget of a number a recording lacks (--max-gpu without GPU memory) fails as "cannot
     // be checked", exit 1, as in compare and bench.
     let checks: Vec<_> = all
@@ -47,6 +55,46 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::Failure
     })
+}
+
+/// `--folded FILE`: the folded stacks of the live mappings at the highest anatomy of the one
+/// recording given.
+fn write_folded(
+    dest: &memmon::output::Dest,
+    all: &[Summary],
+    files: &[std::path::PathBuf],
+    force: bool,
+) -> anyhow::Result<()> {
+    let [s] = all else {
+        return Err(super::usage(
+            "--folded takes the stacks of one recording: give one FILE",
+        ));
+    };
+    let Some(l) = s.anatomy_at_peak.as_ref().and_then(|a| a.ledger.as_ref()) else {
+        return Err(super::usage(format!(
+            "--folded: {} has no ledger of mappings at its highest anatomy (record it with --anatomy where memmon may use perf: root or CAP_PERFMON)",
+            files[0].display()
+        )));
+    };
+    let text = memmon::render::stacks::folded(l);
+    match dest.file() {
+        Some(path) => {
+            memmon::output::write_whole(path, text.as_bytes(), force)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            errln!(
+                "memmon: wrote the folded stacks of {} ({}) to {}",
+                memmon::units::count(l.stacks.len(), "stack"),
+                memmon::units::fmt_bytes(l.bytes()),
+                path.display()
+            );
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .context("cannot write to stdout")?;
+        }
+    }
+    Ok(())
 }
 
 /// The summary of one recording, read from `file` (a path, `-`, compressed or not).

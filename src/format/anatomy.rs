@@ -160,6 +160,7 @@ mod tests {
             read_us: 10,
             unread: Vec::new(),
             groups: Vec::new(),
+            ledger: None,
         }
     }
 

@@ -264,6 +264,14 @@ pub struct EndInfo {
     /// where one was unread have no `pss_bytes` (a partial sum would look like a drop).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pss_unread: Vec<PssUnread>,
+    /// With `--anatomy`: every anatomy read of the session, those dropped for a higher one of
+    /// their stretch included, and what they took. Absent in recordings made before memmon
+    /// kept each stretch's highest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anatomy_reads: Option<AnatomyReads>,
+    /// With `--anatomy` and the ledger of mappings running: what it read and what it cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerEnd>,
     /// How the peaks of processes at their exit were read: `taskstats` (the kernel's exit
     /// records), or why not (`off (--no-taskstats)`, `unavailable: ...`). Absent in recordings
     /// made before memmon read them.
@@ -347,20 +355,63 @@ impl EndInfo {
 /// `exit_records` when the kernel's exit records were read.
 pub const EXIT_RECORDS_READ: &str = "taskstats";
 
+/// What the ledger thread did, at its end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEnd {
+    /// How the calls were read (`tracefs ...; mmap, munmap, mremap of at least 1.00 MiB, brk`).
+    pub how: String,
+    /// Calls of the tree the ledger applied, records of every process read, and records the
+    /// kernel dropped (a ring full).
+    pub calls: u64,
+    pub records: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    /// Stacks unwound, and of them those cut short.
+    pub stacks: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub truncated: u64,
+    /// CPU time of the ledger's thread (user and system), microseconds: what it cost memmon.
+    pub cpu_us: u64,
+}
+
+/// What a session's anatomy reads cost (`EndInfo::anatomy_reads`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AnatomyReads {
+    /// Reads made, written or not.
+    pub reads: u64,
+    /// Reads at a stretch's new highs dropped for a higher one of the same stretch.
+    pub dropped: u64,
+    /// Their wall time in all, and the longest one's, in microseconds (on a thread of their
+    /// own; smaps holds each process's memory-map lock while it is read).
+    pub read_us: u64,
+    pub longest_read_us: u64,
+}
+
 /// A recording's anatomy table (`record --anatomy`; format/anatomy.rs).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AnatomyMeta {
     /// The side file's name, in the recording's directory (`run.csv.anatomy.jsonl`).
     pub file: String,
-    /// An anatomy is taken at a new high of the tree's RSS at least this fraction above the
-    /// RSS of the last one taken (0.1: 10%)...
+    /// Within each stretch (the rows between two markers, bench run starts and ends), an
+    /// anatomy is read at each new high of the tree's RSS at least this fraction above the RSS
+    /// of the last one read in it (0.01: 1%), and the highest is kept (`peak`)...
     pub rise: f64,
-    /// ...and at most one such every this many seconds; one at the first row and one at the
-    /// end too.
+    /// ...at most one such read every this many seconds; one at the first row, one at each
+    /// phase's and bench run's end, and one at the end too.
     pub gap_s: f64,
-    /// Whether resident sizes are read (/proc/PID/smaps, with `--pss`, under its guard); each
-    /// anatomy says which processes were read without.
+    /// Whether resident sizes are read (/proc/PID/smaps, under its guard); each anatomy says
+    /// which processes were read without.
     pub smaps: bool,
+    /// smaps is read only of processes whose RSS is at most this (`--anatomy-smaps-max`);
+    /// absent in tables written before memmon read smaps by default (there, `--pss`'s guard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smaps_max_rss_bytes: Option<u64>,
+    /// The ledger of mappings: how its calls are read (each anatomy then carries the live
+    /// mappings by the stack that made them, `ledger`), or why it is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_off: Option<String>,
 }
 
 /// A recording's NUMA table (format/numa.rs).

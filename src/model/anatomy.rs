@@ -236,8 +236,13 @@ pub struct Group {
 pub enum Trigger {
     /// The first row of a recording session.
     Start,
-    /// A new high of the tree's RSS (at least the ratio above the last one taken for a high).
+    /// A new high of the tree's RSS (at least the ratio above the last one taken for a high):
+    /// tables written before memmon read each stretch's highest (`peak`).
     NewHigh,
+    /// The highest read of a stretch of the recording, between two of its span boundaries
+    /// (markers, a bench run's start and end, a restart): read at each new high of the
+    /// stretch, and the highest kept and written when the stretch ends (`sampler/anatomy.rs`).
+    Peak,
     /// The end of a benchmark run.
     RunEnd,
     /// The end of a phase (the next marker).
@@ -251,6 +256,7 @@ impl Trigger {
         match self {
             Trigger::Start => "start",
             Trigger::NewHigh => "new-high",
+            Trigger::Peak => "peak",
             Trigger::RunEnd => "run-end",
             Trigger::PhaseEnd => "phase-end",
             Trigger::End => "end",
@@ -286,7 +292,8 @@ pub struct Anatomy {
     pub unix_ms: u64,
     pub elapsed_s: f64,
     pub trigger: Trigger,
-    /// The run (`run-end`) or the phase's label (`phase-end`) it closes.
+    /// The run (`run-end`) or the phase's label (`phase-end`) it closes; for a stretch's
+    /// highest (`peak`), the run or phase the stretch is in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span: Option<String>,
     /// The tree's RSS at the row that asked for it (VmRSS summed).
@@ -299,6 +306,10 @@ pub struct Anatomy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unread: Vec<AnatomyUnread>,
     pub groups: Vec<Group>,
+    /// The ledger of mappings at this anatomy's row (a late marker's: at its own time): the
+    /// live mappings of the calls it saw, by the stack that made them; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::model::ledger::LedgerAt>,
 }
 
 impl Anatomy {
@@ -322,6 +333,7 @@ impl Anatomy {
             read_us,
             unread,
             groups,
+            ledger: None,
         }
     }
 

@@ -4,6 +4,7 @@
 
 pub mod anatomy;
 pub mod gpu;
+pub mod ledger;
 pub mod peak;
 pub mod process;
 pub mod sample;

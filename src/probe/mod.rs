@@ -6,12 +6,15 @@ pub mod cgroup;
 pub(crate) mod fake;
 pub mod forks;
 pub mod gpu;
+pub mod mapcalls;
 pub mod maps;
 pub mod numa;
 pub mod pidns;
 pub mod proc;
 pub mod psi;
 pub mod taskstats;
+pub mod tracefs;
+pub mod unwind;
 pub mod vmstat;
 
 pub use proc::{ProcError, ProcFs, ProcHandle, StatusMem};

@@ -74,7 +74,7 @@ pub fn bar_html(a: &Anatomy) -> Option<String> {
     let measure = if resident {
         "resident bytes (smaps: Rss and hugetlbfs pages)"
     } else {
-        "virtual size (maps: address space, not memory used; resident sizes need --pss and every process's smaps)"
+        "virtual size (maps: address space, not memory used; resident sizes need every process's smaps)"
     };
     let mut o = String::new();
     let _ = writeln!(

@@ -303,7 +303,15 @@ impl Report {
                 .anatomy_at_peak
                 .as_ref()
                 .and_then(crate::render::anatomy_bar::bar_html);
-            if tables.is_empty() && bar.is_none() {
+            let stacks = summary.anatomy_at_peak.as_ref().and_then(|a| {
+                let l = a.ledger.as_ref()?;
+                let since = summary
+                    .anatomy
+                    .as_ref()
+                    .map_or(&[][..], |g| &g.diff.stacks[..]);
+                Some((l, since, a.elapsed_s))
+            });
+            if tables.is_empty() && bar.is_none() && stacks.is_none() {
                 continue;
             }
             let _ = writeln!(
@@ -317,6 +325,30 @@ impl Report {
             // Beside the table of what grew: what the peak is made of.
             if let Some(bar) = bar {
                 o.push_str(&bar);
+            }
+            // And the code that made it: the ledger's live mappings by stack, as a table and
+            // as a flame graph (inferno's SVG, in an <object> so its script runs on its own).
+            if let Some((l, since, at)) = stacks {
+                crate::render::stacks::live_table(
+                    format!(
+                        "at the highest anatomy (+{}), the live mappings by the code that made them",
+                        fmt_seconds(at)
+                    ),
+                    l,
+                    since,
+                )
+                .write_html(o);
+                if let Some(svg) = crate::render::stacks::flame_graph_svg(
+                    l,
+                    "the live mappings at the highest anatomy, by the stack that made them (width: bytes mapped)",
+                ) {
+                    use base64::Engine as _;
+                    let data = base64::engine::general_purpose::STANDARD.encode(svg);
+                    let _ = writeln!(
+                        o,
+                        "<h3>flame graph of the peak's mappings</h3>\n<object class=\"flame-graph\" type=\"image/svg+xml\" data=\"data:image/svg+xml;base64,{data}\" width=\"100%\"></object>"
+                    );
+                }
             }
             o.push_str("</section>\n");
         }

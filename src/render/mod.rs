@@ -11,5 +11,6 @@ pub mod events;
 pub mod html;
 pub mod phases;
 pub mod plot;
+pub mod stacks;
 pub mod summary;
 pub mod table;

@@ -71,8 +71,18 @@ pub fn span_growth_lines(
             fmt_seconds(g.to.elapsed_s)
         );
         growth_lines(o, [&g.from, &g.to], &g.diff.changes);
+        if !g.diff.stacks.is_empty() {
+            let _ = writeln!(
+                o,
+                "                by stack (the ledger's mappings, mapped bytes):"
+            );
+            crate::render::stacks::change_lines(o, &g.diff.stacks, SPAN_STACK_LINES);
+        }
     }
 }
+
+/// The most stacks a phase's or run's growth lists.
+const SPAN_STACK_LINES: usize = 5;
 
 /// Said of a span whose boundary was taken late.
 const LATE_WORDS: &str =
@@ -117,7 +127,7 @@ pub fn measure_words(m: Measure, one_had_smaps: bool) -> &'static str {
         Measure::Virtual if one_had_smaps => {
             "virtual size (maps; one of the two read without smaps)"
         }
-        Measure::Virtual => "virtual size (maps; resident sizes need --pss)",
+        Measure::Virtual => "virtual size (maps; a process's smaps was not read)",
     }
 }
 
@@ -322,7 +332,7 @@ impl Summary {
                         fmt_bytes(g.to.rss_bytes),
                         if g.late { LATE_WORDS } else { "" }
                     ),
-                    ["at its start", "at its end"],
+                    ["at its start", "at its highest"],
                     &g.diff,
                 )
             })
@@ -779,10 +789,47 @@ impl Summary {
             at(&g.to)
         );
         growth_lines(o, [&g.from, &g.to], &g.diff.changes);
+        if let Some(l) = self
+            .anatomy_at_peak
+            .as_ref()
+            .and_then(|a| a.ledger.as_ref())
+        {
+            let _ = writeln!(
+                o,
+                "  by stack      at the highest anatomy, {}:",
+                crate::render::stacks::live_heading(l)
+            );
+            crate::render::stacks::live_lines(o, l, &g.diff.stacks);
+        }
+        if let Some(l) = &self.ledger {
+            let lost = if l.lost > 0 {
+                format!(
+                    ", {} lost (rings full: mappings may be missing)",
+                    count(l.lost, "record")
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                o,
+                "  ledger        {} of the tree followed ({} of every process read{lost}), {} unwound, {} of CPU on a thread of its own",
+                count(l.calls, "call"),
+                count(l.records, "record"),
+                count(l.stacks, "stack"),
+                fmt_us(l.cpu_us)
+            );
+        }
+        let taken = match (g.reads, g.reads_dropped) {
+            (Some(reads), Some(dropped)) if dropped > 0 => format!(
+                "{reads} taken, {} kept ({dropped} dropped for a higher one of their stretch)",
+                g.anatomies
+            ),
+            (Some(reads), _) => format!("{reads} taken"),
+            (None, _) => format!("{} taken", g.anatomies),
+        };
         let _ = writeln!(
             o,
-            "  anatomy reads {} taken, the longest {} ({} in all, on a thread of their own)",
-            g.anatomies,
+            "  anatomy reads {taken}, the longest {} ({} in all, on a thread of their own)",
             fmt_us(g.longest_read_us),
             fmt_us(g.total_read_us)
         );
@@ -794,7 +841,10 @@ impl Summary {
         if self.phase_anatomy.is_empty() {
             return;
         }
-        let _ = writeln!(o, "  what grew by phase (anatomies at each phase's end):");
+        let _ = writeln!(
+            o,
+            "  what grew by phase (from each phase's start to its highest anatomy):"
+        );
         span_growth_lines(o, &self.phase_anatomy, "phase");
     }
 

@@ -1,69 +1,109 @@
 //! Anatomy reads of a recording (`record --anatomy`), off the recorder's thread: the tree's
-//! mappings read from /proc/PID/maps (no page-table walk) and, under the PSS guard's rules,
-//! /proc/PID/smaps (a walk of every page table under the process's memory-map lock), grouped
-//! by `analysis::anatomy` on a thread of its own, so a tick is never late because of a read.
+//! mappings read from /proc/PID/maps (no page-table walk) and, under a guard, /proc/PID/smaps
+//! (a walk of every page table under the process's memory-map lock), grouped by
+//! `analysis::anatomy` on a thread of its own, so a tick is never late because of a read.
 //!
-//! When (`AnatomySchedule`): at the first row; at a new high of the tree's RSS at least
-//! `--anatomy-rise` above the RSS of the last one taken, at most one every `--anatomy-gap`; and
-//! at the end of the recording while the target lives (read on the recorder's thread: it is
-//! ending). smaps is read only with `--pss` on, and for each process as PSS would be: not over
-//! `--pss-max-rss` unless `--pss-force`; a process read without it is named in the anatomy's
-//! `unread`, its groups without resident numbers.
+//! When: at the first row; at each span boundary (a marker's row ends a phase, a bench run's
+//! `run-end` row its run: `phase-end`, `run-end`); at the end of the recording while the target
+//! lives (read on the recorder's thread: it is ending); and at the highest point of each
+//! *stretch*, the rows between two boundaries (markers, a bench run's start and end, a restart).
+//! Within a stretch an anatomy is read at each new high of the tree's RSS at least
+//! `--anatomy-rise` above the last one read in it (`PeakSchedule`), at most one every
+//! `--anatomy-gap`, while no other read is under way; the highest is kept and written, as
+//! `peak`, when the stretch ends, and the lower ones are dropped. So a ramp of any length gets
+//! its top read (within the rise, or within one read's time when the reads come back to back),
+//! and every span's highest anatomy is one of its stretches' `peak`s.
+//!
+//! smaps is read for each process as PSS would be, under a guard (`--anatomy-smaps-max`: not
+//! over that RSS; smaps costs about 20 ms per GiB resident, BENCHMARKS.md); a process read
+//! without it is named in the anatomy's `unread`, its groups without resident numbers.
 
 use crate::analysis::anatomy::group;
 use crate::model::anatomy::{Anatomy, AnatomyUnread, ProcessMaps, Trigger};
 use crate::model::sample::Sample;
 use crate::probe::proc::PssSource;
 use crate::probe::{maps, ProcError, ProcHandle, StatusMem};
+use crate::sampler::ledger::{LedgerHandle, LedgerThread};
 use crate::sampler::pss::PssGuard;
 use crate::units::fmt_bytes;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// When anatomies are taken (`--anatomy-rise`, `--anatomy-gap`) and whether smaps is read.
 #[derive(Debug, Clone)]
 pub struct AnatomyOptions {
-    /// A new high must be at least this fraction above the RSS of the last anatomy (0.10: 10%).
+    /// Within a stretch, a new high must be at least this fraction above the RSS of the last
+    /// anatomy read in it (0.01: 1%).
     pub rise: f64,
-    /// At most one anatomy at a new high every this long.
+    /// At most one read at a new high every this long.
     pub gap: Duration,
-    /// The PSS guard (`--pss`): smaps is read under it; `None`: maps only.
+    /// The guard smaps is read under (`--anatomy-smaps-max`); `None`: maps only.
     pub smaps: Option<PssGuard>,
+    /// The ledger of mappings, where perf may be used (`sampler/ledger.rs`); `None`: off
+    /// (`--no-ledger`).
+    pub ledger: Option<crate::probe::mapcalls::Options>,
 }
 
-/// When the next anatomy is due (module docs).
+/// When the next read at a new high of the stretch is due (module docs).
 #[derive(Debug, Clone)]
-pub struct AnatomySchedule {
+pub struct PeakSchedule {
     rise: f64,
     gap: Duration,
-    /// When the last one was asked for, and the tree RSS of its row.
-    last: Option<(Instant, u64)>,
+    /// The tree RSS of the row the stretch's last read was asked at (or of its first row).
+    high: Option<u64>,
+    /// When the last read at a high was asked for.
+    last_at: Option<Instant>,
+    /// No read before this: the reads at new highs take at most a tenth of the wall time
+    /// (`read_took`).
+    not_before: Option<Instant>,
 }
 
-impl AnatomySchedule {
-    pub fn new(rise: f64, gap: Duration) -> AnatomySchedule {
-        AnatomySchedule {
+/// The reads at new highs take at most this share of the wall time: after a read that took
+/// `d`, the next waits `(1 / share - 1) × d` (a read of 20 ms, 180 ms).
+pub const PEAK_READ_SHARE: f64 = 0.10;
+
+impl PeakSchedule {
+    pub fn new(rise: f64, gap: Duration) -> PeakSchedule {
+        PeakSchedule {
             rise,
             gap,
-            last: None,
+            high: None,
+            last_at: None,
+            not_before: None,
         }
     }
 
-    /// The trigger of an anatomy due now at a row whose tree RSS is `rss`: the first row's
-    /// (`start`), or a new high (above the last one's RSS, at least `rise` above it, at least
-    /// `gap` after it); `None` when none is due.
-    pub fn due(&self, now: Instant, rss: u64) -> Option<Trigger> {
-        let Some((at, high)) = self.last else {
-            return Some(Trigger::Start);
+    /// A read is due at a row whose tree RSS is `rss`: the stretch's first, or one above the
+    /// last read's RSS, at least `rise` above it, at least `gap` after the last read.
+    pub fn due(&self, now: Instant, rss: u64) -> bool {
+        let risen = match self.high {
+            None => true,
+            // The rise in whole bytes (10% of 100 is 10, not 10.000000000000002).
+            Some(high) => rss > high && rss >= high + (high as f64 * self.rise).round() as u64,
         };
-        // The rise in whole bytes (10% of 100 is 10, not 10.000000000000002).
-        let risen = rss > high && rss >= high + (high as f64 * self.rise).round() as u64;
-        (risen && now.duration_since(at) >= self.gap).then_some(Trigger::NewHigh)
+        risen
+            && self
+                .last_at
+                .is_none_or(|at| now.duration_since(at) >= self.gap)
+            && self.not_before.is_none_or(|t| now >= t)
     }
 
-    /// An anatomy was asked for now, at a row whose tree RSS is `rss`.
+    /// A read that ended at `now` took `read`: the next waits long enough to keep the reads
+    /// within `PEAK_READ_SHARE` of the time.
+    pub fn read_took(&mut self, now: Instant, read: Duration) {
+        self.not_before = Some(now + read.mul_f64(1.0 / PEAK_READ_SHARE - 1.0));
+    }
+
+    /// A read was asked for now, at a row whose tree RSS is `rss`.
     pub fn asked(&mut self, now: Instant, rss: u64) {
-        self.last = Some((now, rss));
+        self.high = Some(rss);
+        self.last_at = Some(now);
+    }
+
+    /// A new stretch begins at a boundary row whose tree RSS is `rss`: its first read is due at
+    /// a rise above that row (an anatomy at the row itself is the boundary's).
+    pub fn new_stretch(&mut self, rss: u64) {
+        self.high = Some(rss);
     }
 }
 
@@ -89,9 +129,15 @@ pub fn asked_at(trigger: Trigger, s: &Sample) -> Asked {
 /// A read of the tree, its processes taken on the recorder's thread.
 pub struct Job {
     asked: Asked,
-    /// The phase or run it closes (`phase-end`, `run-end`).
+    /// The phase or run it closes (`phase-end`, `run-end`), or a `peak`'s phase or run.
     span: Option<String>,
+    /// The stretch it was asked in (`Anatomies`: a `peak` is kept for its stretch).
+    stretch: u64,
     items: Vec<Item>,
+    /// The processes read.
+    pids: Vec<i32>,
+    /// The ledger, and the moment (wall clock, ms) whose live mappings it is asked for.
+    ledger: Option<(Arc<LedgerHandle>, u64)>,
 }
 
 /// The read of the members now: each one's smaps read only under `smaps`' guard (else its maps,
@@ -101,12 +147,14 @@ pub fn job<'a>(
     smaps: Option<&PssGuard>,
     asked: Asked,
 ) -> Job {
+    let mut pids = Vec::new();
     let items = members
         .map(|(h, st)| {
+            pids.push(h.pid);
             let no_smaps = match smaps {
-                None => Some("smaps is read only with --pss (a walk of every page table)".into()),
+                None => Some("smaps is not read (--anatomy-smaps-max 0)".into()),
                 Some(g) if st.rss > g.max_rss && !g.force => Some(format!(
-                    "its RSS {} is over --pss-max-rss {}; reading smaps would stall it (--pss-force to read anyway)",
+                    "its RSS {} is over --anatomy-smaps-max {}; reading smaps would stall it (about 20 ms per GiB)",
                     fmt_bytes(st.rss),
                     fmt_bytes(g.max_rss)
                 )),
@@ -126,7 +174,10 @@ pub fn job<'a>(
     Job {
         asked,
         span: None,
+        stretch: 0,
         items,
+        pids,
+        ledger: None,
     }
 }
 
@@ -179,6 +230,7 @@ pub fn read(job: Job) -> Anatomy {
         groups,
     );
     a.span = job.span;
+    a.ledger = job.ledger.and_then(|(l, at)| l.snapshot(at));
     a
 }
 
@@ -186,7 +238,7 @@ pub fn read(job: Job) -> Anatomy {
 /// on it after each read (the recorder sends itself a control message and takes the result).
 pub struct AnatomyThread {
     jobs: Option<mpsc::Sender<Job>>,
-    done: mpsc::Receiver<Anatomy>,
+    done: mpsc::Receiver<(u64, Anatomy)>,
     thread: Option<std::thread::JoinHandle<()>>,
     busy: bool,
 }
@@ -199,7 +251,8 @@ impl AnatomyThread {
             .name("memmon-anatomy".into())
             .spawn(move || {
                 for job in rx {
-                    if done_tx.send(read(job)).is_err() {
+                    let stretch = job.stretch;
+                    if done_tx.send((stretch, read(job))).is_err() {
                         break;
                     }
                     wake();
@@ -224,15 +277,15 @@ impl AnatomyThread {
         }
     }
 
-    /// The read that ended since the last call, if any.
-    pub fn arrived(&mut self) -> Option<Anatomy> {
+    /// The read that ended since the last call, if any, with the stretch it was asked in.
+    pub fn arrived(&mut self) -> Option<(u64, Anatomy)> {
         let a = self.done.try_recv().ok()?;
         self.busy = false;
         Some(a)
     }
 
     /// Waits for the read under way (at the end of a recording), at most `limit`.
-    pub fn wait(&mut self, limit: Duration) -> Option<Anatomy> {
+    pub fn wait(&mut self, limit: Duration) -> Option<(u64, Anatomy)> {
         if !self.busy {
             return None;
         }
@@ -252,34 +305,89 @@ impl Drop for AnatomyThread {
     }
 }
 
-/// A recording's anatomies: the schedule, the thread, and what they cost.
+/// A recording's anatomies: the schedule, the thread, the stretch's highest read so far, and
+/// what they cost.
 pub struct Anatomies {
     pub opts: AnatomyOptions,
-    schedule: AnatomySchedule,
+    schedule: PeakSchedule,
     thread: AnatomyThread,
+    /// The stretch the rows are in now (module docs), counted from 0.
+    stretch: u64,
+    /// The run or phase the stretch is in (a `peak`'s `span`).
+    stretch_span: Option<String>,
+    /// The highest anatomy read in the current stretch, written when it ends.
+    held: Option<Anatomy>,
     /// Span ends (phases, runs) that got no anatomy: a read was under way at their row.
     pub skipped_span_ends: u64,
+    /// The start's anatomy was asked for.
+    started: bool,
+    /// Every read that ended, and what they took.
+    pub cost: crate::format::meta::AnatomyReads,
+    /// The ledger of mappings, and the tree's processes last named to it.
+    ledger: Option<LedgerThread>,
+    ledger_members: Vec<i32>,
 }
 
 impl Anatomies {
-    /// Starts the reading thread; `wake` is called on it after each read.
+    /// Starts the reading thread; `wake` is called on it after each read. `ledger`: the ledger
+    /// of mappings, started before the target was launched (`start.rs`), if it runs.
     pub fn start(
         opts: AnatomyOptions,
         wake: impl Fn() + Send + 'static,
+        ledger: Option<LedgerThread>,
     ) -> std::io::Result<Anatomies> {
         Ok(Anatomies {
-            schedule: AnatomySchedule::new(opts.rise, opts.gap),
+            schedule: PeakSchedule::new(opts.rise, opts.gap),
             thread: AnatomyThread::start(wake)?,
             opts,
+            stretch: 0,
+            stretch_span: None,
+            held: None,
             skipped_span_ends: 0,
+            started: false,
+            cost: Default::default(),
+            ledger,
+            ledger_members: Vec::new(),
         })
+    }
+
+    /// Fills in the job's ledger: the tree's processes named to it where they changed, and the
+    /// moment asked for, the row's (`s`), or a late marker's own (its `event_lag_us` before).
+    fn with_ledger(&mut self, mut j: Job, s: &Sample) -> Job {
+        let Some(l) = &self.ledger else {
+            return j;
+        };
+        let mut pids = j.pids.clone();
+        pids.sort_unstable();
+        if pids != self.ledger_members {
+            l.handle().members(pids.clone());
+            self.ledger_members = pids;
+        }
+        let lag_ms = s.event_lag_us.unwrap_or(0) / 1000;
+        j.ledger = Some((l.handle(), s.unix_ms.saturating_sub(lag_ms)));
+        j
+    }
+
+    /// Stops the ledger (at the recording's end, after its last read): what it did.
+    pub fn stop_ledger(&mut self) -> Option<crate::format::meta::LedgerEnd> {
+        self.ledger.take().map(LedgerThread::stop)
+    }
+
+    /// At a boundary row `s` (a marker's, a bench run's start or end, a restart): the stretch
+    /// before it ends, and its highest read, if any, is returned to be written; the next one,
+    /// in the run or phase `span`, begins at this row.
+    pub fn boundary(&mut self, s: &Sample, span: Option<String>) -> Option<Anatomy> {
+        self.stretch += 1;
+        self.stretch_span = span;
+        self.schedule.new_stretch(s.rss_bytes);
+        self.held.take()
     }
 
     /// At the row `s` that ends a span (a marker's row ends the phase before it, a bench run's
     /// `run-end` row its run): an anatomy with `trigger` (`phase-end`, `run-end`) for the span
     /// `label`, asked now, one per boundary; none when a read is under way (counted in
-    /// `skipped_span_ends`: a late one would hold the next span's memory). The new-high
-    /// schedule is left as it was: a span's end is no high. True when one was asked.
+    /// `skipped_span_ends`: a late one would hold the next span's memory). True when one was
+    /// asked.
     pub fn at_span_end<'a>(
         &mut self,
         members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
@@ -293,11 +401,14 @@ impl Anatomies {
         }
         let mut j = job(members, self.opts.smaps.as_ref(), asked_at(trigger, s));
         j.span = Some(label);
+        j.stretch = self.stretch;
+        let j = self.with_ledger(j, s);
         self.thread.ask(j);
         self.thread.busy()
     }
 
-    /// After the row `s`: asks the thread for an anatomy when one is due and none is under way.
+    /// After the row `s`: asks the thread for a read when the row is a new high of the stretch
+    /// (`PeakSchedule::due`) and none is under way.
     pub fn after_row<'a>(
         &mut self,
         members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
@@ -307,18 +418,52 @@ impl Anatomies {
             return;
         }
         let now = Instant::now();
-        let Some(trigger) = self.schedule.due(now, s.rss_bytes) else {
+        // The recording's first row is its start's anatomy; the stretch's reads at new highs
+        // begin above it.
+        let trigger = if !self.started {
+            Trigger::Start
+        } else if self.schedule.due(now, s.rss_bytes) {
+            Trigger::Peak
+        } else {
             return;
         };
+        self.started = true;
         self.schedule.asked(now, s.rss_bytes);
-        let asked = asked_at(trigger, s);
-        self.thread
-            .ask(job(members, self.opts.smaps.as_ref(), asked));
+        let mut j = job(members, self.opts.smaps.as_ref(), asked_at(trigger, s));
+        if trigger == Trigger::Peak {
+            j.span = self.stretch_span.clone();
+        }
+        j.stretch = self.stretch;
+        let j = self.with_ledger(j, s);
+        self.thread.ask(j);
     }
 
-    /// The anatomy read since the last call, if any.
+    /// What a read that ended becomes: a `peak` of the current stretch is held (above the one
+    /// held, which is dropped); any other, and a `peak` of a stretch that has ended (its read
+    /// was under way at the boundary), is returned to be written.
+    fn sort(&mut self, stretch: u64, a: Anatomy) -> Option<Anatomy> {
+        self.cost.reads += 1;
+        self.cost.read_us += a.read_us;
+        self.cost.longest_read_us = self.cost.longest_read_us.max(a.read_us);
+        if a.trigger != Trigger::Peak || stretch != self.stretch {
+            return Some(a);
+        }
+        if let Some(old) = &self.held {
+            self.cost.dropped += 1;
+            if old.rss_bytes > a.rss_bytes {
+                return None;
+            }
+        }
+        self.held = Some(a);
+        None
+    }
+
+    /// The anatomy read since the last call that is to be written now, if any.
     pub fn arrived(&mut self) -> Option<Anatomy> {
-        self.thread.arrived()
+        let (stretch, a) = self.thread.arrived()?;
+        self.schedule
+            .read_took(Instant::now(), Duration::from_micros(a.read_us));
+        self.sort(stretch, a)
     }
 
     /// A read is under way.
@@ -326,27 +471,28 @@ impl Anatomies {
         self.thread.busy()
     }
 
-    /// The read under way, waited for (at the end of a recording whose target is gone).
+    /// The last stretch's highest, after the read under way (at the end of a recording whose
+    /// target is gone), in the order they are to be written.
     pub fn wait(&mut self) -> Vec<Anatomy> {
-        self.thread
-            .wait(Duration::from_secs(60))
-            .into_iter()
-            .collect()
+        let mut out = Vec::new();
+        if let Some((stretch, a)) = self.thread.wait(Duration::from_secs(60)) {
+            out.extend(self.sort(stretch, a));
+        }
+        out.extend(self.held.take());
+        out
     }
 
-    /// The recording's last anatomy, read now on the caller's thread (after the read under way,
-    /// if any, which is returned first).
+    /// The recording's last anatomies: the read under way, the last stretch's highest, and one
+    /// read now on the caller's thread (`end`).
     pub fn read_now<'a>(
         &mut self,
         members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
-        asked: Asked,
+        s: &Sample,
     ) -> Vec<Anatomy> {
-        let mut out: Vec<Anatomy> = self
-            .thread
-            .wait(Duration::from_secs(60))
-            .into_iter()
-            .collect();
-        out.push(read(job(members, self.opts.smaps.as_ref(), asked)));
+        let mut out = self.wait();
+        let j = job(members, self.opts.smaps.as_ref(), asked_at(Trigger::End, s));
+        let end = read(self.with_ledger(j, s));
+        out.extend(self.sort(self.stretch, end));
         out
     }
 }
@@ -357,22 +503,80 @@ mod tests {
     use crate::model::anatomy::GroupKind;
 
     #[test]
-    fn an_anatomy_is_due_first_then_at_a_high_far_enough_above_the_last_and_spaced_out() {
+    fn a_read_is_due_at_each_high_of_the_stretch_far_enough_above_the_last_and_spaced_out() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut s = AnatomySchedule::new(0.10, Duration::from_secs(5));
-        assert_eq!(s.due(t0, 100), Some(Trigger::Start));
+        let mut s = PeakSchedule::new(0.10, Duration::from_secs(5));
+        assert!(s.due(t0, 100), "the first row");
         s.asked(t0, 100);
-        assert_eq!(s.due(at(6000), 109), None, "less than 10% above");
-        assert_eq!(s.due(at(1000), 200), None, "a high, but within 5 s");
-        assert_eq!(s.due(at(5000), 110), Some(Trigger::NewHigh));
+        assert!(!s.due(at(6000), 109), "less than 10% above");
+        assert!(!s.due(at(1000), 200), "a high, but within 5 s");
+        assert!(s.due(at(5000), 110));
         s.asked(at(5000), 110);
-        assert_eq!(s.due(at(20_000), 100), None, "a drop is no high");
-        // With no rise asked for, any RSS above the last one's is a high; an equal one is not.
-        let mut s = AnatomySchedule::new(0.0, Duration::ZERO);
+        assert!(!s.due(at(20_000), 100), "a drop is no high");
+        // A new stretch starts from its boundary row's RSS, lower or higher than the last.
+        s.new_stretch(50);
+        assert!(!s.due(at(20_000), 54));
+        assert!(s.due(at(20_000), 55));
+        // A read of 100 ms: none for the next 900 ms.
+        s.read_took(at(20_000), Duration::from_millis(100));
+        assert!(!s.due(at(20_899), 60));
+        assert!(s.due(at(20_900), 60));
+        // With no rise and no gap asked for, any RSS above the last one's is a high (a ramp
+        // read at each row); an equal one is not.
+        let mut s = PeakSchedule::new(0.0, Duration::ZERO);
         s.asked(t0, 100);
-        assert_eq!(s.due(at(1), 100), None);
-        assert_eq!(s.due(at(1), 101), Some(Trigger::NewHigh));
+        assert!(!s.due(at(1), 100));
+        assert!(s.due(at(1), 101));
+    }
+
+    fn bare(trigger: Trigger, rss: u64) -> Anatomy {
+        Anatomy::new(
+            Asked {
+                trigger,
+                unix_ms: 0,
+                elapsed_s: 0.0,
+                tree_rss: rss,
+            },
+            (0, 0),
+            0,
+            Vec::new(),
+            Vec::new(),
+        )
+    }
+
+    #[test]
+    fn a_stretch_keeps_its_highest_read_and_gives_it_up_at_its_boundary() {
+        let opts = AnatomyOptions {
+            rise: 0.0,
+            gap: Duration::ZERO,
+            smaps: None,
+            ledger: None,
+        };
+        let mut a = Anatomies::start(opts, || {}, None).unwrap();
+        // Reads of the stretch arrive: each higher one replaces the one held.
+        assert_eq!(a.sort(0, bare(Trigger::Peak, 10)), None);
+        assert_eq!(a.sort(0, bare(Trigger::Peak, 30)), None);
+        assert_eq!(a.sort(0, bare(Trigger::Peak, 20)), None, "lower: dropped");
+        assert_eq!((a.cost.reads, a.cost.dropped), (3, 2));
+        // Others are written at once.
+        assert_eq!(
+            a.sort(0, bare(Trigger::PhaseEnd, 5)).map(|x| x.rss_bytes),
+            Some(5)
+        );
+        let row = crate::model::sample::Sample {
+            rss_bytes: 7,
+            ..Default::default()
+        };
+        let held = a.boundary(&row, Some("synthesis".into())).unwrap();
+        assert_eq!((held.trigger, held.rss_bytes), (Trigger::Peak, 30));
+        // A read of the stretch that has ended, arriving late: written as it is.
+        assert_eq!(
+            a.sort(0, bare(Trigger::Peak, 40)).map(|x| x.rss_bytes),
+            Some(40)
+        );
+        assert_eq!(a.sort(1, bare(Trigger::Peak, 8)), None);
+        assert_eq!(a.wait().len(), 1, "the last stretch's highest, at the end");
     }
 
     /// A fake /proc/PID with a maps and an smaps of one 8 KiB heap and a 1 MiB anonymous mapping.
@@ -393,7 +597,7 @@ mod tests {
     }
 
     #[test]
-    fn smaps_is_read_only_under_the_pss_guard_and_its_absence_is_said() {
+    fn smaps_is_read_only_under_its_guard_and_its_absence_is_said() {
         let dir = tempfile::tempdir().unwrap();
         fake(dir.path(), 42, 520);
         let fs = crate::probe::ProcFs::new(dir.path());
@@ -429,8 +633,8 @@ mod tests {
         assert!(a.resident_known());
         // Over it, and without --pss: maps only, virtual sizes exact, the reason said.
         for (smaps, says) in [
-            (Some(guard(256 << 10)), "over --pss-max-rss"),
-            (None, "only with --pss"),
+            (Some(guard(256 << 10)), "over --anatomy-smaps-max"),
+            (None, "--anatomy-smaps-max 0"),
         ] {
             let a = read(job([(&h, &st)].into_iter(), smaps.as_ref(), asked));
             assert_eq!((a.processes, a.smaps_processes), (1, 0));

@@ -10,6 +10,7 @@ pub mod cgroup;
 pub mod error;
 pub mod gpu;
 pub mod launch;
+pub mod ledger;
 pub mod numa;
 pub mod psi;
 pub mod pss;

@@ -1,6 +1,7 @@
 //! The hand-written `libc` calls: only those no crate wraps (rustix has no `wait4` with its
-//! rusage, no `si_pid` from `waitid`, no classic-BPF socket filter, no processor count, and
-//! `fork` only in its experimental runtime API). Each `unsafe` block says why it is sound.
+//! rusage, no `si_pid` from `waitid`, no classic-BPF socket filter, no processor count, no
+//! `perf_event_open` or its ioctls, and `fork` only in its experimental runtime API). Each
+//! `unsafe` block says why it is sound.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -141,6 +142,89 @@ pub unsafe fn fork() -> io::Result<Forked> {
 pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit has no preconditions and does not return.
     unsafe { libc::_exit(code) }
+}
+
+/// `perf_event_open(2)`: an event described by `attr` (its `size` field set), for the process
+/// `pid` (-1: every process) on `cpu` (-1: any), close-on-exec, no group.
+pub fn perf_event_open(
+    attr: &crate::sys::perf::Attr,
+    pid: i32,
+    cpu: i32,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `attr` points to a whole `perf_event_attr` (repr(C), its `size` the struct's)
+    // that outlives the call; the kernel only reads it (and writes `size` back on E2BIG, into
+    // memory we own). The other arguments are integers.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const crate::sys::perf::Attr,
+            pid,
+            cpu,
+            -1,
+            libc::c_ulong::from(PERF_FLAG_FD_CLOEXEC),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// `PERF_FLAG_FD_CLOEXEC`.
+const PERF_FLAG_FD_CLOEXEC: u32 = 1 << 3;
+
+/// The perf ioctls memmon makes (`'$'`, from linux/perf_event.h).
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+const PERF_EVENT_IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
+const PERF_EVENT_IOC_ID: libc::c_ulong = 0x8008_2407;
+
+/// `PERF_EVENT_IOC_ENABLE` (or `_DISABLE`): the event starts (or stops) counting.
+pub fn perf_enable(fd: impl AsFd, on: bool) -> io::Result<()> {
+    let req = if on {
+        PERF_EVENT_IOC_ENABLE
+    } else {
+        PERF_EVENT_IOC_DISABLE
+    };
+    // SAFETY: these ioctls take no pointer (the argument is ignored).
+    check(unsafe { libc::ioctl(fd.as_fd().as_raw_fd(), req, 0) })
+}
+
+/// `PERF_EVENT_IOC_SET_FILTER`: a tracepoint's filter, in the kernel's filter language
+/// (`len >= 1048576`).
+pub fn perf_set_filter(fd: impl AsFd, filter: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: a NUL-terminated string that outlives the call; the kernel copies it.
+    check(unsafe {
+        libc::ioctl(
+            fd.as_fd().as_raw_fd(),
+            PERF_EVENT_IOC_SET_FILTER,
+            filter.as_ptr(),
+        )
+    })
+}
+
+/// `PERF_EVENT_IOC_SET_OUTPUT`: the event's records go to `target`'s ring buffer (an event on
+/// the same CPU).
+pub fn perf_set_output(fd: impl AsFd, target: impl AsFd) -> io::Result<()> {
+    // SAFETY: the argument is a descriptor number, no pointer.
+    check(unsafe {
+        libc::ioctl(
+            fd.as_fd().as_raw_fd(),
+            PERF_EVENT_IOC_SET_OUTPUT,
+            target.as_fd().as_raw_fd(),
+        )
+    })
+}
+
+/// `PERF_EVENT_IOC_ID`: the event's ID, as its samples carry it (`PERF_SAMPLE_IDENTIFIER`).
+pub fn perf_id(fd: impl AsFd) -> io::Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: a pointer to a u64 we own, which the kernel fills.
+    check(unsafe { libc::ioctl(fd.as_fd().as_raw_fd(), PERF_EVENT_IOC_ID, &mut id) })?;
+    Ok(id)
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {

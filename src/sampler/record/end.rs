@@ -6,8 +6,6 @@ use crate::analysis::SummaryBuilder;
 use crate::exit::Ending;
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::OutputError;
-use crate::model::anatomy::Trigger;
-use crate::sampler::anatomy::asked_at;
 use anyhow::Context;
 
 impl Recorder {
@@ -154,7 +152,7 @@ impl Recorder {
             return Ok(());
         };
         let got = match row {
-            Some(s) => a.read_now(self.watch.members(), asked_at(Trigger::End, &s)),
+            Some(s) => a.read_now(self.watch.members(), &s),
             None => a.wait(),
         };
         let skipped = a.skipped_span_ends;
@@ -188,6 +186,8 @@ impl Recorder {
         end.peak_reset_failures = self.reset_failures;
         end.client_walls = std::mem::take(&mut self.client_walls);
         end.pss_unread = self.watch.pss_unread();
+        end.anatomy_reads = self.anatomy.as_ref().map(|a| a.cost);
+        end.ledger = self.anatomy.as_mut().and_then(|a| a.stop_ledger());
         end.gpu = self.watch.gpu_mut().map(|g| g.end());
         end.exit_records = Some(self.watch.exit_records_status());
         end.exit_peak_bytes = self.watch.exit_peak();

@@ -666,6 +666,7 @@ impl Recorder {
         // The read that ended goes to the table (if its control message is still to come); the
         // next is asked for when due: at a span's end, else at a new high.
         self.anatomy_arrived()?;
+        self.stretch_boundary(&s)?;
         self.span_end_asked = false;
         if let Some(a) = &mut self.anatomy {
             match span_end {
@@ -681,6 +682,24 @@ impl Recorder {
             }
         }
         Ok(Some(s))
+    }
+
+    /// At a boundary row (a marker's, a bench run's start or end, a restart), the stretch
+    /// before it ends: its highest anatomy goes to the sink (`sampler/anatomy.rs`).
+    fn stretch_boundary(&mut self, s: &Sample) -> Result<(), crate::format::OutputError> {
+        let span = match &s.event {
+            Some(Event::RunStart(n)) => Some(format!("run {n}")),
+            Some(Event::Mark(_) | Event::RunEnd(_) | Event::Restart(_)) => self.open_phase.clone(),
+            _ => return Ok(()),
+        };
+        let Some(a) = &mut self.anatomy else {
+            return Ok(());
+        };
+        if let Some(peak) = a.boundary(s, span) {
+            self.sink.anatomy(&peak)?;
+            self.anatomies.push(peak);
+        }
+        Ok(())
     }
 
     /// Hands the anatomy read since the last call, if any, to the sink, and answers the

@@ -66,6 +66,8 @@ impl Recorder {
         }
         .inspect_err(|_| sink.discard())?;
         let exits = open_exit_records(&opts, attached.is_none(), &report);
+        // The ledger before the command is launched: its first mapping is in it.
+        let (ledger, ledger_off) = open_ledger(&opts, sink.as_ref(), attached.is_none(), &report);
         let (control, control_rx) = control_channel()?;
         let back = control.clone();
         let wake: Box<dyn Fn() + Send> = Box::new(move || {
@@ -97,6 +99,11 @@ impl Recorder {
         };
         let tree = watch.tree().expect("a followed target has a tree");
         let root = tree.root().expect("a followed target has a root");
+        if let Some(l) = &ledger {
+            // The tree as found: the ledger follows its forks from here on.
+            let pids = std::iter::once(root.pid).chain(watch.members().map(|(h, _)| h.pid));
+            l.handle().members(pids.collect());
+        }
         let pidfd = super::open_pidfd(root);
         let mut meta = build_meta(&opts, root, cgroup.as_ref());
         if opts.children {
@@ -121,13 +128,19 @@ impl Recorder {
                         rise: a.rise,
                         gap_s: a.gap.as_secs_f64(),
                         smaps: a.smaps.is_some(),
+                        smaps_max_rss_bytes: a.smaps.as_ref().map(|g| g.max_rss),
+                        ledger: ledger.as_ref().map(|l| l.how.clone()),
+                        ledger_off: ledger_off.clone(),
                     });
                 meta.sources.push(anatomy_source(a));
                 let back = control.clone();
                 let wake = move || {
                     back.send(Control::AnatomyDone);
                 };
-                Some(Anatomies::start(a.clone(), wake).context("cannot start the anatomy thread")?)
+                Some(
+                    Anatomies::start(a.clone(), wake, ledger)
+                        .context("cannot start the anatomy thread")?,
+                )
             }
             _ => None,
         };
@@ -300,19 +313,45 @@ pub fn file_sink(opts: &RecordOptions) -> anyhow::Result<Box<dyn SampleSink>> {
     }
 }
 
+/// The ledger of mappings (`--anatomy`, unless `--no-ledger`), where the sink keeps anatomies:
+/// started, or why not (said once, and written in the metadata). A launched command joins it
+/// as memmon's child.
+fn open_ledger(
+    opts: &RecordOptions,
+    sink: &dyn SampleSink,
+    launching: bool,
+    report: &Reporter,
+) -> (Option<crate::sampler::ledger::LedgerThread>, Option<String>) {
+    let Some(calls) = opts.anatomy.as_ref().and_then(|a| a.ledger) else {
+        return (None, None);
+    };
+    if !sink.keeps_anatomies() {
+        return (None, None);
+    }
+    let launcher = launching.then(|| std::process::id() as i32);
+    match crate::sampler::ledger::LedgerThread::start(calls, launcher) {
+        Ok(l) => (Some(l), None),
+        Err(e) => {
+            report.note(&format!(
+                "the ledger of mappings is off: {e}; anatomies are read without the stacks that made the mappings"
+            ));
+            (None, Some(e.to_string()))
+        }
+    }
+}
+
 /// The metadata's line for the anatomies (`--anatomy`).
 fn anatomy_source(a: &crate::sampler::anatomy::AnatomyOptions) -> String {
     format!(
-        "/proc/PID/maps{} on a thread of its own: at the first row, at each new RSS high {:.0}% above the last one taken (at most every {}), and at the end",
+        "/proc/PID/maps{} on a thread of its own: at the first row, at each phase's and run's end, at the end, and each stretch's highest (read at each new RSS high {}% above the last one read in it, at most every {})",
         match &a.smaps {
             Some(g) => format!(
-                " and /proc/PID/smaps (resident sizes; not of processes over {}{})",
+                " and /proc/PID/smaps (resident sizes; not of processes over {})",
                 fmt_bytes(g.max_rss),
-                if g.force { ", forced" } else { "" }
             ),
-            None => " (no smaps: resident sizes only with --pss)".into(),
+            None => " (no smaps: virtual sizes)".into(),
         },
-        a.rise * 100.0,
+        (a.rise * 10_000.0).round() / 100.0,
         fmt_interval(a.gap)
     )
 }

@@ -1,0 +1,81 @@
+//! What the ledger of mappings says at one moment: the mappings of the tree still alive that
+//! calls it saw made (mmap, mremap, brk of at least its threshold), grouped by the stack of the
+//! call that made them ([`StackGroup`]), as an anatomy carries them (`Anatomy::ledger`).
+
+use serde::{Deserialize, Serialize};
+
+/// One frame of a stack: the function, and the file of its code (its name only: `libc.so.6`,
+/// `prover`); a frame that no symbol covers is named by its file and offset
+/// (`[libfoo.so+0x1a2b]`), one in no file `[unknown]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Frame {
+    pub function: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub module: String,
+}
+
+/// The call a mapping was made by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Call {
+    Mmap,
+    /// Moved or resized by mremap (realloc of a large block): the stack is mremap's.
+    Mremap,
+    /// The program break raised by brk (malloc's main heap): counted, without a stack (the
+    /// kernel cannot pick out large brk calls, so none is unwound).
+    Brk,
+}
+
+impl Call {
+    pub fn key(self) -> &'static str {
+        match self {
+            Call::Mmap => "mmap",
+            Call::Mremap => "mremap",
+            Call::Brk => "brk",
+        }
+    }
+}
+
+/// The live mappings one stack made, summed over the tree's processes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackGroup {
+    /// The calls, innermost first (the system call's wrapper, the allocator, ..., `main`);
+    /// empty for brk raises (never unwound).
+    pub frames: Vec<Frame>,
+    pub call: Call,
+    /// The stack was cut short: the copy of the stack ended, or a frame could not be unwound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    pub processes: u32,
+    pub mappings: u64,
+    /// The address space they hold (mapped, not necessarily resident), exact.
+    pub bytes: u64,
+    pub min_mapping_bytes: u64,
+    pub max_mapping_bytes: u64,
+}
+
+/// The ledger at one anatomy: what is alive, and what the ledger saw until then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerAt {
+    /// The live mappings by stack, largest first.
+    pub stacks: Vec<StackGroup>,
+    /// When the ledger's state is of (wall clock, ms since the Unix epoch): the row's time, or
+    /// a late marker's own time.
+    pub at_unix_ms: u64,
+    /// Calls of the tree the ledger has seen since it began, and records the kernel dropped
+    /// (a ring buffer full: the ledger may miss mappings, and then says so).
+    pub calls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl LedgerAt {
+    /// The bytes of every live mapping the ledger saw made.
+    pub fn bytes(&self) -> u64 {
+        self.stacks.iter().map(|s| s.bytes).sum()
+    }
+}

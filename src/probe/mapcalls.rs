@@ -1,0 +1,581 @@
+//! The kernel's events for the mappings processes make and unmake: perf tracepoints on the
+//! mmap, munmap, mremap and brk system calls, opened on every CPU for every process (perf cannot
+//! pick out a process tree; `sampler/ledger.rs` keeps the tree's), filtered in the kernel to
+//! lengths of at least `min_bytes`; with each large mmap and mremap the user registers and the
+//! top of the user stack (PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER), from which
+//! `probe/unwind.rs` finds the calls that made it. The exits of mmap and mremap (their
+//! addresses) and of brk (the program break) come unfiltered and without stacks (the kernel
+//! cannot filter brk by size: a stack with each brk of every process would flood the rings);
+//! the kernel's FORK, EXIT and exec (COMM) records tell which processes come and go.
+//!
+//! Each CPU has one ring buffer (`sys::perf::Ring`) that all its events write to, read on the
+//! ledger's thread. Opening needs CAP_PERFMON (or CAP_SYS_ADMIN, or perf_event_paranoid at -1:
+//! events on every CPU for every process), and the tracepoints' IDs tracefs
+//! (`probe/tracefs.rs`).
+
+use crate::probe::tracefs::{self, TracefsError, Tracepoint};
+use crate::sys::perf::{self, flag, record, regs, sample, Attr, Cursor, Ring};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::BorrowedFd;
+
+/// What the events catch, and how much of each stack.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// mmap, munmap and mremap calls of at least this length (the kernel's filter).
+    pub min_bytes: u64,
+    /// The top of the user stack copied with each call that carries one (a multiple of 8).
+    pub stack_bytes: u32,
+    /// Pages of each CPU's ring buffer (a power of two).
+    pub ring_pages: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        // Every process's large calls reach the rings (perf cannot pick out a tree): 8 KiB of
+        // stack each (perf's own default: the innermost frames, which name the allocating code),
+        // 1 MiB of ring a CPU (128 such calls before the reader must have read them).
+        Options {
+            min_bytes: 1 << 20,
+            stack_bytes: 8 << 10,
+            ring_pages: 256,
+        }
+    }
+}
+
+/// Registers and the top of the stack of a thread as a system call entered or left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserStack {
+    /// In the order of `sys::perf::regs::MASK`'s bits (x86_64: BP, SP, IP).
+    pub regs: [u64; regs::COUNT],
+    /// The stack from its pointer up, as much as was copied.
+    pub bytes: Vec<u8>,
+}
+
+/// One call or process event, as the kernel timed it (CLOCK_MONOTONIC, nanoseconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub time_ns: u64,
+    /// The process (thread group) and the thread.
+    pub pid: i32,
+    pub tid: i32,
+    pub what: What,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    /// mmap entered (`len >= min_bytes`).
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: u64,
+        flags: u64,
+        fd: i64,
+        stack: Option<UserStack>,
+    },
+    /// mmap returned: the address, or `-errno`.
+    MmapDone { ret: i64 },
+    /// munmap entered (`len >= min_bytes`).
+    Munmap { addr: u64, len: u64 },
+    /// mremap entered (either length at least `min_bytes`).
+    Mremap {
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        stack: Option<UserStack>,
+    },
+    /// mremap returned: the new address, or `-errno`.
+    MremapDone { ret: i64 },
+    /// brk returned: the program break now.
+    Brk { ret: i64 },
+    /// A task was forked from `parent` (a process's PID; the new task's `pid` and `tid`: a
+    /// thread when they differ).
+    Fork { parent: i32 },
+    /// A task ended (the process when `tid == pid`).
+    Exit,
+    /// The process exec'd: its old mappings are gone.
+    Exec,
+}
+
+/// Why the events could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum MapCallsError {
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    #[error("perf_event_open refused to watch every process: {0} (the ledger needs CAP_PERFMON, or root, or perf_event_paranoid at -1; it is {1})")]
+    Refused(io::Error, String),
+    #[error("cannot {0}: {1}")]
+    Failed(String, io::Error),
+    #[error("{0} has no field '{1}' in its format")]
+    NoField(String, String),
+}
+
+/// Which tracepoint an event is (by its ID in each sample).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Which {
+    MmapEnter,
+    MmapExit,
+    Munmap,
+    MremapEnter,
+    MremapExit,
+    BrkExit,
+}
+
+/// The tracepoints, each with its kernel filter and whether it carries a stack.
+const EVENTS: [(&str, Which, bool); 6] = [
+    ("sys_enter_mmap", Which::MmapEnter, true),
+    ("sys_exit_mmap", Which::MmapExit, false),
+    ("sys_enter_munmap", Which::Munmap, false),
+    ("sys_enter_mremap", Which::MremapEnter, true),
+    ("sys_exit_mremap", Which::MremapExit, false),
+    // No stack: the kernel cannot pick out the large raises (brk takes the new break, not a
+    // length), and a stack with every brk of every process would flood the rings.
+    ("sys_exit_brk", Which::BrkExit, false),
+];
+
+/// Offsets of the fields read from each tracepoint's record.
+#[derive(Debug, Clone, Default)]
+struct Layout {
+    /// By name: `addr`, `len`, `prot`, `flags`, `fd`, `old_len`, `new_len`, `ret`.
+    fields: HashMap<&'static str, usize>,
+}
+
+impl Layout {
+    fn of(t: &Tracepoint, names: &[&'static str]) -> Result<Layout, MapCallsError> {
+        let mut fields = HashMap::new();
+        for n in names {
+            let f = t.field(n).filter(|f| f.size == 8).ok_or_else(|| {
+                MapCallsError::NoField(format!("{}:{}", t.group, t.name), n.to_string())
+            })?;
+            fields.insert(*n, f.offset);
+        }
+        Ok(Layout { fields })
+    }
+
+    fn get(&self, raw: &[u8], name: &str) -> Option<u64> {
+        let at = *self.fields.get(name)?;
+        Some(u64::from_ne_bytes(raw.get(at..at + 8)?.try_into().ok()?))
+    }
+}
+
+/// The open events and their rings.
+pub struct MapCalls {
+    rings: Vec<Ring>,
+    /// The events whose records go to a ring of another (each CPU's first): open as long as
+    /// the rings are.
+    _others: Vec<std::os::fd::OwnedFd>,
+    which: HashMap<u64, Which>,
+    layouts: HashMap<Which, Layout>,
+    /// Records the kernel dropped because a ring was full.
+    pub lost: u64,
+    /// Samples of calls read.
+    pub calls: u64,
+    buf: Vec<u8>,
+    /// Where the tracepoints' IDs were read, and the filter, for the metadata.
+    pub how: String,
+    pub opts: Options,
+}
+
+impl MapCalls {
+    /// Opens the events on every CPU and enables them.
+    pub fn open(opts: Options) -> Result<MapCalls, MapCallsError> {
+        allowed()?;
+        let names: Vec<(&str, &str)> = EVENTS.iter().map(|(n, _, _)| ("syscalls", *n)).collect();
+        let (points, how) = tracefs::read(&names)?;
+        let mut layouts = HashMap::new();
+        for ((_, which, _), t) in EVENTS.iter().zip(&points) {
+            let names: &[&'static str] = match which {
+                Which::MmapEnter => &["addr", "len", "prot", "flags", "fd"],
+                Which::Munmap => &["addr", "len"],
+                Which::MremapEnter => &["addr", "old_len", "new_len"],
+                Which::MmapExit | Which::MremapExit | Which::BrkExit => &["ret"],
+            };
+            layouts.insert(*which, Layout::of(t, names)?);
+        }
+        let cpus = crate::sys::raw::cpus_configured().unwrap_or(1) as i32;
+        let mut rings = Vec::new();
+        let mut which = HashMap::new();
+        let mut enabled = Vec::new();
+        let min = opts.min_bytes;
+        for cpu in 0..cpus {
+            let mut ring: Option<Ring> = None;
+            for (i, ((name, w, stack), t)) in EVENTS.iter().zip(&points).enumerate() {
+                let mut kinds = sample::IDENTIFIER | sample::TID | sample::TIME | sample::RAW;
+                if *stack {
+                    kinds |= sample::REGS_USER | sample::STACK_USER;
+                }
+                let mut attr = Attr::tracepoint(t.id, kinds);
+                if *stack {
+                    attr.sample_regs_user = regs::MASK;
+                    attr.sample_stack_user = opts.stack_bytes;
+                }
+                // The reader looks every 200 ms, and is woken when a quarter of the ring is
+                // waiting: a wake-up at each large call cost the calling process 9 µs a call
+                // (BENCHMARKS.md), and a stack is unwound from the process's files, there 200 ms
+                // later but for one that exited at once.
+                attr.flags |= flag::WATERMARK;
+                attr.wakeup_events = (opts.ring_pages * rustix::param::page_size() / 4) as u32;
+                if i == 0 {
+                    // One event per CPU carries the processes' comings and goings.
+                    attr.flags |= flag::TASK | flag::COMM | flag::COMM_EXEC | flag::SAMPLE_ID_ALL;
+                }
+                let fd = match crate::sys::raw::perf_event_open(&attr, -1, cpu) {
+                    Ok(fd) => fd,
+                    // A CPU that is offline (or not there) has no events.
+                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break,
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                        return Err(MapCallsError::Refused(e, paranoid()));
+                    }
+                    Err(e) => {
+                        return Err(MapCallsError::Failed(
+                            format!("open syscalls:{name} on CPU {cpu}"),
+                            e,
+                        ))
+                    }
+                };
+                let filter = match w {
+                    Which::MmapEnter | Which::Munmap => Some(format!("len >= {min}")),
+                    Which::MremapEnter => Some(format!("old_len >= {min} || new_len >= {min}")),
+                    _ => None,
+                };
+                if let Some(f) = filter {
+                    let c = std::ffi::CString::new(f.clone()).expect("no NUL in a filter");
+                    crate::sys::raw::perf_set_filter(&fd, &c).map_err(|e| {
+                        MapCallsError::Failed(format!("set the filter '{f}' on syscalls:{name}"), e)
+                    })?;
+                }
+                let id = crate::sys::raw::perf_id(&fd).map_err(|e| {
+                    MapCallsError::Failed(format!("read the ID of syscalls:{name}"), e)
+                })?;
+                which.insert(id, *w);
+                match &ring {
+                    None => {
+                        let r = Ring::map(fd, opts.ring_pages).map_err(|e| {
+                            MapCallsError::Failed(format!("map the ring buffer of CPU {cpu}"), e)
+                        })?;
+                        ring = Some(r);
+                    }
+                    Some(r) => {
+                        crate::sys::raw::perf_set_output(&fd, r.fd()).map_err(|e| {
+                            MapCallsError::Failed(
+                                format!("send syscalls:{name} to CPU {cpu}'s ring"),
+                                e,
+                            )
+                        })?;
+                        enabled.push(fd);
+                    }
+                }
+            }
+            rings.extend(ring);
+        }
+        if rings.is_empty() {
+            return Err(MapCallsError::Failed(
+                "open the events".into(),
+                io::Error::new(io::ErrorKind::NotFound, "no CPU took them"),
+            ));
+        }
+        for fd in rings.iter().map(Ring::fd).chain(enabled.iter().map(|f| {
+            use std::os::fd::AsFd;
+            f.as_fd()
+        })) {
+            crate::sys::raw::perf_enable(fd, true)
+                .map_err(|e| MapCallsError::Failed("enable the events".into(), e))?;
+        }
+        Ok(MapCalls {
+            rings,
+            _others: enabled,
+            which,
+            layouts,
+            lost: 0,
+            calls: 0,
+            buf: Vec::new(),
+            how: format!(
+                "{how}; mmap, munmap, mremap of at least {}, brk (without stacks); stacks of {}",
+                crate::units::fmt_bytes(min),
+                crate::units::fmt_bytes(u64::from(opts.stack_bytes))
+            ),
+            opts,
+        })
+    }
+
+    /// The rings' descriptors, readable when a large call wakes the reader.
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.rings.iter().map(Ring::fd)
+    }
+
+    /// Reads every ring: the events written since the last call, appended to `out` (each
+    /// ring's in time order; the rings' interleaved by the caller).
+    pub fn drain(&mut self, out: &mut Vec<Event>) {
+        for r in &mut self.rings {
+            self.buf.clear();
+            r.read_into(&mut self.buf);
+            for rec in perf::records(&self.buf) {
+                match rec.kind {
+                    record::SAMPLE => {
+                        if let Some(e) = parse_sample(rec.body, &self.which, &self.layouts) {
+                            self.calls += 1;
+                            out.push(e);
+                        }
+                    }
+                    record::LOST => {
+                        let mut c = Cursor::new(rec.body);
+                        let _id = c.u64();
+                        self.lost += c.u64().unwrap_or(0);
+                    }
+                    record::FORK | record::EXIT => {
+                        out.extend(parse_task(rec.kind, rec.body));
+                    }
+                    record::COMM if rec.misc & perf::misc::COMM_EXEC != 0 => {
+                        out.extend(parse_exec(rec.body));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Whether perf may watch every process on a CPU, asked first with a dummy software event (no
+/// tracefs needed): the privilege is what a user lacks most often, and says so plainly.
+fn allowed() -> Result<(), MapCallsError> {
+    let attr = Attr {
+        type_: perf::TYPE_SOFTWARE,
+        size: std::mem::size_of::<Attr>() as u32,
+        config: perf::SW_DUMMY,
+        flags: flag::DISABLED,
+        ..Attr::default()
+    };
+    match crate::sys::raw::perf_event_open(&attr, -1, 0) {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            Err(MapCallsError::Refused(e, paranoid()))
+        }
+        Err(e) => Err(MapCallsError::Failed("open a perf event".into(), e)),
+    }
+}
+
+/// /proc/sys/kernel/perf_event_paranoid, as it reads.
+fn paranoid() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// A sample of one of the tracepoints (`IDENTIFIER | TID | TIME | RAW`, and `REGS_USER |
+/// STACK_USER` for those with a stack); `None` for one that is not whole.
+fn parse_sample(
+    body: &[u8],
+    which: &HashMap<u64, Which>,
+    layouts: &HashMap<Which, Layout>,
+) -> Option<Event> {
+    let mut c = Cursor::new(body);
+    let w = *which.get(&c.u64()?)?;
+    let (pid, tid) = (c.u32()? as i32, c.u32()? as i32);
+    let time_ns = c.u64()?;
+    let raw_len = c.u32()? as usize;
+    let raw = c.bytes(raw_len)?;
+    let l = layouts.get(&w)?;
+    let f = |name| l.get(raw, name);
+    let with_stack = matches!(w, Which::MmapEnter | Which::MremapEnter);
+    let stack = if with_stack { user_stack(&mut c) } else { None };
+    let what = match w {
+        Which::MmapEnter => What::Mmap {
+            addr: f("addr")?,
+            len: f("len")?,
+            prot: f("prot")?,
+            flags: f("flags")?,
+            fd: f("fd")? as i64,
+            stack,
+        },
+        Which::MmapExit => What::MmapDone {
+            ret: f("ret")? as i64,
+        },
+        Which::Munmap => What::Munmap {
+            addr: f("addr")?,
+            len: f("len")?,
+        },
+        Which::MremapEnter => What::Mremap {
+            addr: f("addr")?,
+            old_len: f("old_len")?,
+            new_len: f("new_len")?,
+            stack,
+        },
+        Which::MremapExit => What::MremapDone {
+            ret: f("ret")? as i64,
+        },
+        Which::BrkExit => What::Brk {
+            ret: f("ret")? as i64,
+        },
+    };
+    Some(Event {
+        time_ns,
+        pid,
+        tid,
+        what,
+    })
+}
+
+/// `REGS_USER` (its ABI word, then the registers when there are any: none for a kernel thread)
+/// and `STACK_USER` (its size, the bytes, and how many of them were copied).
+fn user_stack(c: &mut Cursor<'_>) -> Option<UserStack> {
+    let abi = c.u64()?;
+    let mut regs = [0u64; regs::COUNT];
+    if abi != 0 {
+        for r in &mut regs {
+            *r = c.u64()?;
+        }
+    }
+    let size = c.u64()? as usize;
+    if size == 0 {
+        return None;
+    }
+    let bytes = c.bytes(size)?;
+    let copied = (c.u64()? as usize).min(size);
+    (abi != 0).then(|| UserStack {
+        regs,
+        bytes: bytes[..copied].to_vec(),
+    })
+}
+
+/// A `FORK` or `EXIT` record: `pid, ppid, tid, ptid` (u32 each), `time`.
+fn parse_task(kind: u32, body: &[u8]) -> Option<Event> {
+    let mut c = Cursor::new(body);
+    let (pid, ppid, tid, _ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+    let time_ns = c.u64()?;
+    Some(Event {
+        time_ns,
+        pid: pid as i32,
+        tid: tid as i32,
+        what: if kind == record::FORK {
+            What::Fork {
+                parent: ppid as i32,
+            }
+        } else {
+            What::Exit
+        },
+    })
+}
+
+/// A `COMM` record made by an exec: `pid, tid`, the name, then the `sample_id` (`TID, TIME,
+/// IDENTIFIER`: the time is 16 bytes from its end).
+fn parse_exec(body: &[u8]) -> Option<Event> {
+    let mut c = Cursor::new(body);
+    let (pid, tid) = (c.u32()? as i32, c.u32()? as i32);
+    let n = body.len();
+    let time_ns = u64::from_ne_bytes(body.get(n.checked_sub(16)?..n - 8)?.try_into().ok()?);
+    Some(Event {
+        time_ns,
+        pid,
+        tid,
+        what: What::Exec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layouts() -> HashMap<Which, Layout> {
+        let l = |pairs: &[(&'static str, usize)]| Layout {
+            fields: pairs.iter().copied().collect(),
+        };
+        [
+            (
+                Which::MmapEnter,
+                l(&[
+                    ("addr", 16),
+                    ("len", 24),
+                    ("prot", 32),
+                    ("flags", 40),
+                    ("fd", 48),
+                ]),
+            ),
+            (Which::MmapExit, l(&[("ret", 16)])),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn u64s(v: &[u64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    /// A sample as the kernel lays it out: ID, pid/tid, time, raw (size, record), then for an
+    /// mmap entry the registers and the stack.
+    fn sample_bytes(id: u64, raw: &[u64], stack: Option<(&[u64], &[u8], u64)>) -> Vec<u8> {
+        let mut b = u64s(&[id]);
+        b.extend_from_slice(&7u32.to_ne_bytes());
+        b.extend_from_slice(&8u32.to_ne_bytes());
+        b.extend(u64s(&[123_456]));
+        let raw = u64s(raw);
+        b.extend_from_slice(&((raw.len() + 4) as u32).to_ne_bytes());
+        b.extend_from_slice(&raw);
+        b.extend_from_slice(&[0; 4]);
+        if let Some((regs, stack, copied)) = stack {
+            b.extend(u64s(&[2]));
+            b.extend(u64s(regs));
+            b.extend(u64s(&[stack.len() as u64]));
+            b.extend_from_slice(stack);
+            b.extend(u64s(&[copied]));
+        }
+        b
+    }
+
+    #[test]
+    fn an_mmap_sample_gives_its_arguments_and_the_stack_copied() {
+        let which: HashMap<u64, Which> = [(11, Which::MmapEnter), (12, Which::MmapExit)]
+            .into_iter()
+            .collect();
+        // common fields (8 bytes), __syscall_nr and padding (8), then the six arguments.
+        let raw = [0, 9, 0, 60 << 20, 3, 0x22, u64::MAX, 0];
+        let stack = [0xabu8; 32];
+        let regs = [0x1000u64; regs::COUNT];
+        let b = sample_bytes(11, &raw, Some((&regs, &stack, 24)));
+        let e = parse_sample(&b, &which, &layouts()).unwrap();
+        assert_eq!((e.pid, e.tid, e.time_ns), (7, 8, 123_456));
+        let What::Mmap {
+            len,
+            prot,
+            flags,
+            fd,
+            stack,
+            ..
+        } = e.what
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!((len, prot, flags, fd), (60 << 20, 3, 0x22, -1));
+        let stack = stack.unwrap();
+        assert_eq!(stack.bytes.len(), 24, "only the bytes copied");
+        assert_eq!(stack.regs, regs);
+        // An exit: its return value; an unknown ID or a short sample: nothing.
+        let b = sample_bytes(12, &[0, 9, 0x7f00_0000_0000], None);
+        assert_eq!(
+            parse_sample(&b, &which, &layouts()).unwrap().what,
+            What::MmapDone {
+                ret: 0x7f00_0000_0000
+            }
+        );
+        assert!(parse_sample(&sample_bytes(99, &raw, None), &which, &layouts()).is_none());
+        assert!(parse_sample(&b[..20], &which, &layouts()).is_none());
+    }
+
+    #[test]
+    fn fork_exit_and_exec_records_tell_the_processes_apart_from_threads() {
+        let mut b: Vec<u8> = [10u32, 1, 11, 1]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        b.extend(u64s(&[555]));
+        let e = parse_task(record::FORK, &b).unwrap();
+        assert_eq!((e.pid, e.tid, e.time_ns), (10, 11, 555));
+        assert_eq!(e.what, What::Fork { parent: 1 });
+        assert_eq!(parse_task(record::EXIT, &b).unwrap().what, What::Exit);
+        let mut c: Vec<u8> = [10u32, 10].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        c.extend_from_slice(b"prover\0\0");
+        c.extend([10u32, 10].iter().flat_map(|x| x.to_ne_bytes()));
+        c.extend(u64s(&[777, 5]));
+        let e = parse_exec(&c).unwrap();
+        assert_eq!((e.pid, e.time_ns, e.what), (10, 777, What::Exec));
+    }
+}

@@ -1,0 +1,337 @@
+//! The ledger of mappings of a recording (`--anatomy` where perf may be used): the kernel's
+//! mapping calls (`probe/mapcalls.rs`) read on a thread of its own, never on the sampler's
+//! tick; the tree's picked out, their stacks unwound and named (`probe/unwind.rs`) as they come
+//! (the process must still be there), then applied in time order to the ledger
+//! (`analysis/ledger.rs`). The anatomy thread asks it for the mappings alive at a moment
+//! ([`LedgerHandle::snapshot`]): the calls up to that moment are applied, the later ones wait.
+//!
+//! The tree: the processes the recorder names ([`LedgerHandle::members`]: its root and the
+//! descendants it found), and every process they fork after (the kernel's FORK records, in
+//! order with the calls, so a child's first mapping is never missed); for a launched command,
+//! the children of memmon itself (`launcher`), memmon's own calls left out.
+
+use crate::analysis::ledger::{Input, Ledger};
+use crate::format::meta::LedgerEnd;
+use crate::model::ledger::LedgerAt;
+use crate::probe::mapcalls::{Event, MapCalls, MapCallsError, Options, What};
+use crate::probe::unwind::Unwinder;
+use crate::sys::Waker;
+use std::collections::HashSet;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// The calls the thread has not applied yet are applied in the background once they are this
+/// old: a snapshot may ask for a moment up to this far back (a late marker's own time) and get
+/// the ledger as it was then.
+const SETTLE_NS: u64 = 2_000_000_000;
+
+/// Without a wake-up, the thread reads the rings this often.
+const LOOK: Duration = Duration::from_millis(200);
+
+enum Msg {
+    Members(Vec<i32>),
+    Snapshot {
+        at_unix_ms: u64,
+        reply: mpsc::Sender<LedgerAt>,
+    },
+}
+
+/// How other threads talk to the ledger's.
+pub struct LedgerHandle {
+    tx: Mutex<mpsc::Sender<Msg>>,
+    wake: Arc<Waker>,
+}
+
+impl LedgerHandle {
+    /// The tree's processes as the recorder knows them now (their calls count from here on).
+    pub fn members(&self, pids: Vec<i32>) {
+        self.send(Msg::Members(pids));
+    }
+
+    /// The tree's live mappings by stack at `at_unix_ms` (wall clock): every call up to then
+    /// applied, none after (a moment before the last one asked for is answered as of that
+    /// one). `None` when the thread is gone or does not answer within 10 s.
+    pub fn snapshot(&self, at_unix_ms: u64) -> Option<LedgerAt> {
+        let (reply, rx) = mpsc::channel();
+        if !self.send(Msg::Snapshot { at_unix_ms, reply }) {
+            return None;
+        }
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    fn send(&self, m: Msg) -> bool {
+        let sent = self.tx.lock().map(|tx| tx.send(m).is_ok()).unwrap_or(false);
+        if sent {
+            self.wake.wake();
+        }
+        sent
+    }
+}
+
+/// The ledger's thread.
+pub struct LedgerThread {
+    handle: Arc<LedgerHandle>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<LedgerEnd>>,
+    /// How the calls are read, for the metadata.
+    pub how: String,
+}
+
+impl LedgerThread {
+    /// Opens the kernel's events (an error says why it cannot: no privilege, no tracefs) and
+    /// starts the thread. `launcher`: memmon's own PID when it launches the command, whose
+    /// children then join the tree.
+    pub fn start(opts: Options, launcher: Option<i32>) -> Result<LedgerThread, MapCallsError> {
+        let calls = MapCalls::open(opts)?;
+        let how = calls.how.clone();
+        let wake = Arc::new(
+            Waker::new().map_err(|e| MapCallsError::Failed("make the ledger's waker".into(), e))?,
+        );
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handle = Arc::new(LedgerHandle {
+            tx: Mutex::new(tx),
+            wake: wake.clone(),
+        });
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("memmon-ledger".into())
+            .spawn(move || {
+                let mut l = Reader::new(calls, opts, launcher);
+                l.run(&rx, &wake, &stopped)
+            })
+            .map_err(|e| MapCallsError::Failed("start the ledger's thread".into(), e))?;
+        Ok(LedgerThread {
+            handle,
+            stop,
+            thread: Some(thread),
+            how,
+        })
+    }
+
+    pub fn handle(&self) -> Arc<LedgerHandle> {
+        self.handle.clone()
+    }
+
+    /// Stops the thread: what it did.
+    pub fn stop(mut self) -> LedgerEnd {
+        self.end().unwrap_or_default()
+    }
+
+    fn end(&mut self) -> Option<LedgerEnd> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.handle.wake.wake();
+        self.thread.take()?.join().ok()
+    }
+}
+
+impl Drop for LedgerThread {
+    fn drop(&mut self) {
+        let _ = self.end();
+    }
+}
+
+/// A call read and resolved (its stack unwound and interned), waiting for its time to come.
+struct Resolved {
+    time_ns: u64,
+    pid: i32,
+    tid: i32,
+    input: Input,
+}
+
+/// The thread's state.
+struct Reader {
+    calls: MapCalls,
+    ledger: Ledger,
+    unwinder: Unwinder,
+    /// Processes whose calls are unwound as they are read: the ledger's members, and those
+    /// forked from them (or from `launcher`) in calls not yet applied.
+    known: HashSet<i32>,
+    launcher: Option<i32>,
+    pending: Vec<Resolved>,
+    raw: Vec<Event>,
+}
+
+impl Reader {
+    fn new(calls: MapCalls, opts: Options, launcher: Option<i32>) -> Reader {
+        let mut ledger = Ledger::new(opts.min_bytes, rustix::param::page_size() as u64);
+        ledger.add_parents(launcher);
+        Reader {
+            calls,
+            ledger,
+            unwinder: Unwinder::new(),
+            known: HashSet::new(),
+            launcher,
+            pending: Vec::new(),
+            raw: Vec::new(),
+        }
+    }
+
+    fn run(
+        &mut self,
+        rx: &mpsc::Receiver<Msg>,
+        wake: &Waker,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> LedgerEnd {
+        let cpu0 = thread_cpu_us();
+        loop {
+            let fds: Vec<Option<std::os::fd::BorrowedFd<'_>>> =
+                std::iter::once(Some(std::os::fd::AsFd::as_fd(wake)))
+                    .chain(self.calls.fds().map(Some))
+                    .collect();
+            let mut ready = vec![false; fds.len()];
+            // Without events, a look every 200 ms: the calls settle and are applied.
+            let _ = crate::sys::wait_ready_into(&fds, Some(LOOK), &mut ready);
+            drop(fds);
+            wake.reset();
+            self.read();
+            for m in rx.try_iter() {
+                match m {
+                    Msg::Members(pids) => {
+                        self.known.extend(pids.iter().copied());
+                        self.ledger.add_members(pids);
+                    }
+                    Msg::Snapshot { at_unix_ms, reply } => {
+                        // Read again: every call up to now is in a ring by now.
+                        self.read();
+                        let at = mono_of_unix_ms(at_unix_ms);
+                        self.apply_to(at);
+                        let _ = reply.send(LedgerAt {
+                            stacks: self.ledger.live(),
+                            at_unix_ms,
+                            calls: self.ledger.calls,
+                            lost: self.calls.lost,
+                        });
+                    }
+                }
+            }
+            self.apply_to(now_mono_ns().saturating_sub(SETTLE_NS));
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+        }
+        LedgerEnd {
+            how: self.calls.how.clone(),
+            calls: self.ledger.calls,
+            records: self.calls.calls,
+            lost: self.calls.lost,
+            stacks: self.unwinder.unwound,
+            truncated: self.unwinder.truncated,
+            cpu_us: thread_cpu_us().saturating_sub(cpu0),
+        }
+    }
+
+    /// Reads the rings: the tree's calls resolved (stacks unwound now, while the process is
+    /// there), in time order, into `pending`.
+    fn read(&mut self) {
+        self.raw.clear();
+        self.calls.drain(&mut self.raw);
+        if self.raw.is_empty() {
+            return;
+        }
+        self.raw.sort_by_key(|e| e.time_ns);
+        let raw = std::mem::take(&mut self.raw);
+        for e in &raw {
+            if let Some(r) = self.resolve(e) {
+                self.pending.push(r);
+            }
+        }
+        self.raw = raw;
+        // Each read is in order; one read's calls may come before another's last ones.
+        self.pending.sort_by_key(|r| r.time_ns);
+    }
+
+    fn relevant(&self, pid: i32) -> bool {
+        self.known.contains(&pid) || self.ledger.is_member(pid)
+    }
+
+    fn resolve(&mut self, e: &Event) -> Option<Resolved> {
+        let stack = |this: &mut Reader, s: &Option<crate::probe::mapcalls::UserStack>| {
+            s.as_ref().map(|s| {
+                let (frames, cut) = this.unwinder.frames(e.pid, s);
+                this.ledger.stacks.intern(frames, cut)
+            })
+        };
+        let input = match &e.what {
+            What::Fork { parent } => {
+                let process = e.pid == e.tid && e.pid != *parent;
+                if process && (self.relevant(*parent) || Some(*parent) == self.launcher) {
+                    self.known.insert(e.pid);
+                }
+                Input::Fork { parent: *parent }
+            }
+            _ if !self.relevant(e.pid) => return None,
+            What::Exec => {
+                self.unwinder.forget(e.pid);
+                Input::Exec
+            }
+            What::Exit => {
+                if e.pid == e.tid {
+                    self.unwinder.forget(e.pid);
+                }
+                Input::Exit
+            }
+            What::Mmap { len, stack: s, .. } => Input::Mmap {
+                len: *len,
+                stack: stack(self, s),
+            },
+            What::MmapDone { ret } => Input::MmapDone { ret: *ret },
+            What::Munmap { addr, len } => Input::Munmap {
+                addr: *addr,
+                len: *len,
+            },
+            What::Mremap {
+                addr,
+                old_len,
+                new_len,
+                stack: s,
+            } => Input::Mremap {
+                addr: *addr,
+                old_len: *old_len,
+                new_len: *new_len,
+                stack: stack(self, s),
+            },
+            What::MremapDone { ret } => Input::MremapDone { ret: *ret },
+            What::Brk { ret } => Input::Brk {
+                ret: *ret,
+                stack: None,
+            },
+        };
+        Some(Resolved {
+            time_ns: e.time_ns,
+            pid: e.pid,
+            tid: e.tid,
+            input,
+        })
+    }
+
+    /// Applies the pending calls up to `at` (CLOCK_MONOTONIC ns).
+    fn apply_to(&mut self, at: u64) {
+        let n = self.pending.partition_point(|r| r.time_ns <= at);
+        for r in self.pending.drain(..n) {
+            self.ledger.apply(r.pid, r.tid, r.input);
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds (the clock of the events' times).
+fn now_mono_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// The CLOCK_MONOTONIC time of a wall-clock moment (read against both clocks now).
+fn mono_of_unix_ms(unix_ms: u64) -> u64 {
+    let unix_now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mono_now = now_mono_ns();
+    let back = unix_now_ns.saturating_sub(unix_ms.saturating_mul(1_000_000));
+    mono_now.saturating_sub(back)
+}
+
+/// The calling thread's CPU time (user and system), microseconds.
+fn thread_cpu_us() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000
+}

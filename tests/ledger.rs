@@ -1,0 +1,536 @@
+//! The ledger of mappings (`--anatomy` where perf may be used): the code that made each live
+//! mapping, unwound without frame pointers, against programs whose allocation sites are known:
+//! tests/known-sites.c (C, -O2 -fomit-frame-pointer: a prover-shaped daemon whose worker
+//! threads map partitions, with locked parameters and a helper process), launched and attached,
+//! and the Rust workload (`vecs:`, `partitions:`). Without the privilege the recording says so
+//! and goes on without it.
+
+use crate::util::*;
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// tests/known-sites.c built into `dir` as C is released: -O2, no frame pointers.
+fn build_known_sites(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/known-sites.c");
+    let out = dir.join("known-sites");
+    let done = std::process::Command::new(outside_program("cc"))
+        .args(["-O2", "-fomit-frame-pointer", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    out
+}
+
+/// The lines a child prints, as they come.
+fn lines_of(out: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for the line `want` (the program's next step), at most a minute.
+fn expect_line(rx: &mpsc::Receiver<String>, want: &str) {
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l == want => return,
+            Ok(_) => {}
+            Err(e) => panic!("no line '{want}': {e}"),
+        }
+    }
+}
+
+fn anatomies(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(crate::anatomy::side(out))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn meta(out: &Path) -> Value {
+    let mut m = out.as_os_str().to_owned();
+    m.push(".meta.json");
+    serde_json::from_str(&std::fs::read_to_string(m).unwrap()).unwrap()
+}
+
+/// The ledger's group whose allocating code includes the function `f`.
+fn stack_with<'a>(ledger: &'a Value, f: &str) -> &'a Value {
+    ledger["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|fr| fr["function"].as_str().is_some_and(|n| n.ends_with(f)))
+        })
+        .unwrap_or_else(|| panic!("no stack through {f} in {ledger:#}"))
+}
+
+fn functions(stack: &Value) -> Vec<String> {
+    stack["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `memmon mark LABEL` on the recorder's socket: returns once its row, and the anatomy of the
+/// phase it ends, are read.
+fn mark(socket: &Path, label: &str) {
+    memmon()
+        .args(["mark", "--socket"])
+        .arg(socket)
+        .arg(label)
+        .assert()
+        .success();
+}
+
+/// Steps known-sites through its phases under a recording: marker `a` before it maps, marker
+/// `b` once all is mapped (answered after phase a's end anatomy, read with everything alive),
+/// then lets it free and end. `rx` has the program's lines.
+fn drive(rx: &mpsc::Receiver<String>, prefix: &Path, socket: &Path) {
+    let go = |n: u32| std::fs::write(format!("{}.{n}", prefix.display()), "").unwrap();
+    assert!(
+        wait_for(60.0, || socket.exists()),
+        "the recorder's socket never came"
+    );
+    mark(socket, "a");
+    go(0);
+    expect_line(rx, "mapped");
+    mark(socket, "b");
+    go(1);
+    expect_line(rx, "freed");
+    go(2);
+}
+
+/// The ledger at the end of phase `a` of known-sites, with everything mapped: the four
+/// partitions one line with the functions that made them, though the kernel merged them into
+/// fewer mappings; the locked parameters and the helper's buffer each their own.
+fn check_known_sites(out: &Path) {
+    let all = anatomies(out);
+    let a = all
+        .iter()
+        .find(|x| x["trigger"] == "phase-end" && x["span"] == "a")
+        .expect("phase a's end anatomy");
+    let ledger = &a["ledger"];
+    let parts = stack_with(ledger, "alloc_partition");
+    assert_eq!(
+        (
+            parts["mappings"].as_u64(),
+            parts["bytes"].as_u64(),
+            parts["min_mapping_bytes"].as_u64(),
+            parts["max_mapping_bytes"].as_u64()
+        ),
+        (Some(4), Some(96 * MIB), Some(24 * MIB), Some(24 * MIB)),
+        "{parts:#}"
+    );
+    let f = functions(parts);
+    let at = f.iter().position(|n| n == "alloc_partition").unwrap();
+    assert_eq!(f[at + 1], "synthesize_partition", "{f:?}");
+    let params = stack_with(ledger, "load_params");
+    assert_eq!(
+        (params["mappings"].as_u64(), params["bytes"].as_u64()),
+        (Some(1), Some(32 * MIB))
+    );
+    assert!(functions(params).contains(&"main".to_string()));
+    let helper = stack_with(ledger, "helper_buffer");
+    assert_eq!(
+        (helper["bytes"].as_u64(), helper["processes"].as_u64()),
+        (Some(16 * MIB), Some(1))
+    );
+    // Where maps shows the partitions the kernel merged, the ledger keeps each call.
+    let anon_24: u64 = a["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["kind"] == "anon" && g["max_mapping_bytes"].as_u64() >= Some(24 * MIB))
+        .map(|g| g["virtual_bytes"].as_u64().unwrap())
+        .sum();
+    assert!(anon_24 >= 96 * MIB, "{a:#}");
+
+    let text = summary_text(out);
+    for line in [
+        "  by stack      at the highest anatomy, ",
+        "alloc_partition <- synthesize_partition via mmap",
+        ": 4 mappings of 24.00 MiB (new)",
+        "load_params <- main via mmap",
+        "helper_buffer <- helper_main <- main via mmap",
+        "                by stack (the ledger's mappings, mapped bytes):",
+    ] {
+        assert!(text.contains(line), "{line:?} not in\n{text}");
+    }
+}
+
+/// Where the ledger is off (no privilege), says so and returns true: the test is skipped.
+fn ledger_off(out: &Path) -> bool {
+    match meta(out)["anatomy"]["ledger_off"].as_str() {
+        Some(why) => {
+            println!("skipped: the ledger is off: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+#[test]
+fn a_launched_c_program_without_frame_pointers_names_each_allocation_site() {
+    let dir = tempdir();
+    let exe = build_known_sites(dir.path());
+    let out = dir.path().join("launched.csv");
+    let socket = dir.path().join("rec.sock");
+    let prefix = dir.path().join("go");
+    let mut rec = std::process::Command::new(memmon_path())
+        .args(["record", "-q", "-i", "50ms", "--anatomy", "--socket"])
+        .arg(&socket)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg(&prefix)
+        .args(["4", "24"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(rec.stdout.take().unwrap());
+    expect_line(&rx, "ready");
+    drive(&rx, &prefix, &socket);
+    assert!(rec.wait().unwrap().success());
+    if ledger_off(&out) {
+        return;
+    }
+    assert!(meta(&out)["anatomy"]["ledger"]
+        .as_str()
+        .unwrap()
+        .contains("mmap, munmap, mremap of at least 1.00 MiB"));
+    check_known_sites(&out);
+
+    // The folded stacks of the highest anatomy, and its flame graph in the report.
+    let folded = memmon()
+        .args(["summary", "--folded", "-"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let folded = String::from_utf8(folded.stdout).unwrap();
+    // Only the stacks on stdout: each line a stack and its bytes.
+    assert!(
+        folded.lines().all(|l| l
+            .rsplit_once(' ')
+            .is_some_and(|(_, n)| n.parse::<u64>().is_ok())),
+        "{folded}"
+    );
+    let line = folded
+        .lines()
+        .find(|l| l.contains(";synthesize_partition;alloc_partition"))
+        .unwrap_or_else(|| panic!("{folded}"));
+    assert!(line.ends_with(&format!(" {}", 96 * MIB)), "{line}");
+    let file = dir.path().join("peak.folded");
+    memmon()
+        .args(["summary", "--folded"])
+        .arg(&file)
+        .arg(&out)
+        .assert()
+        .success();
+    assert!(std::fs::read_to_string(&file).unwrap().contains(line));
+    memmon()
+        .args(["summary", "--folded"])
+        .arg(&file)
+        .arg(&out)
+        .assert()
+        .code(predicates::ord::ne(0))
+        .stderr(predicates::str::contains("peak.folded"));
+    let html = dir.path().join("r.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&html)
+        .arg(&out)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(
+        html.contains("the live mappings by the code that made them"),
+        "no table"
+    );
+    let at = html
+        .find("data:image/svg+xml;base64,")
+        .expect("no flame graph");
+    let b64 = &html[at + 26..];
+    let b64 = &b64[..b64.find('"').unwrap()];
+    use base64::Engine as _;
+    let svg = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    let svg = String::from_utf8(svg).unwrap();
+    assert!(svg.contains("alloc_partition") && svg.contains("load_params"));
+}
+
+#[test]
+fn an_attached_c_daemon_is_followed_into_the_helper_it_forks() {
+    let dir = tempdir();
+    let exe = build_known_sites(dir.path());
+    let prefix = dir.path().join("go");
+    let mut daemon = std::process::Command::new(&exe)
+        .arg(&prefix)
+        .args(["4", "24"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(daemon.stdout.take().unwrap());
+    expect_line(&rx, "ready");
+    let out = dir.path().join("attached.csv");
+    let socket = dir.path().join("rec.sock");
+    let pid = daemon.id().to_string();
+    let mut rec = std::process::Command::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "--pid",
+            &pid,
+            "-i",
+            "50ms",
+            "--anatomy",
+            "--socket",
+        ])
+        .arg(&socket)
+        .arg("-o")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    drive(&rx, &prefix, &socket);
+    assert!(daemon.wait().unwrap().success());
+    assert!(rec.wait().unwrap().success());
+    if ledger_off(&out) {
+        return;
+    }
+    check_known_sites(&out);
+}
+
+/// The Rust workload (a debug build: no frame pointers asked for): its vectors from the global
+/// allocator, named by the function that made them past malloc and Rust's `alloc`, and its
+/// partitions mapped through rustix, each their own line.
+#[test]
+fn a_rust_workloads_vectors_and_partitions_are_named_past_the_allocator() {
+    let dir = tempdir();
+    let out = dir.path().join("rust.csv");
+    record_workload(
+        &out,
+        &["-q", "-i", "50ms", "--anatomy"],
+        &[
+            "mark:a",
+            "partitions:2:24MiB",
+            "vecs:3:8MiB",
+            "mark:b",
+            "free-all",
+            "hold:100ms",
+        ],
+    )
+    .assert()
+    .success();
+    if ledger_off(&out) {
+        return;
+    }
+    let all = anatomies(&out);
+    let a = all
+        .iter()
+        .find(|x| x["trigger"] == "phase-end" && x["span"] == "a")
+        .expect("phase a's end anatomy");
+    let vecs = stack_with(&a["ledger"], "alloc_vec_partition");
+    // malloc's mapped chunk: the 8 MiB asked, its header, rounded up to a page.
+    let each = vecs["max_mapping_bytes"].as_u64().unwrap();
+    assert_eq!(vecs["mappings"], 3, "{vecs:#}");
+    assert!((8 * MIB + 1..=8 * MIB + 8192).contains(&each), "{vecs:#}");
+    assert!(functions(vecs)
+        .iter()
+        .any(|f| f.ends_with("vec_partitions")));
+    // Block::apart_touched maps a page more on each side and unmaps them: calls under the
+    // ledger's threshold it does not see, so each partition is up to 8 KiB larger in it (less
+    // where a later mapping the ledger saw was placed over such a page).
+    let parts = stack_with(&a["ledger"], "Block::apart_touched");
+    assert_eq!(parts["mappings"], 2, "{parts:#}");
+    for k in ["min_mapping_bytes", "max_mapping_bytes"] {
+        let b = parts[k].as_u64().unwrap();
+        assert!((24 * MIB..=24 * MIB + 8192).contains(&b), "{parts:#}");
+    }
+    let text = summary_text(&out);
+    assert!(
+        text.contains("memmon::workload::alloc_vec_partition <- memmon::workload::vec_partitions"),
+        "{text}"
+    );
+    assert!(text.contains(": 3 mappings of 8.00 MiB (new)"), "{text}");
+}
+
+/// As nobody (no CAP_PERFMON, perf_event_paranoid above -1) the ledger is off: the recording
+/// says why, once, keeps its anatomies without stacks, and its metadata says why too.
+#[test]
+fn without_the_privilege_the_ledger_is_off_and_the_recording_says_why() {
+    if !is_root() {
+        println!("skipped: needs root to run memmon as nobody");
+        return;
+    }
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
+    if paranoid.trim().parse::<i32>().unwrap_or(2) < 0 {
+        println!("skipped: perf_event_paranoid is {paranoid}: anyone may use perf here");
+        return;
+    }
+    let dir = tempdir();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = dir.path().join("nobody.csv");
+    let done = std::process::Command::new(outside_program("setpriv"))
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(memmon_path())
+        .args(["record", "-i", "50ms", "--anatomy", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(workload(&["alloc:8MiB", "hold:300ms"]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    assert_eq!(
+        err.matches("the ledger of mappings is off: ").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("CAP_PERFMON") && err.contains("perf_event_paranoid"),
+        "{err}"
+    );
+    let m = meta(&out);
+    assert!(m["anatomy"]["ledger_off"]
+        .as_str()
+        .unwrap()
+        .contains("CAP_PERFMON"));
+    let all = anatomies(&out);
+    assert!(!all.is_empty());
+    assert!(all.iter().all(|a| a.get("ledger").is_none()));
+}
+
+/// Where memmon may mount tracefs (root, as the tests run here), the syscalls' tracepoints are
+/// read and the host's mounts are as they were.
+#[test]
+fn the_syscall_tracepoints_are_read_and_the_hosts_mounts_left_as_they_were() {
+    let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    match memmon::probe::tracefs::read(&[
+        ("syscalls", "sys_enter_mmap"),
+        ("syscalls", "sys_exit_brk"),
+    ]) {
+        Ok((t, how)) => {
+            assert_eq!(t.len(), 2, "{how}");
+            assert_eq!(t[0].field("len").unwrap().size, 8);
+            assert_eq!(t[1].field("ret").unwrap().offset, 16);
+        }
+        Err(e) => println!("skipped: {e}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/self/mountinfo").unwrap(),
+        before
+    );
+}
+
+#[inline(never)]
+fn map_a_partition_for_the_ledger_test(len: usize) -> memmon::workload::Block {
+    let b = memmon::workload::Block::map(len).unwrap();
+    std::hint::black_box(b)
+}
+
+/// This test process's calls as the kernel reports them, until `want` finds what it waits for
+/// (at most 30 s).
+fn my_calls<T>(
+    calls: &mut memmon::probe::mapcalls::MapCalls,
+    want: impl Fn(&[memmon::probe::mapcalls::Event]) -> Option<T>,
+) -> T {
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        calls.drain(&mut got);
+        if let Some(t) = want(&got) {
+            return t;
+        }
+        assert!(std::time::Instant::now() < deadline, "not seen: {got:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Where memmon may open the events (root, as the tests run here): a 2 MiB mapping of this
+/// process is seen with its length, address and stack, a 64 KiB one is filtered out in the
+/// kernel, and the stack unwinds through the function that made it and this test.
+#[test]
+fn a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_maker() {
+    use memmon::probe::mapcalls::{MapCalls, Options, What};
+    let mut calls = match MapCalls::open(Options::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("skipped: {e}");
+            return;
+        }
+    };
+    let me = std::process::id() as i32;
+    let big = map_a_partition_for_the_ledger_test(2 << 20);
+    let small = memmon::workload::Block::map(64 << 10).unwrap();
+    let at = big.addr() as i64;
+    drop(small);
+    drop(big);
+    let mine = my_calls(&mut calls, |got| {
+        let mine: Vec<_> = got.iter().filter(|e| e.pid == me).cloned().collect();
+        mine.iter()
+            .any(|e| matches!(e.what, What::Munmap { len, .. } if len == 2 << 20))
+            .then_some(mine)
+    });
+    let mmap = mine
+        .iter()
+        .position(|e| matches!(&e.what, What::Mmap { len, stack: Some(s), .. } if *len == 2 << 20 && !s.bytes.is_empty()))
+        .unwrap_or_else(|| panic!("no 2 MiB mmap in {mine:?}"));
+    let tid = mine[mmap].tid;
+    assert!(
+        mine[mmap..]
+            .iter()
+            .any(|e| e.tid == tid && e.what == What::MmapDone { ret: at }),
+        "no exit with the address {at:x}"
+    );
+    assert!(
+        !mine
+            .iter()
+            .any(|e| matches!(e.what, What::Mmap { len, .. } if len == 64 << 10)),
+        "the kernel's filter let a 64 KiB mmap through"
+    );
+    let What::Mmap {
+        stack: Some(stack), ..
+    } = &mine[mmap].what
+    else {
+        unreachable!()
+    };
+    let (frames, _) = memmon::probe::unwind::Unwinder::new().frames(me, stack);
+    let names: Vec<&str> = frames.iter().map(|f| f.function.as_str()).collect();
+    let at = names
+        .iter()
+        .position(|n| n.ends_with("map_a_partition_for_the_ledger_test"))
+        .unwrap_or_else(|| panic!("{names:#?}"));
+    assert!(
+        names[at..].iter().any(|n| n.ends_with(
+            "a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_maker"
+        )),
+        "{names:#?}"
+    );
+}
