@@ -90,6 +90,24 @@ pub enum Command {
     Bench(Deferred<BenchArgs>),
     /// Serve targets' memory on /metrics for Prometheus: current RSS and parts, and the peak over a sliding window
     Export(Deferred<ExportArgs>),
+    /// Print a shell's completion script for memmon (bash, zsh, fish, elvish, powershell)
+    Completions(Deferred<CompletionsArgs>),
+    /// Print memmon's manual page (roff), or a subcommand's: memmon man record > memmon-record.1
+    Man(Deferred<ManArgs>),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete memmon in
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (default: memmon's own, which lists the subcommands)
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
 }
 
 /// A subcommand's flags, which clap builds only when that subcommand is the one given, or its
@@ -895,7 +913,9 @@ each process's mark counts alone, their sum only at the samples). Off by default
 these processes then see the peak since memmon's last sample, not since the process started. \
 Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak. \
 For a cgroup:PATH target the same holds of the cgroup's peak file (v1 memory.max_usage_in_bytes: \
-written 0; v2 memory.peak: reset for memmon's descriptor only, Linux 6.12 and later)."
+written 0, which other readers of that file then see; v2 memory.peak: written through a descriptor \
+of memmon's own, Linux 6.12 and later, which is no private reset either: a write by any program \
+lowers the mark every reader of the file sees to the usage of that moment)."
     )]
     pub reset_peaks: bool,
 
@@ -958,6 +978,20 @@ mod tests {
         Cli::try_parse_from(std::iter::once("memmon").chain(args.iter().copied()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
             .command
+    }
+
+    /// A v2 memory.peak reset is no private one (the kernel lowers every writer's mark to the
+    /// usage of that moment): export's help does not promise a reset for memmon's descriptor only.
+    #[test]
+    fn exports_help_calls_no_cgroup_peak_reset_private() {
+        let help = Cli::command()
+            .find_subcommand_mut("export")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(!help.contains("descriptor only"), "{help}");
+        assert!(help.contains("no private reset either"), "{help}");
     }
 
     #[test]

@@ -481,38 +481,3 @@ fn readers_are_peers_that_never_call_each_other() {
     );
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
-
-/// `link/hot-symbols.txt` names the functions build.rs has lld lay out together, and every
-/// memmon function's name carries a hash of the crates' versions and features: a dependency
-/// added or updated leaves the list naming functions the binary no longer has, and a recorder
-/// maps 2 MiB more of its executable (6.2 MiB of max RSS against 4.2; BENCHMARKS.md). The list
-/// records a fingerprint of Cargo.toml and Cargo.lock (`scripts/hot-symbols`' own rule: FNV-1a
-/// of their lines, comments and blank lines left out); a change to either is followed by
-/// running the script again.
-#[test]
-fn the_linkers_list_of_hot_functions_was_made_against_these_cargo_files() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for name in ["Cargo.toml", "Cargo.lock"] {
-        let text = std::fs::read_to_string(root.join(name)).unwrap();
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            for b in line.bytes().chain([b'\n']) {
-                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-    }
-    let list = std::fs::read_to_string(root.join("link/hot-symbols.txt")).unwrap();
-    let recorded = list
-        .lines()
-        .find_map(|l| l.strip_prefix("# Cargo files: "))
-        .unwrap_or("none");
-    assert_eq!(
-        recorded,
-        format!("{h:016x}"),
-        "link/hot-symbols.txt was made against other Cargo files: its names no longer match \
-         the build's; run scripts/hot-symbols (apt-get install valgrind linux-perf)"
-    );
-}

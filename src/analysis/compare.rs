@@ -813,7 +813,11 @@ pub struct Comparison {
     pub min_noise_pct: f64,
     pub deltas: Vec<Delta>,
     pub gates: Vec<GateResult>,
-    /// False when any gate failed.
+    /// `--max-peak`, `--max-cgroup`, `--max-gpu`: each candidate recording (each of its bench
+    /// runs) against the budget, as `summary` judges it (`judge_budgets`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<crate::analysis::budget::BudgetCheck>,
+    /// False when any gate or budget failed.
     pub passed: bool,
 }
 
@@ -864,8 +868,24 @@ impl Comparison {
             min_noise_pct,
             deltas,
             gates,
+            budgets: Vec::new(),
             passed,
         }
+    }
+
+    /// Holds the budgets against every candidate recording as `summary --max-peak` judges it (a
+    /// bench recording: each of its runs, each on its own peak): an absolute limit does not
+    /// depend on the baseline, whose lesser kind may set the comparison's basis. A failed one
+    /// fails the comparison, as a failed gate does.
+    pub fn judge_budgets(&mut self, budgets: &crate::analysis::budget::Budgets) {
+        self.budgets = self
+            .new
+            .recordings
+            .iter()
+            .flat_map(|r| &r.budget_units)
+            .flat_map(|u| budgets.check(u))
+            .collect();
+        self.passed &= self.budgets.iter().all(|b| b.passed);
     }
 
     /// Runs whose own peak is of a better kind than the comparison's basis: their own number is

@@ -102,7 +102,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         args.export_markdown.as_ref(),
     );
     if let Some(url) = &args.push {
-        memmon::bench::push::PushUrl::parse(url).map_err(|e| usage(e.to_string()))?;
+        // Before any run: a URL this build cannot push to (https:// without `push-https`) too.
+        memmon::bench::push::PushUrl::parse(url)
+            .and_then(|u| u.check_built(url))
+            .map_err(|e| usage(e.to_string()))?;
     }
     check_outputs(&opts, &exports)?;
     let done = runner::run(&opts)?;

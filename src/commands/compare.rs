@@ -88,7 +88,9 @@ fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
-    let c = compare_table::compare(&opts)?;
+    let mut c = compare_table::compare(&opts)?;
+    // Budgets are gates too: in the table's `gates:` section and in `--json`.
+    c.judge_budgets(&args.budgets.budgets());
     // A gate with nothing to hold (no GPU memory on a side) fails loudly, never passes.
     for g in &opts.gates {
         if c.delta(g.metric).is_none() {
@@ -125,22 +127,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    // Budgets hold for every candidate recording as `summary --max-peak` judges it (a bench
-    // recording: each of its runs, each on its own peak): an absolute limit does not depend on
-    // the baseline, whose lesser kind may set the comparison's basis.
-    let budgets = args.budgets.budgets();
-    let checks: Vec<_> = if budgets.is_empty() {
-        Vec::new()
-    } else {
-        c.new
-            .recordings
-            .iter()
-            .flat_map(|r| &r.budget_units)
-            .flat_map(|u| budgets.check(u))
-            .collect()
-    };
-    let budgets_kept = super::report_budgets(&checks);
-    Ok(if c.passed && budgets_kept {
+    // Each budget's verdict on stderr too, as `summary` and `bench` say it.
+    super::report_budgets(&c.budgets);
+    Ok(if c.passed {
         ExitCode::Success
     } else {
         ExitCode::Failure

@@ -4,10 +4,12 @@
 
 mod bench;
 mod compare;
+mod completions;
 mod demo;
 pub(crate) mod exit;
 mod export;
 mod live;
+mod man;
 mod mark;
 mod plot;
 mod record;
@@ -31,6 +33,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mark(Deferred(args)) => mark::run(args),
         Command::Bench(Deferred(args)) => bench::run(args),
         Command::Export(Deferred(args)) => export::run(args),
+        Command::Completions(Deferred(args)) => completions::run(args),
+        Command::Man(Deferred(args)) => man::run(args),
     }
 }
 

@@ -413,7 +413,7 @@ pub fn render(c: &Comparison) -> String {
     for d in &c.deltas {
         let _ = writeln!(o, "{}", verdict_sentence(c, d));
     }
-    if !c.gates.is_empty() {
+    if !c.gates.is_empty() || !c.budgets.is_empty() {
         gates(c, &mut o);
     }
     o
@@ -558,7 +558,8 @@ fn table(c: &Comparison, o: &mut String) {
     }
 }
 
-/// Each gate, passed or FAILED, with a lower bound's caveat on the peak.
+/// Each gate, passed or FAILED, with a lower bound's caveat on the peak; then each budget
+/// (`--max-peak`, `--max-cgroup`, `--max-gpu`) of each candidate recording or run.
 fn gates(c: &Comparison, o: &mut String) {
     let _ = writeln!(o);
     let _ = writeln!(o, "gates:");
@@ -573,6 +574,14 @@ fn gates(c: &Comparison, o: &mut String) {
             "  {}: {}{caveat}",
             if g.passed { "passed" } else { "FAILED" },
             gate_sentence(d, g)
+        );
+    }
+    for b in &c.budgets {
+        let _ = writeln!(
+            o,
+            "  {}: {}",
+            if b.passed { "passed" } else { "FAILED" },
+            b.describe()
         );
     }
 }
