@@ -453,6 +453,35 @@ mod tests {
         b
     }
 
+    /// `bench --export-json`'s keys, for three runs against a daemon in a cgroup of its own:
+    /// those docs/json/memmon-bench.keys lists for its schema version.
+    #[test]
+    fn bench_json_keys_are_those_listed_for_its_schema_version() {
+        let runs = (1..=3)
+            .map(|n| {
+                let mut r = run(99 * MIB, Some((97 * MIB, (250 + n) * MIB)));
+                r.run = n as u32;
+                r.exit_code = Some(0);
+                r
+            })
+            .collect();
+        let mut b = BenchReport::example(runs);
+        b.mode = "daemon";
+        b.runs_requested = 3;
+        b.daemon = Some(DaemonInfo {
+            pid: 7,
+            comm: "prover".into(),
+            spec: "pidfile prover.pid".into(),
+            children: true,
+            cgroup: Some("/prover".into()),
+        });
+        b.notes.push("a note".into());
+        b.finish();
+        let doc = crate::format::json::BENCH;
+        let v = serde_json::to_value(doc.of(&b)).unwrap();
+        crate::format::json::check_keys(doc, &v);
+    }
+
     #[test]
     fn over_floor_takes_the_floor_in_the_peaks_own_counter() {
         // A cgroup's peak (257 MiB) less its usage at the start (97 MiB), not less the RSS

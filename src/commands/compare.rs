@@ -103,11 +103,19 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     let anatomy = peak_anatomies(&opts).context("cannot compare the anatomies")?;
     let text = if args.json {
-        let mut v = serde_json::to_value(&c)?;
-        if let (Some(a), Some(obj)) = (&anatomy, v.as_object_mut()) {
-            obj.insert("anatomy".into(), serde_json::to_value(a)?);
+        // The comparison, and the anatomies' where there are some, after its kind and version.
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            #[serde(flatten)]
+            comparison: &'a memmon::analysis::compare::Comparison,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            anatomy: Option<&'a PeakVsPeak>,
         }
-        serde_json::to_string_pretty(&v)? + "\n"
+        let doc = Doc {
+            comparison: &c,
+            anatomy: anatomy.as_ref(),
+        };
+        serde_json::to_string_pretty(&memmon::format::json::COMPARISON.of(&doc))? + "\n"
     } else {
         let mut text = compare_table::render(&c);
         if let Some(a) = &anatomy {

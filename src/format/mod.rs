@@ -9,6 +9,7 @@ pub mod csv;
 mod fuzz;
 pub mod import;
 pub mod input;
+pub mod json;
 pub mod jsonl;
 pub mod many;
 pub mod meta;
