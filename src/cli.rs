@@ -7,33 +7,34 @@
 
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use memmon::analysis::compare::Limit;
+use memmon::analysis::compare::{Limit, LimitError};
 use memmon::export::ExportTarget;
 use memmon::format::{Format, InputFormat, InputSpec};
 use memmon::output::Dest;
 use memmon::sampler::target::TargetSpec;
+use memmon::units::UnitError;
 use regex::Regex;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn duration(s: &str) -> Result<Duration, String> {
+fn duration(s: &str) -> Result<Duration, UnitError> {
     memmon::units::parse_duration(s)
 }
 
 /// A duration that must be above 0 (a zero one would stop at once, or read on every tick).
 fn positive_duration(s: &str) -> Result<Duration, String> {
-    match memmon::units::parse_duration(s)? {
+    match memmon::units::parse_duration(s).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err(format!("'{s}' must be above 0")),
         d => Ok(d),
     }
 }
 
-fn interval(s: &str) -> Result<Duration, String> {
+fn interval(s: &str) -> Result<Duration, UnitError> {
     memmon::units::parse_interval(s)
 }
 
-fn size(s: &str) -> Result<u64, String> {
+fn size(s: &str) -> Result<u64, UnitError> {
     memmon::units::parse_size(s)
 }
 
@@ -52,7 +53,7 @@ fn listen_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
-fn export_target(s: &str) -> Result<ExportTarget, String> {
+fn export_target(s: &str) -> Result<ExportTarget, memmon::export::TargetListError> {
     memmon::export::parse_target(s)
 }
 
@@ -491,16 +492,17 @@ pub struct DemoArgs {
     pub quiet: bool,
 }
 
-fn size_limit(s: &str) -> Result<Limit, String> {
+fn size_limit(s: &str) -> Result<Limit, LimitError> {
     memmon::analysis::compare::parse_size_limit(s)
 }
 
-fn duration_limit(s: &str) -> Result<Limit, String> {
+fn duration_limit(s: &str) -> Result<Limit, LimitError> {
     memmon::analysis::compare::parse_duration_limit(s)
 }
 
 fn percent(s: &str) -> Result<f64, String> {
-    memmon::analysis::compare::parse_percent(s)?
+    memmon::analysis::compare::parse_percent(s)
+        .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("'{s}' is not a percentage (examples: 1%, 0.5%)"))
 }
 

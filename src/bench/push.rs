@@ -37,8 +37,8 @@ pub enum PushError {
     },
 }
 
-impl PushError {
-    pub fn class(&self) -> crate::exit::Class {
+impl crate::error::Classified for PushError {
+    fn class(&self) -> crate::exit::Class {
         match self {
             PushError::BadUrl(_) | PushError::NotBuilt { .. } => crate::exit::Class::Usage,
             PushError::Http { .. } | PushError::Refused { .. } => crate::exit::Class::Failure,

@@ -16,7 +16,7 @@ use std::io::Write;
 /// `--max-*-increase`.
 fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
     super::stdin_once(args.base.iter().chain(&args.new))?;
-    let (base, new) = compare_table::split_sides(&args.base, &args.new).map_err(usage)?;
+    let (base, new) = compare_table::split_sides(&args.base, &args.new)?;
     let gates = [
         ("--max-peak-increase", Metric::Peak, args.max_peak_increase),
         (

@@ -56,9 +56,9 @@ pub fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
 pub fn workload(steps: &[String]) -> i32 {
     match memmon::workload::run(steps) {
         Ok(code) => code,
-        Err(msg) => {
-            errln!("memmon: error: {msg}");
-            ExitCode::Usage.code()
+        Err(e) => {
+            errln!("memmon: error: {e}");
+            ExitCode::from(memmon::error::Classified::class(&e)).code()
         }
     }
 }

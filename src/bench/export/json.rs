@@ -8,7 +8,7 @@ use crate::bench::BenchReport;
 pub struct JsonExporter;
 
 impl Exporter for JsonExporter {
-    fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
+    fn serialize(&self, report: &BenchReport) -> Result<Vec<u8>, super::ExportError> {
         let mut v = serde_json::to_vec_pretty(&crate::format::json::BENCH.of(report))?;
         v.push(b'\n');
         Ok(v)

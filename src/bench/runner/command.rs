@@ -5,7 +5,7 @@ use super::{
     cooldown, prepare, progress, recorder_report, run_env, say, say_recording, ClientEnd, Quit,
     Stop,
 };
-use crate::bench::{BenchOptions, BenchReport, Leftovers, RunResult};
+use crate::bench::{BenchError, BenchOptions, BenchReport, Leftovers, RunResult};
 use crate::format::meta::{EndInfo, EndReason, Meta, RunEnd};
 use crate::format::{Format, Output, OutputError};
 use crate::model::sample::{Event, Sample};
@@ -14,7 +14,6 @@ use crate::sampler::record::{unix_ms_now, Outcome, RecordOptions, Recorder};
 use crate::sampler::sink::{Nowhere, SampleSink};
 use crate::sampler::target::TargetSpec;
 use crate::units::{count, fmt_interval};
-use anyhow::Context;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -127,7 +126,7 @@ fn end_leftovers(opts: &BenchOptions) -> Option<Leftovers> {
 pub(super) fn bench_command(
     opts: &BenchOptions,
     report: &mut BenchReport,
-) -> anyhow::Result<Option<Stop>> {
+) -> Result<Option<Stop>, BenchError> {
     let merged = open_merged(opts)?;
     if let Some(m) = &merged {
         report.recording = Some(m.lock().unwrap_or_else(|p| p.into_inner()).out.describe());
@@ -148,7 +147,9 @@ pub(super) fn bench_command(
             fmt_interval(opts.interval)
         ),
     );
-    crate::sys::signals::install().context("cannot install the handlers of the stop signals")?;
+    crate::sys::signals::install().map_err(BenchError::system(
+        "cannot install the handlers of the stop signals",
+    ))?;
     let total = opts.warmup + opts.runs;
     let mut stop = None;
     for i in 1..=total {
@@ -167,18 +168,18 @@ pub(super) fn bench_command(
             Some(_) => EndReason::Error,
         };
         let m = Arc::try_unwrap(m)
-            .map_err(|_| anyhow::anyhow!("a run's recorder still holds the bench's recording"))?
+            .map_err(|_| BenchError::RecordingHeld)?
             .into_inner()
             .unwrap_or_else(|p| p.into_inner());
         if let Err(e) = m.finish(reason) {
-            return Ok(Some(stop.unwrap_or(Stop::Error(e))));
+            return Ok(Some(stop.unwrap_or(Stop::Error(e.into()))));
         }
     }
     Ok(stop)
 }
 
 /// The bench's one recording (`-o`), checked before any run.
-fn open_merged(opts: &BenchOptions) -> anyhow::Result<Option<Arc<Mutex<Merged>>>> {
+fn open_merged(opts: &BenchOptions) -> Result<Option<Arc<Mutex<Merged>>>, OutputError> {
     let Some(dest) = &opts.output else {
         return Ok(None);
     };
@@ -230,13 +231,12 @@ fn one_run(
         Err(e) => {
             // A client that cannot be run fails the bench as a failing client does; any other
             // error keeps its class.
-            let launch = e
-                .downcast_ref::<RecordError>()
-                .is_some_and(|r| matches!(r, RecordError::Launch { .. }));
-            return Some(if launch {
-                Stop::Failed(format!("cannot run the client: {e:#}"))
-            } else {
-                Stop::Error(e)
+            return Some(match e {
+                RecordError::Launch { .. } => Stop::Failed(format!(
+                    "cannot run the client: {}",
+                    crate::error::chain(&e)
+                )),
+                e => Stop::Error(e.into()),
             });
         }
     };
@@ -292,7 +292,7 @@ fn record_run(
     env: &[(&str, String)],
     sink: Box<dyn SampleSink>,
     merged: Option<&Arc<Mutex<Merged>>>,
-) -> anyhow::Result<Outcome> {
+) -> Result<Outcome, RecordError> {
     let ropts = RecordOptions {
         interval: opts.interval,
         children: opts.children,
@@ -409,7 +409,7 @@ impl Merged {
     /// Ends the bench's recording. Its end record holds each run's (`runs`), and says of the
     /// exit records what the runs' say: read by every run (`taskstats`) or not, and how many
     /// the kernel dropped in all.
-    fn finish(mut self, reason: EndReason) -> anyhow::Result<()> {
+    fn finish(mut self, reason: EndReason) -> Result<(), OutputError> {
         let ends = || self.runs.iter().map(|r| &r.end);
         let exit_records = ends()
             .map(|e| e.exit_records.clone())

@@ -244,7 +244,7 @@ enum Stop {
     Duration,
     TargetExited,
     /// The output failed, or the tree could not be read.
-    Failed(anyhow::Error),
+    Failed(RecordError),
 }
 
 /// What `Recorder::run` carries from one step to the next.
@@ -378,7 +378,7 @@ impl Recorder {
     ///
     /// The loop is a small state machine: each `Step` says what happens next, and each has a
     /// method that does it and returns the step after.
-    pub fn run(mut self) -> anyhow::Result<Outcome> {
+    pub fn run(mut self) -> Result<Outcome, RecordError> {
         if let Err(e) = set_timer_slack(self.opts.interval) {
             self.report.note(&format!(
                 "cannot set a finer timer slack (prctl: {e}): ticks may come up to 50 µs late"
@@ -442,7 +442,11 @@ impl Recorder {
 
     /// The step after a sample taken for a control message: `Ok(Some)` goes on, `Ok(None)`
     /// (the target has ended) or an error end or suspend the recording.
-    fn after(&mut self, run: &mut RunState, taken: anyhow::Result<Option<Sample>>) -> Option<Step> {
+    fn after(
+        &mut self,
+        run: &mut RunState,
+        taken: Result<Option<Sample>, RecordError>,
+    ) -> Option<Step> {
         match taken {
             Ok(Some(_)) => None,
             Ok(None) => Some(self.target_ended(run)),
@@ -536,7 +540,7 @@ impl Recorder {
             }
             Control::AnatomyDone => {
                 if let Err(e) = self.anatomy_arrived() {
-                    return Step::Stop(Stop::Failed(e.into()));
+                    return Step::Stop(Stop::Failed(e));
                 }
             }
             Control::CpuTicks(reply) => {
@@ -621,7 +625,7 @@ impl Recorder {
     }
 
     /// Takes one sample of the tree and hands it on. `Ok(None)` when the target has ended.
-    fn tick(&mut self, event: Option<Event>) -> anyhow::Result<Option<Sample>> {
+    fn tick(&mut self, event: Option<Event>) -> Result<Option<Sample>, RecordError> {
         self.tick_at(event, None)
     }
 
@@ -631,7 +635,7 @@ impl Recorder {
         &mut self,
         event: Option<Event>,
         origin: Option<SystemTime>,
-    ) -> anyhow::Result<Option<Sample>> {
+    ) -> Result<Option<Sample>, RecordError> {
         if let Some(l) = &mut self.launched {
             l.reap_exited();
         }
@@ -641,8 +645,8 @@ impl Recorder {
         let s = match self.watch.tick(event, origin, self.schedule.missed()) {
             Ok(Some(t)) => t.sample,
             Ok(None) => return Ok(None),
-            Err(ProcError::PermissionDenied(p)) => return Err(RecordError::Unreadable(p).into()),
-            Err(e) => return Err(e.into()),
+            Err(ProcError::PermissionDenied(p)) => return Err(RecordError::Unreadable(p)),
+            Err(e) => return Err(RecordError::Tree(e)),
         };
         self.sink.sample(&s)?;
         if let Some(why) = self.numa.as_mut().and_then(|n| n.tick(&s)) {
@@ -674,7 +678,7 @@ impl Recorder {
 
     /// Hands the anatomy read since the last call, if any, to the sink, and answers the
     /// replies held for it.
-    fn anatomy_arrived(&mut self) -> Result<(), crate::format::OutputError> {
+    fn anatomy_arrived(&mut self) -> Result<(), RecordError> {
         if let Some(got) = self.anatomy.as_mut().and_then(|a| a.arrived()) {
             self.sink.anatomy(&got)?;
             self.anatomies.push(got);
