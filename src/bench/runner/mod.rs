@@ -259,16 +259,4 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_run_gets_its_number_and_warmups_theirs() {
-        assert_eq!(
-            run_env(2, None),
-            vec![("MEMMON_BENCH_RUN", "2".to_string())]
-        );
-        let w = run_env(0, Some(1));
-        assert!(w.contains(&("MEMMON_BENCH_WARMUP", "1".to_string())));
-    }
-}
+mod tests;

@@ -901,14 +901,4 @@ fn set_timer_slack(interval: Duration) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn assert_send<T: Send>() {}
-
-    #[test]
-    fn a_recorder_can_run_on_another_thread() {
-        assert_send::<Recorder>();
-        assert_send::<ControlHandle>();
-    }
-}
+mod tests;
