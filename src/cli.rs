@@ -7,33 +7,34 @@
 
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use memmon::analysis::compare::Limit;
+use memmon::analysis::compare::{Limit, LimitError};
 use memmon::export::ExportTarget;
 use memmon::format::{Format, InputFormat, InputSpec};
 use memmon::output::Dest;
 use memmon::sampler::target::TargetSpec;
+use memmon::units::UnitError;
 use regex::Regex;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn duration(s: &str) -> Result<Duration, String> {
+fn duration(s: &str) -> Result<Duration, UnitError> {
     memmon::units::parse_duration(s)
 }
 
 /// A duration that must be above 0 (a zero one would stop at once, or read on every tick).
 fn positive_duration(s: &str) -> Result<Duration, String> {
-    match memmon::units::parse_duration(s)? {
+    match memmon::units::parse_duration(s).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err(format!("'{s}' must be above 0")),
         d => Ok(d),
     }
 }
 
-fn interval(s: &str) -> Result<Duration, String> {
+fn interval(s: &str) -> Result<Duration, UnitError> {
     memmon::units::parse_interval(s)
 }
 
-fn size(s: &str) -> Result<u64, String> {
+fn size(s: &str) -> Result<u64, UnitError> {
     memmon::units::parse_size(s)
 }
 
@@ -52,7 +53,7 @@ fn listen_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
-fn export_target(s: &str) -> Result<ExportTarget, String> {
+fn export_target(s: &str) -> Result<ExportTarget, memmon::export::TargetListError> {
     memmon::export::parse_target(s)
 }
 
@@ -90,6 +91,24 @@ pub enum Command {
     Bench(Deferred<BenchArgs>),
     /// Serve targets' memory on /metrics for Prometheus: current RSS and parts, and the peak over a sliding window
     Export(Deferred<ExportArgs>),
+    /// Print a shell's completion script for memmon (bash, zsh, fish, elvish, powershell)
+    Completions(Deferred<CompletionsArgs>),
+    /// Print memmon's manual page (roff), or a subcommand's: memmon man record > memmon-record.1
+    Man(Deferred<ManArgs>),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete memmon in
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (default: memmon's own, which lists the subcommands)
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
 }
 
 /// A subcommand's flags, which clap builds only when that subcommand is the one given, or its
@@ -481,16 +500,17 @@ pub struct DemoArgs {
     pub quiet: bool,
 }
 
-fn size_limit(s: &str) -> Result<Limit, String> {
+fn size_limit(s: &str) -> Result<Limit, LimitError> {
     memmon::analysis::compare::parse_size_limit(s)
 }
 
-fn duration_limit(s: &str) -> Result<Limit, String> {
+fn duration_limit(s: &str) -> Result<Limit, LimitError> {
     memmon::analysis::compare::parse_duration_limit(s)
 }
 
 fn percent(s: &str) -> Result<f64, String> {
-    memmon::analysis::compare::parse_percent(s)?
+    memmon::analysis::compare::parse_percent(s)
+        .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("'{s}' is not a percentage (examples: 1%, 0.5%)"))
 }
 
@@ -903,7 +923,9 @@ each process's mark counts alone, their sum only at the samples). Off by default
 these processes then see the peak since memmon's last sample, not since the process started. \
 Without it, a spike between samples is still exact when it raises VmHWM above every earlier peak. \
 For a cgroup:PATH target the same holds of the cgroup's peak file (v1 memory.max_usage_in_bytes: \
-written 0; v2 memory.peak: reset for memmon's descriptor only, Linux 6.12 and later)."
+written 0, which other readers of that file then see; v2 memory.peak: written through a descriptor \
+of memmon's own, Linux 6.12 and later, which is no private reset either: a write by any program \
+lowers the mark every reader of the file sees to the usage of that moment)."
     )]
     pub reset_peaks: bool,
 
@@ -966,6 +988,20 @@ mod tests {
         Cli::try_parse_from(std::iter::once("memmon").chain(args.iter().copied()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
             .command
+    }
+
+    /// A v2 memory.peak reset is no private one (the kernel lowers every writer's mark to the
+    /// usage of that moment): export's help does not promise a reset for memmon's descriptor only.
+    #[test]
+    fn exports_help_calls_no_cgroup_peak_reset_private() {
+        let help = Cli::command()
+            .find_subcommand_mut("export")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(!help.contains("descriptor only"), "{help}");
+        assert!(help.contains("no private reset either"), "{help}");
     }
 
     #[test]

@@ -38,6 +38,31 @@ fn svg_path(p: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Why the demo could not record or plot its workload.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputCheckError),
+    /// The path of memmon itself, which runs the workload, could not be read.
+    #[error("cannot find memmon's own executable")]
+    OwnPath(#[source] std::io::Error),
+    #[error(transparent)]
+    Record(#[from] crate::sampler::error::RecordError),
+    #[error(transparent)]
+    Plot(#[from] crate::render::plot::PlotError),
+}
+
+impl crate::error::Classified for DemoError {
+    fn class(&self) -> crate::exit::Class {
+        match self {
+            DemoError::Output(e) => e.class(),
+            DemoError::OwnPath(_) => crate::exit::Class::Failure,
+            DemoError::Record(e) => e.class(),
+            DemoError::Plot(e) => e.class(),
+        }
+    }
+}
+
 /// What the demo made: the recording's outcome, and where its plot is.
 pub struct DemoDone {
     pub outcome: Outcome,
@@ -51,7 +76,7 @@ pub fn run(
     interval: Duration,
     observer: Box<dyn RecordObserver + Send>,
     report: Reporter,
-) -> anyhow::Result<DemoDone> {
+) -> Result<DemoDone, DemoError> {
     let output = output.unwrap_or_else(|| free_name(Path::new(".")));
     let svg = svg_path(&output);
     let side = crate::format::sidecar_path(&output);
@@ -69,7 +94,7 @@ pub fn run(
         }
         e => e,
     })?;
-    let exe = std::env::current_exe()?;
+    let exe = std::env::current_exe().map_err(DemoError::OwnPath)?;
     let mut command = vec![exe.display().to_string(), WORKLOAD_ENTRY.to_string()];
     command.extend(crate::workload::DEMO_STEPS.iter().map(|s| s.to_string()));
     report.note("demo: recording a built-in workload shaped like a proving pipeline (parameters loaded, synthesis ramp, proving spike, release, idle; about 8 s)");

@@ -16,6 +16,7 @@
 pub mod analysis;
 pub mod bench;
 pub mod demo;
+pub mod error;
 pub mod exit;
 pub mod export;
 pub mod format;

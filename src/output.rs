@@ -76,6 +76,20 @@ pub enum OpenError {
     Io(#[from] io::Error),
 }
 
+impl crate::error::Classified for OpenError {
+    /// A refusal (what is there, or who owns it) is bad input; a signal while waiting for a
+    /// FIFO's reader ends memmon with it; the rest are failures (`OutputError::class` decides
+    /// the same of an `OutputError::Open`).
+    fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
+        match self.signal() {
+            Some(sig) => Class::Signal(sig),
+            None if self.is_refusal() => Class::Usage,
+            None => Class::Failure,
+        }
+    }
+}
+
 fn locked_text(holder: &Option<(i32, String)>) -> String {
     match holder {
         Some((pid, comm)) => format!(
@@ -170,11 +184,11 @@ pub enum OutputCheckError {
     },
 }
 
-impl OutputCheckError {
+impl crate::error::Classified for OutputCheckError {
     /// What is at a path, or two outputs naming one file: `Usage`; a file that cannot be
     /// written (its directory missing or read-only): `Failure`, as when a recording's file
     /// cannot be created.
-    pub fn class(&self) -> crate::exit::Class {
+    fn class(&self) -> crate::exit::Class {
         match self {
             OutputCheckError::Unwritable { why, .. } if !why.is_refusal() => {
                 crate::exit::Class::Failure
@@ -1406,7 +1420,10 @@ mod tests {
         let missing = dir.path().join("no").join("b.csv");
         let err =
             check_writable(&[(&ok, "--export-json"), (&missing, "--export-csv")]).unwrap_err();
-        assert_eq!(err.class(), crate::exit::Class::Failure);
+        assert_eq!(
+            crate::error::Classified::class(&err),
+            crate::exit::Class::Failure
+        );
         assert!(err.to_string().contains("no/b.csv (--export-csv)"), "{err}");
         // Streams and descriptor names are written as they are, at the end.
         check_writable(&[

@@ -4,21 +4,47 @@
 
 use std::time::Duration;
 
+/// Why a duration or a size as typed could not be read; each names the text given (and
+/// `--interval` its flag).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("'{0}' is not a duration (examples: 1s, 250ms, 100us, 0.5)")]
+    NotADuration(String),
+    #[error("unknown duration unit '{unit}' in '{text}' (use ns, us, ms, s, m or h)")]
+    DurationUnit { unit: String, text: String },
+    #[error("duration '{0}' is out of range")]
+    DurationRange(String),
+    #[error("--interval {given} is below the shortest interval, {shortest}: reading /proc takes longer than that, so almost every tick would be missed")]
+    IntervalTooShort { given: String, shortest: String },
+    #[error("'{0}' is not a size (examples: 4096, 512MiB, 8GiB, 2GB)")]
+    NotASize(String),
+    #[error("'{text}': kB is ambiguous (the kernel's kB, as /proc writes it and memmon reads it in --columns rss_kb, is 1024 bytes; SI's is 1000): write {number}KiB, or the bytes")]
+    AmbiguousKb { text: String, number: String },
+    #[error("unknown size unit '{unit}' in '{text}' (use B, KiB, MiB, GiB, TiB or K, M, G, T for them, or MB, GB, TB: powers of 1000)")]
+    SizeUnit { unit: String, text: String },
+    #[error("size '{0}' is out of range")]
+    SizeRange(String),
+}
+
+impl crate::error::Classified for UnitError {
+    /// A value typed on the command line or in a workload's steps: bad input.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
 /// Parses `1s`, `250ms`, `100us`, `2m`, `1h` or plain seconds (`0.5`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
+    let bad = || UnitError::NotADuration(text.to_string());
     if num.is_empty() {
-        return Err(format!(
-            "'{text}' is not a duration (examples: 1s, 250ms, 100us, 0.5)"
-        ));
+        return Err(bad());
     }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration (examples: 1s, 250ms, 100us, 0.5)"))?;
+    let value: f64 = num.parse().map_err(|_| bad())?;
     let seconds_per_unit = match unit.trim() {
         "" | "s" | "sec" => 1.0,
         "ms" => 1e-3,
@@ -27,14 +53,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" | "min" => 60.0,
         "h" => 3600.0,
         other => {
-            return Err(format!(
-                "unknown duration unit '{other}' in '{text}' (use ns, us, ms, s, m or h)"
-            ))
+            return Err(UnitError::DurationUnit {
+                unit: other.to_string(),
+                text: text.to_string(),
+            })
         }
     };
     let secs = value * seconds_per_unit;
     if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("duration '{text}' is out of range"));
+        return Err(UnitError::DurationRange(text.to_string()));
     }
     Ok(Duration::from_nanos((secs * 1e9).round() as u64))
 }
@@ -44,14 +71,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
 
 /// Parses a sampling interval (`--interval`), refusing one below `MIN_INTERVAL`.
-pub fn parse_interval(text: &str) -> Result<Duration, String> {
+pub fn parse_interval(text: &str) -> Result<Duration, UnitError> {
     let d = parse_duration(text)?;
     if d < MIN_INTERVAL {
-        return Err(format!(
-            "--interval {} is below the shortest interval, {}: reading /proc takes longer than that, so almost every tick would be missed",
-            text.trim(),
-            fmt_interval(MIN_INTERVAL)
-        ));
+        return Err(UnitError::IntervalTooShort {
+            given: text.trim().to_string(),
+            shortest: fmt_interval(MIN_INTERVAL),
+        });
     }
     Ok(d)
 }
@@ -60,13 +86,13 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
 /// (`2MB`, `2GB`) or bytes (`10B`). Fractions are allowed (`1.5GiB`). `kB` is refused: memmon
 /// reads it as the kernel writes it in /proc, 1024 bytes (`--columns rss_kb`), which next to
 /// MB = 10^6 is too easy to misread in a budget; `KiB` or plain bytes say which.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad = || format!("'{text}' is not a size (examples: 4096, 512MiB, 8GiB, 2GB)");
+    let bad = || UnitError::NotASize(text.to_string());
     if num.is_empty() {
         return Err(bad());
     }
@@ -78,23 +104,24 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
         "TiB" | "T" => 1024.0f64.powi(4),
         "kB" | "KB" | "kb" | "Kb" => {
-            return Err(format!(
-                "'{text}': kB is ambiguous (the kernel's kB, as /proc writes it and memmon reads \
-                 it in --columns rss_kb, is 1024 bytes; SI's is 1000): write {num}KiB, or the bytes"
-            ))
+            return Err(UnitError::AmbiguousKb {
+                text: text.to_string(),
+                number: num.to_string(),
+            })
         }
         "MB" => 1e6,
         "GB" => 1e9,
         "TB" => 1e12,
         other => {
-            return Err(format!(
-                "unknown size unit '{other}' in '{text}' (use B, KiB, MiB, GiB, TiB or K, M, G, T for them, or MB, GB, TB: powers of 1000)"
-            ))
+            return Err(UnitError::SizeUnit {
+                unit: other.to_string(),
+                text: text.to_string(),
+            })
         }
     };
     let bytes = value * mult;
     if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("size '{text}' is out of range"));
+        return Err(UnitError::SizeRange(text.to_string()));
     }
     Ok(bytes.round() as u64)
 }
@@ -248,7 +275,7 @@ mod tests {
     #[test]
     fn kb_is_refused_as_ambiguous_naming_what_to_write() {
         for bad in ["512kB", "512KB", "512kb"] {
-            let e = parse_size(bad).unwrap_err();
+            let e = parse_size(bad).unwrap_err().to_string();
             assert!(e.contains("1024") && e.contains("512KiB"), "{e}");
         }
         assert_eq!(parse_size("512KiB").unwrap(), 512 << 10);
@@ -275,7 +302,7 @@ mod tests {
     fn an_interval_below_100us_is_refused_naming_the_flag() {
         assert_eq!(parse_interval("100us").unwrap(), MIN_INTERVAL);
         for bad in ["100ns", "99us", "0", "0s"] {
-            let e = parse_interval(bad).unwrap_err();
+            let e = parse_interval(bad).unwrap_err().to_string();
             assert!(e.contains("--interval") && e.contains("100us"), "{e}");
         }
         assert!(parse_interval("banana").is_err());

@@ -14,9 +14,10 @@
 //! exactly the size asked (in whole pages).
 
 use crate::sys::raw::{self, Forked};
-use crate::units::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_size, UnitError};
 use rustix::mm::{MapFlags, ProtFlags};
 use std::ffi::c_void;
+use std::io;
 use std::time::{Duration, Instant};
 
 /// An anonymous private mapping; RSS rises by exactly the pages written (`touch`). Also the
@@ -248,26 +249,79 @@ fn page_size() -> usize {
     crate::probe::ProcFs::page_size() as usize
 }
 
+/// Why a workload's step could not be run; each names its step.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// `what`: `a size`, `a duration`, `a count`, `a name`, `a path`, `a code`...
+    #[error("step '{step}' needs {what}")]
+    Needs { step: String, what: &'static str },
+    #[error(transparent)]
+    Unit(#[from] UnitError),
+    #[error("unknown workload step '{0}' (alloc, mlock, partitions, memfd, heap, vecs, threads, thp, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, mark, free, free-all, children, forks, undumpable, wait-children, exit)")]
+    Unknown(String),
+    #[error("cannot map memory: {0}")]
+    Map(io::Error),
+    #[error("step '{step}': mlock failed: {error} (RLIMIT_MEMLOCK too low? `ulimit -l`)")]
+    Mlock { step: String, error: io::Error },
+    /// A step's own system call failed (a memfd, a file, `undumpable`).
+    #[error("step '{step}': {error}")]
+    Step { step: String, error: io::Error },
+    #[error("step '{step}': cannot start a thread: {error}")]
+    Thread { step: String, error: io::Error },
+    #[error("step '{step}': /proc/self/smaps_rollup: {error}")]
+    Rollup { step: String, error: io::Error },
+    #[error("step '{0}': no AnonHugePages in smaps_rollup")]
+    NoHugePages(String),
+    #[error("{0}")]
+    OwnPath(io::Error),
+    #[error("cannot start a child: {0}")]
+    Child(io::Error),
+    #[error("cannot wait for a child: {0}")]
+    Wait(io::Error),
+    #[error("cannot fork: {0}")]
+    Fork(io::Error),
+    #[error("step 'mark' needs MEMMON_SOCKET (set by memmon record -- COMMAND)")]
+    NoSocket,
+    #[error("step 'mark:{label}': {error}")]
+    Mark { label: String, error: io::Error },
+    #[error("step 'mark:{label}': the recorder answered {answer}")]
+    MarkRefused { label: String, answer: String },
+}
+
+impl crate::error::Classified for WorkloadError {
+    /// A step written wrong is bad input; one that could not be carried out, a failure.
+    fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
+        match self {
+            WorkloadError::Needs { .. } | WorkloadError::Unit(_) | WorkloadError::Unknown(_) => {
+                Class::Usage
+            }
+            _ => Class::Failure,
+        }
+    }
+}
+
+/// `step` needs `what` (`a size`...).
+fn needs(step: &str, what: &'static str) -> WorkloadError {
+    WorkloadError::Needs {
+        step: step.to_string(),
+        what,
+    }
+}
+
 /// Runs the steps in order; returns the exit code asked for (0 by default).
-pub fn run(steps: &[String]) -> Result<i32, String> {
+pub fn run(steps: &[String]) -> Result<i32, WorkloadError> {
     let mut blocks: Vec<Block> = Vec::new();
     let mut heap: Vec<Vec<Box<[u8]>>> = Vec::new();
     let mut vecs: Vec<Vec<u8>> = Vec::new();
     let mut kids: Vec<std::process::Child> = Vec::new();
     for step in steps {
         let parts: Vec<&str> = step.split(':').collect();
-        let size = |i: usize| -> Result<usize, String> {
-            parts
-                .get(i)
-                .ok_or(format!("step '{step}' needs a size"))
-                .and_then(|s| parse_size(s))
-                .map(|v| v as usize)
-        };
-        let dur = |i: usize| -> Result<Duration, String> {
-            parts
-                .get(i)
-                .ok_or(format!("step '{step}' needs a duration"))
-                .and_then(|s| parse_duration(s))
+        let size = |i: usize| step_size(step, &parts, i);
+        let dur = |i: usize| step_duration(step, &parts, i);
+        let step_failed = |error| WorkloadError::Step {
+            step: step.to_string(),
+            error,
         };
         match parts[0] {
             "alloc" => {
@@ -277,17 +331,21 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             // as CUDA's pinned host buffers are (docs/FORMAT.md, "Pinned host memory").
             "mlock" => {
                 let b = Block::touched(size(1)?).map_err(map_error)?;
-                if let Err(e) = b.lock() {
-                    return Err(format!(
-                        "step '{step}': mlock failed: {e} (RLIMIT_MEMLOCK too low? `ulimit -l`)"
-                    ));
+                if let Err(error) = b.lock() {
+                    return Err(WorkloadError::Mlock {
+                        step: step.to_string(),
+                        error,
+                    });
                 }
                 blocks.push(b);
             }
             // COUNT anonymous mappings of SIZE, each written and kept apart from its
             // neighbours (`Block::apart_touched`): `partitions:10:60MiB`.
             "partitions" => {
-                let n: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                let n: usize = parts
+                    .get(1)
+                    .and_then(|c| c.parse().ok())
+                    .ok_or_else(|| needs(step, "a count"))?;
                 let len = size(2)?;
                 for _ in 0..n {
                     blocks.push(Block::apart_touched(len).map_err(map_error)?);
@@ -295,26 +353,38 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             }
             // A memfd of SIZE named NAME, mapped and written: `memfd:params:128MiB`.
             "memfd" => {
-                let name = parts.get(1).filter(|n| !n.is_empty()).ok_or(format!("step '{step}' needs a name"))?;
-                blocks.push(Block::memfd_touched(name, size(2)?).map_err(|e| format!("step '{step}': {e}"))?);
+                let name = parts
+                    .get(1)
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| needs(step, "a name"))?;
+                blocks.push(Block::memfd_touched(name, size(2)?).map_err(step_failed)?);
             }
             // SIZE of the brk heap in small allocations (see `grow_heap`): `heap:64MiB`.
             "heap" => heap.push(grow_heap(size(1)?)),
             // COUNT vectors of SIZE bytes from Rust's allocator, each written (`vec_partitions`):
             // `vecs:3:8MiB`.
             "vecs" => {
-                let n: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                let n: usize = parts
+                    .get(1)
+                    .and_then(|c| c.parse().ok())
+                    .ok_or_else(|| needs(step, "a count"))?;
                 vecs.extend(vec_partitions(n, size(2)?));
             }
             // COUNT threads that wait until the workload ends: `threads:4`.
             "threads" => {
-                let n: usize = parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a count"))?;
+                let n: usize = parts
+                    .get(1)
+                    .and_then(|c| c.parse().ok())
+                    .ok_or_else(|| needs(step, "a count"))?;
                 for _ in 0..n {
                     std::thread::Builder::new()
                         .spawn(|| loop {
                             std::thread::park();
                         })
-                        .map_err(|e| format!("step '{step}': cannot start a thread: {e}"))?;
+                        .map_err(|error| WorkloadError::Thread {
+                            step: step.to_string(),
+                            error,
+                        })?;
                 }
             }
             "ramp" => {
@@ -354,10 +424,14 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             // process's AnonHugePages then (smaps_rollup), as `thp BYTES`: `thp:32MiB`.
             "thp" => {
                 blocks.push(Block::huge_touched(size(1)?).map_err(map_error)?);
-                let rollup = std::fs::read("/proc/self/smaps_rollup")
-                    .map_err(|e| format!("step '{step}': /proc/self/smaps_rollup: {e}"))?;
+                let rollup = std::fs::read("/proc/self/smaps_rollup").map_err(|error| {
+                    WorkloadError::Rollup {
+                        step: step.to_string(),
+                        error,
+                    }
+                })?;
                 let huge = crate::probe::proc::status_bytes(&rollup, b"AnonHugePages:")
-                    .ok_or(format!("step '{step}': no AnonHugePages in smaps_rollup"))?;
+                    .ok_or_else(|| WorkloadError::NoHugePages(step.to_string()))?;
                 println!("thp {huge}");
             }
             "free" => {
@@ -374,7 +448,7 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
             "undumpable" => {
                 use rustix::process::{set_dumpable_behavior, DumpableBehavior};
                 if let Err(e) = set_dumpable_behavior(DumpableBehavior::NotDumpable) {
-                    return Err(format!("step '{step}': {e}"));
+                    return Err(step_failed(e.into()));
                 }
             }
             "wait-children" => {
@@ -386,9 +460,12 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
                 for mut k in kids.drain(..) {
                     let _ = k.wait();
                 }
-                return parts.get(1).and_then(|c| c.parse().ok()).ok_or(format!("step '{step}' needs a code"));
+                return parts
+                    .get(1)
+                    .and_then(|c| c.parse().ok())
+                    .ok_or_else(|| needs(step, "a code"));
             }
-            other => return Err(format!("unknown workload step '{other}' (alloc, mlock, partitions, memfd, heap, vecs, threads, thp, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, mark, free, free-all, children, forks, undumpable, wait-children, exit)")),
+            other => return Err(WorkloadError::Unknown(other.to_string())),
         }
     }
     for mut k in kids {
@@ -398,20 +475,15 @@ pub fn run(steps: &[String]) -> Result<i32, String> {
 }
 
 /// The size in argument `i` of a step.
-fn step_size(step: &str, parts: &[&str], i: usize) -> Result<usize, String> {
-    parts
-        .get(i)
-        .ok_or(format!("step '{step}' needs a size"))
-        .and_then(|s| parse_size(s))
-        .map(|v| v as usize)
+fn step_size(step: &str, parts: &[&str], i: usize) -> Result<usize, WorkloadError> {
+    let text = parts.get(i).ok_or_else(|| needs(step, "a size"))?;
+    Ok(parse_size(text)? as usize)
 }
 
 /// The duration in argument `i` of a step.
-fn step_duration(step: &str, parts: &[&str], i: usize) -> Result<Duration, String> {
-    parts
-        .get(i)
-        .ok_or(format!("step '{step}' needs a duration"))
-        .and_then(|s| parse_duration(s))
+fn step_duration(step: &str, parts: &[&str], i: usize) -> Result<Duration, WorkloadError> {
+    let text = parts.get(i).ok_or_else(|| needs(step, "a duration"))?;
+    Ok(parse_duration(text)?)
 }
 
 /// The file steps: `map-file:/dev/nvidia0:8MiB` maps a file shared and writes every page;
@@ -419,10 +491,13 @@ fn step_duration(step: &str, parts: &[&str], i: usize) -> Result<Duration, Strin
 /// through a mapping, a major fault per page (`Block::cold_read`); `thrash:/var/tmp/f:64MiB:3s`
 /// is a cold read, then reads the mapping over and over for a while (thrashing under a memory
 /// limit below its size).
-fn file_step(step: &str, parts: &[&str]) -> Result<Block, String> {
-    let path = std::path::Path::new(parts.get(1).ok_or(format!("step '{step}' needs a path"))?);
+fn file_step(step: &str, parts: &[&str]) -> Result<Block, WorkloadError> {
+    let path = std::path::Path::new(parts.get(1).ok_or_else(|| needs(step, "a path"))?);
     let size = step_size(step, parts, 2)?;
-    let failed = |e: std::io::Error| format!("step '{step}': {e}");
+    let failed = |error| WorkloadError::Step {
+        step: step.to_string(),
+        error,
+    };
     match parts[0] {
         "map-file" => Block::file_touched(path, size).map_err(failed),
         "cold-read" => Block::cold_read(path, size).map_err(failed),
@@ -436,12 +511,12 @@ fn file_step(step: &str, parts: &[&str]) -> Result<Block, String> {
 
 /// `children:COUNT:SIZE:LIFE`: COUNT children, each this same program on the same entry
 /// (`workload`, or the demo's) that allocates SIZE and holds it for LIFE.
-fn children_step(step: &str, parts: &[&str]) -> Result<Vec<std::process::Child>, String> {
+fn children_step(step: &str, parts: &[&str]) -> Result<Vec<std::process::Child>, WorkloadError> {
     let count: usize = parts
         .get(1)
         .and_then(|c| c.parse().ok())
-        .ok_or(format!("step '{step}' needs a count"))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        .ok_or_else(|| needs(step, "a count"))?;
+    let exe = std::env::current_exe().map_err(WorkloadError::OwnPath)?;
     let entry = std::env::args_os()
         .nth(1)
         .unwrap_or_else(|| "workload".into());
@@ -453,7 +528,7 @@ fn children_step(step: &str, parts: &[&str]) -> Result<Vec<std::process::Child>,
                 .arg(&entry)
                 .args([&alloc, &hold])
                 .spawn()
-                .map_err(|e| format!("cannot start a child: {e}"))
+                .map_err(WorkloadError::Child)
         })
         .collect()
 }
@@ -461,17 +536,17 @@ fn children_step(step: &str, parts: &[&str]) -> Result<Vec<std::process::Child>,
 /// `forks:N:LIFE:BATCH`: forks N children (no exec) that each sleep LIFE and exit, BATCH at a
 /// time; each batch is reaped once its children have waited as zombies for LIFE more (at once
 /// when LIFE is 0). Exactly N processes come and go.
-fn forks_step(step: &str, parts: &[&str]) -> Result<(), String> {
+fn forks_step(step: &str, parts: &[&str]) -> Result<(), WorkloadError> {
     let count: usize = parts
         .get(1)
         .and_then(|c| c.parse().ok())
-        .ok_or(format!("step '{step}' needs a count"))?;
+        .ok_or_else(|| needs(step, "a count"))?;
     let life = step_duration(step, parts, 2)?;
     let batch: usize = parts
         .get(3)
         .and_then(|c| c.parse().ok())
         .filter(|&b| b > 0)
-        .ok_or(format!("step '{step}' needs a batch size over 0"))?;
+        .ok_or_else(|| needs(step, "a batch size over 0"))?;
     let mut forked = 0;
     while forked < count {
         let n = batch.min(count - forked);
@@ -482,7 +557,7 @@ fn forks_step(step: &str, parts: &[&str]) -> Result<(), String> {
         forked += n;
         std::thread::sleep(life * 2);
         for pid in pids {
-            crate::sys::wait_child(pid).map_err(|e| format!("cannot wait for a child: {e}"))?;
+            crate::sys::wait_child(pid).map_err(WorkloadError::Wait)?;
         }
     }
     Ok(())
@@ -522,11 +597,11 @@ fn grow_heap(len: usize) -> Vec<Box<[u8]>> {
 }
 
 /// Forks a child that sleeps `life` and exits; returns its PID.
-fn fork_child(life: Duration) -> Result<i32, String> {
+fn fork_child(life: Duration) -> Result<i32, WorkloadError> {
     // SAFETY: the child only sleeps (`thread::sleep` is nanosleep, which neither allocates nor
     // locks) and ends with _exit: async-signal-safe calls only.
     match unsafe { raw::fork() } {
-        Err(e) => Err(format!("cannot fork: {e}")),
+        Err(e) => Err(WorkloadError::Fork(e)),
         Ok(Forked::Child) => {
             if life > Duration::ZERO {
                 std::thread::sleep(life);
@@ -539,11 +614,13 @@ fn fork_child(life: Duration) -> Result<i32, String> {
 
 /// Sends the marker `label` to the recorder whose socket is in `MEMMON_SOCKET` and waits for its
 /// answer (docs/FORMAT.md, "Markers"): the marker's row is taken before the next step.
-fn mark_and_wait(label: &str) -> Result<(), String> {
+fn mark_and_wait(label: &str) -> Result<(), WorkloadError> {
     use std::io::{BufRead, Write};
-    let path = std::env::var_os("MEMMON_SOCKET")
-        .ok_or("step 'mark' needs MEMMON_SOCKET (set by memmon record -- COMMAND)")?;
-    let fail = |e: std::io::Error| format!("step 'mark:{label}': {e}");
+    let path = std::env::var_os("MEMMON_SOCKET").ok_or(WorkloadError::NoSocket)?;
+    let fail = |error| WorkloadError::Mark {
+        label: label.to_string(),
+        error,
+    };
     let mut sock = std::os::unix::net::UnixStream::connect(&path).map_err(fail)?;
     let label = label.replace('\\', "\\\\").replace('"', "\\\"");
     sock.write_all(format!("{{\"mark\":\"{label}\"}}\n").as_bytes())
@@ -555,15 +632,15 @@ fn mark_and_wait(label: &str) -> Result<(), String> {
     if answer.contains("\"ok\":true") {
         Ok(())
     } else {
-        Err(format!(
-            "step 'mark:{label}': the recorder answered {}",
-            answer.trim()
-        ))
+        Err(WorkloadError::MarkRefused {
+            label,
+            answer: answer.trim().to_string(),
+        })
     }
 }
 
-fn map_error(e: std::io::Error) -> String {
-    format!("cannot map memory: {e}")
+fn map_error(e: io::Error) -> WorkloadError {
+    WorkloadError::Map(e)
 }
 
 fn sleep_until(t: Instant) {

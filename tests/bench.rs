@@ -1036,7 +1036,9 @@ fn a_daemon_whose_rss_rises_with_each_new_worker_is_not_called_a_leak() {
         .spawn()
         .unwrap();
     let pgid = daemon.id() as i32;
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The daemon is up once it holds the FIFO open (its fd 3).
+    let fd3 = format!("/proc/{}/fd/3", daemon.id());
+    assert!(wait_for(10.0, || std::fs::read_link(&fd3).is_ok_and(|p| p == fifo)));
     let out = dir.path().join("bench.json");
     let client = format!("echo go > '{}'; sleep 1", fifo.display());
     let result = memmon()

@@ -91,6 +91,56 @@ fn a_peak_regression_beyond_its_gate_exits_1_and_names_the_limit() {
     assert!(stderr.contains("limit +10%"), "{stderr}");
 }
 
+/// A budget is a gate of CI too: a failed `--max-peak` is in the `gates:` section of stdout
+/// (beside the `--max-*-increase` gates) and in `--json` (`budgets`, `passed: false`), not only
+/// on stderr.
+#[test]
+fn a_failed_max_peak_is_in_the_gates_section_and_the_json() {
+    let f = fixture();
+    let args = ["--max-peak-increase", "1GiB", "--max-peak", "60MiB"];
+    let out = compare(&args, &f.small[..1], &f.large[..1]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let gates = stdout.split("\ngates:\n").nth(1).unwrap_or_default();
+    assert!(
+        gates.contains("  passed: --max-peak-increase 1.00 GiB"),
+        "{stdout}"
+    );
+    assert!(
+        gates.contains("  FAILED: --max-peak 60.00 MiB exceeded by ")
+            && gates.contains("judged the peak of "),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("budget exceeded: --max-peak 60.00 MiB"),
+        "{stderr}"
+    );
+    // A budget alone makes the section too.
+    let out = compare(&["--max-peak", "1GiB"], &f.small[..1], &f.large[..1]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("gates:\n  passed: --max-peak 1.00 GiB kept: judged"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = compare(
+        &["--json", "--max-peak", "60MiB"],
+        &f.small[..1],
+        &f.large[..1],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["passed"], false, "{v:#}");
+    let b = &v["budgets"][0];
+    assert_eq!(
+        (&b["flag"], &b["passed"]),
+        (&"--max-peak".into(), &false.into()),
+        "{v:#}"
+    );
+    assert_eq!(b["budget_bytes"], 60 << 20);
+    assert!(b["over_by_bytes"].as_u64().unwrap() > 0, "{v:#}");
+}
+
 #[test]
 fn an_absolute_size_gate_fails_when_the_peak_rises_more_than_it() {
     let f = fixture();

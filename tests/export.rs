@@ -541,6 +541,36 @@ fn bench_push_to_nothing_fails_naming_the_flag_after_writing_the_results() {
         ));
 }
 
+/// HTTPS for `--push` is the `push-https` feature (rustls and ring): a build without it refuses
+/// an https:// URL before the bench starts, naming the feature; a build with it tries the push
+/// (here to a port where nothing listens: exit 1 after the runs, naming the flag).
+#[test]
+fn an_https_push_needs_the_push_https_feature_and_says_so() {
+    let port = free_port();
+    let url = format!("https://127.0.0.1:{port}");
+    let out = memmon()
+        .args(["bench", "-q", "-n", "1", "--push", &url, "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "push-https") {
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("--push {url}")), "{stderr}");
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("built without HTTPS for --push (the cargo feature `push-https`)")
+                && stderr.contains("--features push-https")
+                && stderr.contains("over http://"),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("run 1/1"),
+            "refused before any run: {stderr}"
+        );
+    }
+}
+
 /// The docs' dashboard, scrape config and alert rules, run for real: every panel query of
 /// docs/grafana/memmon.json returns data from a Prometheus scraping memmon export and a
 /// Pushgateway fed by `memmon bench --push`, and the alert of docs/prometheus/memmon-rules.yml

@@ -79,7 +79,9 @@ fn impure(line: &str) -> Option<String> {
 
 /// The broken rules in the source tree under `src`, one line each (file:line: rule).
 fn violations(src: &Path) -> Vec<String> {
-    let core_may_not: Vec<(&str, regex::Regex)> = ["clap", "cli", "commands"]
+    // anyhow too: a core error is typed, with its class (src/error.rs); the command line adds
+    // context with anyhow.
+    let core_may_not: Vec<(&str, regex::Regex)> = ["clap", "cli", "commands", "anyhow"]
         .into_iter()
         .map(|w| (w, uses(w)))
         .collect();
@@ -156,6 +158,10 @@ fn the_layout_check_catches_a_core_file_using_clap_or_the_cli_and_an_analysis_us
     write("analysis/summary.rs", "use crate::sampler::signals;\n");
     write("record.rs", "fn f(a: &crate::cli::RecordArgs) {}\n");
     write(
+        "format/errors.rs",
+        "fn f() -> anyhow::Result<()> { Ok(()) }\n",
+    );
+    write(
         "commands/exit.rs",
         "fn f() -> ExitCode { ExitCode::Usage }\n",
     );
@@ -164,11 +170,12 @@ fn the_layout_check_catches_a_core_file_using_clap_or_the_cli_and_an_analysis_us
         "// ExitCode in a comment is fine\nfn f() { std::process::exit(2) }\n",
     );
     let found = violations(src);
-    assert_eq!(found.len(), 4, "{found:#?}");
+    assert_eq!(found.len(), 5, "{found:#?}");
     assert!(found[0].starts_with("src/analysis/summary.rs:1: the analysis imports the sampler"));
-    assert!(found[1].starts_with("src/format/mod.rs:2: the core uses `clap`"));
-    assert!(found[2].starts_with("src/format/out.rs:2: an exit code chosen outside commands/"));
-    assert!(found[3].starts_with("src/record.rs:1: the core uses `cli`"));
+    assert!(found[1].starts_with("src/format/errors.rs:1: the core uses `anyhow`"));
+    assert!(found[2].starts_with("src/format/mod.rs:2: the core uses `clap`"));
+    assert!(found[3].starts_with("src/format/out.rs:2: an exit code chosen outside commands/"));
+    assert!(found[4].starts_with("src/record.rs:1: the core uses `cli`"));
 }
 
 #[test]
@@ -482,37 +489,180 @@ fn readers_are_peers_that_never_call_each_other() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
-/// `link/hot-symbols.txt` names the functions build.rs has lld lay out together, and every
-/// memmon function's name carries a hash of the crates' versions and features: a dependency
-/// added or updated leaves the list naming functions the binary no longer has, and a recorder
-/// maps 2 MiB more of its executable (6.2 MiB of max RSS against 4.2; BENCHMARKS.md). The list
-/// records a fingerprint of Cargo.toml and Cargo.lock (`scripts/hot-symbols`' own rule: FNV-1a
-/// of their lines, comments and blank lines left out); a change to either is followed by
-/// running the script again.
-#[test]
-fn the_linkers_list_of_hot_functions_was_made_against_these_cargo_files() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for name in ["Cargo.toml", "Cargo.lock"] {
-        let text = std::fs::read_to_string(root.join(name)).unwrap();
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') {
-                continue;
+/// The error types defined under `src` (a `thiserror::Error` derive, or an `impl Error for`), as
+/// `(file, path)`: `("probe/proc.rs", "crate::probe::proc::ProcError")`. Test modules (from a
+/// `#[cfg(test)]` line on) and the tests' helper binary (`bin/`) are left out.
+fn error_types(src: &Path) -> Vec<(String, String)> {
+    let derive = regex::Regex::new(
+        r"#\[derive\([^)]*\bthiserror::Error\b[^)]*\)\]\s*(?:#\[[^\]]*\]\s*)*pub(?:\([^)]*\))?\s+(?:enum|struct)\s+(\w+)",
+    )
+    .unwrap();
+    let hand = regex::Regex::new(r"\bimpl\s+(?:std::error::)?Error\s+for\s+(\w+)").unwrap();
+    let mut out = Vec::new();
+    for file in rust_files(src) {
+        let rel = file.strip_prefix(src).unwrap().display().to_string();
+        if rel.starts_with("bin/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let module = rel
+            .trim_end_matches(".rs")
+            .trim_end_matches("/mod")
+            .trim_end_matches("lib")
+            .replace('/', "::");
+        for name in derive
+            .captures_iter(code)
+            .chain(hand.captures_iter(code))
+            .map(|c| c[1].to_string())
+        {
+            let path = if module.is_empty() {
+                format!("crate::{name}")
+            } else {
+                format!("crate::{module}::{name}")
+            };
+            out.push((rel.clone(), path));
+        }
+    }
+    out
+}
+
+/// The error types whose class no one knows: a core type not in `memmon::error::CLASSIFIED`
+/// (the types `class_of` finds in a chain), a command line type (`commands/`) that
+/// `commands/exit.rs` does not look for. Such an error exits 1 whatever it is.
+fn unclassified(src: &Path, classified: &[&str]) -> Vec<String> {
+    let exit_rs = std::fs::read_to_string(src.join("commands/exit.rs")).unwrap_or_default();
+    let listed: Vec<String> = classified.iter().map(|t| t.replace(' ', "")).collect();
+    error_types(src)
+        .into_iter()
+        .filter(|(file, path)| {
+            let name = path.rsplit("::").next().unwrap();
+            if file.starts_with("commands/") {
+                !exit_rs.contains(&format!("downcast_ref::<{name}>"))
+            } else {
+                !listed.contains(path)
             }
-            for b in line.bytes().chain([b'\n']) {
-                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        })
+        .map(|(file, path)| {
+            format!(
+                "src/{file}: {path} has no class: implement memmon::error::Classified for it and list it in src/error.rs (classified!), or it exits 1 whatever it is"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_error_type_has_a_class_that_the_exit_code_is_chosen_from() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = unclassified(&src, memmon::error::CLASSIFIED);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check has something to look at.
+    let all = error_types(&src);
+    assert!(all.len() >= 30, "{all:?}");
+    assert!(all.contains(&(
+        "sampler/error.rs".to_string(),
+        "crate::sampler::error::RecordError".to_string()
+    )));
+}
+
+#[test]
+fn the_class_check_catches_a_new_error_type_in_the_core_and_in_the_commands() {
+    let dir = tempdir();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("probe")).unwrap();
+    std::fs::create_dir_all(src.join("commands")).unwrap();
+    let write = |p: &str, text: &str| std::fs::write(src.join(p), text).unwrap();
+    write(
+        "probe/mod.rs",
+        "#[derive(Debug, thiserror::Error)]\npub enum ProbeError { #[error(\"x\")] X }\n\
+         #[derive(Debug, Clone, thiserror::Error)]\n#[error(\"y\")]\npub struct Listed;\n\
+         pub struct Plain;\nimpl std::error::Error for Plain {}\n\
+         #[cfg(test)]\nmod tests {\n#[derive(Debug, thiserror::Error)]\npub enum TestOnly {}\n}\n",
+    );
+    write(
+        "commands/exit.rs",
+        "#[derive(Debug, thiserror::Error)]\npub struct UsageError(String);\n\
+         #[derive(Debug, thiserror::Error)]\npub struct Forgotten;\n\
+         fn class(e: &dyn Error) { e.downcast_ref::<UsageError>(); }\n",
+    );
+    let found = unclassified(src, &["crate :: probe :: Listed"]);
+    let paths: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(" has no class").next().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "src/commands/exit.rs: crate::commands::exit::Forgotten",
+            "src/probe/mod.rs: crate::probe::ProbeError",
+            "src/probe/mod.rs: crate::probe::Plain",
+        ],
+        "{found:#?}"
+    );
+}
+
+/// Core functions whose error is a bare `String`, as `FILE:LINE` (test modules aside): a typed
+/// error names what failed and carries its class (src/error.rs).
+fn string_errors(src: &Path) -> Vec<String> {
+    let re = regex::Regex::new(r"Result<.*,\s*String>").unwrap();
+    let mut out = Vec::new();
+    for file in rust_files(src) {
+        let rel = file.strip_prefix(src).unwrap().display().to_string();
+        let command_line = rel == "main.rs"
+            || rel == "cli.rs"
+            || rel.starts_with("commands/")
+            || rel.starts_with("bin/");
+        if command_line {
+            continue;
+        }
+        for (n, line) in code_lines(&file) {
+            if line.trim() == "#[cfg(test)]" {
+                break;
+            }
+            if re.is_match(&line) {
+                out.push(format!("src/{rel}:{n}"));
             }
         }
     }
-    let list = std::fs::read_to_string(root.join("link/hot-symbols.txt")).unwrap();
-    let recorded = list
-        .lines()
-        .find_map(|l| l.strip_prefix("# Cargo files: "))
-        .unwrap_or("none");
-    assert_eq!(
-        recorded,
-        format!("{h:016x}"),
-        "link/hot-symbols.txt was made against other Cargo files: its names no longer match \
-         the build's; run scripts/hot-symbols (apt-get install valgrind linux-perf)"
+    out
+}
+
+/// What may still say why in a `String`: the reason a cgroup does not hold a tree alone, which is
+/// shown as it is (in the metadata's `not_the_tree` and the summary), never an error that ends
+/// anything; and a cgroup file's key parser, whose message goes into `CgroupError::Parse`.
+const STRING_REASONS: [&str; 3] = [
+    "sampler/record/start.rs: holds_alone",
+    "sampler/cgroup.rs: CgroupSource::existing",
+    "probe/cgroup.rs: strict_key_value",
+];
+
+#[test]
+fn no_core_function_gives_a_bare_string_as_its_error() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let all = string_errors(&src);
+    // The check sees them: the reasons kept as text are among what it finds.
+    assert!(
+        all.iter()
+            .any(|a| a.starts_with("src/sampler/record/start.rs:")),
+        "{all:?}"
+    );
+    let found: Vec<String> = all
+        .into_iter()
+        .filter(|at| {
+            let (file, line) = at.trim_start_matches("src/").split_once(':').unwrap();
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            let line = text
+                .lines()
+                .nth(line.parse::<usize>().unwrap() - 1)
+                .unwrap();
+            !STRING_REASONS.iter().any(|r| {
+                let (f, name) = r.split_once(": ").unwrap();
+                f == file && line.contains(name.rsplit("::").next().unwrap())
+            })
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "a core function's error is a String (give it a typed error, thiserror, with its class): {found:#?}"
     );
 }

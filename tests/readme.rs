@@ -1018,7 +1018,17 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
 ];
 
 const SUBCOMMANDS: &[&str] = &[
-    "record", "summary", "demo", "compare", "report", "plot", "mark", "bench", "export",
+    "record",
+    "summary",
+    "demo",
+    "compare",
+    "report",
+    "plot",
+    "mark",
+    "bench",
+    "export",
+    "completions",
+    "man",
 ];
 const TEST_SUBCOMMANDS: &[&str] = &["workload", "test-daemon", "test-client"];
 

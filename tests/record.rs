@@ -863,7 +863,15 @@ fn an_attached_trees_processes_table_shows_no_mark_from_before_the_recording_as_
     let children = format!("/proc/{pid}/task/{pid}/children");
     assert!(wait_for(10.0, || std::fs::read_to_string(&children)
         .is_ok_and(|c| !c.trim().is_empty())));
-    std::thread::sleep(Duration::from_millis(300));
+    // The child has touched its 8 MiB: the tree is idle from here on.
+    let child: u32 = std::fs::read_to_string(&children)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    wait_for_rss(child, 8 * MIB);
     let summary = |flags: &[&str], name: &str| {
         let out = dir.path().join(name);
         memmon()

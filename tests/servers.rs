@@ -204,7 +204,8 @@ fn redis_bgsave_fork_is_counted_twice_by_rss_and_once_by_pss() {
         "{persistence}"
     );
     // A few more rows after the child is gone.
-    std::thread::sleep(Duration::from_millis(300));
+    let rows_then = rows(&out).len();
+    assert!(wait_for(20.0, || rows(&out).len() >= rows_then + 5));
     let printed = rec.stop();
     let stderr = String::from_utf8_lossy(&printed.stderr).to_string();
     let cow = info_field(&persistence, "rdb_last_cow_size");

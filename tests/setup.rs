@@ -104,3 +104,96 @@ fn cargo_test_at_the_root_tests_every_member_of_the_workspace() {
     );
     assert_eq!(list("default-members"), members);
 }
+
+/// README's prerequisites name the Rust that Cargo.toml declares (`rust-version`).
+#[test]
+fn readmes_prerequisites_name_the_rust_version_cargo_declares() {
+    let cargo = read("Cargo.toml");
+    let version = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .map(|v| v.trim_matches('"'))
+        .unwrap();
+    let readme = read("README.md");
+    let prerequisites = readme
+        .split("\n## Prerequisites\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap_or_else(|| panic!("README has no Prerequisites section"));
+    assert!(
+        prerequisites.contains(&format!("Rust {version} or later")),
+        "{prerequisites}"
+    );
+}
+
+/// `memmon completions SHELL` completes every subcommand and their flags, in each shell clap
+/// knows.
+#[test]
+fn completions_cover_every_subcommand_and_its_flags_in_each_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = memmon().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        for word in [
+            "record",
+            "summary",
+            "bench",
+            "export",
+            "reset-peaks",
+            "max-peak",
+        ] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    memmon()
+        .args(["completions", "tcsh"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("invalid value 'tcsh'"));
+}
+
+/// `memmon man` is memmon(1), naming each subcommand's page; `memmon man SUBCOMMAND` is that
+/// page, with every flag; an unknown one is bad input naming those there are.
+#[test]
+fn man_pages_are_memmons_and_each_subcommands() {
+    let page = |args: &[&str]| {
+        let out = memmon().arg("man").args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    let top = page(&[]);
+    assert!(
+        top.contains(&format!(".TH memmon 1  \"memmon {version}\"")),
+        "{top}"
+    );
+    for sub in [
+        "record",
+        "summary",
+        "compare",
+        "bench",
+        "export",
+        "completions",
+    ] {
+        assert!(top.contains(&format!("memmon\\-{sub}(1)")), "{sub}: {top}");
+    }
+    let record = page(&["record"]);
+    assert!(
+        record.contains(&format!(".TH memmon-record 1  \"memmon {version}\"")),
+        "{record}"
+    );
+    for flag in [
+        "\\-\\-interval",
+        "\\-\\-reset\\-peaks",
+        "\\-\\-phase\\-peaks",
+    ] {
+        assert!(record.contains(flag), "{flag}: {record}");
+    }
+    memmon()
+        .args(["man", "recrod"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "no subcommand 'recrod': give one of record, summary",
+        ));
+}

@@ -30,6 +30,47 @@ fn json_has_the_documented_keys() {
     }
 }
 
+/// Every JSON document for scripts opens with its kind and schema version (docs/FORMAT.md, "JSON
+/// outputs"): `summary --json` (each of several), `compare --json`, `bench --export-json`.
+#[test]
+fn each_json_output_opens_with_its_format_and_schema_version() {
+    let dir = tempdir();
+    let r = recording(dir.path());
+    // The text as printed, without its whitespace, opens with `{"format":...,"schema_version":1,`
+    // (or `[` and that): how many documents do.
+    let opens = |b: &[u8], f: &str| {
+        let t: String = String::from_utf8_lossy(b)
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let head = format!("{{\"format\":\"{f}\",\"schema_version\":1,");
+        assert!(
+            t.starts_with(&head) || t.starts_with(&format!("[{head}")),
+            "{t}"
+        );
+        t.matches(&head).count()
+    };
+    let json = |args: &[&std::path::Path], sub: &str| {
+        let out = memmon().args([sub, "--json"]).args(args).output().unwrap();
+        out.stdout
+    };
+    assert_eq!(opens(&json(&[&r], "summary"), "memmon-summary"), 1);
+    assert_eq!(
+        opens(&json(&[&r, &r], "summary"), "memmon-summary"),
+        2,
+        "each of a list"
+    );
+    assert_eq!(opens(&json(&[&r, &r], "compare"), "memmon-comparison"), 1);
+    let export = dir.path().join("bench.json");
+    memmon()
+        .args(["bench", "-q", "-n", "1", "--export-json"])
+        .arg(&export)
+        .args(["--", "true"])
+        .assert()
+        .success();
+    assert_eq!(opens(&std::fs::read(&export).unwrap(), "memmon-bench"), 1);
+}
+
 #[test]
 fn human_units_state_their_base() {
     let dir = tempdir();

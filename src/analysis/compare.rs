@@ -204,6 +204,13 @@ pub struct Recording {
 #[error("the recording holds no samples, and no peak in its end record")]
 pub struct NoSamples;
 
+impl crate::error::Classified for NoSamples {
+    /// Bad input, as a malformed recording is (`ReadError`).
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
 /// What a comparison takes from one recording: how it was counted, its runs, its summary.
 #[derive(Debug, Clone)]
 pub struct Measured {
@@ -616,36 +623,51 @@ impl Limit {
     }
 }
 
+/// Why a gate's limit as typed could not be read (the flag is named by the command line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("'{0}' is not a limit: give a percentage (2%) or a size (512MiB)")]
+    NotASizeLimit(String),
+    #[error("'{0}' is not a limit: give a percentage (5%) or a duration (5s, 250ms)")]
+    NotADurationLimit(String),
+    #[error("'{0}' is not a percentage (examples: 2%, 0.5%)")]
+    NotAPercentage(String),
+}
+
+impl crate::error::Classified for LimitError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
 /// Parses a limit on a size: `2%`, `0.5%`, `512MiB`, `1GB`.
-pub fn parse_size_limit(text: &str) -> Result<Limit, String> {
+pub fn parse_size_limit(text: &str) -> Result<Limit, LimitError> {
     if let Some(p) = parse_percent(text)? {
         return Ok(Limit::Percent(p));
     }
     parse_size(text)
         .map(Limit::Bytes)
-        .map_err(|_| format!("'{text}' is not a limit: give a percentage (2%) or a size (512MiB)"))
+        .map_err(|_| LimitError::NotASizeLimit(text.to_string()))
 }
 
 /// Parses a limit on a duration: `5%`, `5s`, `250ms`.
-pub fn parse_duration_limit(text: &str) -> Result<Limit, String> {
+pub fn parse_duration_limit(text: &str) -> Result<Limit, LimitError> {
     if let Some(p) = parse_percent(text)? {
         return Ok(Limit::Percent(p));
     }
     parse_duration(text)
         .map(|d| Limit::Seconds(d.as_secs_f64()))
-        .map_err(|_| {
-            format!("'{text}' is not a limit: give a percentage (5%) or a duration (5s, 250ms)")
-        })
+        .map_err(|_| LimitError::NotADurationLimit(text.to_string()))
 }
 
 /// `Some(p)` for `p%`, `None` for text without a `%`.
-pub fn parse_percent(text: &str) -> Result<Option<f64>, String> {
+pub fn parse_percent(text: &str) -> Result<Option<f64>, LimitError> {
     let Some(num) = text.trim().strip_suffix('%') else {
         return Ok(None);
     };
     match num.trim().parse::<f64>() {
         Ok(p) if p.is_finite() && p >= 0.0 => Ok(Some(p)),
-        _ => Err(format!("'{text}' is not a percentage (examples: 2%, 0.5%)")),
+        _ => Err(LimitError::NotAPercentage(text.to_string())),
     }
 }
 
@@ -813,7 +835,11 @@ pub struct Comparison {
     pub min_noise_pct: f64,
     pub deltas: Vec<Delta>,
     pub gates: Vec<GateResult>,
-    /// False when any gate failed.
+    /// `--max-peak`, `--max-cgroup`, `--max-gpu`: each candidate recording (each of its bench
+    /// runs) against the budget, as `summary` judges it (`judge_budgets`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<crate::analysis::budget::BudgetCheck>,
+    /// False when any gate or budget failed.
     pub passed: bool,
 }
 
@@ -864,8 +890,24 @@ impl Comparison {
             min_noise_pct,
             deltas,
             gates,
+            budgets: Vec::new(),
             passed,
         }
+    }
+
+    /// Holds the budgets against every candidate recording as `summary --max-peak` judges it (a
+    /// bench recording: each of its runs, each on its own peak): an absolute limit does not
+    /// depend on the baseline, whose lesser kind may set the comparison's basis. A failed one
+    /// fails the comparison, as a failed gate does.
+    pub fn judge_budgets(&mut self, budgets: &crate::analysis::budget::Budgets) {
+        self.budgets = self
+            .new
+            .recordings
+            .iter()
+            .flat_map(|r| &r.budget_units)
+            .flat_map(|u| budgets.check(u))
+            .collect();
+        self.passed &= self.budgets.iter().all(|b| b.passed);
     }
 
     /// Runs whose own peak is of a better kind than the comparison's basis: their own number is
@@ -1074,10 +1116,19 @@ mod tests {
 
     #[test]
     fn bad_limits_are_refused_with_examples() {
-        assert!(parse_size_limit("lots").unwrap_err().contains("512MiB"));
+        assert!(parse_size_limit("lots")
+            .unwrap_err()
+            .to_string()
+            .contains("512MiB"));
         assert!(parse_size_limit("5s").is_err());
-        assert!(parse_duration_limit("512MiB").unwrap_err().contains("5s"));
-        assert!(parse_size_limit("-3%").unwrap_err().contains("percentage"));
+        assert!(parse_duration_limit("512MiB")
+            .unwrap_err()
+            .to_string()
+            .contains("5s"));
+        assert!(parse_size_limit("-3%")
+            .unwrap_err()
+            .to_string()
+            .contains("percentage"));
         assert!(parse_size_limit("x%").is_err());
     }
 

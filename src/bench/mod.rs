@@ -92,17 +92,69 @@ pub enum BenchError {
         "--cgroup auto: {why}: a run's peak would not be the daemon's tree's; {CGROUP_ADVICE}"
     )]
     CgroupAuto { why: String },
+    /// The recorder could not start or go on.
+    #[error(transparent)]
+    Record(#[from] crate::sampler::error::RecordError),
+    /// The bench's own recording (`-o`) could not be made or written.
+    #[error(transparent)]
+    Output(#[from] crate::format::OutputError),
+    /// A marker flag is wrong, or the markers' socket cannot be made.
+    #[error(transparent)]
+    Mark(#[from] crate::marks::MarkError),
+    /// The daemon's /proc files could not be opened once found.
+    #[error("cannot read the daemon (PID {pid})")]
+    DaemonUnreadable {
+        pid: i32,
+        #[source]
+        source: crate::probe::ProcError,
+    },
+    /// What the bench needs of the system (`what`: a thread, the signal handlers) could not be
+    /// had, or waiting for the client failed.
+    #[error("{what}")]
+    System {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the recorder thread panicked")]
+    RecorderPanicked,
+    #[error("the recorder has already ended")]
+    RecorderEnded,
+    #[error("a run's recorder still holds the bench's recording")]
+    RecordingHeld,
+    /// The recording stopped during `what` (`run 3`) on `source`.
+    #[error("the recording stopped during {what}")]
+    StoppedDuring {
+        what: String,
+        #[source]
+        source: Box<BenchError>,
+    },
+}
+
+impl BenchError {
+    /// `source` for `what` the bench needed of the system.
+    pub fn system(what: &'static str) -> impl FnOnce(std::io::Error) -> BenchError {
+        move |source| BenchError::System { what, source }
+    }
 }
 
 /// What works for a bench whose daemon has no cgroup of its own.
 const CGROUP_ADVICE: &str = "start the daemon in a cgroup of its own (e.g. systemd-run --scope), or leave out --cgroup: each run's peak is then the kernel's peak of the daemon's largest process (VmHWM), with the tree's bounds";
 
-impl BenchError {
-    pub fn class(&self) -> crate::exit::Class {
+impl crate::error::Classified for BenchError {
+    fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
         match self {
-            BenchError::CgroupNotAlone { .. } | BenchError::CgroupAuto { .. } => {
-                crate::exit::Class::Usage
-            }
+            BenchError::CgroupNotAlone { .. } | BenchError::CgroupAuto { .. } => Class::Usage,
+            BenchError::Record(e) => e.class(),
+            BenchError::Output(e) => e.class(),
+            BenchError::Mark(e) => e.class(),
+            BenchError::StoppedDuring { source, .. } => source.class(),
+            BenchError::DaemonUnreadable { .. }
+            | BenchError::System { .. }
+            | BenchError::RecorderPanicked
+            | BenchError::RecorderEnded
+            | BenchError::RecordingHeld => Class::Failure,
         }
     }
 }
@@ -451,6 +503,35 @@ mod tests {
         let mut b = BenchReport::example(runs);
         b.finish();
         b
+    }
+
+    /// `bench --export-json`'s keys, for three runs against a daemon in a cgroup of its own:
+    /// those docs/json/memmon-bench.keys lists for its schema version.
+    #[test]
+    fn bench_json_keys_are_those_listed_for_its_schema_version() {
+        let runs = (1..=3)
+            .map(|n| {
+                let mut r = run(99 * MIB, Some((97 * MIB, (250 + n) * MIB)));
+                r.run = n as u32;
+                r.exit_code = Some(0);
+                r
+            })
+            .collect();
+        let mut b = BenchReport::example(runs);
+        b.mode = "daemon";
+        b.runs_requested = 3;
+        b.daemon = Some(DaemonInfo {
+            pid: 7,
+            comm: "prover".into(),
+            spec: "pidfile prover.pid".into(),
+            children: true,
+            cgroup: Some("/prover".into()),
+        });
+        b.notes.push("a note".into());
+        b.finish();
+        let doc = crate::format::json::BENCH;
+        let v = serde_json::to_value(doc.of(&b)).unwrap();
+        crate::format::json::check_keys(doc, &v);
     }
 
     #[test]

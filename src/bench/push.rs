@@ -2,13 +2,14 @@
 //! benchmark history lands in the Prometheus that scrapes it. One group per run, replaced by a
 //! PUT: job `memmon_bench`, grouping labels `instance` (this host's name), `bench` (the
 //! bench's name, `--push-name`, by default the client program's file name) and `run` (1..N).
-//! The HTTP client is `ureq` (http:// and https://, timeouts, IPv6 hosts).
+//! The HTTP client is `ureq` (timeouts, IPv6 hosts), built in with the `push` feature (a
+//! default) for http://, and with `push-https` for https:// (rustls and ring, left out of a
+//! default build): `PushUrl::check_built` refuses what this build cannot send, naming the feature.
 
 use super::{BenchReport, RunResult};
 use crate::export::metrics::escape_label_value;
 use base64::Engine as _;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 /// The Pushgateway job of every bench push.
 pub const JOB: &str = "memmon_bench";
@@ -25,6 +26,24 @@ pub enum PushError {
         status: String,
         body: String,
     },
+    /// This memmon was built without the feature the URL needs (`push`, or `push-https` for an
+    /// https:// URL).
+    #[error("--push {url}: this memmon was built without {what} (the cargo feature `{feature}`); install it with `cargo install --locked --features {feature} ...`{alternative}")]
+    NotBuilt {
+        url: String,
+        what: &'static str,
+        feature: &'static str,
+        alternative: &'static str,
+    },
+}
+
+impl crate::error::Classified for PushError {
+    fn class(&self) -> crate::exit::Class {
+        match self {
+            PushError::BadUrl(_) | PushError::NotBuilt { .. } => crate::exit::Class::Usage,
+            PushError::Http { .. } | PushError::Refused { .. } => crate::exit::Class::Failure,
+        }
+    }
 }
 
 /// A parsed `--push` URL: `http://host:port/prefix` (`https://` too).
@@ -41,7 +60,7 @@ pub struct PushUrl {
 impl PushUrl {
     pub fn parse(url: &str) -> Result<PushUrl, PushError> {
         let bad = || PushError::BadUrl(url.to_string());
-        let uri: ureq::http::Uri = url.parse().map_err(|_| bad())?;
+        let uri: http::Uri = url.parse().map_err(|_| bad())?;
         let scheme = match uri.scheme_str() {
             Some(s @ ("http" | "https")) => s.to_string(),
             _ => return Err(bad()),
@@ -76,7 +95,30 @@ impl PushUrl {
         })
     }
 
+    /// Refuses a URL this build cannot push to: any without the `push` feature, an https:// one
+    /// without `push-https`.
+    pub fn check_built(&self, url: &str) -> Result<(), PushError> {
+        let not_built = |what, feature, alternative| PushError::NotBuilt {
+            url: url.to_string(),
+            what,
+            feature,
+            alternative,
+        };
+        if !cfg!(feature = "push") {
+            return Err(not_built("an HTTP client for --push", "push", ""));
+        }
+        if self.scheme == "https" && !cfg!(feature = "push-https") {
+            return Err(not_built(
+                "HTTPS for --push",
+                "push-https",
+                ", or push to the Pushgateway over http://",
+            ));
+        }
+        Ok(())
+    }
+
     /// The URL of one group's path below the prefix.
+    #[cfg_attr(not(feature = "push"), allow(dead_code))]
     fn at(&self, path: &str) -> String {
         format!("{}://{}{}{path}", self.scheme, self.authority, self.prefix)
     }
@@ -205,9 +247,21 @@ pub fn push(
     report: &BenchReport,
 ) -> Result<usize, PushError> {
     let u = PushUrl::parse(url)?;
+    u.check_built(url)?;
+    send(&u, url, bench, instance, report)
+}
+
+#[cfg(feature = "push")]
+fn send(
+    u: &PushUrl,
+    url: &str,
+    bench: &str,
+    instance: &str,
+    report: &BenchReport,
+) -> Result<usize, PushError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_connect(Some(Duration::from_secs(10)))
-        .timeout_global(Some(Duration::from_secs(30)))
+        .timeout_connect(Some(std::time::Duration::from_secs(10)))
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
         .http_status_as_error(false)
         .build()
         .into();
@@ -218,6 +272,13 @@ pub fn push(
     Ok(report.runs.len())
 }
 
+/// Without the `push` feature, `check_built` has refused every URL before this.
+#[cfg(not(feature = "push"))]
+fn send(u: &PushUrl, url: &str, _: &str, _: &str, _: &BenchReport) -> Result<usize, PushError> {
+    u.check_built(url).map(|()| 0)
+}
+
+#[cfg(feature = "push")]
 fn put(agent: &ureq::Agent, url: &str, to: &str, body: String) -> Result<(), PushError> {
     let http = |err: ureq::Error| PushError::Http {
         url: url.to_string(),

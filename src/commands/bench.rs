@@ -102,7 +102,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         args.export_markdown.as_ref(),
     );
     if let Some(url) = &args.push {
-        memmon::bench::push::PushUrl::parse(url).map_err(|e| usage(e.to_string()))?;
+        // Before any run: a URL this build cannot push to (https:// without `push-https`) too.
+        memmon::bench::push::PushUrl::parse(url).and_then(|u| u.check_built(url))?;
     }
     check_outputs(&opts, &exports)?;
     let done = runner::run(&opts)?;
@@ -161,7 +162,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             errln!("memmon: error: {msg}");
             Ok(ExitCode::Failure)
         }
-        Some(runner::Stop::Error(e)) => Err(e),
+        Some(runner::Stop::Error(e)) => Err(e.into()),
     }
 }
 

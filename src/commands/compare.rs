@@ -16,7 +16,7 @@ use std::io::Write;
 /// `--max-*-increase`.
 fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
     super::stdin_once(args.base.iter().chain(&args.new))?;
-    let (base, new) = compare_table::split_sides(&args.base, &args.new).map_err(usage)?;
+    let (base, new) = compare_table::split_sides(&args.base, &args.new)?;
     let gates = [
         ("--max-peak-increase", Metric::Peak, args.max_peak_increase),
         (
@@ -101,7 +101,9 @@ fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
-    let c = compare_table::compare(&opts)?;
+    let mut c = compare_table::compare(&opts)?;
+    // Budgets are gates too: in the table's `gates:` section and in `--json`.
+    c.judge_budgets(&args.budgets.budgets());
     // A gate with nothing to hold (no GPU memory on a side) fails loudly, never passes.
     for g in &opts.gates {
         if c.delta(g.metric).is_none() {
@@ -114,11 +116,19 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     let anatomy = peak_anatomies(&opts).context("cannot compare the anatomies")?;
     let text = if args.json {
-        let mut v = serde_json::to_value(&c)?;
-        if let (Some(a), Some(obj)) = (&anatomy, v.as_object_mut()) {
-            obj.insert("anatomy".into(), serde_json::to_value(a)?);
+        // The comparison, and the anatomies' where there are some, after its kind and version.
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            #[serde(flatten)]
+            comparison: &'a memmon::analysis::compare::Comparison,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            anatomy: Option<&'a PeakVsPeak>,
         }
-        serde_json::to_string_pretty(&v)? + "\n"
+        let doc = Doc {
+            comparison: &c,
+            anatomy: anatomy.as_ref(),
+        };
+        serde_json::to_string_pretty(&memmon::format::json::COMPARISON.of(&doc))? + "\n"
     } else {
         let mut text = compare_table::render(&c);
         if let Some(a) = &anatomy {
@@ -138,22 +148,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    // Budgets hold for every candidate recording as `summary --max-peak` judges it (a bench
-    // recording: each of its runs, each on its own peak): an absolute limit does not depend on
-    // the baseline, whose lesser kind may set the comparison's basis.
-    let budgets = args.budgets.budgets();
-    let checks: Vec<_> = if budgets.is_empty() {
-        Vec::new()
-    } else {
-        c.new
-            .recordings
-            .iter()
-            .flat_map(|r| &r.budget_units)
-            .flat_map(|u| budgets.check(u))
-            .collect()
-    };
-    let budgets_kept = super::report_budgets(&checks);
-    Ok(if c.passed && budgets_kept {
+    // Each budget's verdict on stderr too, as `summary` and `bench` say it.
+    super::report_budgets(&c.budgets);
+    Ok(if c.passed {
         ExitCode::Success
     } else {
         ExitCode::Failure

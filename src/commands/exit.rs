@@ -64,37 +64,26 @@ impl From<Ending> for ExitCode {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// The class of an error: that of the outermost error in its chain whose type has one
-/// (contexts added on the way have none); `Failure` when none has.
+impl memmon::error::Classified for UsageError {
+    fn class(&self) -> Class {
+        Class::Usage
+    }
+}
+
+/// The class of an error: that of the outermost error in its chain whose type has one (every
+/// error type of memmon's, `memmon::error::CLASSIFIED`, and the command line's own
+/// `UsageError`; contexts added on the way have none); `Failure` when none has.
 pub fn class_of(err: &anyhow::Error) -> Class {
     err.chain().find_map(class).unwrap_or(Class::Failure)
 }
 
-/// The class of one error of the chain, when its type has one: the commands' own and every
-/// area's error type.
+/// The class of one error of the chain, when its type has one.
 fn class(e: &(dyn std::error::Error + 'static)) -> Option<Class> {
-    use memmon::{bench, format, marks, output, render, sampler};
-    macro_rules! first_of {
-        ($($t:ty),* $(,)?) => {
-            $(if let Some(e) = e.downcast_ref::<$t>() {
-                return Some(e.class());
-            })*
-        };
+    use memmon::error::Classified;
+    match e.downcast_ref::<UsageError>() {
+        Some(u) => Some(u.class()),
+        None => memmon::error::class_of(e),
     }
-    if e.is::<UsageError>() {
-        return Some(Class::Usage);
-    }
-    first_of!(
-        sampler::error::RecordError,
-        sampler::target::TargetError,
-        format::OutputError,
-        output::OutputCheckError,
-        format::ReadError,
-        render::plot::PlotError,
-        marks::MarkError,
-        bench::BenchError,
-    );
-    None
 }
 
 #[cfg(test)]

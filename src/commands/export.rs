@@ -14,10 +14,10 @@ use std::net::TcpListener;
 pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let mut targets = Vec::new();
     if let Some(path) = &args.config {
-        targets.extend(export::read_config(path).map_err(usage)?);
+        targets.extend(export::read_config(path)?);
     }
     targets.extend(args.targets.iter().cloned());
-    export::check_targets(&targets).map_err(usage)?;
+    export::check_targets(&targets)?;
     if args.window < args.interval {
         return Err(usage(format!(
             "--window {} is shorter than -i {}: the window holds at least one sample",

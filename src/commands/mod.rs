@@ -4,10 +4,12 @@
 
 mod bench;
 mod compare;
+mod completions;
 mod demo;
 pub(crate) mod exit;
 mod export;
 mod live;
+mod man;
 mod mark;
 mod plot;
 mod record;
@@ -31,6 +33,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mark(Deferred(args)) => mark::run(args),
         Command::Bench(Deferred(args)) => bench::run(args),
         Command::Export(Deferred(args)) => export::run(args),
+        Command::Completions(Deferred(args)) => completions::run(args),
+        Command::Man(Deferred(args)) => man::run(args),
     }
 }
 
@@ -52,9 +56,9 @@ pub fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
 pub fn workload(steps: &[String]) -> i32 {
     match memmon::workload::run(steps) {
         Ok(code) => code,
-        Err(msg) => {
-            errln!("memmon: error: {msg}");
-            ExitCode::Usage.code()
+        Err(e) => {
+            errln!("memmon: error: {e}");
+            ExitCode::from(memmon::error::Classified::class(&e)).code()
         }
     }
 }

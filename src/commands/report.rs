@@ -12,7 +12,7 @@ use memmon::units::fmt_bytes;
 use std::io::Write;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    memmon::render::compare_table::no_flags_after_separator(&args.new).map_err(usage)?;
+    memmon::render::compare_table::no_flags_after_separator(&args.new)?;
     super::stdin_once(args.files.iter().chain(&args.new))?;
     let Some(output) = &args.output else {
         return Err(usage(

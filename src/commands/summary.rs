@@ -24,10 +24,13 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let folded_to_stdout = matches!(args.folded, Some(memmon::output::Dest::Stdout));
     if !folded_to_stdout {
         if args.json {
+            // Each summary with its kind and schema version (docs/FORMAT.md, "JSON outputs").
+            let doc = memmon::format::json::SUMMARY;
             let text = if all.len() == 1 {
-                serde_json::to_string_pretty(&all[0])?
+                serde_json::to_string_pretty(&doc.of(&all[0]))?
             } else {
-                serde_json::to_string_pretty(&all)?
+                let docs: Vec<_> = all.iter().map(|s| doc.of(s)).collect();
+                serde_json::to_string_pretty(&docs)?
             };
             writeln!(out, "{text}").context("cannot write to stdout")?;
         } else {

@@ -55,45 +55,96 @@ pub struct ExportTarget {
     pub spec: TargetSpec,
 }
 
+/// Why a target (`--target`, a line of `--config`) or the list of them cannot be taken; each
+/// names the text, the file and line, or the flag.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetListError {
+    #[error("'{0}': expected NAME=KIND:VALUE, e.g. cuzk=pidfile:/run/cuzk.pid")]
+    NoName(String),
+    #[error("'{0}': a target's name has 1 to {MAX_NAME_BYTES} bytes")]
+    NameLength(String),
+    #[error("'{0}': a target's name has no control characters")]
+    NameControl(String),
+    #[error("'{0}': expected KIND:VALUE after '=' (pid:, pidfile:, name:, cgroup:)")]
+    NoKind(String),
+    #[error("'{text}': {kind}: needs a value")]
+    NoValue { text: String, kind: String },
+    #[error("'{text}': '{value}' is not a PID")]
+    NotAPid { text: String, value: String },
+    #[error("'{text}': not a valid regex: {error}")]
+    Regex { text: String, error: regex::Error },
+    #[error("'{text}': unknown kind '{kind}' (pid:, pidfile:, name:, cgroup:)")]
+    UnknownKind { text: String, kind: String },
+    #[error("cannot read {}: {error} (--config)", .path.display())]
+    Config {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// A line of a config file, at fault for `why`.
+    #[error("{}:{line}: {why} (--config)", .path.display())]
+    ConfigLine {
+        path: PathBuf,
+        line: usize,
+        why: Box<TargetListError>,
+    },
+    #[error("a target named '{name}' is on line {first} already: names must differ")]
+    NameOnLine { name: String, first: usize },
+    #[error("{} names no target (--config: one NAME=KIND:VALUE a line)", .0.display())]
+    EmptyConfig(PathBuf),
+    #[error("no target: give --target NAME=KIND:VALUE or --config FILE")]
+    NoTarget,
+    #[error("{0} targets: at most {MAX_TARGETS} (each is a set of series)")]
+    TooMany(usize),
+    #[error("two targets are named '{0}': names must differ")]
+    NamedTwice(String),
+}
+
+impl crate::error::Classified for TargetListError {
+    /// The targets as given: bad input.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
 /// Parses `NAME=pid:PID`, `NAME=pidfile:PATH`, `NAME=name:REGEX` or `NAME=cgroup:PATH` (a
 /// cgroup's directory, or its path as /proc/PID/cgroup writes it).
-pub fn parse_target(text: &str) -> Result<ExportTarget, String> {
-    let (name, what) = text.split_once('=').ok_or_else(|| {
-        format!("'{text}': expected NAME=KIND:VALUE, e.g. cuzk=pidfile:/run/cuzk.pid")
-    })?;
+pub fn parse_target(text: &str) -> Result<ExportTarget, TargetListError> {
+    let (name, what) = text
+        .split_once('=')
+        .ok_or_else(|| TargetListError::NoName(text.to_string()))?;
     if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err(format!(
-            "'{text}': a target's name has 1 to {MAX_NAME_BYTES} bytes"
-        ));
+        return Err(TargetListError::NameLength(text.to_string()));
     }
     if name.chars().any(|c| c.is_control() && c != '\n') {
-        return Err(format!(
-            "'{text}': a target's name has no control characters"
-        ));
+        return Err(TargetListError::NameControl(text.to_string()));
     }
-    let (kind, value) = what.split_once(':').ok_or_else(|| {
-        format!("'{text}': expected KIND:VALUE after '=' (pid:, pidfile:, name:, cgroup:)")
-    })?;
+    let (kind, value) = what
+        .split_once(':')
+        .ok_or_else(|| TargetListError::NoKind(text.to_string()))?;
     if value.is_empty() {
-        return Err(format!("'{text}': {kind}: needs a value"));
+        return Err(TargetListError::NoValue {
+            text: text.to_string(),
+            kind: kind.to_string(),
+        });
     }
     let spec = match kind {
-        "pid" => TargetSpec::Pid(
-            value
-                .parse()
-                .ok()
-                .filter(|&p: &i32| p > 0)
-                .ok_or_else(|| format!("'{text}': '{value}' is not a PID"))?,
-        ),
+        "pid" => TargetSpec::Pid(value.parse().ok().filter(|&p: &i32| p > 0).ok_or_else(|| {
+            TargetListError::NotAPid {
+                text: text.to_string(),
+                value: value.to_string(),
+            }
+        })?),
         "pidfile" => TargetSpec::Pidfile(PathBuf::from(value)),
-        "name" => TargetSpec::Name(
-            Regex::new(value).map_err(|e| format!("'{text}': not a valid regex: {e}"))?,
-        ),
+        "name" => TargetSpec::Name(Regex::new(value).map_err(|error| TargetListError::Regex {
+            text: text.to_string(),
+            error,
+        })?),
         "cgroup" => TargetSpec::Cgroup(value.to_string()),
         other => {
-            return Err(format!(
-                "'{text}': unknown kind '{other}' (pid:, pidfile:, name:, cgroup:)"
-            ))
+            return Err(TargetListError::UnknownKind {
+                text: text.to_string(),
+                kind: other.to_string(),
+            })
         }
     };
     Ok(ExportTarget {
@@ -104,9 +155,11 @@ pub fn parse_target(text: &str) -> Result<ExportTarget, String> {
 
 /// Reads a config file: one target a line as `--target` takes it; blank lines and lines
 /// starting with `#` are skipped. Errors name the file and line.
-pub fn read_config(path: &Path) -> Result<Vec<ExportTarget>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e} (--config)", path.display()))?;
+pub fn read_config(path: &Path) -> Result<Vec<ExportTarget>, TargetListError> {
+    let text = std::fs::read_to_string(path).map_err(|error| TargetListError::Config {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let mut out: Vec<ExportTarget> = Vec::new();
     let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -114,44 +167,39 @@ pub fn read_config(path: &Path) -> Result<Vec<ExportTarget>, String> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let at = |e: String| format!("{}:{}: {e} (--config)", path.display(), i + 1);
+        let at = |why: TargetListError| TargetListError::ConfigLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            why: Box::new(why),
+        };
         let t = parse_target(line).map_err(at)?;
         if let Some(k) = out.iter().position(|o| o.name == t.name) {
-            return Err(at(format!(
-                "a target named '{}' is on line {} already: names must differ",
-                t.name, lines[k]
-            )));
+            return Err(at(TargetListError::NameOnLine {
+                name: t.name,
+                first: lines[k],
+            }));
         }
         out.push(t);
         lines.push(i + 1);
     }
     if out.is_empty() {
-        return Err(format!(
-            "{} names no target (--config: one NAME=KIND:VALUE a line)",
-            path.display()
-        ));
+        return Err(TargetListError::EmptyConfig(path.to_path_buf()));
     }
     Ok(out)
 }
 
 /// Checks a list of targets: at least one, at most [`MAX_TARGETS`], names unique.
-pub fn check_targets(targets: &[ExportTarget]) -> Result<(), String> {
+pub fn check_targets(targets: &[ExportTarget]) -> Result<(), TargetListError> {
     if targets.is_empty() {
-        return Err("no target: give --target NAME=KIND:VALUE or --config FILE".into());
+        return Err(TargetListError::NoTarget);
     }
     if targets.len() > MAX_TARGETS {
-        return Err(format!(
-            "{} targets: at most {MAX_TARGETS} (each is a set of series)",
-            targets.len()
-        ));
+        return Err(TargetListError::TooMany(targets.len()));
     }
     let mut seen = std::collections::HashSet::new();
     for t in targets {
         if !seen.insert(t.name.as_str()) {
-            return Err(format!(
-                "two targets are named '{}': names must differ",
-                t.name
-            ));
+            return Err(TargetListError::NamedTwice(t.name.clone()));
         }
     }
     Ok(())
@@ -788,7 +836,7 @@ mod tests {
             ("a=port:80", "unknown kind 'port'"),
             ("a\u{7}b=pid:1", "control characters"),
         ] {
-            let e = parse_target(bad).unwrap_err();
+            let e = parse_target(bad).unwrap_err().to_string();
             assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
         }
     }
@@ -819,7 +867,7 @@ mod tests {
         assert_eq!(t.len(), 2);
         check_targets(&t).unwrap();
         std::fs::write(&p, "a=pid:1\nb=pod:2\n").unwrap();
-        let e = read_config(&p).unwrap_err();
+        let e = read_config(&p).unwrap_err().to_string();
         assert!(
             e.contains("targets.conf:2:") && e.contains("--config"),
             "{e}"
@@ -828,20 +876,28 @@ mod tests {
             parse_target("a=pid:1").unwrap(),
             parse_target("a=pid:2").unwrap(),
         ];
-        assert!(check_targets(&twice).unwrap_err().contains("'a'"));
-        assert!(check_targets(&[]).unwrap_err().contains("--target"));
-        let e = read_config(&dir.path().join("none")).unwrap_err();
+        assert!(check_targets(&twice)
+            .unwrap_err()
+            .to_string()
+            .contains("'a'"));
+        assert!(check_targets(&[])
+            .unwrap_err()
+            .to_string()
+            .contains("--target"));
+        let e = read_config(&dir.path().join("none"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("none") && e.contains("--config"), "{e}");
         // Two targets of one name: the second's line, and the first's.
         std::fs::write(&p, "a=pid:1\n# b\na=pid:2\n").unwrap();
-        let e = read_config(&p).unwrap_err();
+        let e = read_config(&p).unwrap_err().to_string();
         assert!(
             e.contains("targets.conf:3: a target named 'a' is on line 1 already"),
             "{e}"
         );
         // A file of comments alone names no target: said of the file.
         std::fs::write(&p, "# nothing yet\n\n").unwrap();
-        let e = read_config(&p).unwrap_err();
+        let e = read_config(&p).unwrap_err().to_string();
         assert!(e.contains("targets.conf names no target (--config"), "{e}");
     }
 

@@ -155,9 +155,31 @@ pub struct CsvLayout {
 
 const COLUMN_COUNT: usize = COLUMNS.len();
 
+/// A CSV header that is not a memmon recording's; its reader names the file and line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("header is not UTF-8")]
+    NotUtf8,
+    #[error("header names '{column}' twice (columns {first} and {second})")]
+    Twice {
+        column: &'static str,
+        first: usize,
+        second: usize,
+    },
+    #[error("header has no '{0}' column (is this a memmon recording? other formats: see --input-format)")]
+    Missing(&'static str),
+}
+
+impl crate::error::Classified for HeaderError {
+    /// A malformed recording: bad input.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
 impl CsvLayout {
-    pub fn from_header(line: &[u8]) -> Result<CsvLayout, String> {
-        let text = std::str::from_utf8(line).map_err(|_| "header is not UTF-8".to_string())?;
+    pub fn from_header(line: &[u8]) -> Result<CsvLayout, HeaderError> {
+        let text = std::str::from_utf8(line).map_err(|_| HeaderError::NotUtf8)?;
         let names: Vec<&str> = text.trim_end_matches('\r').split(',').collect();
         let mut idx = [None; COLUMN_COUNT];
         for (i, c) in COLUMNS.iter().enumerate() {
@@ -165,20 +187,17 @@ impl CsvLayout {
             idx[i] = at.next().map(|(k, _)| k);
             if let Some((again, _)) = at.next() {
                 // Which of the two holds the column cannot be told: neither is guessed.
-                return Err(format!(
-                    "header names '{}' twice (columns {} and {})",
-                    c.name,
-                    idx[i].unwrap_or(0) + 1,
-                    again + 1
-                ));
+                return Err(HeaderError::Twice {
+                    column: c.name,
+                    first: idx[i].unwrap_or(0) + 1,
+                    second: again + 1,
+                });
             }
         }
         for required in REQUIRED_COLUMNS {
             let i = COLUMNS.iter().position(|c| c.name == required).unwrap();
             if idx[i].is_none() {
-                return Err(format!(
-                    "header has no '{required}' column (is this a memmon recording? other formats: see --input-format)"
-                ));
+                return Err(HeaderError::Missing(required));
             }
         }
         let canonical =
@@ -211,7 +230,7 @@ impl CsvLayout {
             // also words the error.
             *s = self.parse_unchecked(line, fields)?;
         }
-        super::check_times(s.unix_ms, s.elapsed_s).map_err(RowError)
+        super::check_times(s.unix_ms, s.elapsed_s).map_err(|e| RowError(e.to_string()))
     }
 
     /// The general path: columns found by name, any order, errors worded.
@@ -285,9 +304,10 @@ impl CsvLayout {
                     _ => {}
                 },
                 Field::Event(_, set) => match get(col) {
-                    Some(f) if !f.is_empty() => {
-                        set(&mut s, Some(Event::parse(&unquote(f)).map_err(RowError)?))
-                    }
+                    Some(f) if !f.is_empty() => set(
+                        &mut s,
+                        Some(Event::parse(&unquote(f)).map_err(|e| RowError(e.to_string()))?),
+                    ),
                     _ => {}
                 },
             }
@@ -1021,7 +1041,9 @@ mod tests {
         );
         assert!(CsvLayout::from_header(b"unix_ms,elapsed_s").is_err());
         assert_eq!(
-            CsvLayout::from_header(b"unix_ms,elapsed_s,rss_bytes,rss_bytes").err(),
+            CsvLayout::from_header(b"unix_ms,elapsed_s,rss_bytes,rss_bytes")
+                .err()
+                .map(|e| e.to_string()),
             Some("header names 'rss_bytes' twice (columns 3 and 4)".into())
         );
     }

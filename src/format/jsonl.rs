@@ -228,9 +228,9 @@ pub fn parse_line(line: &[u8]) -> Result<Line, RowError> {
         Record::End(e) => Line::End(e),
         Record::Sample(r) => Line::Sample({
             let mut s = r.sample;
-            super::check_times(s.unix_ms, s.elapsed_s).map_err(RowError)?;
+            super::check_times(s.unix_ms, s.elapsed_s).map_err(|e| RowError(e.to_string()))?;
             if let Some(t) = r.event {
-                s.event = Some(Event::parse(&t).map_err(RowError)?);
+                s.event = Some(Event::parse(&t).map_err(|e| RowError(e.to_string()))?);
             }
             s
         }),

@@ -9,6 +9,7 @@ pub mod csv;
 mod fuzz;
 pub mod import;
 pub mod input;
+pub mod json;
 pub mod jsonl;
 pub mod many;
 pub mod meta;
@@ -84,11 +85,11 @@ pub enum OutputError {
     Removed(PathBuf),
 }
 
-impl OutputError {
+impl crate::error::Classified for OutputError {
     /// What memmon refused (an existing file, one another process is writing, a planted link
     /// or FIFO) is `Usage`; a signal that ended a wait for a FIFO's reader, `Signal`; the rest
     /// (the file could not be written) `Failure`. The same from record, bench and demo.
-    pub fn class(&self) -> crate::exit::Class {
+    fn class(&self) -> crate::exit::Class {
         use crate::exit::Class;
         match self {
             OutputError::Exists(_) | OutputError::Check(_) | OutputError::CannotAppend(..) => {
@@ -967,7 +968,7 @@ fn sessions_before(
         Err(e) => return Err(OutputError::Open(side.path().to_path_buf(), "read", e)),
     };
     let meta = parse_meta(&text)
-        .map_err(|why| OutputError::CannotAppend(side.path().to_path_buf(), why))?;
+        .map_err(|e| OutputError::CannotAppend(side.path().to_path_buf(), e.to_string()))?;
     if let Some(times) = rows.and_then(|r| r.times) {
         recording::check_sidecar_times(side.path(), csv, &meta, times)
             .map_err(|e| refuse(format!("{e} (left as it is)")))?;
@@ -979,9 +980,20 @@ fn sessions_before(
     Ok(sessions_of(meta))
 }
 
-fn parse_meta(text: &[u8]) -> Result<Meta, String> {
-    serde_json::from_slice(text)
-        .map_err(|e| format!("its metadata is not valid ({e}); it would be lost"))
+fn parse_meta(text: &[u8]) -> Result<Meta, MetaError> {
+    serde_json::from_slice(text).map_err(MetaError)
+}
+
+/// A recording's metadata sidecar that is not valid JSON of a `Meta`: `--append` would lose it.
+#[derive(Debug, thiserror::Error)]
+#[error("its metadata is not valid ({0}); it would be lost")]
+pub struct MetaError(serde_json::Error);
+
+impl crate::error::Classified for MetaError {
+    /// An output refused: bad input, as `OutputError::CannotAppend` is.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
 }
 
 /// A sidecar's sessions, oldest first: its `earlier_sessions`, then its own.
@@ -992,7 +1004,7 @@ fn sessions_of(mut last: Meta) -> Vec<Meta> {
 }
 
 #[cfg(test)]
-fn parse_sessions(text: &[u8]) -> Result<Vec<Meta>, String> {
+fn parse_sessions(text: &[u8]) -> Result<Vec<Meta>, MetaError> {
     parse_meta(text).map(sessions_of)
 }
 

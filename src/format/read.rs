@@ -169,13 +169,6 @@ pub(super) fn is_sidecar_head(head: &[u8]) -> bool {
 }
 
 impl ReadError {
-    /// Always `Usage`: an input recording that is missing, unreadable, malformed or
-    /// unrecognised is bad input, never a failed gate or budget (exit 1), so a CI job cannot
-    /// take a broken file for a regression. The same in summary, compare, plot and report.
-    pub fn class(&self) -> crate::exit::Class {
-        crate::exit::Class::Usage
-    }
-
     /// A recording's metadata sidecar given as a recording: names the recording it belongs to.
     pub fn sidecar(path: &Path) -> ReadError {
         let recording = path
@@ -203,6 +196,15 @@ impl ReadError {
     }
 }
 
+impl crate::error::Classified for ReadError {
+    /// Always `Usage`: an input recording that is missing, unreadable, malformed or
+    /// unrecognised is bad input, never a failed gate or budget (exit 1), so a CI job cannot
+    /// take a broken file for a regression. The same in summary, compare, plot and report.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
 /// The largest `elapsed_s` a reader accepts: 10^10 s (317 years).
 pub const MAX_ELAPSED_S: f64 = 1e10;
 /// The largest `unix_ms` a reader accepts: 10^14 ms (the year 5138).
@@ -210,23 +212,37 @@ pub const MAX_UNIX_MS: u64 = 100_000_000_000_000;
 
 /// Refuses times no recording holds: a non-finite, negative or absurdly large `elapsed_s`, a
 /// `unix_ms` past `MAX_UNIX_MS` (plots and durations would run away on them).
-pub fn check_times(unix_ms: u64, elapsed_s: f64) -> Result<(), String> {
+pub fn check_times(unix_ms: u64, elapsed_s: f64) -> Result<(), TimeError> {
     if !elapsed_s.is_finite() || elapsed_s < 0.0 {
-        return Err(format!(
-            "elapsed_s is {elapsed_s}: seconds since the start are a finite number, 0 or more"
-        ));
+        return Err(TimeError::Elapsed(elapsed_s));
     }
     if elapsed_s > MAX_ELAPSED_S {
-        return Err(format!(
-            "elapsed_s is {elapsed_s:.3e} s, past the {MAX_ELAPSED_S:e} s (317 years) a recording can span"
-        ));
+        return Err(TimeError::ElapsedTooLong(elapsed_s));
     }
     if unix_ms > MAX_UNIX_MS {
-        return Err(format!(
-            "unix_ms is {unix_ms}, past {MAX_UNIX_MS} ms (the year 5138): not a wall-clock time"
-        ));
+        return Err(TimeError::UnixMs(unix_ms));
     }
     Ok(())
+}
+
+/// A row's time no recording holds (`check_times`); its reader names the file and line.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum TimeError {
+    #[error("elapsed_s is {0}: seconds since the start are a finite number, 0 or more")]
+    Elapsed(f64),
+    #[error(
+        "elapsed_s is {0:.3e} s, past the {MAX_ELAPSED_S:e} s (317 years) a recording can span"
+    )]
+    ElapsedTooLong(f64),
+    #[error("unix_ms is {0}, past {MAX_UNIX_MS} ms (the year 5138): not a wall-clock time")]
+    UnixMs(u64),
+}
+
+impl crate::error::Classified for TimeError {
+    /// A malformed recording: bad input, as `ReadError` is.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
 }
 
 /// What reading a recording found besides its samples.

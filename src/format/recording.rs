@@ -98,7 +98,7 @@ fn read_csv(
     };
     let (header, body_at) = (&head[pos..pos + k], pos + k + 1);
     let layout = csv::CsvLayout::from_header(header.trim_ascii_end())
-        .map_err(|m| malformed(&path, header_line, m))?;
+        .map_err(|e| malformed(&path, header_line, e.to_string()))?;
     let body_at_bytes = body_at as u64;
     // The sidecar first: its sessions' metadata goes to the sink before their rows.
     let side = input::sidecar_for(&input);

@@ -25,9 +25,18 @@ pub const MAX_LABEL_CHARS: usize = crate::model::sample::MAX_LABEL_CHARS;
 /// Why markers cannot be taken or sent, each with its class (`exit::Class`).
 #[derive(Debug, thiserror::Error)]
 pub enum MarkError {
-    /// A marker flag is wrong (a regex that does not compile, `--mark-log` alone).
-    #[error("{0}")]
-    Flag(String),
+    /// A marker regex that does not compile, named by its flag.
+    #[error("{flag}: not a valid regex: {error}")]
+    Regex {
+        flag: &'static str,
+        error: regex::Error,
+    },
+    #[error("--mark-log needs --mark-regex REGEX")]
+    LogWithoutRegex,
+    #[error("--mark-regex needs --mark-log FILE")]
+    RegexWithoutLog,
+    #[error("--mark-log {}: it is a directory, not a log file", .0.display())]
+    LogIsDirectory(PathBuf),
     /// `--socket PATH` cannot be made the recording's socket.
     #[error("--socket")]
     Bind(#[source] socket::SocketError),
@@ -44,15 +53,18 @@ pub enum MarkError {
     NotTaken { path: PathBuf, reason: String },
 }
 
-impl MarkError {
+impl crate::error::Classified for MarkError {
     /// No recorder to send to is `NoTarget`; a marker sent and not taken, or no answer,
     /// `Failure`; the rest is bad input.
-    pub fn class(&self) -> Class {
+    fn class(&self) -> Class {
         match self {
             MarkError::NoRecorder { .. } | MarkError::Send(socket::SocketError::Connect(..)) => {
                 Class::NoTarget
             }
-            MarkError::Flag(_)
+            MarkError::Regex { .. }
+            | MarkError::LogWithoutRegex
+            | MarkError::RegexWithoutLog
+            | MarkError::LogIsDirectory(_)
             | MarkError::Send(socket::SocketError::BadPath(..))
             | MarkError::Bind(_)
             | MarkError::EmptyLabel
@@ -72,8 +84,8 @@ pub struct MarkPattern {
 
 impl MarkPattern {
     /// Compiles `text`; `flag` names the flag in the error.
-    pub fn new(flag: &str, text: &str) -> Result<MarkPattern, String> {
-        let re = Regex::new(text).map_err(|e| format!("{flag}: not a valid regex: {e}"))?;
+    pub fn new(flag: &'static str, text: &str) -> Result<MarkPattern, MarkError> {
+        let re = Regex::new(text).map_err(|error| MarkError::Regex { flag, error })?;
         let has_label = re.capture_names().any(|n| n == Some("label"));
         Ok(MarkPattern { re, has_label })
     }
@@ -136,21 +148,17 @@ impl MarkSetup {
 
     /// Compiles the regexes, binds the socket and opens the log at its end. Errors name the flag.
     pub fn prepare(o: &MarkOptions) -> Result<MarkSetup, MarkError> {
-        let usage = MarkError::Flag;
         let log_pattern = match (&o.mark_log, &o.mark_regex) {
-            (Some(_), Some(re)) => Some(MarkPattern::new("--mark-regex", re).map_err(usage)?),
-            (Some(_), None) => return Err(usage("--mark-log needs --mark-regex REGEX".into())),
-            (None, Some(_)) => return Err(usage("--mark-regex needs --mark-log FILE".into())),
+            (Some(_), Some(re)) => Some(MarkPattern::new("--mark-regex", re)?),
+            (Some(_), None) => return Err(MarkError::LogWithoutRegex),
+            (None, Some(_)) => return Err(MarkError::RegexWithoutLog),
             (None, None) => None,
         };
         if let Some(p) = o.mark_log.as_ref().filter(|p| p.is_dir()) {
-            return Err(usage(format!(
-                "--mark-log {}: it is a directory, not a log file",
-                p.display()
-            )));
+            return Err(MarkError::LogIsDirectory(p.clone()));
         }
         let stdout_pattern = match &o.mark_stdout {
-            Some(re) => Some(MarkPattern::new("--mark-stdout", re).map_err(usage)?),
+            Some(re) => Some(MarkPattern::new("--mark-stdout", re)?),
             None => None,
         };
         let log = o
@@ -447,7 +455,9 @@ mod tests {
 
     #[test]
     fn a_bad_regex_names_its_flag() {
-        let e = MarkPattern::new("--mark-regex", "phase (").unwrap_err();
+        let e = MarkPattern::new("--mark-regex", "phase (")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--mark-regex: not a valid regex"), "{e}");
     }
 }

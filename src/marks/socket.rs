@@ -57,6 +57,24 @@ pub enum SocketError {
     NoReply(PathBuf, String),
 }
 
+impl crate::error::Classified for SocketError {
+    /// No recorder to reach is no target (`memmon mark`); a path that cannot be a socket, or one
+    /// already taken, is bad input; the rest failures.
+    fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
+        match self {
+            SocketError::Connect(..) => Class::NoTarget,
+            SocketError::InUse(_)
+            | SocketError::NotASocket(_)
+            | SocketError::NotPrivate(_)
+            | SocketError::BadPath(..) => Class::Usage,
+            SocketError::Create(..) | SocketError::Denied(_) | SocketError::NoReply(..) => {
+                Class::Failure
+            }
+        }
+    }
+}
+
 /// What `memmon mark` (and the `memmon-mark` crate) sends.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {

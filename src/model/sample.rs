@@ -136,7 +136,7 @@ impl Event {
 
     /// Parses the text written by `Display`. A marker's label longer than [`MAX_LABEL_CHARS`]
     /// characters (not one memmon wrote) is cut to that many.
-    pub fn parse(text: &str) -> Result<Event, String> {
+    pub fn parse(text: &str) -> Result<Event, EventError> {
         let (kind, arg) = match text.split_once(':') {
             Some((k, a)) => (k, Some(a)),
             None => (text, None),
@@ -145,11 +145,9 @@ impl Event {
         let number = |a: Option<&str>, max: i64| {
             a.and_then(|a| a.parse::<i64>().ok())
                 .filter(|n| (0..=max).contains(n))
-                .ok_or_else(|| {
-                    format!(
-                        "event '{}' needs a whole number from 0 to {max} after ':'",
-                        crate::units::printable(text, 80)
-                    )
+                .ok_or_else(|| EventError::Number {
+                    event: crate::units::printable(text, 80),
+                    max,
                 })
         };
         match kind {
@@ -169,11 +167,26 @@ impl Event {
             }
             "run-start" => Ok(Event::RunStart(number(arg, u32::MAX as i64)? as u32)),
             "run-end" => Ok(Event::RunEnd(number(arg, u32::MAX as i64)? as u32)),
-            _ => Err(format!(
-                "unknown event '{}' (expected start, restart:PID, mark:LABEL, run-start:N, run-end:N)",
-                crate::units::printable(text, 80)
-            )),
+            _ => Err(EventError::Unknown(crate::units::printable(text, 80))),
         }
+    }
+}
+
+/// An event cell no memmon writes (`Event::parse`); its reader names the file and line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("event '{event}' needs a whole number from 0 to {max} after ':'")]
+    Number { event: String, max: i64 },
+    #[error(
+        "unknown event '{0}' (expected start, restart:PID, mark:LABEL, run-start:N, run-end:N)"
+    )]
+    Unknown(String),
+}
+
+impl crate::error::Classified for EventError {
+    /// A malformed recording: bad input.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
     }
 }
 

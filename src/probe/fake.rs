@@ -22,6 +22,10 @@ pub(crate) struct FakeProc {
     children: Vec<i32>,
     cmdline: String,
     name: Option<String>,
+    /// /proc/PID/clear_refs, which a reset of VmHWM writes `5` to (`clear_refs`); none by
+    /// default: a reset is refused, as the kernel refuses it to a user who does not own the
+    /// process.
+    clear_refs: bool,
     /// /proc/PID/maps and smaps, and the exe link, when given.
     maps: Option<String>,
     smaps: Option<String>,
@@ -44,6 +48,7 @@ impl FakeProc {
             children: Vec::new(),
             cmdline: format!("fake{pid}\0--serve\0"),
             name: None,
+            clear_refs: false,
             maps: None,
             smaps: None,
             exe: None,
@@ -107,6 +112,12 @@ impl FakeProc {
         self
     }
 
+    /// An empty /proc/PID/clear_refs: a reset of VmHWM is taken (and leaves `5` in it).
+    pub(crate) fn clear_refs(mut self) -> FakeProc {
+        self.clear_refs = true;
+        self
+    }
+
     /// /proc/PID/maps and /proc/PID/smaps as given.
     pub(crate) fn mappings(mut self, maps: &str, smaps: &str) -> FakeProc {
         self.maps = Some(maps.to_string());
@@ -165,6 +176,9 @@ RssFile:\t0 kB\nRssShmem:\t0 kB\nVmData:\t200 kB\nVmStk:\t0 kB\nVmSwap:\t0 kB\n"
         }
         let kids: Vec<String> = self.children.iter().map(|k| k.to_string()).collect();
         fs::write(dir.join(format!("task/{pid}/children")), kids.join(" ")).unwrap();
+        if self.clear_refs {
+            fs::write(dir.join("clear_refs"), "").unwrap();
+        }
         if let (Some(maps), Some(smaps)) = (&self.maps, &self.smaps) {
             fs::write(dir.join("maps"), maps).unwrap();
             fs::write(dir.join("smaps"), smaps).unwrap();

@@ -67,6 +67,13 @@ pub enum ForkWatchError {
     Silent,
 }
 
+impl crate::error::Classified for ForkWatchError {
+    /// Fork events are a source with a fallback (the children files): never the user's doing.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
+}
+
 /// One classic-BPF instruction (`struct sock_filter`, include/uapi/linux/filter.h).
 type SockFilter = libc::sock_filter;
 

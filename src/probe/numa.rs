@@ -56,7 +56,13 @@ pub enum NumaError {
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, io::Error),
     #[error("cannot parse {0}: {1}")]
-    Parse(PathBuf, String),
+    Parse(PathBuf, NumaParseError),
+}
+
+impl crate::error::Classified for NumaError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
 }
 
 /// A cgroup's `memory.numa_stat` held open, read into bytes per node.
@@ -135,19 +141,38 @@ impl NumaStat {
 fn per_node<'a>(
     words: impl Iterator<Item = &'a str>,
     line: &str,
-) -> Result<Vec<(u32, u64)>, String> {
+) -> Result<Vec<(u32, u64)>, NumaParseError> {
     words
         .map(|w| {
             w.strip_prefix('N')
                 .and_then(|w| w.split_once('='))
                 .and_then(|(n, v)| Some((n.parse().ok()?, v.parse().ok()?)))
-                .ok_or_else(|| format!("the line '{line}' is not 'KEY N0=n N1=n ...'"))
+                .ok_or_else(|| NumaParseError::PerNode(line.to_string()))
         })
         .collect()
 }
 
+/// What in a `memory.numa_stat` is not as the kernel writes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NumaParseError {
+    #[error("the line '{0}' is not 'KEY N0=n N1=n ...'")]
+    PerNode(String),
+    #[error("the line '{0}' is not 'KEY=n N0=n ...'")]
+    KeyValue(String),
+    #[error("no 'total=' line")]
+    NoTotal,
+    #[error("no 'anon N0=...' and 'file N0=...' lines")]
+    NoAnonFile,
+}
+
+impl crate::error::Classified for NumaParseError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
+}
+
 /// v1: the `hierarchical_total=` line's nodes (else `total=`'s), pages into bytes.
-pub fn parse_v1(text: &str, page_size: u64) -> Result<Vec<(u32, u64)>, String> {
+pub fn parse_v1(text: &str, page_size: u64) -> Result<Vec<(u32, u64)>, NumaParseError> {
     let (mut total, mut hierarchical) = (None, None);
     for line in text.lines() {
         let mut words = line.split_ascii_whitespace();
@@ -155,10 +180,10 @@ pub fn parse_v1(text: &str, page_size: u64) -> Result<Vec<(u32, u64)>, String> {
             if line.trim().is_empty() {
                 continue;
             }
-            return Err(format!("the line '{line}' is not 'KEY=n N0=n ...'"));
+            return Err(NumaParseError::KeyValue(line.to_string()));
         };
         if value.parse::<u64>().is_err() {
-            return Err(format!("the line '{line}' is not 'KEY=n N0=n ...'"));
+            return Err(NumaParseError::KeyValue(line.to_string()));
         }
         let slot = match key {
             "total" => &mut total,
@@ -167,9 +192,7 @@ pub fn parse_v1(text: &str, page_size: u64) -> Result<Vec<(u32, u64)>, String> {
         };
         *slot = Some(per_node(words, line)?);
     }
-    let nodes = hierarchical
-        .or(total)
-        .ok_or_else(|| "no 'total=' line".to_string())?;
+    let nodes = hierarchical.or(total).ok_or(NumaParseError::NoTotal)?;
     Ok(nodes
         .into_iter()
         .map(|(n, pages)| (n, pages.saturating_mul(page_size)))
@@ -177,7 +200,7 @@ pub fn parse_v1(text: &str, page_size: u64) -> Result<Vec<(u32, u64)>, String> {
 }
 
 /// v2: `anon` plus `file` per node, bytes.
-pub fn parse_v2(text: &str) -> Result<Vec<(u32, u64)>, String> {
+pub fn parse_v2(text: &str) -> Result<Vec<(u32, u64)>, NumaParseError> {
     let (mut anon, mut file) = (None, None);
     for line in text.lines() {
         let mut words = line.split_ascii_whitespace();
@@ -190,7 +213,7 @@ pub fn parse_v2(text: &str) -> Result<Vec<(u32, u64)>, String> {
         *slot = Some(per_node(words, line)?);
     }
     let (Some(anon), Some(file)) = (anon, file) else {
-        return Err("no 'anon N0=...' and 'file N0=...' lines".into());
+        return Err(NumaParseError::NoAnonFile);
     };
     let mut nodes = anon;
     for (n, b) in file {
@@ -233,14 +256,19 @@ mod tests {
 
     #[test]
     fn a_malformed_line_is_named_and_a_missing_file_is_said() {
-        let e = parse_v1("total=3 N0=1 N1=x\n", 4096).unwrap_err();
-        assert!(e.contains("'total=3 N0=1 N1=x'"), "{e}");
-        let e = parse_v1("nothing\n", 4096).unwrap_err();
-        assert!(e.contains("'nothing'"), "{e}");
-        assert!(parse_v1("file=1 N0=1\n", 4096)
+        let e = parse_v1("total=3 N0=1 N1=x\n", 4096)
             .unwrap_err()
-            .contains("no 'total='"));
-        let e = parse_v2("anon N0=1 N1=2\nfile N0=1 node1\n").unwrap_err();
+            .to_string();
+        assert!(e.contains("'total=3 N0=1 N1=x'"), "{e}");
+        let e = parse_v1("nothing\n", 4096).unwrap_err().to_string();
+        assert!(e.contains("'nothing'"), "{e}");
+        assert_eq!(
+            parse_v1("file=1 N0=1\n", 4096),
+            Err(NumaParseError::NoTotal)
+        );
+        let e = parse_v2("anon N0=1 N1=2\nfile N0=1 node1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("'file N0=1 node1'"), "{e}");
         assert!(parse_v2("anon N0=1\n").is_err());
 

@@ -31,6 +31,27 @@ pub enum Local {
     Unknown,
 }
 
+/// Why memmon's PID namespace, or the host's /proc given (`--gpu-host-proc`), cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PidnsError {
+    #[error("cannot read memmon's PID namespace ({}): {error}", .path.display())]
+    Own { path: PathBuf, error: io::Error },
+    #[error("--gpu-host-proc {}: {error}", .path.display())]
+    HostProc { path: PathBuf, error: io::Error },
+    #[error("--gpu-host-proc {}: memmon is not among its processes: it is not a /proc of an ancestor of memmon's PID namespace (mount the host's /proc there)", .0.display())]
+    NotAncestor(PathBuf),
+}
+
+impl crate::error::Classified for PidnsError {
+    /// A host /proc given that is not one is bad input; an unreadable namespace a failure.
+    fn class(&self) -> crate::exit::Class {
+        match self {
+            PidnsError::HostProc { .. } | PidnsError::NotAncestor(_) => crate::exit::Class::Usage,
+            PidnsError::Own { .. } => crate::exit::Class::Failure,
+        }
+    }
+}
+
 /// How NVML's PIDs are read in memmon's PID namespace.
 #[derive(Debug, Clone)]
 pub enum PidView {
@@ -46,12 +67,10 @@ pub enum PidView {
 impl PidView {
     /// The view of memmon's own namespace (read from `proc_root`, normally /proc), with the
     /// host's /proc at `host_root` when given.
-    pub fn new(proc_root: &Path, host_root: Option<&Path>) -> Result<PidView, String> {
-        let own = ns_of(&proc_root.join("self")).map_err(|e| {
-            format!(
-                "cannot read memmon's PID namespace ({}): {e}",
-                proc_root.join("self/ns/pid").display()
-            )
+    pub fn new(proc_root: &Path, host_root: Option<&Path>) -> Result<PidView, PidnsError> {
+        let own = ns_of(&proc_root.join("self")).map_err(|error| PidnsError::Own {
+            path: proc_root.join("self/ns/pid"),
+            error,
         })?;
         match host_root {
             Some(host) => Ok(PidView::Mapped(HostProc::open(
@@ -168,9 +187,11 @@ impl HostProc {
         own_root: &Path,
         own_pid: u32,
         own_ns: &str,
-    ) -> Result<HostProc, String> {
-        let fail = |why: &str| format!("--gpu-host-proc {}: {why}", root.display());
-        let entries = std::fs::read_dir(root).map_err(|e| fail(&e.to_string()))?;
+    ) -> Result<HostProc, PidnsError> {
+        let entries = std::fs::read_dir(root).map_err(|error| PidnsError::HostProc {
+            path: root.to_path_buf(),
+            error,
+        })?;
         for e in entries.flatten() {
             let name = e.file_name();
             if name.to_str().and_then(|n| n.parse::<u32>().ok()).is_none() {
@@ -191,9 +212,7 @@ impl HostProc {
                 });
             }
         }
-        Err(fail(
-            "memmon is not among its processes: it is not a /proc of an ancestor of memmon's PID namespace (mount the host's /proc there)",
-        ))
+        Err(PidnsError::NotAncestor(root.to_path_buf()))
     }
 
     /// Host PID `pid` in memmon's namespace: its NSpid entry at memmon's level, when that is
@@ -271,7 +290,9 @@ mod tests {
         // A driver translating PIDs into memmon's namespace gives 12 (and 3): as host PIDs
         // they are nothing of memmon's; as its own, both are processes here.
         assert_eq!(view.place(&[12, 3]), [Local::Pid(12), Local::Pid(3)]);
-        let err = HostProc::open(own.path(), own.path(), 7, ours).unwrap_err();
+        let err = HostProc::open(own.path(), own.path(), 7, ours)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("memmon is not among its processes"), "{err}");
     }
 

@@ -42,6 +42,17 @@ pub enum ProcError {
     Parse(PathBuf, String),
 }
 
+impl crate::error::Classified for ProcError {
+    /// A process that is gone or not ours to read is a target not found or not readable.
+    fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
+        match self {
+            ProcError::NoSuchProcess(_) | ProcError::PermissionDenied(_) => Class::NoTarget,
+            ProcError::Io(..) | ProcError::Parse(..) => Class::Failure,
+        }
+    }
+}
+
 /// The memory fields memmon reads from /proc/PID/status, in bytes (the kernel prints kB).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StatusMem {

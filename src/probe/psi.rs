@@ -43,6 +43,12 @@ pub enum PsiError {
     Parse(PathBuf),
 }
 
+impl crate::error::Classified for PsiError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
+}
+
 /// A pressure file held open.
 #[derive(Debug)]
 pub struct Pressure {

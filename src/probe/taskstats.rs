@@ -137,6 +137,13 @@ pub enum TaskstatsError {
     Io(std::io::Error),
 }
 
+impl crate::error::Classified for TaskstatsError {
+    /// Exit records are a source with a fallback: never the user's doing.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
+}
+
 /// A netlink socket registered for the exit records of every online CPU.
 pub struct ExitWatch {
     fd: WatchFd,

@@ -87,22 +87,35 @@ fn in_private_namespace(events: &[(String, String)]) -> Result<Vec<Tracepoint>, 
     // The standard mount point is there on every kernel with tracefs; mounting over it in
     // this namespace leaves the host's as it is. Without it, an empty directory of our own.
     let standard = Path::new("/sys/kernel/tracing");
-    let scratch;
-    let dir = if standard.is_dir() {
-        standard.to_path_buf()
+    let scratch = !standard.is_dir();
+    let dir = if scratch {
+        // This thread's own, removed again below.
+        let dir = std::env::temp_dir().join(format!(
+            "memmon-tracefs-{}-{}",
+            std::process::id(),
+            rustix::thread::gettid().as_raw_nonzero()
+        ));
+        std::fs::create_dir(&dir).map_err(|e| {
+            TracefsError::CannotMount(format!("a mount point {}: {e}", dir.display()))
+        })?;
+        dir
     } else {
-        scratch = tempfile::tempdir()
-            .map_err(|e| TracefsError::CannotMount(format!("a mount point: {e}")))?;
-        scratch.path().to_path_buf()
+        standard.to_path_buf()
     };
-    mount("tracefs", &dir, "tracefs", MountFlags::empty(), None)
-        .map_err(|e| refused(&format!("mount -t tracefs on {}", dir.display()), e))?;
-    let refs: Vec<(&str, &str)> = events
-        .iter()
-        .map(|(g, n)| (g.as_str(), n.as_str()))
-        .collect();
-    let read = read_from(&dir, &refs);
-    let _ = unmount(&dir, rustix::mount::UnmountFlags::DETACH);
+    let read = mount("tracefs", &dir, "tracefs", MountFlags::empty(), None)
+        .map_err(|e| refused(&format!("mount -t tracefs on {}", dir.display()), e))
+        .and_then(|()| {
+            let refs: Vec<(&str, &str)> = events
+                .iter()
+                .map(|(g, n)| (g.as_str(), n.as_str()))
+                .collect();
+            let read = read_from(&dir, &refs);
+            let _ = unmount(&dir, rustix::mount::UnmountFlags::DETACH);
+            read
+        });
+    if scratch {
+        let _ = std::fs::remove_dir(&dir);
+    }
     read
 }
 

@@ -30,10 +30,16 @@ pub enum VmstatError {
     #[error("cannot read {0}: {1}")]
     Io(PathBuf, io::Error),
     #[error("cannot parse {0}: {1}")]
-    Parse(PathBuf, String),
+    Parse(PathBuf, VmstatParseError),
     /// The thread that reads the file once a second could not be started.
     #[error("cannot start the thread that reads {0}: {1}")]
     Thread(PathBuf, io::Error),
+}
+
+impl crate::error::Classified for VmstatError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
 }
 
 /// /proc/vmstat held open.
@@ -84,7 +90,7 @@ impl Vmstat {
 
 /// The `pswpin` and `pswpout` lines of a vmstat text; an error says which line is missing or
 /// not a number.
-pub fn parse(text: &[u8]) -> Result<SwapPages, String> {
+pub fn parse(text: &[u8]) -> Result<SwapPages, VmstatParseError> {
     Ok(SwapPages {
         swap_in: counter(text, b"pswpin")?,
         swap_out: counter(text, b"pswpout")?,
@@ -92,7 +98,7 @@ pub fn parse(text: &[u8]) -> Result<SwapPages, String> {
 }
 
 /// The number on the line `KEY N`.
-fn counter(text: &[u8], key: &[u8]) -> Result<u64, String> {
+fn counter(text: &[u8], key: &[u8]) -> Result<u64, VmstatParseError> {
     let name = String::from_utf8_lossy(key);
     for line in text.split(|&b| b == b'\n') {
         let Some(rest) = line.strip_prefix(key) else {
@@ -101,14 +107,27 @@ fn counter(text: &[u8], key: &[u8]) -> Result<u64, String> {
         let Some(value) = rest.strip_prefix(b" ") else {
             continue;
         };
-        return number(value).ok_or_else(|| {
-            format!(
-                "the line '{}' is not '{name} N'",
-                String::from_utf8_lossy(line)
-            )
+        return number(value).ok_or_else(|| VmstatParseError::Line {
+            line: String::from_utf8_lossy(line).into_owned(),
+            key: name.into_owned(),
         });
     }
-    Err(format!("no '{name}' line"))
+    Err(VmstatParseError::NoLine(name.into_owned()))
+}
+
+/// What in a vmstat text is not as the kernel writes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmstatParseError {
+    #[error("the line '{line}' is not '{key} N'")]
+    Line { line: String, key: String },
+    #[error("no '{0}' line")]
+    NoLine(String),
+}
+
+impl crate::error::Classified for VmstatParseError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
 }
 
 /// A decimal number, the whole of `s`.
@@ -152,9 +171,9 @@ mod tests {
 
     #[test]
     fn a_missing_or_malformed_line_is_named() {
-        let e = parse(b"pswpin 1\n").unwrap_err();
+        let e = parse(b"pswpin 1\n").unwrap_err().to_string();
         assert!(e.contains("no 'pswpout' line"), "{e}");
-        let e = parse(b"pswpin 1x\npswpout 2\n").unwrap_err();
+        let e = parse(b"pswpin 1x\npswpout 2\n").unwrap_err().to_string();
         assert!(e.contains("'pswpin 1x'"), "{e}");
         assert!(parse(b"pswpin \npswpout 2\n").is_err());
         assert!(parse(b"pswpin 99999999999999999999999\npswpout 2\n").is_err());

@@ -29,8 +29,37 @@ pub struct CompareOptions {
     pub gates: Vec<Gate>,
 }
 
+/// Why the sides of a comparison cannot be told from the files given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SidesError {
+    #[error("give the baseline's recordings before `--`")]
+    NoBaseline,
+    #[error("{} and nothing to compare it with: give BASE NEW, or BASE... -- NEW... to compare several runs per side", crate::units::count(*.0, "file"))]
+    NothingToCompare(usize),
+    #[error("'{}' comes after `--`, where every word is a recording: put flags before `--`", .0.display())]
+    FlagAfterSeparator(PathBuf),
+}
+
+impl crate::error::Classified for SidesError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
+/// A recording of either side that could not be read: the comparison is not made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot compare")]
+pub struct CompareError(#[source] pub ReadError);
+
+impl crate::error::Classified for CompareError {
+    /// The recording's: bad input (`ReadError`), never a failed gate.
+    fn class(&self) -> crate::exit::Class {
+        crate::error::Classified::class(&self.0)
+    }
+}
+
 /// Reads both sides' recordings and compares them (`render` and `gate_sentence` print it).
-pub fn compare(o: &CompareOptions) -> anyhow::Result<Comparison> {
+pub fn compare(o: &CompareOptions) -> Result<Comparison, CompareError> {
     // Both sides' files are read together, in parallel; errors are reported in argument order.
     let all: Vec<PathBuf> = o.base.iter().chain(&o.new).cloned().collect();
     let mut recordings = read_runs(&all, &o.input, o.above, o.whole_files)?;
@@ -47,29 +76,23 @@ pub fn compare(o: &CompareOptions) -> anyhow::Result<Comparison> {
 pub fn split_sides(
     files: &[PathBuf],
     new: &[PathBuf],
-) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), SidesError> {
     no_flags_after_separator(new)?;
     match (files.len(), new.len()) {
         (_, 0) if files.len() == 2 => Ok((vec![files[0].clone()], vec![files[1].clone()])),
-        (0, _) => Err("give the baseline's recordings before `--`".into()),
-        (n, 0) => Err(format!(
-            "{} and nothing to compare it with: give BASE NEW, or BASE... -- NEW... to compare several runs per side",
-            crate::units::count(n, "file")
-        )),
+        (0, _) => Err(SidesError::NoBaseline),
+        (n, 0) => Err(SidesError::NothingToCompare(n)),
         _ => Ok((files.to_vec(), new.to_vec())),
     }
 }
 
 /// Everything after `--` is a file name; a flag there is a mistake worth naming.
-pub fn no_flags_after_separator(new: &[PathBuf]) -> Result<(), String> {
+pub fn no_flags_after_separator(new: &[PathBuf]) -> Result<(), SidesError> {
     match new
         .iter()
         .find(|p| p.to_string_lossy().starts_with('-') && !p.exists())
     {
-        Some(flag) => Err(format!(
-            "'{}' comes after `--`, where every word is a recording: put flags before `--`",
-            flag.display()
-        )),
+        Some(flag) => Err(SidesError::FlagAfterSeparator(flag.clone())),
         None => Ok(()),
     }
 }
@@ -109,12 +132,12 @@ pub fn read_runs(
     spec: &InputSpec,
     above: Option<u64>,
     whole_files: bool,
-) -> anyhow::Result<Vec<(Recording, Vec<Run>)>> {
+) -> Result<Vec<(Recording, Vec<Run>)>, CompareError> {
     crate::format::many::read_parallel(paths, |path| {
         measure_file(path, spec, above, whole_files, |_| {}).map(|m| (m.recording, m.runs))
     })
     .into_iter()
-    .map(|r| r.map_err(|e| anyhow::Error::new(e).context("cannot compare")))
+    .map(|r| r.map_err(CompareError))
     .collect()
 }
 
@@ -413,7 +436,7 @@ pub fn render(c: &Comparison) -> String {
     for d in &c.deltas {
         let _ = writeln!(o, "{}", verdict_sentence(c, d));
     }
-    if !c.gates.is_empty() {
+    if !c.gates.is_empty() || !c.budgets.is_empty() {
         gates(c, &mut o);
     }
     o
@@ -558,7 +581,8 @@ fn table(c: &Comparison, o: &mut String) {
     }
 }
 
-/// Each gate, passed or FAILED, with a lower bound's caveat on the peak.
+/// Each gate, passed or FAILED, with a lower bound's caveat on the peak; then each budget
+/// (`--max-peak`, `--max-cgroup`, `--max-gpu`) of each candidate recording or run.
 fn gates(c: &Comparison, o: &mut String) {
     let _ = writeln!(o);
     let _ = writeln!(o, "gates:");
@@ -573,6 +597,14 @@ fn gates(c: &Comparison, o: &mut String) {
             "  {}: {}{caveat}",
             if g.passed { "passed" } else { "FAILED" },
             gate_sentence(d, g)
+        );
+    }
+    for b in &c.budgets {
+        let _ = writeln!(
+            o,
+            "  {}: {}",
+            if b.passed { "passed" } else { "FAILED" },
+            b.describe()
         );
     }
 }
@@ -753,10 +785,12 @@ mod tests {
         );
         assert!(split_sides(&[f("a"), f("b"), f("c")], &[])
             .unwrap_err()
+            .to_string()
             .contains("--"));
         assert!(split_sides(&[f("a")], &[]).is_err());
         assert!(split_sides(&[f("a")], &[f("b"), f("--json")])
             .unwrap_err()
+            .to_string()
             .contains("put flags before `--`"));
     }
 

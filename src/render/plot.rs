@@ -159,10 +159,10 @@ pub enum PlotError {
     Write(PathBuf, io::Error),
 }
 
-impl PlotError {
+impl crate::error::Classified for PlotError {
     /// What the user gave (a flag, a recording) is at fault: `Usage`; the plot could not be
     /// drawn or written: `Failure`.
-    pub fn class(&self) -> crate::exit::Class {
+    fn class(&self) -> crate::exit::Class {
         match self {
             PlotError::Draw(..) | PlotError::Write(..) => crate::exit::Class::Failure,
             _ => crate::exit::Class::Usage,
@@ -1171,7 +1171,10 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with("--series bogus:"), "{msg}");
         assert!(msg.contains("locked_bytes"), "{msg}");
-        assert_eq!(err.class(), crate::exit::Class::Usage);
+        assert_eq!(
+            crate::error::Classified::class(&err),
+            crate::exit::Class::Usage
+        );
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! recorder's errors beside those of its target (`TargetError`) and its output (`OutputError`).
 
 use crate::exit::Class;
+use crate::format::OutputError;
 use crate::probe::cgroup::CgroupError;
 use crate::probe::gpu::GpuError;
+use crate::probe::ProcError;
 use crate::sampler::target::TargetError;
 use std::path::PathBuf;
 
@@ -38,10 +40,45 @@ pub enum RecordError {
     /// `--own-cgroup` was given and memmon cannot make the cgroup.
     #[error("--own-cgroup: cannot make a memory cgroup for the command")]
     OwnCgroup(#[source] CgroupError),
+    /// The recording's output (its file, stdout, a side table) could not be made or written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// The tree's /proc files could not be read at a tick.
+    #[error(transparent)]
+    Tree(ProcError),
+    /// The launched command's /proc files could not be opened.
+    #[error("cannot read the launched command (PID {pid})")]
+    LaunchedUnreadable {
+        pid: i32,
+        #[source]
+        source: ProcError,
+    },
+    /// What the recorder needs of the system (`what`: a signal handler, an eventfd, a thread, a
+    /// pipe) could not be had.
+    #[error("{what}")]
+    System {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recording stopped on `source`; `kept` says what of it is kept.
+    #[error("{kept}")]
+    Stopped {
+        kept: String,
+        #[source]
+        source: Box<RecordError>,
+    },
 }
 
 impl RecordError {
-    pub fn class(&self) -> Class {
+    /// `source` for `what` the recorder needed of the system.
+    pub fn system(what: &'static str) -> impl FnOnce(std::io::Error) -> RecordError {
+        move |source| RecordError::System { what, source }
+    }
+}
+
+impl crate::error::Classified for RecordError {
+    fn class(&self) -> Class {
         match self {
             RecordError::Gpu(_) | RecordError::Cgroup(_) | RecordError::CgroupAuto { .. } => {
                 Class::Usage
@@ -52,7 +89,24 @@ impl RecordError {
             RecordError::Launch { source, .. } => Class::CannotRun {
                 found: source.kind() != std::io::ErrorKind::NotFound,
             },
-            RecordError::OwnCgroup(_) => Class::Failure,
+            RecordError::OwnCgroup(_)
+            | RecordError::Tree(_)
+            | RecordError::LaunchedUnreadable { .. }
+            | RecordError::System { .. } => Class::Failure,
+            RecordError::Output(e) => e.class(),
+            RecordError::Stopped { source, .. } => source.class(),
+        }
+    }
+}
+
+/// A cgroup's own errors, beside the recorder's that wrap them (`Cgroup`, `OwnCgroup`), which
+/// decide their class there: on its own, a cgroup not found is bad input (`--cgroup PATH`), any
+/// other a failure.
+impl crate::error::Classified for CgroupError {
+    fn class(&self) -> Class {
+        match self {
+            CgroupError::NotFound(..) => Class::Usage,
+            _ => Class::Failure,
         }
     }
 }

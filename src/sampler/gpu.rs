@@ -81,8 +81,8 @@ pub fn open(opts: &GpuOptions) -> Result<(Option<GpuTracker>, Option<String>), G
     if opts.mode == GpuMode::Off {
         return Ok((None, None));
     }
-    let view =
-        PidView::new(Path::new("/proc"), opts.host_proc.as_deref()).map_err(GpuError::Namespace)?;
+    let view = PidView::new(Path::new("/proc"), opts.host_proc.as_deref())
+        .map_err(|e| GpuError::Namespace(e.to_string()))?;
     let started = GpuPoller::start(crate::probe::gpu::open, opts, view);
     match (started, opts.mode) {
         (Ok(p), _) => Ok((Some(GpuTracker::new(p)), None)),

@@ -6,7 +6,6 @@ use crate::format::meta::EndInfo;
 use crate::probe::ProcHandle;
 use crate::sampler::error::RecordError;
 use crate::sys::{self, raw};
-use anyhow::Context;
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -40,7 +39,7 @@ impl Launched {
         data_on_stdout: bool,
         pipe_stdout: bool,
         join_cgroup: Option<BorrowedFd<'_>>,
-    ) -> anyhow::Result<Launched> {
+    ) -> Result<Launched, RecordError> {
         // memmon's own RSS as it forks the command: exec keeps the mark of the forked copy (its
         // anonymous pages, and what it touches before exec) in ru_maxrss.
         let launcher_rss = std::fs::read("/proc/self/status")
@@ -158,7 +157,7 @@ fn launch(
     data_on_stdout: bool,
     pipe_stdout: bool,
     join_cgroup: Option<BorrowedFd<'_>>,
-) -> anyhow::Result<Spawned> {
+) -> Result<Spawned, RecordError> {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(&args[0]);
     cmd.args(&args[1..])
@@ -167,24 +166,33 @@ fn launch(
         cmd.stdout(std::process::Stdio::piped());
     } else if data_on_stdout {
         let err = std::io::stderr();
-        let fd = std::os::fd::AsFd::as_fd(&err).try_clone_to_owned()?;
+        let fd = std::os::fd::AsFd::as_fd(&err)
+            .try_clone_to_owned()
+            .map_err(RecordError::system(
+                "cannot duplicate stderr for the command's stdout",
+            ))?;
         cmd.stdout(std::process::Stdio::from(fd));
     }
     // memmon becomes the subreaper of what it launches: a descendant whose parent exits is
     // re-parented to memmon instead of init, so it stays in the watched tree.
     // (rustix passes the PID as prctl's flag: any one sets it.)
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-        .context("cannot become the subreaper of the launched command (prctl)")?;
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(|e| {
+        RecordError::system("cannot become the subreaper of the launched command (prctl)")(e.into())
+    })?;
     let memmon = rustix::process::getpid();
     // The child's own descriptor of `cgroup.procs` (close-on-exec), kept by `cmd` until spawned.
     let join_cgroup = join_cgroup
         .map(|fd| fd.try_clone_to_owned())
         .transpose()
-        .context("cannot duplicate the descriptor of the cgroup's cgroup.procs")?;
+        .map_err(RecordError::system(
+            "cannot duplicate the descriptor of the cgroup's cgroup.procs",
+        ))?;
     let (clock_rx, clock_tx) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )
-    .context("cannot make the pipe that times the command's start")?;
+    .map_err(|e| {
+        RecordError::system("cannot make the pipe that times the command's start")(e.into())
+    })?;
     // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
     // calls may be made: it makes its system calls through rustix (prctl, getppid, write,
     // clock_gettime), which neither allocate nor take a lock, and builds errors from codes (no
@@ -226,8 +234,7 @@ fn launch(
         Err(source) => Err(RecordError::Launch {
             program: args[0].clone(),
             source,
-        }
-        .into()),
+        }),
     }
 }
 

@@ -92,13 +92,13 @@ pub enum TargetError {
     },
 }
 
-impl TargetError {
+impl crate::error::Classified for TargetError {
     /// A pidfile path that cannot be a pidfile (a FIFO, a device, a file too large) or a PID
     /// that is no process's (a kernel thread, a thread) is bad input: `Usage`. A target that is
     /// not there or cannot be read is `NoTarget`: no such PID, a pidfile missing, empty, stale,
     /// or holding no PID (left behind, or overwritten: what it holds is the daemon's doing, as
     /// a stale PID is, not the flag's).
-    pub fn class(&self) -> crate::exit::Class {
+    fn class(&self) -> crate::exit::Class {
         use crate::exit::Class;
         match self {
             TargetError::PidfileNotRegular(..)
@@ -638,7 +638,10 @@ mod tests {
             let e = read_pidfile(&p).unwrap_err();
             assert!(matches!(e, TargetError::PidfileGarbage(..)), "{e}");
             // Like a stale pidfile: the target is not there (exit 3), not a bad flag (exit 2).
-            assert_eq!(e.class(), crate::exit::Class::NoTarget);
+            assert_eq!(
+                crate::error::Classified::class(&e),
+                crate::exit::Class::NoTarget
+            );
             e.to_string()
         };
         let e = garbage("hello\n", 0o644);

@@ -124,19 +124,19 @@ const HEALTH: [(&str, HealthGet); 12] = [
 ];
 
 impl Exporter for CsvExporter {
-    fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
+    fn serialize(&self, report: &BenchReport) -> Result<Vec<u8>, super::ExportError> {
         let mut w = csv::Writer::from_writer(Vec::new());
         if report.runs.is_empty() {
             // No row to take the header from: the header alone.
             w.serialize(Row::of(report, &empty_run()))?;
-            let text = String::from_utf8(w.into_inner()?)?;
+            let text = String::from_utf8(w.into_inner().map_err(|e| e.into_error())?)?;
             let header = text.lines().next().unwrap_or_default();
             return Ok(format!("{header}\n").into_bytes());
         }
         for r in &report.runs {
             w.serialize(Row::of(report, r))?;
         }
-        let fixed = w.into_inner()?;
+        let fixed = w.into_inner().map_err(|e| e.into_error())?;
         let health: Vec<_> = HEALTH
             .iter()
             .filter(|(_, get)| report.runs.iter().any(|r| get(&r.health).unwrap_or(0) > 0))
@@ -157,7 +157,7 @@ impl Exporter for CsvExporter {
             }
             out.write_record(&record)?;
         }
-        Ok(out.into_inner()?)
+        Ok(out.into_inner().map_err(|e| e.into_error())?)
     }
 }
 

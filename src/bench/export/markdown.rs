@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 pub struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
-    fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>> {
+    fn serialize(&self, report: &BenchReport) -> Result<Vec<u8>, super::ExportError> {
         let mut o = String::new();
         if let Some(note) = shared_pages_note(report) {
             writeln!(o, "{note}\n")?;

@@ -7,13 +7,43 @@ mod markdown;
 
 use super::BenchReport;
 use crate::output::Dest;
-use anyhow::Context;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Turns a report into the bytes of one format.
 pub trait Exporter {
-    fn serialize(&self, report: &BenchReport) -> anyhow::Result<Vec<u8>>;
+    fn serialize(&self, report: &BenchReport) -> Result<Vec<u8>, ExportError>;
+}
+
+/// Why an export could not be made or written; a write names its file and flag.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Csv(#[from] ::csv::Error),
+    #[error(transparent)]
+    Text(#[from] std::fmt::Error),
+    #[error(transparent)]
+    Utf8(#[from] std::string::FromUtf8Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("cannot write to stdout")]
+    Stdout(#[source] std::io::Error),
+    #[error("cannot write {} ({flag})", .path.display())]
+    File {
+        path: PathBuf,
+        flag: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl crate::error::Classified for ExportError {
+    /// Written after the bench (its outputs were checked before it started): a failure.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
 }
 
 /// One export asked for: its format, where it goes, and the flag that asked.
@@ -64,7 +94,7 @@ pub fn write_all(
     targets: &[ExportTarget],
     report: &BenchReport,
     force: bool,
-) -> anyhow::Result<()> {
+) -> Result<(), ExportError> {
     for t in targets {
         let bytes = t.exporter.serialize(report)?;
         match &t.dest {
@@ -72,10 +102,17 @@ pub fn write_all(
                 let mut out = std::io::stdout().lock();
                 out.write_all(&bytes)
                     .and_then(|_| out.flush())
-                    .context("cannot write to stdout")?;
+                    .map_err(ExportError::Stdout)?;
             }
-            Dest::File(path) => crate::output::write_whole(path, &bytes, force)
-                .with_context(|| format!("cannot write {} ({})", path.display(), t.flag))?,
+            Dest::File(path) => {
+                crate::output::write_whole(path, &bytes, force).map_err(|source| {
+                    ExportError::File {
+                        path: path.clone(),
+                        flag: t.flag,
+                        source,
+                    }
+                })?
+            }
         }
     }
     Ok(())

@@ -5,7 +5,7 @@ use super::{
     cooldown, prepare, progress, recorder_report, run_env, say, say_recording, ClientEnd, Quit,
     Stop,
 };
-use crate::bench::{BenchOptions, BenchReport, Leftovers, RunResult};
+use crate::bench::{BenchError, BenchOptions, BenchReport, Leftovers, RunResult};
 use crate::format::meta::{EndInfo, EndReason, Meta, RunEnd};
 use crate::format::{Format, Output, OutputError};
 use crate::model::sample::{Event, Sample};
@@ -14,7 +14,6 @@ use crate::sampler::record::{unix_ms_now, Outcome, RecordOptions, Recorder};
 use crate::sampler::sink::{Nowhere, SampleSink};
 use crate::sampler::target::TargetSpec;
 use crate::units::{count, fmt_interval};
-use anyhow::Context;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -127,7 +126,7 @@ fn end_leftovers(opts: &BenchOptions) -> Option<Leftovers> {
 pub(super) fn bench_command(
     opts: &BenchOptions,
     report: &mut BenchReport,
-) -> anyhow::Result<Option<Stop>> {
+) -> Result<Option<Stop>, BenchError> {
     let merged = open_merged(opts)?;
     if let Some(m) = &merged {
         report.recording = Some(m.lock().unwrap_or_else(|p| p.into_inner()).out.describe());
@@ -148,7 +147,9 @@ pub(super) fn bench_command(
             fmt_interval(opts.interval)
         ),
     );
-    crate::sys::signals::install().context("cannot install the handlers of the stop signals")?;
+    crate::sys::signals::install().map_err(BenchError::system(
+        "cannot install the handlers of the stop signals",
+    ))?;
     let total = opts.warmup + opts.runs;
     let mut stop = None;
     for i in 1..=total {
@@ -167,18 +168,18 @@ pub(super) fn bench_command(
             Some(_) => EndReason::Error,
         };
         let m = Arc::try_unwrap(m)
-            .map_err(|_| anyhow::anyhow!("a run's recorder still holds the bench's recording"))?
+            .map_err(|_| BenchError::RecordingHeld)?
             .into_inner()
             .unwrap_or_else(|p| p.into_inner());
         if let Err(e) = m.finish(reason) {
-            return Ok(Some(stop.unwrap_or(Stop::Error(e))));
+            return Ok(Some(stop.unwrap_or(Stop::Error(e.into()))));
         }
     }
     Ok(stop)
 }
 
 /// The bench's one recording (`-o`), checked before any run.
-fn open_merged(opts: &BenchOptions) -> anyhow::Result<Option<Arc<Mutex<Merged>>>> {
+fn open_merged(opts: &BenchOptions) -> Result<Option<Arc<Mutex<Merged>>>, OutputError> {
     let Some(dest) = &opts.output else {
         return Ok(None);
     };
@@ -230,13 +231,12 @@ fn one_run(
         Err(e) => {
             // A client that cannot be run fails the bench as a failing client does; any other
             // error keeps its class.
-            let launch = e
-                .downcast_ref::<RecordError>()
-                .is_some_and(|r| matches!(r, RecordError::Launch { .. }));
-            return Some(if launch {
-                Stop::Failed(format!("cannot run the client: {e:#}"))
-            } else {
-                Stop::Error(e)
+            return Some(match e {
+                RecordError::Launch { .. } => Stop::Failed(format!(
+                    "cannot run the client: {}",
+                    crate::error::chain(&e)
+                )),
+                e => Stop::Error(e.into()),
             });
         }
     };
@@ -292,7 +292,7 @@ fn record_run(
     env: &[(&str, String)],
     sink: Box<dyn SampleSink>,
     merged: Option<&Arc<Mutex<Merged>>>,
-) -> anyhow::Result<Outcome> {
+) -> Result<Outcome, RecordError> {
     let ropts = RecordOptions {
         interval: opts.interval,
         children: opts.children,
@@ -409,7 +409,7 @@ impl Merged {
     /// Ends the bench's recording. Its end record holds each run's (`runs`), and says of the
     /// exit records what the runs' say: read by every run (`taskstats`) or not, and how many
     /// the kernel dropped in all.
-    fn finish(mut self, reason: EndReason) -> anyhow::Result<()> {
+    fn finish(mut self, reason: EndReason) -> Result<(), OutputError> {
         let ends = || self.runs.iter().map(|r| &r.end);
         let exit_records = ends()
             .map(|e| e.exit_records.clone())
@@ -550,5 +550,138 @@ impl SampleSink for RunSink {
 
     fn destination(&self) -> String {
         self.merged().out.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::meta::Meta;
+
+    /// A run's row at `elapsed_s` on its own recorder's clock.
+    fn row(elapsed_s: f64, rss: u64, missed: u64, event: Option<Event>) -> Sample {
+        Sample {
+            unix_ms: 1_000_000 + (elapsed_s * 1000.0) as u64,
+            elapsed_s,
+            rss_bytes: rss,
+            missed_ticks: missed,
+            pss_bytes: Some(rss / 2),
+            processes: 1,
+            event,
+            ..Sample::default()
+        }
+    }
+
+    /// Records one run through its sink as the recorder would: its clock (the recorder's start
+    /// and its command's, in seconds from the bench's), its rows, its end.
+    fn one_run(m: &Arc<Mutex<Merged>>, n: u32, clock: RunClock, rows: &[Sample], wall_s: f64) {
+        let t0 = m.lock().unwrap().t0;
+        let mut sink = RunSink::new(m.clone(), n, t0);
+        sink.start(&Meta::example("command")).unwrap();
+        m.lock().unwrap().clock = Some(clock);
+        for r in rows {
+            sink.sample(r).unwrap();
+        }
+        sink.finish(&EndInfo {
+            command_wall_s: Some(wall_s),
+            exit_code: Some(0),
+            rusage_maxrss_bytes: Some(rows.iter().map(|r| r.rss_bytes).max().unwrap_or(0)),
+            samples: rows.len() as u64,
+            ..EndInfo::default()
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_command_benchs_runs_go_into_one_recording_on_one_time_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bench.csv");
+        let out = Output::create(Some(&path), Format::Csv, false, false).unwrap();
+        let m = Arc::new(Mutex::new(Merged {
+            out,
+            meta_written: false,
+            missed: 0,
+            t0: Instant::now(),
+            samples: 0,
+            clock: None,
+            runs: Vec::new(),
+        }));
+        // Run 1: its recorder started 0.5 s into the bench, its command 10 ms later, for 0.2 s.
+        let run1 = [
+            row(0.0, 10 << 20, 0, Some(Event::Start)),
+            row(0.1, 30 << 20, 0, None),
+        ];
+        let clock1 = RunClock {
+            origin_s: 0.5,
+            launched_s: Some(0.51),
+        };
+        one_run(&m, 1, clock1, &run1, 0.2);
+        // Run 2, 1.0 s in: it missed a tick, and its count goes on from run 1's.
+        let run2 = [
+            row(0.0, 12 << 20, 0, Some(Event::Start)),
+            row(0.2, 50 << 20, 1, None),
+        ];
+        let clock2 = RunClock {
+            origin_s: 1.0,
+            launched_s: Some(1.01),
+        };
+        one_run(&m, 2, clock2, &run2, 0.3);
+        let m = Arc::try_unwrap(m).ok().unwrap().into_inner().unwrap();
+        m.finish(EndReason::Stopped).unwrap();
+
+        let mut rows = Vec::new();
+        let info = crate::format::read_recording(&path, |s: &Sample| rows.push(s.clone())).unwrap();
+        let seen: Vec<(String, f64, u64, u64)> = rows
+            .iter()
+            .map(|s| {
+                let e = s.event.as_ref().map(|e| e.to_string()).unwrap_or_default();
+                (
+                    (e),
+                    (s.elapsed_s * 1000.0).round() / 1000.0,
+                    s.rss_bytes >> 20,
+                    s.missed_ticks,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("start".into(), 0.5, 10, 0),
+                ("run-start:1".into(), 0.5, 10, 0),
+                (String::new(), 0.6, 30, 0),
+                // At its command's exit (0.51 + 0.2 s), with its last row's sizes.
+                ("run-end:1".into(), 0.71, 30, 0),
+                ("run-start:2".into(), 1.0, 12, 0),
+                (String::new(), 1.2, 50, 1),
+                ("run-end:2".into(), 1.31, 50, 1),
+            ]
+        );
+        // A run-end row repeats the last row's sizes, not what was read with it alone.
+        assert_eq!(rows[3].pss_bytes, None);
+        assert_eq!(rows[2].pss_bytes, Some(15 << 20));
+        let end = info.end.unwrap();
+        assert_eq!(
+            (end.reason, end.samples, end.missed_ticks),
+            (EndReason::Stopped, 7, 1)
+        );
+        let runs: Vec<_> = end
+            .runs
+            .iter()
+            .map(|r| (r.run, r.started_elapsed_s))
+            .collect();
+        assert_eq!(runs, [(1, Some(0.51)), (2, Some(1.01))]);
+        let kernel: Vec<_> = end
+            .runs
+            .iter()
+            .map(|r| (r.end.exit_code, r.end.rusage_maxrss_bytes))
+            .collect();
+        assert_eq!(
+            kernel,
+            [(Some(0), Some(30 << 20)), (Some(0), Some(50 << 20))]
+        );
+        assert_eq!(
+            info.meta.unwrap().run_peaks,
+            Some(crate::format::meta::RunPeaks::Launched)
+        );
     }
 }

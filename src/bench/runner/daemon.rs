@@ -6,7 +6,7 @@ use super::{
     cooldown, prepare, progress, recorder_report, run_env, say, say_recording, stderr_stdio,
     ClientEnd, Quit, Stop,
 };
-use crate::bench::{BenchOptions, BenchReport, DaemonInfo, RunResult};
+use crate::bench::{BenchError, BenchOptions, BenchReport, DaemonInfo, RunResult};
 use crate::exit::Ending;
 use crate::format::meta::{ClientWall, EndInfo, EndReason, Meta, RunPeaks};
 use crate::format::OutputError;
@@ -22,7 +22,6 @@ use crate::sampler::record::{
 use crate::sampler::sink::{Nowhere, SampleSink};
 use crate::sampler::target::{self, TargetSpec};
 use crate::units::{count, fmt_interval};
-use anyhow::Context;
 use std::os::fd::AsFd;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -35,7 +34,7 @@ pub(super) struct Daemon {
     samples: mpsc::Receiver<Sample>,
     /// True once the recorder has returned.
     quit: Arc<Quit>,
-    thread: Option<JoinHandle<anyhow::Result<Outcome>>>,
+    thread: Option<JoinHandle<Result<Outcome, RecordError>>>,
     /// The recording's metadata: how its runs' spans are closed (`analysis::phases::run_span`).
     meta: Meta,
     spec: TargetSpec,
@@ -57,13 +56,13 @@ impl Daemon {
         opts: &BenchOptions,
         spec: &TargetSpec,
         report: &mut BenchReport,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, BenchError> {
         let marks = crate::marks::MarkSetup::prepare(&opts.marks)?;
         // The samples of each run come back on `samples`; the time series is kept with -o.
         let (tx, samples) = mpsc::channel();
         let (anatomy_tx, anatomies) = mpsc::channel();
         let keep = opts.output.is_some();
-        let make_sink = move |o: &RecordOptions| -> anyhow::Result<Box<dyn SampleSink>> {
+        let make_sink = move |o: &RecordOptions| -> Result<Box<dyn SampleSink>, OutputError> {
             let inner = if keep {
                 file_sink(o)?
             } else {
@@ -102,7 +101,7 @@ impl Daemon {
         let handle = opts
             .procfs
             .open(pid)
-            .with_context(|| format!("cannot read the daemon (PID {pid})"))?;
+            .map_err(|source| BenchError::DaemonUnreadable { pid, source })?;
         let control = rec.control();
         let quit = Arc::new(Quit::new());
         let q = quit.clone();
@@ -113,7 +112,7 @@ impl Daemon {
                 q.set();
                 r
             })
-            .context("cannot start the recorder thread")?;
+            .map_err(BenchError::system("cannot start the recorder thread"))?;
         let daemon = Daemon {
             handle,
             control,
@@ -421,12 +420,13 @@ impl Daemon {
         self.handle.is_alive() && self.handle.read_status(&mut buf).is_ok_and(|m| m.has_mm)
     }
 
-    fn join(&mut self) -> anyhow::Result<Outcome> {
+    fn join(&mut self) -> Result<Outcome, BenchError> {
         match self.thread.take() {
-            Some(t) => t
-                .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("the recorder thread panicked"))),
-            None => Err(anyhow::anyhow!("the recorder has already ended")),
+            Some(t) => match t.join() {
+                Ok(outcome) => Ok(outcome?),
+                Err(_) => Err(BenchError::RecorderPanicked),
+            },
+            None => Err(BenchError::RecorderEnded),
         }
     }
 
@@ -468,7 +468,10 @@ impl Daemon {
             return Stop::Failed(msg);
         }
         match outcome {
-            Err(e) => Stop::Error(e.context(format!("the recording stopped during {what}"))),
+            Err(e) => Stop::Error(BenchError::StoppedDuring {
+                what: what.to_string(),
+                source: Box::new(e),
+            }),
             Ok(_) => Stop::Failed(format!("the recording stopped during {what}")),
         }
     }
@@ -512,17 +515,16 @@ fn record_options(opts: &BenchOptions, spec: &TargetSpec) -> RecordOptions {
 
 /// A cgroup given with `--cgroup` must hold the daemon's tree alone, or its peak is not the
 /// tree's: a usage error.
-fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
+fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> Result<(), BenchError> {
     if let (Some(CgroupChoice::Path(p)), Some(c)) = (&opts.cgroup, &meta.cgroup) {
         if !c.holds_tree {
-            return Err(crate::bench::BenchError::CgroupNotAlone {
+            return Err(BenchError::CgroupNotAlone {
                 given: p.clone(),
                 cgroup: c.path.clone(),
                 why: c.not_the_tree.clone().unwrap_or_else(|| {
                     "a process in it is not the daemon's, or the daemon is not in it".into()
                 }),
-            }
-            .into());
+            });
         }
     }
     Ok(())
@@ -530,12 +532,10 @@ fn check_cgroup(opts: &BenchOptions, meta: &Meta) -> anyhow::Result<()> {
 
 /// A `--cgroup auto` the recorder refused, with bench's advice: `record`'s (give the shared
 /// cgroup's path) would be refused by `check_cgroup`.
-fn bench_cgroup_advice(e: anyhow::Error) -> anyhow::Error {
-    match e.downcast_ref::<RecordError>() {
-        Some(RecordError::CgroupAuto { why, .. }) => {
-            crate::bench::BenchError::CgroupAuto { why: why.clone() }.into()
-        }
-        _ => e,
+fn bench_cgroup_advice(e: RecordError) -> BenchError {
+    match e {
+        RecordError::CgroupAuto { why, .. } => BenchError::CgroupAuto { why },
+        e => e.into(),
     }
 }
 
@@ -590,9 +590,9 @@ fn run_client(
                     quit.wait(None, quitted, Some(Duration::from_millis(1)));
                 }
                 Err(e) => {
-                    return Err(Stop::Error(
-                        anyhow::Error::new(e).context("cannot wait for the client"),
-                    ))
+                    return Err(Stop::Error(BenchError::system(
+                        "cannot wait for the client",
+                    )(e)))
                 }
             },
         }
@@ -604,7 +604,7 @@ fn run_client(
     };
     let status = child
         .wait()
-        .map_err(|e| Stop::Error(anyhow::Error::new(e).context("cannot wait for the client")))?;
+        .map_err(|e| Stop::Error(BenchError::system("cannot wait for the client")(e)))?;
     use std::os::unix::process::ExitStatusExt;
     let ce = ClientEnd {
         wall_s: (end - t0).as_secs_f64(),

@@ -35,7 +35,7 @@ pub enum Stop {
     /// The client failed, or the daemon died or restarted: exit 1 with this message.
     Failed(String),
     /// memmon itself failed (the recording could not be written).
-    Error(anyhow::Error),
+    Error(crate::bench::BenchError),
 }
 
 /// The runs measured, and why the bench stopped early if it did.
@@ -66,7 +66,7 @@ impl ClientEnd {
 }
 
 /// Runs the whole benchmark. An error here is one before any run (no daemon, a bad output).
-pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
+pub fn run(opts: &BenchOptions) -> Result<Done, crate::bench::BenchError> {
     let mut report = BenchReport {
         memmon_version: env!("CARGO_PKG_VERSION").into(),
         mode: if opts.target.is_some() {
@@ -97,7 +97,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<Done> {
     report.stopped = stop.as_ref().map(|s| match s {
         Stop::Signal(sig) => format!("interrupted by {}", crate::model::signal::name(*sig)),
         Stop::Failed(m) => m.clone(),
-        Stop::Error(e) => format!("{e:#}"),
+        Stop::Error(e) => crate::error::chain(e),
     });
     Ok(Done { report, stop })
 }
@@ -259,16 +259,4 @@ fn progress(opts: &BenchOptions, r: &RunResult) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_run_gets_its_number_and_warmups_theirs() {
-        assert_eq!(
-            run_env(2, None),
-            vec![("MEMMON_BENCH_RUN", "2".to_string())]
-        );
-        let w = run_env(0, Some(1));
-        assert!(w.contains(&("MEMMON_BENCH_WARMUP", "1".to_string())));
-    }
-}
+mod tests;

@@ -95,11 +95,11 @@ pub struct TestClientArgs {
 }
 
 fn size(s: &str) -> Result<u64, String> {
-    parse_size(s)
+    parse_size(s).map_err(|e| e.to_string())
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s)
+    parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Serves requests one at a time until killed.

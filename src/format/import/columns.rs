@@ -5,13 +5,13 @@
 //! spaces). A first line whose declared fields are not numbers is taken as a header and
 //! skipped. Every line must have as many fields as declared.
 
-use super::{each_line, scaled_field, Decimal};
+use super::{each_line, scaled_field, Decimal, ImportError};
 use crate::format::{ReadError, ReadInfo};
 use crate::model::sample::Sample;
 use std::path::Path;
 
-const TIME_UNITS: &str = "unix_ms, unix_s, unix_ns, elapsed_s or elapsed_ms";
-const RSS_UNITS: &str =
+pub(super) const TIME_UNITS: &str = "unix_ms, unix_s, unix_ns, elapsed_s or elapsed_ms";
+pub(super) const RSS_UNITS: &str =
     "rss_bytes, rss_kb (KiB, as /proc prints), rss_kib, rss_mb (10^6 bytes), rss_mib, rss_gb (10^9 bytes) or rss_gib";
 
 /// One declared column.
@@ -37,17 +37,12 @@ pub struct Columns {
 
 impl Columns {
     /// Parses `unix_ms,rss_kb,-`. The message of an error says what to declare instead.
-    pub fn parse(text: &str) -> Result<Columns, String> {
+    pub fn parse(text: &str) -> Result<Columns, ImportError> {
         let mut columns = Vec::new();
         for (i, raw) in text.split(',').enumerate() {
             let name = raw.trim().to_ascii_lowercase();
             let col = match name.as_str() {
-                "" => {
-                    return Err(format!(
-                        "column {} has no name: use '-' to skip a column",
-                        i + 1
-                    ))
-                }
+                "" => return Err(ImportError::NoName(i + 1)),
                 "-" => Column::Skip,
                 "unix_ms" => Column::Unix {
                     ns_per_unit: 1_000_000,
@@ -78,25 +73,31 @@ impl Columns {
                 "rss_gb" => Column::Rss {
                     bytes_per_unit: 1_000_000_000,
                 },
-                "rss" => return Err(format!("column 'rss' has no unit: declare {RSS_UNITS}")),
+                "rss" => {
+                    return Err(ImportError::NoUnit {
+                        name: name.clone(),
+                        units: RSS_UNITS,
+                    })
+                }
                 "time" | "timestamp" | "ts" | "unix" | "elapsed" | "t" => {
-                    return Err(format!("column '{name}' has no unit: declare {TIME_UNITS}"))
+                    return Err(ImportError::NoUnit {
+                        name: name.clone(),
+                        units: TIME_UNITS,
+                    })
                 }
                 other => {
                     let unit = other.split_once('_').map(|(_, u)| u).unwrap_or("");
+                    let unknown_unit = |units| ImportError::UnknownUnit {
+                        name: other.to_string(),
+                        unit: unit.to_string(),
+                        units,
+                    };
                     return Err(if other.starts_with("rss_") {
-                        format!(
-                            "column '{other}' has an unknown unit '{unit}': declare {RSS_UNITS}"
-                        )
+                        unknown_unit(RSS_UNITS)
                     } else if other.starts_with("unix_") || other.starts_with("elapsed_") {
-                        format!(
-                            "column '{other}' has an unknown unit '{unit}': declare {TIME_UNITS}"
-                        )
+                        unknown_unit(TIME_UNITS)
                     } else {
-                        format!(
-                            "column '{other}' is not one memmon reads: declare a time ({TIME_UNITS}), \
-                             the RSS ({RSS_UNITS}), or '-' to skip it"
-                        )
+                        ImportError::UnknownColumn(other.to_string())
                     });
                 }
             };
@@ -107,15 +108,16 @@ impl Columns {
         let unix = count(|c| matches!(c, Column::Unix { .. }));
         let elapsed = count(|c| matches!(c, Column::Elapsed { .. }));
         if rss != 1 {
-            return Err(format!(
-                "declare exactly one RSS column ({RSS_UNITS}); '{text}' has {rss}"
-            ));
+            return Err(ImportError::RssColumns {
+                text: text.to_string(),
+                count: rss,
+            });
         }
         if unix > 1 || elapsed > 1 || unix + elapsed == 0 {
-            return Err(format!(
-                "declare one time column ({TIME_UNITS}), or one unix and one elapsed; '{text}' has {}",
-                unix + elapsed
-            ));
+            return Err(ImportError::TimeColumns {
+                text: text.to_string(),
+                count: unix + elapsed,
+            });
         }
         Ok(Columns {
             columns,
@@ -160,15 +162,14 @@ pub fn split_fields(line: &str) -> Vec<&str> {
 }
 
 /// Reads one line's declared fields.
-pub fn parse_row(cols: &Columns, line: &str) -> Result<Row, String> {
+pub fn parse_row(cols: &Columns, line: &str) -> Result<Row, ImportError> {
     let fields = split_fields(line);
     if fields.len() != cols.columns.len() {
-        return Err(format!(
-            "the line has {} fields but --columns {} declares {}",
-            fields.len(),
-            cols.text,
-            cols.columns.len()
-        ));
+        return Err(ImportError::ColumnsFields {
+            found: fields.len(),
+            declared: cols.text.clone(),
+            expected: cols.columns.len(),
+        });
     }
     let names: Vec<&str> = cols.text.split(',').map(str::trim).collect();
     let mut row = Row {
@@ -323,12 +324,12 @@ mod tests {
 
     #[test]
     fn a_column_without_a_unit_says_what_to_declare() {
-        let err = Columns::parse("unix_ms,rss").unwrap_err();
+        let err = Columns::parse("unix_ms,rss").unwrap_err().to_string();
         assert!(
             err.starts_with("column 'rss' has no unit: declare rss_bytes, rss_kb"),
             "{err}"
         );
-        let err = Columns::parse("time,rss_kb").unwrap_err();
+        let err = Columns::parse("time,rss_kb").unwrap_err().to_string();
         assert!(
             err.starts_with("column 'time' has no unit: declare unix_ms"),
             "{err}"
@@ -337,14 +338,16 @@ mod tests {
 
     #[test]
     fn an_unknown_unit_is_named() {
-        let err = Columns::parse("unix_ms,rss_kbytes").unwrap_err();
+        let err = Columns::parse("unix_ms,rss_kbytes")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("'rss_kbytes' has an unknown unit 'kbytes'"),
             "{err}"
         );
-        let err = Columns::parse("unix_min,rss_kb").unwrap_err();
+        let err = Columns::parse("unix_min,rss_kb").unwrap_err().to_string();
         assert!(err.contains("unknown unit 'min'"), "{err}");
-        let err = Columns::parse("unix_ms,vsz_kb").unwrap_err();
+        let err = Columns::parse("unix_ms,vsz_kb").unwrap_err().to_string();
         assert!(err.contains("'vsz_kb' is not one memmon reads"), "{err}");
     }
 
@@ -352,17 +355,21 @@ mod tests {
     fn exactly_one_rss_and_a_time_are_required() {
         assert!(Columns::parse("unix_ms,-")
             .unwrap_err()
+            .to_string()
             .contains("exactly one RSS column"));
         assert!(Columns::parse("unix_ms,rss_kb,rss_mib")
             .unwrap_err()
+            .to_string()
             .contains("has 2"));
         assert!(Columns::parse("rss_kb")
             .unwrap_err()
+            .to_string()
             .contains("declare one time column"));
         assert!(Columns::parse("unix_ms,unix_s,rss_kb").is_err());
         assert!(Columns::parse("unix_ms,elapsed_s,rss_kb").is_ok());
         assert!(Columns::parse("unix_ms,,rss_kb")
             .unwrap_err()
+            .to_string()
             .contains("column 2 has no name"));
     }
 
@@ -385,7 +392,9 @@ mod tests {
 
     #[test]
     fn a_line_with_the_wrong_number_of_fields_is_refused() {
-        let err = parse_row(&Columns::parse("unix_ms,rss_kb,-").unwrap(), "1,2").unwrap_err();
+        let err = parse_row(&Columns::parse("unix_ms,rss_kb,-").unwrap(), "1,2")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("has 2 fields but --columns unix_ms,rss_kb,- declares 3"),
             "{err}"

@@ -18,6 +18,80 @@ use super::read::{ReadError, ReadInfo};
 /// An example of `--columns` for messages.
 pub const COLUMNS_EXAMPLE: &str = "--columns unix_ms,rss_kb";
 
+/// Why a line of another tool's file, or a `--columns` declaration, could not be read; the
+/// reader names the file and line (`each_line`), or the flag (`ReadError::Columns`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ImportError {
+    #[error("the line is not UTF-8 text")]
+    NotUtf8,
+    #[error("'{0}' is negative")]
+    Negative(String),
+    #[error("'{0}' is not a number")]
+    NotANumber(String),
+    #[error("'{0}' is not a count")]
+    NotACount(String),
+    #[error("'{0}' is out of range")]
+    OutOfRange(String),
+    /// What is wrong with one field, named by its column (`Real (MB)`, `timestamp`, `pid`).
+    #[error("{column}: {why}")]
+    Field {
+        column: String,
+        why: Box<ImportError>,
+    },
+    #[error(transparent)]
+    Time(#[from] super::read::TimeError),
+    #[error("not a psrecord log: its first line should be psrecord's header, '# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)' (plain) or 'elapsed_time,nproc,cpu,mem_real,mem_virtual' (--log-format csv), not '{0}'")]
+    NotPsrecord(String),
+    #[error("expected 4 numbers (elapsed time, CPU %, real MB, virtual MB), or 8 with --include-io; found {0}")]
+    PsrecordFields(usize),
+    #[error("expected {expected} fields as in the header, found {found}")]
+    FieldsAsHeader { expected: usize, found: usize },
+    /// An mprof line whose tag wants other fields: `form` is what it should hold.
+    #[error("expected {form}, found {} after the tag", crate::units::count(*.found, "field"))]
+    MprofFields { form: &'static str, found: usize },
+    #[error("unknown line kind '{0}': an mprof file has CMDLINE, MEM, CHLD and FUNC lines")]
+    MprofKind(String),
+    #[error("column {0} has no name: use '-' to skip a column")]
+    NoName(usize),
+    #[error("column '{name}' has no unit: declare {units}")]
+    NoUnit { name: String, units: &'static str },
+    #[error("column '{name}' has an unknown unit '{unit}': declare {units}")]
+    UnknownUnit {
+        name: String,
+        unit: String,
+        units: &'static str,
+    },
+    #[error("column '{0}' is not one memmon reads: declare a time ({time}), the RSS ({rss}), or '-' to skip it", time = columns::TIME_UNITS, rss = columns::RSS_UNITS)]
+    UnknownColumn(String),
+    #[error("declare exactly one RSS column ({rss}); '{text}' has {count}", rss = columns::RSS_UNITS)]
+    RssColumns { text: String, count: usize },
+    #[error("declare one time column ({time}), or one unix and one elapsed; '{text}' has {count}", time = columns::TIME_UNITS)]
+    TimeColumns { text: String, count: usize },
+    #[error("the line has {found} fields but --columns {declared} declares {expected}")]
+    ColumnsFields {
+        found: usize,
+        declared: String,
+        expected: usize,
+    },
+}
+
+impl ImportError {
+    /// `why`, said of the field of `column`.
+    pub fn of(column: &str, why: ImportError) -> ImportError {
+        ImportError::Field {
+            column: column.to_string(),
+            why: Box::new(why),
+        }
+    }
+}
+
+impl crate::error::Classified for ImportError {
+    /// A malformed file or declaration: bad input.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
 /// `text` cut to `max` characters, ending in `...` when cut.
 pub(crate) fn shorten(text: &str, max: usize) -> String {
     crate::units::printable(text, max)
@@ -29,7 +103,7 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
 pub(crate) fn each_line(
     input: Input,
     info: &mut ReadInfo,
-    mut f: impl FnMut(u64, &str) -> Result<(), String>,
+    mut f: impl FnMut(u64, &str) -> Result<(), ImportError>,
 ) -> Result<(), ReadError> {
     let path = input.path.clone();
     let mut reader = input.into_reader();
@@ -39,7 +113,7 @@ pub(crate) fn each_line(
             let outcome = match std::str::from_utf8(raw) {
                 Ok(line) if line.trim().is_empty() => return true,
                 Ok(line) => f(line_no, line.trim_start_matches('\u{feff}')),
-                Err(_) => Err("the line is not UTF-8 text".to_string()),
+                Err(_) => Err(ImportError::NotUtf8),
             };
             match outcome {
                 Ok(()) => true,
@@ -47,11 +121,11 @@ pub(crate) fn each_line(
                     info.truncated_line = Some(line_no);
                     true
                 }
-                Err(msg) => {
+                Err(e) => {
                     result = Err(ReadError::Malformed {
                         path: path.clone(),
                         line: line_no,
-                        msg,
+                        msg: e.to_string(),
                     });
                     false
                 }
@@ -74,17 +148,17 @@ impl Decimal {
     /// Digits kept; further fractional digits are dropped (they are far below any unit here).
     const MAX_DIGITS: u32 = 24;
 
-    pub fn parse(text: &str) -> Result<Decimal, String> {
+    pub fn parse(text: &str) -> Result<Decimal, ImportError> {
         let t = text.trim();
         let t = t.strip_prefix('+').unwrap_or(t);
         if t.starts_with('-') {
-            return Err(format!("'{text}' is negative"));
+            return Err(ImportError::Negative(text.to_string()));
         }
         let (num, exp) = match t.find(['e', 'E']) {
             Some(i) => {
                 let e: i32 = t[i + 1..]
                     .parse()
-                    .map_err(|_| format!("'{text}' is not a number"))?;
+                    .map_err(|_| ImportError::NotANumber(text.to_string()))?;
                 (&t[..i], e)
             }
             None => (t, 0),
@@ -93,14 +167,14 @@ impl Decimal {
         if int.is_empty() && frac.is_empty()
             || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
         {
-            return Err(format!("'{text}' is not a number"));
+            return Err(ImportError::NotANumber(text.to_string()));
         }
         let mut mantissa: u128 = 0;
         let mut digits = 0u32;
         let mut exp10 = exp;
         for b in int.bytes() {
             if digits >= Self::MAX_DIGITS {
-                return Err(format!("'{text}' is out of range"));
+                return Err(ImportError::OutOfRange(text.to_string()));
             }
             mantissa = mantissa * 10 + u128::from(b - b'0');
             if mantissa > 0 {
@@ -163,11 +237,12 @@ pub(crate) fn scaled_field(
     num: u128,
     den: u128,
     quantum: u128,
-) -> Result<(u64, Decimal), String> {
-    let d = Decimal::parse(field.trim().trim_matches('"')).map_err(|e| format!("{column}: {e}"))?;
+) -> Result<(u64, Decimal), ImportError> {
+    let d =
+        Decimal::parse(field.trim().trim_matches('"')).map_err(|e| ImportError::of(column, e))?;
     let v = d
         .scaled(num, den, quantum)
-        .ok_or_else(|| format!("{column}: '{field}' is out of range"))?;
+        .ok_or_else(|| ImportError::of(column, ImportError::OutOfRange(field.to_string())))?;
     Ok((v, d))
 }
 

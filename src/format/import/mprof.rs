@@ -9,7 +9,7 @@
 //! reports, and the children are reported in a note, never added nor counted as processes of
 //! the row (the summary would call MEM a sum over them).
 
-use super::{each_line, scaled_field, Decimal, MIB};
+use super::{each_line, scaled_field, Decimal, ImportError, MIB};
 use crate::format::{ReadError, ReadInfo};
 use crate::model::sample::Sample;
 use crate::units::fmt_bytes;
@@ -98,7 +98,7 @@ pub fn read_from(
                 let f = fields::<3>(rest, "CHLD <pid> <MiB> <unix time s>")?;
                 let pid: i64 = f[0]
                     .parse()
-                    .map_err(|_| format!("pid: '{}' is not a number", f[0]))?;
+                    .map_err(|_| ImportError::of("pid", ImportError::NotANumber(f[0].into())))?;
                 let (rss, _) = scaled_field(f[1], "memory (MiB)", MIB, 1, KIB)?;
                 timestamp(f[2])?;
                 let peak = st.child_peaks.entry(pid).or_default();
@@ -109,11 +109,7 @@ pub fn read_from(
                 st.children_now = st.children_now.saturating_add(rss);
             }
             "FUNC" => st.funcs += 1,
-            other => {
-                return Err(format!(
-                "unknown line kind '{other}': an mprof file has CMDLINE, MEM, CHLD and FUNC lines"
-            ))
-            }
+            other => return Err(ImportError::MprofKind(other.to_string())),
         }
         Ok(())
     })?;
@@ -159,21 +155,23 @@ pub fn read_from(
 }
 
 /// Splits exactly `N` space-separated fields, or says what the line should hold.
-fn fields<'a, const N: usize>(rest: &'a str, form: &str) -> Result<[&'a str; N], String> {
+fn fields<'a, const N: usize>(
+    rest: &'a str,
+    form: &'static str,
+) -> Result<[&'a str; N], ImportError> {
     let v: Vec<&str> = rest.split_whitespace().collect();
-    v.try_into().map_err(|v: Vec<&str>| {
-        format!(
-            "expected {form}, found {} after the tag",
-            crate::units::count(v.len(), "field")
-        )
-    })
+    v.try_into()
+        .map_err(|v: Vec<&str>| ImportError::MprofFields {
+            form,
+            found: v.len(),
+        })
 }
 
 /// A unix timestamp in seconds, to ten-thousandths of a second (mprof's resolution).
-fn timestamp(field: &str) -> Result<u64, String> {
-    let d = Decimal::parse(field).map_err(|e| format!("timestamp: {e}"))?;
+fn timestamp(field: &str) -> Result<u64, ImportError> {
+    let d = Decimal::parse(field).map_err(|e| ImportError::of("timestamp", e))?;
     d.scaled(10_000, 1, 1)
-        .ok_or_else(|| format!("timestamp: '{field}' is out of range"))
+        .ok_or_else(|| ImportError::of("timestamp", ImportError::OutOfRange(field.into())))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! `--include-io`); the CSV log writes `elapsed_time,nproc,cpu,mem_real,mem_virtual` with each
 //! float in full (Python's shortest exact form), `nproc` counting the processes summed.
 
-use super::{each_line, scaled_field, Decimal, MIB};
+use super::{each_line, scaled_field, Decimal, ImportError, MIB};
 use crate::format::{ReadError, ReadInfo};
 use crate::model::sample::Sample;
 use std::path::Path;
@@ -90,7 +90,7 @@ pub fn read_from(
     Ok(info)
 }
 
-fn parse_header(line: &str) -> Result<Layout, String> {
+fn parse_header(line: &str) -> Result<Layout, ImportError> {
     if is_plain_header(line) {
         return Ok(Layout::Plain);
     }
@@ -104,24 +104,16 @@ fn parse_header(line: &str) -> Result<Layout, String> {
             fields: names.len(),
         });
     }
-    Err(format!(
-        "not a psrecord log: its first line should be psrecord's header, \
-         '# Elapsed time   CPU (%)     Real (MB)   Virtual (MB)' (plain) or \
-         'elapsed_time,nproc,cpu,mem_real,mem_virtual' (--log-format csv), not '{}'",
-        line.trim()
-    ))
+    Err(ImportError::NotPsrecord(line.trim().to_string()))
 }
 
-fn parse_row(layout: &Layout, line: &str) -> Result<Sample, String> {
+fn parse_row(layout: &Layout, line: &str) -> Result<Sample, ImportError> {
     let mut s = Sample::default();
     match layout {
         Layout::Plain => {
             let fields: Vec<&str> = line.split_whitespace().collect();
             if fields.len() != 4 && fields.len() != 8 {
-                return Err(format!(
-                    "expected 4 numbers (elapsed time, CPU %, real MB, virtual MB), or 8 with --include-io; found {}",
-                    fields.len()
-                ));
+                return Err(ImportError::PsrecordFields(fields.len()));
             }
             s.elapsed_s = elapsed(fields[0])?;
             s.rss_bytes = scaled_field(fields[2], "Real (MB)", MIB, 1, PAGE)?.0;
@@ -134,10 +126,10 @@ fn parse_row(layout: &Layout, line: &str) -> Result<Sample, String> {
         } => {
             let f: Vec<&str> = line.split(',').collect();
             if f.len() != *fields {
-                return Err(format!(
-                    "expected {fields} fields as in the header, found {}",
-                    f.len()
-                ));
+                return Err(ImportError::FieldsAsHeader {
+                    expected: *fields,
+                    found: f.len(),
+                });
             }
             s.elapsed_s = elapsed(f[*e])?;
             s.rss_bytes = scaled_field(f[*real], "mem_real", MIB, 1, 1)?.0;
@@ -145,7 +137,7 @@ fn parse_row(layout: &Layout, line: &str) -> Result<Sample, String> {
                 s.processes = f[*i]
                     .trim()
                     .parse()
-                    .map_err(|_| format!("nproc: '{}' is not a count", f[*i]))?;
+                    .map_err(|_| ImportError::of("nproc", ImportError::NotACount(f[*i].into())))?;
             }
         }
     }
@@ -153,10 +145,10 @@ fn parse_row(layout: &Layout, line: &str) -> Result<Sample, String> {
     Ok(s)
 }
 
-fn elapsed(field: &str) -> Result<f64, String> {
+fn elapsed(field: &str) -> Result<f64, ImportError> {
     Decimal::parse(field)
         .map(Decimal::to_f64)
-        .map_err(|e| format!("elapsed time: {e}"))
+        .map_err(|e| ImportError::of("elapsed time", e))
 }
 
 #[cfg(test)]

@@ -83,9 +83,18 @@ pub enum GpuError {
     Layout { call: &'static str, message: String },
     #[error("NVML did not answer within {0} (--gpu-timeout): a hung driver call")]
     Timeout(String),
-    /// memmon's PID namespace, or the host's /proc given, cannot be read.
+    /// memmon's PID namespace, or the host's /proc given, cannot be read: what the
+    /// `probe::pidns::PidnsError` says (kept as text: a `GpuError` is cloned to every asker).
     #[error("{0}")]
     Namespace(String),
+}
+
+impl crate::error::Classified for GpuError {
+    /// A driver that cannot be read on its own is a failure; `--gpu` asking for it is bad input
+    /// (`RecordError::Gpu`).
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
 }
 
 /// NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus or was reset.

@@ -6,12 +6,13 @@ use crate::analysis::SummaryBuilder;
 use crate::exit::Ending;
 use crate::format::meta::{EndInfo, EndReason};
 use crate::format::OutputError;
-use anyhow::Context;
+use crate::sampler::error::RecordError;
+use std::io::ErrorKind;
 
 impl Recorder {
     /// Ends the recording for `stop`: markers still waiting are taken while the target lives,
     /// the end record is written and the summary made.
-    pub(super) fn stop(mut self, stop: Stop, mut run: RunState) -> anyhow::Result<Outcome> {
+    pub(super) fn stop(mut self, stop: Stop, mut run: RunState) -> Result<Outcome, RecordError> {
         let target_lives = !matches!(stop, Stop::TargetExited | Stop::Failed(_));
         if matches!(stop, Stop::TargetExited) {
             self.wait_for_relayed_markers(&mut run);
@@ -211,7 +212,7 @@ impl Recorder {
         end: EndInfo,
         exit: Option<Ending>,
         err: Option<String>,
-    ) -> anyhow::Result<Outcome> {
+    ) -> Result<Outcome, RecordError> {
         let mut end = self.end_info(end);
         if err.is_some() {
             end.error = err;
@@ -240,7 +241,10 @@ impl Recorder {
             let kept = self
                 .sink
                 .kept(self.samples, matches!(e, OutputError::Removed(_)));
-            return Err(anyhow::Error::new(e)).context(kept);
+            return Err(RecordError::Stopped {
+                kept,
+                source: Box::new(RecordError::Output(e)),
+            });
         }
         self.observer.on_end(&summary);
         Ok(Outcome {
@@ -253,11 +257,8 @@ impl Recorder {
 
     /// Ends after a failure (a full disk, a vanished directory, a closed pipe): keeps what was
     /// written, and for a launched command waits for it to finish.
-    fn fail(mut self, err: anyhow::Error, mut end: EndInfo) -> anyhow::Result<Outcome> {
-        let broken_pipe = err.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-        });
+    fn fail(mut self, err: RecordError, mut end: EndInfo) -> Result<Outcome, RecordError> {
+        let broken_pipe = crate::error::caused_by(&err, ErrorKind::BrokenPipe);
         if broken_pipe {
             end.reason = EndReason::OutputClosed;
             if let Some(l) = &mut self.launched {
@@ -272,7 +273,7 @@ impl Recorder {
             }));
         }
         end.reason = EndReason::Error;
-        let msg = format!("{err:#}");
+        let msg = crate::error::chain(&err);
         if let Some(l) = &mut self.launched {
             self.report.error(&format!(
                 "{msg}; recording stopped, waiting for the command to finish"
@@ -281,12 +282,7 @@ impl Recorder {
         }
         // Best effort: record the end (this may fail too on a full disk).
         let end = self.end_info(end);
-        let removed = err.chain().any(|c| {
-            matches!(
-                c.downcast_ref::<OutputError>(),
-                Some(OutputError::Removed(_))
-            )
-        });
+        let removed = matches!(err, RecordError::Output(OutputError::Removed(_)));
         let kept = if removed {
             self.sink.kept(self.samples, true)
         } else {
@@ -301,6 +297,9 @@ impl Recorder {
         } else {
             kept
         };
-        Err(err.context(kept))
+        Err(RecordError::Stopped {
+            kept,
+            source: Box::new(err),
+        })
     }
 }

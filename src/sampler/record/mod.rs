@@ -254,7 +254,7 @@ enum Stop {
     Duration,
     TargetExited,
     /// The output failed, or the tree could not be read.
-    Failed(anyhow::Error),
+    Failed(RecordError),
 }
 
 /// What `Recorder::run` carries from one step to the next.
@@ -388,7 +388,7 @@ impl Recorder {
     ///
     /// The loop is a small state machine: each `Step` says what happens next, and each has a
     /// method that does it and returns the step after.
-    pub fn run(mut self) -> anyhow::Result<Outcome> {
+    pub fn run(mut self) -> Result<Outcome, RecordError> {
         if let Err(e) = set_timer_slack(self.opts.interval) {
             self.report.note(&format!(
                 "cannot set a finer timer slack (prctl: {e}): ticks may come up to 50 µs late"
@@ -452,7 +452,11 @@ impl Recorder {
 
     /// The step after a sample taken for a control message: `Ok(Some)` goes on, `Ok(None)`
     /// (the target has ended) or an error end or suspend the recording.
-    fn after(&mut self, run: &mut RunState, taken: anyhow::Result<Option<Sample>>) -> Option<Step> {
+    fn after(
+        &mut self,
+        run: &mut RunState,
+        taken: Result<Option<Sample>, RecordError>,
+    ) -> Option<Step> {
         match taken {
             Ok(Some(_)) => None,
             Ok(None) => Some(self.target_ended(run)),
@@ -547,7 +551,7 @@ impl Recorder {
             }
             Control::AnatomyDone => {
                 if let Err(e) = self.anatomy_arrived() {
-                    return Step::Stop(Stop::Failed(e.into()));
+                    return Step::Stop(Stop::Failed(e));
                 }
             }
             Control::CpuTicks(reply) => {
@@ -632,7 +636,7 @@ impl Recorder {
     }
 
     /// Takes one sample of the tree and hands it on. `Ok(None)` when the target has ended.
-    fn tick(&mut self, event: Option<Event>) -> anyhow::Result<Option<Sample>> {
+    fn tick(&mut self, event: Option<Event>) -> Result<Option<Sample>, RecordError> {
         self.tick_at(event, None)
     }
 
@@ -642,7 +646,7 @@ impl Recorder {
         &mut self,
         event: Option<Event>,
         origin: Option<SystemTime>,
-    ) -> anyhow::Result<Option<Sample>> {
+    ) -> Result<Option<Sample>, RecordError> {
         if let Some(l) = &mut self.launched {
             l.reap_exited();
         }
@@ -652,8 +656,8 @@ impl Recorder {
         let s = match self.watch.tick(event, origin, self.schedule.missed()) {
             Ok(Some(t)) => t.sample,
             Ok(None) => return Ok(None),
-            Err(ProcError::PermissionDenied(p)) => return Err(RecordError::Unreadable(p).into()),
-            Err(e) => return Err(e.into()),
+            Err(ProcError::PermissionDenied(p)) => return Err(RecordError::Unreadable(p)),
+            Err(e) => return Err(RecordError::Tree(e)),
         };
         self.sink.sample(&s)?;
         if let Some(why) = self.numa.as_mut().and_then(|n| n.tick(&s)) {
@@ -704,7 +708,7 @@ impl Recorder {
 
     /// Hands the anatomy read since the last call, if any, to the sink, and answers the
     /// replies held for it.
-    fn anatomy_arrived(&mut self) -> Result<(), crate::format::OutputError> {
+    fn anatomy_arrived(&mut self) -> Result<(), RecordError> {
         if let Some(got) = self.anatomy.as_mut().and_then(|a| a.arrived()) {
             self.sink.anatomy(&got)?;
             self.anatomies.push(got);
@@ -927,14 +931,4 @@ fn set_timer_slack(interval: Duration) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn assert_send<T: Send>() {}
-
-    #[test]
-    fn a_recorder_can_run_on_another_thread() {
-        assert_send::<Recorder>();
-        assert_send::<ControlHandle>();
-    }
-}
+mod tests;

@@ -7,7 +7,7 @@ use super::{Control, ControlHandle, RecordObserver, RecordOptions, Recorder};
 use crate::analysis::SummaryBuilder;
 use crate::format::anatomy::AnatomyWriter;
 use crate::format::meta::{ColumnMeta, Meta, TargetMeta, SCHEMA_VERSION};
-use crate::format::{Format, Output};
+use crate::format::{Format, Output, OutputError};
 use crate::model::sample::COLUMNS;
 use crate::probe::cgroup::MemCgroup;
 use crate::probe::taskstats::ExitWatch;
@@ -27,7 +27,6 @@ use crate::sampler::target::{self, TargetError, TargetSpec};
 use crate::sampler::watch::{ExitRecords, Watch, WatchOptions};
 use crate::sys::{signals, WaitSet, Waker};
 use crate::units::{fmt_bytes, fmt_interval};
-use anyhow::Context;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
@@ -39,7 +38,7 @@ impl Recorder {
         opts: RecordOptions,
         report: Reporter,
         observer: Box<dyn RecordObserver + Send>,
-    ) -> anyhow::Result<Recorder> {
+    ) -> Result<Recorder, RecordError> {
         Recorder::start_with(opts, file_sink, report, observer)
     }
 
@@ -47,11 +46,13 @@ impl Recorder {
     /// target is found (a sink that creates a file creates none for a wrong PID).
     pub fn start_with(
         opts: RecordOptions,
-        make_sink: impl FnOnce(&RecordOptions) -> anyhow::Result<Box<dyn SampleSink>>,
+        make_sink: impl FnOnce(&RecordOptions) -> Result<Box<dyn SampleSink>, OutputError>,
         report: Reporter,
         observer: Box<dyn RecordObserver + Send>,
-    ) -> anyhow::Result<Recorder> {
-        signals::install().context("cannot install the handlers of the stop signals")?;
+    ) -> Result<Recorder, RecordError> {
+        signals::install().map_err(RecordError::system(
+            "cannot install the handlers of the stop signals",
+        ))?;
         // Attach: find the target before creating anything, so a wrong PID leaves no file.
         let attached = match &opts.target {
             TargetSpec::Command(_) => None,
@@ -86,7 +87,7 @@ impl Recorder {
             Some(wake),
             report.clone(),
         )
-        .context("cannot start the PSS thread")?;
+        .map_err(RecordError::system("cannot start the PSS thread"))?;
         let launched = match attached {
             Some(r) => {
                 watch.follow(r.handle, r.pidfile);
@@ -139,7 +140,7 @@ impl Recorder {
                 };
                 Some(
                     Anatomies::start(a.clone(), wake, ledger)
-                        .context("cannot start the anatomy thread")?,
+                        .map_err(RecordError::system("cannot start the anatomy thread"))?,
                 )
             }
             _ => None,
@@ -167,7 +168,8 @@ impl Recorder {
             sink,
             watch,
             pidfd,
-            sleep: WaitSet::new().context("cannot make the sleep's epoll set")?,
+            sleep: WaitSet::new()
+                .map_err(RecordError::system("cannot make the sleep's epoll set"))?,
             launched,
             control_rx,
             control,
@@ -279,14 +281,14 @@ fn health_sources(
     (psi, swap, numa)
 }
 
-fn control_channel() -> anyhow::Result<(ControlHandle, mpsc::Receiver<super::Stamped>)> {
+fn control_channel() -> Result<(ControlHandle, mpsc::Receiver<super::Stamped>), RecordError> {
     let (tx, control_rx) = mpsc::channel();
-    let wake = Arc::new(Waker::new().context("cannot create an eventfd")?);
+    let wake = Arc::new(Waker::new().map_err(RecordError::system("cannot create an eventfd"))?);
     Ok((ControlHandle { tx, wake }, control_rx))
 }
 
 /// The recording's file, or stdout (`-o`, `--format`, `--force`, `--append`): `record`'s sink.
-pub fn file_sink(opts: &RecordOptions) -> anyhow::Result<Box<dyn SampleSink>> {
+pub fn file_sink(opts: &RecordOptions) -> Result<Box<dyn SampleSink>, OutputError> {
     let format = opts
         .format
         .or_else(|| opts.output.file().map(Format::from_path))
@@ -306,7 +308,7 @@ pub fn file_sink(opts: &RecordOptions) -> anyhow::Result<Box<dyn SampleSink>> {
             })),
             Err(e) => {
                 out.discard();
-                Err(e.into())
+                Err(e)
             }
         },
         None => Ok(Box::new(out)),
@@ -358,7 +360,7 @@ fn anatomy_source(a: &crate::sampler::anatomy::AnatomyOptions) -> String {
 
 /// The GPU source (`--gpu`, `--no-gpu`): `None` where none is read; a usage error when `--gpu`
 /// asks for one that is not there.
-fn open_gpu(opts: &RecordOptions, report: &Reporter) -> anyhow::Result<Option<GpuTracker>> {
+fn open_gpu(opts: &RecordOptions, report: &Reporter) -> Result<Option<GpuTracker>, RecordError> {
     match crate::sampler::gpu::open(&opts.gpu) {
         Ok((gpu, note)) => {
             if let Some(note) = note {
@@ -366,7 +368,7 @@ fn open_gpu(opts: &RecordOptions, report: &Reporter) -> anyhow::Result<Option<Gp
             }
             Ok(gpu)
         }
-        Err(e) => Err(RecordError::Gpu(e).into()),
+        Err(e) => Err(RecordError::Gpu(e)),
     }
 }
 
@@ -414,7 +416,7 @@ fn launch(
     watch: &mut Watch,
     sink: &mut dyn SampleSink,
     cgroup: Option<&CgroupSource>,
-) -> anyhow::Result<Launched> {
+) -> Result<Launched, RecordError> {
     let TargetSpec::Command(args) = &opts.target else {
         unreachable!("only a command is launched")
     };
@@ -428,7 +430,7 @@ fn launch(
     let h = opts
         .procfs
         .open(pid)
-        .with_context(|| format!("cannot read the launched command (PID {pid})"))?;
+        .map_err(|source| RecordError::LaunchedUnreadable { pid, source })?;
     launched.wait_exec(&h);
     watch.follow(h, None);
     // memmon is the command's subreaper (set in `launch`): its orphans come to memmon.
@@ -447,7 +449,7 @@ fn find_target(
     opts: &RecordOptions,
     spec: &TargetSpec,
     report: &Reporter,
-) -> anyhow::Result<target::Resolved> {
+) -> Result<target::Resolved, RecordError> {
     let mut announced = false;
     let mut look = target::LookAgain::new();
     loop {
@@ -475,11 +477,11 @@ fn find_target(
                     announced = true;
                 }
                 if let Some(a) = signals::take().first() {
-                    return Err(RecordError::Interrupted(a.sig).into());
+                    return Err(RecordError::Interrupted(a.sig));
                 }
                 signals::sleep(look.pause());
             }
-            Err(e) => return Err(RecordError::Target(e).into()),
+            Err(e) => return Err(RecordError::Target(e)),
         }
     }
 }
@@ -579,7 +581,10 @@ fn sources(opts: &RecordOptions, cgroup: Option<&CgroupSource>) -> Vec<String> {
 
 /// The cgroup of an attached target to read: `--cgroup PATH`, or with `--cgroup auto` its own
 /// memory cgroup when that holds only its tree (else a usage error saying why).
-fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Option<CgroupSource>> {
+fn attached_cgroup(
+    opts: &RecordOptions,
+    h: &ProcHandle,
+) -> Result<Option<CgroupSource>, RecordError> {
     let auto = |why: String, advice: Option<String>| RecordError::CgroupAuto { why, advice };
     match &opts.cgroup {
         None => Ok(None),
@@ -638,8 +643,7 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
                         "give --cgroup PATH, or run the target in a cgroup of its own, e.g. systemd-run --scope"
                             .into(),
                     ),
-                )
-                .into());
+                ));
             }
             if let Some(other) = cg
                 .foreign_process(&opts.procfs, h.pid)
@@ -654,8 +658,7 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
                         "give --cgroup {} to record the whole cgroup anyway",
                         cg.path
                     )),
-                )
-                .into());
+                ));
             }
             if let Err(why) = holds_alone(opts, h, &cg) {
                 return Err(auto(
@@ -664,8 +667,7 @@ fn attached_cgroup(opts: &RecordOptions, h: &ProcHandle) -> anyhow::Result<Optio
                         "give --cgroup {} to record the cgroup anyway",
                         cg.path
                     )),
-                )
-                .into());
+                ));
             }
             Ok(Some(CgroupSource::existing(cg, Ok(()))))
         }
@@ -706,7 +708,7 @@ fn holds_alone(opts: &RecordOptions, h: &ProcHandle, cg: &MemCgroup) -> Result<(
 fn launched_cgroup(
     opts: &RecordOptions,
     report: &Reporter,
-) -> anyhow::Result<Option<CgroupSource>> {
+) -> Result<Option<CgroupSource>, RecordError> {
     if let Some(CgroupChoice::Path(p)) = &opts.cgroup {
         let cg = opts.cgroupfs.at(p).map_err(RecordError::Cgroup)?;
         // Read, not joined: the command's tree is not in it.
@@ -736,7 +738,7 @@ fn launched_cgroup(
     let name = format!("memmon-{}-{n}", std::process::id());
     match opts.cgroupfs.create_own(&name, mine.as_ref()) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),
-        Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e).into()),
+        Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e)),
         Err(e) => {
             // The command runs in memmon's own cgroup: its limit, its OOM kills, its pressure
             // and its memory per NUMA node are the command's too, though its peak is not the
