@@ -1179,7 +1179,13 @@ impl SpanAcc {
         );
         let cgroup_left_tree = ctx.cgroup_holds_tree
             && (self.cgroup_left
-                || self.beyond_cgroup(kernel.map(|k| k.0), cgroup_peak, ctx.bound_bytes));
+                || self.beyond_cgroup(
+                    // A VmHWM only: a process's ru_maxrss is its lifetime's, which may predate
+                    // the span (an orphan of the run before, reaped in this one).
+                    kernel.filter(|k| k.1 == PeakSource::Vmhwm).map(|k| k.0),
+                    cgroup_peak,
+                    ctx.bound_bytes,
+                ));
         PeakFacts {
             sampled_peak_rss_bytes: self.peak_rss,
             kernel_peak_rss_bytes: kernel.map(|k| k.0),

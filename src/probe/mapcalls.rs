@@ -110,6 +110,13 @@ pub enum MapCallsError {
     NoField(String, String),
 }
 
+impl crate::error::Classified for MapCallsError {
+    /// The ledger could not start (no privilege, no tracepoint): it is off and said so.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
+}
+
 /// Which tracepoint an event is (by its ID in each sample).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Which {

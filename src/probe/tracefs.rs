@@ -37,9 +37,35 @@ pub enum TracefsError {
     #[error("cannot read {0}: {1}")]
     Read(PathBuf, std::io::Error),
     #[error("{0}: {1}")]
-    Format(PathBuf, String),
+    Format(PathBuf, FormatError),
     #[error("the tracepoint {0} is not in this kernel ({1} has no such event; a kernel without CONFIG_FTRACE_SYSCALLS has no syscalls group)")]
     Missing(String, PathBuf),
+}
+
+/// A tracepoint's `format` file that does not read as one: the line at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("a field without a name: {0:?}")]
+    NoName(String),
+    #[error("a field without {key} {line:?}")]
+    NoKey { key: &'static str, line: String },
+    #[error("not an ID: {0:?}")]
+    NotAnId(String),
+    #[error("no field")]
+    NoField,
+}
+
+impl crate::error::Classified for TracefsError {
+    /// The kernel's tracefs unreadable or unmountable: the ledger is off, the recording goes on.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
+}
+
+impl crate::error::Classified for FormatError {
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Failure
+    }
 }
 
 /// Reads the tracepoints `events` (`("syscalls", "sys_enter_mmap")`...); with the words for
@@ -171,7 +197,10 @@ pub fn read_from(root: &Path, events: &[(&str, &str)]) -> Result<Vec<Tracepoint>
             let id_path = dir.join("id");
             let id = match std::fs::read_to_string(&id_path) {
                 Ok(t) => t.trim().parse::<u64>().map_err(|_| {
-                    TracefsError::Format(id_path.clone(), format!("not an ID: {:?}", t.trim()))
+                    TracefsError::Format(
+                        id_path.clone(),
+                        FormatError::NotAnId(t.trim().to_string()),
+                    )
                 })?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(TracefsError::Missing(
@@ -197,7 +226,7 @@ pub fn read_from(root: &Path, events: &[(&str, &str)]) -> Result<Vec<Tracepoint>
 }
 
 /// The fields of a tracepoint's `format` file: each `field:TYPE NAME;\toffset:N;\tsize:N;...`.
-pub fn parse_format(text: &str) -> Result<Vec<Field>, String> {
+pub fn parse_format(text: &str) -> Result<Vec<Field>, FormatError> {
     let mut out = Vec::new();
     for line in text.lines() {
         let Some(decl) = line.trim_start().strip_prefix("field:") else {
@@ -210,12 +239,15 @@ pub fn parse_format(text: &str) -> Result<Vec<Field>, String> {
             .next()
             .map(|n| n.split('[').next().unwrap_or(n))
             .filter(|n| !n.is_empty())
-            .ok_or_else(|| format!("a field without a name: {line:?}"))?;
-        let mut value = |key: &str| -> Result<usize, String> {
+            .ok_or_else(|| FormatError::NoName(line.to_string()))?;
+        let mut value = |key: &'static str| -> Result<usize, FormatError> {
             parts
                 .find_map(|p| p.strip_prefix(key))
                 .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("a field without {key}: {line:?}"))
+                .ok_or_else(|| FormatError::NoKey {
+                    key,
+                    line: line.to_string(),
+                })
         };
         let offset = value("offset:")?;
         let size = value("size:")?;
@@ -226,7 +258,7 @@ pub fn parse_format(text: &str) -> Result<Vec<Field>, String> {
         });
     }
     if out.is_empty() {
-        return Err("no field".into());
+        return Err(FormatError::NoField);
     }
     Ok(out)
 }
@@ -267,6 +299,7 @@ print fmt: \"addr: 0x%08lx, len: 0x%08lx\", ((unsigned long)(REC->addr)), ((unsi
         assert!(parse_format("name: x\nID: 1\n").is_err());
         assert!(parse_format("\tfield:int x;\tsize:4;\n")
             .unwrap_err()
+            .to_string()
             .contains("offset"));
     }
 
