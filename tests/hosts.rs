@@ -114,6 +114,37 @@ fn wait_for_first_row(out: &Path) {
     );
 }
 
+/// Records the daemon `pid` through `--cgroup auto` every `interval` (`quiet`: `-q`) into
+/// `out`, lets it go (writes `go`) once the first row is in, and waits for the recorder: its
+/// exit status and stderr.
+fn record_until_go(
+    pid: u32,
+    interval: &str,
+    quiet: bool,
+    go: &Path,
+    out: &Path,
+) -> (std::process::ExitStatus, String) {
+    let mut cmd = std::process::Command::new(memmon_path());
+    cmd.arg("record");
+    if quiet {
+        cmd.arg("-q");
+    }
+    let mut rec = cmd
+        .args(["-i", interval, "--cgroup", "auto", "--pid"])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_first_row(out);
+    std::fs::write(go, "").unwrap();
+    let st = rec.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(rec.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (st, err)
+}
+
 /// The source of a recording's peak where the cgroup's peak file rose during it: the
 /// cgroup's, where the kernel keeps one (v1, v2 from 5.19), else the process's VmHWM.
 fn rose_source(base: &Path) -> &'static str {
@@ -217,19 +248,7 @@ fn cgroup_auto_reads_a_daemon_s_service_with_the_limit_its_slice_sets() {
     let go = d.path().join("go");
     let w = waiting_workload(&svc, &go, &["alloc:64MiB", "hold:600ms"]);
     let out = d.path().join("svc.csv");
-    let mut rec = std::process::Command::new(memmon_path())
-        .args(["record", "-q", "-i", "100ms", "--cgroup", "auto", "--pid"])
-        .arg(w.0.id().to_string())
-        .arg("-o")
-        .arg(&out)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_first_row(&out);
-    std::fs::write(&go, "").unwrap();
-    let st = rec.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(rec.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (st, err) = record_until_go(w.0.id(), "100ms", true, &go, &out);
     assert!(st.success(), "{err}");
     let s = summary_json(&out);
     let cg = &s["cgroup"];
@@ -263,16 +282,8 @@ fn memory_high_pressure_shows_in_the_service_s_stall_and_its_high_events() {
     let go = d.path().join("go");
     let w = waiting_workload(&svc, &go, &["alloc:48MiB", "hold:200ms"]);
     let out = d.path().join("high.csv");
-    let mut rec = std::process::Command::new(memmon_path())
-        .args(["record", "-q", "-i", "50ms", "--cgroup", "auto", "--pid"])
-        .arg(w.0.id().to_string())
-        .arg("-o")
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    wait_for_first_row(&out);
-    std::fs::write(&go, "").unwrap();
-    assert!(rec.wait().unwrap().success());
+    let (st, err) = record_until_go(w.0.id(), "50ms", true, &go, &out);
+    assert!(st.success(), "{err}");
     let stall = column(&out, "cgroup_psi_memory_some_us");
     let high = column(&out, "cgroup_high_events");
     assert!(
@@ -306,16 +317,8 @@ fn a_service_over_its_memory_max_swaps_and_its_own_swap_columns_say_so() {
     let go = d.path().join("go");
     let w = waiting_workload(&svc, &go, &["alloc:64MiB", "hold:300ms"]);
     let out = d.path().join("swap.csv");
-    let mut rec = std::process::Command::new(memmon_path())
-        .args(["record", "-q", "-i", "50ms", "--cgroup", "auto", "--pid"])
-        .arg(w.0.id().to_string())
-        .arg("-o")
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    wait_for_first_row(&out);
-    std::fs::write(&go, "").unwrap();
-    assert!(rec.wait().unwrap().success());
+    let (st, err) = record_until_go(w.0.id(), "50ms", true, &go, &out);
+    assert!(st.success(), "{err}");
     // 64 MiB in 32: pages went out, as the cgroup itself counts them where its kernel does
     // (memory.stat pswpout: not Debian's 5.10, 6.1 or 6.12), else as the machine does. Fewer
     // than the 32 MiB over the limit reach the device where zswap keeps them (same-filled pages
@@ -446,19 +449,7 @@ fn a_daemon_whose_main_thread_sits_in_a_threaded_cgroup_is_read_through_its_doma
     let said = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     assert!(said.contains("/pool"), "{said}");
     let out = d.path().join("threaded.csv");
-    let mut rec = std::process::Command::new(memmon_path())
-        .args(["record", "-i", "100ms", "--cgroup", "auto", "--pid"])
-        .arg(pid.to_string())
-        .arg("-o")
-        .arg(&out)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_first_row(&out);
-    std::fs::write(&go, "").unwrap();
-    let st = rec.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(rec.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (st, err) = record_until_go(pid, "100ms", false, &go, &out);
     assert!(st.success(), "{err}");
     let s = summary_json(&out);
     assert_eq!(s["cgroup"]["path"], svc.path(), "{s:#}");

@@ -477,7 +477,6 @@ impl CgroupReader {
     }
 
     fn load_held(&mut self, name: &'static str) -> Result<bool, CgroupError> {
-        use std::os::unix::fs::FileExt;
         let path = || self.cg.dir.join(name);
         let at = match self.held.iter().position(|(n, _)| *n == name) {
             Some(i) => i,
@@ -494,27 +493,7 @@ impl CgroupReader {
         let Some(f) = &self.held[at].1 else {
             return Ok(false);
         };
-        self.bytes.clear();
-        loop {
-            let len = self.bytes.len();
-            if self.bytes.capacity() - len < 1024 {
-                self.bytes.reserve(4096);
-            }
-            let cap = self.bytes.capacity();
-            self.bytes.resize(cap, 0);
-            match f.read_at(&mut self.bytes[len..], len as u64) {
-                Ok(0) => {
-                    self.bytes.truncate(len);
-                    break;
-                }
-                Ok(n) => self.bytes.truncate(len + n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.bytes.truncate(len),
-                Err(e) => {
-                    self.bytes.truncate(len);
-                    return Err(CgroupError::Io(path(), e));
-                }
-            }
-        }
+        read_whole_at(f, &mut self.bytes).map_err(|e| CgroupError::Io(path(), e))?;
         self.buf.clear();
         self.buf.push_str(&String::from_utf8_lossy(&self.bytes));
         Ok(true)
@@ -1105,40 +1084,18 @@ impl Membership {
     /// The PIDs `cgroup.procs` lists now, sorted. A failed read (the cgroup removed and made
     /// again, as a restarted service's is) opens the file anew, once.
     fn read_listed(&mut self) -> Result<(), CgroupError> {
-        use std::os::unix::fs::FileExt;
         let path = self.cg.dir.join("cgroup.procs");
         for attempt in 0..2 {
-            if self.procs.is_none() {
-                self.procs = Some(File::open(&path).map_err(|e| CgroupError::Io(path.clone(), e))?);
-            }
             // v1 builds the list once per open file and serves it again to every read from
             // its start: only a new open sees who moved.
-            if self.cg.version == CgroupVersion::V1 && attempt == 0 {
+            if self.procs.is_none() || (self.cg.version == CgroupVersion::V1 && attempt == 0) {
                 self.procs = Some(File::open(&path).map_err(|e| CgroupError::Io(path.clone(), e))?);
             }
             let f = self.procs.as_ref().expect("opened above");
-            self.bytes.clear();
-            let mut failed = None;
-            loop {
-                let len = self.bytes.len();
-                self.bytes.resize(len + 4096, 0);
-                match f.read_at(&mut self.bytes[len..], len as u64) {
-                    Ok(0) => {
-                        self.bytes.truncate(len);
-                        break;
-                    }
-                    Ok(n) => self.bytes.truncate(len + n),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => self.bytes.truncate(len),
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            match failed {
-                None => break,
-                Some(e) if attempt == 1 => return Err(CgroupError::Io(path, e)),
-                Some(_) => self.procs = None,
+            match read_whole_at(f, &mut self.bytes) {
+                Ok(()) => break,
+                Err(e) if attempt == 1 => return Err(CgroupError::Io(path, e)),
+                Err(_) => self.procs = None,
             }
         }
         self.listed.clear();
@@ -1239,6 +1196,32 @@ fn is_threaded(dir: &Path) -> bool {
 fn is_read_only(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o222 == 0)
+}
+
+/// The whole of a held file, read from its start into `bytes` (a kernel file's contents are
+/// made at each read from offset 0: no seek, one descriptor kept).
+fn read_whole_at(f: &File, bytes: &mut Vec<u8>) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    bytes.clear();
+    loop {
+        let len = bytes.len();
+        if bytes.capacity() - len < 1024 {
+            bytes.reserve(4096);
+        }
+        bytes.resize(bytes.capacity(), 0);
+        match f.read_at(&mut bytes[len..], len as u64) {
+            Ok(0) => {
+                bytes.truncate(len);
+                return Ok(());
+            }
+            Ok(n) => bytes.truncate(len + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => bytes.truncate(len),
+            Err(e) => {
+                bytes.truncate(len);
+                return Err(e);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
