@@ -1086,7 +1086,8 @@ by path, memfds, shared memory, devices, huge pages), into a side file FILE.anat
 the recording (-o FILE). Read on a thread of its own at the first sample, at each phase's end \
 (the next marker) and bench run's end, at the end, and at the highest point of every stretch \
 between them: at each new high of the tree's RSS at least --anatomy-rise above the last one read \
-in the stretch, the highest kept. Resident sizes per group come from /proc/PID/smaps, read of \
+in the stretch, and where the tree stops rising below that (a top held for two samples), the \
+highest kept. Resident sizes per group come from /proc/PID/smaps, read of \
 each process whose RSS is at most --anatomy-smaps-max (smaps walks every page table: about 20 ms \
 per GiB). `memmon summary` says what grew between the idle floor and the peak, and in each phase \
 (from its start to its highest); bench (against a daemon only): what grew in each run from the \

@@ -228,9 +228,25 @@ fn the_anatomy_at_the_peak_names_each_known_mapping_and_summary_says_what_grew()
     let s = summary_json(&out);
     assert_eq!(s["anatomy_table"], "known.csv.anatomy.jsonl");
     assert_eq!(s["anatomy"]["measure"], "resident");
-    let grew = s["anatomy"]["delta_bytes"].as_i64().unwrap() as u64;
-    assert!(grew >= 328 * MIB - bound && grew < 330 * MIB, "{grew}");
-    assert_eq!(s["anatomy"]["changes"][0]["delta_bytes"], 240 * MIB);
+    // What grew is the sum of its groups: the workload's 328 MiB, and beside it only the
+    // program's code and libraries (the start's anatomy is read at the first row, which on a
+    // busy machine comes while the loader still maps libc: CI saw +3.5 MiB of them) and small
+    // anonymous mappings.
+    let changes = s["anatomy"]["changes"].as_array().unwrap();
+    let delta = |c: &Value| c["delta_bytes"].as_i64().unwrap();
+    let grew = s["anatomy"]["delta_bytes"].as_i64().unwrap();
+    assert_eq!(grew, changes.iter().map(delta).sum::<i64>());
+    assert_eq!(delta(&changes[0]), 240 * MIB as i64);
+    let (known, other): (Vec<&Value>, Vec<&Value>) = changes.iter().partition(|c| {
+        matches!(c["kind"].as_str(), Some("memfd" | "file" | "heap"))
+            || (c["kind"] == "anon" && c["to"]["min_mapping_bytes"].as_u64() >= Some(24 * MIB))
+    });
+    let known_bytes = known.iter().map(|c| delta(c)).sum::<i64>() as u64;
+    assert!(known_bytes.abs_diff(328 * MIB) <= bound + MIB, "{known_bytes}");
+    for c in other {
+        let code = matches!(c["kind"].as_str(), Some("binary" | "library"));
+        assert!(code || delta(c).unsigned_abs() < MIB, "{c:#}");
+    }
     // The report shows it as a table.
     let html = dir.path().join("known.html");
     memmon()

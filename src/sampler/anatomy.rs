@@ -8,11 +8,13 @@
 //! lives (read on the recorder's thread: it is ending); and at the highest point of each
 //! *stretch*, the rows between two boundaries (markers, a bench run's start and end, a restart).
 //! Within a stretch an anatomy is read at each new high of the tree's RSS at least
-//! `--anatomy-rise` above the last one read in it (`PeakSchedule`), at most one every
-//! `--anatomy-gap`, while no other read is under way; the highest is kept and written, as
-//! `peak`, when the stretch ends, and the lower ones are dropped. So a ramp of any length gets
-//! its top read (within the rise, or within one read's time when the reads come back to back),
-//! and every span's highest anatomy is one of its stretches' `peak`s.
+//! `--anatomy-rise` above the last one read in it (`PeakSchedule`), and, when the tree stops
+//! rising below the rise (a row no higher than the stretch's top), at that row if it is nearer
+//! the unread top than the last read: at most one every `--anatomy-gap`, while no other read
+//! is under way. The highest is kept and written, as `peak`, when the stretch ends, and the
+//! lower ones are dropped. So a ramp of any length gets its top read: exactly when the top is
+//! held for two rows, else within the rise (or within one read's time when the reads come back
+//! to back); and every span's highest anatomy is one of its stretches' `peak`s.
 //!
 //! smaps is read for each process as PSS would be, under a guard (`--anatomy-smaps-max`: not
 //! over that RSS; smaps costs about 20 ms per GiB resident, BENCHMARKS.md); a process read
@@ -51,6 +53,10 @@ pub struct PeakSchedule {
     gap: Duration,
     /// The tree RSS of the row the stretch's last read was asked at (or of its first row).
     high: Option<u64>,
+    /// The highest tree RSS of the stretch's rows, read or not, and whether the last row seen
+    /// raised it.
+    top: Option<u64>,
+    rose: bool,
     /// When the last read at a high was asked for.
     last_at: Option<Instant>,
     /// No read before this: the reads at new highs take at most a tenth of the wall time
@@ -68,20 +74,36 @@ impl PeakSchedule {
             rise,
             gap,
             high: None,
+            top: None,
+            rose: false,
             last_at: None,
             not_before: None,
         }
     }
 
-    /// A read is due at a row whose tree RSS is `rss`: the stretch's first, or one above the
-    /// last read's RSS, at least `rise` above it, at least `gap` after the last read.
+    /// Every row of the stretch, read or not (before `due`): its tree RSS `rss`.
+    pub fn seen(&mut self, rss: u64) {
+        self.rose = self.top.is_none_or(|top| rss > top);
+        self.top = self.top.max(Some(rss));
+    }
+
+    /// A read is due at a row whose tree RSS is `rss`, at least `gap` after the last read: the
+    /// stretch's first; one above the last read's RSS by at least `rise`; or, once the tree
+    /// stopped rising (the row is no new top), one nearer the unread top than the last read
+    /// is, so that a top held for two rows is read whatever the rise.
     pub fn due(&self, now: Instant, rss: u64) -> bool {
         let risen = match self.high {
             None => true,
             // The rise in whole bytes (10% of 100 is 10, not 10.000000000000002).
             Some(high) => rss > high && rss >= high + (high as f64 * self.rise).round() as u64,
         };
-        risen
+        let settled = match (self.high, self.top) {
+            (Some(high), Some(top)) => {
+                !self.rose && top > high && rss > high && top - rss <= (top - high) / 2
+            }
+            _ => false,
+        };
+        (risen || settled)
             && self
                 .last_at
                 .is_none_or(|at| now.duration_since(at) >= self.gap)
@@ -104,6 +126,8 @@ impl PeakSchedule {
     /// a rise above that row (an anatomy at the row itself is the boundary's).
     pub fn new_stretch(&mut self, rss: u64) {
         self.high = Some(rss);
+        self.top = Some(rss);
+        self.rose = false;
     }
 }
 
@@ -414,6 +438,7 @@ impl Anatomies {
         members: impl Iterator<Item = (&'a ProcHandle, &'a StatusMem)>,
         s: &Sample,
     ) {
+        self.schedule.seen(s.rss_bytes);
         if self.thread.busy() {
             return;
         }
@@ -528,6 +553,55 @@ mod tests {
         s.asked(t0, 100);
         assert!(!s.due(at(1), 100));
         assert!(s.due(at(1), 101));
+    }
+
+    /// The rows' RSS one by one, each seen before it is asked about: which were due (and
+    /// then read).
+    fn reads(s: &mut PeakSchedule, rows: &[u64]) -> Vec<u64> {
+        let t0 = Instant::now();
+        let mut read = Vec::new();
+        for &rss in rows {
+            s.seen(rss);
+            if s.due(t0, rss) {
+                s.asked(t0, rss);
+                read.push(rss);
+            }
+        }
+        read
+    }
+
+    #[test]
+    fn a_top_below_the_rise_is_read_once_the_tree_stops_rising_there() {
+        // 10%: 1000 is read, 1050 is a new top within the rise; the next row holds it.
+        let mut s = PeakSchedule::new(0.10, Duration::ZERO);
+        assert_eq!(reads(&mut s, &[100, 1000, 1050, 1050, 1050]), [100, 1000, 1050]);
+        // A row that falls back nearer the last read than the top is not worth a read; one
+        // nearer the top is (the top is then read as nearly as it can be).
+        let mut s = PeakSchedule::new(0.10, Duration::ZERO);
+        assert_eq!(reads(&mut s, &[1000, 1060, 1020, 1050, 1050]), [1000, 1050]);
+        // A creep below the rise at every row is read only at the rise: each row is a new top.
+        let mut s = PeakSchedule::new(0.10, Duration::ZERO);
+        assert_eq!(reads(&mut s, &[1000, 1030, 1060, 1090, 1120]), [1000, 1120]);
+        // A plateau jittering under its top reads nothing more once its top is read.
+        let mut s = PeakSchedule::new(0.10, Duration::ZERO);
+        assert_eq!(reads(&mut s, &[1000, 1040, 1040, 1039, 1040, 1038]), [1000, 1040]);
+        // The time share still holds a settled top back; it is read when the share allows.
+        let t0 = Instant::now();
+        let mut s = PeakSchedule::new(0.10, Duration::ZERO);
+        s.seen(1000);
+        s.asked(t0, 1000);
+        s.read_took(t0, Duration::from_millis(100));
+        s.seen(1050);
+        s.seen(1050);
+        assert!(!s.due(t0 + Duration::from_millis(500), 1050));
+        assert!(s.due(t0 + Duration::from_millis(900), 1050));
+        // A new stretch forgets the last one's top.
+        s.new_stretch(500);
+        s.seen(510);
+        s.seen(504);
+        assert!(!s.due(t0 + Duration::from_secs(2), 504), "nearer 500 than 510: no read");
+        s.seen(510);
+        assert!(s.due(t0 + Duration::from_secs(2), 510), "510 held: read");
     }
 
     fn bare(trigger: Trigger, rss: u64) -> Anatomy {
