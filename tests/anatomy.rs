@@ -242,7 +242,10 @@ fn the_anatomy_at_the_peak_names_each_known_mapping_and_summary_says_what_grew()
             || (c["kind"] == "anon" && c["to"]["min_mapping_bytes"].as_u64() >= Some(24 * MIB))
     });
     let known_bytes = known.iter().map(|c| delta(c)).sum::<i64>() as u64;
-    assert!(known_bytes.abs_diff(328 * MIB) <= bound + MIB, "{known_bytes}");
+    assert!(
+        known_bytes.abs_diff(328 * MIB) <= bound + MIB,
+        "{known_bytes}"
+    );
     for c in other {
         let code = matches!(c["kind"].as_str(), Some("binary" | "library"));
         assert!(code || delta(c).unsigned_abs() < MIB, "{c:#}");

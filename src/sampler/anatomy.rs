@@ -574,7 +574,10 @@ mod tests {
     fn a_top_below_the_rise_is_read_once_the_tree_stops_rising_there() {
         // 10%: 1000 is read, 1050 is a new top within the rise; the next row holds it.
         let mut s = PeakSchedule::new(0.10, Duration::ZERO);
-        assert_eq!(reads(&mut s, &[100, 1000, 1050, 1050, 1050]), [100, 1000, 1050]);
+        assert_eq!(
+            reads(&mut s, &[100, 1000, 1050, 1050, 1050]),
+            [100, 1000, 1050]
+        );
         // A row that falls back nearer the last read than the top is not worth a read; one
         // nearer the top is (the top is then read as nearly as it can be).
         let mut s = PeakSchedule::new(0.10, Duration::ZERO);
@@ -584,7 +587,10 @@ mod tests {
         assert_eq!(reads(&mut s, &[1000, 1030, 1060, 1090, 1120]), [1000, 1120]);
         // A plateau jittering under its top reads nothing more once its top is read.
         let mut s = PeakSchedule::new(0.10, Duration::ZERO);
-        assert_eq!(reads(&mut s, &[1000, 1040, 1040, 1039, 1040, 1038]), [1000, 1040]);
+        assert_eq!(
+            reads(&mut s, &[1000, 1040, 1040, 1039, 1040, 1038]),
+            [1000, 1040]
+        );
         // The time share still holds a settled top back; it is read when the share allows.
         let t0 = Instant::now();
         let mut s = PeakSchedule::new(0.10, Duration::ZERO);
@@ -599,7 +605,10 @@ mod tests {
         s.new_stretch(500);
         s.seen(510);
         s.seen(504);
-        assert!(!s.due(t0 + Duration::from_secs(2), 504), "nearer 500 than 510: no read");
+        assert!(
+            !s.due(t0 + Duration::from_secs(2), 504),
+            "nearer 500 than 510: no read"
+        );
         s.seen(510);
         assert!(s.due(t0 + Duration::from_secs(2), 510), "510 held: read");
     }
