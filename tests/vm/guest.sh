@@ -63,5 +63,6 @@ RUSTC_BOOTSTRAP=1 "$lane/deps/tests" --test-threads=2 -Zunstable-options --repor
 rc=$?
 took=$(($(date +%s) - start))
 line=$(grep -E '^test result:' "$out/log" | tail -1)
-echo "${line#test result: } in ${took} s" >"$out/result"
+line=${line#test result: }
+echo "${line%; finished in*}; the tests ${took} s" >"$out/result"
 echo "$rc" >"$out/status"
