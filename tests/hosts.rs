@@ -668,6 +668,74 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
     assert!(err.contains("budget exceeded"), "{err}");
     assert!(!err.contains("budget kept"), "{err}");
+    // Seen in the cgroup by the run's first row, then moved and gone before the next (a row
+    // every 10 s): wait4's ru_maxrss of the command, far above the cgroup's peak, says the tree
+    // left it. Each run, as it ends and in the table, has the process's peak, not the cgroup's
+    // (which said 512-768 KiB, exact, and kept the budget).
+    let o = memmon()
+        .args([
+            "bench",
+            "-n",
+            "2",
+            "-i",
+            "10s",
+            "--max-peak",
+            "100MiB",
+            "--",
+        ])
+        .arg("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.2; echo $$ > {}; exec \"$@\"",
+            procs.display()
+        ))
+        .arg("sh")
+        .args(workload(&["alloc:200MiB", "hold:300ms"]))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert_eq!(err.matches("budget exceeded").count(), 2, "{err}");
+    for run in ["run 1/2:", "run 2/2:"] {
+        let line = err.lines().find(|l| l.contains(run)).unwrap();
+        assert!(line.contains("(ru_maxrss of the largest process)"), "{err}");
+    }
+    assert!(
+        format!("{out}{err}").contains("charged outside its cgroup during runs 1, 2"),
+        "{out}\n{err}"
+    );
+    // The same as a recording: its peak is the process's, and the summary says why the
+    // cgroup's is not the tree's.
+    let out = d.path().join("unseen.csv");
+    let o = memmon()
+        .args(["record", "-i", "10s", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.2; echo $$ > {}; exec \"$@\"",
+            procs.display()
+        ))
+        .arg("sh")
+        .args(workload(&["alloc:200MiB", "hold:300ms"]))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_json(&out);
+    assert_eq!(s["peak"]["source"], "ru-maxrss", "{s:#}");
+    assert!(s["peak"]["bytes"].as_u64().unwrap() >= 200 * MIB, "{s:#}");
+    assert_eq!(s["cgroup"]["holds_tree"], false, "{s:#}");
+    assert!(
+        s["cgroup"]["not_the_tree"]
+            .as_str()
+            .unwrap()
+            .contains("charged elsewhere"),
+        "{s:#}"
+    );
 }
 
 #[test]

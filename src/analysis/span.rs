@@ -62,6 +62,8 @@ pub struct SpanContext {
     /// wait4's ru_maxrss), not one of every tree's exit records (`EndInfo::exit_peak_bytes`):
     /// after a restart, it is of the process that took over.
     pub kernel_after_last_row_of_last_tree: bool,
+    /// wait4's ru_maxrss of a launched command's own process (`EndTail::command`).
+    pub command_after_last_row: Option<u64>,
     /// The cgroup's peak file read after the span's last row (at the recording's end).
     pub cgroup_after_last_row: Option<u64>,
     /// The cgroup's OOM kill counter read then (`cgroup_oom_kill_events`), and how much it rose
@@ -86,6 +88,7 @@ impl SpanContext {
         SpanContext {
             kernel_after_last_row: tail.kernel,
             kernel_after_last_row_of_last_tree: tail.kernel_last_tree,
+            command_after_last_row: tail.command,
             rusage_covers_departed: tail.rusage_covers_departed,
             cgroup_after_last_row: tail.cgroup,
             cgroup_oom_after_last_row: tail.cgroup_oom,
@@ -109,6 +112,10 @@ pub struct EndTail {
     /// `kernel` is of the last tree followed: its exit records read after its last row, or
     /// wait4's ru_maxrss (not `exit_peak_bytes`, which holds every tree's).
     pub kernel_last_tree: bool,
+    /// wait4's ru_maxrss of the launched command's own process and the children it waited for,
+    /// without the orphans memmon reaped (`EndInfo::command_maxrss_bytes`), where it says
+    /// something of the tree (`launched_rusage_peak`): a peak this span's tree reached.
+    pub command: Option<u64>,
     /// wait4's ru_maxrss is known: it holds every process of the launched tree that ended.
     pub rusage_covers_departed: bool,
     pub cgroup: Option<u64>,
@@ -136,6 +143,9 @@ impl EndTail {
         EndTail {
             kernel,
             kernel_last_tree,
+            command: end
+                .command_maxrss_bytes
+                .filter(|&r| above_launcher(end, r, bound_bytes)),
             rusage_covers_departed: rusage.is_some(),
             // Schema 1 recordings did not keep the last reading apart: their peak was taken
             // over the recording when it rose in it.
@@ -163,6 +173,7 @@ impl EndTail {
                 (x, y) => x.or(y),
             },
             kernel_last_tree: a.kernel_last_tree && b.kernel_last_tree,
+            command: a.command.max(b.command),
             rusage_covers_departed: a.rusage_covers_departed && b.rusage_covers_departed,
             cgroup: a.cgroup.max(b.cgroup),
             // Each run's cgroup counts its own kills: the last run's are the span's tail.
@@ -178,10 +189,15 @@ impl EndTail {
 /// memmon's own RSS when it forked the command (exec keeps the fork's mark in it), by more than
 /// the counters' batching (`bound_bytes`). Below that it may be memmon's, not the tree's.
 pub fn launched_rusage_peak(end: &EndInfo, bound_bytes: u64) -> Option<u64> {
-    end.rusage_maxrss_bytes.filter(|&r| {
-        end.launcher_rss_bytes
-            .is_none_or(|l| r > l.saturating_add(bound_bytes))
-    })
+    end.rusage_maxrss_bytes
+        .filter(|&r| above_launcher(end, r, bound_bytes))
+}
+
+/// An ru_maxrss `r` of a launched command is above memmon's RSS at the fork by more than
+/// `bound_bytes`: it is the command's, not the forked copy's.
+fn above_launcher(end: &EndInfo, r: u64, bound_bytes: u64) -> bool {
+    end.launcher_rss_bytes
+        .is_none_or(|l| r > l.saturating_add(bound_bytes))
 }
 
 /// A launched command's duration: its wall time from its start to its exit when its end
@@ -204,6 +220,7 @@ impl Default for SpanContext {
             bound_known: false,
             kernel_after_last_row: None,
             kernel_after_last_row_of_last_tree: false,
+            command_after_last_row: None,
             cgroup_after_last_row: None,
             cgroup_oom_after_last_row: None,
             cgroup_oom_during: None,
@@ -1177,15 +1194,27 @@ impl SpanAcc {
             ctx.cgroup_after_last_row,
             ctx.cgroup_inner_resets,
         );
+        // wait4's ru_maxrss of the command's own process (not the orphans', whose marks may
+        // predate the span: one of the run before, reaped in this one) above every VmHWM the
+        // rows read: a peak no row saw, its file pages unknown.
+        let command_unseen = ctx
+            .command_after_last_row
+            .filter(|&r| r > rows_hwm.saturating_add(ctx.bound_bytes));
         let cgroup_left_tree = ctx.cgroup_holds_tree
             && (self.cgroup_left
                 || self.beyond_cgroup(
-                    // A VmHWM only: a process's ru_maxrss is its lifetime's, which may predate
-                    // the span (an orphan of the run before, reaped in this one).
                     kernel.filter(|k| k.1 == PeakSource::Vmhwm).map(|k| k.0),
                     cgroup_peak,
                     ctx.bound_bytes,
-                ));
+                    0,
+                )
+                || command_unseen.is_some_and(|r| {
+                    // The file pages the rows never saw may be charged elsewhere (a binary's
+                    // and its libraries' page cache, faulted in by another cgroup first): up
+                    // to 16 MiB or a quarter of the peak is taken for them.
+                    let unseen_files = (16 << 20).max(r / 4);
+                    self.beyond_cgroup(Some(r), cgroup_peak, ctx.bound_bytes, unseen_files)
+                }));
         PeakFacts {
             sampled_peak_rss_bytes: self.peak_rss,
             kernel_peak_rss_bytes: kernel.map(|k| k.0),
@@ -1223,12 +1252,20 @@ impl SpanAcc {
     /// binary's page cache) and the counters' batching: a process peak above the cgroup's by
     /// more than that (and a 32nd of itself) was reached, at least in part, outside the cgroup (a
     /// process moved out and gone between two samples).
-    fn beyond_cgroup(&self, kernel: Option<u64>, cgroup: Option<u64>, bound_bytes: u64) -> bool {
+    /// `unseen_files`: file pages of that process the rows did not see, allowed beside theirs.
+    fn beyond_cgroup(
+        &self,
+        kernel: Option<u64>,
+        cgroup: Option<u64>,
+        bound_bytes: u64,
+        unseen_files: u64,
+    ) -> bool {
         let (Some(k), Some(c)) = (kernel, cgroup) else {
             return false;
         };
         let allowed = c
             .saturating_add(self.file_max)
+            .saturating_add(unseen_files)
             .saturating_add(self.held.shmem_bytes)
             .saturating_add(4 * bound_bytes)
             .saturating_add(k / 32);
@@ -1548,6 +1585,39 @@ mod tests {
         assert_eq!(f.cgroup_peak_bytes, Some(45 * MIB));
         let p = f.decide();
         assert_eq!((p.source, p.scope), (PeakSource::Cgroup, PeakScope::Tree));
+    }
+
+    #[test]
+    fn a_command_peak_no_row_saw_far_above_the_cgroup_s_says_the_tree_left_it() {
+        // Rows of a few MiB, the cgroup's peak 256 KiB: the command moved out, then peaked.
+        let cg = Sample {
+            cgroup_bytes: Some(MIB / 4),
+            cgroup_peak_bytes: Some(MIB / 4),
+            ..row(3, 3)
+        };
+        let rows = [cg.clone(), cg];
+        let ctx = |command: Option<u64>| SpanContext {
+            kernel: Window::FromOpen,
+            cgroup: Window::FromOpen,
+            cgroup_holds_tree: true,
+            bound_bytes: MIB / 2,
+            kernel_after_last_row: command.map(|c| (c, PeakSource::RuMaxrss)),
+            command_after_last_row: command,
+            ..SpanContext::default()
+        };
+        let left = span(&rows).facts(&ctx(Some(208 * MIB)));
+        assert!(left.cgroup_left_tree && !left.cgroup_holds_tree);
+        let p = left.decide();
+        assert_eq!((p.source, p.bytes), (PeakSource::RuMaxrss, 208 * MIB));
+        // 12 MiB no row saw may be the program's code and libraries, charged elsewhere.
+        let small = span(&rows).facts(&ctx(Some(12 * MIB)));
+        assert!(!small.cgroup_left_tree && small.cgroup_holds_tree);
+        // An orphan's mark (ru_maxrss with the orphans, not the command's own) is no sign.
+        let orphan = SpanContext {
+            command_after_last_row: None,
+            ..ctx(Some(208 * MIB))
+        };
+        assert!(!span(&rows).facts(&orphan).cgroup_left_tree);
     }
 
     #[test]

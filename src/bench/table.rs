@@ -229,6 +229,19 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
             crate::analysis::span::MemoryHealth::OOM_MEANS
         ));
     }
+    let left: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|r| r.facts.cgroup_left_tree)
+        .map(|r| r.run.to_string())
+        .collect();
+    if !left.is_empty() {
+        o.push(format!(
+            "warning: the tree's memory was charged outside its cgroup during {} {} (a process moved out of it, or its own peak is above the cgroup's by more than its page cache explains): Cgroup peak is not the tree's there, and Peak is the kernel's of its largest process",
+            crate::units::plural(left.len(), "run"),
+            left.join(", "),
+        ));
+    }
     if peaks
         .iter()
         .any(|p| p.scope == crate::model::peak::PeakScope::LargestProcess)

@@ -174,6 +174,7 @@ mod tests {
             ended_unix_ms: 1_002_100,
             exit_code: Some(0),
             rusage_maxrss_bytes: Some(peak * MIB),
+            command_maxrss_bytes: Some(peak * MIB),
             exit_records: Some(EXIT_RECORDS_READ.into()),
             cgroup: Some(CgroupEnd::example_own((peak + 2) * MIB)),
             ..EndInfo::default()

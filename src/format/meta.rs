@@ -234,6 +234,11 @@ pub struct EndInfo {
     /// that memmon (its subreaper) reaped. Every process of the tree that ended is in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rusage_maxrss_bytes: Option<u64>,
+    /// For a launched command: that `ru_maxrss` of the command's own process and the children
+    /// it waited for, without the orphans memmon reaped (one of an earlier bench run may be
+    /// reaped in a later one): a peak of this run's tree, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_maxrss_bytes: Option<u64>,
     /// For a launched command: the CPU time, user and system, of it and the descendants it
     /// waited for, in seconds (wait4's rusage on that child, microseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]

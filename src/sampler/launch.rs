@@ -135,8 +135,9 @@ impl Launched {
             end.exit_signal = Some(libc::WTERMSIG(status));
         }
         // With the orphans memmon reaped: every process of the tree that has ended is in it.
-        end.rusage_maxrss_bytes =
-            Some((ru.ru_maxrss.max(0) as u64 * 1024).max(self.orphans_maxrss));
+        let own = ru.ru_maxrss.max(0) as u64 * 1024;
+        end.command_maxrss_bytes = Some(own);
+        end.rusage_maxrss_bytes = Some(own.max(self.orphans_maxrss));
         let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         end.rusage_user_s = Some(secs(ru.ru_utime));
         end.rusage_system_s = Some(secs(ru.ru_stime));
