@@ -703,8 +703,12 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
         let line = err.lines().find(|l| l.contains(run)).unwrap();
         assert!(line.contains("(ru_maxrss of the largest process)"), "{err}");
     }
-    assert!(
+    // Where the kernel gives a cgroup's peak (not 5.10's v2), the table says why it is not
+    // the tree's.
+    let has_peak = peak_file(&base) != PeakFile::Missing;
+    assert_eq!(
         format!("{out}{err}").contains("charged outside its cgroup during runs 1, 2"),
+        has_peak,
         "{out}\n{err}"
     );
     // The same as a recording: its peak is the process's, and the summary says why the
@@ -728,14 +732,16 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
     let s = summary_json(&out);
     assert_eq!(s["peak"]["source"], "ru-maxrss", "{s:#}");
     assert!(s["peak"]["bytes"].as_u64().unwrap() >= 200 * MIB, "{s:#}");
-    assert_eq!(s["cgroup"]["holds_tree"], false, "{s:#}");
-    assert!(
-        s["cgroup"]["not_the_tree"]
-            .as_str()
-            .unwrap()
-            .contains("charged elsewhere"),
-        "{s:#}"
-    );
+    if has_peak {
+        assert_eq!(s["cgroup"]["holds_tree"], false, "{s:#}");
+        assert!(
+            s["cgroup"]["not_the_tree"]
+                .as_str()
+                .unwrap()
+                .contains("charged elsewhere"),
+            "{s:#}"
+        );
+    }
 }
 
 #[test]
