@@ -462,6 +462,6 @@ fn a_ramp_gets_its_top_read_and_what_grew_names_all_of_it_though_freed_before_th
             "  anatomy reads {reads} taken, "
         )))
         .stdout(predicate::str::contains(
-            "dropped for a higher one of their stretch",
+            "dropped: lower than another of their stretch, or at the start in the program's loader",
         ));
 }

@@ -506,7 +506,7 @@ pub struct Growth {
     pub anatomies: usize,
     pub longest_read_us: u64,
     pub total_read_us: u64,
-    /// Every read made, and those dropped for a higher one of their stretch (from the end
+    /// Every read made, and those not written (`AnatomyReads::dropped`; from the end
     /// records; absent in recordings made before memmon kept each stretch's highest).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reads: Option<u64>,

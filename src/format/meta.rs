@@ -384,7 +384,8 @@ pub struct LedgerEnd {
 pub struct AnatomyReads {
     /// Reads made, written or not.
     pub reads: u64,
-    /// Reads at a stretch's new highs dropped for a higher one of the same stretch.
+    /// Reads not written: at a stretch's new highs, dropped for a higher one of the same
+    /// stretch; and at the start, those that caught a launched program in its loader.
     pub dropped: u64,
     /// Their wall time in all, and the longest one's, in microseconds (on a thread of their
     /// own; smaps holds each process's memory-map lock while it is read).

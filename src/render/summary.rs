@@ -821,7 +821,7 @@ impl Summary {
         }
         let taken = match (g.reads, g.reads_dropped) {
             (Some(reads), Some(dropped)) if dropped > 0 => format!(
-                "{reads} taken, {} kept ({dropped} dropped for a higher one of their stretch)",
+                "{reads} taken, {} kept ({dropped} dropped: lower than another of their stretch, or at the start in the program's loader)",
                 g.anatomies
             ),
             (Some(reads), _) => format!("{reads} taken"),

@@ -21,7 +21,7 @@
 //! without it is named in the anatomy's `unread`, its groups without resident numbers.
 
 use crate::analysis::anatomy::group;
-use crate::model::anatomy::{Anatomy, AnatomyUnread, ProcessMaps, Trigger};
+use crate::model::anatomy::{Anatomy, AnatomyUnread, GroupKind, ProcessMaps, Trigger};
 use crate::model::sample::Sample;
 use crate::probe::proc::PssSource;
 use crate::probe::{maps, ProcError, ProcHandle, StatusMem};
@@ -135,6 +135,27 @@ impl PeakSchedule {
 enum Item {
     Read(PssSource, Option<String>),
     Skipped(AnatomyUnread),
+}
+
+/// At most this many start reads are dropped for having caught a launched program in its
+/// loader (`in_loader`): 20 rows, a second at the default interval.
+const START_LOADING_READS: u32 = 20;
+
+/// The anatomy caught a program in glibc's dynamic loader before it mapped the libraries: the
+/// loader (`ld-linux*`, which the kernel maps with the program) is its only library.
+fn in_loader(a: &Anatomy) -> bool {
+    let mut libraries = a
+        .groups
+        .iter()
+        .filter(|g| g.key.kind == GroupKind::Library)
+        .peekable();
+    libraries.peek().is_some()
+        && libraries.all(|g| {
+            !g.key.rest
+                && std::path::Path::new(&g.key.name)
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("ld-linux"))
+        })
 }
 
 /// The row an anatomy is asked at.
@@ -345,6 +366,12 @@ pub struct Anatomies {
     pub skipped_span_ends: u64,
     /// The start's anatomy was asked for.
     started: bool,
+    /// Start reads that caught the launched program in its loader (`in_loader`), the last one
+    /// held until the start is read again (and written in its place if a boundary or the end
+    /// comes first), and whether the start's anatomy was written.
+    loading_reads: u32,
+    loading_start: Option<Anatomy>,
+    start_written: bool,
     /// Every read that ended, and what they took.
     pub cost: crate::format::meta::AnatomyReads,
     /// The ledger of mappings, and the tree's processes last named to it.
@@ -369,6 +396,9 @@ impl Anatomies {
             held: None,
             skipped_span_ends: 0,
             started: false,
+            loading_reads: 0,
+            loading_start: None,
+            start_written: false,
             cost: Default::default(),
             ledger,
             ledger_members: Vec::new(),
@@ -398,13 +428,16 @@ impl Anatomies {
     }
 
     /// At a boundary row `s` (a marker's, a bench run's start or end, a restart): the stretch
-    /// before it ends, and its highest read, if any, is returned to be written; the next one,
-    /// in the run or phase `span`, begins at this row.
-    pub fn boundary(&mut self, s: &Sample, span: Option<String>) -> Option<Anatomy> {
+    /// before it ends, and its highest read, if any, is returned to be written (after a start
+    /// still held, `held_start`); the next one, in the run or phase `span`, begins at this row.
+    pub fn boundary(&mut self, s: &Sample, span: Option<String>) -> Vec<Anatomy> {
         self.stretch += 1;
         self.stretch_span = span;
         self.schedule.new_stretch(s.rss_bytes);
-        self.held.take()
+        self.held_start()
+            .into_iter()
+            .chain(self.held.take())
+            .collect()
     }
 
     /// At the row `s` that ends a span (a marker's row ends the phase before it, a bench run's
@@ -470,6 +503,9 @@ impl Anatomies {
         self.cost.reads += 1;
         self.cost.read_us += a.read_us;
         self.cost.longest_read_us = self.cost.longest_read_us.max(a.read_us);
+        if a.trigger == Trigger::Start {
+            return self.sort_start(a);
+        }
         if a.trigger != Trigger::Peak || stretch != self.stretch {
             return Some(a);
         }
@@ -481,6 +517,38 @@ impl Anatomies {
         }
         self.held = Some(a);
         None
+    }
+
+    /// A start read: one of a launched program still in its loader has no libraries mapped
+    /// yet, which would count as grown in the first phase, so it is held and the start read
+    /// again at the next row (at most `START_LOADING_READS` times: a program may load slowly
+    /// on a busy machine). A read again that a boundary overtook is dropped: the held one was
+    /// written there.
+    fn sort_start(&mut self, a: Anatomy) -> Option<Anatomy> {
+        if self.start_written {
+            self.cost.dropped += 1;
+            return None;
+        }
+        if self.loading_start.take().is_some() {
+            self.cost.dropped += 1;
+        }
+        if in_loader(&a) && self.loading_reads < START_LOADING_READS {
+            self.loading_reads += 1;
+            self.loading_start = Some(a);
+            self.started = false;
+            return None;
+        }
+        self.start_written = true;
+        Some(a)
+    }
+
+    /// The start read held while the program was in its loader, to be written now (a boundary
+    /// or the end came before it was read again).
+    fn held_start(&mut self) -> Option<Anatomy> {
+        let a = self.loading_start.take()?;
+        self.start_written = true;
+        self.started = true;
+        Some(a)
     }
 
     /// The anatomy read since the last call that is to be written now, if any.
@@ -499,10 +567,11 @@ impl Anatomies {
     /// The last stretch's highest, after the read under way (at the end of a recording whose
     /// target is gone), in the order they are to be written.
     pub fn wait(&mut self) -> Vec<Anatomy> {
-        let mut out = Vec::new();
-        if let Some((stretch, a)) = self.thread.wait(Duration::from_secs(60)) {
-            out.extend(self.sort(stretch, a));
-        }
+        let got = self
+            .thread
+            .wait(Duration::from_secs(60))
+            .and_then(|(stretch, a)| self.sort(stretch, a));
+        let mut out: Vec<Anatomy> = self.held_start().into_iter().chain(got).collect();
         out.extend(self.held.take());
         out
     }
@@ -628,6 +697,83 @@ mod tests {
         )
     }
 
+    /// An anatomy with a library group for each path.
+    fn with_libraries(trigger: Trigger, paths: &[&str]) -> Anatomy {
+        let mut a = bare(trigger, 1);
+        a.groups = paths
+            .iter()
+            .map(|p| crate::model::anatomy::Group {
+                key: crate::model::anatomy::GroupKey {
+                    kind: GroupKind::Library,
+                    name: p.to_string(),
+                    size_class: None,
+                    rest: false,
+                },
+                processes: 1,
+                mappings: 1,
+                virtual_bytes: 4096,
+                min_mapping_bytes: 4096,
+                max_mapping_bytes: 4096,
+                resident: None,
+            })
+            .collect();
+        a
+    }
+
+    #[test]
+    fn a_start_read_in_the_programs_loader_is_read_again_at_the_next_row() {
+        let loader = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+        let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+        assert!(in_loader(&with_libraries(Trigger::Start, &[loader])));
+        assert!(!in_loader(&with_libraries(Trigger::Start, &[loader, libc])));
+        // A static program has no library; musl's loader is its libc.
+        assert!(!in_loader(&with_libraries(Trigger::Start, &[])));
+        assert!(!in_loader(&with_libraries(
+            Trigger::Start,
+            &["/lib/ld-musl-x86_64.so.1"]
+        )));
+        let opts = AnatomyOptions {
+            rise: 0.0,
+            gap: Duration::ZERO,
+            smaps: None,
+            ledger: None,
+        };
+        let fresh = || Anatomies::start(opts.clone(), || {}, None).unwrap();
+        let in_it = with_libraries(Trigger::Start, &[loader]);
+        let loaded = with_libraries(Trigger::Start, &[loader, libc]);
+        // Held, and asked for again; the read again replaces it.
+        let mut a = fresh();
+        a.started = true;
+        assert_eq!(a.sort(0, in_it.clone()), None);
+        assert!(!a.started, "the start is asked for again");
+        a.started = true;
+        assert_eq!(a.sort(0, loaded.clone()), Some(loaded.clone()));
+        assert_eq!(a.cost.dropped, 1);
+        // Only the start is held: an end read in the loader is written as it is.
+        let end = with_libraries(Trigger::End, &[loader]);
+        assert_eq!(a.sort(0, end.clone()), Some(end));
+        // A boundary before the read again writes the held start first, and the read again,
+        // arriving after it, is dropped.
+        let mut a = fresh();
+        a.started = true;
+        assert_eq!(a.sort(0, in_it.clone()), None);
+        a.held = Some(bare(Trigger::Peak, 9));
+        let row = crate::model::sample::Sample::default();
+        let written = a.boundary(&row, None);
+        let triggers: Vec<Trigger> = written.iter().map(|x| x.trigger).collect();
+        assert_eq!(triggers, [Trigger::Start, Trigger::Peak]);
+        assert!(a.started);
+        assert_eq!(a.sort(0, loaded.clone()), None);
+        // So does the end.
+        let mut a = fresh();
+        assert_eq!(a.sort(0, in_it.clone()), None);
+        assert_eq!(a.wait(), [in_it.clone()]);
+        // A program that stays in its loader gets its start written all the same, in the end.
+        let mut a = fresh();
+        a.loading_reads = START_LOADING_READS;
+        assert_eq!(a.sort(0, in_it.clone()), Some(in_it));
+    }
+
     #[test]
     fn a_stretch_keeps_its_highest_read_and_gives_it_up_at_its_boundary() {
         let opts = AnatomyOptions {
@@ -651,8 +797,9 @@ mod tests {
             rss_bytes: 7,
             ..Default::default()
         };
-        let held = a.boundary(&row, Some("synthesis".into())).unwrap();
-        assert_eq!((held.trigger, held.rss_bytes), (Trigger::Peak, 30));
+        let held = a.boundary(&row, Some("synthesis".into()));
+        assert_eq!(held.len(), 1);
+        assert_eq!((held[0].trigger, held[0].rss_bytes), (Trigger::Peak, 30));
         // A read of the stretch that has ended, arriving late: written as it is.
         assert_eq!(
             a.sort(0, bare(Trigger::Peak, 40)).map(|x| x.rss_bytes),

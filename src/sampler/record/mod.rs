@@ -699,9 +699,9 @@ impl Recorder {
         let Some(a) = &mut self.anatomy else {
             return Ok(());
         };
-        if let Some(peak) = a.boundary(s, span) {
-            self.sink.anatomy(&peak)?;
-            self.anatomies.push(peak);
+        for done in a.boundary(s, span) {
+            self.sink.anatomy(&done)?;
+            self.anatomies.push(done);
         }
         Ok(())
     }
