@@ -767,7 +767,7 @@ mod tests {
         // So does the end.
         let mut a = fresh();
         assert_eq!(a.sort(0, in_it.clone()), None);
-        assert_eq!(a.wait(), [in_it.clone()]);
+        assert_eq!(a.wait(), std::slice::from_ref(&in_it));
         // A program that stays in its loader gets its start written all the same, in the end.
         let mut a = fresh();
         a.loading_reads = START_LOADING_READS;
