@@ -1194,27 +1194,23 @@ impl SpanAcc {
             ctx.cgroup_after_last_row,
             ctx.cgroup_inner_resets,
         );
-        // wait4's ru_maxrss of the command's own process (not the orphans', whose marks may
-        // predate the span: one of the run before, reaped in this one) above every VmHWM the
-        // rows read: a peak no row saw, its file pages unknown.
-        let command_unseen = ctx
-            .command_after_last_row
-            .filter(|&r| r > rows_hwm.saturating_add(ctx.bound_bytes));
+        // A process's peak above the cgroup's: a VmHWM (rows, exit records), or wait4's
+        // ru_maxrss of the command's own process (not the orphans', whose marks may predate
+        // the span: one of the run before, reaped in this one). One above every VmHWM the rows
+        // read is a peak no row saw, its file pages unknown: they may be charged elsewhere (a
+        // binary's and its libraries' page cache, faulted in by another cgroup first), and up
+        // to 16 MiB or a quarter of the peak is taken for them.
+        let beyond = |k: u64| {
+            let unseen = k > rows_hwm.saturating_add(ctx.bound_bytes);
+            let unseen_files = if unseen { (16 << 20).max(k / 4) } else { 0 };
+            self.beyond_cgroup(Some(k), cgroup_peak, ctx.bound_bytes, unseen_files)
+        };
         let cgroup_left_tree = ctx.cgroup_holds_tree
             && (self.cgroup_left
-                || self.beyond_cgroup(
-                    kernel.filter(|k| k.1 == PeakSource::Vmhwm).map(|k| k.0),
-                    cgroup_peak,
-                    ctx.bound_bytes,
-                    0,
-                )
-                || command_unseen.is_some_and(|r| {
-                    // The file pages the rows never saw may be charged elsewhere (a binary's
-                    // and its libraries' page cache, faulted in by another cgroup first): up
-                    // to 16 MiB or a quarter of the peak is taken for them.
-                    let unseen_files = (16 << 20).max(r / 4);
-                    self.beyond_cgroup(Some(r), cgroup_peak, ctx.bound_bytes, unseen_files)
-                }));
+                || kernel
+                    .filter(|k| k.1 == PeakSource::Vmhwm)
+                    .is_some_and(|k| beyond(k.0))
+                || ctx.command_after_last_row.is_some_and(beyond));
         PeakFacts {
             sampled_peak_rss_bytes: self.peak_rss,
             kernel_peak_rss_bytes: kernel.map(|k| k.0),
@@ -1612,6 +1608,17 @@ mod tests {
         // 12 MiB no row saw may be the program's code and libraries, charged elsewhere.
         let small = span(&rows).facts(&ctx(Some(12 * MIB)));
         assert!(!small.cgroup_left_tree && small.cgroup_holds_tree);
+        // So may a run no row saw at all, its exit record's VmHWM 4 MiB (a run of 2 ms).
+        let exit_record = SpanContext {
+            kernel_after_last_row: Some((4 * MIB, PeakSource::Vmhwm)),
+            cgroup_after_last_row: Some(MIB / 2),
+            command_after_last_row: Some(4 * MIB + MIB / 4),
+            ..ctx(None)
+        };
+        let none = SpanAcc::without_rows((0, 0.0), (2, 0.002));
+        let f = none.facts(&exit_record);
+        assert_eq!(f.cgroup_peak_bytes, Some(MIB / 2));
+        assert!(!f.cgroup_left_tree && f.cgroup_holds_tree);
         // An orphan's mark (ru_maxrss with the orphans, not the command's own) is no sign.
         let orphan = SpanContext {
             command_after_last_row: None,
