@@ -1196,12 +1196,13 @@ impl SpanAcc {
         );
         // A process's peak above the cgroup's: a VmHWM (rows, exit records), or wait4's
         // ru_maxrss of the command's own process (not the orphans', whose marks may predate
-        // the span: one of the run before, reaped in this one). One above every VmHWM the rows
-        // read is a peak no row saw, its file pages unknown: they may be charged elsewhere (a
-        // binary's and its libraries' page cache, faulted in by another cgroup first), and up
-        // to 16 MiB or a quarter of the peak is taken for them.
+        // the span: one of the run before, reaped in this one). One above every RSS the rows
+        // read is a peak no row saw (a VmHWM a row took from an exit record included), its file
+        // pages unknown: they may be charged elsewhere (a binary's and its libraries' page
+        // cache, faulted in by another cgroup first), and up to 16 MiB or a quarter of the peak
+        // is taken for them.
         let beyond = |k: u64| {
-            let unseen = k > rows_hwm.saturating_add(ctx.bound_bytes);
+            let unseen = k > self.peak_rss.saturating_add(ctx.bound_bytes);
             let unseen_files = if unseen { (16 << 20).max(k / 4) } else { 0 };
             self.beyond_cgroup(Some(k), cgroup_peak, ctx.bound_bytes, unseen_files)
         };
@@ -1618,6 +1619,15 @@ mod tests {
         let none = SpanAcc::without_rows((0, 0.0), (2, 0.002));
         let f = none.facts(&exit_record);
         assert_eq!(f.cgroup_peak_bytes, Some(MIB / 2));
+        assert!(!f.cgroup_left_tree && f.cgroup_holds_tree);
+        // Or one whose rows hold that VmHWM (from the exit record) but never read its RSS there.
+        let late = Sample {
+            cgroup_bytes: Some(MIB / 4),
+            cgroup_peak_bytes: Some(MIB / 2),
+            ..row(0, 4)
+        };
+        let f = span(&[late.clone(), late]).facts(&ctx(None));
+        assert_eq!(f.kernel_peak_rss_bytes, Some(4 * MIB));
         assert!(!f.cgroup_left_tree && f.cgroup_holds_tree);
         // An orphan's mark (ru_maxrss with the orphans, not the command's own) is no sign.
         let orphan = SpanContext {
