@@ -1056,7 +1056,17 @@ impl Membership {
             if h.read_file("cgroup", &mut buf).is_err() {
                 continue;
             }
-            let text = String::from_utf8_lossy(&buf);
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            // Exiting (a zombie, or on its way): the kernel has taken it out of its cgroups,
+            // and its file names the root. Read after that file: a process not exiting now was
+            // not exiting then, and a cgroup elsewhere is one it moved to.
+            let mut stat = Vec::new();
+            let exiting = h.read_file("stat", &mut stat).map_or(true, |_| {
+                crate::probe::proc::parse_stat_exiting(&stat).unwrap_or(true)
+            });
+            if exiting {
+                continue;
+            }
             let now = self.fs.locate(&text);
             if now
                 .as_ref()

@@ -877,6 +877,20 @@ pub fn parse_stat_cpu(buf: &[u8]) -> Option<StatCpu> {
     })
 }
 
+/// Whether /proc/PID/stat says the process is exiting: state `Z` (a zombie) or `X`, or the
+/// kernel's `PF_EXITING` in field 9 (`flags`). An exiting process has left its cgroups: its
+/// /proc/PID/cgroup names the root.
+pub fn parse_stat_exiting(buf: &[u8]) -> Option<bool> {
+    const PF_EXITING: u64 = 0x4;
+    let close = memchr::memrchr(b')', buf)?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    // Field 3 (state) is the first after ")", field 9 (flags) the 7th.
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?;
+    let flags: u64 = f.nth(5)?.parse().ok()?;
+    Some(matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0)
+}
+
 /// Field 26 of /proc/PID/stat, `startcode`: where the program's code begins (0 while exec has
 /// not mapped it yet).
 pub fn parse_stat_startcode(buf: &[u8]) -> Option<u64> {
@@ -953,6 +967,19 @@ mod tests {
 
     /// statm and status of a real idle process, read back to back: the page counts a status
     /// read gives are statm's own.
+    #[test]
+    fn an_exiting_process_is_told_by_its_state_or_its_flags() {
+        // Fields: pid (comm) state ppid pgrp session tty_nr tpgid flags ...
+        let stat = |state: &str, flags: u64| {
+            format!("42 (a (b) c) {state} 1 42 42 0 -1 {flags} 10 0 0 0 0 0").into_bytes()
+        };
+        assert_eq!(parse_stat_exiting(&stat("S", 0x400100)), Some(false));
+        assert_eq!(parse_stat_exiting(&stat("R", 0x400104)), Some(true));
+        assert_eq!(parse_stat_exiting(&stat("Z", 0x400100)), Some(true));
+        assert_eq!(parse_stat_exiting(&stat("X", 0)), Some(true));
+        assert_eq!(parse_stat_exiting(b"42 (cut"), None);
+    }
+
     #[test]
     fn a_status_read_gives_what_statm_says() {
         let mut child = std::process::Command::new("sleep")
