@@ -613,6 +613,14 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
     };
     let elsewhere = TestCgroup::new(&base, "elsewhere");
     let procs = elsewhere.0.join("cgroup.procs");
+    // The command: a shell that moves itself into `elsewhere` after `sleep` (at once: "")
+    // and becomes the workload, which allocates 200 MiB and holds it.
+    let moving = |sleep: &str, hold: &str| -> Vec<String> {
+        let script = format!("{sleep}echo $$ > {}; exec \"$@\"", procs.display());
+        let mut v = ["sh", "-c", &script, "sh"].map(String::from).to_vec();
+        v.extend(workload(&["alloc:200MiB", hold]));
+        v
+    };
     let d = tempdir();
     // Moved after a few rows: the rows after say so, and the warning names where it went.
     let out = d.path().join("moved.csv");
@@ -620,14 +628,7 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
         .args(["record", "-i", "50ms", "-o"])
         .arg(&out)
         .arg("--")
-        .arg("sh")
-        .arg("-c")
-        .arg(format!(
-            "sleep 0.3; echo $$ > {}; exec \"$@\"",
-            procs.display()
-        ))
-        .arg("sh")
-        .args(workload(&["alloc:200MiB", "hold:500ms"]))
+        .args(moving("sleep 0.3; ", "hold:500ms"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -654,11 +655,7 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
             "100MiB",
             "--",
         ])
-        .arg("sh")
-        .arg("-c")
-        .arg(format!("echo $$ > {}; exec \"$@\"", procs.display()))
-        .arg("sh")
-        .args(workload(&["alloc:200MiB", "hold:300ms"]))
+        .args(moving("", "hold:300ms"))
         .output()
         .unwrap();
     let (out, err) = (
@@ -683,14 +680,7 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
             "100MiB",
             "--",
         ])
-        .arg("sh")
-        .arg("-c")
-        .arg(format!(
-            "sleep 0.2; echo $$ > {}; exec \"$@\"",
-            procs.display()
-        ))
-        .arg("sh")
-        .args(workload(&["alloc:200MiB", "hold:300ms"]))
+        .args(moving("sleep 0.2; ", "hold:300ms"))
         .output()
         .unwrap();
     let (out, err) = (
@@ -718,14 +708,7 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
         .args(["record", "-i", "10s", "-o"])
         .arg(&out)
         .arg("--")
-        .arg("sh")
-        .arg("-c")
-        .arg(format!(
-            "sleep 0.2; echo $$ > {}; exec \"$@\"",
-            procs.display()
-        ))
-        .arg("sh")
-        .args(workload(&["alloc:200MiB", "hold:300ms"]))
+        .args(moving("sleep 0.2; ", "hold:300ms"))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
