@@ -644,50 +644,36 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
     assert_eq!(s["cgroup"]["holds_tree"], false, "{s:#}");
     // Moved before any row saw it, and gone before the next: the bench of the issue. Its runs'
     // peaks are the kernel's of the process, and the budget fails.
-    let o = memmon()
-        .args([
-            "bench",
-            "-n",
-            "1",
-            "-i",
-            "100ms",
-            "--max-peak",
-            "100MiB",
-            "--",
-        ])
-        .args(moving("", "hold:300ms"))
-        .output()
-        .unwrap();
-    let (out, err) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    // `bench -n RUNS -i INTERVAL --max-peak 100MiB` of the moving command: its exit code,
+    // stdout and stderr.
+    let bench = |runs: &str, interval: &str, sleep: &str| {
+        let o = memmon()
+            .args([
+                "bench",
+                "-n",
+                runs,
+                "-i",
+                interval,
+                "--max-peak",
+                "100MiB",
+                "--",
+            ])
+            .args(moving(sleep, "hold:300ms"))
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (o.status.code(), text(&o.stdout), text(&o.stderr))
+    };
+    let (code, out, err) = bench("1", "100ms", "");
+    assert_eq!(code, Some(1), "{out}\n{err}");
     assert!(err.contains("budget exceeded"), "{err}");
     assert!(!err.contains("budget kept"), "{err}");
     // Seen in the cgroup by the run's first row, then moved and gone before the next (a row
     // every 10 s): wait4's ru_maxrss of the command, far above the cgroup's peak, says the tree
     // left it. Each run, as it ends and in the table, has the process's peak, not the cgroup's
     // (which said 512-768 KiB, exact, and kept the budget).
-    let o = memmon()
-        .args([
-            "bench",
-            "-n",
-            "2",
-            "-i",
-            "10s",
-            "--max-peak",
-            "100MiB",
-            "--",
-        ])
-        .args(moving("sleep 0.2; ", "hold:300ms"))
-        .output()
-        .unwrap();
-    let (out, err) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    let (code, out, err) = bench("2", "10s", "sleep 0.2; ");
+    assert_eq!(code, Some(1), "{out}\n{err}");
     assert_eq!(err.matches("budget exceeded").count(), 2, "{err}");
     for run in ["run 1/2:", "run 2/2:"] {
         let line = err.lines().find(|l| l.contains(run)).unwrap();
