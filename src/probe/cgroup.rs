@@ -1056,7 +1056,7 @@ impl Membership {
             if h.read_file("cgroup", &mut buf).is_err() {
                 continue;
             }
-            let text = String::from_utf8_lossy(&buf).into_owned();
+            let text = String::from_utf8_lossy(&buf);
             // Exiting (a zombie, or on its way): the kernel has taken it out of its cgroups,
             // and its file names the root. Read after that file: a process not exiting now was
             // not exiting then, and a cgroup elsewhere is one it moved to.
