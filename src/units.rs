@@ -350,7 +350,7 @@ mod tests {
 }
 
 /// `text` fit for a message or a label: its first `max` characters, control characters
-/// written as escapes (`\u{1b}`), `...` where it was cut. What a file holds never reaches a
+/// written as escapes (`\x1b`, as `render::outside::shown` writes them), `...` where it was cut. What a file holds never reaches a
 /// terminal as escape sequences, nor an SVG as characters XML forbids.
 pub fn printable(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max));
@@ -359,11 +359,8 @@ pub fn printable(text: &str, max: usize) -> String {
             out.push_str("...");
             break;
         }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+        let mut one = [0u8; 4];
+        out.push_str(&crate::render::outside::shown(c.encode_utf8(&mut one)));
     }
     out
 }
@@ -374,7 +371,7 @@ mod printable_tests {
     fn control_characters_are_escaped_and_long_text_cut() {
         assert_eq!(
             super::printable("a\u{1b}[31mb\u{0}", 80),
-            "a\\u{1b}[31mb\\u{0}"
+            "a\\x1b[31mb\\x00"
         );
         assert_eq!(super::printable("abcdef", 3), "abc...");
         assert_eq!(super::printable("héllo", 80), "héllo");

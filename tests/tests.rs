@@ -14,6 +14,7 @@ mod exit_codes;
 mod export;
 mod gpu;
 mod health;
+mod hostile;
 mod hosts;
 mod import;
 mod layout;

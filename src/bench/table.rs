@@ -271,7 +271,11 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
 pub fn render(report: &BenchReport) -> String {
     let mut o = String::new();
     let against = match &report.daemon {
-        Some(d) => format!(" against PID {} ({})", d.pid, d.comm),
+        Some(d) => format!(
+            " against PID {} ({})",
+            d.pid,
+            crate::render::outside::shown(&d.comm)
+        ),
         None => String::new(),
     };
     let _ = writeln!(

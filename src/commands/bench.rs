@@ -111,6 +111,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     report.finish();
 
     let table = table::render(&report);
+    let table = memmon::render::outside::guard(&table);
     if opts.stdout_is_data {
         errprint!("{table}");
     } else {

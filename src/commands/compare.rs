@@ -137,7 +137,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         text
     };
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
+    out.write_all(memmon::render::outside::guard(&text).as_bytes())
         .context("cannot write to stdout")?;
     out.flush().context("cannot write to stdout")?;
     for g in c.gates.iter().filter(|g| !g.passed) {

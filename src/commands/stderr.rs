@@ -18,7 +18,10 @@ static LIVE_DRAWN: AtomicBool = AtomicBool::new(false);
 /// to be told either.
 pub fn write(args: std::fmt::Arguments) {
     clear_live();
-    write_bytes(std::fmt::format(args).as_bytes());
+    // A message may carry a name a recorded program chose: no control character of it (ESC,
+    // BEL, CR) reaches the terminal raw (`render::outside`).
+    let text = std::fmt::format(args);
+    write_bytes(memmon::render::outside::guard(&text).as_bytes());
 }
 
 /// Draws the live status line (bytes that end without a newline); the next message erases it.

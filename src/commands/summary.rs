@@ -6,6 +6,7 @@ use crate::cli::SummaryArgs;
 use anyhow::Context;
 use memmon::analysis::{Summary, SummaryBuilder};
 use memmon::format::read_input_into;
+use memmon::render::outside::guard;
 use std::io::Write;
 
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
@@ -38,7 +39,10 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
                 if i > 0 {
                     writeln!(out)?;
                 }
-                write!(out, "{}", s.render()).context("cannot write to stdout")?;
+                // Names from the recorded program escaped once more as the text leaves
+                // (`render::outside`): no control character reaches the terminal.
+                let text = s.render();
+                write!(out, "{}", guard(&text)).context("cannot write to stdout")?;
             }
         }
     }

@@ -653,7 +653,9 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
 /// Escapes text for HTML.
 pub fn esc(text: &str) -> String {
     let mut s = String::with_capacity(text.len());
-    for c in text.chars() {
+    // Control characters as escapes (`render::outside`): a name a program chose never puts
+    // one XML forbids into the page or its SVG.
+    for c in super::outside::guard(text).chars() {
         match c {
             '&' => s.push_str("&amp;"),
             '<' => s.push_str("&lt;"),

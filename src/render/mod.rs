@@ -1,6 +1,8 @@
 //! Rendering recordings for people: plots (`plot.rs`, with the peak-preserving decimation in
 //! `decimate.rs`), the comparison table (`compare_table.rs`), the HTML report (`html.rs`) and
-//! the summary's tables as data, written as text or HTML (`table.rs`).
+//! the summary's tables as data, written as text or HTML (`table.rs`); text that came from
+//! outside (a program's names, paths, labels) as people see it, control characters escaped
+//! (`outside.rs`).
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 
@@ -9,6 +11,7 @@ pub mod compare_table;
 pub mod decimate;
 pub mod events;
 pub mod html;
+pub mod outside;
 pub mod phases;
 pub mod plot;
 pub mod stacks;

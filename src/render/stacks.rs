@@ -6,9 +6,11 @@
 
 use crate::analysis::ledger::{allocating_range, StackChange};
 use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup};
+use crate::render::outside::shown;
 use crate::render::summary::signed;
 use crate::render::table::Table;
 use crate::units::fmt_bytes;
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// The most stacks a text list shows; the rest are summed on one line.
@@ -42,17 +44,17 @@ pub fn site_words(frames: &[Frame], truncated: bool, call: Call) -> String {
     };
     // The allocator's or library's call the code went through: the frame just inside it.
     let via = range.start.checked_sub(1).map(|i| &frames[i]);
-    let shown: Vec<&str> = site
+    let names: Vec<Cow<str>> = site
         .iter()
         .take(SITE_FRAMES)
-        .map(|f| f.function.as_str())
+        .map(|f| shown(&f.function))
         .collect();
-    let mut w = shown.join(" <- ");
+    let mut w = names.join(" <- ");
     if site.len() > SITE_FRAMES {
         w.push_str(" <- ...");
     }
     if let Some(v) = via {
-        let _ = write!(w, " via {}", v.function);
+        let _ = write!(w, " via {}", shown(&v.function));
     }
     if truncated {
         w.push_str(" (stack cut short)");
@@ -220,10 +222,11 @@ pub fn live_table(title: String, l: &LedgerAt, since: &[StackChange]) -> Table {
     }
 }
 
-/// A frame as one element of a folded stack: `;` (the separator) becomes `:`, line breaks
-/// spaces.
+/// A frame as one element of a folded stack: `;` (the separator) becomes `:`, control
+/// characters escapes (`render::outside`): the folded file and the flame graph drawn from it
+/// (XML, which forbids most of them) hold none.
 fn folded_frame(f: &Frame) -> String {
-    f.function.replace(';', ":").replace(['\n', '\r'], " ")
+    shown(&f.function).replace(';', ":")
 }
 
 /// The folded stacks of the live mappings (`l`): a line per stack, its frames outermost first
