@@ -191,7 +191,10 @@ fn a_directory_is_refused_by_name() {
     let p = dir.path().join("run.csv");
     std::fs::copy(good(), &p).unwrap();
     std::fs::create_dir(dir.path().join("run.csv.meta.json")).unwrap();
-    all_refuse(&p, "run.csv.meta.json: it is a directory, not a sidecar");
+    all_refuse(
+        &p,
+        "run.csv.meta.json: it is a directory, not a metadata sidecar",
+    );
 }
 
 #[test]
@@ -456,4 +459,89 @@ fn a_pzstd_file_which_begins_with_a_skippable_frame_is_read_whole() {
             pz.len() - 7
         ),
     );
+}
+
+/// Runs `memmon ARGS` under GNU time: exit code, stderr, and memmon's peak RSS in bytes.
+fn run_timed(args: &[&std::ffi::OsStr]) -> (i32, String, u64) {
+    let out = std::process::Command::new(crate::util::outside_program("time"))
+        .args(["-f", "maxrss_kib %M"])
+        .arg(crate::util::memmon_path())
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let kib: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss_kib "))
+        .and_then(|k| k.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak from GNU time in: {err}"));
+    (out.status.code().unwrap_or(-1), err, kib << 10)
+}
+
+#[test]
+fn a_sparse_2_gib_side_file_or_a_link_in_its_place_is_refused_before_it_is_read() {
+    let dir = tempdir();
+    let rec = dir.path().join("r.csv");
+    crate::util::record_workload(
+        &rec,
+        &["-q", "-i", "20ms", "--anatomy"],
+        &["alloc:8MiB", "hold:100ms"],
+    )
+    .assert()
+    .success();
+    let table = crate::anatomy::side(&rec);
+    let sidecar = dir.path().join("r.csv.meta.json");
+    let report = dir.path().join("r.html");
+    let readers: [Vec<&std::ffi::OsStr>; 3] = [
+        vec!["summary".as_ref(), rec.as_ref()],
+        vec!["compare".as_ref(), rec.as_ref(), rec.as_ref()],
+        vec![
+            "report".as_ref(),
+            "--force".as_ref(),
+            "-o".as_ref(),
+            report.as_ref(),
+            rec.as_ref(),
+        ],
+    ];
+    let refuse_all = |file: &Path, fragment: &str| {
+        for args in &readers {
+            let (code, err, rss) = run_timed(args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(
+                err.contains(&file.display().to_string()) && err.contains(fragment),
+                "{args:?}: expected {} and '{fragment}' in: {err}",
+                file.display()
+            );
+            // Before: the whole table read first, 2.1 GB each.
+            assert!(rss < 50 << 20, "{args:?} held {rss} bytes");
+        }
+    };
+    let sparse = |path: &Path| {
+        let f = std::fs::File::create(path).unwrap();
+        f.set_len(2 << 30).unwrap();
+    };
+
+    let kept = dir.path().join("table.kept");
+    std::fs::rename(&table, &kept).unwrap();
+    sparse(&table);
+    refuse_all(
+        &table,
+        "it is 2.00 GiB (2147483648 bytes), larger than 256.0 MiB (268435456 bytes), the most an anatomy table may be",
+    );
+    std::fs::remove_file(&table).unwrap();
+    std::os::unix::fs::symlink(&kept, &table).unwrap();
+    refuse_all(&table, "it is a symbolic link");
+    std::fs::remove_file(&table).unwrap();
+    std::fs::rename(&kept, &table).unwrap();
+
+    let kept = dir.path().join("sidecar.kept");
+    std::fs::rename(&sidecar, &kept).unwrap();
+    sparse(&sidecar);
+    refuse_all(
+        &sidecar,
+        "larger than 16.00 MiB (16777216 bytes), the most a metadata sidecar may be",
+    );
+    std::fs::remove_file(&sidecar).unwrap();
+    std::os::unix::fs::symlink(&kept, &sidecar).unwrap();
+    refuse_all(&sidecar, "it is a symbolic link");
 }

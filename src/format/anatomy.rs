@@ -111,14 +111,8 @@ impl AnatomyWriter {
 /// is an error naming the file and the line; a last line cut short (a recording killed while
 /// writing it) is left out.
 pub fn read(path: &Path) -> Result<Vec<Anatomy>, ReadError> {
-    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(ReadError::Malformed {
-            path: path.to_path_buf(),
-            line: 0,
-            msg: format!("larger than {} MiB: not an anatomy table", MAX_BYTES >> 20),
-        });
-    }
+    let bytes = super::input::read_beside(path, MAX_BYTES, "an anatomy table")?
+        .ok_or_else(|| ReadError::Io(path.to_path_buf(), std::io::ErrorKind::NotFound.into()))?;
     let complete = bytes.ends_with(b"\n");
     let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     let n = lines.len();

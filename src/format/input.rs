@@ -183,32 +183,70 @@ pub fn sidecar_for(input: &Input) -> Option<PathBuf> {
     Some(super::sidecar_path(&stem))
 }
 
+/// Reads a file memmon found beside a recording by its name (a sidecar, an anatomy or NUMA
+/// table: `what`), not one the user named: never through a symbolic link, never waiting on a
+/// FIFO, a regular file only, and refused before a byte is read when its size is over `max`
+/// (a sparse file of gigabytes costs nothing). `Ok(None)` when there is none.
+pub fn read_beside(path: &Path, max: u64, what: &str) -> Result<Option<Vec<u8>>, ReadError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let io_err = |e| ReadError::Io(path.to_path_buf(), e);
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io_err(io::Error::other(format!(
+                "it is a symbolic link, and {what} is read only from a file of its own beside \
+                 the recording (never through a link someone could have planted): put the file \
+                 itself there"
+            ))))
+        }
+        Err(e) => return Err(io_err(e)),
+    };
+    let meta = file.metadata().map_err(io_err)?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let is = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else {
+            "not a regular file"
+        };
+        return Err(io_err(io::Error::other(format!("it is {is}, not {what}"))));
+    }
+    let too_large = |size: u64| {
+        ReadError::Malformed {
+        path: path.to_path_buf(),
+        line: 0,
+        msg: format!(
+            "it is {} ({size} bytes), larger than {} ({max} bytes), the most {what} may be: damaged? not read",
+            crate::units::fmt_bytes(size),
+            crate::units::fmt_bytes(max),
+        ),
+    }
+    };
+    if meta.len() > max {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1).read_to_end(&mut bytes).map_err(io_err)?;
+    // Grown since its size was read: still never more than `max` + 1 bytes held.
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
 /// Reads a sidecar: `Ok(None)` when there is none; any other failure (unreadable, a
 /// directory, larger than `MAX_SIDECAR_BYTES`, not UTF-8) is an error naming it.
 pub fn read_sidecar_text(side: &Path) -> Result<Option<String>, ReadError> {
-    let io_err = |e| ReadError::Io(side.to_path_buf(), e);
-    let file = match std::fs::File::open(side) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(e)),
+    let Some(bytes) = read_beside(side, MAX_SIDECAR_BYTES, "a metadata sidecar")? else {
+        return Ok(None);
     };
-    if file.metadata().map_err(io_err)?.is_dir() {
-        return Err(io_err(io::Error::other("it is a directory, not a sidecar")));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SIDECAR_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_err)?;
-    if bytes.len() as u64 > MAX_SIDECAR_BYTES {
-        return Err(ReadError::Malformed {
-            path: side.to_path_buf(),
-            line: 1,
-            msg: format!(
-                "the sidecar is larger than {} MiB (the cap on metadata): damaged?",
-                MAX_SIDECAR_BYTES >> 20
-            ),
-        });
-    }
     String::from_utf8(bytes).map(Some).map_err(|e| {
         let before = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         ReadError::Malformed {
@@ -217,4 +255,57 @@ pub fn read_sidecar_text(side: &Path) -> Result<Option<String>, ReadError> {
             msg: "the sidecar is not UTF-8 text".into(),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_side_file_is_sized_before_it_is_read_and_never_taken_through_a_link_or_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv.numa.csv");
+        assert!(read_beside(&p, 1024, "a NUMA table").unwrap().is_none());
+
+        std::fs::write(&p, "node,0\n").unwrap();
+        assert_eq!(
+            read_beside(&p, 1024, "a NUMA table").unwrap().unwrap(),
+            b"node,0\n"
+        );
+
+        // A sparse 2 GiB file: refused from its size (reading it would hold 2 GiB).
+        std::fs::File::create(&p).unwrap().set_len(2 << 30).unwrap();
+        let e = read_beside(&p, crate::format::numa::MAX_BYTES, "a NUMA table")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("it is 2.00 GiB (2147483648 bytes), larger than 1.00 GiB (1073741824 bytes), the most a NUMA table may be"),
+            "{e}"
+        );
+        assert!(e.contains("r.csv.numa.csv"), "{e}");
+
+        let real = dir.path().join("real");
+        std::fs::write(&real, "x").unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&real, &p).unwrap();
+        let e = read_beside(&p, 1024, "an anatomy table")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it is a symbolic link"), "{e}");
+
+        // A FIFO: refused at once, never waited on for a writer.
+        std::fs::remove_file(&p).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &p,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = read_beside(&p, 1024, "an anatomy table")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it is a FIFO, not an anatomy table"), "{e}");
+    }
 }

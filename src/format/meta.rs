@@ -10,6 +10,29 @@ use serde::{Deserialize, Serialize};
 /// cgroup recorded and whether it holds the tree alone). Schema 1 files read as before.
 pub const SCHEMA_VERSION: u32 = 2;
 
+/// Why a recording's metadata cannot be read by this memmon: a schema version it does not know.
+/// The version changes only when a column or key changes meaning or is removed (docs/FORMAT.md,
+/// "Compatibility"), so a newer one is never read as if it were known.
+pub fn check_schema(meta: &Meta) -> Result<(), String> {
+    let known = |m: &Meta| (1..=SCHEMA_VERSION).contains(&m.schema_version);
+    match std::iter::once(meta)
+        .chain(&meta.earlier_sessions)
+        .find(|m| !known(m))
+    {
+        None => Ok(()),
+        Some(m) => Err(format!(
+            "its schema version is {}; this memmon ({}) reads schema 1 to {SCHEMA_VERSION}{}",
+            m.schema_version,
+            env!("CARGO_PKG_VERSION"),
+            if m.schema_version > SCHEMA_VERSION {
+                ": a newer memmon wrote it, whose columns may mean something else; read it with that memmon"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
     /// Always `memmon-recording`.
@@ -375,6 +398,10 @@ pub struct LedgerEnd {
     pub stacks: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub truncated: u64,
+    /// Files whose unwind sections were too large to be believed (over 64 MiB, or past the
+    /// file's end) and were not read: stacks through them end there. At most 100.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sections_refused: Vec<String>,
     /// CPU time of the ledger's thread (user and system), microseconds: what it cost memmon.
     pub cpu_us: u64,
 }

@@ -981,13 +981,20 @@ fn sessions_before(
 }
 
 fn parse_meta(text: &[u8]) -> Result<Meta, MetaError> {
-    serde_json::from_slice(text).map_err(MetaError)
+    let m = serde_json::from_slice(text).map_err(MetaError::Invalid)?;
+    meta::check_schema(&m).map_err(MetaError::Schema)?;
+    Ok(m)
 }
 
-/// A recording's metadata sidecar that is not valid JSON of a `Meta`: `--append` would lose it.
+/// A recording's metadata sidecar that `--append` cannot go on: not valid JSON of a `Meta` (it
+/// would be lost), or of a schema this memmon does not write (its rows would mean two things).
 #[derive(Debug, thiserror::Error)]
-#[error("its metadata is not valid ({0}); it would be lost")]
-pub struct MetaError(serde_json::Error);
+pub enum MetaError {
+    #[error("its metadata is not valid ({0}); it would be lost")]
+    Invalid(serde_json::Error),
+    #[error("{0}; rows of this memmon appended to it would mean something else")]
+    Schema(String),
+}
 
 impl crate::error::Classified for MetaError {
     /// An output refused: bad input, as `OutputError::CannotAppend` is.

@@ -116,15 +116,13 @@ pub struct NumaTable {
 /// Reads a NUMA table. A line that is not a row of its header's columns is an error naming the
 /// file and the line; a last line cut short (a recording killed while writing it) is left out.
 pub fn read(path: &Path) -> Result<NumaTable, ReadError> {
-    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
+    let bytes = super::input::read_beside(path, MAX_BYTES, "a NUMA table")?
+        .ok_or_else(|| ReadError::Io(path.to_path_buf(), std::io::ErrorKind::NotFound.into()))?;
     let bad = |line: usize, msg: String| ReadError::Malformed {
         path: path.to_path_buf(),
         line: line as u64,
         msg,
     };
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(bad(0, format!("larger than {} MiB", MAX_BYTES >> 20)));
-    }
     let text = String::from_utf8_lossy(&bytes);
     let complete = text.ends_with('\n');
     let mut lines = text.lines().enumerate();

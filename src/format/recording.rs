@@ -187,6 +187,10 @@ fn read_jsonl(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, Rea
                     sink.sample(&s)
                 }
                 Ok(jsonl::Line::Meta(m)) => {
+                    if let Err(msg) = super::meta::check_schema(&m) {
+                        result = Err(malformed(&path, line_no, msg));
+                        return false;
+                    }
                     session_rows = 0;
                     sink.session(&m);
                     if info.meta.is_none() {
@@ -426,6 +430,11 @@ fn read_sidecar(side: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
     };
     match serde_json::from_str::<Meta>(&text) {
         Ok(m) => {
+            super::meta::check_schema(&m).map_err(|msg| ReadError::Malformed {
+                path: side.to_path_buf(),
+                line: 1,
+                msg,
+            })?;
             info.end = m.end.clone();
             info.meta = Some(m);
             Ok(())

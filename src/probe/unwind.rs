@@ -92,7 +92,15 @@ pub struct Unwinder {
     /// Stacks unwound, and of them those cut short.
     pub unwound: u64,
     pub truncated: u64,
+    /// Files whose unwind sections were not read: larger than `MAX_SECTION_BYTES`, or said
+    /// to lie past the file's end (their stacks end at their frames). Each once, at most 100.
+    pub sections_refused: Vec<String>,
 }
+
+/// The most bytes of one unwind section read into memory: a real program's `.eh_frame` is a
+/// few MiB (a Rust prover's 5 to 20); a header that claims more (a sparse file of gigabytes) is
+/// not believed.
+pub const MAX_SECTION_BYTES: u64 = 64 << 20;
 
 impl Default for Unwinder {
     fn default() -> Self {
@@ -113,6 +121,7 @@ impl Unwinder {
             names: HashMap::new(),
             unwound: 0,
             truncated: 0,
+            sections_refused: Vec::new(),
         }
     }
 
@@ -264,7 +273,11 @@ impl Unwinder {
             let info = match self.files.get(&key) {
                 Some(i) => i.clone(),
                 None => {
-                    let i = read_file(pid, &range, &f.path, &key).map(Arc::new);
+                    let mut refused = false;
+                    let i = read_file(pid, &range, &f.path, &key, &mut refused).map(Arc::new);
+                    if refused && self.sections_refused.len() < 100 {
+                        self.sections_refused.push(f.path.clone());
+                    }
                     self.files.insert(key, i.clone());
                     i
                 }
@@ -328,8 +341,15 @@ fn unknown() -> Frame {
 }
 
 /// Reads a mapped file's unwind sections and segments: through /proc/PID/map_files/RANGE (the
-/// file as mapped), else its path.
-fn read_file(pid: i32, range: &str, path: &str, key: &(String, u64)) -> Option<FileInfo> {
+/// file as mapped), else its path. A section over `MAX_SECTION_BYTES`, or past the file's end,
+/// is not read (`refused` set): the file then has no unwind sections at all.
+fn read_file(
+    pid: i32,
+    range: &str,
+    path: &str,
+    key: &(String, u64),
+    refused: &mut bool,
+) -> Option<FileInfo> {
     use object::{Object, ObjectSection, ObjectSegment};
     let mapped = PathBuf::from(format!("/proc/{pid}/map_files/{range}"));
     let (file, opened) = match std::fs::File::open(&mapped) {
@@ -343,9 +363,27 @@ fn read_file(pid: i32, range: &str, path: &str, key: &(String, u64)) -> Option<F
         std::fs::metadata(path).is_ok_and(|m| m.ino() == key.1)
     };
     let sym_path = if same { PathBuf::from(path) } else { opened };
+    let file_len = file.metadata().ok()?.len();
     let cache = object::ReadCache::new(file);
     let obj = object::File::parse(&cache).ok()?;
+    // Sized before a byte is read: what a header says is checked against the cap and the file.
+    let believable = |s: &object::Section<'_, '_, &object::ReadCache<std::fs::File>>| {
+        s.file_range().is_some_and(|(off, size)| {
+            size <= MAX_SECTION_BYTES && off.checked_add(size).is_some_and(|end| end <= file_len)
+        })
+    };
+    let unwind_sections = [".eh_frame", ".eh_frame_hdr", ".debug_frame"];
+    let all_believable = unwind_sections
+        .iter()
+        .filter_map(|n| obj.section_by_name(n))
+        .all(|s| believable(&s));
+    if !all_believable {
+        *refused = true;
+    }
     let section = |name: &str| {
+        if !all_believable {
+            return None;
+        }
         let s = obj.section_by_name(name)?;
         let data: Arc<[u8]> = Arc::from(s.data().ok()?);
         Some((s.address()..s.address() + s.size(), data))

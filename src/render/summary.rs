@@ -9,6 +9,7 @@ use crate::analysis::summary::{
 use crate::analysis::timeline::When;
 use crate::model::anatomy::{Group, GroupKind};
 use crate::model::peak::{exact_within, KernelPeakWindow, PeakSource};
+use crate::render::outside::shown;
 use crate::render::table::Table;
 use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
 use std::fmt::Write as _;
@@ -213,7 +214,7 @@ pub fn group_words(key: &crate::model::anatomy::GroupKey, g: Option<&Group>) -> 
             format!("{n} {what}s of {sizes}")
         }
     };
-    let name = &key.name;
+    let name = shown(&key.name);
     let rest = if key.rest {
         "smaller ones gathered: "
     } else {
@@ -735,7 +736,7 @@ impl Summary {
         }
         if self.sessions.is_empty() {
             if let Some(t) = &self.target {
-                let _ = writeln!(o, "  target        {t}");
+                let _ = writeln!(o, "  target        {}", shown(t));
             }
         } else {
             self.render_sessions(&mut o);
@@ -818,6 +819,15 @@ impl Summary {
                 count(l.stacks, "stack"),
                 fmt_us(l.cpu_us)
             );
+            if let Some(first) = l.sections_refused.first() {
+                let _ = writeln!(
+                    o,
+                    "  note: the unwind sections of {} were not read (each over {} or past its file's end, as its header said): stacks end at their frames; the first: {}",
+                    count(l.sections_refused.len(), "file"),
+                    fmt_bytes(crate::probe::unwind::MAX_SECTION_BYTES),
+                    shown(first)
+                );
+            }
         }
         let taken = match (g.reads, g.reads_dropped) {
             (Some(reads), Some(dropped)) if dropped > 0 => format!(
@@ -932,7 +942,7 @@ impl Summary {
                     o,
                     "  PSS unread    PID {} ({}): {}, missing from {}; those ticks have no PSS",
                     u.pid,
-                    u.comm,
+                    shown(&u.comm),
                     u.reason.describe(),
                     count(u.reads, "read")
                 );
@@ -1086,7 +1096,7 @@ impl CgroupSummary {
         let _ = writeln!(
             o,
             "  cgroup        {} ({}{}), limit {}, {} during the recording",
-            self.path,
+            shown(&self.path.to_string()),
             self.version.name(),
             if self.own {
                 ", memmon's own for the command"

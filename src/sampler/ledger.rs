@@ -217,6 +217,7 @@ impl Reader {
             lost: self.calls.lost,
             stacks: self.unwinder.unwound,
             truncated: self.unwinder.truncated,
+            sections_refused: std::mem::take(&mut self.unwinder.sections_refused),
             cpu_us: thread_cpu_us().saturating_sub(cpu0),
         }
     }
