@@ -973,3 +973,104 @@ fn a_launched_command_stays_under_the_memory_limit_memmon_runs_under() {
         );
     }
 }
+
+/// A shell that makes a cgroup `inner` inside the memory cgroup it runs in (v1's memory
+/// hierarchy or v2's), moves a `sleep 300` into it, prints `made` and then runs `then`.
+fn make_inner_cgroup_then(then: &str) -> String {
+    format!(
+        r#"p=$(sed -n 's/^[0-9]*:[^:]*memory[^:]*:\(.*\)/\1/p' /proc/self/cgroup)
+if [ -n "$p" ]; then cg=/sys/fs/cgroup/memory$p; else cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); fi
+mkdir "$cg/inner" && mkdir "$cg/inner/deeper" || exit 9
+sleep 300 &
+echo $! > "$cg/inner/deeper/cgroup.procs" || exit 8
+echo made
+{then}"#
+    )
+}
+
+#[test]
+fn cgroups_the_command_made_inside_memmons_own_go_with_it_deepest_first_their_processes_killed() {
+    let Some(base) = memory_hierarchy() else {
+        return;
+    };
+    let token = format!("inner-{}", std::process::id());
+    let d = tempdir();
+    let out = d.path().join("inner.csv");
+    let rec = std::process::Command::new(memmon_path())
+        .args(["record", "-i", "50ms", "--own-cgroup", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &make_inner_cgroup_then("exit 0")])
+        .env("MEMMON_TEST_TOKEN", &token)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "{err}");
+    // Before: "Device or resource busy", the cgroup left, and every later memmon warned of it.
+    assert!(
+        !err.contains("busy") && !err.contains("warning: cgroup"),
+        "{err}"
+    );
+    let cg = own_cgroup_parent(&base).join(format!("memmon-{}-0", rec_pid(&out)));
+    assert!(!cg.exists(), "{} is still there: {err}", cg.display());
+    assert!(
+        wait_for(10.0, || processes_with_env("MEMMON_TEST_TOKEN", &token)
+            .is_empty()),
+        "{}",
+        left_behind(&cg, &token)
+    );
+    let text = summary_text(&out);
+    assert!(
+        text.contains("the command made 2 cgroups inside memmon's own: removed with it, deepest first, killing 1 process left in them"),
+        "{text}"
+    );
+    let next = memmon()
+        .args(["record", "-q", "-i", "100ms", "--own-cgroup", "-o"])
+        .arg(d.path().join("next.csv"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&next.stderr);
+    assert!(!err.contains(&cg.display().to_string()), "{err}");
+
+    // memmon killed: its watcher removes the cgroups inside too, then its own.
+    let token = format!("inner-kill-{}", std::process::id());
+    let mut rec = Guard(
+        std::process::Command::new(memmon_path())
+            .args(["record", "-q", "-i", "100ms", "--own-cgroup", "-o"])
+            .arg(d.path().join("killed.csv"))
+            .args(["--", "sh", "-c", &make_inner_cgroup_then("sleep 300")])
+            .env("MEMMON_TEST_TOKEN", &token)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut made = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(rec.0.stdout.take().unwrap()),
+        &mut made,
+    )
+    .unwrap();
+    assert_eq!(made, "made\n");
+    let cg = own_cgroup_parent(&base).join(format!("memmon-{}-0", rec.0.id()));
+    assert!(cg.join("inner/deeper").exists());
+    rec.0.kill().unwrap();
+    let _ = rec.0.wait();
+    let clean = wait_for(30.0, || {
+        !cg.exists() && processes_with_env("MEMMON_TEST_TOKEN", &token).is_empty()
+    });
+    assert!(clean, "{}", left_behind(&cg, &token));
+}
+
+/// The PID of the memmon that wrote the recording `out`, from its sidecar.
+fn rec_pid(out: &Path) -> u64 {
+    let side = format!("{}.meta.json", out.display());
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(side).unwrap()).unwrap();
+    m["end"]["cgroup"]["path"]
+        .as_str()
+        .and_then(|p| p.rsplit('/').next())
+        .and_then(|n| n.strip_prefix("memmon-"))
+        .and_then(|n| n.split('-').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no memmon cgroup in {m:#}"))
+}

@@ -1131,6 +1131,10 @@ pub struct CgroupSummary {
     pub oom_kills: u64,
     pub events_during: crate::probe::cgroup::CgroupEvents,
     pub moved_out: Vec<i32>,
+    /// Cgroups the command made inside memmon's own, removed with it, and the processes
+    /// killed in them.
+    pub inside_removed: u64,
+    pub inside_killed: u64,
     pub error: Option<String>,
     /// The peak file fell between two rows with no reset of memmon's (`PeakFacts::cgroup_peak_fell`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -1218,6 +1222,8 @@ impl CgroupSummary {
                 .iter()
                 .flat_map(|e| e.moved_out.iter().copied())
                 .collect(),
+            inside_removed: ends.iter().map(|e| e.inside_removed).sum(),
+            inside_killed: ends.iter().map(|e| e.inside_killed).sum(),
             error: ends.iter().find_map(|e| e.error.clone()),
             peak_fell: false,
         })
@@ -1262,6 +1268,14 @@ impl CgroupSummary {
             w.push(format!(
                 "note: processes {:?} were still running in memmon's cgroup when the recording ended and were moved out of it before it was removed",
                 self.moved_out
+            ));
+        }
+        if self.inside_removed > 0 {
+            w.push(format!(
+                "note: the command made {} inside memmon's own: removed with it, deepest first, killing {} left in {}",
+                crate::units::count(self.inside_removed, "cgroup"),
+                crate::units::count(self.inside_killed, "process"),
+                if self.inside_removed == 1 { "it" } else { "them" },
             ));
         }
         if let Some(e) = &self.error {

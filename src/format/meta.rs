@@ -564,6 +564,12 @@ pub struct CgroupEnd {
     /// Processes still in memmon's own cgroup at the end, moved to its parent to remove it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moved_out: Vec<i32>,
+    /// Cgroups the command made inside memmon's own, removed with it (depth first), and the
+    /// processes killed in them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inside_removed: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inside_killed: u64,
     /// The tree's processes found outside the cgroup during the recording (moved out by
     /// systemd, cgexec, a scheduler), each the first time: their memory since was charged
     /// elsewhere, so the cgroup's peak is not the tree's in the spans where they were outside.

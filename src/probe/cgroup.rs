@@ -716,6 +716,7 @@ impl CgroupFs {
             procs: Some(procs),
             removed: false,
             reaper: reaper.ok(),
+            inside: Inside::default(),
         })
     }
 
@@ -857,6 +858,55 @@ fn pid_runs(pid: i32) -> bool {
 /// forks; else each PID of `cgroup.procs`, again until none is left), then removes it. Returns
 /// how many processes were killed.
 fn kill_and_remove(dir: &Path, patience: std::time::Duration) -> (usize, Result<(), CgroupError>) {
+    // What was made inside it first, depth first: a cgroup with children cannot be removed.
+    let (inside, _) = remove_children(dir, patience);
+    let (killed, r) = kill_and_remove_leaf(dir, patience);
+    (inside.killed + killed, r)
+}
+
+/// What `remove_children` removed: the cgroups made inside one, and the processes killed in them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Inside {
+    pub cgroups: usize,
+    pub killed: usize,
+}
+
+/// Removes every cgroup below `dir`, depth first, killing what runs in each (`kill_and_remove`);
+/// `dir` itself is left. The first failure is returned beside what was done.
+fn remove_children(dir: &Path, patience: std::time::Duration) -> (Inside, Option<CgroupError>) {
+    let mut done = Inside::default();
+    let mut first_error = None;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (done, None);
+    };
+    for e in entries.flatten() {
+        // A cgroup's children are its directories (never links: cgroupfs makes none).
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let (below, err) = remove_children(&e.path(), patience);
+        done.cgroups += below.cgroups;
+        done.killed += below.killed;
+        if let Some(err) = err {
+            first_error.get_or_insert(err);
+        }
+        let (killed, r) = kill_and_remove_leaf(&e.path(), patience);
+        done.killed += killed;
+        match r {
+            Ok(()) => done.cgroups += 1,
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    (done, first_error)
+}
+
+/// `kill_and_remove` of a cgroup without children.
+fn kill_and_remove_leaf(
+    dir: &Path,
+    patience: std::time::Duration,
+) -> (usize, Result<(), CgroupError>) {
     let kill_file = dir.join("cgroup.kill");
     if kill_file.exists() {
         let _ = std::fs::write(&kill_file, "1");
@@ -914,9 +964,13 @@ cd /
 [ -e "$1/cgroup.kill" ] && echo 1 > "$1/cgroup.kill"
 i=0
 while [ -d "$1" ] && [ "$i" -lt 500 ]; do
-    pids=$(cat "$1/cgroup.procs" 2>/dev/null)
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
-    rmdir "$1" 2>/dev/null || sleep 0.02 2>/dev/null || sleep 1
+    # Deepest first: the cgroups the command made inside, then the cgroup itself.
+    for d in $(find "$1" -depth -type d 2>/dev/null); do
+        pids=$(cat "$d/cgroup.procs" 2>/dev/null)
+        [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+        rmdir "$d" 2>/dev/null
+    done
+    [ -d "$1" ] && { sleep 0.02 2>/dev/null || sleep 1; }
     i=$((i + 1))
 done
 "#;
@@ -1128,6 +1182,8 @@ pub struct OwnCgroup {
     /// The watcher that empties and removes the cgroup if memmon dies first (none where no
     /// `sh` could be run).
     reaper: Option<Reaper>,
+    /// What the command made inside the cgroup, removed with it.
+    inside: Inside,
 }
 
 impl OwnCgroup {
@@ -1141,9 +1197,16 @@ impl OwnCgroup {
         self.procs.as_ref().map(|f| f.as_fd())
     }
 
-    /// Moves the processes still in the cgroup to its parent and removes it; returns the PIDs
-    /// moved out. A process exiting right then may keep the directory busy a moment: retried
-    /// for up to a second.
+    /// What the command made inside the cgroup (cgroups of its own, and the processes killed
+    /// in them) and `remove` removed with it.
+    pub fn inside(&self) -> Inside {
+        self.inside
+    }
+
+    /// Removes the cgroups the command made inside this one, depth first, killing what runs
+    /// in them; moves the processes still in this one to its parent and removes it; returns the
+    /// PIDs moved out. A process exiting right then may keep the directory busy a moment:
+    /// retried for up to a second.
     pub fn remove(&mut self) -> Result<Vec<i32>, CgroupError> {
         let r = self.move_out_and_remove();
         // Removed or not, memmon is done with it: its watcher goes (what could not be removed
@@ -1159,6 +1222,12 @@ impl OwnCgroup {
             return Ok(Vec::new());
         }
         self.procs = None;
+        let (inside, err) = remove_children(&self.cg.dir, std::time::Duration::from_secs(1));
+        self.inside.cgroups += inside.cgroups;
+        self.inside.killed += inside.killed;
+        if let Some(e) = err {
+            return Err(e);
+        }
         let mut moved = Vec::new();
         for _ in 0..50 {
             let left = self.cg.procs().unwrap_or_default();

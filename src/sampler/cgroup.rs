@@ -235,11 +235,13 @@ impl CgroupSource {
         let final_peak = final_reading.and_then(|st| st.peak);
         let mut moved_out = Vec::new();
         let mut remove_error = None;
+        let mut inside = crate::probe::cgroup::Inside::default();
         if let Some(own) = &mut self.own {
             match own.remove() {
                 Ok(m) => moved_out = m,
                 Err(e) => remove_error = Some(e.to_string()),
             }
+            inside = own.inside();
         }
         let events = match (self.first, self.last) {
             (Some(f), Some(l)) => CgroupEvents {
@@ -278,6 +280,8 @@ impl CgroupSource {
             peak_resets: self.resets,
             peak_reset_failures: self.reset_failures,
             moved_out,
+            inside_removed: inside.cgroups as u64,
+            inside_killed: inside.killed as u64,
             left: self
                 .left
                 .iter()
