@@ -38,6 +38,28 @@ pub const READER_WAIT: Duration = Duration::from_secs(10);
 /// Symlinks followed in one walk to a directory before it is a loop (the kernel's own limit).
 const MAX_LINKS: u32 = 40;
 
+/// Set once memmon writes about what another user may keep from this one: files it creates from
+/// then on are 0600 (before the umask), not 0644. See [`keep_private`].
+static PRIVATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every file memmon creates from now on readable by its owner alone (0600). Called where
+/// what is written comes from another user's process (its mapping paths, function names and
+/// command line, which /proc shows to that user and root only: `record` or `bench` attached to
+/// it), and where what is read came from such a file (a recording others may not read): the
+/// files made from it keep the same privacy.
+pub fn keep_private() {
+    PRIVATE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The mode new files are created with: 0600 after [`keep_private`], else 0644.
+fn new_file_mode() -> Mode {
+    if PRIVATE.load(std::sync::atomic::Ordering::Relaxed) {
+        Mode::from_raw_mode(0o600)
+    } else {
+        Mode::from_raw_mode(0o644)
+    }
+}
+
 /// How many times a name that changes kind while it is opened is looked at again.
 const TRIES: u32 = 16;
 
@@ -854,12 +876,7 @@ impl Place {
             | OFlags::NOFOLLOW
             | OFlags::NOCTTY
             | OFlags::CLOEXEC;
-        match rfs::openat(
-            &self.dir.fd,
-            self.name.as_os_str(),
-            flags,
-            Mode::from_raw_mode(0o644),
-        ) {
+        match rfs::openat(&self.dir.fd, self.name.as_os_str(), flags, new_file_mode()) {
             Ok(fd) => Ok(Some(File::from(fd))),
             Err(Errno::EXIST) => Ok(None),
             Err(e) => Err(e.into()),
@@ -904,12 +921,7 @@ impl Place {
             | OFlags::CLOEXEC;
         for _ in 0..64 {
             let name = OsString::from(format!(".{shown}.{:016x}.tmp{ext}", random()));
-            match rfs::openat(
-                &self.dir.fd,
-                name.as_os_str(),
-                flags,
-                Mode::from_raw_mode(0o644),
-            ) {
+            match rfs::openat(&self.dir.fd, name.as_os_str(), flags, new_file_mode()) {
                 Ok(fd) => {
                     let file = File::from(fd);
                     let id = FileId::of_file(&file)?;

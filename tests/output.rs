@@ -1608,3 +1608,77 @@ fn the_demo_refusing_an_existing_plot_advises_what_it_takes() {
         );
     assert_eq!(std::fs::read(dir.path().join("mine.svg")).unwrap(), b"x");
 }
+
+#[test]
+fn files_about_another_users_process_are_readable_by_their_owner_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        println!("skipped: needs root to start a process as another user");
+        return;
+    }
+    let dir = tempdir();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // A workload running as nobody (65534), attached by root's memmon.
+    let mut target = std::process::Command::new(outside_program("setpriv"))
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(workload(&["alloc:8MiB", "hold:30s"]))
+        .spawn()
+        .unwrap();
+    wait_for_rss(target.id(), 8 << 20);
+    let theirs = dir.path().join("theirs.csv");
+    memmon()
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "20ms",
+            "--anatomy",
+            "--duration",
+            "300ms",
+            "--pid",
+        ])
+        .arg(target.id().to_string())
+        .arg("-o")
+        .arg(&theirs)
+        .assert()
+        .success();
+    let _ = target.kill();
+    let _ = target.wait();
+    for f in [theirs.clone(), side(&theirs), crate::anatomy::side(&theirs)] {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+    // What is made from such a recording keeps its privacy.
+    let report = dir.path().join("theirs.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&report)
+        .arg(&theirs)
+        .assert()
+        .success();
+    assert_eq!(mode(&report), 0o600);
+
+    // memmon's own user's process: as before (0644 less the umask).
+    let mine = dir.path().join("mine.csv");
+    record_workload(&mine, &["-q", "-i", "20ms"], &["alloc:1MiB", "hold:50ms"])
+        .assert()
+        .success();
+    assert_eq!(mode(&mine) & 0o044, 0o044 & !umask(), "{:o}", mode(&mine));
+    let report = dir.path().join("mine.html");
+    memmon()
+        .args(["report", "-o"])
+        .arg(&report)
+        .arg(&mine)
+        .assert()
+        .success();
+    assert_eq!(mode(&report) & 0o044, 0o044 & !umask());
+}
+
+/// This process's umask (read without changing it, from /proc/self/status).
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .and_then(|u| u32::from_str_radix(u.trim(), 8).ok())
+        .unwrap_or(0o022)
+}

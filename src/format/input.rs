@@ -81,7 +81,17 @@ pub fn open(path: &Path) -> Result<Input, ReadError> {
                 "it is a directory, not a recording",
             )));
         }
-        Box::new(std::fs::File::open(path).map_err(io_err)?)
+        let file = std::fs::File::open(path).map_err(io_err)?;
+        // A recording others may not read (one of another user's process): what is made from
+        // it (a report, a plot, folded stacks, exports) is kept as private.
+        use std::os::unix::fs::PermissionsExt;
+        if file
+            .metadata()
+            .is_ok_and(|m| m.permissions().mode() & 0o004 == 0)
+        {
+            crate::output::keep_private();
+        }
+        Box::new(file)
     };
     from_reader(path, raw, stdin)
 }

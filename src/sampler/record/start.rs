@@ -58,6 +58,9 @@ impl Recorder {
             TargetSpec::Command(_) => None,
             spec => Some(find_target(&opts, spec, &report)?),
         };
+        if let Some(r) = &attached {
+            keep_private_for(&opts, r.handle.pid, &report);
+        }
         // The GPU source before the output: `--gpu` without a driver leaves no file.
         let gpu = open_gpu(&opts, &report)?;
         let mut sink = make_sink(&opts)?;
@@ -445,6 +448,25 @@ fn launch(
 
 /// Finds the process to attach to; with `--wait`, waits for it to appear (a stop signal ends
 /// the wait). The error's exit code says whether the target was wrong (usage) or absent.
+/// Makes memmon's files 0600 (`output::keep_private`) when the attached target `pid` runs as
+/// another user than memmon: they will hold its mapping paths, function names and command line,
+/// which the kernel shows that user and root alone.
+fn keep_private_for(opts: &RecordOptions, pid: i32, report: &Reporter) {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/PID belongs to the process's effective user (root where it is not dumpable).
+    let Ok(owner) = std::fs::metadata(opts.procfs.root().join(pid.to_string())).map(|m| m.uid())
+    else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    if owner != me {
+        crate::output::keep_private();
+        report.detail(&format!(
+            "the target runs as user {owner}, not as memmon (user {me}): the files memmon writes are readable by their owner alone (0600)"
+        ));
+    }
+}
+
 fn find_target(
     opts: &RecordOptions,
     spec: &TargetSpec,
