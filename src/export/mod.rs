@@ -559,11 +559,23 @@ impl Follower {
             next.insert(key, (st.hwm, reset));
         }
         let failed: Vec<i32> = if reset {
-            watch
+            let failed = watch
                 .reset_marks()
                 .into_iter()
                 .map(|(pid, _)| pid)
-                .collect()
+                .collect();
+            // What rose between this tick's read of status and the reset belongs to this tick
+            // (under load that gap can outlast a short spike), where the mark counts at all.
+            for &(pid, start, hwm) in watch.hwm_before_reset() {
+                let counts = match self.hwm.get(&(pid, start)) {
+                    Some(&(_, was_reset)) => was_reset,
+                    None => watch.born_since_made(start),
+                };
+                if counts {
+                    peak = peak.max(hwm);
+                }
+            }
+            failed
         } else {
             Vec::new()
         };

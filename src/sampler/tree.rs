@@ -277,6 +277,8 @@ pub struct Tree {
     /// the subreaper of a launched command, to which the command's orphans are re-parented.
     adopter: Option<ProcHandle>,
     buf: Vec<u8>,
+    /// See [`Tree::hwm_before_reset`].
+    hwm_before_reset: Vec<(i32, u64, u64)>,
     kids: Vec<i32>,
     /// Exit records (taskstats), when memmon may read them.
     exits: Option<ExitWatch>,
@@ -355,6 +357,7 @@ impl Tree {
             departed_count: 0,
             adopter: None,
             buf: Vec::with_capacity(2048),
+            hwm_before_reset: Vec::new(),
             kids: Vec::new(),
             exits: None,
             exit_buf: Vec::new(),
@@ -647,20 +650,37 @@ impl Tree {
         self.take_exit_records(true);
         self.exit_fresh_from = self.exit_buf.len();
         let opening = self.samples <= 1;
+        let buf = &mut self.buf;
+        let before = &mut self.hwm_before_reset;
+        before.clear();
         let failed = self
             .members
             .iter_mut()
-            .filter_map(|m| match m.handle.reset_hwm() {
-                Ok(()) => {
-                    m.recording.reset(opening);
-                    None
+            .filter_map(|m| {
+                // The mark read right before it is reset: what rose since the sample's read of
+                // status (a spike that came and went while the tick went on) is not lost.
+                if let Ok(st) = m.handle.read_status(buf) {
+                    before.push((m.handle.pid, m.handle.start_time, st.hwm));
                 }
-                Err(ProcError::NoSuchProcess(_)) => None,
-                Err(e) => Some((m.handle.pid, e)),
+                match m.handle.reset_hwm() {
+                    Ok(()) => {
+                        m.recording.reset(opening);
+                        None
+                    }
+                    Err(ProcError::NoSuchProcess(_)) => None,
+                    Err(e) => Some((m.handle.pid, e)),
+                }
             })
             .collect();
         self.invalidate_after_reset();
         failed
+    }
+
+    /// Each member's VmHWM read right before the last `reset_marks` reset it, by (PID, start
+    /// time): what it reached between the last sample and that reset, where its mark was reset
+    /// before too.
+    pub fn hwm_before_reset(&self) -> &[(i32, u64, u64)] {
+        &self.hwm_before_reset
     }
 
     /// Forgets every status read so far, so the next sample reads status for every member:

@@ -592,6 +592,11 @@ impl Watch {
     /// after each tick of `export --reset-peaks`); a message per failure, with its PID. Every
     /// status read and exit record queued before the reset is kept out of the samples after it
     /// (`Tree::reset_marks`).
+    /// Each member's VmHWM read right before the last reset (`Tree::hwm_before_reset`).
+    pub fn hwm_before_reset(&self) -> &[(i32, u64, u64)] {
+        self.tree.as_ref().map_or(&[], Tree::hwm_before_reset)
+    }
+
     pub fn reset_marks(&mut self) -> Vec<(i32, ProcError)> {
         self.tree
             .as_mut()
