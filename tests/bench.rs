@@ -374,8 +374,14 @@ fn command_bench_recording_holds_its_runs(
     steps: &[&str],
 ) -> Vec<serde_json::Value> {
     let out = dir.join("bench.json");
+    let interval = if flags.contains(&"-i") {
+        &[][..]
+    } else {
+        &["-i", "1s"][..]
+    };
     memmon()
-        .args(["bench", "-q", "-i", "1s", "-n", &runs_n.to_string()])
+        .args(["bench", "-q", "-n", &runs_n.to_string()])
+        .args(interval)
         .args(flags)
         .arg("-o")
         .arg(rec)
@@ -521,12 +527,13 @@ fn a_command_bench_recording_without_its_own_cgroup_gives_each_run_its_tree_s_ke
 fn a_command_bench_recording_keeps_a_spike_after_a_run_s_last_sample() {
     let dir = tempdir();
     let rec = dir.path().join("late.csv");
-    // Longer than the interval: sampled at its start and after 1 s; its 150 MiB spike comes
-    // after the last sample, just before it exits.
+    // Sampled at its start only (the next tick, 30 s on, never comes: the run ends first,
+    // however slow a busy machine makes it); its 150 MiB spike comes after that last sample,
+    // just before it exits.
     let exported = command_bench_recording_holds_its_runs(
         dir.path(),
         &rec,
-        &[],
+        &["-i", "30s"],
         1,
         &["alloc:10MiB", "hold:1200ms", "spike:150MiB:20ms"],
     );

@@ -872,9 +872,13 @@ fn a_child_born_after_the_exporter_began_counts_its_whole_mark_while_it_lives_on
     let dir = tempdir();
     let go = dir.path().join("go");
     let t = memmon_test_path().display().to_string();
+    // The child lives on until the test has its answer (`done`), however slowly a busy
+    // machine starts it.
+    let done = dir.path().join("done");
     let script = format!(
-        "{t} workload wait-file:{go} hold:10ms; {t} workload spike:200MiB:20ms hold:8s",
-        go = go.display()
+        "{t} workload wait-file:{go} hold:10ms; {t} workload spike:200MiB:20ms wait-file:{done}",
+        go = go.display(),
+        done = done.display()
     );
     let mut sh = std::process::Command::new("sh")
         .args(["-c", &script])
@@ -887,11 +891,12 @@ fn a_child_born_after_the_exporter_began_counts_its_whole_mark_while_it_lives_on
         "memmon_target_up"
     ) == Some(1.0)));
     std::fs::write(&go, "").unwrap();
-    let seen = wait_for(6.0, || {
+    let seen = wait_for(60.0, || {
         sample_of(&exporter.metrics(), "memmon_window_peak_rss_bytes")
             .is_some_and(|v| v >= (200 * MIB) as f64)
     });
     let body = exporter.metrics();
+    std::fs::write(&done, "").unwrap();
     let _ = sh.kill();
     let _ = sh.wait();
     assert!(seen, "{body}");

@@ -337,7 +337,8 @@ fn append_cuts_off_an_incomplete_last_line_and_says_so() {
     let dir = tempdir();
     for name in ["cut.csv", "cut.jsonl"] {
         let out = dir.path().join(name);
-        record_workload(&out, &["-q", "-i", "50ms"], &["hold:200ms"])
+        // Each marker waits for its row: each session holds rows however busy the machine.
+        record_workload(&out, &["-q", "-i", "50ms"], &["mark:a", "hold:50ms"])
             .assert()
             .success();
         let first = summary_json(&out)["samples"].as_u64().unwrap();
@@ -345,7 +346,7 @@ fn append_cuts_off_an_incomplete_last_line_and_says_so() {
         let mut f = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
         std::io::Write::write_all(&mut f, b"1764460000000,0.25").unwrap();
         drop(f);
-        let done = record_workload(&out, &["-i", "50ms", "--append"], &["hold:200ms"])
+        let done = record_workload(&out, &["-i", "50ms", "--append"], &["mark:b", "mark:c"])
             .output()
             .unwrap();
         assert!(done.status.success(), "{}", stderr_of(&done));
@@ -1189,9 +1190,12 @@ fn snapshot(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
 fn append_onto_rows_whose_sidecar_is_missing_is_refused_and_changes_nothing() {
     let dir = tempdir();
     let out = dir.path().join("piped.csv");
-    record_workload(&out, &["-q", "-i", "50ms"], &["hold:200ms"])
+    // The marker waits for its row: the file holds rows however busy the machine (a command
+    // that ended before its first sample would leave a header alone, which may be appended to).
+    record_workload(&out, &["-q", "-i", "50ms"], &["mark:a", "hold:50ms"])
         .assert()
         .success();
+    assert!(!read_csv(&out).1.is_empty());
     // As if recorded to a pipe (`memmon record | cat > piped.csv`), or the sidecar lost.
     std::fs::remove_file(side(&out)).unwrap();
     let before = snapshot(dir.path());

@@ -10,11 +10,12 @@ use std::time::Duration;
 fn one_pss_read_at_idle_is_not_called_a_peak() {
     let dir = tempdir();
     let out = dir.path().join("short.csv");
-    // --pss-every is 10 s by default, and a new RSS high asks for a read at most every tenth of
-    // it: a command of under a second gets one read, at its first sample, before its 40 MiB.
+    // A new RSS high asks for a read at most every tenth of --pss-every: with an hour, a command
+    // of a second gets one read, at its first sample, before its 40 MiB, however slowly a busy
+    // machine runs it.
     record_workload(
         &out,
-        &["-i", "50ms", "--pss"],
+        &["-i", "50ms", "--pss", "--pss-every", "1h"],
         &["hold:400ms", "alloc:40MiB", "hold:300ms"],
     )
     .assert()
