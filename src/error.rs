@@ -44,6 +44,7 @@ classified!(
     crate::format::read::ReadError,
     crate::format::read::TimeError,
     crate::format::MetaError,
+    crate::format::meta::SchemaError,
     crate::marks::MarkError,
     crate::marks::socket::SocketError,
     crate::model::sample::EventError,

@@ -10,26 +10,38 @@ use serde::{Deserialize, Serialize};
 /// cgroup recorded and whether it holds the tree alone). Schema 1 files read as before.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// Why a recording's metadata cannot be read by this memmon: a schema version it does not know.
-/// The version changes only when a column or key changes meaning or is removed (docs/FORMAT.md,
-/// "Compatibility"), so a newer one is never read as if it were known.
-pub fn check_schema(meta: &Meta) -> Result<(), String> {
+/// A recording's metadata of a schema version this memmon does not know. The version changes
+/// only when a column or key changes meaning or is removed (docs/FORMAT.md, "Compatibility"), so
+/// a newer one is never read as if it were known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its schema version is {0}; this memmon ({version}) reads schema 1 to {SCHEMA_VERSION}{newer}",
+    version = env!("CARGO_PKG_VERSION"),
+    newer = if *.0 > SCHEMA_VERSION {
+        ": a newer memmon wrote it, whose columns may mean something else; read it with that memmon"
+    } else {
+        ""
+    }
+)]
+pub struct SchemaError(pub u32);
+
+impl crate::error::Classified for SchemaError {
+    /// A file this memmon cannot read: bad input, as a malformed recording is.
+    fn class(&self) -> crate::exit::Class {
+        crate::exit::Class::Usage
+    }
+}
+
+/// Refuses metadata (or any of its earlier sessions') of a schema version this memmon does not
+/// know.
+pub fn check_schema(meta: &Meta) -> Result<(), SchemaError> {
     let known = |m: &Meta| (1..=SCHEMA_VERSION).contains(&m.schema_version);
     match std::iter::once(meta)
         .chain(&meta.earlier_sessions)
         .find(|m| !known(m))
     {
         None => Ok(()),
-        Some(m) => Err(format!(
-            "its schema version is {}; this memmon ({}) reads schema 1 to {SCHEMA_VERSION}{}",
-            m.schema_version,
-            env!("CARGO_PKG_VERSION"),
-            if m.schema_version > SCHEMA_VERSION {
-                ": a newer memmon wrote it, whose columns may mean something else; read it with that memmon"
-            } else {
-                ""
-            }
-        )),
+        Some(m) => Err(SchemaError(m.schema_version)),
     }
 }
 

@@ -993,7 +993,7 @@ pub enum MetaError {
     #[error("its metadata is not valid ({0}); it would be lost")]
     Invalid(serde_json::Error),
     #[error("{0}; rows of this memmon appended to it would mean something else")]
-    Schema(String),
+    Schema(meta::SchemaError),
 }
 
 impl crate::error::Classified for MetaError {

@@ -187,8 +187,8 @@ fn read_jsonl(input: input::Input, sink: &mut impl Sink) -> Result<ReadInfo, Rea
                     sink.sample(&s)
                 }
                 Ok(jsonl::Line::Meta(m)) => {
-                    if let Err(msg) = super::meta::check_schema(&m) {
-                        result = Err(malformed(&path, line_no, msg));
+                    if let Err(e) = super::meta::check_schema(&m) {
+                        result = Err(malformed(&path, line_no, e.to_string()));
                         return false;
                     }
                     session_rows = 0;
@@ -430,10 +430,10 @@ fn read_sidecar(side: &Path, info: &mut ReadInfo) -> Result<(), ReadError> {
     };
     match serde_json::from_str::<Meta>(&text) {
         Ok(m) => {
-            super::meta::check_schema(&m).map_err(|msg| ReadError::Malformed {
+            super::meta::check_schema(&m).map_err(|e| ReadError::Malformed {
                 path: side.to_path_buf(),
                 line: 1,
-                msg,
+                msg: e.to_string(),
             })?;
             info.end = m.end.clone();
             info.meta = Some(m);
