@@ -6,7 +6,8 @@
 //! `threads:4` (threads that wait), `thp:32MiB` (asked for as transparent huge pages; says
 //! `thp BYTES`, the AnonHugePages it got), `spike:200MiB:20ms` (allocate, touch, hold,
 //! free), `hold:2s`, `map-file:PATH:8MiB` (map a file shared and touch it), `cold-read:PATH:32MiB` (write a file,
-//! drop it from the page cache, read it back through a mapping: a major fault per page), `wait-file:PATH` (until it exists), `free` (the latest
+//! drop it from the page cache, read it back through a mapping: a major fault per page), `wait-file:PATH` (until it exists), `read:PATH` and `read-cold:PATH` (the file read once
+//! through read(), its pages in the page cache, not the process; `read-cold` drops them first), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
 //! time: a known count of short-lived processes), `undumpable` (its /proc files become root's,
@@ -408,6 +409,18 @@ pub fn run(steps: &[String]) -> Result<i32, WorkloadError> {
             // A file mapped (`map-file`), read back from disk (`cold-read`), or read back over
             // and over (`thrash`): see `file_step`.
             "map-file" | "cold-read" | "thrash" => blocks.push(file_step(step, &parts)?),
+            // Reads a whole file once through read() into a 1 MiB buffer, keeping nothing: its
+            // pages go to the page cache, not to the process (`read:/var/tmp/params`); with
+            // `read-cold` its cached pages are dropped first (a first read after a reboot).
+            "read" | "read-cold" => {
+                let path = &step[parts[0].len() + 1..];
+                read_file_once(std::path::Path::new(path), parts[0] == "read-cold").map_err(
+                    |error| WorkloadError::Step {
+                        step: step.to_string(),
+                        error,
+                    },
+                )?;
+            }
             // Waits until a file exists (a test's go-ahead): `wait-file:/tmp/go`.
             "wait-file" => {
                 let path = std::path::Path::new(&step[10..]);
@@ -484,6 +497,19 @@ fn step_size(step: &str, parts: &[&str], i: usize) -> Result<usize, WorkloadErro
 fn step_duration(step: &str, parts: &[&str], i: usize) -> Result<Duration, WorkloadError> {
     let text = parts.get(i).ok_or_else(|| needs(step, "a duration"))?;
     Ok(parse_duration(text)?)
+}
+
+/// Reads the file at `path` once, a MiB at a time into one buffer; with `cold`, its pages are
+/// dropped from the page cache first (`POSIX_FADV_DONTNEED`), so every one is read from disk.
+fn read_file_once(path: &std::path::Path, cold: bool) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    if cold {
+        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    while f.read(&mut buf)? > 0 {}
+    Ok(())
 }
 
 /// The file steps: `map-file:/dev/nvidia0:8MiB` maps a file shared and writes every page;

@@ -1329,6 +1329,7 @@ mod tests {
         // The baseline's run had a cgroup holding its tree; the candidate's did not: both
         // sides are held on the largest process's kernel peak.
         let mut with_cgroup = run(100 << 20, 1.0);
+        with_cgroup.facts.max_processes = 2;
         with_cgroup.facts.cgroup_peak_bytes = Some(150 << 20);
         with_cgroup.facts.cgroup_holds_tree = true;
         with_cgroup.peak = with_cgroup.facts.decide();

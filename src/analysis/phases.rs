@@ -1277,9 +1277,12 @@ mod tests {
         };
         let p = build(&rows, Some(&bench), Some(&end));
         let listed: Vec<_> = p.runs.iter().map(|r| (r.run, r.peak.bytes)).collect();
+        // Runs 1 and 3 are one process each with its VmHWM read: what it needed (5 and 7 MiB),
+        // not its cgroup's charge (6 and 8, page cache included); run 2 has no row, only its
+        // cgroup's peak.
         assert_eq!(
             listed,
-            [(Some(1), 6 * MIB), (Some(2), 2 * MIB), (Some(3), 8 * MIB)]
+            [(Some(1), 5 * MIB), (Some(2), 2 * MIB), (Some(3), 7 * MIB)]
         );
         let two = &p.runs[1];
         assert_eq!(two.peak.source, PeakSource::Cgroup);
@@ -1584,10 +1587,13 @@ mod tests {
     }
 
     /// A row with the cgroup columns: usage and the peak file.
+    /// A row of a tree of two processes in a cgroup (a tree: the cgroup's peak is its
+    /// headline; one process's own VmHWM would be).
     fn cg(t: f64, current_mib: u64, peak_mib: u64, event: Option<Event>) -> Sample {
         Sample {
             cgroup_bytes: Some(current_mib * MIB),
             cgroup_peak_bytes: Some(peak_mib * MIB),
+            processes: 2,
             ..s(t, current_mib, current_mib, event)
         }
     }

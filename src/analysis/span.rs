@@ -1564,6 +1564,7 @@ mod tests {
         let cg = |peak: u64| Sample {
             cgroup_bytes: Some(10 * MIB),
             cgroup_peak_bytes: Some(peak * MIB),
+            processes: 2,
             ..row(10, 10)
         };
         let ctx = |w| SpanContext {

@@ -1752,8 +1752,9 @@ mod tests {
 
     #[test]
     fn a_command_that_ended_before_its_first_sample_has_the_peak_its_rows_would_have_had() {
-        // No row: the end record's peaks are decided as at the end of a session with rows,
-        // so the cgroup memmon made for the command gives the tree's exact peak, as it does
+        // No row: the end record's peaks are decided as at the end of a session with rows, so
+        // the command's own exit record gives its exact peak (one process: what it needed, not
+        // the 512 KiB its cgroup was charged, without the page cache of its binary), as it does
         // for a longer command (and ru_maxrss at or below memmon's own RSS at the fork says
         // nothing of the command).
         let end = EndInfo {
@@ -1770,7 +1771,7 @@ mod tests {
         assert_eq!(sum.samples, 0);
         assert_eq!(
             (sum.peak.bytes, sum.peak.source, sum.peak.exact),
-            (512 * 1024, PeakSource::Cgroup, true)
+            (MIB, PeakSource::Vmhwm, true)
         );
         assert_eq!(
             (
@@ -2601,9 +2602,11 @@ mod tests {
 
     #[test]
     fn a_cgroup_holding_the_tree_alone_is_the_headline_named_by_its_file() {
+        // A tree of two processes (one process's own VmHWM would be its headline).
         let cg = |t: f64, peak: u64| Sample {
             cgroup_bytes: Some(100 * MIB),
             cgroup_peak_bytes: Some(peak * MIB),
+            processes: 2,
             ..s(t, 90 * MIB, 95 * MIB)
         };
         let m = Meta {

@@ -491,6 +491,9 @@ mod tests {
         let mut r = RunResult::of_span(1, 0, 1.0, &span);
         r.facts.kernel_peak_rss_bytes = Some(250 * MIB);
         if let Some((before, peak)) = cgroup {
+            // A daemon of two processes: its cgroup's peak is the tree's headline (one
+            // process's own VmHWM would be).
+            r.facts.max_processes = 2;
             r.facts.cgroup_peak_bytes = Some(peak);
             r.facts.cgroup_holds_tree = true;
             r.cgroup_before_bytes = Some(before);

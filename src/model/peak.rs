@@ -359,12 +359,28 @@ impl PeakFacts {
         )
     }
 
-    /// The cgroup's peak, when it is the tree's exact peak over the span.
+    /// The cgroup's peak, when it is the tree's exact peak over the span and the headline's
+    /// source: never for a span of one process whose own kernel peak is known, which is what
+    /// that process needed, whatever page cache its cgroup was charged with (a parameter file
+    /// read cold put its whole cache in the cgroup's peak, read warm none of it).
     fn tree_cgroup_peak(&self) -> Option<u64> {
+        if self.one_process_peak_known() {
+            return None;
+        }
         self.cgroup_peak_bytes.filter(|_| self.cgroup_holds_tree)
     }
 
+    /// The span is one process (none left, no restart) and the kernel's exact peak of it is
+    /// known: VmHWM or ru_maxrss, page cache excluded, read over the whole span.
+    pub fn one_process_peak_known(&self) -> bool {
+        !self.is_tree()
+            && self.kernel_peak_rss_bytes.is_some_and(|k| k > 0)
+            && self.kernel_scope() == PeakScope::Process
+    }
+
     /// The one decision of a span's peak. In order:
+    /// 0. one process whose kernel peak covers the span: that peak (VmHWM, ru_maxrss), what the
+    ///    process needed, page cache excluded; its cgroup's charge is said beside it;
     /// 1. a cgroup that holds the tree alone and whose peak file covered the span: its peak is
     ///    the tree's exact peak (each page once, page cache included);
     /// 2. else the kernel's exact peak of the largest process (of the process, for one), and
@@ -626,6 +642,47 @@ mod tests {
         };
         let p = plain.on_basis(PeakBasis::Sampled).unwrap();
         assert_eq!(p.tree_low_bytes, Some(161 * KIB));
+    }
+
+    #[test]
+    fn one_process_is_held_on_its_own_peak_whatever_page_cache_its_cgroup_was_charged() {
+        // A prover reading its parameter file, in memmon's own cgroup: cold, the file's cache
+        // is charged to the cgroup (86 MiB); warm, none of it (50 MiB). What the process needed
+        // is its VmHWM, 52 MiB either way.
+        let read = |cgroup_peak: u64, hwm: u64| PeakFacts {
+            sampled_peak_rss_bytes: 50 << 20,
+            kernel_peak_rss_bytes: Some(hwm),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: 1,
+            cgroup_peak_bytes: Some(cgroup_peak),
+            cgroup_holds_tree: true,
+            ..PeakFacts::default()
+        };
+        for f in [read(86 << 20, 52 << 20), read(50 << 20, 53 << 20)] {
+            let p = f.decide();
+            assert_eq!(
+                (p.bytes, p.source, p.scope, p.exact),
+                (
+                    f.kernel_peak_rss_bytes.unwrap(),
+                    PeakSource::Vmhwm,
+                    PeakScope::Process,
+                    true
+                )
+            );
+            assert_eq!(f.basis(), PeakBasis::Kernel);
+        }
+        // A tree in the same cgroup keeps the cgroup's peak (each page once).
+        let tree = PeakFacts {
+            max_processes: 2,
+            ..read(86 << 20, 52 << 20)
+        };
+        assert_eq!(tree.decide().source, PeakSource::Cgroup);
+        // One process whose peak is not known over the whole span (a restart) is not held on it.
+        let restarted = PeakFacts {
+            restart_peak_unknown: true,
+            ..read(86 << 20, 52 << 20)
+        };
+        assert_eq!(restarted.decide().source, PeakSource::Cgroup);
     }
 
     #[test]

@@ -834,6 +834,7 @@ mod tests {
         // floor, not in the cgroup's peak.
         let cg = |file: &str| {
             let mut r = run(file, 50 << 20);
+            r.facts.max_processes = 2;
             r.facts.cgroup_peak_bytes = Some(48 << 20);
             r.facts.cgroup_holds_tree = true;
             r.peak = r.facts.decide();

@@ -1052,7 +1052,9 @@ impl CgroupSummary {
                     b(p),
                     self.peak_counter,
                     match (&self.not_the_tree, self.holds_tree) {
-                        (_, true) => "the tree's".to_string(),
+                        // One process: its own peak is the headline, what it needed, which the
+                        // page cache its cgroup was charged (or not) does not move.
+                        (_, true) => "what the tree was charged; the headline is the process's own peak, which page cache does not move".to_string(),
                         (Some(why), false) => format!("not the tree's peak: {why}"),
                         (None, false) => "it may hold processes outside the tree, so it is not the tree's peak".to_string(),
                     }
