@@ -4,6 +4,7 @@
 //! show the same columns and the same words.
 
 use super::html::esc;
+use super::outside::shown;
 use std::fmt::Write as _;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,10 +35,16 @@ impl Table {
         for n in &self.notes {
             let _ = writeln!(o, "    {n}");
         }
+        // A cell is one line: a label or a process name with a control character in it shows
+        // it escaped (`render::outside`), and is measured so.
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|c| shown(c).into_owned()).collect())
+            .collect();
         let widths: Vec<usize> = (0..self.head.len())
             .map(|i| {
-                self.rows
-                    .iter()
+                rows.iter()
                     .map(|r| text_width(&r[i]))
                     .chain([text_width(&self.head[i])])
                     .max()
@@ -57,7 +64,7 @@ impl Table {
             l.trim_end().to_string()
         };
         let _ = writeln!(o, "{}", line(&self.head));
-        for r in &self.rows {
+        for r in &rows {
             let _ = writeln!(o, "{}", line(r));
         }
         for f in &self.footer {
