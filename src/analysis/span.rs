@@ -64,6 +64,9 @@ pub struct SpanContext {
     pub kernel_after_last_row_of_last_tree: bool,
     /// wait4's ru_maxrss of a launched command's own process (`EndTail::command`).
     pub command_after_last_row: Option<u64>,
+    /// The exit records' peak after the span's last row where no process left the tree in the
+    /// whole recording (`EndTail::exit_of_root`): the root's own mark at its exit.
+    pub root_exit_after_last_row: Option<u64>,
     /// The cgroup's peak file read after the span's last row (at the recording's end).
     pub cgroup_after_last_row: Option<u64>,
     /// The cgroup's OOM kill counter read then (`cgroup_oom_kill_events`), and how much it rose
@@ -89,6 +92,7 @@ impl SpanContext {
             kernel_after_last_row: tail.kernel,
             kernel_after_last_row_of_last_tree: tail.kernel_last_tree,
             command_after_last_row: tail.command,
+            root_exit_after_last_row: tail.exit_of_root,
             rusage_covers_departed: tail.rusage_covers_departed,
             cgroup_after_last_row: tail.cgroup,
             cgroup_oom_after_last_row: tail.cgroup_oom,
@@ -116,6 +120,10 @@ pub struct EndTail {
     /// without the orphans memmon reaped (`EndInfo::command_maxrss_bytes`), where it says
     /// something of the tree (`launched_rusage_peak`): a peak this span's tree reached.
     pub command: Option<u64>,
+    /// The exit records' peak after the last row when no process but the root ever left the
+    /// tree (`processes_departed` 0) and every exit record was read: the root's own VmHWM at
+    /// its exit.
+    pub exit_of_root: Option<u64>,
     /// wait4's ru_maxrss is known: it holds every process of the launched tree that ended.
     pub rusage_covers_departed: bool,
     pub cgroup: Option<u64>,
@@ -146,6 +154,9 @@ impl EndTail {
             command: end
                 .command_maxrss_bytes
                 .filter(|&r| above_launcher(end, r, bound_bytes)),
+            exit_of_root: end
+                .exit_peak_after_last_sample_bytes
+                .filter(|_| end.processes_departed == 0 && end.exit_records_complete()),
             rusage_covers_departed: rusage.is_some(),
             // Schema 1 recordings did not keep the last reading apart: their peak was taken
             // over the recording when it rose in it.
@@ -174,6 +185,8 @@ impl EndTail {
             },
             kernel_last_tree: a.kernel_last_tree && b.kernel_last_tree,
             command: a.command.max(b.command),
+            // Several ends: each root's exit is another process's.
+            exit_of_root: None,
             rusage_covers_departed: a.rusage_covers_departed && b.rusage_covers_departed,
             cgroup: a.cgroup.max(b.cgroup),
             // Each run's cgroup counts its own kills: the last run's are the span's tail.
@@ -221,6 +234,7 @@ impl Default for SpanContext {
             kernel_after_last_row: None,
             kernel_after_last_row_of_last_tree: false,
             command_after_last_row: None,
+            root_exit_after_last_row: None,
             cgroup_after_last_row: None,
             cgroup_oom_after_last_row: None,
             cgroup_oom_during: None,
@@ -1186,8 +1200,14 @@ impl SpanAcc {
         // in the end record's peak of every tree (`exit_peak_bytes`) when the span takes that.
         let carried =
             !self.restart_uncarried || (tail.is_some() && !ctx.kernel_after_last_row_of_last_tree);
+        // Not where the root's own exit record holds it (no process ever left the tree): the root
+        // grew after the last row (a command shorter than an interval).
         let left_unseen = kernel.is_some_and(|(k, source)| {
-            source == PeakSource::RuMaxrss && k > rows_hwm.saturating_add(ctx.bound_bytes)
+            source == PeakSource::RuMaxrss
+                && k > rows_hwm.saturating_add(ctx.bound_bytes)
+                && ctx
+                    .root_exit_after_last_row
+                    .is_none_or(|e| e.saturating_add(ctx.bound_bytes) < k)
         });
         let cgroup_peak = self.cgroup_peak(
             ctx.cgroup,
@@ -1633,6 +1653,7 @@ mod tests {
         // An orphan's mark (ru_maxrss with the orphans, not the command's own) is no sign.
         let orphan = SpanContext {
             command_after_last_row: None,
+            root_exit_after_last_row: None,
             ..ctx(Some(208 * MIB))
         };
         assert!(!span(&rows).facts(&orphan).cgroup_left_tree);

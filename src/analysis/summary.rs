@@ -716,6 +716,23 @@ impl SummaryBuilder {
                     longest_read_us: a.longest_read_us.max(b.longest_read_us),
                 }),
         };
+        // A command bench's recording: each run is a command launched anew and decided on its
+        // own end record; the recording's peak is its largest run's, on the runs' common basis
+        // (one process's own peak where every run is one), not a number of another kind over
+        // processes that never ran together.
+        if self.sessions.len() == 1 && meta.is_some_and(|m| m.run_peaks == Some(RunPeaks::Launched))
+        {
+            let basis = crate::model::peak::common_basis(s.spans.runs.iter().map(|r| &r.facts));
+            if let Some(top) = s
+                .spans
+                .runs
+                .iter()
+                .filter_map(|r| r.facts.on_basis(basis))
+                .max_by_key(|p| p.bytes)
+            {
+                s.peak = top;
+            }
+        }
         s.warnings = self.warnings(&s, meta, end, single_process, truncated_line);
         s.peak_exact_up_to = s.peak_exact_only_up_to();
         s
