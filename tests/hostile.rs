@@ -115,12 +115,22 @@ fn a_programs_hostile_names_print_as_escapes_in_every_output() {
         println!("the ledger is off here: the symbol's name is not shown, the memfd's is");
     }
 
+    // Against a baseline without them, the hostile mappings are what grew.
+    let base = dir.path().join("base.csv");
+    record_workload(
+        &base,
+        &["-q", "-i", "20ms", "--anatomy"],
+        &["alloc:8MiB", "hold:200ms"],
+    )
+    .assert()
+    .success();
     let (text, err) = run(std::process::Command::new(memmon_path())
         .arg("compare")
-        .arg(&rec)
+        .arg(&base)
         .arg(&rec));
     assert_no_raw_controls("compare", &text);
     assert_no_raw_controls("compare's messages", &err);
+    assert!(text.contains(r"memfd '\x1b]0;PWNED\x07"), "{text}");
 
     let html = dir.path().join("r.html");
     run(std::process::Command::new(memmon_path())

@@ -411,7 +411,8 @@ pub fn plot_files(
         .map(|f| load(f, spec, opts))
         .collect::<Result<Vec<_>, _>>()?;
     for (t, name) in traces.iter_mut().zip(trace_names(files)) {
-        t.name = name;
+        // A file's name is text from outside: no control character in the SVG (`render::outside`).
+        t.name = super::outside::shown(&name).into_owned();
     }
     let has_pss = |t: &Trace| {
         t.series
