@@ -107,8 +107,24 @@ pub struct CompletionsArgs {
 #[derive(Args, Debug)]
 pub struct ManArgs {
     /// The subcommand whose page to print (default: memmon's own, which lists the subcommands)
-    #[arg(value_name = "SUBCOMMAND")]
+    #[arg(value_name = "SUBCOMMAND", conflicts_with = "dir")]
     pub subcommand: Option<String>,
+
+    /// Write every page (memmon.1 and memmon-SUBCOMMAND.1 for each subcommand) into DIR,
+    /// made if missing, instead of one page to stdout
+    #[arg(
+        long,
+        value_name = "DIR",
+        long_help = "Write every page (memmon.1 and memmon-SUBCOMMAND.1 for each subcommand) into DIR, made if \
+                     missing, instead of one page to stdout. An existing page is refused unless --force. \
+                     For man to find them: `memmon man --dir ~/.local/share/man/man1`, then \
+                     `man memmon` (with ~/.local/share/man in MANPATH where man does not look there already)."
+    )]
+    pub dir: Option<std::path::PathBuf>,
+
+    /// With --dir: replace pages that are already there
+    #[arg(long, requires = "dir")]
+    pub force: bool,
 }
 
 /// A subcommand's flags, which clap builds only when that subcommand is the one given, or its

@@ -197,3 +197,38 @@ fn man_pages_are_memmons_and_each_subcommands() {
             "no subcommand 'recrod': give one of record, summary",
         ));
 }
+
+/// `memmon man --dir DIR` installs every page memmon(1) names, into a directory it makes, as man
+/// finds them; a second time refuses (exit 2) unless --force, writing nothing.
+#[test]
+fn man_dir_installs_every_page_memmon_1_names() {
+    let dir = tempdir();
+    let man1 = dir.path().join("share/man/man1");
+    memmon()
+        .args(["man", "--dir"])
+        .arg(&man1)
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("wrote 12 manual pages"));
+    let top = std::fs::read_to_string(man1.join("memmon.1")).unwrap();
+    for sub in [
+        "record", "summary", "compare", "bench", "export", "report", "plot",
+    ] {
+        assert!(top.contains(&format!("memmon\\-{sub}(1)")), "{sub}: {top}");
+        let page = std::fs::read_to_string(man1.join(format!("memmon-{sub}.1"))).unwrap();
+        assert!(page.contains(&format!(".TH memmon-{sub} 1")), "{page}");
+    }
+    let before = std::fs::read(man1.join("memmon-record.1")).unwrap();
+    memmon()
+        .args(["man", "--dir"])
+        .arg(&man1)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("already exists"));
+    assert_eq!(std::fs::read(man1.join("memmon-record.1")).unwrap(), before);
+    memmon()
+        .args(["man", "--force", "--dir"])
+        .arg(&man1)
+        .assert()
+        .success();
+}
