@@ -72,7 +72,7 @@ fn install(cmd: &clap::Command, dir: &std::path::Path, force: bool) -> anyhow::R
     let checked: Vec<(&std::path::Path, &str)> =
         paths.iter().map(|p| (p.as_path(), "--dir")).collect();
     memmon::output::check_outputs(&checked, force)?;
-    for ((name, page), path) in pages.iter().zip(&paths) {
+    for ((_, page), path) in pages.iter().zip(&paths) {
         // Its `.TH` is the display name clap gives a subcommand: memmon-record.
         let roff = render(page.clone())?;
         memmon::output::write_whole(path, &roff, force)
