@@ -384,7 +384,7 @@ mod tests {
             d.starts_with("--max-peak 1.00 GiB exceeded by 200.0 MiB")
                 && d.contains("judged the peak of run.csv#run 3, 1.20 GiB")
                 && d.contains("kernel VmHWM of the largest process, exact within")
-                && d.contains("the tree's peak is between 1.39 GiB and 1.49 GiB"),
+                && d.contains("the tree's peak is between 1.20 GiB and 1.49 GiB"),
             "{d}"
         );
     }

@@ -204,7 +204,7 @@ impl SpanColumns {
         }
         if self.tree {
             notes.push(
-                "tree: the tree's own peak lies within these bounds (at least the sampled sum, at most the sum of the processes' VmHWM)".into(),
+                "tree: the tree's own peak lies within these bounds (at least the largest process's peak, at most the sum of the processes' VmHWM)".into(),
             );
         }
         if self.cgroup {

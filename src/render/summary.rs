@@ -522,10 +522,10 @@ impl Summary {
             let _ = writeln!(
                 o,
                 "  tree peak     {bounds} (at least the {}, at most the sum of the processes' VmHWM{}; give the tree a cgroup of its own for its exact peak)",
-                if p.tree_low_bytes == Some(self.facts.sampled_peak_rss_bytes) {
-                    "RSS sum sampled at one tick"
+                if p.source == PeakSource::Sampled {
+                    "RSS sum sampled at one tick, which counts a page processes share in each"
                 } else {
-                    "largest process's peak, above the RSS sum sampled at one tick"
+                    "largest process's own peak"
                 },
                 match p.tree_high_bytes {
                     Some(_) => "",
