@@ -264,7 +264,7 @@ mod tests {
         // A damaged header may declare any window (under-load's proptest found one whose
         // hundredfold overflowed a u64: a panic in a debug build).
         assert_eq!(fmt_window(128 << 20), "128 MiB");
-        assert_eq!(fmt_window(u64::MAX & !((1 << 40) - 1)), "16777215 TiB");
+        assert_eq!(fmt_window(!((1u64 << 40) - 1)), "16777215 TiB");
         assert!(fmt_window(u64::MAX).ends_with("(18446744073709551615 bytes)"));
     }
 
