@@ -886,19 +886,21 @@ fn a_child_born_after_the_exporter_began_counts_its_whole_mark_while_it_lives_on
         .unwrap();
     let target = format!("w=pid:{}", sh.id());
     let exporter = Exporter::start(&["--target", &target, "-i", "1s", "--window", "60s"]);
-    assert!(wait_for(20.0, || sample_of(
-        &exporter.metrics(),
-        "memmon_target_up"
-    ) == Some(1.0)));
-    std::fs::write(&go, "").unwrap();
-    let seen = wait_for(60.0, || {
-        sample_of(&exporter.metrics(), "memmon_window_peak_rss_bytes")
-            .is_some_and(|v| v >= (200 * MIB) as f64)
+    let up = wait_for(20.0, || {
+        sample_of(&exporter.metrics(), "memmon_target_up") == Some(1.0)
     });
+    std::fs::write(&go, "").unwrap();
+    let seen = up
+        && wait_for(60.0, || {
+            sample_of(&exporter.metrics(), "memmon_window_peak_rss_bytes")
+                .is_some_and(|v| v >= (200 * MIB) as f64)
+        });
     let body = exporter.metrics();
+    // The child ends once it sees `done`, and the shell with it: waited for, so that no child
+    // outlives the test (its directory, `done` with it, goes when the test returns).
     std::fs::write(&done, "").unwrap();
-    let _ = sh.kill();
     let _ = sh.wait();
+    assert!(up, "the target never came up: {body}");
     assert!(seen, "{body}");
 }
 

@@ -464,8 +464,16 @@ fn a_daemon_whose_main_thread_sits_in_a_threaded_cgroup_is_read_through_its_doma
     let s = summary_json(&out);
     assert_eq!(s["cgroup"]["path"], svc.path(), "{s:#}");
     assert_eq!(s["cgroup"]["holds_tree"], true, "{s:#}\n{err}");
-    assert_eq!(s["peak"]["source"], rose_source(&base), "{s:#}");
+    // One process: its own mark is the headline; the domain's peak is beside it where the
+    // kernel keeps one.
+    assert_eq!(s["peak"]["source"], "vmhwm", "{s:#}");
     assert!(s["peak"]["bytes"].as_u64().unwrap() >= 32 * MIB, "{s:#}");
+    if rose_source(&base) == "cgroup" {
+        assert!(
+            s["cgroup"]["peak_bytes"].as_u64().unwrap_or(0) >= 32 * MIB,
+            "{s:#}"
+        );
+    }
 }
 
 #[test]
