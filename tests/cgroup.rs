@@ -1007,7 +1007,7 @@ fn cgroups_the_command_made_inside_memmons_own_go_with_it_deepest_first_their_pr
     assert!(rec.status.success(), "{err}");
     // Before: "Device or resource busy", the cgroup left, and every later memmon warned of it.
     assert!(
-        !err.contains("busy") && !err.contains("warning: cgroup"),
+        !err.contains("resource busy") && !err.contains("warning: cgroup"),
         "{err}"
     );
     let cg = own_cgroup_parent(&base).join(format!("memmon-{}-0", rec_pid(&out)));
