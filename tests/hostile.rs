@@ -10,20 +10,8 @@ use std::path::{Path, PathBuf};
 
 /// tests/hostile-names.c built into `dir`.
 fn build_hostile(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile-names.c");
-    let out = dir.join("hostile-names");
-    let done = std::process::Command::new(outside_program("cc"))
-        .args(["-O2", "-fomit-frame-pointer", "-w", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        done.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    out
+    // -w: the assembler warns of the control bytes in the symbol's quoted name.
+    build_c_program("hostile-names", dir, &["-w"])
 }
 
 /// Fails when `text` (what `what` printed) holds a control character other than a line end or

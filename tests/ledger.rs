@@ -14,20 +14,7 @@ use std::time::Duration;
 
 /// tests/known-sites.c built into `dir` as C is released: -O2, no frame pointers.
 fn build_known_sites(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/known-sites.c");
-    let out = dir.join("known-sites");
-    let done = std::process::Command::new(outside_program("cc"))
-        .args(["-O2", "-fomit-frame-pointer", "-pthread", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        done.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    out
+    build_c_program("known-sites", dir, &["-pthread"])
 }
 
 /// The lines a child prints, as they come.

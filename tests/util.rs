@@ -116,6 +116,27 @@ pub fn record_workload(out: &Path, flags: &[&str], steps: &[&str]) -> Command {
     c
 }
 
+/// tests/NAME.c built into `dir`/NAME as C is released (-O2, no frame pointers: the stacks the
+/// ledger unwinds have none), with `flags` besides; fails the test with cc's message.
+pub fn build_c_program(name: &str, dir: &Path, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/{name}.c"));
+    let out = dir.join(name);
+    let done = std::process::Command::new(outside_program("cc"))
+        .args(["-O2", "-fomit-frame-pointer"])
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    out
+}
+
 /// The path of an outside program the tests run, found as `tests/outside-programs.txt` says
 /// (a name on PATH, or a path pattern with `*` for a version directory). A missing program
 /// fails the test, naming its Debian package: a test never passes silently without it.
