@@ -461,23 +461,6 @@ fn a_pzstd_file_which_begins_with_a_skippable_frame_is_read_whole() {
     );
 }
 
-/// Runs `memmon ARGS` under GNU time: exit code, stderr, and memmon's peak RSS in bytes.
-fn run_timed(args: &[&std::ffi::OsStr]) -> (i32, String, u64) {
-    let out = std::process::Command::new(crate::util::outside_program("time"))
-        .args(["-f", "maxrss_kib %M"])
-        .arg(crate::util::memmon_path())
-        .args(args)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    let kib: u64 = err
-        .lines()
-        .find_map(|l| l.strip_prefix("maxrss_kib "))
-        .and_then(|k| k.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no peak from GNU time in: {err}"));
-    (out.status.code().unwrap_or(-1), err, kib << 10)
-}
-
 #[test]
 fn a_sparse_2_gib_side_file_or_a_link_in_its_place_is_refused_before_it_is_read() {
     let dir = tempdir();
@@ -505,7 +488,7 @@ fn a_sparse_2_gib_side_file_or_a_link_in_its_place_is_refused_before_it_is_read(
     ];
     let refuse_all = |file: &Path, fragment: &str| {
         for args in &readers {
-            let (code, err, rss) = run_timed(args);
+            let (code, err, rss) = crate::util::memmon_under_time(args);
             assert_eq!(code, 2, "{args:?}: {err}");
             assert!(
                 err.contains(&file.display().to_string()) && err.contains(fragment),

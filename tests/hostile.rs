@@ -128,16 +128,7 @@ fn a_programs_hostile_names_print_as_escapes_in_every_output() {
     let html = std::fs::read_to_string(&html).unwrap();
     assert_no_raw_controls("report", &html);
     if ledger {
-        let at = html
-            .find("data:image/svg+xml;base64,")
-            .expect("no flame graph");
-        let b64 = &html[at + 26..];
-        let b64 = &b64[..b64.find('"').unwrap()];
-        use base64::Engine as _;
-        let svg = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .unwrap();
-        let svg = String::from_utf8(svg).unwrap();
+        let svg = report_flame_graph(&html);
         let opts = roxmltree::ParsingOptions {
             allow_dtd: true,
             ..roxmltree::ParsingOptions::default()
@@ -206,33 +197,22 @@ fn an_unwind_section_claiming_gigabytes_is_not_read_and_the_summary_says_so() {
     let exe = build_hostile(dir.path());
     claim_sparse_section(&exe, ".eh_frame", 3 << 29);
     let rec = dir.path().join("r.csv");
-    let out = std::process::Command::new(outside_program("time"))
-        .arg("-f")
-        .arg("maxrss_kib %M")
-        .arg(memmon_path())
-        .args(["record", "-q", "-i", "20ms", "--anatomy", "-o"])
-        .arg(&rec)
-        .arg("--")
-        .arg(&exe)
-        .arg(dir.path())
-        .arg("300")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    let kib: u64 = err
-        .lines()
-        .find_map(|l| l.strip_prefix("maxrss_kib "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (code, err, rss) = memmon_under_time(&[
+        "record".as_ref(),
+        "-q".as_ref(),
+        "-i".as_ref(),
+        "20ms".as_ref(),
+        "--anatomy".as_ref(),
+        "-o".as_ref(),
+        rec.as_os_str(),
+        "--".as_ref(),
+        exe.as_os_str(),
+        dir.path().as_os_str(),
+        "300".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{err}");
     // memmon itself, not the 1.5 GiB the header claims (before: 3.0 GiB and 27.7 s).
-    assert!(kib < 100 << 10, "memmon's peak RSS {kib} KiB");
+    assert!(rss < 100 << 20, "memmon's peak RSS {rss} bytes");
     let text = summary_text(&rec);
     if text.contains("  ledger ") {
         assert!(

@@ -1624,7 +1624,9 @@ fn files_about_another_users_process_are_readable_by_their_owner_alone() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     // A workload running as nobody (65534), attached by root's memmon.
     let mut target = std::process::Command::new(outside_program("setpriv"))
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(format!("--reuid={NOBODY}"))
+        .arg(format!("--regid={NOBODY}"))
+        .args(["--clear-groups", "--"])
         .args(workload(&["alloc:8MiB", "hold:30s"]))
         .spawn()
         .unwrap();

@@ -116,6 +116,38 @@ pub fn record_workload(out: &Path, flags: &[&str], steps: &[&str]) -> Command {
     c
 }
 
+/// Runs `memmon ARGS` under GNU time: its exit code, its stderr, and memmon's peak RSS in
+/// bytes (`%M`).
+pub fn memmon_under_time<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, u64) {
+    let out = std::process::Command::new(outside_program("time"))
+        .args(["-f", "maxrss_kib %M"])
+        .arg(memmon_path())
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let kib: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss_kib "))
+        .and_then(|k| k.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak from GNU time in: {err}"));
+    (out.status.code().unwrap_or(-1), err, kib << 10)
+}
+
+/// The flame graph a report embeds (a base64 `data:` URL), as SVG text.
+pub fn report_flame_graph(html: &str) -> String {
+    let at = html
+        .find("data:image/svg+xml;base64,")
+        .expect("no flame graph");
+    let b64 = &html[at + 26..];
+    let b64 = &b64[..b64.find('"').unwrap()];
+    use base64::Engine as _;
+    let svg = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    String::from_utf8(svg).unwrap()
+}
+
 /// tests/NAME.c built into `dir`/NAME as C is released (-O2, no frame pointers: the stacks the
 /// ledger unwinds have none), with `flags` besides; fails the test with cc's message.
 pub fn build_c_program(name: &str, dir: &Path, flags: &[&str]) -> PathBuf {
