@@ -27,9 +27,9 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vda ] && break; sleep 0.2; done
 [ -b /dev/vda ] || fail "no swap disk (/dev/vda)"
 mkswap -q /dev/vda && swapon /dev/vda || fail "swapon /dev/vda"
 
-# cgroup v2, as systemd leaves the root: memory, pids and cpu for the cgroups below.
+# cgroup v2, as systemd leaves the root: memory, pids, cpu and cpuset for the cgroups below.
 grep -q "cgroup2 /sys/fs/cgroup" /proc/mounts || fail "cgroup2 is not mounted at /sys/fs/cgroup"
-echo "+memory +pids +cpu" >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable memory, pids, cpu"
+echo "+memory +pids +cpu +cpuset" >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable memory, pids, cpu, cpuset"
 [ -r /proc/pressure/memory ] || fail "no /proc/pressure/memory (psi=1 did not take)"
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)
 [ "$nodes" = 2 ] || fail "$nodes NUMA nodes, not 2"
@@ -59,7 +59,11 @@ for m in "${modules[@]}"; do args+=("$m"); done
 start=$(date +%s)
 # Each test's time in the log (libtest's --report-time, which it gives only where told that
 # unstable options are allowed).
-RUSTC_BOOTSTRAP=1 "$lane/deps/tests" --test-threads=2 -Zunstable-options --report-time "${args[@]}"
+# This script is kept from the kernel's OOM killer (a test's pressure must not end the guest
+# without its result); the tests run as any process does.
+echo -1000 >/proc/$$/oom_score_adj
+RUSTC_BOOTSTRAP=1 sh -c 'echo 0 >/proc/self/oom_score_adj && exec "$@"' sh \
+  "$lane/deps/tests" --test-threads=2 -Zunstable-options --report-time "${args[@]}"
 rc=$?
 took=$(($(date +%s) - start))
 line=$(grep -E '^test result:' "$out/log" | tail -1)
