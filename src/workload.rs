@@ -500,11 +500,14 @@ fn step_duration(step: &str, parts: &[&str], i: usize) -> Result<Duration, Workl
 }
 
 /// Reads the file at `path` once, a MiB at a time into one buffer; with `cold`, its pages are
-/// dropped from the page cache first (`POSIX_FADV_DONTNEED`), so every one is read from disk.
+/// written back and dropped from the page cache first (`POSIX_FADV_DONTNEED`), so every one is
+/// read from disk.
 fn read_file_once(path: &std::path::Path, cold: bool) -> std::io::Result<()> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
     if cold {
+        // Dirty pages (a file just written) are not dropped: written back first.
+        rustix::fs::fdatasync(&f)?;
         rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
     }
     let mut buf = vec![0u8; 1 << 20];
