@@ -800,28 +800,61 @@ fn enables_memory(ctl: &Path) -> Result<bool, CgroupError> {
         .any(|c| c == "memory"))
 }
 
-/// The first limit a v2 cgroup sets of its own (`memory.max 2147483648`), of those a cgroup
-/// beside it would escape: memory, swap, tasks, CPU bandwidth, I/O. `None`: it sets none.
+/// The first limit or setting a v2 cgroup has of its own (`memory.max 2147483648`,
+/// `cpuset.mems 1`), of those a cgroup beside it would not have: memory (max, high, swap,
+/// zswap, the protections min and low, the OOM group), tasks, CPU (bandwidth, weight, idle,
+/// cpuset), I/O (limits, weight) and huge pages. `None`: it has none, and a cgroup beside it
+/// under the same parent runs under exactly what it runs under.
 fn own_limit(dir: &Path) -> Option<String> {
-    for name in [
+    let mut names: Vec<String> = [
         "memory.max",
         "memory.high",
         "memory.swap.max",
+        "memory.swap.high",
+        "memory.zswap.max",
+        "memory.min",
+        "memory.low",
+        "memory.oom.group",
         "pids.max",
         "cpu.max",
+        "cpu.weight",
+        "cpu.idle",
+        "cpuset.cpus",
+        "cpuset.mems",
         "io.max",
-    ] {
+        "io.weight",
+    ]
+    .iter()
+    .map(|n| n.to_string())
+    .collect();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        let mut huge: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with("hugetlb.") && n.ends_with(".max"))
+            .collect();
+        huge.sort();
+        names.extend(huge);
+    }
+    for name in &names {
         let Ok(text) = std::fs::read_to_string(dir.join(name)) else {
             continue;
         };
         let t = text.trim();
-        // cpu.max is "QUOTA PERIOD"; io.max has a line per limited device, none when unlimited.
-        let unlimited = match name {
+        // What each file says when the cgroup sets nothing of its own.
+        let unset = match name.as_str() {
+            // "QUOTA PERIOD"
             "cpu.max" => t.split_whitespace().next() == Some("max"),
+            // A line per limited device, none when unlimited.
             "io.max" => t.is_empty(),
+            "io.weight" => t.lines().all(|l| l.trim() == "default 100"),
+            "cpu.weight" => t == "100",
+            "cpu.idle" | "memory.oom.group" | "memory.min" | "memory.low" => t == "0",
+            // Empty: the parent's effective set.
+            "cpuset.cpus" | "cpuset.mems" => t.is_empty(),
             _ => t == "max",
         };
-        if !unlimited && !t.is_empty() {
+        if !unset && !t.is_empty() {
             return Some(format!("{name} is {}", t.lines().next().unwrap_or(t)));
         }
     }
@@ -1760,6 +1793,17 @@ mod tests {
                 ("pids.max", "max\n"),
                 ("cpu.max", "max 100000\n"),
                 ("io.max", ""),
+                ("memory.min", "0\n"),
+                ("memory.low", "0\n"),
+                ("memory.swap.high", "max\n"),
+                ("memory.zswap.max", "max\n"),
+                ("memory.oom.group", "0\n"),
+                ("cpu.weight", "100\n"),
+                ("cpu.idle", "0\n"),
+                ("cpuset.cpus", "\n"),
+                ("cpuset.mems", "\n"),
+                ("io.weight", "default 100\n"),
+                ("hugetlb.2MB.max", "max\n"),
             ],
         );
         let mine = fs.locate("0::/system.slice/runner.service\n").unwrap();
@@ -1777,6 +1821,19 @@ mod tests {
             ("pids.max", "64\n"),
             ("cpu.max", "50000 100000\n"),
             ("io.max", "8:0 rbps=1048576 wbps=max riops=max wiops=max\n"),
+            // What a cgroup beside it would not inherit either: the NUMA nodes and CPUs it may
+            // use, its protections, its OOM group, its weights, its huge page limits.
+            ("cpuset.mems", "1\n"),
+            ("cpuset.cpus", "1\n"),
+            ("memory.min", "1048576\n"),
+            ("memory.low", "1048576\n"),
+            ("memory.swap.high", "1048576\n"),
+            ("memory.zswap.max", "0\n"),
+            ("memory.oom.group", "1\n"),
+            ("cpu.weight", "50\n"),
+            ("cpu.idle", "1\n"),
+            ("io.weight", "default 200\n"),
+            ("hugetlb.2MB.max", "0\n"),
         ] {
             let before = std::fs::read_to_string(runner.join(file)).unwrap();
             std::fs::write(runner.join(file), value).unwrap();
