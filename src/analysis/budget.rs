@@ -221,6 +221,9 @@ pub fn cgroup_peak(
         tree_low_bytes: None,
         tree_high_bytes: None,
         why_not_exact: crate::model::peak::NotExact::Unsaid,
+        ram_bytes: None,
+        swap_bytes: None,
+        needed_high_bytes: None,
     })
 }
 

@@ -611,6 +611,9 @@ pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak>
         tree_low_bytes: None,
         tree_high_bytes: None,
         why_not_exact: crate::model::peak::NotExact::Unsaid,
+        ram_bytes: None,
+        swap_bytes: None,
+        needed_high_bytes: None,
     };
     match (kernel.bytes, kernel.scope) {
         (Some(k), Some(PeakScope::Tree)) => Some(Peak {
@@ -622,6 +625,9 @@ pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak>
             tree_low_bytes: None,
             tree_high_bytes: None,
             why_not_exact: crate::model::peak::NotExact::Unsaid,
+            ram_bytes: None,
+            swap_bytes: None,
+            needed_high_bytes: None,
         }),
         (Some(k), _) if k >= sampled.unwrap_or(0) => Some(Peak {
             bytes: k,
@@ -632,6 +638,9 @@ pub fn budget_peak(sampled: Option<u64>, kernel: &GpuKernelPeak) -> Option<Peak>
             tree_low_bytes: Some(k),
             tree_high_bytes: kernel.sum_bytes,
             why_not_exact: crate::model::peak::NotExact::Unsaid,
+            ram_bytes: None,
+            swap_bytes: None,
+            needed_high_bytes: None,
         }),
         _ => sampled.map(sampled_peak),
     }

@@ -805,6 +805,11 @@ pub struct SpanAcc {
     gpu_hwm: GpuHwmAcc,
     /// The largest cgroup usage sampled.
     cgroup_max: Option<u64>,
+    /// The most swap the tree held at a tick (its VmSwap sum), and the largest RAM plus that
+    /// swap: RSS sum plus swap, cgroup usage plus swap (`PeakFacts::swap_peak_bytes`...).
+    swap_max: u64,
+    ram_swap_max: u64,
+    cgroup_swap_max: u64,
     held: HeldPeaks,
     health: HealthAcc,
     late_boundary: bool,
@@ -867,6 +872,9 @@ impl SpanAcc {
             peak_gpu: s.gpu.bytes,
             gpu_hwm: GpuHwmAcc::open(s),
             cgroup_max: s.cgroup_bytes,
+            swap_max: s.swap_bytes,
+            ram_swap_max: s.rss_bytes.saturating_add(s.swap_bytes),
+            cgroup_swap_max: s.cgroup_bytes.map_or(0, |c| c.saturating_add(s.swap_bytes)),
             held,
             health: HealthAcc::open(s, false),
             late_boundary: false,
@@ -919,6 +927,9 @@ impl SpanAcc {
             peak_gpu: None,
             gpu_hwm: GpuHwmAcc::empty(),
             cgroup_max: None,
+            swap_max: 0,
+            ram_swap_max: 0,
+            cgroup_swap_max: 0,
             held: HeldPeaks::default(),
             health: HealthAcc {
                 faults: Rise::open(Some(0), true),
@@ -1001,7 +1012,12 @@ impl SpanAcc {
         }
         if let Some(c) = s.cgroup_bytes {
             self.cgroup_max = Some(self.cgroup_max.map_or(c, |m| m.max(c)));
+            self.cgroup_swap_max = self.cgroup_swap_max.max(c.saturating_add(s.swap_bytes));
         }
+        self.swap_max = self.swap_max.max(s.swap_bytes);
+        self.ram_swap_max = self
+            .ram_swap_max
+            .max(s.rss_bytes.saturating_add(s.swap_bytes));
         self.cgroup_left |= s.cgroup_outside_processes.is_some_and(|n| n > 0);
         self.file_max = self.file_max.max(s.file_bytes);
         if let (Some(last), Some(now)) = (self.last_cgroup_peak, s.cgroup_peak_bytes) {
@@ -1226,11 +1242,13 @@ impl SpanAcc {
             let unseen_files = if unseen { (16 << 20).max(k / 4) } else { 0 };
             self.beyond_cgroup(Some(k), cgroup_peak, ctx.bound_bytes, unseen_files)
         };
-        let cgroup_left_tree = ctx.cgroup_holds_tree
-            && (self.cgroup_left
-                || kernel
-                    .filter(|k| k.1 == PeakSource::Vmhwm)
-                    .is_some_and(|k| beyond(k.0))
+        // Only a process seen outside the cgroup changes the basis; a peak above it is said.
+        let cgroup_left_tree = ctx.cgroup_holds_tree && self.cgroup_left;
+        let cgroup_below_process = ctx.cgroup_holds_tree
+            && !cgroup_left_tree
+            && (kernel
+                .filter(|k| k.1 == PeakSource::Vmhwm)
+                .is_some_and(|k| beyond(k.0))
                 || ctx.command_after_last_row.is_some_and(beyond));
         PeakFacts {
             sampled_peak_rss_bytes: self.peak_rss,
@@ -1249,6 +1267,7 @@ impl SpanAcc {
             cgroup_peak_fell: self.cgroup_peak_fell,
             cgroup_holds_tree: ctx.cgroup_holds_tree && !cgroup_left_tree,
             cgroup_left_tree,
+            cgroup_below_process,
             cgroup_v1: ctx.cgroup_v1,
             // The opening row's sum may hold marks from before a reset at the span's start
             // (the span before's); the rows after it bound the tree from the opening on, so it
@@ -1261,6 +1280,9 @@ impl SpanAcc {
             // in the span.
             restart_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeRestart,
             reset_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeReset,
+            swap_peak_bytes: self.swap_max,
+            ram_swap_sampled_bytes: self.ram_swap_max,
+            cgroup_swap_sampled_bytes: self.cgroup_swap_max,
         }
     }
 
@@ -1606,7 +1628,8 @@ mod tests {
     }
 
     #[test]
-    fn a_command_peak_no_row_saw_far_above_the_cgroup_s_says_the_tree_left_it() {
+    fn a_command_peak_no_row_saw_far_above_the_cgroup_s_makes_it_inexact_and_only_a_process_seen_outside_moves_the_basis(
+    ) {
         // Rows of a few MiB, the cgroup's peak 256 KiB: the command moved out, then peaked.
         let cg = Sample {
             cgroup_bytes: Some(MIB / 4),
@@ -1623,13 +1646,28 @@ mod tests {
             command_after_last_row: command,
             ..SpanContext::default()
         };
+        // No process was seen outside: the basis stays the cgroup's, the headline the command's
+        // peak, a lower bound of the tree's.
         let left = span(&rows).facts(&ctx(Some(208 * MIB)));
-        assert!(left.cgroup_left_tree && !left.cgroup_holds_tree);
+        assert!(!left.cgroup_left_tree && left.cgroup_holds_tree && left.cgroup_below_process);
         let p = left.decide();
+        assert_eq!(
+            (p.source, p.bytes, p.exact, p.tree_low_bytes),
+            (PeakSource::Cgroup, 208 * MIB, false, Some(208 * MIB))
+        );
+        assert_eq!(p.at_least(), "≥ ");
+        // A process seen outside changes the basis.
+        let seen = Sample {
+            cgroup_outside_processes: Some(1),
+            ..rows[0].clone()
+        };
+        let moved = span(&[rows[0].clone(), seen]).facts(&ctx(Some(208 * MIB)));
+        assert!(moved.cgroup_left_tree && !moved.cgroup_holds_tree);
+        let p = moved.decide();
         assert_eq!((p.source, p.bytes), (PeakSource::RuMaxrss, 208 * MIB));
         // 12 MiB no row saw may be the program's code and libraries, charged elsewhere.
         let small = span(&rows).facts(&ctx(Some(12 * MIB)));
-        assert!(!small.cgroup_left_tree && small.cgroup_holds_tree);
+        assert!(!small.cgroup_below_process && small.cgroup_holds_tree);
         // So may a run no row saw at all, its exit record's VmHWM 4 MiB (a run of 2 ms).
         let exit_record = SpanContext {
             kernel_after_last_row: Some((4 * MIB, PeakSource::Vmhwm)),
@@ -1640,7 +1678,7 @@ mod tests {
         let none = SpanAcc::without_rows((0, 0.0), (2, 0.002));
         let f = none.facts(&exit_record);
         assert_eq!(f.cgroup_peak_bytes, Some(MIB / 2));
-        assert!(!f.cgroup_left_tree && f.cgroup_holds_tree);
+        assert!(!f.cgroup_below_process && f.cgroup_holds_tree);
         // Or one whose rows hold that VmHWM (from the exit record) but never read its RSS there.
         let late = Sample {
             cgroup_bytes: Some(MIB / 4),
@@ -1649,14 +1687,14 @@ mod tests {
         };
         let f = span(&[late.clone(), late]).facts(&ctx(None));
         assert_eq!(f.kernel_peak_rss_bytes, Some(4 * MIB));
-        assert!(!f.cgroup_left_tree && f.cgroup_holds_tree);
+        assert!(!f.cgroup_below_process && f.cgroup_holds_tree);
         // An orphan's mark (ru_maxrss with the orphans, not the command's own) is no sign.
         let orphan = SpanContext {
             command_after_last_row: None,
             root_exit_after_last_row: None,
             ..ctx(Some(208 * MIB))
         };
-        assert!(!span(&rows).facts(&orphan).cgroup_left_tree);
+        assert!(!span(&rows).facts(&orphan).cgroup_below_process);
     }
 
     #[test]

@@ -166,6 +166,14 @@ impl SessionAcc {
         }
         .with_tail(&tail);
         let mut facts = self.span.facts(&ctx);
+        // The cgroup's own count of its swap (memory.swap.peak), where it holds the tree: a
+        // swap-out between two ticks is in it.
+        if let Some(s) = cg
+            .filter(|_| facts.cgroup_holds_tree)
+            .and_then(|c| c.swap_peak_bytes)
+        {
+            facts.swap_peak_bytes = facts.swap_peak_bytes.max(s);
+        }
         if self.rows_lost.is_some_and(|l| l.in_session) {
             facts.rows_lost = !tail_covers(&facts, &tail, meta);
         }
@@ -286,6 +294,7 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
         f.departed += s.departed;
         f.cgroup_holds_tree &= s.cgroup_holds_tree;
         f.cgroup_left_tree |= s.cgroup_left_tree;
+        f.cgroup_below_process |= s.cgroup_below_process;
         f.cgroup_peak_fell |= s.cgroup_peak_fell;
         f.cgroup_v1 |= s.cgroup_v1;
         f.hwm_sum_bytes = f.hwm_sum_bytes.max(s.hwm_sum_bytes);
@@ -297,6 +306,9 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
         f.rows_lost |= s.rows_lost;
         f.restart_peak_unknown |= s.restart_peak_unknown;
         f.reset_peak_unknown |= s.reset_peak_unknown;
+        f.swap_peak_bytes = f.swap_peak_bytes.max(s.swap_peak_bytes);
+        f.ram_swap_sampled_bytes = f.ram_swap_sampled_bytes.max(s.ram_swap_sampled_bytes);
+        f.cgroup_swap_sampled_bytes = f.cgroup_swap_sampled_bytes.max(s.cgroup_swap_sampled_bytes);
     }
     f
 }
@@ -1144,6 +1156,13 @@ pub struct CgroupSummary {
     pub anon_at_largest_bytes: u64,
     pub file_at_largest_bytes: u64,
     pub limit_bytes: Option<u64>,
+    /// Every limit over the cgroup, each with the cgroup that sets it and the events its
+    /// thresholds counted during the recording (the last session's; `probe::limits`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<crate::probe::limits::LimitEnd>,
+    /// The most swap the cgroup's tasks held (`CgroupEnd::swap_peak_bytes`), over the sessions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_peak_bytes: Option<u64>,
     /// OOM kills in the cgroup during the recording (memory.events oom_kill; v1 oom_control).
     pub oom_kills: u64,
     pub events_during: crate::probe::cgroup::CgroupEvents,
@@ -1233,6 +1252,8 @@ impl CgroupSummary {
             anon_at_largest_bytes: largest.1,
             file_at_largest_bytes: largest.2,
             limit_bytes: c.limit_bytes,
+            limits: c.limits.clone(),
+            swap_peak_bytes: ends.iter().filter_map(|e| e.swap_peak_bytes).max(),
             oom_kills,
             events_during: c.events_during,
             moved_out: ends
@@ -1261,6 +1282,22 @@ impl CgroupSummary {
                 fmt_bytes(l),
                 self.limit_file(),
                 fmt_bytes(l.saturating_sub(top))
+            ));
+        }
+        for l in self.limits.iter().filter(|l| l.held_at()) {
+            w.push(format!(
+                "warning: the tree was held at the limit of {} ({}): {} there during the recording; its RAM peak is capped by it, what it needed may be more (swapped out, or reclaimed and read again)",
+                l.path,
+                l.thresholds(self.version),
+                [
+                    (l.events_during.high, "high event"),
+                    (l.events_during.max, "max event"),
+                ]
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, what)| count(*n, what))
+                .collect::<Vec<_>>()
+                .join(", ")
             ));
         }
         if let Some(t) = mem_total.filter(|&t| near(top, t)) {
@@ -1345,9 +1382,17 @@ fn describe_end(e: &EndInfo) -> String {
                 ", most likely by the kernel's OOM killer: cgroup {} counted {} during the recording{}",
                 c.path,
                 count(c.events_during.oom_kill, "OOM kill"),
-                c.limit_bytes
-                    .map(|l| format!(", at its limit of {}", crate::units::fmt_bytes(l)))
-                    .unwrap_or_default()
+                match crate::probe::limits::oom_at(&c.limits) {
+                    Some(at) => format!(
+                        ", at the limit of {} ({})",
+                        at.path,
+                        at.thresholds(c.version)
+                    ),
+                    None => c
+                        .limit_bytes
+                        .map(|l| format!(", at the limit of {}", crate::units::fmt_bytes(l)))
+                        .unwrap_or_default(),
+                }
             );
         }
     }

@@ -237,9 +237,22 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
         .collect();
     if !left.is_empty() {
         o.push(format!(
-            "warning: the tree's memory was charged outside its cgroup during {} {} (a process moved out of it, or its own peak is above the cgroup's by more than its page cache explains): Cgroup peak is not the tree's there, and Peak is the kernel's of its largest process",
+            "warning: a process of the tree was found outside its cgroup during {} {}: Cgroup peak is not the tree's there, and Peak is the kernel's of its largest process",
             crate::units::plural(left.len(), "run"),
             left.join(", "),
+        ));
+    }
+    let below: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|r| r.facts.cgroup_below_process)
+        .map(|r| r.run.to_string())
+        .collect();
+    if !below.is_empty() {
+        o.push(format!(
+            "note: a process's own peak stood above the cgroup's by more than its page cache explains during {} {} (memory charged to another cgroup between two samples): the cgroup's peak is not exact there, and the process's peak bounds the tree's from below",
+            crate::units::plural(below.len(), "run"),
+            below.join(", "),
         ));
     }
     if peaks

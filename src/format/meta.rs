@@ -559,6 +559,17 @@ pub struct CgroupEnd {
     pub file_at_largest_bytes: u64,
     /// `memory.max` (v1 `memory.limit_in_bytes`) at the end; `None`: no limit.
     pub limit_bytes: Option<u64>,
+    /// Every limit over the cgroup, each with the cgroup that sets it and the events its
+    /// thresholds counted during the recording (`probe::limits`): those that set a limit or
+    /// counted an event, the recorded cgroup first. Absent in recordings before memmon read them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<crate::probe::limits::LimitEnd>,
+    /// The most swap the cgroup's tasks held: `memory.swap.peak` where it covers the recording
+    /// (memmon's own cgroup, or one whose peaks it reset), else the larger of
+    /// `memory.swap.current` at the start and at the end; `None` where the kernel counts no
+    /// swap per cgroup (v1, or swap accounting off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_peak_bytes: Option<u64>,
     /// `memory.events` counters that rose during the recording (v1: oom_kill and max only).
     pub events_during: CgroupEvents,
     /// The `oom_kill` counter at the very end, after the last row (the column

@@ -211,6 +211,13 @@ pub struct PeakFacts {
     /// explains. `cgroup_holds_tree` is then false: the cgroup's peak is not the tree's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cgroup_left_tree: bool,
+    /// The cgroup holds the tree (no process of it was seen outside), but a process's own peak
+    /// stands above the cgroup's by more than the page cache and batching explain: some of its
+    /// memory was charged elsewhere (a process moved out and back, or gone, between two
+    /// samples). The basis stays the cgroup's (only a process seen outside changes it); its
+    /// peak is then not exact, and the process's peak bounds the tree's from below.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cgroup_below_process: bool,
     /// The cgroup's peak file fell between two rows with no reset of memmon's between them (the
     /// cgroup removed and made again, as a restarted service's is, or its peak reset by another
     /// program): it does not cover the span, and `cgroup_peak_bytes` is `None`.
@@ -248,6 +255,22 @@ pub struct PeakFacts {
     /// sampled RSS of the largest process) is a lower bound, scope `largest-process-seen`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reset_peak_unknown: bool,
+    /// The most swap the tree held in the span: the largest sum of its processes' VmSwap
+    /// sampled, or its cgroup's `memory.swap.peak` where that covers the span. Memory the
+    /// program needed that was not in RAM: a RAM peak held down by a limit (memory.max,
+    /// memory.high) sent the rest here.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub swap_peak_bytes: u64,
+    /// The largest RAM plus swap sampled at one tick: the tree's RSS sum plus its VmSwap sum,
+    /// and the cgroup's usage plus that swap (a lower bound of what the tree needed, each).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ram_swap_sampled_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cgroup_swap_sampled_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// The peak a span reports, decided once from its [`PeakFacts`]: the number, where it comes
@@ -271,6 +294,16 @@ pub struct Peak {
     pub tree_low_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree_high_bytes: Option<u64>,
+    /// Swap was used in the span: `bytes` is what the program needed, RAM and swap together,
+    /// at least (`ram_bytes` plus the swap sampled with it), and at most `needed_high_bytes`
+    /// (the RAM peak plus the most swap held). `ram_bytes` is the RAM peak the counter gave,
+    /// `swap_bytes` the most swap held (`PeakFacts::swap_peak_bytes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ram_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needed_high_bytes: Option<u64>,
     /// Why the number is not exact, where it is a kernel's or a cgroup's (`describe` says it).
     #[serde(skip)]
     pub why_not_exact: NotExact,
@@ -294,6 +327,11 @@ pub enum NotExact {
     RowsLost,
     /// A boundary of the span was read late (`late_boundary`).
     LateBoundary,
+    /// A process's own peak stands above the cgroup's (`cgroup_below_process`).
+    ProcessAbove,
+    /// Swap was used: the RAM peak is exact, what the program needed (RAM and swap) is
+    /// bounded (`Peak::needed_high_bytes`).
+    Swapped,
 }
 
 impl NotExact {
@@ -392,20 +430,36 @@ impl PeakFacts {
     ///
     /// A span with a late boundary, or rows lost (`rows_lost`), is never exact.
     pub fn decide(&self) -> Peak {
+        self.with_swap(self.decide_ram())
+    }
+
+    /// The RAM peak of the span, decided as `decide` says.
+    fn decide_ram(&self) -> Peak {
         let tree = self.is_tree();
         let high =
             (tree && (self.departed == 0 || self.exit_records_complete) && self.hwm_sum_bytes > 0)
                 .then_some(self.hwm_sum_bytes);
         if let Some(c) = self.tree_cgroup_peak() {
+            // A process's own peak above the cgroup's: the tree reached at least that.
+            let above = self
+                .kernel_peak_rss_bytes
+                .filter(|&k| self.cgroup_below_process && k > c);
             return Peak {
-                bytes: c,
+                bytes: above.unwrap_or(c),
                 source: PeakSource::Cgroup,
                 counter: PeakSource::Cgroup.counter_of(self.cgroup_v1),
                 scope: PeakScope::Tree,
-                exact: !self.late_boundary && !self.rows_lost,
-                tree_low_bytes: None,
+                exact: !self.late_boundary && !self.rows_lost && !self.cgroup_below_process,
+                tree_low_bytes: above,
                 tree_high_bytes: None,
-                why_not_exact: NotExact::of(self, PeakScope::Tree),
+                why_not_exact: if self.cgroup_below_process {
+                    NotExact::ProcessAbove
+                } else {
+                    NotExact::of(self, PeakScope::Tree)
+                },
+                ram_bytes: None,
+                swap_bytes: None,
+                needed_high_bytes: None,
             };
         }
         match (self.kernel_peak_rss_bytes, self.kernel_peak_source) {
@@ -426,6 +480,9 @@ impl PeakFacts {
                     tree_low_bytes: tree.then_some(low),
                     tree_high_bytes: high.map(|h| h.max(low)),
                     why_not_exact: NotExact::of(self, scope),
+                    ram_bytes: None,
+                    swap_bytes: None,
+                    needed_high_bytes: None,
                 }
             }
             _ => Peak {
@@ -441,7 +498,42 @@ impl PeakFacts {
                 tree_low_bytes: tree.then_some(self.sampled_peak_rss_bytes),
                 tree_high_bytes: high.map(|h| h.max(self.sampled_peak_rss_bytes)),
                 why_not_exact: NotExact::Unsaid,
+                ram_bytes: None,
+                swap_bytes: None,
+                needed_high_bytes: None,
             },
+        }
+    }
+
+    /// What the program needed where swap was used in the span (more than the counters'
+    /// batching): RAM and swap together, at least the larger of the RAM peak `ram` and the RAM
+    /// plus swap sampled at one tick (of the cgroup where the peak is the cgroup's), at most the
+    /// RAM peak plus the most swap held. A RAM peak held down by a limit (memory.max with swap,
+    /// memory.high) is what the limit allowed, not what the program needed; the pages swapped
+    /// out were needed all the same. Never exact: the kernel keeps no mark of RAM and swap
+    /// together for a process.
+    fn with_swap(&self, ram: Peak) -> Peak {
+        let bound = self.exact_within_bytes.unwrap_or(0);
+        if self.swap_peak_bytes <= bound {
+            return ram;
+        }
+        let sampled = match ram.source {
+            PeakSource::Cgroup => self.cgroup_swap_sampled_bytes,
+            _ => self.ram_swap_sampled_bytes,
+        };
+        let low = ram.bytes.max(sampled);
+        Peak {
+            bytes: low,
+            exact: false,
+            ram_bytes: Some(ram.bytes),
+            swap_bytes: Some(self.swap_peak_bytes),
+            needed_high_bytes: Some(ram.bytes.saturating_add(self.swap_peak_bytes).max(low)),
+            why_not_exact: if ram.exact {
+                NotExact::Swapped
+            } else {
+                ram.why_not_exact
+            },
+            ..ram
         }
     }
 
@@ -508,7 +600,10 @@ pub fn common_basis<'a>(spans: impl IntoIterator<Item = &'a PeakFacts>) -> PeakB
 impl Peak {
     /// `≥ ` when the number is a lower bound of what its scope names (processes left unseen).
     pub fn at_least(&self) -> &'static str {
-        if self.scope.is_partial() {
+        if self.scope.is_partial()
+            || self.ram_bytes.is_some()
+            || self.why_not_exact == NotExact::ProcessAbove
+        {
             "≥ "
         } else {
             ""
@@ -528,6 +623,37 @@ impl Peak {
     /// `kernel VmHWM of the largest process, exact within 512.0 KiB` — what the number is, in
     /// words (`bound_bytes`: the batching bound the exactness is stated within).
     pub fn describe(&self, bound_bytes: Option<u64>) -> String {
+        if let (Some(ram), Some(swap), Some(high)) =
+            (self.ram_bytes, self.swap_bytes, self.needed_high_bytes)
+        {
+            let b = crate::units::fmt_bytes;
+            // The RAM peak as it is, exact where it was before swap was taken in.
+            let ram_peak = Peak {
+                bytes: ram,
+                exact: self.why_not_exact == NotExact::Swapped,
+                ram_bytes: None,
+                swap_bytes: None,
+                needed_high_bytes: None,
+                why_not_exact: match self.why_not_exact {
+                    NotExact::Swapped => NotExact::Unsaid,
+                    other => other,
+                },
+                ..*self
+            };
+            return format!(
+                    "needed: RAM and swap together, between {} and {}: the RAM peak {} ({}) and up to {} swapped (VmSwap{}); never exact, the kernel keeps no mark of the two together",
+                    b(self.bytes),
+                    b(high),
+                    b(ram),
+                    ram_peak.describe(bound_bytes),
+                    b(swap),
+                    if self.source == PeakSource::Cgroup {
+                        ", memory.swap.peak"
+                    } else {
+                        ""
+                    }
+                );
+        }
         let what = match self.source {
             PeakSource::Cgroup => format!("cgroup {} {}", self.counter, self.scope),
             PeakSource::Sampled => format!("sampled RSS {}", self.scope),
@@ -556,6 +682,8 @@ impl Peak {
                 }
                 NotExact::RowsLost => "a lower bound: rows were lost from the file".into(),
                 NotExact::LateBoundary => "not exact: a boundary was taken late".into(),
+                NotExact::Swapped => "not exact: swap was used".into(),
+                NotExact::ProcessAbove => "at least: a process's own peak (the number) stands above the cgroup's, some of the tree's memory was charged to another cgroup".into(),
                 NotExact::LeftUnseen | NotExact::Unsaid if self.scope.is_partial() => {
                     "a lower bound: processes left with no exit record read".into()
                 }
@@ -615,6 +743,58 @@ mod tests {
     use super::*;
 
     const KIB: u64 = 1024;
+
+    #[test]
+    fn swap_makes_the_headline_what_was_needed_ram_and_swap_together_never_exact() {
+        const MIB: u64 = 1 << 20;
+        // One process held at 150 MiB by memory.max, 156 MiB of it swapped.
+        let capped = PeakFacts {
+            sampled_peak_rss_bytes: 149 * MIB,
+            kernel_peak_rss_bytes: Some(150 * MIB),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: 1,
+            exact_within_bytes: Some(MIB / 2),
+            swap_peak_bytes: 156 * MIB,
+            ram_swap_sampled_bytes: 303 * MIB,
+            ..PeakFacts::default()
+        };
+        let p = capped.decide();
+        assert_eq!(
+            (p.bytes, p.exact, p.ram_bytes, p.needed_high_bytes),
+            (303 * MIB, false, Some(150 * MIB), Some(306 * MIB))
+        );
+        assert_eq!(p.cell(), "≥ 303.0 MiB");
+        let words = p.describe(Some(MIB / 2));
+        assert!(
+            words.contains("between 303.0 MiB and 306.0 MiB")
+                && words.contains(
+                    "the RAM peak 150.0 MiB (kernel VmHWM of the process, exact within 512.0 KiB)"
+                ),
+            "{words}"
+        );
+        // Swap within the counters' batching changes nothing.
+        let none = PeakFacts {
+            swap_peak_bytes: MIB / 4,
+            ..capped
+        };
+        assert_eq!(
+            (none.decide().bytes, none.decide().exact),
+            (150 * MIB, true)
+        );
+        // A tree in its cgroup: the cgroup's usage plus the swap sampled with it.
+        let tree = PeakFacts {
+            max_processes: 3,
+            cgroup_peak_bytes: Some(100 * MIB),
+            cgroup_holds_tree: true,
+            cgroup_swap_sampled_bytes: 180 * MIB,
+            ..capped
+        };
+        let p = tree.decide();
+        assert_eq!(
+            (p.source, p.bytes, p.ram_bytes),
+            (PeakSource::Cgroup, 180 * MIB, Some(100 * MIB))
+        );
+    }
 
     #[test]
     fn a_tree_held_on_a_lesser_basis_gives_no_bounds_its_cgroup_contradicts() {

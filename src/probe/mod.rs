@@ -6,6 +6,7 @@ pub mod cgroup;
 pub(crate) mod fake;
 pub mod forks;
 pub mod gpu;
+pub mod limits;
 pub mod mapcalls;
 pub mod maps;
 pub mod numa;

@@ -1108,5 +1108,59 @@ impl CgroupSummary {
             self.limit_bytes.map_or("none".into(), b),
             count(self.oom_kills, "OOM kill")
         );
+        for l in &self.limits {
+            let set = if l.limits() {
+                format!("{} set by", l.thresholds(self.version))
+            } else {
+                "none set by".into()
+            };
+            let _ = writeln!(
+                o,
+                "  limit         {set} {}{}",
+                shown(&l.path),
+                limit_events(l)
+            );
+        }
+        if let Some(s) = self.swap_peak_bytes.filter(|&s| s > 0) {
+            let _ = writeln!(
+                o,
+                "  cgroup swap   {} at most ({})",
+                b(s),
+                match self.version {
+                    crate::probe::cgroup::CgroupVersion::V1 => "v1 counts none",
+                    crate::probe::cgroup::CgroupVersion::V2 =>
+                        "memory.swap.peak, or memory.swap.current at the start and end",
+                }
+            );
+        }
     }
+}
+
+/// `: 51 high events, 3 max events during the recording` — what a limit's thresholds counted,
+/// and whose (its own, or with the cgroups below it).
+fn limit_events(l: &crate::probe::limits::LimitEnd) -> String {
+    let e = l.events_during;
+    let mut parts = Vec::new();
+    for (n, what) in [
+        (e.high, "high event"),
+        (e.max, "max event"),
+        (e.oom, "OOM"),
+        (e.oom_kill, "OOM kill"),
+    ] {
+        if n > 0 {
+            parts.push(count(n, what));
+        }
+    }
+    if parts.is_empty() {
+        return ", no event during the recording".into();
+    }
+    format!(
+        ": {} during the recording{}",
+        parts.join(", "),
+        if l.local_events {
+            ""
+        } else {
+            " (memory.events: the cgroups below it counted too)"
+        }
+    )
 }

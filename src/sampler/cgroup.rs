@@ -66,6 +66,9 @@ pub struct CgroupSource {
     left: Vec<(Outside, f64)>,
     /// The first membership check that failed, said once.
     membership_error: Option<String>,
+    /// Every limit over the cgroup (its own and its ancestors'), read at the first tick: the
+    /// events each counts during the recording are taken from here.
+    limits_first: Vec<crate::probe::limits::LimitReading>,
 }
 
 /// How many of the processes found outside the cgroup the end record names.
@@ -106,6 +109,7 @@ impl CgroupSource {
             membership: None,
             left: Vec::new(),
             membership_error: None,
+            limits_first: Vec::new(),
         }
     }
 
@@ -188,6 +192,7 @@ impl CgroupSource {
         if self.first.is_none() {
             self.first = Some(st);
             self.peak_first = st.peak;
+            self.limits_first = crate::probe::limits::read_chain(self.cgroup());
         }
         if let Some(p) = st.peak {
             self.peak_max = Some(self.peak_max.map_or(p, |m| m.max(p)));
@@ -233,6 +238,21 @@ impl CgroupSource {
         // The final peak and OOM kill count: a rise after the last tick is in them.
         let final_reading = self.tick();
         let final_peak = final_reading.and_then(|st| st.peak);
+        // The limits and their events, read before memmon's own cgroup is removed.
+        let limits_last = crate::probe::limits::read_chain(self.cgroup());
+        let swap_peak = limits_last.first().and_then(|l| {
+            let first = self.limits_first.first().and_then(|f| f.swap_current_bytes);
+            // memory.swap.peak of a cgroup memmon did not make may predate the recording: the
+            // swap read at the start and end then bound it from below.
+            let peak = l
+                .swap_peak_bytes
+                .filter(|_| self.own.is_some() || self.resets > 0);
+            [peak, l.swap_current_bytes, first]
+                .into_iter()
+                .flatten()
+                .max()
+        });
+        let limits = crate::probe::limits::over_recording(&self.limits_first, &limits_last);
         let mut moved_out = Vec::new();
         let mut remove_error = None;
         let mut inside = crate::probe::cgroup::Inside::default();
@@ -274,6 +294,8 @@ impl CgroupSource {
             anon_at_largest_bytes: largest.anon,
             file_at_largest_bytes: largest.file,
             limit_bytes: self.last.and_then(|l| l.limit),
+            limits,
+            swap_peak_bytes: swap_peak,
             events_during: events,
             final_oom_kill_events: final_reading.map(|st| st.events.oom_kill),
             mem_total_bytes: mem_total,
