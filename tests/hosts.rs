@@ -56,20 +56,24 @@ impl Service {
         format!("/{}", self.dir.strip_prefix(base).unwrap().display())
     }
 
+    /// `program`, to be run in the service: a shell that joins it, then execs the program.
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(format!(
+                "echo $$ > {} && exec \"$@\"",
+                self.dir.join("cgroup.procs").display()
+            ))
+            .arg("sh")
+            .arg(program);
+        c
+    }
+
     /// Starts `program args` in the service (it joins before exec), and waits until the
     /// service lists it.
     fn start(&self, program: &Path, args: &[&str]) -> Guard {
         let procs = self.dir.join("cgroup.procs");
-        let child = Guard(
-            Command::new("sh")
-                .arg("-c")
-                .arg(format!("echo $$ > {} && exec \"$@\"", procs.display()))
-                .arg("sh")
-                .arg(program)
-                .args(args)
-                .spawn()
-                .unwrap(),
-        );
+        let child = Guard(self.command(program).args(args).spawn().unwrap());
         let pid = child.0.id().to_string();
         assert!(
             wait_for(30.0, || std::fs::read_to_string(&procs)
@@ -444,14 +448,8 @@ fn an_oom_kill_at_the_slice_s_limit_names_the_slice_not_memmon_s_cgroup() {
     let out = d.path().join("oom.csv");
     // memmon in the service (no limit of its own): its cgroup for the command goes beside it,
     // under the slice and its limit.
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {} && exec \"$@\"",
-            svc.dir.join("cgroup.procs").display()
-        ))
-        .arg("sh")
-        .arg(memmon_path())
+    let o = svc
+        .command(&memmon_path())
         .args(["record", "-q", "-i", "50ms", "-o"])
         .arg(&out)
         .arg("--")
@@ -484,14 +482,8 @@ fn a_command_launched_by_memmon_in_a_cpuset_stays_on_its_cpus_and_node() {
     let out = d.path().join("cpuset.csv");
     // memmon in the service: a cgroup of its own beside the service would leave the cpuset, so
     // the command runs in the service, and memmon says why.
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {} && exec \"$@\"",
-            svc.dir.join("cgroup.procs").display()
-        ))
-        .arg("sh")
-        .arg(memmon_path())
+    let o = svc
+        .command(&memmon_path())
         .args(["record", "-i", "50ms", "-o"])
         .arg(&out)
         .args(["--", "sh", "-c"])

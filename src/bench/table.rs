@@ -229,12 +229,16 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
             crate::analysis::span::MemoryHealth::OOM_MEANS
         ));
     }
-    let left: Vec<String> = report
-        .runs
-        .iter()
-        .filter(|r| r.facts.cgroup_left_tree)
-        .map(|r| r.run.to_string())
-        .collect();
+    // The numbers of the runs whose facts say `what`.
+    let runs_where = |what: fn(&crate::model::peak::PeakFacts) -> bool| -> Vec<String> {
+        report
+            .runs
+            .iter()
+            .filter(|r| what(&r.facts))
+            .map(|r| r.run.to_string())
+            .collect()
+    };
+    let left = runs_where(|f| f.cgroup_left_tree);
     if !left.is_empty() {
         o.push(format!(
             "warning: a process of the tree was found outside its cgroup during {} {}: Cgroup peak is not the tree's there, and Peak is the kernel's of its largest process",
@@ -242,12 +246,7 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
             left.join(", "),
         ));
     }
-    let below: Vec<String> = report
-        .runs
-        .iter()
-        .filter(|r| r.facts.cgroup_below_process)
-        .map(|r| r.run.to_string())
-        .collect();
+    let below = runs_where(|f| f.cgroup_below_process);
     if !below.is_empty() {
         o.push(format!(
             "note: a process's own peak stood above the cgroup's by more than its page cache explains during {} {} (memory charged to another cgroup between two samples): the cgroup's peak is not exact there, and the process's peak bounds the tree's from below",

@@ -328,8 +328,30 @@ pub struct CgroupEvents {
     pub high: u64,
 }
 
+impl CgroupEvents {
+    /// The counters of a `memory.events` (or `memory.events.local`) text; a missing key is 0.
+    pub fn parse(text: &str) -> CgroupEvents {
+        CgroupEvents {
+            oom: key_value(text, "oom").unwrap_or(0),
+            oom_kill: key_value(text, "oom_kill").unwrap_or(0),
+            max: key_value(text, "max").unwrap_or(0),
+            high: key_value(text, "high").unwrap_or(0),
+        }
+    }
+
+    /// How much each counter rose since `first` (a counter that began again counts from 0).
+    pub fn since(self, first: CgroupEvents) -> CgroupEvents {
+        CgroupEvents {
+            oom: self.oom.saturating_sub(first.oom),
+            oom_kill: self.oom_kill.saturating_sub(first.oom_kill),
+            max: self.max.saturating_sub(first.max),
+            high: self.high.saturating_sub(first.high),
+        }
+    }
+}
+
 /// v1 writes "no limit" as PAGE_COUNTER_MAX pages: anything this large is no limit.
-const V1_UNLIMITED: u64 = 1 << 62;
+pub(crate) const V1_UNLIMITED: u64 = 1 << 62;
 
 /// Reads one memory cgroup's files, tick after tick, reusing one buffer. Each file is opened
 /// once and re-read with `pread` (an open costs as much as the read: BENCHMARKS.md); a file found
@@ -396,13 +418,7 @@ impl CgroupReader {
             st.limit = smaller(self.optional_number("memory.max")?, self.ancestors_limit());
             st.peak = self.optional_number("memory.peak")?;
             if self.load("memory.events")? {
-                let b = &self.buf;
-                st.events = CgroupEvents {
-                    oom: key_value(b, "oom").unwrap_or(0),
-                    oom_kill: key_value(b, "oom_kill").unwrap_or(0),
-                    max: key_value(b, "max").unwrap_or(0),
-                    high: key_value(b, "high").unwrap_or(0),
-                };
+                st.events = CgroupEvents::parse(&self.buf);
             }
         }
         Ok(st)
@@ -556,7 +572,7 @@ fn smaller(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 /// The value of `key` in a `key value` per line file (memory.stat, memory.events).
-fn key_value(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn key_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()

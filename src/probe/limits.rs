@@ -10,12 +10,9 @@
 //! `memory.memsw.limit_in_bytes` (memory and swap together), `memory.failcnt` (times its own
 //! limit was hit) and `memory.oom_control`'s `oom_kill`.
 
-use crate::probe::cgroup::{CgroupEvents, CgroupVersion, MemCgroup};
+use crate::probe::cgroup::{key_value, CgroupEvents, CgroupVersion, MemCgroup, V1_UNLIMITED};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-/// v1 writes "no limit" as PAGE_COUNTER_MAX pages: anything this large is no limit.
-const V1_UNLIMITED: u64 = 1 << 62;
 
 /// One cgroup's limits and its events, read once.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,10 +63,10 @@ pub fn read_chain(cg: &MemCgroup) -> Vec<LimitReading> {
 
 fn read_v2(dir: &Path, path: String) -> LimitReading {
     let (events, local_events) = match read(dir, "memory.events.local") {
-        Some(t) => (events_of(&t), true),
+        Some(t) => (CgroupEvents::parse(&t), true),
         None => (
             read(dir, "memory.events")
-                .map(|t| events_of(&t))
+                .map(|t| CgroupEvents::parse(&t))
                 .unwrap_or_default(),
             false,
         ),
@@ -100,7 +97,7 @@ fn read_v1(dir: &Path, path: String) -> LimitReading {
         events: CgroupEvents {
             max: number(dir, "memory.failcnt").unwrap_or(0),
             oom_kill: read(dir, "memory.oom_control")
-                .and_then(|t| value(&t, "oom_kill"))
+                .and_then(|t| key_value(&t, "oom_kill"))
                 .unwrap_or(0),
             ..CgroupEvents::default()
         },
@@ -115,22 +112,6 @@ fn read(dir: &Path, name: &str) -> Option<String> {
 /// A file of one number; `None` for `max`, a missing file, or anything else.
 fn number(dir: &Path, name: &str) -> Option<u64> {
     read(dir, name)?.trim().parse().ok()
-}
-
-fn value(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(' ')?;
-        (k == key).then(|| v.trim().parse().ok()).flatten()
-    })
-}
-
-fn events_of(text: &str) -> CgroupEvents {
-    CgroupEvents {
-        oom: value(text, "oom").unwrap_or(0),
-        oom_kill: value(text, "oom_kill").unwrap_or(0),
-        max: value(text, "max").unwrap_or(0),
-        high: value(text, "high").unwrap_or(0),
-    }
 }
 
 /// A limit over the recorded cgroup as the recording ends: where it is set, its thresholds,
@@ -163,12 +144,7 @@ pub fn over_recording(first: &[LimitReading], last: &[LimitReading]) -> Vec<Limi
                 .find(|f| f.path == l.path)
                 .map(|f| f.events)
                 .unwrap_or_default();
-            let during = CgroupEvents {
-                oom: l.events.oom.saturating_sub(f.oom),
-                oom_kill: l.events.oom_kill.saturating_sub(f.oom_kill),
-                max: l.events.max.saturating_sub(f.max),
-                high: l.events.high.saturating_sub(f.high),
-            };
+            let during = l.events.since(f);
             (l.limits() || during != CgroupEvents::default()).then(|| LimitEnd {
                 path: l.path.clone(),
                 max_bytes: l.max_bytes,

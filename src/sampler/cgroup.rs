@@ -264,12 +264,7 @@ impl CgroupSource {
             inside = own.inside();
         }
         let events = match (self.first, self.last) {
-            (Some(f), Some(l)) => CgroupEvents {
-                oom: l.events.oom.saturating_sub(f.events.oom),
-                oom_kill: l.events.oom_kill.saturating_sub(f.events.oom_kill),
-                max: l.events.max.saturating_sub(f.events.max),
-                high: l.events.high.saturating_sub(f.events.high),
-            },
+            (Some(f), Some(l)) => l.events.since(f.events),
             _ => CgroupEvents::default(),
         };
         let cg = self.cgroup();
