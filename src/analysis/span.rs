@@ -398,6 +398,17 @@ impl PssReads {
     }
 }
 
+/// A row's page cache in the cgroup that no process of the tree maps (the cgroup's `file` less
+/// its `shmem` and the tree's file-backed RSS: a page mapped by two processes counts twice
+/// there, so this leaves out no more cache than is mapped), and the cgroup's usage less it.
+fn unmapped_cache(s: &Sample) -> Option<(u64, u64)> {
+    let (current, file) = (s.cgroup_bytes?, s.cgroup_file_bytes?);
+    let cache = file
+        .saturating_sub(s.cgroup_shmem_bytes.unwrap_or(0))
+        .saturating_sub(s.file_bytes);
+    Some((cache, current.saturating_sub(cache)))
+}
+
 /// The largest locked, pinned and shared memory sampled in a span: a GPU prover's pinned
 /// parameters, a shared mapping counted in each process that maps it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -810,6 +821,10 @@ pub struct SpanAcc {
     swap_max: u64,
     ram_swap_max: u64,
     cgroup_swap_max: u64,
+    /// The most page cache in the cgroup no process of the tree mapped, and the largest usage
+    /// less it (`PeakFacts::cgroup_cache_sampled_bytes`).
+    cgroup_cache_max: u64,
+    cgroup_uncached_max: u64,
     held: HeldPeaks,
     health: HealthAcc,
     late_boundary: bool,
@@ -875,6 +890,8 @@ impl SpanAcc {
             swap_max: s.swap_bytes,
             ram_swap_max: s.rss_bytes.saturating_add(s.swap_bytes),
             cgroup_swap_max: s.cgroup_bytes.map_or(0, |c| c.saturating_add(s.swap_bytes)),
+            cgroup_cache_max: unmapped_cache(s).map_or(0, |u| u.0),
+            cgroup_uncached_max: unmapped_cache(s).map_or(0, |u| u.1),
             held,
             health: HealthAcc::open(s, false),
             late_boundary: false,
@@ -930,6 +947,8 @@ impl SpanAcc {
             swap_max: 0,
             ram_swap_max: 0,
             cgroup_swap_max: 0,
+            cgroup_cache_max: 0,
+            cgroup_uncached_max: 0,
             held: HeldPeaks::default(),
             health: HealthAcc {
                 faults: Rise::open(Some(0), true),
@@ -1013,6 +1032,10 @@ impl SpanAcc {
         if let Some(c) = s.cgroup_bytes {
             self.cgroup_max = Some(self.cgroup_max.map_or(c, |m| m.max(c)));
             self.cgroup_swap_max = self.cgroup_swap_max.max(c.saturating_add(s.swap_bytes));
+        }
+        if let Some((cache, uncached)) = unmapped_cache(s) {
+            self.cgroup_cache_max = self.cgroup_cache_max.max(cache);
+            self.cgroup_uncached_max = self.cgroup_uncached_max.max(uncached);
         }
         self.swap_max = self.swap_max.max(s.swap_bytes);
         self.ram_swap_max = self
@@ -1283,6 +1306,8 @@ impl SpanAcc {
             swap_peak_bytes: self.swap_max,
             ram_swap_sampled_bytes: self.ram_swap_max,
             cgroup_swap_sampled_bytes: self.cgroup_swap_max,
+            cgroup_cache_sampled_bytes: self.cgroup_cache_max,
+            cgroup_uncached_sampled_bytes: self.cgroup_uncached_max,
         }
     }
 

@@ -309,6 +309,12 @@ fn combine(sessions: &[SessionPeak]) -> PeakFacts {
         f.swap_peak_bytes = f.swap_peak_bytes.max(s.swap_peak_bytes);
         f.ram_swap_sampled_bytes = f.ram_swap_sampled_bytes.max(s.ram_swap_sampled_bytes);
         f.cgroup_swap_sampled_bytes = f.cgroup_swap_sampled_bytes.max(s.cgroup_swap_sampled_bytes);
+        f.cgroup_cache_sampled_bytes = f
+            .cgroup_cache_sampled_bytes
+            .max(s.cgroup_cache_sampled_bytes);
+        f.cgroup_uncached_sampled_bytes = f
+            .cgroup_uncached_sampled_bytes
+            .max(s.cgroup_uncached_sampled_bytes);
     }
     f
 }

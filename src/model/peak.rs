@@ -267,6 +267,14 @@ pub struct PeakFacts {
     pub ram_swap_sampled_bytes: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub cgroup_swap_sampled_bytes: u64,
+    /// The most page cache the cgroup held at one row that no process of the tree mapped (its
+    /// `file` less `shmem` less the tree's file-backed RSS): pages of files read, not needed by
+    /// the tree, charged or not by the chance of the cache's state. And the largest usage
+    /// less that cache at one row: what the tree held that the cache does not explain.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cgroup_cache_sampled_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cgroup_uncached_sampled_bytes: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -402,10 +410,23 @@ impl PeakFacts {
     /// that process needed, whatever page cache its cgroup was charged with (a parameter file
     /// read cold put its whole cache in the cgroup's peak, read warm none of it).
     fn tree_cgroup_peak(&self) -> Option<u64> {
-        if self.one_process_peak_known() {
+        if self.one_process_peak_known() || self.cgroup_peak_holds_cache() {
             return None;
         }
         self.cgroup_peak_bytes.filter(|_| self.cgroup_holds_tree)
+    }
+
+    /// The cgroup's peak held page cache no process mapped (more than 4 MiB and a 50th of the
+    /// peak at some row), and the kernel's peak of the largest process is known: the cgroup's
+    /// peak is then not what the tree needed, and a file read cold or warm would move it (a
+    /// prover's parameter file: +71%). The headline is the largest process's own peak with the
+    /// tree's bounds; the cgroup's peak, page cache included, stays beside it.
+    pub fn cgroup_peak_holds_cache(&self) -> bool {
+        let Some(c) = self.cgroup_peak_bytes.filter(|_| self.cgroup_holds_tree) else {
+            return false;
+        };
+        self.cgroup_cache_sampled_bytes > (4 << 20).max(c / 50)
+            && self.kernel_peak_rss_bytes.is_some_and(|k| k > 0)
     }
 
     /// The span is one process (none left, no restart) and the kernel's exact peak of it is
@@ -470,7 +491,18 @@ impl PeakFacts {
                 // sum, which counts a page shared between processes (a forked worker's) in each
                 // and so may stand above the tree's peak (113 MiB "at least" beside a service
                 // whose memory.peak over every run was 108.5 MiB).
-                let low = k;
+                // With the cgroup's page cache left out: what it held beyond the cache is the
+                // tree's too, and its peak (cache included) bounds the tree from above.
+                let cached = self.cgroup_peak_holds_cache();
+                let low = if cached {
+                    k.max(self.cgroup_uncached_sampled_bytes)
+                } else {
+                    k
+                };
+                let high = match (high, self.cgroup_peak_bytes.filter(|_| cached)) {
+                    (Some(h), Some(c)) => Some(h.min(c)),
+                    (h, c) => h.or(c).filter(|_| tree),
+                };
                 Peak {
                     bytes: k,
                     source,
@@ -794,6 +826,47 @@ mod tests {
             (p.source, p.bytes, p.ram_bytes),
             (PeakSource::Cgroup, 180 * MIB, Some(100 * MIB))
         );
+    }
+
+    #[test]
+    fn a_trees_cgroup_peak_holding_page_cache_is_not_its_headline_and_bounds_it_from_above() {
+        const MIB: u64 = 1 << 20;
+        // Two processes, 68 and 20 MiB; their cgroup also holds 251 MiB of a file read cold.
+        let cold = PeakFacts {
+            sampled_peak_rss_bytes: 88 * MIB,
+            kernel_peak_rss_bytes: Some(68 * MIB),
+            kernel_peak_source: Some(PeakSource::Vmhwm),
+            max_processes: 2,
+            hwm_sum_bytes: 90 * MIB,
+            cgroup_peak_bytes: Some(342 * MIB),
+            cgroup_holds_tree: true,
+            cgroup_cache_sampled_bytes: 251 * MIB,
+            cgroup_uncached_sampled_bytes: 91 * MIB,
+            ..PeakFacts::default()
+        };
+        assert!(cold.cgroup_peak_holds_cache());
+        let p = cold.decide();
+        assert_eq!(
+            (p.source, p.bytes, p.tree_low_bytes, p.tree_high_bytes),
+            (PeakSource::Vmhwm, 68 * MIB, Some(91 * MIB), Some(91 * MIB))
+        );
+        assert_eq!(cold.basis(), PeakBasis::Kernel);
+        // Warm: no cache in the cgroup, whose peak is the tree's, exact.
+        let warm = PeakFacts {
+            cgroup_peak_bytes: Some(86 * MIB),
+            cgroup_cache_sampled_bytes: 0,
+            cgroup_uncached_sampled_bytes: 86 * MIB,
+            ..cold
+        };
+        assert_eq!(warm.decide().source, PeakSource::Cgroup);
+        // The two compared on one basis: each one's largest process.
+        assert_eq!(common_basis([&cold, &warm]), PeakBasis::Kernel);
+        // A few MiB of cache (a binary's, a log) leave the cgroup's peak the headline.
+        let little = PeakFacts {
+            cgroup_cache_sampled_bytes: 3 * MIB,
+            ..warm
+        };
+        assert_eq!(little.decide().source, PeakSource::Cgroup);
     }
 
     #[test]

@@ -518,7 +518,16 @@ impl Summary {
             ),
         };
         let _ = writeln!(o, "  peak          {}{}: {how}", p.at_least(), b(p.bytes));
-        if let Some(bounds) = p.tree_bounds() {
+        if let Some(bounds) = p
+            .tree_bounds()
+            .filter(|_| self.facts.cgroup_peak_holds_cache())
+        {
+            let _ = writeln!(
+                o,
+                "  tree peak     {bounds}, page cache left out (at least the largest process's own peak and the cgroup's usage less the {} of page cache no process mapped, at most the cgroup's peak, which holds that cache, or the sum of the processes' VmHWM)",
+                b(self.facts.cgroup_cache_sampled_bytes)
+            );
+        } else if let Some(bounds) = p.tree_bounds() {
             let _ = writeln!(
                 o,
                 "  tree peak     {bounds} (at least the {}, at most the sum of the processes' VmHWM{}; give the tree a cgroup of its own for its exact peak)",
@@ -1054,7 +1063,7 @@ impl CgroupSummary {
                     match (&self.not_the_tree, self.holds_tree) {
                         // One process: its own peak is the headline, what it needed, which the
                         // page cache its cgroup was charged (or not) does not move.
-                        (_, true) => "what the tree was charged; the headline is the process's own peak, which page cache does not move".to_string(),
+                        (_, true) => "what the tree was charged; the headline leaves page cache out, so a file read cold or warm does not move it".to_string(),
                         (Some(why), false) => format!("not the tree's peak: {why}"),
                         (None, false) => "it may hold processes outside the tree, so it is not the tree's peak".to_string(),
                     }
