@@ -356,7 +356,10 @@ fn a_service_over_its_memory_max_swaps_and_its_own_swap_columns_say_so() {
         "the process's VmSwap never showed the 32 MiB over the limit: {swapped:?}"
     );
     let text = summary_text(&out);
-    assert!(text.contains("swap"), "{text}");
+    assert!(
+        text.contains("needed: RAM and swap together, between"),
+        "{text}"
+    );
     // What it needed is RAM and swap together: the 64 MiB, not the 32 the limit held in RAM;
     // a budget below it fails.
     let s = summary_json(&out);

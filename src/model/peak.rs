@@ -554,8 +554,17 @@ impl PeakFacts {
             _ => self.ram_swap_sampled_bytes,
         };
         let low = ram.bytes.max(sampled);
+        // The counter the number rests on, and the swap beside it.
+        let counter = match ram.counter {
+            "VmHWM" => "VmHWM + VmSwap",
+            "ru_maxrss" => "ru_maxrss + VmSwap",
+            "memory.peak" => "memory.peak + swap",
+            "memory.max_usage_in_bytes" => "memory.max_usage_in_bytes + swap",
+            _ => "sampled RSS + VmSwap",
+        };
         Peak {
             bytes: low,
+            counter,
             exact: false,
             ram_bytes: Some(ram.bytes),
             swap_bytes: Some(self.swap_peak_bytes),
@@ -796,6 +805,7 @@ mod tests {
             (303 * MIB, false, Some(150 * MIB), Some(306 * MIB))
         );
         assert_eq!(p.cell(), "≥ 303.0 MiB");
+        assert_eq!(p.counter, "VmHWM + VmSwap");
         let words = p.describe(Some(MIB / 2));
         assert!(
             words.contains("between 303.0 MiB and 306.0 MiB")

@@ -8,7 +8,7 @@ use crate::analysis::summary::{
 };
 use crate::analysis::timeline::When;
 use crate::model::anatomy::{Group, GroupKind};
-use crate::model::peak::{exact_within, KernelPeakWindow, PeakSource};
+use crate::model::peak::{exact_within, KernelPeakWindow, NotExact, PeakSource};
 use crate::render::outside::shown;
 use crate::render::table::Table;
 use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
@@ -477,6 +477,13 @@ impl Summary {
         let b = bytes;
         let p = &self.peak;
         let how = match p.source {
+            // What it needed with swap, or a cgroup's peak a process's own stands above: the
+            // peak's own words, then its window.
+            _ if p.ram_bytes.is_some() || p.why_not_exact == NotExact::ProcessAbove => format!(
+                "{} ({})",
+                p.describe(self.facts.exact_within_bytes),
+                self.kernel_peak_window_words(p.source == PeakSource::Cgroup)
+            ),
             PeakSource::Sampled => {
                 let why = match self.kernel_peak_window {
                     // The target exited after the last sample, its exit record unread: what
