@@ -388,6 +388,32 @@ fn a_service_over_its_memory_max_swaps_and_its_own_swap_columns_say_so() {
     );
 }
 
+/// memmon, started in the cgroup whose `cgroup.procs` is `procs` and kept from the kernel's OOM
+/// killer (`oom_score_adj` -1000, where the machine lets root lower it), where it shares a limit
+/// with the command it launches: the test is of what memmon says of the kill, so memmon must
+/// outlive it (a second OOM while the first victim's memory is reaped may otherwise take the
+/// recorder: seen on 5.10 and 7.3). The command, `workload(steps)` after `--`, runs at 0 again.
+fn memmon_kept_from_oom(procs: &Path, memmon_args: &[&str], steps: &[&str]) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!(
+            "echo $$ > {} && {{ echo -1000 > /proc/self/oom_score_adj; }} 2>/dev/null; exec \"$@\"",
+            procs.display()
+        ))
+        .arg("sh")
+        .arg(memmon_path())
+        .args(memmon_args)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "{ echo 0 > /proc/self/oom_score_adj; } 2>/dev/null; exec \"$@\"",
+            "sh",
+        ])
+        .args(workload(steps));
+    c
+}
+
 /// The path of a service's slice, as /proc/PID/cgroup writes it.
 fn slice_path(svc: &Service) -> String {
     format!("/{}", svc.slice.file_name().unwrap().to_string_lossy())
@@ -451,14 +477,13 @@ fn an_oom_kill_at_the_slice_s_limit_names_the_slice_not_memmon_s_cgroup() {
     let out = d.path().join("oom.csv");
     // memmon in the service (no limit of its own): its cgroup for the command goes beside it,
     // under the slice and its limit.
-    let o = svc
-        .command(&memmon_path())
-        .args(["record", "-q", "-i", "50ms", "-o"])
-        .arg(&out)
-        .arg("--")
-        .args(workload(&["alloc:200MiB", "hold:300ms"]))
-        .output()
-        .unwrap();
+    let o = memmon_kept_from_oom(
+        &svc.dir.join("cgroup.procs"),
+        &["record", "-q", "-i", "50ms", "-o", out.to_str().unwrap()],
+        &["alloc:200MiB", "hold:300ms"],
+    )
+    .output()
+    .unwrap();
     assert_ne!(o.status.code(), Some(0));
     let text = summary_text(&out);
     let slice = slice_path(&svc);
@@ -909,18 +934,13 @@ fn a_bench_run_killed_at_the_limit_memmon_runs_under_names_the_oom_kill() {
         return;
     };
     let cg = TestCgroup::limited(&base, "bench-limit", 64 * MIB);
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {} && exec \"$@\"",
-            cg.0.join("cgroup.procs").display()
-        ))
-        .arg("sh")
-        .arg(memmon_path())
-        .args(["bench", "-n", "1", "-i", "100ms", "--"])
-        .args(workload(&["alloc:200MiB", "hold:300ms"]))
-        .output()
-        .unwrap();
+    let o = memmon_kept_from_oom(
+        &cg.0.join("cgroup.procs"),
+        &["bench", "-n", "1", "-i", "100ms"],
+        &["alloc:200MiB", "hold:300ms"],
+    )
+    .output()
+    .unwrap();
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
