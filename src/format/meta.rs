@@ -565,7 +565,7 @@ pub struct CgroupEnd {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<crate::probe::limits::LimitEnd>,
     /// The most swap the cgroup's tasks held: `memory.swap.peak` where it covers the recording
-    /// (memmon's own cgroup, or one whose peaks it reset), else the larger of
+    /// (memmon's own cgroup), else the larger of
     /// `memory.swap.current` at the start and at the end; `None` where the kernel counts no
     /// swap per cgroup (v1, or swap accounting off).
     #[serde(default, skip_serializing_if = "Option::is_none")]

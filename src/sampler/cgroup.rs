@@ -242,11 +242,10 @@ impl CgroupSource {
         let limits_last = crate::probe::limits::read_chain(self.cgroup());
         let swap_peak = limits_last.first().and_then(|l| {
             let first = self.limits_first.first().and_then(|f| f.swap_current_bytes);
-            // memory.swap.peak of a cgroup memmon did not make may predate the recording: the
-            // swap read at the start and end then bound it from below.
-            let peak = l
-                .swap_peak_bytes
-                .filter(|_| self.own.is_some() || self.resets > 0);
+            // memory.swap.peak of a cgroup memmon did not make may predate the recording (memmon
+            // resets memory.peak, never memory.swap.peak): the swap read at the start and end
+            // then bound it from below.
+            let peak = l.swap_peak_bytes.filter(|_| self.own.is_some());
             [peak, l.swap_current_bytes, first]
                 .into_iter()
                 .flatten()
