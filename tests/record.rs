@@ -46,6 +46,42 @@ fn a_launched_workload_shows_the_memory_it_touched() {
     assert!(rss.len() >= 5);
 }
 
+/// What `sh -c 'echo N > /proc/self/oom_score_adj'` leaves there: whether this machine lets
+/// this process's children lower their place in the OOM killer's order.
+fn may_lower_oom_score_adj() -> bool {
+    StdCommand::new("sh")
+        .args([
+            "-c",
+            "echo -999 > /proc/self/oom_score_adj && cat /proc/self/oom_score_adj",
+        ])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "-999")
+}
+
+#[test]
+fn memmon_is_killed_last_at_a_shared_limit_and_its_command_as_it_would_be_without_it() {
+    let dir = tempdir();
+    let out = dir.path().join("oom.csv");
+    let ours = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    // The command reads memmon's value (its parent's) and its own.
+    let o = memmon()
+        .args(["record", "-q", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c"])
+        .arg("cat /proc/$PPID/oom_score_adj /proc/self/oom_score_adj")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let seen = String::from_utf8_lossy(&o.stdout);
+    let seen: Vec<&str> = seen.lines().collect();
+    let memmon_at = if may_lower_oom_score_adj() {
+        "-999"
+    } else {
+        ours.trim()
+    };
+    assert_eq!(seen, [memmon_at, ours.trim()]);
+}
+
 #[test]
 fn a_20ms_spike_between_10s_ticks_is_caught_by_the_kernel_peak_with_a_warning() {
     let dir = tempdir();

@@ -23,6 +23,14 @@ use stderr::errln;
 
 /// Runs the subcommand.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // The subcommands that watch a process may share its memory limit: killed last
+    // (`sys/oom.rs`), their children as they would be without memmon.
+    if matches!(
+        cli.command,
+        Command::Record(_) | Command::Bench(_) | Command::Demo(_)
+    ) {
+        memmon::sys::oom::shield_self();
+    }
     match cli.command {
         Command::Record(Deferred(args)) => record::run(args),
         Command::Summary(Deferred(args)) => summary::run(args),

@@ -194,6 +194,8 @@ fn launch(
     .map_err(|e| {
         RecordError::system("cannot make the pipe that times the command's start")(e.into())
     })?;
+    // Killed as it would be without memmon (which lowered its own place in the OOM order).
+    crate::sys::oom::restore_in_child(&mut cmd);
     // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
     // calls may be made: it makes its system calls through rustix (prctl, getppid, write,
     // clock_gettime), which neither allocate nor take a lock, and builds errors from codes (no

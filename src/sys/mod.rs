@@ -4,6 +4,7 @@
 //! one eventfd a sleeping thread is woken with; `wait_ready` the one `poll` over a few of them;
 //! `WaitSet` the sampling loops' sleep, an epoll set kept from tick to tick.
 
+pub mod oom;
 pub mod perf;
 pub mod raw;
 pub mod signals;

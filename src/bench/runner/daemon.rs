@@ -568,6 +568,7 @@ fn run_client(
     if opts.stdout_is_data {
         c.stdout(stderr_stdio());
     }
+    crate::sys::oom::restore_in_child(&mut c);
     let t0 = Instant::now();
     let mut child = c
         .spawn()

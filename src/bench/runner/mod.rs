@@ -133,6 +133,7 @@ fn prepare(opts: &BenchOptions, run_env: &[(&str, String)]) -> Result<(), Stop> 
     if opts.stdout_is_data {
         c.stdout(stderr_stdio());
     }
+    crate::sys::oom::restore_in_child(&mut c);
     match c.status() {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(Stop::Failed(format!(
