@@ -10,7 +10,8 @@
 //! through read(), its pages in the page cache, not the process; `read-cold` drops them first), `free` (the latest
 //! allocation), `children:3:50MiB:2s` (that many child processes, each holding that much),
 //! `forks:1000:0s:1` (that many forked children that each live that long, reaped that many at a
-//! time: a known count of short-lived processes), `undumpable` (its /proc files become root's,
+//! time: a known count of short-lived processes), `reset-hwm` (its own VmHWM reset, a write of
+//! `5` to /proc/self/clear_refs), `undumpable` (its /proc files become root's,
 //! as a setuid program's are), `say:TEXT` (a line on stdout), `mark:LABEL` (a marker through `$MEMMON_SOCKET`, waiting for its row), `exit:CODE`. Memory is mapped anonymously and every page is written, so RSS rises by
 //! exactly the size asked (in whole pages).
 
@@ -258,7 +259,7 @@ pub enum WorkloadError {
     Needs { step: String, what: &'static str },
     #[error(transparent)]
     Unit(#[from] UnitError),
-    #[error("unknown workload step '{0}' (alloc, mlock, partitions, memfd, heap, vecs, threads, thp, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, mark, free, free-all, children, forks, undumpable, wait-children, exit)")]
+    #[error("unknown workload step '{0}' (alloc, mlock, partitions, memfd, heap, vecs, threads, thp, ramp, spike, hold, map-file, cold-read, thrash, wait-file, say, mark, free, free-all, children, forks, reset-hwm, undumpable, wait-children, exit)")]
     Unknown(String),
     #[error("cannot map memory: {0}")]
     Map(io::Error),
@@ -458,6 +459,10 @@ pub fn run(steps: &[String]) -> Result<i32, WorkloadError> {
             "children" => kids.extend(children_step(step, &parts)?),
             // `forks:N:LIFE:BATCH`: see `forks_step`.
             "forks" => forks_step(step, &parts)?,
+            // Its own high-water mark reset, as a harness that measures each proof does.
+            "reset-hwm" => {
+                std::fs::write("/proc/self/clear_refs", "5").map_err(step_failed)?;
+            }
             "undumpable" => {
                 use rustix::process::{set_dumpable_behavior, DumpableBehavior};
                 if let Err(e) = set_dumpable_behavior(DumpableBehavior::NotDumpable) {

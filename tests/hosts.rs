@@ -596,6 +596,24 @@ fn memory_bound_to_node_1_shows_there_for_a_launched_command_and_a_daemon() {
         .find(|n| n["node"] == 1)
         .unwrap();
     assert!(node1["peak_bytes"].as_u64().unwrap() >= 60 * MIB, "{s:#}");
+    // Attached with no cgroup given: the summary says why there is no memory per node, not
+    // stderr alone.
+    let mut w = spawn_workload(&["hold:400ms"]);
+    let plain = d.path().join("plain.csv");
+    let o = memmon()
+        .args(["record", "-q", "-i", "100ms", "--pid"])
+        .arg(w.id().to_string())
+        .arg("-o")
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = w.wait();
+    let text = summary_text(&plain);
+    assert!(
+        text.contains("NUMA nodes    not read:") && text.contains("--cgroup"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -845,6 +863,14 @@ fn a_tree_that_leaves_its_cgroup_is_said_and_never_given_the_cgroup_s_stale_peak
         "{err}"
     );
     assert!(column(&out, "cgroup_outside_processes").contains(&1));
+    // Named by what it runs, not by the shell it was when it moved (rows saw it after its exec).
+    let side: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{}.meta.json", out.display())).unwrap())
+            .unwrap();
+    assert_eq!(
+        side["end"]["cgroup"]["left"][0]["comm"], "memmon-test",
+        "{side:#}"
+    );
     let s = summary_json(&out);
     assert_ne!(s["peak"]["source"], "cgroup", "{s:#}");
     assert!(s["peak"]["bytes"].as_u64().unwrap() >= 200 * MIB, "{s:#}");

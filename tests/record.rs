@@ -83,6 +83,101 @@ fn memmon_is_killed_last_at_a_shared_limit_and_its_command_as_it_would_be_withou
 }
 
 #[test]
+fn a_process_that_resets_its_own_high_water_mark_gets_a_lower_bound_and_a_warning() {
+    let dir = tempdir();
+    let out = dir.path().join("reset.csv");
+    // A row reads the 100 MiB mark (the marker waits for its row); the workload frees it and
+    // resets its own mark; the next marker's row reads the lower mark.
+    record_workload(
+        &out,
+        &["-i", "50ms"],
+        &[
+            "alloc:100MiB",
+            "mark:high",
+            "free",
+            "reset-hwm",
+            "mark:after",
+            "hold:100ms",
+        ],
+    )
+    .assert()
+    .success()
+    .stderr(predicate::str::contains("clear_refs"));
+    let resets = &meta(&out)["end"]["marks_reset_elsewhere"];
+    assert_eq!(resets.as_array().map(Vec::len), Some(1), "{resets}");
+    assert!(resets[0]["before_bytes"].as_u64().unwrap() >= 100 * MIB);
+    // Launched, the command's memmon's own cgroup holds it: the cgroup's peak, which no
+    // clear_refs touches, stays the exact headline; the process's mark is a lower bound.
+    let s = summary_json(&out);
+    assert_eq!(s["mark_reset_elsewhere"], true, "{s}");
+    if s["peak"]["source"] == "cgroup" {
+        assert_eq!(s["peak"]["exact"], true, "{s}");
+        assert!(s["peak"]["bytes"].as_u64().unwrap() >= 100 * MIB, "{s}");
+    }
+
+    // Attached with no cgroup, the mark is all the kernel gives: a lower bound, said.
+    let out = dir.path().join("attached.csv");
+    let (high, after) = (dir.path().join("high"), dir.path().join("after"));
+    let mut w = std::process::Command::new(memmon_test_path())
+        .arg("workload")
+        .args([
+            "alloc:100MiB".to_string(),
+            format!("wait-file:{}", high.display()),
+            "free".into(),
+            "reset-hwm".into(),
+            "say:reset".into(),
+            format!("wait-file:{}", after.display()),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_rss(w.id(), 100 * MIB);
+    let pid = w.id().to_string();
+    let rec = spawn_memmon(&[
+        "record",
+        "-q",
+        "-i",
+        "50ms",
+        "--pid",
+        &pid,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let rows = || std::fs::read(&out).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
+    // A row read the 100 MiB mark (the header and two rows), then the reset, then two rows.
+    assert!(wait_for(60.0, || rows() >= 3));
+    std::fs::write(&high, "").unwrap();
+    let mut said = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(w.stdout.take().unwrap()),
+        &mut said,
+    )
+    .unwrap();
+    assert_eq!(said.trim(), "reset");
+    let n = rows();
+    assert!(wait_for(60.0, || rows() >= n + 2));
+    std::fs::write(&after, "").unwrap();
+    let _ = w.wait();
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let s = summary_json(&out);
+    let peak = &s["peak"];
+    assert_eq!(peak["exact"], false, "{peak}");
+    assert_eq!(peak["scope"], "largest-process-seen", "{peak}");
+    assert!(peak["bytes"].as_u64().unwrap() >= 100 * MIB, "{peak}");
+    assert!(
+        warns(&s, "reset it (a write to /proc/PID/clear_refs)"),
+        "{s}"
+    );
+    // The human summary says so beside the peak it makes a lower bound.
+    let text = summary_text(&out);
+    assert!(
+        text.contains("reset by itself or another program"),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_20ms_spike_between_10s_ticks_is_caught_by_the_kernel_peak_with_a_warning() {
     let dir = tempdir();
     let out = dir.path().join("spike.csv");

@@ -339,6 +339,25 @@ impl PhaseBuilder {
     /// are decided knowing whether every exit record was read and every reset held (a refused
     /// reset leaves marks older than the span: only a mark that rose in it counts then).
     pub fn session_end(&mut self, end: &EndInfo) {
+        // Marks reset by a process itself: each span of this session holding one.
+        for r in &end.marks_reset_elsewhere {
+            let open = [
+                self.phase.as_mut().map(|p| &mut p.0),
+                self.run.as_mut().map(|r| &mut r.0),
+            ];
+            let pending = self
+                .phases
+                .pending
+                .iter_mut()
+                .chain(self.runs.pending.iter_mut());
+            for acc in open
+                .into_iter()
+                .flatten()
+                .chain(pending.map(|p| &mut p.acc))
+            {
+                acc.mark_reset_elsewhere_at(r.unix_ms);
+            }
+        }
         let records = end.exit_records_complete();
         for ctx in [&mut self.windows.phase, &mut self.windows.run] {
             ctx.exit_records = records;

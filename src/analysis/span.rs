@@ -831,6 +831,9 @@ pub struct SpanAcc {
     rows_lost: bool,
     /// Marks reset inside the span (`marks_reset_after`).
     inner_reset: Option<InnerReset>,
+    /// A process's mark was reset in the span by itself or another program
+    /// (`mark_reset_elsewhere_at`).
+    reset_elsewhere: bool,
     /// A row found a process of the tree outside the recorded cgroup
     /// (`cgroup_outside_processes`).
     cgroup_left: bool,
@@ -897,6 +900,7 @@ impl SpanAcc {
             late_boundary: false,
             rows_lost: false,
             inner_reset: None,
+            reset_elsewhere: false,
             cgroup_left: s.cgroup_outside_processes.is_some_and(|n| n > 0),
             file_max: s.file_bytes,
             last_cgroup_peak: s.cgroup_peak_bytes,
@@ -957,6 +961,7 @@ impl SpanAcc {
             late_boundary: false,
             rows_lost: false,
             inner_reset: None,
+            reset_elsewhere: false,
             cgroup_left: false,
             file_max: 0,
             last_cgroup_peak: None,
@@ -971,6 +976,15 @@ impl SpanAcc {
         let mut a = SpanAcc::open(s);
         a.health = HealthAcc::open(s, true);
         a
+    }
+
+    /// A process's mark was found reset by itself or another program at the row of `unix_ms`
+    /// (`EndInfo::marks_reset_elsewhere`): the span holds that reset when the row is one of its
+    /// own after the opening one (the reset came after the row before).
+    pub fn mark_reset_elsewhere_at(&mut self, unix_ms: u64) {
+        if unix_ms > self.start_unix_ms && unix_ms <= self.last_unix_ms {
+            self.reset_elsewhere = true;
+        }
     }
 
     /// The marks (VmHWM, the cgroup's peak file) were reset right after row `s`, the span's last
@@ -1303,6 +1317,7 @@ impl SpanAcc {
             // in the span.
             restart_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeRestart,
             reset_peak_unknown: kernel.is_some() && covered == Covered::NotBeforeReset,
+            mark_reset_elsewhere: kernel.is_some() && self.reset_elsewhere,
             swap_peak_bytes: self.swap_max,
             ram_swap_sampled_bytes: self.ram_swap_max,
             cgroup_swap_sampled_bytes: self.cgroup_swap_max,

@@ -352,6 +352,8 @@ pub struct SummaryBuilder {
     /// The anatomy table the latest session with one named (`record --anatomy`).
     anatomy_table: Option<String>,
     numa_table: Option<String>,
+    /// Why the last session wrote no NUMA table on a machine with several nodes.
+    numa_not_read: Option<String>,
     /// The last row's `major_faults`, and the faults the sessions' end records add after
     /// their last rows.
     last_major_faults: u64,
@@ -384,6 +386,7 @@ impl Default for SummaryBuilder {
             restarts: 0,
             anatomy_table: None,
             numa_table: None,
+            numa_not_read: None,
             last_major_faults: 0,
             faults_after_rows: 0,
             cgroup_largest: None,
@@ -438,6 +441,7 @@ impl SummaryBuilder {
         if let Some(n) = &meta.numa {
             self.numa_table = Some(n.file.clone());
         }
+        self.numa_not_read.clone_from(&meta.numa_not_read);
     }
 
     /// The file holds fewer rows than the end records count (`format::Sink::rows_lost`), said
@@ -467,6 +471,9 @@ impl SummaryBuilder {
         }
         if let Some(s) = self.sessions.last_mut() {
             s.end = Some(end.clone());
+            for r in &end.marks_reset_elsewhere {
+                s.span.mark_reset_elsewhere_at(r.unix_ms);
+            }
             // The marks alive after the last row: the recording's, and a command bench's runs'
             // after each one's own last row.
             let runs = end
@@ -714,6 +721,7 @@ impl SummaryBuilder {
             spans: self.phases.finish(),
             anatomy_table: self.anatomy_table.clone(),
             numa_table: self.numa_table.clone(),
+            numa_not_read: self.numa_not_read.clone(),
             numa_nodes: Vec::new(),
             anatomy: None,
             phase_anatomy: Vec::new(),
@@ -978,6 +986,46 @@ impl SummaryBuilder {
         }
         if partial && s.facts.reset_peak_unknown {
             warnings.push(format!("warning: with --phase-peaks the marks were reset at the first marker, and VmHWM never rose above its value at the first row before that (it may have been set before the recording began): the peak before the first marker is not known and may be above the peak given (the largest mark after the reset){up_to}; record with --reset-peaks for the recording's exact peak"));
+        }
+        if partial && s.facts.mark_reset_elsewhere {
+            let resets: Vec<&crate::format::meta::MarkResetElsewhere> = self
+                .sessions
+                .iter()
+                .filter_map(|x| x.end.as_ref())
+                .flat_map(|e| &e.marks_reset_elsewhere)
+                .collect();
+            let count: u64 = self
+                .sessions
+                .iter()
+                .filter_map(|x| x.end.as_ref())
+                .map(|e| {
+                    e.marks_reset_elsewhere_count
+                        .max(e.marks_reset_elsewhere.len() as u64)
+                })
+                .sum();
+            if let Some(r) = resets.first() {
+                let at = self
+                    .all
+                    .as_ref()
+                    .map(|a| {
+                        a.start_elapsed_s()
+                            + r.unix_ms.saturating_sub(a.start_unix_ms()) as f64 / 1000.0
+                    })
+                    .map(|t| format!(" at +{}", crate::units::fmt_seconds(t)))
+                    .unwrap_or_default();
+                warnings.push(format!(
+                    "warning: the high-water mark (VmHWM) of PID {} ({}) fell from {} to {}{at} with no reset of memmon's{}: the process itself or another program reset it (a write to /proc/PID/clear_refs), or reclaim took its pages before the kernel updated the mark, and what it reached between the row before and that reset is not known; the peak given is a lower bound",
+                    r.pid,
+                    crate::render::outside::shown(&r.comm),
+                    fmt_bytes(r.before_bytes),
+                    fmt_bytes(r.after_bytes),
+                    if count > 1 {
+                        format!(" ({} in all)", crate::units::count(count, "such fall"))
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
         }
         let records_lacking = PeakScope::of_kernel_counter(
             s.facts.max_processes,
@@ -1517,6 +1565,9 @@ pub struct Summary {
     /// The cgroup's most memory on each NUMA node (from the NUMA table); empty without one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub numa_nodes: Vec<crate::analysis::numa::NodePeak>,
+    /// On a machine with several NUMA nodes, why the recording has no memory per node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub numa_not_read: Option<String>,
     /// What grew between the idle floor and the peak, from that table (the caller reads it:
     /// `Summary::with_anatomies`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -104,6 +104,10 @@ pub struct Meta {
     /// its side file and nodes; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa: Option<NumaMeta>,
+    /// On a machine with more than one NUMA node, why no NUMA table was written (no cgroup
+    /// recorded, the recording not a file); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_not_read: Option<String>,
     /// Present once the recording has ended cleanly (absent after a crash or SIGKILL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<EndInfo>,
@@ -244,8 +248,21 @@ impl RowLoss {
     }
 }
 
-/// How a recording ended.
+/// A process's high-water mark (VmHWM) found lower than the last one read, with no reset of
+/// memmon's in between (`EndInfo::marks_reset_elsewhere`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MarkResetElsewhere {
+    pub pid: i32,
+    pub comm: String,
+    /// The row that read the lower mark (the reset came after the row before it).
+    pub unix_ms: u64,
+    /// The mark read before, and the one read after.
+    pub before_bytes: u64,
+    pub after_bytes: u64,
+}
+
+/// How a recording ended, and what the recorder learned only at the end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EndInfo {
     pub ended_unix_ms: u64,
     pub reason: EndReason,
@@ -297,6 +314,13 @@ pub struct EndInfo {
     /// With `phase_peaks`: markers at which a peak reset was refused (phase peaks not exact).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub peak_reset_failures: u64,
+    /// Processes of the tree whose high-water mark fell with no reset of memmon's: reset by
+    /// the process itself or another program (clear_refs); the first 100, by the row that saw
+    /// each. A span holding one has its kernel peak as a lower bound.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks_reset_elsewhere: Vec<MarkResetElsewhere>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub marks_reset_elsewhere_count: u64,
     /// With GPU memory recorded: how the reading thread fared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuEnd>,
@@ -698,6 +722,7 @@ impl Meta {
             gpu: None,
             anatomy: None,
             numa: None,
+            numa_not_read: None,
             end: None,
             earlier_sessions: vec![],
         }

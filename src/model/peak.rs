@@ -86,8 +86,9 @@ pub enum PeakScope {
     /// them may have peaked higher after its last sample, and a child born and gone between
     /// two samples is not in it; or the target restarted and the process before the restart
     /// has no peak known in the span (`PeakFacts::restart_peak_unknown`), or the marks were
-    /// reset at a marker and those before have no peak known (`reset_peak_unknown`). A lower
-    /// bound of the largest process's peak.
+    /// reset at a marker and those before have no peak known (`reset_peak_unknown`), or a
+    /// process reset its own (`mark_reset_elsewhere`). A lower bound of the largest process's
+    /// peak.
     LargestProcessSeen,
     /// The whole tree (sum of its processes, or its cgroup).
     Tree,
@@ -131,7 +132,7 @@ impl fmt::Display for PeakScope {
             PeakScope::Process => "of the process",
             PeakScope::LargestProcess => "of the largest process",
             PeakScope::LargestProcessSeen => {
-                "of the largest process as its samples saw it (processes left with no exit record read, or marks with no peak known before a restart or before a reset at a marker)"
+                "of the largest process as its samples saw it (processes left with no exit record read, or marks with no peak known before a restart, a reset at a marker, or a mark that fell: reset by the process itself, or by reclaim)"
             }
             PeakScope::Tree => "of the tree",
             PeakScope::Cgroup => "of the cgroup, which may hold processes outside the tree",
@@ -255,6 +256,12 @@ pub struct PeakFacts {
     /// sampled RSS of the largest process) is a lower bound, scope `largest-process-seen`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reset_peak_unknown: bool,
+    /// A process's high-water mark fell in the span with no reset of memmon's: the process
+    /// itself or another program reset it (`5` to /proc/PID/clear_refs). What it reached between
+    /// the row before and that reset is not known: the kernel's peak is a lower bound, scope
+    /// `largest-process-seen` (`EndInfo::marks_reset_elsewhere`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mark_reset_elsewhere: bool,
     /// The most swap the tree held in the span: the largest sum of its processes' VmSwap
     /// sampled, or its cgroup's `memory.swap.peak` where that covers the span. Memory the
     /// program needed that was not in RAM: a RAM peak held down by a limit (memory.max,
@@ -340,6 +347,8 @@ pub enum NotExact {
     /// Swap was used: the RAM peak is exact, what the program needed (RAM and swap) is
     /// bounded (`Peak::needed_high_bytes`).
     Swapped,
+    /// A process reset its own mark, or another program did (`mark_reset_elsewhere`).
+    ResetElsewhere,
 }
 
 impl NotExact {
@@ -349,6 +358,8 @@ impl NotExact {
                 NotExact::BeforeRestart
             } else if facts.reset_peak_unknown {
                 NotExact::BeforeReset
+            } else if facts.mark_reset_elsewhere {
+                NotExact::ResetElsewhere
             } else {
                 NotExact::LeftUnseen
             }
@@ -395,7 +406,7 @@ impl PeakFacts {
 
     /// What the kernel's per-process counter is the peak of over this span.
     pub fn kernel_scope(&self) -> PeakScope {
-        if self.restart_peak_unknown || self.reset_peak_unknown {
+        if self.restart_peak_unknown || self.reset_peak_unknown || self.mark_reset_elsewhere {
             return PeakScope::LargestProcessSeen;
         }
         PeakScope::of_kernel_counter(
@@ -722,6 +733,7 @@ impl Peak {
                         .into()
                 }
                 NotExact::RowsLost => "a lower bound: rows were lost from the file".into(),
+                NotExact::ResetElsewhere => "a lower bound: a process's mark fell (reset by itself or another program, clear_refs, or its pages reclaimed before the kernel updated it), and what it reached before is not known".into(),
                 NotExact::LateBoundary => "not exact: a boundary was taken late".into(),
                 NotExact::Swapped => "not exact: swap was used".into(),
                 NotExact::ProcessAbove => "at least: a process's own peak (the number) stands above the cgroup's, some of the tree's memory was charged to another cgroup".into(),

@@ -1164,7 +1164,8 @@ impl Membership {
             // and its file names the root. Read after that file: a process not exiting now was
             // not exiting then, and a cgroup elsewhere is one it moved to.
             let mut stat = Vec::new();
-            let exiting = h.read_file("stat", &mut stat).map_or(true, |_| {
+            let read = h.read_file("stat", &mut stat);
+            let exiting = read.map_or(true, |_| {
                 crate::probe::proc::parse_stat_exiting(&stat).unwrap_or(true)
             });
             if exiting {
@@ -1185,9 +1186,13 @@ impl Membership {
                     .unwrap_or("")
                     .to_string(),
             };
+            // Its name now, from that stat: one moved and exec'd since its last read
+            // (`echo $$ > cgroup.procs; exec prover`) is named by what it runs.
+            let comm =
+                crate::probe::proc::parse_stat(&stat).map_or_else(|| h.comm.clone(), |(c, _)| c);
             out.push(Outside {
                 pid: h.pid,
-                comm: h.comm.clone(),
+                comm,
                 cgroup,
             });
         }

@@ -64,6 +64,9 @@ pub struct StatusMem {
     pub locked: u64,
     pub pinned: u64,
     pub hwm: u64,
+    /// VmPeak: the most address space mapped. A reset of the marks (clear_refs) lowers VmHWM
+    /// alone; an exec, which gives the process a new address space, lowers both.
+    pub vm_peak: u64,
     /// VmSize: the virtual address space mapped (bytes), not memory used.
     pub vm_size: u64,
     pub threads: u32,
@@ -756,6 +759,7 @@ pub fn parse_status_and_statm(buf: &[u8]) -> (StatusMem, [u64; 7]) {
             b"VmLck" => &mut m.locked,
             b"VmPin" => &mut m.pinned,
             b"VmHWM" => &mut m.hwm,
+            b"VmPeak" => &mut m.vm_peak,
             b"VmSize" => &mut m.vm_size,
             b"VmData" => &mut data,
             b"VmStk" => &mut stack,
@@ -1083,6 +1087,7 @@ RssAnon:\t    3000 kB\nRssFile:\t     900 kB\nRssShmem:\t     100 kB\nVmSwap:\t 
                 "VmLck" => m.locked = kb(),
                 "VmPin" => m.pinned = kb(),
                 "VmHWM" => m.hwm = kb(),
+                "VmPeak" => m.vm_peak = kb(),
                 "VmSize" => m.vm_size = kb(),
                 "Threads" => m.threads = parse_u64(value.as_bytes()) as u32,
                 "Name" => m.name_hash = fnv1a(value.as_bytes()),

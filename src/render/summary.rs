@@ -594,6 +594,9 @@ impl Summary {
             KernelPeakWindow::RoseDuringRecording if self.facts.restart_peak_unknown => {
                 "reached by the process that took over at the restart".into()
             }
+            w if self.facts.mark_reset_elsewhere => {
+                format!("{w}, but a process's mark fell: reset by itself or another program, or by reclaim")
+            }
             w => w.to_string(),
         }
     }
@@ -993,6 +996,8 @@ impl Summary {
                 "  NUMA nodes    {} (the cgroup's most memory on each, memory.numa_stat)",
                 crate::analysis::numa::cell(&self.numa_nodes)
             );
+        } else if let Some(why) = &self.numa_not_read {
+            let _ = writeln!(o, "  NUMA nodes    not read: {why}");
         }
         if sum_note.is_empty() {
             let _ = writeln!(o, "  mean RSS      {}", bytes(self.mean_rss_bytes));

@@ -140,7 +140,12 @@ impl CgroupSource {
         };
         let mut new = Vec::new();
         for o in &outside {
-            if !self.left.iter().any(|(l, _)| l.pid == o.pid) && self.left.len() < LEFT_KEPT {
+            // One seen before, under a name it has since changed (an exec): its last.
+            if let Some((l, _)) = self.left.iter_mut().find(|(l, _)| l.pid == o.pid) {
+                l.comm.clone_from(&o.comm);
+                continue;
+            }
+            if self.left.len() < LEFT_KEPT {
                 self.left.push((o.clone(), elapsed_s));
                 new.push(o.clone());
             }

@@ -88,6 +88,7 @@ impl std::ops::Deref for TreeSample {
     }
 }
 
+pub use crate::format::meta::MarkResetElsewhere;
 pub use crate::model::process::ProcessRecord;
 
 struct Member {
@@ -115,6 +116,9 @@ struct Member {
     parent: i32,
     /// With fork events: its children files were read after the events' filter named it.
     scanned: bool,
+    /// memmon reset its marks since its status was last read: a lower VmHWM next is that
+    /// reset, not another's.
+    reset_here: bool,
 }
 
 impl Member {
@@ -145,6 +149,7 @@ impl Member {
             reaps_read_at: 0,
             parent,
             scanned: false,
+            reset_here: false,
         };
         m.read_cmdline(now, &mut Vec::new());
         m
@@ -152,7 +157,25 @@ impl Member {
 
     /// Takes a fresh status: keeps the peak, and reads the name and command line again when
     /// the name changed (an exec), or the command line once more when that is due.
-    fn took_status(&mut self, status: StatusMem, now: Instant, buf: &mut Vec<u8>) {
+    /// A VmHWM more than `tolerance` below the last one read, in the same address space
+    /// (VmPeak did not fall, as it does at an exec) and with no reset of memmon's since, is
+    /// returned as (before, after): the process itself, or another program, reset its mark
+    /// (`5` to /proc/PID/clear_refs), or reclaim took pages before the kernel updated its mark
+    /// (VmHWM is the larger of that mark and the RSS now: it updates the mark when memory is
+    /// unmapped, not when reclaim takes it). A fall within the RSS counters' batching is
+    /// neither: the RSS read above the mark was that much off.
+    fn took_status(
+        &mut self,
+        status: StatusMem,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        tolerance: u64,
+    ) -> Option<(u64, u64)> {
+        let reset_elsewhere = (self.last.has_mm
+            && !std::mem::take(&mut self.reset_here)
+            && status.hwm.saturating_add(tolerance) < self.last.hwm
+            && status.vm_peak >= self.last.vm_peak)
+            .then_some((self.last.hwm, status.hwm));
         self.hwm_peak = self.hwm_peak.max(status.hwm);
         self.recording.read(status.hwm, Some(status.rss));
         if status.name_hash != self.last.name_hash {
@@ -167,6 +190,7 @@ impl Member {
             self.cmdline_again = None;
         }
         self.last = status;
+        reset_elsewhere
     }
 
     /// Reads the command line (at discovery, and after an exec), and once more later.
@@ -279,6 +303,10 @@ pub struct Tree {
     buf: Vec<u8>,
     /// See [`Tree::hwm_before_reset`].
     hwm_before_reset: Vec<(i32, u64, u64)>,
+    /// See [`Tree::take_marks_reset_elsewhere`].
+    reset_elsewhere: Vec<MarkResetElsewhere>,
+    /// How far a mark may fall and be the RSS counters' batching (this machine's bound).
+    fall_tolerance: u64,
     kids: Vec<i32>,
     /// Exit records (taskstats), when memmon may read them.
     exits: Option<ExitWatch>,
@@ -358,6 +386,8 @@ impl Tree {
             adopter: None,
             buf: Vec::with_capacity(2048),
             hwm_before_reset: Vec::new(),
+            reset_elsewhere: Vec::new(),
+            fall_tolerance: crate::model::peak::local_batching_bound_bytes(),
             kids: Vec::new(),
             exits: None,
             exit_buf: Vec::new(),
@@ -623,7 +653,17 @@ impl Tree {
         m.statm = statm;
         if status.has_mm {
             m.status_at = Some(now);
-            m.took_status(status, now, &mut self.buf);
+            if let Some((before, after)) =
+                m.took_status(status, now, &mut self.buf, self.fall_tolerance)
+            {
+                self.reset_elsewhere.push(MarkResetElsewhere {
+                    pid: m.handle.pid,
+                    comm: m.handle.comm.clone(),
+                    unix_ms: 0,
+                    before_bytes: before,
+                    after_bytes: after,
+                });
+            }
             // stat with each status read (one more pread of a held descriptor): the major
             // faults, and without exit records the one sign of a child born and gone unseen.
             if let Ok(c) = m.handle.read_stat_counts(&mut self.buf) {
@@ -664,6 +704,7 @@ impl Tree {
                 }
                 match m.handle.reset_hwm() {
                     Ok(()) => {
+                        m.reset_here = true;
                         m.recording.reset(opening);
                         None
                     }
@@ -674,6 +715,13 @@ impl Tree {
             .collect();
         self.invalidate_after_reset();
         failed
+    }
+
+    /// The members whose VmHWM fell since the last call with no reset of memmon's: each reset
+    /// its own mark, or another program did (`unix_ms` left for the caller, who times the row).
+    /// What such a process reached between its last read and that reset is not known.
+    pub fn take_marks_reset_elsewhere(&mut self) -> Vec<MarkResetElsewhere> {
+        std::mem::take(&mut self.reset_elsewhere)
     }
 
     /// Each member's VmHWM read right before the last `reset_marks` reset it, by (PID, start
@@ -1760,6 +1808,7 @@ mod tests {
             locked: 6,
             pinned: 7,
             hwm: 8,
+            vm_peak: 11,
             vm_size: 9,
             threads: 10,
             name_hash: 0,
@@ -2078,6 +2127,44 @@ mod tests {
         // The record of the process keeps its highest mark over the whole recording.
         let rec = t.processes().into_iter().find(|p| p.pid == 101).unwrap();
         assert_eq!(rec.hwm_bytes, 300 * 1024 * 1024);
+    }
+
+    #[test]
+    fn a_mark_that_falls_with_no_reset_of_memmons_is_told_and_an_exec_or_memmons_own_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        FakeProc::new(100)
+            .start(1000)
+            .rss_kb(5 * 1024)
+            .hwm_kb(300 * 1024)
+            .clear_refs()
+            .write(tmp.path());
+        set_status(tmp.path(), 100, "VmSize", "400000 kB\nVmPeak:\t500000 kB");
+        let mut t = tree_over(tmp.path(), 100);
+        t.sample().unwrap().unwrap();
+        // The process resets its own mark: VmHWM falls, VmPeak stays.
+        set_status(tmp.path(), 100, "VmHWM", "5120 kB");
+        t.sample().unwrap().unwrap();
+        let rec = t.processes().into_iter().find(|p| p.pid == 100).unwrap();
+        assert_eq!(rec.hwm_bytes, 300 << 20, "the highest mark read is kept");
+        let told = t.take_marks_reset_elsewhere();
+        assert_eq!(told.len(), 1);
+        assert_eq!(
+            (told[0].pid, told[0].before_bytes, told[0].after_bytes),
+            (100, 300 << 20, 5 << 20)
+        );
+        // memmon's own reset lowers it too, and is not told.
+        set_status(tmp.path(), 100, "VmHWM", "9000 kB");
+        t.sample().unwrap().unwrap();
+        t.reset_marks();
+        set_status(tmp.path(), 100, "VmHWM", "5120 kB");
+        t.sample().unwrap().unwrap();
+        // An exec: a new address space, VmPeak falls with VmHWM.
+        set_status(tmp.path(), 100, "VmHWM", "9000 kB");
+        t.sample().unwrap().unwrap();
+        set_status(tmp.path(), 100, "VmHWM", "1000 kB");
+        set_status(tmp.path(), 100, "VmPeak", "2000 kB");
+        t.sample().unwrap().unwrap();
+        assert!(t.take_marks_reset_elsewhere().is_empty());
     }
 
     #[test]

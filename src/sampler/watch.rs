@@ -120,6 +120,9 @@ pub enum Found {
 }
 
 /// One target followed tick after tick (module docs).
+/// The marks reset elsewhere the end record lists (the rest are counted).
+const MARK_RESETS_KEPT: usize = 100;
+
 pub struct Watch {
     spec: TargetSpec,
     opts: WatchOptions,
@@ -147,6 +150,10 @@ pub struct Watch {
     /// them with the last tree's.
     earlier_processes: Vec<ProcessRecord>,
     earlier_departed: u64,
+    /// Processes whose mark fell with no reset of memmon's (`Tree::take_marks_reset_elsewhere`),
+    /// the first [`MARK_RESETS_KEPT`] timed by the row that saw each, and how many in all.
+    marks_reset_elsewhere: Vec<crate::format::meta::MarkResetElsewhere>,
+    marks_reset_elsewhere_count: u64,
     /// The major faults of the trees before a restart, and the time since boot (clock
     /// ticks) when the watch was made: a root started since counts its faults from its birth.
     faults_before: u64,
@@ -234,6 +241,8 @@ impl Watch {
             carry: None,
             earlier_processes: Vec::new(),
             earlier_departed: 0,
+            marks_reset_elsewhere: Vec::new(),
+            marks_reset_elsewhere_count: 0,
             faults_before: 0,
             made_at_ticks,
             pss,
@@ -438,6 +447,7 @@ impl Watch {
             major_faults: self.faults_before.saturating_add(ts.sample.major_faults),
             ..ts.sample
         };
+        self.note_marks_reset_elsewhere(s.unix_ms, s.elapsed_s);
         let mut departed_hwm = ts.departed_hwm;
         let mut departed_risen_hwm = ts.departed_risen_hwm;
         if let Some(c) = self.carry.take() {
@@ -525,6 +535,42 @@ impl Watch {
 
     pub fn restarts(&self) -> u64 {
         self.restarts
+    }
+
+    /// Keeps (and warns of, the first time) each member whose mark fell in the tick just read,
+    /// at row `unix_ms`.
+    fn note_marks_reset_elsewhere(&mut self, unix_ms: u64, elapsed_s: f64) {
+        let Some(tree) = self.tree.as_mut() else {
+            return;
+        };
+        for mut r in tree.take_marks_reset_elsewhere() {
+            self.marks_reset_elsewhere_count += 1;
+            if self.marks_reset_elsewhere_count == 1 {
+                self.report.warning(&format!(
+                    "the high-water mark (VmHWM) of PID {} ({}) fell from {} to {} at +{} with no reset of memmon's: the process itself or another program reset it (a write to /proc/{}/clear_refs), or reclaim took its pages before the kernel updated the mark; what it reached between the row before and that reset is not known, so the kernel's peak of a span holding it is a lower bound",
+                    r.pid,
+                    crate::render::outside::shown(&r.comm),
+                    crate::units::fmt_bytes(r.before_bytes),
+                    crate::units::fmt_bytes(r.after_bytes),
+                    crate::units::fmt_seconds(elapsed_s),
+                    r.pid,
+                ));
+            }
+            if self.marks_reset_elsewhere.len() < MARK_RESETS_KEPT {
+                r.unix_ms = unix_ms;
+                self.marks_reset_elsewhere.push(r);
+            }
+        }
+    }
+
+    /// The marks reset elsewhere (`note_marks_reset_elsewhere`), and how many there were.
+    pub fn take_marks_reset_elsewhere(
+        &mut self,
+    ) -> (Vec<crate::format::meta::MarkResetElsewhere>, u64) {
+        (
+            std::mem::take(&mut self.marks_reset_elsewhere),
+            self.marks_reset_elsewhere_count,
+        )
     }
 
     /// A process that started (`start_time`, clock ticks since boot) after this watch was

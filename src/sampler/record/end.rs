@@ -185,6 +185,8 @@ impl Recorder {
         end.missed_ticks = self.schedule.missed();
         end.restarts = self.watch.restarts();
         end.peak_reset_failures = self.reset_failures;
+        (end.marks_reset_elsewhere, end.marks_reset_elsewhere_count) =
+            self.watch.take_marks_reset_elsewhere();
         end.client_walls = std::mem::take(&mut self.client_walls);
         end.pss_unread = self.watch.pss_unread();
         end.anatomy_reads = self.anatomy.as_ref().map(|a| a.cost);

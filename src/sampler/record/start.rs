@@ -278,6 +278,7 @@ fn health_sources(
             }
             meta.sources
                 .push(format!("memory per NUMA node not read: {why}"));
+            meta.numa_not_read = Some(why);
             None
         }
     };
@@ -554,6 +555,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
         gpu: None,
         anatomy: None,
         numa: None,
+        numa_not_read: None,
         end: None,
         earlier_sessions: Vec::new(),
     }
