@@ -1141,6 +1141,18 @@ by the stack that made them. Without the privilege it says so and reads the anat
     /// With --anatomy: the ledger follows mmap, munmap and mremap calls of at least this length (and brk raises of it get their stack)
     #[arg(long, default_value = "1MiB", value_parser = size, value_name = "SIZE", help_heading = "Anatomy", requires = "anatomy", conflicts_with = "no_ledger")]
     pub ledger_min: u64,
+
+    /// With --anatomy and its ledger: one page fault in N sampled with its address and stack, so each anatomy credits the resident memory to the code that first touched it, whatever allocator handed it out (0: none)
+    #[arg(
+        long,
+        default_value_t = memmon::probe::mapcalls::DEFAULT_TOUCH_EVERY,
+        value_name = "N",
+        help_heading = "Anatomy",
+        requires = "anatomy",
+        conflicts_with = "no_ledger",
+        long_help = "With --anatomy and its ledger: one page fault in N sampled (perf's software event page-faults, on every CPU) with the faulting address and the user stack. At each anatomy every data mapping's resident bytes (smaps' Rss) are shared among the stacks whose sampled pages in it are still present (pagemap), in proportion: the code that first touched the memory, whether it came from glibc's brk heap or arenas, jemalloc, mimalloc or mmap. A smaller N is a finer estimate at more cost: each sample copies 8 KiB of stack (N = 1024 is one sample per 4 MiB of 4 KiB pages faulted). 0: no sampling."
+    )]
+    pub touch_every: u64,
 }
 
 impl AnatomyArgs {
@@ -1157,6 +1169,7 @@ impl AnatomyArgs {
                 }),
                 ledger: (!self.no_ledger).then(|| memmon::probe::mapcalls::Options {
                     min_bytes: self.ledger_min.max(1),
+                    touch_every: self.touch_every,
                     ..Default::default()
                 }),
             })

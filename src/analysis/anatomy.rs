@@ -370,6 +370,10 @@ pub struct AnatomyDiff {
     /// changed (mapped bytes), largest change first; empty otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<crate::analysis::ledger::StackChange>,
+    /// Where both carry sampled page faults: how the resident memory credited to each stack
+    /// that first touched it changed, largest change first; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub touches: Vec<crate::analysis::ledger::TouchChange>,
 }
 
 /// What changed from `from` to `to`: resident bytes when both have them for every group, else
@@ -427,6 +431,13 @@ pub fn diff(from: &Anatomy, to: &Anatomy) -> AnatomyDiff {
         (Some(f), Some(t)) => crate::analysis::ledger::stack_diff(f, t),
         _ => Vec::new(),
     };
+    let touches = match (
+        from.ledger.as_ref().and_then(|l| l.touch.as_ref()),
+        to.ledger.as_ref().and_then(|l| l.touch.as_ref()),
+    ) {
+        (Some(f), Some(t)) => crate::analysis::ledger::touch_diff(f, t),
+        _ => Vec::new(),
+    };
     AnatomyDiff {
         measure,
         from_bytes: fb,
@@ -434,6 +445,7 @@ pub fn diff(from: &Anatomy, to: &Anatomy) -> AnatomyDiff {
         delta_bytes: tb as i64 - fb as i64,
         changes,
         stacks,
+        touches,
     }
 }
 
@@ -481,6 +493,14 @@ pub struct AnatomyAt {
     /// The processes whose maps were not read, and why (`PID N (comm): why`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_read: Vec<String>,
+    /// Records of the kernel's the ledger had lost by then (a ring buffer full): its stacks may
+    /// miss mappings and sampled page faults.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ledger_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl AnatomyAt {
@@ -490,6 +510,7 @@ impl AnatomyAt {
             elapsed_s: a.elapsed_s,
             unix_ms: a.unix_ms,
             rss_bytes: a.rss_bytes,
+            ledger_lost: a.ledger.as_ref().map_or(0, |l| l.lost),
             resident_known: a.resident_known(),
             processes: a.processes,
             not_read: a.unread_words(),

@@ -16,34 +16,78 @@
 //! - fork: a new process of a process in the tree joins it with a copy of its parent's ranges
 //!   (its address space is a copy); exec empties a process's ranges; its exit removes it.
 //!
+//! Sampled page faults (`Input::Touch`: one fault in `--touch-every`, with the stack of the
+//! code that touched the page) are kept by page, the latest sample of a page winning, and go
+//! with the range they fall in when it is cut, with the process at its exec or exit. At an
+//! anatomy ([`Ledger::touch_at`]) each data mapping's resident bytes (smaps' Rss) are shared
+//! among the stacks whose sampled pages in it are still present (pagemap), in proportion:
+//! memory credited to the code that first touched it whatever allocator handed it out (glibc's
+//! brk heap and arenas, jemalloc, mimalloc), where the mapping ledger sees only the mmap calls
+//! an allocator makes. A mapping no present sample fell in is unsampled: resident before the
+//! ledger began (attached), or too small for one fault in N to land in it.
+//!
 //! Calls below the threshold are filtered in the kernel: a munmap that cuts less than that off
 //! a mapping the ledger holds is not seen, and the ledger keeps those bytes (a mapping made
 //! before the ledger began is not in it at all). The ranges are the calls' ranges, not the
 //! kernel's VMAs: adjacent mappings the kernel merges stay apart here, each with its stack.
 
-use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup};
+use crate::model::anatomy::GroupKind;
+use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup, TouchAt, TouchGroup};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// An interned stack.
 pub type StackId = u32;
 
-/// The stacks seen, each once (their frames compared).
+/// The most distinct stacks kept: a program whose mappings come from ever new call paths
+/// would otherwise grow memmon without bound (51,242 stacks held 545 MB). Past it, new stacks
+/// are one, `[other stacks]`, and counted (`Stacks::over_cap`).
+pub const STACKS_KEPT: usize = 20_000;
+
+/// The stacks seen, each once (their frames compared), at most [`STACKS_KEPT`].
 #[derive(Debug, Default)]
 pub struct Stacks {
     list: Vec<(Vec<Frame>, bool)>,
-    index: HashMap<(Vec<Frame>, bool), StackId>,
+    /// The IDs of the stacks by a hash of their frames (kept once, in `list`).
+    index: HashMap<u64, Vec<StackId>>,
+    /// The stack that stands for every new one past the cap, once made.
+    other: Option<StackId>,
+    /// Distinct stacks past the cap (counted as they come, a stack once per call).
+    pub over_cap: u64,
 }
 
 impl Stacks {
     /// The ID of `frames` (innermost first; `truncated`: cut short).
     pub fn intern(&mut self, frames: Vec<Frame>, truncated: bool) -> StackId {
-        let key = (frames, truncated);
-        if let Some(&id) = self.index.get(&key) {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&frames, truncated).hash(&mut h);
+        let hash = h.finish();
+        if let Some(ids) = self.index.get(&hash) {
+            if let Some(&id) = ids.iter().find(|&&id| {
+                self.list[id as usize].0 == frames && self.list[id as usize].1 == truncated
+            }) {
+                return id;
+            }
+        }
+        if self.list.len() >= STACKS_KEPT {
+            self.over_cap += 1;
+            if let Some(id) = self.other {
+                return id;
+            }
+            let id = self.list.len() as StackId;
+            self.list.push((
+                vec![Frame {
+                    function: format!("[other stacks: past memmon's {STACKS_KEPT}]"),
+                    module: String::new(),
+                }],
+                false,
+            ));
+            self.other = Some(id);
             return id;
         }
         let id = self.list.len() as StackId;
-        self.list.push(key.clone());
-        self.index.insert(key, id);
+        self.list.push((frames, truncated));
+        self.index.entry(hash).or_default().push(id);
         id
     }
 
@@ -92,6 +136,38 @@ pub enum Input {
     },
     Exit,
     Exec,
+    /// A sampled page fault at `addr`, and the stack of the code that touched it.
+    Touch {
+        addr: u64,
+        stack: Option<StackId>,
+    },
+}
+
+/// The most sampled pages kept (each 16 bytes and a tree node): past it a new sample is
+/// counted and dropped until pages go.
+const TOUCHES_KEPT: usize = 1 << 20;
+
+/// One process's mappings at an anatomy, with their resident bytes (smaps' Rss), sorted by
+/// address: what the ledger's ranges and samples are weighed against.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResidentMaps {
+    pub pid: i32,
+    pub maps: Vec<ResidentMap>,
+}
+
+/// One mapping of [`ResidentMaps`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResidentMap {
+    /// `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+    pub rss: u64,
+    /// It holds data, not code: a fault on executable pages is the code running, not memory
+    /// it asked for.
+    pub data: bool,
+    /// What the anatomy took it for (`analysis::anatomy::classify`): the heap, an arena, a
+    /// thread's stack...
+    pub kind: GroupKind,
 }
 
 /// A live range of a process.
@@ -123,12 +199,20 @@ pub struct Ledger {
     min_bytes: u64,
     page: u64,
     members: HashSet<i32>,
+    /// Every process is the tree's (`take_everyone`).
+    everyone: bool,
     /// Processes whose children join the tree, themselves not in it (memmon, launching the
     /// command).
     parents: HashSet<i32>,
     ranges: HashMap<i32, BTreeMap<u64, Range>>,
     entered: HashMap<i32, Entered>,
     brk: HashMap<i32, u64>,
+    /// The sampled pages of each process (page address -> the stack of the latest sample).
+    touches: HashMap<i32, BTreeMap<u64, StackId>>,
+    touches_kept: usize,
+    /// Samples applied, and those dropped past `TOUCHES_KEPT`.
+    pub touch_samples: u64,
+    pub touches_dropped: u64,
     pub stacks: Stacks,
     /// Calls of the tree applied.
     pub calls: u64,
@@ -146,10 +230,15 @@ impl Ledger {
             min_bytes,
             page: page.max(1),
             members: HashSet::new(),
+            everyone: false,
             parents: HashSet::new(),
             ranges: HashMap::new(),
             entered: HashMap::new(),
             brk: HashMap::new(),
+            touches: HashMap::new(),
+            touches_kept: 0,
+            touch_samples: 0,
+            touches_dropped: 0,
             stacks: Stacks::default(),
             calls: 0,
         }
@@ -166,9 +255,15 @@ impl Ledger {
         self.parents.extend(pids);
     }
 
+    /// Every process whose calls come is in the tree: the kernel keeps the events to a cgroup
+    /// that holds it alone.
+    pub fn take_everyone(&mut self) {
+        self.everyone = true;
+    }
+
     /// The process is in the tree.
     pub fn is_member(&self, pid: i32) -> bool {
-        self.members.contains(&pid)
+        self.everyone || self.members.contains(&pid)
     }
 
     /// Applies one call of thread `tid` of process `pid` (calls of processes outside the tree
@@ -177,7 +272,7 @@ impl Ledger {
         if let Input::Fork { parent } = input {
             // A new process (not a thread) of a process in the tree: its address space is a
             // copy of its parent's.
-            let joins = self.members.contains(&parent) || self.parents.contains(&parent);
+            let joins = self.is_member(parent) || self.parents.contains(&parent);
             if pid == tid && pid != parent && joins {
                 self.members.insert(pid);
                 if let Some(r) = self.ranges.get(&parent).cloned() {
@@ -189,7 +284,7 @@ impl Ledger {
             }
             return;
         }
-        if !self.members.contains(&pid) {
+        if !self.is_member(pid) {
             return;
         }
         match input {
@@ -270,6 +365,7 @@ impl Ledger {
             Input::Exec => {
                 self.ranges.remove(&pid);
                 self.brk.remove(&pid);
+                self.forget_touches(pid);
             }
             Input::Exit => {
                 self.entered.remove(&tid);
@@ -277,8 +373,122 @@ impl Ledger {
                     self.ranges.remove(&pid);
                     self.brk.remove(&pid);
                     self.members.remove(&pid);
+                    self.forget_touches(pid);
                 }
             }
+            Input::Touch { addr, stack } => {
+                self.touch_samples += 1;
+                let Some(stack) = stack else { return };
+                let page = addr & !(self.page - 1);
+                let pages = self.touches.entry(pid).or_default();
+                if pages.contains_key(&page) || self.touches_kept < TOUCHES_KEPT {
+                    if pages.insert(page, stack).is_none() {
+                        self.touches_kept += 1;
+                    }
+                } else {
+                    self.touches_dropped += 1;
+                }
+            }
+        }
+    }
+
+    fn forget_touches(&mut self, pid: i32) {
+        if let Some(t) = self.touches.remove(&pid) {
+            self.touches_kept -= t.len();
+        }
+    }
+
+    /// The sampled pages of each process, sorted, for a presence check (`touch_at`).
+    pub fn touched_pages(&self) -> Vec<(i32, Vec<u64>)> {
+        self.touches
+            .iter()
+            .map(|(&pid, t)| (pid, t.keys().copied().collect()))
+            .collect()
+    }
+
+    /// The sampled page faults' credit at an anatomy (module docs): `maps`, the tree's
+    /// mappings with smaps' Rss; `present`, for each process of `touched_pages`, whether each
+    /// of its sampled pages is in RAM now (pages gone are forgotten: their memory was
+    /// released, and a fault there again is sampled anew). `every`: one fault in so many.
+    pub fn touch_at(
+        &mut self,
+        maps: &[ResidentMaps],
+        present: &HashMap<i32, Vec<bool>>,
+        every: u64,
+    ) -> TouchAt {
+        let mut gone = 0u64;
+        for (pid, flags) in present {
+            let Some(t) = self.touches.get_mut(pid) else {
+                continue;
+            };
+            let pages: Vec<u64> = t.keys().copied().collect();
+            for (p, &here) in pages.iter().zip(flags) {
+                if !here {
+                    t.remove(p);
+                    gone += 1;
+                }
+            }
+        }
+        self.touches_kept = self.touches.values().map(BTreeMap::len).sum();
+        let mut credit: HashMap<StackId, (f64, u64)> = HashMap::new();
+        let (mut resident, mut unsampled) = (0u64, 0u64);
+        for m in maps {
+            let pages = self.touches.get(&m.pid);
+            for &ResidentMap {
+                start,
+                end,
+                rss,
+                data,
+                ..
+            } in &m.maps
+            {
+                if !data || rss == 0 {
+                    continue;
+                }
+                resident += rss;
+                let mut by: HashMap<StackId, u64> = HashMap::new();
+                for (_, &s) in pages.into_iter().flat_map(|t| t.range(start..end)) {
+                    *by.entry(s).or_default() += 1;
+                }
+                let n: u64 = by.values().sum();
+                if n == 0 {
+                    unsampled += rss;
+                    continue;
+                }
+                for (s, k) in by {
+                    let c = credit.entry(s).or_default();
+                    c.0 += rss as f64 * k as f64 / n as f64;
+                    c.1 += k;
+                }
+            }
+        }
+        let mut stacks: Vec<TouchGroup> = credit
+            .into_iter()
+            .map(|(s, (bytes, samples))| {
+                let (frames, truncated) = self
+                    .stacks
+                    .get(s)
+                    .map_or((Vec::new(), false), |(f, t)| (f.to_vec(), t));
+                TouchGroup {
+                    frames,
+                    truncated,
+                    resident_bytes: bytes.round() as u64,
+                    samples,
+                }
+            })
+            .collect();
+        stacks.sort_by(|a, b| {
+            b.resident_bytes
+                .cmp(&a.resident_bytes)
+                .then_with(|| a.frames.cmp(&b.frames))
+        });
+        TouchAt {
+            every,
+            stacks,
+            resident_bytes: resident,
+            unsampled_bytes: unsampled,
+            samples: self.touch_samples,
+            samples_gone: gone,
         }
     }
 
@@ -303,8 +513,15 @@ impl Ledger {
             .insert(start, Range { end, stack, call });
     }
 
-    /// Cuts `[start, end)` out of the process's ranges.
+    /// Cuts `[start, end)` out of the process's ranges, and its sampled pages.
     fn cut(&mut self, pid: i32, start: u64, end: u64) {
+        if let Some(t) = self.touches.get_mut(&pid) {
+            let inside: Vec<u64> = t.range(start..end).map(|(&p, _)| p).collect();
+            self.touches_kept -= inside.len();
+            for p in inside {
+                t.remove(&p);
+            }
+        }
         let Some(map) = self.ranges.get_mut(&pid) else {
             return;
         };
@@ -327,18 +544,29 @@ impl Ledger {
     }
 
     /// The live ranges of the tree, grouped by the stack (and call) that made them, largest
-    /// first (by bytes, then by their innermost frames).
-    pub fn live(&self) -> Vec<StackGroup> {
+    /// first (by their resident bytes where `maps` gives them, else by address space; then by
+    /// their innermost frames). `maps`: the tree's mappings with smaps' Rss. A range that is a
+    /// whole mapping is resident by its Rss; part of one (the kernel merges neighbours: four
+    /// partitions, or a partition and a thread's stack), by `present(pid, start, end)`, the
+    /// bytes of it in RAM (pagemap), where that answers, else by its share of the mapping's Rss.
+    pub fn live(
+        &self,
+        maps: Option<&[ResidentMaps]>,
+        present: &mut dyn FnMut(i32, u64, u64) -> Option<u64>,
+    ) -> Vec<StackGroup> {
         #[derive(Default)]
         struct Acc {
             pids: HashSet<i32>,
             mappings: u64,
             bytes: u64,
+            resident: f64,
+            kinds: HashMap<GroupKind, u64>,
             min: u64,
             max: u64,
         }
         let mut by: HashMap<(Option<StackId>, Call), Acc> = HashMap::new();
         for (&pid, map) in &self.ranges {
+            let resident = maps.and_then(|m| m.iter().find(|m| m.pid == pid));
             for r in map.iter() {
                 let size = r.1.end - r.0;
                 let a = by.entry((r.1.stack, r.1.call)).or_insert_with(|| Acc {
@@ -348,6 +576,13 @@ impl Ledger {
                 a.pids.insert(pid);
                 a.mappings += 1;
                 a.bytes += size;
+                if let Some(m) = resident {
+                    a.resident += resident_in(m, *r.0, r.1.end, &mut |s, e| present(pid, s, e));
+                    for o in overlapping(m, *r.0, r.1.end) {
+                        *a.kinds.entry(o.kind).or_default() +=
+                            r.1.end.min(o.end) - (*r.0).max(o.start);
+                    }
+                }
                 a.min = a.min.min(size);
                 a.max = a.max.max(size);
             }
@@ -365,19 +600,125 @@ impl Ledger {
                     processes: a.pids.len() as u32,
                     mappings: a.mappings,
                     bytes: a.bytes,
+                    resident_bytes: maps.map(|_| (a.resident.round() as u64).min(a.bytes)),
+                    kind: kind_of(&a.kinds),
                     min_mapping_bytes: a.min,
                     max_mapping_bytes: a.max,
                 }
             })
             .collect();
         out.sort_by(|a, b| {
-            b.bytes
-                .cmp(&a.bytes)
+            b.weight()
+                .cmp(&a.weight())
                 .then_with(|| a.frames.cmp(&b.frames))
                 .then(a.call.cmp(&b.call))
         });
         out
     }
+}
+
+/// The resident bytes of `[start, end)` in one process: of each mapping it overlaps, all its
+/// Rss where it covers the mapping, else what `present` says of the overlap, else the Rss in
+/// proportion to the overlap.
+fn resident_in(
+    m: &ResidentMaps,
+    start: u64,
+    end: u64,
+    present: &mut dyn FnMut(u64, u64) -> Option<u64>,
+) -> f64 {
+    overlapping(m, start, end)
+        .map(|r| {
+            let (from, to) = (start.max(r.start), end.min(r.end));
+            if (from, to) == (r.start, r.end) || r.rss == 0 {
+                return r.rss as f64;
+            }
+            match present(from, to) {
+                Some(b) => b.min(r.rss) as f64,
+                None => r.rss as f64 * (to - from) as f64 / (r.end - r.start) as f64,
+            }
+        })
+        .sum()
+}
+
+/// The mappings of `m` that `[start, end)` overlaps.
+fn overlapping(m: &ResidentMaps, start: u64, end: u64) -> impl Iterator<Item = &ResidentMap> {
+    let first = m.maps.partition_point(|r| r.end <= start);
+    m.maps[first..].iter().take_while(move |r| r.start < end)
+}
+
+/// What a stack's ranges are, where most of their address space lies in mappings the anatomy
+/// took for a structure of the runtime: malloc's heap or arenas, threads' stacks.
+fn kind_of(bytes_by_kind: &HashMap<GroupKind, u64>) -> Option<GroupKind> {
+    let total: u64 = bytes_by_kind.values().sum();
+    let (&kind, &most) = bytes_by_kind.iter().max_by_key(|(k, b)| (**b, **k))?;
+    (most * 2 > total
+        && matches!(
+            kind,
+            GroupKind::Heap | GroupKind::Arenas | GroupKind::ThreadStacks | GroupKind::Stack
+        ))
+    .then_some(kind)
+}
+
+/// How the memory credited to one stack that first touched it changed between two anatomies
+/// (`touch_diff`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TouchChange {
+    pub frames: Vec<Frame>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    pub from_bytes: u64,
+    pub to_bytes: u64,
+    pub delta_bytes: i64,
+    /// Its samples present at the second anatomy.
+    pub samples: u64,
+}
+
+/// How the credit of each stack that first touched memory changed from `from` to `to`, the
+/// largest change first (stacks unchanged left out).
+pub fn touch_diff(from: &TouchAt, to: &TouchAt) -> Vec<TouchChange> {
+    let mut out: Vec<TouchChange> = to
+        .stacks
+        .iter()
+        .map(|t| {
+            let f = from
+                .stacks
+                .iter()
+                .find(|f| f.frames == t.frames && f.truncated == t.truncated);
+            let fb = f.map_or(0, |f| f.resident_bytes);
+            TouchChange {
+                frames: t.frames.clone(),
+                truncated: t.truncated,
+                from_bytes: fb,
+                to_bytes: t.resident_bytes,
+                delta_bytes: t.resident_bytes as i64 - fb as i64,
+                samples: t.samples,
+            }
+        })
+        .collect();
+    for f in &from.stacks {
+        if !to
+            .stacks
+            .iter()
+            .any(|t| t.frames == f.frames && t.truncated == f.truncated)
+        {
+            out.push(TouchChange {
+                frames: f.frames.clone(),
+                truncated: f.truncated,
+                from_bytes: f.resident_bytes,
+                to_bytes: 0,
+                delta_bytes: -(f.resident_bytes as i64),
+                samples: 0,
+            });
+        }
+    }
+    out.retain(|c| c.delta_bytes != 0);
+    out.sort_by(|a, b| {
+        b.delta_bytes
+            .unsigned_abs()
+            .cmp(&a.delta_bytes.unsigned_abs())
+            .then_with(|| a.frames.cmp(&b.frames))
+    });
+    out
 }
 
 /// How one stack's live mappings changed between two moments (`stack_diff`).
@@ -406,6 +747,13 @@ pub struct StackChange {
 /// largest change first.
 pub fn stack_diff(from: &LedgerAt, to: &LedgerAt) -> Vec<StackChange> {
     let key = |g: &StackGroup| (g.frames.clone(), g.call, g.truncated);
+    // Resident bytes where both moments have them (smaps read at both), else address space.
+    let resident = from
+        .stacks
+        .iter()
+        .chain(&to.stacks)
+        .all(|g| g.resident_bytes.is_some());
+    let weight = |g: &StackGroup| if resident { g.weight() } else { g.bytes };
     let mut all: Vec<(Vec<Frame>, Call, bool)> =
         from.stacks.iter().chain(&to.stacks).map(key).collect();
     all.sort();
@@ -415,7 +763,7 @@ pub fn stack_diff(from: &LedgerAt, to: &LedgerAt) -> Vec<StackChange> {
         .filter_map(|k| {
             let f = from.stacks.iter().find(|g| key(g) == k);
             let t = to.stacks.iter().find(|g| key(g) == k);
-            let (fb, tb) = (f.map_or(0, |g| g.bytes), t.map_or(0, |g| g.bytes));
+            let (fb, tb) = (f.map_or(0, weight), t.map_or(0, weight));
             if fb == tb {
                 return None;
             }
@@ -593,7 +941,7 @@ mod tests {
                 part,
             );
         }
-        let live = l.live();
+        let live = l.live(None, &mut |_, _, _| None);
         assert_eq!(live.len(), 2);
         assert_eq!(live[0].frames[0].function, "alloc_partition");
         assert_eq!(
@@ -617,7 +965,7 @@ mod tests {
                 len: MIB + 1,
             },
         );
-        let live = l.live();
+        let live = l.live(None, &mut |_, _, _| None);
         assert_eq!(
             (live[0].mappings, live[0].bytes),
             (2, 8 * MIB - MIB - 4096),
@@ -635,7 +983,7 @@ mod tests {
             },
         );
         l.apply(10, 10, Input::MremapDone { ret: 0x2000_0000 });
-        let live = l.live();
+        let live = l.live(None, &mut |_, _, _| None);
         assert_eq!(live[0].call, Call::Mremap);
         assert_eq!(
             (live[0].frames[0].function.as_str(), live[0].bytes),
@@ -654,7 +1002,10 @@ mod tests {
         l.apply(10, 10, Input::MmapDone { ret: -12 });
         l.apply(10, 12, Input::MmapDone { ret: 0x5000_0000 });
         assert_eq!(
-            l.live().iter().map(|g| g.bytes).sum::<u64>(),
+            l.live(None, &mut |_, _, _| None)
+                .iter()
+                .map(|g| g.bytes)
+                .sum::<u64>(),
             21 * MIB - 4096
         );
     }
@@ -664,7 +1015,7 @@ mod tests {
         let (mut l, part, params) = ledger();
         mmap(&mut l, 10, 10, 0x1000_0000, 4 * MIB, part);
         mmap(&mut l, 10, 10, 0x1000_0000 + MIB, 2 * MIB, params);
-        let live = l.live();
+        let live = l.live(None, &mut |_, _, _| None);
         assert_eq!(live.iter().map(|g| g.bytes).sum::<u64>(), 4 * MIB);
         assert_eq!(
             (live[0].frames[0].function.as_str(), live[0].mappings),
@@ -684,7 +1035,7 @@ mod tests {
             },
         );
         assert!(
-            l.live().is_empty(),
+            l.live(None, &mut |_, _, _| None).is_empty(),
             "the first brk tells where the break is"
         );
         l.apply(
@@ -703,7 +1054,7 @@ mod tests {
                 stack: Some(part),
             },
         );
-        let live = l.live();
+        let live = l.live(None, &mut |_, _, _| None);
         assert_eq!(live.len(), 2);
         assert_eq!(
             (live[0].call, live[0].bytes, live[0].frames.len()),
@@ -723,8 +1074,8 @@ mod tests {
                 stack: None,
             },
         );
-        assert_eq!(l.live().len(), 1);
-        assert_eq!(l.live()[0].bytes, 132 * 1024);
+        assert_eq!(l.live(None, &mut |_, _, _| None).len(), 1);
+        assert_eq!(l.live(None, &mut |_, _, _| None)[0].bytes, 132 * 1024);
     }
 
     #[test]
@@ -744,17 +1095,17 @@ mod tests {
         assert!(!l.is_member(11));
         l.apply(20, 20, Input::Fork { parent: 10 });
         assert!(l.is_member(20));
-        let live = l.live();
+        let live = l.live(None, &mut |_, _, _| None);
         assert_eq!((live[0].processes, live[0].mappings), (2, 2));
         // The child execs: its copy is gone; then maps of its own.
         l.apply(20, 20, Input::Exec);
         mmap(&mut l, 20, 20, 0x3000_0000, 2 * MIB, part);
-        assert_eq!(l.live()[0].bytes, 6 * MIB);
+        assert_eq!(l.live(None, &mut |_, _, _| None)[0].bytes, 6 * MIB);
         // It exits: gone, and no longer in the tree; a thread's exit leaves its process.
         l.apply(20, 20, Input::Exit);
         l.apply(10, 11, Input::Exit);
         assert!(!l.is_member(20) && l.is_member(10));
-        assert_eq!(l.live()[0].bytes, 4 * MIB);
+        assert_eq!(l.live(None, &mut |_, _, _| None)[0].bytes, 4 * MIB);
     }
 
     fn at(stacks: Vec<StackGroup>) -> LedgerAt {
@@ -763,14 +1114,174 @@ mod tests {
             at_unix_ms: 0,
             calls: 0,
             lost: 0,
+            touch: None,
         }
+    }
+
+    fn rm(start: u64, len: u64, rss: u64, data: bool, kind: GroupKind) -> ResidentMap {
+        ResidentMap {
+            start,
+            end: start + len,
+            rss,
+            data,
+            kind,
+        }
+    }
+
+    #[test]
+    fn stacks_past_the_cap_are_one_and_counted() {
+        let mut s = Stacks::default();
+        for i in 0..STACKS_KEPT + 5 {
+            s.intern(vec![frame(&format!("f{i}"))], false);
+        }
+        assert_eq!(s.len(), STACKS_KEPT + 1);
+        assert_eq!(s.over_cap, 5);
+        let first = s.intern(vec![frame("f0")], false);
+        assert_eq!(
+            s.get(first).unwrap().0[0].function,
+            "f0",
+            "a kept one is found again"
+        );
+        let other = s.intern(vec![frame("new")], true);
+        assert!(s.get(other).unwrap().0[0]
+            .function
+            .starts_with("[other stacks"));
+    }
+
+    #[test]
+    fn a_stack_weighs_what_is_resident_of_its_mappings_and_keeps_what_it_mapped() {
+        let (mut l, parts, params) = ledger();
+        // An arena-like reservation of 64 MiB with 4 MiB resident (its own mapping), and two
+        // partitions of 8 MiB the kernel merged with 8 MiB of something else into one mapping.
+        mmap(&mut l, 10, 10, 0x1000_0000, 64 * MIB, params);
+        mmap(&mut l, 10, 10, 0x2000_0000, 8 * MIB, parts);
+        mmap(&mut l, 10, 10, 0x2000_0000 + 8 * MIB, 8 * MIB, parts);
+        let maps = [ResidentMaps {
+            pid: 10,
+            maps: vec![
+                rm(0x1000_0000, 64 * MIB, 4 * MIB, true, GroupKind::Arenas),
+                rm(0x2000_0000, 24 * MIB, 17 * MIB, true, GroupKind::Anon),
+            ],
+        }];
+        // pagemap says each partition is whole in RAM.
+        let mut asked = Vec::new();
+        let live = l.live(Some(&maps), &mut |pid, s, e| {
+            asked.push((pid, s, e));
+            Some(e - s)
+        });
+        let w = |s: StackId| {
+            let (f, _) = l.stacks.get(s).unwrap();
+            live.iter().find(|g| g.frames == f).unwrap().clone()
+        };
+        assert_eq!(
+            (w(params).bytes, w(params).resident_bytes),
+            (64 * MIB, Some(4 * MIB))
+        );
+        assert_eq!(
+            (w(params).kind, w(parts).kind),
+            (Some(GroupKind::Arenas), None)
+        );
+        assert_eq!(
+            (w(parts).bytes, w(parts).resident_bytes),
+            (16 * MIB, Some(16 * MIB))
+        );
+        assert_eq!(
+            live[0].resident_bytes,
+            Some(16 * MIB),
+            "largest resident first"
+        );
+        assert_eq!(
+            asked.len(),
+            2,
+            "only the parts of a merged mapping: {asked:?}"
+        );
+        // Without pagemap, the share of the mapping's Rss.
+        let live = l.live(Some(&maps), &mut |_, _, _| None);
+        let parts_g = live.iter().find(|g| g.bytes == 16 * MIB).unwrap();
+        let share = (17 * MIB) as f64 * 16.0 / 24.0;
+        assert_eq!(parts_g.resident_bytes, Some(share.round() as u64));
+    }
+
+    #[test]
+    fn touched_pages_share_out_each_mappings_rss_and_pages_gone_are_forgotten() {
+        let (mut l, parts, params) = ledger();
+        let page = 4096;
+        let touch = |l: &mut Ledger, addr: u64, s: StackId| {
+            l.apply(
+                10,
+                10,
+                Input::Touch {
+                    addr,
+                    stack: Some(s),
+                },
+            )
+        };
+        // The heap [0x1000, ...): 3 samples of `parts`, 1 of `params`; an arena with none.
+        for k in 0..3 {
+            touch(&mut l, 0x10_0000 + k * page + 17, parts);
+        }
+        touch(&mut l, 0x10_0000 + 3 * page, params);
+        // One sample in a mapping since unmapped by a call the ledger saw: forgotten with it.
+        mmap(&mut l, 10, 10, 0x4000_0000, 2 * MIB, parts);
+        touch(&mut l, 0x4000_0000, parts);
+        l.apply(
+            10,
+            10,
+            Input::Munmap {
+                addr: 0x4000_0000,
+                len: 2 * MIB,
+            },
+        );
+        // A sample outside any mapping's Rss now (its page was freed).
+        touch(&mut l, 0x20_0000, params);
+        let maps = [ResidentMaps {
+            pid: 10,
+            maps: vec![
+                rm(0x10_0000, 0x8_0000, 8 * MIB, true, GroupKind::Heap),
+                rm(0x20_0000, 0x8_0000, 0, true, GroupKind::Anon),
+                rm(0x30_0000, 0x8_0000, 2 * MIB, true, GroupKind::Arenas),
+                // Code: never credited, never counted.
+                rm(0x50_0000, 0x8_0000, 3 * MIB, false, GroupKind::Binary),
+            ],
+        }];
+        let pages = l.touched_pages();
+        assert_eq!(pages[0].1.len(), 5, "{pages:?}");
+        let present: HashMap<i32, Vec<bool>> = [(10, vec![true, true, true, true, false])]
+            .into_iter()
+            .collect();
+        let t = l.touch_at(&maps, &present, 64);
+        assert_eq!((t.resident_bytes, t.unsampled_bytes), (10 * MIB, 2 * MIB));
+        assert_eq!((t.samples, t.samples_gone), (6, 1));
+        assert_eq!(t.stacks.len(), 2);
+        assert_eq!(
+            (t.stacks[0].resident_bytes, t.stacks[0].samples),
+            (6 * MIB, 3)
+        );
+        assert_eq!(
+            (t.stacks[1].resident_bytes, t.stacks[1].samples),
+            (2 * MIB, 1)
+        );
+        // The page gone is forgotten; an exit forgets the process's.
+        assert_eq!(l.touched_pages()[0].1.len(), 4);
+        l.apply(10, 10, Input::Exit);
+        assert!(l.touched_pages().is_empty());
+        // How a stack's credit changed between two anatomies.
+        let mut later = t.clone();
+        later.stacks[0].resident_bytes = 9 * MIB;
+        later.stacks.pop();
+        let d = touch_diff(&t, &later);
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            (d[0].delta_bytes, d[1].delta_bytes),
+            (3 * MIB as i64, -2 * MIB as i64)
+        );
     }
 
     #[test]
     fn a_diff_by_stack_names_what_came_and_went_largest_first() {
         let (mut l, part, params) = ledger();
         mmap(&mut l, 10, 10, 0x1000_0000, 32 * MIB, params);
-        let before = at(l.live());
+        let before = at(l.live(None, &mut |_, _, _| None));
         for t in 0..4 {
             mmap(&mut l, 10, 10, 0x2000_0000 + t * 24 * MIB, 24 * MIB, part);
         }
@@ -782,7 +1293,7 @@ mod tests {
                 len: 32 * MIB,
             },
         );
-        let after = at(l.live());
+        let after = at(l.live(None, &mut |_, _, _| None));
         let d = stack_diff(&before, &after);
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].frames[0].function, "alloc_partition");

@@ -97,6 +97,19 @@ fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
             memmon::render::stacks::STACK_LINES,
         );
     }
+    if !a.diff.touches.is_empty() {
+        let grew: i64 = a.diff.touches.iter().map(|c| c.delta_bytes).sum();
+        let _ = writeln!(
+            o,
+            "by touch: {} resident by the code that first touched it (sampled page faults), from the baseline's highest anatomy to the candidate's:",
+            memmon::render::summary::signed(grew)
+        );
+        memmon::render::stacks::touch_change_lines(
+            o,
+            &a.diff.touches,
+            memmon::render::stacks::STACK_LINES,
+        );
+    }
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {

@@ -434,6 +434,16 @@ pub struct LedgerEnd {
     pub stacks: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub truncated: u64,
+    /// Distinct stacks past memmon's cap (`analysis::ledger::STACKS_KEPT`), each counted as one
+    /// `[other stacks]`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stacks_over_cap: u64,
+    /// Sampled page faults of the tree applied (`--touch-every`), and those dropped past the
+    /// cap on pages kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub touch_samples: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub touches_dropped: u64,
     /// Files whose unwind sections were too large to be believed (over 64 MiB, or past the
     /// file's end) and were not read: stacks through them end there. At most 100.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -50,8 +50,57 @@ pub struct StackGroup {
     pub mappings: u64,
     /// The address space they hold (mapped, not necessarily resident), exact.
     pub bytes: u64,
+    /// What of it was resident at the anatomy: each mapping's share of the Rss smaps gave the
+    /// mappings it lies in (an arena's reserve, a thread's unused stack are not); `None` where
+    /// smaps was not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_bytes: Option<u64>,
+    /// What its mappings are, where most of them lie in what the anatomy took for malloc's
+    /// heap or arenas, or threads' stacks (a glibc arena's reservation is made by glibc's
+    /// own frames, which name nothing of the program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<crate::model::anatomy::GroupKind>,
     pub min_mapping_bytes: u64,
     pub max_mapping_bytes: u64,
+}
+
+impl StackGroup {
+    /// What it weighs: its resident bytes where known, else its address space.
+    pub fn weight(&self) -> u64 {
+        self.resident_bytes.unwrap_or(self.bytes)
+    }
+}
+
+/// The resident memory credited to the code that first touched it (sampled page faults: one
+/// fault in `TouchAt::every`, with the user stack), whatever allocator handed it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TouchGroup {
+    /// The stack of the faulting code, innermost first.
+    pub frames: Vec<Frame>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// Its estimate: each mapping's Rss shared out among the stacks by the sampled pages of
+    /// it still present, in proportion.
+    pub resident_bytes: u64,
+    /// The samples behind it (still present at the anatomy).
+    pub samples: u64,
+}
+
+/// What the sampled page faults say at one anatomy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TouchAt {
+    /// One page fault in this many was sampled.
+    pub every: u64,
+    /// The stacks, largest first.
+    pub stacks: Vec<TouchGroup>,
+    /// Resident bytes of the tree's data mappings (not code) that read with smaps, and those
+    /// no sample still present fell in: memory faulted before the ledger began (attached),
+    /// or in mappings too small to be sampled.
+    pub resident_bytes: u64,
+    pub unsampled_bytes: u64,
+    /// Samples read, and those whose page was gone by the anatomy.
+    pub samples: u64,
+    pub samples_gone: u64,
 }
 
 /// The ledger at one anatomy: what is alive, and what the ledger saw until then.
@@ -67,6 +116,9 @@ pub struct LedgerAt {
     pub calls: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
+    /// The sampled page faults' credit (`--touch-every`); `None` where they were not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touch: Option<TouchAt>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -535,6 +535,70 @@ impl ProcHandle {
         read_all(&mut f, buf)
     }
 
+    /// The bytes of `[start, end)` present in RAM now (pages of `page` bytes): its pagemap
+    /// entries read 8192 at a time, bit 63 counted. Costs a walk of those pages' tables, as
+    /// smaps does of the whole process.
+    pub fn present_bytes(&self, start: u64, end: u64, page: u64) -> Result<u64, ProcError> {
+        use std::os::unix::fs::FileExt;
+        let f = self
+            .open_file("pagemap", libc::O_RDONLY)
+            .map_err(|e| self.classify("pagemap", e))?;
+        let (mut at, last) = (start / page, end.div_ceil(page));
+        let mut buf = vec![0u8; 8192 * 8];
+        let mut present = 0u64;
+        while at < last {
+            let n = ((last - at).min(8192) * 8) as usize;
+            let got = f
+                .read_at(&mut buf[..n], at * 8)
+                .map_err(|e| self.classify("pagemap", e))?;
+            if got == 0 {
+                break;
+            }
+            present += buf[..got - got % 8]
+                .chunks_exact(8)
+                .filter(|e| e[7] & 0x80 != 0)
+                .count() as u64;
+            at += (got / 8) as u64;
+        }
+        Ok(present * page)
+    }
+
+    /// Whether each page (its address, a multiple of `page`) is present in RAM now:
+    /// /proc/PID/pagemap's bit 63, one 8-byte entry per page read where it is (no page-table
+    /// walk beyond those pages). `pages` sorted; a run of neighbours is read at once.
+    pub fn present_pages(&self, pages: &[u64], page: u64) -> Result<Vec<bool>, ProcError> {
+        use std::os::unix::fs::FileExt;
+        let f = self
+            .open_file("pagemap", libc::O_RDONLY)
+            .map_err(|e| self.classify("pagemap", e))?;
+        let mut out = Vec::with_capacity(pages.len());
+        let mut buf = Vec::new();
+        let mut i = 0;
+        while i < pages.len() {
+            let first = pages[i] / page;
+            // The neighbours within 64 pages of the first: one read of up to 512 bytes.
+            let mut j = i + 1;
+            while j < pages.len() && pages[j] / page < first + 64 {
+                j += 1;
+            }
+            let last = pages[j - 1] / page;
+            buf.resize(((last - first + 1) * 8) as usize, 0);
+            let n = f
+                .read_at(&mut buf, first * 8)
+                .map_err(|e| self.classify("pagemap", e))?;
+            for p in &pages[i..j] {
+                let at = ((p / page - first) * 8) as usize;
+                let entry = buf
+                    .get(at..(at + 8).min(n))
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_ne_bytes);
+                out.push(entry >> 63 == 1);
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+
     fn classify(&self, rel: &str, e: io::Error) -> ProcError {
         classify(self.pid, &self.dir_path, rel, e)
     }

@@ -62,6 +62,9 @@ struct FileInfo {
     eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
     eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
     debug_frame: Option<Arc<[u8]>>,
+    /// The file carries DWARF debug info (`.debug_info`): its frames are named from it, with
+    /// the functions inlined at each address; else from its ELF symbols alone.
+    dwarf: bool,
     /// Executable PT_LOAD segments: file offset, size in the file, and virtual address.
     segments: Vec<(u64, u64, u64)>,
 }
@@ -87,8 +90,9 @@ pub struct Unwinder {
     files: HashMap<(String, u64), Option<Arc<FileInfo>>>,
     cache: arch::Cache,
     symbolizer: blazesym::symbolize::Symbolizer,
-    /// Names found, by file and address in it.
-    names: HashMap<(usize, u64), String>,
+    /// Names found, by file and address in it: the function, and those inlined into it at
+    /// that address, innermost first.
+    names: HashMap<(usize, u64), Vec<String>>,
     /// Stacks unwound, and of them those cut short.
     pub unwound: u64,
     pub truncated: u64,
@@ -114,9 +118,10 @@ impl Unwinder {
             procs: HashMap::new(),
             files: HashMap::new(),
             cache: arch::Cache::new(),
+            // Code info is what inlined functions come with: DWARF's, where a file has it.
             symbolizer: blazesym::symbolize::Symbolizer::builder()
-                .enable_code_info(false)
-                .enable_inlined_fns(false)
+                .enable_code_info(true)
+                .enable_inlined_fns(true)
                 .build(),
             names: HashMap::new(),
             unwound: 0,
@@ -167,44 +172,64 @@ impl Unwinder {
         if cut {
             self.truncated += 1;
         }
-        let frames = addrs.into_iter().map(|a| self.name(pid, a)).collect();
+        let mut frames = Vec::with_capacity(addrs.len());
+        for a in addrs {
+            self.name(pid, a, &mut frames);
+        }
         (frames, cut)
     }
 
-    /// The frame at address `addr` of process `pid`.
-    fn name(&mut self, pid: i32, addr: u64) -> Frame {
+    /// The frames at address `addr` of process `pid`, pushed on `out`: the functions inlined
+    /// there (where the file's DWARF says), innermost first, then the function itself.
+    fn name(&mut self, pid: i32, addr: u64, out: &mut Vec<Frame>) {
         let Some(m) = self
             .procs
             .get(&pid)
             .and_then(|p| p.modules.iter().find(|m| m.range.contains(&addr)))
         else {
-            return unknown();
+            out.push(unknown());
+            return;
         };
         let svma = addr.wrapping_sub(m.bias);
         let file = Arc::clone(&m.file);
         let key = (Arc::as_ptr(&file) as usize, svma);
-        if let Some(n) = self.names.get(&key) {
-            return Frame {
-                function: n.clone(),
-                module: file.name.clone(),
-            };
-        }
-        use blazesym::symbolize::source::{Elf, Source};
-        use blazesym::symbolize::{Input, Symbolized};
-        let mut elf = Elf::new(&file.path);
-        elf.debug_syms = false;
-        let function = match self
-            .symbolizer
-            .symbolize_single(&Source::Elf(elf), Input::VirtOffset(svma))
-        {
-            Ok(Symbolized::Sym(s)) => s.name.into_owned(),
-            _ => format!("[{}+{:#x}]", file.name, svma),
+        let names = match self.names.get(&key) {
+            Some(n) => n,
+            None => {
+                use blazesym::symbolize::source::{Elf, Source};
+                use blazesym::symbolize::{Input, Symbolized};
+                // The file's DWARF where it has some (its inlined functions), else its ELF
+                // symbols (a file without debug info, or one whose DWARF does not cover the
+                // address, as libc's, whose debug info is in another package).
+                let symbolize = |debug_syms: bool| {
+                    let mut elf = Elf::new(&file.path);
+                    elf.debug_syms = debug_syms;
+                    match self
+                        .symbolizer
+                        .symbolize_single(&Source::Elf(elf), Input::VirtOffset(svma))
+                    {
+                        Ok(Symbolized::Sym(s)) => Some(s),
+                        _ => None,
+                    }
+                };
+                let dwarf = file.dwarf;
+                let names = match symbolize(dwarf).or_else(|| symbolize(false).filter(|_| dwarf)) {
+                    Some(s) => s
+                        .inlined
+                        .iter()
+                        .rev()
+                        .map(|f| f.name.to_string())
+                        .chain(std::iter::once(s.name.into_owned()))
+                        .collect(),
+                    None => vec![format!("[{}+{:#x}]", file.name, svma)],
+                };
+                self.names.entry(key).or_insert(names)
+            }
         };
-        self.names.insert(key, function.clone());
-        Frame {
-            function,
+        out.extend(names.iter().map(|function| Frame {
+            function: function.clone(),
             module: file.name.clone(),
-        }
+        }));
     }
 
     /// Reads process `pid`'s mapped files from its maps (those with code).
@@ -407,6 +432,7 @@ fn read_file(
         eh_frame: section(".eh_frame"),
         eh_frame_hdr: section(".eh_frame_hdr"),
         debug_frame: section(".debug_frame").map(|(_, d)| d),
+        dwarf: obj.section_by_name(".debug_info").is_some(),
         segments: obj
             .segments()
             .filter(|s| {

@@ -23,6 +23,19 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// A flame graph of `folded` stacks (`render::stacks`) under a heading, as inferno's SVG in an
+/// `<object>` (so its script runs on its own); nothing where there are no stacks.
+fn flame_graph(o: &mut String, folded: &str, title: &str, heading: &str) {
+    if let Some(svg) = crate::render::stacks::flame_graph_svg(folded, title) {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD.encode(svg);
+        let _ = writeln!(
+            o,
+            "<h3>{heading}</h3>\n<object class=\"flame-graph\" type=\"image/svg+xml\" data=\"data:image/svg+xml;base64,{data}\" width=\"100%\"></object>"
+        );
+    }
+}
+
 /// Time buckets per series in the embedded data (each keeps at most four points).
 pub const BUCKETS: usize = 2000;
 
@@ -338,15 +351,33 @@ impl Report {
                     since,
                 )
                 .write_html(o);
-                if let Some(svg) = crate::render::stacks::flame_graph_svg(
-                    l,
-                    "the live mappings at the highest anatomy, by the stack that made them (width: bytes mapped)",
-                ) {
-                    use base64::Engine as _;
-                    let data = base64::engine::general_purpose::STANDARD.encode(svg);
-                    let _ = writeln!(
+                flame_graph(
+                    o,
+                    &crate::render::stacks::folded(l),
+                    "the live mappings at the highest anatomy, by the stack that made them (width: bytes resident, or mapped where smaps was not read)",
+                    "flame graph of the peak's mappings",
+                );
+                // Whatever the allocator: the resident memory by the code that first touched
+                // it (sampled page faults).
+                if let Some(t) = &l.touch {
+                    crate::render::stacks::touch_table(
+                        format!(
+                            "at the highest anatomy (+{}), the resident memory by the code that first touched it",
+                            fmt_seconds(at)
+                        ),
+                        t,
+                        !summary
+                            .target
+                            .as_deref()
+                            .is_some_and(|t| t.starts_with("command")),
+                        l.lost,
+                    )
+                    .write_html(o);
+                    flame_graph(
                         o,
-                        "<h3>flame graph of the peak's mappings</h3>\n<object class=\"flame-graph\" type=\"image/svg+xml\" data=\"data:image/svg+xml;base64,{data}\" width=\"100%\"></object>"
+                        &crate::render::stacks::folded_touch(t),
+                        "the resident memory at the highest anatomy, by the code that first touched it (sampled page faults; width: bytes resident)",
+                        "flame graph of the peak's memory by first touch",
                     );
                 }
             }

@@ -5,7 +5,7 @@
 //! flame graph tools read) and its flame graph (inferno's SVG).
 
 use crate::analysis::ledger::{allocating_range, StackChange};
-use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup};
+use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup, TouchAt};
 use crate::render::outside::shown;
 use crate::render::summary::signed;
 use crate::render::table::Table;
@@ -92,12 +92,41 @@ fn group_words(g: &StackGroup) -> String {
     if g.processes > 1 {
         let _ = write!(w, " in {} processes", g.processes);
     }
+    // The address space beside it where a tenth or more of it is not resident (an arena's
+    // reserve, a thread's unused stack).
+    if g.resident_bytes
+        .is_some_and(|r| r.saturating_mul(10) < g.bytes.saturating_mul(9))
+    {
+        let _ = write!(w, ", {} mapped", fmt_bytes(g.bytes));
+    }
     w
+}
+
+/// What a stack's mappings are, where the anatomy took them for a structure of the runtime:
+/// `malloc arenas made by `, `threads' stacks made by `.
+fn kind_words(g: &StackGroup) -> &'static str {
+    use crate::model::anatomy::GroupKind;
+    match g.kind {
+        Some(GroupKind::Arenas) => "malloc arenas, made by ",
+        Some(GroupKind::ThreadStacks) => "threads' stacks, made by ",
+        Some(GroupKind::Heap) if g.call != Call::Brk => "the heap, made by ",
+        _ => "",
+    }
+}
+
+/// Resident where smaps gave it, else mapped: the word for what a stack's bytes are.
+fn weighed(l: &LedgerAt) -> &'static str {
+    if l.stacks.iter().all(|g| g.resident_bytes.is_some()) {
+        "resident"
+    } else {
+        "mapped"
+    }
 }
 
 /// The heading of the live mappings by stack at an anatomy.
 pub fn live_heading(l: &LedgerAt) -> String {
     let n: u64 = l.stacks.iter().map(|s| s.mappings).sum();
+    let resident: Option<u64> = l.stacks.iter().map(|g| g.resident_bytes).sum();
     let lost = if l.lost > 0 {
         format!(
             "; the kernel dropped {} of its records (a ring buffer full): some may be missing",
@@ -106,11 +135,71 @@ pub fn live_heading(l: &LedgerAt) -> String {
     } else {
         String::new()
     };
+    let bytes = match resident {
+        Some(r) => format!(
+            "{} resident of {} mapped",
+            fmt_bytes(r),
+            fmt_bytes(l.bytes())
+        ),
+        None => format!("{} mapped", fmt_bytes(l.bytes())),
+    };
     format!(
-        "{} live in {} the ledger saw made, by the code that made them{lost}",
-        fmt_bytes(l.bytes()),
+        "{bytes} in {} the ledger saw made, by the code that made them{lost}",
         crate::units::count(n, "mapping")
     )
+}
+
+/// The heading of the memory credited to the code that first touched it (`TouchAt`): how much
+/// of the data mappings' resident bytes, from how many samples, and the rest.
+pub fn touch_heading(t: &TouchAt, attached: bool, lost: u64) -> String {
+    let credited: u64 = t.stacks.iter().map(|s| s.resident_bytes).sum();
+    let present: u64 = t.stacks.iter().map(|s| s.samples).sum();
+    let before = if attached {
+        "resident before the ledger began (attached) or"
+    } else {
+        "in mappings"
+    };
+    let lost = if lost > 0 {
+        format!(
+            "; the kernel dropped {} (a ring buffer full): samples are missing",
+            crate::units::count(lost, "record")
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} of {} resident in data mappings, by the code that first touched it (one page fault in {} sampled: {} present; a stack of n samples is within about 100/sqrt(n) %); {} {before} too small for a sample{lost}",
+        fmt_bytes(credited),
+        fmt_bytes(t.resident_bytes),
+        t.every,
+        crate::units::count(present, "sample"),
+        fmt_bytes(t.unsampled_bytes),
+    )
+}
+
+/// The memory credited to the code that first touched it, a line per site (stacks that differ
+/// only inside the allocator are one), largest first (at most `STACK_LINES`, the rest summed):
+/// `62.0 MiB  grow_heap <- run via malloc (250 samples)`.
+pub fn touch_lines(o: &mut String, t: &TouchAt) {
+    let sites = touch_sites(t);
+    let shown = sites.len().min(STACK_LINES);
+    for (site, bytes, samples) in &sites[..shown] {
+        let _ = writeln!(
+            o,
+            "                {:>11}  {site} ({})",
+            fmt_bytes(*bytes),
+            crate::units::count(*samples, "sample")
+        );
+    }
+    let rest = &sites[shown..];
+    if !rest.is_empty() {
+        let _ = writeln!(
+            o,
+            "                {:>11}  in {} other sites",
+            fmt_bytes(rest.iter().map(|s| s.1).sum()),
+            rest.len()
+        );
+    }
 }
 
 /// The live mappings by stack (`l`), a line each, largest first (at most `STACK_LINES`, the
@@ -129,8 +218,9 @@ pub fn live_lines(o: &mut String, l: &LedgerAt, since: &[StackChange]) {
         };
         let _ = writeln!(
             o,
-            "                {:>11}  {}: {}{tag}",
-            fmt_bytes(g.bytes),
+            "                {:>11}  {}{}: {}{tag}",
+            fmt_bytes(g.weight()),
+            kind_words(g),
             site_words(&g.frames, g.truncated, g.call),
             group_words(g)
         );
@@ -140,7 +230,84 @@ pub fn live_lines(o: &mut String, l: &LedgerAt, since: &[StackChange]) {
         let _ = writeln!(
             o,
             "                {:>11}  in {} other stacks",
-            fmt_bytes(rest.iter().map(|g| g.bytes).sum()),
+            fmt_bytes(rest.iter().map(StackGroup::weight).sum()),
+            rest.len()
+        );
+    }
+}
+
+/// The words of the code that first touched memory: its site, without a `via` frame that no
+/// symbol names (a memset or memcpy inside libc, at whichever offset the fault came).
+fn touch_site(frames: &[Frame], truncated: bool) -> String {
+    let w = site_words(frames, truncated, Call::Mmap);
+    match w.find(" via [") {
+        Some(at) => {
+            let rest = &w[at + 6..];
+            let tail = rest.find(']').map_or("", |e| &rest[e + 1..]);
+            format!("{}{tail}", &w[..at])
+        }
+        None => w,
+    }
+}
+
+/// The credited memory by site (its words: stacks that differ only inside the allocator are
+/// one), with its samples, largest first.
+fn touch_sites(t: &TouchAt) -> Vec<(String, u64, u64)> {
+    let mut sites: Vec<(String, u64, u64)> = Vec::new();
+    for g in &t.stacks {
+        let site = touch_site(&g.frames, g.truncated);
+        match sites.iter_mut().find(|s| s.0 == site) {
+            Some(s) => {
+                s.1 += g.resident_bytes;
+                s.2 += g.samples;
+            }
+            None => sites.push((site, g.resident_bytes, g.samples)),
+        }
+    }
+    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sites
+}
+
+/// How the memory credited to the code that first touched it changed, a line per site (stacks
+/// that differ only inside the allocator are one), the largest change first (at most `max`, the
+/// rest summed), after a heading line that says how much of the change the named code holds.
+pub fn touch_change_lines(
+    o: &mut String,
+    changes: &[crate::analysis::ledger::TouchChange],
+    max: usize,
+) {
+    let mut sites: Vec<(String, i64, u64)> = Vec::new();
+    for c in changes {
+        let site = touch_site(&c.frames, c.truncated);
+        match sites.iter_mut().find(|s| s.0 == site) {
+            Some(s) => {
+                s.1 += c.delta_bytes;
+                s.2 += c.samples;
+            }
+            None => sites.push((site, c.delta_bytes, c.samples)),
+        }
+    }
+    sites.retain(|s| s.1 != 0);
+    sites.sort_by(|a, b| {
+        b.1.unsigned_abs()
+            .cmp(&a.1.unsigned_abs())
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    let shown = sites.len().min(max);
+    for (site, delta, samples) in &sites[..shown] {
+        let _ = writeln!(
+            o,
+            "                {:>11}  {site} ({})",
+            signed(*delta),
+            crate::units::count(*samples, "sample")
+        );
+    }
+    let rest = &sites[shown..];
+    if !rest.is_empty() {
+        let _ = writeln!(
+            o,
+            "                {:>11}  in {} other sites",
+            signed(rest.iter().map(|s| s.1).sum()),
             rest.len()
         );
     }
@@ -196,7 +363,7 @@ pub fn live_table(title: String, l: &LedgerAt, since: &[StackChange]) -> Table {
     Table {
         title,
         notes: vec![live_heading(l)],
-        head: ["mapped", "made by", "mappings", "since the idle floor"]
+        head: [weighed(l), "made by", "mappings", "since the idle floor"]
             .map(String::from)
             .to_vec(),
         rows: l
@@ -207,8 +374,12 @@ pub fn live_table(title: String, l: &LedgerAt, since: &[StackChange]) -> Table {
                     c.frames == g.frames && c.call == g.call && c.truncated == g.truncated
                 });
                 vec![
-                    fmt_bytes(g.bytes),
-                    site_words(&g.frames, g.truncated, g.call),
+                    fmt_bytes(g.weight()),
+                    format!(
+                        "{}{}",
+                        kind_words(g),
+                        site_words(&g.frames, g.truncated, g.call)
+                    ),
                     group_words(g),
                     match change {
                         Some(c) if c.new => "new".into(),
@@ -222,6 +393,23 @@ pub fn live_table(title: String, l: &LedgerAt, since: &[StackChange]) -> Table {
     }
 }
 
+/// The memory credited to the code that first touched it as a table (`report`), a row per
+/// site.
+pub fn touch_table(title: String, t: &TouchAt, attached: bool, lost: u64) -> Table {
+    Table {
+        title,
+        notes: vec![touch_heading(t, attached, lost)],
+        head: ["resident", "first touched by", "samples"]
+            .map(String::from)
+            .to_vec(),
+        rows: touch_sites(t)
+            .into_iter()
+            .map(|(site, bytes, samples)| vec![fmt_bytes(bytes), site, samples.to_string()])
+            .collect(),
+        footer: Vec::new(),
+    }
+}
+
 /// A frame as one element of a folded stack: `;` (the separator) becomes `:`, control
 /// characters escapes (`render::outside`): the folded file and the flame graph drawn from it
 /// (XML, which forbids most of them) hold none.
@@ -230,30 +418,43 @@ fn folded_frame(f: &Frame) -> String {
 }
 
 /// The folded stacks of the live mappings (`l`): a line per stack, its frames outermost first
-/// joined by `;`, then a space and its mapped bytes; a stack without frames is
-/// `[brk raises under the threshold]`. The format flame graph tools (inferno, flamegraph.pl)
-/// and speedscope read.
+/// joined by `;`, then a space and its bytes, resident where smaps gave them (else mapped); a
+/// stack without frames is `[brk raises under the threshold]`. The format flame graph tools
+/// (inferno, flamegraph.pl) and speedscope read.
 pub fn folded(l: &LedgerAt) -> String {
     let mut o = String::new();
-    for g in &l.stacks {
+    for g in l.stacks.iter().filter(|g| g.weight() > 0) {
         let frames: Vec<String> = if g.frames.is_empty() {
             vec![format!("[{} raises under the threshold]", g.call.key())]
         } else {
             g.frames.iter().rev().map(folded_frame).collect()
         };
-        let _ = writeln!(o, "{} {}", frames.join(";"), g.bytes);
+        let _ = writeln!(o, "{} {}", frames.join(";"), g.weight());
     }
     o
 }
 
-/// The flame graph of the live mappings (`l`) as SVG (inferno's, interactive when opened on its
-/// own or through an `<object>`): each frame as wide as the bytes its stacks hold mapped.
-/// `None` when there are none.
-pub fn flame_graph_svg(l: &LedgerAt, title: &str) -> Option<String> {
-    if l.stacks.is_empty() {
+/// The folded stacks of the memory credited to the code that first touched it (`t`), as
+/// `folded` writes them, and `[unsampled]` for the resident memory no sample fell in.
+pub fn folded_touch(t: &TouchAt) -> String {
+    let mut o = String::new();
+    for g in t.stacks.iter().filter(|g| g.resident_bytes > 0) {
+        let frames: Vec<String> = g.frames.iter().rev().map(folded_frame).collect();
+        let _ = writeln!(o, "{} {}", frames.join(";"), g.resident_bytes);
+    }
+    if t.unsampled_bytes > 0 {
+        let _ = writeln!(o, "[unsampled] {}", t.unsampled_bytes);
+    }
+    o
+}
+
+/// The flame graph of folded stacks (`folded`, `folded_touch`) as SVG (inferno's, interactive
+/// when opened on its own or through an `<object>`): each frame as wide as the bytes its
+/// stacks hold. `None` when there are none.
+pub fn flame_graph_svg(text: &str, title: &str) -> Option<String> {
+    if text.is_empty() {
         return None;
     }
-    let text = folded(l);
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
     opts.count_name = "bytes".into();
@@ -292,6 +493,8 @@ mod tests {
             processes: 1,
             mappings: 10,
             bytes: 600 * MIB,
+            resident_bytes: None,
+            kind: None,
             min_mapping_bytes: 60 * MIB,
             max_mapping_bytes: 60 * MIB,
         }
@@ -303,6 +506,7 @@ mod tests {
             at_unix_ms: 0,
             calls: 11,
             lost: 0,
+            touch: None,
         }
     }
 
@@ -333,11 +537,11 @@ mod tests {
             folded(&l),
             "_start;__libc_start_main;main;synthesize;alloc_partition;mmap64 629145600\n"
         );
-        let svg = flame_graph_svg(&l, "at the peak").unwrap();
+        let svg = flame_graph_svg(&folded(&l), "at the peak").unwrap();
         assert!(
             svg.contains("alloc_partition") && svg.contains("<svg"),
             "{svg}"
         );
-        assert!(flame_graph_svg(&at(Vec::new()), "x").is_none());
+        assert!(flame_graph_svg(&folded(&at(Vec::new())), "x").is_none());
     }
 }

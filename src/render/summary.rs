@@ -75,9 +75,24 @@ pub fn span_growth_lines(
         if !g.diff.stacks.is_empty() {
             let _ = writeln!(
                 o,
-                "                by stack (the ledger's mappings, mapped bytes):"
+                "                by stack (the ledger's mappings, resident bytes where smaps was read at both ends, else mapped):"
             );
             crate::render::stacks::change_lines(o, &g.diff.stacks, SPAN_STACK_LINES);
+        }
+        if !g.diff.touches.is_empty() {
+            let _ = writeln!(
+                o,
+                "                by touch (resident memory by the code that first touched it, sampled page faults{}):",
+                if g.to.ledger_lost > 0 {
+                    format!(
+                        "; the kernel had dropped {}: samples are missing",
+                        count(g.to.ledger_lost, "record")
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            crate::render::stacks::touch_change_lines(o, &g.diff.touches, SPAN_STACK_LINES);
         }
     }
 }
@@ -820,6 +835,21 @@ impl Summary {
                 crate::render::stacks::live_heading(l)
             );
             crate::render::stacks::live_lines(o, l, &g.diff.stacks);
+            if let Some(t) = &l.touch {
+                let _ = writeln!(
+                    o,
+                    "  by touch      at the highest anatomy, {}:",
+                    crate::render::stacks::touch_heading(
+                        t,
+                        !self
+                            .target
+                            .as_deref()
+                            .is_some_and(|t| t.starts_with("command")),
+                        l.lost
+                    )
+                );
+                crate::render::stacks::touch_lines(o, t);
+            }
         }
         if let Some(l) = &self.ledger {
             let lost = if l.lost > 0 {
@@ -830,9 +860,34 @@ impl Summary {
             } else {
                 String::new()
             };
+            let touches = if l.touch_samples > 0 {
+                format!(
+                    ", {}{}",
+                    count(l.touch_samples, "sampled page fault"),
+                    if l.touches_dropped > 0 {
+                        format!(
+                            " ({} past the cap on pages kept, not counted)",
+                            l.touches_dropped
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                String::new()
+            };
+            let cap = if l.stacks_over_cap > 0 {
+                format!(
+                    " ({} past memmon's cap of {}, kept as one: [other stacks])",
+                    l.stacks_over_cap,
+                    crate::analysis::ledger::STACKS_KEPT
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 o,
-                "  ledger        {} of the tree followed ({} of every process read{lost}), {} unwound, {} of CPU on a thread of its own",
+                "  ledger        {} of the tree followed ({} read{lost}){touches}, {} unwound{cap}, {} of CPU on a thread of its own",
                 count(l.calls, "call"),
                 count(l.records, "record"),
                 count(l.stacks, "stack"),

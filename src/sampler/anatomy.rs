@@ -275,8 +275,37 @@ pub fn read(job: Job) -> Anatomy {
         groups,
     );
     a.span = job.span;
-    a.ledger = job.ledger.and_then(|(l, at)| l.snapshot(at));
+    a.ledger = job
+        .ledger
+        .and_then(|(l, at)| l.snapshot(at, resident_maps(&procs)));
     a
+}
+
+/// The mappings of the processes read with smaps, with their Rss, for the ledger to weigh its
+/// stacks by; `None` where no process was.
+fn resident_maps(procs: &[ProcessMaps]) -> Option<Vec<crate::analysis::ledger::ResidentMaps>> {
+    let out: Vec<_> = procs
+        .iter()
+        .filter(|p| p.smaps)
+        .map(|p| {
+            let kinds = crate::analysis::anatomy::classify(&p.mappings, p.exe.as_deref());
+            let mut maps: Vec<crate::analysis::ledger::ResidentMap> = p
+                .mappings
+                .iter()
+                .zip(kinds)
+                .map(|(m, k)| crate::analysis::ledger::ResidentMap {
+                    start: m.start,
+                    end: m.end,
+                    rss: m.usage.as_ref().map_or(0, |u| u.rss_bytes),
+                    data: !m.perms.exec,
+                    kind: k.kind,
+                })
+                .collect();
+            maps.sort_unstable_by_key(|m| m.start);
+            crate::analysis::ledger::ResidentMaps { pid: p.pid, maps }
+        })
+        .collect();
+    (!out.is_empty()).then_some(out)
 }
 
 /// The thread that reads anatomies: one read at a time, asked by the recorder; `done` is called

@@ -10,7 +10,7 @@
 //! order with the calls, so a child's first mapping is never missed); for a launched command,
 //! the children of memmon itself (`launcher`), memmon's own calls left out.
 
-use crate::analysis::ledger::{Input, Ledger};
+use crate::analysis::ledger::{Input, Ledger, ResidentMaps};
 use crate::format::meta::LedgerEnd;
 use crate::model::ledger::LedgerAt;
 use crate::probe::mapcalls::{Event, MapCalls, MapCallsError, Options, What};
@@ -25,6 +25,9 @@ use std::time::Duration;
 /// the ledger as it was then.
 const SETTLE_NS: u64 = 2_000_000_000;
 
+/// The ledger thread's nice value where memmon may lower it (the tree's is usually 0).
+const LEDGER_NICE: i32 = -10;
+
 /// Without a wake-up, the thread reads the rings this often.
 const LOOK: Duration = Duration::from_millis(200);
 
@@ -32,6 +35,7 @@ enum Msg {
     Members(Vec<i32>),
     Snapshot {
         at_unix_ms: u64,
+        maps: Option<Vec<ResidentMaps>>,
         reply: mpsc::Sender<LedgerAt>,
     },
 }
@@ -50,10 +54,16 @@ impl LedgerHandle {
 
     /// The tree's live mappings by stack at `at_unix_ms` (wall clock): every call up to then
     /// applied, none after (a moment before the last one asked for is answered as of that
-    /// one). `None` when the thread is gone or does not answer within 10 s.
-    pub fn snapshot(&self, at_unix_ms: u64) -> Option<LedgerAt> {
+    /// one); with `maps` (the tree's mappings and their Rss, read with smaps), each stack's
+    /// resident bytes and the sampled page faults' credit. `None` when the thread is gone or
+    /// does not answer within 10 s.
+    pub fn snapshot(&self, at_unix_ms: u64, maps: Option<Vec<ResidentMaps>>) -> Option<LedgerAt> {
         let (reply, rx) = mpsc::channel();
-        if !self.send(Msg::Snapshot { at_unix_ms, reply }) {
+        if !self.send(Msg::Snapshot {
+            at_unix_ms,
+            maps,
+            reply,
+        }) {
             return None;
         }
         rx.recv_timeout(Duration::from_secs(10)).ok()
@@ -80,9 +90,15 @@ pub struct LedgerThread {
 impl LedgerThread {
     /// Opens the kernel's events (an error says why it cannot: no privilege, no tracefs) and
     /// starts the thread. `launcher`: memmon's own PID when it launches the command, whose
-    /// children then join the tree.
-    pub fn start(opts: Options, launcher: Option<i32>) -> Result<LedgerThread, MapCallsError> {
-        let calls = MapCalls::open(opts)?;
+    /// children then join the tree. `cgroup`: a cgroup that holds the tree alone (memmon's
+    /// own, or one found to), to which the kernel keeps the events where it can: every
+    /// process in it is then the tree's.
+    pub fn start(
+        opts: Options,
+        launcher: Option<i32>,
+        cgroup: Option<&std::path::Path>,
+    ) -> Result<LedgerThread, MapCallsError> {
+        let calls = MapCalls::open(opts, cgroup)?;
         let how = calls.how.clone();
         let wake = Arc::new(
             Waker::new().map_err(|e| MapCallsError::Failed("make the ledger's waker".into(), e))?,
@@ -97,6 +113,13 @@ impl LedgerThread {
         let thread = std::thread::Builder::new()
             .name("memmon-ledger".into())
             .spawn(move || {
+                // Ahead of the tree on a busy CPU, where memmon may (root): a ring buffer fills
+                // in tens of milliseconds while the tree faults in its memory, and what the
+                // kernel drops is lost to the ledger. The thread only copies and unwinds.
+                let _ = rustix::process::setpriority_process(
+                    Some(rustix::thread::gettid()),
+                    LEDGER_NICE,
+                );
                 let mut l = Reader::new(calls, opts, launcher);
                 l.run(&rx, &wake, &stopped)
             })
@@ -156,6 +179,9 @@ impl Reader {
     fn new(calls: MapCalls, opts: Options, launcher: Option<i32>) -> Reader {
         let mut ledger = Ledger::new(opts.min_bytes, rustix::param::page_size() as u64);
         ledger.add_parents(launcher);
+        if calls.cgroup.is_some() {
+            ledger.take_everyone();
+        }
         Reader {
             calls,
             ledger,
@@ -191,16 +217,22 @@ impl Reader {
                         self.known.extend(pids.iter().copied());
                         self.ledger.add_members(pids);
                     }
-                    Msg::Snapshot { at_unix_ms, reply } => {
+                    Msg::Snapshot {
+                        at_unix_ms,
+                        maps,
+                        reply,
+                    } => {
                         // Read again: every call up to now is in a ring by now.
                         self.read();
                         let at = mono_of_unix_ms(at_unix_ms);
                         self.apply_to(at);
+                        let touch = maps.as_deref().and_then(|m| self.touch_at(m));
                         let _ = reply.send(LedgerAt {
-                            stacks: self.ledger.live(),
+                            stacks: self.ledger.live(maps.as_deref(), &mut present_bytes()),
                             at_unix_ms,
                             calls: self.ledger.calls,
                             lost: self.calls.lost,
+                            touch,
                         });
                     }
                 }
@@ -217,6 +249,9 @@ impl Reader {
             lost: self.calls.lost,
             stacks: self.unwinder.unwound,
             truncated: self.unwinder.truncated,
+            stacks_over_cap: self.ledger.stacks.over_cap,
+            touch_samples: self.ledger.touch_samples,
+            touches_dropped: self.ledger.touches_dropped,
             sections_refused: std::mem::take(&mut self.unwinder.sections_refused),
             cpu_us: thread_cpu_us().saturating_sub(cpu0),
         }
@@ -243,7 +278,7 @@ impl Reader {
     }
 
     fn relevant(&self, pid: i32) -> bool {
-        self.known.contains(&pid) || self.ledger.is_member(pid)
+        self.calls.cgroup.is_some() || self.known.contains(&pid) || self.ledger.is_member(pid)
     }
 
     fn resolve(&mut self, e: &Event) -> Option<Resolved> {
@@ -297,6 +332,10 @@ impl Reader {
                 ret: *ret,
                 stack: None,
             },
+            What::Touch { addr, stack: s } => Input::Touch {
+                addr: *addr,
+                stack: stack(self, s),
+            },
         };
         Some(Resolved {
             time_ns: e.time_ns,
@@ -306,12 +345,63 @@ impl Reader {
         })
     }
 
+    /// The sampled page faults' credit against `maps` (`Ledger::touch_at`), each sampled page
+    /// checked in its process's pagemap now; `None` where faults are not sampled.
+    fn touch_at(&mut self, maps: &[ResidentMaps]) -> Option<crate::model::ledger::TouchAt> {
+        let every = self.calls.opts.touch_every;
+        if every == 0 {
+            return None;
+        }
+        let page = rustix::param::page_size() as u64;
+        let procfs = crate::probe::ProcFs::default();
+        let present = self
+            .ledger
+            .touched_pages()
+            .into_iter()
+            .map(|(pid, pages)| {
+                // A process gone, or whose pagemap cannot be read: none of its pages counts.
+                let here = procfs
+                    .open(pid)
+                    .and_then(|h| h.present_pages(&pages, page))
+                    .unwrap_or_else(|_| vec![false; pages.len()]);
+                (pid, here)
+            })
+            .collect();
+        Some(self.ledger.touch_at(maps, &present, every))
+    }
+
     /// Applies the pending calls up to `at` (CLOCK_MONOTONIC ns).
     fn apply_to(&mut self, at: u64) {
         let n = self.pending.partition_point(|r| r.time_ns <= at);
         for r in self.pending.drain(..n) {
             self.ledger.apply(r.pid, r.tid, r.input);
         }
+    }
+}
+
+/// At most this much address space is checked page by page in pagemap at one snapshot (parts
+/// of mappings the kernel merged with others); beyond it a part's Rss is its share.
+const PAGEMAP_BUDGET_BYTES: u64 = 16 << 30;
+
+/// The bytes of a process's `[start, end)` present in RAM now (pagemap), within the snapshot's
+/// budget; `None` past it or where pagemap cannot be read.
+fn present_bytes() -> impl FnMut(i32, u64, u64) -> Option<u64> {
+    let procfs = crate::probe::ProcFs::default();
+    let page = rustix::param::page_size() as u64;
+    let mut handles: std::collections::HashMap<i32, Option<crate::probe::ProcHandle>> =
+        std::collections::HashMap::new();
+    let mut budget = PAGEMAP_BUDGET_BYTES;
+    move |pid, start, end| {
+        let len = end.saturating_sub(start);
+        if len > budget {
+            return None;
+        }
+        budget -= len;
+        let h = handles
+            .entry(pid)
+            .or_insert_with(|| procfs.open(pid).ok())
+            .as_ref()?;
+        h.present_bytes(start, end, page).ok()
     }
 }
 

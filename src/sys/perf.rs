@@ -65,11 +65,14 @@ pub const TYPE_TRACEPOINT: u32 = 2;
 /// `PERF_TYPE_SOFTWARE`, and its event that counts nothing (`PERF_COUNT_SW_DUMMY`).
 pub const TYPE_SOFTWARE: u32 = 1;
 pub const SW_DUMMY: u64 = 9;
+/// `PERF_COUNT_SW_PAGE_FAULTS`: every page fault, minor and major.
+pub const SW_PAGE_FAULTS: u64 = 2;
 
 /// `perf_event_sample_format`: what a sample holds, in this order when present.
 pub mod sample {
     pub const TID: u64 = 1 << 1;
     pub const TIME: u64 = 1 << 2;
+    pub const ADDR: u64 = 1 << 3;
     pub const RAW: u64 = 1 << 10;
     pub const REGS_USER: u64 = 1 << 12;
     pub const STACK_USER: u64 = 1 << 13;

@@ -151,6 +151,27 @@ pub fn perf_event_open(
     pid: i32,
     cpu: i32,
 ) -> io::Result<std::os::fd::OwnedFd> {
+    perf_event_open_flags(attr, pid, cpu, 0)
+}
+
+/// `perf_event_open(2)` on `cpu` for the processes of the cgroup (v2, or v1's perf_event
+/// hierarchy) whose directory `cgroup` is open, and of the cgroups below it
+/// (`PERF_FLAG_PID_CGROUP`): the kernel leaves every other process out.
+pub fn perf_event_open_cgroup(
+    attr: &crate::sys::perf::Attr,
+    cgroup: std::os::fd::BorrowedFd<'_>,
+    cpu: i32,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    perf_event_open_flags(attr, cgroup.as_raw_fd(), cpu, PERF_FLAG_PID_CGROUP)
+}
+
+fn perf_event_open_flags(
+    attr: &crate::sys::perf::Attr,
+    pid: i32,
+    cpu: i32,
+    flags: u32,
+) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     // SAFETY: `attr` points to a whole `perf_event_attr` (repr(C), its `size` the struct's)
     // that outlives the call; the kernel only reads it (and writes `size` back on E2BIG, into
@@ -162,7 +183,7 @@ pub fn perf_event_open(
             pid,
             cpu,
             -1,
-            libc::c_ulong::from(PERF_FLAG_FD_CLOEXEC),
+            libc::c_ulong::from(PERF_FLAG_FD_CLOEXEC | flags),
         )
     };
     if fd < 0 {
@@ -172,8 +193,9 @@ pub fn perf_event_open(
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
-/// `PERF_FLAG_FD_CLOEXEC`.
+/// `PERF_FLAG_FD_CLOEXEC`, `PERF_FLAG_PID_CGROUP`.
 const PERF_FLAG_FD_CLOEXEC: u32 = 1 << 3;
+const PERF_FLAG_PID_CGROUP: u32 = 1 << 2;
 
 /// The perf ioctls memmon makes (`'$'`, from linux/perf_event.h).
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;

@@ -71,7 +71,16 @@ impl Recorder {
         .inspect_err(|_| sink.discard())?;
         let exits = open_exit_records(&opts, attached.is_none(), &report);
         // The ledger before the command is launched: its first mapping is in it.
-        let (ledger, ledger_off) = open_ledger(&opts, sink.as_ref(), attached.is_none(), &report);
+        let (ledger, ledger_off) = open_ledger(
+            &opts,
+            sink.as_ref(),
+            attached.is_none(),
+            cgroup
+                .as_ref()
+                .filter(|c| c.holds_tree())
+                .map(|c| c.cgroup().dir.as_path()),
+            &report,
+        );
         let (control, control_rx) = control_channel()?;
         let back = control.clone();
         let wake: Box<dyn Fn() + Send> = Box::new(move || {
@@ -326,6 +335,7 @@ fn open_ledger(
     opts: &RecordOptions,
     sink: &dyn SampleSink,
     launching: bool,
+    cgroup: Option<&std::path::Path>,
     report: &Reporter,
 ) -> (Option<crate::sampler::ledger::LedgerThread>, Option<String>) {
     let Some(calls) = opts.anatomy.as_ref().and_then(|a| a.ledger) else {
@@ -335,7 +345,7 @@ fn open_ledger(
         return (None, None);
     }
     let launcher = launching.then(|| std::process::id() as i32);
-    match crate::sampler::ledger::LedgerThread::start(calls, launcher) {
+    match crate::sampler::ledger::LedgerThread::start(calls, launcher, cgroup) {
         Ok(l) => (Some(l), None),
         Err(e) => {
             report.note(&format!(
