@@ -432,6 +432,7 @@ impl Ledger {
         self.touches_kept = self.touches.values().map(BTreeMap::len).sum();
         let mut credit: HashMap<StackId, (f64, u64)> = HashMap::new();
         let (mut resident, mut unsampled) = (0u64, 0u64);
+        let mut unsampled_by_kind: HashMap<GroupKind, u64> = HashMap::new();
         for m in maps {
             let pages = self.touches.get(&m.pid);
             for &ResidentMap {
@@ -439,7 +440,7 @@ impl Ledger {
                 end,
                 rss,
                 data,
-                ..
+                kind,
             } in &m.maps
             {
                 if !data || rss == 0 {
@@ -453,6 +454,7 @@ impl Ledger {
                 let n: u64 = by.values().sum();
                 if n == 0 {
                     unsampled += rss;
+                    *unsampled_by_kind.entry(kind).or_default() += rss;
                     continue;
                 }
                 for (s, k) in by {
@@ -482,11 +484,14 @@ impl Ledger {
                 .cmp(&a.resident_bytes)
                 .then_with(|| a.frames.cmp(&b.frames))
         });
+        let mut unsampled_by_kind: Vec<(GroupKind, u64)> = unsampled_by_kind.into_iter().collect();
+        unsampled_by_kind.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         TouchAt {
             every,
             stacks,
             resident_bytes: resident,
             unsampled_bytes: unsampled,
+            unsampled_by_kind,
             samples: self.touch_samples,
             samples_gone: gone,
         }
@@ -1251,6 +1256,7 @@ mod tests {
             .collect();
         let t = l.touch_at(&maps, &present, 64);
         assert_eq!((t.resident_bytes, t.unsampled_bytes), (10 * MIB, 2 * MIB));
+        assert_eq!(t.unsampled_by_kind, [(GroupKind::Arenas, 2 * MIB)]);
         assert_eq!((t.samples, t.samples_gone), (6, 1));
         assert_eq!(t.stacks.len(), 2);
         assert_eq!(

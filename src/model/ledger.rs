@@ -98,6 +98,10 @@ pub struct TouchAt {
     /// or in mappings too small to be sampled.
     pub resident_bytes: u64,
     pub unsampled_bytes: u64,
+    /// The unsampled bytes by what the anatomy took their mappings for (the heap, arenas,
+    /// anonymous mappings, files...), largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsampled_by_kind: Vec<(crate::model::anatomy::GroupKind, u64)>,
     /// Samples read, and those whose page was gone by the anatomy.
     pub samples: u64,
     pub samples_gone: u64,

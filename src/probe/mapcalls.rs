@@ -428,6 +428,12 @@ fn touch_attr(opts: &Options) -> Attr {
 /// another), and a kernel without perf's cgroup support takes none.
 fn perf_cgroup(dir: &std::path::Path) -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
+    // Debian's 5.10 livelocked with syscall tracepoints kept to a cgroup (soft lockups in
+    // syscall_trace_enter of every process in the lane's guest); 6.1 and later are tested.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    if kernel_version(&release)? < (6, 1) {
+        return None;
+    }
     let fd: std::os::fd::OwnedFd = std::fs::File::open(dir).ok()?.into();
     let attr = Attr {
         type_: perf::TYPE_SOFTWARE,
@@ -438,6 +444,12 @@ fn perf_cgroup(dir: &std::path::Path) -> Option<std::os::fd::OwnedFd> {
     };
     crate::sys::raw::perf_event_open_cgroup(&attr, fd.as_fd(), 0).ok()?;
     Some(fd)
+}
+
+/// A kernel release's major and minor version (`6.12.57+deb13-amd64`: (6, 12)).
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// Whether perf may watch every process on a CPU, asked first with a dummy software event (no
@@ -592,6 +604,15 @@ fn parse_exec(body: &[u8]) -> Option<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_releases_read_as_their_major_and_minor_version() {
+        assert_eq!(kernel_version("5.10.0-46-amd64\n"), Some((5, 10)));
+        assert_eq!(kernel_version("6.12.57+deb13-amd64"), Some((6, 12)));
+        assert_eq!(kernel_version("7.3.4"), Some((7, 3)));
+        assert!(kernel_version("6.18.44-fc-v1272") >= Some((6, 1)));
+        assert_eq!(kernel_version("junk"), None);
+    }
 
     fn layouts() -> HashMap<Which, Layout> {
         let l = |pairs: &[(&'static str, usize)]| Layout {

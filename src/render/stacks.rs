@@ -159,6 +159,18 @@ pub fn touch_heading(t: &TouchAt, attached: bool, lost: u64) -> String {
     } else {
         "in mappings"
     };
+    // What the unsampled memory is, where there is some: `(parameters 120.0 MiB, heap 8.00 MiB)`.
+    let kinds: Vec<String> = t
+        .unsampled_by_kind
+        .iter()
+        .take(4)
+        .map(|(k, b)| format!("{} {}", k.key(), fmt_bytes(*b)))
+        .collect();
+    let kinds = if kinds.is_empty() || t.unsampled_bytes == 0 {
+        String::new()
+    } else {
+        format!(" ({})", kinds.join(", "))
+    };
     let lost = if lost > 0 {
         format!(
             "; the kernel dropped {} (a ring buffer full): samples are missing",
@@ -168,7 +180,7 @@ pub fn touch_heading(t: &TouchAt, attached: bool, lost: u64) -> String {
         String::new()
     };
     format!(
-        "{} of {} resident in data mappings, by the code that first touched it (one page fault in {} sampled: {} present; a stack of n samples is within about 100/sqrt(n) %); {} {before} too small for a sample{lost}",
+        "{} of {} resident in data mappings, by the code that first touched it (one page fault in {} sampled: {} present; a stack of n samples is within about 100/sqrt(n) %); {}{kinds} {before} too small for a sample{lost}",
         fmt_bytes(credited),
         fmt_bytes(t.resident_bytes),
         t.every,
@@ -442,8 +454,8 @@ pub fn folded_touch(t: &TouchAt) -> String {
         let frames: Vec<String> = g.frames.iter().rev().map(folded_frame).collect();
         let _ = writeln!(o, "{} {}", frames.join(";"), g.resident_bytes);
     }
-    if t.unsampled_bytes > 0 {
-        let _ = writeln!(o, "[unsampled] {}", t.unsampled_bytes);
+    for (k, b) in t.unsampled_by_kind.iter().filter(|(_, b)| *b > 0) {
+        let _ = writeln!(o, "[unsampled];[{}] {b}", k.key());
     }
     o
 }

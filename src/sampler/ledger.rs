@@ -25,6 +25,39 @@ use std::time::Duration;
 /// the ledger as it was then.
 const SETTLE_NS: u64 = 2_000_000_000;
 
+/// Appends what the rings hold to `raw` (events read and not yet resolved), within the
+/// backlog's bound: past it the newest are dropped and counted as lost.
+fn take_rings(calls: &mut MapCalls, raw: &mut Vec<Event>) {
+    let from = raw.len();
+    calls.drain(raw);
+    raw[from..].sort_by_key(|e| e.time_ns);
+    if raw.len() == from {
+        return;
+    }
+    let mut held: usize = raw.iter().map(stack_bytes).sum();
+    while held > BACKLOG_BYTES && raw.len() > from {
+        let e = raw.pop().expect("longer than from");
+        held -= stack_bytes(&e);
+        calls.lost += 1;
+    }
+}
+
+/// Events resolved between two reads of the rings (`Reader::read`).
+const RESOLVE_BATCH: usize = 32;
+
+/// The most stack bytes held in events read and not yet resolved.
+const BACKLOG_BYTES: usize = 64 << 20;
+
+/// The stack bytes an event holds.
+fn stack_bytes(e: &Event) -> usize {
+    match &e.what {
+        What::Mmap { stack, .. } | What::Mremap { stack, .. } | What::Touch { stack, .. } => {
+            stack.as_ref().map_or(0, |s| s.bytes.len())
+        }
+        _ => 0,
+    }
+}
+
 /// The ledger thread's nice value where memmon may lower it (the tree's is usually 0).
 const LEDGER_NICE: i32 = -10;
 
@@ -228,7 +261,7 @@ impl Reader {
                         self.apply_to(at);
                         let touch = maps.as_deref().and_then(|m| self.touch_at(m));
                         let _ = reply.send(LedgerAt {
-                            stacks: self.ledger.live(maps.as_deref(), &mut present_bytes()),
+                            stacks: self.live(maps.as_deref()),
                             at_unix_ms,
                             calls: self.ledger.calls,
                             lost: self.calls.lost,
@@ -258,21 +291,30 @@ impl Reader {
     }
 
     /// Reads the rings: the tree's calls resolved (stacks unwound now, while the process is
-    /// there), in time order, into `pending`.
+    /// there), in time order, into `pending`. The rings are read again after every
+    /// `RESOLVE_BATCH` events resolved, so they keep room while stacks are unwound (a tree
+    /// faulting in its memory fills one in tens of milliseconds); what waits is held here, at
+    /// most `BACKLOG_BYTES` of stacks (past that, the newest are dropped and counted as lost).
     fn read(&mut self) {
-        self.raw.clear();
-        self.calls.drain(&mut self.raw);
-        if self.raw.is_empty() {
-            return;
-        }
-        self.raw.sort_by_key(|e| e.time_ns);
-        let raw = std::mem::take(&mut self.raw);
-        for e in &raw {
-            if let Some(r) = self.resolve(e) {
-                self.pending.push(r);
+        take_rings(&mut self.calls, &mut self.raw);
+        let mut at = 0;
+        while at < self.raw.len() {
+            let end = (at + RESOLVE_BATCH).min(self.raw.len());
+            for i in at..end {
+                let e = self.raw[i].clone();
+                if let Some(r) = self.resolve(&e) {
+                    self.pending.push(r);
+                }
+            }
+            at = end;
+            // Those read meanwhile join the ones still waiting, in time order.
+            let before = self.raw.len();
+            take_rings(&mut self.calls, &mut self.raw);
+            if self.raw.len() > before {
+                self.raw[at..].sort_by_key(|e| e.time_ns);
             }
         }
-        self.raw = raw;
+        self.raw.clear();
         // Each read is in order; one read's calls may come before another's last ones.
         self.pending.sort_by_key(|r| r.time_ns);
     }
@@ -364,10 +406,26 @@ impl Reader {
                     .open(pid)
                     .and_then(|h| h.present_pages(&pages, page))
                     .unwrap_or_else(|_| vec![false; pages.len()]);
+                // The rings keep room while pagemap is read (`read` resolves what came).
+                take_rings(&mut self.calls, &mut self.raw);
                 (pid, here)
             })
             .collect();
         Some(self.ledger.touch_at(maps, &present, every))
+    }
+
+    /// The live mappings by stack at a snapshot, weighed against `maps`; the rings are read
+    /// between pagemap reads, so they keep room meanwhile.
+    fn live(&mut self, maps: Option<&[ResidentMaps]>) -> Vec<crate::model::ledger::StackGroup> {
+        let Reader {
+            ledger, calls, raw, ..
+        } = self;
+        let mut present = present_bytes();
+        ledger.live(maps, &mut |pid, start, end| {
+            let b = present(pid, start, end);
+            take_rings(calls, raw);
+            b
+        })
     }
 
     /// Applies the pending calls up to `at` (CLOCK_MONOTONIC ns).

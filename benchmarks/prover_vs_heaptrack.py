@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Who holds a real prover's peak, memmon beside heaptrack: Filecoin's bellperson Groth16 prover
+(CPU, benchmarks/bellperson-prover) reads its parameters from a file and makes N proofs in one
+process; memmon records it with `--anatomy` and sampled page faults (`--touch-every`), and
+Debian's heaptrack records the same command. Side by side:
+
+- each allocation site heaptrack lists among its peak memory consumers, and what memmon credits
+  to the same function at its highest anatomy (the resident memory by the code that first
+  touched it);
+- for each proof (a phase from one `proof K done` line to the next), how much of its resident
+  growth memmon credits to named code;
+- what each costs the prover: its CPU time (user + system) alone, under memmon and under
+  heaptrack, and the CPU of memmon's ledger thread.
+
+Run from the repository root as root (the ledger needs CAP_PERFMON) after
+`cargo build --release`:
+
+    python3 benchmarks/prover_vs_heaptrack.py [--memmon target/release/memmon] [--log2 18]
+        [--proofs 3] [--touch-every 64] [--work target/prover-bench]
+
+It builds the prover (CARGO_TARGET_DIR=target/bellperson-prover, a few minutes the first time)
+and its parameters (2^18 constraints: about 2 minutes and a 151 MB file, kept in --work), then
+runs the prover alone, under memmon and under heaptrack, one after another. Prints Markdown.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Frames that are the allocator, the standard library or the copy that faulted, not the code
+# that wanted the memory: skipped to find a stack's site.
+SKIP = re.compile(
+    r"^(_R|alloc::|core::|std::|<alloc::|<core::|<std::|hashbrown::|__|\[|malloc|realloc|calloc|"
+    r"memcpy|memset|memmove|operator new|<u8 as alloc|<T as alloc)"
+)
+
+
+def normalize(name):
+    """A function's name as both tools print it: legacy-mangled escapes decoded, the hash gone."""
+    for a, b in (("$LT$", "<"), ("$GT$", ">"), ("$u20$", " "), ("$u7b$", "{"), ("$u7d$", "}"),
+                 ("$RF$", "&"), ("$C$", ","), ("..", "::")):
+        name = name.replace(a, b)
+    return re.sub(r"::h[0-9a-f]{16}$", "", name.strip())
+
+
+def site(frames):
+    """The first frame of a stack (innermost first) that is not the allocator's or std's."""
+    for f in frames:
+        n = normalize(f)
+        if n and not SKIP.match(n):
+            return n
+    return "(allocator or std only)"
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def timed(cmd, out_path):
+    """Runs `cmd` (stdout to `out_path`) under /usr/bin/time: wall s, CPU s, max RSS KiB."""
+    tfile = out_path + ".time"
+    with open(out_path, "w") as out:
+        run(["/usr/bin/time", "-o", tfile, "-f", "%e %U %S %M"] + cmd, stdout=out)
+    e, u, s, m = open(tfile).read().split()[-4:]
+    return float(e), float(u) + float(s), int(m)
+
+
+def heaptrack_sites(data):
+    """heaptrack's peak memory consumers, each full stack apart (-m 0), by site: bytes."""
+    text = subprocess.run(
+        ["heaptrack_print", "-m", "0", "--print-peaks", "1", "--print-allocators", "0",
+         "--print-temporary", "0", "-n", "60", data],
+        check=True, capture_output=True, text=True).stdout
+    text = text.split("PEAK MEMORY CONSUMERS", 1)[1]
+    sites = {}
+    for block in re.split(r"\n(?=\S+ peak memory consumed)", text):
+        m = re.match(r"\s*([\d.]+)([KMGT]?) peak memory consumed", block)
+        if not m:
+            continue
+        scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)]
+        frames = [l.strip() for l in block.splitlines()[1:]
+                  if l.startswith("  ") and not l.startswith("    ")]
+        s = site(frames)
+        sites[s] = sites.get(s, 0) + float(m.group(1)) * scale
+    return sites
+
+
+def memmon_sites(anatomies):
+    """memmon's credit at the highest anatomy, by site: bytes; and the anatomy."""
+    best = max((a for a in anatomies if (a.get("ledger") or {}).get("touch")),
+               key=lambda a: a["rss_bytes"])
+    sites = {}
+    for g in best["ledger"]["touch"]["stacks"]:
+        s = site([f["function"] for f in g["frames"]])
+        sites[s] = sites.get(s, 0) + g["resident_bytes"]
+    return sites, best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memmon", default=os.path.join(ROOT, "target/release/memmon"))
+    ap.add_argument("--log2", type=int, default=18)
+    ap.add_argument("--proofs", type=int, default=3)
+    ap.add_argument("--touch-every", type=int, default=64)
+    ap.add_argument("--work", default=os.path.join(ROOT, "target/prover-bench"))
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target/bellperson-prover"))
+    run(["cargo", "build", "--release", "--manifest-path",
+         os.path.join(ROOT, "benchmarks/bellperson-prover/Cargo.toml")], env=env)
+    prover = os.path.join(env["CARGO_TARGET_DIR"], "release/prover")
+    params = os.path.join(a.work, f"params-{a.log2}.bin")
+    if not os.path.exists(params):
+        run([prover, "params", params + ".new", str(a.log2)])
+        os.rename(params + ".new", params)
+    prove = [prover, "prove", params, str(a.log2), str(a.proofs)]
+    w = lambda name: os.path.join(a.work, name)
+
+    alone = timed(prove, w("alone.log"))
+
+    rec = w("run.csv")
+    for f in os.listdir(a.work):
+        if f.startswith("run.csv"):
+            os.remove(w(f))
+    log = w("memmon.log")
+    open(log, "w").close()
+    t0 = time.time()
+    run([a.memmon, "record", "-q", "--anatomy", "-i", "200ms",
+         "--touch-every", str(a.touch_every), "-o", rec, "--mark-log", log,
+         "--mark-regex", r"(?P<label>params read|proof \d+ done)", "--",
+         "sh", "-c", 'exec /usr/bin/time -o "$1" -f "%e %U %S %M" "$@" > "$2"', "sh",
+         w("memmon.time"), log] + prove)
+    wall_memmon = time.time() - t0
+    e, u, s, m = open(w("memmon.time")).read().split()[-4:]
+    under_memmon = (float(e), float(u) + float(s), int(m))
+
+    for f in os.listdir(a.work):
+        if f.startswith("ht."):
+            os.remove(w(f))
+    under_ht = timed(["heaptrack", "-o", w("ht")] + prove, w("heaptrack.log"))
+    ht_data = next(w(f) for f in os.listdir(a.work) if f.startswith("ht."))
+
+    summary = json.loads(subprocess.run([a.memmon, "summary", "--json", rec], check=True,
+                                        capture_output=True, text=True).stdout)
+    anatomies = [json.loads(l) for l in open(rec + ".anatomy.jsonl")]
+    mm, best = memmon_sites(anatomies)
+    ht = heaptrack_sites(ht_data)
+    ledger_cpu_s = summary["ledger"]["cpu_us"] / 1e6
+
+    mib = lambda b: f"{b / 2**20:.2f} MiB"
+    print(f"## bellperson {a.log2}: {a.proofs} proofs, memmon --touch-every {a.touch_every}\n")
+    print(f"memmon's highest anatomy at +{best['elapsed_s']:.1f} s, RSS {mib(best['rss_bytes'])}; "
+          f"{best['ledger']['touch']['samples']} samples\n")
+    print("| site (heaptrack's peak consumers, largest first) | heaptrack | memmon | memmon / heaptrack |")
+    print("|---|---|---|---|")
+    for name, b in sorted(ht.items(), key=lambda kv: -kv[1])[:10]:
+        got = mm.get(name, 0)
+        print(f"| `{name}` | {mib(b)} | {mib(got)} | {got / b:.2f} |")
+    print("\n| sites memmon credits at its highest anatomy | memmon |\n|---|---|")
+    for name, b in sorted(mm.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"| `{name}` | {mib(b)} |")
+
+    print("\n| phase | resident growth | credited to named code | share |\n|---|---|---|---|")
+    for g in summary.get("phase_anatomy", []):
+        grew = g["delta_bytes"]
+        named = sum(c["delta_bytes"] for c in g.get("touches", [])
+                    if c["delta_bytes"] > 0 and site([f["function"] for f in c["frames"]])
+                    not in ("(allocator or std only)",))
+        if grew > 0:
+            print(f"| {g['label']} | {mib(grew)} | {mib(named)} | {named / grew:.1%} |")
+
+    print("\n| the prover | wall | CPU (user + system) | max RSS |\n|---|---|---|---|")
+    for name, (e, c, m) in (("alone", alone), ("under memmon", under_memmon),
+                            ("under heaptrack", under_ht)):
+        print(f"| {name} | {e:.1f} s | {c:.1f} s ({c / alone[1]:.3f}x) | {m / 1024:.1f} MiB |")
+    print(f"\nmemmon's ledger thread: {ledger_cpu_s:.2f} s of CPU "
+          f"({ledger_cpu_s / under_memmon[1]:.2%} of the prover's); memmon's run {wall_memmon:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
