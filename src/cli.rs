@@ -1153,6 +1153,21 @@ by the stack that made them. Without the privilege it says so and reads the anat
         long_help = "With --anatomy and its ledger: one page fault in N sampled (perf's software event page-faults, on every CPU) with the faulting address and the user stack. At each anatomy every data mapping's resident bytes (smaps' Rss) are shared among the stacks whose sampled pages in it are still present (pagemap), in proportion: the code that first touched the memory, whether it came from glibc's brk heap or arenas, jemalloc, mimalloc or mmap. A smaller N is a finer estimate at more cost: each sample copies 8 KiB of stack (N = 1024 is one sample per 4 MiB of 4 KiB pages faulted). 0: no sampling."
     )]
     pub touch_every: u64,
+
+    /// With --anatomy and its ledger: keep the kernel's events to the recording's cgroup in the kernel, where it holds the tree alone on a v2 host (Linux 6.1 and later), so no other process's calls reach memmon (off by default)
+    #[arg(
+        long,
+        help_heading = "Anatomy",
+        requires = "anatomy",
+        conflicts_with = "no_ledger",
+        long_help = "With --anatomy and its ledger: open the ledger's events for the recording's \
+cgroup (PERF_FLAG_PID_CGROUP) where it holds the tree alone (memmon's own for a launched command, \
+or --cgroup found to) on a v2 host with Linux 6.1 or later: the kernel then keeps every other \
+process's calls and page faults out of the rings, which on a busy host is most of them. Off by \
+default: cgroup events make the kernel patch its scheduler's hot path, and in emulated guests \
+(QEMU without KVM) that crashed the kernel (memmon's lane, Debian's 6.12 and 7.3)."
+    )]
+    pub ledger_in_kernel: bool,
 }
 
 impl AnatomyArgs {
@@ -1170,6 +1185,7 @@ impl AnatomyArgs {
                 ledger: (!self.no_ledger).then(|| memmon::probe::mapcalls::Options {
                     min_bytes: self.ledger_min.max(1),
                     touch_every: self.touch_every,
+                    in_kernel: self.ledger_in_kernel,
                     ..Default::default()
                 }),
             })

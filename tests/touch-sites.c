@@ -5,10 +5,11 @@
  * ledger sees only brk raises and an arena's reservation; the sampled page faults see the code
  * that wrote each page. Built by the tests with -O2 -fomit-frame-pointer.
  *
- *   touch-sites PREFIX HEAP_MIB ARENA_MIB
+ *   touch-sites PREFIX HEAP_MIB ARENA_MIB [PAUSE_US]
  *
- * Fills both, prints "filled", waits for the file PREFIX.0, frees everything, exits. Each line
- * is flushed: a test reads them as they come. */
+ * Fills both (pausing PAUSE_US microseconds after each block: a pace a recorder in an emulated
+ * machine keeps up with), prints "filled", waits for the file PREFIX.0, frees everything,
+ * exits. Each line is flushed: a test reads them as they come. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #define BLOCK (64UL * 1024UL)
 
 static const char *prefix;
+static unsigned pause_us;
 
 static void wait_file(int n) {
     char path[4096];
@@ -36,6 +38,8 @@ static __attribute__((noinline)) size_t fill_blocks(void **out, size_t mib, int 
         if (!out[i])
             exit(3);
         memset(out[i], c, BLOCK);
+        if (pause_us)
+            usleep(pause_us);
     }
     return n;
 }
@@ -60,10 +64,12 @@ static __attribute__((noinline)) void *fill_arena(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: touch-sites PREFIX HEAP_MIB ARENA_MIB\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: touch-sites PREFIX HEAP_MIB ARENA_MIB [PAUSE_US]\n");
         return 2;
     }
+    if (argc == 5)
+        pause_us = strtoul(argv[4], NULL, 10);
     prefix = argv[1];
     size_t heap_mib = strtoul(argv[2], NULL, 10);
     arena_mib = strtoul(argv[3], NULL, 10);

@@ -185,19 +185,6 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
             report.runs.iter().find(|r| r.facts.basis() < basis).map_or("", |r| r.facts.basis().describe())
         ));
     }
-    // The ledger's count is over the whole bench: the last anatomy's is every run's.
-    let lost = report
-        .anatomy
-        .iter()
-        .map(|g| g.to.ledger_lost)
-        .max()
-        .unwrap_or(0);
-    if lost > 0 {
-        o.push(format!(
-            "note: the ledger's ring buffers were full at times: the kernel dropped {}, so the stacks of what grew may miss mappings and sampled page faults",
-            crate::units::count(lost, "record")
-        ));
-    }
     if report.runs.iter().any(|r| r.health.major_faults > 0) {
         o.push("note: Major faults: pages the tree had to read from disk or swap in the run (a count, /proc/PID/stat majflt)".into());
     }

@@ -37,11 +37,10 @@ nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)
 # What this host offers, for the tests to insist on (tests/util.rs `host_promises`): a test
 # that would skip for want of one of these fails instead.
 promise="cgroup2 psi numa swap"
-# perf-cgroup: the ledger's events kept by the kernel to a v2 cgroup (memmon leaves 5.10 out).
 case "$series" in
   5.10) ;;
-  6.1) promise="$promise memory.peak perf-cgroup" ;;
-  *) promise="$promise memory.peak memory.peak-reset perf-cgroup" ;;
+  6.1) promise="$promise memory.peak" ;;
+  *) promise="$promise memory.peak memory.peak-reset" ;;
 esac
 export MEMMON_TEST_HOST="$promise"
 echo "promised: $promise; $(grep -c . /proc/swaps) swap lines; $nodes NUMA nodes"

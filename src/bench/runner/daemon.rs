@@ -202,6 +202,20 @@ impl Daemon {
         // `run-end` read waited for).
         let taken: Vec<_> = self.anatomies.try_iter().collect();
         report.anatomy = crate::analysis::anatomy::run_growth(&taken, &self.run_spans);
+        // The ledger's count is over the whole bench: the last anatomy's is every run's. Said
+        // in the notes every export carries.
+        let lost = taken
+            .iter()
+            .filter_map(|a| a.ledger.as_ref())
+            .map(|l| l.lost)
+            .max()
+            .unwrap_or(0);
+        if lost > 0 {
+            report.notes.push(format!(
+                "the ledger's ring buffers were full at times: the kernel dropped {}, so the stacks of what grew may miss mappings and sampled page faults",
+                crate::units::count(lost, "record")
+            ));
+        }
         match (stop, ended) {
             (Some(s), _) => Some(s),
             (None, Err(e)) => Some(Stop::Error(e)),
