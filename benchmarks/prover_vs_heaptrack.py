@@ -46,7 +46,11 @@ def normalize(name):
     for a, b in (("$LT$", "<"), ("$GT$", ">"), ("$u20$", " "), ("$u7b$", "{"), ("$u7d$", "}"),
                  ("$RF$", "&"), ("$C$", ","), ("..", "::")):
         name = name.replace(a, b)
-    return re.sub(r"::h[0-9a-f]{16}$", "", name.strip())
+    name = re.sub(r"::h[0-9a-f]{16}$", "", name.strip())
+    # heaptrack's demangler leaves `_<T as Trait>`, `::_{{closure}}` where a legacy-mangled
+    # segment began `_$LT$` or `_$u7b$`.
+    name = name.replace("::_<", "::<").replace("::_{", "::{")
+    return name[1:] if name.startswith("_<") else name
 
 
 def site(frames):
@@ -62,13 +66,20 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
-def timed(cmd, out_path):
-    """Runs `cmd` (stdout to `out_path`) under /usr/bin/time: wall s, CPU s, max RSS KiB."""
-    tfile = out_path + ".time"
-    with open(out_path, "w") as out:
-        run(["/usr/bin/time", "-o", tfile, "-f", "%e %U %S %M"] + cmd, stdout=out)
+def times(tfile):
+    """/usr/bin/time's `%e %U %S %M` in `tfile`: wall s, CPU s, max RSS KiB."""
     e, u, s, m = open(tfile).read().split()[-4:]
     return float(e), float(u) + float(s), int(m)
+
+
+def timed(cmd, out_path, again=True):
+    """Runs `cmd` (stdout to `out_path`) under /usr/bin/time (unless not `again`: the last
+    run's figures): wall s, CPU s, max RSS KiB."""
+    tfile = out_path + ".time"
+    if again:
+        with open(out_path, "w") as out:
+            run(["/usr/bin/time", "-o", tfile, "-f", "%e %U %S %M"] + cmd, stdout=out)
+    return times(tfile)
 
 
 def heaptrack_sites(data):
@@ -109,6 +120,8 @@ def main():
     ap.add_argument("--proofs", type=int, default=3)
     ap.add_argument("--touch-every", type=int, default=64)
     ap.add_argument("--work", default=os.path.join(ROOT, "target/prover-bench"))
+    ap.add_argument("--analyze", action="store_true",
+                    help="compare the last runs' files in --work again, without running")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target/bellperson-prover"))
@@ -122,28 +135,30 @@ def main():
     prove = [prover, "prove", params, str(a.log2), str(a.proofs)]
     w = lambda name: os.path.join(a.work, name)
 
-    alone = timed(prove, w("alone.log"))
+    again = not a.analyze
+    alone = timed(prove, w("alone.log"), again)
 
     rec = w("run.csv")
     for f in os.listdir(a.work):
-        if f.startswith("run.csv"):
+        if f.startswith("run.csv") and again:
             os.remove(w(f))
     log = w("memmon.log")
-    open(log, "w").close()
     t0 = time.time()
-    run([a.memmon, "record", "-q", "--anatomy", "-i", "200ms",
-         "--touch-every", str(a.touch_every), "-o", rec, "--mark-log", log,
-         "--mark-regex", r"(?P<label>params read|proof \d+ done)", "--",
-         "sh", "-c", 'exec /usr/bin/time -o "$1" -f "%e %U %S %M" "$@" > "$2"', "sh",
-         w("memmon.time"), log] + prove)
+    if again:
+        open(log, "w").close()
+        run([a.memmon, "record", "-q", "--anatomy", "-i", "200ms",
+             "--touch-every", str(a.touch_every), "-o", rec, "--mark-log", log,
+             "--mark-regex", r"(?P<label>params read|proof \d+ done)", "--",
+             "sh", "-c",
+             't=$1 l=$2; shift 2; exec /usr/bin/time -o "$t" -f "%e %U %S %M" "$@" > "$l"',
+             "sh", w("memmon.time"), log] + prove)
     wall_memmon = time.time() - t0
-    e, u, s, m = open(w("memmon.time")).read().split()[-4:]
-    under_memmon = (float(e), float(u) + float(s), int(m))
+    under_memmon = times(w("memmon.time"))
 
     for f in os.listdir(a.work):
-        if f.startswith("ht."):
+        if f.startswith("ht.") and again:
             os.remove(w(f))
-    under_ht = timed(["heaptrack", "-o", w("ht")] + prove, w("heaptrack.log"))
+    under_ht = timed(["heaptrack", "-o", w("ht")] + prove, w("heaptrack.log"), again)
     ht_data = next(w(f) for f in os.listdir(a.work) if f.startswith("ht."))
 
     summary = json.loads(subprocess.run([a.memmon, "summary", "--json", rec], check=True,
@@ -166,21 +181,24 @@ def main():
     for name, b in sorted(mm.items(), key=lambda kv: -kv[1])[:8]:
         print(f"| `{name}` | {mib(b)} |")
 
-    print("\n| phase | resident growth | credited to named code | share |\n|---|---|---|---|")
+    # A phase's growth in data mappings: not the program's and libraries' code paged in.
+    code = ("binary", "library")
+    print("\n| phase (from its marker to the next) | resident growth | of it in data mappings "
+          "| credited to named code | share of the data growth |\n|---|---|---|---|---|")
     for g in summary.get("phase_anatomy", []):
         grew = g["delta_bytes"]
+        data = sum(c["delta_bytes"] for c in g.get("changes", []) if c["kind"] not in code)
         named = sum(c["delta_bytes"] for c in g.get("touches", [])
-                    if c["delta_bytes"] > 0 and site([f["function"] for f in c["frames"]])
-                    not in ("(allocator or std only)",))
-        if grew > 0:
-            print(f"| {g['label']} | {mib(grew)} | {mib(named)} | {named / grew:.1%} |")
+                    if site([f["function"] for f in c["frames"]]) != "(allocator or std only)")
+        if data > 0:
+            print(f"| {g['label']} | {mib(grew)} | {mib(data)} | {mib(named)} | {named / data:.1%} |")
 
     print("\n| the prover | wall | CPU (user + system) | max RSS |\n|---|---|---|---|")
     for name, (e, c, m) in (("alone", alone), ("under memmon", under_memmon),
                             ("under heaptrack", under_ht)):
         print(f"| {name} | {e:.1f} s | {c:.1f} s ({c / alone[1]:.3f}x) | {m / 1024:.1f} MiB |")
     print(f"\nmemmon's ledger thread: {ledger_cpu_s:.2f} s of CPU "
-          f"({ledger_cpu_s / under_memmon[1]:.2%} of the prover's); memmon's run {wall_memmon:.0f} s")
+          f"({ledger_cpu_s / under_memmon[1]:.2%} of the prover's)")
 
 
 if __name__ == "__main__":

@@ -336,6 +336,8 @@ impl Ledger {
                     self.calls += 1;
                     let old_end = addr.saturating_add(self.round(old_len));
                     let was = self.stack_at(pid, addr);
+                    // The pages move with the mapping, without a fault: so do their samples.
+                    let moved = self.take_touches(pid, addr, old_end);
                     self.cut(pid, addr, old_end);
                     let start = ret as u64;
                     let (stack, call) = match (stack, was) {
@@ -343,7 +345,15 @@ impl Ledger {
                         (None, Some((s, c))) => (s, c),
                         (None, None) => (None, Call::Mremap),
                     };
-                    self.insert(pid, start, start + self.round(new_len), stack, call);
+                    let new_end = start + self.round(new_len);
+                    self.insert(pid, start, new_end, stack, call);
+                    let pages = self.touches.entry(pid).or_default();
+                    for (page, s) in moved {
+                        let at = start + (page - addr);
+                        if at < new_end && pages.insert(at, s).is_none() {
+                            self.touches_kept += 1;
+                        }
+                    }
                 }
             }
             Input::Brk { ret, stack } => {
@@ -390,6 +400,19 @@ impl Ledger {
                 }
             }
         }
+    }
+
+    /// Takes the sampled pages of `[start, end)` out of the process's.
+    fn take_touches(&mut self, pid: i32, start: u64, end: u64) -> Vec<(u64, StackId)> {
+        let Some(t) = self.touches.get_mut(&pid) else {
+            return Vec::new();
+        };
+        let inside: Vec<(u64, StackId)> = t.range(start..end).map(|(&p, &s)| (p, s)).collect();
+        for (p, _) in &inside {
+            t.remove(p);
+        }
+        self.touches_kept -= inside.len();
+        inside
     }
 
     fn forget_touches(&mut self, pid: i32) {
@@ -1237,6 +1260,29 @@ mod tests {
                 len: 2 * MIB,
             },
         );
+        // A sample in a mapping mremap moved: it moves with it.
+        mmap(&mut l, 10, 10, 0x6000_0000, 2 * MIB, parts);
+        touch(&mut l, 0x6000_0000 + page, parts);
+        l.apply(
+            10,
+            10,
+            Input::Mremap {
+                addr: 0x6000_0000,
+                old_len: 2 * MIB,
+                new_len: 4 * MIB,
+                stack: None,
+            },
+        );
+        l.apply(10, 10, Input::MremapDone { ret: 0x7000_0000 });
+        assert!(l.touched_pages()[0].1.contains(&(0x7000_0000 + page)));
+        l.apply(
+            10,
+            10,
+            Input::Munmap {
+                addr: 0x7000_0000,
+                len: 4 * MIB,
+            },
+        );
         // A sample outside any mapping's Rss now (its page was freed).
         touch(&mut l, 0x20_0000, params);
         let maps = [ResidentMaps {
@@ -1257,7 +1303,7 @@ mod tests {
         let t = l.touch_at(&maps, &present, 64);
         assert_eq!((t.resident_bytes, t.unsampled_bytes), (10 * MIB, 2 * MIB));
         assert_eq!(t.unsampled_by_kind, [(GroupKind::Arenas, 2 * MIB)]);
-        assert_eq!((t.samples, t.samples_gone), (6, 1));
+        assert_eq!((t.samples, t.samples_gone), (7, 1));
         assert_eq!(t.stacks.len(), 2);
         assert_eq!(
             (t.stacks[0].resident_bytes, t.stacks[0].samples),
