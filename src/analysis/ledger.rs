@@ -740,13 +740,15 @@ pub fn touch_diff(from: &TouchAt, to: &TouchAt) -> Vec<TouchChange> {
         }
     }
     out.retain(|c| c.delta_bytes != 0);
-    out.sort_by(|a, b| {
-        b.delta_bytes
-            .unsigned_abs()
-            .cmp(&a.delta_bytes.unsigned_abs())
-            .then_with(|| a.frames.cmp(&b.frames))
-    });
+    out.sort_by(|a, b| by_change(a.delta_bytes, &a.frames, b.delta_bytes, &b.frames));
     out
+}
+
+/// The order of changes: the largest (either way) first, then by their innermost frames.
+fn by_change(a: i64, fa: &[Frame], b: i64, fb: &[Frame]) -> std::cmp::Ordering {
+    b.unsigned_abs()
+        .cmp(&a.unsigned_abs())
+        .then_with(|| fa.cmp(fb))
 }
 
 /// How one stack's live mappings changed between two moments (`stack_diff`).
@@ -812,12 +814,7 @@ pub fn stack_diff(from: &LedgerAt, to: &LedgerAt) -> Vec<StackChange> {
             })
         })
         .collect();
-    out.sort_by(|a, b| {
-        b.delta_bytes
-            .unsigned_abs()
-            .cmp(&a.delta_bytes.unsigned_abs())
-            .then_with(|| a.frames.cmp(&b.frames))
-    });
+    out.sort_by(|a, b| by_change(a.delta_bytes, &a.frames, b.delta_bytes, &b.frames));
     out
 }
 

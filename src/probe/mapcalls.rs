@@ -441,15 +441,19 @@ fn perf_cgroup(dir: &std::path::Path) -> Option<std::os::fd::OwnedFd> {
         return None;
     }
     let fd: std::os::fd::OwnedFd = std::fs::File::open(dir).ok()?.into();
-    let attr = Attr {
+    crate::sys::raw::perf_event_open_cgroup(&dummy(), fd.as_fd(), 0).ok()?;
+    Some(fd)
+}
+
+/// A software event that counts nothing, disabled: what may be opened, asked cheaply.
+fn dummy() -> Attr {
+    Attr {
         type_: perf::TYPE_SOFTWARE,
         size: std::mem::size_of::<Attr>() as u32,
         config: perf::SW_DUMMY,
         flags: flag::DISABLED,
         ..Attr::default()
-    };
-    crate::sys::raw::perf_event_open_cgroup(&attr, fd.as_fd(), 0).ok()?;
-    Some(fd)
+    }
 }
 
 /// A kernel release's major and minor version (`6.12.57+deb13-amd64`: (6, 12)).
@@ -461,13 +465,7 @@ fn kernel_version(release: &str) -> Option<(u32, u32)> {
 /// Whether perf may watch every process on a CPU, asked first with a dummy software event (no
 /// tracefs needed): the privilege is what a user lacks most often, and says so plainly.
 fn allowed() -> Result<(), MapCallsError> {
-    let attr = Attr {
-        type_: perf::TYPE_SOFTWARE,
-        size: std::mem::size_of::<Attr>() as u32,
-        config: perf::SW_DUMMY,
-        flags: flag::DISABLED,
-        ..Attr::default()
-    };
+    let attr = dummy();
     match crate::sys::raw::perf_event_open(&attr, -1, 0) {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {

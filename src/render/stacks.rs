@@ -265,18 +265,31 @@ fn touch_site(frames: &[Frame], truncated: bool) -> String {
 /// The credited memory by site (its words: stacks that differ only inside the allocator are
 /// one), with its samples, largest first.
 fn touch_sites(t: &TouchAt) -> Vec<(String, u64, u64)> {
-    let mut sites: Vec<(String, u64, u64)> = Vec::new();
-    for g in &t.stacks {
-        let site = touch_site(&g.frames, g.truncated);
+    let mut sites = by_site(t.stacks.iter().map(|g| {
+        (
+            touch_site(&g.frames, g.truncated),
+            g.resident_bytes,
+            g.samples,
+        )
+    }));
+    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sites
+}
+
+/// (site, bytes, samples) summed by site, in the order each site first comes.
+fn by_site<B: std::ops::AddAssign + Copy>(
+    rows: impl Iterator<Item = (String, B, u64)>,
+) -> Vec<(String, B, u64)> {
+    let mut sites: Vec<(String, B, u64)> = Vec::new();
+    for (site, bytes, samples) in rows {
         match sites.iter_mut().find(|s| s.0 == site) {
             Some(s) => {
-                s.1 += g.resident_bytes;
-                s.2 += g.samples;
+                s.1 += bytes;
+                s.2 += samples;
             }
-            None => sites.push((site, g.resident_bytes, g.samples)),
+            None => sites.push((site, bytes, samples)),
         }
     }
-    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     sites
 }
 
@@ -288,17 +301,11 @@ pub fn touch_change_lines(
     changes: &[crate::analysis::ledger::TouchChange],
     max: usize,
 ) {
-    let mut sites: Vec<(String, i64, u64)> = Vec::new();
-    for c in changes {
-        let site = touch_site(&c.frames, c.truncated);
-        match sites.iter_mut().find(|s| s.0 == site) {
-            Some(s) => {
-                s.1 += c.delta_bytes;
-                s.2 += c.samples;
-            }
-            None => sites.push((site, c.delta_bytes, c.samples)),
-        }
-    }
+    let mut sites = by_site(
+        changes
+            .iter()
+            .map(|c| (touch_site(&c.frames, c.truncated), c.delta_bytes, c.samples)),
+    );
     sites.retain(|s| s.1 != 0);
     sites.sort_by(|a, b| {
         b.1.unsigned_abs()
