@@ -293,7 +293,13 @@ fn status_bytes(pid: u32, key: &str) -> u64 {
 
 /// Sends a marker over the recorder's socket (what `memmon mark` does) and waits for its reply.
 fn mark(sock: &Path, label: &str) {
-    let mut s = UnixStream::connect(sock).unwrap();
+    // The socket's file comes at bind, a moment before its listen: refused until then.
+    let mut s = None;
+    assert!(wait_for(30.0, || {
+        s = UnixStream::connect(sock).ok();
+        s.is_some()
+    }));
+    let mut s = s.unwrap();
     writeln!(s, "{{\"mark\":\"{label}\"}}").unwrap();
     let mut reply = String::new();
     BufReader::new(&s).read_line(&mut reply).unwrap();
