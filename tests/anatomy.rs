@@ -252,13 +252,7 @@ fn the_anatomy_at_the_peak_names_each_known_mapping_and_summary_says_what_grew()
     }
     // The report shows it as a table.
     let html = dir.path().join("known.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&out)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(html).unwrap();
+    let html = report_html(&out, &html);
     for text in [
         "what grew between the idle floor and the peak: +",
         "10 anonymous mappings of 24.00 MiB (new)",

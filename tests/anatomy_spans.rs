@@ -147,13 +147,7 @@ fn phase_end_anatomies_name_what_grew_in_each_phase_and_the_report_draws_the_pea
 
     // The report: the peak's anatomy (phase b's end: both partitions and the memfd) as a bar.
     let html = dir.path().join("phases.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&out)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(html).unwrap();
+    let html = report_html(&out, &html);
     let bar = &html[html.find("<svg class=\"anatomy-bar\"").expect("no bar")..];
     let bar = &bar[..bar.find("</ul>").unwrap()];
     for text in [

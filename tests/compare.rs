@@ -462,13 +462,7 @@ fn appended_benches_keep_their_runs_apart_in_summary_compare_plot_and_report() {
     let image = std::fs::read_to_string(&svg).unwrap();
     assert!(image.contains("s2 run 1 start") && image.contains("s1 run 2 end"));
     let html = dir.path().join("two.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&two)
-        .assert()
-        .success();
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = report_html(&two, &html);
     assert!(page.contains("s2 run-start:1") && page.contains("s2 run 1"));
 }
 

@@ -254,13 +254,7 @@ fn a_launched_c_program_without_frame_pointers_names_each_allocation_site() {
         .code(predicates::ord::ne(0))
         .stderr(predicates::str::contains("peak.folded"));
     let html = dir.path().join("r.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&out)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(html).unwrap();
+    let html = report_html(&out, &html);
     assert!(
         html.contains("the live mappings by the code that made them"),
         "no table"
@@ -505,13 +499,7 @@ fn memory_from_the_brk_heap_and_a_glibc_arena_is_credited_to_the_code_that_touch
     assert!(text.contains("fill_blocks <- fill_arena"), "{text}");
     // The report: the table, and the flame graph of the memory by first touch.
     let html = dir.path().join("r.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&out)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(html).unwrap();
+    let html = report_html(&out, &html);
     assert!(
         html.contains("memory by first touch"),
         "no touch flame graph"

@@ -985,13 +985,7 @@ fn five_proofs_read_as_one_line_by_label_in_summary_json_and_report() {
         .filter(|c| !c.is_empty())
         .collect();
     let html = dir.path().join("proofs.html");
-    memmon()
-        .args(["report", "-o"])
-        .arg(&html)
-        .arg(&out)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(&html).unwrap();
+    let html = report_html(&out, &html);
     assert!(
         html.contains("<h3>phases by label"),
         "no table by label in the report"

@@ -135,6 +135,17 @@ pub fn memmon_under_time<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String,
 }
 
 /// The flame graph a report embeds (a base64 `data:` URL), as SVG text.
+/// `memmon report -o HTML RECORDING`, which must succeed: the page.
+pub fn report_html(recording: &Path, html: &Path) -> String {
+    memmon()
+        .args(["report", "-o"])
+        .arg(html)
+        .arg(recording)
+        .assert()
+        .success();
+    std::fs::read_to_string(html).unwrap()
+}
+
 pub fn report_flame_graph(html: &str) -> String {
     let at = html
         .find("data:image/svg+xml;base64,")
