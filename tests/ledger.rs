@@ -608,7 +608,7 @@ fn my_calls<T>(
 #[test]
 fn a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_maker() {
     use memmon::probe::mapcalls::{MapCalls, Options, What};
-    let mut calls = match MapCalls::open(Options::default(), None) {
+    let mut calls = match MapCalls::open(Options::default(), None, None) {
         Ok(c) => c,
         Err(e) => {
             println!("skipped: {e}");

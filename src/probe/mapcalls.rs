@@ -206,10 +206,14 @@ pub struct MapCalls {
 impl MapCalls {
     /// Opens the events on every CPU and enables them: of the processes of `cgroup` alone
     /// where the kernel can keep them to it (a v2 cgroup, with perf's cgroup support), else of
-    /// every process.
+    /// every process. `launcher`: the thread that will start the recorded command (the
+    /// caller's, `gettid`); the sampled page faults are then of that thread and of every thread
+    /// and process it starts from now on (perf's `inherit`, as `perf record COMMAND` does), not
+    /// of every process on the host: another program faulting in its memory fills no ring.
     pub fn open(
         opts: Options,
         cgroup: Option<&std::path::Path>,
+        launcher: Option<i32>,
     ) -> Result<MapCalls, MapCallsError> {
         allowed()?;
         let cgroup_fd = cgroup.filter(|_| opts.in_kernel).and_then(perf_cgroup);
@@ -308,9 +312,15 @@ impl MapCalls {
                 }
             }
             if let (Some(r), true) = (&ring, opts.touch_every > 0) {
-                let fd = open_on(&touch_attr(&opts), cpu).map_err(|e| {
-                    MapCallsError::Failed(format!("open page-faults on CPU {cpu}"), e)
-                })?;
+                let fd = match (launcher, &cgroup_fd) {
+                    (Some(tid), None) => {
+                        let mut attr = touch_attr(&opts);
+                        attr.flags |= flag::INHERIT;
+                        crate::sys::raw::perf_event_open(&attr, tid, cpu)
+                    }
+                    _ => open_on(&touch_attr(&opts), cpu),
+                }
+                .map_err(|e| MapCallsError::Failed(format!("open page-faults on CPU {cpu}"), e))?;
                 let id = crate::sys::raw::perf_id(&fd)
                     .map_err(|e| MapCallsError::Failed("read the ID of page-faults".into(), e))?;
                 which.insert(id, Which::Fault);
@@ -352,8 +362,12 @@ impl MapCalls {
                 crate::units::fmt_bytes(min),
                 if opts.touch_every > 0 {
                     format!(
-                        "; one page fault in {} with its address (software event page-faults)",
-                        opts.touch_every
+                        "; one page fault in {} with its address (software event page-faults{})",
+                        opts.touch_every,
+                        match (launcher, &cgroup_fd) {
+                            (Some(_), None) => ", of the launched tree alone",
+                            _ => "",
+                        }
                     )
                 } else {
                     String::new()

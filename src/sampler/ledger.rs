@@ -131,7 +131,12 @@ impl LedgerThread {
         launcher: Option<i32>,
         cgroup: Option<&std::path::Path>,
     ) -> Result<LedgerThread, MapCallsError> {
-        let calls = MapCalls::open(opts, cgroup)?;
+        // The sampled faults of a launched tree alone: this thread starts the command.
+        let calls = MapCalls::open(
+            opts,
+            cgroup,
+            launcher.map(|_| rustix::thread::gettid().as_raw_nonzero().get()),
+        )?;
         let how = calls.how.clone();
         let wake = Arc::new(
             Waker::new().map_err(|e| MapCallsError::Failed("make the ledger's waker".into(), e))?,

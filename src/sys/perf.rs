@@ -83,6 +83,9 @@ pub mod sample {
 /// The bit fields of `perf_event_attr` memmon sets (their place in the kernel's struct).
 pub mod flag {
     pub const DISABLED: u64 = 1 << 0;
+    /// `inherit`: a per-task event also counts the threads and processes the task starts
+    /// afterwards; their samples go to the event's own ring buffer.
+    pub const INHERIT: u64 = 1 << 1;
     /// `comm`: a `COMM` record when a task changes its name (at exec, with `COMM_EXEC`).
     pub const COMM: u64 = 1 << 9;
     /// `task`: `FORK` and `EXIT` records.
