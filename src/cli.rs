@@ -842,6 +842,25 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub warmup: u32,
 
+    /// Runs in flight together against the daemon: a new one starts as one ends. Above 1 the
+    /// bench gives the window's exact peak, its throughput and latencies (no run's own peak)
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..),
+        value_name = "C",
+        long_help = "Runs in flight together against the daemon (a daemon bench): C clients \
+start at once and a new one starts as one ends, as a loaded daemon serves them. The measured \
+window runs from the reset of the kernel's high-water marks just before the first measured \
+client starts to the last one's exit: its peak is exact as a run's is, and the bench gives the \
+window's throughput (runs per hour), the runs' latencies (p50, p95, max), the idle floor before \
+the window and the peak above it per run in flight. Runs that overlap share the daemon's \
+memory, so no run's own peak is given. --prepare runs before each client starts, inside the \
+window. The recording marks the window (window-start, window-end) and each client's start and \
+end (client-start:N, client-end:N)."
+    )]
+    pub concurrency: u32,
+
     /// Shell command to run before each run (not timed; warmup runs too)
     #[arg(long, value_name = "CMD")]
     pub prepare: Option<String>,

@@ -1348,3 +1348,87 @@ fn a_single_run_is_one_run_not_one_runs() {
     assert!(text.contains("Benchmark: 1 of 1 run of"), "{text}");
     assert!(!text.contains("1 runs"), "{text}");
 }
+
+#[test]
+fn two_requests_in_flight_double_the_throughput_and_the_windows_exact_peak_holds_both() {
+    // A daemon that serves two requests at once, each holding 100 MiB for 1 s: two clients in
+    // flight overlap for about a second each (the hold, by construction), one after another
+    // never.
+    let dir = tempdir();
+    let d = Daemon::start(dir.path(), &["--workers", "2"]);
+    let client = ["--size", "100MiB", "--hold", "1s"];
+    let (_, one) = bench_daemon(&d, dir.path(), &["-n", "4", "-i", "1s"], &client);
+    let (table, two) = bench_daemon(
+        &d,
+        dir.path(),
+        &["-n", "4", "-i", "1s", "--concurrency", "2", "--force"],
+        &client,
+    );
+    assert_eq!(two["complete"], true, "{two:#}");
+    assert!(runs(&two).is_empty(), "no run's own peak: {two:#}");
+    let w = &two["window"];
+    assert_eq!(
+        (u(&w["concurrency"]), u(&w["runs"]), u(&w["most_in_flight"])),
+        (2, 4, 2),
+        "{w:#}"
+    );
+    // The window's peak is the kernel's, reset at its start: the floor and both requests.
+    assert_eq!(
+        (&w["peak"]["source"], &w["peak"]["exact"]),
+        (&"vmhwm".into(), &true.into())
+    );
+    let (peak, floor) = (u(&w["peak"]["bytes"]), u(&w["floor_bytes"]));
+    assert!(
+        peak.abs_diff(floor + 200 * MIB) <= tolerance(),
+        "peak {peak}, floor {floor} + 200 MiB"
+    );
+    let per_run = u(&w["peak_over_floor_per_run_in_flight_bytes"]);
+    assert!(per_run.abs_diff(100 * MIB) <= tolerance(), "{per_run}");
+    // Throughput: runs of about 1 s, two at a time, against one at a time.
+    let alone = 3600.0 / one["stats"]["wall_s"]["mean"].as_f64().unwrap();
+    let together = w["throughput_per_hour"].as_f64().unwrap();
+    assert!(
+        (1.6..=2.1).contains(&(together / alone)),
+        "{together} runs/h against {alone} alone"
+    );
+    let p50 = w["latency_s"]["p50"].as_f64().unwrap();
+    assert!(p50 >= 1.0, "{p50}");
+    let clients = w["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 4);
+    assert!(clients.iter().all(|c| c["exit_code"] == 0));
+    for line in [
+        "  window        4 runs in ",
+        "  throughput    ",
+        "  over floor    ",
+    ] {
+        assert!(table.contains(line), "{line}\n{table}");
+    }
+    assert!(table.contains("per run in flight"), "{table}");
+}
+
+#[test]
+fn runs_in_flight_need_a_daemon_and_refuse_what_would_cut_the_window() {
+    for (flags, says) in [
+        (
+            &["--concurrency", "2"][..],
+            "--concurrency applies to a bench against a daemon",
+        ),
+        (
+            &["--pid", "1", "--concurrency", "2", "--cooldown", "1s"][..],
+            "--cooldown pauses between runs one after another",
+        ),
+        (
+            &["--pid", "1", "--concurrency", "2", "--phase-peaks"][..],
+            "--phase-peaks resets the peaks at each marker",
+        ),
+        (&["--concurrency", "0"][..], "--concurrency"),
+    ] {
+        memmon()
+            .arg("bench")
+            .args(flags)
+            .args(["--", "true"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(says));
+    }
+}

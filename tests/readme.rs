@@ -228,7 +228,7 @@ fn drift(block: &Block, today: &str) -> Vec<String> {
     let (ours, theirs) = (labels(&block.text), labels(today));
     let trimmed = block.text.lines().any(|l| l.trim() == "...");
     let kind = &block.kind;
-    if kind.starts_with("summary ") {
+    if kind.starts_with("summary ") || kind == "bench window" {
         let ok = if trimmed {
             is_subsequence(&ours, &theirs)
         } else {
@@ -637,6 +637,45 @@ fn prover_bench() -> &'static ProverBench {
     })
 }
 
+/// `bench window`: the test daemon serving 2 requests at once, benched with 2 in flight.
+fn window_bench() -> &'static String {
+    static R: OnceLock<String> = OnceLock::new();
+    R.get_or_init(|| {
+        let dir = scratch().join("window");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (socket, pidfile) = (dir.join("d.sock"), dir.join("d.pid"));
+        let mut d = std::process::Command::new(memmon_test_path())
+            .arg("test-daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .args(["--workers", "2"])
+            .spawn()
+            .unwrap();
+        assert!(wait_for(10.0, || pidfile.exists()));
+        let out = memmon()
+            .args(["bench", "-q", "--pidfile"])
+            .arg(&pidfile)
+            .args(["--concurrency", "2", "-n", "4", "-i", "100ms", "--"])
+            .arg(memmon_test_path())
+            .arg("test-client")
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--size", "20MiB", "--hold", "200ms"])
+            .output()
+            .unwrap();
+        let _ = d.kill();
+        let _ = d.wait();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+}
+
 /// `bench cgroup` and `compare`: the prover in a cgroup of its own, benched twice (partitions of
 /// 40 then 48 MiB) and compared with a 2% gate. `None` without a memory controller.
 struct CgroupBench {
@@ -705,7 +744,7 @@ fn cgroup_bench() -> Option<&'static CgroupBench> {
 /// Today's output for a README block kind; `None` when it cannot be made here (skipped).
 fn today(kind: &str) -> Option<String> {
     let needs = match kind {
-        "summary attached" | "summary gpu" => Needs::Nothing,
+        "summary attached" | "summary gpu" | "bench window" => Needs::Nothing,
         "summary bench-recording" | "bench prover" => Needs::Root,
         _ => Needs::OwnCgroup,
     };
@@ -722,6 +761,7 @@ fn today(kind: &str) -> Option<String> {
         "summary bench-recording" => prover_bench().recording.text.clone(),
         "bench prover" => prover_bench().table.clone(),
         "bench cgroup" => cgroup_bench()?.table.clone(),
+        "bench window" => window_bench().clone(),
         "compare" => cgroup_bench()?.compare.clone(),
         other => panic!("README marks a block '{other}', which tests/readme.rs does not know"),
     })

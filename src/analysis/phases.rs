@@ -181,10 +181,15 @@ impl Pending {
 /// A bench run's label: `run N`, or `sK run N` for run N of session K of a recording whose runs
 /// come from several sessions (`--append`ed benches each number their runs from 1): every
 /// table, plot, report, comparison and budget names a run by it.
+/// A bench's measured window of runs in flight together (`model::sample::WINDOW`) is `window`.
 pub fn run_label(run: u32, session: Option<u32>) -> String {
+    let run = match run {
+        crate::model::sample::WINDOW => "window".to_string(),
+        n => format!("run {n}"),
+    };
     match session {
-        Some(k) => format!("s{k} run {run}"),
-        None => format!("run {run}"),
+        Some(k) => format!("s{k} {run}"),
+        None => run,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod push;
 pub mod runner;
 pub mod stats;
 pub mod table;
+pub mod window;
 
 use crate::output::Dest;
 use crate::probe::cgroup::CgroupFs;
@@ -32,6 +33,9 @@ pub struct BenchOptions {
     pub client: Vec<String>,
     pub runs: u32,
     pub warmup: u32,
+    /// Clients in flight together against the daemon (`--concurrency`); 1: one after another,
+    /// each run's own peak exact. Above 1 the measured window's peak is (`window.rs`).
+    pub concurrency: u32,
     pub prepare: Option<String>,
     pub cooldown: Option<Duration>,
     pub ignore_failure: bool,
@@ -384,6 +388,10 @@ pub struct BenchReport {
     /// first run) to the run's highest.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub anatomy: Vec<crate::analysis::anatomy::SpanGrowth>,
+    /// `--concurrency` above 1: the measured window of runs in flight together, its exact peak
+    /// and its throughput (`runs` is then empty: no run's own peak can be told apart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<window::Window>,
 }
 
 impl BenchReport {
@@ -430,8 +438,19 @@ impl BenchReport {
         self.leak = stats::leak_check(&pairs);
     }
 
-    /// What the budgets judge of each run: its peak on the bench's basis (after `finish`).
+    /// What the budgets judge of each run: its peak on the bench's basis (after `finish`); of
+    /// a window of runs in flight together, the window's peak.
     pub fn units(&self) -> Vec<crate::analysis::budget::Unit> {
+        let window = self.window.iter().map(|w| {
+            crate::analysis::budget::Unit::of_run(
+                "the window".into(),
+                w.peak,
+                &w.facts,
+                w.cgroup_sampled_peak_bytes,
+                w.peak_gpu_bytes,
+                &w.gpu_kernel,
+            )
+        });
         self.runs
             .iter()
             .map(|r| {
@@ -444,6 +463,7 @@ impl BenchReport {
                     &r.gpu_kernel,
                 )
             })
+            .chain(window)
             .collect()
     }
 }
@@ -469,6 +489,7 @@ impl BenchReport {
             complete: true,
             stopped: None,
             anatomy: Vec::new(),
+            window: None,
         }
     }
 }
@@ -531,6 +552,27 @@ mod tests {
             cgroup: Some("/prover".into()),
         });
         b.notes.push("a note".into());
+        // A bench with runs in flight together writes a window where the runs would be: one
+        // report holds both here, so the list names every key either kind writes.
+        let span = crate::analysis::span::SpanAcc::open(&Default::default()).close(
+            String::new(),
+            None,
+            false,
+            &Default::default(),
+        );
+        let client = |run, start_s| window::ClientRun {
+            run,
+            started_unix_ms: 1,
+            start_s,
+            wall_s: 1.0,
+            exit_code: Some(0),
+            exit_signal: None,
+            in_flight: 2,
+        };
+        let mut w = window::Window::of(2, 2.0, &span, (1..=4).map(|n| client(n, 0.0)).collect());
+        w.daemon_user_s = Some(0.5);
+        w.daemon_system_s = Some(0.1);
+        b.window = Some(w);
         b.finish();
         let doc = crate::format::json::BENCH;
         let v = serde_json::to_value(doc.of(&b)).unwrap();

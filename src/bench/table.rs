@@ -293,12 +293,17 @@ pub fn render(report: &BenchReport) -> String {
     let _ = writeln!(
         o,
         "Benchmark: {} of {} of {}{against}, interval {}",
-        report.runs.len(),
+        report
+            .window
+            .as_ref()
+            .map_or(report.runs.len(), |w| w.runs as usize),
         crate::units::count(report.runs_requested, "run"),
         report.client,
         report.interval
     );
-    if report.runs.is_empty() {
+    if let Some(w) = &report.window {
+        render_window(&mut o, w);
+    } else if report.runs.is_empty() {
         let _ = writeln!(o, "  no run was measured");
     } else {
         render_runs(&mut o, report);
@@ -314,6 +319,94 @@ pub fn render(report: &BenchReport) -> String {
         let _ = writeln!(o, "  stopped: {s}");
     }
     o
+}
+
+/// A window of runs in flight together (`--concurrency`): its throughput, latencies and exact
+/// peak, the floor under it and what each run in flight cost above it.
+fn render_window(o: &mut String, w: &crate::bench::window::Window) {
+    use crate::units::{count, fmt_bytes};
+    let _ = writeln!(
+        o,
+        "  window        {} in {}, {} in flight (most at once: {})",
+        count(w.runs, "run"),
+        fmt_wall(w.wall_s),
+        w.concurrency,
+        w.most_in_flight
+    );
+    let steady = match &w.throughput_stretches {
+        Some(s) => format!(
+            " (each {} completed: {:.0} to {:.0}, σ {:.0})",
+            count(w.concurrency, "run"),
+            s.min,
+            s.max,
+            s.stddev
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        o,
+        "  throughput    {:.0} runs/h{steady}",
+        w.throughput_per_hour
+    );
+    if let Some(l) = &w.latency_s {
+        let _ = writeln!(
+            o,
+            "  latency       p50 {}, p95 {}, max {} (each client from its start to its exit)",
+            fmt_wall(l.p50),
+            fmt_wall(l.p95),
+            fmt_wall(l.max)
+        );
+    }
+    let bound = w.facts.exact_within_bytes;
+    let _ = writeln!(
+        o,
+        "  peak          {} ({}, reset at the window's start)",
+        w.peak.cell(),
+        w.peak.describe(bound)
+    );
+    let counter = match w.facts.basis() {
+        PeakBasis::Cgroup => "the cgroup's usage",
+        _ => "the tree's RSS",
+    };
+    let _ = writeln!(
+        o,
+        "  idle floor    {} ({counter} at the window's start)",
+        fmt_bytes(w.floor_bytes)
+    );
+    let _ = writeln!(
+        o,
+        "  over floor    {}: {} per run in flight",
+        fmt_bytes(w.peak_over_floor_bytes),
+        fmt_bytes(w.peak_over_floor_per_run_in_flight_bytes)
+    );
+    if let (Some(u), Some(sys)) = (w.daemon_user_s, w.daemon_system_s) {
+        let _ = writeln!(
+            o,
+            "  daemon CPU    {u:.2} s user, {sys:.2} s system in the window"
+        );
+    }
+    let failed = w.failed();
+    if failed > 0 {
+        let runs: Vec<String> = w
+            .clients
+            .iter()
+            .filter(|c| c.exit_code != Some(0))
+            .map(|c| c.run.to_string())
+            .collect();
+        let _ = writeln!(
+            o,
+            "  failed        {} of the window's: {}",
+            count(failed, "run"),
+            runs.join(", ")
+        );
+    }
+    if w.health.oom_killed() {
+        let _ = writeln!(
+            o,
+            "  warning: the kernel's OOM killer killed processes of the cgroup during the window: {}",
+            crate::analysis::span::MemoryHealth::OOM_MEANS
+        );
+    }
 }
 
 /// What grew in each run (`--anatomy`), from the idle floor's anatomy to the run's highest.

@@ -39,6 +39,28 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--own-cgroup applies to a command bench (no daemon); a daemon's own cgroup is read when it has one",
         ));
     }
+    if args.concurrency > 1 {
+        if target.is_none() {
+            return Err(usage(
+                "--concurrency applies to a bench against a daemon (--pid, --pidfile, --name): runs of a command in flight together are measured by recording them, `memmon record -- sh -c 'CMD & CMD & wait'`",
+            ));
+        }
+        if args.cooldown.is_some() {
+            return Err(usage(
+                "--cooldown pauses between runs one after another; with --concurrency a run starts as soon as another ends",
+            ));
+        }
+        if args.marks.phase_peaks {
+            return Err(usage(
+                "--phase-peaks resets the peaks at each marker, which would cut the window of runs in flight (--concurrency) whose peak the bench gives",
+            ));
+        }
+        if args.push.is_some() {
+            return Err(usage(
+                "--push sends each run's own peak, which runs in flight together (--concurrency) do not have; export the window with --export-json",
+            ));
+        }
+    }
     let s = &args.sampling;
     let on_stdout: Vec<&str> = [
         (&s.output, "-o"),
@@ -65,6 +87,7 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
         client: args.client.clone(),
         runs: args.runs,
         warmup: args.warmup,
+        concurrency: args.concurrency,
         prepare: args.prepare.clone(),
         cooldown: args.cooldown,
         ignore_failure: args.ignore_failure,

@@ -106,10 +106,21 @@ pub enum Event {
     Restart(i32),
     /// A marker, with its label (`memmon mark`, `--mark-log`, `--mark-stdout`).
     Mark(String),
-    /// A benchmark run began or ended (run number, from 1).
+    /// A benchmark run began or ended (run number, from 1). Run [`WINDOW`] is the measured
+    /// window of a bench with several runs in flight (`bench --concurrency`), written
+    /// `window-start` and `window-end`: the span whose peak is reset at its start and exact.
     RunStart(u32),
     RunEnd(u32),
+    /// A client of a bench with several runs in flight started or ended (its run number, from
+    /// 1; 0 for a warmup run). Such runs overlap, so these rows bound no span: they say how many
+    /// were in flight at each moment of the window.
+    ClientStart(u32),
+    ClientEnd(u32),
 }
+
+/// The run number of a bench's measured window (`bench --concurrency`): no run has it, as runs
+/// count from 1.
+pub const WINDOW: u32 = 0;
 
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -117,8 +128,12 @@ impl fmt::Display for Event {
             Event::Start => write!(f, "start"),
             Event::Restart(pid) => write!(f, "restart:{pid}"),
             Event::Mark(label) => write!(f, "mark:{label}"),
+            Event::RunStart(WINDOW) => write!(f, "window-start"),
+            Event::RunEnd(WINDOW) => write!(f, "window-end"),
             Event::RunStart(n) => write!(f, "run-start:{n}"),
             Event::RunEnd(n) => write!(f, "run-end:{n}"),
+            Event::ClientStart(n) => write!(f, "client-start:{n}"),
+            Event::ClientEnd(n) => write!(f, "client-end:{n}"),
         }
     }
 }
@@ -167,6 +182,10 @@ impl Event {
             }
             "run-start" => Ok(Event::RunStart(number(arg, u32::MAX as i64)? as u32)),
             "run-end" => Ok(Event::RunEnd(number(arg, u32::MAX as i64)? as u32)),
+            "window-start" => Ok(Event::RunStart(WINDOW)),
+            "window-end" => Ok(Event::RunEnd(WINDOW)),
+            "client-start" => Ok(Event::ClientStart(number(arg, u32::MAX as i64)? as u32)),
+            "client-end" => Ok(Event::ClientEnd(number(arg, u32::MAX as i64)? as u32)),
             _ => Err(EventError::Unknown(crate::units::printable(text, 80))),
         }
     }
@@ -178,7 +197,7 @@ pub enum EventError {
     #[error("event '{event}' needs a whole number from 0 to {max} after ':'")]
     Number { event: String, max: i64 },
     #[error(
-        "unknown event '{0}' (expected start, restart:PID, mark:LABEL, run-start:N, run-end:N)"
+        "unknown event '{0}' (expected start, restart:PID, mark:LABEL, run-start:N, run-end:N, window-start, window-end, client-start:N, client-end:N)"
     )]
     Unknown(String),
 }
@@ -347,6 +366,10 @@ mod tests {
             Event::Mark("gpu prove: done".into()),
             Event::RunStart(3),
             Event::RunEnd(3),
+            Event::RunStart(WINDOW),
+            Event::RunEnd(WINDOW),
+            Event::ClientStart(4),
+            Event::ClientEnd(0),
         ] {
             assert_eq!(Event::parse(&e.to_string()).unwrap(), e);
         }

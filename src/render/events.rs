@@ -36,6 +36,11 @@ impl Default for Events {
 impl Events {
     /// Adds the next event, at `x` on the recording's timeline, in `session` (from 1).
     pub fn push(&mut self, x: f64, event: &Event, session: u32) {
+        // The clients of a bench with runs in flight together start and end by the hundred:
+        // drawn as lines they would hide the memory; the window's start and end are drawn.
+        if matches!(event, Event::ClientStart(_) | Event::ClientEnd(_)) {
+            return;
+        }
         if matches!(event, Event::RunStart(_) | Event::RunEnd(_)) {
             self.run_sessions = match self.run_sessions {
                 None => Some((session, false)),

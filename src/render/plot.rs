@@ -652,6 +652,8 @@ fn event_label(ev: &Event, session: Option<u32>) -> String {
         Event::Mark(label) => label.clone(),
         Event::RunStart(n) => format!("{} start", run_label(*n, session)),
         Event::RunEnd(n) => format!("{} end", run_label(*n, session)),
+        Event::ClientStart(n) => format!("client {n} start"),
+        Event::ClientEnd(n) => format!("client {n} end"),
     }
 }
 

@@ -17,6 +17,13 @@
 //! `cgroup_swap_*_pages`: the cgroup's own); the most transparent huge pages in use
 //! (`anon_huge_bytes`: the tree's, read with PSS; `cgroup_anon_thp_bytes`); the OOM kills in the
 //! cgroup (`cgroup_oom_kills`).
+//!
+//! With runs in flight together (`--concurrency`), a row per client instead (`run`,
+//! `started_unix_ms`, `start_s` from the window's start, `wall_s`, the exit, `in_flight` at its
+//! start), each with the window's numbers (`concurrency`, `window_wall_s`,
+//! `throughput_per_hour`, `window_peak_bytes` and its source, scope and exactness, `floor_bytes`,
+//! `peak_over_floor_bytes`, `peak_over_floor_per_run_in_flight_bytes`): no run has a peak of its
+//! own there.
 
 use super::Exporter;
 use crate::analysis::span::MemoryHealth;
@@ -105,6 +112,54 @@ impl Row {
     }
 }
 
+/// One client of a window of runs in flight together, with the window's numbers.
+#[derive(Serialize)]
+struct ClientRow {
+    run: u32,
+    started_unix_ms: u64,
+    start_s: String,
+    wall_s: String,
+    exit_code: Option<i32>,
+    exit_signal: Option<i32>,
+    in_flight: u32,
+    concurrency: u32,
+    window_wall_s: String,
+    throughput_per_hour: String,
+    window_peak_bytes: u64,
+    window_peak_source: &'static str,
+    window_peak_scope: &'static str,
+    window_peak_exact: bool,
+    floor_bytes: u64,
+    peak_over_floor_bytes: u64,
+    peak_over_floor_per_run_in_flight_bytes: u64,
+}
+
+fn window_rows(w: &crate::bench::window::Window) -> Result<Vec<u8>, super::ExportError> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    for c in &w.clients {
+        out.serialize(ClientRow {
+            run: c.run,
+            started_unix_ms: c.started_unix_ms,
+            start_s: format!("{:.6}", c.start_s),
+            wall_s: format!("{:.6}", c.wall_s),
+            exit_code: c.exit_code,
+            exit_signal: c.exit_signal,
+            in_flight: c.in_flight,
+            concurrency: w.concurrency,
+            window_wall_s: format!("{:.6}", w.wall_s),
+            throughput_per_hour: format!("{:.1}", w.throughput_per_hour),
+            window_peak_bytes: w.peak.bytes,
+            window_peak_source: w.peak.source.key(),
+            window_peak_scope: w.peak.scope.key(),
+            window_peak_exact: w.peak.exact,
+            floor_bytes: w.floor_bytes,
+            peak_over_floor_bytes: w.peak_over_floor_bytes,
+            peak_over_floor_per_run_in_flight_bytes: w.peak_over_floor_per_run_in_flight_bytes,
+        })?;
+    }
+    Ok(out.into_inner().map_err(|e| e.into_error())?)
+}
+
 /// The memory health columns: each written only when some run moved it (no column of zeros),
 /// after the fixed ones; a run without the figure (not read) has an empty cell.
 type HealthGet = fn(&MemoryHealth) -> Option<u64>;
@@ -125,6 +180,9 @@ const HEALTH: [(&str, HealthGet); 12] = [
 
 impl Exporter for CsvExporter {
     fn serialize(&self, report: &BenchReport) -> Result<Vec<u8>, super::ExportError> {
+        if let Some(win) = report.window.as_ref().filter(|w| !w.clients.is_empty()) {
+            return window_rows(win);
+        }
         let mut w = csv::Writer::from_writer(Vec::new());
         if report.runs.is_empty() {
             // No row to take the header from: the header alone.

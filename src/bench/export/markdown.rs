@@ -12,6 +12,11 @@ pub struct MarkdownExporter;
 impl Exporter for MarkdownExporter {
     fn serialize(&self, report: &BenchReport) -> Result<Vec<u8>, super::ExportError> {
         let mut o = String::new();
+        if let Some(w) = &report.window {
+            window_table(&mut o, w)?;
+            notes_and_end(&mut o, report)?;
+            return Ok(o.into_bytes());
+        }
         if let Some(note) = shared_pages_note(report) {
             writeln!(o, "{note}\n")?;
         }
@@ -74,23 +79,51 @@ impl Exporter for MarkdownExporter {
                 )?;
             }
         }
-        // The terminal table's notes.
-        let notes = notes(report);
-        if !notes.is_empty() || report.leak.is_some() || !report.notes.is_empty() {
-            writeln!(o)?;
-        }
-        for n in &notes {
-            writeln!(o, "- {n}")?;
-        }
-        if let Some(l) = &report.leak {
-            writeln!(o, "- {}", l.message)?;
-        }
-        for n in &report.notes {
-            writeln!(o, "- note: {n}")?;
-        }
-        if let Some(s) = &report.stopped {
-            writeln!(o, "- stopped: {s}")?;
-        }
+        notes_and_end(&mut o, report)?;
         Ok(o.into_bytes())
     }
+}
+
+/// A window of runs in flight together: one row of its numbers.
+fn window_table(o: &mut String, w: &crate::bench::window::Window) -> std::fmt::Result {
+    writeln!(
+        o,
+        "| Runs | In flight | Time | Throughput | p50 | p95 | Peak | Idle floor | Over floor per run in flight |"
+    )?;
+    writeln!(o, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    let (p50, p95) = w.latency_s.map_or((String::new(), String::new()), |l| {
+        (fmt_wall(l.p50), fmt_wall(l.p95))
+    });
+    writeln!(
+        o,
+        "| {} | {} | {} | {:.0} runs/h | {p50} | {p95} | {} | {} | {} |",
+        w.runs,
+        w.concurrency,
+        fmt_wall(w.wall_s),
+        w.throughput_per_hour,
+        w.peak.cell(),
+        fmt_bytes(w.floor_bytes),
+        fmt_bytes(w.peak_over_floor_per_run_in_flight_bytes)
+    )
+}
+
+/// The terminal table's notes, the bench's own, and why it stopped early.
+fn notes_and_end(o: &mut String, report: &BenchReport) -> std::fmt::Result {
+    let notes = notes(report);
+    if !notes.is_empty() || report.leak.is_some() || !report.notes.is_empty() {
+        writeln!(o)?;
+    }
+    for n in &notes {
+        writeln!(o, "- {n}")?;
+    }
+    if let Some(l) = &report.leak {
+        writeln!(o, "- {}", l.message)?;
+    }
+    for n in &report.notes {
+        writeln!(o, "- note: {n}")?;
+    }
+    if let Some(s) = &report.stopped {
+        writeln!(o, "- stopped: {s}")?;
+    }
+    Ok(())
 }

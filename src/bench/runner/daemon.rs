@@ -2,15 +2,17 @@
 //! bench; each run resets the kernel's marks (`Control::ResetPeaks`), runs the client, and reads
 //! the marks and the tree's CPU time back (`Control::Probe`, `Control::CpuTicks`).
 
+use super::inflight::InFlight;
 use super::{
-    cooldown, prepare, progress, recorder_report, run_env, say, say_recording, stderr_stdio,
-    ClientEnd, Quit, Stop,
+    cooldown, prepare, progress, recorder_report, run_env, say, say_recording, ClientEnd, Quit,
+    Stop,
 };
+use crate::bench::window::{ClientRun, Window};
 use crate::bench::{BenchError, BenchOptions, BenchReport, DaemonInfo, RunResult};
 use crate::exit::Ending;
 use crate::format::meta::{ClientWall, EndInfo, EndReason, Meta, RunPeaks};
 use crate::format::OutputError;
-use crate::model::sample::{Event, Sample};
+use crate::model::sample::{Event, Sample, WINDOW};
 use crate::output::Dest;
 use crate::probe::proc::clock_ticks_per_s;
 use crate::probe::ProcHandle;
@@ -20,12 +22,12 @@ use crate::sampler::record::{
     file_sink, unix_ms_now, Control, ControlHandle, Outcome, RecordOptions, Recorder,
 };
 use crate::sampler::sink::{Nowhere, SampleSink};
+use crate::sampler::target::shell_words;
 use crate::sampler::target::{self, TargetSpec};
 use crate::units::{count, fmt_interval};
-use std::os::fd::AsFd;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A bench against a running daemon.
 pub(super) struct Daemon {
@@ -149,13 +151,18 @@ impl Daemon {
         say(
             opts,
             format!(
-                "bench: daemon {} {}: PID {} ({}){children}; interval {}; {}{} of: {}",
+                "bench: daemon {} {}: PID {} ({}){children}; interval {}; {}{}{} of: {}",
                 spec.mode(),
                 spec.spec(),
                 pid,
                 self.handle.comm,
                 fmt_interval(opts.interval),
                 count(opts.runs, "run"),
+                if opts.concurrency > 1 {
+                    format!(", {} in flight together", opts.concurrency)
+                } else {
+                    String::new()
+                },
                 if opts.warmup > 0 {
                     format!(" after {}", count(opts.warmup, "warmup run"))
                 } else {
@@ -168,9 +175,11 @@ impl Daemon {
             Some(cg) => say(
                 opts,
                 format!(
-                    "bench: the daemon's own cgroup {} ({}) holds its tree: each run's peak is read from its peak file, reset as each run starts (a refused reset is said)",
+                    "bench: the daemon's own cgroup {} ({}) holds its tree: {} peak is read from its peak file, reset as {} starts (a refused reset is said)",
                     cg.path,
-                    cg.version.name()
+                    cg.version.name(),
+                    if opts.concurrency > 1 { "the window's" } else { "each run's" },
+                    if opts.concurrency > 1 { "the window" } else { "each run" }
                 ),
             ),
             None => {
@@ -194,7 +203,11 @@ impl Daemon {
     }
 
     pub(super) fn bench(mut self, opts: &BenchOptions, report: &mut BenchReport) -> Option<Stop> {
-        let stop = self.runs(opts, report);
+        let stop = if opts.concurrency > 1 {
+            self.window(opts, report)
+        } else {
+            self.runs(opts, report)
+        };
         // End the recorder; its own verdict only matters if the runs went well.
         self.control.send(Control::Stop);
         let ended = self.join();
@@ -287,13 +300,166 @@ impl Daemon {
         None
     }
 
+    /// `--concurrency` above 1: the warmup runs, then the measured window: the marks reset at
+    /// its `window-start` row, `opts.runs` clients with `opts.concurrency` in flight (a new one
+    /// starts as one ends; each start and end takes a row), its `window-end` row once the last
+    /// has exited. The window's peak is exact as a run's is; no run's own is (they overlap).
+    fn window(&mut self, opts: &BenchOptions, report: &mut BenchReport) -> Option<Stop> {
+        if opts.warmup > 0 {
+            if !self.mark("warmup".into()) {
+                return Some(self.ended("the warmup runs"));
+            }
+            if let Err(s) = self.in_flight(opts, opts.warmup, None, &mut Vec::new()) {
+                return Some(s);
+            }
+        }
+        let (kernel_held, cgroup_held) = match self.reset(opts, WINDOW, "the window") {
+            Ok(held) => held,
+            Err(s) => return Some(s),
+        };
+        let t0 = Instant::now();
+        let cpu_before = self.tree_cpu_ticks();
+        let mut clients = Vec::new();
+        let failure = match self.in_flight(opts, opts.runs, Some(t0), &mut clients) {
+            Ok(f) => f,
+            Err(s) => return Some(s),
+        };
+        let wall_s = t0.elapsed().as_secs_f64();
+        let cpu = self.cpu_since(cpu_before);
+        self.control.send(Control::ClientWall(ClientWall {
+            run: WINDOW,
+            wall_s,
+        }));
+        let (tx, rx) = mpsc::channel();
+        if !self.control.send(Control::Probe(Event::RunEnd(WINDOW), tx))
+            || !matches!(rx.recv(), Ok(Some(_)))
+            || !self.alive()
+        {
+            return Some(self.ended("the window"));
+        }
+        let samples = self.run_samples(WINDOW);
+        let Some(span) =
+            crate::analysis::phases::run_span(&self.meta, &samples, kernel_held, cgroup_held)
+        else {
+            return Some(self.ended("the window"));
+        };
+        let mut w = Window::of(opts.concurrency, wall_s, &span, clients);
+        w.daemon_user_s = cpu.map(|c| c.0);
+        w.daemon_system_s = cpu.map(|c| c.1);
+        self.run_spans.push(span);
+        report.notes.push(format!(
+            "{} in flight together: the window's peak is exact as a run's is, from the reset at its start to its end; no run's own peak can be told apart from the others'",
+            opts.concurrency
+        ));
+        report.window = Some(w);
+        failure.map(Stop::Failed)
+    }
+
+    /// Runs `count` clients with `opts.concurrency` in flight: a new one starts (after
+    /// `--prepare`) as one ends. Measured (`t0`, the window's start): each client's start and
+    /// end take a row (`client-start:N`, `client-end:N`) and it goes into `clients`; warmup
+    /// (`None`): MEMMON_BENCH_WARMUP=K, no rows. A failed client (without `--ignore-failure`)
+    /// starts no more: those in flight finish, and its message comes back.
+    fn in_flight(
+        &mut self,
+        opts: &BenchOptions,
+        count: u32,
+        t0: Option<Instant>,
+        clients: &mut Vec<ClientRun>,
+    ) -> Result<Option<String>, Stop> {
+        let what = if t0.is_some() {
+            "the window"
+        } else {
+            "the warmup runs"
+        };
+        let mut flight = InFlight::default();
+        let mut started = 0;
+        let mut in_flight_at_start = Vec::new();
+        let mut failure = None;
+        loop {
+            while failure.is_none() && started < count && flight.len() < opts.concurrency as usize {
+                started += 1;
+                let env = match t0 {
+                    Some(_) => run_env(started, None),
+                    None => run_env(0, Some(started)),
+                };
+                prepare(opts, &env)?;
+                if t0.is_some() && !self.row(Event::ClientStart(started)) {
+                    return Err(self.ended(what));
+                }
+                flight.start(opts, &env, started)?;
+                in_flight_at_start.push(flight.len() as u32);
+            }
+            if flight.len() == 0 {
+                return Ok(failure);
+            }
+            let (ended, quitted) = flight.wait(&self.quit)?;
+            if quitted || !self.alive() {
+                flight.end_all();
+                return Err(self.ended(what));
+            }
+            for e in ended {
+                if let Some(t0) = t0 {
+                    self.row(Event::ClientEnd(e.run));
+                    let c = ClientRun {
+                        run: e.run,
+                        started_unix_ms: e.started_unix_ms,
+                        start_s: e.started.saturating_duration_since(t0).as_secs_f64(),
+                        wall_s: e.end.wall_s,
+                        exit_code: e.end.code,
+                        exit_signal: e.end.signal,
+                        in_flight: in_flight_at_start[e.run as usize - 1],
+                    };
+                    say(
+                        opts,
+                        format!(
+                            "run {}/{}: {}, {} ({} in flight at its start)",
+                            c.run,
+                            count,
+                            super::super::table::fmt_wall(c.wall_s),
+                            e.end.describe(),
+                            c.in_flight
+                        ),
+                    );
+                    clients.push(c);
+                }
+                if !e.end.ok() && !opts.ignore_failure && failure.is_none() {
+                    failure = Some(format!(
+                        "{} {}: the client failed with {} ({}); no more runs were started, those in flight finished (--ignore-failure to go on)",
+                        if t0.is_some() { "run" } else { "warmup run" },
+                        e.run,
+                        e.end.describe(),
+                        shell_words(&opts.client)
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The tree's CPU time, user and system in seconds, since `before` (`tree_cpu_ticks`).
+    fn cpu_since(&self, before: Option<(u64, u64)>) -> Option<(f64, f64)> {
+        let hz = clock_ticks_per_s();
+        before
+            .zip(self.tree_cpu_ticks())
+            .map(|((u0, s0), (u1, s1))| {
+                (
+                    u1.saturating_sub(u0) as f64 / hz,
+                    s1.saturating_sub(s0) as f64 / hz,
+                )
+            })
+    }
+
     /// Takes a marker's row and waits for it, as a run's boundaries do: the client starts after
     /// the row, so nothing it does lands on the wrong side of the marker (no lag to tell: the
     /// phase is never late). False when the recorder has ended.
     fn mark(&self, label: String) -> bool {
+        self.row(Event::Mark(label))
+    }
+
+    /// Takes a row with `event` and waits for it; false when the recorder has ended.
+    fn row(&self, event: Event) -> bool {
         let (tx, rx) = mpsc::channel();
-        self.control.send(Control::Probe(Event::Mark(label), tx))
-            && matches!(rx.recv(), Ok(Some(_)))
+        self.control.send(Control::Probe(event, tx)) && matches!(rx.recv(), Ok(Some(_)))
     }
 
     /// One measured run: a row and a reset, the client, a row read back; the run's span
@@ -305,57 +471,14 @@ impl Daemon {
         env: &[(&str, String)],
     ) -> Result<(RunResult, ClientEnd), Stop> {
         let label = format!("run {n}");
-        let (tx, rx) = mpsc::channel();
         let started_unix_ms = unix_ms_now();
-        if !self
-            .control
-            .send(Control::ResetPeaks(Event::RunStart(n), tx))
-        {
-            return Err(self.ended(&label));
-        }
-        let failed = match rx.recv() {
-            Ok(f) => f,
-            Err(_) => return Err(self.ended(&label)),
-        };
-        let kernel_held = failed.kernel.is_empty();
-        if !kernel_held {
-            if self.hwm_reset_ok {
-                say(
-                    opts,
-                    format!(
-                        "bench: cannot reset the peaks ({}); a run's peak then counts only where it rose above what came before",
-                        failed.kernel.join("; ")
-                    ),
-                );
-            }
-            self.hwm_reset_ok = false;
-        }
-        let cgroup_held = failed.cgroup.is_none();
-        if let Some(why) = &failed.cgroup {
-            if self.cgroup_reset_ok {
-                say(
-                    opts,
-                    format!(
-                        "bench: cannot reset {why}; a run's cgroup peak then counts only where it rose above what came before, else the run's peak is the kernel's of its largest process (reset at each run)"
-                    ),
-                );
-            }
-            self.cgroup_reset_ok = false;
-        }
+        let (kernel_held, cgroup_held) = self.reset(opts, n, &label)?;
         let cpu_before = self.tree_cpu_ticks();
         let (end, quitted) = run_client(opts, env, &self.quit)?;
         if quitted {
             return Err(self.ended(&label));
         }
-        let hz = clock_ticks_per_s();
-        let cpu = cpu_before
-            .zip(self.tree_cpu_ticks())
-            .map(|((u0, s0), (u1, s1))| {
-                (
-                    u1.saturating_sub(u0) as f64 / hz,
-                    s1.saturating_sub(s0) as f64 / hz,
-                )
-            });
+        let cpu = self.cpu_since(cpu_before);
         // The run's time in the recording is the client's, as the table's is.
         self.control.send(Control::ClientWall(ClientWall {
             run: n,
@@ -391,6 +514,49 @@ impl Daemon {
         r.daemon_system_s = cpu.map(|c| c.1);
         self.run_spans.push(span);
         Ok((r, end))
+    }
+
+    /// Takes run `n`'s `run-start` row (the window's `window-start`, `n` 0) and resets the
+    /// marks after it; a refused reset is said once. Whether the kernel's reset and the
+    /// cgroup's held.
+    fn reset(&mut self, opts: &BenchOptions, n: u32, what: &str) -> Result<(bool, bool), Stop> {
+        let (tx, rx) = mpsc::channel();
+        if !self
+            .control
+            .send(Control::ResetPeaks(Event::RunStart(n), tx))
+        {
+            return Err(self.ended(what));
+        }
+        let failed = match rx.recv() {
+            Ok(f) => f,
+            Err(_) => return Err(self.ended(what)),
+        };
+        let kernel_held = failed.kernel.is_empty();
+        if !kernel_held {
+            if self.hwm_reset_ok {
+                say(
+                    opts,
+                    format!(
+                        "bench: cannot reset the peaks ({}); a run's peak then counts only where it rose above what came before",
+                        failed.kernel.join("; ")
+                    ),
+                );
+            }
+            self.hwm_reset_ok = false;
+        }
+        let cgroup_held = failed.cgroup.is_none();
+        if let Some(why) = &failed.cgroup {
+            if self.cgroup_reset_ok {
+                say(
+                    opts,
+                    format!(
+                        "bench: cannot reset {why}; a run's cgroup peak then counts only where it rose above what came before, else the run's peak is the kernel's of its largest process (reset at each run)"
+                    ),
+                );
+            }
+            self.cgroup_reset_ok = false;
+        }
+        Ok((kernel_held, cgroup_held))
     }
 
     /// The samples of run `n`, from its `run-start:N` to its `run-end:N`, both included. Every
@@ -568,65 +734,21 @@ fn rec_cgroup_note(meta: &Meta) -> String {
     }
 }
 
-/// Runs the client once and waits for it (on its pidfd: no wake-up until it exits, the
-/// recorder ends or a stop signal comes); gives up waiting (and sends it SIGTERM) when `quit`
-/// is set: the recorder ended (the daemon died, a signal). The bool is true then.
+/// Runs the client once and waits for it (`InFlight`: no wake-up until it exits, the recorder
+/// ends or a stop signal comes); gives up waiting (and sends it SIGTERM) when `quit` is set: the
+/// recorder ended (the daemon died, a signal). The bool is true then.
 fn run_client(
     opts: &BenchOptions,
     env: &[(&str, String)],
     quit: &Quit,
 ) -> Result<(ClientEnd, bool), Stop> {
-    let mut c = std::process::Command::new(&opts.client[0]);
-    c.args(&opts.client[1..])
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
-    if opts.stdout_is_data {
-        c.stdout(stderr_stdio());
-    }
-    crate::sys::oom::restore_in_child(&mut c);
-    let t0 = Instant::now();
-    let mut child = c
-        .spawn()
-        .map_err(|e| Stop::Failed(format!("cannot run the client '{}': {e}", opts.client[0])))?;
-    let pid = child.id() as i32;
-    // None before Linux 5.3 (ENOSYS): then `try_wait` looks every millisecond.
-    let pidfd = crate::sys::pidfd_open(pid).ok();
-    let mut quitted = false;
-    let end = loop {
-        match &pidfd {
-            Some(fd) => {
-                if quit.wait(Some(fd.as_fd()), quitted, None) {
-                    break Instant::now();
-                }
-            }
-            None => match child.try_wait() {
-                Ok(Some(_)) => break Instant::now(),
-                // No pidfd (before Linux 5.3): look every millisecond.
-                Ok(None) => {
-                    quit.wait(None, quitted, Some(Duration::from_millis(1)));
-                }
-                Err(e) => {
-                    return Err(Stop::Error(BenchError::system(
-                        "cannot wait for the client",
-                    )(e)))
-                }
-            },
-        }
-        if !quitted && quit.is_set() {
-            quitted = true;
-            // Our own child, not yet reaped: the signal cannot miss it (a zombie takes it too).
-            let _ = crate::sys::kill(pid, libc::SIGTERM);
-        }
-    };
-    let status = child
-        .wait()
-        .map_err(|e| Stop::Error(BenchError::system("cannot wait for the client")(e)))?;
-    use std::os::unix::process::ExitStatusExt;
-    let ce = ClientEnd {
-        wall_s: (end - t0).as_secs_f64(),
-        code: status.code(),
-        signal: status.signal(),
-    };
-    Ok((ce, quitted))
+    let mut one = InFlight::default();
+    one.start(opts, env, 0)?;
+    let (mut ended, quitted) = one.wait(quit)?;
+    let e = ended
+        .pop()
+        .expect("a wait with a client running returns when it exits");
+    Ok((e.end, quitted))
 }
 
 /// The daemon recorder's sink: the time series (`-o`, or nowhere), and the samples of each

@@ -8,6 +8,7 @@
 
 mod command;
 mod daemon;
+mod inflight;
 
 use super::{BenchOptions, BenchReport, RunResult};
 use crate::reporter::{Level, Reporter};
@@ -88,12 +89,17 @@ pub fn run(opts: &BenchOptions) -> Result<Done, crate::bench::BenchError> {
         complete: false,
         stopped: None,
         anatomy: Vec::new(),
+        window: None,
     };
     let stop = match &opts.target {
         Some(spec) => Daemon::start(opts, spec, &mut report)?.bench(opts, &mut report),
         None => bench_command(opts, &mut report)?,
     };
-    report.complete = stop.is_none() && report.runs.len() == opts.runs as usize;
+    let measured = match &report.window {
+        Some(w) => w.runs,
+        None => report.runs.len() as u32,
+    };
+    report.complete = stop.is_none() && measured == opts.runs;
     report.stopped = stop.as_ref().map(|s| match s {
         Stop::Signal(sig) => format!("interrupted by {}", crate::model::signal::name(*sig)),
         Stop::Failed(m) => m.clone(),
@@ -105,6 +111,10 @@ pub fn run(opts: &BenchOptions) -> Result<Done, crate::bench::BenchError> {
 /// Says where the bench's time series goes (`-o`), or that it is not kept.
 fn say_recording(opts: &BenchOptions, recording: Option<&str>) {
     match recording {
+        Some(r) if opts.concurrency > 1 => say(
+            opts,
+            format!("bench: recording to {r} (the window as window-start and window-end events, each client's start and end as client-start:N and client-end:N)"),
+        ),
         Some(r) => say(
             opts,
             format!("bench: recording to {r} (run boundaries as run-start:N, run-end:N events)"),

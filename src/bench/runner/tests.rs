@@ -76,6 +76,7 @@ impl Fake {
             client,
             runs,
             warmup: 0,
+            concurrency: 1,
             prepare: None,
             cooldown: None,
             ignore_failure: false,
@@ -267,4 +268,114 @@ fn warmup_runs_are_marked_apart_from_the_runs_and_the_recording_holds_each_runs_
         info.meta.unwrap().run_peaks,
         Some(crate::format::meta::RunPeaks::ResetAfterStart)
     );
+}
+
+#[test]
+fn runs_in_flight_together_give_the_windows_exact_peak_its_clients_and_their_rows() {
+    // Four runs, two in flight: run 1 waits until run 2 has written the daemon's status and
+    // started, so they overlap by construction, and no row is read while a client writes the
+    // status (this fake kernel's file is written in place). The warmup run
+    // (MEMMON_BENCH_RUN=0) leaves the daemon at RSS 1500 kB; run 2 raises its mark to 5000 kB.
+    let f = Fake::new(&[(1500, 1500), (2000, 5000), (1500, 1500), (1500, 1500)]);
+    FakeProc::new(PID)
+        .rss_kb(1500)
+        .hwm_kb(1500)
+        .write(&f.runs.join("0"));
+    let go = f.root.parent().unwrap().join("go");
+    let then = format!(
+        "case $MEMMON_BENCH_RUN in 1) while [ ! -e \"{g}\" ]; do sleep 0.01; done;; 2) touch \"{g}\";; esac; exit 0",
+        g = go.display()
+    );
+    let out = f.root.parent().unwrap().join("window.csv");
+    let status = |n: u32| {
+        format!(
+            "cp \"{}/{n}/{PID}/status\" \"{}\"",
+            f.runs.display(),
+            f.status().display()
+        )
+    };
+    let client = format!(
+        "case $MEMMON_BENCH_RUN in 0) {};; 2) {};; esac; {then}",
+        status(0),
+        status(2)
+    );
+    let (opts, heard) = f.options(vec!["sh".into(), "-c".into(), client], 4);
+    let done = run(&BenchOptions {
+        concurrency: 2,
+        warmup: 1,
+        output: Some(Dest::File(out.clone())),
+        ..opts
+    })
+    .unwrap();
+    assert!(done.stop.is_none(), "{:?}", done.stop);
+    let report = done.report;
+    assert!(report.complete && report.runs.is_empty());
+    let w = report.window.as_ref().expect("a window");
+    assert_eq!((w.concurrency, w.runs, w.most_in_flight), (2, 4, 2));
+    assert_eq!(
+        (w.peak.bytes / KIB, w.peak.source, w.peak.exact),
+        (5000, PeakSource::Vmhwm, true)
+    );
+    // The floor is the daemon's RSS at the window's start, as the warmup left it.
+    assert_eq!(w.floor_bytes / KIB, 1500);
+    assert_eq!(w.peak_over_floor_per_run_in_flight_bytes / KIB, 1750);
+    let mut runs: Vec<u32> = w.clients.iter().map(|c| c.run).collect();
+    runs.sort_unstable();
+    assert_eq!(runs, [1, 2, 3, 4]);
+    assert!(w.clients.iter().all(|c| c.exit_code == Some(0)));
+    assert!(w.clients.iter().all(|c| (1..=2).contains(&c.in_flight)));
+    assert!(w.throughput_per_hour > 0.0 && w.latency_s.is_some());
+    // The recording: the warmup's marker, the window's rows around every client's own.
+    let mut events = Vec::new();
+    let info = crate::format::read_recording(&out, |s: &Sample| {
+        events.extend(s.event.as_ref().map(|e| e.to_string()));
+    })
+    .unwrap();
+    assert_eq!(&events[..3], ["start", "mark:warmup", "window-start"]);
+    assert_eq!(events.last().map(String::as_str), Some("window-end"));
+    for n in 1..=4 {
+        let at = |e: String| events.iter().position(|x| *x == e).unwrap();
+        assert!(at(format!("client-start:{n}")) < at(format!("client-end:{n}")));
+    }
+    assert_eq!(events.len(), 3 + 8 + 1);
+    // The window's time is in the end record, as a run's client time is.
+    let walls = info.end.unwrap().client_walls;
+    assert_eq!(walls.len(), 1);
+    assert_eq!(walls[0].run, crate::model::sample::WINDOW);
+    // Its summary gives the window the bench's peak.
+    let said = said(&heard);
+    assert!(
+        said.iter()
+            .any(|s| s.contains("4 runs, 2 in flight together")),
+        "{said:?}"
+    );
+}
+
+#[test]
+fn a_failed_client_in_a_window_starts_no_more_and_lets_those_in_flight_finish() {
+    let f = Fake::new(&[]);
+    let client = "[ $MEMMON_BENCH_RUN = 1 ] && exit 3; exit 0";
+    let (opts, _) = f.options(vec!["sh".into(), "-c".into(), client.into()], 4);
+    let done = run(&BenchOptions {
+        concurrency: 2,
+        ..opts
+    })
+    .unwrap();
+    match &done.stop {
+        Some(Stop::Failed(msg)) => assert!(
+            msg.starts_with("run 1: the client failed with exit code 3")
+                && msg.contains("no more runs were started, those in flight finished"),
+            "{msg}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Run 2 had started with run 1: it finished and is in the window; 3 and 4 never ran, yet
+    // the window is closed and its peak exact.
+    let w = done.report.window.as_ref().expect("the window");
+    assert!(!done.report.complete);
+    let mut runs: Vec<(u32, Option<i32>)> =
+        w.clients.iter().map(|c| (c.run, c.exit_code)).collect();
+    runs.sort_unstable();
+    assert_eq!(runs, [(1, Some(3)), (2, Some(0))]);
+    assert!(w.peak.exact);
 }

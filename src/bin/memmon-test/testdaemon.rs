@@ -72,6 +72,11 @@ pub struct TestDaemonArgs {
     /// With --phases: each phase boundary waits until memmon has taken its row
     #[arg(long, requires = "phases")]
     pub phases_wait: bool,
+
+    /// Serve up to N requests at once, each on a worker thread of its own; more wait in the
+    /// socket's queue (throughput saturates at N requests per hold time)
+    #[arg(long, default_value_t = 1, value_name = "N", conflicts_with_all = ["fork", "phases", "leak"])]
+    pub workers: usize,
 }
 
 #[derive(Args, Debug)]
@@ -136,33 +141,57 @@ pub fn daemon(args: &TestDaemonArgs) -> anyhow::Result<()> {
         memmon::output::write_whole(p, format!("{}\n", std::process::id()).as_bytes(), true)
             .with_context(|| format!("cannot write {} (--pidfile)", p.display()))?;
     }
+    if args.workers > 1 {
+        // Each worker takes the next connection off the one listening socket.
+        std::thread::scope(|scope| -> anyhow::Result<()> {
+            for _ in 0..args.workers {
+                let l = listener
+                    .try_clone()
+                    .context("cannot share the socket among --workers")?;
+                scope.spawn(move || {
+                    for conn in l.incoming() {
+                        let Ok(conn) = conn else { continue };
+                        answer(&conn, args, &mut Vec::new());
+                    }
+                });
+            }
+            Ok(())
+        })?;
+        return Ok(());
+    }
     let mut leaked: Vec<Block> = Vec::new();
-    let mut line = String::new();
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
-        line.clear();
-        let mut reader = BufReader::new(&conn);
-        if reader.read_line(&mut line).is_err() {
-            continue;
-        }
-        let reply = match parse_request(&line) {
-            Ok((bytes, hold)) if args.fork => serve_in_child(bytes, hold),
-            Ok((bytes, hold)) => match serve_request(bytes, hold, args) {
-                Ok(()) => {
-                    if let Some(l) = args.leak {
-                        if let Ok(b) = Block::touched(l as usize) {
-                            leaked.push(b);
-                        }
-                    }
-                    "ok\n".to_string()
-                }
-                Err(e) => format!("error: cannot serve {bytes} bytes: {e}\n"),
-            },
-            Err(e) => format!("error: {e}\n"),
-        };
-        let _ = (&conn).write_all(reply.as_bytes());
+        answer(&conn, args, &mut leaked);
     }
     Ok(())
+}
+
+/// Reads one request from `conn`, serves it and replies; with `--leak`, what is kept goes into
+/// `leaked`.
+fn answer(conn: &UnixStream, args: &TestDaemonArgs, leaked: &mut Vec<Block>) {
+    let mut line = String::new();
+    let mut reader = BufReader::new(conn);
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let reply = match parse_request(&line) {
+        Ok((bytes, hold)) if args.fork => serve_in_child(bytes, hold),
+        Ok((bytes, hold)) => match serve_request(bytes, hold, args) {
+            Ok(()) => {
+                if let Some(l) = args.leak {
+                    if let Ok(b) = Block::touched(l as usize) {
+                        leaked.push(b);
+                    }
+                }
+                "ok\n".to_string()
+            }
+            Err(e) => format!("error: cannot serve {bytes} bytes: {e}\n"),
+        },
+        Err(e) => format!("error: {e}\n"),
+    };
+    let mut w = conn;
+    let _ = w.write_all(reply.as_bytes());
 }
 
 /// Serves one request: in its phases' spans with `--phases`.

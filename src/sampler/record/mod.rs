@@ -692,7 +692,7 @@ impl Recorder {
     /// before it ends: its highest anatomy goes to the sink (`sampler/anatomy.rs`).
     fn stretch_boundary(&mut self, s: &Sample) -> Result<(), crate::format::OutputError> {
         let span = match &s.event {
-            Some(Event::RunStart(n)) => Some(format!("run {n}")),
+            Some(Event::RunStart(n)) => Some(crate::analysis::phases::run_label(*n, None)),
             Some(Event::Mark(_) | Event::RunEnd(_) | Event::Restart(_)) => self.open_phase.clone(),
             _ => return Ok(()),
         };
@@ -762,7 +762,10 @@ impl Recorder {
                 .open_phase
                 .replace(label.clone())
                 .map(|ended| (Trigger::PhaseEnd, ended)),
-            Some(Event::RunEnd(n)) => Some((Trigger::RunEnd, format!("run {n}"))),
+            Some(Event::RunEnd(n)) => Some((
+                Trigger::RunEnd,
+                crate::analysis::phases::run_label(*n, None),
+            )),
             _ => None,
         }
     }
