@@ -913,9 +913,64 @@ end (client-start:N, client-end:N)."
     #[command(flatten)]
     pub budgets: BudgetArgs,
 
+    /// Sweeps of configurations: --parameter-list, --parameter-scan, --daemon
+    #[command(flatten)]
+    pub sweep: Box<SweepArgs>,
+
     /// The client to run each time (or, without a daemon, the command to measure), after `--`
     #[arg(last = true, required = true, value_name = "CLIENT")]
     pub client: Vec<String>,
+}
+
+/// A sweep: the bench once per configuration of the parameters, `{NAME}` replaced by its value
+/// in the client, --prepare, --daemon, its ready paths and -o.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Sweeps")]
+pub struct SweepArgs {
+    /// Run the bench once per value of NAME, `{NAME}` replaced by it in the client, --prepare, --daemon and -o (repeat for a grid of several)
+    #[arg(long, num_args = 2, value_names = ["NAME", "V1,V2,..."], action = clap::ArgAction::Append)]
+    pub parameter_list: Vec<String>,
+
+    /// Run the bench once per number from MIN to MAX in steps of --parameter-step-size, `{NAME}` replaced by it
+    #[arg(long, num_args = 3, value_names = ["NAME", "MIN", "MAX"])]
+    pub parameter_scan: Vec<String>,
+
+    /// With --parameter-scan: the step between two values
+    #[arg(
+        long,
+        default_value = "1",
+        value_name = "STEP",
+        requires = "parameter_scan"
+    )]
+    pub parameter_step_size: String,
+
+    /// Start this daemon (sh -c CMD) for each configuration, in a memory cgroup of its own where memmon may make one; stop it after its runs (SIGTERM, then SIGKILL after --stop-timeout)
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["pid", "pidfile", "name", "wait"])]
+    pub daemon: Option<String>,
+
+    /// With --daemon: it is ready once FILE holds the PID of a live process (the one the bench then watches)
+    #[arg(long, value_name = "FILE", requires = "daemon")]
+    pub ready_pidfile: Option<PathBuf>,
+
+    /// With --daemon: it is ready once the Unix socket PATH accepts a connection
+    #[arg(long, value_name = "PATH", requires = "daemon")]
+    pub ready_socket: Option<PathBuf>,
+
+    /// With --daemon: it is ready once a line of its output (stdout or stderr, copied to memmon's stderr) matches REGEX
+    #[arg(long, value_name = "REGEX", value_parser = regex, requires = "daemon")]
+    pub ready_log: Option<Regex>,
+
+    /// With --daemon: how long it may take to be ready before its configuration fails
+    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION", requires = "daemon")]
+    pub ready_timeout: Duration,
+
+    /// With a sweep: draw each configuration's throughput against its peak, the Pareto front joined, to FILE (.svg or .png)
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+
+    /// With --daemon: how long SIGTERM may take to stop it before SIGKILL
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION", requires = "daemon")]
+    pub stop_timeout: Duration,
 }
 
 #[derive(Args, Debug)]

@@ -35,6 +35,7 @@ classified!(
     crate::analysis::compare::NoSamples,
     crate::bench::BenchError,
     crate::bench::export::ExportError,
+    crate::bench::sweep::SweepError,
     crate::bench::push::PushError,
     crate::demo::DemoError,
     crate::export::TargetListError,

@@ -1432,3 +1432,216 @@ fn runs_in_flight_need_a_daemon_and_refuse_what_would_cut_the_window() {
             .stderr(predicate::str::contains(says));
     }
 }
+
+/// `memmon bench` of a sweep with a daemon memmon starts per configuration (the test daemon,
+/// serving `workers` requests at once), exported as JSON: its exit status, stdout and document.
+fn sweep_daemon(
+    dir: &Path,
+    daemon_flags: &str,
+    flags: &[&str],
+    client: &[&str],
+) -> (std::process::Output, serde_json::Value) {
+    let out = dir.join("sweep.json");
+    let daemon = format!(
+        "exec {} test-daemon --socket {}/d{{size}}.sock {daemon_flags}",
+        memmon_test_path().display(),
+        dir.display()
+    );
+    let socket = format!("{}/d{{size}}.sock", dir.display());
+    let done = memmon()
+        .args(["bench", "--daemon", &daemon, "--ready-socket", &socket])
+        .args(flags)
+        .arg("--export-json")
+        .arg(&out)
+        .arg("--")
+        .arg(memmon_test_path())
+        .args(["test-client", "--socket", &socket])
+        .args(client)
+        .output()
+        .unwrap();
+    let doc = std::fs::read_to_string(&out)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (done, doc)
+}
+
+#[test]
+fn a_sweep_with_a_daemon_per_configuration_gives_each_its_exact_peak_and_floor() {
+    // Each configuration's daemon started afresh (in a cgroup of its own where memmon may),
+    // ready once its socket accepts, two requests of SIZE in flight, stopped after its runs.
+    let dir = tempdir();
+    let (done, doc) = sweep_daemon(
+        dir.path(),
+        "--workers 2",
+        &[
+            "--parameter-list",
+            "size",
+            "20,40,80",
+            "--concurrency",
+            "2",
+            "-n",
+            "2",
+            "-i",
+            "1s",
+            "--plot",
+            dir.path().join("sweep.svg").to_str().unwrap(),
+        ],
+        &["--size", "{size}MiB", "--hold", "200ms"],
+    );
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(doc["format"], "memmon-sweep");
+    assert_eq!(doc["complete"], true);
+    let configs = doc["configurations"].as_array().unwrap();
+    assert_eq!(configs.len(), 3);
+    for (c, size) in configs.iter().zip([20, 40, 80]) {
+        assert_eq!(c["parameters"]["size"], size.to_string());
+        let row = &c["row"];
+        assert_eq!(row["peak"]["exact"], true, "{c:#}");
+        let (peak, floor) = (u(&row["peak"]["bytes"]), u(&row["floor_bytes"]));
+        assert!(
+            peak.abs_diff(floor + 2 * size * MIB) <= tolerance(),
+            "size {size}: peak {peak}, floor {floor}"
+        );
+        // The floor is a fresh daemon's: a few MiB, none of the configuration before.
+        assert!(floor < 16 * MIB, "{floor}");
+        let daemon = &c["daemon"];
+        assert!(daemon["ready_s"].as_f64().is_some(), "{daemon}");
+        assert_eq!(daemon["stopped_by"], "SIGTERM", "{daemon}");
+        assert!(c["failed"].is_null());
+    }
+    // The smallest peak is on the front whatever the throughputs.
+    assert_eq!(configs[0]["on_front"], true);
+    assert!(stdout.contains("Sweep of size: 3 configurations, 2 runs each, 2 in flight"));
+    assert!(stdout.contains("  size=20 "), "{stdout}");
+    // The picture: a point and a label per configuration, the front named.
+    let svg = std::fs::read_to_string(dir.path().join("sweep.svg")).unwrap();
+    for text in [
+        "size=20",
+        "size=40",
+        "size=80",
+        "Throughput (runs per hour)",
+    ] {
+        assert!(svg.contains(text), "{text}");
+    }
+    // Nothing of the daemons is left.
+    assert!(
+        !dir.path().join("d20.sock").exists() || {
+            std::os::unix::net::UnixStream::connect(dir.path().join("d20.sock")).is_err()
+        }
+    );
+}
+
+#[test]
+fn a_configuration_whose_daemon_dies_before_it_is_ready_fails_and_the_sweep_goes_on() {
+    let dir = tempdir();
+    let out = dir.path().join("sweep.json");
+    let socket = format!("{}/d{{n}}.sock", dir.path().display());
+    let daemon = format!(
+        "[ {{n}} = 1 ] && exit 3; exec {} test-daemon --socket {socket}",
+        memmon_test_path().display()
+    );
+    let done = memmon()
+        .args([
+            "bench",
+            "-q",
+            "--daemon",
+            &daemon,
+            "--ready-socket",
+            &socket,
+        ])
+        .args([
+            "--parameter-scan",
+            "n",
+            "1",
+            "2",
+            "-n",
+            "1",
+            "--export-json",
+        ])
+        .arg(&out)
+        .arg("--")
+        .arg(memmon_test_path())
+        .args(["test-client", "--socket", &socket, "--size", "4MiB"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("configuration n=1 failed: the daemon exited (exit status: 3) before it was ready (--ready-socket"),
+        "{stderr}"
+    );
+    let doc = json(&out);
+    let configs = doc["configurations"].as_array().unwrap();
+    assert!(configs[0]["row"].is_null() && configs[0]["failed"].is_string());
+    assert_eq!(configs[1]["row"]["peak"]["exact"], true, "{:#}", configs[1]);
+}
+
+#[test]
+fn a_sweep_refuses_a_shared_recording_and_a_daemon_it_cannot_tell_ready() {
+    let dir = tempdir();
+    memmon()
+        .args(["bench", "--parameter-list", "n", "1,2", "-o"])
+        .arg(dir.path().join("one.csv"))
+        .args(["--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "configurations would share a recording; name it by the parameters, e.g. -o run-{n}.csv",
+        ));
+    memmon()
+        .args(["bench", "--daemon", "sleep 9", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--daemon needs one of --ready-pidfile, --ready-socket or --ready-log",
+        ));
+    memmon()
+        .args(["bench", "--plot", "x.svg", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--plot draws a sweep's configurations",
+        ));
+    memmon()
+        .args(["bench", "--parameter-list", "n", "1,1", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("the value \"1\" comes twice"));
+}
+
+#[test]
+fn a_command_sweep_substitutes_each_value_into_the_command() {
+    // No daemon: each configuration is a command bench of its own, `{kib}` in its arguments.
+    let dir = tempdir();
+    let csv = dir.path().join("sweep.csv");
+    memmon()
+        .args(["bench", "-q", "--parameter-list", "mib", "8,24", "-n", "1"])
+        .arg("--export-csv")
+        .arg(&csv)
+        .arg("--")
+        .arg(memmon_test_path())
+        .args(["workload", "alloc:{mib}MiB", "hold:50ms"])
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let head = r.headers().unwrap().clone();
+    assert_eq!(&head[0], "mib");
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+    let peaks: Vec<u64> = rows
+        .iter()
+        .map(|x| x[col("peak_bytes")].parse().unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    // 16 MiB more in the second, within what the process adds of its own.
+    assert!(
+        (peaks[1] - peaks[0]).abs_diff(16 * MIB) <= tolerance(),
+        "{peaks:?}"
+    );
+}

@@ -186,6 +186,7 @@ fn headers(text: &str) -> Vec<(String, Vec<String>)> {
         let table = match c.first().map(String::as_str) {
             Some("label") | Some("process") => title.clone(),
             Some("Run") => "bench".into(),
+            Some("Configuration") => "sweep".into(),
             Some("metric") => "compare".into(),
             _ => continue,
         };
@@ -676,6 +677,49 @@ fn window_bench() -> &'static String {
     })
 }
 
+/// `bench sweep`: the test daemon started by memmon for 1 and 2 workers, 2 clients in flight.
+fn sweep_bench() -> &'static String {
+    static R: OnceLock<String> = OnceLock::new();
+    R.get_or_init(|| {
+        let dir = scratch().join("sweep");
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = format!("{}/d{{workers}}.sock", dir.display());
+        let daemon = format!(
+            "exec {} test-daemon --socket {socket} --workers {{workers}}",
+            memmon_test_path().display()
+        );
+        let out = memmon()
+            .args([
+                "bench",
+                "-q",
+                "--daemon",
+                &daemon,
+                "--ready-socket",
+                &socket,
+            ])
+            .args(["--parameter-list", "workers", "1,2", "--concurrency", "2"])
+            .args(["-n", "2", "-i", "100ms", "--"])
+            .arg(memmon_test_path())
+            .args([
+                "test-client",
+                "--socket",
+                &socket,
+                "--size",
+                "8MiB",
+                "--hold",
+                "100ms",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+}
+
 /// `bench cgroup` and `compare`: the prover in a cgroup of its own, benched twice (partitions of
 /// 40 then 48 MiB) and compared with a 2% gate. `None` without a memory controller.
 struct CgroupBench {
@@ -744,7 +788,7 @@ fn cgroup_bench() -> Option<&'static CgroupBench> {
 /// Today's output for a README block kind; `None` when it cannot be made here (skipped).
 fn today(kind: &str) -> Option<String> {
     let needs = match kind {
-        "summary attached" | "summary gpu" | "bench window" => Needs::Nothing,
+        "summary attached" | "summary gpu" | "bench window" | "bench sweep" => Needs::Nothing,
         "summary bench-recording" | "bench prover" => Needs::Root,
         _ => Needs::OwnCgroup,
     };
@@ -762,6 +806,7 @@ fn today(kind: &str) -> Option<String> {
         "bench prover" => prover_bench().table.clone(),
         "bench cgroup" => cgroup_bench()?.table.clone(),
         "bench window" => window_bench().clone(),
+        "bench sweep" => sweep_bench().clone(),
         "compare" => cgroup_bench()?.compare.clone(),
         other => panic!("README marks a block '{other}', which tests/readme.rs does not know"),
     })

@@ -11,6 +11,7 @@ pub mod export;
 pub mod push;
 pub mod runner;
 pub mod stats;
+pub mod sweep;
 pub mod table;
 pub mod window;
 

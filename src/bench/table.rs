@@ -589,6 +589,123 @@ fn render_runs(o: &mut String, report: &BenchReport) {
     }
 }
 
+/// A sweep's table: a row per configuration (its throughput, latencies, exact peak, idle floor
+/// and peak above it per run in flight), those on the Pareto front of throughput against peak
+/// marked, those over a budget or failed said.
+pub fn render_sweep(s: &crate::bench::sweep::SweepReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Sweep{}: {}, {} each{}, of {}",
+        if s.parameters.is_empty() {
+            String::new()
+        } else {
+            format!(" of {}", s.parameters.join(" and "))
+        },
+        crate::units::count(s.configurations.len(), "configuration"),
+        crate::units::count(s.runs, "run"),
+        if s.concurrency > 1 {
+            format!(", {} in flight", s.concurrency)
+        } else {
+            String::new()
+        },
+        s.client
+    );
+    let rows: Vec<Vec<String>> = s.configurations.iter().map(sweep_cells).collect();
+    let mut widths: Vec<usize> = SWEEP_HEADS.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut l = String::from(" ");
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            let pad = w - c.chars().count();
+            // The configuration left, the numbers right, the marks left.
+            if i == 0 || i == SWEEP_HEADS.len() - 1 {
+                l.push_str(&format!(" {c}{}", " ".repeat(pad)));
+            } else {
+                l.push_str(&format!(" {}{c}", " ".repeat(pad)));
+            }
+            l.push(' ');
+        }
+        l.trim_end().to_string()
+    };
+    let heads: Vec<String> = SWEEP_HEADS.iter().map(|h| h.to_string()).collect();
+    let _ = writeln!(o, "{}", line(&heads));
+    for r in &rows {
+        let _ = writeln!(o, "{}", line(r));
+    }
+    for c in s.configurations.iter().filter(|c| c.failed.is_some()) {
+        let _ = writeln!(
+            o,
+            "  failed: {}: {}",
+            c.label,
+            c.failed.as_deref().unwrap_or_default()
+        );
+    }
+    if s.configurations.iter().any(|c| c.on_front) {
+        let _ = writeln!(
+            o,
+            "  note: front: no other configuration has a throughput at least as high and a peak at least as low (the Pareto front); Peak is each configuration's {}",
+            if s.concurrency > 1 {
+                "window's exact peak (runs in flight together)"
+            } else {
+                "highest run's peak"
+            }
+        );
+    }
+    if let Some(why) = &s.stopped {
+        let _ = writeln!(o, "  stopped: {why}");
+    }
+    o
+}
+
+/// The sweep table's columns.
+pub const SWEEP_HEADS: [&str; 8] = [
+    "Configuration",
+    "Throughput",
+    "p50",
+    "p95",
+    "Peak",
+    "Idle floor",
+    "Per run in flight",
+    "",
+];
+
+/// One configuration's cells, under `SWEEP_HEADS`.
+pub fn sweep_cells(c: &crate::bench::sweep::ConfigReport) -> Vec<String> {
+    use crate::units::fmt_bytes;
+    let mut marks = Vec::new();
+    if c.on_front {
+        marks.push("front".to_string());
+    }
+    if !c.over_budget.is_empty() {
+        marks.push(format!("over {}", c.over_budget.join(", ")));
+    }
+    if c.failed.is_some() {
+        marks.push("failed".into());
+    }
+    let Some(r) = &c.row else {
+        let mut v = vec![c.label.clone()];
+        v.extend(std::iter::repeat_n("-".to_string(), 6));
+        v.push(marks.join(", "));
+        return v;
+    };
+    vec![
+        c.label.clone(),
+        format!("{:.0} runs/h", r.throughput_per_hour),
+        r.latency_s.map_or("-".into(), |l| fmt_wall(l.p50)),
+        r.latency_s.map_or("-".into(), |l| fmt_wall(l.p95)),
+        r.peak.cell(),
+        r.floor_bytes.map_or("-".into(), fmt_bytes),
+        r.peak_over_floor_per_run_in_flight_bytes
+            .map_or("-".into(), fmt_bytes),
+        marks.join(", "),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,8 @@ use super::exit::ExitCode;
 use super::stderr::{errln, errprint};
 use super::{gpu_options, mark_options, pss_guard, usage};
 use crate::cli::BenchArgs;
+use memmon::bench::runner::started::{DaemonOptions, Ready};
+use memmon::bench::sweep::{self, ConfigReport, Configuration, Parameter, SweepReport};
 use memmon::bench::{export, runner, table, BenchOptions};
 use memmon::format::Format;
 use memmon::probe::cgroup::CgroupFs;
@@ -14,17 +16,24 @@ use std::io::Write;
 /// The bench's options from the command line; errors are usage errors (exit 2).
 fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
     let target = args.daemon.spec();
-    if target.is_none() && (args.marks.mark_log.is_some() || args.marks.phase_peaks) {
+    // A daemon given, or one memmon starts for each configuration of a sweep (--daemon).
+    let daemon = target.is_some() || args.sweep.daemon.is_some();
+    if args.sweep.daemon.is_some() && args.cgroup.cgroup.is_some() {
+        return Err(usage(
+            "--cgroup with --daemon: memmon starts the daemon in a cgroup of its own and reads that one",
+        ));
+    }
+    if !daemon && (args.marks.mark_log.is_some() || args.marks.phase_peaks) {
         return Err(usage(
             "--mark-log and --phase-peaks apply to a bench against a daemon (--pid, --pidfile, --name)",
         ));
     }
-    if target.is_none() && args.cgroup.cgroup.is_some() {
+    if !daemon && args.cgroup.cgroup.is_some() {
         return Err(usage(
             "--cgroup applies to a bench against a daemon (--pid, --pidfile, --name); a command bench runs each run in a cgroup of memmon's own (--own-cgroup)",
         ));
     }
-    if target.is_none() && args.anatomy.anatomy {
+    if !daemon && args.anatomy.anatomy {
         return Err(usage(
             "--anatomy applies to a bench against a daemon (--pid, --pidfile, --name); record a command's run with `memmon record --anatomy -o FILE -- COMMAND`",
         ));
@@ -34,15 +43,15 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
             "--wait applies to a daemon given by --pidfile or --name: it waits for it to appear",
         ));
     }
-    if target.is_some() && args.cgroup.own_cgroup {
+    if daemon && args.cgroup.own_cgroup {
         return Err(usage(
             "--own-cgroup applies to a command bench (no daemon); a daemon's own cgroup is read when it has one",
         ));
     }
     if args.concurrency > 1 {
-        if target.is_none() {
+        if !daemon {
             return Err(usage(
-                "--concurrency applies to a bench against a daemon (--pid, --pidfile, --name): runs of a command in flight together are measured by recording them, `memmon record -- sh -c 'CMD & CMD & wait'`",
+                "--concurrency applies to a bench against a daemon (--pid, --pidfile, --name, --daemon): runs of a command in flight together are measured by recording them, `memmon record -- sh -c 'CMD & CMD & wait'`",
             ));
         }
         if args.cooldown.is_some() {
@@ -117,13 +126,97 @@ fn options(args: &BenchArgs) -> anyhow::Result<BenchOptions> {
     })
 }
 
+/// A sweep's configurations and the daemon started for each (`--daemon`); `None` for a
+/// plain bench (no parameter, no --daemon).
+struct Plan {
+    parameters: Vec<String>,
+    configurations: Vec<Configuration>,
+    daemon: Option<DaemonOptions>,
+}
+
+fn plan(args: &BenchArgs, opts: &BenchOptions) -> anyhow::Result<Option<Plan>> {
+    let sw = &args.sweep;
+    let mut params = Vec::new();
+    for pair in sw.parameter_list.chunks(2) {
+        params.push(Parameter::list(&pair[0], &pair[1])?);
+    }
+    if let [name, min, max] = sw.parameter_scan.as_slice() {
+        params.push(Parameter::scan(name, min, max, &sw.parameter_step_size)?);
+    }
+    if params.is_empty() && sw.daemon.is_none() {
+        if sw.plot.is_some() {
+            return Err(usage(
+                "--plot draws a sweep's configurations (--parameter-list, --parameter-scan); draw a bench's recording with `memmon plot FILE`",
+            ));
+        }
+        return Ok(None);
+    }
+    let daemon = match &sw.daemon {
+        Some(command) => {
+            let ready: Vec<Ready> = [
+                sw.ready_pidfile.clone().map(Ready::Pidfile),
+                sw.ready_socket.clone().map(Ready::Socket),
+                sw.ready_log.clone().map(Ready::Log),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let [ready] = <[Ready; 1]>::try_from(ready).map_err(|r| {
+                usage(format!(
+                    "--daemon needs one of --ready-pidfile, --ready-socket or --ready-log to know when it is ready ({} given)",
+                    r.len()
+                ))
+            })?;
+            Some(DaemonOptions {
+                command: command.clone(),
+                ready,
+                ready_timeout: sw.ready_timeout,
+                stop_timeout: sw.stop_timeout,
+            })
+        }
+        None => None,
+    };
+    if args.push.is_some() {
+        return Err(usage(
+            "--push sends one bench's runs; a sweep's configurations are exported with --export-json, --export-csv or --export-markdown",
+        ));
+    }
+    let configurations = sweep::configurations(&params)?;
+    if let (Some(o), true) = (
+        opts.output.as_ref().and_then(|d| d.file()),
+        configurations.len() > 1,
+    ) {
+        let paths: std::collections::HashSet<String> = configurations
+            .iter()
+            .map(|c| c.substitute(&o.to_string_lossy()))
+            .collect();
+        if paths.len() < configurations.len() {
+            return Err(usage(format!(
+                "-o {}: configurations would share a recording; name it by the parameters, e.g. -o run-{{{}}}.csv",
+                o.display(),
+                params.first().map_or("NAME", |p| p.name.as_str())
+            )));
+        }
+    }
+    Ok(Some(Plan {
+        parameters: params.into_iter().map(|p| p.name).collect(),
+        configurations,
+        daemon,
+    }))
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&args)?;
+    let plan = plan(&args, &opts)?;
     let exports = export::targets(
         args.export_json.as_ref(),
         args.export_csv.as_ref(),
         args.export_markdown.as_ref(),
     );
+    if let Some(plan) = plan {
+        check_sweep_outputs(&args, &opts, &exports, &plan)?;
+        return run_sweep(&args, &opts, &exports, plan);
+    }
     if let Some(url) = &args.push {
         // Before any run: a URL this build cannot push to (https:// without `push-https`) too.
         memmon::bench::push::PushUrl::parse(url).and_then(|u| u.check_built(url))?;
@@ -143,7 +236,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .and_then(|_| out.flush())
             .map_err(|e| anyhow::Error::from(e).context("cannot write to stdout"))?;
     }
-    export::write_all(&exports, &report, opts.force)?;
+    export::write_all(&exports, export::Results::Bench(&report), opts.force)?;
     if let Some(url) = &args.push {
         let name = args.push_name.clone().unwrap_or_else(|| {
             std::path::Path::new(&args.client[0])
@@ -188,6 +281,116 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         Some(runner::Stop::Error(e)) => Err(e.into()),
     }
+}
+
+/// A sweep: each configuration's bench, its table on stderr as it ends; then the sweep's table
+/// and its exports. Exit 1 when a configuration failed, the signal's code when one stopped it.
+fn run_sweep(
+    args: &BenchArgs,
+    opts: &BenchOptions,
+    exports: &[export::ExportTarget],
+    plan: Plan,
+) -> anyhow::Result<ExitCode> {
+    let done = runner::sweep::sweep(opts, &plan.configurations, plan.daemon.as_ref(), |r| {
+        if let (Some(rep), false) = (&r.report, args.quiet) {
+            errprint!("{}", memmon::render::outside::guard(&table::render(rep)));
+        }
+        if let Some(why) = &r.failed {
+            errln!(
+                "memmon: configuration {} failed: {why}",
+                r.configuration.label()
+            );
+        }
+    });
+    let ran = done.runs.len();
+    let mut report = SweepReport {
+        memmon_version: env!("CARGO_PKG_VERSION").into(),
+        client: memmon::sampler::target::shell_words(&args.client),
+        daemon_command: args.sweep.daemon.clone(),
+        parameters: plan.parameters,
+        runs: opts.runs,
+        concurrency: opts.concurrency,
+        configurations: done
+            .runs
+            .into_iter()
+            .map(|r| ConfigReport {
+                label: r.configuration.label(),
+                parameters: r.configuration,
+                row: r.report.as_ref().and_then(sweep::Row::of),
+                on_front: false,
+                over_budget: Vec::new(),
+                failed: r.failed,
+                daemon: r.daemon,
+                bench: r.report,
+            })
+            .collect(),
+        complete: done.signal.is_none() && ran == plan.configurations.len(),
+        stopped: done
+            .signal
+            .map(|sig| format!("interrupted by {}", memmon::model::signal::name(sig))),
+    };
+    report.finish(|b| {
+        let mut flags: Vec<String> = b
+            .units()
+            .iter()
+            .flat_map(|u| opts.budgets.check(u))
+            .filter(|c| !c.passed)
+            .map(|c| c.flag.to_string())
+            .collect();
+        flags.dedup();
+        flags
+    });
+    let table = table::render_sweep(&report);
+    let text = memmon::render::outside::guard(&table);
+    if opts.stdout_is_data {
+        errprint!("{text}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(|e| anyhow::Error::from(e).context("cannot write to stdout"))?;
+    }
+    export::write_all(exports, export::Results::Sweep(&report), opts.force)?;
+    if let Some(p) = &args.sweep.plot {
+        let format = memmon::render::plot::ImageFormat::from_path(p, "--plot")?;
+        memmon::render::sweep_plot::draw_sweep(&report, p, format, opts.force)?;
+    }
+    if let Some(sig) = done.signal {
+        return Ok(ExitCode::Signal(sig));
+    }
+    Ok(
+        if report.configurations.iter().any(|c| c.failed.is_some()) {
+            ExitCode::Failure
+        } else {
+            ExitCode::Success
+        },
+    )
+}
+
+/// A sweep's outputs, checked before its first configuration: the exports, and each
+/// configuration's own recording (-o with its `{NAME}`s replaced).
+fn check_sweep_outputs(
+    args: &BenchArgs,
+    opts: &BenchOptions,
+    exports: &[export::ExportTarget],
+    plan: &Plan,
+) -> anyhow::Result<()> {
+    if let Some(p) = &args.sweep.plot {
+        memmon::render::plot::ImageFormat::from_path(p, "--plot")?;
+        memmon::output::check_outputs(&[(p.as_path(), "--plot")], opts.force)?;
+        memmon::output::check_writable(&[(p.as_path(), "--plot")])?;
+    }
+    let mut one = opts.clone();
+    for c in &plan.configurations {
+        one.output = opts.output.as_ref().map(|d| match d {
+            memmon::output::Dest::File(p) => {
+                memmon::output::Dest::File(c.substitute(&p.to_string_lossy()).into())
+            }
+            other => other.clone(),
+        });
+        check_outputs(&one, exports)?;
+    }
+    Ok(())
 }
 
 /// Every output is checked now, not after a long bench: none may exist without --force, no two

@@ -33,6 +33,14 @@ pub const BENCH: Document = Document {
     schema_version: 1,
 };
 
+/// `bench --export-json` of a sweep (`--parameter-list`, `--parameter-scan`): each
+/// configuration's row, the Pareto front, and each configuration's bench (a `memmon-bench`
+/// body).
+pub const SWEEP: Document = Document {
+    format: "memmon-sweep",
+    schema_version: 1,
+};
+
 /// A document's body with its kind and version first.
 #[derive(Serialize)]
 pub struct Versioned<'a, T: Serialize> {

@@ -23,7 +23,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// The font family name the embedded font is registered under.
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// A size column of a recording that can be drawn as a series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -434,29 +434,64 @@ pub fn draw(
     out: &Path,
     format: ImageFormat,
 ) -> Result<(), PlotError> {
-    register_font();
+    struct Recordings<'a>(&'a [Trace], &'a PlotOptions);
+    impl Picture for Recordings<'_> {
+        fn draw_on<DB: DrawingBackend>(
+            &self,
+            root: &DrawingArea<DB, Shift>,
+            vector: bool,
+        ) -> DrawResult<DB> {
+            draw_on(root, self.0, self.1, vector)
+        }
+    }
     let size = (opts.width.max(200), opts.height.max(150));
+    write_picture(&Recordings(traces, opts), size, out, format, opts.force)
+}
+
+/// An image drawn the same way on either backend (`vector`: SVG, where text is not raster).
+pub trait Picture {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        vector: bool,
+    ) -> DrawResult<DB>;
+}
+
+/// Draws `picture` at `size` pixels into `out`, as SVG or PNG, the file written whole (an
+/// existing one only with `force`).
+pub fn write_picture(
+    picture: &impl Picture,
+    size: (u32, u32),
+    out: &Path,
+    format: ImageFormat,
+    force: bool,
+) -> Result<(), PlotError> {
+    register_font();
     let draw_err = |e: String| PlotError::Draw(out.to_path_buf(), e);
     match format {
         ImageFormat::Svg => {
             let mut text = String::new();
             {
                 let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
-                draw_on(&root, traces, opts, true).map_err(|e| draw_err(e.to_string()))?;
+                picture
+                    .draw_on(&root, true)
+                    .map_err(|e| draw_err(e.to_string()))?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
-            crate::output::write_whole(out, text.as_bytes(), opts.force)
+            crate::output::write_whole(out, text.as_bytes(), force)
                 .map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
         ImageFormat::Png => {
             let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
             {
                 let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-                draw_on(&root, traces, opts, false).map_err(|e| draw_err(e.to_string()))?;
+                picture
+                    .draw_on(&root, false)
+                    .map_err(|e| draw_err(e.to_string()))?;
                 root.present().map_err(|e| draw_err(e.to_string()))?;
             }
             // Encoded into a fresh temporary file of our own, renamed over `out` when complete.
-            crate::output::write_via(out, opts.force, |tmp| write_png(tmp, &rgb, size))
+            crate::output::write_via(out, force, |tmp| write_png(tmp, &rgb, size))
                 .map_err(|e| PlotError::Write(out.to_path_buf(), e))
         }
     }
@@ -491,14 +526,14 @@ fn span_of(traces: &[Trace]) -> f64 {
 }
 
 /// A binary size unit for the y axis.
-struct SizeUnit {
-    bytes: f64,
-    label: &'static str,
+pub(crate) struct SizeUnit {
+    pub bytes: f64,
+    pub label: &'static str,
 }
 
 impl SizeUnit {
     /// GiB from 1 GiB up, MiB from 1 MiB, else KiB.
-    fn for_max(max: u64) -> SizeUnit {
+    pub fn for_max(max: u64) -> SizeUnit {
         if max >= 1 << 30 {
             SizeUnit {
                 bytes: (1u64 << 30) as f64,
@@ -552,7 +587,7 @@ const PART_COLORS: [RGBColor; 3] = [
     RGBColor(152, 223, 138),
 ];
 
-type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 /// A text to place beside a point without covering the other labels.
 struct Label {
@@ -634,7 +669,7 @@ fn draw_axes<DB: DrawingBackend>(
         .draw()
 }
 
-fn tick(v: f64) -> String {
+pub(crate) fn tick(v: f64) -> String {
     let text = format!("{v:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }

@@ -217,6 +217,66 @@ impl Exporter for CsvExporter {
         }
         Ok(out.into_inner().map_err(|e| e.into_error())?)
     }
+
+    fn serialize_sweep(
+        &self,
+        sweep: &crate::bench::sweep::SweepReport,
+    ) -> Result<Vec<u8>, super::ExportError> {
+        sweep_rows(sweep)
+    }
+}
+
+/// A sweep: a row per configuration, a column per parameter (its name) and then its numbers.
+fn sweep_rows(s: &crate::bench::sweep::SweepReport) -> Result<Vec<u8>, super::ExportError> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let mut head: Vec<String> = s.parameters.clone();
+    head.extend(
+        [
+            "concurrency",
+            "runs",
+            "throughput_per_hour",
+            "latency_p50_s",
+            "latency_p95_s",
+            "peak_bytes",
+            "peak_source",
+            "peak_exact",
+            "floor_bytes",
+            "peak_over_floor_per_run_in_flight_bytes",
+            "on_front",
+            "over_budget",
+            "failed",
+        ]
+        .map(String::from),
+    );
+    out.write_record(&head)?;
+    for c in &s.configurations {
+        let mut rec: Vec<String> = c.parameters.values.iter().map(|(_, v)| v.clone()).collect();
+        let runs = c
+            .bench
+            .as_ref()
+            .map(|b| b.window.as_ref().map_or(b.runs.len() as u32, |w| w.runs));
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        let r = c.row.as_ref();
+        rec.extend([
+            s.concurrency.to_string(),
+            opt(runs.map(|n| n.to_string())),
+            opt(r.map(|r| format!("{:.1}", r.throughput_per_hour))),
+            opt(r.and_then(|r| r.latency_s).map(|l| format!("{:.6}", l.p50))),
+            opt(r.and_then(|r| r.latency_s).map(|l| format!("{:.6}", l.p95))),
+            opt(r.map(|r| r.peak.bytes.to_string())),
+            opt(r.map(|r| r.peak.source.key().to_string())),
+            opt(r.map(|r| r.peak.exact.to_string())),
+            opt(r.and_then(|r| r.floor_bytes).map(|b| b.to_string())),
+            opt(r
+                .and_then(|r| r.peak_over_floor_per_run_in_flight_bytes)
+                .map(|b| b.to_string())),
+            c.on_front.to_string(),
+            c.over_budget.join(" "),
+            opt(c.failed.clone()),
+        ]);
+        out.write_record(&rec)?;
+    }
+    Ok(out.into_inner().map_err(|e| e.into_error())?)
 }
 
 /// A run with nothing in it, for the header of an export with no run.

@@ -13,4 +13,13 @@ impl Exporter for JsonExporter {
         v.push(b'\n');
         Ok(v)
     }
+
+    fn serialize_sweep(
+        &self,
+        sweep: &crate::bench::sweep::SweepReport,
+    ) -> Result<Vec<u8>, super::ExportError> {
+        let mut v = serde_json::to_vec_pretty(&crate::format::json::SWEEP.of(sweep))?;
+        v.push(b'\n');
+        Ok(v)
+    }
 }

@@ -82,6 +82,35 @@ impl Exporter for MarkdownExporter {
         notes_and_end(&mut o, report)?;
         Ok(o.into_bytes())
     }
+
+    fn serialize_sweep(
+        &self,
+        sweep: &crate::bench::sweep::SweepReport,
+    ) -> Result<Vec<u8>, super::ExportError> {
+        use crate::bench::table::{sweep_cells, SWEEP_HEADS};
+        let mut o = String::new();
+        let cell = |text: &str| text.replace('|', "\\|");
+        writeln!(o, "| {} |", SWEEP_HEADS.join(" | "))?;
+        writeln!(o, "|:---|{}:---|", "---:|".repeat(SWEEP_HEADS.len() - 2))?;
+        for c in &sweep.configurations {
+            let cells: Vec<String> = sweep_cells(c).iter().map(|t| cell(t)).collect();
+            writeln!(o, "| {} |", cells.join(" | "))?;
+        }
+        writeln!(o)?;
+        for c in sweep.configurations.iter().filter(|c| c.failed.is_some()) {
+            writeln!(
+                o,
+                "- failed: {}: {}",
+                c.label,
+                c.failed.as_deref().unwrap_or_default()
+            )?;
+        }
+        writeln!(o, "- front: no other configuration has a throughput at least as high and a peak at least as low (the Pareto front)")?;
+        if let Some(s) = &sweep.stopped {
+            writeln!(o, "- stopped: {s}")?;
+        }
+        Ok(o.into_bytes())
+    }
 }
 
 /// A window of runs in flight together: one row of its numbers.

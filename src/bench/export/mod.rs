@@ -1,18 +1,28 @@
 //! Writers of a benchmark's results, one file per format behind one small trait: JSON (the
-//! whole report), CSV (one row per run), Markdown (a table), each to a file or stdout (`Dest`).
+//! whole report), CSV (one row per run), Markdown (a table), each to a file or stdout (`Dest`);
+//! of a sweep, the same formats with a row per configuration.
 
 mod csv;
 mod json;
 mod markdown;
 
+use super::sweep::SweepReport;
 use super::BenchReport;
 use crate::output::Dest;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Turns a report into the bytes of one format.
+/// Turns a report (a bench's, or a sweep's) into the bytes of one format.
 pub trait Exporter {
     fn serialize(&self, report: &BenchReport) -> Result<Vec<u8>, ExportError>;
+    fn serialize_sweep(&self, sweep: &SweepReport) -> Result<Vec<u8>, ExportError>;
+}
+
+/// What the exports write: one bench, or a sweep of them.
+#[derive(Clone, Copy)]
+pub enum Results<'a> {
+    Bench(&'a BenchReport),
+    Sweep(&'a SweepReport),
 }
 
 /// Why an export could not be made or written; a write names its file and flag.
@@ -92,11 +102,14 @@ pub fn paths(targets: &[ExportTarget]) -> Vec<(&Path, &'static str)> {
 /// refused before the bench started unless `force`.
 pub fn write_all(
     targets: &[ExportTarget],
-    report: &BenchReport,
+    results: Results<'_>,
     force: bool,
 ) -> Result<(), ExportError> {
     for t in targets {
-        let bytes = t.exporter.serialize(report)?;
+        let bytes = match results {
+            Results::Bench(r) => t.exporter.serialize(r)?,
+            Results::Sweep(s) => t.exporter.serialize_sweep(s)?,
+        };
         match &t.dest {
             Dest::Stdout => {
                 let mut out = std::io::stdout().lock();

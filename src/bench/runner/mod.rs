@@ -9,6 +9,8 @@
 mod command;
 mod daemon;
 mod inflight;
+pub mod started;
+pub mod sweep;
 
 use super::{BenchOptions, BenchReport, RunResult};
 use crate::reporter::{Level, Reporter};
