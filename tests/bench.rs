@@ -1358,10 +1358,21 @@ fn two_requests_in_flight_double_the_throughput_and_the_windows_exact_peak_holds
     let d = Daemon::start(dir.path(), &["--workers", "2"]);
     let client = ["--size", "100MiB", "--hold", "1s"];
     let (_, one) = bench_daemon(&d, dir.path(), &["-n", "4", "-i", "1s"], &client);
+    let rec = dir.path().join("window.csv");
     let (table, two) = bench_daemon(
         &d,
         dir.path(),
-        &["-n", "4", "-i", "1s", "--concurrency", "2", "--force"],
+        &[
+            "-n",
+            "4",
+            "-i",
+            "1s",
+            "--concurrency",
+            "2",
+            "--force",
+            "-o",
+            rec.to_str().unwrap(),
+        ],
         &client,
     );
     assert_eq!(two["complete"], true, "{two:#}");
@@ -1404,6 +1415,22 @@ fn two_requests_in_flight_double_the_throughput_and_the_windows_exact_peak_holds
         assert!(table.contains(line), "{line}\n{table}");
     }
     assert!(table.contains("per run in flight"), "{table}");
+    // The recording gives the window the bench's peak, and its plot draws the runs in flight.
+    let summary = summary_json(&rec);
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{summary:#}");
+    assert_eq!(runs[0]["label"], "window");
+    assert_eq!(runs[0]["peak"]["bytes"], w["peak"]["bytes"]);
+    let svg = dir.path().join("window.svg");
+    memmon()
+        .arg("plot")
+        .arg(&rec)
+        .arg("-o")
+        .arg(&svg)
+        .assert()
+        .success();
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("Runs in flight") && svg.contains("window start"));
 }
 
 #[test]
@@ -1469,6 +1496,8 @@ fn sweep_daemon(
 fn a_sweep_with_a_daemon_per_configuration_gives_each_its_exact_peak_and_floor() {
     // Each configuration's daemon started afresh (in a cgroup of its own where memmon may),
     // ready once its socket accepts, two requests of SIZE in flight, stopped after its runs.
+    // Each request holds its memory 1 s, so the two overlap however late the second starts on a
+    // busy machine (a client's start takes milliseconds).
     let dir = tempdir();
     let (done, doc) = sweep_daemon(
         dir.path(),
@@ -1486,7 +1515,7 @@ fn a_sweep_with_a_daemon_per_configuration_gives_each_its_exact_peak_and_floor()
             "--plot",
             dir.path().join("sweep.svg").to_str().unwrap(),
         ],
-        &["--size", "{size}MiB", "--hold", "200ms"],
+        &["--size", "{size}MiB", "--hold", "1s"],
     );
     let stdout = String::from_utf8_lossy(&done.stdout);
     assert!(

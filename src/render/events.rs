@@ -109,9 +109,80 @@ impl Events {
     }
 }
 
+/// The most changes of the count of runs in flight kept per recording (two per client).
+pub const MAX_IN_FLIGHT_STEPS: usize = 20_000;
+
+/// How many clients of a bench's window were in flight over time (`client-start:N`,
+/// `client-end:N` rows), as steps: the count after each change, at its x. Past
+/// [`MAX_IN_FLIGHT_STEPS`] changes no more are kept (`cut`).
+#[derive(Debug, Clone, Default)]
+pub struct InFlight {
+    now: u32,
+    most: u32,
+    steps: Vec<(f64, u32)>,
+    /// True once changes were left out.
+    pub cut: bool,
+}
+
+impl InFlight {
+    /// Counts `event` at `x` if it is a client's start or end; a new session starts from none.
+    pub fn push(&mut self, x: f64, event: &Event) {
+        self.now = match event {
+            Event::ClientStart(_) => self.now + 1,
+            Event::ClientEnd(_) => self.now.saturating_sub(1),
+            Event::Start => 0,
+            _ => return,
+        };
+        self.most = self.most.max(self.now);
+        if self.steps.len() < MAX_IN_FLIGHT_STEPS {
+            self.steps.push((x, self.now));
+        } else {
+            self.cut = true;
+        }
+    }
+
+    /// The most in flight at once; 0 when the recording has no client rows.
+    pub fn most(&self) -> u32 {
+        self.most
+    }
+
+    /// The step line's corners: each change drawn as a rise or fall at its x.
+    pub fn corners(&self) -> Vec<(f64, f64)> {
+        let mut out = Vec::with_capacity(self.steps.len() * 2);
+        let mut last = 0.0;
+        for &(x, n) in &self.steps {
+            out.push((x, last));
+            last = f64::from(n);
+            out.push((x, last));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clients_in_flight_are_counted_as_steps() {
+        let mut f = InFlight::default();
+        f.push(1.0, &Event::Mark("x".into()));
+        f.push(1.0, &Event::ClientStart(1));
+        f.push(1.5, &Event::ClientStart(2));
+        f.push(2.0, &Event::ClientEnd(1));
+        assert_eq!(f.most(), 2);
+        assert_eq!(
+            f.corners(),
+            [
+                (1.0, 0.0),
+                (1.0, 1.0),
+                (1.5, 1.0),
+                (1.5, 2.0),
+                (2.0, 2.0),
+                (2.0, 1.0)
+            ]
+        );
+    }
 
     #[test]
     fn run_events_name_their_session_only_when_runs_come_from_several() {

@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 
 /// The font family name the embedded font is registered under.
 pub(crate) const FONT: &str = "sans-serif";
+/// The runs in flight of a bench's window (`bench --concurrency`), on the right axis.
+const IN_FLIGHT: RGBColor = RGBColor(120, 120, 120);
 
 /// A size column of a recording that can be drawn as a series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +250,8 @@ pub struct Trace {
     /// GPU memory held by the tree (`gpu_bytes`), at the rows that have it.
     gpu: Line,
     events: Events,
+    /// The clients of a bench's window in flight over time (`bench --concurrency`).
+    in_flight: super::events::InFlight,
     pub summary: Summary,
 }
 
@@ -269,6 +273,13 @@ impl Trace {
     /// What the plot left out of this recording, for the user (`None` when nothing).
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.events.note(&self.name).into_iter().collect();
+        if self.in_flight.cut {
+            notes.push(format!(
+                "{}: the runs in flight are drawn up to their {}th change (the rest left out)",
+                self.name,
+                super::events::MAX_IN_FLIGHT_STEPS
+            ));
+        }
         if let Some(l) = self.summary.truncated_line {
             notes.push(format!(
                 "{}: line {l} is incomplete (the file ends inside it) and was skipped",
@@ -294,6 +305,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
         .map(|&column| (column, decimate::Stream::new()))
         .collect();
     let mut events = Events::default();
+    let mut in_flight = super::events::InFlight::default();
     let mut gpu = decimate::Stream::new();
     let on_sample = |s: &Sample| {
         let place = timeline.push(s);
@@ -313,6 +325,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
             if !(rss.seen() == 0 && *ev == Event::Start) {
                 events.push(x, ev, timeline.sessions());
             }
+            in_flight.push(x, ev);
         }
         rss.push(x, s.rss_bytes);
         if let Some(g) = s.gpu.bytes {
@@ -359,6 +372,7 @@ pub fn load(path: &Path, spec: &InputSpec, opts: &PlotOptions) -> Result<Trace, 
             .collect(),
         gpu: gpu.points(),
         events,
+        in_flight,
         summary,
     })
 }
@@ -701,14 +715,85 @@ fn draw_on<DB: DrawingBackend>(
     vector: bool,
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
-    if !traces.iter().any(|t| !t.gpu.ys.is_empty()) {
-        return draw_host(root, traces, opts, vector);
-    }
     let (_, h) = root.dim_in_pixel();
-    // The host panel keeps the top-left corner, so its label coordinates stay the image's.
-    let (host, gpu) = root.split_vertically((h as f64 * 0.64) as u32);
-    draw_host(&host, traces, opts, vector)?;
-    draw_gpu(&gpu, traces)
+    // A bench's runs in flight in a band of their own at the bottom; the memory panels keep
+    // the top-left corner, so their label coordinates stay the image's.
+    let (memory, in_flight) = if traces.iter().any(|t| t.in_flight.most() > 0) {
+        let (m, f) = root.split_vertically(h.saturating_sub(IN_FLIGHT_BAND_PX));
+        (m, Some(f))
+    } else {
+        (root.clone(), None)
+    };
+    if traces.iter().any(|t| !t.gpu.ys.is_empty()) {
+        let (_, h) = memory.dim_in_pixel();
+        let (host, gpu) = memory.split_vertically((h as f64 * 0.64) as u32);
+        draw_host(&host, traces, opts, vector)?;
+        draw_gpu(&gpu, traces)?;
+    } else {
+        draw_host(&memory, traces, opts, vector)?;
+    }
+    match in_flight {
+        Some(band) => draw_in_flight(&band, traces),
+        None => Ok(()),
+    }
+}
+
+/// The height of the runs-in-flight band.
+const IN_FLIGHT_BAND_PX: u32 = 150;
+
+/// The runs of a bench's window in flight over time (`bench --concurrency`: its
+/// `client-start:N` and `client-end:N` rows), over the same time axis as the memory above.
+fn draw_in_flight<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    traces: &[Trace],
+) -> DrawResult<DB> {
+    let span_s = span_of(traces);
+    let (t_scale, t_name) = time_unit(span_s);
+    let most = traces.iter().map(|t| t.in_flight.most()).max().unwrap_or(1);
+    let mut chart = ChartBuilder::on(area)
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..span_s / t_scale, 0f64..f64::from(most) * 1.25)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("Time since start ({t_name})"))
+        .y_desc("Runs in flight")
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(246, 246, 246))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .y_labels(most as usize + 2)
+        .x_label_formatter(&|v| tick(*v))
+        // Whole runs only.
+        .y_label_formatter(&|v| {
+            if v.fract() == 0.0 {
+                tick(*v)
+            } else {
+                String::new()
+            }
+        })
+        .draw()?;
+    let several = traces.len() > 1;
+    for (i, t) in traces
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.in_flight.most() > 0)
+    {
+        let color = if several {
+            LINE_COLORS[i % LINE_COLORS.len()]
+        } else {
+            IN_FLIGHT
+        };
+        let points: Vec<(f64, f64)> = t
+            .in_flight
+            .corners()
+            .into_iter()
+            .map(|(x, n)| (x / t_scale, n))
+            .collect();
+        chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?;
+    }
+    Ok(())
 }
 
 /// The GPU panel: each recording's `gpu_bytes` over the same time axis as the host panel.
@@ -915,7 +1000,6 @@ fn draw_host<DB: DrawingBackend>(
     labels.extend(events_left_out(traces, &scale, (xr.start, yr.start)));
     labels.extend(event_labels);
     place_labels(root, (xr, yr), &labels)?;
-
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)

@@ -353,9 +353,15 @@ fn runs_in_flight_together_give_the_windows_exact_peak_its_clients_and_their_row
 
 #[test]
 fn a_failed_client_in_a_window_starts_no_more_and_lets_those_in_flight_finish() {
+    // Run 1 fails at once; run 2 ends only once run 1 is reaped (a zombie still takes
+    // `kill -0`), so the bench has seen the failure before a place in flight opens.
     let f = Fake::new(&[]);
-    let client = "[ $MEMMON_BENCH_RUN = 1 ] && exit 3; exit 0";
-    let (opts, _) = f.options(vec!["sh".into(), "-c".into(), client.into()], 4);
+    let pid = f.root.parent().unwrap().join("run1.pid");
+    let client = format!(
+        "case $MEMMON_BENCH_RUN in 1) echo $$ > \"{p}\"; exit 3;; 2) while [ ! -s \"{p}\" ]; do sleep 0.01; done; while kill -0 $(cat \"{p}\") 2>/dev/null; do sleep 0.01; done;; esac; exit 0",
+        p = pid.display()
+    );
+    let (opts, _) = f.options(vec!["sh".into(), "-c".into(), client], 4);
     let done = run(&BenchOptions {
         concurrency: 2,
         ..opts
