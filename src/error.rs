@@ -36,6 +36,7 @@ classified!(
     crate::bench::BenchError,
     crate::bench::export::ExportError,
     crate::bench::sweep::SweepError,
+    crate::bench::sweep_compare::SweepReadError,
     crate::bench::push::PushError,
     crate::demo::DemoError,
     crate::export::TargetListError,

@@ -1674,3 +1674,64 @@ fn a_command_sweep_substitutes_each_value_into_the_command() {
         "{peaks:?}"
     );
 }
+
+#[test]
+fn two_sweeps_compare_configuration_by_configuration_and_gate_each_peak() {
+    // A command sweep over 8 and 16 MiB, then the same with 4 MiB more in every configuration.
+    let dir = tempdir();
+    let sweep = |name: &str, extra: &str| {
+        let out = dir.path().join(name);
+        memmon()
+            .args(["bench", "-q", "--parameter-list", "mib", "8,16", "-n", "1"])
+            .arg("--export-json")
+            .arg(&out)
+            .arg("--")
+            .arg(memmon_test_path())
+            .args(["workload", "alloc:{mib}MiB", extra, "hold:50ms"])
+            .assert()
+            .success();
+        out
+    };
+    let (base, new) = (
+        sweep("base.json", "alloc:0"),
+        sweep("new.json", "alloc:4MiB"),
+    );
+    let loose = memmon()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .args(["--max-peak-increase", "60%"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&loose.stdout);
+    assert!(loose.status.success(), "{text}");
+    assert!(
+        text.contains("  mib=8 ") && text.contains("  mib=16 "),
+        "{text}"
+    );
+    assert!(
+        text.contains("gate --max-peak-increase 60%: mib=16 passed"),
+        "{text}"
+    );
+    let strict = memmon()
+        .args(["compare", "--json", "--max-peak-increase", "2%"])
+        .arg(&base)
+        .arg(&new)
+        .output()
+        .unwrap();
+    assert_eq!(strict.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&strict.stdout).unwrap();
+    assert_eq!(doc["format"], "memmon-sweep-comparison");
+    for c in doc["configurations"].as_array().unwrap() {
+        let grew = c["peak_change_bytes"].as_i64().unwrap();
+        assert!((grew - 4 * MIB as i64).unsigned_abs() <= tolerance(), "{c}");
+    }
+    // A gate a sweep cannot take is refused.
+    memmon()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .args(["--max-duration-increase", "5%"])
+        .assert()
+        .code(2);
+}

@@ -12,6 +12,7 @@ pub mod push;
 pub mod runner;
 pub mod stats;
 pub mod sweep;
+pub mod sweep_compare;
 pub mod table;
 pub mod window;
 

@@ -11,6 +11,7 @@ use memmon::analysis::compare::{Gate, Metric};
 use memmon::render::compare_table::{self, CompareOptions};
 use std::fmt::Write as _;
 use std::io::Write;
+use std::path::Path;
 
 /// The comparison's options from the command line: `BASE... -- NEW...` or `BASE NEW`, a gate per
 /// `--max-*-increase`.
@@ -49,6 +50,20 @@ fn options(args: &CompareArgs) -> anyhow::Result<CompareOptions> {
         min_noise: args.min_noise,
         gates,
     })
+}
+
+/// The two files of `compare A B` (or `A -- B`) when both are sweep documents.
+fn sweep_sides(args: &CompareArgs) -> (Option<std::path::PathBuf>, Option<std::path::PathBuf>) {
+    let sides = match (args.base.as_slice(), args.new.as_slice()) {
+        ([a, b], []) | ([a], [b]) => (a, b),
+        _ => return (None, None),
+    };
+    let is = memmon::bench::sweep_compare::is_sweep;
+    if is(sides.0) && is(sides.1) {
+        (Some(sides.0.clone()), Some(sides.1.clone()))
+    } else {
+        (None, None)
+    }
 }
 
 /// With an anatomy table beside the first recording of each side (`record --anatomy` names it
@@ -112,7 +127,56 @@ fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
     }
 }
 
+/// `compare BASE.json NEW.json` of two sweeps (`bench --export-json` of a sweep): each
+/// configuration on both sides, gated on its peak and floor.
+fn compare_sweeps(args: &CompareArgs, base: &Path, new: &Path) -> anyhow::Result<ExitCode> {
+    use memmon::bench::sweep_compare::{SweepComparison, SweepGates};
+    if args.max_gpu_increase.is_some()
+        || args.max_duration_increase.is_some()
+        || args.above.is_some()
+        || args.whole_files
+        || args.budgets.budgets() != Default::default()
+    {
+        return Err(usage(
+            "two sweeps are compared configuration by configuration, on throughput and peak: they take --max-peak-increase and --max-idle-increase (a budget marks configurations in `bench --max-peak` itself)",
+        ));
+    }
+    let c = SweepComparison::of(
+        base,
+        new,
+        SweepGates {
+            max_peak_increase: args.max_peak_increase,
+            max_idle_increase: args.max_idle_increase,
+        },
+    )?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&memmon::format::json::SWEEP_COMPARISON.of(&c))? + "\n"
+    } else {
+        c.render()
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(memmon::render::outside::guard(&text).as_bytes())
+        .and_then(|_| out.flush())
+        .context("cannot write to stdout")?;
+    for g in c.gates.iter().filter(|g| !g.passed) {
+        errln!(
+            "memmon: gate failed: {} {} for {}",
+            g.flag,
+            g.limit,
+            g.label
+        );
+    }
+    Ok(if c.passed {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
+}
+
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    if let (Some(base), Some(new)) = sweep_sides(&args) {
+        return compare_sweeps(&args, &base, &new);
+    }
     let opts = options(&args)?;
     let mut c = compare_table::compare(&opts)?;
     // Budgets are gates too: in the table's `gates:` section and in `--json`.

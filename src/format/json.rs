@@ -41,6 +41,12 @@ pub const SWEEP: Document = Document {
     schema_version: 1,
 };
 
+/// `compare --json` of two sweeps: each configuration both measured, its changes, the gates.
+pub const SWEEP_COMPARISON: Document = Document {
+    format: "memmon-sweep-comparison",
+    schema_version: 1,
+};
+
 /// A document's body with its kind and version first.
 #[derive(Serialize)]
 pub struct Versioned<'a, T: Serialize> {
