@@ -1431,6 +1431,13 @@ fn two_requests_in_flight_double_the_throughput_and_the_windows_exact_peak_holds
         .success();
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.contains("Runs in flight") && svg.contains("window start"));
+    // The report carries the steps its chart draws: two in flight at most.
+    let html = report_html(&rec, &dir.path().join("window.html"));
+    let steps = html
+        .split("\"in_flight\":")
+        .nth(1)
+        .expect("the runs in flight");
+    assert!(steps.starts_with("[[") && steps[..steps.find("]]").unwrap()].contains(",2]"));
 }
 
 #[test]

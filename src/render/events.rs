@@ -146,6 +146,11 @@ impl InFlight {
         self.most
     }
 
+    /// The count after each change, at its x.
+    pub fn steps(&self) -> &[(f64, u32)] {
+        &self.steps
+    }
+
     /// The step line's corners: each change drawn as a rise or fall at its x.
     pub fn corners(&self) -> Vec<(f64, f64)> {
         let mut out = Vec::with_capacity(self.steps.len() * 2);

@@ -91,6 +91,10 @@ pub struct Series {
     pub gpu_v: Vec<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpu_breaks: Vec<usize>,
+    /// A bench window's runs in flight (`bench --concurrency`): `[seconds, count]` after each
+    /// change (`events::InFlight`), drawn as steps at the foot of the chart; empty without.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<(f64, u32)>,
 }
 
 /// Collects a recording's RSS over time, one sample at a time, in memory that does not grow
@@ -102,6 +106,7 @@ struct Collector {
     gpu: Stream,
     timeline: Timeline,
     events: Events,
+    in_flight: crate::render::events::InFlight,
 }
 
 impl Collector {
@@ -115,6 +120,9 @@ impl Collector {
         self.rss.push(t, s.rss_bytes);
         if let Some(g) = s.gpu.bytes {
             self.gpu.push(t, g);
+        }
+        if let Some(e) = &s.event {
+            self.in_flight.push(round_ms(t), e);
         }
         match &s.event {
             None | Some(Event::Start) => {}
@@ -154,6 +162,7 @@ impl Collector {
             gpu_t: gpu.xs.iter().map(|&x| round_ms(x)).collect(),
             gpu_v: gpu.ys,
             gpu_breaks: gpu.cuts,
+            in_flight: self.in_flight.steps().to_vec(),
         }
     }
 }

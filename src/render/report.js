@@ -195,6 +195,28 @@
         ctx.globalAlpha = 1;
         ctx.fillText(e[1], ex + 3, PAD.top + 3 + (k % 4) * 13);
       });
+      // A bench window's runs in flight: steps in the bottom fifth of the chart.
+      var fl = s.data.in_flight;
+      if (fl && fl.length) {
+        var most = 0;
+        fl.forEach(function (p) { if (p[1] > most) most = p[1]; });
+        var fy = function (n) { return PAD.top + layout.ph - n / most * layout.ph * 0.2; };
+        ctx.globalAlpha = 0.6;
+        ctx.lineWidth = 1.2;
+        ctx.beginPath();
+        var last = 0;
+        ctx.moveTo(xToPx(fl[0][0]), fy(0));
+        fl.forEach(function (p) {
+          ctx.lineTo(xToPx(p[0]), fy(last));
+          ctx.lineTo(xToPx(p[0]), fy(p[1]));
+          last = p[1];
+        });
+        ctx.stroke();
+        ctx.globalAlpha = 1;
+        ctx.textBaseline = 'bottom';
+        ctx.fillText('runs in flight (at most ' + most + ')', PAD.left + 4, fy(most) - 2);
+        ctx.textBaseline = 'top';
+      }
       drawnSeries++;
     });
     ctx.restore();
