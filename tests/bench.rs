@@ -1742,3 +1742,43 @@ fn two_sweeps_compare_configuration_by_configuration_and_gate_each_peak() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn a_daemon_is_ready_at_the_log_line_its_output_prints_and_that_output_reaches_stderr() {
+    let dir = tempdir();
+    let socket = dir.path().join("d.sock");
+    let daemon = format!(
+        "echo warming up; {} test-daemon --socket {} & sleep 0.3; echo ready to serve; wait",
+        memmon_test_path().display(),
+        socket.display()
+    );
+    let done = memmon()
+        .args([
+            "bench",
+            "-q",
+            "--daemon",
+            &daemon,
+            "--ready-log",
+            "^ready to serve$",
+        ])
+        .args(["-n", "1", "--"])
+        .arg(memmon_test_path())
+        .arg("test-client")
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--size", "4MiB"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warming up\n") && stderr.contains("ready to serve\n"),
+        "{stderr}"
+    );
+    // One configuration (no parameter): the daemon's tree, shell and server, is the target.
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        stdout.contains("Sweep: 1 configuration, 1 run each"),
+        "{stdout}"
+    );
+}

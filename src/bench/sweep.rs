@@ -154,8 +154,11 @@ impl Configuration {
         out
     }
 
-    /// `size=50 threads=4`.
+    /// `size=50 threads=4`; `as given` without parameters (`--daemon` alone).
     pub fn label(&self) -> String {
+        if self.values.is_empty() {
+            return "as given".into();
+        }
         self.values
             .iter()
             .map(|(n, v)| format!("{n}={v}"))

@@ -122,9 +122,10 @@ impl Started {
                 Box::new(err),
             ] {
                 let (re, tx) = (re.clone(), lines_tx.clone());
+                let to = std::io::stderr();
                 let _ = std::thread::Builder::new()
                     .name("memmon-daemon-log".into())
-                    .spawn(move || relay(stream, &re, &tx));
+                    .spawn(move || relay(stream, to, &re, &tx));
             }
         }
         drop(lines_tx);
@@ -268,13 +269,18 @@ impl Drop for Started {
     }
 }
 
-/// Copies the daemon's output to memmon's stderr line by line, and says (once) when a line
-/// matches `re`.
-fn relay(stream: Box<dyn std::io::Read + Send>, re: &regex::Regex, ready: &mpsc::Sender<()>) {
+/// Copies the daemon's output to `to` (memmon's stderr: the daemon's own words, passed on as a
+/// launched command's stdout is) line by line, and says (once) when a line matches `re`.
+fn relay(
+    stream: Box<dyn std::io::Read + Send>,
+    mut to: impl std::io::Write,
+    re: &regex::Regex,
+    ready: &mpsc::Sender<()>,
+) {
     let mut said = false;
     for line in std::io::BufReader::new(stream).lines() {
         let Ok(line) = line else { break };
-        eprintln!("{line}");
+        let _ = writeln!(to, "{line}");
         if !said && re.is_match(&line) {
             said = true;
             let _ = ready.send(());
