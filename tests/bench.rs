@@ -1316,8 +1316,9 @@ fn a_bench_killed_with_sigkill_leaves_no_client_process_and_no_scratch_file() {
         .map(|e| e.path())
         .collect();
     assert!(written.is_empty(), "{written:?}");
-    let cg = crate::cgroup::memory_hierarchy()
-        .map(|b| crate::cgroup::own_cgroup_parent(&b).join(format!("memmon-{}-0", bench.0.id())));
+    let cg = crate::cgroup::memory_hierarchy().map(|b| {
+        crate::cgroup::own_cgroup_dir(&crate::cgroup::own_cgroup_parent(&b), bench.0.id(), 0)
+    });
     bench.0.kill().unwrap();
     let _ = bench.0.wait();
     if let Some(cg) = &cg {

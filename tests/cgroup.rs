@@ -786,7 +786,7 @@ fn record_a_shell_with_two_children(
         .unwrap();
     // Killed if the test fails half-way.
     let rec = Guard(rec);
-    let cg = own_cgroup_parent(base).join(format!("memmon-{}-0", rec.0.id()));
+    let cg = own_cgroup_dir(&own_cgroup_parent(base), rec.0.id(), 0);
     assert!(
         wait_for(30.0, || std::fs::read_to_string(cg.join("cgroup.procs"))
             .is_ok_and(|p| p.lines().count() == 3)),
@@ -794,6 +794,34 @@ fn record_a_shell_with_two_children(
         cg.display()
     );
     (rec, cg, d)
+}
+
+/// The cgroup memmon PID made as its Nth for itself, `memmon-PID-N-START` (START: its start
+/// time in clock ticks): named from /proc/PID/stat while that memmon runs, else found by its
+/// prefix, else a path that does not exist (the memmon and its cgroup are gone).
+pub(crate) fn own_cgroup_dir(parent: &Path, pid: impl std::fmt::Display, n: u32) -> PathBuf {
+    let prefix = format!("memmon-{pid}-{n}-");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let memmon =
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "memmon");
+    // Field 22 of stat, the 20th after the name's closing parenthesis.
+    let start = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19).map(String::from));
+    if let (true, Some(start)) = (memmon, start) {
+        return parent.join(format!("{prefix}{start}"));
+    }
+    std::fs::read_dir(parent)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| f.starts_with(&prefix))
+        })
+        .unwrap_or_else(|| parent.join(format!("{prefix}gone")))
 }
 
 fn left_behind(cg: &Path, token: &str) -> String {
@@ -1010,7 +1038,7 @@ fn cgroups_the_command_made_inside_memmons_own_go_with_it_deepest_first_their_pr
         !err.contains("resource busy") && !err.contains("warning: cgroup"),
         "{err}"
     );
-    let cg = own_cgroup_parent(&base).join(format!("memmon-{}-0", rec_pid(&out)));
+    let cg = own_cgroup_dir(&own_cgroup_parent(&base), rec_pid(&out), 0);
     assert!(!cg.exists(), "{} is still there: {err}", cg.display());
     assert!(
         wait_for(10.0, || processes_with_env("MEMMON_TEST_TOKEN", &token)
@@ -1051,7 +1079,7 @@ fn cgroups_the_command_made_inside_memmons_own_go_with_it_deepest_first_their_pr
     )
     .unwrap();
     assert_eq!(made, "made\n");
-    let cg = own_cgroup_parent(&base).join(format!("memmon-{}-0", rec.0.id()));
+    let cg = own_cgroup_dir(&own_cgroup_parent(&base), rec.0.id(), 0);
     assert!(cg.join("inner/deeper").exists());
     rec.0.kill().unwrap();
     let _ = rec.0.wait();

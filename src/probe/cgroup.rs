@@ -736,11 +736,12 @@ impl CgroupFs {
         })
     }
 
-    /// Removes the cgroups of memmon's own (`memmon-PID-N`, where [`CgroupFs::create_own`]
-    /// makes them) whose memmon is no longer running: left when its watcher died with it (or
-    /// gave up). What still runs in one is killed (memmon's death orphaned it), then the cgroup
-    /// is removed. A cgroup whose PID runs is kept, even if that PID was reused: it is swept once
-    /// that process is gone. (A memmon in another PID namespace sharing this hierarchy would
+    /// Removes the cgroups of memmon's own (`memmon-PID-N-START`, [`own_cgroup_name`]; the
+    /// `memmon-PID-N` of earlier versions too) whose memmon is no longer running: left when its
+    /// watcher died with it (or gave up). What still runs in one is killed (memmon's death
+    /// orphaned it), then the cgroup is removed. A cgroup whose PID runs with the start time in
+    /// its name is kept; with another start time, the PID was reused and the cgroup is swept (an
+    /// old name without a start time is kept while its PID runs at all). (A memmon in another PID namespace sharing this hierarchy would
     /// look gone: containers get a cgroup namespace of their own, so their memmons' cgroups
     /// are not at this top.)
     pub fn sweep_stale_own(&self, mine: Option<&MemCgroup>) -> Vec<Swept> {
@@ -759,7 +760,7 @@ impl CgroupFs {
                 continue;
             };
             for e in entries.flatten() {
-                let Some(pid) = e.file_name().to_str().and_then(own_cgroup_pid) else {
+                let Some((pid, start)) = e.file_name().to_str().and_then(own_cgroup_maker) else {
                     continue;
                 };
                 // Only a directory this user may remove (root, or a delegated hierarchy's owner).
@@ -767,7 +768,7 @@ impl CgroupFs {
                     let me = crate::sys::euid();
                     m.is_dir() && (me == 0 || std::os::unix::fs::MetadataExt::uid(&m) == me)
                 });
-                if !mine || pid_runs(pid) {
+                if !mine || pid_runs(pid, start) {
                     continue;
                 }
                 let dir = e.path();
@@ -889,18 +890,41 @@ pub struct Swept {
     pub error: Option<String>,
 }
 
-/// The PID in the name of a cgroup of memmon's own, `memmon-PID-N`.
-fn own_cgroup_pid(name: &str) -> Option<i32> {
-    let (pid, n) = name.strip_prefix("memmon-")?.split_once('-')?;
+/// The PID and, in names made since it was added, the start time (clock ticks since boot) of
+/// the memmon that made the cgroup `name`: `memmon-PID-N-START` (`memmon-PID-N` before).
+fn own_cgroup_maker(name: &str) -> Option<(i32, Option<u64>)> {
+    let mut parts = name.strip_prefix("memmon-")?.split('-');
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && digits(n))
-        .then(|| pid.parse().ok())
-        .flatten()
+    let (pid, n, start) = (parts.next()?, parts.next()?, parts.next());
+    if !digits(pid) || !digits(n) || parts.next().is_some() {
+        return None;
+    }
+    let start = match start {
+        Some(s) if digits(s) => Some(s.parse().ok()?),
+        Some(_) => return None,
+        None => None,
+    };
+    Some((pid.parse().ok()?, start))
 }
 
-/// True while a process `pid` exists (ours or not).
-fn pid_runs(pid: i32) -> bool {
+/// The name of the next cgroup this memmon makes for itself (for a command it launches, a
+/// daemon it starts): `memmon-PID-N-START`, N counting from 0 in this process. The start time
+/// makes the name this process's alone: on a host that reuses PIDs within seconds (pid_max
+/// 32768), a killed memmon's watcher or another memmon's sweep that goes by the name can never
+/// take a later memmon's cgroup of the same PID for the dead one's.
+pub fn own_cgroup_name() -> String {
+    static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id() as i32;
+    let start = crate::probe::ProcFs::default().start_time(pid).unwrap_or(0);
+    format!("memmon-{pid}-{n}-{start}")
+}
+
+/// True while the memmon that made a cgroup runs: a process of its PID exists (ours or not)
+/// and, where the name has it, with its start time (not a later process given the same PID).
+fn pid_runs(pid: i32, start: Option<u64>) -> bool {
     crate::sys::process_exists(pid)
+        && start.is_none_or(|s| crate::probe::ProcFs::default().start_time(pid) == Some(s))
 }
 
 /// Kills every process in the cgroup `dir` (v2: `cgroup.kill`, Linux ≥ 5.14, which also stops
@@ -1906,11 +1930,22 @@ mod tests {
         );
         let live = mem.join(format!("memmon-{}-0", std::process::id()));
         mkdir(&live);
+        // This PID with its own start time runs; with another, it is a PID reused since.
+        let me = std::process::id() as i32;
+        let start = crate::probe::ProcFs::default().start_time(me).unwrap();
+        let live_now = mem.join(format!("memmon-{me}-1-{start}"));
+        mkdir(&live_now);
+        let reused = mem.join(format!("memmon-{me}-2-{}", start + 1));
+        mkdir(&reused);
         let foreign = mem.join(format!("memmon-test-x-{gone}"));
         mkdir(&foreign);
         let mut swept = fs.sweep_stale_own(None);
         swept.sort_by(|a, b| a.dir.cmp(&b.dir));
-        assert_eq!(swept.len(), 2, "{swept:?}");
+        assert_eq!(swept.len(), 3, "{swept:?}");
+        let at = swept.iter().position(|x| x.pid == me).unwrap();
+        let r = swept.remove(at);
+        assert_eq!((r.dir, r.error), (reused, None));
+        assert!(live_now.exists());
         assert_eq!(
             (swept[0].pid, swept[0].killed, swept[0].error.is_none()),
             (gone, 0, true)
@@ -1929,17 +1964,30 @@ mod tests {
 
     #[test]
     fn own_cgroup_names_carry_the_pid_of_the_memmon_that_made_them() {
-        assert_eq!(own_cgroup_pid("memmon-4242-0"), Some(4242));
-        assert_eq!(own_cgroup_pid("memmon-4242-17"), Some(4242));
+        assert_eq!(own_cgroup_maker("memmon-4242-0").map(|m| m.0), Some(4242));
+        assert_eq!(own_cgroup_maker("memmon-4242-17").map(|m| m.0), Some(4242));
+        assert_eq!(
+            own_cgroup_maker("memmon-4242-1-987"),
+            Some((4242, Some(987)))
+        );
+        assert_eq!(own_cgroup_maker("memmon-4242-1"), Some((4242, None)));
+        let mine = own_cgroup_name();
+        let me = std::process::id() as i32;
+        assert!(
+            matches!(own_cgroup_maker(&mine), Some((p, Some(_))) if p == me),
+            "{mine}"
+        );
         for other in [
             "memmon-test-x-1",
             "memmon-4242",
             "memmon--0",
             "memmon-42-",
             "memmon-4x-0",
+            "memmon-42-0-x",
+            "memmon-42-0-1-2",
             "other-1-0",
         ] {
-            assert_eq!(own_cgroup_pid(other), None, "{other}");
+            assert_eq!(own_cgroup_maker(other), None, "{other}");
         }
     }
 

@@ -52,7 +52,7 @@ pub fn sweep(
                 c.label()
             ),
         );
-        let (r, signal) = one(opts, c, i, daemon);
+        let (r, signal) = one(opts, c, daemon);
         each(&r);
         runs.push(r);
         if signal.is_some() {
@@ -62,11 +62,10 @@ pub fn sweep(
     SweepDone { runs, signal: None }
 }
 
-/// The bench of configuration `c` (the `i`th), its daemon started and stopped around it.
+/// The bench of configuration `c`, its daemon started and stopped around it.
 fn one(
     opts: &BenchOptions,
     c: &Configuration,
-    i: usize,
     daemon: Option<&DaemonOptions>,
 ) -> (ConfigRun, Option<i32>) {
     let mut o = opts.clone();
@@ -99,7 +98,7 @@ fn one(
         };
         match Started::start(
             &this,
-            &format!("memmon-{}-daemon-{i}", std::process::id()),
+            &crate::probe::cgroup::own_cgroup_name(),
             &opts.cgroupfs,
             &opts.procfs,
             &mut notes,

@@ -755,21 +755,22 @@ fn launched_cgroup(
     if wanted == Some(false) {
         return Ok(None);
     }
-    static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
     // memmon's own cgroup: the command's goes beneath it (or beside it, in v2), under every
     // limit memmon runs under.
     let mine = opts
         .cgroupfs
         .of_pid(opts.procfs.root(), std::process::id() as i32);
-    if n == 0 {
+    let mut first = false;
+    SWEPT.call_once(|| first = true);
+    if first {
         // Once a process, even with --quiet: it may have killed processes.
         let swept = opts.cgroupfs.sweep_stale_own(mine.as_ref());
         if let Some(note) = crate::sampler::cgroup::swept_note(&swept) {
             report.notice(&note);
         }
     }
-    let name = format!("memmon-{}-{n}", std::process::id());
+    let name = crate::probe::cgroup::own_cgroup_name();
     match opts.cgroupfs.create_own(&name, mine.as_ref()) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),
         Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e)),
