@@ -741,9 +741,9 @@ impl CgroupFs {
     /// watcher died with it (or gave up). What still runs in one is killed (memmon's death
     /// orphaned it), then the cgroup is removed. A cgroup whose PID runs with the start time in
     /// its name is kept; with another start time, the PID was reused and the cgroup is swept (an
-    /// old name without a start time is kept while its PID runs at all). (A memmon in another PID namespace sharing this hierarchy would
-    /// look gone: containers get a cgroup namespace of their own, so their memmons' cgroups
-    /// are not at this top.)
+    /// old name without a start time is kept while its PID runs at all). (A memmon in another
+    /// PID namespace sharing this hierarchy would look gone: containers get a cgroup namespace
+    /// of their own, so their memmons' cgroups are not at this top.)
     pub fn sweep_stale_own(&self, mine: Option<&MemCgroup>) -> Vec<Swept> {
         let mut out = Vec::new();
         let mut places: Vec<PathBuf> = [self.v1_base(), self.v2_base()]
