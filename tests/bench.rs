@@ -1399,8 +1399,10 @@ fn two_requests_in_flight_double_the_throughput_and_the_windows_exact_peak_holds
     // Throughput: runs of about 1 s, two at a time, against one at a time.
     let alone = 3600.0 / one["stats"]["wall_s"]["mean"].as_f64().unwrap();
     let together = w["throughput_per_hour"].as_f64().unwrap();
+    // About twice: two at a time cannot beat 2x but by the runs' own spread (a slow run alone
+    // on a busy machine), nor fall far below it while each run is its 1 s hold.
     assert!(
-        (1.6..=2.1).contains(&(together / alone)),
+        (1.5..=2.5).contains(&(together / alone)),
         "{together} runs/h against {alone} alone"
     );
     let p50 = w["latency_s"]["p50"].as_f64().unwrap();
@@ -1748,10 +1750,11 @@ fn two_sweeps_compare_configuration_by_configuration_and_gate_each_peak() {
 fn a_daemon_is_ready_at_the_log_line_its_output_prints_and_that_output_reaches_stderr() {
     let dir = tempdir();
     let socket = dir.path().join("d.sock");
+    // "ready" once the server's socket is there, however long a busy machine takes.
     let daemon = format!(
-        "echo warming up; {} test-daemon --socket {} & sleep 0.3; echo ready to serve; wait",
+        "echo warming up; {} test-daemon --socket {s} & while [ ! -S {s} ]; do sleep 0.05; done; echo ready to serve; wait",
         memmon_test_path().display(),
-        socket.display()
+        s = socket.display()
     );
     let done = memmon()
         .args([

@@ -740,12 +740,20 @@ impl CgroupFs {
     /// `memmon-PID-N` of earlier versions too) whose memmon is no longer running: left when its
     /// watcher died with it (or gave up). What still runs in one is killed (memmon's death
     /// orphaned it), then the cgroup is removed. A cgroup whose PID runs with the start time in
-    /// its name is kept; with another start time, the PID was reused and the cgroup is swept (an
-    /// old name without a start time is kept while its PID runs at all). (A memmon in another
-    /// PID namespace sharing this hierarchy would look gone: containers get a cgroup namespace
-    /// of their own, so their memmons' cgroups are not at this top.)
+    /// its name, or a memmon process with that start time under another PID (one in a PID
+    /// namespace of its own names it by its PID there), is kept; else the PID was reused and
+    /// the cgroup is swept (an old name without a start time is kept while its PID runs at
+    /// all). A memmon outside the initial PID namespace sweeps nothing: it cannot see the
+    /// memmons outside its own.
     pub fn sweep_stale_own(&self, mine: Option<&MemCgroup>) -> Vec<Swept> {
         let mut out = Vec::new();
+        // Only from the initial PID namespace, which sees every memmon: one in a namespace of
+        // its own (a container sharing this hierarchy, `unshare --pid`) would take every memmon
+        // outside it for gone, and kill what their commands run.
+        if !in_initial_pid_namespace() {
+            return out;
+        }
+        let mut memmons = None;
         let mut places: Vec<PathBuf> = [self.v1_base(), self.v2_base()]
             .into_iter()
             .flatten()
@@ -768,7 +776,7 @@ impl CgroupFs {
                     let me = crate::sys::euid();
                     m.is_dir() && (me == 0 || std::os::unix::fs::MetadataExt::uid(&m) == me)
                 });
-                if !mine || pid_runs(pid, start) {
+                if !mine || maker_runs(pid, start, &mut memmons) {
                     continue;
                 }
                 let dir = e.path();
@@ -920,11 +928,39 @@ pub fn own_cgroup_name() -> String {
     format!("memmon-{pid}-{n}-{start}")
 }
 
-/// True while the memmon that made a cgroup runs: a process of its PID exists (ours or not)
-/// and, where the name has it, with its start time (not a later process given the same PID).
-fn pid_runs(pid: i32, start: Option<u64>) -> bool {
-    crate::sys::process_exists(pid)
-        && start.is_none_or(|s| crate::probe::ProcFs::default().start_time(pid) == Some(s))
+/// True while the memmon that made a cgroup runs. An old name (no start time): a process of
+/// its PID exists (ours or not). A name with its start time: the process of that PID has it,
+/// or else some process named memmon does (`memmons`, the start times of every memmon, read
+/// once when first needed): a memmon in a PID namespace of its own names its cgroup by its PID
+/// there, which here is another process's or none.
+fn maker_runs(pid: i32, start: Option<u64>, memmons: &mut Option<Vec<u64>>) -> bool {
+    let procfs = crate::probe::ProcFs::default();
+    let Some(start) = start else {
+        return crate::sys::process_exists(pid);
+    };
+    if procfs.start_time(pid) == Some(start) {
+        return true;
+    }
+    memmons
+        .get_or_insert_with(|| {
+            procfs
+                .all_pids()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&p| {
+                    std::fs::read(procfs.root().join(format!("{p}/comm")))
+                        .is_ok_and(|c| c.trim_ascii() == b"memmon")
+                })
+                .filter_map(|p| procfs.start_time(p))
+                .collect()
+        })
+        .contains(&start)
+}
+
+/// True when memmon runs in the initial PID namespace (whose inode number the kernel fixes:
+/// `PROC_PID_INIT_INO`), where every process on the host is visible.
+fn in_initial_pid_namespace() -> bool {
+    std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == "pid:[4026531836]")
 }
 
 /// Kills every process in the cgroup `dir` (v2: `cgroup.kill`, Linux ≥ 5.14, which also stops
