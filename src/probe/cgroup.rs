@@ -743,16 +743,10 @@ impl CgroupFs {
     /// its name, or a memmon process with that start time under another PID (one in a PID
     /// namespace of its own names it by its PID there), is kept; else the PID was reused and
     /// the cgroup is swept (an old name without a start time is kept while its PID runs at
-    /// all). A memmon outside the initial PID namespace sweeps nothing: it cannot see the
-    /// memmons outside its own.
+    /// all). Only for a memmon in the initial PID namespace ([`in_initial_pid_namespace`]),
+    /// which sees every memmon.
     pub fn sweep_stale_own(&self, mine: Option<&MemCgroup>) -> Vec<Swept> {
         let mut out = Vec::new();
-        // Only from the initial PID namespace, which sees every memmon: one in a namespace of
-        // its own (a container sharing this hierarchy, `unshare --pid`) would take every memmon
-        // outside it for gone, and kill what their commands run.
-        if !in_initial_pid_namespace() {
-            return out;
-        }
         let mut memmons = None;
         let mut places: Vec<PathBuf> = [self.v1_base(), self.v2_base()]
             .into_iter()
@@ -958,8 +952,11 @@ fn maker_runs(pid: i32, start: Option<u64>, memmons: &mut Option<Vec<u64>>) -> b
 }
 
 /// True when memmon runs in the initial PID namespace (whose inode number the kernel fixes:
-/// `PROC_PID_INIT_INO`), where every process on the host is visible.
-fn in_initial_pid_namespace() -> bool {
+/// `PROC_PID_INIT_INO`), where every process on the host is visible: the only place a sweep
+/// of stale cgroups ([`CgroupFs::sweep_stale_own`]) may run. One in a namespace of its own (a
+/// container sharing this hierarchy, `unshare --pid`) would take every memmon outside it for
+/// gone, and kill what their commands run.
+pub fn in_initial_pid_namespace() -> bool {
     std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == "pid:[4026531836]")
 }
 

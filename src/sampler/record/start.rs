@@ -763,7 +763,7 @@ fn launched_cgroup(
         .of_pid(opts.procfs.root(), std::process::id() as i32);
     let mut first = false;
     SWEPT.call_once(|| first = true);
-    if first {
+    if first && crate::probe::cgroup::in_initial_pid_namespace() {
         // Once a process, even with --quiet: it may have killed processes.
         let swept = opts.cgroupfs.sweep_stale_own(mine.as_ref());
         if let Some(note) = crate::sampler::cgroup::swept_note(&swept) {
