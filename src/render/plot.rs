@@ -879,22 +879,30 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(180, 180, 180))
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
-/// The chart type of both panels: seconds (scaled) against sizes (scaled).
-type Chart<'a, DB> = ChartContext<
+/// The chart type of both panels: seconds (scaled) against sizes (scaled); a sweep's picture's
+/// too (peaks against throughputs).
+pub(crate) type Chart<'a, DB> = ChartContext<
     'a,
     DB,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
+
+/// The legend of the series drawn with a label, at `at`.
+pub(crate) fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    at: SeriesLabelPosition,
+) -> DrawResult<DB> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()
+}
 
 /// How the host panel maps a recording onto its axes, and whether it shows several files.
 struct HostScale {
@@ -1000,14 +1008,7 @@ fn draw_host<DB: DrawingBackend>(
     labels.extend(events_left_out(traces, &scale, (xr.start, yr.start)));
     labels.extend(event_labels);
     place_labels(root, (xr, yr), &labels)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(180, 180, 180))
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
 }
 
 /// The stacked areas of anon, file and shmem (`--parts`), a polygon per session.

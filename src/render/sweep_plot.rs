@@ -4,7 +4,7 @@
 //! configuration over a budget drawn red.
 
 use super::plot::{
-    tick, write_picture, DrawResult, ImageFormat, Picture, PlotError, SizeUnit, FONT,
+    legend, tick, write_picture, DrawResult, ImageFormat, Picture, PlotError, SizeUnit, FONT,
 };
 use crate::bench::sweep::SweepReport;
 use plotters::coord::Shift;
@@ -148,13 +148,6 @@ impl Picture for Sweep<'_> {
                 .label("over a budget (--max-peak, --max-cgroup, --max-gpu)")
                 .legend(|(x, y)| Circle::new((x + 9, y), 5, OVER.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::LowerRight)
     }
 }
