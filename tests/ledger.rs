@@ -685,8 +685,13 @@ fn memory_jemalloc_and_mimalloc_hand_out_is_credited_to_the_code_that_touched_it
     // The same program with each allocator preloaded: neither takes glibc's brk heap or arenas
     // but chunks of its own, mapped ahead and handed out without a call the ledger could name.
     // The sampled page faults name the code that wrote the pages all the same.
+    // With transparent huge pages, an allocator's chunks fault 2 MiB at a time: one fault in 64
+    // sampled is then one sample for 128 MiB, and the credit follows the code that faulted
+    // 4 KiB pages (measured in the lane's 7.3 guest: 38.7 and 36.6 MiB of 135 MiB resident).
+    // The sampling counts faults, not bytes; this test measures the allocators on 4 KiB pages,
+    // the program run with THP turned off for it (prctl PR_SET_THP_DISABLE, kept across exec).
     let dir = tempdir();
-    let exe = build_c_program("touch-sites", dir.path(), &["-pthread"]);
+    let exe = build_c_program("touch-sites", dir.path(), &["-pthread", "-DNO_THP"]);
     for allocator in ["libjemalloc", "libmimalloc"] {
         let lib = outside_program(allocator);
         let Some((_, a)) = touch_sites_held(dir.path(), &exe, Some(&lib)) else {
@@ -696,13 +701,19 @@ fn memory_jemalloc_and_mimalloc_hand_out_is_credited_to_the_code_that_touched_it
         let touch = &l["touch"];
         let (heap, _) = touched_by(l, "fill_heap");
         let (arena, _) = touched_by(l, "fill_arena");
-        // Each site its 64 and 48 MiB, within 15%: the allocator's own pages among them (its
-        // headers and the rest of a size class's run, written by the allocating code) and the
-        // sampling (64 MiB is 256 samples).
-        let near = |got: u64, want: u64| got.abs_diff(want) * 100 <= want * 15;
+        // Each site at least what it wrote, less the sampling's error (64 MiB is 256 samples at
+        // 4 KiB pages; fewer where transparent huge pages fault 2 MiB at a time); more where the
+        // allocator's own pages in its runs, or whole huge pages, are resident with it. Between
+        // the two, the 64:48 of what each wrote, within 5 points.
         assert!(
-            near(heap, 64 * MIB) && near(arena, 48 * MIB),
+            heap * 100 >= 64 * MIB * 85 && arena * 100 >= 48 * MIB * 85,
             "{allocator}: fill_heap {heap}, fill_arena {arena}\n{touch:#}"
+        );
+        let share = heap as f64 / (heap + arena) as f64;
+        assert!(
+            (share - 64.0 / 112.0).abs() <= 0.05,
+            "{allocator}: fill_heap {heap} of {}\n{touch:#}",
+            heap + arena
         );
         let resident = touch["resident_bytes"].as_u64().unwrap();
         assert!(

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef NO_THP
+#include <sys/prctl.h>
+#endif
 
 #define MIB (1024UL * 1024UL)
 #define BLOCK (64UL * 1024UL)
@@ -70,6 +73,12 @@ int main(int argc, char **argv) {
     }
     if (argc == 5)
         pause_us = strtoul(argv[4], NULL, 10);
+#ifdef NO_THP
+    /* Built with -DNO_THP: 4 KiB pages only (a transparent huge page faults 2 MiB at once, one
+     * fault where the sampling counts 512). */
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+        return 4;
+#endif
     prefix = argv[1];
     size_t heap_mib = strtoul(argv[2], NULL, 10);
     arena_mib = strtoul(argv[3], NULL, 10);

@@ -1013,18 +1013,26 @@ fn kill_and_remove_leaf(
     dir: &Path,
     patience: std::time::Duration,
 ) -> (usize, Result<(), CgroupError>) {
-    let kill_file = dir.join("cgroup.kill");
-    if kill_file.exists() {
-        let _ = std::fs::write(&kill_file, "1");
-    }
-    let mut killed = std::collections::HashSet::new();
-    let until = std::time::Instant::now() + patience;
-    loop {
-        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-        for pid in procs
+    let procs_of = || -> Vec<i32> {
+        std::fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap_or_default()
             .split_ascii_whitespace()
             .filter_map(|w| w.parse::<i32>().ok())
-        {
+            .collect()
+    };
+    let mut killed = std::collections::HashSet::new();
+    let kill_file = dir.join("cgroup.kill");
+    if kill_file.exists() {
+        // Those in it now are what cgroup.kill kills: counted before, as a fast kernel has them
+        // gone from cgroup.procs by the time it is read again.
+        let inside = procs_of();
+        if std::fs::write(&kill_file, "1").is_ok() {
+            killed.extend(inside);
+        }
+    }
+    let until = std::time::Instant::now() + patience;
+    loop {
+        for pid in procs_of() {
             if crate::sys::kill(pid, libc::SIGKILL).is_ok() {
                 killed.insert(pid);
             }
