@@ -1633,6 +1633,22 @@ fn a_sweep_refuses_a_shared_recording_and_a_daemon_it_cannot_tell_ready() {
             "configurations would share a recording; name it by the parameters, e.g. -o run-{n}.csv",
         ));
     memmon()
+        .args([
+            "bench",
+            "--parameter-list",
+            "n",
+            "1,2",
+            "-o",
+            "-",
+            "--",
+            "true",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "several configurations would write their recordings one after another on stdout",
+        ));
+    memmon()
         .args(["bench", "--daemon", "sleep 9", "--", "true"])
         .assert()
         .code(2)

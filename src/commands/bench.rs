@@ -182,6 +182,11 @@ fn plan(args: &BenchArgs, opts: &BenchOptions) -> anyhow::Result<Option<Plan>> {
         ));
     }
     let configurations = sweep::configurations(&params)?;
+    if opts.output.as_ref().is_some_and(|d| d.is_stdout()) && configurations.len() > 1 {
+        return Err(usage(
+            "-o -: several configurations would write their recordings one after another on stdout; give -o a file named by the parameters, e.g. -o run-{NAME}.csv",
+        ));
+    }
     if let (Some(o), true) = (
         opts.output.as_ref().and_then(|d| d.file()),
         configurations.len() > 1,
