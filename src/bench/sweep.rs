@@ -154,6 +154,16 @@ impl Configuration {
         out
     }
 
+    /// `-o`'s destination for this configuration: a file's name with its `{NAME}`s replaced.
+    pub fn output(&self, d: &crate::output::Dest) -> crate::output::Dest {
+        match d {
+            crate::output::Dest::File(p) => {
+                crate::output::Dest::File(self.substitute(&p.to_string_lossy()).into())
+            }
+            other => other.clone(),
+        }
+    }
+
     /// `size=50 threads=4`; `as given` without parameters (`--daemon` alone).
     pub fn label(&self) -> String {
         if self.values.is_empty() {

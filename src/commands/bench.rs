@@ -387,12 +387,7 @@ fn check_sweep_outputs(
     }
     let mut one = opts.clone();
     for c in &plan.configurations {
-        one.output = opts.output.as_ref().map(|d| match d {
-            memmon::output::Dest::File(p) => {
-                memmon::output::Dest::File(c.substitute(&p.to_string_lossy()).into())
-            }
-            other => other.clone(),
-        });
+        one.output = opts.output.as_ref().map(|d| c.output(d));
         check_outputs(&one, exports)?;
     }
     Ok(())

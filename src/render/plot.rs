@@ -663,16 +663,15 @@ fn place_labels<DB: DrawingBackend>(
     Ok(())
 }
 
-/// An axis tick without trailing zeros: `0`, `2.5`, `1000`.
-/// The grid, tick labels and axis names of a panel: time since start across, `y_desc` up.
-fn draw_axes<DB: DrawingBackend>(
-    chart: &mut Chart<'_, DB>,
-    t_name: &str,
+/// The grid, tick labels and axis names of a chart: `x_desc` across, `y_desc` up.
+pub(crate) fn draw_axes<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    x_desc: &str,
     y_desc: &str,
 ) -> DrawResult<DB> {
     chart
         .configure_mesh()
-        .x_desc(format!("Time since start ({t_name})"))
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 15))
@@ -683,6 +682,7 @@ fn draw_axes<DB: DrawingBackend>(
         .draw()
 }
 
+/// An axis tick without trailing zeros: `0`, `2.5`, `1000`.
 pub(crate) fn tick(v: f64) -> String {
     let text = format!("{v:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -824,7 +824,8 @@ fn draw_gpu<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, traces: &[Trace])
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..x_max, 0f64..y_top)?;
-    draw_axes(&mut chart, t_name, &format!("GPU memory ({})", unit.label))?;
+    let across = format!("Time since start ({t_name})");
+    draw_axes(&mut chart, &across, &format!("GPU memory ({})", unit.label))?;
     let (px_range, _) = chart.plotting_area().get_pixel_range();
     let width_px = (px_range.end - px_range.start).max(1) as usize;
     for (ti, t) in traces.iter().enumerate() {
@@ -983,7 +984,8 @@ fn draw_host<DB: DrawingBackend>(
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..span_s / t_scale, 0f64..y_top)?;
-    draw_axes(&mut chart, t_name, &format!("{what} ({})", unit.label))?;
+    let across = format!("Time since start ({t_name})");
+    draw_axes(&mut chart, &across, &format!("{what} ({})", unit.label))?;
     let (px_range, _) = chart.plotting_area().get_pixel_range();
     let scale = HostScale {
         several: traces.len() > 1,

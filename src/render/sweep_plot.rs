@@ -4,7 +4,7 @@
 //! configuration over a budget drawn red.
 
 use super::plot::{
-    legend, tick, write_picture, DrawResult, ImageFormat, Picture, PlotError, SizeUnit, FONT,
+    draw_axes, legend, write_picture, DrawResult, ImageFormat, Picture, PlotError, SizeUnit, FONT,
 };
 use crate::bench::sweep::SweepReport;
 use plotters::coord::Shift;
@@ -86,17 +86,11 @@ impl Picture for Sweep<'_> {
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("Peak ({})", unit.label))
-            .y_desc("Throughput (runs per hour)")
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 15))
-            .light_line_style(RGBColor(246, 246, 246))
-            .bold_line_style(RGBColor(220, 220, 220))
-            .x_label_formatter(&|v| tick(*v))
-            .y_label_formatter(&|v| tick(*v))
-            .draw()?;
+        draw_axes(
+            &mut chart,
+            &format!("Peak ({})", unit.label),
+            "Throughput (runs per hour)",
+        )?;
         // The front, joined from the smallest peak to the largest.
         let mut front: Vec<(f64, f64)> = points
             .iter()

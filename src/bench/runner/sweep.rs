@@ -71,12 +71,7 @@ fn one(
     let mut o = opts.clone();
     o.client = opts.client.iter().map(|a| c.substitute(a)).collect();
     o.prepare = opts.prepare.as_deref().map(|p| c.substitute(p));
-    o.output = opts.output.as_ref().map(|d| match d {
-        crate::output::Dest::File(p) => {
-            crate::output::Dest::File(c.substitute(&p.to_string_lossy()).into())
-        }
-        other => other.clone(),
-    });
+    o.output = opts.output.as_ref().map(|d| c.output(d));
     let run_of = |report, failed, daemon| ConfigRun {
         configuration: c.clone(),
         report,
