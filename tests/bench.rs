@@ -773,7 +773,10 @@ fn an_export_that_cannot_be_written_stops_the_bench_before_its_first_run() {
     assert!(left.is_empty(), "{left:?}");
     // A directory the user may not write, likewise (root's, as nobody).
     if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped the read-only directory: needs root and setpriv to run as nobody");
+        skip(
+            Need::RunAsNobody,
+            "the read-only directory: needs root and setpriv to run as nobody",
+        );
         return;
     }
     let mode = |p: &Path, m: u32| {

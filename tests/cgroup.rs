@@ -655,7 +655,10 @@ fn phase_peaks_reset_the_cgroup_peak_at_each_marker() {
 #[test]
 fn a_user_who_may_not_make_a_cgroup_records_without_one_and_own_cgroup_fails_saying_why() {
     if memory_hierarchy().is_none() || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs root and setpriv to run memmon as nobody");
+        skip(
+            Need::RunAsNobody,
+            "needs a memory cgroup, root and setpriv to run memmon as nobody",
+        );
         return;
     }
     let d = tempdir();

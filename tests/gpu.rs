@@ -1106,7 +1106,7 @@ fn bench_and_compare_hold_max_gpu_as_a_budget_naming_the_run_or_file() {
 #[test]
 fn the_host_memory_a_gpu_process_maps_from_nvidia_device_files_is_its_own_column() {
     if !is_root() {
-        eprintln!("skipped: a private /dev in a mount namespace needs root");
+        skip(Need::Root, "a private /dev in a mount namespace needs root");
         return;
     }
     // A process maps 8 MiB of "/dev/nvidia0" (a tmpfs file in a /dev of its own mount
@@ -1155,7 +1155,7 @@ fn the_host_memory_a_gpu_process_maps_from_nvidia_device_files_is_its_own_column
 #[test]
 fn memmon_in_a_container_maps_the_drivers_host_pids_through_the_hosts_proc() {
     if !is_root() {
-        eprintln!("skipped: a PID namespace needs root");
+        skip(Need::Root, "a PID namespace needs root");
         return;
     }
     // memmon and a workload in a PID namespace of their own, with the host's /proc bound at

@@ -176,7 +176,7 @@ fn check_known_sites(out: &Path) {
 fn ledger_off(out: &Path) -> bool {
     match meta(out)["anatomy"]["ledger_off"].as_str() {
         Some(why) => {
-            println!("skipped: the ledger is off: {why}");
+            skip(Need::Perf, &format!("the ledger is off: {why}"));
             true
         }
         None => false,
@@ -527,12 +527,15 @@ fn memory_from_the_brk_heap_and_a_glibc_arena_is_credited_to_the_code_that_touch
 #[test]
 fn without_the_privilege_the_ledger_is_off_and_the_recording_says_why() {
     if !is_root() {
-        println!("skipped: needs root to run memmon as nobody");
+        skip(Need::RunAsNobody, "needs root to run memmon as nobody");
         return;
     }
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
     if paranoid.trim().parse::<i32>().unwrap_or(2) < 0 {
-        println!("skipped: perf_event_paranoid is {paranoid}: anyone may use perf here");
+        skip(
+            Need::PerfRestricted,
+            &format!("perf_event_paranoid is {paranoid}: anyone may use perf here"),
+        );
         return;
     }
     let dir = tempdir();
@@ -586,7 +589,7 @@ fn the_syscall_tracepoints_are_read_and_the_hosts_mounts_left_as_they_were() {
             assert_eq!(t[0].field("len").unwrap().size, 8);
             assert_eq!(t[1].field("ret").unwrap().offset, 16);
         }
-        Err(e) => println!("skipped: {e}"),
+        Err(e) => skip(Need::Perf, &e.to_string()),
     }
     assert_eq!(
         std::fs::read_to_string("/proc/self/mountinfo").unwrap(),
@@ -627,7 +630,7 @@ fn a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_m
     let mut calls = match MapCalls::open(Options::default(), None, None) {
         Ok(c) => c,
         Err(e) => {
-            println!("skipped: {e}");
+            skip(Need::Perf, &e.to_string());
             return;
         }
     };

@@ -880,7 +880,10 @@ fn a_marker_the_recorder_cannot_take_in_time_fails_and_never_lands_later() {
 fn a_user_refused_by_the_socket_is_told_permission_denied_not_that_no_recorder_listens() {
     // SAFETY: geteuid has no preconditions.
     if !Path::new("/usr/bin/setpriv").exists() || unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root and setpriv to run memmon mark as nobody");
+        skip(
+            Need::RunAsNobody,
+            "needs root and setpriv to run memmon mark as nobody",
+        );
         return;
     }
     let dir = tempdir();

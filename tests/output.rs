@@ -636,7 +636,7 @@ impl Drop for TinyDisk {
 #[test]
 fn a_disk_that_fills_mid_recording_is_not_said_to_keep_more_than_it_holds() {
     let Some(disk) = TinyDisk::mount() else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        skip(Need::Root, "cannot mount a tmpfs here (needs root)");
         return;
     };
     let mut target = spawn_workload(&["alloc:4MiB", "hold:120s"]);
@@ -1358,7 +1358,7 @@ fn a_recording_deleted_while_recording_takes_its_sidecar_with_it() {
 #[test]
 fn a_full_disk_at_the_start_leaves_no_empty_recording() {
     let Some(disk) = TinyDisk::mount() else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        skip(Need::Root, "cannot mount a tmpfs here (needs root)");
         return;
     };
     // Fill it to the last block.
@@ -1398,7 +1398,7 @@ const NOBODY: u32 = 65534;
 #[test]
 fn a_directory_link_planted_by_another_user_is_not_followed() {
     if !is_root() {
-        eprintln!("skipped: planting as another user needs root");
+        skip(Need::Root, "planting as another user needs root");
         return;
     }
     let dir = tempdir();
@@ -1436,7 +1436,7 @@ fn a_directory_link_planted_by_another_user_is_not_followed() {
 #[test]
 fn a_fifo_planted_by_another_user_in_a_shared_directory_is_refused_without_force() {
     if !is_root() {
-        eprintln!("skipped: planting as another user needs root");
+        skip(Need::Root, "planting as another user needs root");
         return;
     }
     let dir = tempdir();
@@ -1540,7 +1540,7 @@ fn a_sidecar_swapped_for_a_link_to_a_fifo_mid_recording_is_replaced_at_the_end_n
 #[test]
 fn append_refuses_another_users_recording_in_a_shared_directory() {
     if !is_root() {
-        eprintln!("skipped: planting as another user needs root");
+        skip(Need::Root, "planting as another user needs root");
         return;
     }
     let dir = tempdir();
@@ -1617,7 +1617,7 @@ fn the_demo_refusing_an_existing_plot_advises_what_it_takes() {
 fn files_about_another_users_process_are_readable_by_their_owner_alone() {
     use std::os::unix::fs::PermissionsExt;
     if !is_root() {
-        println!("skipped: needs root to start a process as another user");
+        skip(Need::Root, "needs root to start a process as another user");
         return;
     }
     let dir = tempdir();

@@ -1214,7 +1214,7 @@ fn a_child_forked_by_a_non_main_thread_of_a_64_thread_process_is_in_the_tree_wit
         );
     }
     if !is_root() {
-        eprintln!("skipped the PID namespace: needs root");
+        skip(Need::Root, "the PID namespace: needs root");
         return;
     }
     let unshare = outside_program("unshare").display().to_string();

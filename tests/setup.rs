@@ -31,6 +31,12 @@ fn ci_runs_the_test_command_that_readme_gives_first() {
         ci.lines().any(|l| l.trim() == "exec ./scripts/test"),
         "{ci}"
     );
+    // And strict: a skip where the machine has what the test needs fails there.
+    assert!(
+        ci.lines()
+            .any(|l| l.trim() == "export MEMMON_TEST_STRICT=1"),
+        "{ci}"
+    );
 }
 
 #[test]
@@ -231,4 +237,20 @@ fn man_dir_installs_every_page_memmon_1_names() {
         .arg(&man1)
         .assert()
         .success();
+}
+
+#[test]
+fn a_strict_run_fails_a_test_that_skips_where_the_machine_has_what_it_needs() {
+    let skips = |strict: bool, need: Need| {
+        std::panic::catch_unwind(|| skip_as(strict, need, "a test's own reason")).is_ok()
+    };
+    // Not strict, a skip is a skip whatever the machine has.
+    assert!(skips(false, Need::Root));
+    // Strict, it stands only where the machine lacks the need.
+    assert_eq!(skips(true, Need::Root), !is_root());
+    assert_eq!(skips(true, Need::Perf), !Need::Perf.met());
+    assert_eq!(
+        skips(true, Need::RunAsNobody),
+        !(is_root() && Path::new("/usr/bin/setpriv").exists())
+    );
 }

@@ -557,6 +557,63 @@ pub fn host_has(what: &str, have: bool, why: &str) -> bool {
     have
 }
 
+/// What a test may need of the machine, each probed on its own (`Need::met`), so that a skip
+/// can be held against what the machine has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// root: another user's files and processes, mounts, namespaces.
+    Root,
+    /// root and setpriv: memmon (or a target) run as nobody.
+    RunAsNobody,
+    /// A memory cgroup a test may make (v1's hierarchy, or v2 with the memory controller).
+    MemoryCgroup,
+    /// perf's events on every CPU with the syscall tracepoints: the ledger (`--anatomy`'s stacks).
+    Perf,
+    /// perf kept from the unprivileged (perf_event_paranoid 0 or more).
+    PerfRestricted,
+}
+
+impl Need {
+    /// Whether this machine has it, probed apart from the test that skipped.
+    pub fn met(self) -> bool {
+        match self {
+            Need::Root => is_root(),
+            Need::RunAsNobody => is_root() && Path::new("/usr/bin/setpriv").exists(),
+            Need::MemoryCgroup => crate::cgroup::memory_hierarchy().is_some(),
+            Need::Perf => {
+                static OPENS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+                *OPENS.get_or_init(|| {
+                    use memmon::probe::mapcalls::{MapCalls, Options};
+                    MapCalls::open(Options::default(), None, None).is_ok()
+                })
+            }
+            Need::PerfRestricted => std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .is_ok_and(|p| p.trim().parse::<i32>().is_ok_and(|p| p >= 0)),
+        }
+    }
+}
+
+/// Whether the tests run strict (`MEMMON_TEST_STRICT=1`, as CI runs them): a test that skips
+/// where the machine has what it needs fails.
+pub fn strict() -> bool {
+    std::env::var("MEMMON_TEST_STRICT").is_ok_and(|v| v == "1")
+}
+
+/// Says `skipped: why`, after which the test returns (or leaves out the part that needs `need`).
+/// Strict (`strict`), where the machine has `need` this fails instead: the test did not run for
+/// a reason of its own, and a skip would pass it unseen.
+pub fn skip(need: Need, why: &str) {
+    skip_as(strict(), need, why)
+}
+
+/// `skip`, strict or not as told.
+pub fn skip_as(strict: bool, need: Need, why: &str) {
+    if strict && need.met() {
+        panic!("skipped where this machine has {need:?} (MEMMON_TEST_STRICT=1): {why}");
+    }
+    eprintln!("skipped: {why}");
+}
+
 /// How many NUMA nodes this machine has (`/sys/devices/system/node/nodeN`); 1 where it does not
 /// say.
 pub fn numa_nodes() -> usize {
