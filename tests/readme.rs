@@ -18,7 +18,9 @@
 //! - `exit-codes`: the table's codes are those of src/commands/exit.rs.
 //!
 //! And every `--flag` (or `-f`) a document gives a memmon subcommand in a command line, or names
-//! in prose, is in that subcommand's `--help` (flags of other programs are listed below).
+//! in prose, is in that subcommand's `--help` (flags of other programs are listed below); every
+//! relative link points to a file that exists (and a `#anchor` to a heading that gives it); a
+//! document whose commands run `memmon-test` says how to build it or links to where README does.
 //! Every failure names the file and the line.
 //!
 //! The runs: a launched workload, an attached one, a tree, phases from a command's stdout, an
@@ -1482,6 +1484,182 @@ fn every_flag_a_document_gives_memmon_is_in_the_subcommands_help() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Links, and where to get memmon-test.
+
+/// GitHub's anchor of a heading: lowercase, punctuation dropped (letters, digits, `-` and `_`
+/// kept), each space a `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors a document's headings give (outside fenced blocks); a repeated one as GitHub
+/// numbers it (`-1`, `-2`, ...).
+fn anchors(doc: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for l in doc.lines() {
+        if l.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let hashes = l.len() - l.trim_start_matches('#').len();
+        if fenced || !(1..=6).contains(&hashes) || !l[hashes..].starts_with(' ') {
+            continue;
+        }
+        let a = anchor(l[hashes..].trim().trim_end_matches('#'));
+        let mut name = a.clone();
+        let mut n = 0;
+        while out.contains(&name) {
+            n += 1;
+            name = format!("{a}-{n}");
+        }
+        out.insert(name);
+    }
+    out
+}
+
+/// A document's Markdown links and images outside code, each with its line and target
+/// (`](target)`; a title after the target left out).
+fn links(doc: &str) -> Vec<(usize, String)> {
+    let prose = Prose::of(doc);
+    let mut out = Vec::new();
+    for (offset, part, code) in prose.pieces() {
+        if code {
+            continue;
+        }
+        let mut from = 0;
+        while let Some(k) = part[from..].find("](") {
+            let start = from + k + 2;
+            let Some(len) = part[start..].find(')') else {
+                break;
+            };
+            let target = part[start..start + len]
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            out.push((prose.line_at(offset + start), target.to_string()));
+            from = start + len;
+        }
+    }
+    out
+}
+
+/// `a/b/../c` as `a/c`.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                assert!(out.pop(), "{} leaves the repository", path.display());
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_of_the_documents_points_to_a_file_and_heading_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for (file, doc) in doc_files() {
+        for (line, target) in links(&doc) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, fragment) = match target.split_once('#') {
+                Some((p, f)) => (p, Some(f)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if path.is_empty() {
+                PathBuf::from(&file)
+            } else {
+                normalize(&Path::new(&file).parent().unwrap().join(path))
+            };
+            if !root.join(&resolved).exists() {
+                bad.push(format!(
+                    "{file} line {line}: ({target}): {} does not exist",
+                    resolved.display()
+                ));
+                continue;
+            }
+            let Some(fragment) = fragment else { continue };
+            if resolved.extension().is_none_or(|e| e != "md") {
+                bad.push(format!(
+                    "{file} line {line}: ({target}): an anchor into a file that is not Markdown"
+                ));
+                continue;
+            }
+            let text = std::fs::read_to_string(root.join(&resolved)).unwrap();
+            if !anchors(&text).contains(fragment) {
+                bad.push(format!(
+                    "{file} line {line}: ({target}): no heading of {} gives #{fragment}",
+                    resolved.display()
+                ));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} relative links found");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The one place that says how to get `memmon-test`: README's section of this anchor.
+const MEMMON_TEST_ANCHOR: &str = "memmon-test-the-tests-helper";
+const MEMMON_TEST_BUILD: &str = "cargo build --release --features test-support";
+
+/// A document whose commands run `memmon-test` (it is not installed with memmon) says how to
+/// build it, or links to README's section that does.
+#[test]
+fn a_document_that_runs_memmon_test_says_how_to_build_it_or_links_there() {
+    let docs = doc_files();
+    let readme = &docs[0].1;
+    let section = readme
+        .split("\n### ")
+        .find(|s| anchor(s.lines().next().unwrap_or("")) == MEMMON_TEST_ANCHOR)
+        .unwrap_or_else(|| panic!("README.md has no heading that gives #{MEMMON_TEST_ANCHOR}"));
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat(section).contains(MEMMON_TEST_BUILD),
+        "README.md's #{MEMMON_TEST_ANCHOR} does not say `{MEMMON_TEST_BUILD}`"
+    );
+    let mut bad = Vec::new();
+    let mut runs = 0;
+    for (file, doc) in &docs {
+        let (cmds, _) = doc_commands(doc);
+        let first = cmds.iter().find(|(_, text)| {
+            commands(text)
+                .iter()
+                .any(|w| w.iter().any(|x| x == "memmon-test"))
+        });
+        let Some((line, text)) = first else { continue };
+        runs += 1;
+        let links_there = links(doc).iter().any(|(_, t)| {
+            t.ends_with(&format!("README.md#{MEMMON_TEST_ANCHOR}"))
+                || *file == "README.md" && t == &format!("#{MEMMON_TEST_ANCHOR}")
+        });
+        if !links_there && !flat(doc).contains(MEMMON_TEST_BUILD) {
+            bad.push(format!(
+                "{file} line {line}: `{text}` runs memmon-test, and the file neither says `{MEMMON_TEST_BUILD}` nor links to README.md#{MEMMON_TEST_ANCHOR}"
+            ));
+        }
+    }
+    assert!(runs >= 2, "only {runs} documents run memmon-test");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 #[test]
 fn the_block_parser_reads_labels_tables_and_keys_as_readme_writes_them() {
     // The rules the documents' checks rest on, on lines of today's outputs.
@@ -1531,6 +1709,22 @@ fn the_block_parser_reads_labels_tables_and_keys_as_readme_writes_them() {
         [vec![
             "memmon", "bench", "-n", "3", "--warmup", "1", "--", "client", "a b"
         ]]
+    );
+    assert_eq!(
+        anchor("What the peak is made of: `--anatomy`"),
+        "what-the-peak-is-made-of---anatomy"
+    );
+    assert_eq!(
+        anchor("A tree's exact peak: a cgroup of its own"),
+        "a-trees-exact-peak-a-cgroup-of-its-own"
+    );
+    assert_eq!(
+        anchors("# T\n\n```sh\n# not a heading\n```\n## T\n"),
+        BTreeSet::from(["t".to_string(), "t-1".to_string()])
+    );
+    assert_eq!(
+        links("a [b](c.md#d), `[e](f)`\n```\n[g](h)\n```\n![i](../j.svg \"t\")"),
+        [(1, "c.md#d".to_string()), (5, "../j.svg".to_string())]
     );
     assert_eq!(
         doc_commands("x `memmon record\n--pss` y\n--wait z").0,
