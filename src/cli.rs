@@ -980,7 +980,7 @@ pub struct SweepArgs {
 Metrics: memmon_rss_bytes and its parts, memmon_window_peak_rss_bytes (the largest RSS over \
 --window), memmon_target_up, memmon_restarts_total, memmon_missed_ticks_total; for a cgroup:PATH target memmon_cgroup_bytes, its parts, \
 memmon_cgroup_limit_bytes and memmon_cgroup_window_peak_bytes; every series \
-labelled target=\"NAME\" (no PID: a restart keeps its series). README: Monitor a fleet."
+labelled target=\"NAME\" (no PID: a restart keeps its series). Guide: docs/guide/fleet.md."
 )]
 pub struct ExportArgs {
     /// Address to serve /metrics on (loopback by default; another address must be given explicitly)

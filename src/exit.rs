@@ -1,7 +1,7 @@
 //! What the command line chooses memmon's exit code from, and nothing more: the core says what
 //! kind of failure an error is ([`Class`], given by each area's error type: `class()`) and how a
-//! recording ended ([`Ending`]); `commands::exit` turns those into the codes README.md documents
-//! ("Exit codes"). No core file names an exit code (tests/layout.rs checks).
+//! recording ended ([`Ending`]); `commands::exit` turns those into the codes that
+//! docs/guide/exit-codes.md documents. No core file names an exit code (tests/layout.rs checks).
 
 /// The kind of failure an error is. Each area's error type says which of its variants is which
 /// (`TargetError::class`, `OutputError::class`, `RecordError::class`, ...).

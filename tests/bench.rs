@@ -699,7 +699,7 @@ fn without_a_daemon_each_run_peak_comes_from_wait4() {
         .success();
     let report = json(&out);
     assert_eq!(report["mode"], "command");
-    // Each of `stats` is count, mean, stddev, min, max and spread_pct (README).
+    // Each of `stats` is count, mean, stddev, min, max and spread_pct (docs/guide/bench.md).
     for stat in ["wall_s", "peak_bytes"] {
         let s = report["stats"][stat].as_object().unwrap();
         let mut keys: Vec<&str> = s.keys().map(String::as_str).collect();

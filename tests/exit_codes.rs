@@ -1,4 +1,4 @@
-//! README's exit codes, each pinned through the real binary where no other test pins it: a
+//! The exit codes of docs/guide/exit-codes.md, each pinned through the real binary where no other test pins it: a
 //! command that cannot be run (126), a signal while waiting for the target and during a bench
 //! (128+N), and an output refused exiting 2 from every subcommand that writes a recording.
 //! (Elsewhere: 0 throughout; 1 in output.rs, compare.rs, bench.rs; 2 in bad_input.rs; 3 in

@@ -10,7 +10,7 @@ use std::process::{Child, Command};
 
 /// The test daemon started as a prover: `sizes` locked, shared, and the helper process's per
 /// request (the tests here: 64 MiB, 32 MiB, 60 MiB), 4 partition threads; in the cgroup `cgroup`
-/// when given. README's examples (tests/readme.rs) start a smaller one.
+/// when given. The documents' examples (tests/readme.rs) start a smaller one.
 pub(crate) struct Prover {
     child: Child,
     pub(crate) socket: PathBuf,

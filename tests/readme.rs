@@ -1,27 +1,33 @@
-//! README.md shows today's memmon: each block marked `<!-- checked: KIND -->` is paired with a
-//! run this file makes of the same kind, and fails when README drifts from what memmon prints
-//! now. Numbers, PIDs, times and paths never count; what does:
+//! README.md and the guide (docs/guide/*.md) show today's memmon: each block marked
+//! `<!-- checked: KIND -->` is paired with a run this file makes of the same kind, and fails when
+//! a document drifts from what memmon prints now. Every kind paired with a run must be marked in
+//! some document, and every marked kind must be one paired with a run. Numbers, PIDs, times and
+//! paths never count; what does:
 //!
 //! - `summary X`: the summary's line labels (the left column: `peak`, `sampled peak`, ...; not
 //!   `warning:` or `note:` lines, which depend on timing) in today's order for run X, all of
-//!   them unless the block has a `...` line (then README's are a subsequence of today's); and
+//!   them unless the block has a `...` line (then the block's are a subsequence of today's); and
 //!   each table's header row (`label ...`, `process ...`) as today's;
 //! - `bench X`, `compare`: the table's header row as today's (and compare's metric names);
 //! - `stderr budget`: the budget message as today's, numbers aside;
 //! - `csv-header`: the CSV header as today's column list;
 //! - `json summary|bench|compare` (up to `<!-- /checked -->`): every backquoted key is in today's
-//!   `--json` at the place README gives it: a key right before `(` opens its object (or its
+//!   `--json` at the place the block gives it: a key right before `(` opens its object (or its
 //!   list's objects) for the keys inside the parentheses; other parentheses change nothing;
 //! - `push-metrics`: every metric named is in a real push, every label named is on one;
-//! - `exit-codes`: the table's codes are those of src/exit.rs.
+//! - `exit-codes`: the table's codes are those of src/commands/exit.rs.
 //!
-//! And every `--flag` (or `-f`) README gives a memmon subcommand in a command line, or names in
-//! prose, is in that subcommand's `--help` (flags of other programs are listed below).
+//! And every `--flag` (or `-f`) a document gives a memmon subcommand in a command line, or names
+//! in prose, is in that subcommand's `--help` (flags of other programs are listed below); every
+//! relative link points to a file that exists (and a `#anchor` to a heading that gives it); a
+//! document whose commands run `memmon-test` says how to build it or links to where README does.
+//! Every failure names the file and the line.
 //!
 //! The runs: a launched workload, an attached one, a tree, phases from a command's stdout, an
 //! appended recording, a GPU through the stand-in NVML, the test prover benched with and without
 //! a cgroup of its own and the two cgroup benches compared. Most are made as root (memmon's own
-//! cgroup, exit records), as README's were; without root those checks say so and are skipped.
+//! cgroup, exit records), as the documents' were; without root those checks say so and are
+//! skipped.
 
 use crate::peak::Prover;
 use crate::util::*;
@@ -33,22 +39,65 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+/// The documents whose examples are checked: README.md, then every docs/guide/*.md by name, each
+/// as (its path from the repository's root, its text).
+pub(crate) fn doc_files() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut guide: Vec<String> = std::fs::read_dir(root.join("docs/guide"))
+        .expect("docs/guide")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/guide/{n}"))
+        .collect();
+    guide.sort();
+    assert!(!guide.is_empty(), "docs/guide has no .md file");
+    std::iter::once("README.md".to_string())
+        .chain(guide)
+        .map(|name| {
+            let text =
+                std::fs::read_to_string(root.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, text)
+        })
+        .collect()
 }
 
-/// A marked block of README: its kind (`summary phases`), its text and its first line.
+/// The kinds of `<!-- checked: KIND -->` this file pairs with a run (see the top of the file).
+const KINDS: &[&str] = &[
+    "summary launched",
+    "summary attached",
+    "summary tree",
+    "summary phases",
+    "summary append",
+    "summary gpu",
+    "summary bench-recording",
+    "bench prover",
+    "bench cgroup",
+    "bench window",
+    "bench sweep",
+    "compare",
+    "stderr budget",
+    "csv-header",
+    "json summary",
+    "json bench",
+    "json compare",
+    "push-metrics",
+    "exit-codes",
+];
+
+/// A marked block of a document: its kind (`summary phases`), its text, its file and its first
+/// line.
 #[derive(Debug)]
 struct Block {
     kind: String,
     text: String,
+    file: String,
     line: usize,
 }
 
-/// Every `<!-- checked: KIND -->` of README with what it marks: the fenced block after it, the
-/// table after it, or the text up to `<!-- /checked -->`.
-fn checked_blocks(readme: &str) -> Vec<Block> {
-    let lines: Vec<&str> = readme.lines().collect();
+/// Every `<!-- checked: KIND -->` of the document `file` with what it marks: the fenced block
+/// after it, the table after it, or the text up to `<!-- /checked -->`.
+fn checked_blocks(file: &str, doc: &str) -> Vec<Block> {
+    let lines: Vec<&str> = doc.lines().collect();
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let t = l.trim();
@@ -62,7 +111,7 @@ fn checked_blocks(readme: &str) -> Vec<Block> {
             .iter()
             .position(|l| !l.trim().is_empty())
             .map(|k| i + 1 + k)
-            .unwrap_or_else(|| panic!("README line {}: nothing after the marker", i + 1));
+            .unwrap_or_else(|| panic!("{file} line {}: nothing after the marker", i + 1));
         let first = lines[next].trim_start();
         let body: Vec<&str> = if first.starts_with("```") {
             let indent = lines[next].len() - first.len();
@@ -81,29 +130,62 @@ fn checked_blocks(readme: &str) -> Vec<Block> {
             let end = lines[next..]
                 .iter()
                 .position(|l| l.trim() == "<!-- /checked -->")
-                .unwrap_or_else(|| panic!("README line {}: no <!-- /checked --> after it", i + 1));
+                .unwrap_or_else(|| panic!("{file} line {}: no <!-- /checked --> after it", i + 1));
             lines[next..next + end].to_vec()
         };
         out.push(Block {
             kind: kind.trim().to_string(),
             text: body.join("\n"),
+            file: file.to_string(),
             line: i + 1,
         });
     }
     out
 }
 
+/// Every document's marked blocks.
+fn all_blocks() -> Vec<Block> {
+    doc_files()
+        .iter()
+        .flat_map(|(file, doc)| checked_blocks(file, doc))
+        .collect()
+}
+
+/// The marked blocks of kind `prefix` (or `prefix ...`) in every document; at least one.
 fn blocks_of(prefix: &str) -> Vec<Block> {
-    let all = checked_blocks(&readme());
-    let found: Vec<Block> = all
+    let found: Vec<Block> = all_blocks()
         .into_iter()
         .filter(|b| b.kind == prefix || b.kind.starts_with(&format!("{prefix} ")))
         .collect();
     assert!(
         !found.is_empty(),
-        "README has no <!-- checked: {prefix} ... --> block"
+        "no document (README.md, docs/guide/*.md) has a <!-- checked: {prefix} ... --> block"
     );
     found
+}
+
+/// Every kind paired with a run is marked in some document, and every marked kind is paired
+/// with a run: a block moved, renamed or dropped never leaves its check with nothing to check.
+#[test]
+fn every_checked_kind_is_marked_in_some_document_and_every_marked_kind_is_checked() {
+    let blocks = all_blocks();
+    let mut bad = Vec::new();
+    for kind in KINDS {
+        if !blocks.iter().any(|b| b.kind == *kind) {
+            bad.push(format!(
+                "no document (README.md, docs/guide/*.md) marks a <!-- checked: {kind} --> block"
+            ));
+        }
+    }
+    for b in &blocks {
+        if !KINDS.contains(&b.kind.as_str()) {
+            bad.push(format!(
+                "{} line {}: <!-- checked: {} --> is no kind tests/readme.rs pairs with a run",
+                b.file, b.line, b.kind
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 /// The label of a summary line indented by two spaces: its text up to two spaces, ` (`, `: ` or
@@ -222,7 +304,7 @@ fn is_subsequence(small: &[String], big: &[String]) -> bool {
     small.iter().all(|s| it.any(|b| b == s))
 }
 
-/// What a README block of kind `kind` gets wrong against today's output `today`: the summary's
+/// What a block of kind `kind` gets wrong against today's output `today`: the summary's
 /// labels and every table's header.
 fn drift(block: &Block, today: &str) -> Vec<String> {
     let mut bad = Vec::new();
@@ -237,9 +319,10 @@ fn drift(block: &Block, today: &str) -> Vec<String> {
         };
         if !ok {
             bad.push(format!(
-                "README line {} ({kind}): the summary's lines are {ours:?}; today's memmon prints {theirs:?}{}",
+                "{} line {} ({kind}): the summary's lines are {ours:?}; today's memmon prints {theirs:?}{}",
+                block.file,
                 block.line,
-                if trimmed { " (README's may leave some out, in order)" } else { " (the block has no '...': all of them)" }
+                if trimmed { " (the block's may leave some out, in order)" } else { " (the block has no '...': all of them)" }
             ));
         }
     }
@@ -248,18 +331,19 @@ fn drift(block: &Block, today: &str) -> Vec<String> {
         match today_headers.iter().find(|(t, _)| *t == table) {
             Some((_, now)) if *now == cells => {}
             Some((_, now)) => bad.push(format!(
-                "README line {} ({kind}): the {table} table's header is {cells:?}; today's is {now:?}",
-                block.line
+                "{} line {} ({kind}): the {table} table's header is {cells:?}; today's is {now:?}",
+                block.file, block.line
             )),
             None => bad.push(format!(
-                "README line {} ({kind}): today's output has no {table} table:\n{today}",
-                block.line
+                "{} line {} ({kind}): today's output has no {table} table:\n{today}",
+                block.file, block.line
             )),
         }
     }
     if kind == "compare" && compare_metrics(&block.text) != compare_metrics(today) {
         bad.push(format!(
-            "README line {} (compare): metrics {:?}; today's are {:?}",
+            "{} line {} (compare): metrics {:?}; today's are {:?}",
+            block.file,
             block.line,
             compare_metrics(&block.text),
             compare_metrics(today)
@@ -271,7 +355,7 @@ fn drift(block: &Block, today: &str) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // Today's outputs: each run made once, by the first test that needs it.
 
-/// One run's outputs: the text README's block shows, and the JSON beside it.
+/// One run's outputs: the text a block shows, and the JSON beside it.
 struct Run {
     text: String,
     json: Vec<Value>,
@@ -297,7 +381,7 @@ fn scratch() -> &'static Path {
     DIR.get_or_init(tempdir).path()
 }
 
-/// What a README example was made with, and so what its check needs here.
+/// What a documented example was made with, and so what its check needs here.
 #[derive(Clone, Copy)]
 enum Needs {
     Nothing,
@@ -313,11 +397,13 @@ fn can_run(what: &str, needs: Needs) -> bool {
         return true;
     }
     if !is_root() {
-        eprintln!("skipped {what}: README's example was made as root (exit records, memmon's own cgroup), and so is its check");
+        eprintln!("skipped {what}: the documents' example was made as root (exit records, memmon's own cgroup), and so is its check");
         return false;
     }
     if matches!(needs, Needs::OwnCgroup) && crate::cgroup::memory_hierarchy().is_none() {
-        eprintln!("skipped {what}: README's example was made in a memory cgroup of memmon's own");
+        eprintln!(
+            "skipped {what}: the documents' example was made in a memory cgroup of memmon's own"
+        );
         return false;
     }
     true
@@ -413,7 +499,7 @@ fn tree() -> &'static Run {
     })
 }
 
-/// `summary phases`: README's command, smaller: three proofs, phases from stdout, the last one
+/// `summary phases`: the documented command (docs/guide/phases.md), smaller: three proofs, phases from stdout, the last one
 /// long enough for a sample after its marker.
 fn phases() -> &'static Run {
     static R: OnceLock<Run> = OnceLock::new();
@@ -526,7 +612,7 @@ fn gpu() -> &'static Run {
     })
 }
 
-/// README's prover: tests/peak.rs's, smaller (16 MiB locked, 8 MiB shared, a 20 MiB helper).
+/// The documents' prover: tests/peak.rs's, smaller (16 MiB locked, 8 MiB shared, a 20 MiB helper).
 const PROVER: [&str; 3] = ["16MiB", "8MiB", "20MiB"];
 
 /// `memmon bench --pidfile P -n 2 --warmup 1 -i 1s FLAGS -- test-client --size SIZE` against
@@ -785,7 +871,7 @@ fn cgroup_bench() -> Option<&'static CgroupBench> {
     .as_ref()
 }
 
-/// Today's output for a README block kind; `None` when it cannot be made here (skipped).
+/// Today's output for a block kind; `None` when it cannot be made here (skipped).
 fn today(kind: &str) -> Option<String> {
     let needs = match kind {
         "summary attached" | "summary gpu" | "bench window" | "bench sweep" => Needs::Nothing,
@@ -808,7 +894,7 @@ fn today(kind: &str) -> Option<String> {
         "bench window" => window_bench().clone(),
         "bench sweep" => sweep_bench().clone(),
         "compare" => cgroup_bench()?.compare.clone(),
-        other => panic!("README marks a block '{other}', which tests/readme.rs does not know"),
+        other => panic!("a document marks a block '{other}', which tests/readme.rs does not know"),
     })
 }
 
@@ -819,7 +905,11 @@ fn check_outputs(prefix: &str) {
             bad.extend(drift(&b, &now));
         }
     }
-    assert!(bad.is_empty(), "README drifted:\n{}", bad.join("\n\n"));
+    assert!(
+        bad.is_empty(),
+        "the documents drifted:\n{}",
+        bad.join("\n\n")
+    );
 }
 
 #[test]
@@ -849,13 +939,14 @@ fn readmes_csv_header_is_todays_column_list() {
         assert_eq!(
             b.text.lines().next().unwrap_or(""),
             header,
-            "README line {}: the CSV header is not today's",
+            "{} line {}: the CSV header is not today's",
+            b.file,
             b.line
         );
     }
 }
 
-/// A message with its numbers as `N`, v2's peak file named as v1's (README's was made on v1),
+/// A message with its numbers as `N`, v2's peak file named as v1's (the documents' was made on v1),
 /// and a process's kernel mark named one way: wait4's ru_maxrss and the exit record's VmHWM are
 /// the same number, and which one the end record gives first depends on whether a row saw the
 /// top (a tie goes to ru_maxrss), which a busy machine decides.
@@ -889,13 +980,14 @@ fn readmes_budget_message_is_todays() {
             .collect();
         assert!(
             !ours.is_empty(),
-            "README line {}: no budget message",
+            "{} line {}: no budget message",
+            b.file,
             b.line
         );
         assert_eq!(
             ours, now,
-            "README line {}: not today's budget message",
-            b.line
+            "{} line {}: not today's budget message",
+            b.file, b.line
         );
     }
 }
@@ -974,7 +1066,12 @@ fn json_drift(kind: &str, roots: &[&Value]) -> Vec<String> {
     let mut bad = Vec::new();
     for b in blocks_of(kind) {
         let paths = key_paths(&b.text);
-        assert!(!paths.is_empty(), "README line {}: names no key", b.line);
+        assert!(
+            !paths.is_empty(),
+            "{} line {}: names no key",
+            b.file,
+            b.line
+        );
         for p in paths {
             let (key, parent) = p.split_last().unwrap();
             let has = values_at(roots, parent)
@@ -982,7 +1079,8 @@ fn json_drift(kind: &str, roots: &[&Value]) -> Vec<String> {
                 .any(|v| v.as_object().is_some_and(|o| o.contains_key(key)));
             if !has {
                 bad.push(format!(
-                    "README line {} ({kind}): `{}` is not in today's JSON{}",
+                    "{} line {} ({kind}): `{}` is not in today's JSON{}",
+                    b.file,
                     b.line,
                     key,
                     if parent.is_empty() {
@@ -1026,7 +1124,7 @@ fn every_json_key_readme_names_is_in_todays_json_where_readme_says() {
         Some(c) => bad.extend(json_drift("json compare", &[&c.compare_json])),
         None => eprintln!("skipped json compare: no memory cgroup here"),
     }
-    assert!(bad.is_empty(), "README drifted:\n{}", bad.join("\n"));
+    assert!(bad.is_empty(), "the documents drifted:\n{}", bad.join("\n"));
 }
 
 #[test]
@@ -1046,8 +1144,8 @@ fn every_pushed_metric_readme_names_is_in_a_real_push() {
             if name.starts_with("memmon_") {
                 if !metrics.contains(name) {
                     bad.push(format!(
-                        "README line {}: metric {name} was not pushed (pushed: {metrics:?})",
-                        b.line
+                        "{} line {}: metric {name} was not pushed (pushed: {metrics:?})",
+                        b.file, b.line
                     ));
                 }
             } else if name.contains('_')
@@ -1055,8 +1153,8 @@ fn every_pushed_metric_readme_names_is_in_a_real_push() {
                 && !pushed.contains(&format!("{name}=\""))
             {
                 bad.push(format!(
-                    "README line {}: no pushed metric has the label {name}",
-                    b.line
+                    "{} line {}: no pushed metric has the label {name}",
+                    b.file, b.line
                 ));
             }
         }
@@ -1095,11 +1193,11 @@ fn readmes_exit_codes_are_those_of_src_commands_exit_rs() {
             .filter_map(|l| l.split('|').nth(1))
             .map(|c| c.trim().to_string())
             .collect();
-        assert_eq!(ours, now, "README line {}: exit codes", b.line);
+        assert_eq!(ours, now, "{} line {}: exit codes", b.file, b.line);
     }
 }
 
-/// Flags of other programs README mentions.
+/// Flags of other programs the documents mention.
 const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--multiprocess",     // mprof run
     "--include-children", // mprof run
@@ -1195,15 +1293,62 @@ fn commands(line: &str) -> Vec<Vec<String>> {
     cmds.into_iter().filter(|c| !c.is_empty()).collect()
 }
 
-/// README's command lines: `sh` blocks' lines (joined at a trailing `\`), `$ ` lines of other
-/// blocks, and inline code that starts with `memmon`, `memmon-test` or a subcommand and a flag;
-/// and the prose left around them.
-fn readme_commands(readme: &str) -> (Vec<(usize, String)>, String) {
+/// A document's text outside its fenced blocks, joined, with the line each offset of it is on.
+struct Prose {
+    text: String,
+    /// Each prose line's offset in `text`, and its line in the document.
+    starts: Vec<(usize, usize)>,
+}
+
+impl Prose {
+    fn of(doc: &str) -> Prose {
+        let mut p = Prose {
+            text: String::new(),
+            starts: Vec::new(),
+        };
+        let mut fenced = false;
+        for (i, l) in doc.lines().enumerate() {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+            } else if !fenced {
+                p.starts.push((p.text.len(), i + 1));
+                p.text.push_str(l);
+                p.text.push('\n');
+            }
+        }
+        p
+    }
+
+    /// The document's line of an offset into `text`.
+    fn line_at(&self, offset: usize) -> usize {
+        let k = self.starts.partition_point(|&(s, _)| s <= offset);
+        k.checked_sub(1).map_or(0, |k| self.starts[k].1)
+    }
+
+    /// The text cut at backquotes: each piece with its offset and whether it is inline code (an
+    /// odd piece). Inline code may wrap across lines.
+    fn pieces(&self) -> Vec<(usize, &str, bool)> {
+        let mut out = Vec::new();
+        let mut offset = 0;
+        for (k, part) in self.text.split('`').enumerate() {
+            out.push((offset, part, k % 2 == 1));
+            offset += part.len() + 1;
+        }
+        out
+    }
+}
+
+/// A text with the line of the document it is on.
+type Numbered = (usize, String);
+
+/// A document's command lines, each with its line: `sh` blocks' lines (joined at a trailing
+/// `\`), `$ ` lines of other blocks, and inline code that starts with `memmon`, `memmon-test` or a
+/// subcommand and a flag; and the prose left around them, a line at a time.
+fn doc_commands(doc: &str) -> (Vec<Numbered>, Vec<Numbered>) {
     let mut cmds = Vec::new();
-    let mut prose = String::new();
     let mut fence: Option<String> = None;
     let mut pending = String::new();
-    for (i, l) in readme.lines().enumerate() {
+    for (i, l) in doc.lines().enumerate() {
         let t = l.trim_start();
         if let Some(lang) = t.strip_prefix("```") {
             fence = match fence {
@@ -1225,16 +1370,13 @@ fn readme_commands(readme: &str) -> (Vec<(usize, String)>, String) {
                     cmds.push((i + 1, c.to_string()));
                 }
             }
-            None => {
-                prose.push_str(l);
-                prose.push('\n');
-            }
+            None => {}
         }
     }
-    // Inline code in prose (it may wrap across lines).
-    let mut rest = String::new();
-    for (k, part) in prose.split('`').enumerate() {
-        if k % 2 == 1 {
+    let prose = Prose::of(doc);
+    let mut rest = Vec::new();
+    for (offset, part, code) in prose.pieces() {
+        if code {
             let words: Vec<&str> = part.split_whitespace().collect();
             let is_cmd = match words.as_slice() {
                 [p, ..] if *p == "memmon" || *p == "memmon-test" || *p == "sudo" => true,
@@ -1242,18 +1384,30 @@ fn readme_commands(readme: &str) -> (Vec<(usize, String)>, String) {
                 _ => false,
             };
             if is_cmd {
-                cmds.push((0, words.join(" ")));
+                cmds.push((prose.line_at(offset), words.join(" ")));
                 continue;
             }
         }
-        rest.push_str(part);
-        rest.push(' ');
+        let mut at = offset;
+        for piece in part.split('\n') {
+            rest.push((prose.line_at(at), piece.to_string()));
+            at += piece.len() + 1;
+        }
     }
     (cmds, rest)
 }
 
+/// A command's words from the program on: `sudo` and `VAR=value` before it left out.
+fn program_and_args(words: &[String]) -> &[String] {
+    let mut w = words;
+    while w.first().is_some_and(|x| x == "sudo" || x.contains('=')) {
+        w = &w[1..];
+    }
+    w
+}
+
 #[test]
-fn every_flag_readme_gives_memmon_is_in_the_subcommands_help() {
+fn every_flag_a_document_gives_memmon_is_in_the_subcommands_help() {
     let helps: Vec<(String, BTreeSet<String>)> = SUBCOMMANDS
         .iter()
         .map(|s| (s.to_string(), help_flags(&memmon_path(), s)))
@@ -1262,38 +1416,61 @@ fn every_flag_readme_gives_memmon_is_in_the_subcommands_help() {
         .iter()
         .map(|s| (s.to_string(), help_flags(&memmon_test_path(), s)))
         .collect();
-    let (cmds, prose) = readme_commands(&readme());
+    // Flags named in prose: some subcommand's, or another program's.
+    let all: BTreeSet<&String> = helps
+        .iter()
+        .chain(&test_helps)
+        .flat_map(|(_, f)| f.iter())
+        .collect();
     let mut bad = Vec::new();
     let mut checked = 0;
-    for (line, text) in &cmds {
-        for words in commands(text) {
-            let mut w: &[String] = &words;
-            while w.first().is_some_and(|x| x == "sudo" || x.contains('=')) {
-                w = &w[1..];
+    for (file, doc) in doc_files() {
+        let (cmds, prose) = doc_commands(&doc);
+        for (line, text) in &cmds {
+            for words in commands(text) {
+                let (sub, flags) = match program_and_args(&words) {
+                    [prog, sub, rest @ ..] if prog == "memmon" => {
+                        (helps.iter().find(|(s, _)| s == sub), rest)
+                    }
+                    [prog, sub, rest @ ..] if prog == "memmon-test" => {
+                        (test_helps.iter().find(|(s, _)| s == sub), rest)
+                    }
+                    [sub, rest @ ..] if SUBCOMMANDS.contains(&sub.as_str()) => {
+                        (helps.iter().find(|(s, _)| s == sub), rest)
+                    }
+                    _ => continue,
+                };
+                let Some((name, known)) = sub else {
+                    bad.push(format!("{file} line {line}: `{text}` names no subcommand"));
+                    continue;
+                };
+                for f in flags.iter().take_while(|f| *f != "--") {
+                    let f = f.split('=').next().unwrap();
+                    if f.starts_with('-') && f.len() > 1 {
+                        checked += 1;
+                        if !known.contains(f) {
+                            bad.push(format!(
+                                "{file} line {line}: `{text}`: {name} has no {f} (its --help)"
+                            ));
+                        }
+                    }
+                }
             }
-            let (sub, flags) = match w {
-                [prog, sub, rest @ ..] if prog == "memmon" => {
-                    (helps.iter().find(|(s, _)| s == sub), rest)
-                }
-                [prog, sub, rest @ ..] if prog == "memmon-test" => {
-                    (test_helps.iter().find(|(s, _)| s == sub), rest)
-                }
-                [sub, rest @ ..] if SUBCOMMANDS.contains(&sub.as_str()) => {
-                    (helps.iter().find(|(s, _)| s == sub), rest)
-                }
-                _ => continue,
-            };
-            let Some((name, known)) = sub else {
-                bad.push(format!("README line {line}: `{text}` names no subcommand"));
-                continue;
-            };
-            for f in flags.iter().take_while(|f| *f != "--") {
-                let f = f.split('=').next().unwrap();
-                if f.starts_with('-') && f.len() > 1 {
-                    checked += 1;
-                    if !known.contains(f) {
+        }
+        for (line, text) in &prose {
+            for w in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+                if let Some(name) = w.strip_prefix("--") {
+                    // `--export-*` stands for the flags it begins.
+                    let known = match w.strip_suffix('-') {
+                        Some(prefix) => all.iter().any(|f| f.starts_with(prefix)),
+                        None => all.contains(&w.to_string()),
+                    };
+                    if name.starts_with(|c: char| c.is_ascii_lowercase())
+                        && !known
+                        && !OTHER_PROGRAMS_FLAGS.contains(&w)
+                    {
                         bad.push(format!(
-                            "README line {line}: `{text}`: {name} has no {f} (its --help)"
+                            "{file} line {line}: names {w}, which no memmon subcommand has"
                         ));
                     }
                 }
@@ -1302,35 +1479,190 @@ fn every_flag_readme_gives_memmon_is_in_the_subcommands_help() {
     }
     assert!(
         checked > 50,
-        "only {checked} flags found in README's commands"
+        "only {checked} flags found in the documents' commands"
     );
-    // Flags named in prose: some subcommand's, or another program's.
-    let all: BTreeSet<&String> = helps
-        .iter()
-        .chain(&test_helps)
-        .flat_map(|(_, f)| f.iter())
-        .collect();
-    for w in prose.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
-        if let Some(name) = w.strip_prefix("--") {
-            // `--export-*` stands for the flags it begins.
-            let known = match w.strip_suffix('-') {
-                Some(prefix) => all.iter().any(|f| f.starts_with(prefix)),
-                None => all.contains(&w.to_string()),
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Links, and where to get memmon-test.
+
+/// GitHub's anchor of a heading: lowercase, punctuation dropped (letters, digits, `-` and `_`
+/// kept), each space a `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors a document's headings give (outside fenced blocks); a repeated one as GitHub
+/// numbers it (`-1`, `-2`, ...).
+fn anchors(doc: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for l in doc.lines() {
+        if l.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let hashes = l.len() - l.trim_start_matches('#').len();
+        if fenced || !(1..=6).contains(&hashes) || !l[hashes..].starts_with(' ') {
+            continue;
+        }
+        let a = anchor(l[hashes..].trim().trim_end_matches('#'));
+        let mut name = a.clone();
+        let mut n = 0;
+        while out.contains(&name) {
+            n += 1;
+            name = format!("{a}-{n}");
+        }
+        out.insert(name);
+    }
+    out
+}
+
+/// A document's Markdown links and images outside code, each with its line and target
+/// (`](target)`; a title after the target left out).
+fn links(doc: &str) -> Vec<(usize, String)> {
+    let prose = Prose::of(doc);
+    let mut out = Vec::new();
+    for (offset, part, code) in prose.pieces() {
+        if code {
+            continue;
+        }
+        let mut from = 0;
+        while let Some(k) = part[from..].find("](") {
+            let start = from + k + 2;
+            let Some(len) = part[start..].find(')') else {
+                break;
             };
-            if name.starts_with(|c: char| c.is_ascii_lowercase())
-                && !known
-                && !OTHER_PROGRAMS_FLAGS.contains(&w)
-            {
-                bad.push(format!("README names {w}, which no memmon subcommand has"));
+            let target = part[start..start + len]
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            out.push((prose.line_at(offset + start), target.to_string()));
+            from = start + len;
+        }
+    }
+    out
+}
+
+/// `a/b/../c` as `a/c`.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                assert!(out.pop(), "{} leaves the repository", path.display());
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_of_the_documents_points_to_a_file_and_heading_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for (file, doc) in doc_files() {
+        for (line, target) in links(&doc) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, fragment) = match target.split_once('#') {
+                Some((p, f)) => (p, Some(f)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if path.is_empty() {
+                PathBuf::from(&file)
+            } else {
+                normalize(&Path::new(&file).parent().unwrap().join(path))
+            };
+            if !root.join(&resolved).exists() {
+                bad.push(format!(
+                    "{file} line {line}: ({target}): {} does not exist",
+                    resolved.display()
+                ));
+                continue;
+            }
+            let Some(fragment) = fragment else { continue };
+            if resolved.extension().is_none_or(|e| e != "md") {
+                bad.push(format!(
+                    "{file} line {line}: ({target}): an anchor into a file that is not Markdown"
+                ));
+                continue;
+            }
+            let text = std::fs::read_to_string(root.join(&resolved)).unwrap();
+            if !anchors(&text).contains(fragment) {
+                bad.push(format!(
+                    "{file} line {line}: ({target}): no heading of {} gives #{fragment}",
+                    resolved.display()
+                ));
             }
         }
     }
+    assert!(checked > 20, "only {checked} relative links found");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The one place that says how to get `memmon-test`: README's section of this anchor.
+const MEMMON_TEST_ANCHOR: &str = "memmon-test-the-tests-helper";
+const MEMMON_TEST_BUILD: &str = "cargo build --release --features test-support";
+
+/// A document whose commands run `memmon-test` (it is not installed with memmon) says how to
+/// build it, or links to README's section that does.
+#[test]
+fn a_document_that_runs_memmon_test_says_how_to_build_it_or_links_there() {
+    let docs = doc_files();
+    let readme = &docs[0].1;
+    let section = readme
+        .split("\n### ")
+        .find(|s| anchor(s.lines().next().unwrap_or("")) == MEMMON_TEST_ANCHOR)
+        .unwrap_or_else(|| panic!("README.md has no heading that gives #{MEMMON_TEST_ANCHOR}"));
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat(section).contains(MEMMON_TEST_BUILD),
+        "README.md's #{MEMMON_TEST_ANCHOR} does not say `{MEMMON_TEST_BUILD}`"
+    );
+    let mut bad = Vec::new();
+    let mut runs = 0;
+    for (file, doc) in &docs {
+        let (cmds, _) = doc_commands(doc);
+        let first = cmds.iter().find(|(_, text)| {
+            commands(text)
+                .iter()
+                .any(|w| w.iter().any(|x| x == "memmon-test"))
+        });
+        let Some((line, text)) = first else { continue };
+        runs += 1;
+        let links_there = links(doc).iter().any(|(_, t)| {
+            t.ends_with(&format!("README.md#{MEMMON_TEST_ANCHOR}"))
+                || *file == "README.md" && t == &format!("#{MEMMON_TEST_ANCHOR}")
+        });
+        if !links_there && !flat(doc).contains(MEMMON_TEST_BUILD) {
+            bad.push(format!(
+                "{file} line {line}: `{text}` runs memmon-test, and the file neither says `{MEMMON_TEST_BUILD}` nor links to README.md#{MEMMON_TEST_ANCHOR}"
+            ));
+        }
+    }
+    assert!(runs >= 2, "only {runs} documents run memmon-test");
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 #[test]
 fn the_block_parser_reads_labels_tables_and_keys_as_readme_writes_them() {
-    // The rules README's checks rest on, on lines of today's outputs.
+    // The rules the documents' checks rest on, on lines of today's outputs.
     assert_eq!(
         label("  sampled peak  1.00 MiB (1048576 bytes)").as_deref(),
         Some("sampled peak")
@@ -1377,6 +1709,26 @@ fn the_block_parser_reads_labels_tables_and_keys_as_readme_writes_them() {
         [vec![
             "memmon", "bench", "-n", "3", "--warmup", "1", "--", "client", "a b"
         ]]
+    );
+    assert_eq!(
+        anchor("What the peak is made of: `--anatomy`"),
+        "what-the-peak-is-made-of---anatomy"
+    );
+    assert_eq!(
+        anchor("A tree's exact peak: a cgroup of its own"),
+        "a-trees-exact-peak-a-cgroup-of-its-own"
+    );
+    assert_eq!(
+        anchors("# T\n\n```sh\n# not a heading\n```\n## T\n"),
+        BTreeSet::from(["t".to_string(), "t-1".to_string()])
+    );
+    assert_eq!(
+        links("a [b](c.md#d), `[e](f)`\n```\n[g](h)\n```\n![i](../j.svg \"t\")"),
+        [(1, "c.md#d".to_string()), (5, "../j.svg".to_string())]
+    );
+    assert_eq!(
+        doc_commands("x `memmon record\n--pss` y\n--wait z").0,
+        [(1, "memmon record --pss".to_string())]
     );
     assert!(is_subsequence(
         &["peak".to_string(), "cgroup".into()],

@@ -1,5 +1,6 @@
 //! The newcomer's path stays true: README's first commands, `.ci/run` and the list of outside
-//! programs agree with each other.
+//! programs agree with each other, and the documents (README.md, docs/guide/*.md) name what the
+//! list holds.
 
 use crate::util::*;
 use std::path::Path;
@@ -40,24 +41,31 @@ fn ci_runs_the_test_command_that_readme_gives_first() {
 }
 
 #[test]
-fn every_outside_program_has_a_package_and_is_named_in_the_readme() {
+fn every_outside_program_has_a_package_and_is_named_in_the_documents() {
     let list = read("tests/outside-programs.txt");
-    let readme = read("README.md");
-    let rows: Vec<Vec<&str>> = list
+    let docs = crate::readme::doc_files();
+    let rows: Vec<(usize, Vec<&str>)> = list
         .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| l.split_whitespace().collect())
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| (i + 1, l.split_whitespace().collect()))
         .collect();
     assert!(rows.len() >= 3);
-    for f in &rows {
-        assert!(f.len() >= 4, "program, how found, package, used by: {f:?}");
+    for (line, f) in &rows {
         assert!(
-            readme.contains(&format!("`{}`", f[2])),
-            "README does not name the package {}",
+            f.len() >= 4,
+            "tests/outside-programs.txt line {line}: program, how found, package, used by: {f:?}"
+        );
+        assert!(
+            docs.iter().any(|(_, d)| d.contains(&format!("`{}`", f[2]))),
+            "tests/outside-programs.txt line {line}: no document (README.md, docs/guide/*.md) names the package `{}`",
             f[2]
         );
     }
-    assert!(readme.contains("tests/outside-programs.txt"));
+    assert!(
+        docs[0].1.contains("tests/outside-programs.txt"),
+        "README.md does not name tests/outside-programs.txt"
+    );
 }
 
 #[test]

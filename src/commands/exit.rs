@@ -1,4 +1,4 @@
-//! memmon's exit codes (README.md, "Exit codes"), chosen here and nowhere else: from how a
+//! memmon's exit codes (docs/guide/exit-codes.md), chosen here and nowhere else: from how a
 //! subcommand ended (the recorder's `Ending`, a gate's or a budget's verdict) or, for an error,
 //! from its class (`memmon::exit::Class`), which each area's error type gives.
 
