@@ -397,12 +397,16 @@ fn can_run(what: &str, needs: Needs) -> bool {
         return true;
     }
     if !is_root() {
-        eprintln!("skipped {what}: the documents' example was made as root (exit records, memmon's own cgroup), and so is its check");
+        skip(
+            Need::Root,
+            &format!("{what}: the documents' example was made as root (exit records, memmon's own cgroup), and so is its check"),
+        );
         return false;
     }
     if matches!(needs, Needs::OwnCgroup) && crate::cgroup::memory_hierarchy().is_none() {
-        eprintln!(
-            "skipped {what}: the documents' example was made in a memory cgroup of memmon's own"
+        skip(
+            Need::MemoryCgroup,
+            &format!("{what}: the documents' example was made in a memory cgroup of memmon's own"),
         );
         return false;
     }
@@ -1122,7 +1126,7 @@ fn every_json_key_readme_names_is_in_todays_json_where_readme_says() {
     bad.extend(json_drift("json bench", &exports));
     match cg {
         Some(c) => bad.extend(json_drift("json compare", &[&c.compare_json])),
-        None => eprintln!("skipped json compare: no memory cgroup here"),
+        None => skip(Need::MemoryCgroup, "json compare: no memory cgroup here"),
     }
     assert!(bad.is_empty(), "the documents drifted:\n{}", bad.join("\n"));
 }
