@@ -626,8 +626,8 @@ fn my_calls<T>(
 /// kernel, and the stack unwinds through the function that made it and this test.
 #[test]
 fn a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_maker() {
-    use memmon::probe::mapcalls::{MapCalls, Options, What};
-    let mut calls = match MapCalls::open(Options::default(), None, None) {
+    use memmon::probe::mapcalls::{Faults, MapCalls, Options, What};
+    let mut calls = match MapCalls::open(Options::default(), None, Faults::Everyone) {
         Ok(c) => c,
         Err(e) => {
             skip(Need::Perf, &e.to_string());
