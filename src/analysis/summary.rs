@@ -1016,7 +1016,7 @@ impl SummaryBuilder {
                 warnings.push(format!(
                     "warning: the high-water mark (VmHWM) of PID {} ({}) fell from {} to {}{at} with no reset of memmon's{}: the process itself or another program reset it (a write to /proc/PID/clear_refs), or reclaim took its pages before the kernel updated the mark, and what it reached between the row before and that reset is not known; the peak given is a lower bound",
                     r.pid,
-                    crate::render::outside::shown(&r.comm),
+                    crate::outside::shown(&r.comm),
                     fmt_bytes(r.before_bytes),
                     fmt_bytes(r.after_bytes),
                     if count > 1 {

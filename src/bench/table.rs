@@ -286,7 +286,7 @@ pub fn render(report: &BenchReport) -> String {
         Some(d) => format!(
             " against PID {} ({})",
             d.pid,
-            crate::render::outside::shown(&d.comm)
+            crate::outside::shown(&d.comm)
         ),
         None => String::new(),
     };

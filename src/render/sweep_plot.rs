@@ -59,7 +59,7 @@ impl Picture for Sweep<'_> {
                 Some(Point {
                     peak: r.peak.bytes as f64 / unit.bytes,
                     throughput: r.throughput_per_hour,
-                    label: crate::render::outside::shown(&c.label).into_owned(),
+                    label: crate::outside::shown(&c.label).into_owned(),
                     front: c.on_front,
                     over: !c.over_budget.is_empty(),
                 })
