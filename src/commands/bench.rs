@@ -358,7 +358,7 @@ fn run_sweep(
     export::write_all(exports, export::Results::Sweep(&report), opts.force)?;
     if let Some(p) = &args.sweep.plot {
         let format = memmon::render::plot::ImageFormat::from_path(p, "--plot")?;
-        memmon::render::sweep_plot::draw_sweep(&report, p, format, opts.force)?;
+        memmon::bench::sweep_plot::draw_sweep(&report, p, format, opts.force)?;
     }
     if let Some(sig) = done.signal {
         return Ok(ExitCode::Signal(sig));

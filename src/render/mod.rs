@@ -1,5 +1,5 @@
 //! Rendering recordings for people: plots (`plot.rs`, with the peak-preserving decimation in
-//! `decimate.rs`; a bench sweep's throughput against peak in `sweep_plot.rs`), the comparison table (`compare_table.rs`), the HTML report (`html.rs`) and
+//! `decimate.rs`), the comparison table (`compare_table.rs`), the HTML report (`html.rs`) and
 //! the summary's tables as data, written as text or HTML (`table.rs`). Text that came from
 //! outside (a program's names, paths, labels) goes through `crate::outside` on its way here.
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
@@ -14,5 +14,4 @@ pub mod phases;
 pub mod plot;
 pub mod stacks;
 pub mod summary;
-pub mod sweep_plot;
 pub mod table;
