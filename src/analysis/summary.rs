@@ -126,7 +126,7 @@ impl SessionAcc {
         let resets_held = end.is_none_or(|e| e.peak_reset_failures == 0);
         let reset = meta.is_some_and(|m| m.peak_reset_at_start) && resets_held;
         let bound = meta.map_or_else(
-            crate::model::peak::local_batching_bound_bytes,
+            crate::probe::proc::local_batching_bound_bytes,
             super::phases::bound_of,
         );
         let tail = end.map(|e| session_tail(e, bound)).unwrap_or_default();
