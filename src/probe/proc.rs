@@ -677,6 +677,12 @@ impl PssSource {
         &self.dir_path
     }
 
+    /// Opens a file of the process's directory (`map_files/RANGE`: the file a mapping maps, as
+    /// it is mapped).
+    pub fn open(&self, rel: &str) -> io::Result<File> {
+        open_at(&self.dir, rel)
+    }
+
     /// PSS and the resident bytes of the process's mappings of NVIDIA device files, in one
     /// read of /proc/PID/smaps (the page walk of `read`, with a line per mapping): for a process
     /// holding GPU memory, whose pinned host buffers are such mappings. The PSS is the sum of
