@@ -763,14 +763,14 @@ fn launched_cgroup(
         .of_pid(opts.procfs.root(), std::process::id() as i32);
     let mut first = false;
     SWEPT.call_once(|| first = true);
-    if first && crate::probe::cgroup::in_initial_pid_namespace() {
+    if first && crate::probe::cgroup::manage::in_initial_pid_namespace() {
         // Once a process, even with --quiet: it may have killed processes.
         let swept = opts.cgroupfs.sweep_stale_own(mine.as_ref());
         if let Some(note) = crate::sampler::cgroup::swept_note(&swept) {
             report.notice(&note);
         }
     }
-    let name = crate::probe::cgroup::own_cgroup_name();
+    let name = crate::probe::cgroup::manage::own_cgroup_name();
     match opts.cgroupfs.create_own(&name, mine.as_ref()) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),
         Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e)),
