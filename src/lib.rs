@@ -23,6 +23,7 @@ pub mod format;
 pub mod marks;
 pub mod model;
 pub mod output;
+pub mod outside;
 pub mod probe;
 pub mod render;
 pub mod reporter;

@@ -38,6 +38,12 @@ pub const READER_WAIT: Duration = Duration::from_secs(10);
 /// Symlinks followed in one walk to a directory before it is a loop (the kernel's own limit).
 const MAX_LINKS: u32 = 40;
 
+/// `path` made absolute (against the current directory), as messages and metadata name a file;
+/// `path` itself if the current directory cannot be read.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Set once memmon writes about what another user may keep from this one: files it creates from
 /// then on are 0600 (before the umask), not 0644. See [`keep_private`].
 static PRIVATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -242,7 +248,7 @@ pub fn check_writable(outputs: &[(&Path, &str)]) -> Result<(), OutputCheckError>
             Err(e) => Err(e),
         };
         made.map_err(|why| OutputCheckError::Unwritable {
-            path: crate::format::absolute(path),
+            path: absolute(path),
             flag: flag.to_string(),
             why,
         })?;
@@ -309,7 +315,7 @@ pub fn is_stream(path: &Path) -> bool {
 /// `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`: names of descriptors memmon
 /// already has, written through as they are (never unlinked or replaced, even with --force).
 pub fn is_descriptor_alias(path: &Path) -> bool {
-    let abs = crate::format::absolute(path);
+    let abs = absolute(path);
     ["/dev/stdout", "/dev/stderr"]
         .iter()
         .any(|p| abs == Path::new(p))
@@ -347,7 +353,7 @@ pub fn check_outputs(outputs: &[(&Path, &str)], force: bool) -> Result<(), Outpu
             });
         }
         let refused = |why: OpenError| OutputCheckError::Refused {
-            path: crate::format::absolute(path),
+            path: absolute(path),
             flag: flag.to_string(),
             why,
         };
@@ -622,7 +628,7 @@ impl Place {
     /// Resolves `path`: its directory walked to and opened (see `Dir::open`), its last
     /// component kept as a name.
     pub fn resolve(path: &Path) -> Result<Place, OpenError> {
-        let abs = crate::format::absolute(path);
+        let abs = absolute(path);
         let name = abs.file_name().ok_or(OpenError::Directory)?.to_os_string();
         let parent = abs.parent().unwrap_or(Path::new("/"));
         let dir = Dir::open(parent)?;

@@ -350,7 +350,7 @@ mod tests {
 }
 
 /// `text` fit for a message or a label: its first `max` characters, control characters
-/// written as escapes (`\x1b`, as `render::outside::shown` writes them), `...` where it was cut. What a file holds never reaches a
+/// written as escapes (`\x1b`, as `outside::shown` writes them), `...` where it was cut. What a file holds never reaches a
 /// terminal as escape sequences, nor an SVG as characters XML forbids.
 pub fn printable(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max));
@@ -360,7 +360,7 @@ pub fn printable(text: &str, max: usize) -> String {
             break;
         }
         let mut one = [0u8; 4];
-        out.push_str(&crate::render::outside::shown(c.encode_utf8(&mut one)));
+        out.push_str(&crate::outside::shown(c.encode_utf8(&mut one)));
     }
     out
 }

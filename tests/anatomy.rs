@@ -126,7 +126,7 @@ fn find<'a>(a: &'a Value, kind: &str, name: Option<&str>, size: Option<u64>) -> 
 /// The kernel's batching bound of this machine (docs/FORMAT.md, "How exact 'exact' is").
 fn bound() -> u64 {
     memmon::model::peak::batching_bound_bytes(
-        memmon::model::peak::online_cpus(),
+        memmon::probe::proc::online_cpus(),
         memmon::probe::ProcFs::page_size(),
     )
 }

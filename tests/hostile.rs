@@ -1,4 +1,4 @@
-//! Hostile programs. Names a recorded program chooses reach no output raw (`render::outside`): a memfd, a
+//! Hostile programs. Names a recorded program chooses reach no output raw (`outside.rs`): a memfd, a
 //! function's symbol and a process name made of escape sequences (tests/hostile-names.c: a
 //! terminal's title set, the screen cleared, a carriage return, the cursor moved up, a line
 //! erased, a forged new line) print as escapes in summary, compare, bench, the folded stacks and

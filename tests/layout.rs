@@ -1,4 +1,5 @@
-//! The dependency rules of docs/ARCHITECTURE.md, checked on the sources: they point down only.
+//! The dependency rules of docs/ARCHITECTURE.md, checked on the sources: they point down only,
+//! each top-level module importing from its own floor and those below (`FLOORS`), never above.
 //! The command line (`src/main.rs`, `src/cli.rs`, `src/commands/`) and the test helper binary
 //! (`src/bin/`) are the only code that may use clap or the clap structs; the analysis never
 //! imports the sampler, the commands or the command line, and does no I/O and starts no threads
@@ -214,6 +215,236 @@ fn the_layout_check_catches_an_analysis_that_opens_files_or_starts_threads() {
             "src/analysis/bad.rs:3: the analysis uses `std::fs`",
             "src/analysis/bad.rs:4: the analysis uses `format::input`",
             "src/analysis/bad.rs:5: the analysis uses `format::many`",
+        ],
+        "{found:#?}"
+    );
+}
+
+/// The floors of the program, bottom to top: a top-level module of src/ (a file, or a folder
+/// with its `mod.rs`) imports (`crate::...`) only from its own floor and those below it, so the
+/// modules form no circle and each can be read knowing only what is under it. `outside` (text
+/// from outside, escaped) is below `units`, whose `printable` uses it; `output` (every file
+/// written) is below `format`, whose writers are built on it; `render` is below `sampler` and
+/// `bench`, which say their tables and pictures with it. The command line (`cli.rs`,
+/// `commands/`, `main.rs`) is a crate of its own above the core; `lib.rs` (the root) and the
+/// tests' helper binary (`bin/`, a crate of its own) are not floors.
+const FLOORS: [&str; 21] = [
+    "exit", "error", "sys", "outside", "units", "reporter", "model", "probe", "output", "format",
+    "analysis", "render", "sampler", "marks", "export", "bench", "workload", "demo", "cli",
+    "commands", "main",
+];
+
+/// The files of `files` (relative to `src`) that are test modules of their own, declared under
+/// `#[cfg(test)]` (`#[cfg(test)] mod fuzz;` in `format/mod.rs` makes `format/fuzz.rs` one): each
+/// as the file's path and the folder of its own children.
+fn test_module_paths(src: &Path, files: &[String]) -> Vec<String> {
+    let decl = regex::Regex::new(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;").unwrap();
+    let mut out = Vec::new();
+    for rel in files {
+        let lines = code_lines(&src.join(rel));
+        // Where its children are: beside a `mod.rs` (or the root), in a folder named after
+        // any other file.
+        let file = rel.rsplit('/').next().unwrap();
+        let dir = if ["mod.rs", "lib.rs", "main.rs"].contains(&file) {
+            rel.rsplit_once('/').map_or("", |(d, _)| d).to_string()
+        } else {
+            rel.trim_end_matches(".rs").to_string()
+        };
+        for w in lines.windows(2) {
+            if w[0].1.trim() != "#[cfg(test)]" {
+                continue;
+            }
+            if let Some(m) = decl.captures(&w[1].1) {
+                let child = if dir.is_empty() {
+                    m[1].to_string()
+                } else {
+                    format!("{dir}/{}", &m[1])
+                };
+                out.push(format!("{child}.rs"));
+                out.push(format!("{child}/"));
+            }
+        }
+    }
+    out
+}
+
+/// A file's code outside its test-only items, one line each with its number, comments cut: an
+/// item under `#[cfg(test)]` (a `mod tests { ... }`, a helper `fn` or `impl`) is left out up to
+/// the `}` at its own indent, and the code after it is kept.
+fn non_test_lines(path: &Path) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut lines = code_lines(path).into_iter();
+    while let Some((n, line)) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            out.push((n, line));
+            continue;
+        }
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let close = format!("{indent}}}");
+        // The item's first line, past any other attributes: one line long, or up to its `}`.
+        let first = lines.by_ref().find(|(_, l)| !l.trim().starts_with("#["));
+        let one_line = first.is_none_or(|(_, l)| {
+            let l = l.trim_end();
+            l.ends_with(';') || l.ends_with('}')
+        });
+        if !one_line {
+            lines.by_ref().find(|(_, l)| l.trim_end() == close);
+        }
+    }
+    out
+}
+
+/// The top-level modules `code` names through `crate::` paths (`crate::probe::ProcFs`,
+/// `use crate::{model::peak, units::{count, fmt_bytes}}`), each with the byte offset it is
+/// named at.
+fn named_modules(code: &str) -> Vec<(usize, String)> {
+    let path = regex::Regex::new(r"\bcrate\s*::\s*(\w+|\{)").unwrap();
+    let mut out = Vec::new();
+    for m in path.captures_iter(code) {
+        let at = m.get(1).unwrap();
+        if &m[1] != "{" {
+            out.push((at.start(), m[1].to_string()));
+            continue;
+        }
+        // A group: its items at the group's own depth, each's first segment where it begins.
+        let mut depth = 0;
+        let mut items: Vec<(usize, String)> = vec![(at.end(), String::new())];
+        for (i, c) in code[at.end()..].char_indices() {
+            let i = at.end() + i;
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => items.push((i + 1, String::new())),
+                _ if depth == 0 => {
+                    let (start, item) = items.last_mut().unwrap();
+                    if item.trim().is_empty() {
+                        *start = i;
+                    }
+                    item.push(c);
+                }
+                _ => {}
+            }
+        }
+        for (start, item) in items {
+            let first = item.split("::").next().unwrap_or("").trim();
+            if !first.is_empty() && first != "self" && first != "*" {
+                out.push((start, first.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Every import under `src` that goes up a floor (`FLOORS`), and every top-level module without
+/// a floor, one line each: `src/model/peak.rs:9: model imports probe, a floor above it`. Test
+/// code (`#[cfg(test)]` items and test module files) may reach any floor.
+fn upward_imports(src: &Path) -> Vec<String> {
+    let files: Vec<String> = rust_files(src)
+        .iter()
+        .map(|p| p.strip_prefix(src).unwrap().display().to_string())
+        .filter(|rel| !rel.starts_with("bin/"))
+        .collect();
+    let tests = test_module_paths(src, &files);
+    let floor = |m: &str| FLOORS.iter().position(|f| *f == m);
+    let mut found = Vec::new();
+    for rel in files
+        .iter()
+        .filter(|r| *r != "lib.rs" && !tests.iter().any(|t| r.starts_with(t.as_str())))
+    {
+        let module = rel.split('/').next().unwrap().trim_end_matches(".rs");
+        let Some(own) = floor(module) else {
+            found.push(format!(
+                "src/{rel}: {module} has no floor (add it to FLOORS)"
+            ));
+            continue;
+        };
+        let lines = non_test_lines(&src.join(rel));
+        let mut code = String::new();
+        let mut starts = Vec::new();
+        for (n, line) in &lines {
+            starts.push((code.len(), *n));
+            code.push_str(line);
+            code.push('\n');
+        }
+        for (at, other) in named_modules(&code) {
+            if other == module || floor(&other).is_some_and(|f| f <= own) {
+                continue;
+            }
+            let n = starts
+                .iter()
+                .rev()
+                .find(|(s, _)| *s <= at)
+                .map_or(0, |(_, n)| *n);
+            found.push(match floor(&other) {
+                Some(_) => format!("src/{rel}:{n}: {module} imports {other}, a floor above it"),
+                None => format!("src/{rel}:{n}: {module} imports {other}, which has no floor"),
+            });
+        }
+    }
+    found
+}
+
+#[test]
+fn every_module_imports_only_from_its_floor_and_those_below() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = upward_imports(&src);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check sees imports: the tree's of the probes.
+    let tree: Vec<String> = non_test_lines(&src.join("sampler/tree.rs"))
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    assert!(named_modules(&tree.join("\n"))
+        .iter()
+        .any(|(_, m)| m == "probe"));
+    // No floor is left without its module.
+    for f in FLOORS {
+        assert!(
+            src.join(format!("{f}.rs")).exists() || src.join(f).join("mod.rs").exists(),
+            "FLOORS names {f}, which src/ has not"
+        );
+    }
+}
+
+#[test]
+fn the_floor_check_catches_an_import_from_above_in_a_path_or_a_group_but_not_in_tests() {
+    let dir = tempdir();
+    let src = dir.path();
+    for d in ["model", "probe", "format"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    let write = |p: &str, text: &str| std::fs::write(src.join(p), text).unwrap();
+    write(
+        "model/peak.rs",
+        "use crate::units::fmt_bytes;\nfn f() -> u64 { crate::probe::proc::ProcFs::page_size() }\n\
+         // crate::demo in a comment is fine\n",
+    );
+    write(
+        "model/mod.rs",
+        "pub mod peak;\nuse crate::{\n    model::peak::Peak,\n    units::{count, plural},\n    sampler::tree,\n};\n\
+         use super::x;\n",
+    );
+    write(
+        "probe/mod.rs",
+        "use crate::model::Sample;\n#[cfg(test)]\nmod fake;\n#[cfg(test)]\nfn helper() {\n    crate::demo::run();\n}\n\
+         fn after() { crate::render::x(); }\n",
+    );
+    write("probe/fake.rs", "use crate::sampler::Tree;\n");
+    write(
+        "units.rs",
+        "#[cfg(test)]\nmod tests {\n    use crate::render::x;\n}\n#[cfg(test)]\nuse crate::demo;\n",
+    );
+    write("format/mod.rs", "use crate::output::Place;\n");
+    write("newmod.rs", "use crate::exit::Class;\n");
+    let found = upward_imports(src);
+    assert_eq!(
+        found,
+        [
+            "src/model/mod.rs:5: model imports sampler, a floor above it",
+            "src/model/peak.rs:2: model imports probe, a floor above it",
+            "src/newmod.rs: newmod has no floor (add it to FLOORS)",
+            "src/probe/mod.rs:8: probe imports render, a floor above it",
         ],
         "{found:#?}"
     );
@@ -527,12 +758,30 @@ fn error_types(src: &Path) -> Vec<(String, String)> {
     out
 }
 
-/// The error types whose class no one knows: a core type not in `memmon::error::CLASSIFIED`
-/// (the types `class_of` finds in a chain), a command line type (`commands/`) that
-/// `commands/exit.rs` does not look for. Such an error exits 1 whatever it is.
+/// The core's error types listed in `commands/classes.rs` (the types its `class_of` finds in a
+/// chain), as written there (`memmon::probe::proc::ProcError`).
+fn classified(src: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(src.join("commands/classes.rs")).unwrap();
+    let list = text
+        .split("\nclassified!(")
+        .nth(1)
+        .and_then(|rest| rest.split(");").next())
+        .expect("commands/classes.rs has no classified!(...) list");
+    list.split(',')
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The error types whose class no one knows: a core type not in `classified` (the list of
+/// `commands/classes.rs`, `memmon::` or `crate::` paths), a command line type (`commands/`)
+/// that `commands/exit.rs` does not look for. Such an error exits 1 whatever it is.
 fn unclassified(src: &Path, classified: &[&str]) -> Vec<String> {
     let exit_rs = std::fs::read_to_string(src.join("commands/exit.rs")).unwrap_or_default();
-    let listed: Vec<String> = classified.iter().map(|t| t.replace(' ', "")).collect();
+    let listed: Vec<String> = classified
+        .iter()
+        .map(|t| t.replace(' ', "").replacen("memmon::", "crate::", 1))
+        .collect();
     error_types(src)
         .into_iter()
         .filter(|(file, path)| {
@@ -545,7 +794,7 @@ fn unclassified(src: &Path, classified: &[&str]) -> Vec<String> {
         })
         .map(|(file, path)| {
             format!(
-                "src/{file}: {path} has no class: implement memmon::error::Classified for it and list it in src/error.rs (classified!), or it exits 1 whatever it is"
+                "src/{file}: {path} has no class: implement memmon::error::Classified for it and list it in src/commands/classes.rs (classified!), or it exits 1 whatever it is"
             )
         })
         .collect()
@@ -554,11 +803,14 @@ fn unclassified(src: &Path, classified: &[&str]) -> Vec<String> {
 #[test]
 fn every_error_type_has_a_class_that_the_exit_code_is_chosen_from() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let found = unclassified(&src, memmon::error::CLASSIFIED);
+    let listed = classified(&src);
+    let listed: Vec<&str> = listed.iter().map(String::as_str).collect();
+    let found = unclassified(&src, &listed);
     assert!(found.is_empty(), "{}", found.join("\n"));
     // The check has something to look at.
     let all = error_types(&src);
-    assert!(all.len() >= 30, "{all:?}");
+    assert!(all.len() >= 30 && listed.len() >= 30, "{all:?}\n{listed:?}");
+    assert!(listed.contains(&"memmon::sampler::error::RecordError"));
     assert!(all.contains(&(
         "sampler/error.rs".to_string(),
         "crate::sampler::error::RecordError".to_string()
@@ -585,7 +837,7 @@ fn the_class_check_catches_a_new_error_type_in_the_core_and_in_the_commands() {
          #[derive(Debug, thiserror::Error)]\npub struct Forgotten;\n\
          fn class(e: &dyn Error) { e.downcast_ref::<UsageError>(); }\n",
     );
-    let found = unclassified(src, &["crate :: probe :: Listed"]);
+    let found = unclassified(src, &["memmon::probe::Listed"]);
     let paths: Vec<&str> = found
         .iter()
         .map(|f| f.split(" has no class").next().unwrap())
@@ -633,7 +885,7 @@ fn string_errors(src: &Path) -> Vec<String> {
 const STRING_REASONS: [&str; 3] = [
     "sampler/record/start.rs: holds_alone",
     "sampler/cgroup.rs: CgroupSource::existing",
-    "probe/cgroup.rs: strict_key_value",
+    "probe/cgroup/mod.rs: strict_key_value",
 ];
 
 #[test]

@@ -669,7 +669,7 @@ fn a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_m
     else {
         unreachable!()
     };
-    let (frames, _) = memmon::probe::unwind::Unwinder::new().frames(me, stack);
+    let (frames, _) = memmon::probe::unwind::Unwinder::default().frames(me, stack);
     let names: Vec<&str> = frames.iter().map(|f| f.function.as_str()).collect();
     let at = names
         .iter()

@@ -757,6 +757,7 @@ mod tests {
                 end: self.at + size,
                 perms: perms(p),
                 offset: 0,
+                dev: (0, 0),
                 inode: 0,
                 path: path.into(),
                 usage: None,

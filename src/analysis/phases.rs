@@ -46,7 +46,7 @@ impl Windows {
     /// but a bench run that opens with its marks settled was reset (schema 1 bench files).
     fn unknown() -> Windows {
         let ctx = SpanContext {
-            bound_bytes: crate::model::peak::local_batching_bound_bytes(),
+            bound_bytes: crate::probe::proc::local_batching_bound_bytes(),
             ..SpanContext::default()
         };
         Windows {
@@ -105,7 +105,7 @@ impl Windows {
 /// How far the recording machine's counters may be off: from the metadata, else this machine's.
 pub fn bound_of(meta: &Meta) -> u64 {
     meta.online_cpus
-        .map_or_else(crate::model::peak::local_batching_bound_bytes, |c| {
+        .map_or_else(crate::probe::proc::local_batching_bound_bytes, |c| {
             crate::model::peak::batching_bound_bytes(c, meta.page_size_bytes)
         })
 }

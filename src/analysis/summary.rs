@@ -126,7 +126,7 @@ impl SessionAcc {
         let resets_held = end.is_none_or(|e| e.peak_reset_failures == 0);
         let reset = meta.is_some_and(|m| m.peak_reset_at_start) && resets_held;
         let bound = meta.map_or_else(
-            crate::model::peak::local_batching_bound_bytes,
+            crate::probe::proc::local_batching_bound_bytes,
             super::phases::bound_of,
         );
         let tail = end.map(|e| session_tail(e, bound)).unwrap_or_default();
@@ -1016,7 +1016,7 @@ impl SummaryBuilder {
                 warnings.push(format!(
                     "warning: the high-water mark (VmHWM) of PID {} ({}) fell from {} to {}{at} with no reset of memmon's{}: the process itself or another program reset it (a write to /proc/PID/clear_refs), or reclaim took its pages before the kernel updated the mark, and what it reached between the row before and that reset is not known; the peak given is a lower bound",
                     r.pid,
-                    crate::render::outside::shown(&r.comm),
+                    crate::outside::shown(&r.comm),
                     fmt_bytes(r.before_bytes),
                     fmt_bytes(r.after_bytes),
                     if count > 1 {

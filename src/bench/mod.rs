@@ -4,7 +4,8 @@
 //! The runner (`runner/`: `daemon.rs` against a daemon, `command.rs` for a command) drives a
 //! `Recorder` on its own thread and resets the kernel's high-water marks before each run;
 //! `stats.rs` sums the runs up; `table.rs` prints them; `export/` writes JSON, CSV and Markdown;
-//! `push.rs` sends them to a Pushgateway. (The daemon of known memory the tests run is in
+//! `push.rs` sends them to a Pushgateway; `sweep_plot.rs` draws a sweep's configurations (with
+//! `render::plot`'s picture and axes). (The daemon of known memory the tests run is in
 //! src/bin/memmon-test/.)
 
 pub mod export;
@@ -13,6 +14,7 @@ pub mod runner;
 pub mod stats;
 pub mod sweep;
 pub mod sweep_compare;
+pub mod sweep_plot;
 pub mod table;
 pub mod window;
 

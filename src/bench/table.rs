@@ -148,8 +148,8 @@ pub fn notes(report: &BenchReport) -> Vec<String> {
         match basis {
             PeakBasis::Kernel if exact => format!(
                 "; * exact within {} (the kernel counts RSS in per-CPU batches; {})",
-                crate::units::fmt_bytes(crate::model::peak::local_batching_bound_bytes()),
-                crate::units::count(crate::model::peak::online_cpus(), "CPU")
+                crate::units::fmt_bytes(crate::probe::proc::local_batching_bound_bytes()),
+                crate::units::count(crate::probe::proc::online_cpus(), "CPU")
             ),
             PeakBasis::Cgroup if exact => "; * exact, each page once, page cache included".into(),
             PeakBasis::Sampled => "; a lower bound: a spike between two samples is missed".into(),
@@ -286,7 +286,7 @@ pub fn render(report: &BenchReport) -> String {
         Some(d) => format!(
             " against PID {} ({})",
             d.pid,
-            crate::render::outside::shown(&d.comm)
+            crate::outside::shown(&d.comm)
         ),
         None => String::new(),
     };

@@ -232,7 +232,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     report.finish();
 
     let table = table::render(&report);
-    let table = memmon::render::outside::guard(&table);
+    let table = memmon::outside::guard(&table);
     if opts.stdout_is_data {
         errprint!("{table}");
     } else {
@@ -298,7 +298,7 @@ fn run_sweep(
 ) -> anyhow::Result<ExitCode> {
     let done = runner::sweep::sweep(opts, &plan.configurations, plan.daemon.as_ref(), |r| {
         if let (Some(rep), false) = (&r.report, args.quiet) {
-            errprint!("{}", memmon::render::outside::guard(&table::render(rep)));
+            errprint!("{}", memmon::outside::guard(&table::render(rep)));
         }
         if let Some(why) = &r.failed {
             errln!(
@@ -346,7 +346,7 @@ fn run_sweep(
         flags
     });
     let table = table::render_sweep(&report);
-    let text = memmon::render::outside::guard(&table);
+    let text = memmon::outside::guard(&table);
     if opts.stdout_is_data {
         errprint!("{text}");
     } else {
@@ -358,7 +358,7 @@ fn run_sweep(
     export::write_all(exports, export::Results::Sweep(&report), opts.force)?;
     if let Some(p) = &args.sweep.plot {
         let format = memmon::render::plot::ImageFormat::from_path(p, "--plot")?;
-        memmon::render::sweep_plot::draw_sweep(&report, p, format, opts.force)?;
+        memmon::bench::sweep_plot::draw_sweep(&report, p, format, opts.force)?;
     }
     if let Some(sig) = done.signal {
         return Ok(ExitCode::Signal(sig));

@@ -155,7 +155,7 @@ fn compare_sweeps(args: &CompareArgs, base: &Path, new: &Path) -> anyhow::Result
         c.render()
     };
     let mut out = std::io::stdout().lock();
-    out.write_all(memmon::render::outside::guard(&text).as_bytes())
+    out.write_all(memmon::outside::guard(&text).as_bytes())
         .and_then(|_| out.flush())
         .context("cannot write to stdout")?;
     for g in c.gates.iter().filter(|g| !g.passed) {
@@ -214,7 +214,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         text
     };
     let mut out = std::io::stdout().lock();
-    out.write_all(memmon::render::outside::guard(&text).as_bytes())
+    out.write_all(memmon::outside::guard(&text).as_bytes())
         .context("cannot write to stdout")?;
     out.flush().context("cannot write to stdout")?;
     for g in c.gates.iter().filter(|g| !g.passed) {

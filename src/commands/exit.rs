@@ -71,8 +71,8 @@ impl memmon::error::Classified for UsageError {
 }
 
 /// The class of an error: that of the outermost error in its chain whose type has one (every
-/// error type of memmon's, `memmon::error::CLASSIFIED`, and the command line's own
-/// `UsageError`; contexts added on the way have none); `Failure` when none has.
+/// error type of memmon's, listed in `classes.rs`, and the command line's own `UsageError`;
+/// contexts added on the way have none); `Failure` when none has.
 pub fn class_of(err: &anyhow::Error) -> Class {
     err.chain().find_map(class).unwrap_or(Class::Failure)
 }
@@ -82,7 +82,7 @@ fn class(e: &(dyn std::error::Error + 'static)) -> Option<Class> {
     use memmon::error::Classified;
     match e.downcast_ref::<UsageError>() {
         Some(u) => Some(u.class()),
-        None => memmon::error::class_of(e),
+        None => super::classes::class_of(e),
     }
 }
 

@@ -1,8 +1,10 @@
 //! One file per subcommand: the only code that sees the clap structs of `cli.rs`, prints to
-//! the terminal and chooses exit codes (`exit.rs`). Each turns its arguments into the core's
-//! options (`memmon::...`), calls the core, and prints what came back.
+//! the terminal and chooses exit codes (`exit.rs`, from the classes of the core's error types
+//! listed in `classes.rs`). Each turns its arguments into the core's options (`memmon::...`),
+//! calls the core, and prints what came back.
 
 mod bench;
+mod classes;
 mod compare;
 mod completions;
 mod demo;

@@ -47,7 +47,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<ExitCode> {
     }
     errln!(
         "memmon: wrote {}",
-        memmon::format::absolute(&args.output).display()
+        memmon::output::absolute(&args.output).display()
     );
     Ok(ExitCode::Success)
 }

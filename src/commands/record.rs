@@ -147,7 +147,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             }
             errln!(
                 "memmon: plot written to {}",
-                memmon::format::absolute(&plot).display()
+                memmon::output::absolute(&plot).display()
             );
         }
     }

@@ -21,7 +21,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     };
     let output = match output {
         Dest::Stdout => None,
-        Dest::File(p) => Some(memmon::format::absolute(p)),
+        Dest::File(p) => Some(memmon::output::absolute(p)),
     };
     if let Some(o) = &output {
         memmon::output::check_outputs(&[(o, "-o")], args.force)?;

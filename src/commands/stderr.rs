@@ -21,7 +21,7 @@ pub fn write(args: std::fmt::Arguments) {
     // A message may carry a name a recorded program chose: no control character of it (ESC,
     // BEL, CR) reaches the terminal raw (`render::outside`).
     let text = std::fmt::format(args);
-    write_bytes(memmon::render::outside::guard(&text).as_bytes());
+    write_bytes(memmon::outside::guard(&text).as_bytes());
 }
 
 /// Draws the live status line (bytes that end without a newline); the next message erases it.

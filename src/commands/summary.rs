@@ -6,7 +6,7 @@ use crate::cli::SummaryArgs;
 use anyhow::Context;
 use memmon::analysis::{Summary, SummaryBuilder};
 use memmon::format::read_input_into;
-use memmon::render::outside::guard;
+use memmon::outside::guard;
 use std::io::Write;
 
 pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {

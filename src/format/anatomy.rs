@@ -4,8 +4,9 @@
 //! unless `--force` (replaced) or `--append` (added to), never through a symlink, locked for the
 //! session. Read back by `summary` (docs/FORMAT.md).
 
-use super::{absolute, OutputError, ReadError};
+use super::{OutputError, ReadError};
 use crate::model::anatomy::Anatomy;
+use crate::output::absolute;
 use crate::output::{At, FileId, Pending, Place};
 use std::fs::File;
 use std::io::Write;

@@ -224,7 +224,7 @@ impl Output {
         let Some(path) = path else {
             return Self::stdout(format, force, append);
         };
-        let path = absolute(path);
+        let path = crate::output::absolute(path);
         let verb = if append { "append to" } else { "create" };
         let cannot = |e: OpenError| match e {
             OpenError::Exists => OutputError::Exists(path.clone()),
@@ -1051,10 +1051,6 @@ pub(crate) fn open_side_table(
         ));
     }
     Ok((place, opened))
-}
-
-pub fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! each row the row of the recording with the same `unix_ms`. Named in the recording's
 //! metadata (`Meta::numa`); read back by `summary` (docs/FORMAT.md).
 
-use super::{absolute, OutputError, ReadError};
+use super::{OutputError, ReadError};
+use crate::output::absolute;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};

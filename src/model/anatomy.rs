@@ -68,6 +68,9 @@ pub struct Mapping {
     pub perms: Perms,
     /// The offset in the mapped file.
     pub offset: u64,
+    /// The device of the mapped file, major and minor (`fe:00` is `(0xfe, 0)`): with the inode,
+    /// which file it is.
+    pub dev: (u32, u32),
     pub inode: u64,
     /// What the kernel shows after the inode: a file's path (` (deleted)` when it was
     /// removed), `[heap]`, `[stack]`, `[anon:NAME]`...; empty for an anonymous mapping.

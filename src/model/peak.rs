@@ -773,16 +773,6 @@ pub fn batching_bound_bytes(online_cpus: u64, page_size_bytes: u64) -> u64 {
     cpus * BATCH_PAGES_PER_CPU.max(2 * cpus) * page_size_bytes
 }
 
-/// The CPUs online on this machine (1 if the kernel will not say).
-pub fn online_cpus() -> u64 {
-    crate::sys::raw::cpus_online().unwrap_or(1)
-}
-
-/// `batching_bound_bytes` of this machine.
-pub fn local_batching_bound_bytes() -> u64 {
-    batching_bound_bytes(online_cpus(), crate::probe::proc::ProcFs::page_size())
-}
-
 /// "exact within 512 KiB": how exact a kernel peak is, in words.
 pub fn exact_within(bound_bytes: Option<u64>) -> String {
     match bound_bytes {

@@ -5,8 +5,8 @@
 //! smaps_rollup, so it is read only under the PSS guard's rules: `sampler/pss.rs`).
 //!
 //! Both are parsed from bytes with memchr, a line at a time, keeping only the fields the anatomy
-//! needs (analysis::anatomy); a line that is not what the kernel writes is an error naming the
-//! file and the line.
+//! (analysis::anatomy) and the unwinder (`unwind.rs`: which files a process maps, where) need; a
+//! line that is not what the kernel writes is an error naming the file and the line.
 
 use crate::model::anatomy::{Mapping, Perms, ProcessMaps, Usage};
 use crate::probe::proc::{ProcError, PssSource};
@@ -158,9 +158,12 @@ fn parse_header(line: &[u8]) -> Result<Mapping, &'static str> {
         _ => return Err("permissions that are not like 'rw-p'"),
     };
     let offset = parse_hex(offset).ok_or("an offset that is not hex")?;
-    if memchr::memchr(b':', dev).is_none() {
-        return Err("a device that is not 'major:minor'");
-    }
+    let dev = memchr::memchr(b':', dev)
+        .and_then(|colon| {
+            let half = |h: &[u8]| parse_hex(h).and_then(|v| u32::try_from(v).ok());
+            Some((half(&dev[..colon])?, half(&dev[colon + 1..])?))
+        })
+        .ok_or("a device that is not 'major:minor'")?;
     let inode = parse_dec(inode).ok_or("an inode that is not a number")?;
     // The path follows the spaces that pad it to a column; it may hold spaces itself.
     let path = rest.trim_ascii_start();
@@ -169,6 +172,7 @@ fn parse_header(line: &[u8]) -> Result<Mapping, &'static str> {
         end,
         perms,
         offset,
+        dev,
         inode,
         path: String::from_utf8_lossy(path).into_owned(),
         usage: None,
@@ -229,6 +233,7 @@ mod tests {
         assert_eq!(m.len(), 7);
         assert_eq!(m[0].path, "/usr/bin/daemon");
         assert_eq!(m[0].inode, 18504);
+        assert_eq!(m[0].dev, (0xfe, 0));
         assert_eq!(m[1].path, "[heap]");
         assert_eq!(m[1].size(), 0x5611b7e82000 - 0x5611b7cf3000);
         assert!(m[2].anonymous() && m[2].perms.rw_private());

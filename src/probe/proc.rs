@@ -1,6 +1,8 @@
 //! /proc readers: the memory lines of /proc/PID/status, a process's start time (field 22 of
 //! /proc/PID/stat), its direct children (/proc/PID/task/TID/children), PSS from smaps_rollup,
-//! and the high-water-mark reset (writing `5` to /proc/PID/clear_refs).
+//! and the high-water-mark reset (writing `5` to /proc/PID/clear_refs). Also the machine's
+//! numbers they are read in: clock ticks, the page size, the CPUs online (and so how far this
+//! machine's RSS counters may be off, `local_batching_bound_bytes`).
 //!
 //! A process is opened once, by (pid, start time), and keeps a handle on its /proc directory and
 //! open descriptors of the files read every tick (status, statm, children), re-read with pread:
@@ -27,6 +29,16 @@ pub const OTHER_THREADS_EVERY: Duration = Duration::from_millis(100);
 /// Clock ticks per second (`CLK_TCK`): the unit of /proc/PID/stat's start time and CPU times.
 pub fn clock_ticks_per_s() -> f64 {
     rustix::param::clock_ticks_per_second().max(1) as f64
+}
+
+/// The CPUs online on this machine (1 if the kernel will not say).
+pub fn online_cpus() -> u64 {
+    crate::sys::raw::cpus_online().unwrap_or(1)
+}
+
+/// `model::peak::batching_bound_bytes` of this machine.
+pub fn local_batching_bound_bytes() -> u64 {
+    crate::model::peak::batching_bound_bytes(online_cpus(), ProcFs::page_size())
 }
 
 /// Why a /proc read failed.
@@ -663,6 +675,12 @@ impl PssSource {
     /// The process's /proc directory, for messages.
     pub fn dir_path(&self) -> &Path {
         &self.dir_path
+    }
+
+    /// Opens a file of the process's directory (`map_files/RANGE`: the file a mapping maps, as
+    /// it is mapped).
+    pub fn open(&self, rel: &str) -> io::Result<File> {
+        open_at(&self.dir, rel)
     }
 
     /// PSS and the resident bytes of the process's mappings of NVIDIA device files, in one

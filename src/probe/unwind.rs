@@ -7,11 +7,13 @@
 //! framehop follows the frame pointers.
 //!
 //! A process's files are read when one of its stacks is first unwound, and again when a
-//! stack's instruction pointer is in none of them (a library loaded since). Files are read once
-//! for every process that maps them (by device and inode).
+//! stack's instruction pointer is in none of them (a library loaded since): its /proc/PID/maps
+//! (`maps.rs`'s reader) and map_files read through the `ProcFs` the unwinder is built over.
+//! Files are read once for every process that maps them (by device and inode).
 
 use crate::model::ledger::Frame;
 use crate::probe::mapcalls::UserStack;
+use crate::probe::proc::{ProcFs, PssSource};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -69,6 +71,9 @@ struct FileInfo {
     segments: Vec<(u64, u64, u64)>,
 }
 
+/// Which file a mapping maps: its device (major, minor) and inode.
+type FileKey = ((u32, u32), u64);
+
 /// A file mapped into one process, and where.
 struct Module {
     range: Range<u64>,
@@ -85,9 +90,13 @@ struct Process {
 
 /// Unwinds and names the stacks of many processes.
 pub struct Unwinder {
+    /// Where the processes' maps and mapped files are read.
+    procfs: ProcFs,
+    /// The maps read, reused.
+    buf: Vec<u8>,
     procs: HashMap<i32, Process>,
     /// By (device, inode) of the mapped file; `None`: it could not be read.
-    files: HashMap<(String, u64), Option<Arc<FileInfo>>>,
+    files: HashMap<FileKey, Option<Arc<FileInfo>>>,
     cache: arch::Cache,
     symbolizer: blazesym::symbolize::Symbolizer,
     /// Names found, by file and address in it: the function, and those inlined into it at
@@ -107,14 +116,18 @@ pub struct Unwinder {
 pub const MAX_SECTION_BYTES: u64 = 64 << 20;
 
 impl Default for Unwinder {
+    /// Over the kernel's /proc.
     fn default() -> Self {
-        Unwinder::new()
+        Unwinder::new(ProcFs::default())
     }
 }
 
 impl Unwinder {
-    pub fn new() -> Unwinder {
+    /// An unwinder that reads the processes' maps and files under `procfs`.
+    pub fn new(procfs: ProcFs) -> Unwinder {
         Unwinder {
+            procfs,
+            buf: Vec::new(),
             procs: HashMap::new(),
             files: HashMap::new(),
             cache: arch::Cache::new(),
@@ -234,57 +247,45 @@ impl Unwinder {
 
     /// Reads process `pid`'s mapped files from its maps (those with code).
     fn load(&mut self, pid: i32) {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        let read = self.procfs.open(pid).ok().and_then(|h| {
+            let src = h.pss_source().ok()?;
+            let maps = super::maps::read(&src, false, &mut self.buf).ok()?;
+            Some((src, maps.mappings))
+        });
+        let Some((src, mappings)) = read else {
             self.procs.remove(&pid);
             return;
         };
-        // Each file's mappings: their union, and the bias from its first executable one.
+        // Each file's mappings: their union, and the bias from its first executable one (its
+        // address, offset and range as map_files names it).
         struct Seen {
             range: Range<u64>,
             exec: Option<(u64, u64, String)>,
             path: String,
         }
-        let mut seen: Vec<((String, u64), Seen)> = Vec::new();
-        for line in text.lines() {
-            let mut w = line.split_ascii_whitespace();
-            let (Some(range), Some(perms), Some(offset), Some(dev), Some(inode)) =
-                (w.next(), w.next(), w.next(), w.next(), w.next())
-            else {
-                continue;
-            };
-            let path = w.collect::<Vec<_>>().join(" ");
-            let Ok(inode) = inode.parse::<u64>() else {
-                continue;
-            };
-            if inode == 0 || !path.starts_with('/') {
+        let mut seen: Vec<(FileKey, Seen)> = Vec::new();
+        for m in mappings {
+            if m.inode == 0 || !m.path.starts_with('/') {
                 continue;
             }
-            let Some((s, e)) = range.split_once('-') else {
-                continue;
-            };
-            let (Ok(s), Ok(e), Ok(off)) = (
-                u64::from_str_radix(s, 16),
-                u64::from_str_radix(e, 16),
-                u64::from_str_radix(offset, 16),
-            ) else {
-                continue;
-            };
-            let key = (dev.to_string(), inode);
-            let exec = perms.as_bytes().get(2) == Some(&b'x');
+            let (s, e, off) = (m.start, m.end, m.offset);
+            let range = format!("{s:x}-{e:x}");
+            let key = (m.dev, m.inode);
+            let exec = m.perms.exec;
             match seen.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, f)) => {
                     f.range.start = f.range.start.min(s);
                     f.range.end = f.range.end.max(e);
                     if exec && f.exec.is_none() {
-                        f.exec = Some((s, off, range.to_string()));
+                        f.exec = Some((s, off, range));
                     }
                 }
                 None => seen.push((
                     key,
                     Seen {
                         range: s..e,
-                        exec: exec.then(|| (s, off, range.to_string())),
-                        path,
+                        exec: exec.then_some((s, off, range)),
+                        path: m.path,
                     },
                 )),
             }
@@ -299,7 +300,7 @@ impl Unwinder {
                 Some(i) => i.clone(),
                 None => {
                     let mut refused = false;
-                    let i = read_file(pid, &range, &f.path, &key, &mut refused).map(Arc::new);
+                    let i = read_file(&src, &range, &f.path, &key, &mut refused).map(Arc::new);
                     if refused && self.sections_refused.len() < 100 {
                         self.sections_refused.push(f.path.clone());
                     }
@@ -365,20 +366,21 @@ fn unknown() -> Frame {
     }
 }
 
-/// Reads a mapped file's unwind sections and segments: through /proc/PID/map_files/RANGE (the
-/// file as mapped), else its path. A section over `MAX_SECTION_BYTES`, or past the file's end,
-/// is not read (`refused` set): the file then has no unwind sections at all.
+/// Reads a mapped file's unwind sections and segments: through the process's
+/// map_files/RANGE (the file as mapped), else its path. A section over `MAX_SECTION_BYTES`, or
+/// past the file's end, is not read (`refused` set): the file then has no unwind sections at
+/// all.
 fn read_file(
-    pid: i32,
+    src: &PssSource,
     range: &str,
     path: &str,
-    key: &(String, u64),
+    key: &FileKey,
     refused: &mut bool,
 ) -> Option<FileInfo> {
     use object::{Object, ObjectSection, ObjectSegment};
-    let mapped = PathBuf::from(format!("/proc/{pid}/map_files/{range}"));
-    let (file, opened) = match std::fs::File::open(&mapped) {
-        Ok(f) => (f, mapped),
+    let rel = format!("map_files/{range}");
+    let (file, opened) = match src.open(&rel) {
+        Ok(f) => (f, src.dir_path().join(rel)),
         Err(_) => (std::fs::File::open(path).ok()?, PathBuf::from(path)),
     };
     // blazesym reads the symbols again from a path: the path in maps where it is still the
@@ -441,4 +443,61 @@ fn read_file(
             .map(|s| (s.file_range().0, s.file_range().1, s.address()))
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::fake::FakeProc;
+
+    /// A fake /proc whose process 4242 maps what this test process maps (its maps copied), with
+    /// its program's path gone from disk: the program is found only through the fake
+    /// map_files, the libraries by their paths.
+    #[test]
+    fn a_process_is_read_from_its_maps_and_map_files_under_the_unwinders_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let gone = "/gone/unwind-test (deleted)";
+        let mut maps = String::new();
+        let map_files = dir.path().join("4242/map_files");
+        std::fs::create_dir_all(&map_files).unwrap();
+        for line in std::fs::read_to_string("/proc/self/maps").unwrap().lines() {
+            if !line.ends_with(&*exe.to_string_lossy()) {
+                maps.push_str(line);
+                maps.push('\n');
+                continue;
+            }
+            let range = line.split(' ').next().unwrap();
+            let (s, e) = range.split_once('-').unwrap();
+            let (s, e) = (
+                u64::from_str_radix(s, 16).unwrap(),
+                u64::from_str_radix(e, 16).unwrap(),
+            );
+            std::os::unix::fs::symlink(&exe, map_files.join(format!("{s:x}-{e:x}"))).unwrap();
+            let kept = &line[..line.len() - exe.as_os_str().len()];
+            maps.push_str(&format!("{kept}{gone}\n"));
+        }
+        FakeProc::new(4242).mappings(&maps, "").write(dir.path());
+        let mut u = Unwinder::new(ProcFs::new(dir.path()));
+        u.load(4242);
+        let here = a_process_is_read_from_its_maps_and_map_files_under_the_unwinders_root as fn()
+            as usize as u64;
+        let p = u.procs.get(&4242).expect("the process's maps were read");
+        assert!(p.covers(here));
+        let m = p.modules.iter().find(|m| m.range.contains(&here)).unwrap();
+        assert_eq!(m.file.name, "unwind-test");
+        assert!(m.file.path.starts_with(&map_files), "{:?}", m.file.path);
+        assert!(m.file.eh_frame.is_some() && !m.file.segments.is_empty());
+        // A library (where the test program has one: libc), by its path.
+        if maps.contains(".so") {
+            assert!(p
+                .modules
+                .iter()
+                .any(|m| m.file.path.is_absolute() && !m.file.path.starts_with(dir.path())));
+        }
+        // A process the root does not hold is not read, though the machine's /proc has it.
+        let me = std::process::id() as i32;
+        u.load(me);
+        assert!(!u.procs.contains_key(&me));
+    }
 }

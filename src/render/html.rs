@@ -695,7 +695,7 @@ pub fn esc(text: &str) -> String {
     let mut s = String::with_capacity(text.len());
     // Control characters as escapes (`render::outside`): a name a program chose never puts
     // one XML forbids into the page or its SVG.
-    for c in super::outside::guard(text).chars() {
+    for c in crate::outside::guard(text).chars() {
         match c {
             '&' => s.push_str("&amp;"),
             '<' => s.push_str("&lt;"),

@@ -1,8 +1,7 @@
 //! Rendering recordings for people: plots (`plot.rs`, with the peak-preserving decimation in
-//! `decimate.rs`; a bench sweep's throughput against peak in `sweep_plot.rs`), the comparison table (`compare_table.rs`), the HTML report (`html.rs`) and
-//! the summary's tables as data, written as text or HTML (`table.rs`); text that came from
-//! outside (a program's names, paths, labels) as people see it, control characters escaped
-//! (`outside.rs`).
+//! `decimate.rs`), the comparison table (`compare_table.rs`), the HTML report (`html.rs`) and
+//! the summary's tables as data, written as text or HTML (`table.rs`). Text that came from
+//! outside (a program's names, paths, labels) goes through `crate::outside` on its way here.
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 
@@ -11,10 +10,8 @@ pub mod compare_table;
 pub mod decimate;
 pub mod events;
 pub mod html;
-pub mod outside;
 pub mod phases;
 pub mod plot;
 pub mod stacks;
 pub mod summary;
-pub mod sweep_plot;
 pub mod table;

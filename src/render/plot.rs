@@ -426,7 +426,7 @@ pub fn plot_files(
         .collect::<Result<Vec<_>, _>>()?;
     for (t, name) in traces.iter_mut().zip(trace_names(files)) {
         // A file's name is text from outside: no control character in the SVG (`render::outside`).
-        t.name = super::outside::shown(&name).into_owned();
+        t.name = crate::outside::shown(&name).into_owned();
     }
     let has_pss = |t: &Trace| {
         t.series

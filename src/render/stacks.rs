@@ -6,7 +6,7 @@
 
 use crate::analysis::ledger::{allocating_range, StackChange};
 use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup, TouchAt};
-use crate::render::outside::shown;
+use crate::outside::shown;
 use crate::render::summary::signed;
 use crate::render::table::Table;
 use crate::units::fmt_bytes;

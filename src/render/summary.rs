@@ -9,7 +9,7 @@ use crate::analysis::summary::{
 use crate::analysis::timeline::When;
 use crate::model::anatomy::{Group, GroupKind};
 use crate::model::peak::{exact_within, KernelPeakWindow, NotExact, PeakSource};
-use crate::render::outside::shown;
+use crate::outside::shown;
 use crate::render::table::Table;
 use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
 use std::fmt::Write as _;

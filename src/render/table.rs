@@ -4,7 +4,7 @@
 //! show the same columns and the same words.
 
 use super::html::esc;
-use super::outside::shown;
+use crate::outside::shown;
 use std::fmt::Write as _;
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -5,9 +5,10 @@
 
 use crate::format::meta::CgroupEnd;
 use crate::model::sample::Sample;
+use crate::probe::cgroup::manage::{OwnCgroup, Swept};
 use crate::probe::cgroup::{
     CgroupError, CgroupEvents, CgroupFs, CgroupReader, CgroupStats, CgroupVersion, MemCgroup,
-    Membership, Outside, OwnCgroup, PeakWatch, Swept,
+    Membership, Outside, PeakWatch,
 };
 use crate::sampler::swap::SinceStart;
 
@@ -259,7 +260,7 @@ impl CgroupSource {
         let limits = crate::probe::limits::over_recording(&self.limits_first, &limits_last);
         let mut moved_out = Vec::new();
         let mut remove_error = None;
-        let mut inside = crate::probe::cgroup::Inside::default();
+        let mut inside = crate::probe::cgroup::manage::Inside::default();
         if let Some(own) = &mut self.own {
             match own.remove() {
                 Ok(m) => moved_out = m,

@@ -150,7 +150,7 @@ type Spawned = (i32, Option<std::process::ChildStdout>, Option<Instant>);
 /// Launches the command with stdin, stdout and stderr passed through (stdout to memmon's stderr
 /// when the data goes to stdout), or its stdout to a pipe returned here when `pipe_stdout`.
 /// It gets SIGTERM if memmon dies (its descendants, in memmon's own cgroup, are killed by that
-/// cgroup's watcher; see `probe::cgroup::OwnCgroup`). The child sends the monotonic clock's
+/// cgroup's watcher; see `probe::cgroup::manage::OwnCgroup`). The child sends the monotonic clock's
 /// reading right before its exec, once it is in its cgroup, on a pipe: the command's start.
 fn launch(
     args: &[String],

@@ -227,7 +227,7 @@ impl Reader {
         Reader {
             calls,
             ledger,
-            unwinder: Unwinder::new(),
+            unwinder: Unwinder::new(crate::probe::ProcFs::default()),
             known: HashSet::new(),
             launcher,
             followed: HashSet::new(),

@@ -37,6 +37,7 @@
 //! Members are kept in the order they were found, so a parent is read before its children in
 //! every tick (`reaps.rs` relies on it).
 
+use crate::model::process::CMDLINE_MAX_BYTES;
 use crate::model::sample::{for_columns, Sample};
 use crate::probe::forks::{Fork, ForkWatch};
 use crate::probe::proc::{clock_ticks_per_s, same_statm};
@@ -49,9 +50,6 @@ use std::time::{Duration, Instant};
 
 /// The longest a descendant's status values are carried while its statm stays the same.
 pub const STATUS_MAX_AGE: Duration = Duration::from_secs(1);
-
-/// A command line is kept to at most this many bytes.
-pub const CMDLINE_MAX_BYTES: usize = 256;
 
 /// A command line is read once more this long after it was first read (at a status read): a
 /// process that sets its own title right after its fork was maybe found before it did.
@@ -387,7 +385,7 @@ impl Tree {
             buf: Vec::with_capacity(2048),
             hwm_before_reset: Vec::new(),
             reset_elsewhere: Vec::new(),
-            fall_tolerance: crate::model::peak::local_batching_bound_bytes(),
+            fall_tolerance: crate::probe::proc::local_batching_bound_bytes(),
             kids: Vec::new(),
             exits: None,
             exit_buf: Vec::new(),

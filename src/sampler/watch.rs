@@ -549,7 +549,7 @@ impl Watch {
                 self.report.warning(&format!(
                     "the high-water mark (VmHWM) of PID {} ({}) fell from {} to {} at +{} with no reset of memmon's: the process itself or another program reset it (a write to /proc/{}/clear_refs), or reclaim took its pages before the kernel updated the mark; what it reached between the row before and that reset is not known, so the kernel's peak of a span holding it is a lower bound",
                     r.pid,
-                    crate::render::outside::shown(&r.comm),
+                    crate::outside::shown(&r.comm),
                     crate::units::fmt_bytes(r.before_bytes),
                     crate::units::fmt_bytes(r.after_bytes),
                     crate::units::fmt_seconds(elapsed_s),

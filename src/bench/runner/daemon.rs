@@ -139,7 +139,7 @@ impl Daemon {
         let (spec, pid, meta) = (&self.spec, self.handle.pid, &self.meta);
         let recording = match &opts.output {
             Some(Dest::Stdout) => Some("stdout".to_string()),
-            Some(Dest::File(p)) => Some(crate::format::absolute(p).display().to_string()),
+            Some(Dest::File(p)) => Some(crate::output::absolute(p).display().to_string()),
             None => None,
         };
         let children = if opts.children {

@@ -6,7 +6,8 @@
 //! `--stop-timeout`.
 
 use crate::bench::sweep::DaemonLife;
-use crate::probe::cgroup::{CgroupFs, OwnCgroup};
+use crate::probe::cgroup::manage::OwnCgroup;
+use crate::probe::cgroup::CgroupFs;
 use crate::probe::ProcFs;
 use std::io::BufRead;
 use std::os::unix::process::CommandExt;

@@ -93,7 +93,7 @@ fn one(
         };
         match Started::start(
             &this,
-            &crate::probe::cgroup::own_cgroup_name(),
+            &crate::probe::cgroup::manage::own_cgroup_name(),
             &opts.cgroupfs,
             &opts.procfs,
             &mut notes,

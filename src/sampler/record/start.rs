@@ -552,7 +552,7 @@ fn build_meta(opts: &RecordOptions, h: &ProcHandle, cgroup: Option<&CgroupSource
             holds_tree: c.holds_tree(),
             not_the_tree: c.not_the_tree().map(str::to_string),
         }),
-        online_cpus: Some(crate::model::peak::online_cpus()),
+        online_cpus: Some(crate::probe::proc::online_cpus()),
         mem_total_bytes: crate::sampler::cgroup::mem_total_bytes(),
         sources: sources(opts, cgroup),
         columns: COLUMNS
@@ -722,7 +722,7 @@ fn holds_alone(opts: &RecordOptions, h: &ProcHandle, cg: &MemCgroup) -> Result<(
         .map_err(|e| e.to_string())?
         .anon;
     // Both counters move in per-CPU batches, and the target may allocate between the reads.
-    let cpus = crate::model::peak::online_cpus();
+    let cpus = crate::probe::proc::online_cpus();
     let batch = crate::model::peak::batching_bound_bytes(cpus, crate::probe::ProcFs::page_size());
     let slack = 4 * batch + anon / 16;
     match cg.uncharged_anon(anon, slack) {
@@ -763,14 +763,14 @@ fn launched_cgroup(
         .of_pid(opts.procfs.root(), std::process::id() as i32);
     let mut first = false;
     SWEPT.call_once(|| first = true);
-    if first && crate::probe::cgroup::in_initial_pid_namespace() {
+    if first && crate::probe::cgroup::manage::in_initial_pid_namespace() {
         // Once a process, even with --quiet: it may have killed processes.
         let swept = opts.cgroupfs.sweep_stale_own(mine.as_ref());
         if let Some(note) = crate::sampler::cgroup::swept_note(&swept) {
             report.notice(&note);
         }
     }
-    let name = crate::probe::cgroup::own_cgroup_name();
+    let name = crate::probe::cgroup::manage::own_cgroup_name();
     match opts.cgroupfs.create_own(&name, mine.as_ref()) {
         Ok(own) => Ok(Some(CgroupSource::own(own))),
         Err(e) if wanted == Some(true) => Err(RecordError::OwnCgroup(e)),

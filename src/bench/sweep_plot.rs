@@ -3,10 +3,10 @@
 //! values; the Pareto front (no other configuration faster and smaller) filled and joined, a
 //! configuration over a budget drawn red.
 
-use super::plot::{
+use crate::bench::sweep::SweepReport;
+use crate::render::plot::{
     draw_axes, legend, write_picture, DrawResult, ImageFormat, Picture, PlotError, SizeUnit, FONT,
 };
-use crate::bench::sweep::SweepReport;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -59,7 +59,7 @@ impl Picture for Sweep<'_> {
                 Some(Point {
                     peak: r.peak.bytes as f64 / unit.bytes,
                     throughput: r.throughput_per_hour,
-                    label: crate::render::outside::shown(&c.label).into_owned(),
+                    label: crate::outside::shown(&c.label).into_owned(),
                     front: c.on_front,
                     over: !c.over_budget.is_empty(),
                 })
