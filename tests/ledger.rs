@@ -522,6 +522,85 @@ fn memory_from_the_brk_heap_and_a_glibc_arena_is_credited_to_the_code_that_touch
     );
 }
 
+/// Attached, as `bench` always is: the page faults sampled are those of the target's threads,
+/// each followed with what it starts (its arena's worker thread comes after memmon), not every
+/// process's, and credited as for a launched program.
+#[test]
+fn an_attached_programs_faults_are_sampled_from_its_own_threads_and_credited() {
+    let dir = tempdir();
+    let exe = build_c_program("touch-sites", dir.path(), &["-pthread", "-DNO_THP"]);
+    let prefix = dir.path().join("go");
+    let mut prog = std::process::Command::new(&exe)
+        .arg(&prefix)
+        .args(["64", "48", "2000"])
+        .env("TOUCH_SITES_GATE", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(prog.stdout.take().unwrap());
+    expect_line(&rx, "ready");
+    let out = dir.path().join("attached.csv");
+    let socket = dir.path().join("rec.sock");
+    let mut rec = std::process::Command::new(memmon_path())
+        .args(["record", "-q", "--pid", &prog.id().to_string()])
+        .args(["-i", "50ms", "--anatomy", "--touch-every", "64", "--socket"])
+        .arg(&socket)
+        .arg("-o")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    // The ledger takes the tree's processes before any snapshot: once an anatomy with the
+    // ledger's stacks is written, the program's threads are followed.
+    let followed = || {
+        std::fs::read_to_string(crate::anatomy::side(&out))
+            .is_ok_and(|t| t.lines().any(|l| l.contains("\"ledger\"")))
+    };
+    let ledger_ran = wait_for(60.0, || followed() || rec.try_wait().unwrap().is_some());
+    assert!(ledger_ran);
+    if !followed() {
+        let _ = prog.kill();
+        let _ = rec.wait();
+        assert!(
+            ledger_off(&out),
+            "no anatomy with the ledger, and the ledger is not off"
+        );
+        return;
+    }
+    std::fs::write(format!("{}.1", prefix.display()), "").unwrap();
+    expect_line(&rx, "filled");
+    mark(&socket, "held");
+    mark(&socket, "done");
+    let held_read = || {
+        std::fs::read_to_string(crate::anatomy::side(&out)).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.contains("\"phase-end\"") && l.contains("\"span\":\"held\""))
+        })
+    };
+    assert!(
+        wait_for(60.0, held_read),
+        "phase held's end anatomy never came"
+    );
+    std::fs::write(format!("{}.0", prefix.display()), "").unwrap();
+    assert!(prog.wait().unwrap().success());
+    assert!(rec.wait().unwrap().success());
+    let m = meta(&out).to_string();
+    assert!(m.contains("of the tree's threads alone"), "{m}");
+    let a = anatomies(&out)
+        .into_iter()
+        .find(|x| x["trigger"] == "phase-end" && x["span"] == "held")
+        .expect("the phase's end anatomy");
+    let l = &a["ledger"];
+    assert_eq!(l["lost"].as_u64().unwrap_or(0), 0, "{l:#}");
+    let (heap, heap_n) = touched_by(l, "fill_heap");
+    let (arena, arena_n) = touched_by(l, "fill_arena");
+    // Written after memmon attached: each site at least 85% of what it wrote (64 and 48 MiB),
+    // the worker thread's through the event it inherited from the main thread's.
+    assert!(
+        heap * 100 >= 64 * MIB * 85 && arena * 100 >= 48 * MIB * 85,
+        "heap {heap} ({heap_n} samples), arena {arena} ({arena_n} samples)\n{l:#}"
+    );
+}
+
 /// As nobody (no CAP_PERFMON, perf_event_paranoid above -1) the ledger is off: the recording
 /// says why, once, keeps its anatomies without stacks, and its metadata says why too.
 #[test]

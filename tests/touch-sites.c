@@ -9,7 +9,9 @@
  *
  * Fills both (pausing PAUSE_US microseconds after each block: a pace a recorder in an emulated
  * machine keeps up with), prints "filled", waits for the file PREFIX.0, frees everything,
- * exits. Each line is flushed: a test reads them as they come. */
+ * exits. With TOUCH_SITES_GATE=1 in its environment it first prints "ready" and waits for the
+ * file PREFIX.1 (a recorder attached by then). Each line is flushed: a test reads them as they
+ * come. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -82,6 +84,12 @@ int main(int argc, char **argv) {
     prefix = argv[1];
     size_t heap_mib = strtoul(argv[2], NULL, 10);
     arena_mib = strtoul(argv[3], NULL, 10);
+    const char *gate = getenv("TOUCH_SITES_GATE");
+    if (gate && strcmp(gate, "1") == 0) {
+        printf("ready\n");
+        fflush(stdout);
+        wait_file(1);
+    }
     fill_heap(heap_mib);
     pthread_t t;
     if (pthread_create(&t, NULL, fill_arena, NULL) != 0)
