@@ -2,6 +2,7 @@
 
 use crate::util::*;
 use predicates::prelude::*;
+use std::path::Path;
 
 fn recording(dir: &std::path::Path) -> std::path::PathBuf {
     let out = dir.join("r.csv");
@@ -312,4 +313,21 @@ fn rows_cut_from_a_finished_recording_are_said_by_every_reader_and_its_peak_is_n
     assert!(String::from_utf8_lossy(&out.stderr).contains(&said));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains(&said.replace('\'', "&#39;")));
+}
+
+#[test]
+fn a_command_that_ended_before_its_first_sample_keeps_its_cgroups_part() {
+    // tests/data/rowless_own_cgroup.csv: a real recording (`record -i 50ms --own-cgroup`, cgroup
+    // v1) of a command that made two cgroups inside memmon's own, left a process in one and
+    // exited before the first sample: a header, and its end record in the metadata. Its
+    // cgroup's part (the peak, what was removed with it) comes from that end record alone.
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rowless_own_cgroup.csv");
+    let text = summary_text(&data);
+    for line in [
+        "  cgroup peak   1.15 MiB (1204224 bytes) (exact, memory.max_usage_in_bytes",
+        "(the command ended before its first sample)",
+        "note: the command made 2 cgroups inside memmon's own: removed with it, deepest first, killing 1 process left in them",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
 }

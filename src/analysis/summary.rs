@@ -801,10 +801,18 @@ impl SummaryBuilder {
     /// largest reading, the peak the facts hold, and why it is not the tree where its metadata
     /// says so.
     fn cgroup_summary(&self, facts: &PeakFacts) -> Option<CgroupSummary> {
+        // A command that ended before its first sample has no session: its end record still
+        // tells its cgroup (the peak, what it made inside and was removed).
+        let rowless = self
+            .rowless
+            .as_ref()
+            .filter(|_| self.sessions.is_empty())
+            .and_then(|(_, end)| end.cgroup.as_ref());
         let ends: Vec<&CgroupEnd> = self
             .sessions
             .iter()
             .filter_map(SessionAcc::cgroup_end)
+            .chain(rowless)
             .collect();
         let why = self
             .sessions
