@@ -12,6 +12,13 @@ Debian's heaptrack records the same command. Side by side:
 - what each costs the prover: its CPU time (user + system) alone, under memmon and under
   heaptrack, and the CPU of memmon's ledger thread.
 
+With --bench the prover is a daemon (`prover serve`: parameters read once, a proof for each
+request) and memmon attaches to it as `memmon bench --anatomy` does, for --proofs runs of the
+client (`prover request`); heaptrack launches the same daemon for the same requests. Printed
+then: each run's resident growth and how much of it memmon credits to named code, heaptrack's
+peak consumers beside memmon's credit at the highest run, and the daemon's CPU for the runs
+alone, under memmon and under heaptrack.
+
 Run from the repository root as root (the ledger needs CAP_PERFMON) after
 `cargo build --release`:
 
@@ -113,6 +120,133 @@ def memmon_sites(anatomies):
     return sites, best
 
 
+def daemon_cpu_s(pid):
+    """utime + stime of `pid` (and its reaped children), seconds."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve(cmd, sock, log):
+    """Starts the daemon `cmd` (stdout to `log`) and waits for its socket: the Popen."""
+    if os.path.exists(sock):
+        os.remove(sock)
+    p = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    for _ in range(1200):
+        if os.path.exists(sock):
+            return p
+        if p.poll() is not None:
+            raise SystemExit(f"the daemon exited ({p.returncode}) before its socket: see {log}")
+        time.sleep(0.1)
+    raise SystemExit(f"no socket {sock} after 120 s")
+
+
+def prover_pid(p):
+    """The prover's PID under `p` (itself, or the child of heaptrack's shell)."""
+    for _ in range(100):
+        out = subprocess.run(["pgrep", "-f", "-P", str(p.pid), "prover serve"],
+                             capture_output=True, text=True).stdout.split()
+        if p.args[0].endswith("prover"):
+            return p.pid
+        if out:
+            return int(out[0])
+        time.sleep(0.1)
+    return p.pid
+
+
+def bench(a, prover, params, w):
+    """The prover as a daemon, memmon bench attached to it, and heaptrack beside (--bench)."""
+    sock = w("d.sock")
+    request = [prover, "request", sock]
+    mib = lambda b: f"{b / 2**20:.2f} MiB"
+
+    # Alone: the same requests, nothing watching.
+    d = serve([prover, "serve", params, str(a.log2), sock], sock, w("alone-daemon.log"))
+    c0 = daemon_cpu_s(d.pid)
+    for _ in range(a.proofs):
+        run(request, stdout=subprocess.DEVNULL)
+    alone_cpu = daemon_cpu_s(d.pid) - c0
+    d.terminate()
+    d.wait()
+
+    # Under memmon bench, attached after the parameters are read, as a daemon is benched.
+    d = serve([prover, "serve", params, str(a.log2), sock], sock, w("memmon-daemon.log"))
+    c0 = daemon_cpu_s(d.pid)
+    out = w("bench.csv")
+    for f in os.listdir(a.work):
+        if f.startswith("bench.csv") or f == "bench.json":
+            os.remove(w(f))
+    run([a.memmon, "bench", "--pid", str(d.pid), "--anatomy", "--touch-every",
+         str(a.touch_every), "-n", str(a.proofs), "-i", "200ms", "-q", "-o", out,
+         "--export-json", w("bench.json"), "--"] + request, stdout=subprocess.DEVNULL)
+    memmon_cpu = daemon_cpu_s(d.pid) - c0
+    d.terminate()
+    d.wait()
+    report = json.load(open(w("bench.json")))
+    summary = json.loads(subprocess.run([a.memmon, "summary", "--json", out], check=True,
+                                        capture_output=True, text=True).stdout)
+    ledger_cpu_s = summary["ledger"]["cpu_us"] / 1e6
+
+    # Under heaptrack: it launches the daemon, which exits after the requests.
+    for f in os.listdir(a.work):
+        if f.startswith("htb."):
+            os.remove(w(f))
+    d = serve(["heaptrack", "-o", w("htb"), prover, "serve", params, str(a.log2), sock,
+               str(a.proofs)], sock, w("heaptrack-daemon.log"))
+    pid = prover_pid(d)
+    c0 = daemon_cpu_s(pid)
+    c1 = c0
+    for _ in range(a.proofs):
+        run(request, stdout=subprocess.DEVNULL)
+        c1 = daemon_cpu_s(pid)
+    d.wait()
+    ht_cpu = c1 - c0
+    ht = heaptrack_sites(next(w(f) for f in os.listdir(a.work) if f.startswith("htb.")))
+
+    code = ("binary", "library")
+    print(f"## bellperson {a.log2} as a daemon: memmon bench, {a.proofs} runs, "
+          f"--touch-every {a.touch_every}\n")
+    print("| run | resident growth | of it in data mappings | credited to named code | share |")
+    print("|---|---|---|---|---|")
+    runs = report.get("anatomy", [])
+    for g in runs:
+        data = sum(c["delta_bytes"] for c in g.get("changes", []) if c["kind"] not in code)
+        named = sum(t["delta_bytes"] for t in g.get("touches", [])
+                    if site([f["function"] for f in t["frames"]]) != "(allocator or std only)")
+        share = f"{named / data:.1%}" if data > 0 else "-"
+        print(f"| {g['label']} | {mib(g['delta_bytes'])} | {mib(data)} | {mib(named)} | {share} |")
+    # Each run's credit at its highest anatomy, by site. From the second run on, memory freed
+    # and handed out again without a new fault stays with the code that first touched it.
+    by_run = []
+    for g in runs:
+        mm = {}
+        for t in g.get("touches", []):
+            n = site([f["function"] for f in t["frames"]])
+            mm[n] = mm.get(n, 0) + t["to_bytes"]
+        by_run.append(mm)
+    print("\nheaptrack's peak consumers beside memmon's credit to the same function at each run's "
+          "highest anatomy (heaptrack saw the parameters read; memmon, attached after it, "
+          "counts that memory as resident before the ledger began):\n")
+    print("| site | heaptrack | " + " | ".join(f"memmon, {g['label']}" for g in runs) + " |")
+    print("|---|---|" + "---|" * len(runs))
+    for name, b in sorted(ht.items(), key=lambda kv: -kv[1])[:8]:
+        cells = " | ".join(f"{mib(mm.get(name, 0))} ({mm.get(name, 0) / b:.2f})" for mm in by_run)
+        print(f"| `{name}` | {mib(b)} | {cells} |")
+    print("\n| sites memmon credits, each run | " + " | ".join(g["label"] for g in runs) + " |")
+    print("|---|" + "---|" * len(runs))
+    names = sorted({n for mm in by_run for n in mm}, key=lambda n: -max(mm.get(n, 0) for mm in by_run))
+    for name in names[:8]:
+        print(f"| `{name}` | " + " | ".join(mib(mm.get(name, 0)) for mm in by_run) + " |")
+    lost = report.get("notes", [])
+    print("\n| the daemon, for the runs | CPU (user + system) | ratio |\n|---|---|---|")
+    for name, c in (("alone", alone_cpu), ("under memmon bench", memmon_cpu),
+                    ("under heaptrack", ht_cpu)):
+        print(f"| {name} | {c:.1f} s | {c / alone_cpu:.3f} |")
+    print(f"\nmemmon's ledger thread: {ledger_cpu_s:.2f} s of CPU "
+          f"({ledger_cpu_s / memmon_cpu:.2%} of the daemon's for the runs)")
+    for n in lost:
+        print(f"\nbench's note: {n}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memmon", default=os.path.join(ROOT, "target/release/memmon"))
@@ -122,6 +256,8 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "target/prover-bench"))
     ap.add_argument("--analyze", action="store_true",
                     help="compare the last runs' files in --work again, without running")
+    ap.add_argument("--bench", action="store_true",
+                    help="the prover as a daemon under memmon bench (attached), heaptrack beside")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target/bellperson-prover"))
@@ -134,6 +270,8 @@ def main():
         os.rename(params + ".new", params)
     prove = [prover, "prove", params, str(a.log2), str(a.proofs)]
     w = lambda name: os.path.join(a.work, name)
+    if a.bench:
+        return bench(a, prover, params, w)
 
     again = not a.analyze
     alone = timed(prove, w("alone.log"), again)

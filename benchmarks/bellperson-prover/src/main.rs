@@ -2,8 +2,13 @@
 //!
 //!   prover params FILE LOG2      -> generate random params for a 2^LOG2 circuit, write to FILE
 //!   prover prove  FILE LOG2 N    -> read params from FILE (Parameters::read), make N proofs, verify each
+//!   prover serve  FILE LOG2 SOCK [N] -> a proving daemon: read params once, then a proof for
+//!                                   each connection to the Unix socket SOCK, answered with one
+//!                                   line; after N proofs it exits (a tracer then writes its data)
+//!   prover request SOCK          -> a client: asks the daemon for one proof, prints its answer
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Instant;
 
 use bellperson::groth16::{
@@ -64,12 +69,22 @@ impl Circuit<Fr> for SquareChain {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: prover params FILE LOG2 | prover prove FILE LOG2 N");
+    eprintln!(
+        "usage: prover params FILE LOG2 | prover prove FILE LOG2 N | prover serve FILE LOG2 SOCK [N] | prover request SOCK"
+    );
     std::process::exit(2);
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "request" {
+        let mut s = UnixStream::connect(&args[2]).expect("connect to the daemon's socket");
+        s.write_all(b"prove\n").expect("send the request");
+        let mut answer = String::new();
+        BufReader::new(s).read_line(&mut answer).expect("read the answer");
+        print!("{answer}");
+        std::process::exit(if answer.starts_with("proof") { 0 } else { 1 });
+    }
     if args.len() < 4 {
         usage();
     }
@@ -119,6 +134,50 @@ fn main() {
                 writeln!(out, "proof {} done in {:.1} s", k, t.elapsed().as_secs_f64()).unwrap();
                 out.flush().unwrap();
             }
+        }
+        "serve" => {
+            if args.len() < 5 {
+                usage();
+            }
+            let sock = &args[4];
+            let last: Option<usize> = args.get(5).map(|n| n.parse().unwrap_or_else(|_| usage()));
+            let _ = std::fs::remove_file(sock);
+            let t = Instant::now();
+            let r = BufReader::new(File::open(file).expect("open params file"));
+            let params: Parameters<Bls12> = Parameters::read(r, false).expect("read params");
+            let pvk = prepare_verifying_key(&params.vk);
+            // Bound only once the parameters are in: the socket says the daemon is ready.
+            let listener = UnixListener::bind(sock).expect("bind the socket");
+            writeln!(out, "params read in {:.1} s; serving on {}", t.elapsed().as_secs_f64(), sock).unwrap();
+            out.flush().unwrap();
+            for (k, conn) in listener.incoming().enumerate() {
+                let mut conn = match conn {
+                    Ok(c) => c,
+                    Err(_) => continue,
+                };
+                let mut line = String::new();
+                if BufReader::new(&conn).read_line(&mut line).is_err() {
+                    continue;
+                }
+                let t = Instant::now();
+                let x0 = Fr::from(3u64 + k as u64);
+                let public = SquareChain::output(x0, steps);
+                let circuit = SquareChain { x0: Some(x0), steps };
+                let proof = create_random_proof(circuit, &params, &mut rng).expect("prove");
+                let ok = verify_proof(&pvk, &proof, &[public]).expect("verify");
+                let answer = if ok {
+                    format!("proof {} done in {:.1} s\n", k + 1, t.elapsed().as_secs_f64())
+                } else {
+                    format!("proof {} failed to verify\n", k + 1)
+                };
+                let _ = conn.write_all(answer.as_bytes());
+                write!(out, "{answer}").unwrap();
+                out.flush().unwrap();
+                if last == Some(k + 1) {
+                    break;
+                }
+            }
+            let _ = std::fs::remove_file(sock);
         }
         _ => usage(),
     }
