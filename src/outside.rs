@@ -4,9 +4,10 @@
 //! folded file or an SVG raw: it is written as an escape (`\x1b`, `\u{85}`), as are the
 //! characters that reorder a line's display (bidi overrides and isolates).
 //!
-//! Two entries: [`shown`] for a name (nothing in it may end a line: a name with `\n` stays one
+//! Three entries: [`shown`] for a name (nothing in it may end a line: a name with `\n` stays one
 //! line) and [`guard`] for a whole text memmon wrote (its own line ends and tabs kept, any other
-//! control character escaped), the last step before a terminal, wherever a name was missed.
+//! control character escaped), the last step before a terminal, wherever a name was missed; and
+//! [`markup`] for text in an HTML page or an SVG.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -22,6 +23,24 @@ pub fn shown(text: &str) -> Cow<'_, str> {
 /// character escaped.
 pub fn guard(text: &str) -> Cow<'_, str> {
     escape(text, |c| c == '\n' || c == '\t')
+}
+
+/// Text for an HTML page or an SVG: guarded (`guard`), then `&`, `<`, `>` and quotes as entities.
+pub fn markup(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    // Control characters as escapes (`guard`): a name a program chose never puts one XML
+    // forbids into the page or its SVG.
+    for c in guard(text).chars() {
+        match c {
+            '&' => s.push_str("&amp;"),
+            '<' => s.push_str("&lt;"),
+            '>' => s.push_str("&gt;"),
+            '"' => s.push_str("&quot;"),
+            '\'' => s.push_str("&#39;"),
+            c => s.push(c),
+        }
+    }
+    s
 }
 
 /// Whether `c` is one that must not reach a reader raw: a control character (C0, DEL, C1), a

@@ -559,6 +559,7 @@ fn an_attached_programs_faults_are_sampled_from_its_own_threads_and_credited() {
     assert!(ledger_ran);
     if !followed() {
         let _ = prog.kill();
+        let _ = prog.wait();
         let _ = rec.wait();
         assert!(
             ledger_off(&out),

@@ -104,7 +104,7 @@ fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
         let _ = writeln!(
             o,
             "by stack: {} mapped in the mappings the ledgers saw made, from the baseline's highest anatomy to the candidate's:",
-            memmon::render::summary::signed(grew)
+            memmon::units::fmt_bytes_signed(grew)
         );
         memmon::render::stacks::change_lines(
             o,
@@ -117,7 +117,7 @@ fn render_anatomy(o: &mut String, a: &PeakVsPeak) {
         let _ = writeln!(
             o,
             "by touch: {} resident by the code that first touched it (sampled page faults), from the baseline's highest anatomy to the candidate's:",
-            memmon::render::summary::signed(grew)
+            memmon::units::fmt_bytes_signed(grew)
         );
         memmon::render::stacks::touch_change_lines(
             o,

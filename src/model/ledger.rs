@@ -59,7 +59,7 @@ pub struct StackGroup {
     /// heap or arenas, or threads' stacks (a glibc arena's reservation is made by glibc's
     /// own frames, which name nothing of the program).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<crate::model::anatomy::GroupKind>,
+    pub kind: Option<crate::model::kind::GroupKind>,
     pub min_mapping_bytes: u64,
     pub max_mapping_bytes: u64,
 }
@@ -101,7 +101,7 @@ pub struct TouchAt {
     /// The unsampled bytes by what the anatomy took their mappings for (the heap, arenas,
     /// anonymous mappings, files...), largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unsampled_by_kind: Vec<(crate::model::anatomy::GroupKind, u64)>,
+    pub unsampled_by_kind: Vec<(crate::model::kind::GroupKind, u64)>,
     /// Samples read, and those whose page was gone by the anatomy.
     pub samples: u64,
     pub samples_gone: u64,

@@ -4,6 +4,7 @@
 
 pub mod anatomy;
 pub mod gpu;
+pub mod kind;
 pub mod ledger;
 pub mod peak;
 pub mod process;

@@ -3,7 +3,7 @@
 //! bytes where every process's smaps was read, else in virtual size (the legend says which). Inline SVG, no script: the page fetches nothing.
 
 use crate::model::anatomy::{Anatomy, Group, GroupKind};
-use crate::render::html::esc;
+use crate::outside::markup as esc;
 use crate::render::summary::group_words;
 use crate::units::fmt_bytes;
 use std::fmt::Write as _;

@@ -13,6 +13,7 @@ use crate::analysis::timeline::Timeline;
 use crate::analysis::Summary;
 use crate::format::InputSpec;
 use crate::model::sample::{Event, Sample};
+use crate::outside::markup as esc;
 use crate::render::compare_table::{
     fmt_change, fmt_value, measure_file, metric_label, verdict_sentence,
 };
@@ -688,24 +689,6 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
         );
     }
     rows
-}
-
-/// Escapes text for HTML.
-pub fn esc(text: &str) -> String {
-    let mut s = String::with_capacity(text.len());
-    // Control characters as escapes (`render::outside`): a name a program chose never puts
-    // one XML forbids into the page or its SVG.
-    for c in crate::outside::guard(text).chars() {
-        match c {
-            '&' => s.push_str("&amp;"),
-            '<' => s.push_str("&lt;"),
-            '>' => s.push_str("&gt;"),
-            '"' => s.push_str("&quot;"),
-            '\'' => s.push_str("&#39;"),
-            c => s.push(c),
-        }
-    }
-    s
 }
 
 #[cfg(test)]

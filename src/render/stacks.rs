@@ -7,9 +7,8 @@
 use crate::analysis::ledger::{allocating_range, StackChange};
 use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup, TouchAt};
 use crate::outside::shown;
-use crate::render::summary::signed;
 use crate::render::table::Table;
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, fmt_bytes_signed};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
@@ -225,7 +224,7 @@ pub fn live_lines(o: &mut String, l: &LedgerAt, since: &[StackChange]) {
             .find(|c| c.frames == g.frames && c.call == g.call && c.truncated == g.truncated);
         let tag = match change {
             Some(c) if c.new => " (new)".to_string(),
-            Some(c) => format!(" ({})", signed(c.delta_bytes)),
+            Some(c) => format!(" ({})", fmt_bytes_signed(c.delta_bytes)),
             None => String::new(),
         };
         let _ = writeln!(
@@ -317,7 +316,7 @@ pub fn touch_change_lines(
         let _ = writeln!(
             o,
             "                {:>11}  {site} ({})",
-            signed(*delta),
+            fmt_bytes_signed(*delta),
             crate::units::count(*samples, "sample")
         );
     }
@@ -326,7 +325,7 @@ pub fn touch_change_lines(
         let _ = writeln!(
             o,
             "                {:>11}  in {} other sites",
-            signed(rest.iter().map(|s| s.1).sum()),
+            fmt_bytes_signed(rest.iter().map(|s| s.1).sum()),
             rest.len()
         );
     }
@@ -340,7 +339,7 @@ pub fn change_lines(o: &mut String, changes: &[StackChange], max: usize) {
         let _ = writeln!(
             o,
             "                {:>11}  {}",
-            signed(c.delta_bytes),
+            fmt_bytes_signed(c.delta_bytes),
             change_words(c)
         );
     }
@@ -349,7 +348,7 @@ pub fn change_lines(o: &mut String, changes: &[StackChange], max: usize) {
         let _ = writeln!(
             o,
             "                {:>11}  in {} other stacks",
-            signed(rest.iter().map(|c| c.delta_bytes).sum()),
+            fmt_bytes_signed(rest.iter().map(|c| c.delta_bytes).sum()),
             rest.len()
         );
     }
@@ -402,7 +401,7 @@ pub fn live_table(title: String, l: &LedgerAt, since: &[StackChange]) -> Table {
                     group_words(g),
                     match change {
                         Some(c) if c.new => "new".into(),
-                        Some(c) => signed(c.delta_bytes),
+                        Some(c) => fmt_bytes_signed(c.delta_bytes),
                         None => "-".into(),
                     },
                 ]

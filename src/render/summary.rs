@@ -11,7 +11,7 @@ use crate::model::anatomy::{Group, GroupKind};
 use crate::model::peak::{exact_within, KernelPeakWindow, NotExact, PeakSource};
 use crate::outside::shown;
 use crate::render::table::Table;
-use crate::units::{count, fmt_bytes, fmt_seconds, fmt_unix_ms};
+use crate::units::{count, fmt_bytes, fmt_bytes_signed, fmt_seconds, fmt_unix_ms};
 use std::fmt::Write as _;
 
 /// `1.50 GiB (1610612736 bytes)`.
@@ -33,7 +33,7 @@ pub fn change_lines(o: &mut String, changes: &[GroupChange]) {
         let _ = writeln!(
             o,
             "                {:>11}  {}",
-            signed(c.delta_bytes),
+            fmt_bytes_signed(c.delta_bytes),
             describe(c)
         );
     }
@@ -43,7 +43,7 @@ pub fn change_lines(o: &mut String, changes: &[GroupChange]) {
         let _ = writeln!(
             o,
             "                {:>11}  in {} other groups",
-            signed(sum),
+            fmt_bytes_signed(sum),
             rest.len()
         );
     }
@@ -125,7 +125,7 @@ fn growth_table(title: String, note: String, sides: [&str; 2], diff: &AnatomyDif
             .iter()
             .map(|c| {
                 vec![
-                    signed(c.delta_bytes),
+                    fmt_bytes_signed(c.delta_bytes),
                     describe(c),
                     size(c.from.as_ref()),
                     size(c.to.as_ref()),
@@ -154,7 +154,7 @@ pub fn grew_words(diff: &AnatomyDiff, sides: [&AnatomyAt; 2]) -> String {
         return "unknown (no process's mappings could be read)".into();
     }
     let measure = measure_words(diff.measure, sides.iter().any(|a| a.resident_known));
-    format!("{} {measure}", signed(diff.delta_bytes))
+    format!("{} {measure}", fmt_bytes_signed(diff.delta_bytes))
 }
 
 /// The lines under a growth: its changes (or that none changed), then the processes its
@@ -177,12 +177,6 @@ pub fn growth_lines(o: &mut String, sides: [&AnatomyAt; 2], changes: &[GroupChan
     if unread.len() > 3 {
         let _ = writeln!(o, "                not read: {} more", unread.len() - 3);
     }
-}
-
-/// `+240.0 MiB`, `-4.0 KiB`.
-pub fn signed(v: i64) -> String {
-    let sign = if v < 0 { "-" } else { "+" };
-    format!("{sign}{}", fmt_bytes(v.unsigned_abs()))
 }
 
 /// `640 µs`, `12.3 ms`.

@@ -3,7 +3,7 @@
 //! text ([`Table::write_text`]) and `memmon report` as HTML ([`Table::write_html`]), so the two
 //! show the same columns and the same words.
 
-use super::html::esc;
+use crate::outside::markup as esc;
 use crate::outside::shown;
 use std::fmt::Write as _;
 
