@@ -1224,7 +1224,7 @@ by the stack that made them. Without the privilege it says so and reads the anat
         help_heading = "Anatomy",
         requires = "anatomy",
         conflicts_with = "no_ledger",
-        long_help = "With --anatomy and its ledger: one page fault in N sampled (perf's software event page-faults, on every CPU) with the faulting address and the user stack. At each anatomy every data mapping's resident bytes (smaps' Rss) are shared among the stacks whose sampled pages in it are still present (pagemap), in proportion: the code that first touched the memory, whether it came from glibc's brk heap or arenas, jemalloc, mimalloc or mmap. A smaller N is a finer estimate at more cost: each sample copies 8 KiB of stack (N = 1024 is one sample per 4 MiB of 4 KiB pages faulted). 0: no sampling."
+        long_help = "With --anatomy and its ledger: one page fault in N sampled (perf's software event page-faults, on every CPU) with the faulting address and the user stack. At each anatomy every data mapping's resident bytes (smaps' Rss) are shared among the stacks whose sampled pages in it are still present (pagemap), in proportion: the code that first touched the memory, whether it came from glibc's brk heap or arenas, jemalloc, mimalloc or mmap. A smaller N is a finer estimate at more cost: each sample copies 8 KiB of stack (N = 1024 is one sample per 4 MiB of 4 KiB pages faulted). N is taken up to the next prime (1024: 1031; the metadata and the summary say which), so that a program whose faults come round in a fixed order, as a prover pushing to four vectors in turn, does not have every sample fall on the same one. 0: no sampling."
     )]
     pub touch_every: u64,
 

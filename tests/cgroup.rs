@@ -789,10 +789,14 @@ fn record_a_shell_with_two_children(
         .unwrap();
     // Killed if the test fails half-way.
     let rec = Guard(rec);
-    let cg = own_cgroup_dir(&own_cgroup_parent(base), rec.0.id(), 0);
+    // Its name holds memmon's start time, read once the child runs memmon (right after the
+    // spawn it may still be the test binary: a slow guest's exec took that long).
+    let mut cg = PathBuf::new();
     assert!(
-        wait_for(30.0, || std::fs::read_to_string(cg.join("cgroup.procs"))
-            .is_ok_and(|p| p.lines().count() == 3)),
+        wait_for(30.0, || {
+            cg = own_cgroup_dir(&own_cgroup_parent(base), rec.0.id(), 0);
+            std::fs::read_to_string(cg.join("cgroup.procs")).is_ok_and(|p| p.lines().count() == 3)
+        }),
         "the shell and its two children never were in {}",
         cg.display()
     );

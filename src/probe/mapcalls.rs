@@ -36,9 +36,26 @@ pub struct Options {
     pub in_kernel: bool,
 }
 
-/// One fault in 1024 (4 MiB of 4 KiB pages between two samples): a prover faulting 200 GiB in
-/// a minute gives about 800 samples a second, 6.5 MB/s of stacks into the rings.
+/// One fault in 1024 (4 MiB of 4 KiB pages between two samples; sampled one in 1031,
+/// [`touch_period`]): a prover faulting 200 GiB in a minute gives about 800 samples a second,
+/// 6.5 MB/s of stacks into the rings.
 pub const DEFAULT_TOUCH_EVERY: u64 = 1024;
+
+/// The period the page faults are sampled with for `--touch-every N`: the smallest prime at
+/// least N. A program whose faults come round in a fixed order has every sample of a period
+/// that order divides fall on the same site: a prover's constraint system pushes to four
+/// vectors in turn, and one fault in 64 sampled only one of them (the other three unsampled, one
+/// vector holding four times its samples). A prime period shares none of such a pattern's
+/// divisors. 0 and 1 stay as they are (none, every fault).
+pub fn touch_period(n: u64) -> u64 {
+    let prime = |p: u64| p >= 2 && (2..).take_while(|d| d * d <= p).all(|d| p % d != 0);
+    match n {
+        0 | 1 => n,
+        _ => (n..)
+            .find(|&p| prime(p))
+            .expect("a prime above any u64 worth sampling by"),
+    }
+}
 
 /// Whose page faults are sampled (`Options::touch_every`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +106,13 @@ pub struct Event {
     pub pid: i32,
     pub tid: i32,
     pub what: What,
+}
+
+impl Event {
+    /// Whether it moves pages of its process to another address (an mremap).
+    pub fn moves_pages(&self) -> bool {
+        matches!(self.what, What::Mremap { .. } | What::MremapDone { .. })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -398,8 +422,13 @@ impl MapCalls {
                 crate::units::fmt_bytes(min),
                 if opts.touch_every > 0 {
                     format!(
-                        "; one page fault in {} with its address (software event page-faults{})",
-                        opts.touch_every,
+                        "; one page fault in {}{} with its address (software event page-faults{})",
+                        touch_period(opts.touch_every),
+                        if touch_period(opts.touch_every) != opts.touch_every {
+                            format!(" (--touch-every {} up to a prime)", opts.touch_every)
+                        } else {
+                            String::new()
+                        },
                         match faults {
                             Faults::Launcher(_) => ", of the launched tree alone",
                             Faults::Followed => ", of the tree's threads alone, each followed with its forks",
@@ -526,7 +555,7 @@ fn touch_attr(opts: &Options) -> Attr {
         type_: perf::TYPE_SOFTWARE,
         size: std::mem::size_of::<Attr>() as u32,
         config: perf::SW_PAGE_FAULTS,
-        sample_period: opts.touch_every,
+        sample_period: touch_period(opts.touch_every),
         sample_type: sample::IDENTIFIER
             | sample::TID
             | sample::TIME
@@ -723,6 +752,18 @@ fn parse_exec(body: &[u8]) -> Option<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fault_sampling_period_is_the_next_prime() {
+        assert_eq!(touch_period(0), 0);
+        assert_eq!(touch_period(1), 1);
+        assert_eq!(touch_period(2), 2);
+        assert_eq!(touch_period(64), 67);
+        assert_eq!(touch_period(67), 67);
+        assert_eq!(touch_period(1024), 1031);
+        // No divisor of a pattern of up to 64 sites in turn divides it.
+        assert!((2..=64).all(|k| touch_period(1024) % k != 0));
+    }
 
     #[test]
     fn kernel_releases_read_as_their_major_and_minor_version() {

@@ -16,7 +16,7 @@ use crate::model::ledger::LedgerAt;
 use crate::probe::mapcalls::{Event, Faults, MapCalls, MapCallsError, Options, What};
 use crate::probe::unwind::Unwinder;
 use crate::sys::Waker;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -69,6 +69,9 @@ enum Msg {
     Snapshot {
         at_unix_ms: u64,
         maps: Option<Vec<ResidentMaps>>,
+        /// When `maps` had been read (CLOCK_MONOTONIC, ns): the sampled faults are weighed
+        /// against them with every call up to then applied.
+        maps_read_ns: u64,
         reply: mpsc::Sender<LedgerAt>,
     },
 }
@@ -95,6 +98,7 @@ impl LedgerHandle {
         if !self.send(Msg::Snapshot {
             at_unix_ms,
             maps,
+            maps_read_ns: now_mono_ns(),
             reply,
         }) {
             return None;
@@ -264,15 +268,25 @@ impl Reader {
                     Msg::Snapshot {
                         at_unix_ms,
                         maps,
+                        maps_read_ns,
                         reply,
                     } => {
                         // Read again: every call up to now is in a ring by now.
                         self.read();
                         let at = mono_of_unix_ms(at_unix_ms);
                         self.apply_to(at);
+                        let stacks = self.live(maps.as_deref());
+                        // The mappings are the ledger's at the row's moment; the sampled pages
+                        // are weighed against smaps as read, later: the calls up to then are
+                        // applied first, so that a vector an mremap moved in between has its
+                        // samples where smaps found its pages (a prover's first proof grows its
+                        // vectors by mremap many times a second).
+                        if maps.is_some() {
+                            self.apply_to(maps_read_ns.max(at));
+                        }
                         let touch = maps.as_deref().and_then(|m| self.touch_at(m));
                         let _ = reply.send(LedgerAt {
-                            stacks: self.live(maps.as_deref()),
+                            stacks,
                             at_unix_ms,
                             calls: self.ledger.calls,
                             lost: self.calls.lost,
@@ -429,7 +443,7 @@ impl Reader {
     /// The sampled page faults' credit against `maps` (`Ledger::touch_at`), each sampled page
     /// checked in its process's pagemap now; `None` where faults are not sampled.
     fn touch_at(&mut self, maps: &[ResidentMaps]) -> Option<crate::model::ledger::TouchAt> {
-        let every = self.calls.opts.touch_every;
+        let every = crate::probe::mapcalls::touch_period(self.calls.opts.touch_every);
         if every == 0 {
             return None;
         }
@@ -448,6 +462,29 @@ impl Reader {
                 // The rings keep room while pagemap is read (`read` resolves what came).
                 take_rings(&mut self.calls, &mut self.raw);
                 (pid, here)
+            })
+            .collect::<HashMap<i32, Vec<bool>>>();
+        // A sampled page not in RAM is forgotten (its memory released), but not where the
+        // process moved pages after the moment the ledger stands at: its calls since wait, and a
+        // page an mremap moved reads as gone at its old address. A vector growing by
+        // mremap lost every sample to a snapshot taken mid-growth, and later anatomies held its
+        // memory unsampled. Those samples stay, and count where the mappings smaps read (before
+        // the move) hold them.
+        let unsettled: HashSet<i32> = self
+            .pending
+            .iter()
+            .filter(|r| moves_pages(&r.input))
+            .map(|r| r.pid)
+            .chain(self.raw.iter().filter(|e| e.moves_pages()).map(|e| e.pid))
+            .collect();
+        let present = present
+            .into_iter()
+            .map(|(pid, here)| {
+                if unsettled.contains(&pid) {
+                    (pid, vec![true; here.len()])
+                } else {
+                    (pid, here)
+                }
             })
             .collect();
         Some(self.ledger.touch_at(maps, &present, every))
@@ -474,6 +511,13 @@ impl Reader {
             self.ledger.apply(r.pid, r.tid, r.input);
         }
     }
+}
+
+/// Whether a call moves a process's pages to another address (an mremap: what a snapshot's
+/// pagemap read may have met before the ledger applied it). The calls that release pages need
+/// no such care: their pages are gone, and their samples go with them when they are applied.
+fn moves_pages(input: &Input) -> bool {
+    matches!(input, Input::Mremap { .. } | Input::MremapDone { .. })
 }
 
 /// At most this much address space is checked page by page in pagemap at one snapshot (parts
