@@ -499,11 +499,14 @@ fn memory_from_the_brk_heap_and_a_glibc_arena_is_credited_to_the_code_that_touch
         "{heap} + {arena} of {resident}"
     );
     // The mapping ledger's stacks weigh what is resident: the arena's reservation of 64 MiB
-    // holds its 48 MiB, not 64.
+    // holds its 48 MiB, not 64. glibc maps twice that and unmaps what lies off its 64 MiB
+    // alignment; a part under --ledger-min (1 MiB) is unmapped unseen, and the ledger keeps it
+    // (472 KiB more in one run on 5.10).
     let reserved = stack_with(l, "fill_arena");
     let r = reserved["resident_bytes"].as_u64().unwrap();
+    let bytes = reserved["bytes"].as_u64().unwrap();
     assert!(
-        reserved["bytes"].as_u64() == Some(64 * MIB) && r < 56 * MIB && r > 40 * MIB,
+        (64 * MIB..65 * MIB).contains(&bytes) && r < 56 * MIB && r > 40 * MIB,
         "{reserved:#}"
     );
     // The summary names both sites, past malloc and memset.
