@@ -380,6 +380,33 @@ fn touched_by(ledger: &Value, f: &str) -> (u64, u64) {
         })
 }
 
+/// Marks phase `held` and its end (`done`) in the recording on `socket`, waits until the
+/// phase's end anatomy is in `out`'s table (everything written and held), then lets the program
+/// free it all and exit (the file `PREFIX.0`).
+fn hold_then_release(out: &Path, socket: &Path, prefix: &Path) {
+    mark(socket, "held");
+    mark(socket, "done");
+    let held_read = || {
+        std::fs::read_to_string(crate::anatomy::side(out)).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.contains("\"phase-end\"") && l.contains("\"span\":\"held\""))
+        })
+    };
+    assert!(
+        wait_for(60.0, held_read),
+        "phase held's end anatomy never came"
+    );
+    std::fs::write(format!("{}.0", prefix.display()), "").unwrap();
+}
+
+/// The anatomy read at the end of phase `held` (`hold_then_release`).
+fn held_anatomy(out: &Path) -> Value {
+    anatomies(out)
+        .into_iter()
+        .find(|x| x["trigger"] == "phase-end" && x["span"] == "held")
+        .expect("the phase's end anatomy")
+}
+
 /// Records tests/touch-sites.c (64 MiB from fill_heap, 48 MiB from fill_arena, a 64 KiB block
 /// every 2 ms at most: a pace an emulated machine's recorder keeps up with, its rings never
 /// full) with sampled page faults (one in 64), its allocator `preload`ed where given, and
@@ -421,27 +448,12 @@ fn touch_sites_held(dir: &Path, exe: &Path, preload: Option<&Path>) -> Option<(P
     expect_line(&rx, "filled");
     // Phase `held`'s end anatomy, read at the second marker with everything written and held:
     // the program frees it all once that anatomy is in the table.
-    mark(&socket, "held");
-    mark(&socket, "done");
-    let held_read = || {
-        std::fs::read_to_string(crate::anatomy::side(&out)).is_ok_and(|t| {
-            t.lines()
-                .any(|l| l.contains("\"phase-end\"") && l.contains("\"span\":\"held\""))
-        })
-    };
-    assert!(
-        wait_for(60.0, held_read),
-        "phase held's end anatomy never came"
-    );
-    std::fs::write(format!("{}.0", prefix.display()), "").unwrap();
+    hold_then_release(&out, &socket, &prefix);
     assert!(rec.wait().unwrap().success());
     if ledger_off(&out) {
         return None;
     }
-    let a = anatomies(&out)
-        .into_iter()
-        .find(|x| x["trigger"] == "phase-end" && x["span"] == "held")
-        .expect("the phase's end anatomy");
+    let a = held_anatomy(&out);
     Some((out, a))
 }
 
@@ -573,27 +585,12 @@ fn an_attached_programs_faults_are_sampled_from_its_own_threads_and_credited() {
     }
     std::fs::write(format!("{}.1", prefix.display()), "").unwrap();
     expect_line(&rx, "filled");
-    mark(&socket, "held");
-    mark(&socket, "done");
-    let held_read = || {
-        std::fs::read_to_string(crate::anatomy::side(&out)).is_ok_and(|t| {
-            t.lines()
-                .any(|l| l.contains("\"phase-end\"") && l.contains("\"span\":\"held\""))
-        })
-    };
-    assert!(
-        wait_for(60.0, held_read),
-        "phase held's end anatomy never came"
-    );
-    std::fs::write(format!("{}.0", prefix.display()), "").unwrap();
+    hold_then_release(&out, &socket, &prefix);
     assert!(prog.wait().unwrap().success());
     assert!(rec.wait().unwrap().success());
     let m = meta(&out).to_string();
     assert!(m.contains("of the tree's threads alone"), "{m}");
-    let a = anatomies(&out)
-        .into_iter()
-        .find(|x| x["trigger"] == "phase-end" && x["span"] == "held")
-        .expect("the phase's end anatomy");
+    let a = held_anatomy(&out);
     let l = &a["ledger"];
     assert_eq!(l["lost"].as_u64().unwrap_or(0), 0, "{l:#}");
     let (heap, heap_n) = touched_by(l, "fill_heap");
@@ -640,27 +637,12 @@ fn vectors_that_grow_by_mremap_keep_their_samples_through_every_anatomy() {
         .unwrap();
     let rx = lines_of(rec.stdout.take().unwrap());
     expect_line(&rx, "grown");
-    mark(&socket, "held");
-    mark(&socket, "done");
-    let held_read = || {
-        std::fs::read_to_string(crate::anatomy::side(&out)).is_ok_and(|t| {
-            t.lines()
-                .any(|l| l.contains("\"phase-end\"") && l.contains("\"span\":\"held\""))
-        })
-    };
-    assert!(
-        wait_for(60.0, held_read),
-        "phase held's end anatomy never came"
-    );
-    std::fs::write(format!("{}.0", prefix.display()), "").unwrap();
+    hold_then_release(&out, &socket, &prefix);
     assert!(rec.wait().unwrap().success());
     if ledger_off(&out) {
         return;
     }
-    let a = anatomies(&out)
-        .into_iter()
-        .find(|x| x["trigger"] == "phase-end" && x["span"] == "held")
-        .expect("the phase's end anatomy");
+    let a = held_anatomy(&out);
     let l = &a["ledger"];
     let (enforce, enforce_n) = touched_by(l, "enforce");
     let (aux, aux_n) = touched_by(l, "alloc_aux");

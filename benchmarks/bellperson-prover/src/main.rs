@@ -68,6 +68,27 @@ impl Circuit<Fr> for SquareChain {
     }
 }
 
+/// The parameters from `file`: checked=false, as filecoin-proofs reads its trusted on-disk ones.
+fn read_params(file: &str) -> Parameters<Bls12> {
+    let r = BufReader::new(File::open(file).expect("open params file"));
+    Parameters::read(r, false).expect("read params")
+}
+
+/// Proof `k` (its chain starts at 3 + k) made and verified: whether it verified.
+fn prove_one(
+    params: &Parameters<Bls12>,
+    pvk: &bellperson::groth16::PreparedVerifyingKey<Bls12>,
+    steps: usize,
+    k: usize,
+    rng: &mut impl rand_core::RngCore,
+) -> bool {
+    let x0 = Fr::from(3u64 + k as u64);
+    let public = SquareChain::output(x0, steps);
+    let circuit = SquareChain { x0: Some(x0), steps };
+    let proof = create_random_proof(circuit, params, rng).expect("prove");
+    verify_proof(pvk, &proof, &[public]).expect("verify")
+}
+
 fn usage() -> ! {
     eprintln!(
         "usage: prover params FILE LOG2 | prover prove FILE LOG2 N | prover serve FILE LOG2 SOCK [N] | prover request SOCK"
@@ -117,19 +138,13 @@ fn main() {
             }
             let n: usize = args[4].parse().unwrap_or_else(|_| usage());
             let t = Instant::now();
-            let r = BufReader::new(File::open(file).expect("open params file"));
-            // checked=false, as filecoin-proofs does for its trusted on-disk params.
-            let params: Parameters<Bls12> = Parameters::read(r, false).expect("read params");
+            let params = read_params(file);
             writeln!(out, "params read in {:.1} s", t.elapsed().as_secs_f64()).unwrap();
             out.flush().unwrap();
             let pvk = prepare_verifying_key(&params.vk);
             for k in 1..=n {
                 let t = Instant::now();
-                let x0 = Fr::from(3u64 + k as u64);
-                let public = SquareChain::output(x0, steps);
-                let circuit = SquareChain { x0: Some(x0), steps };
-                let proof = create_random_proof(circuit, &params, &mut rng).expect("prove");
-                let ok = verify_proof(&pvk, &proof, &[public]).expect("verify");
+                let ok = prove_one(&params, &pvk, steps, k, &mut rng);
                 assert!(ok, "proof {} failed to verify", k);
                 writeln!(out, "proof {} done in {:.1} s", k, t.elapsed().as_secs_f64()).unwrap();
                 out.flush().unwrap();
@@ -143,8 +158,7 @@ fn main() {
             let last: Option<usize> = args.get(5).map(|n| n.parse().unwrap_or_else(|_| usage()));
             let _ = std::fs::remove_file(sock);
             let t = Instant::now();
-            let r = BufReader::new(File::open(file).expect("open params file"));
-            let params: Parameters<Bls12> = Parameters::read(r, false).expect("read params");
+            let params = read_params(file);
             let pvk = prepare_verifying_key(&params.vk);
             // Bound only once the parameters are in: the socket says the daemon is ready.
             let listener = UnixListener::bind(sock).expect("bind the socket");
@@ -160,11 +174,7 @@ fn main() {
                     continue;
                 }
                 let t = Instant::now();
-                let x0 = Fr::from(3u64 + k as u64);
-                let public = SquareChain::output(x0, steps);
-                let circuit = SquareChain { x0: Some(x0), steps };
-                let proof = create_random_proof(circuit, &params, &mut rng).expect("prove");
-                let ok = verify_proof(&pvk, &proof, &[public]).expect("verify");
+                let ok = prove_one(&params, &pvk, steps, k + 1, &mut rng);
                 let answer = if ok {
                     format!("proof {} done in {:.1} s\n", k + 1, t.elapsed().as_secs_f64())
                 } else {
