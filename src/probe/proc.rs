@@ -121,6 +121,21 @@ impl ProcFs {
         !self.fake
     }
 
+    /// Whether `pid` is `root` or descends from it, its parents read up to 64 generations (a
+    /// process gone, or one whose parent cannot be read, does not).
+    pub fn descends(&self, mut pid: i32, root: i32) -> bool {
+        for _ in 0..64 {
+            if pid == root {
+                return true;
+            }
+            match self.open(pid).ok().and_then(|h| h.ppid()) {
+                Some(pp) if pp > 0 => pid = pp,
+                _ => return false,
+            }
+        }
+        false
+    }
+
     /// Opens a process: reads its start time and command name, and keeps its directory.
     pub fn open(&self, pid: i32) -> Result<ProcHandle, ProcError> {
         let dir_path = self.root.join(pid.to_string());

@@ -172,7 +172,7 @@ pub fn cgroup_top(
     let top = handles.swap_remove(top_at);
     let outside = handles
         .iter()
-        .filter(|h| !descends(procfs, h.pid, top.pid))
+        .filter(|h| !procfs.descends(h.pid, top.pid))
         .count();
     let note = format!(
         "recording the cgroup {} ({}): its files count all of them; the RSS columns follow PID {} ({}) and its descendants{}",
@@ -191,19 +191,6 @@ pub fn cgroup_top(
         note: Some(note),
         pidfile: None,
     })
-}
-
-fn descends(procfs: &ProcFs, mut pid: i32, root: i32) -> bool {
-    for _ in 0..64 {
-        if pid == root {
-            return true;
-        }
-        match procfs.open(pid).ok().and_then(|h| h.ppid()) {
-            Some(pp) if pp > 0 => pid = pp,
-            _ => return false,
-        }
-    }
-    false
 }
 
 /// A resolved target, and the note to print when memmon chose among several matches.

@@ -653,19 +653,10 @@ impl MemCgroup {
         procfs: &crate::probe::ProcFs,
         root: i32,
     ) -> Result<Option<i32>, CgroupError> {
-        let descends = |mut pid: i32| {
-            for _ in 0..64 {
-                if pid == root {
-                    return true;
-                }
-                match procfs.open(pid).ok().and_then(|h| h.ppid()) {
-                    Some(pp) if pp > 0 => pid = pp,
-                    _ => return false,
-                }
-            }
-            false
-        };
-        Ok(self.procs()?.into_iter().find(|&p| !descends(p)))
+        Ok(self
+            .procs()?
+            .into_iter()
+            .find(|&p| !procfs.descends(p, root)))
     }
 
     /// How much of a process's anonymous memory (`anon_rss`, its RssAnon) this cgroup is not
