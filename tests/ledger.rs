@@ -600,10 +600,12 @@ fn an_attached_programs_memory_written_after_attaching_is_credited_to_its_code()
     );
 }
 
-/// Vectors growing by mremap while the first anatomies are read (tests/grow-vectors.c): a
-/// snapshot checked their sampled pages in pagemap after a move the ledger had not applied yet,
-/// took them for released and forgot them, and the vectors were unsampled from then on (16 of
-/// 32 MiB in 6 runs of 10). Each site keeps the samples of its pages wherever they move.
+/// Four vectors grown by mremap in turn while the first anatomies are read
+/// (tests/grow-vectors.c), as a prover's constraint system grows them. With one fault in 64
+/// sampled, every sample fell on the same vector, a multiple of four faults apart (8 or 16 of
+/// their 32 MiB unsampled, in 2 runs of 2; now one in 67, a prime); and a snapshot that checked
+/// pages in pagemap after a move the ledger had not applied yet forgot their samples. Each
+/// site keeps the samples of its own pages wherever they move.
 #[test]
 fn vectors_that_grow_by_mremap_keep_their_samples_through_every_anatomy() {
     let dir = tempdir();

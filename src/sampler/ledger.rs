@@ -432,10 +432,9 @@ impl Reader {
             .collect::<HashMap<i32, Vec<bool>>>();
         // A sampled page not in RAM is forgotten (its memory released), but not where the
         // process moved pages after the moment the ledger stands at: its calls since wait, and a
-        // page an mremap moved reads as gone at its old address. A vector growing by
-        // mremap lost every sample to a snapshot taken mid-growth, and later anatomies held its
-        // memory unsampled. Those samples stay, and count where the mappings smaps read (before
-        // the move) hold them.
+        // page an mremap moved reads as gone at its old address (vectors growing by mremap lost
+        // up to 32 samples to one snapshot taken mid-growth). Those samples stay, and count
+        // where the mappings smaps read (before the move) hold them.
         let unsettled: HashSet<i32> = self
             .pending
             .iter()
