@@ -538,10 +538,11 @@ fn memory_from_the_brk_heap_and_a_glibc_arena_is_credited_to_the_code_that_touch
     );
 }
 
-/// Attached, as `bench` always is: what the target writes after memmon attached is credited to
-/// its code as for a launched program, its arena's worker thread (started after) included.
+/// Attached, as `bench` always is: the page faults sampled are those of the target's threads,
+/// each followed with what it starts (its arena's worker thread comes after memmon), not every
+/// process's, and credited as for a launched program.
 #[test]
-fn an_attached_programs_memory_written_after_attaching_is_credited_to_its_code() {
+fn an_attached_programs_faults_are_sampled_from_its_own_threads_and_credited() {
     let dir = tempdir();
     let exe = build_c_program("touch-sites", dir.path(), &["-pthread", "-DNO_THP"]);
     let prefix = dir.path().join("go");
@@ -587,6 +588,8 @@ fn an_attached_programs_memory_written_after_attaching_is_credited_to_its_code()
     hold_then_release(&out, &socket, &prefix);
     assert!(prog.wait().unwrap().success());
     assert!(rec.wait().unwrap().success());
+    let m = meta(&out).to_string();
+    assert!(m.contains("of the tree's threads alone"), "{m}");
     let a = held_anatomy(&out);
     let l = &a["ledger"];
     assert_eq!(l["lost"].as_u64().unwrap_or(0), 0, "{l:#}");
@@ -758,8 +761,8 @@ fn my_calls<T>(
 /// kernel, and the stack unwinds through the function that made it and this test.
 #[test]
 fn a_large_mapping_of_this_process_is_seen_with_its_address_and_unwound_to_its_maker() {
-    use memmon::probe::mapcalls::{MapCalls, Options, What};
-    let mut calls = match MapCalls::open(Options::default(), None, None) {
+    use memmon::probe::mapcalls::{Faults, MapCalls, Options, What};
+    let mut calls = match MapCalls::open(Options::default(), None, Faults::Everyone) {
         Ok(c) => c,
         Err(e) => {
             skip(Need::Perf, &e.to_string());

@@ -583,8 +583,8 @@ impl Need {
             Need::Perf => {
                 static OPENS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
                 *OPENS.get_or_init(|| {
-                    use memmon::probe::mapcalls::{MapCalls, Options};
-                    MapCalls::open(Options::default(), None, None).is_ok()
+                    use memmon::probe::mapcalls::{Faults, MapCalls, Options};
+                    MapCalls::open(Options::default(), None, Faults::Everyone).is_ok()
                 })
             }
             Need::PerfRestricted => std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")

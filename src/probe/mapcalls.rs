@@ -57,6 +57,23 @@ pub fn touch_period(n: u64) -> u64 {
     }
 }
 
+/// Whose page faults are sampled (`Options::touch_every`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Faults {
+    /// Every process's, on each CPU: the reader keeps the tree's.
+    Everyone,
+    /// This thread's (`gettid`) and those of every thread and process it starts from now on
+    /// (perf's `inherit`, as `perf record COMMAND` does): a launched command's.
+    Launcher(i32),
+    /// Those of the threads named to [`MapCalls::follow`] and of every thread and process they
+    /// start after (`inherit`): an attached tree's, as `perf record -p PID` follows one.
+    Followed,
+}
+
+/// The most per-thread fault events [`MapCalls::follow`] opens (one for each thread on each
+/// CPU): past it the faults of every process are sampled, as without a tree to follow.
+pub const FOLLOWED_EVENTS_MAX: usize = 8192;
+
 impl Default for Options {
     fn default() -> Options {
         // Every process's large calls reach the rings (perf cannot pick out a tree): 8 KiB of
@@ -208,6 +225,12 @@ impl Layout {
 /// The open events and their rings.
 pub struct MapCalls {
     rings: Vec<Ring>,
+    /// The CPU of each ring.
+    ring_cpus: Vec<i32>,
+    /// Whose faults are sampled; `Followed` becomes `Everyone` past [`FOLLOWED_EVENTS_MAX`].
+    pub faults: Faults,
+    /// The per-thread fault events `follow` opened.
+    followed: Vec<std::os::fd::OwnedFd>,
     /// The events whose records go to a ring of another (each CPU's first): open as long as
     /// the rings are.
     _others: Vec<std::os::fd::OwnedFd>,
@@ -230,14 +253,13 @@ pub struct MapCalls {
 impl MapCalls {
     /// Opens the events on every CPU and enables them: of the processes of `cgroup` alone
     /// where the kernel can keep them to it (a v2 cgroup, with perf's cgroup support), else of
-    /// every process. `launcher`: the thread that will start the recorded command (the
-    /// caller's, `gettid`); the sampled page faults are then of that thread and of every thread
-    /// and process it starts from now on (perf's `inherit`, as `perf record COMMAND` does), not
-    /// of every process on the host: another program faulting in its memory fills no ring.
+    /// every process. The sampled page faults are of whom `faults` says (the cgroup's, where
+    /// the kernel keeps the events to it): a launched or followed tree's alone, not every
+    /// process's on the host, so that another program faulting in its memory fills no ring.
     pub fn open(
         opts: Options,
         cgroup: Option<&std::path::Path>,
-        launcher: Option<i32>,
+        faults: Faults,
     ) -> Result<MapCalls, MapCallsError> {
         allowed()?;
         let cgroup_fd = cgroup.filter(|_| opts.in_kernel).and_then(perf_cgroup);
@@ -262,7 +284,13 @@ impl MapCalls {
             layouts.insert(*which, Layout::of(t, names)?);
         }
         let cpus = crate::sys::raw::cpus_configured().unwrap_or(1) as i32;
+        let faults = if cgroup_fd.is_some() {
+            Faults::Everyone
+        } else {
+            faults
+        };
         let mut rings = Vec::new();
+        let mut ring_cpus = Vec::new();
         let mut which = HashMap::new();
         let mut enabled = Vec::new();
         let min = opts.min_bytes;
@@ -335,14 +363,16 @@ impl MapCalls {
                     }
                 }
             }
-            if let (Some(r), true) = (&ring, opts.touch_every > 0) {
-                let fd = match (launcher, &cgroup_fd) {
-                    (Some(tid), None) => {
+            let everyone = faults == Faults::Everyone;
+            if let (Some(r), true) = (&ring, opts.touch_every > 0 && faults != Faults::Followed) {
+                let fd = match faults {
+                    Faults::Launcher(tid) => {
                         let mut attr = touch_attr(&opts);
                         attr.flags |= flag::INHERIT;
                         crate::sys::raw::perf_event_open(&attr, tid, cpu)
                     }
-                    _ => open_on(&touch_attr(&opts), cpu),
+                    _ if everyone => open_on(&touch_attr(&opts), cpu),
+                    _ => unreachable!("followed faults are opened by follow()"),
                 }
                 .map_err(|e| MapCallsError::Failed(format!("open page-faults on CPU {cpu}"), e))?;
                 let id = crate::sys::raw::perf_id(&fd)
@@ -352,6 +382,9 @@ impl MapCalls {
                     MapCallsError::Failed(format!("send page-faults to CPU {cpu}'s ring"), e)
                 })?;
                 enabled.push(fd);
+            }
+            if ring.is_some() {
+                ring_cpus.push(cpu);
             }
             rings.extend(ring);
         }
@@ -370,6 +403,9 @@ impl MapCalls {
         }
         Ok(MapCalls {
             rings,
+            ring_cpus,
+            faults,
+            followed: Vec::new(),
             _others: enabled,
             which,
             layouts,
@@ -393,9 +429,10 @@ impl MapCalls {
                         } else {
                             String::new()
                         },
-                        match (launcher, &cgroup_fd) {
-                            (Some(_), None) => ", of the launched tree alone",
-                            _ => "",
+                        match faults {
+                            Faults::Launcher(_) => ", of the launched tree alone",
+                            Faults::Followed => ", of the tree's threads alone, each followed with its forks",
+                            Faults::Everyone => "",
                         }
                     )
                 } else {
@@ -407,6 +444,70 @@ impl MapCalls {
             cgroup: cgroup.filter(|_| cgroup_fd.is_some()).map(Into::into),
             _cgroup_fd: cgroup_fd,
         })
+    }
+
+    /// Samples the page faults of the threads `tids` too (`Faults::Followed`), and of every
+    /// thread and process they start from now on: one event for each thread on each CPU, its
+    /// records sent to that CPU's ring. A thread gone already is passed over. Past
+    /// [`FOLLOWED_EVENTS_MAX`] events the faults of every process are sampled instead, from
+    /// then on (the reader keeps the tree's). The events opened.
+    pub fn follow(&mut self, tids: &[i32]) -> Result<usize, MapCallsError> {
+        if self.faults != Faults::Followed || self.opts.touch_every == 0 {
+            return Ok(0);
+        }
+        if self.followed.len() + tids.len() * self.rings.len() > FOLLOWED_EVENTS_MAX {
+            // Closed first, so that no thread's faults are sampled twice.
+            self.followed.clear();
+            for i in 0..self.rings.len() {
+                let fd = self.open_fault(-1, i, false)?;
+                self._others.push(fd);
+            }
+            self.faults = Faults::Everyone;
+            self.how.push_str(&format!(
+                "; past {FOLLOWED_EVENTS_MAX} per-thread events, every process's page faults"
+            ));
+            return Ok(self.rings.len());
+        }
+        let before = self.followed.len();
+        for &tid in tids {
+            for i in 0..self.rings.len() {
+                match self.open_fault(tid, i, true) {
+                    Ok(fd) => self.followed.push(fd),
+                    Err(MapCallsError::Failed(_, e)) if e.raw_os_error() == Some(libc::ESRCH) => {
+                        break
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(self.followed.len() - before)
+    }
+
+    /// A page-fault event of `pid` (a thread, or -1: every process) on ring `i`'s CPU, its
+    /// records sent to that ring, enabled; `inherit`: and of the threads it starts.
+    fn open_fault(
+        &mut self,
+        pid: i32,
+        i: usize,
+        inherit: bool,
+    ) -> Result<std::os::fd::OwnedFd, MapCallsError> {
+        let cpu = self.ring_cpus[i];
+        let mut attr = touch_attr(&self.opts);
+        if inherit {
+            attr.flags |= flag::INHERIT;
+        }
+        let fd = crate::sys::raw::perf_event_open(&attr, pid, cpu).map_err(|e| {
+            MapCallsError::Failed(format!("open page-faults of {pid} on CPU {cpu}"), e)
+        })?;
+        let id = crate::sys::raw::perf_id(&fd)
+            .map_err(|e| MapCallsError::Failed("read the ID of page-faults".into(), e))?;
+        self.which.insert(id, Which::Fault);
+        crate::sys::raw::perf_set_output(&fd, self.rings[i].fd()).map_err(|e| {
+            MapCallsError::Failed(format!("send page-faults to CPU {cpu}'s ring"), e)
+        })?;
+        crate::sys::raw::perf_enable(&fd, true)
+            .map_err(|e| MapCallsError::Failed("enable page-faults".into(), e))?;
+        Ok(fd)
     }
 
     /// The rings' descriptors, readable when a large call wakes the reader.

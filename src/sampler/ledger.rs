@@ -13,7 +13,7 @@
 use crate::analysis::ledger::{Input, Ledger, ResidentMaps};
 use crate::format::meta::LedgerEnd;
 use crate::model::ledger::LedgerAt;
-use crate::probe::mapcalls::{Event, MapCalls, MapCallsError, Options, What};
+use crate::probe::mapcalls::{Event, Faults, MapCalls, MapCallsError, Options, What};
 use crate::probe::unwind::Unwinder;
 use crate::sys::Waker;
 use std::collections::{HashMap, HashSet};
@@ -135,12 +135,13 @@ impl LedgerThread {
         launcher: Option<i32>,
         cgroup: Option<&std::path::Path>,
     ) -> Result<LedgerThread, MapCallsError> {
-        // The sampled faults of a launched tree alone: this thread starts the command.
-        let calls = MapCalls::open(
-            opts,
-            cgroup,
-            launcher.map(|_| rustix::thread::gettid().as_raw_nonzero().get()),
-        )?;
+        // The sampled faults of the tree alone: a launched one's from this thread, which
+        // starts the command; an attached one's from each of its threads as they are named.
+        let faults = match launcher {
+            Some(_) => Faults::Launcher(rustix::thread::gettid().as_raw_nonzero().get()),
+            None => Faults::Followed,
+        };
+        let calls = MapCalls::open(opts, cgroup, faults)?;
         let how = calls.how.clone();
         let wake = Arc::new(
             Waker::new().map_err(|e| MapCallsError::Failed("make the ledger's waker".into(), e))?,
@@ -213,6 +214,9 @@ struct Reader {
     /// forked from them (or from `launcher`) in calls not yet applied.
     known: HashSet<i32>,
     launcher: Option<i32>,
+    /// Processes whose page faults are sampled (`Faults::Followed`): each named one's threads
+    /// as found, and what they fork after (the kernel's `inherit`).
+    followed: HashSet<i32>,
     pending: Vec<Resolved>,
     raw: Vec<Event>,
 }
@@ -230,6 +234,7 @@ impl Reader {
             unwinder: Unwinder::new(crate::probe::ProcFs::default()),
             known: HashSet::new(),
             launcher,
+            followed: HashSet::new(),
             pending: Vec::new(),
             raw: Vec::new(),
         }
@@ -256,6 +261,7 @@ impl Reader {
             for m in rx.try_iter() {
                 match m {
                     Msg::Members(pids) => {
+                        self.follow(&pids);
                         self.known.extend(pids.iter().copied());
                         self.ledger.add_members(pids);
                     }
@@ -338,6 +344,30 @@ impl Reader {
         self.pending.sort_by_key(|r| r.time_ns);
     }
 
+    /// Samples the page faults of the processes of `pids` not followed yet (an attached tree's
+    /// as found, a restarted daemon's): their threads now, and what they start from now on. A
+    /// thread started between the listing and its event is missed; one that fails to open
+    /// leaves the faults sampled as they were.
+    fn follow(&mut self, pids: &[i32]) {
+        if self.calls.faults != Faults::Followed {
+            return;
+        }
+        for &pid in pids {
+            if !self.followed.insert(pid) {
+                continue;
+            }
+            let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|t| t.file_name().to_str()?.parse().ok())
+                .collect();
+            if self.calls.follow(&tids).is_err() {
+                return;
+            }
+        }
+    }
+
     fn relevant(&self, pid: i32) -> bool {
         self.calls.cgroup.is_some() || self.known.contains(&pid) || self.ledger.is_member(pid)
     }
@@ -354,6 +384,10 @@ impl Reader {
                 let process = e.pid == e.tid && e.pid != *parent;
                 if process && (self.relevant(*parent) || Some(*parent) == self.launcher) {
                     self.known.insert(e.pid);
+                }
+                if process && self.followed.contains(parent) {
+                    // Its faults come through the parent's events, inherited.
+                    self.followed.insert(e.pid);
                 }
                 Input::Fork { parent: *parent }
             }
