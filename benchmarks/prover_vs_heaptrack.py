@@ -159,48 +159,57 @@ def bench(a, prover, params, w):
     request = [prover, "request", sock]
     mib = lambda b: f"{b / 2**20:.2f} MiB"
 
+    skip = set(filter(None, a.skip.split(",")))
+    alone_cpu = memmon_cpu = ht_cpu = None
+
     # Alone: the same requests, nothing watching.
-    d = serve([prover, "serve", params, str(a.log2), sock], sock, w("alone-daemon.log"))
-    c0 = daemon_cpu_s(d.pid)
-    for _ in range(a.proofs):
-        run(request, stdout=subprocess.DEVNULL)
-    alone_cpu = daemon_cpu_s(d.pid) - c0
-    d.terminate()
-    d.wait()
+    if "alone" not in skip:
+        d = serve([prover, "serve", params, str(a.log2), sock], sock, w("alone-daemon.log"))
+        c0 = daemon_cpu_s(d.pid)
+        for _ in range(a.proofs):
+            run(request, stdout=subprocess.DEVNULL)
+        alone_cpu = daemon_cpu_s(d.pid) - c0
+        d.terminate()
+        d.wait()
 
     # Under memmon bench, attached after the parameters are read, as a daemon is benched.
-    d = serve([prover, "serve", params, str(a.log2), sock], sock, w("memmon-daemon.log"))
-    c0 = daemon_cpu_s(d.pid)
     out = w("bench.csv")
-    for f in os.listdir(a.work):
-        if f.startswith("bench.csv") or f == "bench.json":
-            os.remove(w(f))
-    run([a.memmon, "bench", "--pid", str(d.pid), "--anatomy", "--touch-every",
-         str(a.touch_every), "-n", str(a.proofs), "-i", "200ms", "-q", "-o", out,
-         "--export-json", w("bench.json"), "--"] + request, stdout=subprocess.DEVNULL)
-    memmon_cpu = daemon_cpu_s(d.pid) - c0
-    d.terminate()
-    d.wait()
+    if "memmon" not in skip:
+        d = serve([prover, "serve", params, str(a.log2), sock], sock, w("memmon-daemon.log"))
+        c0 = daemon_cpu_s(d.pid)
+        for f in os.listdir(a.work):
+            if f.startswith("bench.csv") or f == "bench.json":
+                os.remove(w(f))
+        run([a.memmon, "bench", "--pid", str(d.pid), "--anatomy", "--touch-every",
+             str(a.touch_every), "-n", str(a.proofs), "-i", "200ms", "-q", "-o", out,
+             "--export-json", w("bench.json"), "--"] + request, stdout=subprocess.DEVNULL)
+        memmon_cpu = daemon_cpu_s(d.pid) - c0
+        d.terminate()
+        d.wait()
     report = json.load(open(w("bench.json")))
     summary = json.loads(subprocess.run([a.memmon, "summary", "--json", out], check=True,
                                         capture_output=True, text=True).stdout)
     ledger_cpu_s = summary["ledger"]["cpu_us"] / 1e6
 
     # Under heaptrack: it launches the daemon, which exits after the requests.
-    for f in os.listdir(a.work):
-        if f.startswith("htb."):
-            os.remove(w(f))
-    d = serve(["heaptrack", "-o", w("htb"), prover, "serve", params, str(a.log2), sock,
-               str(a.proofs)], sock, w("heaptrack-daemon.log"))
-    pid = prover_pid(d)
-    c0 = daemon_cpu_s(pid)
-    c1 = c0
-    for _ in range(a.proofs):
-        run(request, stdout=subprocess.DEVNULL)
-        c1 = daemon_cpu_s(pid)
-    d.wait()
-    ht_cpu = c1 - c0
-    ht = heaptrack_sites(next(w(f) for f in os.listdir(a.work) if f.startswith("htb.")))
+    if "heaptrack" not in skip:
+        for f in os.listdir(a.work):
+            if f.startswith("htb."):
+                os.remove(w(f))
+        d = serve(["heaptrack", "-o", w("htb"), prover, "serve", params, str(a.log2), sock,
+                   str(a.proofs)], sock, w("heaptrack-daemon.log"))
+        pid = prover_pid(d)
+        c0 = daemon_cpu_s(pid)
+        c1 = c0
+        for _ in range(a.proofs):
+            run(request, stdout=subprocess.DEVNULL)
+            c1 = daemon_cpu_s(pid)
+        d.wait()
+        ht_cpu = c1 - c0
+    ht_file = next((w(f) for f in os.listdir(a.work) if f.startswith("htb.")), None)
+    if ht_file is None:
+        print(f"(no heaptrack run in {a.work}: its side left out)\n")
+    ht = heaptrack_sites(ht_file) if ht_file else {}
 
     code = ("binary", "library")
     print(f"## bellperson {a.log2} as a daemon: memmon bench, {a.proofs} runs, "
@@ -214,15 +223,28 @@ def bench(a, prover, params, w):
                     if site([f["function"] for f in t["frames"]]) != "(allocator or std only)")
         share = f"{named / data:.1%}" if data > 0 else "-"
         print(f"| {g['label']} | {mib(g['delta_bytes'])} | {mib(data)} | {mib(named)} | {share} |")
-    # Each run's credit at its highest anatomy, by site. From the second run on, memory freed
-    # and handed out again without a new fault stays with the code that first touched it.
-    by_run = []
+    # Each run's credit at its highest anatomy, by site: all of it, and what of it was written
+    # in the run (`before_bytes` apart: where the kernel keeps soft-dirty bits, memory not
+    # written since the run began keeps its earlier writer, and is counted so).
+    side = [json.loads(l) for l in open(out + ".anatomy.jsonl")]
+    by_run, fresh_by_run, rearmed = [], [], False
     for g in runs:
-        mm = {}
-        for t in g.get("touches", []):
-            n = site([f["function"] for f in t["frames"]])
-            mm[n] = mm.get(n, 0) + t["to_bytes"]
+        spans = [x for x in side if x.get("span") == g["label"]
+                 and ((x.get("ledger") or {}).get("touch"))]
+        if not spans:
+            by_run.append({})
+            fresh_by_run.append({})
+            continue
+        top = max(spans, key=lambda x: x["rss_bytes"])
+        t = top["ledger"]["touch"]
+        rearmed = rearmed or t.get("rearms", 0) > 0
+        mm, fresh = {}, {}
+        for s in t["stacks"]:
+            n = site([f["function"] for f in s["frames"]])
+            mm[n] = mm.get(n, 0) + s["resident_bytes"]
+            fresh[n] = fresh.get(n, 0) + s["resident_bytes"] - s.get("before_bytes", 0)
         by_run.append(mm)
+        fresh_by_run.append(fresh)
     print("\nheaptrack's peak consumers beside memmon's credit to the same function at each run's "
           "highest anatomy (heaptrack saw the parameters read; memmon, attached after it, "
           "counts that memory as resident before the ledger began):\n")
@@ -231,6 +253,15 @@ def bench(a, prover, params, w):
     for name, b in sorted(ht.items(), key=lambda kv: -kv[1])[:8]:
         cells = " | ".join(f"{mib(mm.get(name, 0))} ({mm.get(name, 0) / b:.2f})" for mm in by_run)
         print(f"| `{name}` | {mib(b)} | {cells} |")
+    if rearmed:
+        print("\nThe same, what of it was written in the run (the tree's soft-dirty bits cleared "
+              "at each run's start; the rest, not written since, is its earlier writer's):\n")
+        print("| site | heaptrack | " + " | ".join(f"memmon, {g['label']}" for g in runs) + " |")
+        print("|---|---|" + "---|" * len(runs))
+        for name, b in sorted(ht.items(), key=lambda kv: -kv[1])[:8]:
+            cells = " | ".join(f"{mib(mm.get(name, 0))} ({mm.get(name, 0) / b:.2f})"
+                               for mm in fresh_by_run)
+            print(f"| `{name}` | {mib(b)} | {cells} |")
     print("\n| sites memmon credits, each run | " + " | ".join(g["label"] for g in runs) + " |")
     print("|---|" + "---|" * len(runs))
     names = sorted({n for mm in by_run for n in mm}, key=lambda n: -max(mm.get(n, 0) for mm in by_run))
@@ -240,9 +271,15 @@ def bench(a, prover, params, w):
     print("\n| the daemon, for the runs | CPU (user + system) | ratio |\n|---|---|---|")
     for name, c in (("alone", alone_cpu), ("under memmon bench", memmon_cpu),
                     ("under heaptrack", ht_cpu)):
-        print(f"| {name} | {c:.1f} s | {c / alone_cpu:.3f} |")
-    print(f"\nmemmon's ledger thread: {ledger_cpu_s:.2f} s of CPU "
-          f"({ledger_cpu_s / memmon_cpu:.2%} of the daemon's for the runs)")
+        if c is None:
+            print(f"| {name} | (not run) | - |")
+        else:
+            ratio = f"{c / alone_cpu:.3f}" if alone_cpu else "-"
+            print(f"| {name} | {c:.1f} s | {ratio} |")
+    share = f" ({ledger_cpu_s / memmon_cpu:.2%} of the daemon's for the runs)" if memmon_cpu else ""
+    print(f"\nmemmon's ledger thread: {ledger_cpu_s:.2f} s of CPU{share}")
+    print(f"memmon's clearings of the soft-dirty bits: {summary['ledger'].get('rearms', 0)}, "
+          f"{summary['ledger'].get('rearm_us', 0) / 1e3:.1f} ms in all")
     for n in lost:
         print(f"\nbench's note: {n}")
 
@@ -258,13 +295,21 @@ def main():
                     help="compare the last runs' files in --work again, without running")
     ap.add_argument("--bench", action="store_true",
                     help="the prover as a daemon under memmon bench (attached), heaptrack beside")
+    ap.add_argument("--skip", default="",
+                    help="with --bench: runs to leave out, comma-separated (alone, memmon, "
+                    "heaptrack); a skipped memmon or heaptrack run's files in --work are read")
+    ap.add_argument("--prover", help="the prover built already (no cargo build)")
+    ap.add_argument("--params", help="its parameters made already")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target/bellperson-prover"))
-    run(["cargo", "build", "--release", "--manifest-path",
-         os.path.join(ROOT, "benchmarks/bellperson-prover/Cargo.toml")], env=env)
-    prover = os.path.join(env["CARGO_TARGET_DIR"], "release/prover")
-    params = os.path.join(a.work, f"params-{a.log2}.bin")
+    if a.prover:
+        prover = a.prover
+    else:
+        env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(ROOT, "target/bellperson-prover"))
+        run(["cargo", "build", "--release", "--manifest-path",
+             os.path.join(ROOT, "benchmarks/bellperson-prover/Cargo.toml")], env=env)
+        prover = os.path.join(env["CARGO_TARGET_DIR"], "release/prover")
+    params = a.params or os.path.join(a.work, f"params-{a.log2}.bin")
     if not os.path.exists(params):
         run([prover, "params", params + ".new", str(a.log2)])
         os.rename(params + ".new", params)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs inside a VM of the lane (scripts/vm): makes the host users run (cgroup v2 with memory,
 # pids and cpu handed down from the root, a swap device, PSI), then memmon's tests on it.
-#   guest.sh OUT KERNEL BIN MODULE... -- [FILTER...]
+#   guest.sh OUT KERNEL BIN MODULE... -- [FILTER... | --run SCRIPT ARG...]
 # OUT: a directory shared with the machine that started the VM (the log, `result`, `status`);
 # KERNEL: the series booted (5.10, 6.1, 6.12), which says what its memory controller offers;
 # BIN: the stripped test binary and memmon's binaries (BIN/deps/tests, BIN/memmon).
@@ -54,6 +54,17 @@ lane=/tmp/lane
 mkdir -p "$lane/deps"
 cp "$bin/deps/tests" "$lane/deps/tests" && cp "$bin/memmon" "$bin/memmon-test" "$lane/" ||
   fail "cannot copy the test binaries into the guest"
+
+# scripts/vm --run: a script in place of the tests (a benchmark on a kernel with what this
+# machine's lacks), given the shared directory and the binaries.
+if [ "${filter[0]:-}" = --run ]; then
+  echo -1000 >/proc/$$/oom_score_adj
+  bash "${filter[1]}" "$out" "$lane" "${filter[@]:2}"
+  rc=$?
+  echo "ran ${filter[1]}: exit status $rc" >"$out/result"
+  echo "$rc" >"$out/status"
+  exit 0
+fi
 
 cd /tmp
 args=()
