@@ -529,13 +529,10 @@ fn memory_from_the_brk_heap_and_a_glibc_arena_is_credited_to_the_code_that_touch
     );
     assert!(text.contains("fill_blocks <- fill_heap <- main"), "{text}");
     assert!(text.contains("fill_blocks <- fill_arena"), "{text}");
-    // The report: the table, and the flame graph of the memory by first touch.
+    // The report: the table, and the flame graph of the memory by touch.
     let html = dir.path().join("r.html");
     let html = report_html(&out, &html);
-    assert!(
-        html.contains("memory by first touch"),
-        "no touch flame graph"
-    );
+    assert!(html.contains("memory by touch"), "no touch flame graph");
 }
 
 /// Attached, as `bench` always is: the page faults sampled are those of the target's threads,
@@ -655,6 +652,172 @@ fn vectors_that_grow_by_mremap_keep_their_samples_through_every_anatomy() {
         enforce * 100 >= 24 * MIB * 85 && aux * 100 >= 8 * MIB * 85 && unsampled < 4 * MIB,
         "enforce {enforce} ({enforce_n} samples), alloc_aux {aux} ({aux_n} samples), unsampled {unsampled}\n{l:#}"
     );
+}
+
+/// Memory an allocator hands out again (tests/reuse-sites.c: first_use writes 32 MiB of the brk
+/// heap and frees it, glibc keeps it, second_use writes the same memory again, without a new
+/// page), as a prover's second proof reuses its first's buffers. Where the kernel keeps
+/// soft-dirty bits, the ledger clears them at each span's end, the rewrites fault and are
+/// sampled, and the memory at the end of phase `second` is second_use's; where it does not, it
+/// stays with first_use, and the anatomy says rewrites were not tracked.
+#[test]
+fn memory_handed_out_again_is_credited_to_the_code_that_wrote_it_again() {
+    let dir = tempdir();
+    let exe = build_c_program("reuse-sites", dir.path(), &[]);
+    let prefix = dir.path().join("go");
+    let out = dir.path().join("reuse.csv");
+    let socket = dir.path().join("reuse.sock");
+    let mut rec = std::process::Command::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "--anatomy",
+            "--touch-every",
+            "64",
+        ])
+        .arg("--socket")
+        .arg(&socket)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg(&prefix)
+        .args(["32", "2000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(rec.stdout.take().unwrap());
+    let gate = |n: u32| std::fs::write(format!("{}.{n}", prefix.display()), "").unwrap();
+    let phase_end_read = |span: &str| {
+        let want = format!("\"span\":\"{span}\"");
+        wait_for(60.0, || {
+            std::fs::read_to_string(crate::anatomy::side(&out)).is_ok_and(|t| {
+                t.lines()
+                    .any(|l| l.contains("\"phase-end\"") && l.contains(&want))
+            })
+        })
+    };
+    // Launched: memmon listens on its socket by now.
+    expect_line(&rx, "ready");
+    mark(&socket, "first");
+    gate(2);
+    expect_line(&rx, "first");
+    // The end of phase `first`: its anatomy read, the bits cleared after it.
+    mark(&socket, "second");
+    assert!(
+        phase_end_read("first"),
+        "phase first's end anatomy never came"
+    );
+    gate(1);
+    expect_line(&rx, "second");
+    hold_then_release(&out, &socket, &prefix);
+    assert!(rec.wait().unwrap().success());
+    if ledger_off(&out) {
+        return;
+    }
+    let a = anatomies(&out)
+        .into_iter()
+        .find(|x| x["trigger"] == "phase-end" && x["span"] == "second")
+        .expect("phase second's end anatomy");
+    let l = &a["ledger"];
+    assert_eq!(l["lost"].as_u64().unwrap_or(0), 0, "{l:#}");
+    let (first, first_n) = touched_by(l, "first_use");
+    let (second, second_n) = touched_by(l, "second_use");
+    let t = &l["touch"];
+    let said = format!(
+        "first_use {first} ({first_n} samples), second_use {second} ({second_n} samples)\n{t:#}"
+    );
+    if memmon::probe::proc::soft_dirty_tracked() {
+        // Cleared at the start and at phase first's end (at least), and first_use's samples
+        // of the pages written again given up.
+        assert!(t["rearms"].as_u64().unwrap_or(0) >= 2, "{said}");
+        assert!(t["samples_rewritten"].as_u64().unwrap_or(0) > 0, "{said}");
+        assert!(
+            second * 100 >= 32 * MIB * 85 && first * 100 <= 32 * MIB * 15,
+            "{said}"
+        );
+        // Written in the span: none of it from before.
+        let before: u64 = t["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s.to_string().contains("second_use"))
+            .map(|s| s["before_bytes"].as_u64().unwrap_or(0))
+            .sum();
+        assert!(before * 100 <= second * 15, "{said}");
+        let m = meta(&out).to_string();
+        assert!(m.contains("\"rearms\""), "{m}");
+    } else {
+        // No bits to clear: the memory stays with the code that first touched it, and the
+        // anatomy does not claim otherwise.
+        assert!(t["rearms"].is_null(), "{said}");
+        assert!(
+            first * 100 >= 32 * MIB * 85 && second * 100 <= 32 * MIB * 15,
+            "{said}"
+        );
+    }
+}
+
+/// The faults sampled are writes, where the kernel has x86's fault tracepoints: memory written
+/// by the program and memory the kernel writes for it in a read() are credited to the code
+/// that wrote or read() it; a file it maps and only reads (resident, its read faults) is no
+/// one's (tests/fault-kinds.c). Every fault, reads too, where only the software event is.
+#[test]
+fn memory_written_or_read_into_is_credited_and_memory_only_read_is_not() {
+    let dir = tempdir();
+    let exe = build_c_program("fault-kinds", dir.path(), &[]);
+    let file = dir.path().join("data.bin");
+    std::fs::write(&file, vec![7u8; 16 * MIB as usize]).unwrap();
+    let prefix = dir.path().join("go");
+    let out = dir.path().join("kinds.csv");
+    let socket = dir.path().join("kinds.sock");
+    let mut rec = std::process::Command::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "-i",
+            "50ms",
+            "--anatomy",
+            "--touch-every",
+            "16",
+        ])
+        .arg("--socket")
+        .arg(&socket)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg(&prefix)
+        .arg("16")
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(rec.stdout.take().unwrap());
+    expect_line(&rx, "done");
+    hold_then_release(&out, &socket, &prefix);
+    assert!(rec.wait().unwrap().success());
+    if ledger_off(&out) {
+        return;
+    }
+    let a = held_anatomy(&out);
+    let l = &a["ledger"];
+    let (w, _) = touched_by(l, "write_pages");
+    let (r, _) = touched_by(l, "read_into");
+    let (f, f_n) = touched_by(l, "read_file");
+    let how = meta(&out)["end"]["ledger"]["how"].to_string();
+    let said = format!("write_pages {w}, read_into {r}, read_file {f} ({f_n} samples); {how}");
+    assert!(
+        w * 100 >= 16 * MIB * 85 && r * 100 >= 16 * MIB * 85,
+        "{said}"
+    );
+    if how.contains("filtered to writes") {
+        assert_eq!(f_n, 0, "{said}");
+    } else {
+        assert!(f * 100 >= 16 * MIB * 85, "{said}");
+    }
 }
 
 /// As nobody (no CAP_PERFMON, perf_event_paranoid above -1) the ledger is off: the recording

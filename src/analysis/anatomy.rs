@@ -761,6 +761,7 @@ mod tests {
                 inode: 0,
                 path: path.into(),
                 usage: None,
+                all_soft_dirty: false,
             });
             self.at += size;
             self

@@ -26,6 +26,17 @@
 //! an allocator makes. A mapping no present sample fell in is unsampled: resident before the
 //! ledger began (attached), or too small for one fault in N to land in it.
 //!
+//! Memory an allocator hands out again (freed by one piece of code, kept, then written by
+//! another) faults no more, so the first toucher would keep it. Where the kernel keeps
+//! soft-dirty bits, the sampler clears them at the recording's start and at each span's end
+//! (`Input::Rearm`): the kernel write-protects every page, and the next write to each faults
+//! and is sampled like a first touch. The ledger's span counts those clearings; at an anatomy a
+//! sample from an earlier span whose page pagemap reads soft-dirty is given up, its page now
+//! stood for by the samples of the rewrite. Memory not written since stays with its earlier
+//! writer, and says so ([`TouchGroup::before_bytes`]). Where the bits cannot tell (a mapping
+//! made or grown since the clearing reads all soft-dirty; an mremap marks the pages it moves),
+//! the earlier sample stays.
+//!
 //! Calls below the threshold are filtered in the kernel: a munmap that cuts less than that off
 //! a mapping the ledger holds is not seen, and the ledger keeps those bytes (a mapping made
 //! before the ledger began is not in it at all). The ranges are the calls' ranges, not the
@@ -33,6 +44,7 @@
 
 use crate::model::anatomy::GroupKind;
 use crate::model::ledger::{Call, Frame, LedgerAt, StackGroup, TouchAt, TouchGroup};
+use crate::probe::proc::PageState;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// An interned stack.
@@ -141,6 +153,24 @@ pub enum Input {
         addr: u64,
         stack: Option<StackId>,
     },
+    /// The soft-dirty bits of the processes `pids` were cleared at this moment (at the
+    /// recording's start and at each span's end): every present page is write-protected again,
+    /// so the next write to it faults and is sampled like a first touch. A new span of each
+    /// begins; a sample from before it whose page is written again after it is given up at the
+    /// next anatomy (the rewrite stands for the page, by the code that wrote it).
+    Rearm {
+        pids: Vec<i32>,
+    },
+}
+
+/// A sampled page: the stack of the code that touched it, its process's span it was sampled in
+/// (`Ledger::spans`), and the span in which an mremap last moved it, if any (a move marks the
+/// page soft-dirty without a write, so that span's bits say nothing of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sampled {
+    stack: StackId,
+    span: u32,
+    moved_in: Option<u32>,
 }
 
 /// The most sampled pages kept (each 16 bytes and a tree node): past it a new sample is
@@ -168,6 +198,9 @@ pub struct ResidentMap {
     /// What the anatomy took it for (`analysis::anatomy::classify`): the heap, an arena, a
     /// thread's stack...
     pub kind: GroupKind,
+    /// The kernel reports every page of it soft-dirty (made or grown since the bits were
+    /// cleared: smaps' `sd`), so pagemap cannot tell which of its pages were written again.
+    pub all_soft_dirty: bool,
 }
 
 /// A live range of a process.
@@ -207,8 +240,12 @@ pub struct Ledger {
     ranges: HashMap<i32, BTreeMap<u64, Range>>,
     entered: HashMap<i32, Entered>,
     brk: HashMap<i32, u64>,
-    /// The sampled pages of each process (page address -> the stack of the latest sample).
-    touches: HashMap<i32, BTreeMap<u64, StackId>>,
+    /// The sampled pages of each process (page address -> the latest sample of the page).
+    touches: HashMap<i32, BTreeMap<u64, Sampled>>,
+    /// Each process's span: how many times its soft-dirty bits were cleared (`Input::Rearm`);
+    /// and how many times the tree's were.
+    spans: HashMap<i32, u32>,
+    rearms: u32,
     touches_kept: usize,
     /// Samples applied, and those dropped past `TOUCHES_KEPT`.
     pub touch_samples: u64,
@@ -236,6 +273,8 @@ impl Ledger {
             entered: HashMap::new(),
             brk: HashMap::new(),
             touches: HashMap::new(),
+            spans: HashMap::new(),
+            rearms: 0,
             touches_kept: 0,
             touch_samples: 0,
             touches_dropped: 0,
@@ -269,6 +308,13 @@ impl Ledger {
     /// Applies one call of thread `tid` of process `pid` (calls of processes outside the tree
     /// are left out: forks bring new ones in).
     pub fn apply(&mut self, pid: i32, tid: i32, input: Input) {
+        if let Input::Rearm { pids } = &input {
+            for pid in pids {
+                *self.spans.entry(*pid).or_default() += 1;
+            }
+            self.rearms += 1;
+            return;
+        }
         if let Input::Fork { parent } = input {
             // A new process (not a thread) of a process in the tree: its address space is a
             // copy of its parent's.
@@ -288,7 +334,7 @@ impl Ledger {
             return;
         }
         match input {
-            Input::Fork { .. } => {}
+            Input::Fork { .. } | Input::Rearm { .. } => {}
             Input::Mmap { len, stack } => {
                 self.entered.insert(tid, Entered::Mmap { len, stack });
             }
@@ -347,9 +393,14 @@ impl Ledger {
                     };
                     let new_end = start + self.round(new_len);
                     self.insert(pid, start, new_end, stack, call);
+                    let span = self.span_of(pid);
                     let pages = self.touches.entry(pid).or_default();
                     for (page, s) in moved {
                         let at = start + (page - addr);
+                        let s = Sampled {
+                            moved_in: Some(span),
+                            ..s
+                        };
                         if at < new_end && pages.insert(at, s).is_none() {
                             self.touches_kept += 1;
                         }
@@ -383,6 +434,7 @@ impl Ledger {
                     self.ranges.remove(&pid);
                     self.brk.remove(&pid);
                     self.members.remove(&pid);
+                    self.spans.remove(&pid);
                     self.forget_touches(pid);
                 }
             }
@@ -392,7 +444,12 @@ impl Ledger {
                 let page = addr & !(self.page - 1);
                 let pages = self.touches.entry(pid).or_default();
                 if pages.contains_key(&page) || self.touches_kept < TOUCHES_KEPT {
-                    if pages.insert(page, stack).is_none() {
+                    let s = Sampled {
+                        stack,
+                        span: self.spans.get(&pid).copied().unwrap_or(0),
+                        moved_in: None,
+                    };
+                    if pages.insert(page, s).is_none() {
                         self.touches_kept += 1;
                     }
                 } else {
@@ -403,11 +460,11 @@ impl Ledger {
     }
 
     /// Takes the sampled pages of `[start, end)` out of the process's.
-    fn take_touches(&mut self, pid: i32, start: u64, end: u64) -> Vec<(u64, StackId)> {
+    fn take_touches(&mut self, pid: i32, start: u64, end: u64) -> Vec<(u64, Sampled)> {
         let Some(t) = self.touches.get_mut(&pid) else {
             return Vec::new();
         };
-        let inside: Vec<(u64, StackId)> = t.range(start..end).map(|(&p, &s)| (p, s)).collect();
+        let inside: Vec<(u64, Sampled)> = t.range(start..end).map(|(&p, &s)| (p, s)).collect();
         for (p, _) in &inside {
             t.remove(p);
         }
@@ -430,66 +487,85 @@ impl Ledger {
     }
 
     /// The sampled page faults' credit at an anatomy (module docs): `maps`, the tree's
-    /// mappings with smaps' Rss; `present`, for each process of `touched_pages`, whether each
-    /// of its sampled pages is in RAM now (pages gone are forgotten: their memory was
-    /// released, and a fault there again is sampled anew). `every`: one fault in so many.
+    /// mappings with smaps' Rss; `states`, for each process of `touched_pages`, what pagemap
+    /// says of each of its sampled pages now. A page not in RAM is forgotten (its memory was
+    /// released, and a fault there again is sampled anew); a page sampled before the ledger's
+    /// span began and written again since (soft-dirty, in a mapping whose bits tell: not made
+    /// or grown since, not moved by mremap in this span) is given up to the samples of that
+    /// write. `every`: one fault in so many.
     pub fn touch_at(
         &mut self,
         maps: &[ResidentMaps],
-        present: &HashMap<i32, Vec<bool>>,
+        states: &HashMap<i32, Vec<PageState>>,
         every: u64,
     ) -> TouchAt {
-        let mut gone = 0u64;
-        for (pid, flags) in present {
+        let (mut gone, mut rewritten) = (0u64, 0u64);
+        for (pid, flags) in states {
+            let span = self.span_of(*pid);
             let Some(t) = self.touches.get_mut(pid) else {
                 continue;
             };
-            let pages: Vec<u64> = t.keys().copied().collect();
-            for (p, &here) in pages.iter().zip(flags) {
-                if !here {
+            let mine = maps.iter().find(|m| m.pid == *pid);
+            let pages: Vec<(u64, Sampled)> = t.iter().map(|(&p, &s)| (p, s)).collect();
+            for ((p, s), state) in pages.iter().zip(flags) {
+                if !state.present {
                     t.remove(p);
                     gone += 1;
+                } else if s.span < span
+                    && state.soft_dirty
+                    && s.moved_in != Some(span)
+                    && mine.is_some_and(|m| bits_tell(m, *p))
+                {
+                    t.remove(p);
+                    rewritten += 1;
                 }
             }
         }
         self.touches_kept = self.touches.values().map(BTreeMap::len).sum();
-        let mut credit: HashMap<StackId, (f64, u64)> = HashMap::new();
+        // Each stack's bytes, those of them from samples before the span, and its samples.
+        let mut credit: HashMap<StackId, (f64, f64, u64)> = HashMap::new();
         let (mut resident, mut unsampled) = (0u64, 0u64);
         let mut unsampled_by_kind: HashMap<GroupKind, u64> = HashMap::new();
         for m in maps {
             let pages = self.touches.get(&m.pid);
+            let span = self.span_of(m.pid);
             for &ResidentMap {
                 start,
                 end,
                 rss,
                 data,
                 kind,
+                ..
             } in &m.maps
             {
                 if !data || rss == 0 {
                     continue;
                 }
                 resident += rss;
-                let mut by: HashMap<StackId, u64> = HashMap::new();
-                for (_, &s) in pages.into_iter().flat_map(|t| t.range(start..end)) {
-                    *by.entry(s).or_default() += 1;
+                // Each stack's samples in it, and those of them from before the span.
+                let mut by: HashMap<StackId, (u64, u64)> = HashMap::new();
+                for (_, s) in pages.into_iter().flat_map(|t| t.range(start..end)) {
+                    let c = by.entry(s.stack).or_default();
+                    c.0 += 1;
+                    c.1 += u64::from(s.span < span);
                 }
-                let n: u64 = by.values().sum();
+                let n: u64 = by.values().map(|c| c.0).sum();
                 if n == 0 {
                     unsampled += rss;
                     *unsampled_by_kind.entry(kind).or_default() += rss;
                     continue;
                 }
-                for (s, k) in by {
+                for (s, (k, before)) in by {
                     let c = credit.entry(s).or_default();
                     c.0 += rss as f64 * k as f64 / n as f64;
-                    c.1 += k;
+                    c.1 += rss as f64 * before as f64 / n as f64;
+                    c.2 += k;
                 }
             }
         }
         let mut stacks: Vec<TouchGroup> = credit
             .into_iter()
-            .map(|(s, (bytes, samples))| {
+            .map(|(s, (bytes, before, samples))| {
                 let (frames, truncated) = self
                     .stacks
                     .get(s)
@@ -498,6 +574,7 @@ impl Ledger {
                     frames,
                     truncated,
                     resident_bytes: bytes.round() as u64,
+                    before_bytes: before.round() as u64,
                     samples,
                 }
             })
@@ -517,7 +594,20 @@ impl Ledger {
             unsampled_by_kind,
             samples: self.touch_samples,
             samples_gone: gone,
+            samples_rewritten: rewritten,
+            rearms: self.rearms,
+            rearmed_unix_ms: None,
         }
+    }
+
+    /// The process's span (`spans`).
+    fn span_of(&self, pid: i32) -> u32 {
+        self.spans.get(&pid).copied().unwrap_or(0)
+    }
+
+    /// The processes of the tree now.
+    pub fn members(&self) -> impl Iterator<Item = i32> + '_ {
+        self.members.iter().copied()
     }
 
     fn round(&self, len: u64) -> u64 {
@@ -646,6 +736,16 @@ impl Ledger {
 }
 
 /// The resident bytes of `[start, end)` in one process: of each mapping it overlaps, all its
+/// Whether pagemap's soft-dirty bit of `page` tells a write: the page lies in a mapping of `m`
+/// that the kernel does not report all soft-dirty (one made or grown since the bits were
+/// cleared reads so, written or not; a page in no mapping read with smaps is not known).
+fn bits_tell(m: &ResidentMaps, page: u64) -> bool {
+    let i = m.maps.partition_point(|r| r.end <= page);
+    m.maps
+        .get(i)
+        .is_some_and(|r| r.start <= page && !r.all_soft_dirty)
+}
+
 /// Rss where it covers the mapping, else what `present` says of the overlap, else the Rss in
 /// proportion to the overlap.
 fn resident_in(
@@ -1150,7 +1250,19 @@ mod tests {
             rss,
             data,
             kind,
+            all_soft_dirty: false,
         }
+    }
+
+    /// Pages present (`true`) or gone, none soft-dirty.
+    fn states(present: &[bool]) -> Vec<PageState> {
+        present
+            .iter()
+            .map(|&present| PageState {
+                present,
+                soft_dirty: false,
+            })
+            .collect()
     }
 
     #[test]
@@ -1294,14 +1406,17 @@ mod tests {
         }];
         let pages = l.touched_pages();
         assert_eq!(pages[0].1.len(), 5, "{pages:?}");
-        let present: HashMap<i32, Vec<bool>> = [(10, vec![true, true, true, true, false])]
-            .into_iter()
-            .collect();
+        let present: HashMap<i32, Vec<PageState>> =
+            [(10, states(&[true, true, true, true, false]))]
+                .into_iter()
+                .collect();
         let t = l.touch_at(&maps, &present, 64);
         assert_eq!((t.resident_bytes, t.unsampled_bytes), (10 * MIB, 2 * MIB));
         assert_eq!(t.unsampled_by_kind, [(GroupKind::Arenas, 2 * MIB)]);
         assert_eq!((t.samples, t.samples_gone), (7, 1));
+        assert_eq!((t.rearms, t.samples_rewritten), (0, 0));
         assert_eq!(t.stacks.len(), 2);
+        assert!(t.stacks.iter().all(|s| s.before_bytes == 0));
         assert_eq!(
             (t.stacks[0].resident_bytes, t.stacks[0].samples),
             (6 * MIB, 3)
@@ -1323,6 +1438,123 @@ mod tests {
         assert_eq!(
             (d[0].delta_bytes, d[1].delta_bytes),
             (3 * MIB as i64, -2 * MIB as i64)
+        );
+    }
+
+    #[test]
+    fn memory_written_again_after_a_rearm_goes_to_its_new_writer_and_the_rest_stays_before() {
+        let (mut l, first, second) = ledger();
+        let page = 4096;
+        let touch = |l: &mut Ledger, addr: u64, s: StackId| {
+            l.apply(
+                10,
+                10,
+                Input::Touch {
+                    addr,
+                    stack: Some(s),
+                },
+            )
+        };
+        // Span 0: `first` wrote the heap's 8 pages (a sample each, for the test) and a
+        // mapping's 2 pages that the kernel will report all soft-dirty (grown since).
+        for k in 0..8 {
+            touch(&mut l, 0x10_0000 + k * page, first);
+        }
+        touch(&mut l, 0x40_0000, first);
+        touch(&mut l, 0x40_0000 + page, first);
+        // A mapping an mremap moves after the rearm: its page reads soft-dirty, unwritten.
+        mmap(&mut l, 10, 10, 0x6000_0000, 2 * MIB, first);
+        touch(&mut l, 0x6000_0000, first);
+        l.apply(10, 10, Input::Rearm { pids: vec![10] });
+        l.apply(
+            10,
+            10,
+            Input::Mremap {
+                addr: 0x6000_0000,
+                old_len: 2 * MIB,
+                new_len: 2 * MIB,
+                stack: None,
+            },
+        );
+        l.apply(10, 10, Input::MremapDone { ret: 0x7000_0000 });
+        // Span 1: `second` writes 6 of the heap's pages again (the allocator handed them out
+        // anew); 2 of those writes are sampled.
+        touch(&mut l, 0x10_0000, second);
+        touch(&mut l, 0x10_0000 + 3 * page, second);
+        let maps = [ResidentMaps {
+            pid: 10,
+            maps: vec![
+                rm(0x10_0000, 8 * page, 8 * MIB, true, GroupKind::Heap),
+                ResidentMap {
+                    all_soft_dirty: true,
+                    ..rm(0x40_0000, 2 * page, 2 * MIB, true, GroupKind::Anon)
+                },
+                rm(0x7000_0000, 2 * MIB, 2 * MIB, true, GroupKind::Anon),
+            ],
+        }];
+        let pages = l.touched_pages();
+        assert_eq!(pages[0].1.len(), 11, "{pages:?}");
+        // The heap's pages 0..6 written again (soft-dirty), 6 and 7 not; the grown mapping's
+        // and the moved page read soft-dirty too.
+        let dirty: Vec<PageState> = pages[0]
+            .1
+            .iter()
+            .map(|&p| PageState {
+                present: true,
+                soft_dirty: p >= 0x40_0000 || p < 0x10_0000 + 6 * page,
+            })
+            .collect();
+        let t = l.touch_at(&maps, &[(10, dirty)].into_iter().collect(), 64);
+        // The heap's earlier samples of pages written again are given up (pages 1, 2, 4 and
+        // 5: the rewrite's own samples took pages 0 and 3's place); 2 of `first`'s stay there
+        // (pages 6 and 7), beside the rewrite's 2 of `second`; the grown mapping's and the
+        // moved page's stay (their bits cannot tell).
+        assert_eq!((t.rearms, t.samples_rewritten), (1, 4));
+        let by = |s: StackId| {
+            let frames = l.stacks.get(s).unwrap().0;
+            t.stacks.iter().find(|g| g.frames[..] == *frames).unwrap()
+        };
+        assert_eq!(
+            (by(second).resident_bytes, by(second).before_bytes),
+            (4 * MIB, 0)
+        );
+        assert_eq!(by(second).samples, 2);
+        assert_eq!(
+            (by(first).resident_bytes, by(first).before_bytes),
+            (8 * MIB, 8 * MIB),
+            "the heap's other half, the grown mapping and the moved one, all from before"
+        );
+        // Given up for good: the next anatomy does not count them again.
+        assert_eq!(l.touched_pages()[0].1.len(), 7);
+        // A process whose bits were not cleared (gone, refused) keeps its span: its samples are
+        // not of an earlier one, whatever its pages read.
+        l.apply(11, 11, Input::Fork { parent: 10 });
+        touch_of(&mut l, 11, 0x10_0000, first);
+        let maps11 = [ResidentMaps {
+            pid: 11,
+            maps: vec![rm(0x10_0000, 8 * page, MIB, true, GroupKind::Heap)],
+        }];
+        let dirty11 = [(
+            11,
+            vec![PageState {
+                present: true,
+                soft_dirty: true,
+            }],
+        )]
+        .into_iter()
+        .collect();
+        let t = l.touch_at(&maps11, &dirty11, 64);
+        assert_eq!((t.samples_rewritten, t.stacks[0].before_bytes), (0, 0));
+    }
+
+    fn touch_of(l: &mut Ledger, pid: i32, addr: u64, s: StackId) {
+        l.apply(
+            pid,
+            pid,
+            Input::Touch {
+                addr,
+                stack: Some(s),
+            },
         );
     }
 

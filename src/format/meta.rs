@@ -448,6 +448,14 @@ pub struct LedgerEnd {
     /// file's end) and were not read: stacks through them end there. At most 100.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sections_refused: Vec<String>,
+    /// Clearings of the tree's soft-dirty bits (at the start and at each span's end, where the
+    /// kernel keeps them: rewrites of memory an allocator hands out again are then sampled),
+    /// and their wall time in all, microseconds (each holds a process's memory-map lock while
+    /// the kernel write-protects its pages).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rearms: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rearm_us: u64,
     /// CPU time of the ledger's thread (user and system), microseconds: what it cost memmon.
     pub cpu_us: u64,
 }

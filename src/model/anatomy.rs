@@ -77,6 +77,10 @@ pub struct Mapping {
     pub path: String,
     /// smaps' numbers; `None` when only /proc/PID/maps was read.
     pub usage: Option<Usage>,
+    /// smaps' `VmFlags` holds `sd`: the mapping was made or grown (a brk raise, a mapping
+    /// merged into it) since the process's soft-dirty bits were last cleared, and the kernel
+    /// reports every page of it soft-dirty, written or not.
+    pub all_soft_dirty: bool,
 }
 
 impl Mapping {

@@ -71,8 +71,10 @@ impl StackGroup {
     }
 }
 
-/// The resident memory credited to the code that first touched it (sampled page faults: one
-/// fault in `TouchAt::every`, with the user stack), whatever allocator handed it out.
+/// The resident memory credited to the code that touched it (sampled page faults: one fault in
+/// `TouchAt::every`, with the user stack), whatever allocator handed it out: the code that wrote
+/// it last where its rewrites are tracked (`TouchAt::rearms`), else the code that first touched
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TouchGroup {
     /// The stack of the faulting code, innermost first.
@@ -82,6 +84,11 @@ pub struct TouchGroup {
     /// Its estimate: each mapping's Rss shared out among the stacks by the sampled pages of
     /// it still present, in proportion.
     pub resident_bytes: u64,
+    /// Of `resident_bytes`, what its samples from before the ledger's last clearing of the
+    /// soft-dirty bits stand for (`TouchAt::rearmed_unix_ms`): pages not written since (an
+    /// allocator's free memory kept from an earlier run, or data the span only read).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub before_bytes: u64,
     /// The samples behind it (still present at the anatomy).
     pub samples: u64,
 }
@@ -105,6 +112,18 @@ pub struct TouchAt {
     /// Samples read, and those whose page was gone by the anatomy.
     pub samples: u64,
     pub samples_gone: u64,
+    /// Samples given up at this anatomy as their page was written again since the last
+    /// clearing of the soft-dirty bits (the rewrite's samples stand for it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub samples_rewritten: u64,
+    /// How many times the tree's soft-dirty bits had been cleared by this anatomy (at the
+    /// recording's start and at each span's end, where the kernel keeps them): 0, rewrites are
+    /// not tracked and memory is credited to the code that first touched it.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub rearms: u32,
+    /// When they were last cleared (wall clock, ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rearmed_unix_ms: Option<u64>,
 }
 
 /// The ledger at one anatomy: what is alive, and what the ledger saw until then.
@@ -126,6 +145,10 @@ pub struct LedgerAt {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 

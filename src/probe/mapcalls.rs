@@ -182,7 +182,12 @@ enum Which {
     MremapEnter,
     MremapExit,
     BrkExit,
+    /// A sampled page fault, from the software event (every fault: reads, NUMA balancing's
+    /// hints and swap-ins too) where the kernel has no tracepoint for it.
     Fault,
+    /// A sampled write fault, from the tracepoint `exceptions:page_fault_user` filtered in the
+    /// kernel to writes (x86: `error_code & 2`).
+    WriteFault,
 }
 
 /// The tracepoints, each with its kernel filter and whether it carries a stack.
@@ -198,7 +203,7 @@ const EVENTS: [(&str, Which, bool); 6] = [
 ];
 
 /// Offsets of the fields read from each tracepoint's record.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Layout {
     /// By name: `addr`, `len`, `prot`, `flags`, `fd`, `old_len`, `new_len`, `ret`.
     fields: HashMap<&'static str, usize>,
@@ -231,6 +236,8 @@ pub struct MapCalls {
     pub faults: Faults,
     /// The per-thread fault events `follow` opened.
     followed: Vec<std::os::fd::OwnedFd>,
+    /// What the faults are sampled from: an event for each (`FaultPoint`).
+    fault_points: Vec<FaultPoint>,
     /// The events whose records go to a ring of another (each CPU's first): open as long as
     /// the rings are.
     _others: Vec<std::os::fd::OwnedFd>,
@@ -270,8 +277,24 @@ impl MapCalls {
             }
             None => crate::sys::raw::perf_event_open(attr, -1, cpu),
         };
-        let names: Vec<(&str, &str)> = EVENTS.iter().map(|(n, _, _)| ("syscalls", *n)).collect();
-        let (points, how) = tracefs::read(&names)?;
+        let mut names: Vec<(&str, &str)> =
+            EVENTS.iter().map(|(n, _, _)| ("syscalls", *n)).collect();
+        // The sampled faults are writes, where the kernel has the tracepoint (x86): a read
+        // fault is no one's memory (NUMA balancing's hints on a prover's parameters, read by
+        // its multiexp, credited the parameters to the reader in a 2-node guest).
+        let want_writes = opts.touch_every > 0;
+        if want_writes {
+            names.extend(FAULT_POINTS);
+        }
+        let (mut points, how) = match tracefs::read(&names) {
+            Ok(got) => got,
+            Err(TracefsError::Missing(n, _)) if want_writes && n.starts_with("exceptions:") => {
+                names.truncate(EVENTS.len());
+                tracefs::read(&names)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let fault_tracepoints = points.split_off(EVENTS.len().min(points.len()));
         let mut layouts = HashMap::new();
         for ((_, which, _), t) in EVENTS.iter().zip(&points) {
             let names: &[&'static str] = match which {
@@ -279,10 +302,25 @@ impl MapCalls {
                 Which::Munmap => &["addr", "len"],
                 Which::MremapEnter => &["addr", "old_len", "new_len"],
                 Which::MmapExit | Which::MremapExit | Which::BrkExit => &["ret"],
-                Which::Fault => &[],
+                Which::Fault | Which::WriteFault => &[],
             };
             layouts.insert(*which, Layout::of(t, names)?);
         }
+        // Both tracepoints are of one class (x86's exceptions), one layout: checked, not assumed.
+        let fault_points = match &fault_tracepoints[..] {
+            [user, kernel] => {
+                let l = Layout::of(user, &["address"])?;
+                let same = Layout::of(kernel, &["address"]).ok() == Some(l.clone());
+                layouts.insert(Which::WriteFault, l);
+                let mut p = vec![FaultPoint::User(user.id)];
+                if same {
+                    p.push(FaultPoint::Kernel(kernel.id));
+                }
+                p
+            }
+            _ => vec![FaultPoint::Software],
+        };
+        let writes = fault_points[0] != FaultPoint::Software;
         let cpus = crate::sys::raw::cpus_configured().unwrap_or(1) as i32;
         let faults = if cgroup_fd.is_some() {
             Faults::Everyone
@@ -364,20 +402,22 @@ impl MapCalls {
                 }
             }
             let everyone = faults == Faults::Everyone;
-            if let (Some(r), true) = (&ring, opts.touch_every > 0 && faults != Faults::Followed) {
+            let sampled = opts.touch_every > 0 && faults != Faults::Followed;
+            for &point in fault_points.iter().filter(|_| sampled) {
+                let Some(r) = &ring else { break };
                 let fd = match faults {
                     Faults::Launcher(tid) => {
-                        let mut attr = touch_attr(&opts);
+                        let mut attr = touch_attr(&opts, point);
                         attr.flags |= flag::INHERIT;
                         crate::sys::raw::perf_event_open(&attr, tid, cpu)
                     }
-                    _ if everyone => open_on(&touch_attr(&opts), cpu),
+                    _ if everyone => open_on(&touch_attr(&opts, point), cpu),
                     _ => unreachable!("followed faults are opened by follow()"),
                 }
                 .map_err(|e| MapCallsError::Failed(format!("open page-faults on CPU {cpu}"), e))?;
                 let id = crate::sys::raw::perf_id(&fd)
                     .map_err(|e| MapCallsError::Failed("read the ID of page-faults".into(), e))?;
-                which.insert(id, Which::Fault);
+                which.insert(id, writes_only(&fd, point)?);
                 crate::sys::raw::perf_set_output(&fd, r.fd()).map_err(|e| {
                     MapCallsError::Failed(format!("send page-faults to CPU {cpu}'s ring"), e)
                 })?;
@@ -406,6 +446,7 @@ impl MapCalls {
             ring_cpus,
             faults,
             followed: Vec::new(),
+            fault_points,
             _others: enabled,
             which,
             layouts,
@@ -422,12 +463,18 @@ impl MapCalls {
                 crate::units::fmt_bytes(min),
                 if opts.touch_every > 0 {
                     format!(
-                        "; one page fault in {}{} with its address (software event page-faults{})",
+                        "; one {} in {}{} with its address ({}{})",
+                        if writes { "write fault" } else { "page fault" },
                         touch_period(opts.touch_every),
                         if touch_period(opts.touch_every) != opts.touch_every {
                             format!(" (--touch-every {} up to a prime)", opts.touch_every)
                         } else {
                             String::new()
+                        },
+                        if writes {
+                            "tracepoints exceptions:page_fault_user and page_fault_kernel (on user addresses), filtered to writes"
+                        } else {
+                            "software event page-faults: this kernel has no tracepoint for writes, reads are sampled too"
                         },
                         match faults {
                             Faults::Launcher(_) => ", of the launched tree alone",
@@ -455,28 +502,35 @@ impl MapCalls {
         if self.faults != Faults::Followed || self.opts.touch_every == 0 {
             return Ok(0);
         }
-        if self.followed.len() + tids.len() * self.rings.len() > FOLLOWED_EVENTS_MAX {
+        let per_thread = self.rings.len() * self.fault_points.len();
+        if self.followed.len() + tids.len() * per_thread > FOLLOWED_EVENTS_MAX {
             // Closed first, so that no thread's faults are sampled twice.
             self.followed.clear();
             for i in 0..self.rings.len() {
-                let fd = self.open_fault(-1, i, false)?;
-                self._others.push(fd);
+                for point in self.fault_points.clone() {
+                    let fd = self.open_fault(-1, i, point, false)?;
+                    self._others.push(fd);
+                }
             }
             self.faults = Faults::Everyone;
             self.how.push_str(&format!(
                 "; past {FOLLOWED_EVENTS_MAX} per-thread events, every process's page faults"
             ));
-            return Ok(self.rings.len());
+            return Ok(per_thread);
         }
         let before = self.followed.len();
         for &tid in tids {
-            for i in 0..self.rings.len() {
-                match self.open_fault(tid, i, true) {
-                    Ok(fd) => self.followed.push(fd),
-                    Err(MapCallsError::Failed(_, e)) if e.raw_os_error() == Some(libc::ESRCH) => {
-                        break
+            'thread: for i in 0..self.rings.len() {
+                for point in self.fault_points.clone() {
+                    match self.open_fault(tid, i, point, true) {
+                        Ok(fd) => self.followed.push(fd),
+                        Err(MapCallsError::Failed(_, e))
+                            if e.raw_os_error() == Some(libc::ESRCH) =>
+                        {
+                            break 'thread
+                        }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
                 }
             }
         }
@@ -489,10 +543,11 @@ impl MapCalls {
         &mut self,
         pid: i32,
         i: usize,
+        point: FaultPoint,
         inherit: bool,
     ) -> Result<std::os::fd::OwnedFd, MapCallsError> {
         let cpu = self.ring_cpus[i];
-        let mut attr = touch_attr(&self.opts);
+        let mut attr = touch_attr(&self.opts, point);
         if inherit {
             attr.flags |= flag::INHERIT;
         }
@@ -501,7 +556,8 @@ impl MapCalls {
         })?;
         let id = crate::sys::raw::perf_id(&fd)
             .map_err(|e| MapCallsError::Failed("read the ID of page-faults".into(), e))?;
-        self.which.insert(id, Which::Fault);
+        let w = writes_only(&fd, point)?;
+        self.which.insert(id, w);
         crate::sys::raw::perf_set_output(&fd, self.rings[i].fd()).map_err(|e| {
             MapCallsError::Failed(format!("send page-faults to CPU {cpu}'s ring"), e)
         })?;
@@ -550,16 +606,21 @@ impl MapCalls {
 /// The sampled page faults: every `touch_every`th fault on a CPU, with its address, the user
 /// registers and the top of the user stack (of the code that touched the page, or that called
 /// into the kernel which did: a read() filling a buffer).
-fn touch_attr(opts: &Options) -> Attr {
+fn touch_attr(opts: &Options, point: FaultPoint) -> Attr {
+    // A tracepoint's record holds the address (RAW); the software event gives it as ADDR.
+    let (type_, config, addr) = match point {
+        FaultPoint::User(id) | FaultPoint::Kernel(id) => (perf::TYPE_TRACEPOINT, id, sample::RAW),
+        FaultPoint::Software => (perf::TYPE_SOFTWARE, perf::SW_PAGE_FAULTS, sample::ADDR),
+    };
     Attr {
-        type_: perf::TYPE_SOFTWARE,
+        type_,
         size: std::mem::size_of::<Attr>() as u32,
-        config: perf::SW_PAGE_FAULTS,
+        config,
         sample_period: touch_period(opts.touch_every),
         sample_type: sample::IDENTIFIER
             | sample::TID
             | sample::TIME
-            | sample::ADDR
+            | addr
             | sample::REGS_USER
             | sample::STACK_USER,
         flags: flag::DISABLED | flag::USE_CLOCKID | flag::WATERMARK,
@@ -569,6 +630,46 @@ fn touch_attr(opts: &Options) -> Attr {
         sample_stack_user: opts.stack_bytes,
         ..Attr::default()
     }
+}
+
+/// The tracepoints of page faults, with the fault's address and error code (x86): those taken
+/// in user mode, and those the kernel takes on a user address (a read() into a buffer not yet
+/// written).
+const FAULT_POINTS: [(&str, &str); 2] = [
+    ("exceptions", "page_fault_user"),
+    ("exceptions", "page_fault_kernel"),
+];
+
+/// What the tree's page faults are sampled from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FaultPoint {
+    /// The software event page-faults: every fault, reads, NUMA balancing's hints and swap-ins
+    /// too (a kernel without the tracepoints).
+    Software,
+    /// `exceptions:page_fault_user` and `exceptions:page_fault_kernel` (by their IDs), each
+    /// filtered in the kernel to writes (`writes_only`).
+    User(u64),
+    Kernel(u64),
+}
+
+/// The kernel's filters that keep the write faults of the tracepoints: bit 1 of x86's error
+/// code (X86_PF_WRITE); of the kernel's own faults, those on user addresses (below 2^56, the
+/// top of user space with 5-level page tables). The period counts the faults that pass them.
+const WRITES_USER: &str = "error_code & 2";
+const WRITES_KERNEL: &str = "(error_code & 2) && address < 0x100000000000000";
+
+/// A fault event just opened: where it is a tracepoint, filtered to writes. What its records
+/// are.
+fn writes_only(fd: &std::os::fd::OwnedFd, point: FaultPoint) -> Result<Which, MapCallsError> {
+    let (filter, name) = match point {
+        FaultPoint::Software => return Ok(Which::Fault),
+        FaultPoint::User(_) => (WRITES_USER, "exceptions:page_fault_user"),
+        FaultPoint::Kernel(_) => (WRITES_KERNEL, "exceptions:page_fault_kernel"),
+    };
+    let c = std::ffi::CString::new(filter).expect("no NUL in a filter");
+    crate::sys::raw::perf_set_filter(fd, &c)
+        .map_err(|e| MapCallsError::Failed(format!("set the filter '{filter}' on {name}"), e))?;
+    Ok(Which::WriteFault)
 }
 
 /// The cgroup directory `dir` opened for perf to keep events to, where the kernel takes it (a
@@ -653,7 +754,7 @@ fn parse_sample(
     let raw = c.bytes(raw_len)?;
     let l = layouts.get(&w)?;
     let f = |name| l.get(raw, name);
-    let with_stack = matches!(w, Which::MmapEnter | Which::MremapEnter);
+    let with_stack = matches!(w, Which::MmapEnter | Which::MremapEnter | Which::WriteFault);
     let stack = if with_stack { user_stack(&mut c) } else { None };
     let what = match w {
         Which::MmapEnter => What::Mmap {
@@ -682,6 +783,10 @@ fn parse_sample(
         },
         Which::BrkExit => What::Brk {
             ret: f("ret")? as i64,
+        },
+        Which::WriteFault => What::Touch {
+            addr: f("address")?,
+            stack,
         },
         Which::Fault => return None,
     };

@@ -81,6 +81,12 @@ pub fn parse_smaps(text: &[u8]) -> Result<Vec<Mapping>, ParseError> {
         let Some(colon) = memchr::memchr(b':', line) else {
             return Err(err("neither a mapping nor a 'Key: value' line"));
         };
+        if &line[..colon] == b"VmFlags" {
+            if let Some(m) = out.last_mut() {
+                m.all_soft_dirty = line[colon + 1..].split(|&b| b == b' ').any(|f| f == b"sd");
+            }
+            continue;
+        }
         let field: fn(&mut Usage) -> &mut u64 = match &line[..colon] {
             b"Rss" => |u| &mut u.rss_bytes,
             b"Pss" => |u| &mut u.pss_bytes,
@@ -176,6 +182,7 @@ fn parse_header(line: &[u8]) -> Result<Mapping, &'static str> {
         inode,
         path: String::from_utf8_lossy(path).into_owned(),
         usage: None,
+        all_soft_dirty: false,
     })
 }
 
@@ -295,6 +302,9 @@ Private_Hugetlb:    2048 kB
         assert_eq!(m[1].usage.unwrap().anon_huge_bytes, 2 * MIB);
         assert_eq!(m[2].usage.unwrap().hugetlb_bytes, 4 * MIB);
         assert_eq!(m[2].usage.unwrap().resident_bytes(), 4 * MIB);
+        // `sd` among the flags: every page of the mapping reads soft-dirty.
+        let flagged: Vec<bool> = m.iter().map(|m| m.all_soft_dirty).collect();
+        assert_eq!(flagged, [true, false, false]);
     }
 
     #[test]

@@ -196,6 +196,52 @@ impl ProcFs {
     }
 }
 
+/// What pagemap says of one page ([`ProcHandle::page_states`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PageState {
+    /// In RAM (bit 63): not swapped out, not released.
+    pub present: bool,
+    /// Soft-dirty (bit 55): written since the process's soft-dirty bits were last cleared, or
+    /// in a mapping made or grown since (the kernel then reports every page of it so).
+    pub soft_dirty: bool,
+}
+
+impl PageState {
+    /// From a pagemap entry.
+    pub fn of(entry: u64) -> PageState {
+        PageState {
+            present: entry >> 63 == 1,
+            soft_dirty: (entry >> 55) & 1 == 1,
+        }
+    }
+}
+
+/// Whether this kernel keeps soft-dirty bits (CONFIG_MEM_SOFT_DIRTY: Debian's, Ubuntu's and
+/// RHEL's do; some cloud kernels do not, and there clear_refs `4` does nothing): a page of
+/// memmon's own, written, reads soft-dirty in its pagemap. Asked once.
+pub fn soft_dirty_tracked() -> bool {
+    static TRACKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACKED.get_or_init(|| {
+        // Where the kernel keeps the bits, a page written since they were last cleared (never,
+        // for memmon's own) reads soft-dirty; where it does not, no page ever does.
+        let page = rustix::param::page_size() as u64;
+        let mut mine = vec![0u8; 2 * page as usize];
+        let at = mine.as_mut_ptr() as u64;
+        let first = at.div_ceil(page);
+        std::hint::black_box(&mut mine)[(first * page - at) as usize] = 1;
+        read_own_pagemap(first).is_some_and(|e| PageState::of(e).soft_dirty)
+    })
+}
+
+/// memmon's own pagemap entry for page number `n`.
+fn read_own_pagemap(n: u64) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let f = File::open("/proc/self/pagemap").ok()?;
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, n * 8).ok()?;
+    Some(u64::from_ne_bytes(b))
+}
+
 /// One process, pinned by (pid, start time) through a handle on its /proc directory.
 #[derive(Debug)]
 pub struct ProcHandle {
@@ -344,6 +390,16 @@ impl ProcHandle {
         Ok(())
     }
 
+    /// The IDs of this process's threads (task/ listed now); errors when the process has ended.
+    pub fn threads(&self) -> Result<Vec<i32>, ProcError> {
+        let task_dir = self.dir_path.join("task");
+        let entries = std::fs::read_dir(&task_dir).map_err(|e| self.classify("task", e))?;
+        Ok(entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+            .collect())
+    }
+
     /// Appends the PIDs of this process's direct children to `out`, from the children file of
     /// every thread (task/ listed now), each opened, read and closed: for a tree that hears of
     /// new children from fork events, which reads them once, when it first meets the process.
@@ -418,6 +474,20 @@ impl ProcHandle {
             dir: self.dir.try_clone()?,
             dir_path: self.dir_path.clone(),
         })
+    }
+
+    /// Clears the soft-dirty bits of every page of the process by writing `4` to
+    /// /proc/PID/clear_refs: the kernel write-protects each present page, so the next write to
+    /// it faults (a page fault the ledger samples, with the writer's stack) and sets its bit
+    /// again. It holds the process's memory-map lock while it walks the page tables. A kernel
+    /// built without soft-dirty bits takes the write and does nothing ([`soft_dirty_tracked`]).
+    pub fn clear_soft_dirty(&self) -> Result<(), ProcError> {
+        use std::io::Write;
+        let mut f = self
+            .open_file("clear_refs", libc::O_WRONLY)
+            .map_err(|e| self.classify("clear_refs", e))?;
+        f.write_all(b"4")
+            .map_err(|e| self.classify("clear_refs", e))
     }
 
     /// Resets the kernel's high-water mark (VmHWM) to the current RSS by writing `5` to
@@ -590,10 +660,11 @@ impl ProcHandle {
         Ok(present * page)
     }
 
-    /// Whether each page (its address, a multiple of `page`) is present in RAM now:
-    /// /proc/PID/pagemap's bit 63, one 8-byte entry per page read where it is (no page-table
-    /// walk beyond those pages). `pages` sorted; a run of neighbours is read at once.
-    pub fn present_pages(&self, pages: &[u64], page: u64) -> Result<Vec<bool>, ProcError> {
+    /// Each page's state now (its address, a multiple of `page`): /proc/PID/pagemap's bit 63
+    /// (present in RAM) and bit 55 (soft-dirty: written since the bits were last cleared), one
+    /// 8-byte entry per page read where it is (no page-table walk beyond those pages). `pages`
+    /// sorted; a run of neighbours is read at once.
+    pub fn page_states(&self, pages: &[u64], page: u64) -> Result<Vec<PageState>, ProcError> {
         use std::os::unix::fs::FileExt;
         let f = self
             .open_file("pagemap", libc::O_RDONLY)
@@ -619,7 +690,7 @@ impl ProcHandle {
                     .get(at..(at + 8).min(n))
                     .and_then(|b| b.try_into().ok())
                     .map_or(0, u64::from_ne_bytes);
-                out.push(entry >> 63 == 1);
+                out.push(PageState::of(entry));
             }
             i = j;
         }
@@ -1065,6 +1136,45 @@ pub fn parse_pid_list(buf: &[u8], out: &mut Vec<i32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fake process's pagemap, an entry per page: its pages' states are read where they are,
+    /// a run of neighbours at once, a page past the file's end as absent.
+    #[test]
+    fn page_states_read_present_and_soft_dirty_bits_from_pagemap() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::probe::fake::FakeProc::new(42)
+            .start(1)
+            .write(dir.path());
+        let page = 4096u64;
+        // Pages 0..200: page 3 present, 5 present and soft-dirty, 7 swapped and soft-dirty
+        // (bit 62: not present), 150 soft-dirty only (a page the kernel reports so, absent).
+        let mut map = vec![0u64; 200];
+        map[3] = 1 << 63;
+        map[5] = 1 << 63 | 1 << 55;
+        map[7] = 1 << 62 | 1 << 55;
+        map[150] = 1 << 55;
+        let bytes: Vec<u8> = map.iter().flat_map(|e| e.to_ne_bytes()).collect();
+        std::fs::write(dir.path().join("42/pagemap"), bytes).unwrap();
+        let h = ProcFs::new(dir.path()).open(42).unwrap();
+        let pages: Vec<u64> = [3, 4, 5, 7, 150, 300].iter().map(|p| p * page).collect();
+        let got: Vec<(bool, bool)> = h
+            .page_states(&pages, page)
+            .unwrap()
+            .iter()
+            .map(|s| (s.present, s.soft_dirty))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (true, false),
+                (false, false),
+                (true, true),
+                (false, true),
+                (false, true),
+                (false, false)
+            ]
+        );
+    }
 
     /// statm and status of a real idle process, read back to back: the page counts a status
     /// read gives are statm's own.

@@ -372,7 +372,7 @@ impl Report {
                 if let Some(t) = &l.touch {
                     crate::render::stacks::touch_table(
                         format!(
-                            "at the highest anatomy (+{}), the resident memory by the code that first touched it",
+                            "at the highest anatomy (+{}), the resident memory by the code that touched it",
                             fmt_seconds(at)
                         ),
                         t,
@@ -381,13 +381,14 @@ impl Report {
                             .as_deref()
                             .is_some_and(|t| t.starts_with("command")),
                         l.lost,
+                        l.at_unix_ms,
                     )
                     .write_html(o);
                     flame_graph(
                         o,
                         &crate::render::stacks::folded_touch(t),
-                        "the resident memory at the highest anatomy, by the code that first touched it (sampled page faults; width: bytes resident)",
-                        "flame graph of the peak's memory by first touch",
+                        "the resident memory at the highest anatomy, by the code that touched it (sampled page faults; width: bytes resident)",
+                        "flame graph of the peak's memory by touch",
                     );
                 }
             }

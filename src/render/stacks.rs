@@ -148,9 +148,10 @@ pub fn live_heading(l: &LedgerAt) -> String {
     )
 }
 
-/// The heading of the memory credited to the code that first touched it (`TouchAt`): how much
-/// of the data mappings' resident bytes, from how many samples, and the rest.
-pub fn touch_heading(t: &TouchAt, attached: bool, lost: u64) -> String {
+/// The heading of the memory credited to the code that touched it (`TouchAt`): how much of the
+/// data mappings' resident bytes, from how many samples, and the rest; where rewrites are
+/// tracked, since when (`at_unix_ms`: the anatomy's moment).
+pub fn touch_heading(t: &TouchAt, attached: bool, lost: u64, at_unix_ms: u64) -> String {
     let credited: u64 = t.stacks.iter().map(|s| s.resident_bytes).sum();
     let present: u64 = t.stacks.iter().map(|s| s.samples).sum();
     let before = if attached {
@@ -179,25 +180,45 @@ pub fn touch_heading(t: &TouchAt, attached: bool, lost: u64) -> String {
         String::new()
     };
     format!(
-        "{} of {} resident in data mappings, by the code that first touched it (one page fault in {} sampled: {} present; a stack of n samples is within about 100/sqrt(n) %); {}{kinds} {before} too small for a sample{lost}",
+        "{} of {} resident in data mappings, {} (one page fault in {} sampled: {} present; a stack of n samples is within about 100/sqrt(n) %); {}{kinds} {before} too small for a sample{lost}",
         fmt_bytes(credited),
         fmt_bytes(t.resident_bytes),
+        touch_whose(t, at_unix_ms),
         t.every,
         crate::units::count(present, "sample"),
         fmt_bytes(t.unsampled_bytes),
     )
 }
 
-/// The memory credited to the code that first touched it, a line per site (stacks that differ
-/// only inside the allocator are one), largest first (at most `STACK_LINES`, the rest summed):
-/// `62.0 MiB  grow_heap <- run via malloc (250 samples)`.
+/// Whose memory a `TouchAt` credits: the code that wrote it last where the kernel's soft-dirty
+/// bits were cleared before it (`rearms`), since when, else the code that first touched it.
+fn touch_whose(t: &TouchAt, at_unix_ms: u64) -> String {
+    match t.rearmed_unix_ms {
+        Some(cleared) if t.rearms > 0 => format!(
+            "by the code that wrote it last (written since the soft-dirty bits were cleared at the span's start, {} before this anatomy: its writer's then; `before`: not written since, its earlier writer's; {} given up to a rewrite)",
+            crate::units::fmt_seconds(at_unix_ms.saturating_sub(cleared) as f64 / 1000.0),
+            crate::units::count(t.samples_rewritten, "earlier sample")
+        ),
+        _ => "by the code that first touched it".into(),
+    }
+}
+
+/// The memory credited to the code that touched it, a line per site (stacks that differ only
+/// inside the allocator are one), largest first (at most `STACK_LINES`, the rest summed):
+/// `62.0 MiB  grow_heap <- run via malloc (250 samples)`, and where some of it is from before
+/// the span (`TouchGroup::before_bytes`), `(250 samples; 8.00 MiB before)`.
 pub fn touch_lines(o: &mut String, t: &TouchAt) {
     let sites = touch_sites(t);
     let shown = sites.len().min(STACK_LINES);
-    for (site, bytes, samples) in &sites[..shown] {
+    for (site, bytes, before, samples) in &sites[..shown] {
+        let before = if *before > 0 {
+            format!("; {} before", fmt_bytes(*before))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "                {:>11}  {site} ({})",
+            "                {:>11}  {site} ({}{before})",
             fmt_bytes(*bytes),
             crate::units::count(*samples, "sample")
         );
@@ -263,14 +284,19 @@ fn touch_site(frames: &[Frame], truncated: bool) -> String {
 
 /// The credited memory by site (its words: stacks that differ only inside the allocator are
 /// one), with its samples, largest first.
-fn touch_sites(t: &TouchAt) -> Vec<(String, u64, u64)> {
-    let mut sites = by_site(t.stacks.iter().map(|g| {
-        (
-            touch_site(&g.frames, g.truncated),
-            g.resident_bytes,
-            g.samples,
-        )
-    }));
+fn touch_sites(t: &TouchAt) -> Vec<(String, u64, u64, u64)> {
+    let mut sites: Vec<(String, u64, u64, u64)> = Vec::new();
+    for g in &t.stacks {
+        let site = touch_site(&g.frames, g.truncated);
+        match sites.iter_mut().find(|s| s.0 == site) {
+            Some(s) => {
+                s.1 += g.resident_bytes;
+                s.2 += g.before_bytes;
+                s.3 += g.samples;
+            }
+            None => sites.push((site, g.resident_bytes, g.before_bytes, g.samples)),
+        }
+    }
     sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     sites
 }
@@ -413,16 +439,40 @@ pub fn live_table(title: String, l: &LedgerAt, since: &[StackChange]) -> Table {
 
 /// The memory credited to the code that first touched it as a table (`report`), a row per
 /// site.
-pub fn touch_table(title: String, t: &TouchAt, attached: bool, lost: u64) -> Table {
+pub fn touch_table(
+    title: String,
+    t: &TouchAt,
+    attached: bool,
+    lost: u64,
+    at_unix_ms: u64,
+) -> Table {
+    let rewrites = t.rearms > 0;
+    let mut head = vec![
+        "resident".to_string(),
+        if rewrites {
+            "written last by"
+        } else {
+            "first touched by"
+        }
+        .into(),
+        "samples".into(),
+    ];
+    if rewrites {
+        head.insert(1, "of it before".into());
+    }
     Table {
         title,
-        notes: vec![touch_heading(t, attached, lost)],
-        head: ["resident", "first touched by", "samples"]
-            .map(String::from)
-            .to_vec(),
+        notes: vec![touch_heading(t, attached, lost, at_unix_ms)],
+        head,
         rows: touch_sites(t)
             .into_iter()
-            .map(|(site, bytes, samples)| vec![fmt_bytes(bytes), site, samples.to_string()])
+            .map(|(site, bytes, before, samples)| {
+                let mut row = vec![fmt_bytes(bytes), site, samples.to_string()];
+                if rewrites {
+                    row.insert(1, fmt_bytes(before));
+                }
+                row
+            })
             .collect(),
         footer: Vec::new(),
     }

@@ -82,7 +82,7 @@ pub fn span_growth_lines(
         if !g.diff.touches.is_empty() {
             let _ = writeln!(
                 o,
-                "                by touch (resident memory by the code that first touched it, sampled page faults{}):",
+                "                by touch (resident memory by the code that touched it, sampled page faults{}):",
                 if g.to.ledger_lost > 0 {
                     format!(
                         "; the kernel had dropped {}: samples are missing",
@@ -839,7 +839,8 @@ impl Summary {
                             .target
                             .as_deref()
                             .is_some_and(|t| t.starts_with("command")),
-                        l.lost
+                        l.lost,
+                        l.at_unix_ms
                     )
                 );
                 crate::render::stacks::touch_lines(o, t);
@@ -879,9 +880,18 @@ impl Summary {
             } else {
                 String::new()
             };
+            let rearms = if l.rearms > 0 {
+                format!(
+                    ", the tree's soft-dirty bits cleared {} ({} in all: rewrites sampled)",
+                    count(l.rearms, "time"),
+                    fmt_us(l.rearm_us)
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 o,
-                "  ledger        {} of the tree followed ({} read{lost}){touches}, {} unwound{cap}, {} of CPU on a thread of its own",
+                "  ledger        {} of the tree followed ({} read{lost}){touches}{rearms}, {} unwound{cap}, {} of CPU on a thread of its own",
                 count(l.calls, "call"),
                 count(l.records, "record"),
                 count(l.stacks, "stack"),

@@ -183,6 +183,9 @@ pub struct Job {
     pids: Vec<i32>,
     /// The ledger, and the moment (wall clock, ms) whose live mappings it is asked for.
     ledger: Option<(Arc<LedgerHandle>, u64)>,
+    /// A span begins after it (the recording's start, a span's end): the ledger clears the
+    /// tree's soft-dirty bits once it has weighed its samples (`LedgerHandle::snapshot`).
+    rearm: bool,
 }
 
 /// The read of the members now: each one's smaps read only under `smaps`' guard (else its maps,
@@ -216,6 +219,11 @@ pub fn job<'a>(
             }
         })
         .collect();
+    // The spans of the ledger: from the recording's start, and from each span's end.
+    let rearm = matches!(
+        asked.trigger,
+        Trigger::Start | Trigger::RunEnd | Trigger::PhaseEnd
+    );
     Job {
         asked,
         span: None,
@@ -223,6 +231,7 @@ pub fn job<'a>(
         items,
         pids,
         ledger: None,
+        rearm,
     }
 }
 
@@ -277,7 +286,7 @@ pub fn read(job: Job) -> Anatomy {
     a.span = job.span;
     a.ledger = job
         .ledger
-        .and_then(|(l, at)| l.snapshot(at, resident_maps(&procs)));
+        .and_then(|(l, at)| l.snapshot(at, resident_maps(&procs), job.rearm));
     a
 }
 
@@ -299,6 +308,7 @@ fn resident_maps(procs: &[ProcessMaps]) -> Option<Vec<crate::analysis::ledger::R
                     rss: m.usage.as_ref().map_or(0, |u| u.rss_bytes),
                     data: !m.perms.exec,
                     kind: k.kind,
+                    all_soft_dirty: m.all_soft_dirty,
                 })
                 .collect();
             maps.sort_unstable_by_key(|m| m.start);

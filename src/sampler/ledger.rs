@@ -9,11 +9,17 @@
 //! descendants it found), and every process they fork after (the kernel's FORK records, in
 //! order with the calls, so a child's first mapping is never missed); for a launched command,
 //! the children of memmon itself (`launcher`), memmon's own calls left out.
+//!
+//! Rewrites: where faults are sampled and the kernel keeps soft-dirty bits, a snapshot asked
+//! with `rearm` (the start's anatomy, each span's end anatomy) clears the tree's bits once the
+//! samples are weighed ([`Reader::rearm`]), so memory an allocator hands out again faults on its
+//! next write and is credited to the code that wrote it (`analysis/ledger.rs`).
 
 use crate::analysis::ledger::{Input, Ledger, ResidentMaps};
 use crate::format::meta::LedgerEnd;
 use crate::model::ledger::LedgerAt;
 use crate::probe::mapcalls::{Event, Faults, MapCalls, MapCallsError, Options, What};
+use crate::probe::proc::PageState;
 use crate::probe::unwind::Unwinder;
 use crate::sys::Waker;
 use std::collections::{HashMap, HashSet};
@@ -72,6 +78,9 @@ enum Msg {
         /// When `maps` had been read (CLOCK_MONOTONIC, ns): the sampled faults are weighed
         /// against them with every call up to then applied.
         maps_read_ns: u64,
+        /// A span begins after it: the tree's soft-dirty bits are cleared once the samples
+        /// are weighed (`Reader::rearm`).
+        rearm: bool,
         reply: mpsc::Sender<LedgerAt>,
     },
 }
@@ -91,14 +100,22 @@ impl LedgerHandle {
     /// The tree's live mappings by stack at `at_unix_ms` (wall clock): every call up to then
     /// applied, none after (a moment before the last one asked for is answered as of that
     /// one); with `maps` (the tree's mappings and their Rss, read with smaps), each stack's
-    /// resident bytes and the sampled page faults' credit. `None` when the thread is gone or
-    /// does not answer within 10 s.
-    pub fn snapshot(&self, at_unix_ms: u64, maps: Option<Vec<ResidentMaps>>) -> Option<LedgerAt> {
+    /// resident bytes and the sampled page faults' credit. `rearm`: a span begins after this
+    /// moment (the recording's start, a span's end): the tree's soft-dirty bits are cleared
+    /// before the answer, so what the tree writes from then on is sampled as written anew.
+    /// `None` when the thread is gone or does not answer within 10 s.
+    pub fn snapshot(
+        &self,
+        at_unix_ms: u64,
+        maps: Option<Vec<ResidentMaps>>,
+        rearm: bool,
+    ) -> Option<LedgerAt> {
         let (reply, rx) = mpsc::channel();
         if !self.send(Msg::Snapshot {
             at_unix_ms,
             maps,
             maps_read_ns: now_mono_ns(),
+            rearm,
             reply,
         }) {
             return None;
@@ -141,7 +158,14 @@ impl LedgerThread {
             Some(_) => Faults::Launcher(rustix::thread::gettid().as_raw_nonzero().get()),
             None => Faults::Followed,
         };
-        let calls = MapCalls::open(opts, cgroup, faults)?;
+        let mut calls = MapCalls::open(opts, cgroup, faults)?;
+        if opts.touch_every > 0 {
+            calls.how.push_str(if crate::probe::proc::soft_dirty_tracked() {
+                "; rewrites sampled (the tree's soft-dirty bits cleared after the start's and each span's end anatomy)"
+            } else {
+                "; rewrites not sampled (this kernel keeps no soft-dirty bits): memory handed out again stays with the code that first touched it"
+            });
+        }
         let how = calls.how.clone();
         let wake = Arc::new(
             Waker::new().map_err(|e| MapCallsError::Failed("make the ledger's waker".into(), e))?,
@@ -219,6 +243,12 @@ struct Reader {
     followed: HashSet<i32>,
     pending: Vec<Resolved>,
     raw: Vec<Event>,
+    /// Rewrites are sampled: faults are, and the kernel keeps soft-dirty bits.
+    rewrites: bool,
+    /// When the tree's soft-dirty bits were cleared (wall clock, ms), in order; and the wall
+    /// time the clearings took, microseconds.
+    rearmed_unix_ms: Vec<u64>,
+    rearm_us: u64,
 }
 
 impl Reader {
@@ -237,6 +267,9 @@ impl Reader {
             followed: HashSet::new(),
             pending: Vec::new(),
             raw: Vec::new(),
+            rewrites: opts.touch_every > 0 && crate::probe::proc::soft_dirty_tracked(),
+            rearmed_unix_ms: Vec::new(),
+            rearm_us: 0,
         }
     }
 
@@ -269,6 +302,7 @@ impl Reader {
                         at_unix_ms,
                         maps,
                         maps_read_ns,
+                        rearm,
                         reply,
                     } => {
                         // Read again: every call up to now is in a ring by now.
@@ -285,6 +319,9 @@ impl Reader {
                             self.apply_to(maps_read_ns.max(at));
                         }
                         let touch = maps.as_deref().and_then(|m| self.touch_at(m));
+                        if rearm {
+                            self.rearm();
+                        }
                         let _ = reply.send(LedgerAt {
                             stacks,
                             at_unix_ms,
@@ -311,6 +348,8 @@ impl Reader {
             touch_samples: self.ledger.touch_samples,
             touches_dropped: self.ledger.touches_dropped,
             sections_refused: std::mem::take(&mut self.unwinder.sections_refused),
+            rearms: self.rearmed_unix_ms.len() as u64,
+            rearm_us: self.rearm_us,
             cpu_us: thread_cpu_us().saturating_sub(cpu0),
         }
     }
@@ -356,12 +395,10 @@ impl Reader {
             if !self.followed.insert(pid) {
                 continue;
             }
-            let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|t| t.file_name().to_str()?.parse().ok())
-                .collect();
+            let tids = crate::probe::ProcFs::default()
+                .open(pid)
+                .and_then(|h| h.threads())
+                .unwrap_or_default();
             if self.calls.follow(&tids).is_err() {
                 return;
             }
@@ -449,7 +486,7 @@ impl Reader {
         }
         let page = rustix::param::page_size() as u64;
         let procfs = crate::probe::ProcFs::default();
-        let present = self
+        let states = self
             .ledger
             .touched_pages()
             .into_iter()
@@ -457,18 +494,19 @@ impl Reader {
                 // A process gone, or whose pagemap cannot be read: none of its pages counts.
                 let here = procfs
                     .open(pid)
-                    .and_then(|h| h.present_pages(&pages, page))
-                    .unwrap_or_else(|_| vec![false; pages.len()]);
+                    .and_then(|h| h.page_states(&pages, page))
+                    .unwrap_or_else(|_| vec![PageState::default(); pages.len()]);
                 // The rings keep room while pagemap is read (`read` resolves what came).
                 take_rings(&mut self.calls, &mut self.raw);
                 (pid, here)
             })
-            .collect::<HashMap<i32, Vec<bool>>>();
+            .collect::<HashMap<i32, Vec<PageState>>>();
         // A sampled page not in RAM is forgotten (its memory released), but not where the
         // process moved pages after the moment the ledger stands at: its calls since wait, and a
         // page an mremap moved reads as gone at its old address (vectors growing by mremap lost
         // up to 32 samples to one snapshot taken mid-growth). Those samples stay, and count
-        // where the mappings smaps read (before the move) hold them.
+        // where the mappings smaps read (before the move) hold them, as not written again (a
+        // move marks pages soft-dirty).
         let unsettled: HashSet<i32> = self
             .pending
             .iter()
@@ -476,17 +514,59 @@ impl Reader {
             .map(|r| r.pid)
             .chain(self.raw.iter().filter(|e| e.moves_pages()).map(|e| e.pid))
             .collect();
-        let present = present
+        let settled = PageState {
+            present: true,
+            soft_dirty: false,
+        };
+        let states = states
             .into_iter()
             .map(|(pid, here)| {
                 if unsettled.contains(&pid) {
-                    (pid, vec![true; here.len()])
+                    (pid, vec![settled; here.len()])
                 } else {
                     (pid, here)
                 }
             })
             .collect();
-        Some(self.ledger.touch_at(maps, &present, every))
+        let mut t = self.ledger.touch_at(maps, &states, every);
+        t.rearmed_unix_ms = (t.rearms as usize)
+            .checked_sub(1)
+            .and_then(|i| self.rearmed_unix_ms.get(i).copied());
+        Some(t)
+    }
+
+    /// Clears the soft-dirty bits of the tree's processes (`ProcHandle::clear_soft_dirty`),
+    /// where rewrites are sampled: from now on the first write to each page faults, and the
+    /// ledger's span of each process cleared begins now (`Input::Rearm`, in time order with the
+    /// calls). A process gone, or that refuses, keeps its span: its pages' bits say nothing
+    /// new.
+    fn rearm(&mut self) {
+        if !self.rewrites {
+            return;
+        }
+        let t0 = now_mono_ns();
+        let began = std::time::Instant::now();
+        let procfs = crate::probe::ProcFs::default();
+        let mut pids: Vec<i32> = self.ledger.members().collect();
+        pids.sort_unstable();
+        pids.retain(|&pid| {
+            let cleared = procfs.open(pid).and_then(|h| h.clear_soft_dirty()).is_ok();
+            // The rings keep room meanwhile (a large process takes milliseconds).
+            take_rings(&mut self.calls, &mut self.raw);
+            cleared
+        });
+        self.rearm_us += began.elapsed().as_micros() as u64;
+        self.rearmed_unix_ms.push(unix_now_ms());
+        let at = self.pending.partition_point(|r| r.time_ns <= t0);
+        self.pending.insert(
+            at,
+            Resolved {
+                time_ns: t0,
+                pid: 0,
+                tid: 0,
+                input: Input::Rearm { pids },
+            },
+        );
     }
 
     /// The live mappings by stack at a snapshot, weighed against `maps`; the rings are read
@@ -543,6 +623,13 @@ fn present_bytes() -> impl FnMut(i32, u64, u64) -> Option<u64> {
             .as_ref()?;
         h.present_bytes(start, end, page).ok()
     }
+}
+
+/// The wall clock now, ms since the Unix epoch.
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// CLOCK_MONOTONIC now, in nanoseconds (the clock of the events' times).
