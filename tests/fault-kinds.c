@@ -1,5 +1,5 @@
 /* Faults of each kind, with sites the tests know (tests/ledger.rs): write_pages writes MIB MiB
- * of anonymous memory (write faults in user mode), read_into reads MIB MiB from /dev/zero into
+ * of anonymous memory (write faults in user mode), read_into reads MIB MiB from /dev/urandom into
  * fresh anonymous memory (the kernel's write faults on user addresses, in read()), read_file
  * reads every page of FILE mapped privately (read faults: resident, and no one's writing).
  * Built by the tests with -O2 -fomit-frame-pointer.
@@ -44,7 +44,7 @@ static __attribute__((noinline)) char *write_pages(size_t n) {
 
 static __attribute__((noinline)) char *read_into(size_t n) {
     char *p = fresh(n);
-    int fd = open("/dev/zero", O_RDONLY);
+    int fd = open("/dev/urandom", O_RDONLY);
     for (size_t got = 0; got < n;) {
         ssize_t r = read(fd, p + got, n - got < MIB ? n - got : MIB);
         if (r <= 0)

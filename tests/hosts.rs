@@ -598,17 +598,21 @@ fn memory_bound_to_node_1_shows_there_for_a_launched_command_and_a_daemon() {
     assert!(node1["peak_bytes"].as_u64().unwrap() >= 60 * MIB, "{s:#}");
     // Attached with no cgroup given: the summary says why there is no memory per node, not
     // stderr alone.
-    let mut w = spawn_workload(&["hold:1500ms"]);
+    // It lives until memmon has its first row (a guest under emulation takes seconds to attach).
+    let go2 = d.path().join("go2");
+    let mut w = spawn_workload(&[&format!("wait-file:{}", go2.display())]);
     let plain = d.path().join("plain.csv");
-    let o = memmon()
+    let mut rec = std::process::Command::new(memmon_path())
         .args(["record", "-q", "-i", "100ms", "--pid"])
         .arg(w.id().to_string())
         .arg("-o")
         .arg(&plain)
-        .output()
+        .spawn()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for_first_row(&plain);
+    std::fs::write(&go2, "").unwrap();
     let _ = w.wait();
+    assert!(rec.wait().unwrap().success());
     let text = summary_text(&plain);
     let read = summary_json(&plain)["numa_nodes"]
         .as_array()
