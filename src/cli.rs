@@ -1238,8 +1238,9 @@ by the stack that made them. Without the privilege it says so and reads the anat
 cgroup (PERF_FLAG_PID_CGROUP) where it holds the tree alone (memmon's own for a launched command, \
 or --cgroup found to) on a v2 host with Linux 6.1 or later: the kernel then keeps every other \
 process's calls and page faults out of the rings, which on a busy host is most of them. Off by \
-default: cgroup events make the kernel patch its scheduler's hot path, and in emulated guests \
-(QEMU without KVM) that crashed the kernel (memmon's lane, Debian's 6.12 and 7.3)."
+default: cgroup events make the kernel patch its scheduler's hot path, and in guests QEMU \
+emulated on several threads at once that crashed the kernel (memmon's lane, Debian's 6.12 and 7.3, \
+before it emulated on one); not yet proven as the default since."
     )]
     pub ledger_in_kernel: bool,
 }

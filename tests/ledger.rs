@@ -1013,8 +1013,9 @@ fn memory_jemalloc_and_mimalloc_hand_out_is_credited_to_the_code_that_touched_it
         let share = heap as f64 / (heap + arena) as f64;
         assert!(
             (share - 64.0 / 112.0).abs() <= 0.05,
-            "{allocator}: fill_heap {heap} of {}\n{touch:#}",
-            heap + arena
+            "{allocator}: fill_heap {heap} of {}; records the kernel dropped: {}\n{touch:#}",
+            heap + arena,
+            l["lost"]
         );
         let resident = touch["resident_bytes"].as_u64().unwrap();
         assert!(

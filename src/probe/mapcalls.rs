@@ -678,9 +678,11 @@ fn writes_only(fd: &std::os::fd::OwnedFd, point: FaultPoint) -> Result<Which, Ma
 fn perf_cgroup(dir: &std::path::Path) -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
     // Off by default (`--ledger-in-kernel`): cgroup events make the kernel patch its scheduler's
-    // hot path (perf's sched-in hooks), and in the lane's emulated guests (QEMU TCG) that broke
-    // the kernel: soft lockups in syscall_trace_enter of every process on Debian's 5.10, an
-    // `int3` oops in __schedule on 6.12 and 7.3; 6.1 passed. Never before 6.1.
+    // hot path (perf's sched-in hooks), and in the lane's emulated guests (QEMU's multi-threaded
+    // TCG, which misses a kernel's patching of its own code) that broke the kernel: soft lockups
+    // in syscall_trace_enter of every process on Debian's 5.10, an `int3` oops in __schedule on
+    // 6.12 and 7.3; 6.1 passed. The lane now emulates on one thread; the default is not yet
+    // proven there. Never before 6.1.
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
     if kernel_version(&release)? < (6, 1) {
         return None;
