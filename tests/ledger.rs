@@ -380,6 +380,41 @@ fn touched_by(ledger: &Value, f: &str) -> (u64, u64) {
         })
 }
 
+/// memmon recording a test's C program (`exe ARGS`) into `out`, a row every `interval`, with
+/// anatomies and one page fault in `every` (up to a prime) sampled, markers taken on `socket`;
+/// and the lines the program prints, as they come.
+fn record_c_program(
+    exe: &Path,
+    args: &[&std::ffi::OsStr],
+    out: &Path,
+    socket: &Path,
+    interval: &str,
+    every: &str,
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut rec = std::process::Command::new(memmon_path())
+        .args([
+            "record",
+            "-q",
+            "-i",
+            interval,
+            "--anatomy",
+            "--touch-every",
+            every,
+        ])
+        .arg("--socket")
+        .arg(socket)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .arg(exe)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(rec.stdout.take().unwrap());
+    (rec, rx)
+}
+
 /// Marks phase `held` and its end (`done`) in the recording on `socket`, waits until the
 /// phase's end anatomy is in `out`'s table (everything written and held), then lets the program
 /// free it all and exit (the file `PREFIX.0`).
@@ -613,28 +648,14 @@ fn vectors_that_grow_by_mremap_keep_their_samples_through_every_anatomy() {
     let prefix = dir.path().join("go");
     let out = dir.path().join("grow.csv");
     let socket = dir.path().join("grow.sock");
-    let mut rec = std::process::Command::new(memmon_path())
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "20ms",
-            "--anatomy",
-            "--touch-every",
-            "64",
-        ])
-        .arg("--socket")
-        .arg(&socket)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .arg(&prefix)
-        .arg("8")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = lines_of(rec.stdout.take().unwrap());
+    let (mut rec, rx) = record_c_program(
+        &exe,
+        &[prefix.as_os_str(), "8".as_ref()],
+        &out,
+        &socket,
+        "20ms",
+        "64",
+    );
     expect_line(&rx, "grown");
     hold_then_release(&out, &socket, &prefix);
     assert!(rec.wait().unwrap().success());
@@ -667,28 +688,14 @@ fn memory_handed_out_again_is_credited_to_the_code_that_wrote_it_again() {
     let prefix = dir.path().join("go");
     let out = dir.path().join("reuse.csv");
     let socket = dir.path().join("reuse.sock");
-    let mut rec = std::process::Command::new(memmon_path())
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "50ms",
-            "--anatomy",
-            "--touch-every",
-            "64",
-        ])
-        .arg("--socket")
-        .arg(&socket)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .arg(&prefix)
-        .args(["32", "2000"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = lines_of(rec.stdout.take().unwrap());
+    let (mut rec, rx) = record_c_program(
+        &exe,
+        &[prefix.as_os_str(), "32".as_ref(), "2000".as_ref()],
+        &out,
+        &socket,
+        "50ms",
+        "64",
+    );
     let gate = |n: u32| std::fs::write(format!("{}.{n}", prefix.display()), "").unwrap();
     let phase_end_read = |span: &str| {
         let want = format!("\"span\":\"{span}\"");
@@ -773,29 +780,14 @@ fn memory_written_or_read_into_is_credited_and_memory_only_read_is_not() {
     let prefix = dir.path().join("go");
     let out = dir.path().join("kinds.csv");
     let socket = dir.path().join("kinds.sock");
-    let mut rec = std::process::Command::new(memmon_path())
-        .args([
-            "record",
-            "-q",
-            "-i",
-            "50ms",
-            "--anatomy",
-            "--touch-every",
-            "16",
-        ])
-        .arg("--socket")
-        .arg(&socket)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .arg(&prefix)
-        .arg("16")
-        .arg(&file)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = lines_of(rec.stdout.take().unwrap());
+    let (mut rec, rx) = record_c_program(
+        &exe,
+        &[prefix.as_os_str(), "16".as_ref(), file.as_os_str()],
+        &out,
+        &socket,
+        "50ms",
+        "16",
+    );
     expect_line(&rx, "done");
     hold_then_release(&out, &socket, &prefix);
     assert!(rec.wait().unwrap().success());

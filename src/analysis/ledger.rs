@@ -1343,16 +1343,7 @@ mod tests {
     fn touched_pages_share_out_each_mappings_rss_and_pages_gone_are_forgotten() {
         let (mut l, parts, params) = ledger();
         let page = 4096;
-        let touch = |l: &mut Ledger, addr: u64, s: StackId| {
-            l.apply(
-                10,
-                10,
-                Input::Touch {
-                    addr,
-                    stack: Some(s),
-                },
-            )
-        };
+        let touch = |l: &mut Ledger, addr: u64, s: StackId| touch_of(l, 10, addr, s);
         // The heap [0x1000, ...): 3 samples of `parts`, 1 of `params`; an arena with none.
         for k in 0..3 {
             touch(&mut l, 0x10_0000 + k * page + 17, parts);
@@ -1445,16 +1436,7 @@ mod tests {
     fn memory_written_again_after_a_rearm_goes_to_its_new_writer_and_the_rest_stays_before() {
         let (mut l, first, second) = ledger();
         let page = 4096;
-        let touch = |l: &mut Ledger, addr: u64, s: StackId| {
-            l.apply(
-                10,
-                10,
-                Input::Touch {
-                    addr,
-                    stack: Some(s),
-                },
-            )
-        };
+        let touch = |l: &mut Ledger, addr: u64, s: StackId| touch_of(l, 10, addr, s);
         // Span 0: `first` wrote the heap's 8 pages (a sample each, for the test) and a
         // mapping's 2 pages that the kernel will report all soft-dirty (grown since).
         for k in 0..8 {

@@ -482,22 +482,22 @@ impl ProcHandle {
     /// again. It holds the process's memory-map lock while it walks the page tables. A kernel
     /// built without soft-dirty bits takes the write and does nothing ([`soft_dirty_tracked`]).
     pub fn clear_soft_dirty(&self) -> Result<(), ProcError> {
-        use std::io::Write;
-        let mut f = self
-            .open_file("clear_refs", libc::O_WRONLY)
-            .map_err(|e| self.classify("clear_refs", e))?;
-        f.write_all(b"4")
-            .map_err(|e| self.classify("clear_refs", e))
+        self.clear_refs(b"4")
     }
 
     /// Resets the kernel's high-water mark (VmHWM) to the current RSS by writing `5` to
     /// /proc/PID/clear_refs — the only value that does not touch page reclaim state.
     pub fn reset_hwm(&self) -> Result<(), ProcError> {
+        self.clear_refs(b"5")
+    }
+
+    /// Writes `value` to /proc/PID/clear_refs.
+    fn clear_refs(&self, value: &[u8]) -> Result<(), ProcError> {
         use std::io::Write;
         let mut f = self
             .open_file("clear_refs", libc::O_WRONLY)
             .map_err(|e| self.classify("clear_refs", e))?;
-        f.write_all(b"5")
+        f.write_all(value)
             .map_err(|e| self.classify("clear_refs", e))
     }
 
