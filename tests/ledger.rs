@@ -800,7 +800,10 @@ fn memory_written_or_read_into_is_credited_and_memory_only_read_is_not() {
     let (r, _) = touched_by(l, "read_into");
     let (f, f_n) = touched_by(l, "read_file");
     let how = meta(&out)["end"]["ledger"]["how"].to_string();
-    let said = format!("write_pages {w}, read_into {r}, read_file {f} ({f_n} samples); {how}");
+    let said = format!(
+        "write_pages {w}, read_into {r}, read_file {f} ({f_n} samples); records the kernel dropped: {}; {how}\n{:#}",
+        l["lost"], l["touch"]
+    );
     assert!(
         w * 100 >= 16 * MIB * 85 && r * 100 >= 16 * MIB * 85,
         "{said}"
