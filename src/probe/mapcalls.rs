@@ -502,12 +502,13 @@ impl MapCalls {
         if self.faults != Faults::Followed || self.opts.touch_every == 0 {
             return Ok(0);
         }
-        let per_thread = self.rings.len() * self.fault_points.len();
+        let points = self.fault_points.clone();
+        let per_thread = self.rings.len() * points.len();
         if self.followed.len() + tids.len() * per_thread > FOLLOWED_EVENTS_MAX {
             // Closed first, so that no thread's faults are sampled twice.
             self.followed.clear();
             for i in 0..self.rings.len() {
-                for point in self.fault_points.clone() {
+                for &point in &points {
                     let fd = self.open_fault(-1, i, point, false)?;
                     self._others.push(fd);
                 }
@@ -521,7 +522,7 @@ impl MapCalls {
         let before = self.followed.len();
         for &tid in tids {
             'thread: for i in 0..self.rings.len() {
-                for point in self.fault_points.clone() {
+                for &point in &points {
                     match self.open_fault(tid, i, point, true) {
                         Ok(fd) => self.followed.push(fd),
                         Err(MapCallsError::Failed(_, e))

@@ -216,8 +216,9 @@ impl PageState {
     }
 }
 
-/// Whether this kernel keeps soft-dirty bits (CONFIG_MEM_SOFT_DIRTY: Debian's, Ubuntu's and
-/// RHEL's do; some cloud kernels do not, and there clear_refs `4` does nothing): a page of
+/// Whether this kernel keeps soft-dirty bits (CONFIG_MEM_SOFT_DIRTY: Debian's 5.10 to 7.3 do, as
+/// the lane found; this machine's 6.18 cloud kernel does not, and there clear_refs `4` does
+/// nothing): a page of
 /// memmon's own, written, reads soft-dirty in its pagemap. Asked once.
 pub fn soft_dirty_tracked() -> bool {
     static TRACKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

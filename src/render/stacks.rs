@@ -210,16 +210,16 @@ fn touch_whose(t: &TouchAt, at_unix_ms: u64) -> String {
 pub fn touch_lines(o: &mut String, t: &TouchAt) {
     let sites = touch_sites(t);
     let shown = sites.len().min(STACK_LINES);
-    for (site, bytes, before, samples) in &sites[..shown] {
-        let before = if *before > 0 {
-            format!("; {} before", fmt_bytes(*before))
+    for (site, credit, samples) in &sites[..shown] {
+        let before = if credit.before > 0 {
+            format!("; {} before", fmt_bytes(credit.before))
         } else {
             String::new()
         };
         let _ = writeln!(
             o,
             "                {:>11}  {site} ({}{before})",
-            fmt_bytes(*bytes),
+            fmt_bytes(credit.bytes),
             crate::units::count(*samples, "sample")
         );
     }
@@ -228,7 +228,7 @@ pub fn touch_lines(o: &mut String, t: &TouchAt) {
         let _ = writeln!(
             o,
             "                {:>11}  in {} other sites",
-            fmt_bytes(rest.iter().map(|s| s.1).sum()),
+            fmt_bytes(rest.iter().map(|s| s.1.bytes).sum()),
             rest.len()
         );
     }
@@ -284,21 +284,31 @@ fn touch_site(frames: &[Frame], truncated: bool) -> String {
 
 /// The credited memory by site (its words: stacks that differ only inside the allocator are
 /// one), with its samples, largest first.
-fn touch_sites(t: &TouchAt) -> Vec<(String, u64, u64, u64)> {
-    let mut sites: Vec<(String, u64, u64, u64)> = Vec::new();
-    for g in &t.stacks {
-        let site = touch_site(&g.frames, g.truncated);
-        match sites.iter_mut().find(|s| s.0 == site) {
-            Some(s) => {
-                s.1 += g.resident_bytes;
-                s.2 += g.before_bytes;
-                s.3 += g.samples;
-            }
-            None => sites.push((site, g.resident_bytes, g.before_bytes, g.samples)),
-        }
-    }
-    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+fn touch_sites(t: &TouchAt) -> Vec<(String, Credit, u64)> {
+    let mut sites = by_site(t.stacks.iter().map(|g| {
+        let credit = Credit {
+            bytes: g.resident_bytes,
+            before: g.before_bytes,
+        };
+        (touch_site(&g.frames, g.truncated), credit, g.samples)
+    }));
+    sites.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then_with(|| a.0.cmp(&b.0)));
     sites
+}
+
+/// A site's credit: its resident bytes, and those of them from before the span
+/// (`TouchGroup::before_bytes`).
+#[derive(Debug, Clone, Copy)]
+struct Credit {
+    bytes: u64,
+    before: u64,
+}
+
+impl std::ops::AddAssign for Credit {
+    fn add_assign(&mut self, o: Credit) {
+        self.bytes += o.bytes;
+        self.before += o.before;
+    }
 }
 
 /// (site, bytes, samples) summed by site, in the order each site first comes.
@@ -466,10 +476,10 @@ pub fn touch_table(
         head,
         rows: touch_sites(t)
             .into_iter()
-            .map(|(site, bytes, before, samples)| {
-                let mut row = vec![fmt_bytes(bytes), site, samples.to_string()];
+            .map(|(site, credit, samples)| {
+                let mut row = vec![fmt_bytes(credit.bytes), site, samples.to_string()];
                 if rewrites {
-                    row.insert(1, fmt_bytes(before));
+                    row.insert(1, fmt_bytes(credit.before));
                 }
                 row
             })
@@ -544,6 +554,65 @@ mod tests {
             function: function.into(),
             module: module.into(),
         }
+    }
+
+    /// Rewrites tracked: the heading says whose memory and since when, each site what of it
+    /// is from before (summed over stacks that differ inside the allocator), the table a
+    /// column; without, the first toucher's words and no column.
+    #[test]
+    fn a_touch_credit_with_rewrites_says_since_when_and_what_is_from_before() {
+        let group = |outer: &str, bytes: u64, before: u64| crate::model::ledger::TouchGroup {
+            frames: vec![
+                f("memset", "libc.so.6"),
+                f("fill", "prog"),
+                f("main", "prog"),
+                f(outer, "libc.so.6"),
+            ],
+            truncated: false,
+            resident_bytes: bytes,
+            before_bytes: before,
+            samples: bytes / MIB,
+        };
+        let mut t = TouchAt {
+            every: 67,
+            stacks: vec![
+                group("__libc_start_main", 24 * MIB, 6 * MIB),
+                group("__libc_start_call_main", 8 * MIB, 2 * MIB),
+            ],
+            resident_bytes: 33 * MIB,
+            unsampled_bytes: MIB,
+            unsampled_by_kind: Vec::new(),
+            samples: 40,
+            samples_gone: 0,
+            samples_rewritten: 12,
+            rearms: 2,
+            rearmed_unix_ms: Some(1_000_000),
+        };
+        let heading = touch_heading(&t, false, 0, 1_002_500);
+        assert!(
+            heading.contains("by the code that wrote it last")
+                && heading.contains("2.50 s before this anatomy")
+                && heading.contains("12 earlier samples"),
+            "{heading}"
+        );
+        let mut o = String::new();
+        touch_lines(&mut o, &t);
+        assert!(
+            o.contains("32.00 MiB  fill <- main via memset (32 samples; 8.00 MiB before)"),
+            "{o}"
+        );
+        let table = touch_table(String::new(), &t, false, 0, 1_002_500);
+        assert_eq!(table.head[1], "of it before");
+        assert_eq!(table.rows[0][1], "8.00 MiB");
+        t.rearms = 0;
+        t.rearmed_unix_ms = None;
+        assert!(
+            touch_heading(&t, false, 0, 1_002_500).contains("by the code that first touched it")
+        );
+        assert_eq!(
+            touch_table(String::new(), &t, false, 0, 0).head[1],
+            "first touched by"
+        );
     }
 
     fn partitions() -> StackGroup {
