@@ -815,6 +815,52 @@ fn memory_written_or_read_into_is_credited_and_memory_only_read_is_not() {
     }
 }
 
+#[test]
+fn a_stack_the_kernel_copies_short_is_read_on_from_the_process_memory() {
+    // tests/stack-gap.c: the page of its stack that holds the callers' frames is inaccessible
+    // while write_under writes 16 MiB (as NUMA balancing leaves a page, or swap), so the
+    // kernel's copy of the stack with each sampled fault stops a kilobyte above the stack
+    // pointer; the ledger reads the rest from the process (still in write_under, its callers'
+    // frames as they were) and names the whole chain.
+    let dir = tempdir();
+    let exe = build_c_program("stack-gap", dir.path(), &[]);
+    let prefix = dir.path().join("go");
+    let out = dir.path().join("gap.csv");
+    let socket = dir.path().join("gap.sock");
+    let (mut rec, rx) = record_c_program(
+        &exe,
+        &[prefix.as_os_str(), "16".as_ref()],
+        &out,
+        &socket,
+        "50ms",
+        "16",
+    );
+    expect_line(&rx, "done");
+    hold_then_release(&out, &socket, &prefix);
+    assert!(rec.wait().unwrap().success());
+    if ledger_off(&out) {
+        return;
+    }
+    let l = &held_anatomy(&out)["ledger"];
+    let end = &meta(&out)["end"]["ledger"];
+    let (whole, n) = touched_by(l, "outer");
+    let said = format!(
+        "outer {whole} ({n} samples); records the kernel dropped: {}; ledger end {end}\n{:#}",
+        l["lost"], l["touch"]
+    );
+    assert!(whole * 100 >= 16 * MIB * 90, "{said}");
+    let cut = l["touch"]["stacks"].as_array().unwrap().iter().any(|s| {
+        s["truncated"] == true
+            && s["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["function"] == "write_under")
+    });
+    assert!(!cut, "{said}");
+    assert!(end["stacks_completed"].as_u64().unwrap_or(0) >= n, "{said}");
+}
+
 /// As nobody (no CAP_PERFMON, perf_event_paranoid above -1) the ledger is off: the recording
 /// says why, once, keeps its anatomies without stacks, and its metadata says why too.
 #[test]

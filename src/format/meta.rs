@@ -434,6 +434,11 @@ pub struct LedgerEnd {
     pub stacks: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub truncated: u64,
+    /// Stacks the kernel copied short, stopped at a page it could not read without a fault (one
+    /// NUMA balancing made inaccessible for a moment, or one swapped out), whose rest was read
+    /// from the process's memory as they were unwound.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stacks_completed: u64,
     /// Distinct stacks past memmon's cap (`analysis::ledger::STACKS_KEPT`), each counted as one
     /// `[other stacks]`.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -96,6 +96,10 @@ pub struct UserStack {
     pub regs: [u64; regs::COUNT],
     /// The stack from its pointer up, as much as was copied.
     pub bytes: Vec<u8>,
+    /// The bytes asked of the kernel (`sample_stack_user`, less where the stack's top is
+    /// nearer): the copy stops short of them at a page the kernel cannot read without a fault
+    /// (one NUMA balancing unmapped to see who touches it, or one swapped out).
+    pub asked: usize,
 }
 
 /// One call or process event, as the kernel timed it (CLOCK_MONOTONIC, nanoseconds).
@@ -820,6 +824,7 @@ fn user_stack(c: &mut Cursor<'_>) -> Option<UserStack> {
     (abi != 0).then(|| UserStack {
         regs,
         bytes: bytes[..copied].to_vec(),
+        asked: size,
     })
 }
 

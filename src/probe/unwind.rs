@@ -86,6 +86,8 @@ struct Module {
 struct Process {
     unwinder: arch::Unwinder<Arc<[u8]>>,
     modules: Vec<Module>,
+    /// Its /proc/PID/mem, where it could be opened (memmon may read the process's memory).
+    mem: Option<std::fs::File>,
 }
 
 /// Unwinds and names the stacks of many processes.
@@ -105,6 +107,9 @@ pub struct Unwinder {
     /// Stacks unwound, and of them those cut short.
     pub unwound: u64,
     pub truncated: u64,
+    /// Stacks the kernel copied short (a page it could not read without a fault) whose rest
+    /// was read from the process's memory as they were unwound.
+    pub completed: u64,
     /// Files whose unwind sections were not read: larger than `MAX_SECTION_BYTES`, or said
     /// to lie past the file's end (their stacks end at their frames). Each once, at most 100.
     pub sections_refused: Vec<String>,
@@ -139,6 +144,7 @@ impl Unwinder {
             names: HashMap::new(),
             unwound: 0,
             truncated: 0,
+            completed: 0,
             sections_refused: Vec::new(),
         }
     }
@@ -152,7 +158,7 @@ impl Unwinder {
     /// short (the copied stack ended, or a frame could not be unwound).
     pub fn frames(&mut self, pid: i32, stack: &UserStack) -> (Vec<Frame>, bool) {
         self.unwound += 1;
-        let (pc, sp, regs) = arch::start(&stack.regs);
+        let (pc, sp, _) = arch::start(&stack.regs);
         if !self.procs.get(&pid).is_some_and(|p| p.covers(pc)) {
             self.load(pid);
         }
@@ -160,28 +166,39 @@ impl Unwinder {
             self.truncated += 1;
             return (vec![unknown()], true);
         };
-        let bytes = &stack.bytes;
-        let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let off = addr.checked_sub(sp).ok_or(())? as usize;
-            let word = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
-            Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
-        };
-        use framehop::Unwinder as _;
-        let mut iter = p
-            .unwinder
-            .iter_frames(pc, regs, &mut self.cache, &mut read_stack);
-        let mut addrs = Vec::new();
-        let mut cut = true;
-        while addrs.len() < MAX_FRAMES {
-            match iter.next() {
-                Ok(Some(f)) => addrs.push(f.address_for_lookup()),
-                Ok(None) => {
-                    cut = false;
-                    break;
+        let (mut addrs, mut end, read) = walk(p, &mut self.cache, &stack.regs, &stack.bytes);
+        // The kernel's copy stopped short of what was asked, at a page it could not read
+        // without a fault, and the walk needs what lies past it: the rest is read from the
+        // process's memory now, up to a look at the rings later (200 ms at most). What lies
+        // there are the callers' frames, the same while their calls last. A caller that has
+        // returned since leaves other words there: the last word the walk read from the copy
+        // (the return address of the frame nearest the gap, which the next call made from
+        // its caller would overwrite) is read again, and the rest is taken only where it is
+        // unchanged; and the frames it adds are taken only where each is in a file the
+        // process maps (the words a later call left there seldom are).
+        if let (Walk::Unreadable(at), Some(last)) = (end, read) {
+            let copied = stack.bytes.len() as u64;
+            let asked = stack.asked as u64;
+            if copied < asked && (sp + copied..sp + asked).contains(&at) {
+                let mut now = Vec::new();
+                p.read_memory(last..sp + asked, &mut now);
+                let from = (last - sp) as usize;
+                let kept = stack.bytes.get(from..from + 8);
+                if now.len() as u64 > copied - (last - sp) && now.get(..8) == kept {
+                    let mut more = stack.bytes.clone();
+                    more.extend_from_slice(&now[stack.bytes.len() - from..]);
+                    let (all, all_end, _) = walk(p, &mut self.cache, &stack.regs, &more);
+                    if all[addrs.len().min(all.len())..]
+                        .iter()
+                        .all(|&a| p.covers(a))
+                    {
+                        self.completed += 1;
+                        (addrs, end) = (all, all_end);
+                    }
                 }
-                Err(_) => break,
             }
         }
+        let cut = !matches!(end, Walk::Ended);
         if cut {
             self.truncated += 1;
         }
@@ -349,7 +366,15 @@ impl Unwinder {
                 file: info,
             });
         }
-        self.procs.insert(pid, Process { unwinder, modules });
+        let mem = src.open("mem").ok();
+        self.procs.insert(
+            pid,
+            Process {
+                unwinder,
+                modules,
+                mem,
+            },
+        );
     }
 }
 
@@ -357,6 +382,75 @@ impl Process {
     fn covers(&self, pc: u64) -> bool {
         self.modules.iter().any(|m| m.range.contains(&pc))
     }
+
+    /// Appends the process's memory over `range` to `out`, a page at a time, up to the first
+    /// byte that cannot be read (past the stack's top, or the process gone).
+    fn read_memory(&self, range: Range<u64>, out: &mut Vec<u8>) {
+        use std::os::unix::fs::FileExt;
+        let Some(mem) = &self.mem else {
+            return;
+        };
+        let page = rustix::param::page_size() as u64;
+        let mut at = range.start;
+        while at < range.end {
+            let upto = ((at / page + 1) * page).min(range.end);
+            let old = out.len();
+            out.resize(old + (upto - at) as usize, 0);
+            let got = mem.read_at(&mut out[old..], at).unwrap_or(0);
+            out.truncate(old + got);
+            if at + got as u64 != upto {
+                return;
+            }
+            at = upto;
+        }
+    }
+}
+
+/// How a walk up a stack ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// At its outermost frame.
+    Ended,
+    /// At `MAX_FRAMES`, or a frame that could not be unwound.
+    Cut,
+    /// At a word past the copied bytes, at this address.
+    Unreadable(u64),
+}
+
+/// Walks `bytes`, the stack from the stack pointer of `regs` up, with the process's unwind
+/// tables: the frames' lookup addresses, innermost first, how the walk ended, and the highest
+/// address it read a word at.
+fn walk(
+    p: &Process,
+    cache: &mut arch::Cache,
+    regs: &[u64],
+    bytes: &[u8],
+) -> (Vec<u64>, Walk, Option<u64>) {
+    use framehop::Unwinder as _;
+    let (pc, sp, regs) = arch::start(regs);
+    let mut highest = None;
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        let off = addr.checked_sub(sp).ok_or(())? as usize;
+        let word = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+        highest = highest.max(Some(addr));
+        Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
+    };
+    let mut addrs = Vec::new();
+    let end = {
+        let mut iter = p.unwinder.iter_frames(pc, regs, cache, &mut read_stack);
+        loop {
+            if addrs.len() >= MAX_FRAMES {
+                break Walk::Cut;
+            }
+            match iter.next() {
+                Ok(Some(f)) => addrs.push(f.address_for_lookup()),
+                Ok(None) => break Walk::Ended,
+                Err(framehop::Error::CouldNotReadStack(at)) => break Walk::Unreadable(at),
+                Err(_) => break Walk::Cut,
+            }
+        }
+    };
+    (addrs, end, highest)
 }
 
 fn unknown() -> Frame {

@@ -880,6 +880,21 @@ impl Summary {
             } else {
                 String::new()
             };
+            let mut short = Vec::new();
+            if l.truncated > 0 {
+                short.push(format!("{} cut short", l.truncated));
+            }
+            if l.stacks_completed > 0 {
+                short.push(format!(
+                    "{} the kernel copied short read on from the process's memory",
+                    l.stacks_completed
+                ));
+            }
+            let short = if short.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", short.join("; "))
+            };
             let rearms = if l.rearms > 0 {
                 format!(
                     ", the tree's soft-dirty bits cleared {} ({} in all: rewrites sampled)",
@@ -891,7 +906,7 @@ impl Summary {
             };
             let _ = writeln!(
                 o,
-                "  ledger        {} of the tree followed ({} read{lost}){touches}{rearms}, {} unwound{cap}, {} of CPU on a thread of its own",
+                "  ledger        {} of the tree followed ({} read{lost}){touches}{rearms}, {} unwound{short}{cap}, {} of CPU on a thread of its own",
                 count(l.calls, "call"),
                 count(l.records, "record"),
                 count(l.stacks, "stack"),

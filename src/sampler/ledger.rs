@@ -344,6 +344,7 @@ impl Reader {
             lost: self.calls.lost,
             stacks: self.unwinder.unwound,
             truncated: self.unwinder.truncated,
+            stacks_completed: self.unwinder.completed,
             stacks_over_cap: self.ledger.stacks.over_cap,
             touch_samples: self.ledger.touch_samples,
             touches_dropped: self.ledger.touches_dropped,
