@@ -1329,8 +1329,9 @@ impl SpanAcc {
     /// A cgroup that held the whole tree peaks at least as high as the tree's largest process
     /// (`kernel`, its exact peak), but for the process's file pages charged elsewhere (a
     /// binary's page cache) and the counters' batching: a process peak above the cgroup's by
-    /// more than that (and a 32nd of itself) was reached, at least in part, outside the cgroup (a
-    /// process moved out and gone between two samples).
+    /// more than that, as `model::peak::charged_elsewhere` judges it (the rule the recorder
+    /// applies to an attached target's cgroup at the start), was reached, at least in part,
+    /// outside the cgroup (a process moved out and gone between two samples).
     /// `unseen_files`: file pages of that process the rows did not see, allowed beside theirs.
     fn beyond_cgroup(
         &self,
@@ -1342,13 +1343,11 @@ impl SpanAcc {
         let (Some(k), Some(c)) = (kernel, cgroup) else {
             return false;
         };
-        let allowed = c
+        let explained = c
             .saturating_add(self.file_max)
             .saturating_add(unseen_files)
-            .saturating_add(self.held.shmem_bytes)
-            .saturating_add(4 * bound_bytes)
-            .saturating_add(k / 32);
-        k > allowed
+            .saturating_add(self.held.shmem_bytes);
+        crate::model::peak::charged_elsewhere(k, explained, bound_bytes).is_some()
     }
 
     /// The span's memory health, with the OOM kills the end record counted after its last row

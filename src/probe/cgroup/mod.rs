@@ -660,14 +660,23 @@ impl MemCgroup {
     }
 
     /// How much of a process's anonymous memory (`anon_rss`, its RssAnon) this cgroup is not
-    /// charged for, beyond `slack`. A page is charged to the cgroup its process was in when it
-    /// touched the page, and stays charged there when the process moves (v2 never moves
-    /// charges; v1 only with memory.move_charge_at_immigrate): a daemon moved into a cgroup
-    /// after it allocated holds memory that the cgroup's peak never sees. `None` when the
-    /// cgroup's anonymous charge covers it.
-    pub fn uncharged_anon(&self, anon_rss: u64, slack: u64) -> Result<Option<u64>, CgroupError> {
+    /// charged for, as `model::peak::charged_elsewhere` judges it (`bound_bytes`: how far each
+    /// counter may be off). A page is charged to the cgroup its process was in when it touched
+    /// the page, and stays charged there when the process moves (v2 never moves charges; v1
+    /// only with memory.move_charge_at_immigrate): a daemon moved into a cgroup after it
+    /// allocated holds memory that the cgroup's peak never sees. `None` when the cgroup's
+    /// anonymous charge covers it.
+    pub fn uncharged_anon(
+        &self,
+        anon_rss: u64,
+        bound_bytes: u64,
+    ) -> Result<Option<u64>, CgroupError> {
         let charged = CgroupReader::new(self.clone()).read()?.anon;
-        Ok((charged.saturating_add(slack) < anon_rss).then(|| anon_rss - charged))
+        Ok(crate::model::peak::charged_elsewhere(
+            anon_rss,
+            charged,
+            bound_bytes,
+        ))
     }
 }
 

@@ -722,10 +722,7 @@ fn holds_alone(opts: &RecordOptions, h: &ProcHandle, cg: &MemCgroup) -> Result<(
         .map_err(|e| e.to_string())?
         .anon;
     // Both counters move in per-CPU batches, and the target may allocate between the reads.
-    let cpus = crate::probe::proc::online_cpus();
-    let batch = crate::model::peak::batching_bound_bytes(cpus, crate::probe::ProcFs::page_size());
-    let slack = 4 * batch + anon / 16;
-    match cg.uncharged_anon(anon, slack) {
+    match cg.uncharged_anon(anon, crate::probe::proc::local_batching_bound_bytes()) {
         Ok(None) => Ok(()),
         Ok(Some(missing)) => Err(format!(
             "{} of PID {}'s {} of anonymous memory is charged to another cgroup (touched before it moved in; cgroups do not move charges), so the cgroup's peak would miss it",
