@@ -459,3 +459,46 @@ fn a_ramp_gets_its_top_read_and_what_grew_names_all_of_it_though_freed_before_th
             "dropped: lower than another of their stretch, or at the start in the program's loader",
         ));
 }
+
+/// An anatomy the ledger did not answer for within its 10 s (its thread busy unwinding a flood
+/// of stacks) says so in the table (`ledger_unanswered`), and summary and `--folded` say why its
+/// stacks are missing rather than that the ledger was off.
+#[test]
+fn an_anatomy_the_ledger_did_not_answer_for_says_why_it_has_no_stacks() {
+    let dir = tempdir();
+    let out = dir.path().join("r.csv");
+    record_workload(
+        &out,
+        &["-q", "-i", "50ms", "--anatomy"],
+        &["alloc:16MiB", "hold:200ms"],
+    )
+    .assert()
+    .success();
+    // The table as a recorder whose ledger did not answer writes it.
+    let lines: Vec<String> = anatomies(&out)
+        .into_iter()
+        .map(|mut a| {
+            let o = a.as_object_mut().unwrap();
+            o.remove("ledger");
+            o.insert("ledger_unanswered".into(), Value::Bool(true));
+            a.to_string()
+        })
+        .collect();
+    std::fs::write(side(&out), lines.join("\n") + "\n").unwrap();
+    memmon()
+        .arg("summary")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "by stack      at the highest anatomy, none: the ledger's thread did not answer within 10 s",
+        ));
+    memmon()
+        .args(["summary", "--folded", "-"])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "has no stacks at its highest anatomy: the ledger's thread did not answer within 10 s",
+        ));
+}

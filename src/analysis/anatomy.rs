@@ -1042,6 +1042,7 @@ mod tests {
             unread: Vec::new(),
             groups,
             ledger: None,
+            ledger_unanswered: false,
         }
     }
 

@@ -78,10 +78,22 @@ fn write_folded(
         ));
     };
     let Some(l) = s.anatomy_at_peak.as_ref().and_then(|a| a.ledger.as_ref()) else {
-        return Err(super::usage(format!(
-            "--folded: {} has no ledger of mappings at its highest anatomy (record it with --anatomy where memmon may use perf: root or CAP_PERFMON)",
-            files[0].display()
-        )));
+        let unanswered = s
+            .anatomy_at_peak
+            .as_ref()
+            .is_some_and(|a| a.ledger_unanswered);
+        return Err(super::usage(if unanswered {
+            format!(
+                "--folded: {} has no stacks at its highest anatomy: {}",
+                files[0].display(),
+                memmon::render::stacks::UNANSWERED
+            )
+        } else {
+            format!(
+                "--folded: {} has no ledger of mappings at its highest anatomy (record it with --anatomy where memmon may use perf: root or CAP_PERFMON)",
+                files[0].display()
+            )
+        }));
     };
     let text = memmon::render::stacks::folded(l);
     match dest.file() {

@@ -156,6 +156,7 @@ mod tests {
             unread: Vec::new(),
             groups: Vec::new(),
             ledger: None,
+            ledger_unanswered: false,
         }
     }
 

@@ -231,6 +231,10 @@ pub struct Anatomy {
     /// live mappings of the calls it saw, by the stack that made them; absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger: Option<crate::model::ledger::LedgerAt>,
+    /// The ledger was running but did not answer for this anatomy within 10 s (its thread busy
+    /// unwinding a flood of stacks, or ended): the anatomy has no stacks, and says why.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ledger_unanswered: bool,
 }
 
 impl Anatomy {
@@ -255,6 +259,7 @@ impl Anatomy {
             unread,
             groups,
             ledger: None,
+            ledger_unanswered: false,
         }
     }
 

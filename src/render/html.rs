@@ -349,6 +349,17 @@ impl Report {
             if let Some(bar) = bar {
                 o.push_str(&bar);
             }
+            if summary
+                .anatomy_at_peak
+                .as_ref()
+                .is_some_and(|a| a.ledger_unanswered)
+            {
+                let _ = writeln!(
+                    o,
+                    "<p class=\"note\">No stacks at the highest anatomy: {}.</p>",
+                    esc(crate::render::stacks::UNANSWERED)
+                );
+            }
             // And the code that made it: the ledger's live mappings by stack, as a table and
             // as a flame graph (inferno's SVG, in an <object> so its script runs on its own).
             if let Some((l, since, at)) = stacks {

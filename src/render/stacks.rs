@@ -18,6 +18,9 @@ pub const STACK_LINES: usize = 8;
 /// The most frames `site_words` names.
 const SITE_FRAMES: usize = 4;
 
+/// Why an anatomy taken with the ledger running has no stacks.
+pub const UNANSWERED: &str = "the ledger's thread did not answer within 10 s (busy unwinding a flood of stacks, or ended); the anatomy's mappings are read, their stacks are not";
+
 /// The code that made a stack's mappings: its allocating frames, innermost first, at most
 /// four (`alloc_partition <- synthesize <- main`, `... <- main` when cut), and the call of the
 /// allocator or library they went through (`via malloc`, `via pthread_create`); a stack cut

@@ -818,6 +818,17 @@ impl Summary {
             at(&g.to)
         );
         growth_lines(o, [&g.from, &g.to], &g.diff.changes);
+        if self
+            .anatomy_at_peak
+            .as_ref()
+            .is_some_and(|a| a.ledger_unanswered)
+        {
+            let _ = writeln!(
+                o,
+                "  by stack      at the highest anatomy, none: {}",
+                crate::render::stacks::UNANSWERED
+            );
+        }
         if let Some(l) = self
             .anatomy_at_peak
             .as_ref()

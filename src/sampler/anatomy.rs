@@ -284,9 +284,10 @@ pub fn read(job: Job) -> Anatomy {
         groups,
     );
     a.span = job.span;
-    a.ledger = job
-        .ledger
-        .and_then(|(l, at)| l.snapshot(at, resident_maps(&procs), job.rearm));
+    if let Some((l, at)) = job.ledger {
+        a.ledger = l.snapshot(at, resident_maps(&procs), job.rearm);
+        a.ledger_unanswered = a.ledger.is_none();
+    }
     a
 }
 
