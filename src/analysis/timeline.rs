@@ -13,7 +13,6 @@
 //!   gaps between sessions are not in it.
 
 use crate::model::sample::{Event, Sample};
-use crate::units::{fmt_seconds, fmt_unix_ms};
 
 /// Where a sample lies on its recording's time axis.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,6 +29,7 @@ pub struct Place {
 /// (`elapsed_s`), and the recording's time axis (the x `plot` and `report` draw it at). In a
 /// recording of one session the last two differ only by the first row's `elapsed_s`; in an
 /// `--append`ed one, `elapsed_s` alone does not say which session, nor where the plot puts it.
+/// `render/timeline.rs` says it in words.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct When {
     /// The row's wall clock, ms since 1970 (0: a file without one).
@@ -47,34 +47,6 @@ impl When {
             elapsed_s: s.elapsed_s,
             session: place.session,
             x_s: place.x,
-        }
-    }
-
-    /// `+201 ms` on its session's clock; in a recording of `sessions` sessions (more than one),
-    /// which, and where the plot draws it: `+201 ms into session 2; 4.13 s on the plot's time
-    /// axis`.
-    pub fn offset(&self, sessions: usize) -> String {
-        if sessions > 1 {
-            format!(
-                "+{} into session {}; {} on the plot's time axis",
-                fmt_seconds(self.elapsed_s),
-                self.session,
-                fmt_seconds(self.x_s)
-            )
-        } else {
-            format!("+{}", fmt_seconds(self.elapsed_s))
-        }
-    }
-
-    /// `2026-12-02 10:42:01.050 UTC (+201 ms)` (with [`When::offset`] in the parentheses);
-    /// `+201 ms (elapsed)` for a file without a wall clock.
-    pub fn describe(&self, sessions: usize) -> String {
-        if self.unix_ms > 0 {
-            format!("{} ({})", fmt_unix_ms(self.unix_ms), self.offset(sessions))
-        } else if sessions > 1 {
-            format!("{} (elapsed)", self.offset(sessions))
-        } else {
-            format!("+{} (elapsed)", fmt_seconds(self.elapsed_s))
         }
     }
 }

@@ -4,6 +4,8 @@
 //! outside (a program's names, paths, labels) goes through `crate::outside` on its way here.
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
+//! The analysis decides values and says nothing; their words are here, a file per topic: a
+//! row's time (`timeline.rs`).
 
 pub mod anatomy_bar;
 pub mod compare_table;
@@ -15,3 +17,4 @@ pub mod plot;
 pub mod stacks;
 pub mod summary;
 pub mod table;
+pub mod timeline;
