@@ -5,7 +5,7 @@
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 //! The analysis decides values and says nothing; their words are here, a file per topic: a
-//! row's time (`timeline.rs`).
+//! row's time (`timeline.rs`), a span's PSS reads and memory health (`span.rs`).
 
 pub mod anatomy_bar;
 pub mod compare_table;
@@ -14,6 +14,7 @@ pub mod events;
 pub mod html;
 pub mod phases;
 pub mod plot;
+pub mod span;
 pub mod stacks;
 pub mod summary;
 pub mod table;
