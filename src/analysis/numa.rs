@@ -1,8 +1,7 @@
 //! Memory per NUMA node over a span: the largest of each node's bytes on the rows of the NUMA
 //! table (the recorded cgroup's `memory.numa_stat`, format/numa.rs) that fall in it. Pure: the
-//! table's rows are handed in.
+//! table's rows are handed in; `render::span::numa_cell` says them.
 
-use crate::units::fmt_bytes;
 use serde::Serialize;
 
 /// One node's most memory in a span.
@@ -35,21 +34,10 @@ pub fn peaks(nodes: &[u32], rows: &[(u64, Vec<u64>)], from_ms: u64, to_ms: u64) 
     .unwrap_or_default()
 }
 
-/// `node 0 1.00 GiB, node 1 3.00 GiB`, or `-` when none was read.
-pub fn cell(peaks: &[NodePeak]) -> String {
-    if peaks.is_empty() {
-        return "-".into();
-    }
-    peaks
-        .iter()
-        .map(|p| format!("node {} {}", p.node, fmt_bytes(p.peak_bytes)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::span::numa_cell;
 
     #[test]
     fn each_node_takes_its_largest_over_the_rows_of_the_span() {
@@ -74,9 +62,9 @@ mod tests {
         assert_eq!(peaks(&[0, 1], &rows, 1150, 1300)[1].peak_bytes, 400);
         assert!(peaks(&[0, 1], &rows, 2000, 3000).is_empty());
         assert_eq!(
-            cell(&peaks(&[0, 1], &rows, 1200, 1200)),
+            numa_cell(&peaks(&[0, 1], &rows, 1200, 1200)),
             "node 0 20 B, node 1 400 B"
         );
-        assert_eq!(cell(&[]), "-");
+        assert_eq!(numa_cell(&[]), "-");
     }
 }

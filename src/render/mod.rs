@@ -5,7 +5,8 @@
 //! Plot and report hold a bounded amount per recording, whatever its length: its series
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 //! The analysis decides values and says nothing; their words are here, a file per topic: a
-//! row's time (`timeline.rs`), a span's PSS reads and memory health (`span.rs`).
+//! row's time (`timeline.rs`), a span's PSS reads, memory health and memory per NUMA node
+//! (`span.rs`).
 
 pub mod anatomy_bar;
 pub mod compare_table;

@@ -361,7 +361,7 @@ impl SpanColumns {
             row.push(s.health.oom_cell());
         }
         if self.numa {
-            row.push(crate::analysis::numa::cell(&s.numa_nodes));
+            row.push(crate::render::span::numa_cell(&s.numa_nodes));
         }
         row
     }

@@ -1,7 +1,9 @@
 //! A span's numbers in words (`analysis::span`): its PSS reads, its memory health (the cells and
-//! legends of a table's columns, and the summary's sentence). The summary, the phases and runs
-//! tables, the report and bench's table all say them here, so a run reads alike in each.
+//! legends of a table's columns, and the summary's sentence), its memory per NUMA node
+//! (`analysis::numa`). The summary, the phases and runs tables, the report and bench's table all
+//! say them here, so a run reads alike in each.
 
+use crate::analysis::numa::NodePeak;
 use crate::analysis::span::{MemoryHealth, PssReads};
 use crate::units::{count, fmt_bytes, fmt_seconds};
 
@@ -175,4 +177,16 @@ impl MemoryHealth {
 /// A stall's microseconds for people: `850 µs`, `12 ms`, `3.40 s`.
 fn fmt_stall(us: u64) -> String {
     fmt_seconds(us as f64 / 1e6)
+}
+
+/// `node 0 1.00 GiB, node 1 3.00 GiB`, or `-` when none was read.
+pub fn numa_cell(peaks: &[NodePeak]) -> String {
+    if peaks.is_empty() {
+        return "-".into();
+    }
+    peaks
+        .iter()
+        .map(|p| format!("node {} {}", p.node, fmt_bytes(p.peak_bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

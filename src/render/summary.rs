@@ -1079,7 +1079,7 @@ impl Summary {
             let _ = writeln!(
                 o,
                 "  NUMA nodes    {} (the cgroup's most memory on each, memory.numa_stat)",
-                crate::analysis::numa::cell(&self.numa_nodes)
+                crate::render::span::numa_cell(&self.numa_nodes)
             );
         } else if let Some(why) = &self.numa_not_read {
             let _ = writeln!(o, "  NUMA nodes    not read: {why}");
