@@ -4,11 +4,11 @@
 //! number, its source and scope, and whose it is.
 //!
 //! What is judged ([`units`]): a recording with complete bench runs is judged run by run (as
-//! `bench` judges them, and `compare` counts them); any other recording as a whole.
+//! `bench` judges them, and `compare` counts them); any other recording as a whole. The verdict
+//! in words is `render/budget.rs`'s.
 
 use super::summary::Summary;
 use crate::model::peak::{Peak, PeakScope, PeakSource};
-use crate::units::fmt_bytes;
 use serde::Serialize;
 
 /// The budgets given; `None` is no budget.
@@ -81,10 +81,12 @@ pub struct BudgetCheck {
     pub of: String,
     pub over_by_bytes: Option<u64>,
     pub passed: bool,
+    /// How far the kernel's per-process counters may be off, and where an exact peak stops
+    /// being exact (`Unit`'s, for `--max-peak`): what the verdict says beside the number.
     #[serde(skip)]
-    exact_within_bytes: Option<u64>,
+    pub exact_within_bytes: Option<u64>,
     #[serde(skip)]
-    peak_exact_up_to: Option<String>,
+    pub peak_exact_up_to: Option<String>,
 }
 
 impl BudgetCheck {
@@ -102,66 +104,6 @@ impl BudgetCheck {
                 .filter(|&f| f == "--max-peak")
                 .and(unit.peak_exact_up_to.clone()),
         }
-    }
-
-    /// `--max-peak 1.00 GiB exceeded by 200.0 MiB: judged the peak of run.csv#run 3, 1.20 GiB
-    /// (1288490188 bytes): kernel VmHWM of the largest process, exact within 512.0 KiB; the tree's
-    /// peak is between 1.20 GiB and 1.40 GiB`.
-    pub fn describe(&self) -> String {
-        let what = match self.flag {
-            "--max-cgroup" => "cgroup peak",
-            "--max-gpu" => "GPU peak",
-            _ => "peak",
-        };
-        // The budget as given: its bytes too where the unit rounds them (`68157439` is not
-        // `65.00 MiB`).
-        let budget = match fmt_bytes(self.budget_bytes) {
-            b if crate::units::parse_size(&b) == Ok(self.budget_bytes) => b,
-            b => format!("{b} ({})", crate::units::count(self.budget_bytes, "byte")),
-        };
-        let Some(m) = &self.measured else {
-            return format!(
-                "{} {budget} cannot be checked: {} has no {what}{}",
-                self.flag,
-                self.of,
-                match self.flag {
-                    "--max-cgroup" => " (record with --cgroup PATH|auto, or launch the command in memmon's own cgroup, --own-cgroup)",
-                    "--max-gpu" => " (no gpu_bytes values: record with --gpu where NVML is available)",
-                    _ => "",
-                }
-            );
-        };
-        let head = match self.over_by_bytes {
-            Some(o) => format!(
-                "{} {budget} exceeded by {} ({})",
-                self.flag,
-                fmt_bytes(o),
-                crate::units::count(o, "byte")
-            ),
-            None => format!("{} {budget} kept", self.flag),
-        };
-        let words = match (self.flag, m.source) {
-            ("--max-gpu", _) => crate::analysis::gpu::describe_peak(m),
-            ("--max-cgroup", PeakSource::Sampled) => format!(
-                "the cgroup's largest sampled usage ({}), a lower bound: its peak file does not cover the recording",
-                m.counter
-            ),
-            _ => match (&self.peak_exact_up_to, m.exact) {
-                (Some(up_to), true) => format!("{}; {up_to}", m.describe(self.exact_within_bytes)),
-                _ => m.describe(self.exact_within_bytes),
-            },
-        };
-        let bounds = m
-            .tree_bounds()
-            .map(|b| format!("; the tree's peak is {b}"))
-            .unwrap_or_default();
-        format!(
-            "{head}: judged the {what} of {}, {}{} ({} bytes): {words}{bounds}",
-            self.of,
-            m.at_least(),
-            fmt_bytes(m.bytes),
-            m.bytes
-        )
     }
 }
 
