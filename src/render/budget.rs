@@ -44,7 +44,7 @@ impl BudgetCheck {
             None => format!("{} {budget} kept", self.flag),
         };
         let words = match (self.flag, m.source) {
-            ("--max-gpu", _) => crate::analysis::gpu::describe_peak(m),
+            ("--max-gpu", _) => crate::render::gpu::describe_peak(m),
             ("--max-cgroup", PeakSource::Sampled) => format!(
                 "the cgroup's largest sampled usage ({}), a lower bound: its peak file does not cover the recording",
                 m.counter

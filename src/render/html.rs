@@ -667,7 +667,7 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
                         "{}{} ({}{})",
                         esc(p.at_least()),
                         size_cell(p.bytes),
-                        esc(&crate::analysis::gpu::describe_peak(&p)),
+                        esc(&crate::render::gpu::describe_peak(&p)),
                         esc(&p
                             .tree_bounds()
                             .map(|t| format!("; the tree's GPU peak is {t}"))

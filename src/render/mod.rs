@@ -6,13 +6,14 @@
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 //! The analysis decides values and says nothing; their words are here, a file per topic: a
 //! row's time (`timeline.rs`), a span's PSS reads, memory health and memory per NUMA node
-//! (`span.rs`), a budget's verdict (`budget.rs`).
+//! (`span.rs`), a budget's verdict (`budget.rs`), GPU memory (`gpu.rs`).
 
 pub mod anatomy_bar;
 pub mod budget;
 pub mod compare_table;
 pub mod decimate;
 pub mod events;
+pub mod gpu;
 pub mod html;
 pub mod phases;
 pub mod plot;
