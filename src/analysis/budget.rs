@@ -7,7 +7,7 @@
 //! `bench` judges them, and `compare` counts them); any other recording as a whole. The verdict
 //! in words is `render/budget.rs`'s.
 
-use super::summary::Summary;
+use super::summary::{ExactUpTo, Summary};
 use crate::model::peak::{Peak, PeakScope, PeakSource};
 use serde::Serialize;
 
@@ -39,7 +39,7 @@ pub struct Unit {
     pub exact_within_bytes: Option<u64>,
     /// Where the exact `peak` stops being exact (`Summary::peak_exact_up_to`: a recorder
     /// killed before its end record).
-    pub peak_exact_up_to: Option<String>,
+    pub peak_exact_up_to: Option<ExactUpTo>,
 }
 
 impl Unit {
@@ -70,7 +70,7 @@ impl Unit {
 }
 
 /// One budget held against one number.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BudgetCheck {
     /// `--max-peak`, `--max-cgroup` or `--max-gpu`.
     pub flag: &'static str,
@@ -86,7 +86,7 @@ pub struct BudgetCheck {
     #[serde(skip)]
     pub exact_within_bytes: Option<u64>,
     #[serde(skip)]
-    pub peak_exact_up_to: Option<String>,
+    pub peak_exact_up_to: Option<ExactUpTo>,
 }
 
 impl BudgetCheck {

@@ -35,7 +35,9 @@
 use crate::analysis::span::Span;
 use crate::analysis::stats::pct;
 pub use crate::analysis::stats::Stats;
+use crate::analysis::summary::ExactUpTo;
 use crate::analysis::timeline::Timeline;
+use crate::analysis::warnings::Warning;
 use crate::analysis::{Summary, SummaryBuilder};
 use crate::format::ReadInfo;
 use crate::model::peak::{common_basis, Peak, PeakBasis, PeakFacts};
@@ -83,11 +85,12 @@ pub struct Run {
     #[serde(rename = "own_gpu_peak", skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Peak>,
     pub samples: u64,
-    pub warnings: Vec<String>,
+    /// The recording's warnings (`Summary::warnings`), and the run's own.
+    pub warnings: Vec<Warning>,
     /// Where its exact peak stops being exact (`Summary::peak_exact_up_to`): a whole recording
     /// whose recorder was killed before its end record.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub peak_exact_up_to: Option<String>,
+    pub peak_exact_up_to: Option<ExactUpTo>,
 }
 
 impl Run {
@@ -118,9 +121,9 @@ impl Run {
         let label = crate::analysis::phases::run_label(n, span.session);
         let mut warnings = s.warnings.clone();
         if !span.complete {
-            warnings.push(format!(
-                "note: {label} has no run-end row: the recording ended first"
-            ));
+            warnings.push(Warning::RunWithoutEnd {
+                label: label.clone(),
+            });
         }
         Run {
             file: format!("{}#{label}", s.file.as_deref().unwrap_or_default()),
@@ -188,7 +191,7 @@ pub struct Recording {
     /// What reading it said of rows its end records count that it does not hold
     /// (`Summary::rows_lost_warnings`; the runs' `warnings` have it too).
     #[serde(skip)]
-    pub rows_lost: Vec<String>,
+    pub rows_lost: Vec<Warning>,
     /// Sessions (from 1) of a recording split into bench runs that hold no run (an
     /// `--append`ed record): not compared, and said.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -1309,7 +1312,10 @@ mod tests {
         assert_eq!((two.peak.bytes, two.peak.source), (200, PeakSource::Vmhwm));
         assert_eq!((two.idle_rss_bytes, two.duration_s), (40, 2.0));
         assert!(
-            !one.warnings.iter().any(|w| w.contains("run-end")),
+            !one.warnings
+                .iter()
+                .map(|w| w.to_string())
+                .any(|w| w.contains("run-end")),
             "{:?}",
             one.warnings
         );
@@ -1387,6 +1393,7 @@ mod tests {
         assert!(
             r.warnings
                 .iter()
+                .map(|w| w.to_string())
                 .any(|w| w.contains("run 2 has no run-end")),
             "{:?}",
             r.warnings

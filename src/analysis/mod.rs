@@ -12,5 +12,6 @@ pub mod span;
 pub mod stats;
 pub mod summary;
 pub mod timeline;
+pub mod warnings;
 
 pub use summary::{Summary, SummaryBuilder};

@@ -4,7 +4,8 @@
 //! and how much of it is locked, pinned or shared; duration, samples, missed ticks, restarts,
 //! how the target ended; and the phases and runs (`phases.rs`). Built row by row in constant
 //! memory; the same builder runs inside `record` and over a file in `summary`, so both print the
-//! same numbers. An `--append`ed recording's numbers cover all its sessions.
+//! same numbers. An `--append`ed recording's numbers cover all its sessions. What it says beside
+//! the numbers are values too (`Warning`, `Ended`, `ExactUpTo`, ...): `render/` words them.
 
 use super::gpu::GpuTrack;
 use super::phases::{PhaseBuilder, Phases};
@@ -12,14 +13,13 @@ use super::span::{
     launched_duration_s, EndTail, HeldPeaks, MemoryHealth, PssReads, SpanAcc, SpanContext, Window,
 };
 use super::timeline::{Timeline, When};
-use crate::format::meta::{CgroupEnd, EndInfo, EndReason, Meta, RowLoss, RunPeaks};
+use super::warnings::{ExitRecords, LossLeaves, Warning};
+use crate::format::meta::{CgroupEnd, EndInfo, EndReason, LeftCgroup, Meta, RowLoss, RunPeaks};
 use crate::format::ReadInfo;
 use crate::model::peak::{KernelPeakWindow, Peak, PeakFacts, PeakScope, PeakSource};
 use crate::model::process::ProcessRecord;
 use crate::model::sample::{Event, Sample};
-use crate::units::{count, fmt_bytes};
 use serde::Serialize;
-use std::fmt::Write as _;
 
 /// A sampled peak below this fraction of the kernel's peak means the interval missed it.
 pub const MISSED_PEAK_RATIO: f64 = 0.95;
@@ -52,16 +52,6 @@ pub const PROCESS_NAME_CHARS: usize = 48;
 
 /// How many of the largest processes the summary lists for a tree.
 pub const PROCESSES_SHOWN: usize = 5;
-
-/// The words that go beside a tree's RSS sum: `RSS sum over 9 processes, shared pages counted
-/// in each`. Empty for one process, whose RSS counts each page once.
-pub fn rss_sum_words(processes: u32) -> String {
-    if processes > 1 {
-        format!("RSS sum over {processes} processes, shared pages counted in each")
-    } else {
-        String::new()
-    }
-}
 
 /// One session's rows and what its metadata and end record say.
 #[derive(Debug, Clone)]
@@ -214,11 +204,9 @@ impl SessionAcc {
         }
     }
 
-    /// `pid 4121 (proverd)`: what the session watched.
-    fn target(&self) -> Option<String> {
-        self.meta
-            .as_ref()
-            .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm))
+    /// What the session watched.
+    fn target(&self) -> Option<Watched> {
+        self.meta.as_ref().map(Watched::of)
     }
 }
 
@@ -677,11 +665,10 @@ impl SummaryBuilder {
             missed_ticks: self.missed_done + self.missed_session,
             restarts: self.restarts,
             interval: self.interval(meta),
-            target: meta
-                .map(|m| format!("{} {} ({})", m.target.mode, m.target.spec, m.target.comm)),
+            target: meta.map(Watched::of),
             sessions: self.session_summaries(&peaks),
-            ended: end.map(describe_end).unwrap_or_else(|| {
-                "unknown (no end record: the recorder was killed or is still running)".into()
+            ended: end.map_or(Ended::NoEndRecord, |e| {
+                Ended::Record(Box::new(EndedBy::of(e)))
             }),
             end: end.cloned(),
             processes: {
@@ -818,6 +805,7 @@ impl SummaryBuilder {
             .sessions
             .iter()
             .filter_map(|s| s.meta.as_ref()?.cgroup.as_ref()?.not_the_tree.clone())
+            .map(NotTheTree::Recorded)
             .next()
             .or_else(|| {
                 facts
@@ -853,7 +841,7 @@ impl SummaryBuilder {
                 peak: p.facts.decide(),
                 kernel_peak_window: p.window,
                 interval: s.meta.as_ref().map(|m| m.interval.clone()),
-                ended: s.end.as_ref().map(describe_end),
+                ended: s.end.as_ref().map(EndedBy::of),
             })
             .collect()
     }
@@ -891,7 +879,7 @@ impl SummaryBuilder {
         end: Option<&EndInfo>,
         single_process: bool,
         truncated_line: Option<u64>,
-    ) -> Vec<String> {
+    ) -> Vec<Warning> {
         let mut warnings = Vec::new();
         self.peak_warnings(s, single_process, &mut warnings);
         self.reading_notes(s, meta, truncated_line, &mut warnings);
@@ -901,14 +889,13 @@ impl SummaryBuilder {
     }
 
     /// A phase's exact peak above the peak line; a sampled peak far below the kernel's.
-    fn peak_warnings(&self, s: &Summary, single_process: bool, warnings: &mut Vec<String>) {
+    fn peak_warnings(&self, s: &Summary, single_process: bool, warnings: &mut Vec<Warning>) {
         if let Some(p) = s.exact_phase_above_peak() {
-            warnings.push(format!(
-                "warning: phase '{}' has an exact peak of {} ({}), above the recording's peak line: the recording's peak is at least that; the marks before the first marker are older than the recording (record with --reset-peaks for its exact peak), and budgets judge the phase too",
-                p.label,
-                fmt_bytes(p.peak.bytes),
-                p.peak.describe(p.facts.exact_within_bytes)
-            ));
+            warnings.push(Warning::PhaseAbovePeak {
+                label: p.label.clone(),
+                peak: p.peak,
+                exact_within_bytes: p.facts.exact_within_bytes,
+            });
         }
         // The number to hold against the kernel's peak of one process: for a single process
         // its RSS; for a tree, the largest process's RSS.
@@ -922,21 +909,11 @@ impl SummaryBuilder {
             .kernel_peak_rss_bytes
             .filter(|&k| self.samples > 0 && (sampled_one as f64) < MISSED_PEAK_RATIO * k as f64)
         {
-            // For a tree the number held is not the `sampled peak` line's (a sum): say whose.
-            let (whose, kernels) = if single_process {
-                ("the sampled peak", "the kernel's peak")
-            } else {
-                (
-                    "the largest process's sampled peak",
-                    "the kernel's peak of the largest process",
-                )
-            };
-            warnings.push(format!(
-                "warning: {whose} ({}) is {:.0}% of {kernels} ({}): the interval missed the peak; trust the kernel's number or sample faster",
-                fmt_bytes(sampled_one),
-                100.0 * sampled_one as f64 / k as f64,
-                fmt_bytes(k)
-            ));
+            warnings.push(Warning::MissedPeak {
+                single_process,
+                sampled_bytes: sampled_one,
+                kernel_bytes: k,
+            });
         }
     }
 
@@ -946,54 +923,38 @@ impl SummaryBuilder {
         s: &Summary,
         meta: Option<&Meta>,
         truncated_line: Option<u64>,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) {
         if meta.is_none() && self.samples > 0 {
-            warnings.push(format!(
-                "note: no metadata (a CSV recording's FILE.meta.json sidecar, or an imported file): whether memmon launched the target, its cgroup and its exit records cannot be told, so the file is read by the rules of an attached target{}",
-                if s.kernel_peak_window == KernelPeakWindow::BeforeRecording {
-                    ": a high-water mark that never rose above its first value is taken as set before the recording"
-                } else {
-                    ""
-                }
-            ));
+            warnings.push(Warning::NoMetadata {
+                set_before: s.kernel_peak_window == KernelPeakWindow::BeforeRecording,
+            });
         }
         if let Some(line) = truncated_line {
-            warnings.push(format!(
-                "note: line {line} is incomplete (the file ends inside it: the recorder was stopped while writing it, or the file was cut) and was skipped"
-            ));
+            warnings.push(Warning::TruncatedLine { line });
         }
         warnings.extend(s.rows_lost_warnings());
         if s.missed_ticks > 0 {
-            warnings.push(format!(
-                "note: {} could not be taken on time (the machine or memmon was too busy for the interval)",
-                count(s.missed_ticks, "tick")
-            ));
+            warnings.push(Warning::MissedTicks {
+                ticks: s.missed_ticks,
+            });
         }
     }
 
     /// Where the kernel's peak does not cover the whole recording: a restart's or a reset's
     /// unknown earlier mark, exit records not read, sessions without an end.
-    fn scope_warnings(&self, s: &Summary, end: Option<&EndInfo>, warnings: &mut Vec<String>) {
+    fn scope_warnings(&self, s: &Summary, end: Option<&EndInfo>, warnings: &mut Vec<Warning>) {
         // Whenever the kernel's peak of a process is partial: the headline, or the `at exit`
         // line of a mark set before the recording, says "see the warning below".
         let partial = s.facts.kernel_scope().is_partial()
             && (s.facts.kernel_peak_rss_bytes.is_some() || s.kernel_peak_exact_until_s.is_some());
         // The mark at the first row, which never rose: the peak before is at most that.
-        let up_to = match s.lifetime_peak_rss_bytes {
-            Some(l) if l > s.peak.bytes => {
-                format!(
-                    " though at most {} (its mark at the first row)",
-                    fmt_bytes(l)
-                )
-            }
-            _ => String::new(),
-        };
+        let at_most_bytes = s.lifetime_peak_rss_bytes.filter(|&l| l > s.peak.bytes);
         if partial && s.facts.restart_peak_unknown {
-            warnings.push(format!("warning: the target restarted, and the VmHWM of the process before the restart never rose above its value at the first row (it may have been set before the recording began): that process's peak in the recording is not known and may be above the peak given (of the process that took over, all of whose marks fall in the recording){up_to}"));
+            warnings.push(Warning::RestartPeakUnknown { at_most_bytes });
         }
         if partial && s.facts.reset_peak_unknown {
-            warnings.push(format!("warning: with --phase-peaks the marks were reset at the first marker, and VmHWM never rose above its value at the first row before that (it may have been set before the recording began): the peak before the first marker is not known and may be above the peak given (the largest mark after the reset){up_to}; record with --reset-peaks for the recording's exact peak"));
+            warnings.push(Warning::ResetPeakUnknown { at_most_bytes });
         }
         if partial && s.facts.mark_reset_elsewhere {
             let resets: Vec<&crate::format::meta::MarkResetElsewhere> = self
@@ -1012,27 +973,15 @@ impl SummaryBuilder {
                 })
                 .sum();
             if let Some(r) = resets.first() {
-                let at = self
-                    .all
-                    .as_ref()
-                    .map(|a| {
-                        a.start_elapsed_s()
-                            + r.unix_ms.saturating_sub(a.start_unix_ms()) as f64 / 1000.0
-                    })
-                    .map(|t| format!(" at +{}", crate::units::fmt_seconds(t)))
-                    .unwrap_or_default();
-                warnings.push(format!(
-                    "warning: the high-water mark (VmHWM) of PID {} ({}) fell from {} to {}{at} with no reset of memmon's{}: the process itself or another program reset it (a write to /proc/PID/clear_refs), or reclaim took its pages before the kernel updated the mark, and what it reached between the row before and that reset is not known; the peak given is a lower bound",
-                    r.pid,
-                    crate::outside::shown(&r.comm),
-                    fmt_bytes(r.before_bytes),
-                    fmt_bytes(r.after_bytes),
-                    if count > 1 {
-                        format!(" ({} in all)", crate::units::count(count, "such fall"))
-                    } else {
-                        String::new()
-                    }
-                ));
+                let at_elapsed_s = self.all.as_ref().map(|a| {
+                    a.start_elapsed_s()
+                        + r.unix_ms.saturating_sub(a.start_unix_ms()) as f64 / 1000.0
+                });
+                warnings.push(Warning::MarkFell {
+                    first: (*r).clone(),
+                    at_elapsed_s,
+                    falls: count,
+                });
             }
         }
         let records_lacking = PeakScope::of_kernel_counter(
@@ -1051,7 +1000,10 @@ impl SummaryBuilder {
                         && !x.end.as_ref().is_some_and(EndInfo::exit_records_complete)
                 })
                 .map_or(end, |x| x.end.as_ref());
-            warnings.push(self.exit_records_warning(s.facts.departed, at_fault));
+            warnings.push(Warning::ExitRecordsLacking {
+                departed: s.facts.departed,
+                records: ExitRecords::of(at_fault),
+            });
         }
         let unended = if self.imported {
             0
@@ -1059,27 +1011,16 @@ impl SummaryBuilder {
             self.sessions.iter().filter(|s| s.unended()).count()
         };
         if unended > 0 {
-            warnings.push(format!(
-                "warning: {} no end record (the recorder was killed, or is still writing): {} exact up to {} last row; what the target did after it is not in the recording",
-                if self.sessions.len() > 1 {
-                    format!(
-                        "{} of the {} sessions {}",
-                        unended,
-                        self.sessions.len(),
-                        if unended == 1 { "has" } else { "have" }
-                    )
-                } else {
-                    "the recording has".into()
-                },
-                if unended == 1 { "its peak is" } else { "their peaks are" },
-                if unended == 1 { "its" } else { "their" },
-            ));
+            warnings.push(Warning::Unended {
+                unended,
+                sessions: self.sessions.len(),
+            });
         }
     }
 
     /// The cgroup against the sampled sum and the processes' marks, several sessions, and a
     /// peak near the cgroup's limit or the machine's memory.
-    fn tree_notes(&self, s: &Summary, meta: Option<&Meta>, warnings: &mut Vec<String>) {
+    fn tree_notes(&self, s: &Summary, meta: Option<&Meta>, warnings: &mut Vec<Warning>) {
         let sampled = s.facts.sampled_peak_rss_bytes;
         let bound = s.facts.exact_within_bytes.unwrap_or(0);
         // (Unless the note below, on a process's own mark above the cgroup's, says why.)
@@ -1091,63 +1032,38 @@ impl SummaryBuilder {
             && !process_above
             && sampled > s.peak.bytes.saturating_add(bound)
         {
-            warnings.push(format!(
-                "note: the sampled peak ({}) is above the cgroup's exact peak ({}) by {}: a sum of RSS counts a page its processes share once in each (and pages first charged elsewhere, such as a binary already in the page cache), the cgroup each page once: the cgroup's is the tree's",
-                fmt_bytes(sampled),
-                fmt_bytes(s.peak.bytes),
-                fmt_bytes(sampled - s.peak.bytes)
-            ));
+            warnings.push(Warning::SampledAboveCgroup {
+                sampled_bytes: sampled,
+                cgroup_bytes: s.peak.bytes,
+            });
         }
         if let (PeakSource::Cgroup, Some(k)) = (s.peak.source, s.facts.kernel_peak_rss_bytes) {
             if k > s.peak.bytes.saturating_add(bound) {
-                warnings.push(format!(
-                    "note: the cgroup's peak is {} below the largest process's VmHWM: a cgroup is charged for the pages first touched in it, so pages already in the page cache (a binary, libraries) count in RSS but not in it",
-                    fmt_bytes(k - s.peak.bytes)
-                ));
+                warnings.push(Warning::CgroupBelowProcess {
+                    by_bytes: k - s.peak.bytes,
+                });
             }
         }
         if self.sessions.len() > 1 {
-            warnings.push(format!(
-                "note: {} (--append): every number above covers all of them; the sessions are listed above",
-                count(self.sessions.len(), "session")
-            ));
+            warnings.push(Warning::Sessions {
+                sessions: self.sessions.len(),
+            });
         }
         if self.merged_sessions > 0 {
-            warnings.push(format!(
-                "note: {} beyond the first {MAX_SESSIONS} were summed into the last one kept; its kernel peak is not known",
-                count(self.merged_sessions, "session")
-            ));
+            warnings.push(Warning::SessionsMerged {
+                merged: self.merged_sessions,
+            });
         }
         let mem_total = meta.and_then(|m| m.mem_total_bytes);
         if let Some(c) = &s.cgroup {
             warnings.extend(c.warnings(mem_total));
         } else if let Some(t) = mem_total.filter(|&t| near(s.peak.bytes, t)) {
-            warnings.push(format!(
-                "warning: the peak {} ({}) came within 10% of the machine's memory (MemTotal {})",
-                fmt_bytes(s.peak.bytes),
-                s.peak.source,
-                fmt_bytes(t)
-            ));
+            warnings.push(Warning::PeakNearMemTotal {
+                peak_bytes: s.peak.bytes,
+                source: s.peak.source,
+                mem_total_bytes: t,
+            });
         }
-    }
-
-    /// What the kernel peak lacks when its scope is `largest-process-seen` (processes left the
-    /// tree and not every exit record was read): a warning saying why, with how to get them all.
-    fn exit_records_warning(&self, departed: u64, end: Option<&EndInfo>) -> String {
-        let how = "memmon reads them as root or with CAP_NET_ADMIN; a cgroup of the tree's own (record -- COMMAND as root, or --cgroup) gives the tree's exact peak, each page once";
-        let lost = end.map_or(0, |e| e.exit_records_lost);
-        let why = match end.and_then(|e| e.exit_records.as_deref()) {
-            Some(crate::format::meta::EXIT_RECORDS_READ) => format!(
-                "the kernel dropped exit records {} (their queue was full)",
-                count(lost, "time")
-            ),
-            Some(why) => format!("exit records were not read ({why})"),
-            None => "whether exit records were read is not known (no end record)".into(),
-        };
-        format!(
-            "warning: {} left the tree during the recording and {why}: the kernel peak is the largest VmHWM its samples saw, so a process that peaked after its last sample, or a child born and gone between two samples, may be missing from it ({how})",
-            count(departed, "process")
-        )
     }
 
     /// The sampling interval of every session (`meta`'s, the last one's), `None` when sessions
@@ -1183,8 +1099,8 @@ fn near(v: u64, limit: u64) -> bool {
 /// One session of an `--append`ed recording.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionSummary {
-    /// `pid 4121 (proverd)`, when the session's metadata is known.
-    pub target: Option<String>,
+    /// What it watched, when the session's metadata is known.
+    pub target: Option<Watched>,
     pub started_unix_ms: u64,
     pub duration_s: f64,
     pub samples: u64,
@@ -1192,7 +1108,8 @@ pub struct SessionSummary {
     pub kernel_peak_window: KernelPeakWindow,
     /// The session's sampling interval (`1s`), when its metadata is known.
     pub interval: Option<String>,
-    pub ended: Option<String>,
+    /// As its end record says; `None`: it has none.
+    pub ended: Option<EndedBy>,
 }
 
 /// What the summary says of a recording's memory cgroup. Sizes in bytes.
@@ -1208,7 +1125,7 @@ pub struct CgroupSummary {
     /// It held the target's tree alone: its peak is the tree's (the headline).
     pub holds_tree: bool,
     /// Why not, where the recorder found out (e.g. memory charged to another cgroup).
-    pub not_the_tree: Option<String>,
+    pub not_the_tree: Option<NotTheTree>,
     /// The peak file's value when it was set before the recording began (a cgroup memmon did
     /// not make whose peak never rose): the cgroup's lifetime peak, not this recording's.
     pub lifetime_peak_bytes: Option<u64>,
@@ -1242,34 +1159,17 @@ pub struct CgroupSummary {
 /// Why a cgroup that held the tree when the recording began does not give its peak: the
 /// processes found outside it (from the end records), else the largest process's own peak above
 /// the cgroup's.
-pub fn left_tree_reason(ends: &[&CgroupEnd], facts: &PeakFacts) -> String {
-    let left: Vec<String> = ends
-        .iter()
-        .flat_map(|e| e.left.iter())
-        .map(|l| {
-            format!(
-                "PID {} ({}) left it for {} at +{}",
-                l.pid,
-                l.comm,
-                if l.to.is_empty() {
-                    "another cgroup"
-                } else {
-                    &l.to
-                },
-                crate::units::fmt_seconds(l.elapsed_s)
-            )
-        })
-        .collect();
+pub fn left_tree_reason(ends: &[&CgroupEnd], facts: &PeakFacts) -> NotTheTree {
+    let left: Vec<LeftCgroup> = ends.iter().flat_map(|e| e.left.iter().cloned()).collect();
     if !left.is_empty() {
-        return format!("{}: its memory since is charged there", left.join(", "));
+        return NotTheTree::Left(left);
     }
     match (facts.kernel_peak_rss_bytes, facts.cgroup_peak_bytes) {
-        (Some(k), Some(c)) => format!(
-            "the largest process's own peak ({}) is above the cgroup's ({}) by more than its page cache explains: some of the tree's memory was charged elsewhere (a process moved out of the cgroup between two samples)",
-            fmt_bytes(k),
-            fmt_bytes(c)
-        ),
-        _ => "a process of the tree was found outside it".into(),
+        (Some(k), Some(c)) => NotTheTree::ProcessAbove {
+            process_bytes: k,
+            cgroup_bytes: c,
+        },
+        _ => NotTheTree::FoundOutside,
     }
 }
 
@@ -1282,7 +1182,7 @@ impl CgroupSummary {
         rows_largest: Option<(u64, u64, u64)>,
         peak: Option<u64>,
         holds_tree: bool,
-        not_the_tree: Option<String>,
+        not_the_tree: Option<NotTheTree>,
     ) -> Option<CgroupSummary> {
         let c = *ends.last()?;
         let ended = ends
@@ -1334,134 +1234,180 @@ impl CgroupSummary {
         self.peak_bytes.unwrap_or(0).max(self.largest_current_bytes)
     }
 
-    fn warnings(&self, mem_total: Option<u64>) -> Vec<String> {
+    /// What the reader must know of the cgroup: its peak near its limit or the machine's
+    /// memory, the tree held at a limit, OOM kills, what memmon moved out or removed, an error.
+    fn warnings(&self, mem_total: Option<u64>) -> Vec<Warning> {
         let mut w = Vec::new();
         let top = self.top_bytes();
         if let Some(l) = self.limit_bytes.filter(|&l| near(top, l)) {
-            w.push(format!(
-                "warning: the cgroup's peak {} came within 10% of its limit {} ({}): {} left; past it the kernel reclaims, then OOM-kills",
-                fmt_bytes(top),
-                fmt_bytes(l),
-                self.limit_file(),
-                fmt_bytes(l.saturating_sub(top))
-            ));
+            w.push(Warning::CgroupNearLimit {
+                top_bytes: top,
+                limit_bytes: l,
+                version: self.version,
+            });
         }
         for l in self.limits.iter().filter(|l| l.held_at()) {
-            w.push(format!(
-                "warning: the tree was held at the limit of {} ({}): {} there during the recording; its RAM peak is capped by it, what it needed may be more (swapped out, or reclaimed and read again)",
-                l.path,
-                l.thresholds(self.version),
-                [
-                    (l.events_during.high, "high event"),
-                    (l.events_during.max, "max event"),
-                ]
-                .iter()
-                .filter(|(n, _)| *n > 0)
-                .map(|(n, what)| count(*n, what))
-                .collect::<Vec<_>>()
-                .join(", ")
-            ));
+            w.push(Warning::HeldAtLimit {
+                limit: l.clone(),
+                version: self.version,
+            });
         }
         if let Some(t) = mem_total.filter(|&t| near(top, t)) {
-            w.push(format!(
-                "warning: the cgroup's peak {} came within 10% of the machine's memory (MemTotal {})",
-                fmt_bytes(top),
-                fmt_bytes(t)
-            ));
+            w.push(Warning::CgroupNearMemTotal {
+                top_bytes: top,
+                mem_total_bytes: t,
+            });
         }
         if self.oom_kills > 0 {
-            w.push(format!(
-                "warning: {} in the cgroup {} during the recording ({})",
-                count(self.oom_kills, "OOM kill"),
-                self.path,
-                match self.version {
-                    crate::probe::cgroup::CgroupVersion::V1 => "memory.oom_control oom_kill",
-                    crate::probe::cgroup::CgroupVersion::V2 => "memory.events oom_kill",
-                }
-            ));
+            w.push(Warning::CgroupOomKills {
+                kills: self.oom_kills,
+                path: self.path.clone(),
+                version: self.version,
+            });
         }
         if !self.moved_out.is_empty() {
-            w.push(format!(
-                "note: processes {:?} were still running in memmon's cgroup when the recording ended and were moved out of it before it was removed",
-                self.moved_out
-            ));
+            w.push(Warning::MovedOut {
+                pids: self.moved_out.clone(),
+            });
         }
         if self.inside_removed > 0 {
-            w.push(format!(
-                "note: the command made {} inside memmon's own: removed with it, deepest first, killing {} left in {}",
-                crate::units::count(self.inside_removed, "cgroup"),
-                crate::units::count(self.inside_killed, "process"),
-                if self.inside_removed == 1 { "it" } else { "them" },
-            ));
+            w.push(Warning::InsideRemoved {
+                removed: self.inside_removed,
+                killed: self.inside_killed,
+            });
         }
         if let Some(e) = &self.error {
-            w.push(format!("warning: cgroup {}: {e}", self.path));
+            w.push(Warning::CgroupError {
+                path: self.path.clone(),
+                error: e.clone(),
+            });
         }
         w
     }
+}
 
-    /// Where the limit is set: `memory.max` (v1 `memory.limit_in_bytes`) of the cgroup or of
-    /// one above it, whichever is smallest.
-    fn limit_file(&self) -> &'static str {
-        match self.version {
-            crate::probe::cgroup::CgroupVersion::V1 => {
-                "the smallest memory.limit_in_bytes of the cgroup and those above it"
-            }
-            crate::probe::cgroup::CgroupVersion::V2 => {
-                "the smallest memory.max of the cgroup and those above it"
-            }
+/// What a session watched, as its metadata names it: said `pid 4121 (proverd)`
+/// (`render/summary.rs`, whose words the JSON's `target` holds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    /// How it was found: `pid`, `pidfile`, `name` or `command`.
+    pub mode: String,
+    /// What the user gave: the PID, the pidfile's path, the regex, or the command line.
+    pub spec: String,
+    /// The process's command name.
+    pub comm: String,
+}
+
+impl Watched {
+    fn of(m: &Meta) -> Watched {
+        Watched {
+            mode: m.target.mode.clone(),
+            spec: m.target.spec.clone(),
+            comm: m.target.comm.clone(),
+        }
+    }
+
+    /// memmon launched it (`record -- COMMAND`), rather than attached to it.
+    pub fn launched(&self) -> bool {
+        self.mode == "command"
+    }
+}
+
+/// How a recording ended: said by `render/summary.rs`, whose words the JSON's `ended` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ended {
+    /// As its end record says.
+    Record(Box<EndedBy>),
+    /// No end record: the recorder was killed, or is still running.
+    NoEndRecord,
+    /// A file another tool wrote (named here, `ReadInfo::source`): no recorder's end in it.
+    NotRecordedIn(String),
+}
+
+/// What an end record says of how the recording and its target ended (a session's too, in an
+/// `--append`ed recording's list): said by `render/summary.rs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndedBy {
+    pub reason: EndReason,
+    /// The signal that stopped memmon (`EndReason::Signal`), by name.
+    pub memmon_signal: Option<String>,
+    /// The target's exit code or terminating signal, when memmon learnt it.
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// A SIGKILL while the recorded cgroup counted an OOM kill: most likely the kernel's OOM
+    /// killer's.
+    pub oom_killer: Option<OomKiller>,
+    /// Why the recording could not go on.
+    pub error: Option<String>,
+}
+
+/// The cgroup whose OOM killer most likely killed the target, and at which limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OomKiller {
+    pub cgroup: String,
+    /// The OOM kills it counted during the recording.
+    pub kills: u64,
+    /// The limit of the cgroup (or of one above it) the kill came at (`probe::limits::oom_at`).
+    pub at: Option<crate::probe::limits::LimitEnd>,
+    /// Else the cgroup's own limit, where it has one.
+    pub limit_bytes: Option<u64>,
+    pub version: crate::probe::cgroup::CgroupVersion,
+}
+
+impl EndedBy {
+    pub fn of(e: &EndInfo) -> EndedBy {
+        EndedBy {
+            reason: e.reason,
+            memmon_signal: e.memmon_signal.clone(),
+            exit_code: e.exit_code,
+            exit_signal: e.exit_signal,
+            oom_killer: e
+                .cgroup
+                .as_ref()
+                .filter(|c| e.exit_signal == Some(libc::SIGKILL) && c.events_during.oom_kill > 0)
+                .map(|c| OomKiller {
+                    cgroup: c.path.clone(),
+                    kills: c.events_during.oom_kill,
+                    at: crate::probe::limits::oom_at(&c.limits).cloned(),
+                    limit_bytes: c.limit_bytes,
+                    version: c.version,
+                }),
+            error: e.error.clone(),
         }
     }
 }
 
-fn describe_end(e: &EndInfo) -> String {
-    let mut s = match e.reason {
-        EndReason::TargetExited => "the target exited".to_string(),
-        EndReason::Signal => format!(
-            "memmon was stopped by {}",
-            e.memmon_signal.as_deref().unwrap_or("a signal")
-        ),
-        EndReason::OutputClosed => "the output was closed (broken pipe)".to_string(),
-        other => other.as_str().to_string(),
-    };
-    if let Some(c) = e.exit_code {
-        let _ = write!(s, ", exit code {c}");
-    }
-    if let Some(sig) = e.exit_signal {
-        let _ = write!(
-            s,
-            ", killed by signal {sig} ({})",
-            crate::model::signal::name(sig)
-        );
-        // A SIGKILL while the cgroup counted an OOM kill: the kernel's OOM killer, at the limit.
-        if let Some(c) = e
-            .cgroup
-            .as_ref()
-            .filter(|c| sig == libc::SIGKILL && c.events_during.oom_kill > 0)
-        {
-            let _ = write!(
-                s,
-                ", most likely by the kernel's OOM killer: cgroup {} counted {} during the recording{}",
-                c.path,
-                count(c.events_during.oom_kill, "OOM kill"),
-                match crate::probe::limits::oom_at(&c.limits) {
-                    Some(at) => format!(
-                        ", at the limit of {} ({})",
-                        at.path,
-                        at.thresholds(c.version)
-                    ),
-                    None => c
-                        .limit_bytes
-                        .map(|l| format!(", at the limit of {}", crate::units::fmt_bytes(l)))
-                        .unwrap_or_default(),
-                }
-            );
-        }
-    }
-    if let Some(err) = &e.error {
-        let _ = write!(s, ": {err}");
-    }
-    s
+/// Where an exact peak stops being exact, as every reader says it beside the peak: said by
+/// `render/summary.rs`, whose words the JSON's `peak_exact_up_to` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExactUpTo {
+    /// The last row of a session with no end record (the recorder was killed).
+    LastRow,
+    /// The last sample, `gap_s` before the attached target exited, its exit record unread:
+    /// a rise after it is not seen. `exit_records`: what the end record says of them.
+    LastSample {
+        gap_s: f64,
+        exit_records: Option<String>,
+    },
+}
+
+/// Why a cgroup's peak is not the tree's: said by `render/summary.rs`, whose words the JSON's
+/// `not_the_tree` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NotTheTree {
+    /// The recorder's reason, from the metadata (`CgroupMeta::not_the_tree`).
+    Recorded(String),
+    /// Processes of the tree left it (from the end records): their memory since is charged
+    /// where they went.
+    Left(Vec<LeftCgroup>),
+    /// The largest process's own peak is above the cgroup's by more than its page cache
+    /// explains: some of the tree's memory was charged elsewhere.
+    ProcessAbove {
+        process_bytes: u64,
+        cgroup_bytes: u64,
+    },
+    /// A process of the tree was found outside it.
+    FoundOutside,
 }
 
 /// The summary of one recording, as printed and as `--json`.
@@ -1525,10 +1471,10 @@ pub struct Summary {
     pub restarts: u64,
     pub interval: Option<String>,
     /// What the last session watched (`sessions` lists each of an `--append`ed recording).
-    pub target: Option<String>,
+    pub target: Option<Watched>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<SessionSummary>,
-    pub ended: String,
+    pub ended: Ended,
     pub end: Option<EndInfo>,
     /// The processes the sessions' end records list, every session's (an `--append`ed
     /// recording's earlier ones too), largest peak within the recording first; whether every one that left had its
@@ -1545,22 +1491,23 @@ pub struct Summary {
     /// still writing): exact up to its last row only.
     #[serde(skip)]
     pub peak_unended: bool,
-    /// Where the exact `peak` stops being exact, in words, as every reader says it beside the
-    /// peak: "exact up to the last row, with no end record" (the recorder was killed), or up
-    /// to a target's last sample before its unseen exit. Absent where the peak is exact for
-    /// the whole recording, or not exact.
+    /// Where the exact `peak` stops being exact, as every reader says it beside the peak: at
+    /// the last row, with no end record (the recorder was killed), or at a target's last sample
+    /// before its unseen exit. Absent where the peak is exact for the whole recording, or not
+    /// exact.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub peak_exact_up_to: Option<String>,
+    pub peak_exact_up_to: Option<ExactUpTo>,
     /// In a recording some of whose sessions hold bench runs, the sessions (from 1) that hold
     /// none (an `--append`ed `record`): a reader that takes the runs one by one leaves them out,
     /// and says so; a budget judges the whole recording too.
     #[serde(skip)]
     pub sessions_without_runs: Vec<usize>,
     /// Rows the end records count that the file does not hold, with the session (from 1) they
-    /// were found in (`rows_lost_warning` says it; the warning is in `warnings`).
+    /// were found in (`rows_lost_warnings` says it; the warning is in `warnings`).
     #[serde(skip)]
     pub rows_lost: Vec<(usize, RowLoss)>,
-    pub warnings: Vec<String>,
+    /// What the reader must know besides the numbers (`render/warnings.rs` says each).
+    pub warnings: Vec<Warning>,
     /// `phases`, `runs` and `by_label` (analysis/phases.rs).
     #[serde(flatten)]
     pub spans: Phases,
@@ -1615,32 +1562,24 @@ impl Summary {
     /// Where the kernel's per-process peak stops being exact: at the last row of a session with
     /// no end record, or at the last sample of a target that exited unseen after it. `None`
     /// where it holds for the whole recording.
-    pub fn kernel_exact_only_up_to(&self) -> Option<String> {
-        if let Some(gap) = self.kernel_peak_exact_until_s {
-            let why = self
-                .end
-                .as_ref()
-                .and_then(|e| e.exit_records.as_deref())
-                .unwrap_or("not read");
-            return Some(format!(
-                "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {why})",
-                crate::units::fmt_seconds(gap)
-            ));
+    pub fn kernel_exact_only_up_to(&self) -> Option<ExactUpTo> {
+        if let Some(gap_s) = self.kernel_peak_exact_until_s {
+            return Some(ExactUpTo::LastSample {
+                gap_s,
+                exit_records: self.end.as_ref().and_then(|e| e.exit_records.clone()),
+            });
         }
-        self.peak_unended
-            .then(|| "exact up to the last row, with no end record".into())
+        self.peak_unended.then_some(ExactUpTo::LastRow)
     }
 
     /// Where the headline's exact peak stops being exact (`peak_exact_up_to`); `None` where it
     /// is exact for the whole recording, or not exact at all.
-    fn peak_exact_only_up_to(&self) -> Option<String> {
+    fn peak_exact_only_up_to(&self) -> Option<ExactUpTo> {
         if !self.peak.exact {
             return None;
         }
         match self.peak.source {
-            PeakSource::Cgroup => self
-                .peak_unended
-                .then(|| "exact up to the last row, with no end record".into()),
+            PeakSource::Cgroup => self.peak_unended.then_some(ExactUpTo::LastRow),
             PeakSource::Sampled => None,
             _ => self.kernel_exact_only_up_to(),
         }
@@ -1672,69 +1611,36 @@ impl Summary {
         self.anatomy_at_peak =
             crate::analysis::anatomy::at_peak(anatomies).map(|i| anatomies[i].clone());
         if self.anatomy.is_none() {
-            let n = anatomies.len();
-            self.warnings.push(format!(
-                "note: the anatomy table holds {n} anatom{}: nothing to compare the peak with",
-                if n == 1 { "y" } else { "ies" }
-            ));
+            self.warnings.push(Warning::FewAnatomies {
+                anatomies: anatomies.len(),
+            });
         }
     }
 
     /// What the reader must know of rows the end records count that the file does not hold:
     /// a warning per loss, naming the file and both counts, and what the loss leaves of the
     /// peak. Every reader of recordings says these (summary, compare, plot, report).
-    pub fn rows_lost_warnings(&self) -> Vec<String> {
-        let file = self.file.as_deref().unwrap_or("the recording");
+    pub fn rows_lost_warnings(&self) -> Vec<Warning> {
         let several = self.sessions.len() > 1;
         self.rows_lost
             .iter()
-            .map(|(session, loss)| {
-                // A sidecar's counts are the whole file's; a JSON Lines end record's its
-                // session's.
-                let (whose, from, how) = if loss.sidecar {
-                    let records = if loss.sessions > 1 {
-                        "sidecar's end records count"
-                    } else {
-                        "sidecar's end record counts"
-                    };
-                    let how = if loss.sessions_read < loss.sessions {
-                        let none = loss.sessions - loss.sessions_read;
-                        format!(
-                            "{none} of its {} sessions {} no row: the file was cut after the recording, or the sidecar is another recording's",
-                            loss.sessions,
-                            if none == 1 { "holds" } else { "hold" }
-                        )
-                    } else {
-                        "the file was cut after the recording, or the sidecar is another recording's".into()
-                    };
-                    (String::new(), records, how)
-                } else {
-                    (
-                        if several {
-                            format!(" in session {session}")
-                        } else {
-                            String::new()
-                        },
-                        "end record counts",
-                        "lines were taken out of the file after the recording".into(),
-                    )
-                };
+            .map(|&(session, loss)| {
                 let peak = if self.peak.exact && loss.sidecar {
                     // The sidecar's reading is this file's only if the sidecar is.
-                    "its peak is exact if the sidecar is this file's (its end record's own reading covers the rows lost), but every number taken from rows (sampled peak, idle floor, mean, phases, runs) stops at the last row left"
+                    LossLeaves::ExactIfTheSidecarIs
                 } else if self.peak.exact {
-                    "its peak is still exact (the end record's own reading covers them), but every number taken from rows (sampled peak, idle floor, mean, phases, runs) stops at the last row left"
+                    LossLeaves::StillExact
                 } else if self.facts.rows_lost {
-                    "its peak is exact only up to the last row left, not the recording's: the rows lost may hold a higher one"
+                    LossLeaves::ExactToTheLastRowLeft
                 } else {
-                    "every number taken from rows stops at the last row left"
+                    LossLeaves::RowsNumbersStop
                 };
-                format!(
-                    "warning: {file} holds {}{whose}, but its {from} {}: {} lost ({how}); {peak}",
-                    count(loss.read, "row"),
-                    loss.counted,
-                    count(loss.lost(), "row"),
-                )
+                Warning::RowsLost {
+                    file: self.file.clone(),
+                    session: Some(session).filter(|_| several),
+                    loss,
+                    peak,
+                }
             })
             .collect()
     }
@@ -1746,10 +1652,10 @@ impl Summary {
         let mut sum = b.finish(Some(file), info.truncated_line);
         // A file another tool wrote: say how it was read and what it lacks.
         if let Some(source) = &info.source {
-            sum.ended = format!("not recorded in {source}");
+            sum.ended = Ended::NotRecordedIn(source.clone());
         }
         sum.warnings
-            .extend(info.notes.iter().map(|n| format!("note: {n}")));
+            .extend(info.notes.iter().cloned().map(Warning::ReadNote));
         sum
     }
 }
@@ -1969,6 +1875,7 @@ mod tests {
         assert!(
             sum.warnings
                 .iter()
+                .map(|w| w.to_string())
                 .any(|w| w.contains("the target restarted")),
             "{:?}",
             sum.warnings
@@ -1976,6 +1883,7 @@ mod tests {
         assert!(
             !sum.warnings
                 .iter()
+                .map(|w| w.to_string())
                 .any(|w| w.contains("dropped exit records")),
             "{:?}",
             sum.warnings
@@ -2040,7 +1948,10 @@ mod tests {
             (50 * MIB, PeakSource::Vmhwm, PeakScope::Process)
         );
         assert!(
-            !sum.warnings.iter().any(|w| w.contains("exit record")),
+            !sum.warnings
+                .iter()
+                .map(|w| w.to_string())
+                .any(|w| w.contains("exit record")),
             "{:?}",
             sum.warnings
         );
@@ -2062,7 +1973,7 @@ mod tests {
             sum.kernel_peak_window,
             KernelPeakWindow::RoseDuringRecording
         );
-        assert!(sum.warnings[0].starts_with("warning:"));
+        assert!(sum.warnings[0].to_string().starts_with("warning:"));
     }
 
     #[test]
@@ -2080,7 +1991,7 @@ mod tests {
             Some(&meta("command", false)),
             None,
         );
-        let w = &sum.warnings[0];
+        let w = sum.warnings[0].to_string();
         assert!(
             w.starts_with("warning: the largest process's sampled peak (100.0 MiB) is 50% of the kernel's peak of the largest process (200.0 MiB)"),
             "{w}"
@@ -2099,7 +2010,10 @@ mod tests {
             (PeakSource::Sampled, false)
         );
         assert!(
-            !sum.warnings.iter().any(|w| w.contains("exit record")),
+            !sum.warnings
+                .iter()
+                .map(|w| w.to_string())
+                .any(|w| w.contains("exit record")),
             "{:?}",
             sum.warnings
         );
@@ -2224,7 +2138,7 @@ mod tests {
         assert_eq!(sum.peak.at_least(), "≥ ");
         assert!(sum.exact_phase_above_peak().is_none());
         assert!(
-            sum.warnings.iter().any(|w| w
+            sum.warnings.iter().map(|w| w.to_string()).any(|w| w
                 .starts_with("warning: with --phase-peaks the marks were reset")
                 && w.contains("though at most 300.0 MiB (its mark at the first row)")),
             "{:?}",
@@ -2309,7 +2223,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            sum.warnings.iter().any(|w| w.starts_with(
+            sum.warnings.iter().map(|w| w.to_string()).any(|w| w.starts_with(
                 "warning: the recording has no end record (the recorder was killed, or is still writing): its peak is exact up to its last row"
             )),
             "{:?}",
@@ -2434,7 +2348,10 @@ mod tests {
         assert!(sum.facts.rows_lost);
         let warning = "warning: cut.csv holds 2 rows, but its sidecar's end record counts 5: 3 rows lost (the file was cut after the recording, or the sidecar is another recording's); its peak is exact only up to the last row left";
         assert!(
-            sum.warnings.iter().any(|w| w.starts_with(warning)),
+            sum.warnings
+                .iter()
+                .map(|w| w.to_string())
+                .any(|w| w.starts_with(warning)),
             "{:?}",
             sum.warnings
         );
@@ -2458,8 +2375,11 @@ mod tests {
             (90 * MIB, PeakSource::RuMaxrss, true)
         );
         assert!(
-            sum.warnings.iter().any(|w| w.contains("3 rows lost")
-                && w.contains("its peak is exact if the sidecar is this file's")),
+            sum.warnings
+                .iter()
+                .map(|w| w.to_string())
+                .any(|w| w.contains("3 rows lost")
+                    && w.contains("its peak is exact if the sidecar is this file's")),
             "{:?}",
             sum.warnings
         );
@@ -2611,7 +2531,10 @@ mod tests {
             (Some(900 * MIB), Some(1000 * MIB))
         );
         assert!(
-            !sum.warnings.iter().any(|w| w.contains("exit record")),
+            !sum.warnings
+                .iter()
+                .map(|w| w.to_string())
+                .any(|w| w.contains("exit record")),
             "{:?}",
             sum.warnings
         );

@@ -389,8 +389,8 @@ impl Report {
                         t,
                         !summary
                             .target
-                            .as_deref()
-                            .is_some_and(|t| t.starts_with("command")),
+                            .as_ref()
+                            .is_some_and(crate::analysis::summary::Watched::launched),
                         l.lost,
                         l.at_unix_ms,
                     )
@@ -618,9 +618,14 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
         ),
         (
             "target",
-            Box::new(|s| esc(s.target.as_deref().unwrap_or("unknown"))),
+            Box::new(|s| {
+                esc(&s
+                    .target
+                    .as_ref()
+                    .map_or_else(|| "unknown".into(), |t| t.to_string()))
+            }),
         ),
-        ("ended", Box::new(|s| esc(&s.ended))),
+        ("ended", Box::new(|s| esc(&s.ended.to_string()))),
         (
             // An `--append`ed recording's sessions, as `summary` lists them (its notes say
             // "listed above").
@@ -646,7 +651,7 @@ fn summary_rows(with_gpu: bool, with_sessions: bool) -> Vec<(&'static str, Summa
                 } else {
                     s.warnings
                         .iter()
-                        .map(|w| esc(w))
+                        .map(|w| esc(&w.to_string()))
                         .collect::<Vec<_>>()
                         .join("<br>")
                 }

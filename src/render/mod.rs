@@ -6,7 +6,21 @@
 //! decimated as it is read (`decimate::Stream`) and at most `events::MAX_EVENTS` of its events.
 //! The analysis decides values and says nothing; their words are here, a file per topic: a
 //! row's time (`timeline.rs`), a span's PSS reads, memory health and memory per NUMA node
-//! (`span.rs`), a budget's verdict (`budget.rs`), GPU memory (`gpu.rs`).
+//! (`span.rs`), a budget's verdict (`budget.rs`), GPU memory (`gpu.rs`), a recording's warnings
+//! and notes (`warnings.rs`), and how it ended and what it watched (`summary.rs`). Where the
+//! JSON holds a sentence (`warnings`, `ended`), it is serialized as these words.
+
+/// Serializes each of the analysis's types named as its words (its `Display`, here in
+/// `render/`): where the JSON holds a sentence (`warnings`, `ended`), it holds what people read.
+macro_rules! serialized_as_words {
+    ($($t:ty),*) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    )*};
+}
 
 pub mod anatomy_bar;
 pub mod budget;
@@ -22,3 +36,4 @@ pub mod stacks;
 pub mod summary;
 pub mod table;
 pub mod timeline;
+pub mod warnings;

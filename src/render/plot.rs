@@ -286,7 +286,12 @@ impl Trace {
                 self.name
             ));
         }
-        notes.extend(self.summary.rows_lost_warnings());
+        notes.extend(
+            self.summary
+                .rows_lost_warnings()
+                .iter()
+                .map(|w| w.to_string()),
+        );
         notes
     }
 }

@@ -1,12 +1,17 @@
 //! The summary as text: what `memmon summary` prints for a recording (`Summary::render`), its
-//! tables as data for the report too (`Summary::processes_table`, `Phases::tables`). The
-//! numbers are decided in `analysis::summary`; this file only says them.
+//! tables as data for the report too (`Summary::processes_table`, `Phases::tables`), and the
+//! words of what it says in a phrase (what a session watched, how it ended, where an exact peak
+//! stops being exact, why a cgroup is not the tree's), which the JSON holds too. The numbers are
+//! decided in `analysis::summary`; this file only says them.
 
 use crate::analysis::anatomy::{AnatomyAt, AnatomyDiff, GroupChange, Measure};
 use crate::analysis::summary::{
-    process_name, rss_sum_words, CgroupSummary, Summary, PROCESSES_SHOWN,
+    process_name, CgroupSummary, Ended, EndedBy, ExactUpTo, NotTheTree, Summary, Watched,
+    PROCESSES_SHOWN,
 };
 use crate::analysis::timeline::When;
+use crate::analysis::warnings::Warning;
+use crate::format::meta::EndReason;
 use crate::model::anatomy::{Group, GroupKind};
 use crate::model::peak::{exact_within, KernelPeakWindow, NotExact, PeakSource};
 use crate::outside::shown;
@@ -281,23 +286,21 @@ impl Summary {
         &mut self,
         file: &std::path::Path,
         name: Option<String>,
-        what: &str,
+        what: &'static str,
     ) -> Option<std::path::PathBuf> {
         let name = name?;
         if file == std::path::Path::new("-") {
-            self.warnings.push(format!(
-                "note: the recording has a{} {what} table ({name}), not read for a recording on stdin",
-                if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "n" } else { "" }
-            ));
+            self.warnings
+                .push(Warning::SideTableOnStdin { table: what, name });
             return None;
         }
         // Only a file name: a metadata that names a path elsewhere is not followed.
         let table = file.with_file_name(std::path::Path::new(&name).file_name()?);
         if !table.is_file() {
-            self.warnings.push(format!(
-                "note: the {what} table {} that the metadata names is not there",
-                table.display()
-            ));
+            self.warnings.push(Warning::SideTableMissing {
+                table: what,
+                path: table,
+            });
             return None;
         }
         Some(table)
@@ -472,6 +475,7 @@ impl Summary {
             return ROWS_LOST.into();
         }
         self.kernel_exact_only_up_to()
+            .map(|u| u.to_string())
             .unwrap_or_else(|| exact_within(self.facts.exact_within_bytes))
     }
 
@@ -733,8 +737,8 @@ impl Summary {
                 "{}. {} from {}, {}, {}{}, peak {} ({}); {}",
                 i + 1,
                 s.target
-                    .as_deref()
-                    .unwrap_or("target unknown (no metadata)"),
+                    .as_ref()
+                    .map_or_else(|| "target unknown (no metadata)".into(), Watched::to_string),
                 if s.started_unix_ms > 0 {
                     fmt_unix_ms(s.started_unix_ms)
                 } else {
@@ -748,8 +752,9 @@ impl Summary {
                     .unwrap_or_default(),
                 s.peak.cell(),
                 s.peak.counter,
-                s.ended.as_deref().unwrap_or(
-                    "no end record (the recorder was killed, or is still writing): exact up to its last row"
+                s.ended.as_ref().map_or_else(
+                    || "no end record (the recorder was killed, or is still writing): exact up to its last row".into(),
+                    EndedBy::to_string
                 )
             )
             })
@@ -764,7 +769,7 @@ impl Summary {
         }
         if self.sessions.is_empty() {
             if let Some(t) = &self.target {
-                let _ = writeln!(o, "  target        {}", shown(t));
+                let _ = writeln!(o, "  target        {}", shown(&t.to_string()));
             }
         } else {
             self.render_sessions(&mut o);
@@ -846,10 +851,7 @@ impl Summary {
                     "  by touch      at the highest anatomy, {}:",
                     crate::render::stacks::touch_heading(
                         t,
-                        !self
-                            .target
-                            .as_deref()
-                            .is_some_and(|t| t.starts_with("command")),
+                        !self.target.as_ref().is_some_and(Watched::launched),
                         l.lost,
                         l.at_unix_ms
                     )
@@ -1270,3 +1272,142 @@ fn limit_events(l: &crate::probe::limits::LimitEnd) -> String {
         }
     )
 }
+
+/// The words that go beside a tree's RSS sum: `RSS sum over 9 processes, shared pages counted
+/// in each`. Empty for one process, whose RSS counts each page once.
+pub fn rss_sum_words(processes: u32) -> String {
+    if processes > 1 {
+        format!("RSS sum over {processes} processes, shared pages counted in each")
+    } else {
+        String::new()
+    }
+}
+
+/// `pid 4121 (proverd)`: what a session watched.
+impl std::fmt::Display for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({})", self.mode, self.spec, self.comm)
+    }
+}
+
+/// `the target exited, exit code 0`, `unknown (no end record: ...)`, `not recorded in mprof`.
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Record(e) => e.fmt(f),
+            Ended::NoEndRecord => {
+                f.write_str("unknown (no end record: the recorder was killed or is still running)")
+            }
+            Ended::NotRecordedIn(source) => write!(f, "not recorded in {source}"),
+        }
+    }
+}
+
+/// `the target exited, killed by signal 9 (SIGKILL), most likely by the kernel's OOM killer:
+/// cgroup /x counted 1 OOM kill during the recording, at the limit of 100.0 MiB`.
+impl std::fmt::Display for EndedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.reason {
+            EndReason::TargetExited => f.write_str("the target exited")?,
+            EndReason::Signal => write!(
+                f,
+                "memmon was stopped by {}",
+                self.memmon_signal.as_deref().unwrap_or("a signal")
+            )?,
+            EndReason::OutputClosed => f.write_str("the output was closed (broken pipe)")?,
+            other => f.write_str(other.as_str())?,
+        }
+        if let Some(c) = self.exit_code {
+            write!(f, ", exit code {c}")?;
+        }
+        if let Some(sig) = self.exit_signal {
+            write!(
+                f,
+                ", killed by signal {sig} ({})",
+                crate::model::signal::name(sig)
+            )?;
+            if let Some(k) = &self.oom_killer {
+                write!(
+                    f,
+                    ", most likely by the kernel's OOM killer: cgroup {} counted {} during the recording{}",
+                    k.cgroup,
+                    count(k.kills, "OOM kill"),
+                    match &k.at {
+                        Some(at) => format!(
+                            ", at the limit of {} ({})",
+                            at.path,
+                            at.thresholds(k.version)
+                        ),
+                        None => k
+                            .limit_bytes
+                            .map(|l| format!(", at the limit of {}", fmt_bytes(l)))
+                            .unwrap_or_default(),
+                    }
+                )?;
+            }
+        }
+        if let Some(err) = &self.error {
+            write!(f, ": {err}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `exact up to the last row, with no end record`.
+impl std::fmt::Display for ExactUpTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExactUpTo::LastRow => f.write_str("exact up to the last row, with no end record"),
+            ExactUpTo::LastSample {
+                gap_s,
+                exit_records,
+            } => write!(
+                f,
+                "exact up to the last sample, {} before the target exited; a rise after it is not seen (exit records: {})",
+                fmt_seconds(*gap_s),
+                exit_records.as_deref().unwrap_or("not read")
+            ),
+        }
+    }
+}
+
+/// `PID 4122 (worker) left it for /other at +1.00 s: its memory since is charged there`.
+impl std::fmt::Display for NotTheTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotTheTree::Recorded(why) => f.write_str(why),
+            NotTheTree::Left(left) => write!(
+                f,
+                "{}: its memory since is charged there",
+                left.iter()
+                    .map(|l| format!(
+                        "PID {} ({}) left it for {} at +{}",
+                        l.pid,
+                        l.comm,
+                        if l.to.is_empty() {
+                            "another cgroup"
+                        } else {
+                            &l.to
+                        },
+                        fmt_seconds(l.elapsed_s)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            NotTheTree::ProcessAbove {
+                process_bytes,
+                cgroup_bytes,
+            } => write!(
+                f,
+                "the largest process's own peak ({}) is above the cgroup's ({}) by more than its page cache explains: some of the tree's memory was charged elsewhere (a process moved out of the cgroup between two samples)",
+                fmt_bytes(*process_bytes),
+                fmt_bytes(*cgroup_bytes)
+            ),
+            NotTheTree::FoundOutside => f.write_str("a process of the tree was found outside it"),
+        }
+    }
+}
+
+// The JSON holds these as their words (`target`, `ended`, a session's `ended`,
+// `peak_exact_up_to`, a cgroup's `not_the_tree`), as the summary says them.
+serialized_as_words!(Watched, Ended, EndedBy, ExactUpTo, NotTheTree);
