@@ -126,6 +126,8 @@ impl Run {
             });
         }
         Run {
+            // Data, not words: the run's name (`FILE#run N`), the JSON's `file`, by which
+            // budgets and reports name it.
             file: format!("{}#{label}", s.file.as_deref().unwrap_or_default()),
             run: Some(n),
             session: span.session,
@@ -473,7 +475,7 @@ fn fraction_above(a: u64, b: u64, level: u64) -> f64 {
     }
 }
 
-/// What is compared.
+/// What is compared (named in sentences by `render/compare_table.rs`: `Metric::label`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
     /// The peak, on the comparison's basis (`Comparison::peak_basis`).
@@ -505,18 +507,6 @@ impl Metric {
             Metric::Duration => "duration_s",
             Metric::TimeAbove => "time_above_s",
             Metric::PeakGpu => "peak_gpu_bytes",
-        }
-    }
-
-    /// The name in sentences.
-    pub fn label(self) -> &'static str {
-        match self {
-            Metric::Peak => "peak",
-            Metric::IdleRss => "idle floor",
-            Metric::MeanRss => "mean RSS",
-            Metric::Duration => "duration",
-            Metric::TimeAbove => "time above",
-            Metric::PeakGpu => "GPU peak",
         }
     }
 
@@ -606,24 +596,14 @@ impl Delta {
     }
 }
 
-/// A gate's limit on an increase.
+/// A gate's limit on an increase (said as people write it by `render/compare_table.rs`:
+/// `Limit::text`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Limit {
     /// Percent of the baseline mean.
     Percent(f64),
     Bytes(u64),
     Seconds(f64),
-}
-
-impl Limit {
-    /// The limit as people write it: `10%`, `512.0 MiB`, `5.00 s`.
-    pub fn text(&self) -> String {
-        match *self {
-            Limit::Percent(p) => format!("{p}%"),
-            Limit::Bytes(b) => crate::units::fmt_bytes(b),
-            Limit::Seconds(s) => crate::units::fmt_seconds(s),
-        }
-    }
 }
 
 /// Why a gate's limit as typed could not be read (the flag is named by the command line).
@@ -688,8 +668,10 @@ pub struct Gate {
 pub struct GateResult {
     pub flag: &'static str,
     pub metric: Metric,
-    /// The limit as given, with its unit (`10%`, `512.0 MiB`, `5.00 s`).
-    pub limit_text: String,
+    /// The limit as given; the JSON's `limit_text` holds it as people write it, with its unit
+    /// (`10%`, `512.0 MiB`, `5.00 s`).
+    #[serde(rename = "limit_text")]
+    pub given: Limit,
     /// The limit as a percentage (`limit_pct`) or in the metric's unit (`limit`).
     pub limit: Option<f64>,
     pub limit_pct: Option<f64>,
@@ -715,7 +697,7 @@ impl Gate {
         GateResult {
             flag: self.flag,
             metric: self.metric,
-            limit_text: self.limit.text(),
+            given: self.limit,
             limit,
             limit_pct,
             change: d.change,

@@ -1,12 +1,12 @@
 //! `memmon compare` for people and for CI: reads both sides' recordings, prints the comparison
 //! as a side-by-side table with a sentence per metric (or `--json`), and exits 1 when a gate fails.
 //! A `bench -o` recording gives one run per bench run (analysis/compare.rs), and the header says
-//! how many runs came from which file.
+//! how many runs came from which file. A metric's name and a gate's limit are said here too.
 
 use super::table::text_width;
 use crate::analysis::compare::{
-    Comparison, Delta, Gate, GateResult, Measure, Measured, Metric, Recording, Run, Side, Split,
-    Verdict,
+    Comparison, Delta, Gate, GateResult, Limit, Measure, Measured, Metric, Recording, Run, Side,
+    Split, Verdict,
 };
 use crate::format::{InputSpec, ReadError};
 use crate::model::sample::Sample;
@@ -172,6 +172,39 @@ fn fmt_pct(p: Option<f64>) -> String {
     }
 }
 
+impl Metric {
+    /// The name in sentences.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Peak => "peak",
+            Metric::IdleRss => "idle floor",
+            Metric::MeanRss => "mean RSS",
+            Metric::Duration => "duration",
+            Metric::TimeAbove => "time above",
+            Metric::PeakGpu => "GPU peak",
+        }
+    }
+}
+
+impl Limit {
+    /// The limit as people write it: `10%`, `512.0 MiB`, `5.00 s`.
+    pub fn text(&self) -> String {
+        match *self {
+            Limit::Percent(p) => format!("{p}%"),
+            Limit::Bytes(b) => fmt_bytes(b),
+            Limit::Seconds(s) => fmt_seconds(s),
+        }
+    }
+}
+
+// The JSON's `limit_text` holds a gate's limit as people write it.
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+serialized_as_words!(Limit);
+
 /// The metric's name in sentences, with the level for time above.
 pub fn metric_label(c: &Comparison, m: Metric) -> String {
     match (m, c.above_bytes) {
@@ -274,9 +307,9 @@ pub fn gate_sentence(d: &Delta, g: &GateResult) -> String {
     format!(
         "{} {}: {} changed by {measured}, limit +{}",
         g.flag,
-        g.limit_text,
+        g.given.text(),
         d.metric.label(),
-        g.limit_text
+        g.given.text()
     )
 }
 
