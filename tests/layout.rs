@@ -2,8 +2,9 @@
 //! each top-level module importing from its own floor and those below (`FLOORS`), never above.
 //! The command line (`src/main.rs`, `src/cli.rs`, `src/commands/`) and the test helper binary
 //! (`src/bin/`) are the only code that may use clap or the clap structs; the analysis never
-//! imports the sampler, the commands or the command line, and does no I/O and starts no threads
-//! of its own (it takes samples: `impure`); exit codes are chosen in `commands/` only (the core
+//! imports the sampler, the commands or the command line, does no I/O and starts no threads of
+//! its own (it takes samples: `impure`), and builds no text but its data (it decides values,
+//! `render/` words them: `ANALYSIS_DATA_TEXT`); exit codes are chosen in `commands/` only (the core
 //! says what kind of failure an error is, `exit::Class`, never which code it ends with). And the
 //! shipped binary carries no test helpers.
 
@@ -215,6 +216,148 @@ fn the_layout_check_catches_an_analysis_that_opens_files_or_starts_threads() {
             "src/analysis/bad.rs:3: the analysis uses `std::fs`",
             "src/analysis/bad.rs:4: the analysis uses `format::input`",
             "src/analysis/bad.rs:5: the analysis uses `format::many`",
+        ],
+        "{found:#?}"
+    );
+}
+
+/// The text the analysis may build: data, not words, each kept with why (the file, the literal
+/// on the line that builds it, and why it is data). Everything said to people is `render/`'s
+/// (docs/ARCHITECTURE.md): the analysis decides values, render words them.
+const ANALYSIS_DATA_TEXT: [(&str, &str, &str); 7] = [
+    (
+        "analysis/phases.rs",
+        r#""run {n}""#,
+        "a bench run's label, by which every table, plot, report, comparison and budget names and finds the run",
+    ),
+    (
+        "analysis/phases.rs",
+        r#""s{k} {run}""#,
+        "the same label of a run of session K, where the runs come from several sessions",
+    ),
+    (
+        "analysis/budget.rs",
+        r#""{of}#phase {}""#,
+        "a budget's unit, `FILE#phase LABEL`: the JSON's `of`, by which a check is known",
+    ),
+    (
+        "analysis/budget.rs",
+        r#""{of}#{}{incomplete}""#,
+        "a budget's unit, `FILE#run N`: the JSON's `of`, by which a check is known",
+    ),
+    (
+        "analysis/compare.rs",
+        r#""{}#{label}""#,
+        "a compared run's name, `FILE#run N`: the JSON's `file`, by which budgets and reports name it",
+    ),
+    (
+        "analysis/gpu.rs",
+        r#""{} {} {}""#,
+        "a GPU as the metadata names it, `index uuid model`: an identifier in the JSON's `gpus`",
+    ),
+    (
+        "analysis/ledger.rs",
+        "[other stacks: past memmon's",
+        "the frame of the stack every stack past the cap counts in: folded and compared like any other frame",
+    ),
+];
+
+/// The lines of `analysis/` under `src`, test code aside (`#[cfg(test)]` items and test module
+/// files), that build text (`format!`, `write!`, `writeln!`, `push_str`), one each
+/// (file:line): all but those `data` lists (file, a literal on the line, why).
+fn analysis_text(src: &Path, data: &[(&str, &str, &str)]) -> Vec<String> {
+    let builds = regex::Regex::new(r"\b(format|write|writeln)!|\.push_str\s*\(").unwrap();
+    let files: Vec<String> = rust_files(&src.join("analysis"))
+        .iter()
+        .map(|p| p.strip_prefix(src).unwrap().display().to_string())
+        .collect();
+    let tests = test_module_paths(src, &files);
+    let mut found = Vec::new();
+    for rel in files
+        .iter()
+        .filter(|r| !tests.iter().any(|t| r.starts_with(t.as_str())))
+    {
+        for (n, line) in non_test_lines(&src.join(rel)) {
+            let Some(m) = builds.find(&line) else {
+                continue;
+            };
+            if data
+                .iter()
+                .any(|(f, literal, _)| f == rel && line.contains(literal))
+            {
+                continue;
+            }
+            found.push(format!(
+                "src/{rel}:{n}: `{}` (the analysis decides values: say them in render/, or list data in ANALYSIS_DATA_TEXT)",
+                m.as_str().trim_end_matches(['(', ' '])
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_analysis_builds_no_text_but_its_data() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = analysis_text(&src, &ANALYSIS_DATA_TEXT);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check sees them: without the list, it finds each listed line and no other.
+    assert_eq!(
+        analysis_text(&src, &[]).len(),
+        ANALYSIS_DATA_TEXT.len(),
+        "{:#?}",
+        analysis_text(&src, &[])
+    );
+}
+
+#[test]
+fn the_text_check_catches_an_analysis_that_words_a_value_but_not_its_data_or_its_tests() {
+    let dir = tempdir();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("analysis")).unwrap();
+    std::fs::create_dir_all(src.join("render")).unwrap();
+    let write = |p: &str, text: &str| std::fs::write(src.join(p), text).unwrap();
+    write(
+        "analysis/mod.rs",
+        "pub mod peak;\npub mod other;\n#[cfg(test)]\nmod fixtures;\n",
+    );
+    write(
+        "analysis/peak.rs",
+        "// format!(\"in a comment\") is fine\nfn f(b: u64) -> String { format!(\"{b} bytes\") }\n\
+         fn g(o: &mut String) { let _ = write!(o, \"x\"); let _ = writeln!(o); }\n\
+         fn h(o: &mut String) { o.push_str(\"peak\"); }\n\
+         fn label(n: u32) -> String { format!(\"run {n}\") }\n\
+         fn k(o: &mut String) { o.push('x'); let _ = format_args!(\"y\"); }\n\
+         #[cfg(test)]\nmod tests {\n    fn t() -> String { format!(\"z\") }\n}\n\
+         fn after(o: &mut String) { let _ = writeln!(o, \"w\"); }\n",
+    );
+    // The data listed is that file's only.
+    write(
+        "analysis/other.rs",
+        "fn label(n: u32) -> String { format!(\"run {n}\") }\n",
+    );
+    write(
+        "analysis/fixtures.rs",
+        "fn f() -> String { format!(\"test data\") }\n",
+    );
+    // Outside analysis/, saying things is what the code is for.
+    write(
+        "render/peak.rs",
+        "fn f(b: u64) -> String { format!(\"{b} bytes\") }\n",
+    );
+    let found = analysis_text(src, &[("analysis/peak.rs", r#""run {n}""#, "a label")]);
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(" (").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "src/analysis/other.rs:1: `format!`",
+            "src/analysis/peak.rs:2: `format!`",
+            "src/analysis/peak.rs:3: `write!`",
+            "src/analysis/peak.rs:4: `.push_str`",
+            "src/analysis/peak.rs:11: `writeln!`",
         ],
         "{found:#?}"
     );

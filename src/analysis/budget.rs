@@ -201,6 +201,8 @@ pub fn units(s: &Summary, of: &str) -> Vec<Unit> {
         exact_within_bytes: s.facts.exact_within_bytes,
         peak_exact_up_to: s.peak_exact_up_to.clone(),
     };
+    // Data, not words: each unit's name (`FILE#phase LABEL`, `FILE#run N`) is the JSON's `of`,
+    // by which a check is known.
     if runs.is_empty() {
         let phase = s
             .exact_phase_above_peak()

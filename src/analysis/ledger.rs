@@ -87,6 +87,7 @@ impl Stacks {
                 return id;
             }
             let id = self.list.len() as StackId;
+            // Data, not words: a frame of its own, folded and compared like any other.
             self.list.push((
                 vec![Frame {
                     function: format!("[other stacks: past memmon's {STACKS_KEPT}]"),

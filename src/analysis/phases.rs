@@ -183,6 +183,7 @@ impl Pending {
 /// table, plot, report, comparison and budget names a run by it.
 /// A bench's measured window of runs in flight together (`model::sample::WINDOW`) is `window`.
 pub fn run_label(run: u32, session: Option<u32>) -> String {
+    // Data, not words: the label is a run's name, written to files and compared.
     let run = match run {
         crate::model::sample::WINDOW => "window".to_string(),
         n => format!("run {n}"),
