@@ -442,6 +442,36 @@ fn held_anatomy(out: &Path) -> Value {
         .expect("the phase's end anatomy")
 }
 
+/// Records the test's C program `name` (tests/NAME.c, as `NAME PREFIX ARGS...`) as
+/// `record_c_program` does, waits for its line `line` (everything written), holds it through
+/// phase `held` (`hold_then_release`), and returns the recording and the anatomy read at that
+/// phase's end; `None` where the ledger is off.
+fn held_c_program(
+    dir: &Path,
+    name: &str,
+    args: &[&std::ffi::OsStr],
+    interval: &str,
+    every: &str,
+    line: &str,
+) -> Option<(PathBuf, Value)> {
+    let exe = build_c_program(name, dir, &[]);
+    let prefix = dir.join("go");
+    let out = dir.join(format!("{name}.csv"));
+    let socket = dir.join(format!("{name}.sock"));
+    let all: Vec<&std::ffi::OsStr> = std::iter::once(prefix.as_os_str())
+        .chain(args.iter().copied())
+        .collect();
+    let (mut rec, rx) = record_c_program(&exe, &all, &out, &socket, interval, every);
+    expect_line(&rx, line);
+    hold_then_release(&out, &socket, &prefix);
+    assert!(rec.wait().unwrap().success());
+    if ledger_off(&out) {
+        return None;
+    }
+    let a = held_anatomy(&out);
+    Some((out, a))
+}
+
 /// Records tests/touch-sites.c (64 MiB from fill_heap, 48 MiB from fill_arena, a 64 KiB block
 /// every 2 ms at most: a pace an emulated machine's recorder keeps up with, its rings never
 /// full) with sampled page faults (one in 64), its allocator `preload`ed where given, and
@@ -644,25 +674,16 @@ fn an_attached_programs_faults_are_sampled_from_its_own_threads_and_credited() {
 #[test]
 fn vectors_that_grow_by_mremap_keep_their_samples_through_every_anatomy() {
     let dir = tempdir();
-    let exe = build_c_program("grow-vectors", dir.path(), &[]);
-    let prefix = dir.path().join("go");
-    let out = dir.path().join("grow.csv");
-    let socket = dir.path().join("grow.sock");
-    let (mut rec, rx) = record_c_program(
-        &exe,
-        &[prefix.as_os_str(), "8".as_ref()],
-        &out,
-        &socket,
+    let Some((_, a)) = held_c_program(
+        dir.path(),
+        "grow-vectors",
+        &["8".as_ref()],
         "20ms",
         "64",
-    );
-    expect_line(&rx, "grown");
-    hold_then_release(&out, &socket, &prefix);
-    assert!(rec.wait().unwrap().success());
-    if ledger_off(&out) {
+        "grown",
+    ) else {
         return;
-    }
-    let a = held_anatomy(&out);
+    };
     let l = &a["ledger"];
     let (enforce, enforce_n) = touched_by(l, "enforce");
     let (aux, aux_n) = touched_by(l, "alloc_aux");
@@ -774,27 +795,13 @@ fn memory_handed_out_again_is_credited_to_the_code_that_wrote_it_again() {
 #[test]
 fn memory_written_or_read_into_is_credited_and_memory_only_read_is_not() {
     let dir = tempdir();
-    let exe = build_c_program("fault-kinds", dir.path(), &[]);
     let file = dir.path().join("data.bin");
     std::fs::write(&file, vec![7u8; 16 * MIB as usize]).unwrap();
-    let prefix = dir.path().join("go");
-    let out = dir.path().join("kinds.csv");
-    let socket = dir.path().join("kinds.sock");
-    let (mut rec, rx) = record_c_program(
-        &exe,
-        &[prefix.as_os_str(), "16".as_ref(), file.as_os_str()],
-        &out,
-        &socket,
-        "50ms",
-        "16",
-    );
-    expect_line(&rx, "done");
-    hold_then_release(&out, &socket, &prefix);
-    assert!(rec.wait().unwrap().success());
-    if ledger_off(&out) {
+    let args = ["16".as_ref(), file.as_os_str()];
+    let Some((out, a)) = held_c_program(dir.path(), "fault-kinds", &args, "50ms", "16", "done")
+    else {
         return;
-    }
-    let a = held_anatomy(&out);
+    };
     let l = &a["ledger"];
     let (w, _) = touched_by(l, "write_pages");
     let (r, _) = touched_by(l, "read_into");
@@ -823,25 +830,17 @@ fn a_stack_the_kernel_copies_short_is_read_on_from_the_process_memory() {
     // pointer; the ledger reads the rest from the process (still in write_under, its callers'
     // frames as they were) and names the whole chain.
     let dir = tempdir();
-    let exe = build_c_program("stack-gap", dir.path(), &[]);
-    let prefix = dir.path().join("go");
-    let out = dir.path().join("gap.csv");
-    let socket = dir.path().join("gap.sock");
-    let (mut rec, rx) = record_c_program(
-        &exe,
-        &[prefix.as_os_str(), "16".as_ref()],
-        &out,
-        &socket,
+    let Some((out, a)) = held_c_program(
+        dir.path(),
+        "stack-gap",
+        &["16".as_ref()],
         "50ms",
         "16",
-    );
-    expect_line(&rx, "done");
-    hold_then_release(&out, &socket, &prefix);
-    assert!(rec.wait().unwrap().success());
-    if ledger_off(&out) {
+        "done",
+    ) else {
         return;
-    }
-    let l = &held_anatomy(&out)["ledger"];
+    };
+    let l = &a["ledger"];
     let end = &meta(&out)["end"]["ledger"];
     let (whole, n) = touched_by(l, "outer");
     let said = format!(
