@@ -824,11 +824,12 @@ fn memory_written_or_read_into_is_credited_and_memory_only_read_is_not() {
 
 #[test]
 fn a_stack_the_kernel_copies_short_is_read_on_from_the_process_memory() {
-    // tests/stack-gap.c: the page of its stack that holds the callers' frames is inaccessible
-    // while write_under writes 16 MiB (as NUMA balancing leaves a page, or swap), so the
-    // kernel's copy of the stack with each sampled fault stops a kilobyte above the stack
+    // tests/stack-gap.c: the page of a thread's stack that holds the callers' frames is out of
+    // its page table while write_under writes 16 MiB (as NUMA balancing leaves a page, or swap),
+    // so the kernel's copy of the stack with each sampled fault stops a kilobyte above the stack
     // pointer; the ledger reads the rest from the process (still in write_under, its callers'
-    // frames as they were) and names the whole chain.
+    // frames as they were) and names the whole chain. (A read of the page maps it again until
+    // the next 64 KiB: most samples need the reading on, not every one.)
     let dir = tempdir();
     let Some((out, a)) = held_c_program(
         dir.path(),
@@ -857,7 +858,10 @@ fn a_stack_the_kernel_copies_short_is_read_on_from_the_process_memory() {
                 .any(|f| f["function"] == "write_under")
     });
     assert!(!cut, "{said}");
-    assert!(end["stacks_completed"].as_u64().unwrap_or(0) >= n, "{said}");
+    assert!(
+        end["stacks_completed"].as_u64().unwrap_or(0) * 2 >= n,
+        "{said}"
+    );
 }
 
 /// As nobody (no CAP_PERFMON, perf_event_paranoid above -1) the ledger is off: the recording

@@ -1,17 +1,20 @@
 /* A stack the kernel cannot copy whole, with sites the tests know (tests/ledger.rs). With each
- * sampled page fault the kernel copies the top of the thread's stack, without faulting: a page
- * it cannot read at once (one NUMA balancing has made inaccessible to see who touches it next,
- * or one swapped out) ends the copy there. Here the page that holds outer's return address is
- * made inaccessible (PROT_NONE, as NUMA balancing marks it) while write_under writes MIB MiB of
- * fresh memory, a kilobyte or so below it, and accessible again once it is written.
+ * sampled page fault the kernel copies the top of the thread's stack without faulting: a page of
+ * it that is not present at once (one NUMA balancing has unmapped to see who touches it next,
+ * or one swapped out) ends the copy there. Here a thread runs on a stack of shared memory (a
+ * memfd), and before each 64 KiB write_under writes, the page that holds outer's return address
+ * is dropped from the thread's page table (MADV_DONTNEED: its contents stay in the memfd, and a
+ * read maps them again), a kilobyte or so above the stack pointer.
  * Built by the tests with -O2 -fomit-frame-pointer.
  *
  *   stack-gap PREFIX MIB
  *
- * Writes, prints "done" and waits for the file PREFIX.0 still in write_under (its callers'
- * frames as they were while it wrote), returns, exits. 4 KiB pages only. */
+ * Writes MIB MiB of fresh memory, prints "done" and waits for the file PREFIX.0 still in
+ * write_under (its callers' frames as they were while it wrote), returns, exits. 4 KiB pages
+ * only. */
 #define _GNU_SOURCE
 #include <alloca.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,24 +26,23 @@
 #define MIB (1024UL * 1024UL)
 #define PAGE 4096UL
 #define CHUNK (64UL * 1024UL)
+#define STACK (1024UL * 1024UL)
 
 static const char *prefix;
 
 /* Writes n bytes of fresh memory, 64 KiB at a time, 2 ms apart (a pace the recorder's rings
- * keep up with in an emulated machine), with the stack page at `gap` inaccessible meanwhile;
- * then says so and waits for the file PREFIX.0. */
+ * keep up with in an emulated machine), the stack page at `gap` dropped before each; then says
+ * so and waits for the file PREFIX.0. */
 static __attribute__((noinline)) char *write_under(char *gap, size_t n) {
     char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         exit(3);
-    if (mprotect(gap, PAGE, PROT_NONE) != 0)
-        exit(4);
     for (size_t at = 0; at < n; at += CHUNK) {
+        if (madvise(gap, PAGE, MADV_DONTNEED) != 0)
+            exit(4);
         memset(p + at, 1, CHUNK);
         usleep(2000);
     }
-    if (mprotect(gap, PAGE, PROT_READ | PROT_WRITE) != 0)
-        exit(5);
     printf("done\n");
     fflush(stdout);
     char path[512];
@@ -71,6 +73,10 @@ static __attribute__((noinline)) char *outer(size_t n) {
     return p;
 }
 
+static void *run(void *arg) {
+    return outer(*(size_t *)arg);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: stack-gap PREFIX MIB\n");
@@ -79,6 +85,19 @@ int main(int argc, char **argv) {
     if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
         return 4;
     prefix = argv[1];
-    char *p = outer(strtoul(argv[2], NULL, 10) * MIB);
-    return p[0] == 1 ? 0 : 6;
+    size_t n = strtoul(argv[2], NULL, 10) * MIB;
+    /* The thread's stack: shared memory, whose pages a drop leaves in the memfd. */
+    int fd = memfd_create("stack-gap", 0);
+    if (fd < 0 || ftruncate(fd, STACK) != 0)
+        return 5;
+    void *stack = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (stack == MAP_FAILED)
+        return 5;
+    pthread_attr_t attr;
+    pthread_t t;
+    void *p;
+    if (pthread_attr_init(&attr) != 0 || pthread_attr_setstack(&attr, stack, STACK) != 0 ||
+        pthread_create(&t, &attr, run, &n) != 0 || pthread_join(t, &p) != 0)
+        return 6;
+    return ((char *)p)[0] == 1 ? 0 : 7;
 }
