@@ -822,6 +822,54 @@ fn memory_written_or_read_into_is_credited_and_memory_only_read_is_not() {
     }
 }
 
+/// Transparent huge pages: one fault brings 512 pages in, so one fault in N sampled leaves
+/// them next to unsampled (at N = 64, one sample per 128 MiB), and in a mapping shared with
+/// small pages their memory went to the small pages' code. tests/huge-sites.c writes 16 MiB of
+/// one mapping in 4 KiB pages (fill_small), then 32 MiB of it in huge pages where the kernel
+/// gives them (fill_huge, MADV_HUGEPAGE): every huge page faulted in is sampled and stands for
+/// its 2 MiB, so each site gets what it wrote. Where the kernel gives no huge pages, the small
+/// faults' samples credit both.
+#[test]
+fn memory_faulted_in_huge_pages_is_credited_by_its_bytes_not_its_faults() {
+    let dir = tempdir();
+    let Some((out, a)) = held_c_program(
+        dir.path(),
+        "huge-sites",
+        &["16".as_ref(), "32".as_ref()],
+        "50ms",
+        "64",
+        "done",
+    ) else {
+        return;
+    };
+    let l = &a["ledger"];
+    let end = &meta(&out)["end"]["ledger"];
+    let (small, small_n) = touched_by(l, "fill_small");
+    let (huge, huge_n) = touched_by(l, "fill_huge");
+    let anon_huge: u64 = a["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["resident"]["anon_huge_bytes"].as_u64())
+        .sum();
+    let said = format!(
+        "fill_small {small} ({small_n} samples), fill_huge {huge} ({huge_n} samples), AnonHugePages {anon_huge}; ledger end {end}\n{:#}",
+        l["touch"]
+    );
+    assert!(
+        small * 100 >= 16 * MIB * 85
+            && small * 100 <= 16 * MIB * 115
+            && huge * 100 >= 32 * MIB * 90
+            && huge * 100 <= 32 * MIB * 110,
+        "{said}"
+    );
+    // Where the kernel gave fill_huge huge pages (not those it collapsed from small ones later),
+    // each was sampled and placed.
+    if anon_huge >= 32 * MIB && end["how"].to_string().contains("transparent huge page") {
+        assert!(huge_n >= 14, "{said}");
+    }
+}
+
 #[test]
 fn a_stack_the_kernel_copies_short_is_read_on_from_the_process_memory() {
     // tests/stack-gap.c: the page of a thread's stack that holds the callers' frames is out of

@@ -37,6 +37,12 @@
 //! made or grown since the clearing reads all soft-dirty; an mremap marks the pages it moves),
 //! the earlier sample stays.
 //!
+//! A transparent huge page is one fault for 512 pages: one fault in N would leave huge pages
+//! next to unsampled, and a mapping's Rss would go to the small pages' code in it. Every huge
+//! page faulted in is sampled (`Input::HugeTouch`, by its page frame: the kernel's record has no
+//! address), placed at its address at the next anatomy ([`Ledger::place_huge`]), and stands for
+//! the whole huge page; a small page's sample stands for N pages.
+//!
 //! Calls below the threshold are filtered in the kernel: a munmap that cuts less than that off
 //! a mapping the ledger holds is not seen, and the ledger keeps those bytes (a mapping made
 //! before the ledger began is not in it at all). The ranges are the calls' ranges, not the
@@ -154,6 +160,12 @@ pub enum Input {
         addr: u64,
         stack: Option<StackId>,
     },
+    /// A transparent huge page faulted in (every one), by its first page frame: placed at its
+    /// address at an anatomy ([`Ledger::place_huge`]), where it stands for the whole huge page.
+    HugeTouch {
+        pfn: u64,
+        stack: Option<StackId>,
+    },
     /// The soft-dirty bits of the processes `pids` were cleared at this moment (at the
     /// recording's start and at each span's end): every present page is write-protected again,
     /// so the next write to it faults and is sampled like a first touch. A new span of each
@@ -172,9 +184,34 @@ struct Sampled {
     stack: StackId,
     span: u32,
     moved_in: Option<u32>,
+    /// A huge page's sample (`Input::HugeTouch`), at the huge page's first address: it stands
+    /// for the whole huge page, every one being sampled.
+    huge: bool,
+    /// The pages the sampled fault made writable: 1, or a huge page's where the fault wrote
+    /// again a huge page whose earlier sample it took over (the rewrite of a huge page after a
+    /// clearing of the soft-dirty bits is one fault, sampled one in N).
+    scale: u32,
 }
 
-/// The most sampled pages kept (each 16 bytes and a tree node): past it a new sample is
+/// A huge page's sample not yet placed at an address: its page frame, the sample, and the
+/// anatomies that have looked for it.
+#[derive(Debug, Clone, Copy)]
+struct HugePending {
+    pfn: u64,
+    sampled: Sampled,
+    looked: u8,
+}
+
+/// A huge page's sample not found by this many anatomies is dropped (`Ledger::huge_unfound`):
+/// its page was freed, split or moved before one looked, or it was not the tree's memory (a
+/// file's large folio read in).
+const HUGE_LOOKS: u8 = 2;
+
+/// The most huge pages' samples waiting to be placed (an anatomy places them; where none reads
+/// smaps, none would): past it a new one is dropped, counted in `huge_unfound`.
+const HUGE_PENDING_MAX: usize = 1 << 18;
+
+/// The most sampled pages kept (each about 24 bytes and a tree node): past it a new sample is
 /// counted and dropped until pages go.
 const TOUCHES_KEPT: usize = 1 << 20;
 
@@ -202,6 +239,9 @@ pub struct ResidentMap {
     /// The kernel reports every page of it soft-dirty (made or grown since the bits were
     /// cleared: smaps' `sd`), so pagemap cannot tell which of its pages were written again.
     pub all_soft_dirty: bool,
+    /// Of `rss`, the bytes in transparent huge pages (smaps' `AnonHugePages`): where huge
+    /// pages' samples are looked for.
+    pub anon_huge: u64,
 }
 
 /// A live range of a process.
@@ -251,6 +291,12 @@ pub struct Ledger {
     /// Samples applied, and those dropped past `TOUCHES_KEPT`.
     pub touch_samples: u64,
     pub touches_dropped: u64,
+    /// Huge pages' samples waiting to be placed, by process; the bytes of a huge page; and the
+    /// huge pages' samples applied, and those never found at an address.
+    huge_pending: HashMap<i32, Vec<HugePending>>,
+    huge_bytes: u64,
+    pub huge_samples: u64,
+    pub huge_unfound: u64,
     pub stacks: Stacks,
     /// Calls of the tree applied.
     pub calls: u64,
@@ -279,6 +325,10 @@ impl Ledger {
             touches_kept: 0,
             touch_samples: 0,
             touches_dropped: 0,
+            huge_pending: HashMap::new(),
+            huge_bytes: 2 << 20,
+            huge_samples: 0,
+            huge_unfound: 0,
             stacks: Stacks::default(),
             calls: 0,
         }
@@ -428,6 +478,7 @@ impl Ledger {
                 self.ranges.remove(&pid);
                 self.brk.remove(&pid);
                 self.forget_touches(pid);
+                self.huge_pending.remove(&pid);
             }
             Input::Exit => {
                 self.entered.remove(&tid);
@@ -437,6 +488,7 @@ impl Ledger {
                     self.members.remove(&pid);
                     self.spans.remove(&pid);
                     self.forget_touches(pid);
+                    self.huge_pending.remove(&pid);
                 }
             }
             Input::Touch { addr, stack } => {
@@ -449,6 +501,8 @@ impl Ledger {
                         stack,
                         span: self.spans.get(&pid).copied().unwrap_or(0),
                         moved_in: None,
+                        huge: false,
+                        scale: 1,
                     };
                     if pages.insert(page, s).is_none() {
                         self.touches_kept += 1;
@@ -457,6 +511,81 @@ impl Ledger {
                     self.touches_dropped += 1;
                 }
             }
+            Input::HugeTouch { pfn, stack } => {
+                self.huge_samples += 1;
+                let Some(stack) = stack else { return };
+                if self.huge_pending.values().map(Vec::len).sum::<usize>() >= HUGE_PENDING_MAX {
+                    self.huge_unfound += 1;
+                    return;
+                }
+                let sampled = Sampled {
+                    stack,
+                    span: self.span_of(pid),
+                    moved_in: None,
+                    huge: true,
+                    scale: 1,
+                };
+                self.huge_pending.entry(pid).or_default().push(HugePending {
+                    pfn,
+                    sampled,
+                    looked: 0,
+                });
+            }
+        }
+    }
+
+    /// The bytes of a transparent huge page on this machine (2 MiB by default).
+    pub fn set_huge_bytes(&mut self, bytes: u64) {
+        self.huge_bytes = bytes.max(self.page);
+    }
+
+    pub fn huge_bytes(&self) -> u64 {
+        self.huge_bytes
+    }
+
+    /// The page frames of the huge pages' samples waiting to be placed, by process.
+    pub fn huge_pending(&self) -> Vec<(i32, HashSet<u64>)> {
+        self.huge_pending
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(&pid, v)| (pid, v.iter().map(|h| h.pfn).collect()))
+            .collect()
+    }
+
+    /// Places the huge pages' samples of `pid` whose frames an anatomy found (`found`: page
+    /// frame -> the huge page's first address): each stands for its huge page from then on, in
+    /// place of any sample in it. Those not found wait for the next anatomy, and are dropped
+    /// after [`HUGE_LOOKS`] (counted in `huge_unfound`).
+    pub fn place_huge(&mut self, pid: i32, found: &HashMap<u64, u64>) {
+        let Some(waiting) = self.huge_pending.remove(&pid) else {
+            return;
+        };
+        let mut left = Vec::new();
+        for mut h in waiting {
+            match found.get(&h.pfn) {
+                Some(&at) => {
+                    // A sample in it is of the same fault (a huge page is faulted into an
+                    // empty range), or of a page freed before it.
+                    self.take_touches(pid, at, at.saturating_add(self.huge_bytes));
+                    if self.touches_kept < TOUCHES_KEPT {
+                        self.touches.entry(pid).or_default().insert(at, h.sampled);
+                        self.touches_kept += 1;
+                    } else {
+                        self.touches_dropped += 1;
+                    }
+                }
+                None => {
+                    h.looked += 1;
+                    if h.looked >= HUGE_LOOKS {
+                        self.huge_unfound += 1;
+                    } else {
+                        left.push(h);
+                    }
+                }
+            }
+        }
+        if !left.is_empty() {
+            self.huge_pending.insert(pid, left);
         }
     }
 
@@ -501,6 +630,8 @@ impl Ledger {
         every: u64,
     ) -> TouchAt {
         let (mut gone, mut rewritten) = (0u64, 0u64);
+        let huge_pages = (self.huge_bytes / self.page).max(1);
+        let every = every.max(1);
         for (pid, flags) in states {
             let span = self.span_of(*pid);
             let Some(t) = self.touches.get_mut(pid) else {
@@ -508,6 +639,8 @@ impl Ledger {
             };
             let mine = maps.iter().find(|m| m.pid == *pid);
             let pages: Vec<(u64, Sampled)> = t.iter().map(|(&p, &s)| (p, s)).collect();
+            // Huge pages written again: their rewrites' samples stand for a huge page each.
+            let mut huge_rewritten = Vec::new();
             for ((p, s), state) in pages.iter().zip(flags) {
                 if !state.present {
                     t.remove(p);
@@ -519,10 +652,26 @@ impl Ledger {
                 {
                     t.remove(p);
                     rewritten += 1;
+                    if s.huge || s.scale > 1 {
+                        huge_rewritten.push(p - p % self.huge_bytes);
+                    }
+                }
+            }
+            for at in huge_rewritten {
+                for (_, s) in t.range_mut(at..at.saturating_add(self.huge_bytes)) {
+                    if !s.huge && s.span == span {
+                        s.scale = huge_pages as u32;
+                    }
                 }
             }
         }
         self.touches_kept = self.touches.values().map(BTreeMap::len).sum();
+        let huge_samples = self
+            .touches
+            .values()
+            .flat_map(BTreeMap::values)
+            .filter(|s| s.huge)
+            .count() as u64;
         // Each stack's bytes, those of them from samples before the span, and its samples.
         let mut credit: HashMap<StackId, (f64, f64, u64)> = HashMap::new();
         let (mut resident, mut unsampled) = (0u64, 0u64);
@@ -543,23 +692,38 @@ impl Ledger {
                     continue;
                 }
                 resident += rss;
-                // Each stack's samples in it, and those of them from before the span.
-                let mut by: HashMap<StackId, (u64, u64)> = HashMap::new();
-                for (_, s) in pages.into_iter().flat_map(|t| t.range(start..end)) {
+                // Each stack's samples in it, the pages they stand for, and those of them from
+                // before the span: a fault sampled one in `every` stands for `every` pages, a
+                // huge page's (every one sampled) for the huge page; a sample in a huge page
+                // sampled is of the same fault.
+                let mut by: HashMap<StackId, (u64, f64, f64)> = HashMap::new();
+                let mut huge_until = 0;
+                for (&p, s) in pages.into_iter().flat_map(|t| t.range(start..end)) {
+                    let w = if s.huge {
+                        huge_until = p.saturating_add(self.huge_bytes);
+                        huge_pages as f64
+                    } else if p < huge_until {
+                        continue;
+                    } else {
+                        (every * u64::from(s.scale)) as f64
+                    };
                     let c = by.entry(s.stack).or_default();
                     c.0 += 1;
-                    c.1 += u64::from(s.span < span);
+                    c.1 += w;
+                    if s.span < span {
+                        c.2 += w;
+                    }
                 }
-                let n: u64 = by.values().map(|c| c.0).sum();
-                if n == 0 {
+                let n: f64 = by.values().map(|c| c.1).sum();
+                if n == 0.0 {
                     unsampled += rss;
                     *unsampled_by_kind.entry(kind).or_default() += rss;
                     continue;
                 }
-                for (s, (k, before)) in by {
+                for (s, (k, w, before)) in by {
                     let c = credit.entry(s).or_default();
-                    c.0 += rss as f64 * k as f64 / n as f64;
-                    c.1 += rss as f64 * before as f64 / n as f64;
+                    c.0 += rss as f64 * w / n;
+                    c.1 += rss as f64 * before / n;
                     c.2 += k;
                 }
             }
@@ -595,6 +759,7 @@ impl Ledger {
             unsampled_by_kind,
             samples: self.touch_samples,
             samples_gone: gone,
+            huge_samples,
             samples_rewritten: rewritten,
             rearms: self.rearms,
             rearmed_unix_ms: None,
@@ -1252,6 +1417,7 @@ mod tests {
             data,
             kind,
             all_soft_dirty: false,
+            anon_huge: 0,
         }
     }
 
@@ -1431,6 +1597,131 @@ mod tests {
             (d[0].delta_bytes, d[1].delta_bytes),
             (3 * MIB as i64, -2 * MIB as i64)
         );
+    }
+
+    /// One mapping, written by two pieces of code: `parts` faults 4 KiB pages (1 in 64
+    /// sampled), `params` faults huge pages (every one sampled, placed by its page frame at the
+    /// anatomy). Each is credited the pages it faulted, not the samples it left.
+    #[test]
+    fn a_huge_pages_sample_stands_for_its_huge_page_and_a_small_pages_for_every_page() {
+        let (mut l, parts, params) = ledger();
+        let page = 4096;
+        l.set_huge_bytes(2 * MIB);
+        // [0x4000_0000, +16 MiB): 4 MiB of small pages by `parts` (1024 faults, 16 sampled),
+        // then 8 MiB in four huge pages by `params`.
+        mmap(&mut l, 10, 10, 0x4000_0000, 16 * MIB, parts);
+        for k in 0..16 {
+            touch_of(&mut l, 10, 0x4000_0000 + k * 64 * page, parts);
+        }
+        for (k, pfn) in [0x1000u64, 0x1200, 0x1400, 0x1600].iter().enumerate() {
+            l.apply(
+                10,
+                10,
+                Input::HugeTouch {
+                    pfn: *pfn,
+                    stack: Some(params),
+                },
+            );
+            // The same fault sampled as a small one too (one in 64 may land on it).
+            if k == 0 {
+                touch_of(&mut l, 10, 0x4080_0000 + 5 * page, params);
+            }
+        }
+        // A huge page whose frame no anatomy finds (freed, or not the tree's).
+        l.apply(
+            10,
+            10,
+            Input::HugeTouch {
+                pfn: 0x9999,
+                stack: Some(parts),
+            },
+        );
+        assert_eq!(l.huge_pending()[0].1.len(), 5);
+        let found: HashMap<u64, u64> = (0..4)
+            .map(|k| (0x1000 + k * 0x200, 0x4080_0000 + k * 2 * MIB))
+            .collect();
+        l.place_huge(10, &found);
+        let maps = [ResidentMaps {
+            pid: 10,
+            maps: vec![ResidentMap {
+                anon_huge: 8 * MIB,
+                ..rm(0x4000_0000, 16 * MIB, 12 * MIB, true, GroupKind::Anon)
+            }],
+        }];
+        let pages = l.touched_pages();
+        assert_eq!(pages[0].1.len(), 20, "the small sample in a huge page goes");
+        let present: HashMap<i32, Vec<PageState>> =
+            [(10, states(&[true; 20]))].into_iter().collect();
+        let t = l.touch_at(&maps, &present, 64);
+        let by = |s: StackId| {
+            let (f, _) = l.stacks.get(s).unwrap();
+            t.stacks.iter().find(|g| g.frames == f).unwrap().clone()
+        };
+        assert_eq!((by(parts).resident_bytes, by(parts).samples), (4 * MIB, 16));
+        assert_eq!(
+            (by(params).resident_bytes, by(params).samples),
+            (8 * MIB, 4)
+        );
+        assert_eq!(t.huge_samples, 4);
+        // The frame not found is looked for once more, then dropped and counted.
+        assert_eq!(l.huge_unfound, 0);
+        l.place_huge(10, &HashMap::new());
+        assert_eq!((l.huge_unfound, l.huge_samples), (1, 5));
+        assert!(l.huge_pending().is_empty());
+    }
+
+    /// A huge page written again after a clearing of the soft-dirty bits faults once for its
+    /// 2 MiB: the rewrite's sample takes the huge page's over and stands for a huge page too.
+    #[test]
+    fn a_huge_page_written_again_goes_to_its_new_writer_whole() {
+        let (mut l, parts, params) = ledger();
+        l.set_huge_bytes(2 * MIB);
+        mmap(&mut l, 10, 10, 0x4000_0000, 8 * MIB, params);
+        for k in 0..4u64 {
+            l.apply(
+                10,
+                10,
+                Input::HugeTouch {
+                    pfn: 0x1000 + k * 0x200,
+                    stack: Some(params),
+                },
+            );
+        }
+        let found: HashMap<u64, u64> = (0..4)
+            .map(|k| (0x1000 + k * 0x200, 0x4000_0000 + k * 2 * MIB))
+            .collect();
+        l.place_huge(10, &found);
+        let maps = [ResidentMaps {
+            pid: 10,
+            maps: vec![ResidentMap {
+                anon_huge: 8 * MIB,
+                ..rm(0x4000_0000, 8 * MIB, 8 * MIB, true, GroupKind::Anon)
+            }],
+        }];
+        l.apply(10, 10, Input::Rearm { pids: vec![10] });
+        // `parts` writes huge pages 0 and 1 again: one fault each, both sampled (every = 1).
+        touch_of(&mut l, 10, 0x4000_0000 + 300 * 4096, parts);
+        touch_of(&mut l, 10, 0x4020_0000 + 7 * 4096, parts);
+        let pages = l.touched_pages();
+        let dirty: Vec<PageState> = pages[0]
+            .1
+            .iter()
+            .map(|&p| PageState {
+                present: true,
+                soft_dirty: p < 0x4040_0000,
+            })
+            .collect();
+        let t = l.touch_at(&maps, &[(10, dirty)].into_iter().collect(), 1);
+        let by = |s: StackId| {
+            let (f, _) = l.stacks.get(s).unwrap();
+            t.stacks.iter().find(|g| g.frames == f).unwrap().clone()
+        };
+        assert_eq!(t.samples_rewritten, 2);
+        assert_eq!(
+            (by(parts).resident_bytes, by(params).resident_bytes),
+            (4 * MIB, 4 * MIB)
+        );
+        assert_eq!(by(params).before_bytes, 4 * MIB);
     }
 
     #[test]

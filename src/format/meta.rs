@@ -449,6 +449,13 @@ pub struct LedgerEnd {
     pub touch_samples: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub touches_dropped: u64,
+    /// Transparent huge pages the tree faulted in (each sampled: `kmem:mm_page_alloc` of a huge
+    /// page's order), and those of them no anatomy found at an address of the tree's data
+    /// mappings (freed, split or moved first, or a file's page, not the tree's memory).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub huge_samples: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub huge_unfound: u64,
     /// Files whose unwind sections were too large to be believed (over 64 MiB, or past the
     /// file's end) and were not read: stacks through them end there. At most 100.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

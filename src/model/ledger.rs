@@ -112,6 +112,11 @@ pub struct TouchAt {
     /// Samples read, and those whose page was gone by the anatomy.
     pub samples: u64,
     pub samples_gone: u64,
+    /// Of the samples weighed, those of transparent huge pages (every one faulted in is
+    /// sampled, each standing for its huge page, where a 4 KiB fault's sample stands for
+    /// `every` pages).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub huge_samples: u64,
     /// Samples given up at this anatomy as their page was written again since the last
     /// clearing of the soft-dirty bits (the rewrite's samples stand for it).
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -6,7 +6,10 @@
 //! `probe/unwind.rs` finds the calls that made it. The exits of mmap and mremap (their
 //! addresses) and of brk (the program break) come unfiltered and without stacks (the kernel
 //! cannot filter brk by size: a stack with each brk of every process would flood the rings);
-//! the kernel's FORK, EXIT and exec (COMM) records tell which processes come and go.
+//! the kernel's FORK, EXIT and exec (COMM) records tell which processes come and go. With
+//! `touch_every`, the tree's write faults are sampled one in N with their addresses and stacks,
+//! and every transparent huge page it faults in (`kmem:mm_page_alloc` of a huge page's order, in
+//! the faulting thread) with its page frame and stack.
 //!
 //! Each CPU has one ring buffer (`sys::perf::Ring`) that all its events write to, read on the
 //! ledger's thread. Opening needs CAP_PERFMON (or CAP_SYS_ADMIN, or perf_event_paranoid at -1:
@@ -148,6 +151,11 @@ pub enum What {
     /// A sampled page fault at `addr` (one in `Options::touch_every`), with the stack of the
     /// code that touched it.
     Touch { addr: u64, stack: Option<UserStack> },
+    /// A transparent huge page faulted in (every one: `kmem:mm_page_alloc` of the huge page's
+    /// order, in the faulting thread), its first page frame and the stack of the code that
+    /// touched it. The kernel's record has no address: the ledger finds the page's at an
+    /// anatomy, by its frame in pagemap.
+    HugeTouch { pfn: u64, stack: Option<UserStack> },
     /// A task was forked from `parent` (a process's PID; the new task's `pid` and `tid`: a
     /// thread when they differ).
     Fork { parent: i32 },
@@ -192,6 +200,9 @@ enum Which {
     /// A sampled write fault, from the tracepoint `exceptions:page_fault_user` filtered in the
     /// kernel to writes (x86: `error_code & 2`).
     WriteFault,
+    /// A transparent huge page allocated, from `kmem:mm_page_alloc` filtered in the kernel to
+    /// the huge page's order.
+    HugeAlloc,
 }
 
 /// The tracepoints, each with its kernel filter and whether it carries a stack.
@@ -306,7 +317,7 @@ impl MapCalls {
                 Which::Munmap => &["addr", "len"],
                 Which::MremapEnter => &["addr", "old_len", "new_len"],
                 Which::MmapExit | Which::MremapExit | Which::BrkExit => &["ret"],
-                Which::Fault | Which::WriteFault => &[],
+                Which::Fault | Which::WriteFault | Which::HugeAlloc => &[],
             };
             layouts.insert(*which, Layout::of(t, names)?);
         }
@@ -325,6 +336,16 @@ impl MapCalls {
             _ => vec![FaultPoint::Software],
         };
         let writes = fault_points[0] != FaultPoint::Software;
+        let mut fault_points = fault_points;
+        let mut huge_order = None;
+        if let Some((point, layout)) = huge_point().filter(|_| want_writes) {
+            layouts.insert(Which::HugeAlloc, layout);
+            huge_order = match point {
+                FaultPoint::Huge(_, order) => Some(order),
+                _ => None,
+            };
+            fault_points.push(point);
+        }
         let cpus = crate::sys::raw::cpus_configured().unwrap_or(1) as i32;
         let faults = if cgroup_fd.is_some() {
             Faults::Everyone
@@ -485,7 +506,11 @@ impl MapCalls {
                             Faults::Followed => ", of the tree's threads alone, each followed with its forks",
                             Faults::Everyone => "",
                         }
-                    )
+                    ) + &huge_order
+                        .map(|order| format!(
+                            "; every transparent huge page faulted in (kmem:mm_page_alloc of order {order}), placed by its page frame"
+                        ))
+                        .unwrap_or_default()
                 } else {
                     String::new()
                 },
@@ -614,14 +639,22 @@ impl MapCalls {
 fn touch_attr(opts: &Options, point: FaultPoint) -> Attr {
     // A tracepoint's record holds the address (RAW); the software event gives it as ADDR.
     let (type_, config, addr) = match point {
-        FaultPoint::User(id) | FaultPoint::Kernel(id) => (perf::TYPE_TRACEPOINT, id, sample::RAW),
+        FaultPoint::User(id) | FaultPoint::Kernel(id) | FaultPoint::Huge(id, _) => {
+            (perf::TYPE_TRACEPOINT, id, sample::RAW)
+        }
         FaultPoint::Software => (perf::TYPE_SOFTWARE, perf::SW_PAGE_FAULTS, sample::ADDR),
+    };
+    // Every huge page: one fault brings 512 pages in, so one in N would leave most unsampled
+    // (one sample per 128 MiB at N = 64).
+    let period = match point {
+        FaultPoint::Huge(..) => 1,
+        _ => touch_period(opts.touch_every),
     };
     Attr {
         type_,
         size: std::mem::size_of::<Attr>() as u32,
         config,
-        sample_period: touch_period(opts.touch_every),
+        sample_period: period,
         sample_type: sample::IDENTIFIER
             | sample::TID
             | sample::TIME
@@ -655,6 +688,37 @@ enum FaultPoint {
     /// filtered in the kernel to writes (`writes_only`).
     User(u64),
     Kernel(u64),
+    /// `kmem:mm_page_alloc` (its ID) filtered in the kernel to the order of a transparent huge
+    /// page (9 on x86_64: 2 MiB): a huge page faulted in, every one.
+    Huge(u64, u32),
+}
+
+/// The huge pages' fault point where the kernel has transparent huge pages and the tracepoint
+/// `kmem:mm_page_alloc` (with its page frame), and the layout of its records.
+fn huge_point() -> Option<(FaultPoint, Layout)> {
+    let order = huge_page_order(&std::fs::read_to_string(HPAGE_PMD_SIZE).ok()?)?;
+    let (points, _) = tracefs::read(&[("kmem", "mm_page_alloc")]).ok()?;
+    let t = points.first()?;
+    let layout = Layout::of(t, &["pfn"]).ok()?;
+    Some((FaultPoint::Huge(t.id, order), layout))
+}
+
+/// The size of a transparent huge page, where the kernel has them.
+const HPAGE_PMD_SIZE: &str = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+
+/// The page order of a transparent huge page of `size` bytes (hpage_pmd_size: `2097152` is
+/// order 9 with 4 KiB pages).
+fn huge_page_order(size: &str) -> Option<u32> {
+    let size: u64 = size.trim().parse().ok()?;
+    let page = rustix::param::page_size() as u64;
+    (size > page && size.is_power_of_two()).then(|| (size / page).trailing_zeros())
+}
+
+/// The bytes of a transparent huge page, where the kernel has them.
+pub fn huge_page_bytes() -> Option<u64> {
+    let size = std::fs::read_to_string(HPAGE_PMD_SIZE).ok()?;
+    huge_page_order(&size)?;
+    size.trim().parse().ok()
 }
 
 /// The kernel's filters that keep the write faults of the tracepoints: bit 1 of x86's error
@@ -663,18 +727,31 @@ enum FaultPoint {
 const WRITES_USER: &str = "error_code & 2";
 const WRITES_KERNEL: &str = "(error_code & 2) && address < 0x100000000000000";
 
-/// A fault event just opened: where it is a tracepoint, filtered to writes. What its records
-/// are.
+/// A fault event just opened: where it is a tracepoint, filtered to writes (or to huge pages).
+/// What its records are.
 fn writes_only(fd: &std::os::fd::OwnedFd, point: FaultPoint) -> Result<Which, MapCallsError> {
-    let (filter, name) = match point {
+    let (filter, name, which) = match point {
         FaultPoint::Software => return Ok(Which::Fault),
-        FaultPoint::User(_) => (WRITES_USER, "exceptions:page_fault_user"),
-        FaultPoint::Kernel(_) => (WRITES_KERNEL, "exceptions:page_fault_kernel"),
+        FaultPoint::User(_) => (
+            WRITES_USER.to_string(),
+            "exceptions:page_fault_user",
+            Which::WriteFault,
+        ),
+        FaultPoint::Kernel(_) => (
+            WRITES_KERNEL.to_string(),
+            "exceptions:page_fault_kernel",
+            Which::WriteFault,
+        ),
+        FaultPoint::Huge(_, order) => (
+            format!("order == {order}"),
+            "kmem:mm_page_alloc",
+            Which::HugeAlloc,
+        ),
     };
-    let c = std::ffi::CString::new(filter).expect("no NUL in a filter");
+    let c = std::ffi::CString::new(filter.clone()).expect("no NUL in a filter");
     crate::sys::raw::perf_set_filter(fd, &c)
         .map_err(|e| MapCallsError::Failed(format!("set the filter '{filter}' on {name}"), e))?;
-    Ok(Which::WriteFault)
+    Ok(which)
 }
 
 /// The cgroup directory `dir` opened for perf to keep events to, where the kernel takes it (a
@@ -761,7 +838,10 @@ fn parse_sample(
     let raw = c.bytes(raw_len)?;
     let l = layouts.get(&w)?;
     let f = |name| l.get(raw, name);
-    let with_stack = matches!(w, Which::MmapEnter | Which::MremapEnter | Which::WriteFault);
+    let with_stack = matches!(
+        w,
+        Which::MmapEnter | Which::MremapEnter | Which::WriteFault | Which::HugeAlloc
+    );
     let stack = if with_stack { user_stack(&mut c) } else { None };
     let what = match w {
         Which::MmapEnter => What::Mmap {
@@ -793,6 +873,11 @@ fn parse_sample(
         },
         Which::WriteFault => What::Touch {
             addr: f("address")?,
+            stack,
+        },
+        // A failed allocation's frame reads -1.
+        Which::HugeAlloc => What::HugeTouch {
+            pfn: f("pfn").filter(|&p| p != u64::MAX)?,
             stack,
         },
         Which::Fault => return None,
@@ -903,6 +988,7 @@ mod tests {
                 ]),
             ),
             (Which::MmapExit, l(&[("ret", 16)])),
+            (Which::HugeAlloc, l(&[("pfn", 8)])),
         ]
         .into_iter()
         .collect()
@@ -970,6 +1056,34 @@ mod tests {
         );
         assert!(parse_sample(&sample_bytes(99, &raw, None), &which, &layouts()).is_none());
         assert!(parse_sample(&b[..20], &which, &layouts()).is_none());
+    }
+
+    #[test]
+    fn a_huge_page_sample_gives_its_frame_and_stack_and_a_failed_allocation_none() {
+        let which: HashMap<u64, Which> = [(13, Which::HugeAlloc)].into_iter().collect();
+        // common fields (8 bytes), then pfn, order and gfp_flags, migratetype.
+        let regs = [0x2000u64; regs::COUNT];
+        let stack = [0xcdu8; 16];
+        let b = sample_bytes(
+            13,
+            &[0, 0x48_1600, 9, 0x14_0cca, 1],
+            Some((&regs, &stack, 16)),
+        );
+        let e = parse_sample(&b, &which, &layouts()).unwrap();
+        let What::HugeTouch { pfn, stack: got } = e.what else {
+            panic!("{e:?}")
+        };
+        assert_eq!((pfn, got.unwrap().regs), (0x48_1600, regs));
+        let b = sample_bytes(13, &[0, u64::MAX, 9, 0, 1], Some((&regs, &stack, 16)));
+        assert!(parse_sample(&b, &which, &layouts()).is_none());
+    }
+
+    #[test]
+    fn a_huge_pages_order_is_read_from_its_size() {
+        let page = rustix::param::page_size() as u64;
+        assert_eq!(huge_page_order(&format!("{}\n", page * 512)), Some(9));
+        assert_eq!(huge_page_order("0\n"), None);
+        assert_eq!(huge_page_order("3000000"), None);
     }
 
     #[test]

@@ -206,6 +206,13 @@ pub struct PageState {
     pub soft_dirty: bool,
 }
 
+/// The page frame number of a pagemap entry (bits 0-54) where its page is present: 0 where the
+/// reader may not see frames (without CAP_SYS_ADMIN the kernel gives 0).
+pub fn pagemap_pfn(entry: u64) -> Option<u64> {
+    let pfn = entry & ((1 << 55) - 1);
+    (entry >> 63 == 1 && pfn != 0).then_some(pfn)
+}
+
 impl PageState {
     /// From a pagemap entry.
     pub fn of(entry: u64) -> PageState {
@@ -666,6 +673,16 @@ impl ProcHandle {
     /// 8-byte entry per page read where it is (no page-table walk beyond those pages). `pages`
     /// sorted; a run of neighbours is read at once.
     pub fn page_states(&self, pages: &[u64], page: u64) -> Result<Vec<PageState>, ProcError> {
+        Ok(self
+            .pagemap_entries(pages, page)?
+            .into_iter()
+            .map(PageState::of)
+            .collect())
+    }
+
+    /// The pagemap entries of the pages at `pages` (sorted addresses), one each: 0 for a page
+    /// past the end of what pagemap gives. Neighbours within 64 pages are read together.
+    pub fn pagemap_entries(&self, pages: &[u64], page: u64) -> Result<Vec<u64>, ProcError> {
         use std::os::unix::fs::FileExt;
         let f = self
             .open_file("pagemap", libc::O_RDONLY)
@@ -691,7 +708,7 @@ impl ProcHandle {
                     .get(at..(at + 8).min(n))
                     .and_then(|b| b.try_into().ok())
                     .map_or(0, u64::from_ne_bytes);
-                out.push(PageState::of(entry));
+                out.push(entry);
             }
             i = j;
         }

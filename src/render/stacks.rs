@@ -182,8 +182,17 @@ pub fn touch_heading(t: &TouchAt, attached: bool, lost: u64, at_unix_ms: u64) ->
     } else {
         String::new()
     };
+    // Every huge page faulted in is sampled: a stack's huge pages are counted, not estimated.
+    let (every_huge, huge) = if t.huge_samples > 0 {
+        (
+            ", and every transparent huge page faulted in",
+            format!(", {} of them huge pages", t.huge_samples),
+        )
+    } else {
+        ("", String::new())
+    };
     format!(
-        "{} of {} resident in data mappings, {} (one page fault in {} sampled: {} present; a stack of n samples is within about 100/sqrt(n) %); {}{kinds} {before} too small for a sample{lost}",
+        "{} of {} resident in data mappings, {} (one page fault in {} sampled{every_huge}: {} present{huge}; a stack of n samples is within about 100/sqrt(n) %); {}{kinds} {before} too small for a sample{lost}",
         fmt_bytes(credited),
         fmt_bytes(t.resident_bytes),
         touch_whose(t, at_unix_ms),
@@ -587,6 +596,7 @@ mod tests {
             unsampled_by_kind: Vec::new(),
             samples: 40,
             samples_gone: 0,
+            huge_samples: 0,
             samples_rewritten: 12,
             rearms: 2,
             rearmed_unix_ms: Some(1_000_000),

@@ -884,6 +884,22 @@ impl Summary {
             } else {
                 String::new()
             };
+            let touches = if l.huge_samples > 0 {
+                format!(
+                    "{touches}, {} faulted in{}",
+                    count(l.huge_samples, "transparent huge page"),
+                    if l.huge_unfound > 0 {
+                        format!(
+                            " ({} never found in the tree's data mappings: freed, split or moved first, not its memory, or page frames memmon may not read without CAP_SYS_ADMIN)",
+                            l.huge_unfound
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                touches
+            };
             let cap = if l.stacks_over_cap > 0 {
                 format!(
                     " ({} past memmon's cap of {}, kept as one: [other stacks])",

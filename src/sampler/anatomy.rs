@@ -310,6 +310,7 @@ fn resident_maps(procs: &[ProcessMaps]) -> Option<Vec<crate::analysis::ledger::R
                     data: !m.perms.exec,
                     kind: k.kind,
                     all_soft_dirty: m.all_soft_dirty,
+                    anon_huge: m.usage.as_ref().map_or(0, |u| u.anon_huge_bytes),
                 })
                 .collect();
             maps.sort_unstable_by_key(|m| m.start);

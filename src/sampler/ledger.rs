@@ -57,9 +57,10 @@ const BACKLOG_BYTES: usize = 64 << 20;
 /// The stack bytes an event holds.
 fn stack_bytes(e: &Event) -> usize {
     match &e.what {
-        What::Mmap { stack, .. } | What::Mremap { stack, .. } | What::Touch { stack, .. } => {
-            stack.as_ref().map_or(0, |s| s.bytes.len())
-        }
+        What::Mmap { stack, .. }
+        | What::Mremap { stack, .. }
+        | What::Touch { stack, .. }
+        | What::HugeTouch { stack, .. } => stack.as_ref().map_or(0, |s| s.bytes.len()),
         _ => 0,
     }
 }
@@ -254,6 +255,9 @@ struct Reader {
 impl Reader {
     fn new(calls: MapCalls, opts: Options, launcher: Option<i32>) -> Reader {
         let mut ledger = Ledger::new(opts.min_bytes, rustix::param::page_size() as u64);
+        if let Some(b) = crate::probe::mapcalls::huge_page_bytes() {
+            ledger.set_huge_bytes(b);
+        }
         ledger.add_parents(launcher);
         if calls.cgroup.is_some() {
             ledger.take_everyone();
@@ -348,6 +352,8 @@ impl Reader {
             stacks_over_cap: self.ledger.stacks.over_cap,
             touch_samples: self.ledger.touch_samples,
             touches_dropped: self.ledger.touches_dropped,
+            huge_samples: self.ledger.huge_samples,
+            huge_unfound: self.ledger.huge_unfound,
             sections_refused: std::mem::take(&mut self.unwinder.sections_refused),
             rearms: self.rearmed_unix_ms.len() as u64,
             rearm_us: self.rearm_us,
@@ -469,6 +475,10 @@ impl Reader {
                 addr: *addr,
                 stack: stack(self, s),
             },
+            What::HugeTouch { pfn, stack: s } => Input::HugeTouch {
+                pfn: *pfn,
+                stack: stack(self, s),
+            },
         };
         Some(Resolved {
             time_ns: e.time_ns,
@@ -487,6 +497,12 @@ impl Reader {
         }
         let page = rustix::param::page_size() as u64;
         let procfs = crate::probe::ProcFs::default();
+        self.place_huge(maps, page);
+        // A page as it stood: present, not written since the last clearing.
+        let settled = PageState {
+            present: true,
+            soft_dirty: false,
+        };
         let states = self
             .ledger
             .touched_pages()
@@ -515,10 +531,6 @@ impl Reader {
             .map(|r| r.pid)
             .chain(self.raw.iter().filter(|e| e.moves_pages()).map(|e| e.pid))
             .collect();
-        let settled = PageState {
-            present: true,
-            soft_dirty: false,
-        };
         let states = states
             .into_iter()
             .map(|(pid, here)| {
@@ -534,6 +546,45 @@ impl Reader {
             .checked_sub(1)
             .and_then(|i| self.rearmed_unix_ms.get(i).copied());
         Some(t)
+    }
+
+    /// Finds the huge pages' samples waiting (`Ledger::huge_pending`) by their page frames:
+    /// pagemap read at each huge page's first address in the data mappings smaps found huge
+    /// pages in (one entry each), within `HUGE_LOOKUP_MAX` entries at a snapshot. A process
+    /// whose frames cannot be read (memmon without CAP_SYS_ADMIN reads them as 0) finds none.
+    fn place_huge(&mut self, maps: &[ResidentMaps], page: u64) {
+        let huge = self.ledger.huge_bytes();
+        let procfs = crate::probe::ProcFs::default();
+        let mut budget = HUGE_LOOKUP_MAX;
+        for (pid, pfns) in self.ledger.huge_pending() {
+            let mut found = HashMap::new();
+            let addrs: Vec<u64> = maps
+                .iter()
+                .filter(|m| m.pid == pid)
+                .flat_map(|m| &m.maps)
+                .filter(|m| m.data && m.anon_huge > 0)
+                .flat_map(|m| {
+                    (m.start.next_multiple_of(huge)..m.end.saturating_sub(huge - 1))
+                        .step_by(huge as usize)
+                })
+                .take(budget)
+                .collect();
+            budget -= addrs.len();
+            if let Ok(entries) = procfs
+                .open(pid)
+                .and_then(|h| h.pagemap_entries(&addrs, page))
+            {
+                for (&at, &e) in addrs.iter().zip(&entries) {
+                    if let Some(pfn) =
+                        crate::probe::proc::pagemap_pfn(e).filter(|p| pfns.contains(p))
+                    {
+                        found.insert(pfn, at);
+                    }
+                }
+            }
+            take_rings(&mut self.calls, &mut self.raw);
+            self.ledger.place_huge(pid, &found);
+        }
     }
 
     /// Clears the soft-dirty bits of the tree's processes (`ProcHandle::clear_soft_dirty`),
@@ -599,6 +650,10 @@ impl Reader {
 fn moves_pages(input: &Input) -> bool {
     matches!(input, Input::Mremap { .. } | Input::MremapDone { .. })
 }
+
+/// At most this many huge pages' first addresses are read in pagemap at one snapshot, looking
+/// for the frames of huge pages faulted in (8 TiB of 2 MiB pages).
+const HUGE_LOOKUP_MAX: usize = 1 << 22;
 
 /// At most this much address space is checked page by page in pagemap at one snapshot (parts
 /// of mappings the kernel merged with others); beyond it a part's Rss is its share.
