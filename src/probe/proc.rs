@@ -702,6 +702,10 @@ impl ProcHandle {
             let n = f
                 .read_at(&mut buf, first * 8)
                 .map_err(|e| self.classify("pagemap", e))?;
+            // A process that has exited (a zombie until reaped) has no memory left to read.
+            if n == 0 && self.is_dead() {
+                return Err(ProcError::NoSuchProcess(self.pid));
+            }
             for p in &pages[i..j] {
                 let at = ((p / page - first) * 8) as usize;
                 let entry = buf
@@ -713,6 +717,19 @@ impl ProcHandle {
             i = j;
         }
         Ok(out)
+    }
+
+    /// Whether the process has exited or is exiting (its stat says so, or it is gone).
+    fn is_dead(&self) -> bool {
+        let mut buf = [0u8; 1024];
+        match self.open_file("stat", libc::O_RDONLY) {
+            Ok(f) => {
+                use std::os::unix::fs::FileExt;
+                let n = f.read_at(&mut buf, 0).unwrap_or(0);
+                parse_stat_exiting(&buf[..n]).unwrap_or(true)
+            }
+            Err(_) => true,
+        }
     }
 
     fn classify(&self, rel: &str, e: io::Error) -> ProcError {
@@ -1191,6 +1208,32 @@ mod tests {
                 (false, true),
                 (false, false)
             ]
+        );
+    }
+
+    /// A process that has exited and is not reaped yet (a zombie: its /proc files there, its
+    /// memory gone) reads as gone in pagemap, not as a process whose pages are all out of RAM.
+    #[test]
+    fn the_pagemap_of_a_process_that_exited_reads_as_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let h = ProcFs::default().open(pid).unwrap();
+        let zombie = || {
+            std::fs::read(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|b| parse_stat_exiting(&b))
+                == Some(true)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !zombie() {
+            assert!(std::time::Instant::now() < deadline, "`true` never exited");
+            std::thread::yield_now();
+        }
+        let got = h.pagemap_entries(&[0x40_0000], 4096);
+        child.wait().unwrap();
+        assert!(
+            matches!(got, Err(ProcError::NoSuchProcess(p)) if p == pid),
+            "{got:?}"
         );
     }
 

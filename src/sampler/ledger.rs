@@ -318,9 +318,11 @@ impl Reader {
                         // are weighed against smaps as read, later: the calls up to then are
                         // applied first, so that a vector an mremap moved in between has its
                         // samples where smaps found its pages (a prover's first proof grows its
-                        // vectors by mremap many times a second).
+                        // vectors by mremap many times a second). Not a process's exit or exec,
+                        // though: a program that ended while smaps was read (the highest
+                        // anatomy is often its last) keeps its samples for the weighing.
                         if maps.is_some() {
-                            self.apply_to(maps_read_ns.max(at));
+                            self.apply_while_alive(maps_read_ns.max(at));
                         }
                         let touch = maps.as_deref().and_then(|m| self.touch_at(m));
                         if rearm {
@@ -508,11 +510,13 @@ impl Reader {
             .touched_pages()
             .into_iter()
             .map(|(pid, pages)| {
-                // A process gone, or whose pagemap cannot be read: none of its pages counts.
-                let here = procfs
-                    .open(pid)
-                    .and_then(|h| h.page_states(&pages, page))
-                    .unwrap_or_else(|_| vec![PageState::default(); pages.len()]);
+                // A process whose pagemap cannot be read: none of its pages counts. One gone
+                // since smaps was read (its exit not applied yet): its pages as they stood.
+                let here = match procfs.open(pid).and_then(|h| h.page_states(&pages, page)) {
+                    Ok(here) => here,
+                    Err(crate::probe::ProcError::NoSuchProcess(_)) => vec![settled; pages.len()],
+                    Err(_) => vec![PageState::default(); pages.len()],
+                };
                 // The rings keep room while pagemap is read (`read` resolves what came).
                 take_rings(&mut self.calls, &mut self.raw);
                 (pid, here)
@@ -641,6 +645,29 @@ impl Reader {
         for r in self.pending.drain(..n) {
             self.ledger.apply(r.pid, r.tid, r.input);
         }
+    }
+
+    /// Applies the pending calls up to `at`, but not from a process's exit or exec on: what
+    /// smaps read of a process, alive, is weighed with its samples, not with none.
+    fn apply_while_alive(&mut self, at: u64) {
+        let n = self.pending.partition_point(|r| r.time_ns <= at);
+        let n = self.pending[..n]
+            .iter()
+            .position(ends_its_memory)
+            .unwrap_or(n);
+        for r in self.pending.drain(..n) {
+            self.ledger.apply(r.pid, r.tid, r.input);
+        }
+    }
+}
+
+/// Whether an event ends its process's memory: an exec, or the exit of the process (not of a
+/// thread).
+fn ends_its_memory(r: &Resolved) -> bool {
+    match r.input {
+        Input::Exec => true,
+        Input::Exit => r.pid == r.tid,
+        _ => false,
     }
 }
 
