@@ -341,7 +341,7 @@ impl MapCalls {
         if let Some((point, layout)) = huge_point().filter(|_| want_writes) {
             layouts.insert(Which::HugeAlloc, layout);
             huge_order = match point {
-                FaultPoint::Huge(_, order) => Some(order),
+                FaultPoint::Huge { order, .. } => Some(order),
                 _ => None,
             };
             fault_points.push(point);
@@ -508,7 +508,7 @@ impl MapCalls {
                         }
                     ) + &huge_order
                         .map(|order| format!(
-                            "; every transparent huge page faulted in (kmem:mm_page_alloc of order {order}), placed by its page frame"
+                            "; every transparent huge page faulted in (kmem:mm_page_alloc of order {order}, not NUMA balancing's moves), placed by its page frame"
                         ))
                         .unwrap_or_default()
                 } else {
@@ -639,7 +639,7 @@ impl MapCalls {
 fn touch_attr(opts: &Options, point: FaultPoint) -> Attr {
     // A tracepoint's record holds the address (RAW); the software event gives it as ADDR.
     let (type_, config, addr) = match point {
-        FaultPoint::User(id) | FaultPoint::Kernel(id) | FaultPoint::Huge(id, _) => {
+        FaultPoint::User(id) | FaultPoint::Kernel(id) | FaultPoint::Huge { id, .. } => {
             (perf::TYPE_TRACEPOINT, id, sample::RAW)
         }
         FaultPoint::Software => (perf::TYPE_SOFTWARE, perf::SW_PAGE_FAULTS, sample::ADDR),
@@ -647,7 +647,7 @@ fn touch_attr(opts: &Options, point: FaultPoint) -> Attr {
     // Every huge page: one fault brings 512 pages in, so one in N would leave most unsampled
     // (one sample per 128 MiB at N = 64).
     let period = match point {
-        FaultPoint::Huge(..) => 1,
+        FaultPoint::Huge { .. } => 1,
         _ => touch_period(opts.touch_every),
     };
     Attr {
@@ -689,8 +689,24 @@ enum FaultPoint {
     User(u64),
     Kernel(u64),
     /// `kmem:mm_page_alloc` (its ID) filtered in the kernel to the order of a transparent huge
-    /// page (9 on x86_64: 2 MiB): a huge page faulted in, every one.
-    Huge(u64, u32),
+    /// page (9 on x86_64: 2 MiB), and to the flags of a fault's allocation (`huge_filter`): a
+    /// huge page faulted in, every one.
+    Huge {
+        id: u64,
+        order: u32,
+        /// The values of `__GFP_NORETRY` and `__GFP_THISNODE` in this kernel.
+        noretry: u64,
+        thisnode: u64,
+    },
+}
+
+/// The kernel's filter that keeps the huge pages faulted in: of the huge page's order, and not
+/// a NUMA balancing's move of one (a hinting fault on a page another node touches, in the
+/// thread that read it, allocates its new huge page `__GFP_THISNODE` without `__GFP_NORETRY`;
+/// a fault's first try on its own node has both, a second neither). In a 2-node guest the
+/// moves of a prover's parameters, read by its multiexp, credited 6 MiB of them to the reader.
+fn huge_filter(order: u32, noretry: u64, thisnode: u64) -> String {
+    format!("order == {order} && ((gfp_flags & {noretry:#x}) || !(gfp_flags & {thisnode:#x}))")
 }
 
 /// The huge pages' fault point where the kernel has transparent huge pages and the tracepoint
@@ -700,7 +716,18 @@ fn huge_point() -> Option<(FaultPoint, Layout)> {
     let (points, _) = tracefs::read(&[("kmem", "mm_page_alloc")]).ok()?;
     let t = points.first()?;
     let layout = Layout::of(t, &["pfn"]).ok()?;
-    Some((FaultPoint::Huge(t.id, order), layout))
+    // The flags' values from the format (5.10 to 6.18 have these).
+    let noretry = t.print_flag("__GFP_NORETRY").unwrap_or(0x10000);
+    let thisnode = t.print_flag("__GFP_THISNODE").unwrap_or(0x20_0000);
+    Some((
+        FaultPoint::Huge {
+            id: t.id,
+            order,
+            noretry,
+            thisnode,
+        },
+        layout,
+    ))
 }
 
 /// The size of a transparent huge page, where the kernel has them.
@@ -742,8 +769,13 @@ fn writes_only(fd: &std::os::fd::OwnedFd, point: FaultPoint) -> Result<Which, Ma
             "exceptions:page_fault_kernel",
             Which::WriteFault,
         ),
-        FaultPoint::Huge(_, order) => (
-            format!("order == {order}"),
+        FaultPoint::Huge {
+            order,
+            noretry,
+            thisnode,
+            ..
+        } => (
+            huge_filter(order, noretry, thisnode),
             "kmem:mm_page_alloc",
             Which::HugeAlloc,
         ),

@@ -22,11 +22,33 @@ pub struct Tracepoint {
     pub name: String,
     pub id: u64,
     pub fields: Vec<Field>,
+    /// The format's `print fmt:` line, as the kernel wrote it.
+    pub print_fmt: String,
 }
 
 impl Tracepoint {
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The value of a flag the print format names (`__GFP_NORETRY` in `kmem:mm_page_alloc`'s
+    /// table of GFP flags), written as the kernel writes it: `0x10000u` (5.10) or
+    /// `((gfp_t)((((1UL))) << (16)))` (6.x); `None` where it is not there, or is neither.
+    pub fn print_flag(&self, name: &str) -> Option<u64> {
+        let quoted = format!("\"{name}\"");
+        let at = self.print_fmt.find(&quoted)?;
+        let entry = &self.print_fmt[self.print_fmt[..at].rfind('{')? + 1..at];
+        if let Some(shift) = entry.rfind("<<") {
+            let digits: String = entry[shift + 2..]
+                .chars()
+                .skip_while(|c| !c.is_ascii_digit())
+                .take_while(char::is_ascii_digit)
+                .collect();
+            return 1u64.checked_shl(digits.parse().ok()?);
+        }
+        let hex = &entry[entry.rfind("0x")? + 2..];
+        let digits: String = hex.chars().take_while(char::is_ascii_hexdigit).collect();
+        u64::from_str_radix(&digits, 16).ok()
     }
 }
 
@@ -215,11 +237,18 @@ pub fn read_from(root: &Path, events: &[(&str, &str)]) -> Result<Vec<Tracepoint>
                 .map_err(|e| TracefsError::Read(format_path.clone(), e))?;
             let fields =
                 parse_format(&text).map_err(|why| TracefsError::Format(format_path, why))?;
+            let print_fmt = text
+                .lines()
+                .find_map(|l| l.strip_prefix("print fmt:"))
+                .unwrap_or_default()
+                .trim()
+                .to_string();
             Ok(Tracepoint {
                 group: group.to_string(),
                 name: name.to_string(),
                 id,
                 fields,
+                print_fmt,
             })
         })
         .collect()
@@ -265,6 +294,30 @@ pub fn parse_format(text: &str) -> Result<Vec<Field>, FormatError> {
 
 #[cfg(test)]
 mod tests {
+    /// A flag's value from `kmem:mm_page_alloc`'s table of GFP flags, in each way kernels
+    /// write it (6.18's from this machine, 5.10's as its headers spell the values).
+    #[test]
+    fn a_flag_is_read_from_the_print_format_as_a_shift_or_a_hex_value() {
+        let tp = |print_fmt: &str| Tracepoint {
+            group: "kmem".into(),
+            name: "mm_page_alloc".into(),
+            id: 1,
+            fields: Vec::new(),
+            print_fmt: print_fmt.into(),
+        };
+        let new = tp(
+            r#""page=%p", REC->pfn, (REC->gfp_flags) ? __print_flags(REC->gfp_flags, "|", {( unsigned long)((((((( gfp_t)(((((1UL))) << (10))|((((1UL))) << (11)))) | (( gfp_t)((((1UL))) << (6))))), "GFP_TRANSHUGE"}, {( unsigned long)(( gfp_t)((((1UL))) << (16))), "__GFP_NORETRY"}, {( unsigned long)(( gfp_t)((((1UL))) << (21))), "__GFP_THISNODE"}, { 0, ((void *)0) } ) : "none""#,
+        );
+        assert_eq!(new.print_flag("__GFP_NORETRY"), Some(1 << 16));
+        assert_eq!(new.print_flag("__GFP_THISNODE"), Some(1 << 21));
+        let old = tp(
+            r#""page=%p", REC->pfn, (REC->gfp_flags) ? __print_flags(REC->gfp_flags, "|", {(unsigned long)(((( gfp_t)(0x400u|0x800u)) | (( gfp_t)0x40u))), "GFP_TRANSHUGE"}, {(unsigned long)(( gfp_t)0x10000u), "__GFP_NORETRY"}, {(unsigned long)(( gfp_t)0x200000u), "__GFP_THISNODE"}) : "none""#,
+        );
+        assert_eq!(old.print_flag("__GFP_NORETRY"), Some(0x10000));
+        assert_eq!(old.print_flag("__GFP_THISNODE"), Some(0x200000));
+        assert_eq!(old.print_flag("__GFP_NOFAIL"), None);
+    }
+
     use super::*;
 
     const MMAP: &str = "name: sys_enter_mmap
