@@ -1613,20 +1613,9 @@ mod tests {
         for k in 0..16 {
             touch_of(&mut l, 10, 0x4000_0000 + k * 64 * page, parts);
         }
-        for (k, pfn) in [0x1000u64, 0x1200, 0x1400, 0x1600].iter().enumerate() {
-            l.apply(
-                10,
-                10,
-                Input::HugeTouch {
-                    pfn: *pfn,
-                    stack: Some(params),
-                },
-            );
-            // The same fault sampled as a small one too (one in 64 may land on it).
-            if k == 0 {
-                touch_of(&mut l, 10, 0x4080_0000 + 5 * page, params);
-            }
-        }
+        huge_touches(&mut l, params);
+        // The first one's fault sampled as a small one too (one in 64 may land on it).
+        touch_of(&mut l, 10, 0x4080_0000 + 5 * page, params);
         // A huge page whose frame no anatomy finds (freed, or not the tree's).
         l.apply(
             10,
@@ -1637,10 +1626,7 @@ mod tests {
             },
         );
         assert_eq!(l.huge_pending()[0].1.len(), 5);
-        let found: HashMap<u64, u64> = (0..4)
-            .map(|k| (0x1000 + k * 0x200, 0x4080_0000 + k * 2 * MIB))
-            .collect();
-        l.place_huge(10, &found);
+        l.place_huge(10, &huge_found_at(0x4080_0000));
         let maps = [ResidentMaps {
             pid: 10,
             maps: vec![ResidentMap {
@@ -1677,20 +1663,8 @@ mod tests {
         let (mut l, parts, params) = ledger();
         l.set_huge_bytes(2 * MIB);
         mmap(&mut l, 10, 10, 0x4000_0000, 8 * MIB, params);
-        for k in 0..4u64 {
-            l.apply(
-                10,
-                10,
-                Input::HugeTouch {
-                    pfn: 0x1000 + k * 0x200,
-                    stack: Some(params),
-                },
-            );
-        }
-        let found: HashMap<u64, u64> = (0..4)
-            .map(|k| (0x1000 + k * 0x200, 0x4000_0000 + k * 2 * MIB))
-            .collect();
-        l.place_huge(10, &found);
+        huge_touches(&mut l, params);
+        l.place_huge(10, &huge_found_at(0x4000_0000));
         let maps = [ResidentMaps {
             pid: 10,
             maps: vec![ResidentMap {
@@ -1819,6 +1793,27 @@ mod tests {
         .collect();
         let t = l.touch_at(&maps11, &dirty11, 64);
         assert_eq!((t.samples_rewritten, t.stacks[0].before_bytes), (0, 0));
+    }
+
+    /// Four huge pages faulted in by process 10 with stack `s`, frames 0x1000, 0x1200, ...
+    fn huge_touches(l: &mut Ledger, s: StackId) {
+        for k in 0..4 {
+            l.apply(
+                10,
+                10,
+                Input::HugeTouch {
+                    pfn: 0x1000 + k * 0x200,
+                    stack: Some(s),
+                },
+            );
+        }
+    }
+
+    /// Where an anatomy found `huge_touches`' frames: one huge page after another from `at`.
+    fn huge_found_at(at: u64) -> HashMap<u64, u64> {
+        (0..4)
+            .map(|k| (0x1000 + k * 0x200, at + k * 2 * MIB))
+            .collect()
     }
 
     fn touch_of(l: &mut Ledger, pid: i32, addr: u64, s: StackId) {
