@@ -472,6 +472,30 @@ fn held_c_program(
     Some((out, a))
 }
 
+/// Each anatomy's sampled faults (applied so far, present in its stacks, found gone, given up
+/// to a rewrite) and the ledger's end record: where samples went, for a failure's message.
+fn touch_history(out: &Path) -> String {
+    let mut said: Vec<String> =
+        anatomies(out)
+            .iter()
+            .filter_map(|x| {
+                let t = &x["ledger"]["touch"];
+                let present: u64 = t["stacks"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|s| s["samples"].as_u64())
+                    .sum();
+                Some(format!(
+                "{} {:?} at {:.1} s: applied {}, present {present}, gone {}, rewritten {}, huge {}",
+                x["trigger"], x["span"], x["elapsed_s"].as_f64().unwrap_or(0.0), t["samples"],
+                t["samples_gone"], t["samples_rewritten"], t["huge_samples"]
+            ))
+            })
+            .collect();
+    said.push(format!("ledger end: {}", meta(out)["end"]["ledger"]));
+    said.join("\n")
+}
+
 /// Records tests/touch-sites.c (64 MiB from fill_heap, 48 MiB from fill_arena, a 64 KiB block
 /// every 2 ms at most: a pace an emulated machine's recorder keeps up with, its rings never
 /// full) with sampled page faults (one in 64), its allocator `preload`ed where given, and
@@ -1087,7 +1111,7 @@ fn memory_jemalloc_and_mimalloc_hand_out_is_credited_to_the_code_that_touched_it
     let exe = build_c_program("touch-sites", dir.path(), &["-pthread", "-DNO_THP"]);
     for allocator in ["libjemalloc", "libmimalloc"] {
         let lib = outside_program(allocator);
-        let Some((_, a)) = touch_sites_held(dir.path(), &exe, Some(&lib)) else {
+        let Some((out, a)) = touch_sites_held(dir.path(), &exe, Some(&lib)) else {
             return;
         };
         let l = &a["ledger"];
@@ -1105,9 +1129,10 @@ fn memory_jemalloc_and_mimalloc_hand_out_is_credited_to_the_code_that_touched_it
         let share = heap as f64 / (heap + arena) as f64;
         assert!(
             (share - 64.0 / 112.0).abs() <= 0.05,
-            "{allocator}: fill_heap {heap} of {}; records the kernel dropped: {}\n{touch:#}",
+            "{allocator}: fill_heap {heap} of {}; records the kernel dropped: {}\n{}\n{touch:#}",
             heap + arena,
-            l["lost"]
+            l["lost"],
+            touch_history(&out)
         );
         let resident = touch["resident_bytes"].as_u64().unwrap();
         assert!(
