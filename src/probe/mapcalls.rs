@@ -270,6 +270,8 @@ pub struct MapCalls {
     /// could: every event in the rings is then of a process in it.
     pub cgroup: Option<std::path::PathBuf>,
     _cgroup_fd: Option<std::os::fd::OwnedFd>,
+    /// The bytes of a transparent huge page, where huge pages faulted in are sampled.
+    pub huge_bytes: Option<u64>,
 }
 
 impl MapCalls {
@@ -519,6 +521,7 @@ impl MapCalls {
             opts,
             cgroup: cgroup.filter(|_| cgroup_fd.is_some()).map(Into::into),
             _cgroup_fd: cgroup_fd,
+            huge_bytes: huge_order.map(|o| (rustix::param::page_size() as u64) << o),
         })
     }
 
@@ -739,13 +742,6 @@ fn huge_page_order(size: &str) -> Option<u32> {
     let size: u64 = size.trim().parse().ok()?;
     let page = rustix::param::page_size() as u64;
     (size > page && size.is_power_of_two()).then(|| (size / page).trailing_zeros())
-}
-
-/// The bytes of a transparent huge page, where the kernel has them.
-pub fn huge_page_bytes() -> Option<u64> {
-    let size = std::fs::read_to_string(HPAGE_PMD_SIZE).ok()?;
-    huge_page_order(&size)?;
-    size.trim().parse().ok()
 }
 
 /// The kernel's filters that keep the write faults of the tracepoints: bit 1 of x86's error

@@ -255,7 +255,7 @@ struct Reader {
 impl Reader {
     fn new(calls: MapCalls, opts: Options, launcher: Option<i32>) -> Reader {
         let mut ledger = Ledger::new(opts.min_bytes, rustix::param::page_size() as u64);
-        if let Some(b) = crate::probe::mapcalls::huge_page_bytes() {
+        if let Some(b) = calls.huge_bytes {
             ledger.set_huge_bytes(b);
         }
         ledger.add_parents(launcher);
